@@ -1,0 +1,3 @@
+from memplan_cli.cli import main
+
+main()

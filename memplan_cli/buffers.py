@@ -1,0 +1,85 @@
+"""The buffer list: the narrow waist between training-graph construction and planning/reporting.
+
+Passes and profiles produce a `BufferList`; planners see only (size, first, last); reports see
+only buffers, steps and pools. Nothing here knows about models or file formats.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# ONE's memory categories (ALLOC table rows), in the order memplan prints them.
+CATEGORIES = ("non-const", "trainable", "back-prop", "gradient", "opt-variable", "disposable", "extra")
+
+# nntrainer's four-part execution order; forward steps come first, then per op in reverse.
+STEP_KINDS = ("forward", "calcGradient", "calcDerivative", "applyGradient")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the execution order. `op` is the op index in the training graph (-1: none)."""
+
+    index: int
+    kind: str
+    op: int
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One memory request: `size` bytes live over steps [first, last], both inclusive.
+
+    `size` is what the planner places (alignment already applied by the profile); `nbytes` is the
+    tensor's own byte size. Buffers of one `pool` share one arena and are planned together.
+    """
+
+    name: str
+    category: str
+    size: int
+    first: int
+    last: int
+    owner: str = ""
+    pool: str = "arena"
+    nbytes: int | None = None
+
+    def __post_init__(self):
+        if self.category not in CATEGORIES:
+            raise ValueError(f"unknown category {self.category!r}")
+        if self.first > self.last:
+            raise ValueError(f"buffer {self.name}: first step {self.first} > last step {self.last}")
+        if self.size < 0:
+            raise ValueError(f"buffer {self.name}: negative size")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """An arena: the buffers with this `name` are planned together by `planner` (a registry name).
+
+    `category` names the ALLOC row the pool's capacity is reported under. onert has one pool per
+    category plus one per kernel-private buffer; memplan's own profile has a single pool.
+    """
+
+    name: str
+    category: str
+    planner: str
+
+
+@dataclass
+class BufferList:
+    buffers: list[Buffer]
+    steps: list[Step]
+    pools: list[Pool] = field(default_factory=lambda: [Pool("arena", "non-const", "best")])
+    # free-form facts for reports (profile name, configuration echo); never read by planners
+    info: dict = field(default_factory=dict)
+
+    def in_pool(self, pool: str) -> list[Buffer]:
+        return [b for b in self.buffers if b.pool == pool]
+
+    def naive_by_category(self) -> dict[str, int]:
+        """Every buffer its own bytes: the sum of sizes per category."""
+        out = {c: 0 for c in CATEGORIES}
+        for b in self.buffers:
+            out[b.category] += b.size
+        return out
+
+    def naive_total(self) -> int:
+        return sum(b.size for b in self.buffers)

@@ -1,0 +1,23 @@
+"""Errors that end a command with exit status 2 and one line on stderr."""
+
+
+class MemplanError(Exception):
+    """A problem with the user's input (file, flags). Reported as one line, exit status 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class ModelError(MemplanError):
+    """The model file cannot be read or is not a model memplan understands."""
+
+
+class UnsupportedOpError(MemplanError):
+    """An op inside the backward region has no backward rule."""
+
+
+class ConfigError(MemplanError):
+    """Training configuration flags are invalid or conflict."""

@@ -1,0 +1,167 @@
+"""Operands and operations of one model graph, with use-def chains.
+
+Op types are canonical names shared by every loader (see `OP_TYPES`), so passes never look at a
+file format. `source_type` keeps what the file called the op, for display.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from memplan_cli.ir.dtypes import dtype_size
+
+# Canonical op vocabulary. Loaders map their formats onto these names; anything else keeps its
+# source name upper-cased and is reported as unsupported only if training needs its backward.
+OP_TYPES = (
+    "Conv2D", "DepthwiseConv2D", "FullyConnected", "MatMul",
+    "MaxPool2D", "AvgPool2D", "Mean",
+    "Add", "Sub", "Mul", "Div",
+    "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax",
+    "Reshape", "Pad", "Concat",
+    "Loss",
+)
+
+# Fused activations, as TFLite/circle name them.
+ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
+
+
+@dataclass
+class Operand:
+    """One tensor of the graph. `shape` is static after loading (dynamic dims resolved)."""
+
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    is_const: bool = False
+    is_input: bool = False
+    is_output: bool = False
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_elements * dtype_size(self.dtype)
+
+
+@dataclass
+class Operation:
+    """One op. `inputs` may hold -1 for an absent optional input (e.g. no bias)."""
+
+    index: int
+    type: str
+    inputs: list[int]
+    outputs: list[int]
+    attrs: dict = field(default_factory=dict)
+    source_type: str = ""
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"#{self.index} {self.type}" + (f" ({self.name})" if self.name else "")
+
+
+class GraphError(ValueError):
+    """The graph is not a valid DAG (cycle, dangling index, double definition)."""
+
+
+@dataclass
+class Graph:
+    operands: list[Operand]
+    operations: list[Operation]
+    inputs: list[int]
+    outputs: list[int]
+    name: str = ""
+    # the format the graph was loaded from ("circle", "tflite", "onnx"), for display only
+    source_format: str = ""
+    # facts a loader found in the file that training setup may use (e.g. circle training metadata)
+    metadata: dict = field(default_factory=dict)
+
+    # ---- use-def -------------------------------------------------------------------------
+    def defs(self) -> dict[int, int]:
+        """operand index -> index of the op that defines it (graph inputs and constants have none)."""
+        d: dict[int, int] = {}
+        for op in self.operations:
+            for o in op.outputs:
+                if o in d:
+                    raise GraphError(f"operand {o} is defined by ops {d[o]} and {op.index}")
+                d[o] = op.index
+        return d
+
+    def uses(self) -> dict[int, list[int]]:
+        """operand index -> indices of the ops that read it, in op order (a repeated input counts once)."""
+        u: dict[int, list[int]] = {o.index: [] for o in self.operands}
+        for op in self.operations:
+            for i in dict.fromkeys(op.inputs):
+                if i >= 0:
+                    u[i].append(op.index)
+        return u
+
+    # ---- checks --------------------------------------------------------------------------
+    def verify(self) -> None:
+        """Raise GraphError unless every index is in range, each operand has one def, and the graph is acyclic."""
+        n = len(self.operands)
+        for k, o in enumerate(self.operands):
+            if o.index != k:
+                raise GraphError(f"operand at position {k} has index {o.index}")
+            if any(d < 0 for d in o.shape):
+                raise GraphError(f"operand {o.index} ({o.name}) has a negative dimension {list(o.shape)}")
+        for k, op in enumerate(self.operations):
+            if op.index != k:
+                raise GraphError(f"operation at position {k} has index {op.index}")
+            for i in op.inputs + op.outputs:
+                if i >= n or i < -1:
+                    raise GraphError(f"op {op.label} refers to operand {i}, but the graph has {n}")
+        for i in self.inputs + self.outputs:
+            if not 0 <= i < n:
+                raise GraphError(f"graph input/output {i} is out of range (the graph has {n} operands)")
+        self.defs()
+        self.topological_order()
+
+    def topological_order(self) -> list[int]:
+        """Op indices in a deterministic topological order (Kahn's algorithm, lowest index first).
+
+        Raises GraphError naming the ops on a cycle.
+        """
+        import heapq
+
+        defs = self.defs()
+        preds: list[set[int]] = [set() for _ in self.operations]
+        succs: list[set[int]] = [set() for _ in self.operations]
+        for op in self.operations:
+            for i in op.inputs:
+                if i >= 0 and i in defs and defs[i] != op.index:
+                    preds[op.index].add(defs[i])
+                    succs[defs[i]].add(op.index)
+                elif i >= 0 and defs.get(i) == op.index:
+                    raise GraphError(f"op {op.label} reads its own output (operand {i}): a cycle")
+        indeg = [len(p) for p in preds]
+        ready = [k for k, d in enumerate(indeg) if d == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            k = heapq.heappop(ready)
+            order.append(k)
+            for s in sorted(succs[k]):
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(ready, s)
+        if len(order) != len(self.operations):
+            stuck = sorted(set(range(len(self.operations))) - set(order))
+            names = ", ".join(self.operations[k].label for k in stuck[:5])
+            raise GraphError(f"the graph has a cycle through {names}")
+        return order
+
+    # ---- sizes ---------------------------------------------------------------------------
+    def parameter_count(self) -> int:
+        """Elements of float constants (weights and biases; not int shape/axes constants)."""
+        return sum(o.num_elements for o in self.operands if o.is_const and o.dtype.startswith(("float", "bfloat")))
+
+    def activation_bytes(self) -> int:
+        """Bytes of every non-constant operand (graph inputs included)."""
+        return sum(o.nbytes for o in self.operands if not o.is_const)
+
+    def constant_bytes(self) -> int:
+        return sum(o.nbytes for o in self.operands if o.is_const)
