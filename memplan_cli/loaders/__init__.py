@@ -1,0 +1,66 @@
+"""Model loaders: a file goes in, a verified forward `Graph` comes out.
+
+The format is sniffed from the content, never the extension. Loaders read shapes, dtypes and which
+operands are constant; they never copy weight bytes (small integer constants that decide shapes,
+such as a Reshape's target shape, are the exception). Every failure is a `ModelError` naming the file.
+"""
+from __future__ import annotations
+
+import os
+
+from memplan_cli.errors import ModelError
+
+FORMATS = ("circle", "tflite", "onnx")
+
+
+def sniff(head: bytes) -> str | None:
+    """Format from the first bytes of a file: flatbuffer file identifier at offset 4, else ONNX protobuf."""
+    if len(head) >= 8 and head[4:8] == b"CIR0":
+        return "circle"
+    if len(head) >= 8 and head[4:8] == b"TFL3":
+        return "tflite"
+    # An ONNX ModelProto starts with a field tag; ir_version (field 1, varint) is written first by
+    # every exporter we know, so the first byte is 0x08.
+    if head[:1] == b"\x08":
+        return "onnx"
+    return None
+
+
+def load_model(path: str, *, batch_size: int | None = None):
+    """Load `path` (any supported format) and return a verified Graph, re-batched if asked."""
+    from memplan_cli.ir.graph import GraphError
+
+    if not os.path.exists(path):
+        raise ModelError("no such file", path)
+    if os.path.isdir(path):
+        raise ModelError("is a directory, not a model file", path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise ModelError(f"cannot read: {e.strerror or e}", path) from None
+    if not head:
+        raise ModelError("empty file", path)
+    fmt = sniff(head)
+    if fmt is None:
+        raise ModelError("not a circle, tflite or ONNX model (unrecognised content)", path)
+    try:
+        if fmt == "onnx":
+            from memplan_cli.loaders.onnx_loader import load_onnx as load
+        else:
+            from memplan_cli.loaders.flatbuffer_loader import load_flatbuffer as load
+        graph = load(path, fmt) if fmt != "onnx" else load(path)
+        graph.source_format = fmt
+        graph.verify()
+        if batch_size is not None:
+            from memplan_cli.ir.batch import rebatch
+
+            graph = rebatch(graph, batch_size)
+            graph.verify()
+    except ModelError:
+        raise
+    except GraphError as e:
+        raise ModelError(f"invalid {fmt} graph: {e}", path) from None
+    except Exception as e:  # malformed bytes surface as many exception types inside the parsers
+        raise ModelError(f"malformed {fmt} file ({type(e).__name__}: {e})", path) from None
+    return graph
