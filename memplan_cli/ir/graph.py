@@ -36,6 +36,9 @@ class Operand:
     is_const: bool = False
     is_input: bool = False
     is_output: bool = False
+    # values of a small integer constant that decides shapes (Reshape shape, Pad paddings, Mean axes);
+    # None for everything else: loaders never read weights
+    value: tuple | None = None
 
     @property
     def num_elements(self) -> int:
@@ -78,6 +81,8 @@ class Graph:
     source_format: str = ""
     # facts a loader found in the file that training setup may use (e.g. circle training metadata)
     metadata: dict = field(default_factory=dict)
+    # things a loader or a rewrite guessed or ignored, for reports (e.g. "3 subgraphs: read subgraph 0")
+    warnings: list = field(default_factory=list)
 
     # ---- use-def -------------------------------------------------------------------------
     def defs(self) -> dict[int, int]:

@@ -1,0 +1,198 @@
+"""Re-batch a graph: change the batch dimension of the inputs and propagate shapes op by op.
+
+Rules (dim 0 is the batch in both NHWC and NCHW):
+- graph inputs: every non-constant input of rank >= 1 whose dim 0 equals the model's batch gets the new batch;
+- ops that keep the batch at dim 0 (convolutions, pools, element-wise ops, activations, Softmax, MatMul):
+  an output whose old dim 0 followed its inputs' gets the new batch (broadcast: the largest);
+- Pad: the new dim 0 is the input's plus the padding of dim 0 (from the paddings constant, else the old difference);
+- Concat on axis 0: the sum of the inputs' dim 0; on any other axis: the batch is kept;
+- Mean over axis 0: the batch is reduced away, the output does not change; otherwise it is kept;
+- Reshape with a known shape constant: a leading entry equal to the old batch becomes the new batch,
+  then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
+- FullyConnected, Reshape without a known shape, and any op without a rule: dim 0 of each output is
+  scaled by how much the op's batched input grew. The last case adds a warning to the graph.
+Constants never change.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from memplan_cli.ir.graph import Graph, GraphError
+
+KEEP_BATCH = {"Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D", "Add", "Sub", "Mul", "Div",
+              "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax", "MatMul", "Loss",
+              # common non-canonical ops that are element-wise or keep dim 0
+              "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "ELU", "HARD_SWISH", "LOG_SOFTMAX", "ABS", "NEG",
+              "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "MAXIMUM", "MINIMUM", "BatchNormalization",
+              "Dropout", "Identity", "Cast", "Erf", "Pow", "GELU", "Gelu", "HardSigmoid", "HardSwish",
+              "LeakyRelu", "Elu", "LogSoftmax", "Exp", "Log", "Sqrt", "Neg", "Abs", "Max", "Min"}
+SCALE_ROWS = {"FullyConnected"}
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def rebatch(graph: Graph, batch_size: int) -> Graph:
+    """A copy of `graph` whose inputs have batch `batch_size`, with every activation shape updated."""
+    if batch_size < 1:
+        raise GraphError(f"batch size must be >= 1, got {batch_size}")
+    ops = graph.operations
+    operands = graph.operands
+    data_inputs = [i for i in graph.inputs if not operands[i].is_const and operands[i].shape]
+    warnings = list(graph.warnings)
+    if not data_inputs:
+        g = _copy(graph, {}, warnings)
+        g.warnings.append("the model has no non-constant input with a batch dimension; batch size ignored")
+        return g
+    old_batch = operands[data_inputs[0]].shape[0]
+    shapes = {o.index: tuple(o.shape) for o in operands}
+    batched: set[int] = set()
+    for i in data_inputs:
+        if operands[i].shape[0] == old_batch:
+            shapes[i] = (batch_size,) + tuple(operands[i].shape[1:])
+            batched.add(i)
+    if old_batch != batch_size:
+        for k in graph.topological_order():
+            op = ops[k]
+            if not any(i in batched for i in op.inputs if i >= 0):
+                continue
+            rule = _RULES.get(op.type)
+            if rule is None:
+                if op.type in KEEP_BATCH:
+                    rule = _keep_batch
+                elif op.type in SCALE_ROWS:
+                    rule = _scale_rows
+                else:
+                    rule = _scale_rows
+                    warnings.append(f"op {op.label}: no batch rule for {op.source_type or op.type}; "
+                                    "scaled dim 0 of its outputs by the growth of its input")
+            for o, shape in zip(op.outputs, rule(op, graph, shapes, batched)):
+                if shape is None:
+                    continue
+                if any(d <= 0 for d in shape):
+                    raise GraphError(f"re-batching to {batch_size}: op {op.label} would give operand {o} "
+                                     f"the shape {list(shape)}")
+                if operands[o].is_const:
+                    continue
+                shapes[o] = tuple(shape)
+                batched.add(o)
+    g = _copy(graph, shapes, warnings)
+    g.metadata["batch_size"] = batch_size
+    g.metadata["source_batch_size"] = old_batch
+    return g
+
+
+def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
+    operands = [replace(o, shape=shapes.get(o.index, o.shape)) for o in graph.operands]
+    operations = [replace(op, inputs=list(op.inputs), outputs=list(op.outputs), attrs=dict(op.attrs))
+                  for op in graph.operations]
+    return Graph(operands, operations, list(graph.inputs), list(graph.outputs), name=graph.name,
+                 source_format=graph.source_format, metadata=dict(graph.metadata), warnings=warnings)
+
+
+# ---- rules: each returns the new shape of every output (None: leave it) ---------------------
+def _batched_inputs(op, shapes, batched):
+    return [i for i in op.inputs if i >= 0 and i in batched]
+
+
+def _keep_batch(op, graph, shapes, batched):
+    ins = _batched_inputs(op, shapes, batched)
+    old0 = max(graph.operands[i].shape[0] for i in ins)
+    new0 = max(shapes[i][0] for i in ins)
+    out = []
+    for o in op.outputs:
+        s = graph.operands[o].shape
+        out.append((new0,) + tuple(s[1:]) if s and s[0] == old0 else None)
+    return out
+
+
+def _scale_rows(op, graph, shapes, batched):
+    """Dim 0 of each output grows by the factor the op's first batched input grew by."""
+    i = _batched_inputs(op, shapes, batched)[0]
+    old, new = _numel(graph.operands[i].shape), _numel(shapes[i])
+    out = []
+    for o in op.outputs:
+        s = graph.operands[o].shape
+        if not s:
+            out.append(None)
+            continue
+        rows = s[0] * new
+        if rows % old:
+            raise GraphError(f"cannot re-batch op {op.label}: dim 0 of operand {o} ({s[0]}) does not scale "
+                             f"by {new}/{old}")
+        out.append((rows // old,) + tuple(s[1:]))
+    return out
+
+
+def _pad(op, graph, shapes, batched):
+    i = op.inputs[0]
+    if i not in batched:
+        return [None]
+    pads = graph.operands[op.inputs[1]].value if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    s = graph.operands[op.outputs[0]].shape
+    if pads is not None and len(pads) >= 2:
+        new0 = shapes[i][0] + pads[0] + pads[1]
+    elif "pads" in op.attrs:  # ONNX attribute form: [begin..., end...]
+        p = op.attrs["pads"]
+        new0 = shapes[i][0] + p[0] + p[len(p) // 2]
+    else:
+        new0 = shapes[i][0] + (s[0] - graph.operands[i].shape[0])
+    return [(new0,) + tuple(s[1:])]
+
+
+def _concat(op, graph, shapes, batched):
+    s = graph.operands[op.outputs[0]].shape
+    axis = op.attrs.get("axis", 0)
+    if axis < 0:
+        axis += len(s)
+    if axis != 0:
+        return _keep_batch(op, graph, shapes, batched)
+    return [(sum(shapes[i][0] for i in op.inputs if i >= 0),) + tuple(s[1:])]
+
+
+def _mean(op, graph, shapes, batched):
+    i = op.inputs[0]
+    rank = len(graph.operands[i].shape)
+    axes = op.attrs.get("axes")
+    if axes is not None and 0 in {a + rank if a < 0 else a for a in axes}:
+        return [None]
+    return _keep_batch(op, graph, shapes, batched)
+
+
+def _reshape(op, graph, shapes, batched):
+    i = op.inputs[0]
+    if i not in batched:
+        return [None]
+    target = None
+    if len(op.inputs) > 1 and op.inputs[1] >= 0:
+        target = graph.operands[op.inputs[1]].value
+    if target is None:
+        target = op.attrs.get("new_shape")
+    if "flatten_axis" in op.attrs:  # ONNX Flatten
+        ax = op.attrs["flatten_axis"]
+        s = shapes[i]
+        return [(_numel(s[:ax]), _numel(s[ax:]))]
+    if target is None:
+        return _scale_rows(op, graph, shapes, batched)
+    old_in = graph.operands[i].shape
+    new_in = shapes[i]
+    t = list(target)
+    if t and t[0] == old_in[0] and old_in[0] != new_in[0]:
+        t[0] = new_in[0]
+    if op.attrs.get("zero_copies_input"):
+        t = [new_in[k] if d == 0 and k < len(new_in) else d for k, d in enumerate(t)]
+    total = _numel(new_in)
+    if t.count(-1) == 1:
+        known = _numel([d for d in t if d != -1])
+        if known <= 0 or total % known:
+            raise GraphError(f"cannot re-batch op {op.label}: shape {list(target)} does not fit {list(new_in)}")
+        t[t.index(-1)] = total // known
+    if _numel(t) != total:
+        # the target names the old batch in another place: fall back to scaling dim 0
+        return _scale_rows(op, graph, shapes, batched)
+    return [tuple(t)]
+
+
+_RULES = {"Pad": _pad, "Concat": _concat, "Mean": _mean, "Reshape": _reshape}

@@ -1,0 +1,314 @@
+"""circle and tflite models through circle-schema's v0.10 bindings (tflite's field ids are the same).
+
+The file is memory-mapped and read in place: tensor shapes, dtypes and whether a buffer holds data,
+never the weight bytes. The only data read are small integer constants (a Reshape's shape, a Pad's
+paddings, a Mean's axes) that decide shapes when the model is re-batched. Every vector is
+bounds-checked against the file before it is walked, so a corrupt length fails fast instead of hanging.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+from memplan_cli.errors import ModelError
+from memplan_cli.ir.dtypes import DTYPE_SIZE
+from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
+
+# builtin operator name -> canonical op type (graph.OP_TYPES); others keep their builtin name
+OP_MAP = {
+    "CONV_2D": "Conv2D", "DEPTHWISE_CONV_2D": "DepthwiseConv2D", "FULLY_CONNECTED": "FullyConnected",
+    "MAX_POOL_2D": "MaxPool2D", "AVERAGE_POOL_2D": "AvgPool2D", "MEAN": "Mean",
+    "ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div",
+    "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh", "SOFTMAX": "Softmax",
+    "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat", "BATCH_MATMUL": "MatMul",
+}
+# ops whose second input is a small int constant that decides the output shape
+SHAPE_CONST_INPUT = {"Reshape": 1, "Pad": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
+                     "TRANSPOSE": 1, "EXPAND_DIMS": 1, "TILE": 1}
+MAX_VALUE_ELEMENTS = 64  # an int constant bigger than this is data, not a shape
+PADDINGS = {0: "SAME", 1: "VALID"}
+EXTENDED_CODE = 127  # deprecated_builtin_code when the real code is only in builtin_code
+
+
+def _enum_names(cls) -> dict[int, str]:
+    return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def _tables():
+    from circle_schema.v0_10.circle.BuiltinOperator import BuiltinOperator
+    from circle_schema.v0_10.circle.TensorType import TensorType
+
+    dtypes = {code: name.lower() for code, name in _enum_names(TensorType).items()}
+    return _enum_names(BuiltinOperator), dtypes
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Reader:
+    def __init__(self, buf, size: int, path: str, fmt: str):
+        self.buf, self.size, self.path, self.fmt = buf, size, path, fmt
+        self.opnames, self.dtypes = _tables()
+        self.dynamic: dict[int, tuple[int, ...]] = {}  # operand -> dims marked -1 in shape_signature
+
+    # ---- bounds --------------------------------------------------------------------------
+    def vec_len(self, obj, field_id: int, elem: int) -> int:
+        """Length of vector field `field_id` of a generated table, checked to lie inside the file."""
+        tab = obj._tab
+        o = tab.Offset(4 + 2 * field_id)
+        if o == 0:
+            return 0
+        n = tab.VectorLen(o)
+        start = tab.Vector(o)
+        if start + n * elem > self.size:
+            raise _Malformed(f"a vector of {n} entries at byte {start} runs past the end of the file "
+                             f"({self.size} bytes): truncated or corrupt")
+        return n
+
+    def ints(self, obj, field_id: int, fmt: str = "<i") -> list[int]:
+        n = self.vec_len(obj, field_id, struct.calcsize(fmt))
+        if not n:
+            return []
+        start = obj._tab.Vector(obj._tab.Offset(4 + 2 * field_id))
+        return list(struct.unpack_from(f"<{n}{fmt[-1]}", self.buf, start))
+
+    # ---- model ---------------------------------------------------------------------------
+    def graph(self) -> Graph:
+        from circle_schema.v0_10.circle.Model import Model
+
+        if self.size < 8:
+            raise _Malformed(f"only {self.size} bytes: truncated")
+        root = struct.unpack_from("<I", self.buf, 0)[0]
+        if root + 4 > self.size:
+            raise _Malformed(f"root table offset {root} is past the end of the file ({self.size} bytes): truncated")
+        model = Model.GetRootAs(self.buf, 0)
+        warnings: list[str] = []
+        nsub = self.vec_len(model, 2, 4)
+        if nsub == 0:
+            raise _Malformed("the model has no subgraph")
+        if nsub > 1:
+            warnings.append(f"the model has {nsub} subgraphs; memplan reads subgraph 0 only")
+        nbuf = self.vec_len(model, 4, 4)
+        buffers = [model.Buffers(j) for j in range(nbuf)]
+        sub = model.Subgraphs(0)
+
+        opcodes = self.operator_codes(model)
+        operands = self.tensors(sub, buffers)
+        inputs = self.ints(sub, 1)
+        outputs = self.ints(sub, 2)
+        for i in inputs:
+            if 0 <= i < len(operands):
+                operands[i].is_input = True
+                operands[i].is_const = False
+        for i in outputs:
+            if 0 <= i < len(operands):
+                operands[i].is_output = True
+        operations = self.operators(sub, opcodes, operands, buffers)
+        name = (sub.Name() or b"").decode("utf-8", "replace")
+        g = Graph(operands, operations, inputs, outputs, name=name, source_format=self.fmt, warnings=warnings)
+        if self.dynamic:
+            g.metadata["dynamic_dims"] = dict(self.dynamic)
+        self.training_metadata(model, buffers, g)
+        return g
+
+    def operator_codes(self, model) -> list[str]:
+        n = self.vec_len(model, 1, 4)
+        out = []
+        for j in range(n):
+            oc = model.OperatorCodes(j)
+            dep = oc.DeprecatedBuiltinCode()
+            code = oc.BuiltinCode() if dep == EXTENDED_CODE else max(dep, oc.BuiltinCode()) if dep >= 0 else dep
+            name = self.opnames.get(code)
+            if name == "CUSTOM":
+                name = (oc.CustomCode() or b"CUSTOM").decode("utf-8", "replace")
+            out.append(name or f"BUILTIN_{code}")
+        return out
+
+    def tensors(self, sub, buffers) -> list[Operand]:
+        n = self.vec_len(sub, 0, 4)
+        out = []
+        for j in range(n):
+            t = sub.Tensors(j)
+            name = (t.Name() or b"").decode("utf-8", "replace") or f"t{j}"
+            shape = tuple(self.ints(t, 0))
+            sig = self.ints(t, 7)  # shape_signature: -1 marks a dynamic dim
+            dtype = self.dtypes.get(t.Type())
+            if dtype is None or dtype not in DTYPE_SIZE:
+                raise _Malformed(f"tensor {j} ({name}) has type {dtype or t.Type()}, which memplan cannot size")
+            bad = [d for d in shape if d <= 0]
+            if bad:
+                raise _Malformed(f"tensor {j} ({name}) has a {'zero' if bad[0] == 0 else 'negative'} "
+                                 f"dimension in shape {list(shape)}")
+            b = t.Buffer()
+            if b >= len(buffers):
+                raise _Malformed(f"tensor {j} ({name}) uses buffer {b}, but the model has {len(buffers)}")
+            is_const = b > 0 and self.buffer_has_data(buffers[b]) and not t.IsVariable()
+            if sig and len(sig) == len(shape) and any(d < 0 for d in sig):
+                self.dynamic[j] = tuple(k for k, d in enumerate(sig) if d < 0)
+            out.append(Operand(j, name, shape, dtype, is_const=is_const))
+        return out
+
+    def buffer_has_data(self, buf) -> bool:
+        if self.vec_len(buf, 0, 1) > 0:
+            return True
+        return buf.Offset() > 1  # large-model layout: data outside the flatbuffer at `offset`
+
+    def buffer_ints(self, buf, dtype: str, count: int) -> tuple[int, ...] | None:
+        """The values of a small int32/int64 constant (count elements), read in place."""
+        code = {"int32": "i", "int64": "q"}.get(dtype)
+        if code is None or count > MAX_VALUE_ELEMENTS:
+            return None
+        width = struct.calcsize(code)
+        n = self.vec_len(buf, 0, 1)
+        if n:
+            start = buf._tab.Vector(buf._tab.Offset(4))
+        elif buf.Offset() > 1:
+            start, n = buf.Offset(), buf.Size()
+            if start + n > self.size:
+                raise _Malformed(f"a buffer at byte {start} of {n} bytes runs past the end of the file")
+        else:
+            return None
+        if n < count * width:
+            raise _Malformed(f"a constant of {count} {dtype} holds only {n} bytes")
+        return tuple(struct.unpack_from(f"<{count}{code}", self.buf, start))
+
+    def operators(self, sub, opcodes, operands, buffers) -> list[Operation]:
+        from circle_schema.v0_10.circle.Tensor import Tensor  # noqa: F401  (bindings loaded once)
+
+        n = self.vec_len(sub, 3, 4)
+        ops = []
+        for j in range(n):
+            o = sub.Operators(j)
+            k = o.OpcodeIndex()
+            if k >= len(opcodes):
+                raise _Malformed(f"operator {j} uses operator code {k}, but the model has {len(opcodes)}")
+            src = opcodes[k]
+            typ = OP_MAP.get(src, src)
+            ins, outs = self.ints(o, 1), self.ints(o, 2)
+            attrs = self.options(o, typ)
+            op = Operation(j, typ, ins, outs, attrs, source_type=src)
+            ops.append(op)
+            pos = SHAPE_CONST_INPUT.get(typ)
+            if pos is not None and len(ins) > pos and 0 <= ins[pos] < len(operands):
+                t = operands[ins[pos]]
+                if t.is_const and t.value is None:
+                    tb = sub.Tensors(ins[pos]).Buffer()
+                    t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
+            if typ == "Mean" and len(ins) > 1 and 0 <= ins[1] < len(operands) and operands[ins[1]].value is not None:
+                attrs["axes"] = operands[ins[1]].value
+        return ops
+
+    def options(self, o, typ: str) -> dict:
+        from circle_schema.v0_10.circle import (BatchMatMulOptions, ConcatenationOptions, Conv2DOptions,
+                                                 DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
+                                                 ReducerOptions, ReshapeOptions, SoftmaxOptions)
+        from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
+
+        table = o.BuiltinOptions()
+        kind = o.BuiltinOptionsType()
+        if table is None or kind == 0:
+            return {"activation": "NONE"} if typ in ("Add", "Sub", "Mul", "Div", "FullyConnected") else {}
+
+        def view(mod, cls):
+            x = getattr(mod, cls)()
+            x.Init(table.Bytes, table.Pos)
+            return x
+
+        a: dict = {}
+
+        def act(x):
+            f = x.FusedActivationFunction()
+            a["activation"] = ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
+
+        if kind == BO.Conv2DOptions:
+            x = view(Conv2DOptions, "Conv2DOptions")
+            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
+                     dilation=(x.DilationHFactor(), x.DilationWFactor()), layout="NHWC")
+            act(x)
+        elif kind == BO.DepthwiseConv2DOptions:
+            x = view(DepthwiseConv2DOptions, "DepthwiseConv2DOptions")
+            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
+                     dilation=(x.DilationHFactor(), x.DilationWFactor()), depth_multiplier=x.DepthMultiplier(),
+                     layout="NHWC")
+            act(x)
+        elif kind == BO.Pool2DOptions:
+            x = view(Pool2DOptions, "Pool2DOptions")
+            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
+                     filter=(x.FilterHeight(), x.FilterWidth()), layout="NHWC")
+            act(x)
+        elif kind == BO.FullyConnectedOptions:
+            x = view(FullyConnectedOptions, "FullyConnectedOptions")
+            a["keep_num_dims"] = bool(x.KeepNumDims())
+            act(x)
+        elif kind in (BO.AddOptions, BO.SubOptions, BO.MulOptions, BO.DivOptions):
+            from circle_schema.v0_10.circle import AddOptions, DivOptions, MulOptions, SubOptions
+
+            mod, cls = {BO.AddOptions: (AddOptions, "AddOptions"), BO.SubOptions: (SubOptions, "SubOptions"),
+                        BO.MulOptions: (MulOptions, "MulOptions"), BO.DivOptions: (DivOptions, "DivOptions")}[kind]
+            act(view(mod, cls))
+        elif kind == BO.ReducerOptions:
+            a["keep_dims"] = bool(view(ReducerOptions, "ReducerOptions").KeepDims())
+        elif kind == BO.ConcatenationOptions:
+            x = view(ConcatenationOptions, "ConcatenationOptions")
+            a["axis"] = x.Axis()
+            act(x)
+        elif kind == BO.SoftmaxOptions:
+            a["beta"] = view(SoftmaxOptions, "SoftmaxOptions").Beta()
+        elif kind == BO.ReshapeOptions:
+            x = view(ReshapeOptions, "ReshapeOptions")
+            ns = self.ints(x, 0)
+            if ns:
+                a["new_shape"] = tuple(ns)
+        elif kind == BO.BatchMatMulOptions:
+            x = view(BatchMatMulOptions, "BatchMatMulOptions")
+            a.update(adj_x=bool(x.AdjointLhs()), adj_y=bool(x.AdjointRhs()))
+        return a
+
+    # ---- training metadata ---------------------------------------------------------------
+    def training_metadata(self, model, buffers, g: Graph) -> None:
+        from memplan_cli.traininfo import METADATA_NAME, TrainInfoError, read_training_metadata
+
+        n = self.vec_len(model, 6, 4)
+        for j in range(n):
+            md = model.Metadata(j)
+            if (md.Name() or b"") != METADATA_NAME.encode():
+                continue
+            b = md.Buffer()
+            if b >= len(buffers):
+                raise _Malformed(f"metadata {METADATA_NAME} uses buffer {b}, but the model has {len(buffers)}")
+            buf = buffers[b]
+            size = self.vec_len(buf, 0, 1)
+            if size:
+                start = buf._tab.Vector(buf._tab.Offset(4))
+            else:
+                start, size = buf.Offset(), buf.Size()
+                if start + size > self.size:
+                    raise _Malformed(f"metadata {METADATA_NAME} runs past the end of the file")
+            try:
+                fields, notes = read_training_metadata(self.buf[start:start + size])
+            except TrainInfoError as e:
+                raise _Malformed(str(e)) from None
+            g.metadata["training"] = fields
+            g.warnings.extend(notes)
+
+
+def load_flatbuffer(path: str, fmt: str) -> Graph:
+    """Read subgraph 0 of a circle or tflite file into a Graph (not yet verified)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise ModelError(f"truncated {fmt} file ({size} bytes)", path)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _Reader(mm, size, path, fmt).graph()
+    except _Malformed as e:
+        raise ModelError(f"malformed {fmt} file: {e}", path) from None
+    except (struct.error, IndexError, TypeError, ValueError, OverflowError, UnicodeDecodeError) as e:
+        raise ModelError(f"malformed {fmt} file (truncated or corrupt: {type(e).__name__}: {e})", path) from None
+    finally:
+        try:
+            mm.close()
+        except BufferError:  # a view is still alive somewhere; the GC closes it later
+            pass

@@ -1,0 +1,84 @@
+import pytest
+
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from tests.loaders import fbmodels as fb
+
+
+@pytest.mark.parametrize("fmt", ["circle", "tflite"])
+def test_tiny_cnn_loads_with_shapes_consts_and_attrs(tmp_path, fmt):
+    g = load_model(fb.write(tmp_path, f"m.{fmt}", fb.tiny_cnn(fmt)))
+    assert g.source_format == fmt
+    assert [op.type for op in g.operations] == ["Conv2D", "MaxPool2D", "Reshape", "FullyConnected", "Softmax"]
+    assert [op.source_type for op in g.operations][:2] == ["CONV_2D", "MAX_POOL_2D"]
+    conv, pool, reshape, fc, _ = g.operations
+    assert conv.attrs["activation"] == "RELU" and conv.attrs["padding"] == "SAME"
+    assert conv.attrs["stride"] == (1, 1) and conv.attrs["dilation"] == (1, 1)
+    assert pool.attrs["filter"] == (2, 2) and pool.attrs["stride"] == (2, 2) and pool.attrs["padding"] == "VALID"
+    assert fc.attrs["activation"] == "NONE"
+    consts = {o.name for o in g.operands if o.is_const}
+    assert consts == {"conv/w", "conv/b", "shape", "fc/w", "fc/b"}  # the int32 Reshape shape is kept
+    shape_const = g.operands[reshape.inputs[1]]
+    assert shape_const.dtype == "int32" and shape_const.value == (1, 64)
+    assert g.operands[1].value is None  # weights are never read
+    assert g.parameter_count() == 4 * 27 + 4 + 640 + 10
+    assert g.operands[0].is_input and g.operands[10].is_output
+    assert g.activation_bytes() == 4 * (192 + 256 + 64 + 64 + 10 + 10)
+
+
+def test_sniffing_ignores_the_extension(tmp_path):
+    g = load_model(fb.write(tmp_path, "really_tflite.onnx", fb.tiny_cnn("tflite")))
+    assert g.source_format == "tflite"
+
+
+def test_extended_negative_builtin_code_keeps_its_name(tmp_path):
+    t = [fb.tensor("x", [1, 4]), fb.tensor("y", [1, 4])]
+    data = fb.build(t, [fb.op(-2, [0], [1])], [0], [1])  # INSTANCE_NORM = -2, deprecated code 127
+    g = load_model(fb.write(tmp_path, "m.circle", data))
+    assert g.operations[0].type == "INSTANCE_NORM"
+
+
+def test_more_than_one_subgraph_is_a_warning(tmp_path):
+    t = [fb.tensor("x", [1, 4]), fb.tensor("y", [1, 4])]
+    data = fb.build(t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1], extra_subgraphs=2)
+    g = load_model(fb.write(tmp_path, "m.circle", data))
+    assert any("3 subgraphs" in w for w in g.warnings)
+    assert g.operations[0].type == "Relu"
+
+
+def test_mean_axes_and_pad_paddings_are_read(tmp_path):
+    t = [fb.tensor("x", [1, 4, 4, 2]), fb.tensor("pads", [4, 2], "int32", [0, 0, 1, 1, 1, 1, 0, 0]),
+         fb.tensor("p", [1, 6, 6, 2]), fb.tensor("axes", [2], "int32", [1, 2]), fb.tensor("m", [1, 2])]
+    ops = [fb.op(fb.OPS.PAD, [0, 1], [2]), fb.op(fb.OPS.MEAN, [2, 3], [4], fb.mean_opts(), fb.BO.ReducerOptions)]
+    g = load_model(fb.write(tmp_path, "m.tflite", fb.build(t, ops, [0], [4], "tflite")))
+    assert g.operations[1].type == "Mean" and g.operations[1].attrs == {"axes": (1, 2), "keep_dims": False}
+    assert g.operands[1].value == (0, 0, 1, 1, 1, 1, 0, 0)
+    assert g.parameter_count() == 0  # int constants are not parameters
+    assert g.constant_bytes() == 32 + 8
+
+
+def test_zero_dimension_is_an_error(tmp_path):
+    t = [fb.tensor("x", [1, 0]), fb.tensor("y", [1, 4])]
+    p = fb.write(tmp_path, "m.circle", fb.build(t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1]))
+    with pytest.raises(ModelError, match="zero dimension"):
+        load_model(p)
+
+
+def test_out_of_range_tensor_index_is_an_error(tmp_path):
+    t = [fb.tensor("x", [1, 4]), fb.tensor("y", [1, 4])]
+    p = fb.write(tmp_path, "m.circle", fb.build(t, [fb.op(fb.OPS.RELU, [5], [1])], [0], [1]))
+    with pytest.raises(ModelError, match="operand 5"):
+        load_model(p)
+
+
+def test_cycle_in_a_file_is_an_error(tmp_path):
+    t = [fb.tensor("x", [1, 4]), fb.tensor("a", [1, 4]), fb.tensor("b", [1, 4])]
+    ops = [fb.op(fb.OPS.ADD, [0, 2], [1]), fb.op(fb.OPS.RELU, [1], [2])]
+    p = fb.write(tmp_path, "m.circle", fb.build(t, ops, [0], [2]))
+    with pytest.raises(ModelError, match="cycle"):
+        load_model(p)
+
+
+def test_dynamic_batch_is_recorded(tmp_path):
+    g = load_model(fb.write(tmp_path, "m.tflite", fb.tiny_cnn("tflite", dynamic=True)))
+    assert g.metadata["dynamic_dims"][0] == (0,)
