@@ -1,0 +1,425 @@
+"""Every reference kernel's backward against central finite differences (float64, tiny shapes).
+
+Each check contracts the op's output with a fixed random tensor R (L = sum(R * f(inputs))), so
+dL/dy = R, and compares the kernel's gradient with (L(p + h) - L(p - h)) / 2h for every element.
+"""
+import numpy as np
+import pytest
+
+from memplan_cli.execute.kernels import (activation, conv, elementwise, fc, loss, optim, pool,
+                                         shape, softmax)
+
+H = 1e-6
+RTOL = 1e-6
+ATOL = 1e-8
+
+
+def numgrad(f, p):
+    """d f() / d p by central differences; f reads p (modified in place)."""
+    g = np.zeros_like(p)
+    flat, gflat = p.reshape(-1), g.reshape(-1)
+    for k in range(flat.size):
+        old = flat[k]
+        flat[k] = old + H
+        a = f()
+        flat[k] = old - H
+        b = f()
+        flat[k] = old
+        gflat[k] = (a - b) / (2 * H)
+    return g
+
+
+def rand(rng, *shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def close(got, want):
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL * max(1.0, np.abs(want).max()) * 100)
+
+
+def away_from_kinks(x, act):
+    """Nudge pre-activations away from the non-differentiable points of ReLU-family activations."""
+    for k in {"RELU": [0], "RELU6": [0, 6], "RELU_N1_TO_1": [-1, 1]}.get(act, []):
+        near = np.abs(x - k) < 0.05
+        x[near] += 0.1
+    return x
+
+
+ACTS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGMOID"]
+
+
+# ---- activations ------------------------------------------------------------------------------
+@pytest.mark.parametrize("act", ACTS[1:])
+def test_standalone_activation(act):
+    rng = np.random.default_rng(1)
+    x = away_from_kinks(rand(rng, 2, 5, lo=-8, hi=8), act)
+    r = rand(rng, 2, 5)
+    y = np.empty_like(x)
+    activation.forward(x, y, act)
+    dx = np.empty_like(x)
+    activation.calc_derivative(y, r, dx, act)
+
+    def f():
+        out = np.empty_like(x)
+        activation.forward(x, out, act)
+        return (r * out).sum()
+
+    close(dx, numgrad(f, x))
+
+
+def test_activation_values():
+    x = np.array([-7.0, -0.5, 0.5, 7.0])
+    out = np.empty(4)
+    assert activation.forward(x, out, "RELU6").tolist() == [0, 0, 0.5, 6]
+    assert activation.forward(x, out, "RELU").tolist() == [0, 0, 0.5, 7]
+    np.testing.assert_allclose(activation.forward(x, out, "SIGMOID"), 1 / (1 + np.exp(-x)))
+
+
+# ---- fully connected / matmul -------------------------------------------------------------------
+@pytest.mark.parametrize("act", ["NONE", "RELU", "TANH"])
+@pytest.mark.parametrize("layout", ["OI", "IO"])
+def test_fully_connected(act, layout):
+    rng = np.random.default_rng(2)
+    x, w, b = rand(rng, 3, 4), rand(rng, 5, 4), rand(rng, 5)
+    if layout == "IO":
+        w = np.ascontiguousarray(w.T)
+    r = rand(rng, 3, 5)
+    y = np.empty((3, 5))
+
+    def f():
+        fc.forward(x, w, b, y, act, layout)
+        return (r * y).sum()
+
+    f()
+    y_kept = y.copy()
+    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
+    fc.calc_derivative(r, w, dx, y=y_kept, act=act, w_layout=layout)
+    fc.calc_gradient(r, x, dw, db, y=y_kept, act=act, w_layout=layout)
+    close(dx, numgrad(f, x))
+    close(dw, numgrad(f, w))
+    close(db, numgrad(f, b))
+
+
+def test_fully_connected_flattens_input_and_accumulates():
+    rng = np.random.default_rng(3)
+    x, w = rand(rng, 2, 3, 2), rand(rng, 4, 6)
+    y = np.empty((2, 4))
+    fc.forward(x, w, None, y)
+    np.testing.assert_allclose(y, x.reshape(2, 6) @ w.T)
+    dx = np.ones_like(x)
+    fc.calc_derivative(np.ones((2, 4)), w, dx, acc=True)
+    np.testing.assert_allclose(dx, 1 + (np.ones((2, 4)) @ w).reshape(x.shape))
+
+
+def test_matmul_with_broadcast():
+    rng = np.random.default_rng(4)
+    a, b = rand(rng, 2, 3, 4), rand(rng, 4, 5)
+    r = rand(rng, 2, 3, 5)
+    y = np.empty((2, 3, 5))
+
+    def f():
+        fc.matmul_forward(a, b, y)
+        return (r * y).sum()
+
+    da, db = np.empty_like(a), np.empty_like(b)
+    fc.matmul_grad_a(r, b, da)
+    fc.matmul_grad_b(r, a, db)
+    close(da, numgrad(f, a))
+    close(db, numgrad(f, b))
+
+
+# ---- convolutions -----------------------------------------------------------------------------
+CONV_CASES = [
+    # (x shape, kernel, stride, dilation, padding)
+    ((2, 5, 5, 3), (3, 3), 1, 1, "SAME"),
+    ((1, 6, 5, 2), (3, 2), 2, 1, "SAME"),
+    ((1, 7, 7, 2), (3, 3), 2, 1, "VALID"),
+    ((1, 6, 6, 2), (2, 2), 1, 2, "VALID"),
+    ((2, 4, 4, 3), (1, 1), 1, 1, "VALID"),
+    ((1, 5, 4, 2), (3, 3), 1, 1, (1, 0, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("xs,k,s,d,p", CONV_CASES)
+@pytest.mark.parametrize("act", ["NONE", "RELU6"])
+def test_conv2d(xs, k, s, d, p, act):
+    rng = np.random.default_rng(5)
+    x, w, b = rand(rng, *xs), rand(rng, 4, k[0], k[1], xs[3]), rand(rng, 4, lo=1, hi=2)
+    g = conv.Geometry(xs, k, s, d, p)
+    y = np.empty((xs[0], g.oh, g.ow, 4))
+    r = rand(rng, *y.shape)
+
+    def f():
+        conv.conv2d_forward(x, w, b, y, s, d, p, act)
+        return (r * y).sum()
+
+    f()
+    yk = y.copy()
+    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
+    conv.conv2d_calc_derivative(r, w, dx, s, d, p, act, y=yk)
+    conv.conv2d_calc_gradient(r, x, dw, db, s, d, p, act, y=yk)
+    close(dx, numgrad(f, x))
+    close(dw, numgrad(f, w))
+    close(db, numgrad(f, b))
+
+
+def test_conv2d_matches_direct_loop():
+    rng = np.random.default_rng(6)
+    x, w = rand(rng, 1, 4, 4, 2), rand(rng, 3, 3, 3, 2)
+    y = np.empty((1, 4, 4, 3))
+    conv.conv2d_forward(x, w, None, y, 1, 1, "SAME")
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros_like(y)
+    for i in range(4):
+        for j in range(4):
+            for o in range(3):
+                want[0, i, j, o] = (xp[0, i:i + 3, j:j + 3, :] * w[o]).sum()
+    np.testing.assert_allclose(y, want)
+
+
+@pytest.mark.parametrize("xs,k,s,d,p", CONV_CASES)
+@pytest.mark.parametrize("mult", [1, 2])
+def test_depthwise(xs, k, s, d, p, mult):
+    rng = np.random.default_rng(7)
+    c = xs[3]
+    x, w, b = rand(rng, *xs), rand(rng, 1, k[0], k[1], c * mult), rand(rng, c * mult)
+    g = conv.Geometry(xs, k, s, d, p)
+    y = np.empty((xs[0], g.oh, g.ow, c * mult))
+    r = rand(rng, *y.shape)
+
+    def f():
+        conv.depthwise_forward(x, w, b, y, s, d, p, "RELU")
+        return (r * y).sum()
+
+    f()
+    yk = y.copy()
+    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
+    conv.depthwise_calc_derivative(r, w, dx, s, d, p, "RELU", y=yk)
+    conv.depthwise_calc_gradient(r, x, dw, db, s, d, p, "RELU", y=yk)
+    close(dx, numgrad(f, x))
+    close(dw, numgrad(f, w))
+    close(db, numgrad(f, b))
+
+
+def test_depthwise_equals_grouped_conv():
+    """Depthwise with multiplier 1 is a Conv2D whose weights are zero off the channel diagonal."""
+    rng = np.random.default_rng(8)
+    x, w = rand(rng, 1, 5, 5, 3), rand(rng, 1, 3, 3, 3)
+    full = np.zeros((3, 3, 3, 3))
+    for c in range(3):
+        full[c, :, :, c] = w[0, :, :, c]
+    a, b = np.empty((1, 3, 3, 3)), np.empty((1, 3, 3, 3))
+    conv.depthwise_forward(x, w, None, a, 2, 1, "SAME")
+    conv.conv2d_forward(x, full, None, b, 2, 1, "SAME")
+    np.testing.assert_allclose(a, b)
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_conv_nchw(group):
+    rng = np.random.default_rng(9)
+    x = rand(rng, 1, 3, 5, 5)
+    w = rand(rng, 3 if group == 3 else 4, 1 if group == 3 else 3, 3, 3)
+    b = rand(rng, w.shape[0])
+    y = np.empty((1, w.shape[0], 3, 3))
+    r = rand(rng, *y.shape)
+    pads = (1, 0, 1, 2)  # ONNX order t, l, b, r
+
+    def f():
+        conv.conv_nchw_forward(x, w, b, y, 2, 1, pads, group)
+        return (r * y).sum()
+
+    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
+    conv.conv_nchw_calc_derivative(r, w, dx, 2, 1, pads, group)
+    conv.conv_nchw_calc_gradient(r, x, dw, db, 2, 1, pads, group)
+    close(dx, numgrad(f, x))
+    close(dw, numgrad(f, w))
+    close(db, numgrad(f, b))
+
+
+# ---- pooling ----------------------------------------------------------------------------------
+POOL_CASES = [((2, 4, 4, 3), (2, 2), 2, "VALID"), ((1, 5, 5, 2), (3, 3), 2, "SAME"),
+              ((1, 5, 4, 2), (3, 2), 1, "SAME")]
+
+
+@pytest.mark.parametrize("xs,k,s,p", POOL_CASES)
+@pytest.mark.parametrize("via", ["argmax-int", "argmax-float", "input"])
+def test_maxpool(xs, k, s, p, via):
+    rng = np.random.default_rng(10)
+    x = rng.permutation(np.arange(np.prod(xs), dtype=float)).reshape(xs) / 10  # distinct: no ties
+    g = conv.Geometry(xs, k, s, 1, p)
+    y = np.empty((xs[0], g.oh, g.ow, xs[3]))
+    arg = np.empty(y.shape, dtype=np.float32 if via == "argmax-float" else np.int32)
+    r = rand(rng, *y.shape)
+
+    def f():
+        pool.maxpool_forward(x, y, k, s, p, out_argmax=arg)
+        return (r * y).sum()
+
+    f()
+    dx = np.empty_like(x)
+    if via == "input":
+        pool.maxpool_calc_derivative(r, dx, k, s, p, x=x)
+    else:
+        pool.maxpool_calc_derivative(r, dx, k, s, p, argmax=arg.copy())
+    close(dx, numgrad(f, x))
+
+
+@pytest.mark.parametrize("xs,k,s,p", POOL_CASES)
+def test_avgpool(xs, k, s, p):
+    rng = np.random.default_rng(11)
+    x = rand(rng, *xs)
+    g = conv.Geometry(xs, k, s, 1, p)
+    y = np.empty((xs[0], g.oh, g.ow, xs[3]))
+    r = rand(rng, *y.shape)
+
+    def f():
+        pool.avgpool_forward(x, y, k, s, p)
+        return (r * y).sum()
+
+    dx = np.empty_like(x)
+    pool.avgpool_calc_derivative(r, dx, k, s, p)
+    close(dx, numgrad(f, x))
+
+
+def test_avgpool_same_excludes_padding():
+    x = np.ones((1, 3, 3, 1))
+    y = np.empty((1, 2, 2, 1))
+    pool.avgpool_forward(x, y, (2, 2), 2, "SAME")
+    assert np.all(y == 1.0)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool_nchw(kind):
+    rng = np.random.default_rng(12)
+    x = rng.permutation(np.arange(50, dtype=float)).reshape(1, 2, 5, 5) / 7
+    y = np.empty((1, 2, 3, 3))
+    r = rand(rng, *y.shape)
+    arg = np.empty(y.shape, dtype=np.int32)
+
+    def f():
+        pool.pool_nchw_forward(kind, x, y, (3, 3), 2, (1, 1, 1, 1), out_argmax=arg)
+        return (r * y).sum()
+
+    f()
+    dx = np.empty_like(x)
+    pool.pool_nchw_calc_derivative(kind, r, dx, (3, 3), 2, (1, 1, 1, 1), argmax=arg.copy())
+    close(dx, numgrad(f, x))
+
+
+# ---- elementwise ------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1))])
+def test_binary(op, shapes):
+    rng = np.random.default_rng(13)
+    a = rand(rng, *shapes[0])
+    b = rand(rng, *shapes[1], lo=0.5, hi=2.0)
+    yshape = np.broadcast_shapes(a.shape, b.shape)
+    y = np.empty(yshape)
+    r = rand(rng, *yshape)
+
+    def f():
+        elementwise.forward(op, a, b, y, "TANH")
+        return (r * y).sum()
+
+    f()
+    yk = y.copy()
+    da, db = np.empty_like(a), np.empty_like(b)
+    elementwise.calc_derivative(op, r, da, db, a=a, b=b, y=yk, act="TANH")
+    close(da, numgrad(f, a))
+    close(db, numgrad(f, b))
+
+
+# ---- softmax, reshape, pad, mean, concat ------------------------------------------------------
+def test_softmax():
+    rng = np.random.default_rng(14)
+    x, r = rand(rng, 3, 5), rand(rng, 3, 5)
+    y = np.empty_like(x)
+
+    def f():
+        softmax.forward(x, y, beta=1.5)
+        return (r * y).sum()
+
+    f()
+    np.testing.assert_allclose(y.sum(axis=1), 1)
+    dx = np.empty_like(x)
+    softmax.calc_derivative(y.copy(), r, dx, beta=1.5)
+    close(dx, numgrad(f, x))
+
+
+def test_reshape_pad_mean_concat():
+    rng = np.random.default_rng(15)
+    x = rand(rng, 2, 3, 4)
+    # reshape
+    y = np.empty((6, 4))
+    r = rand(rng, 6, 4)
+    dx = np.empty_like(x)
+    shape.reshape_calc_derivative(r, dx)
+    close(dx, numgrad(lambda: (r * shape.reshape_forward(x, y)).sum(), x))
+    # pad
+    pads = [[0, 0], [1, 2], [0, 1]]
+    y = np.empty((2, 6, 5))
+    r = rand(rng, *y.shape)
+    shape.pad_calc_derivative(r, pads, dx)
+    close(dx, numgrad(lambda: (r * shape.pad_forward(x, pads, y)).sum(), x))
+    # mean, keepdims and not, negative axis
+    for keep in (False, True):
+        y = np.empty((2, 1, 1) if keep else (2,))
+        r = rand(rng, *y.shape)
+        shape.mean_calc_derivative(r, [1, -1], dx)
+        close(dx, numgrad(lambda: (r * shape.mean_forward(x, [1, -1], y, keep)).sum(), x))
+    # concat
+    a, b = rand(rng, 2, 2), rand(rng, 2, 3)
+    y = np.empty((2, 5))
+    r = rand(rng, 2, 5)
+    f = lambda: (r * shape.concat_forward([a, b], 1, y)).sum()  # noqa: E731
+    for k, t in enumerate((a, b)):
+        d = np.empty_like(t)
+        shape.concat_calc_derivative(r, 1, k, [2, 3], d)
+        close(d, numgrad(f, t))
+
+
+# ---- losses -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["mse", "cce"])
+def test_losses(kind):
+    rng = np.random.default_rng(16)
+    logits = rand(rng, 4, 3)
+    y = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    t = np.eye(3)[rng.integers(0, 3, 4)]
+    out = np.empty(1)
+
+    def f():
+        return loss.FORWARD[kind](y, t, out)[0]
+
+    dy = np.empty_like(y)
+    loss.DERIVATIVE[kind](y, t, dy)
+    close(dy, numgrad(f, y))
+
+
+def test_cce_through_softmax_is_softmax_minus_target():
+    rng = np.random.default_rng(17)
+    x = rand(rng, 4, 3)
+    t = np.eye(3)[[0, 2, 1, 1]]
+    y, dy, dx = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+    softmax.forward(x, y)
+    loss.cce_calc_derivative(y, t, dy)
+    softmax.calc_derivative(y, dy, dx)
+    np.testing.assert_allclose(dx, (y - t) / 4, atol=1e-12)
+
+
+# ---- optimizers -------------------------------------------------------------------------------
+def test_optimizers_by_hand():
+    w, g = np.array([1.0, -2.0]), np.array([0.5, 0.25])
+    a = w.copy()
+    optim.apply("sgd", a, g, [], 0.1)
+    np.testing.assert_allclose(a, [0.95, -2.025])
+    a, v = w.copy(), np.zeros(2)
+    optim.apply("momentum", a, g, [v], 0.1)
+    optim.apply("momentum", a, g, [v], 0.1)
+    # v1 = -0.1 g; v2 = 0.9 v1 - 0.1 g = -0.19 g; w = w - 0.29 g
+    np.testing.assert_allclose(a, w - 0.29 * g)
+    a, m, v = w.copy(), np.zeros(2), np.zeros(2)
+    optim.apply("adam", a, g, [m, v], 0.1, t=1)
+    # first bias-corrected step moves every weight by lr * sign(g) (up to eps)
+    np.testing.assert_allclose(a, w - 0.1 * np.sign(g), rtol=1e-6)
+    np.testing.assert_allclose(m, 0.1 * g)
+    np.testing.assert_allclose(v, 0.001 * g * g)
