@@ -49,7 +49,8 @@ def load_model(path: str, *, batch_size: int | None = None):
             from memplan_cli.loaders.onnx_loader import load_onnx as load
         else:
             from memplan_cli.loaders.flatbuffer_loader import load_flatbuffer as load
-        graph = load(path, fmt) if fmt != "onnx" else load(path)
+        # ONNX takes the batch size at load time: it resolves a symbolic batch dim before shape inference
+        graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size)
         graph.source_format = fmt
         graph.verify()
         if batch_size is not None:

@@ -1,0 +1,408 @@
+"""ONNX models: the protobuf without its weight bytes (see onnx_strip), ONNX shape inference, canonical ops.
+
+Operands are numbered in order of first appearance: graph inputs, then each node's inputs and outputs;
+initializers and Constant nodes become constant operands (a Constant node is not an op, as in tflite
+where such values are plain tensors). Layout is NCHW (attrs["layout"]). Only the batch dim (dim 0 of a
+graph input) may be symbolic, and only when a batch size is given.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+
+from memplan_cli.errors import ModelError
+from memplan_cli.ir.dtypes import DTYPE_SIZE
+from memplan_cli.ir.graph import Graph, Operand, Operation
+
+SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Softmax": "Softmax",
+          "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Concat": "Concat",
+          "MaxPool": "MaxPool2D", "AveragePool": "AvgPool2D", "Reshape": "Reshape", "Flatten": "Reshape",
+          "Pad": "Pad", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
+_DTYPE_RENAME = {"float": "float32", "double": "float64"}
+MAX_VALUE_ELEMENTS = 64
+
+
+def _dtype(code: int) -> str:
+    import onnx
+
+    try:
+        name = onnx.TensorProto.DataType.Name(code).lower()
+    except ValueError:
+        name = f"type {code}"
+    return _DTYPE_RENAME.get(name, name)
+
+
+class _Bad(Exception):
+    pass
+
+
+def _read_stripped(path: str):
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from memplan_cli.loaders.onnx_strip import ProtobufError, strip_model
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        data, has_graph = strip_model(mm, size)
+    except ProtobufError as e:
+        raise _Bad(f"not a valid protobuf ({e}): truncated or not an ONNX model") from None
+    finally:
+        mm.close()
+    if not has_graph:
+        raise _Bad("a protobuf without a graph: not an ONNX model")
+    try:
+        return onnx.load_from_string(data)
+    except DecodeError as e:
+        raise _Bad(f"not an ONNX model (protobuf decode failed: {e})") from None
+
+
+def _inline_small_external(model, base_dir: str) -> None:
+    """Read the few bytes of small int tensors stored in external files (shape inference needs them)."""
+    for t in model.graph.initializer:
+        n = 1
+        for d in t.dims:
+            n *= d
+        if t.data_location != 1 or t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = os.path.join(base_dir, info.get("location", ""))
+        try:
+            with open(loc, "rb") as f:
+                f.seek(int(info.get("offset", 0) or 0))
+                raw = f.read(n * (4 if t.data_type == 6 else 8))
+        except (OSError, ValueError):
+            continue  # inference will report the shape it could not find
+        del t.external_data[:]
+        t.data_location = 0
+        t.raw_data = raw
+
+
+def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
+    """Give every graph input a static shape. Returns whether the batch dim was symbolic."""
+    dynamic = False
+    for vi in model.graph.input:
+        if vi.name in init_names:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise _Bad(f"graph input '{vi.name}' is not a tensor")
+        if not tt.HasField("shape"):
+            raise _Bad(f"graph input '{vi.name}' has no shape")
+        for k, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value"):
+                if d.dim_value <= 0:
+                    raise _Bad(f"graph input '{vi.name}' has a {'zero' if d.dim_value == 0 else 'negative'} "
+                               f"dimension {d.dim_value} at position {k}")
+                continue
+            label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
+            if k != 0:
+                raise _Bad(f"graph input '{vi.name}' has a symbolic dimension {label} at position {k}; "
+                           "memplan needs static shapes (only the batch dim may be symbolic)")
+            if batch_size is None:
+                raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
+                           "pass --batch-size")
+            d.dim_value = batch_size
+            dynamic = True
+    # inferred shapes must come from the fixed inputs, not from stale symbolic annotations
+    del model.graph.value_info[:]
+    for vo in model.graph.output:
+        if vo.type.HasField("tensor_type"):
+            vo.type.tensor_type.ClearField("shape")
+    return dynamic
+
+
+def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+        raise _Bad(f"no shape for {what} (shape inference could not infer it)")
+    shape = []
+    for k, d in enumerate(tt.shape.dim):
+        if not d.HasField("dim_value"):
+            label = f"'{d.dim_param}'" if d.dim_param else "an unknown dim"
+            raise _Bad(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
+        if d.dim_value <= 0:
+            raise _Bad(f"{what} has a {'zero' if d.dim_value == 0 else 'negative'} dimension {d.dim_value}")
+        shape.append(d.dim_value)
+    return tuple(shape), _dtype(tt.elem_type)
+
+
+def _small_int_value(t) -> tuple | None:
+    from onnx import numpy_helper
+
+    n = 1
+    for d in t.dims:
+        n *= d
+    if t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS or t.data_location == 1:
+        return None
+    try:
+        return tuple(int(v) for v in numpy_helper.to_array(t).reshape(-1))
+    except Exception:  # data stripped or malformed: the value is unknown, shapes still come from inference
+        return None
+
+
+def _attr(node) -> dict:
+    from onnx import helper
+
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+class _Builder:
+    def __init__(self, model):
+        self.model = model
+        g = model.graph
+        self.index: dict[str, int] = {}
+        self.operands: list[Operand] = []
+        self.value_info = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
+        self.consts = {t.name: t for t in g.initializer}
+
+    def operand(self, name: str) -> int:
+        if name == "":
+            return -1
+        if name in self.index:
+            return self.index[name]
+        k = len(self.operands)
+        if name in self.consts:
+            t = self.consts[name]
+            shape = tuple(int(d) for d in t.dims)
+            if any(d <= 0 for d in shape):
+                raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
+            op = Operand(k, name, shape, _dtype(t.data_type), is_const=True, value=_small_int_value(t))
+        elif name in self.value_info:
+            shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
+            op = Operand(k, name, shape, dtype)
+        else:
+            raise _Bad(f"no shape for tensor '{name}' (shape inference could not infer it)")
+        if op.dtype not in DTYPE_SIZE:
+            raise _Bad(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
+        self.index[name] = k
+        self.operands.append(op)
+        return k
+
+    def build(self) -> Graph:
+        g = self.model.graph
+        inputs = [self.operand(vi.name) for vi in g.input if vi.name not in self.consts]
+        for i in inputs:
+            self.operands[i].is_input = True
+        ops: list[Operation] = []
+        for node in g.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                self.constant_node(node)
+                continue
+            ins = [self.operand(n) for n in node.input]
+            outs = [self.operand(n) for n in node.output if n]
+            typ, attrs = self.canonical(node, ins)
+            ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name))
+        ops = _fuse_matmul_add(ops, self.operands)
+        outputs = [self.operand(vo.name) for vo in g.output]
+        for o in outputs:
+            self.operands[o].is_output = True
+        unused = [t.name for t in g.initializer if t.name not in self.index]
+        graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
+        if unused:
+            graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
+                                  f"(first: '{unused[0]}')")
+        return graph
+
+    def constant_node(self, node) -> None:
+        a = {x.name: x for x in node.attribute}
+        if "value" not in a or not node.output:
+            raise _Bad(f"Constant node '{node.name or node.output[0]}' without a tensor value is not supported")
+        t = a["value"].t
+        t.name = node.output[0]
+        self.consts[t.name] = t
+
+    def canonical(self, node, ins) -> tuple[str, dict]:
+        a = _attr(node)
+        t = node.op_type
+        operands = self.operands
+        if t == "Conv":
+            w = operands[ins[1]].shape
+            group = a.get("group", 1)
+            c_in = w[1] * group
+            attrs = self._window(a, w[2:])
+            if group > 1 and group == c_in and w[0] % group == 0:
+                attrs["depth_multiplier"] = w[0] // group
+                return "DepthwiseConv2D", attrs
+            if group > 1:
+                attrs["group"] = group
+            return "Conv2D", attrs
+        if t in ("MaxPool", "AveragePool"):
+            attrs = self._window(a, a.get("kernel_shape", ()))
+            attrs["filter"] = tuple(a.get("kernel_shape", ()))
+            attrs.pop("dilation", None)
+            return SIMPLE[t], attrs
+        if t == "Gemm":
+            w_const = len(ins) > 1 and operands[ins[1]].is_const
+            if w_const and not a.get("transA", 0):
+                return "FullyConnected", {"activation": "NONE", "trans_b": bool(a.get("transB", 0))}
+            return "MatMul", {"trans_a": bool(a.get("transA", 0)), "trans_b": bool(a.get("transB", 0))}
+        if t == "MatMul":
+            return "MatMul", {}
+        if t == "Clip":
+            lo, hi = self._clip_bounds(node, a, ins)
+            if lo == 0 and hi == 6:
+                return "Relu6", {}
+            return "Clip", {"min": lo, "max": hi}
+        if t in ("Add", "Sub", "Mul", "Div"):
+            return t, {"activation": "NONE"}
+        if t == "Concat":
+            return "Concat", {"axis": a.get("axis", 0)}
+        if t == "Softmax":
+            return "Softmax", {"axis": a.get("axis", -1)}
+        if t == "Reshape":
+            return "Reshape", {} if a.get("allowzero", 0) else {"zero_copies_input": True}
+        if t == "Flatten":
+            return "Reshape", {"flatten_axis": a.get("axis", 1)}
+        if t == "Pad":
+            attrs = {"mode": a.get("mode", "constant")}
+            pads = a.get("pads")
+            if pads is None and len(ins) > 1 and ins[1] >= 0:
+                pads = operands[ins[1]].value
+            if pads is not None:
+                attrs["pads"] = tuple(pads)
+            return "Pad", attrs
+        if t == "GlobalAveragePool":
+            rank = len(operands[ins[0]].shape)
+            return "Mean", {"axes": tuple(range(2, rank)), "keep_dims": True, "layout": "NCHW"}
+        if t == "ReduceMean":
+            axes = a.get("axes")
+            if axes is None and len(ins) > 1 and ins[1] >= 0:
+                axes = operands[ins[1]].value
+            attrs = {"keep_dims": bool(a.get("keepdims", 1)), "layout": "NCHW"}
+            if axes is not None:
+                attrs["axes"] = tuple(axes)
+            return "Mean", attrs
+        if t in SIMPLE:
+            return SIMPLE[t], {}
+        return t, a if all(isinstance(v, (int, float, str)) or _int_list(v) for v in a.values()) else {}
+
+    @staticmethod
+    def _window(a: dict, kernel) -> dict:
+        nd = len(kernel)
+        strides = tuple(a.get("strides", (1,) * nd))
+        dil = tuple(a.get("dilations", (1,) * nd))
+        pads = tuple(a.get("pads", (0,) * (2 * nd)))
+        auto = a.get("auto_pad", "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            padding = "SAME"
+        elif auto == "VALID" or not any(pads):
+            padding = "VALID"
+        else:
+            # explicit pads equal to SAME's total (k-1)*d per dim count as SAME (how tflite would write it)
+            same = all(pads[i] + pads[i + nd] == (kernel[i] - 1) * dil[i] for i in range(nd)) and all(
+                s == 1 for s in strides)
+            padding = "SAME" if same else "EXPLICIT"
+        return {"stride": strides, "dilation": dil, "padding": padding, "pads": pads,
+                "kernel": tuple(kernel), "activation": "NONE", "layout": "NCHW"}
+
+    def _clip_bounds(self, node, a, ins):
+        if "min" in a or "max" in a:  # opset < 11
+            return a.get("min"), a.get("max")
+        vals = []
+        for k in (1, 2):
+            v = None
+            if len(node.input) > k and node.input[k]:
+                t = self.consts.get(node.input[k])
+                if t is not None:
+                    from onnx import numpy_helper
+
+                    try:
+                        v = float(numpy_helper.to_array(t).reshape(-1)[0])
+                    except Exception:
+                        v = None
+            vals.append(v)
+        return vals[0], vals[1]
+
+
+def _int_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
+
+
+def _fuse_matmul_add(ops: list[Operation], operands: list[Operand]) -> list[Operation]:
+    """MatMul(x, W const) followed only by Add(_, b const 1-D) -> FullyConnected(x, W, b), as tflite has it.
+
+    The MatMul's output tensor disappears (it was an activation only ONNX has).
+    """
+    uses: dict[int, list[int]] = {}
+    for op in ops:
+        for i in op.inputs:
+            uses.setdefault(i, []).append(op.index)
+    drop: set[int] = set()
+    for op in ops:
+        if op.type != "MatMul" or op.attrs or len(op.inputs) != 2 or not operands[op.inputs[1]].is_const:
+            continue
+        if len(operands[op.inputs[1]].shape) != 2:
+            continue
+        y = op.outputs[0]
+        if operands[y].is_output or len(uses.get(y, [])) != 1:
+            continue
+        add = ops[uses[y][0]]
+        if add.type != "Add" or len(add.inputs) != 2:
+            continue
+        b = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
+        if not operands[b].is_const or len(operands[b].shape) != 1:
+            continue
+        add.type, add.inputs = "FullyConnected", [op.inputs[0], op.inputs[1], b]
+        add.attrs = {"activation": "NONE", "fused_from": "MatMul+Add", "trans_b": False}
+        add.source_type = "MatMul+Add"
+        drop.add(op.index)
+    if not drop:
+        return ops
+    kept = [op for op in ops if op.index not in drop]
+    for k, op in enumerate(kept):
+        op.index = k
+    return kept
+
+
+def _drop_unused_operands(g: Graph) -> Graph:
+    """Renumber operands after a fusion left some unreferenced (never a graph input or output)."""
+    used = set(g.inputs) | set(g.outputs)
+    for op in g.operations:
+        used.update(i for i in op.inputs + op.outputs if i >= 0)
+    if len(used) == len(g.operands):
+        return g
+    remap = {}
+    kept = []
+    for o in g.operands:
+        if o.index in used:
+            remap[o.index] = len(kept)
+            o.index = len(kept)
+            kept.append(o)
+    for op in g.operations:
+        op.inputs = [remap[i] if i >= 0 else -1 for i in op.inputs]
+        op.outputs = [remap[i] for i in op.outputs]
+    g.operands = kept
+    g.inputs = [remap[i] for i in g.inputs]
+    g.outputs = [remap[i] for i in g.outputs]
+    return g
+
+
+def load_onnx(path: str, batch_size: int | None = None) -> Graph:
+    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`."""
+    import onnx
+    from onnx import shape_inference
+
+    try:
+        model = _read_stripped(path)
+        if not model.graph.node and not model.graph.input:
+            raise _Bad("the graph is empty (no input and no node): not an ONNX model")
+        init_names = {t.name for t in model.graph.initializer}
+        _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
+        dynamic = _fix_inputs(model, init_names, batch_size)
+        try:
+            model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as e:
+            raise _Bad(f"shape inference failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        g = _drop_unused_operands(_Builder(model).build())
+        if dynamic:
+            g.metadata["dynamic_batch"] = True
+        return g
+    except _Bad as e:
+        raise ModelError(f"invalid onnx file: {e}", path) from None

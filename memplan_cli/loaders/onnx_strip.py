@@ -1,0 +1,164 @@
+"""Copy an ONNX ModelProto without its weight bytes, reading the file through mmap.
+
+ONNX stores weights inside TensorProto data fields (raw_data, float_data, ...). Parsing the whole
+protobuf would pull every weight byte into memory, so this walks the wire format and copies every
+field except the data of tensors, which it skips by length. Kept: the data of small integer tensors
+(<= MAX_KEEP elements of int32/int64), because shape inference needs a Reshape's shape or a Pad's pads,
+and of scalars (Clip's bounds).
+The result is a valid, small ModelProto for `onnx.load_from_string` and shape inference.
+"""
+from __future__ import annotations
+
+MAX_KEEP = 64
+# TensorProto: data_type values of int32 / int64
+_INT_TYPES = {6, 7}
+# TensorProto fields that hold data
+_DATA_FIELDS = {4, 5, 6, 7, 9, 10, 11}
+
+
+class ProtobufError(ValueError):
+    """The bytes are not a well-formed protobuf message."""
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise ProtobufError(f"varint runs past the end at byte {pos}")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtobufError(f"varint too long at byte {pos}")
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def fields(buf, start: int, end: int):
+    """Yield (field number, wire type, field start, value start, value end) for one message."""
+    pos = start
+    while pos < end:
+        fstart = pos
+        tag, pos = _varint(buf, pos, end)
+        num, wt = tag >> 3, tag & 7
+        if num == 0:
+            raise ProtobufError(f"field number 0 at byte {fstart}")
+        if wt == 0:
+            _, vend = _varint(buf, pos, end)
+            vstart = pos
+        elif wt == 1:
+            vstart, vend = pos, pos + 8
+        elif wt == 2:
+            n, vstart = _varint(buf, pos, end)
+            vend = vstart + n
+        elif wt == 5:
+            vstart, vend = pos, pos + 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wt} at byte {fstart}")
+        if vend > end:
+            raise ProtobufError(f"field {num} at byte {fstart} runs past the end of its message")
+        yield num, wt, fstart, vstart, vend
+        pos = vend
+
+
+def _len_field(num: int, payload: bytes) -> bytes:
+    return _encode_varint((num << 3) | 2) + _encode_varint(len(payload)) + payload
+
+
+def _tensor(buf, start, end) -> bytes:
+    dims: list[int] = []
+    dtype = 0
+    for num, wt, _fs, vs, ve in fields(buf, start, end):
+        if num == 1:
+            if wt == 2:  # packed
+                p = vs
+                while p < ve:
+                    d, p = _varint(buf, p, ve)
+                    dims.append(d)
+            else:
+                dims.append(_varint(buf, vs, ve)[0])
+        elif num == 2:
+            dtype = _varint(buf, vs, ve)[0]
+    n = 1
+    for d in dims:
+        n *= d
+    # scalars too: Clip's bounds decide whether it is a Relu6
+    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1
+    out = bytearray()
+    for num, _wt, fs, _vs, ve in fields(buf, start, end):
+        if num in _DATA_FIELDS and not keep_data:
+            continue
+        out += buf[fs:ve]
+    return bytes(out)
+
+
+def _attribute(buf, start, end) -> bytes:
+    out = bytearray()
+    for num, _wt, fs, vs, ve in fields(buf, start, end):
+        if num in (5, 10):  # t, tensors
+            out += _len_field(num, _tensor(buf, vs, ve))
+        elif num in (6, 11):  # g, graphs
+            out += _len_field(num, _graph(buf, vs, ve))
+        else:
+            out += buf[fs:ve]
+    return bytes(out)
+
+
+def _node(buf, start, end) -> bytes:
+    out = bytearray()
+    for num, _wt, fs, vs, ve in fields(buf, start, end):
+        if num == 5:  # attribute
+            out += _len_field(num, _attribute(buf, vs, ve))
+        else:
+            out += buf[fs:ve]
+    return bytes(out)
+
+
+def _graph(buf, start, end) -> bytes:
+    out = bytearray()
+    for num, _wt, fs, vs, ve in fields(buf, start, end):
+        if num == 5:  # initializer
+            out += _len_field(num, _tensor(buf, vs, ve))
+        elif num == 1:  # node
+            out += _len_field(num, _node(buf, vs, ve))
+        elif num == 15:  # sparse_initializer: values (1) and indices (2) are TensorProtos
+            out += _len_field(num, _sparse(buf, vs, ve))
+        else:
+            out += buf[fs:ve]
+    return bytes(out)
+
+
+def _sparse(buf, start, end) -> bytes:
+    out = bytearray()
+    for num, _wt, fs, vs, ve in fields(buf, start, end):
+        if num in (1, 2):
+            out += _len_field(num, _tensor(buf, vs, ve))
+        else:
+            out += buf[fs:ve]
+    return bytes(out)
+
+
+def strip_model(buf, size: int) -> tuple[bytes, bool]:
+    """(ModelProto bytes without weight data, whether the message had a graph field)."""
+    out = bytearray()
+    has_graph = False
+    for num, wt, fs, vs, ve in fields(buf, 0, size):
+        if num == 7 and wt == 2:
+            has_graph = True
+            out += _len_field(7, _graph(buf, vs, ve))
+        else:
+            out += buf[fs:ve]
+    return bytes(out), has_graph

@@ -1,0 +1,119 @@
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from memplan_cli.loaders.onnx_strip import strip_model
+from tests.loaders import fbmodels as fb
+from tests.loaders import onnxmodels as om
+
+
+def test_tiny_cnn_matches_its_tflite_twin_except_the_unfused_relu(tmp_path):
+    g = load_model(om.save(tmp_path, "m.onnx", om.tiny_cnn()))
+    t = load_model(fb.write(tmp_path, "m.tflite", fb.tiny_cnn("tflite")))
+    assert [op.type for op in g.operations] == ["Conv2D", "Relu", "MaxPool2D", "Reshape", "FullyConnected", "Softmax"]
+    conv = g.operations[0]
+    assert conv.attrs["padding"] == "SAME" and conv.attrs["layout"] == "NCHW" and conv.attrs["stride"] == (1, 1)
+    assert g.operations[2].attrs["filter"] == (2, 2)
+    assert g.parameter_count() == t.parameter_count()
+    relu_out = g.operands[g.operations[1].outputs[0]]
+    assert relu_out.shape == (1, 4, 8, 8)
+    # ONNX keeps Relu as its own op: exactly one more activation tensor than tflite's fused conv
+    assert g.activation_bytes() == t.activation_bytes() + relu_out.nbytes
+    shape_const = g.operands[g.operations[3].inputs[1]]
+    assert shape_const.is_const and shape_const.dtype == "int64" and shape_const.value == (1, -1)
+    assert all(o.value is None for o in g.operands if o.dtype == "float32")
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_rebatch_of_onnx_matches_tflite(tmp_path, flatten):
+    g = load_model(om.save(tmp_path, "m.onnx", om.tiny_cnn(flatten=flatten)), batch_size=32)
+    t = load_model(fb.write(tmp_path, "m.tflite", fb.tiny_cnn("tflite")), batch_size=32)
+    extra = g.operands[g.operations[1].outputs[0]].nbytes
+    assert g.activation_bytes() == t.activation_bytes() + extra
+    assert g.operands[g.outputs[0]].shape == (32, 10) and not g.warnings
+
+
+def test_symbolic_batch_needs_a_batch_size(tmp_path):
+    m = om.tiny_cnn(flatten=True)
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    p = om.save(tmp_path, "m.onnx", m)
+    with pytest.raises(ModelError, match="symbolic batch dimension 'N'.*--batch-size"):
+        load_model(p)
+    g = load_model(p, batch_size=8)
+    assert g.operands[0].shape == (8, 3, 8, 8) and g.operands[g.outputs[0]].shape == (8, 10)
+
+
+def test_other_symbolic_dims_are_an_error(tmp_path):
+    m = om.tiny_cnn()
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "H"
+    with pytest.raises(ModelError, match="symbolic dimension 'H' at position 2"):
+        load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
+
+
+def test_depthwise_clip6_global_pool_and_matmul_add(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])
+    inits = [om._w("dw", [4, 1, 3, 3]), numpy_helper.from_array(np.array(0, np.float32), "lo"),
+             numpy_helper.from_array(np.array(6, np.float32), "hi"), om._w("W", [4, 5]), om._w("b", [5]),
+             numpy_helper.from_array(np.array([1, 4], np.int64), "s")]
+    nodes = [helper.make_node("Conv", ["x", "dw"], ["d"], group=4, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["c"]),
+             helper.make_node("GlobalAveragePool", ["c"], ["gp"]),
+             helper.make_node("Reshape", ["gp", "s"], ["f"]),
+             helper.make_node("MatMul", ["f", "W"], ["mm"]),
+             helper.make_node("Add", ["mm", "b"], ["y"])]
+    g = load_model(om.save(tmp_path, "m.onnx", om.model(nodes, [x], [y], inits)))
+    assert [op.type for op in g.operations] == ["DepthwiseConv2D", "Relu6", "Mean", "Reshape", "FullyConnected"]
+    assert g.operations[0].attrs["depth_multiplier"] == 1
+    assert g.operations[2].attrs["axes"] == (2, 3) and g.operations[2].attrs["keep_dims"]
+    assert "mm" not in {o.name for o in g.operands}  # the MatMul's output only ONNX had is gone
+    assert [g.operands[i].name for i in g.operations[4].inputs] == ["f", "W", "b"]
+    g.verify()
+
+
+def test_external_weights_are_never_opened(tmp_path):
+    p = om.save(tmp_path, "m.onnx", om.tiny_cnn(), save_as_external_data=True, all_tensors_to_one_file=True,
+                location="m.bin", size_threshold=100)
+    os.remove(tmp_path / "m.bin")  # if the loader touched the weights this would fail
+    g = load_model(p)
+    assert g.parameter_count() == 4 * 27 + 4 + 640 + 10
+
+
+def test_small_external_shape_constant_is_read(tmp_path):
+    p = om.save(tmp_path, "m.onnx", om.tiny_cnn(), save_as_external_data=True, all_tensors_to_one_file=True,
+                location="m.bin", size_threshold=0)
+    g = load_model(p, batch_size=4)
+    assert g.operands[g.operations[3].inputs[1]].value == (1, -1)
+    assert g.operands[g.outputs[0]].shape == (4, 10)
+
+
+def test_stripping_leaves_out_embedded_weights(tmp_path):
+    m = om.tiny_cnn()
+    m.graph.initializer.append(om._w("big", [256, 256]))  # unused, 256 KiB of data
+    data = m.SerializeToString()
+    stripped, has_graph = strip_model(data, len(data))
+    assert has_graph and len(stripped) < 2000 < len(data) - 250_000
+    back = onnx.load_from_string(stripped)
+    assert [t.name for t in back.graph.initializer][-1] == "big"
+    g = load_model(om.save(tmp_path, "m.onnx", m))
+    assert "big" not in {o.name for o in g.operands} and "initializer" in g.warnings[0]
+
+
+def test_sniffing_onnx_named_tflite(tmp_path):
+    assert load_model(om.save(tmp_path, "m.tflite", om.tiny_cnn())).source_format == "onnx"
+
+
+def test_constant_nodes_become_constant_operands(tmp_path):
+    m = om.tiny_cnn()
+    shape = [t for t in m.graph.initializer if t.name == "shape"][0]
+    m.graph.initializer.remove(shape)
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["shape"], value=shape))
+    g = load_model(om.save(tmp_path, "m.onnx", m))
+    s = [o for o in g.operands if o.name == "shape"][0]
+    assert s.is_const and s.value == (1, -1) and "Constant" not in {op.source_type for op in g.operations}
