@@ -81,9 +81,14 @@ def fused_activation(op) -> str:
     return "NONE"
 
 
-def _is_weight(graph, i) -> bool:
+# ops whose float constants are nntrainer weights; other ops' constants (Relu6's clip bounds in ONNX,
+# a Pad's paddings) are layer properties in nntrainer, not tensors
+WEIGHTED = CONV | {"FullyConnected", "MatMul", "BatchNorm"}
+
+
+def _is_weight(graph, op, i) -> bool:
     o = graph.operands[i]
-    return o.is_const and o.dtype.startswith(("float", "bfloat"))
+    return op.type in WEIGHTED and o.is_const and o.dtype.startswith(("float", "bfloat"))
 
 
 def build_nodes(graph, trainable_ops: set[int]) -> list[Node]:
@@ -107,7 +112,7 @@ def build_nodes(graph, trainable_ops: set[int]) -> list[Node]:
             if i < 0 or graph.operands[i].is_const:
                 continue
             ins.append(seen_as.get((i, k), ("fwd", i) if i in producer else ("ext", i)))
-        weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and _is_weight(graph, i)]
+        weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and _is_weight(graph, op, i)]
         act = fused_activation(op)
         label = op.name or f"{op.type}{k}"
         if act != "NONE" and len(op.outputs) == 1:
@@ -180,18 +185,22 @@ class _Pool:
         self.info[r]["bits"] |= bits
 
 
-def _spatial_patch_bytes(graph, node: Node, out_operand: int) -> int:
-    """One sample's im2col matrix (input channels x kernel area x output positions), in bytes."""
+def _patch_bytes(graph, node: Node, out_operand: int) -> int:
+    """One sample's im2col matrix (input channels x kernel area x output positions), float32 bytes."""
+    import math
+
     w = graph.operands[node.weights[0]] if node.weights else None
     out = graph.operands[out_operand]
-    if w is None or not out.shape:
+    if w is None or len(out.shape) != 4:
         return 0
-    per_sample = out.num_elements // max(out.shape[0], 1)
-    if node.type == "DepthwiseConv2D":
-        # TFLite [1, kh, kw, C]; ONNX [C, 1, kh, kw]
-        c = w.shape[0] if graph.source_format == "onnx" else w.shape[-1]
-        return w.num_elements * (per_sample // max(c, 1)) * 4
+    per_sample = out.num_elements // max(out.shape[0], 1)  # output channels x positions
     cout = w.shape[0] if w.shape else 1
+    if node.type == "DepthwiseConv2D":
+        op = graph.operations[node.op]
+        channels = out.shape[1] if op.attrs.get("layout") == "NCHW" else out.shape[-1]
+        kernel = op.attrs.get("kernel")
+        area = math.prod(kernel) if kernel else w.num_elements // max(channels, 1)
+        return area * per_sample * 4
     return (w.num_elements // max(cout, 1)) * (per_sample // max(cout, 1)) * 4
 
 
@@ -248,7 +257,7 @@ def build_requests(graph, nodes: list[Node], opt_states: int):
                        _orders(n, BACKWARD_FUNC), BACKWARD_FUNC)
         # temporaries
         if n.type in CONV and n.outputs:
-            b = _spatial_patch_bytes(graph, n, operand(n.outputs[0]).index)
+            b = _patch_bytes(graph, n, operand(n.outputs[0]).index)
             if b:
                 tp.request(("im2col", n.name), f"{n.name}:im2col", b, "extra", n.name,
                            _orders(n, ITERATION), ITERATION)
