@@ -4,6 +4,7 @@ pool, verify every plan, and collect the figures reports print. Knows nothing ab
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
@@ -31,12 +32,27 @@ class Analysis:
     lower_bound: int  # peak live bytes of all buffers as one arena, under this profile's lifetimes
     # profile-specific figures (e.g. onert's ALLOC lines), filled by the profile's `figures` hook
     extras: dict = field(default_factory=dict)
+    # the onert profile's figures for the same model and configuration (see `compare_with_onert`)
+    onert: OnertComparison | None = None
+    # wall-clock seconds per phase (load, build, plan, figures): for people, never in JSON reports
+    timings: dict = field(default_factory=dict)
 
     @property
     def planned_by_category(self) -> dict[str, int]:
+        """Each pool's arena under the ALLOC row it reports to. A pool holding several categories
+        (memplan's single arena) is split by what is live at its own peak step, and the gap between
+        that and the arena (fragmentation, if any) stays with the pool's category, so the rows
+        always add up to `planned_total`."""
         out = {c: 0 for c in CATEGORIES}
         for p in self.pools:
-            out[p.pool.category] += p.plan.arena
+            cats = {b.category for b in p.buffers}
+            if len(cats) <= 1:
+                out[p.pool.category] += p.plan.arena
+                continue
+            at_peak = _peak_composition(p.buffers)
+            for c, v in at_peak.items():
+                out[c] += v
+            out[p.pool.category] += p.plan.arena - sum(at_peak.values())
         return out
 
     @property
@@ -50,6 +66,38 @@ class Analysis:
     @property
     def naive_total(self) -> int:
         return self.buffers.naive_total()
+
+
+@dataclass
+class OnertComparison:
+    """onert's figures for the model memplan analysed: `total` is the sum of its ALLOC lines.
+    `reason` says why there are none (onert cannot train the model, or the profile is missing)."""
+
+    total: int | None = None
+    by_category: dict[str, int] | None = None
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.total is not None
+
+
+def _peak_composition(buffers: list[Buffer]) -> dict[str, int]:
+    """Bytes per category live at the first step where the most bytes are live."""
+    events: dict[int, int] = {}
+    for b in buffers:
+        events[b.first] = events.get(b.first, 0) + b.size
+        events[b.last + 1] = events.get(b.last + 1, 0) - b.size
+    best, best_step, live = -1, 0, 0
+    for t in sorted(events):
+        live += events[t]
+        if live > best:
+            best, best_step = live, t
+    out = {c: 0 for c in CATEGORIES}
+    for b in buffers:
+        if b.first <= best_step <= b.last:
+            out[b.category] += b.size
+    return out
 
 
 def file_sha256(path: str) -> str:
@@ -82,19 +130,56 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
 
 def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
             planner: str | None = None, time_limit: float | None = None,
-            profile_options: dict | None = None) -> Analysis:
+            profile_options: dict | None = None, compare_onert: bool = False,
+            onert_options: dict | None = None) -> Analysis:
+    """Analyse `path` under `profile`. With `compare_onert` (and a profile other than onert), also
+    build and plan the onert profile for the same model and configuration and keep its totals in
+    `Analysis.onert`; when onert cannot train the model, `Analysis.onert.reason` says why."""
     from memplan_cli.loaders import load_model
+
+    t0 = time.perf_counter()
+    graph = load_model(path, batch_size=config.batch_size)
+    t1 = time.perf_counter()
+    a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
+                      profile_options=profile_options, path=path)
+    a.timings = {"load": t1 - t0, **a.timings}
+    if compare_onert and profile != "onert":
+        t2 = time.perf_counter()
+        a.onert = compare_with_onert(graph, config, onert_options)
+        a.timings["onert"] = time.perf_counter() - t2
+    return a
+
+
+def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", planner: str | None = None,
+                  time_limit: float | None = None, profile_options: dict | None = None,
+                  path: str = "") -> Analysis:
+    """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`)."""
     from memplan_cli.planners.bound import lower_bound
     from memplan_cli.profiles import get_profile
 
-    graph = load_model(path, batch_size=config.batch_size)
+    t0 = time.perf_counter()
     prof = get_profile(profile)
     bl = prof.build(graph, config, **(profile_options or {}))
+    t1 = time.perf_counter()
     pools = plan_buffer_list(bl, planner_override=planner, time_limit=time_limit)
     b = bl.buffers
     lb = lower_bound([x.size for x in b], [x.first for x in b], [x.last for x in b])
-    a = Analysis(path, file_sha256(path), graph, config, profile, bl, pools, lb)
+    t2 = time.perf_counter()
+    a = Analysis(path, file_sha256(path) if path else "", graph, config, profile, bl, pools, lb)
     figures = getattr(prof, "figures", None)
     if figures:
         a.extras.update(figures(a))
+    a.timings = {"build": t1 - t0, "plan": t2 - t1, "figures": time.perf_counter() - t2}
     return a
+
+
+def compare_with_onert(graph, config: TrainConfig, onert_options: dict | None = None) -> OnertComparison:
+    """onert's totals for `graph`, or the reason there are none (a MemplanError from the onert
+    profile: an op onert cannot train, a capacity over its 32-bit limit, the profile not built)."""
+    from memplan_cli.errors import MemplanError
+
+    try:
+        o = analyze_graph(graph, config, profile="onert", profile_options=onert_options)
+    except MemplanError as e:
+        return OnertComparison(reason=str(e))
+    return OnertComparison(total=o.planned_total, by_category=o.planned_by_category)

@@ -1,22 +1,74 @@
-"""`memplan analyze MODEL`: the training memory of MODEL, by category, naive vs planned."""
+"""`memplan analyze MODEL`: the training memory of MODEL, by category: naive, onert, planned, bound.
+
+Parsing only: the work is `memplan_cli.analysis.analyze`, the views are `memplan_cli.report`.
+"""
 from __future__ import annotations
 
 import click
 
-from memplan_cli.commands.options import config_from_flags, training_options
+from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, output_options,
+                                          profile_options, training_options, verbosity)
+
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable")
+
+
+def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
+    """Load MODEL, merge its training metadata with the flags, analyse it. Returns (Analysis, profile options)."""
+    from memplan_cli.analysis import analyze
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.progress import spinner
+
+    check_planner(flags.get("planner"))
+    graph = load_model(model)
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    profile = flags.get("profile") or "memplan"
+    with spinner(f"analysing {model} ({profile})", progress):
+        a = analyze(model, cfg, profile=profile, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
+                    profile_options=onert if profile == "onert" else None,
+                    compare_onert=compare_onert and profile == "memplan", onert_options=onert)
+    return a, (onert if profile == "onert" else {})
 
 
 @click.command("analyze")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
-def command(model, **flags):
-    """How much memory one training step of MODEL takes, and what it is made of."""
-    from memplan_cli.loaders import load_model
+@profile_options
+@output_options
+@click.option("--by-layer", is_flag=True, help="Add the per-layer view: what each op brings and its share of the peak.")
+@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.svg",
+              help="Draw live memory over the steps, stacked by category, to an SVG file.")
+def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, **flags):
+    """How much memory one training step of MODEL takes, what it is made of, and how much less a
+    better plan needs.
 
-    g = load_model(model)
-    cfg = config_from_flags(g.metadata, **flags)
-    if cfg.batch_size is not None:
-        g = load_model(model, batch_size=cfg.batch_size)
-    click.echo(f"{model}: {g.source_format}, {len(g.operations)} ops, {g.parameter_count():,d} parameters")
-    click.echo(f"  activations  {g.activation_bytes():>14,d} B")
-    click.echo(f"  constants    {g.constant_bytes():>14,d} B")
+    With the default memplan profile the onert column shows what onert would allocate for the same
+    model and configuration (n/a, with the reason, when onert cannot train it).
+    """
+    from memplan_cli.report import get_reporter
+    from memplan_cli.report.document import build_document
+    from memplan_cli.report.layers import last_forward_step
+    from memplan_cli.report.live import timeline
+    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color, write_atomic
+    from memplan_cli.report.progress import enabled
+
+    level = verbosity(quiet, verbose)
+    a, prof_opts = run_analysis(model, flags, progress=enabled(level))
+    doc = build_document(a, planner=flags.get("planner"), profile_options=prof_opts, by_layer=by_layer)
+    tl = timeline(a.buffers)
+    to_file = bool(output and output != "-")
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+                         verbosity=level, live_total=tl.total.tolist(), timings=a.timings)
+    text = get_reporter(fmt).analysis(doc, opts)
+    svg = None
+    if timeline_path:
+        from memplan_cli.report.svg import render_svg
+
+        title = (f"{doc['model']['file']} · {doc['profile']} · batch {doc['config']['batch_size'] or 'model'}"
+                 f" · {doc['config']['optimizer']}")
+        svg = render_svg(tl, title=title, lower_bound=a.lower_bound, planned=a.planned_total,
+                         peak_label=doc["peak"]["op"], forward_end=last_forward_step(a.buffers))
+    # everything is computed: only now touch the output files
+    if svg is not None:
+        write_atomic(timeline_path, svg)
+    emit(text, output)

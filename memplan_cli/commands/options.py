@@ -49,3 +49,87 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("trainable", trainable, parse_trainable)
     return TrainConfig(**values, sources=sources)
 
+
+
+# ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------
+
+COLOR_CHOICES = ("auto", "always", "never")
+SIMD_WIDTHS = ("4", "8", "16")
+
+
+def output_options(f):
+    """Adds --format, --output, --color, -q, -v. The format choices come from the reporter registry."""
+    from memplan_cli.report import REPORTER_BY_NAME
+
+    opts = [
+        click.option("-f", "--format", "fmt", type=click.Choice(tuple(REPORTER_BY_NAME)), default="table",
+                     show_default=True, help="table for people; json (schemas/report.schema.json) or csv for scripts."),
+        click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+                     help="Write the report to FILE (atomically: a failed run leaves FILE as it was)."),
+        click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+                     help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset."),
+        click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only)."),
+        click.option("-v", "--verbose", count=True, help="More output: pools, planners and timings."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def planner_options(f):
+    """Adds --planner, --time-limit, --onert-threads, --onert-simd-width."""
+    opts = [
+        click.option("--planner", default=None, metavar="NAME",
+                     help="Plan every pool with this planner instead of the profile's choice "
+                          "(e.g. naive, greedy, best, exact; wic, bump, firstfit for onert)."),
+        click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                     help="Stop an exact planner after SECONDS and keep its best plan."),
+        click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="onert's thread count (sizes DepthwiseConv2D buffers). Default: this machine's."),
+        click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
+                     help="onert's SIMD packet width in floats (4 SSE/NEON, 8 AVX, 16 AVX-512). Default: this machine's."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def profile_option(*, multiple: bool = False, default=("memplan",)):
+    """--profile/-p, its choices from the profile registry; repeatable when `multiple`."""
+    from memplan_cli.profiles import PROFILE_MODULES
+
+    if multiple:
+        return click.option("-p", "--profile", "profiles", type=click.Choice(tuple(PROFILE_MODULES)), multiple=True,
+                            default=default, show_default=True,
+                            help="Profiles to compare (repeatable); the first one decides --budget's answer.")
+    return click.option("-p", "--profile", type=click.Choice(tuple(PROFILE_MODULES)), default=default[0],
+                        show_default=True,
+                        help="Whose rules: memplan's own plan, or a reproduction of onert / nntrainer / singa.")
+
+
+def profile_options(f):
+    """Adds --profile, --planner, --time-limit, --onert-threads, --onert-simd-width."""
+    return profile_option()(planner_options(f))
+
+
+def verbosity(quiet: int, verbose: int) -> int:
+    """One integer from -q / -v counts (check-jsonschema's rule): 1 normal, 0 quiet, -1 silent, 2 verbose."""
+    return 1 + verbose - quiet
+
+
+def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
+    """The onert profile's build options from the flags (only those given)."""
+    out = {}
+    if onert_threads is not None:
+        out["onert_threads"] = int(onert_threads)
+    if onert_simd_width is not None:
+        out["onert_simd_width"] = int(onert_simd_width)
+    return out
+
+
+def check_planner(name: str | None) -> None:
+    from memplan_cli.errors import ConfigError
+    from memplan_cli.planners import planner_names
+
+    if name is not None and name not in planner_names():
+        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")

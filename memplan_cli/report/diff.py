@@ -1,0 +1,155 @@
+"""Compare two reports: rows old / new / delta / % per category (planned bytes) and per total, and
+thresholds that decide whether the change is a regression.
+
+Threshold syntax (repeatable `--fail-on`): `KEY:+LIMIT`, where KEY is a total (`total` or
+`planned`: the planned total; `naive`, `lower_bound`, `onert`) or a category (`non-const`,
+`back-prop`, ...: its planned bytes), and LIMIT is a percentage (`+5%`) or a size (`+1MiB`,
+`+4096`). The change fails when new - old exceeds the limit; `+0%` fails on any growth.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memplan_cli import __version__
+from memplan_cli.buffers import CATEGORIES
+from memplan_cli.errors import ConfigError, MemplanError
+from memplan_cli.report.units import parse_size, percent
+
+TOTAL_KEYS = ("naive", "planned", "lower_bound", "onert")
+KEY_ALIASES = {"total": ("total", "planned"), "planned": ("total", "planned"), "naive": ("total", "naive"),
+               "lower_bound": ("total", "lower_bound"), "lower-bound": ("total", "lower_bound"),
+               "bound": ("total", "lower_bound"), "onert": ("total", "onert"),
+               "opt_variable": ("category", "opt-variable"), "non_const": ("category", "non-const"),
+               "back_prop": ("category", "back-prop")}
+KEY_ALIASES.update({c: ("category", c) for c in CATEGORIES})
+_THRESHOLD_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*:\s*(\+?)\s*([0-9.]+)\s*(%|[A-Za-z]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    text: str
+    section: str  # "total" or "category"
+    name: str
+    limit: float  # percent when `relative`, else bytes
+    relative: bool
+
+    def exceeded(self, old: int, new: int) -> bool:
+        if self.relative:
+            if old == 0:
+                return new > 0  # any growth from nothing is unbounded in percent
+            return (new - old) * 100.0 / old > self.limit + 1e-12
+        return new - old > self.limit
+
+
+def parse_threshold(text: str) -> Threshold:
+    """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key."""
+    m = _THRESHOLD_RE.match(text)
+    if not m:
+        if re.match(r"^\s*[A-Za-z_\-]+\s*:\s*-", text):
+            raise ConfigError(f"--fail-on {text!r}: limits are growth allowances and must not be negative")
+        raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
+    key, _, number, unit = m.groups()
+    target = KEY_ALIASES.get(key.lower())
+    if target is None:
+        keys = ", ".join(["total", "planned", "naive", "lower_bound", "onert", *CATEGORIES])
+        raise ConfigError(f"--fail-on {text!r}: unknown key {key!r} (choose from {keys})")
+    if unit == "%":
+        try:
+            limit = float(number)
+        except ValueError:
+            raise ConfigError(f"--fail-on {text!r}: {number!r} is not a number") from None
+        return Threshold(text.strip(), target[0], target[1], limit, True)
+    try:
+        limit = parse_size(number + unit)
+    except ValueError as e:
+        raise ConfigError(f"--fail-on {text!r}: {e}") from None
+    return Threshold(text.strip(), target[0], target[1], float(limit), False)
+
+
+def check_report(doc, source: str) -> dict:
+    """Raise MemplanError naming `source` unless `doc` has what a diff reads (integers in bytes)."""
+    if not isinstance(doc, dict):
+        raise MemplanError("not a memplan report (the JSON is not an object)", source)
+    if doc.get("kind", "analysis") != "analysis":
+        raise MemplanError(f"not an analyze report (it is a {doc.get('kind')!r} report)", source)
+    for key in ("categories", "totals"):
+        if not isinstance(doc.get(key), dict):
+            raise MemplanError(f"not a memplan report (no {key!r} object)", source)
+    sv = doc.get("schema_version")
+    if sv != 1:
+        raise MemplanError(f"unsupported report schema_version {sv!r} (this memplan reads 1)", source)
+    for c in CATEGORIES:
+        row = doc["categories"].get(c)
+        if not isinstance(row, dict) or not all(_is_bytes(row.get(f)) for f in ("planned", "naive")):
+            raise MemplanError(f"categories.{c} must hold integer 'planned' and 'naive' bytes", source)
+    for k in ("naive", "planned", "lower_bound"):
+        if not _is_bytes(doc["totals"].get(k)):
+            raise MemplanError(f"totals.{k} must be an integer number of bytes", source)
+    if "onert" in doc["totals"] and not _is_bytes(doc["totals"]["onert"]):
+        raise MemplanError("totals.onert must be an integer number of bytes", source)
+    return doc
+
+
+def _is_bytes(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _side(doc: dict, label: str) -> dict:
+    return {"source": label, "file": doc.get("model", {}).get("file", ""),
+            "sha256": doc.get("model", {}).get("sha256", ""), "profile": doc.get("profile", ""),
+            "config": doc.get("config", {})}
+
+
+def config_differences(old: dict, new: dict) -> list[str]:
+    notes = []
+    if old.get("profile") != new.get("profile"):
+        notes.append(f"profile differs: {old.get('profile')} vs {new.get('profile')}")
+    oc, nc = old.get("config", {}), new.get("config", {})
+    for k in ("batch_size", "optimizer", "loss", "trainable_ops", "planner", "profile_options"):
+        if oc.get(k) != nc.get(k):
+            notes.append(f"{k} differs: {oc.get(k)} vs {nc.get(k)}")
+    return notes
+
+
+def diff_documents(old: dict, new: dict, thresholds: list[Threshold], *, old_label: str, new_label: str) -> dict:
+    """The diff document: rows, thresholds with their verdicts, and `status` ok | regression."""
+    rows = []
+
+    def add(section, name, o, n):
+        pct = percent(n, o) if o is not None and n is not None else None
+        rows.append({"section": section, "name": name, "old": o, "new": n,
+                     "delta": None if o is None or n is None else n - o,
+                     "percent": None if pct is None else round(pct, 4), "status": ""})
+
+    for c in CATEGORIES:
+        add("category", c, old["categories"][c]["planned"], new["categories"][c]["planned"])
+    for k in TOTAL_KEYS:
+        o, n = old["totals"].get(k), new["totals"].get(k)
+        if o is not None or n is not None:
+            add("total", k, o, n)
+    index = {(r["section"], r["name"]): r for r in rows}
+    verdicts = []
+    for th in thresholds:
+        r = index.get((th.section, th.name))
+        if r is None or r["old"] is None or r["new"] is None:
+            side = "baseline" if r is None or r["old"] is None else "target"
+            raise MemplanError(f"--fail-on {th.text!r}: the {side} report has no {th.name} figure")
+        bad = th.exceeded(r["old"], r["new"])
+        verdicts.append({"threshold": th.text, "section": th.section, "name": th.name, "passed": not bad})
+        if bad:
+            r["status"] = "regression"
+        elif r["status"] != "regression":
+            r["status"] = "ok"
+    status = "regression" if any(not v["passed"] for v in verdicts) else "ok"
+    return {
+        "schema_version": 1,
+        "kind": "diff",
+        "memplan_version": __version__,
+        "status": status,
+        "baseline": _side(old, old_label),
+        "target": _side(new, new_label),
+        "notes": config_differences(old, new),
+        "rows": rows,
+        "thresholds": verdicts,
+    }

@@ -1,0 +1,148 @@
+"""The report document: every figure of an Analysis as plain JSON data (integers in bytes).
+
+Every reporter renders this one document (plus, for the timeline, the buffer list), so the table,
+the CSV and the JSON can never disagree. The document is deterministic: the same model and flags
+give the same document (no timestamps, no timings, no absolute paths).
+"""
+from __future__ import annotations
+
+import os
+
+from memplan_cli import __version__
+from memplan_cli.buffers import CATEGORIES
+from memplan_cli.report.live import step_label, timeline
+
+SCHEMA_VERSION = 1
+
+
+def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
+    cfg = analysis.config
+    trainable = cfg.trainable
+    if isinstance(trainable, tuple):
+        trainable = list(trainable)
+    return {
+        "batch_size": cfg.batch_size,
+        "optimizer": cfg.optimizer,
+        "loss": cfg.loss,
+        "learning_rate": cfg.learning_rate,
+        "trainable_ops": trainable,
+        "planner": planner,
+        "profile_options": {k: v for k, v in sorted((profile_options or {}).items()) if v is not None},
+        "sources": dict(sorted(cfg.sources.items())),
+    }
+
+
+def normalise_alloc_lines(raw) -> tuple[list[str], list[int]]:
+    """onert's ALLOC lines as (labels, capacities). A profile may give ints, (label, int) pairs or
+    {"label"|"name": ..., "capacity"|"bytes": ...} dicts."""
+    labels, caps = [], []
+    for k, item in enumerate(raw or []):
+        if isinstance(item, dict):
+            label = item.get("label") or item.get("name") or f"line {k + 1}"
+            cap = item.get("capacity", item.get("bytes"))
+        elif isinstance(item, (tuple, list)):
+            label, cap = item[0], item[1]
+        else:
+            label, cap = f"line {k + 1}", item
+        labels.append(str(label))
+        caps.append(int(cap))
+    return labels, caps
+
+
+def normalise_one_style(raw) -> dict[str, int]:
+    """ONE's published grouping (non-const, trainable, ... extra tensors) as an ordered dict."""
+    if not raw:
+        return {}
+    items = raw.items() if isinstance(raw, dict) else raw
+    return {str(k): int(v) for k, v in items}
+
+
+def _plain(value):
+    """JSON-safe copy of a profile's free-form figure (ints stay ints; tuples become lists)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, int) or hasattr(value, "__index__"):
+        return int(value)
+    if isinstance(value, float):
+        return value
+    return str(value)
+
+
+_KNOWN_EXTRAS = ("alloc_lines", "one_style", "per_layer_extra")
+
+
+def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
+                   by_layer: bool = False) -> dict:
+    """The JSON report of `analysis` (see schemas/report.schema.json)."""
+    from memplan_cli.report.layers import per_layer
+
+    bl = analysis.buffers
+    naive = analysis.naive_by_category
+    planned = analysis.planned_by_category
+    tl = timeline(bl)
+    peak = tl.peak_step
+    step_desc, op = step_label(bl, analysis.graph, peak)
+    graph = analysis.graph
+    doc: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "analysis",
+        "memplan_version": __version__,
+        "model": {
+            "file": os.path.basename(analysis.model_path),
+            "sha256": analysis.model_sha256,
+            "format": getattr(graph, "source_format", "") or "",
+            "operations": len(getattr(graph, "operations", None) or []),
+        },
+        "profile": analysis.profile,
+        "config": config_dict(analysis, planner=planner, profile_options=profile_options),
+        "categories": {c: {"planned": int(planned[c]), "naive": int(naive[c])} for c in CATEGORIES},
+        "totals": {
+            "naive": int(analysis.naive_total),
+            "planned": int(analysis.planned_total),
+            "lower_bound": int(analysis.lower_bound),
+        },
+        "peak": {
+            "step": peak,
+            "step_label": step_desc,
+            "op": op,
+            "bytes": tl.peak_bytes,
+            "categories": tl.at(peak),
+        },
+        "pools": [
+            {
+                "name": p.pool.name,
+                "category": p.pool.category,
+                "planner": p.plan.planner,
+                "status": p.plan.status,
+                "buffers": len(p.buffers),
+                "arena": int(p.plan.arena),
+                "lower_bound": int(p.lower_bound),
+            }
+            for p in analysis.pools
+        ],
+        "steps": len(bl.steps),
+        "buffers": len(bl.buffers),
+    }
+    on = analysis.onert
+    if on is not None:
+        doc["onert"] = {"available": on.available, "reason": on.reason}
+        if on.available:
+            doc["totals"]["onert"] = int(on.total)
+            doc["onert"]["categories"] = {c: int((on.by_category or {}).get(c, 0)) for c in CATEGORIES}
+    ex = analysis.extras
+    if "alloc_lines" in ex:
+        labels, caps = normalise_alloc_lines(ex["alloc_lines"])
+        doc["alloc_lines"] = caps
+        doc["alloc_labels"] = labels
+    if "one_style" in ex:
+        doc["one_style"] = normalise_one_style(ex["one_style"])
+    rest = {k: _plain(v) for k, v in sorted(ex.items()) if k not in _KNOWN_EXTRAS}
+    if rest:
+        doc["figures"] = rest
+    if by_layer:
+        doc["by_layer"] = per_layer(bl, graph, tl, ex.get("per_layer_extra"))
+    return doc

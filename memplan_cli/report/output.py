@@ -1,0 +1,86 @@
+"""Where reports go: colour decisions, the console, and atomic writes to `--output`."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from memplan_cli.errors import MemplanError
+
+# width used when the output is not a terminal (files, pipes, CI logs): wide enough for the tables
+PLAIN_WIDTH = 120
+
+
+@dataclass
+class RenderOptions:
+    color: bool = False
+    width: int = PLAIN_WIDTH
+    verbosity: int = 1  # 0 with -q, 2 with -v; -qq prints nothing for a table
+    # bytes live at each step (all categories), for the terminal sparkline; empty: no sparkline
+    live_total: list[int] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+
+def stream_is_terminal(stream=None) -> bool:
+    stream = stream or sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def use_color(choice: str, *, to_file: bool = False, stream=None) -> bool:
+    """`--color always|never|auto`. auto: a terminal, NO_COLOR unset or empty, TERM not dumb.
+    An explicit `always` wins over NO_COLOR (the flag is the more specific request)."""
+    if to_file or choice == "never":
+        return False
+    if choice == "always":
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return stream_is_terminal(stream)
+
+
+def terminal_width(stream=None) -> int:
+    if stream_is_terminal(stream):
+        try:
+            return max(60, os.get_terminal_size().columns)
+        except OSError:
+            pass
+    return PLAIN_WIDTH
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename, so a
+    reader never sees half a report and an error leaves any earlier file untouched."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise MemplanError(f"cannot write {path}: no such folder {folder}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".memplan-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise MemplanError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise MemplanError(f"cannot write {path}: {e.strerror or e}") from None
+        raise
+
+
+def emit(text: str, output: str | None) -> None:
+    """The report to `output` (atomically) or to stdout."""
+    if output and output != "-":
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

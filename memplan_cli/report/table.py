@@ -1,0 +1,290 @@
+"""The terminal view (rich): the category table in the spirit of onert's ALLOC lines, the summary
+lines under it, onert's own ALLOC listing, the per-layer table, diff and sweep tables."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from memplan_cli.buffers import CATEGORIES
+from memplan_cli.report.base import Reporter
+from memplan_cli.report.output import RenderOptions
+from memplan_cli.report.sparkline import sparkline
+from memplan_cli.report.units import human
+
+LABELS = {"non-const": "non-const", "trainable": "trainable", "back-prop": "back-prop", "gradient": "gradient",
+          "opt-variable": "opt variable", "disposable": "disposable", "extra": "extra"}
+
+
+def fig(n: int | None) -> str:
+    """Exact bytes and human units in one cell: `11,360,128  10.83 MiB`."""
+    if n is None:
+        return "n/a"
+    return f"{n:,d}  {human(n)}" if n >= 1024 else f"{n:,d}  B"
+
+
+LAYER_HEADERS = {"activations": "act", "kept_for_backward": "kept", "weights": "weights", "back-prop": "back-prop",
+                 "gradient": "grad", "opt-variable": "opt", "other": "other", "at_peak": "at peak"}
+
+
+def short(n: int) -> str:
+    """Compact units for the per-layer table: `182.0K`, `10.8M` (binary), `-` for zero."""
+    if not n:
+        return "-"
+    for unit, size in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def ratio(a: int, b: int) -> str:
+    return f"{a / b:.3f}" if b else "n/a"
+
+
+def _console(opts: RenderOptions) -> Console:
+    return Console(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
+                   color_system="standard" if opts.color else None, highlight=False, emoji=False,
+                   legacy_windows=False, soft_wrap=False)
+
+
+def _config_line(doc: dict) -> str:
+    c = doc["config"]
+    m = doc["model"]
+    batch = c["batch_size"] if c["batch_size"] is not None else "model's"
+    tr = c["trainable_ops"]
+    tr = ",".join(map(str, tr)) if isinstance(tr, list) else tr
+    planner = f" · planner {c['planner']}" if c.get("planner") else ""
+    opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
+    return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
+            f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{planner}{opts}")
+
+
+def _signed(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    return f"{n:+,d}  ({'+' if n > 0 else '-' if n < 0 else '±'}{human(abs(n))})"
+
+
+def _pct(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:+.2f}%"
+
+
+class TableReporter(Reporter):
+    name = "table"
+
+    # ---- analyze ----------------------------------------------------------------------------
+    def analysis(self, doc: dict, opts: RenderOptions) -> str:
+        if opts.verbosity <= -1:
+            return ""
+        if opts.verbosity == 0:
+            return self._quiet_line(doc) + "\n"
+        con = _console(opts)
+        con.print(Text(_config_line(doc), style="bold"))
+        if "alloc_lines" in doc:
+            self._alloc_tables(con, doc)
+        self._category_table(con, doc)
+        self._summary(con, doc, opts)
+        if "by_layer" in doc:
+            self._layer_table(con, doc)
+        if opts.verbosity >= 2:
+            self._pools_table(con, doc)
+            if opts.timings:
+                t = " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in opts.timings.items())
+                con.print(Text(f"time: {t}", style="dim"))
+        return con.file.getvalue()
+
+    @staticmethod
+    def _quiet_line(doc: dict) -> str:
+        t = doc["totals"]
+        line = f"{doc['model']['file']}: planned {t['planned']} B ({human(t['planned'])}), naive {t['naive']} B"
+        if "onert" in t:
+            line += f", onert {t['onert']} B"
+        return line + f", lower bound {t['lower_bound']} B"
+
+    def _category_table(self, con: Console, doc: dict) -> None:
+        has_onert = "onert" in doc["totals"]
+        prof = doc["profile"]
+        table = Table(title=None, header_style="bold", show_footer=True)
+        table.add_column("category", footer="total")
+        t = doc["totals"]
+        table.add_column("naive", justify="right", footer=fig(t["naive"]))
+        if has_onert:
+            table.add_column("onert", justify="right", footer=fig(t["onert"]))
+        table.add_column(f"{prof} planned", justify="right", footer=Text(fig(t["planned"]), style="bold green"))
+        table.add_column("live at peak", justify="right", footer=fig(doc["peak"]["bytes"]))
+        onert_cats = (doc.get("onert") or {}).get("categories", {})
+        for c in CATEGORIES:
+            row = doc["categories"][c]
+            cells = [LABELS[c], fig(row["naive"])]
+            if has_onert:
+                cells.append(fig(onert_cats.get(c, 0)))
+            cells.append(fig(row["planned"]))
+            cells.append(fig(doc["peak"]["categories"].get(c, 0)))
+            table.add_row(*cells)
+        con.print(table)
+
+    def _summary(self, con: Console, doc: dict, opts: RenderOptions) -> None:
+        t = doc["totals"]
+        planned, naive, lb = t["planned"], t["naive"], t["lower_bound"]
+        prof = doc["profile"]
+        lines = []
+        if naive:
+            lines.append(f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
+                         f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")
+        if "onert" in t and t["onert"]:
+            o = t["onert"]
+            lines.append(f"{prof} planned vs onert: {human(planned)} vs {human(o)}, "
+                         f"{(o - planned) * 100 / o:.1f}% less ({ratio(planned, o)} x)")
+        elif "onert" in doc and not doc["onert"]["available"]:
+            lines.append(f"onert: n/a ({doc['onert']['reason']})")
+        lines.append(f"lower bound: {lb:,d} B ({human(lb)}); arena / lower bound = {ratio(planned, lb)}")
+        pk = doc["peak"]
+        if pk["step"] >= 0:
+            parts = ", ".join(f"{LABELS[c]} {human(v)}" for c, v in pk["categories"].items() if v)
+            where = f"step {pk['step_label']}" + (f" in {pk['op']}" if pk["op"] else "")
+            lines.append(f"peak: {human(pk['bytes'])} live at {where} ({parts})")
+        for line in lines:
+            con.print(line)
+        if opts.live_total:
+            con.print(f"live over {len(opts.live_total)} steps: {sparkline(opts.live_total, min(80, opts.width - 30))}")
+
+    def _alloc_tables(self, con: Console, doc: dict) -> None:
+        table = Table(title="onert ALLOC lines, in onert's order", header_style="bold",
+                      show_footer=True, title_justify="left")
+        caps = doc["alloc_lines"]
+        labels = doc.get("alloc_labels") or [f"line {k + 1}" for k in range(len(caps))]
+        table.add_column("#", justify="right")
+        table.add_column("ALLOC line", footer="total")
+        table.add_column("allocation capacity", justify="right", footer=fig(sum(caps)))
+        for k, (label, cap) in enumerate(zip(labels, caps)):
+            table.add_row(str(k + 1), label, fig(cap))
+        con.print(table)
+        if doc.get("one_style"):
+            g = Table(title="grouped as ONE publishes them", header_style="bold",
+                      show_footer=True, title_justify="left")
+            g.add_column("group", footer="total")
+            g.add_column("bytes", justify="right", footer=fig(sum(doc["one_style"].values())))
+            for name, v in doc["one_style"].items():
+                g.add_row(name, fig(v))
+            con.print(g)
+
+    def _layer_table(self, con: Console, doc: dict) -> None:
+        bl = doc["by_layer"]
+        cols = bl["columns"]
+        table = Table(title="per layer: bytes each op brings; 'at peak' = its buffers live at the peak step",
+                      header_style="bold", title_justify="left", padding=(0, 1))
+        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=36)
+        for c in cols:
+            table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
+        top = bl.get("largest_at_peak")
+        for row in bl["rows"]:
+            style = "bold yellow" if row["op"] == top else None
+            table.add_row(row["op"], *(short(row.get(c, 0)) for c in cols), style=style)
+        con.print(table)
+        if top:
+            con.print(f"largest share of the peak: {top}")
+
+    def _pools_table(self, con: Console, doc: dict) -> None:
+        table = Table(title="pools (arenas)", header_style="bold", title_justify="left")
+        for name, j in (("pool", "left"), ("category", "left"), ("planner", "left"), ("status", "left"),
+                        ("buffers", "right"), ("arena", "right"), ("lower bound", "right")):
+            table.add_column(name, justify=j)
+        for p in doc["pools"]:
+            table.add_row(p["name"], p["category"], p["planner"], p.get("status", ""), str(p["buffers"]),
+                          fig(p["arena"]), fig(p["lower_bound"]))
+        con.print(table)
+
+    # ---- diff --------------------------------------------------------------------------------
+    def diff(self, doc: dict, opts: RenderOptions) -> str:
+        if opts.verbosity <= -1:
+            return ""
+        bad = [t for t in doc["thresholds"] if not t["passed"]]
+        if opts.verbosity == 0:
+            tot = next((r for r in doc["rows"] if r["section"] == "total" and r["name"] == "planned"), None)
+            line = f"{doc['status']}: planned {tot['old']} -> {tot['new']} B ({_pct(tot['percent'])})" if tot else doc["status"]
+            if bad:
+                line += "; failed " + ", ".join(t["threshold"] for t in bad)
+            return line + "\n"
+        con = _console(opts)
+        b, t = doc["baseline"], doc["target"]
+        con.print(Text(f"baseline {b['source']} ({b['profile']})  ->  target {t['source']} ({t['profile']})", style="bold"))
+        for note in doc["notes"]:
+            con.print(Text(f"note: {note}", style="yellow"))
+        table = Table(header_style="bold")
+        for name, j in (("", "left"), ("old", "right"), ("new", "right"), ("delta", "right"), ("%", "right"),
+                        ("threshold", "left")):
+            table.add_column(name, justify=j)
+        for r in doc["rows"]:
+            if r["section"] == "total" and r["name"] == "naive":
+                table.add_section()
+            name = LABELS.get(r["name"], r["name"]) if r["section"] == "category" else f"total {r['name']}"
+            delta_style = "red" if (r["delta"] or 0) > 0 else "green" if (r["delta"] or 0) < 0 else None
+            status = {"regression": Text("FAIL", style="bold red"), "ok": Text("ok", style="green")}.get(r["status"], "")
+            table.add_row(name, fig(r["old"]), fig(r["new"]), Text(_signed(r["delta"]), style=delta_style or ""),
+                          _pct(r["percent"]), status)
+        con.print(table)
+        for v in doc["thresholds"]:
+            mark = Text("pass", style="green") if v["passed"] else Text("FAIL", style="bold red")
+            con.print(Text.assemble("threshold ", v["threshold"], ": ", mark))
+        con.print(Text(f"status: {doc['status']}", style="bold red" if doc["status"] != "ok" else "bold green"))
+        return con.file.getvalue()
+
+
+    # ---- sweep -------------------------------------------------------------------------------
+    def sweep(self, doc: dict, opts: RenderOptions) -> str:
+        if opts.verbosity <= -1:
+            return ""
+        budget = doc["budget"]
+        profiles = doc["profiles"]
+        answer = doc["largest_fitting"]
+        if opts.verbosity == 0:
+            if budget is None:
+                return "".join(f"{r['profile']} batch {r['batch_size']}: {r['planned']}\n" for r in doc["rows"])
+            best = answer.get(profiles[0])
+            return (f"largest batch under {budget} B ({profiles[0]}): {best}\n" if best is not None else
+                    f"no batch fits {budget} B ({profiles[0]})\n")
+        con = _console(opts)
+        c = doc["config"]
+        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']} · trainable {c['trainable_ops']}"
+                       + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
+        table = Table(header_style="bold")
+        table.add_column("batch", justify="right")
+        for p in profiles:
+            table.add_column(f"{p} planned", justify="right")
+        table.add_column(f"{profiles[0]} lower bound", justify="right")
+        by = {(r["profile"], r["batch_size"]): r for r in doc["rows"]}
+        batches = sorted({r["batch_size"] for r in doc["rows"]})
+        for b in batches:
+            cells = [str(b)]
+            for p in profiles:
+                r = by.get((p, b))
+                if r is None:
+                    cells.append("")
+                elif r["planned"] is None:
+                    cells.append(Text("n/a", style="dim"))
+                else:
+                    style = "" if r.get("fits") is None else ("green" if r["fits"] else "red")
+                    cells.append(Text(fig(r["planned"]), style=style))
+            first = by.get((profiles[0], b))
+            cells.append(fig(first["lower_bound"]) if first and first["lower_bound"] is not None else "")
+            table.add_row(*cells)
+        con.print(table)
+        errors = {}
+        for r in doc["rows"]:
+            if r.get("error"):
+                errors.setdefault(r["profile"], r["error"])
+        for p, e in errors.items():
+            con.print(Text(f"{p}: n/a ({e})", style="yellow"))
+        if budget is not None:
+            for p in profiles:
+                best = answer.get(p)
+                if best is None:
+                    con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
+                else:
+                    con.print(Text(f"{p}: largest batch that fits {human(budget)}: {best}",
+                                   style="bold green" if p == profiles[0] else ""))
+            if c.get("searched"):
+                con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))
+        return con.file.getvalue()
