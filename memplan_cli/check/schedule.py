@@ -18,7 +18,7 @@ def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
     `intervals` is a BufferList (matched by buffer name: a tensor lives in its alias root's buffer)
     or a dict {tensor id: (first, last)} (an alias is checked against its root's entry when it has
     none of its own). With `require_write_first`, a tensor that is neither persistent nor fed from
-    outside must be written (or accumulated into) before anything reads it. Returns the number of
+    outside must be written (or accumulated into) before a step reads it without writing it. Returns the number of
     accesses checked.
     """
     if hasattr(intervals, "buffers"):
@@ -47,13 +47,19 @@ def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
             if not iv[0] <= s.index <= iv[1]:
                 raise ScheduleError(f"{where} {how} {name} outside its interval [{iv[0]}, {iv[1]}]")
             checked += 1
-        if require_write_first:
-            for t in s.reads + [src for src, _, _ in s.accumulate]:
-                if t in tg.persistent or t in tg.fed or tg.root(t) in written or t in written:
-                    continue
-                raise ScheduleError(f"step {s.index} ({s.kind} of {s.label}) reads "
-                                    f"{tg.tensors[t].name} before any step writes it")
-        for t in s.writes + [d for _, d, _ in s.accumulate]:
-            written.add(t)
-            written.add(tg.root(t))
+        if require_write_first:  # a tensor the step also writes may be its scratch (written, then read)
+            _check_written(tg, s, [t for t in s.reads if t not in s.writes], written)
+        written.update(s.writes)
+        written.update(tg.root(t) for t in s.writes)
+        if require_write_first:  # accumulation runs after the kernel wrote its contributions
+            _check_written(tg, s, [src for src, _, _ in s.accumulate], written)
+        written.update(d for _, d, _ in s.accumulate)
     return checked
+
+
+def _check_written(tg, s, tensors, written):
+    for t in tensors:
+        if t in tg.persistent or t in tg.fed or t in written or tg.root(t) in written:
+            continue
+        raise ScheduleError(f"step {s.index} ({s.kind} of {s.label}) reads "
+                            f"{tg.tensors[t].name} before any step writes it")

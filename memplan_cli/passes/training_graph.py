@@ -18,7 +18,7 @@ The pass pipeline (`memplan_cli.passes.pipeline`) fills a `TrainingGraph`; profi
   followed to a root; a root and its aliases are one buffer whose interval is the union of theirs.
 - `persistent` tensors (weights, optimizer state) live over every step. `fed` tensors (graph inputs,
   the label) are copied in from outside right before their first reader, so their interval starts at
-  their first access like any other.
+  their first access like any other. `live_out` tensors (the loss value) are read after the last step.
 """
 from __future__ import annotations
 
@@ -100,6 +100,7 @@ class TrainingGraph:
     aliases: dict[int, int] = field(default_factory=dict)
     persistent: set[int] = field(default_factory=set)
     fed: set[int] = field(default_factory=set)
+    live_out: set[int] = field(default_factory=set)  # read after the step (the loss value)
     # set by the passes
     model_ops: int = 0  # number of ops of the model (the loss op comes after them)
     loss_op: int | None = None
@@ -172,6 +173,9 @@ class TrainingGraph:
         first, last = self.accesses()
         end = len(self.steps) - 1
         out = {t: (first[t], last[t]) for t in first}
+        for t in self.live_out:
+            if t in out:
+                out[t] = (out[t][0], end)
         for t in self.persistent:
             out[t] = (0, end)
         return out

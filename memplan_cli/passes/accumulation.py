@@ -1,0 +1,47 @@
+"""Pass 5: back-prop contributions at branch points."""
+from __future__ import annotations
+
+
+class Accumulation:
+    """Rules:
+    - An operand whose back-prop several backward ops contribute to (a branch point, e.g. a residual
+      block's input) gets one contribution per consumer, accumulated into its back-prop in the
+      consumer's calcDerivative step (`StepSpec.accumulate`).
+    - Each contribution is a disposable tensor (category disposable) living in that one step;
+      with `policy.accumulate_in_place` the first contributor in backward order writes straight into
+      the back-prop instead, so a branch point with n consumers needs n-1 disposables.
+    - A single contributor writes the back-prop directly.
+    """
+
+    name = "accumulation"
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def run(self, tg) -> bool:
+        g = tg.graph
+        contributors: dict[int, list[int]] = {}
+        for k in reversed(tg.info["order"]):  # backward order
+            rule = tg.rules[k]
+            if rule.calc_derivative is None:
+                continue
+            op = g.operations[k]
+            for kind, v in rule.calc_derivative.writes:
+                if kind == "bp" and v in op.inputs and v in tg.bp:
+                    contributors.setdefault(v, []).append(k)
+        changed = False
+        tg.info["accumulate"] = acc = {}
+        for v, ops in contributors.items():
+            if len(ops) == 1:
+                tg.contributions[(ops[0], v)] = tg.bp[v]
+                continue
+            o = g.operands[v]
+            for n, k in enumerate(ops):
+                if n == 0 and self.policy.accumulate_in_place:
+                    tg.contributions[(k, v)] = tg.bp[v]
+                    continue
+                t = tg.add_tensor(f"{o.name}:bp@{k}", "disposable", o.shape, o.dtype, "disposable", k, v)
+                tg.contributions[(k, v)] = t
+                acc.setdefault(k, []).append((t, tg.bp[v], n == 0))
+                changed = True
+        return changed

@@ -1,0 +1,62 @@
+"""Pass 8: views and in-place updates (tensors that share memory)."""
+from __future__ import annotations
+
+from memplan_cli.passes.execution_order import resolve
+
+
+class Aliasing:
+    """Rules:
+    - A rule's `view` (output, input) makes the output share the input's memory (Reshape / Flatten):
+      the same bytes seen with another shape, so overlapping lifetimes are fine.
+    - A rule's in-place pair (src, dst) makes dst share src's memory when the kernel may compute dst
+      over src. It is accepted only when every tensor already sharing src's memory is dead after the
+      step that writes dst (no later read), every tensor sharing dst's memory starts at that step, both
+      have the same byte size, and neither is persistent or read after the training step.
+    - Candidates are taken in step order, so earlier decisions constrain later ones (an Add's two
+      input back-props cannot both take over dY).
+    """
+
+    name = "aliasing"
+
+    def run(self, tg) -> bool:
+        lt = tg.lifetimes()
+        iv: dict[int, tuple[int, int]] = {}
+        for t, (a, b) in lt.items():
+            r = tg.root(t)
+            iv[r] = (min(a, iv[r][0]), max(b, iv[r][1])) if r in iv else (a, b)
+        pinned = {tg.root(t) for t in tg.persistent | tg.live_out}
+
+        def merge(dst, src):
+            rd, rs = tg.root(dst), tg.root(src)
+            tg.aliases[rd] = rs
+            if rd in iv:
+                a, b = iv.pop(rd)
+                iv[rs] = (min(a, iv[rs][0]), max(b, iv[rs][1])) if rs in iv else (a, b)
+
+        changed = False
+        for k, rule in tg.rules.items():
+            if rule.view is not None:
+                y, x = rule.view
+                if y in tg.fwd and x in tg.fwd and tg.root(tg.fwd[x]) != tg.root(tg.fwd[y]):
+                    merge(tg.fwd[y], tg.fwd[x])
+                    changed = True
+        for s in tg.steps:
+            rule = tg.rules[s.op]
+            for src_ref, dst_ref in rule.inplace:
+                try:
+                    src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
+                except KeyError:
+                    continue
+                if dst not in s.writes or src not in s.reads:
+                    continue
+                rs, rd = tg.root(src), tg.root(dst)
+                if rs == rd or rs in pinned or rd in pinned:
+                    continue
+                if tg.tensors[src].nbytes != tg.tensors[dst].nbytes:
+                    continue
+                if rs not in iv or rd not in iv or iv[rs][1] > s.index or iv[rd][0] < s.index:
+                    continue
+                merge(dst, src)
+                changed = True
+        tg.info["inplace"] = sum(1 for _ in tg.aliases)
+        return changed

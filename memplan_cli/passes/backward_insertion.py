@@ -1,0 +1,92 @@
+"""Pass 4: resolve every op's rule and create the tensors training needs."""
+from __future__ import annotations
+
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.passes.ops._common import plain_rule
+from memplan_cli.passes.rules import RuleContext
+
+
+class BackwardInsertion:
+    """Rules:
+    - Each op gets the rule registered for its type (profile overrides first, then the defaults of
+      `passes/ops/`). An op inside the backward region without a rule is an `UnsupportedOpError`
+      naming the op and its index; an op outside it without a rule just runs forward (reads its
+      inputs, writes its outputs).
+    - Backward steps a rule returns for an op outside the backward region are dropped.
+    - Forward tensors: one per operand some op or graph input / output touches. Non-constants are
+      category non-const (role input, label, activation or loss); constants are category trainable
+      and persistent (role weight when an op trains it, frozen-weight for other float constants,
+      constant for integer ones such as a Reshape shape).
+    - One back-prop tensor (category back-prop) per operand that needs one; one gradient tensor
+      (category gradient) per weight of an op that trains; one tensor per extra request (category
+      extra, role `extra:<what>`). A weight shared by two trained ops is not supported.
+    """
+
+    name = "backward-insertion"
+
+    def __init__(self, policy, rules: dict):
+        self.policy = policy
+        self.rules = rules
+
+    def run(self, tg) -> bool:
+        g = tg.graph
+        ctx = RuleContext(tg, self.policy)
+        for k in tg.info["order"]:
+            op = g.operations[k]
+            fn = self.rules.get(op.type)
+            if fn is None:
+                if k in tg.backward_ops:
+                    src = f" (source op {op.source_type})" if op.source_type and op.source_type != op.type else ""
+                    raise UnsupportedOpError(
+                        f"op #{k} {op.type}{src} is inside the backward region but memplan has no backward "
+                        f"rule for it (train fewer ops, e.g. --trainable-ops N with N below {tg.model_ops - k})")
+                rule = plain_rule(op)
+            else:
+                rule = fn(op, ctx)
+            if k not in tg.backward_ops:
+                rule.calc_gradient = rule.calc_derivative = None
+            tg.rules[k] = rule
+
+        weight_ops: dict[int, int] = {}
+        for k, rule in tg.rules.items():
+            if k in tg.trainable_ops and k in tg.backward_ops:
+                for w in rule.weights:
+                    if w in weight_ops:
+                        raise UnsupportedOpError(f"weight {g.operands[w].name} is shared by trained ops "
+                                                 f"#{weight_ops[w]} and #{k}; memplan does not model shared weights")
+                    weight_ops[w] = k
+        used = set(g.inputs) | set(g.outputs)
+        for op in g.operations:
+            used.update(i for i in op.inputs + op.outputs if i >= 0)
+        for o in g.operands:
+            if o.index not in used:
+                continue
+            if o.is_const:
+                is_float = o.dtype.startswith(("float", "bfloat"))
+                role = "weight" if o.index in weight_ops else ("frozen-weight" if is_float else "constant")
+                t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, None, o.index)
+                tg.persistent.add(t)
+            else:
+                d = tg.info["defs"].get(o.index)
+                role = ("label" if o.index == tg.label else "input" if o.index in g.inputs
+                        else "loss" if o.index in g.outputs else "activation")
+                t = tg.add_tensor(o.name, "non-const", o.shape, o.dtype, role, d, o.index)
+                if o.index in g.inputs:
+                    tg.fed.add(t)
+                if o.index in g.outputs:
+                    tg.live_out.add(t)
+            tg.fwd[o.index] = t
+        for k in tg.info["order"]:
+            rule = tg.rules[k]
+            ids = []
+            for e in rule.extras:
+                ids.append(tg.add_tensor(f"#{k}:{e.what}", "extra", e.shape, e.dtype, f"extra:{e.what}", k, None))
+            tg.extras[k] = ids
+        for v in sorted(tg.needs_bp):
+            o = g.operands[v]
+            tg.bp[v] = tg.add_tensor(f"{o.name}:bp", "back-prop", o.shape, o.dtype, "back-prop",
+                                     tg.info["defs"].get(v), v)
+        for w, k in sorted(weight_ops.items()):
+            o = g.operands[w]
+            tg.grad[w] = tg.add_tensor(f"{o.name}:grad", "gradient", o.shape, o.dtype, "gradient", k, w)
+        return True

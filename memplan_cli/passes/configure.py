@@ -1,0 +1,61 @@
+"""Pass 1: resolve the training configuration against the graph."""
+from __future__ import annotations
+
+import copy
+
+from memplan_cli.passes.rules import RuleContext
+
+
+class _Probe(RuleContext):
+    """Asks a rule which operands are its weights: as if the op trained and no input needed a back-prop."""
+
+    def needs_bp(self, i) -> bool:
+        return False
+
+    def trains(self, op) -> bool:
+        return True
+
+    def kept_by_producer(self, i) -> bool:
+        return False
+
+
+class TrainingConfiguration:
+    """Rules:
+    - The graph is copied: passes never change the caller's forward graph.
+    - Trainable ops come from `TrainConfig.trainable` (all | none | the last N ops counting every op,
+      as onert does | an explicit index list). The circle training metadata and the flags were merged
+      before (`commands.options.config_from_flags`: flags win over metadata, metadata over defaults).
+    - An op trains (its weights get gradients and updates) when it is selected and its rule declares
+      weights (rules are asked with a probe context). An op without a rule trains when it has a float
+      constant input. Selected ops without parameters (ReLU, Softmax, a Clip's bound constants) train
+      nothing.
+    """
+
+    name = "training-configuration"
+
+    def __init__(self, policy=None, rules: dict | None = None):
+        self.policy = policy
+        self.rules = rules or {}
+
+    def run(self, tg) -> bool:
+        g = tg.graph
+        tg.graph = g = copy.copy(g)
+        g.operands = [copy.copy(o) for o in g.operands]
+        g.operations = [copy.copy(op) for op in g.operations]
+        for op in g.operations:
+            op.inputs, op.outputs, op.attrs = list(op.inputs), list(op.outputs), dict(op.attrs)
+        g.inputs, g.outputs = list(g.inputs), list(g.outputs)
+        tg.model_ops = len(g.operations)
+        selected = tg.config.trainable_ops(tg.model_ops)
+        tg.info["selected_ops"] = sorted(selected)
+
+        probe = _Probe(tg, self.policy)
+
+        def has_params(op):
+            fn = self.rules.get(op.type)
+            if fn is not None:
+                return bool(fn(op, probe).weights)
+            return any(probe.is_param(i) for i in op.inputs)
+
+        tg.trainable_ops = {i for i in selected if has_params(g.operations[i])}
+        return True

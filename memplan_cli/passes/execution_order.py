@@ -1,0 +1,70 @@
+"""Pass 7: the steps, in order, with each step's exact reads and writes."""
+from __future__ import annotations
+
+
+def resolve(tg, k: int, ref) -> int:
+    """Tensor id of a rule reference made by op k (see `passes.rules`)."""
+    kind, v = ref
+    if kind == "fwd":
+        return tg.fwd[v]
+    if kind == "bp":
+        if v in tg.graph.operations[k].outputs:
+            return tg.bp[v]
+        return tg.contributions[(k, v)]
+    if kind == "grad":
+        return tg.grad[v]
+    if kind == "extra":
+        return tg.extras[k][v]
+    raise ValueError(f"unknown rule reference {ref!r} in op #{k}")
+
+
+class ExecutionOrder:
+    """Rules (nntrainer's four-part order):
+    - Forward steps: every op, the loss last, in the graph's deterministic topological order.
+    - Then, for each op of the backward region in reverse order: calcGradient (when its weights
+      train), calcDerivative (when an input needs a back-prop; branch-point accumulations run at its
+      end), applyGradient (the optimizer update of its weights: reads the gradient, reads and writes
+      the weight and its state). Steps an op does not need are skipped.
+    - With `policy.apply_immediately` off, every applyGradient runs after the whole backward pass.
+    """
+
+    name = "execution-order"
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def run(self, tg) -> bool:
+        g = tg.graph
+        order = tg.info["order"]
+        tg.steps = []
+
+        def io(k, sio):
+            return [resolve(tg, k, r) for r in sio.reads], [resolve(tg, k, r) for r in sio.writes]
+
+        for k in order:
+            r, w = io(k, tg.rules[k].forward)
+            tg.add_step("forward", k, r, w)
+        deferred = []
+        for k in reversed(order):
+            if k not in tg.backward_ops:
+                continue
+            rule = tg.rules[k]
+            if rule.calc_gradient is not None:
+                tg.add_step("calcGradient", k, *io(k, rule.calc_gradient))
+            if rule.calc_derivative is not None:
+                r, w = io(k, rule.calc_derivative)
+                tg.add_step("calcDerivative", k, r, w, tg.info.get("accumulate", {}).get(k, []))
+            weights = [v for v in rule.weights if v in tg.grad and tg.tensors[tg.grad[v]].op == k]
+            if weights:
+                reads, writes = [], []
+                for v in weights:
+                    st = tg.opt_state.get(v, [])
+                    reads += [tg.grad[v], tg.fwd[v]] + st
+                    writes += [tg.fwd[v]] + st
+                if self.policy.apply_immediately:
+                    tg.add_step("applyGradient", k, reads, writes)
+                else:
+                    deferred.append((k, reads, writes))
+        for k, reads, writes in deferred:
+            tg.add_step("applyGradient", k, reads, writes)
+        return True

@@ -1,0 +1,21 @@
+"""Pad: dX is dY with the padding cut off (onert's Depad).
+
+Rules: backward reads dY and the paddings constant; keeps no activation. dX is smaller than dY, so
+it gets its own buffer.
+"""
+from __future__ import annotations
+
+from memplan_cli.passes.ops._common import bp_targets, forward_io
+from memplan_cli.passes.rules import OpRule, StepIO
+
+
+def pad(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    rule = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        consts = [("fwd", i) for i in op.inputs[1:] if i >= 0]
+        rule.calc_derivative = StepIO([("bp", y)] + consts, [("bp", x)])
+    return rule
+
+
+RULES = {"Pad": pad}

@@ -1,0 +1,42 @@
+"""The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
+
+    TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
+    -> Accumulation -> OptimizerState -> ExecutionOrder -> Aliasing
+
+Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
+into a BufferList (`TrainingGraph.to_buffer_list`).
+"""
+from __future__ import annotations
+
+from memplan_cli.passes.accumulation import Accumulation
+from memplan_cli.passes.activation_masks import ActivationMasks
+from memplan_cli.passes.aliasing import Aliasing
+from memplan_cli.passes.backward_insertion import BackwardInsertion
+from memplan_cli.passes.backward_region import BackwardRegion
+from memplan_cli.passes.configure import TrainingConfiguration
+from memplan_cli.passes.execution_order import ExecutionOrder
+from memplan_cli.passes.loss_insertion import LossInsertion
+from memplan_cli.passes.optimizer_state import OptimizerState
+from memplan_cli.passes.policy import Policy
+from memplan_cli.passes.rules import default_rules
+from memplan_cli.passes.training_graph import TrainingGraph
+
+
+def passes(policy: Policy, rules: dict) -> list:
+    return [TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
+            ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
+            Aliasing()]
+
+
+def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None) -> TrainingGraph:
+    """Run every pass. `rules` entries override the default per-op rules by op type."""
+    policy = policy or Policy()
+    table = default_rules()
+    table.update(rules or {})
+    tg = TrainingGraph(graph, config)
+    ran = []
+    for p in passes(policy, table):
+        ran.append((p.name, p.run(tg)))
+    tg.info["passes"] = ran
+    tg.info["policy"] = policy
+    return tg

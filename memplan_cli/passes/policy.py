@@ -1,0 +1,49 @@
+"""Saving rules a profile switches on or off. memplan's profile turns all of them on; each one, off,
+reproduces what a runtime such as onert does instead (used to measure what each rule saves)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Policy:
+    # An activation's backward overwrites its own incoming back-prop; a standalone elementwise op's
+    # output overwrites its input when nothing reads the input later. Off: separate buffers, and
+    # fused activations get an extra |Y| buffer for the activation's back-prop (onert).
+    inplace: bool = True
+    # Reshape / Flatten output (and its back-prop) share their input's memory. Off: copies (onert).
+    alias_reshape: bool = True
+    # Add / Sub keep nothing for backward (their derivative needs no forward value). Off: they keep
+    # both inputs alive until their backward (onert's BinaryArithmetic).
+    add_keeps_nothing: bool = True
+    # Off (memplan): back-prop only for operands downstream of a trained weight. On (onert): every
+    # non-constant input of a backward op gets one, graph inputs and the label included.
+    input_backprop: bool = False
+    # On (onert): FC and Conv materialise transposed weights / inputs / back-props in backward.
+    # Off (memplan): GEMM with transpose flags reads the originals.
+    transpose_extras: bool = False
+    # On (onert): optimizer state for every constant, frozen and integer ones included.
+    opt_state_all_constants: bool = False
+    # The first contribution to a branch point's back-prop (in backward order) is written straight
+    # into it; only the later ones get a disposable buffer. Off: every contribution is disposable.
+    accumulate_in_place: bool = True
+    # MaxPool backward recomputes the window's argmax from its input when the input is kept anyway,
+    # else keeps a 1-byte window index. Off: an int32-sized argmax from forward to backward (onert).
+    maxpool_recompute: bool = True
+    # A ReLU / ReLU6 / Clip output that only its own derivative reads in backward is replaced by a
+    # 1-bit mask (derivative is 1 where lo < y < hi) written in forward. Off: the float output is kept.
+    relu_mask: bool = True
+    # Each gradient is applied right after its op's backward (its buffer dies there). Off: all
+    # updates after the whole backward pass (every gradient alive at once).
+    apply_immediately: bool = True
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def baseline(cls) -> "Policy":
+        """Every saving rule off."""
+        return cls(inplace=False, alias_reshape=False, add_keeps_nothing=False, input_backprop=True,
+                   transpose_extras=True, opt_state_all_constants=True, accumulate_in_place=False,
+                   maxpool_recompute=False, relu_mask=False, apply_immediately=True)

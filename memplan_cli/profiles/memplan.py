@@ -1,0 +1,112 @@
+"""The `memplan` profile (the default): memplan's own plan.
+
+One arena for every buffer, planned together (activations freed during backward are reused by
+back-props, gradients and extras), with the shortest lifetimes that keep the same computation. The
+saving rules are the `passes.policy.Policy` flags, all on by default; each can be switched off as a
+profile option (`build(graph, config, inplace=False)`) to measure what it saves.
+
+Rules beyond the per-op ones (see `passes/ops/*` for those):
+- every tensor lives from its first to its last access (gradients from their calcGradient to the
+  applyGradient right after; back-props until their last reader; extras only in their steps);
+- graph inputs and the label are copied in right before their first reader;
+- weights and optimizer state are persistent; optimizer state only for trained float weights.
+"""
+from __future__ import annotations
+
+from memplan_cli.buffers import CATEGORIES, Pool
+from memplan_cli.errors import ConfigError
+
+PLANNER_PREFERENCE = ("best", "greedy", "wic", "firstfit", "naive")
+
+
+def pick_planner(preferred: str | None = None) -> str:
+    """The best planner that is registered (the planners are built in parallel with this profile)."""
+    from memplan_cli.planners import planner_names
+
+    names = set(planner_names())
+    if preferred:
+        if preferred not in names:
+            raise ConfigError(f"unknown planner {preferred!r} (known: {', '.join(sorted(names))})")
+        return preferred
+    for p in PLANNER_PREFERENCE:
+        if p in names:
+            return p
+    return sorted(names)[0]
+
+
+class MemplanProfile:
+    name = "memplan"
+    OPTIONS = ("align", "planner", "one_arena")
+
+    def policy(self, options: dict):
+        from memplan_cli.passes.policy import Policy
+
+        flags = {k: v for k, v in options.items() if k not in self.OPTIONS}
+        bad = sorted(set(flags) - set(Policy.names()))
+        if bad:
+            raise ConfigError(f"unknown memplan profile option {bad[0]!r} "
+                              f"(known: {', '.join(list(self.OPTIONS) + Policy.names())})")
+        return Policy(**{k: bool(v) for k, v in flags.items()})
+
+    def training_graph(self, graph, config, **options):
+        """The TrainingGraph behind `build` (steps with exact reads and writes, for executors)."""
+        from memplan_cli.passes.pipeline import build_training_graph
+
+        return build_training_graph(graph, config, policy=self.policy(options))
+
+    def build(self, graph, config, **options):
+        """BufferList for one training step. Options: any `Policy` flag, `align` (bytes, default
+        16), `planner` (a registered planner name), `one_arena` (False: one pool per category, as
+        separate arenas, to measure what sharing saves)."""
+        from memplan_cli.check.schedule import check_schedule
+
+        tg = self.training_graph(graph, config, **options)
+        planner = pick_planner(options.get("planner"))
+        align = int(options.get("align", 16))
+        if options.get("one_arena", True):
+            pools, pool_of = [Pool("arena", "non-const", planner)], None
+        else:
+            pools = [Pool(c, c, planner) for c in CATEGORIES]
+
+            def pool_of(t):
+                return t.category
+        bl = tg.to_buffer_list(pools=pools, pool_of=pool_of, align=align)
+        if pool_of is not None:
+            used = {b.pool for b in bl.buffers}
+            bl.pools = [p for p in bl.pools if p.name in used]
+        check_schedule(tg, bl)
+        bl.info.update({"profile": self.name, "planner": planner, "align": align,
+                        "policy": {k: getattr(tg.info["policy"], k) for k in tg.info["policy"].names()},
+                        "steps": len(tg.steps)})
+        bl.training_graph = tg  # not a dataclass field: reports never serialise it
+        return bl
+
+    def figures(self, analysis) -> dict:
+        """What the peak is made of: the step with the most live bytes (under this profile's
+        lifetimes), its op, and the live bytes per category there."""
+        return peak_figures(analysis.buffers)
+
+
+def peak_figures(bl) -> dict:
+    n = len(bl.steps)
+    if not n or not bl.buffers:
+        return {}
+    delta = [0] * (n + 1)
+    for b in bl.buffers:
+        delta[b.first] += b.size
+        delta[b.last + 1] -= b.size
+    live, best, peak_step = 0, -1, 0
+    for s in range(n):
+        live += delta[s]
+        if live > best:
+            best, peak_step = live, s
+    by_cat = {c: 0 for c in CATEGORIES}
+    for b in bl.buffers:
+        if b.first <= peak_step <= b.last:
+            by_cat[b.category] += b.size
+    st = bl.steps[peak_step]
+    return {"peak_step": peak_step, "peak_kind": st.kind, "peak_op": st.label, "peak_live_bytes": best,
+            "peak_by_category": by_cat}
+
+
+PROFILE = MemplanProfile()

@@ -1,0 +1,131 @@
+"""The whole pipeline on a hand-built graph: the complete buffer list, derived by hand."""
+import pytest
+
+from memplan_cli.check.schedule import check_schedule
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import ConfigError, UnsupportedOpError
+from memplan_cli.ir.graph import Graph, Operand, Operation
+from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.profiles.memplan import PROFILE
+from tests.passes.graphs import chain, conv_relu_fc
+
+# Steps of conv_relu_fc with MSE (derived by hand from the rules):
+#  0 fwd Conv(+ReLU6): x w0 b0 -> c0, relu mask   7 calcDerivative FC: dy, w1 -> df
+#  1 fwd Relu: c0 -> r (in place over c0)        8 applyGradient FC
+#  2 fwd Reshape: r -> f (a view of r)           9 calcDerivative Reshape: df -> dr (in place)
+#  3 fwd FC: f w1 b1 -> y                        10 calcDerivative Relu: r, dr -> dc0 (in place)
+#  4 fwd Loss: y label -> loss                   11 calcGradient Conv: mask, dc0, x -> dc0, dw0, db0
+#  5 calcDerivative Loss: y label -> dy (over label)   12 applyGradient Conv
+#  6 calcGradient FC: dy, f -> dw1, db1
+STEPS = [("forward", 0), ("forward", 1), ("forward", 2), ("forward", 3), ("forward", 4),
+         ("calcDerivative", 4), ("calcGradient", 3), ("calcDerivative", 3), ("applyGradient", 3),
+         ("calcDerivative", 2), ("calcDerivative", 1), ("calcGradient", 0), ("applyGradient", 0)]
+
+# name: (category, aligned bytes, first, last)
+SGD_BUFFERS = {
+    "x": ("non-const", 2 * 8 * 8 * 3 * 4, 0, 11),  # read by the Conv's calcGradient (dW = X * dY)
+    "w0": ("trainable", 432, 0, 12), "b0": ("trainable", 16, 0, 12),
+    "shape": ("trainable", 16, 0, 12),  # int32[2]: 8 B aligned to 16
+    "w1": ("trainable", 10240, 0, 12), "b1": ("trainable", 48, 0, 12),  # 40 B -> 48
+    # c0, r (in place) and f (view): one buffer, r read by the Relu's derivative at step 10
+    "c0": ("non-const", 2048, 0, 10),
+    # ReLU6 derivative from 1 bit per element: 512 elements -> 64 B, forward to the Conv's backward
+    "#0:relu_mask": ("extra", 64, 0, 11),
+    "y": ("non-const", 80, 3, 5),
+    "label": ("non-const", 80, 4, 7),  # dy is written over the label and read by the FC until step 7
+    "loss": ("non-const", 16, 4, 12),  # read after the step
+    "w1:grad": ("gradient", 10240, 6, 8), "b1:grad": ("gradient", 48, 6, 8),
+    "f:bp": ("back-prop", 2048, 7, 11),  # df, dr, dc0: one buffer (in place), last read at step 11
+    "w0:grad": ("gradient", 432, 11, 12), "b0:grad": ("gradient", 16, 11, 12),
+}
+ADAM_STATE = {f"{w}:{s}": ("opt-variable", SGD_BUFFERS[w][1], 0, 12)
+              for w in ("w0", "b0", "w1", "b1") for s in ("m", "v")}
+
+
+def _buffers(bl):
+    return {b.name: (b.category, b.size, b.first, b.last) for b in bl.buffers}
+
+
+@pytest.mark.parametrize("optimizer,expected", [("sgd", SGD_BUFFERS), ("adam", {**SGD_BUFFERS, **ADAM_STATE})])
+def test_complete_buffer_list_by_hand(optimizer, expected):
+    bl = PROFILE.build(conv_relu_fc(), TrainConfig(optimizer=optimizer))
+    assert [(s.kind, s.op) for s in bl.steps] == STEPS
+    assert _buffers(bl) == expected
+    owners = {b.name: b.owner for b in bl.buffers}
+    assert owners["c0"] == "#0 Conv2D" and owners["w1:grad"] == "#3 FullyConnected" and owners["x"] == ""
+    check_schedule(bl.training_graph, bl)
+
+
+def test_exact_reads_and_writes_of_the_backward_steps():
+    tg = build_training_graph(conv_relu_fc(), TrainConfig())
+    names = lambda ids: [tg.tensors[t].name for t in ids]  # noqa: E731
+    s = tg.steps
+    assert (names(s[6].reads), names(s[6].writes)) == (["y:bp", "f"], ["w1:grad", "b1:grad"])
+    assert (names(s[7].reads), names(s[7].writes)) == (["y:bp", "w1"], ["f:bp"])
+    assert (names(s[8].reads), names(s[8].writes)) == (["w1:grad", "w1", "b1:grad", "b1"], ["w1", "b1"])
+    assert (names(s[11].reads), names(s[11].writes)) == (["#0:relu_mask", "c0:bp", "x"],
+                                                         ["c0:bp", "w0:grad", "b0:grad"])
+    # the aliases behind the folded buffers
+    root = lambda n: tg.tensors[tg.root(next(t.id for t in tg.tensors if t.name == n))].name  # noqa: E731
+    assert [root(n) for n in ("r", "f", "c0:bp", "r:bp", "y:bp")] == ["c0", "c0", "f:bp", "f:bp", "label"]
+
+
+def test_naive_sums_per_category():
+    bl = PROFILE.build(conv_relu_fc(), TrainConfig(optimizer="adam"))
+    naive = bl.naive_by_category()
+    assert naive["trainable"] == 432 + 16 + 16 + 10240 + 48
+    assert naive["gradient"] == 432 + 16 + 10240 + 48
+    assert naive["opt-variable"] == 2 * naive["gradient"]
+    assert naive["back-prop"] == 2048 and naive["disposable"] == 0 and naive["extra"] == 64
+
+
+def test_last_n_trainable_ops_counts_every_op_and_prunes_the_backward_region():
+    # the last 2 model ops are Reshape and FC: only the FC trains; nothing before it runs backward
+    tg = build_training_graph(conv_relu_fc(), TrainConfig(trainable=2))
+    assert tg.trainable_ops == {3}
+    assert tg.backward_ops == {3, 4}
+    assert [(s.kind, s.op) for s in tg.steps[5:]] == [("calcDerivative", 4), ("calcGradient", 3), ("applyGradient", 3)]
+    assert not any(t.category == "back-prop" and t.operand == 6 for t in tg.tensors)  # no back-prop for f
+
+
+def test_no_trainable_op_means_forward_only():
+    tg = build_training_graph(conv_relu_fc(), TrainConfig(trainable="none"))
+    assert {s.kind for s in tg.steps} == {"forward"}
+
+
+def test_trainable_list_out_of_range_is_a_config_error():
+    with pytest.raises(ConfigError):
+        build_training_graph(conv_relu_fc(), TrainConfig(trainable=(9,)))
+
+
+def test_op_without_backward_rule_inside_the_region_names_op_and_index():
+    g = chain("Erf")
+    with pytest.raises(UnsupportedOpError, match=r"op #1 Erf .*backward region"):
+        build_training_graph(g, TrainConfig())
+
+
+def test_op_without_backward_rule_before_the_region_runs_forward_only():
+    g = Graph([Operand(0, "x", (2, 8), is_input=True), Operand(1, "e", (2, 8)),
+               Operand(2, "w", (4, 8), is_const=True), Operand(3, "y", (2, 4))],
+              [Operation(0, "Erf", [0], [1]), Operation(1, "FullyConnected", [1, 2, -1], [3])], [0], [3])
+    tg = build_training_graph(g, TrainConfig())
+    assert tg.backward_ops == {1, 2}
+    assert [(s.kind, s.op) for s in tg.steps if s.op == 0] == [("forward", 0)]
+
+
+def test_profile_options_are_checked():
+    with pytest.raises(ConfigError, match="unknown memplan profile option 'inplce'"):
+        PROFILE.build(conv_relu_fc(), TrainConfig(), inplce=False)
+
+
+def test_rules_can_be_overridden_by_a_profile():
+    from memplan_cli.passes.rules import OpRule, StepIO
+
+    def relu_keeping_input(op, ctx):
+        x, y = op.inputs[0], op.outputs[0]
+        return OpRule(forward=StepIO([("fwd", x)], [("fwd", y)]),
+                      calc_derivative=StepIO([("fwd", x), ("bp", y)], [("bp", x)]))
+
+    tg = build_training_graph(conv_relu_fc(), TrainConfig(), rules={"Relu": relu_keeping_input})
+    step = next(s for s in tg.steps if s.kind == "calcDerivative" and s.op == 1)
+    assert [tg.tensors[t].name for t in step.reads] == ["c0", "r:bp"]
