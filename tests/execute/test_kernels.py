@@ -225,12 +225,12 @@ def test_conv_nchw(group):
     pads = (1, 0, 1, 2)  # ONNX order t, l, b, r
 
     def f():
-        conv.conv_nchw_forward(x, w, b, y, 2, 1, pads, group)
+        conv.conv_nchw_forward(x, w, b, y, 2, 1, pads, group == 3)
         return (r * y).sum()
 
     dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
-    conv.conv_nchw_calc_derivative(r, w, dx, 2, 1, pads, group)
-    conv.conv_nchw_calc_gradient(r, x, dw, db, 2, 1, pads, group)
+    conv.conv_nchw_calc_derivative(r, w, dx, 2, 1, pads, group == 3)
+    conv.conv_nchw_calc_gradient(r, x, dw, db, 2, 1, pads, group == 3)
     close(dx, numgrad(f, x))
     close(dw, numgrad(f, w))
     close(db, numgrad(f, b))

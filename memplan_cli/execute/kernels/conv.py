@@ -151,19 +151,19 @@ def _w_nhwc(w, depthwise):
     return np.ascontiguousarray(w.transpose(1, 2, 3, 0) if depthwise else w.transpose(0, 2, 3, 1))
 
 
-def conv_nchw_forward(x, w, b, out, stride=1, dilation=1, pads=(0, 0, 0, 0), group=1, act="NONE"):
-    dwise = group != 1
-    if dwise and group != x.shape[1]:
-        raise ValueError(f"grouped conv with group={group} (not depthwise) is not supported")
+def conv_nchw_forward(x, w, b, out, stride=1, dilation=1, pads=(0, 0, 0, 0), depthwise=False, act="NONE"):
+    """ONNX Conv; `depthwise` for group == C_in (weights [C*M, 1, KH, KW]). Other groupings are not
+    supported. `pads` is ONNX's (t, l, b, r) or "SAME"/"VALID"."""
+    dwise = depthwise
     y = np.empty((out.shape[0], out.shape[2], out.shape[3], out.shape[1]), dtype=out.dtype)
     f = depthwise_forward if dwise else conv2d_forward
     f(_nhwc(x), _w_nhwc(w, dwise), b, y, stride, dilation, _onnx_pads(pads), act)
     return store(out, _nchw(y))
 
 
-def conv_nchw_calc_derivative(dy, w, out_dx, stride=1, dilation=1, pads=(0, 0, 0, 0), group=1,
+def conv_nchw_calc_derivative(dy, w, out_dx, stride=1, dilation=1, pads=(0, 0, 0, 0), depthwise=False,
                               act="NONE", y=None, acc=False):
-    dwise = group != 1
+    dwise = depthwise
     dx = np.empty(_nhwc(out_dx).shape, dtype=out_dx.dtype)
     f = depthwise_calc_derivative if dwise else conv2d_calc_derivative
     f(_nhwc(dy), _w_nhwc(w, dwise), dx, stride, dilation, _onnx_pads(pads), act,
@@ -172,8 +172,8 @@ def conv_nchw_calc_derivative(dy, w, out_dx, stride=1, dilation=1, pads=(0, 0, 0
 
 
 def conv_nchw_calc_gradient(dy, x, out_dw, out_db=None, stride=1, dilation=1, pads=(0, 0, 0, 0),
-                            group=1, act="NONE", y=None, acc=False):
-    dwise = group != 1
+                            depthwise=False, act="NONE", y=None, acc=False):
+    dwise = depthwise
     dw = np.empty(_w_nhwc(out_dw, dwise).shape, dtype=out_dw.dtype)
     db = None if out_db is None else np.empty(out_db.shape, dtype=out_db.dtype)
     f = depthwise_calc_gradient if dwise else conv2d_calc_gradient

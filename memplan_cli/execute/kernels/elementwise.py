@@ -20,25 +20,24 @@ def forward(op, a, b, out, act="NONE"):
     return store(out, np.broadcast_to(y, out.shape) if y.shape != out.shape else y)
 
 
-def calc_derivative(op, dy, out_da=None, out_db=None, a=None, b=None, y=None, act="NONE",
-                    a_shape=None, b_shape=None, acc=False):
-    """Back-prop to a (out_da) and/or b (out_db). Shapes come from the outputs or the kept inputs."""
+def calc_derivative(op, dy, out_da=None, out_db=None, a=None, b=None, y=None, act="NONE", acc=False):
+    """Back-prop (or gradient) to a (out_da) and/or b (out_db), summed to their shapes.
+
+    Both results are computed before either is stored, so an output may share memory with dy
+    (an in-place back-prop)."""
     dz = activation.grad(y, dy, act)
+    ga = gb = None
     if out_da is not None:
-        if op in ("Add", "Sub"):
-            g = dz
-        elif op == "Mul":
-            g = dz * b
-        else:
-            g = dz / b
-        store(out_da, reduce_to_shape(np.asarray(g), out_da.shape), acc)
+        ga = dz if op in ("Add", "Sub") else dz * b if op == "Mul" else dz / b
+        ga = reduce_to_shape(np.asarray(ga), out_da.shape)
     if out_db is not None:
-        if op == "Add":
-            g = dz
-        elif op == "Sub":
-            g = -dz
-        elif op == "Mul":
-            g = dz * a
-        else:
-            g = -dz * a / (b * b)
-        store(out_db, reduce_to_shape(np.asarray(g), out_db.shape), acc)
+        gb = dz if op == "Add" else -dz if op == "Sub" else dz * a if op == "Mul" else -dz * a / (b * b)
+        gb = reduce_to_shape(np.asarray(gb), out_db.shape)
+    if ga is not None and out_db is not None and np.shares_memory(out_da, dy):
+        ga = np.array(ga, copy=True)  # storing ga must not change dz before gb is stored
+    if gb is not None and np.shares_memory(out_db, dy) and ga is not None:
+        gb = np.array(gb, copy=True)
+    if ga is not None:
+        store(out_da, ga, acc)
+    if gb is not None:
+        store(out_db, gb, acc)

@@ -1,0 +1,307 @@
+"""Run one training step inside a planned arena and, in lockstep, with one allocation per tensor.
+
+The two runs share their inputs and initial weights (seeded random; model weight bytes are never
+read). At every step the executor
+1. checks that every tensor the step touches lies in a buffer the plan keeps live at that step,
+2. checks that every tensor the step reads still holds, in the arena, what the reference holds
+   (a buffer overwritten by a neighbour, or poisoned when its planned lifetime ended, fails here),
+3. runs the step's kernel on both memories, then compares what the step wrote,
+4. poisons (fills with 0xFF, a NaN) every arena buffer whose planned lifetime ends at the step.
+At the end it compares the loss and every updated weight. The first failure stops the run and is
+reported with the step and the buffers involved.
+"""
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memplan_cli.execute.blas import blas_threads
+from memplan_cli.execute.memory import ArenaMemory, Layout, SeparateMemory
+from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step
+
+SOURCE_ROLES = ("input", "label", "weight", "frozen-weight", "constant", "opt-state")
+
+
+class VerifyFailure(Exception):
+    def __init__(self, message: str, step: int | None = None, buffers: list[str] | None = None):
+        super().__init__(message)
+        self.step = step
+        self.buffers = buffers or []
+
+
+@dataclass
+class VerifyResult:
+    passed: bool
+    steps: int
+    steps_run: int
+    compared: int  # tensor comparisons made
+    max_diff: float
+    max_diff_at: str
+    loss: tuple[float, float] | None  # (arena, reference)
+    weights_updated: int
+    message: str = ""
+    failed_step: int | None = None
+    buffers: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    arena_bytes: int = 0
+    reference_bytes: int = 0
+    updated: dict = field(default_factory=dict)  # weight name -> its value after the step (arena run)
+
+
+def _diff(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest absolute difference; inf when NaN patterns differ or a value is NaN in one run only."""
+    if a.dtype.kind in "iub":
+        return 0.0 if np.array_equal(a, b) else float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64))))
+    an, bn = np.isnan(a), np.isnan(b)
+    if an.any() or bn.any():
+        if not np.array_equal(an, bn):
+            return float("inf")
+        a, b = a[~an], b[~bn]
+    if a.size == 0:
+        return 0.0
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return float(d.max())
+
+
+def _tolerance(ref: np.ndarray, rtol: float, atol: float) -> float:
+    if ref.size == 0 or ref.dtype.kind in "iub":
+        return 0.0
+    finite = ref[np.isfinite(ref)]
+    scale = float(np.abs(finite).max()) if finite.size else 0.0
+    return atol + rtol * scale
+
+
+class _Inputs:
+    """Seeded random data for every tensor whose value comes from outside the step."""
+
+    def __init__(self, tg, seed: int):
+        self.tg = tg
+        self.seed = seed
+        self.loss = str(getattr(tg.config, "loss", "mse")).lower()
+
+    def rng(self, t: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(self.tg.tensors[t].name.encode())])
+
+    def value(self, t: int, dtype) -> np.ndarray:
+        spec = self.tg.tensors[t]
+        shape, role = spec.shape, spec.role
+        rng = self.rng(t)
+        if role == "opt-state":
+            return np.zeros(shape, dtype)
+        operand = self.tg.graph.operands[spec.operand] if spec.operand is not None else None
+        if np.dtype(dtype).kind in "iub":
+            v = getattr(operand, "value", None) if operand is not None else None
+            if v is not None and int(np.prod(shape, dtype=np.int64)) == len(v):
+                return np.asarray(v, dtype=dtype).reshape(shape)
+            return np.zeros(shape, dtype)
+        if role == "label":
+            if self.loss == "cce" and shape:
+                k = shape[-1]
+                cls = rng.integers(0, k, size=shape[:-1])
+                return np.eye(k, dtype=dtype)[cls]
+            return rng.uniform(0, 1, size=shape).astype(dtype)
+        if role == "input":
+            return rng.uniform(0, 1, size=shape).astype(dtype)
+        if role in ("weight", "frozen-weight"):
+            if len(shape) <= 1:  # biases
+                return rng.uniform(-0.1, 0.1, size=shape).astype(dtype)
+            # variance 1/fan_in keeps activations bounded through deep stacks; depthwise [1,KH,KW,C]
+            n = int(np.prod(shape))
+            fan_in = int(np.prod(shape[1:3])) if shape[0] == 1 else n // shape[0]
+            a = np.sqrt(3.0 / max(fan_in, 1))
+            return rng.uniform(-a, a, size=shape).astype(dtype)
+        # float constants that are not weights (an Add's constant operand, a Mul scale): away from 0
+        return rng.uniform(0.5, 1.5, size=shape).astype(dtype)
+
+
+def execute(tg, layout: Layout, *, optimizer: str = "sgd", learning_rate: float = 0.001, seed: int = 0,
+            check_live: bool = True, poison: bool = True, rtol: float = 1e-5, atol: float = 1e-7,
+            threads: int | None = 1, progress=None) -> VerifyResult:
+    """Run `tg`'s steps in the arena of `layout` and in separate allocations; compare at every step.
+
+    `check_live=False` skips the up-front liveness check so that a lifetime bug has to show in the
+    data (poisoned memory); `threads` is the BLAS thread count during the run (None: unchanged)."""
+    with blas_threads(threads):
+        return _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress)
+
+
+def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress) -> VerifyResult:
+    t0 = time.perf_counter()
+    arena = ArenaMemory(tg, layout)
+    ref = SeparateMemory(tg)
+    inputs = _Inputs(tg, seed)
+    pl = layout.placements
+    groups = tg.groups()
+    first_access, _ = tg.accesses()
+    res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
+                       arena_bytes=sum(layout.arenas.values()))
+
+    def name(t):
+        return tg.tensors[t].name
+
+    def where(s):
+        return f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
+
+    def describe(root):
+        p = pl[root]
+        return f"{p.name} [{p.pool} bytes {p.offset}..{p.end}, live {p.first}..{p.last}]"
+
+    # every touched tensor must have a buffer
+    for s in tg.steps:
+        for t in s.touched():
+            if tg.root(t) not in pl:
+                res.message = f"{where(s)} touches {name(t)}, which has no buffer in the {layout.profile} plan"
+                res.failed_step, res.buffers = s.index, [name(t)]
+                return res
+
+    # sources: tensors whose value comes from outside (weights, inputs, label, state, constants)
+    sources: dict[int, list[int]] = {}
+    for t, s_first in first_access.items():
+        spec = tg.tensors[t]
+        if spec.role in SOURCE_ROLES or t in tg.fed or t in tg.persistent:
+            sources.setdefault(s_first, []).append(t)
+    for t in tg.persistent:
+        if t not in first_access:
+            sources.setdefault(0, []).append(t)
+
+    last_write: dict[int, int] = {}  # root -> arena step that last wrote it
+    last_write_t: dict[int, int] = {}  # tensor -> step that last wrote it
+    ends: dict[int, list[int]] = {}
+    for r, p in pl.items():
+        if not any(m in tg.persistent for m in groups.get(r, [r])):
+            ends.setdefault(p.last, []).append(r)
+    ref_state: dict = {}
+    arena_state: dict = {}
+    loss_ids = [t.id for t in tg.tensors if t.role == "loss"]
+    updated: set[int] = set()
+    best = [0.0, ""]
+
+    def compare(t, s, what) -> None:
+        a, b = arena.view(t), ref.view(t)
+        d = _diff(a, b)
+        res.compared += 1
+        if d > best[0]:
+            best[0], best[1] = d, f"{name(t)} at step {s.index}"
+        if d > _tolerance(b, rtol, atol):
+            raise VerifyFailure(what(d), s.index)
+
+    def culprits(t, since, upto):
+        """What changed tensor t's bytes in the arena between steps since..upto: another tensor
+        sharing its buffer (an alias) written meanwhile, an overlapping buffer written meanwhile, or
+        an overlapping buffer poisoned when its planned lifetime ended."""
+        root = tg.root(t)
+        out, names = [], []
+        for u in groups.get(root, []):
+            w = last_write_t.get(u)
+            if u != t and w is not None and since < w <= upto:
+                out.append(f"{name(u)} (sharing its buffer) written at step {w}")
+                names.append(name(u))
+        for r, q in layout.neighbours(root):
+            w = last_write.get(r)
+            if w is not None and since <= w <= upto:
+                out.append(f"{describe(r)} written at step {w}")
+                names.append(q.name)
+            elif poison and since <= q.last < upto:
+                out.append(f"{describe(r)} poisoned when its lifetime ended after step {q.last}")
+                names.append(q.name)
+        return out, names
+
+    try:
+        for s in tg.steps:
+            if progress:
+                progress(s)
+            touched = s.touched()
+            # 1. liveness of every buffer handed to the kernel
+            if check_live:
+                for t in touched:
+                    p = pl[tg.root(t)]
+                    if not p.live_at(s.index):
+                        raise VerifyFailure(
+                            f"{where(s)} touches {name(t)}, but its buffer {describe(tg.root(t))} is not live "
+                            f"at step {s.index}", s.index, [p.name])
+            # 2. values from outside, written into both memories right before their first use
+            for t in sources.get(s.index, []):
+                v = inputs.value(t, ref.view(t).dtype)
+                ref.view(t)[...] = v
+                arena.view(t)[...] = v
+                last_write[tg.root(t)] = last_write_t[t] = s.index
+            # 3. what the step reads must still be intact in the arena
+            reads = list(dict.fromkeys(list(s.reads) + [a for a, _, _ in s.accumulate]))
+            for t in reads:
+                r = tg.root(t)
+                w = last_write_t.get(t, 0)
+                found, involved = culprits(t, w, s.index)
+
+                def msg(d, t=t, r=r, w=w, found=found):
+                    p = pl[r]
+                    head = (f"{where(s)} reads {name(t)}, which no longer holds what step {w} wrote "
+                            f"(differs by {d:.3g}); its buffer is {describe(r)}")
+                    if not p.live_at(s.index):
+                        head += f", whose planned lifetime {p.first}..{p.last} does not cover step {s.index}"
+                    return head + (": overwritten by " + "; ".join(found) if found else "")
+                try:
+                    compare(t, s, msg)
+                except VerifyFailure as e:
+                    e.buffers = list(dict.fromkeys([pl[r].name] + involved))
+                    raise
+            # 4. the kernel, reference first (a failure there is a bug in memplan, not in the plan)
+            ctx_ref = StepContext(tg, s, ref, optimizer, learning_rate, state=ref_state)
+            try:
+                run_step(ctx_ref)
+            except AccessError as e:
+                raise VerifyFailure(f"the training graph is inconsistent: {e}", s.index) from None
+            ctx = StepContext(tg, s, arena, optimizer, learning_rate, state=arena_state)
+            with np.errstate(all="ignore"):
+                try:
+                    run_step(ctx)
+                except UnsupportedKernel:
+                    raise
+                except Exception as e:  # garbage in the arena can make a kernel fail
+                    names = sorted({pl[tg.root(t)].name for t in touched})
+                    raise VerifyFailure(f"{where(s)} failed in the arena run ({type(e).__name__}: {e}); "
+                                        f"buffers: {', '.join(names)}", s.index, names) from None
+            written = list(dict.fromkeys(list(s.writes) + [d for _, d, _ in s.accumulate]))
+            for t in written:
+                last_write[tg.root(t)] = last_write_t[t] = s.index
+                if s.kind == "applyGradient" and tg.tensors[t].role == "weight":
+                    updated.add(t)
+            # 5. what it wrote must agree
+            for t in written:
+                rv = ref.view(t)
+                if rv.dtype.kind == "f" and np.isnan(rv).any():
+                    raise VerifyFailure(f"{where(s)}: the reference run wrote NaN into {name(t)} (a bug in the "
+                                        "training graph or a kernel, not in the plan)", s.index, [name(t)])
+
+                def wmsg(d, t=t):
+                    r = tg.root(t)
+                    shared = [describe(tg.root(u)) for u in touched
+                              if tg.root(u) != r and pl[tg.root(u)].overlaps(pl[r])]
+                    tail = ("; it shares bytes with " + "; ".join(shared) + " in the same step") if shared else ""
+                    return f"{where(s)} wrote {name(t)} differently in the arena (differs by {d:.3g}){tail}"
+                compare(t, s, wmsg)
+                if t in loss_ids:
+                    res.loss = (float(np.asarray(arena.view(t)).reshape(-1)[0]),
+                                float(np.asarray(ref.view(t)).reshape(-1)[0]))
+            res.steps_run += 1
+            # 6. poison what the plan frees here
+            if poison:
+                for r in ends.get(s.index, []):
+                    arena.poison(r)
+        # 7. every updated weight at the end
+        end = tg.steps[-1] if tg.steps else None
+        for t in sorted(updated):
+            compare(t, end, lambda d, t=t: f"updated weight {name(t)} differs by {d:.3g} at the end")
+            res.updated[name(t)] = np.array(arena.view(t))
+        res.weights_updated = len(updated)
+        res.passed = True
+    except VerifyFailure as e:
+        res.message = str(e)
+        res.failed_step = e.step
+        res.buffers = e.buffers
+    res.max_diff, res.max_diff_at = best
+    res.reference_bytes = ref.nbytes
+    res.seconds = time.perf_counter() - t0
+    return res

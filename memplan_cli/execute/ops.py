@@ -1,0 +1,676 @@
+"""Binding training-graph steps to reference kernels.
+
+For each op type, `HANDLERS[type][kind](ctx)` runs one step (forward, calcGradient, calcDerivative)
+through a `StepContext`, which hands out only the views of tensors the step declares (reads, writes,
+accumulations): asking for anything else is an `AccessError`, so a kernel cannot silently depend on a
+tensor the plan did not keep alive. Optional forward tensors (a fused activation's output, a MaxPool
+input) are used when the step reads them; the kernels pick another route when they are absent.
+applyGradient is generic (the optimizer over every gradient the step reads).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.execute.kernels import (activation, conv, elementwise, fc, loss, optim, pool, shape,
+                                         softmax)
+from memplan_cli.execute.kernels.common import reduce_to_shape, store
+
+
+class AccessError(AssertionError):
+    """A kernel needed a tensor the step does not declare (a schedule / rule mismatch)."""
+
+
+class StepContext:
+    def __init__(self, tg, step, memory, optimizer: str = "sgd", lr: float = 0.001, t: int = 1,
+                 state: dict | None = None):
+        self.tg = tg
+        self.state = {} if state is None else state  # per-run facts shared by steps (which dz are done)
+        self.step = step
+        self.mem = memory
+        self.op = tg.graph.operations[step.op] if step.op >= 0 else None
+        self.attrs = self.op.attrs if self.op is not None else {}
+        self.optimizer = optimizer
+        self.lr = lr
+        self.t = t
+        self._reads = set(step.reads)
+        self._writes = set(step.writes)
+        self.touched = set(step.touched())
+        self.handed: list[int] = []  # tensor ids given to kernels, in order (for diagnostics)
+
+    # ---- access --------------------------------------------------------------------------
+    def tensor(self, t: int) -> np.ndarray:
+        if t not in self.touched:
+            raise AccessError(f"step {self.step.index} ({self.step.kind} of {self.step.label}) needs "
+                              f"{self.tg.tensors[t].name}, which the step does not declare")
+        self.handed.append(t)
+        return self.mem.view(t)
+
+    def _opt(self, t: int | None, where: set[int]) -> np.ndarray | None:
+        if t is None or t not in where:
+            return None
+        return self.tensor(t)
+
+    def _need(self, t: int | None, what: str) -> np.ndarray:
+        if t is None:
+            raise AccessError(f"step {self.step.index} ({self.step.kind} of {self.step.label}): "
+                              f"the training graph has no {what}")
+        return self.tensor(t)
+
+    def operand_in(self, k: int) -> int:
+        return self.op.inputs[k] if k < len(self.op.inputs) else -1
+
+    def x(self, k: int, optional: bool = False) -> np.ndarray | None:
+        """Forward value of input k (None for an absent optional input)."""
+        o = self.operand_in(k)
+        if o < 0:
+            return None
+        t = self.tg.fwd.get(o)
+        if optional:
+            return self._opt(t, self._reads)
+        return self._need(t, f"forward tensor for input {k} of {self.op.label}")
+
+    def y(self, k: int = 0, optional: bool = False) -> np.ndarray | None:
+        t = self.tg.fwd.get(self.op.outputs[k])
+        if optional:
+            return self._opt(t, self.touched)
+        return self._need(t, f"forward tensor for output {k} of {self.op.label}")
+
+    def dy(self, k: int = 0) -> np.ndarray:
+        return self._need(self.tg.bp.get(self.op.outputs[k]), f"back-prop of output {k} of {self.op.label}")
+
+    def dx(self, k: int) -> np.ndarray | None:
+        """Where back-prop to input k goes: this op's contribution tensor, else the operand's
+        back-prop; None when the step writes neither (nobody needs it)."""
+        o = self.operand_in(k)
+        if o < 0:
+            return None
+        c = self.tg.contributions.get((self.op.index, o))
+        if c is not None and c in self._writes:
+            return self.tensor(c)
+        return self._opt(self.tg.bp.get(o), self._writes)
+
+    def grad(self, k: int) -> np.ndarray | None:
+        o = self.operand_in(k)
+        return None if o < 0 else self._opt(self.tg.grad.get(o), self._writes)
+
+    def extra(self, what: str) -> np.ndarray | None:
+        """The op's auxiliary tensor whose role is `extra:<what>`, if this step touches it."""
+        for t in self.tg.extras.get(self.op.index, []):
+            if self.tg.tensors[t].role == f"extra:{what}" and t in self.touched:
+                return self.tensor(t)
+        return None
+
+    def act(self) -> str:
+        return activation.normalize(self.attrs.get("activation", "NONE"))
+
+    def extra_id(self, what: str) -> int | None:
+        for t in self.tg.extras.get(self.op.index, []):
+            if self.tg.tensors[t].role == f"extra:{what}":
+                return t
+        return None
+
+    def dz(self) -> np.ndarray:
+        """dL/d(pre-activation) of output 0: the incoming back-prop through the fused activation.
+
+        The training graph computes it once, in the op's first backward step, either into the extra
+        `act_back_prop` (|Y|, onert) or over dY in place (memplan); later steps read that. A step that
+        reads Y but does neither computes it in a temporary.
+        """
+        act = self.act()
+        if act == "NONE":
+            return self.dy()
+        out = self.op.outputs[0]
+        done = self.state.setdefault("act_done", set())
+        e = self.extra_id("act_back_prop")
+        if e is not None and e in self.touched:
+            v = self.tensor(e)
+            if e in self._writes:
+                store(v, self.through_activation(self.dy(), act))
+                done.add(self.op.index)
+            elif self.op.index not in done:
+                raise AccessError(f"{self.where()} reads {self.tg.tensors[e].name} before any step computed it")
+            return v
+        bp = self.tg.bp.get(out)
+        if bp is not None and bp in self._writes and bp in self._reads:
+            v = self.tensor(bp)
+            store(v, self.through_activation(v, act))
+            done.add(self.op.index)
+            return v
+        if self.op.index in done:
+            return self.dy()
+        return self.through_activation(self.dy(), act)
+
+    def through_activation(self, dy: np.ndarray, act) -> np.ndarray:
+        """dy through the derivative of `act` (a fused name, or (lo, hi) for Clip), from the kept
+        output, or from the packed 1-bit mask (`extra:relu_mask`) forward wrote instead of keeping it."""
+        y = self.y(optional=True)
+        if y is not None:
+            if isinstance(act, tuple):
+                return dy * _between(y, act)
+            return activation.grad(y, dy, act)
+        m = self.extra("relu_mask")
+        if m is not None:
+            n = int(np.prod(dy.shape))
+            bits = np.unpackbits(m.reshape(-1), count=n).reshape(dy.shape)
+            return dy * bits
+        raise AccessError(f"{self.where()}: the {act} of {self.op.label} needs its output or its mask, "
+                          "which the step does not read")
+
+    def where(self) -> str:
+        return f"step {self.step.index} ({self.step.kind} of {self.step.label})"
+
+
+MASK_BOUNDS = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1)}
+
+
+def _between(y, bounds):
+    lo, hi = bounds
+    m = np.ones(y.shape, dtype=bool)
+    if lo is not None:
+        m &= y > lo
+    if hi is not None:
+        m &= y < hi
+    return m
+
+
+def write_relu_mask(ctx) -> None:
+    """Forward: pack lo < y < hi of the op's output into its `relu_mask` extra (1 bit per element)."""
+    m = ctx.extra("relu_mask")
+    if m is None or m.size == 0 or ctx.extra_id("relu_mask") not in ctx.step.writes:
+        return
+    if ctx.op.type == "Clip":
+        bounds = (ctx.attrs.get("min"), ctx.attrs.get("max"))
+    else:
+        bounds = MASK_BOUNDS.get(activation.STANDALONE.get(ctx.op.type, ctx.act()))
+    if bounds is None:
+        raise UnsupportedKernel(f"a relu mask for {ctx.op.label}, whose activation is not ReLU-like")
+    packed = np.packbits(_between(ctx.y(), bounds).reshape(-1))
+    m.reshape(-1)[...] = packed[:m.size]
+
+
+class UnsupportedKernel(Exception):
+    """No reference kernel for this op type / step kind."""
+
+
+# ---- attribute helpers --------------------------------------------------------------------------
+def _nchw(ctx) -> bool:
+    return str(ctx.attrs.get("layout", "NHWC")).upper() == "NCHW"
+
+
+def _onnx_pads(ctx):
+    """ONNX (t, l, b, r) pads, or "SAME" when the loader resolved auto_pad and gave no pads."""
+    a = ctx.attrs
+    pads = a.get("pads")
+    if pads is None or not any(pads):
+        return "SAME" if str(a.get("padding", "")).upper() == "SAME" else (0, 0, 0, 0)
+    return tuple(int(p) for p in pads)
+
+
+def _conv_args(ctx, depthwise: bool):
+    a = ctx.attrs
+    if a.get("group", 1) not in (1, None):
+        raise UnsupportedKernel(f"grouped convolution (group={a['group']})")
+    if _nchw(ctx):
+        return dict(stride=a.get("stride", 1), dilation=a.get("dilation", 1), pads=_onnx_pads(ctx),
+                    depthwise=depthwise)
+    return dict(stride=a.get("stride", 1), dilation=a.get("dilation", 1), padding=a.get("padding", "VALID"))
+
+
+def _pool_args(ctx):
+    a = ctx.attrs
+    f = a.get("filter") or a.get("kernel_shape") or a.get("kernel")
+    if _nchw(ctx):
+        return dict(filter_hw=f, stride=a.get("stride", 1), pads=_onnx_pads(ctx))
+    return dict(filter_hw=f, stride=a.get("stride", 1), padding=a.get("padding", "VALID"))
+
+
+def _hwio(w: np.ndarray) -> np.ndarray:
+    """onert's transposed conv weights: OHWI -> HWIO, flattened into a buffer of |W| elements."""
+    return w.transpose(1, 2, 3, 0)
+
+
+# ---- Conv2D / DepthwiseConv2D -------------------------------------------------------------------
+def _conv_family(depthwise: bool):
+    nhwc_fwd = conv.depthwise_forward if depthwise else conv.conv2d_forward
+    nhwc_grad = conv.depthwise_calc_gradient if depthwise else conv.conv2d_calc_gradient
+    nhwc_deriv = conv.depthwise_calc_derivative if depthwise else conv.conv2d_calc_derivative
+
+    def fwd(ctx):
+        args = _conv_args(ctx, depthwise)
+        f = conv.conv_nchw_forward if _nchw(ctx) else nhwc_fwd
+        f(ctx.x(0), ctx.x(1), ctx.x(2), ctx.y(), act=ctx.act(), **args)
+
+    def calc_gradient(ctx):
+        dw, db = ctx.grad(1), ctx.grad(2)
+        if dw is None and db is None:
+            return
+        dz = ctx.dz()
+        if dw is None:  # bias only
+            db[...] = dz.sum(axis=(0, 2, 3) if _nchw(ctx) else tuple(range(dz.ndim - 1)))
+            return
+        args = _conv_args(ctx, depthwise)
+        ext = ctx.extra("dW^T")
+        if ext is not None and not _nchw(ctx):
+            # onert computes dW in HWIO into its own buffer, then transposes it into the gradient
+            tmp = np.empty(dw.shape, dw.dtype)
+            nhwc_grad(dz, ctx.x(0), tmp, db, **args)
+            ext.reshape(-1)[...] = _hwio(tmp).reshape(-1)
+            dw[...] = ext.reshape(_hwio(tmp).shape).transpose(3, 0, 1, 2)
+            return
+        f = conv.conv_nchw_calc_gradient if _nchw(ctx) else nhwc_grad
+        f(dz, ctx.x(0), dw, db, **args)
+
+    def calc_derivative(ctx):
+        dx = ctx.dx(0)
+        if dx is None:
+            return
+        dz = ctx.dz()
+        args = _conv_args(ctx, depthwise)
+        w = ctx.x(1)
+        ext = ctx.extra("W^T")
+        if ext is not None and not _nchw(ctx):
+            # onert reads the weights through a transposed copy (HWIO)
+            ext.reshape(-1)[...] = _hwio(w).reshape(-1)
+            w = ext.reshape(_hwio(w).shape).transpose(3, 0, 1, 2)
+        f = conv.conv_nchw_calc_derivative if _nchw(ctx) else nhwc_deriv
+        f(dz, w, dx, **args)
+
+    return {"forward": fwd, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
+
+
+# ---- FullyConnected / MatMul --------------------------------------------------------------------
+def _fc_layout(ctx) -> str:
+    # tflite and ONNX Gemm(transB=1) store [O, I]; MatMul+Add / Gemm(transB=0) store [I, O]
+    tb = ctx.attrs.get("trans_b", ctx.attrs.get("transB"))
+    return "IO" if tb in (0, False) else "OI"
+
+
+def _fc_fwd(ctx):
+    fc.forward(ctx.x(0), ctx.x(1), ctx.x(2), ctx.y(), ctx.act(), _fc_layout(ctx))
+
+
+def _fc_grad(ctx):
+    dw, db = ctx.grad(1), ctx.grad(2)
+    if dw is None and db is None:
+        return
+    dz = ctx.dz()
+    n_out = ctx.tg.graph.operands[ctx.op.outputs[0]].shape[-1]
+    dz2 = dz.reshape(-1, n_out)
+    if dw is None:
+        db[...] = dz2.sum(axis=0)
+        return
+    x = ctx.x(0)
+    xt, dyt = ctx.extra("X^T"), ctx.extra("dY^T")
+    if xt is not None and dyt is not None:
+        # onert: dW = dY^T . X through materialised transposes
+        x2 = x.reshape(dz2.shape[0], -1)
+        xt.reshape(-1)[...] = x2.T.reshape(-1)
+        dyt.reshape(-1)[...] = dz2.T.reshape(-1)
+        xt2 = xt.reshape(x2.shape[1], x2.shape[0])
+        dyt2 = dyt.reshape(n_out, dz2.shape[0])
+        g = dyt2 @ xt2.T
+        store(dw, g if _fc_layout(ctx) == "OI" else g.T)
+        if db is not None:
+            db[...] = dyt2.sum(axis=1)
+        return
+    fc.calc_gradient(dz, x, dw, db, w_layout=_fc_layout(ctx))
+
+
+def _fc_deriv(ctx):
+    dx = ctx.dx(0)
+    if ctx.dx(1) is not None:
+        raise UnsupportedKernel("back-prop into a FullyConnected weight operand that is not constant")
+    if dx is None:
+        return
+    dz = ctx.dz()
+    w = ctx.x(1)
+    wt = ctx.extra("W^T")
+    layout = _fc_layout(ctx)
+    if wt is not None:
+        w_oi = w if layout == "OI" else w.T
+        wt.reshape(-1)[...] = w_oi.T.reshape(-1)
+        w, layout = wt.reshape(w_oi.shape[1], w_oi.shape[0]), "IO"
+    fc.calc_derivative(dz, w, dx, w_layout=layout)
+
+
+def _mm_operands(ctx):
+    a, b = ctx.attrs, ctx.attrs
+    ta = a.get("adj_x", a.get("trans_a", False))
+    tb = b.get("adj_y", b.get("trans_b", False))
+    return bool(ta), bool(tb)
+
+
+def _mm_fwd(ctx):
+    ta, tb = _mm_operands(ctx)
+    y = ctx.y()
+    fc.matmul_forward(_adj(ctx.x(0), ta), _adj(ctx.x(1), tb), y)
+    if ctx.x(2, optional=True) is not None:  # Gemm's C
+        y += ctx.x(2)
+    activation.apply(y, ctx.act(), y)
+
+
+def _adj(a, flag):
+    return np.swapaxes(a, -1, -2) if flag else a
+
+
+def _mm_back(ctx, want_grad: bool):
+    ta, tb = _mm_operands(ctx)
+    outs = [(k, ctx.grad(k) if want_grad else ctx.dx(k)) for k in (0, 1, 2)]
+    outs = [(k, o) for k, o in outs if o is not None]
+    if not outs:
+        return
+    dz = ctx.dz()
+    for k, out in outs:
+        if k == 2:
+            store(out, reduce_to_shape(dz, out.shape))
+            continue
+        if k == 0:
+            b = _adj(ctx.x(1), tb)
+            tmp = np.empty(_adj(out, ta).shape, out.dtype)
+            fc.matmul_grad_a(dz, b, tmp)
+        else:
+            a = _adj(ctx.x(0), ta)
+            tmp = np.empty(_adj(out, tb).shape, out.dtype)
+            fc.matmul_grad_b(dz, a, tmp)
+        store(out, _adj(tmp, ta if k == 0 else tb))
+
+
+# ---- pools --------------------------------------------------------------------------------------
+def _argmax_extra(ctx):
+    return ctx.extra("arg_max") if ctx.extra_id("arg_max") is not None else ctx.extra("window_index")
+
+
+def _maxpool_fwd(ctx):
+    arg = _argmax_extra(ctx)
+    if _nchw(ctx):
+        pool.pool_nchw_forward("max", ctx.x(0), ctx.y(), out_argmax=arg, **_pool_args(ctx))
+    else:
+        pool.maxpool_forward(ctx.x(0), ctx.y(), act=ctx.act(), out_argmax=arg, **_pool_args(ctx))
+
+
+def _maxpool_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    arg, x = _argmax_extra(ctx), ctx.x(0, optional=True)
+    if arg is None and x is None:
+        raise AccessError(f"{ctx.where()}: MaxPool backward reads neither its argmax nor its input")
+    dz = ctx.dz()
+    if _nchw(ctx):
+        pool.pool_nchw_calc_derivative("max", dz, dx, argmax=arg, x=x, **_pool_args(ctx))
+    else:
+        pool.maxpool_calc_derivative(dz, dx, argmax=arg, x=x, **_pool_args(ctx))
+
+
+def _avgpool_fwd(ctx):
+    if _nchw(ctx):
+        pool.pool_nchw_forward("avg", ctx.x(0), ctx.y(), **_pool_args(ctx))
+    else:
+        pool.avgpool_forward(ctx.x(0), ctx.y(), act=ctx.act(), **_pool_args(ctx))
+
+
+def _avgpool_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    dz = ctx.dz()
+    if _nchw(ctx):
+        pool.pool_nchw_calc_derivative("avg", dz, dx, **_pool_args(ctx))
+    else:
+        pool.avgpool_calc_derivative(dz, dx, **_pool_args(ctx))
+
+
+# ---- elementwise --------------------------------------------------------------------------------
+def _binary(op_type):
+    def fwd(ctx):
+        elementwise.forward(op_type, ctx.x(0), ctx.x(1), ctx.y(), ctx.act())
+
+    def back(ctx, outs):
+        da, db = outs
+        if da is None and db is None:
+            return
+        if ctx.operand_in(0) == ctx.operand_in(1):
+            raise UnsupportedKernel(f"{op_type} of an operand with itself")
+        need_a = op_type in ("Mul", "Div") and db is not None
+        need_b = op_type == "Div" or (op_type == "Mul" and da is not None)
+        a = ctx.x(0) if need_a else None
+        b = ctx.x(1) if need_b else None
+        elementwise.calc_derivative(op_type, ctx.dz(), da, db, a=a, b=b)
+
+    return {"forward": fwd, "calcDerivative": lambda c: back(c, (c.dx(0), c.dx(1))),
+            "calcGradient": lambda c: back(c, (c.grad(0), c.grad(1)))}
+
+
+# ---- activations, softmax -----------------------------------------------------------------------
+def _activation(op_type):
+    def kind(ctx):
+        if op_type == "Clip":
+            return ctx.attrs.get("min"), ctx.attrs.get("max")
+        return activation.STANDALONE[op_type]
+
+    def fwd(ctx):
+        k = kind(ctx)
+        if isinstance(k, tuple):
+            store(ctx.y(), np.clip(ctx.x(0), k[0], k[1]))
+        else:
+            activation.forward(ctx.x(0), ctx.y(), k)
+
+    def deriv(ctx):
+        dx = ctx.dx(0)
+        if dx is None:
+            return
+        k = kind(ctx)
+        if ctx.y(optional=True) is None and ctx.extra_id("relu_mask") is None and \
+                (isinstance(k, tuple) or k in ("RELU", "RELU6")):
+            # a clipping mask is the same from the input
+            x = ctx.x(0)
+            store(dx, ctx.dy() * _between(x, k if isinstance(k, tuple) else MASK_BOUNDS[k]))
+            return
+        store(dx, ctx.through_activation(ctx.dy(), k))
+
+    return {"forward": fwd, "calcDerivative": deriv}
+
+
+def _softmax_fwd(ctx):
+    softmax.forward(ctx.x(0), ctx.y(), float(ctx.attrs.get("beta", 1.0)), int(ctx.attrs.get("axis", -1)))
+
+
+def _softmax_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is not None:
+        softmax.calc_derivative(ctx.y(), ctx.dy(), dx, float(ctx.attrs.get("beta", 1.0)),
+                                int(ctx.attrs.get("axis", -1)))
+
+
+# ---- shape ops ----------------------------------------------------------------------------------
+def _reshape_fwd(ctx):
+    shape.reshape_forward(ctx.x(0), ctx.y())
+
+
+def _reshape_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is not None:
+        shape.reshape_calc_derivative(ctx.dy(), dx)
+
+
+def _paddings(ctx, ndim):
+    """Pad's paddings as [[before, after]] per dim: the constant tensor when the step reads it (onert
+    keeps it), else the value the loader read (a small shape-deciding constant)."""
+    onnx = getattr(ctx.tg.graph, "source_format", "") == "onnx"
+    p = ctx.x(1, optional=True)
+    v = np.asarray(p) if p is not None else None
+    if v is None:
+        o = ctx.operand_in(1)
+        val = ctx.tg.graph.operands[o].value if o >= 0 else None
+        if val is None:
+            val = ctx.attrs.get("pads", ctx.attrs.get("paddings"))
+        if val is None:
+            raise UnsupportedKernel("Pad whose paddings are unknown")
+        v = np.asarray(val)
+    v = v.reshape(-1)
+    if onnx:  # ONNX: all begins, then all ends
+        return np.stack([v[:ndim], v[ndim:2 * ndim]], axis=1)
+    return v.reshape(-1, 2)
+
+
+def _pad_fwd(ctx):
+    if str(ctx.attrs.get("mode", "constant")).lower() != "constant":
+        raise UnsupportedKernel(f"Pad mode {ctx.attrs['mode']}")
+    x = ctx.x(0)
+    shape.pad_forward(x, _paddings(ctx, x.ndim), ctx.y())
+
+
+def _pad_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is not None:
+        shape.pad_calc_derivative(ctx.dy(), _paddings(ctx, dx.ndim), dx)
+
+
+def _mean_axes(ctx):
+    p = ctx.x(1, optional=True)
+    if p is not None:
+        return np.asarray(p).reshape(-1)
+    ax = ctx.attrs.get("axes")
+    if ax is None and ctx.operand_in(1) >= 0:
+        ax = ctx.tg.graph.operands[ctx.operand_in(1)].value
+    if ax is None:
+        raise UnsupportedKernel("Mean whose axes are unknown")
+    return ax
+
+
+def _mean_fwd(ctx):
+    keep = bool(ctx.attrs.get("keep_dims", ctx.attrs.get("keepdims", False)))
+    shape.mean_forward(ctx.x(0), _mean_axes(ctx), ctx.y(), keep)
+
+
+def _mean_deriv(ctx):
+    dx = ctx.dx(0)
+    if dx is not None:
+        shape.mean_calc_derivative(ctx.dy(), _mean_axes(ctx), dx)
+
+
+def _concat_axis(ctx, ndim):
+    return int(ctx.attrs.get("axis", 0)) % ndim
+
+
+def _concat_fwd(ctx):
+    xs = [ctx.x(k) for k in range(len(ctx.op.inputs))]
+    y = ctx.y()
+    shape.concat_forward(xs, _concat_axis(ctx, y.ndim), y)
+    activation.apply(y, ctx.act(), y)
+
+
+def _concat_deriv(ctx):
+    outs = [(k, ctx.dx(k)) for k in range(len(ctx.op.inputs))]
+    outs = [(k, d) for k, d in outs if d is not None]
+    if not outs:
+        return
+    dz = ctx.dz()
+    axis = _concat_axis(ctx, dz.ndim)
+    ops = ctx.tg.graph.operands
+    sizes = [ops[o].shape[axis] for o in ctx.op.inputs]
+    parts = [(d, np.array(dz[tuple(slice(None) if i != axis else
+                                     slice(sum(sizes[:k]), sum(sizes[:k]) + sizes[k]) for i in range(dz.ndim))]))
+             for k, d in outs]
+    seen = set()
+    for (k, _), (d, part) in zip(outs, parts):
+        o = ctx.op.inputs[k]
+        store(d, part, acc=o in seen)
+        seen.add(o)
+
+
+# ---- loss ---------------------------------------------------------------------------------------
+def _loss_kind(ctx) -> str:
+    return str(ctx.attrs.get("loss", getattr(ctx.tg.config, "loss", "mse"))).lower()
+
+
+def _loss_fwd(ctx):
+    loss.FORWARD[_loss_kind(ctx)](ctx.x(0), ctx.x(1), ctx.y())
+
+
+def _loss_deriv(ctx):
+    dpred, dlabel = ctx.dx(0), ctx.dx(1)
+    if dpred is None and dlabel is None:
+        return
+    y, t = ctx.x(0), ctx.x(1)
+    kind = _loss_kind(ctx)
+    gl = None
+    if dlabel is not None:  # onert computes and keeps back-prop(y_true): dL/dt
+        if kind == "mse":
+            gl = (t - y) * (2.0 / y.size)
+        else:
+            gl = -np.log(np.clip(y, loss.EPS, 1.0)) / (y.shape[0] if y.ndim > 1 else 1)
+    if dpred is not None:  # may overwrite the label in place: the kernel computes before it stores
+        loss.DERIVATIVE[kind](y, t, dpred)
+    if gl is not None:
+        store(dlabel, gl)
+
+
+# ---- applyGradient ------------------------------------------------------------------------------
+def apply_gradient(ctx):
+    """Update every weight whose gradient this step reads, with its optimizer state."""
+    by_grad = {g: w for w, g in ctx.tg.grad.items()}
+    done = 0
+    for g in ctx.step.reads:
+        w_operand = by_grad.get(g)
+        if w_operand is None:
+            continue
+        w = ctx.tensor(ctx.tg.fwd[w_operand])
+        states = [ctx.tensor(s) for s in ctx.tg.opt_state.get(w_operand, [])]
+        need = optim.STATE_COUNT[ctx.optimizer]
+        if len(states) < need:
+            raise AccessError(f"{ctx.where()}: {ctx.optimizer} needs {need} state tensors for "
+                              f"{ctx.tg.tensors[ctx.tg.fwd[w_operand]].name}, the graph has {len(states)}")
+        optim.apply(ctx.optimizer, w, ctx.tensor(g), states, ctx.lr, ctx.t)
+        done += 1
+    return done
+
+
+HANDLERS: dict[str, dict] = {
+    "Conv2D": _conv_family(False),
+    "DepthwiseConv2D": _conv_family(True),
+    "FullyConnected": {"forward": _fc_fwd, "calcGradient": _fc_grad, "calcDerivative": _fc_deriv},
+    "MatMul": {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
+               "calcDerivative": lambda c: _mm_back(c, False)},
+    "MaxPool2D": {"forward": _maxpool_fwd, "calcDerivative": _maxpool_deriv},
+    "AvgPool2D": {"forward": _avgpool_fwd, "calcDerivative": _avgpool_deriv},
+    "Softmax": {"forward": _softmax_fwd, "calcDerivative": _softmax_deriv},
+    "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv},
+    "Pad": {"forward": _pad_fwd, "calcDerivative": _pad_deriv},
+    "Mean": {"forward": _mean_fwd, "calcDerivative": _mean_deriv},
+    "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv},
+    "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
+}
+HANDLERS["Gemm"] = HANDLERS["MatMul"]
+for _t in ("Flatten", "Squeeze", "ExpandDims"):
+    HANDLERS[_t] = HANDLERS["Reshape"]
+HANDLERS["GlobalAveragePool"] = HANDLERS["Mean"]
+for _t in ("Add", "Sub", "Mul", "Div"):
+    HANDLERS[_t] = _binary(_t)
+for _t in list(activation.STANDALONE) + ["Clip"]:
+    HANDLERS[_t] = _activation(_t)
+
+
+def run_step(ctx) -> None:
+    """Run one step's kernel, then its accumulations (dst = src, or dst += src)."""
+    s = ctx.step
+    if s.kind == "applyGradient":
+        apply_gradient(ctx)
+    else:
+        h = HANDLERS.get(ctx.op.type)
+        fn = h.get(s.kind) if h else None
+        if fn is None:
+            if s.kind == "calcGradient" and h is not None:
+                fn = None  # an op without weights: nothing to compute
+            else:
+                raise UnsupportedKernel(f"no reference kernel for {s.kind} of {ctx.op.type} ({ctx.op.label})")
+        if fn is not None:
+            fn(ctx)
+        if s.kind == "forward":
+            write_relu_mask(ctx)
+    for src, dst, first in s.accumulate:
+        a, d = ctx.tensor(src), ctx.tensor(dst)
+        if first:
+            d[...] = a.reshape(d.shape)
+        else:
+            d += a.reshape(d.shape)
