@@ -16,7 +16,9 @@ class BackwardInsertion:
     - Forward tensors: one per operand some op or graph input / output touches. Non-constants are
       category non-const (role input, label, activation or loss); constants are category trainable
       and persistent (role weight when an op trains it, frozen-weight for other float constants,
-      constant for integer ones such as a Reshape shape).
+      constant for integer ones such as a Reshape shape). A tensor's `op` is its defining op, or for
+      constants and graph inputs the first op that reads it (so per-layer views group weights with
+      their layer).
     - One back-prop tensor (category back-prop) per operand that needs one; one gradient tensor
       (category gradient) per weight of an op that trains; one tensor per extra request (category
       extra, role `extra:<what>`). A weight shared by two trained ops is not supported.
@@ -56,18 +58,22 @@ class BackwardInsertion:
                                                  f"#{weight_ops[w]} and #{k}; memplan does not model shared weights")
                     weight_ops[w] = k
         used = set(g.inputs) | set(g.outputs)
-        for op in g.operations:
+        first_use: dict[int, int] = {}
+        for k in tg.info["order"]:
+            op = g.operations[k]
             used.update(i for i in op.inputs + op.outputs if i >= 0)
+            for i in op.inputs:
+                first_use.setdefault(i, k)
         for o in g.operands:
             if o.index not in used:
                 continue
             if o.is_const:
                 is_float = o.dtype.startswith(("float", "bfloat"))
                 role = "weight" if o.index in weight_ops else ("frozen-weight" if is_float else "constant")
-                t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, None, o.index)
+                t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, first_use.get(o.index), o.index)
                 tg.persistent.add(t)
             else:
-                d = tg.info["defs"].get(o.index)
+                d = tg.info["defs"].get(o.index, first_use.get(o.index))
                 role = ("label" if o.index == tg.label else "input" if o.index in g.inputs
                         else "loss" if o.index in g.outputs else "activation")
                 t = tg.add_tensor(o.name, "non-const", o.shape, o.dtype, role, d, o.index)

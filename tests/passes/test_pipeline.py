@@ -52,7 +52,9 @@ def test_complete_buffer_list_by_hand(optimizer, expected):
     assert [(s.kind, s.op) for s in bl.steps] == STEPS
     assert _buffers(bl) == expected
     owners = {b.name: b.owner for b in bl.buffers}
-    assert owners["c0"] == "#0 Conv2D" and owners["w1:grad"] == "#3 FullyConnected" and owners["x"] == ""
+    assert owners["c0"] == "#0 Conv2D" and owners["w1:grad"] == "#3 FullyConnected"
+    assert owners["x"] == owners["w0"] == "#0 Conv2D" and owners["w1"] == "#3 FullyConnected"
+    assert owners["label"] == "#4 Loss (mse)"
     check_schedule(bl.training_graph, bl)
 
 
