@@ -13,20 +13,30 @@ TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable"
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
-    """Load MODEL, merge its training metadata with the flags, analyse it. Returns (Analysis, profile options)."""
+    """Load MODEL, merge its training metadata with the flags, analyse it.
+
+    Returns (Analysis, the profile options to echo in the report). For the onert profile,
+    `--planner` is onert's own CPU_MEMORY_PLANNER (wic, bump, firstfit) and goes to the profile;
+    for the others it replaces every pool's planner.
+    """
     from memplan_cli.analysis import analyze
     from memplan_cli.loaders import load_model
     from memplan_cli.report.progress import spinner
 
-    check_planner(flags.get("planner"))
+    profile = flags.get("profile") or "memplan"
+    planner = flags.get("planner")
+    check_planner(planner, profile)
     graph = load_model(model)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
-    profile = flags.get("profile") or "memplan"
+    build_options = None
+    if profile == "onert":
+        build_options = {**onert, **({"planner": planner} if planner else {})}
+        planner = None
     with spinner(f"analysing {model} ({profile})", progress):
-        a = analyze(model, cfg, profile=profile, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
-                    profile_options=onert if profile == "onert" else None,
-                    compare_onert=compare_onert and profile == "memplan", onert_options=onert)
+        a = analyze(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
+                    profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
+                    onert_options=onert)
     return a, (onert if profile == "onert" else {})
 
 

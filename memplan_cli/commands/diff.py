@@ -57,9 +57,9 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
     if "profile" not in given and base.get("profile"):
         out["profile"] = base["profile"]
     popts = cfg.get("profile_options") or {}
-    for flag in ("onert_threads", "onert_simd_width"):
-        if flag not in given and popts.get(flag) is not None:
-            out[flag] = str(popts[flag]) if flag == "onert_simd_width" else popts[flag]
+    for flag, key in (("onert_threads", "threads"), ("onert_simd_width", "simd_width")):
+        if flag not in given and popts.get(key) is not None:
+            out[flag] = str(popts[key]) if flag == "onert_simd_width" else popts[key]
     return out
 
 

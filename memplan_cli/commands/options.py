@@ -118,18 +118,19 @@ def verbosity(quiet: int, verbose: int) -> int:
 
 
 def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
-    """The onert profile's build options from the flags (only those given)."""
+    """The onert profile's build options (`threads`, `simd_width`) from the flags given."""
     out = {}
     if onert_threads is not None:
-        out["onert_threads"] = int(onert_threads)
+        out["threads"] = int(onert_threads)
     if onert_simd_width is not None:
-        out["onert_simd_width"] = int(onert_simd_width)
+        out["simd_width"] = int(onert_simd_width)
     return out
 
 
-def check_planner(name: str | None) -> None:
+def check_planner(name: str | None, profile: str = "memplan") -> None:
+    """onert's planners (wic, bump, firstfit) are the onert profile's to check; others are registry names."""
     from memplan_cli.errors import ConfigError
     from memplan_cli.planners import planner_names
 
-    if name is not None and name not in planner_names():
+    if name is not None and profile != "onert" and name not in planner_names():
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")

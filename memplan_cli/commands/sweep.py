@@ -48,7 +48,8 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
             limit = parse_size(budget)
         except ValueError as e:
             raise ConfigError(f"--budget: {e}") from None
-    check_planner(flags.get("planner"))
+    for p in profiles:
+        check_planner(flags.get("planner"), p)
     profiles = list(dict.fromkeys(profiles))
     graph = load_model(model)
     train_keys = ("optimizer", "loss", "learning_rate", "trainable")
@@ -61,8 +62,12 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
         if (profile, b) in done:
             return done[(profile, b)]
         try:
-            a = analyze(model, base_cfg.with_(batch_size=b), profile=profile, planner=flags.get("planner"),
-                        time_limit=flags.get("time_limit"), profile_options=ont if profile == "onert" else None)
+            if profile == "onert":  # --planner is onert's own planner there (see analyze.run_analysis)
+                popts, planner = {**ont, **({"planner": flags["planner"]} if flags.get("planner") else {})}, None
+            else:
+                popts, planner = None, flags.get("planner")
+            a = analyze(model, base_cfg.with_(batch_size=b), profile=profile, planner=planner,
+                        time_limit=flags.get("time_limit"), profile_options=popts)
         except MemplanError as e:
             if profile == profiles[0]:
                 raise

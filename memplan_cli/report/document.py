@@ -72,6 +72,22 @@ def _plain(value):
     return str(value)
 
 
+def _input_batch(graph) -> int | None:
+    """The batch the graph was analysed at (first dimension of its first input), if it has one."""
+    try:
+        shape = graph.operands[graph.inputs[0]].shape
+        return int(shape[0]) if shape else None
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def pool_label(p) -> str:
+    """A pool's ALLOC line label: the buffer's name for a one-buffer kernel pool, else the pool's name."""
+    if len(p.buffers) == 1 and p.pool.category == "extra":
+        return p.buffers[0].name
+    return p.pool.name
+
+
 _KNOWN_EXTRAS = ("alloc_lines", "one_style", "per_layer_extra")
 
 
@@ -96,6 +112,7 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
             "sha256": analysis.model_sha256,
             "format": getattr(graph, "source_format", "") or "",
             "operations": len(getattr(graph, "operations", None) or []),
+            "batch_size": _input_batch(graph),
         },
         "profile": analysis.profile,
         "config": config_dict(analysis, planner=planner, profile_options=profile_options),
@@ -136,6 +153,8 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     ex = analysis.extras
     if "alloc_lines" in ex:
         labels, caps = normalise_alloc_lines(ex["alloc_lines"])
+        if all(lab.startswith("line ") for lab in labels) and len(caps) == len(analysis.pools):
+            labels = [pool_label(p) for p in analysis.pools]  # one ALLOC line per pool, in pool order
         doc["alloc_lines"] = caps
         doc["alloc_labels"] = labels
     if "one_style" in ex:

@@ -82,5 +82,11 @@ def emit(text: str, output: str | None) -> None:
     if output and output != "-":
         write_atomic(output, text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # the reader went away (`memplan ... | head`): not an error; silence the final flush
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise SystemExit(141) from None

@@ -52,7 +52,7 @@ def _console(opts: RenderOptions) -> Console:
 def _config_line(doc: dict) -> str:
     c = doc["config"]
     m = doc["model"]
-    batch = c["batch_size"] if c["batch_size"] is not None else "model's"
+    batch = c["batch_size"] if c["batch_size"] is not None else f"{m.get('batch_size')} (the model's)"
     tr = c["trainable_ops"]
     tr = ",".join(map(str, tr)) if isinstance(tr, list) else tr
     planner = f" · planner {c['planner']}" if c.get("planner") else ""

@@ -69,6 +69,7 @@ class FakeMemplan:
 
 class FakeOnert:
     name = "fakeonert"
+    last_options: dict = {}
 
     def build(self, graph, config, **options):
         if any(op.type == "Concat" for op in graph.operations):
@@ -78,7 +79,7 @@ class FakeOnert:
         pools = [Pool(c, c, "naive") for c in cats] + [Pool("kernel", "extra", "naive")]
         moved = [Buffer(x.name, x.category, x.size, x.first, x.last, x.owner,
                         "kernel" if x.category == "extra" else x.category) for x in bufs]
-        self.threads = options.get("onert_threads")
+        FakeOnert.last_options = dict(options)
         return BufferList(moved, steps, pools)
 
     def figures(self, analysis):
