@@ -198,6 +198,8 @@ class _Builder:
             ins = [self.operand(n) for n in node.input]
             outs = [self.operand(n) for n in node.output if n]
             typ, attrs = self.canonical(node, ins)
+            if typ == "Relu6":
+                ins = ins[:1]  # Clip's bounds are not operands of a Relu6 (as in tflite)
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name))
         ops = _fuse_matmul_add(ops, self.operands)
         outputs = [self.operand(vo.name) for vo in g.output]
