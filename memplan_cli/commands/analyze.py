@@ -26,7 +26,8 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     profile = flags.get("profile") or "memplan"
     planner = flags.get("planner")
     check_planner(planner, profile)
-    graph = load_model(model)
+    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
+    graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None

@@ -305,7 +305,10 @@ def load_flatbuffer(path: str, fmt: str) -> Graph:
         return _Reader(mm, size, path, fmt).graph()
     except _Malformed as e:
         raise ModelError(f"malformed {fmt} file: {e}", path) from None
-    except (struct.error, IndexError, TypeError, ValueError, OverflowError, UnicodeDecodeError) as e:
+    except struct.error:
+        raise ModelError(f"malformed {fmt} file: truncated or corrupt (an offset points past the end of "
+                         f"the file)", path) from None
+    except (IndexError, TypeError, ValueError, OverflowError, UnicodeDecodeError) as e:
         raise ModelError(f"malformed {fmt} file (truncated or corrupt: {type(e).__name__}: {e})", path) from None
     finally:
         try:
