@@ -51,7 +51,8 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     for p in profiles:
         check_planner(flags.get("planner"), p)
     profiles = list(dict.fromkeys(profiles))
-    graph = load_model(model)
+    # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
+    graph = load_model(model, batch_size=1)
     train_keys = ("optimizer", "loss", "learning_rate", "trainable")
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))

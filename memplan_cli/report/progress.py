@@ -1,47 +1,85 @@
 """Progress for long work (sweeps, exact planning): on stderr, only when stderr is a terminal and
-the user did not ask for quiet; transient, so nothing is left in the scrollback or in logs."""
+the user did not ask for quiet; shown only once the work has taken `DELAY` seconds (quick runs
+stay clean), and transient, so nothing is left in the scrollback or in logs."""
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 
 from memplan_cli.report.output import stream_is_terminal
+
+DELAY = 1.0
 
 
 def enabled(verbosity: int) -> bool:
     return verbosity >= 1 and stream_is_terminal(sys.stderr)
 
 
+class _Delayed:
+    """Starts a rich live display (`start`/`stop` methods) after DELAY seconds, unless already done."""
+
+    def __init__(self, live):
+        self.live = live
+        self.started = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(DELAY, self._start)
+        self.timer.daemon = True
+
+    def _start(self):
+        with self.lock:
+            if not self.started:
+                self.started = True
+                self.live.start()
+
+    def begin(self):
+        self.timer.start()
+
+    def end(self):
+        self.timer.cancel()
+        with self.lock:
+            if self.started:
+                self.live.stop()
+            self.started = True  # a late timer must not start it now
+
+
 @contextlib.contextmanager
 def spinner(text: str, on: bool):
-    """A transient spinner while a block runs (rich's status shows only after it starts spinning)."""
+    """A transient spinner on stderr while a block runs (after DELAY seconds)."""
     if not on:
         yield
         return
     from rich.console import Console
+    from rich.status import Status
 
-    with Console(stderr=True).status(text, spinner="dots"):
+    d = _Delayed(Status(text, spinner="dots", console=Console(stderr=True)))
+    d.begin()
+    try:
         yield
+    finally:
+        d.end()
 
 
 class Bar:
-    """A rich progress bar with one task; a no-op when off."""
+    """A rich progress bar with one task (after DELAY seconds); a no-op when off."""
 
     def __init__(self, total: int, text: str, on: bool):
-        self.on = on
         self._progress = None
-        self._task = None
+        self._delayed = None
         if on:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-            self._task = self._progress.add_task(text, total=total)
+            columns = [TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()]
+            if total:
+                columns.insert(2, MofNCompleteColumn())
+            self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
+            self._task = self._progress.add_task(text, total=total or None)
+            self._delayed = _Delayed(self._progress)
 
     def __enter__(self):
-        if self._progress:
-            self._progress.start()
+        if self._delayed:
+            self._delayed.begin()
         return self
 
     def advance(self, text: str | None = None):
@@ -49,6 +87,6 @@ class Bar:
             self._progress.update(self._task, advance=1, **({"description": text} if text else {}))
 
     def __exit__(self, *exc):
-        if self._progress:
-            self._progress.stop()
+        if self._delayed:
+            self._delayed.end()
         return False
