@@ -4,20 +4,56 @@ from __future__ import annotations
 import click
 
 
-@click.command("inspect")
-@click.argument("model", type=click.Path(dir_okay=True))
-@click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None, help="Re-batch the model first.")
-def command(model, batch_size):
-    """List the ops and operands of MODEL with shapes, dtypes and sizes."""
-    from memplan_cli.loaders import load_model
+def _fmt_value(v) -> str:
+    return "[" + ", ".join(str(x) for x in v) + "]"
 
-    g = load_model(model, batch_size=batch_size)
-    click.echo(f"{model}: {g.source_format}, {len(g.operations)} ops, {len(g.operands)} operands")
+
+def describe(g, model: str) -> list[str]:
+    """The lines `inspect` prints for graph `g` loaded from `model`."""
+    lines = []
+    name = f" '{g.name}'" if g.name else ""
+    lines.append(f"{model}: {g.source_format}{name}, {len(g.operations)} ops, {len(g.operands)} operands, "
+                 f"{g.parameter_count():,d} float parameters")
+    md = g.metadata
+    if "batch_size" in md:
+        lines.append(f"  batch size {md['batch_size']} (the file has {md.get('source_batch_size')})")
+    if md.get("dynamic_dims") or md.get("dynamic_batch"):
+        lines.append("  the file marks the batch dimension as dynamic")
+    tr = md.get("training")
+    if tr:
+        shown = " ".join(f"{k}={v if not isinstance(v, tuple) else _fmt_value(v)}"
+                         for k, v in tr.items() if v is not None)
+        lines.append(f"  training metadata (CIRCLE_TRAINING): {shown}")
+    lines.append(f"  activations {g.activation_bytes():,d} B, constants {g.constant_bytes():,d} B")
+    lines.append("ops:")
     for op in g.operations:
         ins = ", ".join("-" if i < 0 else f"%{i}" for i in op.inputs)
         outs = ", ".join(f"%{i}" for i in op.outputs)
         attrs = " ".join(f"{k}={v}" for k, v in sorted(op.attrs.items()))
-        click.echo(f"  op {op.index:3d} {op.type:16s} ({ins}) -> ({outs}) {attrs}")
+        src = f" [{op.source_type}]" if op.source_type and op.source_type != op.type else ""
+        lines.append(f"  {op.index:4d} {op.type:16s} ({ins}) -> ({outs}){src} {attrs}".rstrip())
+    lines.append("operands:")
     for o in g.operands:
         kind = "const" if o.is_const else ("input" if o.is_input else ("output" if o.is_output else "act"))
-        click.echo(f"  %{o.index:<4d} {kind:6s} {o.dtype:8s} {str(list(o.shape)):22s} {o.nbytes:>12,d} B  {o.name}")
+        val = f" = {_fmt_value(o.value)}" if o.value is not None else ""
+        lines.append(f"  %{o.index:<4d} {kind:6s} {o.dtype:8s} {str(list(o.shape)):22s} {o.nbytes:>14,d} B  "
+                     f"{o.name}{val}")
+    for w in g.warnings:
+        lines.append(f"warning: {w}")
+    return lines
+
+
+@click.command("inspect")
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None, help="Re-batch the model first.")
+def command(model, batch_size):
+    """List the ops and operands of MODEL with shapes, dtypes and sizes.
+
+    Shows what memplan read from the file: canonical op types (the file's name in brackets when it
+    differs), attributes, each operand's kind (input, output, act, const), and the values of the
+    small integer constants that decide shapes. Weights are never read.
+    """
+    from memplan_cli.loaders import load_model
+
+    g = load_model(model, batch_size=batch_size)
+    click.echo("\n".join(describe(g, model)))

@@ -50,7 +50,7 @@ def read_training_metadata(data: bytes) -> tuple[dict, list[str]]:
         if table is not None and opt_type in (1, 2):
             opts = SGDOptions() if opt_type == 1 else AdamOptions()
             opts.Init(table.Bytes, table.Pos)
-            lr = float(opts.LearningRate())
+            lr = float(f"{opts.LearningRate():.7g}")  # a float32 in the file: drop the binary tail
         loss_code = mt.Lossfn()
         loss = LOSSES.get(loss_code)
         if loss is None:
