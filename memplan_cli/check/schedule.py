@@ -23,14 +23,10 @@ def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
     """
     if hasattr(intervals, "buffers"):
         by_name = {b.name: (b.first, b.last) for b in intervals.buffers}
-
-        def interval(t):
-            return by_name.get(tg.buffer_name(t))
+        ivs = {t.id: by_name.get(tg.buffer_name(t.id)) for t in tg.tensors}
     else:
-        def interval(t):
-            if t in intervals:
-                return intervals[t]
-            return intervals.get(tg.root(t))
+        ivs = {t.id: intervals[t.id] if t.id in intervals else intervals.get(tg.root(t.id)) for t in tg.tensors}
+    interval = ivs.get
 
     written: set[int] = set()
     checked = 0

@@ -58,5 +58,7 @@ class Aliasing:
                     continue
                 merge(dst, src)
                 changed = True
-        tg.info["inplace"] = sum(1 for _ in tg.aliases)
+        # point every alias straight at its root: long in-place chains stay cheap to resolve
+        tg.aliases = {t: tg.root(t) for t in tg.aliases}
+        tg.info["aliases"] = len(tg.aliases)
         return changed

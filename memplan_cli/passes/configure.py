@@ -21,7 +21,8 @@ class _Probe(RuleContext):
 
 class TrainingConfiguration:
     """Rules:
-    - The graph is copied: passes never change the caller's forward graph.
+    - The graph is copied (its lists; an operand or op is copied before a pass changes it): passes
+      never change the caller's forward graph.
     - Trainable ops come from `TrainConfig.trainable` (all | none | the last N ops counting every op,
       as onert does | an explicit index list). The circle training metadata and the flags were merged
       before (`commands.options.config_from_flags`: flags win over metadata, metadata over defaults).
@@ -39,11 +40,9 @@ class TrainingConfiguration:
 
     def run(self, tg) -> bool:
         g = tg.graph
+        # new lists, shared items: passes append to the lists and copy any item before changing it
         tg.graph = g = copy.copy(g)
-        g.operands = [copy.copy(o) for o in g.operands]
-        g.operations = [copy.copy(op) for op in g.operations]
-        for op in g.operations:
-            op.inputs, op.outputs, op.attrs = list(op.inputs), list(op.outputs), dict(op.attrs)
+        g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
         tg.model_ops = len(g.operations)
         selected = tg.config.trainable_ops(tg.model_ops)
@@ -52,10 +51,12 @@ class TrainingConfiguration:
         probe = _Probe(tg, self.policy)
 
         def has_params(op):
+            if not any(probe.is_param(i) for i in op.inputs):
+                return False
             fn = self.rules.get(op.type)
             if fn is not None:
                 return bool(fn(op, probe).weights)
-            return any(probe.is_param(i) for i in op.inputs)
+            return True
 
         tg.trainable_ops = {i for i in selected if has_params(g.operations[i])}
         return True

@@ -1,6 +1,8 @@
 """Pass 2: append the loss op and the label input."""
 from __future__ import annotations
 
+import copy
+
 from memplan_cli.errors import ConfigError
 from memplan_cli.ir.graph import Operand, Operation
 
@@ -21,7 +23,7 @@ class LossInsertion:
         if not g.outputs:
             raise ConfigError("the model has no output to attach a loss to")
         y_pred = g.outputs[0]
-        yp = g.operands[y_pred]
+        yp = g.operands[y_pred] = copy.copy(g.operands[y_pred])
         if yp.is_const:
             raise ConfigError(f"the model output {yp.name} is a constant; there is nothing to train")
         n = len(g.operands)
