@@ -117,6 +117,26 @@ class _Inputs:
         return rng.uniform(0.5, 1.5, size=shape).astype(dtype)
 
 
+def conflicts(layout: Layout) -> list[tuple[int, str, str]]:
+    """(step, buffer, buffer) for every two placements of one pool that share bytes while both are
+    live, earliest step first. A valid plan has none; the run may survive one (the reference kernels
+    compute into temporaries before they store), a real runtime need not."""
+    out = []
+    by_pool: dict[str, list] = {}
+    for p in layout.placements.values():
+        if p.size:
+            by_pool.setdefault(p.pool, []).append(p)
+    for ps in by_pool.values():
+        ps.sort(key=lambda p: p.offset)
+        for i, a in enumerate(ps):
+            for b in ps[i + 1:]:
+                if b.offset >= a.end:
+                    break
+                if a.first <= b.last and b.first <= a.last:
+                    out.append((max(a.first, b.first), a.name, b.name))
+    return sorted(out)
+
+
 def execute(tg, layout: Layout, *, optimizer: str = "sgd", learning_rate: float = 0.001, seed: int = 0,
             check_live: bool = True, poison: bool = True, rtol: float = 1e-5, atol: float = 1e-7,
             threads: int | None = 1, progress=None) -> VerifyResult:
@@ -164,7 +184,7 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
         if spec.role in SOURCE_ROLES or t in tg.fed or t in tg.persistent:
             sources.setdefault(s_first, []).append(t)
     for t in tg.persistent:
-        if t not in first_access:
+        if t not in first_access and tg.root(t) in pl:  # state nobody touches (e.g. of a frozen constant)
             sources.setdefault(0, []).append(t)
 
     last_write: dict[int, int] = {}  # root -> arena step that last wrote it
@@ -229,8 +249,8 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                 arena.view(t)[...] = v
                 last_write[tg.root(t)] = last_write_t[t] = s.index
             # 3. what the step reads must still be intact in the arena
-            reads = list(dict.fromkeys(list(s.reads) + [a for a, _, _ in s.accumulate]))
-            for t in reads:
+            # (accumulation sources are this step's own contributions: written by its kernel)
+            for t in s.reads:
                 r = tg.root(t)
                 w = last_write_t.get(t, 0)
                 found, involved = culprits(t, w, s.index)
@@ -275,27 +295,57 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                     raise VerifyFailure(f"{where(s)}: the reference run wrote NaN into {name(t)} (a bug in the "
                                         "training graph or a kernel, not in the plan)", s.index, [name(t)])
 
-                def wmsg(d, t=t):
-                    r = tg.root(t)
-                    shared = [describe(tg.root(u)) for u in touched
-                              if tg.root(u) != r and pl[tg.root(u)].overlaps(pl[r])]
-                    tail = ("; it shares bytes with " + "; ".join(shared) + " in the same step") if shared else ""
-                    return f"{where(s)} wrote {name(t)} differently in the arena (differs by {d:.3g}){tail}"
-                compare(t, s, wmsg)
+                shared = list(dict.fromkeys(tg.root(u) for u in touched
+                                            if tg.root(u) != tg.root(t) and pl[tg.root(u)].overlaps(pl[tg.root(t)])))
+
+                def wmsg(d, t=t, shared=shared):
+                    tail = ("; it shares bytes with " + "; ".join(describe(u) for u in shared) + " in the same step"
+                            if shared else "")
+                    return (f"{where(s)} wrote {name(t)} differently in the arena (differs by {d:.3g}); its buffer "
+                            f"is {describe(tg.root(t))}{tail}")
+                try:
+                    compare(t, s, wmsg)
+                except VerifyFailure as e:
+                    e.buffers = [pl[tg.root(t)].name] + [pl[u].name for u in shared]
+                    raise
                 if t in loss_ids:
                     res.loss = (float(np.asarray(arena.view(t)).reshape(-1)[0]),
                                 float(np.asarray(ref.view(t)).reshape(-1)[0]))
             res.steps_run += 1
             # 6. poison what the plan frees here
-            if poison:
+            if poison and s.index < len(tg.steps) - 1:  # what lives to the end is read after it
                 for r in ends.get(s.index, []):
                     arena.poison(r)
-        # 7. every updated weight at the end
+        # 7. what is read after the step (the loss value) must still be there, and every updated weight
         end = tg.steps[-1] if tg.steps else None
+        for t in sorted(getattr(tg, "live_out", ())):
+            r = tg.root(t)
+            if r not in pl or t not in last_write_t:
+                continue
+            p = pl[r]
+            if check_live and p.last < end.index:
+                raise VerifyFailure(f"{name(t)} is read after the last step, but its buffer {describe(r)} is "
+                                    f"freed after step {p.last}", end.index, [p.name])
+            w = last_write_t[t]
+            found, involved = culprits(t, w, end.index + 1)
+            try:
+                compare(t, end, lambda d, t=t, w=w, found=found: (
+                    f"{name(t)}, read after the step, no longer holds what step {w} wrote (differs by {d:.3g})"
+                    + (": overwritten by " + "; ".join(found) if found else "")))
+            except VerifyFailure as e:
+                e.buffers = list(dict.fromkeys([p.name] + involved))
+                raise
         for t in sorted(updated):
             compare(t, end, lambda d, t=t: f"updated weight {name(t)} differs by {d:.3g} at the end")
             res.updated[name(t)] = np.array(arena.view(t))
         res.weights_updated = len(updated)
+        clash = conflicts(layout)
+        if clash:
+            st, a, b = clash[0]
+            more = f" (and {len(clash) - 1} more such pairs)" if len(clash) > 1 else ""
+            raise VerifyFailure(f"{where(tg.steps[st])}: buffers {a} and {b} share bytes while both are live{more}; "
+                                "the reference kernels survived it, a runtime that writes before it reads would not",
+                                st, [a, b])
         res.passed = True
     except VerifyFailure as e:
         res.message = str(e)

@@ -225,7 +225,8 @@ def _pool_args(ctx):
 
 
 def _hwio(w: np.ndarray) -> np.ndarray:
-    """onert's transposed conv weights: OHWI -> HWIO, flattened into a buffer of |W| elements."""
+    """onert's transposed conv weights: OHWI -> HWIO (the first axis moved last; OIHW -> IHWO for
+    ONNX), written flat into a buffer of |W| elements."""
     return w.transpose(1, 2, 3, 0)
 
 
@@ -249,15 +250,15 @@ def _conv_family(depthwise: bool):
             db[...] = dz.sum(axis=(0, 2, 3) if _nchw(ctx) else tuple(range(dz.ndim - 1)))
             return
         args = _conv_args(ctx, depthwise)
+        f = conv.conv_nchw_calc_gradient if _nchw(ctx) else nhwc_grad
         ext = ctx.extra("dW^T")
-        if ext is not None and not _nchw(ctx):
-            # onert computes dW in HWIO into its own buffer, then transposes it into the gradient
+        if ext is not None:
+            # onert computes dW transposed (HWIO) into its own buffer, then transposes it into the gradient
             tmp = np.empty(dw.shape, dw.dtype)
-            nhwc_grad(dz, ctx.x(0), tmp, db, **args)
+            f(dz, ctx.x(0), tmp, db, **args)
             ext.reshape(-1)[...] = _hwio(tmp).reshape(-1)
             dw[...] = ext.reshape(_hwio(tmp).shape).transpose(3, 0, 1, 2)
             return
-        f = conv.conv_nchw_calc_gradient if _nchw(ctx) else nhwc_grad
         f(dz, ctx.x(0), dw, db, **args)
 
     def calc_derivative(ctx):
@@ -268,7 +269,7 @@ def _conv_family(depthwise: bool):
         args = _conv_args(ctx, depthwise)
         w = ctx.x(1)
         ext = ctx.extra("W^T")
-        if ext is not None and not _nchw(ctx):
+        if ext is not None:
             # onert reads the weights through a transposed copy (HWIO)
             ext.reshape(-1)[...] = _hwio(w).reshape(-1)
             w = ext.reshape(_hwio(w).shape).transpose(3, 0, 1, 2)

@@ -1,0 +1,136 @@
+"""The work behind `memplan verify`: plan a model with a profile, then run one training step inside
+the plan (see `executor`) and report whether it holds."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from memplan_cli.errors import MemplanError
+from memplan_cli.execute.executor import VerifyResult, execute
+from memplan_cli.execute.layout import layout_from_pools
+
+
+@dataclass
+class VerifyReport:
+    model: str
+    profile: str
+    config: object
+    pools: list[dict]
+    buffers: int
+    steps: int
+    result: VerifyResult
+    unmapped: list[str] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        r = self.result
+        c = self.config
+        return {
+            "model": self.model, "profile": self.profile,
+            "config": {"batch_size": c.batch_size, "optimizer": c.optimizer, "loss": c.loss,
+                       "learning_rate": c.learning_rate,
+                       "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable)},
+            "passed": r.passed, "steps": self.steps, "steps_run": r.steps_run, "buffers": self.buffers,
+            "pools": self.pools, "arena_bytes": r.arena_bytes, "reference_bytes": r.reference_bytes,
+            "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,
+            "loss": {"arena": r.loss[0], "reference": r.loss[1]} if r.loss else None,
+            "weights_updated": r.weights_updated,
+            "failure": None if r.passed else {"step": r.failed_step, "message": r.message, "buffers": r.buffers},
+            "unmapped_buffers": self.unmapped, "seconds": self.timings,
+        }
+
+    def text(self, level: int = 1) -> str:
+        r = self.result
+        c = self.config
+        verdict = "PASS" if r.passed else "FAIL"
+        if level <= 0:
+            tail = (f"largest difference {r.max_diff:.3g}" if r.passed
+                    else f"step {r.failed_step}: {', '.join(r.buffers)}")
+            return f"{verdict} {self.model} ({self.profile}): {tail}\n"
+        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {c.batch_size or 'model'}, "
+                 f"{c.optimizer}, {c.loss}, learning rate {c.learning_rate:g}"]
+        lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
+                     f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
+        lines.append(f"  ran       {r.steps_run} of {self.steps} steps in the arena ({r.arena_bytes:,d} B) and with "
+                     f"one allocation per tensor ({r.reference_bytes:,d} B), {r.seconds:.2f} s")
+        where = f" ({r.max_diff_at})" if r.max_diff_at else ""
+        lines.append(f"  compared  {r.compared} tensor values step by step; largest difference {r.max_diff:.3g}{where}")
+        if r.loss:
+            lines.append(f"  loss      {r.loss[0]:.6g} in the arena, {r.loss[1]:.6g} in the reference")
+        if r.passed:
+            lines.append(f"  weights   {r.weights_updated} updated, all equal to the reference")
+        if self.unmapped:
+            lines.append(f"  note      {len(self.unmapped)} buffer(s) of the plan hold no tensor the schedule touches: "
+                         + ", ".join(self.unmapped[:5]) + (" ..." if len(self.unmapped) > 5 else ""))
+        if level >= 2:
+            for k, v in self.timings.items():
+                lines.append(f"  time      {k:8s} {v:.2f} s")
+        if r.passed:
+            lines.append("PASS: the plan holds for one training step")
+        else:
+            lines.append(f"FAIL at step {r.failed_step}: {r.message}")
+            if r.buffers:
+                lines.append(f"  buffers involved: {', '.join(r.buffers)}")
+        return "\n".join(lines) + "\n"
+
+
+def _pool_summary(pools: list[dict], level: int) -> str:
+    """Pools by name; past a handful (onert's one pool per kernel buffer), the rest summed by category."""
+    if len(pools) <= 8 or level >= 2:
+        return ", ".join(f"{p['name']} {p['arena']:,d} B" for p in pools)
+    head = [p for p in pools if p["category"] != "extra"][:7]
+    rest = [p for p in pools if p not in head]
+    by: dict[str, list[int]] = {}
+    for p in rest:
+        by.setdefault(p["category"], []).append(p["arena"])
+    tail = [f"{len(v)} more {c} pools {sum(v):,d} B" for c, v in by.items()]
+    return ", ".join([f"{p['name']} {p['arena']:,d} B" for p in head] + tail)
+
+
+def verify_model(path: str, config, *, profile: str = "memplan", planner: str | None = None,
+                 time_limit: float | None = None, profile_options: dict | None = None, seed: int = 0,
+                 threads: int | None = 1, check_live: bool = True) -> VerifyReport:
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.loaders import load_model
+
+    t0 = time.perf_counter()
+    graph = load_model(path, batch_size=config.batch_size)
+    a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
+                      profile_options=profile_options, path=path)
+    t1 = time.perf_counter()
+    return verify_analysis(a, path, seed=seed, threads=threads, check_live=check_live,
+                           timings={"plan": t1 - t0})
+
+
+def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1, check_live: bool = True,
+                    layout=None, timings: dict | None = None) -> VerifyReport:
+    """Run the step of an `Analysis` (its profile must expose the training graph it planned) in its
+    plan, or in `layout` when given (tests inject faults this way)."""
+    from memplan_cli.execute.ops import UnsupportedKernel
+
+    tg = getattr(a.buffers, "training_graph", None)
+    if tg is None and a.profile == "onert":
+        from memplan_cli.execute import onert_map
+
+        tg = onert_map.onert_training_graph(a.graph, a.config)
+        if layout is None:
+            layout = layout_from_pools(tg, a.pools, a.profile, rename=onert_map.tensor_name)
+            layout = onert_map.step_intervals(tg, layout, a.buffers.info.get("event_ops"))
+    if tg is None:
+        raise MemplanError(f"profile {a.profile!r} does not expose the training graph it planned, so its plan "
+                           "cannot be executed")
+    if layout is None:
+        layout = layout_from_pools(tg, a.pools, a.profile)
+    t1 = time.perf_counter()
+    cfg = a.config
+    try:
+        res = execute(tg, layout, optimizer=cfg.optimizer, learning_rate=cfg.learning_rate, seed=seed,
+                      check_live=check_live, threads=threads)
+    except UnsupportedKernel as e:
+        raise MemplanError(f"cannot verify {path or 'the model'}: {e}") from None
+    timings = dict(timings or {})
+    timings["run"] = time.perf_counter() - t1
+    pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
+              "buffers": len(p.buffers)} for p in a.pools]
+    return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
+                        list(layout.unmapped), timings)
