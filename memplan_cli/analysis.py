@@ -111,7 +111,7 @@ def file_sha256(path: str) -> str:
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
                      time_limit: float | None = None) -> list[PoolPlan]:
     """Plan each pool with its planner and verify the result independently. A failed check is a bug."""
-    from memplan_cli.check.overlap import verify_plan
+    from memplan_cli.check.overlap import check_plan
     from memplan_cli.planners import get_planner
     from memplan_cli.planners.bound import lower_bound
 
@@ -123,7 +123,7 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
         firsts = [b.first for b in bufs]
         lasts = [b.last for b in bufs]
         plan = get_planner(name)(sizes, firsts, lasts, time_limit=time_limit)
-        verify_plan(sizes, firsts, lasts, plan.offsets, plan.arena, names=[b.name for b in bufs])
+        check_plan(sizes, firsts, lasts, plan.offsets, plan.arena, names=[b.name for b in bufs])
         out.append(PoolPlan(pool, bufs, plan, lower_bound(sizes, firsts, lasts)))
     return out
 
