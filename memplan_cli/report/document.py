@@ -91,6 +91,17 @@ def pool_label(p) -> str:
 _KNOWN_EXTRAS = ("alloc_lines", "one_style", "per_layer_extra")
 
 
+def _layer_columns(analysis) -> dict | None:
+    """The profile's per-layer columns; for a profile built from a training graph that gives none,
+    the ColossalAI-style figures read off that graph (report/colossal.py)."""
+    cols = analysis.extras.get("per_layer_extra")
+    if cols is None and getattr(analysis.buffers, "training_graph", None) is not None:
+        from memplan_cli.report.colossal import per_layer_extra
+
+        cols = per_layer_extra(analysis.buffers.training_graph)
+    return cols
+
+
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
     """The JSON report of `analysis` (see schemas/report.schema.json)."""
@@ -163,5 +174,5 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     if rest:
         doc["figures"] = rest
     if by_layer:
-        doc["by_layer"] = per_layer(bl, graph, tl, ex.get("per_layer_extra"))
+        doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
     return doc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -25,17 +26,22 @@ def fig(n: int | None) -> str:
     return f"{n:,d}  {human(n)}" if n >= 1024 else f"{n:,d}  B"
 
 
-LAYER_HEADERS = {"activations": "act", "kept_for_backward": "kept", "weights": "weights", "back-prop": "back-prop",
-                 "gradient": "grad", "opt-variable": "opt", "other": "other", "at_peak": "at peak"}
+LAYER_HEADERS = {"activations": "act", "kept_for_backward": "kept", "weights": "weights", "back-prop": "bp",
+                 "gradient": "grad", "opt-variable": "opt", "other": "other", "at_peak": "peak",
+                 "fwd_mem_out": "fwd out", "fwd_mem_tmp": "fwd tmp", "bwd_mem_tmp": "bwd tmp", "bwd_mem_out": "bwd out"}
+LAYER_LEGEND = ("act: outputs of the op; kept: of those, alive after the forward pass; bp: back-props; "
+                "grad: gradients; opt: optimizer state; other: disposable + extra buffers; peak: its buffers "
+                "live at the peak step")
 
 
 def short(n: int) -> str:
-    """Compact units for the per-layer table: `182.0K`, `10.8M` (binary), `-` for zero."""
+    """Compact units for the per-layer table: `18.2K`, `182K`, `10.8M` (binary), `-` for zero."""
     if not n:
         return "-"
     for unit, size in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
         if abs(n) >= size:
-            return f"{n / size:.1f}{unit}"
+            v = n / size
+            return f"{v:.0f}{unit}" if abs(v) >= 99.95 else f"{v:.1f}{unit}"
     return str(n)
 
 
@@ -173,9 +179,9 @@ class TableReporter(Reporter):
     def _layer_table(self, con: Console, doc: dict) -> None:
         bl = doc["by_layer"]
         cols = bl["columns"]
-        table = Table(title="per layer: bytes each op brings; 'at peak' = its buffers live at the peak step",
-                      header_style="bold", title_justify="left", padding=(0, 1))
-        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=36)
+        table = Table(title="per layer (bytes)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
+                      padding=(0, 1), pad_edge=False, collapse_padding=True)
+        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
         for c in cols:
             table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
         top = bl.get("largest_at_peak")
@@ -183,6 +189,10 @@ class TableReporter(Reporter):
             style = "bold yellow" if row["op"] == top else None
             table.add_row(row["op"], *(short(row.get(c, 0)) for c in cols), style=style)
         con.print(table)
+        legend = LAYER_LEGEND
+        if any(c.startswith(("fwd_mem", "bwd_mem")) for c in cols):
+            legend += "; fwd/bwd out/tmp: ColossalAI's per-node figures"
+        con.print(Text(legend, style="dim"))
         if top:
             con.print(f"largest share of the peak: {top}")
 
