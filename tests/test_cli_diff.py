@@ -1,0 +1,92 @@
+"""`memplan diff --baseline`: pass, fail and bad input, against a model or another report."""
+import json
+import pathlib
+
+from click.testing import CliRunner
+
+from memplan_cli.cli import main
+from tests.report.conftest import fake_profiles  # noqa: F401  (fixture)
+
+ROOT = pathlib.Path(__file__).parents[1]
+MNIST = str(ROOT / "sample_models" / "mnist.circle")
+
+
+def cli(*args):
+    return CliRunner().invoke(main, list(args), env={"NO_COLOR": None})
+
+
+def baseline(tmp_path, *flags, name="base.json"):
+    path = tmp_path / name
+    r = cli("analyze", MNIST, "-f", "json", "-o", str(path), *flags)
+    assert r.exit_code == 0, r.output
+    return path
+
+
+def test_same_model_same_configuration_passes_with_zero_deltas(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "4", "-O", "adam")
+    r = cli("diff", "--baseline", str(base), MNIST, "--fail-on", "total:+0%")
+    assert r.exit_code == 0, r.output
+    assert "status: ok" in r.stdout and "threshold total:+0%: pass" in r.stdout
+    assert "note:" not in r.stdout  # the baseline's batch 4 and adam were reused
+
+
+def test_growth_over_a_threshold_is_a_regression_exit_1(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "4")
+    r = cli("diff", "--baseline", str(base), MNIST, "-b", "8", "--fail-on", "total:+5%",
+            "--fail-on", "trainable:+1MiB")
+    assert r.exit_code == 1, r.output
+    assert "threshold total:+5%: FAIL" in r.stdout and "threshold trainable:+1MiB: pass" in r.stdout
+    assert "note: batch_size differs: 4 vs 8" in r.stdout
+
+
+def test_growth_within_a_size_threshold_passes(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "4")
+    new = baseline(tmp_path, "-b", "5", name="new.json")
+    old_total = json.loads(base.read_text())["totals"]["planned"]
+    new_total = json.loads(new.read_text())["totals"]["planned"]
+    grow = new_total - old_total
+    assert grow > 0
+    assert cli("diff", "--baseline", str(base), str(new), "--fail-on", f"planned:+{grow}").exit_code == 0
+    assert cli("diff", "--baseline", str(base), str(new), "--fail-on", f"planned:+{grow - 1}").exit_code == 1
+
+
+def test_json_diff_of_two_reports(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "2")
+    new = baseline(tmp_path, "-b", "3", name="new.json")
+    r = cli("diff", "--baseline", str(base), str(new), "-f", "json", "--fail-on", "back-prop:+1%")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    old_doc, new_doc = json.loads(base.read_text()), json.loads(new.read_text())
+    rows = {(x["section"], x["name"]): x for x in doc["rows"]}
+    planned = rows[("total", "planned")]
+    assert (planned["old"], planned["new"]) == (old_doc["totals"]["planned"], new_doc["totals"]["planned"])
+    assert planned["delta"] == planned["new"] - planned["old"]
+    assert rows[("category", "back-prop")]["status"] == "regression"
+    assert doc["status"] == "regression" and doc["thresholds"] == [
+        {"threshold": "back-prop:+1%", "section": "category", "name": "back-prop", "passed": False}]
+
+
+def test_bad_input_exits_2(fake_profiles, tmp_path):
+    base = baseline(tmp_path)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": 1,')
+    r = cli("diff", "--baseline", str(broken), MNIST)
+    assert r.exit_code == 2 and "broken.json: not valid JSON" in r.stderr
+    r = cli("diff", "--baseline", str(base), MNIST, "--fail-on", "total:+5 percent")
+    assert r.exit_code == 2 and "--fail-on" in r.stderr
+    r = cli("diff", "--baseline", str(base), MNIST, "--fail-on", "nonsense:+1%")
+    assert r.exit_code == 2 and "unknown key 'nonsense'" in r.stderr
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"schema_version": 1, "hello": 1}))
+    r = cli("diff", "--baseline", str(wrong), MNIST)
+    assert r.exit_code == 2 and "wrong.json: not a memplan report" in r.stderr
+    r = cli("diff", "--baseline", str(tmp_path / "none.json"), MNIST)
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    r = cli("diff", MNIST)
+    assert r.exit_code == 2 and "--baseline" in r.stderr
+
+
+def test_quiet_diff_is_one_line(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "4")
+    r = cli("diff", "--baseline", str(base), MNIST, "-b", "8", "--fail-on", "total:+5%", "-q")
+    assert r.exit_code == 1 and r.stdout.count("\n") == 1 and r.stdout.startswith("regression: planned ")
