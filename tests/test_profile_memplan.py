@@ -94,13 +94,17 @@ def test_first_contribution_accumulates_in_place():
     assert _step(tg2, "calcDerivative", 2).accumulate[0][2] is True  # the first one initialises
 
 
+SAME = {"padding": "SAME", "stride": (1, 1), "dilation": (1, 1)}
+
+
 def _conv_pool(act):
     ops = [Operand(0, "x", (2, 4, 4, 1), is_input=True), Operand(1, "w", (2, 1, 1, 1), is_const=True),
            Operand(2, "c", (2, 4, 4, 2)), Operand(3, "p", (2, 2, 2, 2)),
            Operand(4, "w2", (2, 1, 1, 2), is_const=True), Operand(5, "y", (2, 2, 2, 2))]
-    g = Graph(ops, [Operation(0, "Conv2D", [0, 1, -1], [2], {"activation": act}),
-                    Operation(1, "MaxPool2D", [2], [3], {"filter": (2, 2), "activation": "NONE"}),
-                    Operation(2, "Conv2D", [3, 4, -1], [5], {"activation": "NONE"})], [0], [5])
+    g = Graph(ops, [Operation(0, "Conv2D", [0, 1, -1], [2], {"activation": act, **SAME}),
+                    Operation(1, "MaxPool2D", [2], [3], {"filter": (2, 2), "stride": (2, 2), "padding": "VALID",
+                                                         "activation": "NONE"}),
+                    Operation(2, "Conv2D", [3, 4, -1], [5], {"activation": "NONE", **SAME})], [0], [5])
     g.verify()
     return g
 
@@ -165,3 +169,21 @@ def test_unknown_option_is_a_config_error(bad):
 
     with pytest.raises(ConfigError):
         PROFILE.build(conv_relu_fc(), TrainConfig(), **bad)
+
+
+@pytest.mark.parametrize("graph", [conv_relu_fc, residual, lambda: _conv_pool("RELU"), lambda: _conv_pool("TANH")])
+@pytest.mark.parametrize("rules", ["memplan", "baseline"])
+def test_planned_step_runs_inside_the_arena_like_in_separate_buffers(graph, rules):
+    execute = pytest.importorskip("memplan_cli.execute.executor").execute
+    from memplan_cli.execute.layout import layout_from_offsets
+    from memplan_cli.planners import get_planner
+
+    opts = {} if rules == "memplan" else {k: getattr(Policy.baseline(), k) for k in Policy.names()}
+    for opt in ("sgd", "adam"):
+        bl, tg = _build(graph(), TrainConfig(optimizer=opt), **opts)
+        b = bl.buffers
+        plan = get_planner(bl.pools[0].planner)([x.size for x in b], [x.first for x in b], [x.last for x in b])
+        offsets = {x.name: o for x, o in zip(b, plan.offsets)}
+        r = execute(tg, layout_from_offsets(tg, bl, offsets, {"arena": plan.arena}), optimizer=opt)
+        assert r.passed, r.message
+        assert r.steps_run == len(tg.steps)

@@ -9,7 +9,8 @@ def conv_relu_fc():
            Operand(5, "shape", (2,), "int32", is_const=True), Operand(6, "f", (2, 256)),
            Operand(7, "w1", (10, 256), is_const=True), Operand(8, "b1", (10,), is_const=True),
            Operand(9, "y", (2, 10), is_output=True)]
-    g = Graph(ops, [Operation(0, "Conv2D", [0, 1, 2], [3], {"activation": "RELU6"}),
+    g = Graph(ops, [Operation(0, "Conv2D", [0, 1, 2], [3], {"activation": "RELU6", "padding": "SAME",
+                                                                 "stride": (1, 1), "dilation": (1, 1)}),
                     Operation(1, "Relu", [3], [4]), Operation(2, "Reshape", [4, 5], [6]),
                     Operation(3, "FullyConnected", [6, 7, 8], [9], {"activation": "NONE"})], [0], [9])
     g.verify()
