@@ -53,6 +53,16 @@ def terminal_width(stream=None) -> int:
     return PLAIN_WIDTH
 
 
+def _file_mode(path: str) -> int:
+    """The mode of the file being replaced, else what the umask gives a new file."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write `text` to `path` through a temporary file in the same folder and a rename, so a
     reader never sees half a report and an error leaves any earlier file untouched."""
@@ -66,6 +76,7 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp, path)
     except BaseException as e:
         try:

@@ -27,3 +27,4 @@ def test_percent_is_relative_change_and_undefined_from_zero():
     assert percent(50, 100) == pytest.approx(-50.0)
     assert percent(0, 0) == 0.0
     assert percent(1, 0) is None
+
