@@ -1,0 +1,295 @@
+"""onert's training IR, rebuilt from a forward Graph: operands, ops, orders and training use-defs.
+
+Rules (onert 0.1.0, `ir/train/UseDefGenerator.cc`, `TrainableGraph.cc`, `TrainingCompiler.cc`;
+checked against the runtime, see tests/onert):
+- Each graph input becomes the permuted copy x' (non-const, no def); a label y_true' shaped like
+  the single model output and a Loss op (output shape [1]) are appended.
+- A constant used by more than one op is duplicated, one copy per extra use.
+- Backward is enabled for every op at or after the first trainable op (and the Loss); the
+  essential backward order is the reverse DFS from the Loss, cut to ops reachable forward from a
+  backward-enabled op, then to ops reachable forward from Conv2D / DepthwiseConv2D / FC.
+- Per-op backward uses/defs follow `UseDefGenerator::visit` (table in the research notes, 1.3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memplan_cli.errors import UnsupportedOpError
+
+WEIGHTED = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
+BINARY = ("Add", "Sub", "Mul", "Div")
+# ops onert 0.1.0's train backend has a kernel for (forward and backward)
+TRAINABLE_TYPES = WEIGHTED + BINARY + ("MaxPool2D", "AvgPool2D", "Mean", "Relu", "Relu6",
+                                       "Softmax", "Reshape", "Pad", "Loss")
+SUPPORTED_ACTIVATIONS = ("NONE", "RELU", "RELU6")
+
+
+def activation(op) -> str:
+    """The fused activation of `op` as TFLite names it ("NONE" when absent)."""
+    a = op.attrs
+    for key in ("activation", "fused_activation", "fused_activation_function"):
+        if key in a and a[key] is not None:
+            v = str(a[key]).upper()
+            return "NONE" if v in ("", "LINEAR") else v
+    return "NONE"
+
+
+@dataclass
+class TOperand:
+    index: int
+    name: str
+    shape: tuple
+    nbytes: int
+    is_const: bool
+    source: int  # operand index in the forward Graph (-1: added by onert)
+
+
+@dataclass
+class TOp:
+    index: int
+    type: str
+    inputs: list
+    outputs: list
+    attrs: dict
+    label: str
+    act: str = "NONE"
+
+
+@dataclass
+class TrainIR:
+    operands: list
+    ops: list
+    forward_order: list
+    backward_order: list  # essential backward order
+    backward_enabled: set
+    weight_update: set
+    # (operand, is_forward) -> set of (op, is_forward)
+    uses: dict = field(default_factory=dict)
+    defs: dict = field(default_factory=dict)
+    x_inputs: list = field(default_factory=list)
+    y_true: int = -1
+    loss_out: int = -1
+
+    def used_inputs(self, op: TOp) -> list:
+        """Inputs without -1 and without repeats (onert's Remove::UNDEFINED | DUPLICATED)."""
+        return [i for i in dict.fromkeys(op.inputs) if i >= 0]
+
+    def used_outputs(self, op: TOp) -> list:
+        return [o for o in dict.fromkeys(op.outputs) if o >= 0]
+
+
+def _fwd_uses(ops, n_operands):
+    uses = {k: [] for k in range(n_operands)}
+    for op in ops:
+        for i in dict.fromkeys(op.inputs):
+            if i >= 0:
+                uses[i].append(op.index)
+    return uses
+
+
+def build_train_ir(graph, trainable_ops: set) -> TrainIR:
+    """onert's training graph for `graph` (already re-batched) with weights updated for `trainable_ops`."""
+    if len(graph.outputs) != 1:
+        raise UnsupportedOpError(f"onert trains models with one output; this one has {len(graph.outputs)}")
+    operands = [TOperand(o.index, o.name, tuple(o.shape), o.nbytes, bool(o.is_const), o.index)
+                for o in graph.operands]
+    ops = [TOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
+               activation(op)) for op in graph.operations]
+
+    # constants shared by several ops: one copy per extra use (TrainableConstantInsertionPass)
+    seen: set = set()
+    for op in ops:
+        for k, i in enumerate(op.inputs):
+            if i < 0 or not operands[i].is_const:
+                continue
+            if i in seen:
+                src = operands[i]
+                new = TOperand(len(operands), src.name + "_copy", src.shape, src.nbytes, True, src.source)
+                operands.append(new)
+                op.inputs = [new.index if (j == i) else j for j in op.inputs]
+            else:
+                seen.add(i)
+
+    y_pred = graph.outputs[0]
+    yp = operands[y_pred]
+    y_true = TOperand(len(operands), "y_true'", yp.shape, yp.nbytes, False, -1)
+    operands.append(y_true)
+    loss_out = TOperand(len(operands), "loss", (1,), 4, False, -1)
+    operands.append(loss_out)
+    loss = TOp(len(ops), "Loss", [y_pred, y_true.index], [loss_out.index], {}, f"#{len(ops)} Loss")
+    ops.append(loss)
+
+    forward_order = _topol_sort(ops, len(operands))
+    enabled = set()
+    if trainable_ops:
+        first = min(trainable_ops)
+        enabled = {op.index for op in ops if op.index >= first}
+    border = _btopol_sort(ops, operands)
+    border = _truncate(border, ops, len(operands), lambda k: k in enabled)
+    border = _truncate(border, ops, len(operands), lambda k: ops[k].type in WEIGHTED)
+
+    ir = TrainIR(operands, ops, forward_order, border, enabled, set(trainable_ops),
+                 x_inputs=list(graph.inputs), y_true=y_true.index, loss_out=loss_out.index)
+    _check_backward_support(ir)
+    _usedefs(ir)
+    return ir
+
+
+def _topol_sort(ops, n_operands) -> list:
+    """Graph::topolSortOperations: post-order DFS from each op in index order along output uses, reversed.
+
+    An operand's uses are an unordered_set of op indices; with few uses and small indices,
+    libstdc++ iterates it newest insertion first, so the highest-index user is visited first.
+    """
+    uses = _fwd_uses(ops, n_operands)
+    seen, post = set(), []
+
+    def dfs(k):
+        stack = [(k, iter(_succ(k)))]
+        seen.add(k)
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                post.append(node)
+                stack.pop()
+            elif nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, iter(_succ(nxt))))
+
+    def _succ(k):
+        out = []
+        for o in dict.fromkeys(ops[k].outputs):
+            if o >= 0:
+                out.extend(reversed(uses[o]))
+        return out
+
+    for op in ops:
+        if op.index not in seen:
+            dfs(op.index)
+    return post[::-1]
+
+
+def _btopol_sort(ops, operands) -> list:
+    """TrainableGraph::btopolSortOperations: post-order DFS from the Loss along input defs, reversed."""
+    defs = {}
+    for op in ops:
+        for o in op.outputs:
+            if o >= 0:
+                defs[o] = op.index
+    loss = ops[-1].index
+    seen, post = {loss}, []
+    stack = [(loss, iter([defs[i] for i in dict.fromkeys(ops[loss].inputs) if i >= 0 and i in defs]))]
+    while stack:
+        node, it = stack[-1]
+        nxt = next(it, None)
+        if nxt is None:
+            post.append(node)
+            stack.pop()
+        elif nxt not in seen:
+            seen.add(nxt)
+            stack.append((nxt, iter([defs[i] for i in dict.fromkeys(ops[nxt].inputs)
+                                     if i >= 0 and i in defs])))
+    return post[::-1]
+
+
+def _truncate(border, ops, n_operands, alive_cond) -> list:
+    uses = _fwd_uses(ops, n_operands)
+    alive = set()
+    for k in reversed(border):
+        if alive_cond(k):
+            alive.add(k)
+        if k in alive:
+            for o in ops[k].outputs:
+                if o >= 0:
+                    alive.update(uses[o])
+    return [k for k in border if k in alive]
+
+
+def _check_backward_support(ir: TrainIR) -> None:
+    for k in ir.backward_order:
+        op = ir.ops[k]
+        if op.type not in TRAINABLE_TYPES:
+            raise UnsupportedOpError(f"onert cannot train op {op.label} (no backward in onert 0.1.0)")
+        if op.act not in SUPPORTED_ACTIVATIONS:
+            raise UnsupportedOpError(
+                f"onert cannot train op {op.label}: fused activation {op.act} has no backward in onert 0.1.0")
+    for op in ir.ops:
+        if op.type not in TRAINABLE_TYPES:
+            raise UnsupportedOpError(f"onert cannot train op {op.label} ({op.type}: the train backend "
+                                     f"of onert 0.1.0 has no kernel for it)")
+
+
+def _usedefs(ir: TrainIR) -> None:
+    """Training use-def chains, as UseDefGenerator builds them."""
+    uses: dict = {}
+    defs: dict = {}
+    for o in ir.operands:
+        for fwd in (True, False):
+            uses[(o.index, fwd)] = set()
+            defs[(o.index, fwd)] = set()
+    for op in ir.ops:
+        for o in op.outputs:
+            if o >= 0:
+                defs[(o, True)].add((op.index, True))
+        for i in op.inputs:
+            if i >= 0:
+                uses[(i, True)].add((op.index, True))
+
+    const = {o.index for o in ir.operands if o.is_const}
+
+    def use(operand, k):
+        uses[(operand, True)].add((k, False))
+
+    def bp_def(operand, k):
+        if operand not in const:
+            defs[(operand, False)].add((k, False))
+
+    for k in ir.backward_order:
+        op = ir.ops[k]
+        b = (k, False)
+        out = op.outputs[0]
+        uses[(out, False)].add(b)  # the incoming back-prop
+        t = op.type
+        ins = [i for i in op.inputs]
+        if t in WEIGHTED:
+            x, w = ins[0], ins[1]
+            use(x, k)
+            use(w, k)
+            if op.act != "NONE":
+                use(out, k)
+            bp_def(x, k)
+            defs[(w, False)].add(b)
+            if len(ins) > 2 and ins[2] >= 0:
+                defs[(ins[2], False)].add(b)
+        elif t in BINARY:
+            if op.act != "NONE":
+                use(out, k)
+            for i in dict.fromkeys(ins):
+                if i >= 0:
+                    use(i, k)
+                    bp_def(i, k)
+        elif t in ("Relu", "Relu6"):
+            use(out, k)
+            for i in dict.fromkeys(ins):
+                if i >= 0:
+                    bp_def(i, k)
+        elif t in ("MaxPool2D", "AvgPool2D"):
+            if op.act != "NONE":
+                use(out, k)
+            bp_def(ins[0], k)
+        elif t in ("Mean", "Reshape"):
+            bp_def(ins[0], k)
+        elif t == "Softmax":
+            use(out, k)
+            bp_def(ins[0], k)
+        elif t == "Pad":
+            use(ins[1], k)
+            bp_def(ins[0], k)
+        elif t == "Loss":
+            for i in dict.fromkeys(ins):
+                use(i, k)
+            bp_def(ins[0], k)
+            bp_def(ins[1], k)
+            uses[(out, False)].discard(b)
+    ir.uses, ir.defs = uses, defs
