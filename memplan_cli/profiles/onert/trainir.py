@@ -3,7 +3,7 @@
 Rules (onert 0.1.0, `ir/train/UseDefGenerator.cc`, `TrainableGraph.cc`, `TrainingCompiler.cc`;
 checked against the runtime, see tests/onert):
 - Each graph input becomes the permuted copy x' (non-const, no def); a label y_true' shaped like
-  the single model output and a Loss op (output shape [1]) are appended.
+  the single model output and a Loss op (output shape [batch]: measured) are appended.
 - A constant used by more than one op is duplicated, one copy per extra use.
 - Backward is enabled for every op at or after the first trainable op (and the Loss); the
   essential backward order is the reverse DFS from the Loss, cut to ops reachable forward from a
@@ -114,7 +114,9 @@ def build_train_ir(graph, trainable_ops: set) -> TrainIR:
     yp = operands[y_pred]
     y_true = TOperand(len(operands), "y_true'", yp.shape, yp.nbytes, False, -1)
     operands.append(y_true)
-    loss_out = TOperand(len(operands), "loss", (1,), 4, False, -1)
+    # the loss output is re-batched with the graph: one float per sample
+    batch = yp.shape[0] if yp.shape else 1
+    loss_out = TOperand(len(operands), "loss", (batch,), 4 * batch, False, -1)
     operands.append(loss_out)
     loss = TOp(len(ops), "Loss", [y_pred, y_true.index], [loss_out.index], {}, f"#{len(ops)} Loss")
     ops.append(loss)
