@@ -113,3 +113,18 @@ def _opt_variables(trainable, count: int) -> list:
 
 
 PROFILE = OnertProfile()
+
+
+def predict_alloc_lines(graph, config, planner: str = "wic", threads: int | None = None,
+                        simd_width: int | None = None) -> list[int]:
+    """onert's ALLOC capacities, in print order, without the analysis pipeline (tests, benchmarks)."""
+    from memplan_cli.planners import get_planner
+
+    bl = PROFILE.build(graph, config, planner=planner, threads=threads, simd_width=simd_width)
+    out = []
+    for pool in bl.pools:
+        bufs = bl.in_pool(pool.name)
+        plan = get_planner(pool.planner)([b.size for b in bufs], [b.first for b in bufs],
+                                         [b.last for b in bufs])
+        out.append(plan.arena)
+    return out

@@ -209,17 +209,16 @@ def _truncate(border, ops, n_operands, alive_cond) -> list:
 
 
 def _check_backward_support(ir: TrainIR) -> None:
-    for k in ir.backward_order:
-        op = ir.ops[k]
-        if op.type not in TRAINABLE_TYPES:
-            raise UnsupportedOpError(f"onert cannot train op {op.label} (no backward in onert 0.1.0)")
-        if op.act not in SUPPORTED_ACTIVATIONS:
-            raise UnsupportedOpError(
-                f"onert cannot train op {op.label}: fused activation {op.act} has no backward in onert 0.1.0")
+    """onert 0.1.0 puts every op on its train backend: an op without a train kernel fails the
+    compile wherever it is, and a fused activation other than RELU/RELU6 fails the training step
+    even outside the backward region (both measured)."""
     for op in ir.ops:
         if op.type not in TRAINABLE_TYPES:
-            raise UnsupportedOpError(f"onert cannot train op {op.label} ({op.type}: the train backend "
-                                     f"of onert 0.1.0 has no kernel for it)")
+            raise UnsupportedOpError(f"onert cannot train op {op.label}: {op.type} has no kernel in "
+                                     f"onert 0.1.0's train backend (onert fails to compile)")
+        if op.act not in SUPPORTED_ACTIVATIONS:
+            raise UnsupportedOpError(f"onert cannot train op {op.label}: fused activation {op.act} "
+                                     f"is not supported by onert 0.1.0's train backend")
 
 
 def _usedefs(ir: TrainIR) -> None:
