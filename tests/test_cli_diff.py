@@ -90,3 +90,16 @@ def test_quiet_diff_is_one_line(fake_profiles, tmp_path):
     base = baseline(tmp_path, "-b", "4")
     r = cli("diff", "--baseline", str(base), MNIST, "-b", "8", "--fail-on", "total:+5%", "-q")
     assert r.exit_code == 1 and r.stdout.count("\n") == 1 and r.stdout.startswith("regression: planned ")
+
+
+def test_a_model_target_is_analysed_with_the_baseline_profile_and_options(fake_profiles, tmp_path):
+    from tests.report.fake_profiles import FakeOnert
+
+    base = baseline(tmp_path, "-p", "onert", "--planner", "bump", "--onert-threads", "3", "-O", "adam")
+    FakeOnert.last_options = {}
+    r = cli("diff", "--baseline", str(base), MNIST, "-f", "json", "--fail-on", "total:+0%")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["target"]["profile"] == "onert" and doc["notes"] == []
+    assert FakeOnert.last_options == {"planner": "bump", "threads": 3}
+    assert all(row["delta"] == 0 for row in doc["rows"])

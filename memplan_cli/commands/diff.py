@@ -7,7 +7,8 @@ import json
 import click
 from click.core import ParameterSource
 
-from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
+from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
+                                          verbosity)
 from memplan_cli.errors import MemplanError
 
 # flag name -> the baseline config key it overrides
@@ -71,7 +72,8 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
               help="Fail (exit 1) when KEY grows by more than LIMIT: total:+5%, planned:+1MiB, back-prop:+0%. "
                    "KEY: total (= planned), naive, lower_bound, onert, or a category. Repeatable.")
 @training_options
-@profile_options
+@profile_option(help="Analyse a model TARGET with this profile. Default: the baseline's.")
+@planner_options
 @output_options
 def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **flags):
     """Compare TARGET with the baseline report BASE.json.

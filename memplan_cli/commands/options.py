@@ -80,8 +80,9 @@ def planner_options(f):
     """Adds --planner, --time-limit, --onert-threads, --onert-simd-width."""
     opts = [
         click.option("--planner", default=None, metavar="NAME",
-                     help="Plan every pool with this planner instead of the profile's choice "
-                          "(e.g. naive, greedy, best, exact; wic, bump, firstfit for onert)."),
+                     help="Plan every pool with this planner instead of the profile's choice (a registered "
+                          "planner: naive, greedy, wic, ...). With --profile onert: onert's own planner, "
+                          "wic (its default), bump or firstfit."),
         click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
                      help="Stop an exact planner after SECONDS and keep its best plan."),
         click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
@@ -94,9 +95,12 @@ def planner_options(f):
     return f
 
 
-def profile_option(*, multiple: bool = False, default=("memplan",)):
+def profile_option(*, multiple: bool = False, default=("memplan",), help: str | None = None):
     """--profile/-p, its choices from the profile registry; repeatable when `multiple`."""
     from memplan_cli.profiles import PROFILE_MODULES
+
+    if help:
+        return click.option("-p", "--profile", type=click.Choice(tuple(PROFILE_MODULES)), default=None, help=help)
 
     if multiple:
         return click.option("-p", "--profile", "profiles", type=click.Choice(tuple(PROFILE_MODULES)), multiple=True,

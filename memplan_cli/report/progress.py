@@ -13,7 +13,8 @@ DELAY = 1.0
 
 
 def enabled(verbosity: int) -> bool:
-    return verbosity >= 1 and stream_is_terminal(sys.stderr)
+    """Progress only for a person watching: stdout and stderr both terminals, and not -q."""
+    return verbosity >= 1 and stream_is_terminal(sys.stderr) and stream_is_terminal(sys.stdout)
 
 
 class _Delayed:
