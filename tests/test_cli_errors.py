@@ -270,3 +270,14 @@ def test_truncated_samples_through_the_cli(tmp_path, name):
     for cut in (9, 100, len(data) // 3, len(data) // 2, len(data) - 1):
         p.write_bytes(data[:cut])
         assert_one_line_error(p, commands=("inspect",))
+
+
+@pytest.mark.parametrize("case", [_empty, _cycle, _onnx_symbolic_batch, _wrong_identifier],
+                         ids=lambda c: c.__name__.strip("_"))
+def test_nothing_is_written_to_output_on_bad_input(tmp_path, case):
+    path, words = case(tmp_path)
+    out = tmp_path / "report.json"
+    code, _, err = run(["analyze", str(path), "-o", str(out), "--format", "json"])
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("report")) == []

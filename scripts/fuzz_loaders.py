@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Fuzz the model loaders: mutate model bytes (bit flips, truncations, splices, overwrites) and check
+that every load ends with a verified Graph or a ModelError, never another exception, within 5 s.
+
+    /work/venv/bin/python scripts/fuzz_loaders.py [--runs N] [--seed S] [--batch-size B] [FILE ...]
+
+Without files it fuzzes the sample models. Prints the outcome counts and the slowest run.
+The test suite runs a short, seeded version of the same loop (tests/loaders/test_fuzz.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+KINDS = ("flip", "flip", "truncate", "splice", "overwrite")
+
+
+def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    b = bytearray(data)
+    kind = rng.choice(KINDS)
+    if kind == "flip":
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+    elif kind == "truncate":
+        b = b[:rng.randrange(len(b))]
+    elif kind == "splice":
+        i, j = sorted(rng.randrange(len(b)) for _ in range(2))
+        k = rng.randrange(len(b))
+        b[k:k] = b[i:j][:4096]
+    else:
+        i = rng.randrange(len(b))
+        b[i:i + 8] = rng.randbytes(8)
+    return kind, bytes(b)
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_size: int | None = 3):
+    """Mutate once and load. Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
+    from memplan_cli.errors import ModelError
+    from memplan_cli.loaders import load_model
+
+    kind, b = mutate(data, rng)
+    p = os.path.join(folder, "fuzz" + suffix)
+    with open(p, "wb") as f:
+        f.write(b)
+    t = time.perf_counter()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(5)
+    try:
+        load_model(p)
+        if batch_size:
+            load_model(p, batch_size=batch_size)
+        outcome = "ok"
+    except ModelError as e:
+        outcome = "error" if p in str(e) and "\n" not in str(e) else f"bad message: {e!r}"
+    except Hang:
+        outcome = "hang (> 5 s)"
+    except Exception as e:  # noqa: BLE001 - any other exception is the finding
+        outcome = f"{type(e).__name__}: {e}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return kind, outcome, time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--runs", type=int, default=2000, help="mutations per file")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=3, help="also load re-batched (0: no)")
+    a = ap.parse_args(argv)
+    files = a.files or [os.path.join(REPO, "sample_models", f"{n}.{x}") for n in ("mnist", "mobilenetv2")
+                        for x in ("circle", "tflite", "onnx")]
+    failures = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for path in files:
+            data = open(path, "rb").read()
+            rng = random.Random(f"{a.seed}:{os.path.basename(path)}")
+            counts: dict[str, int] = {}
+            slowest = 0.0
+            for _ in range(a.runs):
+                kind, outcome, secs = fuzz_one(data, os.path.splitext(path)[1], rng, folder, a.batch_size or None)
+                slowest = max(slowest, secs)
+                key = outcome if outcome in ("ok", "error") else f"FAIL {kind}: {outcome[:160]}"
+                counts[key] = counts.get(key, 0) + 1
+            bad = {k: v for k, v in counts.items() if k.startswith("FAIL")}
+            failures += sum(bad.values())
+            print(f"{os.path.basename(path)}: {a.runs} runs, loaded {counts.get('ok', 0)}, "
+                  f"ModelError {counts.get('error', 0)}, failures {sum(bad.values())}, slowest {slowest:.3f} s")
+            for k, v in sorted(bad.items(), key=lambda kv: -kv[1])[:10]:
+                print(f"  {v:5d} {k}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
