@@ -28,6 +28,17 @@ def _nice_step(top: float, ticks: int = 5) -> float:
     return raw
 
 
+def _boxed_text(x: float, y: float, text: str, anchor: str, *, bold: bool = False) -> list[str]:
+    """A label on a white box, so it stays readable over the stacked areas. The box width is an
+    estimate (0.62 em per character): SVG has no text metrics, and `paint-order` halos are not
+    drawn by every renderer (cairo, for one, paints the halo over the glyphs)."""
+    w = 0.62 * 12 * len(text) + 8
+    x0 = x - 4 if anchor == "start" else x - w + 4
+    weight = ' font-weight="bold"' if bold else ""
+    return [f'<rect x="{x0:.1f}" y="{y - 13:.1f}" width="{w:.1f}" height="17" fill="white" fill-opacity="0.85"/>',
+            f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{weight}>{escape(text)}</text>']
+
+
 def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak_label: str = "",
                forward_end: int = -1) -> str:
     n = max(1, tl.num_steps)
@@ -75,15 +86,13 @@ def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak
         out.append(f'<line x1="{fx:.1f}" y1="{TOP}" x2="{fx:.1f}" y2="{TOP + ph}" stroke="#888" stroke-dasharray="2,3"/>')
         out.append(f'<text x="{fx - 4:.1f}" y="{TOP + 14}" text-anchor="end" fill="#666">forward</text>')
         out.append(f'<text x="{fx + 4:.1f}" y="{TOP + 14}" fill="#666">backward</text>')
-    # planned arena and lower bound
-    # planned above its line, the lower bound below its own, so the two labels never collide
-    for value, label, style, dy in ((planned, "planned", 'stroke="#222" stroke-width="1.5"', -5),
-                                    (lower_bound, "lower bound", 'stroke="#d62728" stroke-width="1.5" '
-                                     'stroke-dasharray="6,4"', 14)):
+    # planned arena and lower bound: lines across the plot, named in the legend (labels inside
+    # the plot collide with the peak label, which is usually near the top right)
+    lines = ((planned, "planned", 'stroke="#222" stroke-width="1.5"'),
+             (lower_bound, "lower bound", 'stroke="#d62728" stroke-width="1.5" stroke-dasharray="6,4"'))
+    for value, _, style in lines:
         yy = y(value)
         out.append(f'<line x1="{LEFT}" y1="{yy:.1f}" x2="{LEFT + pw}" y2="{yy:.1f}" {style}/>')
-        out.append(f'<text x="{LEFT + pw - 4}" y="{yy + dy:.1f}" text-anchor="end" fill="#222" '
-                   f'stroke="white" stroke-width="3" paint-order="stroke">{escape(label)} {escape(human(value))}</text>')
     # peak marker
     if tl.num_steps:
         p = tl.peak_step
@@ -93,8 +102,7 @@ def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak
         anchor = "start" if p < n * 0.6 else "end"
         dx = 8 if anchor == "start" else -8
         text = f"peak {human(tl.peak_bytes)} at step {p}" + (f" ({peak_label})" if peak_label else "")
-        out.append(f'<text x="{px + dx:.1f}" y="{py - 8:.1f}" text-anchor="{anchor}" font-weight="bold" '
-                   f'stroke="white" stroke-width="3" paint-order="stroke">{escape(text)}</text>')
+        out += _boxed_text(px + dx, max(TOP + 12, py - 10), text, anchor, bold=True)
     # axes
     out.append(f'<line x1="{LEFT}" y1="{TOP + ph}" x2="{LEFT + pw}" y2="{TOP + ph}" stroke="#000"/>')
     out.append(f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + ph}" stroke="#000"/>')
@@ -113,5 +121,11 @@ def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak
         out.append(f'<rect x="{LEFT + pw + 8}" y="{ly - 10}" width="12" height="12" fill="{COLORS[c]}"/>')
         out.append(f'<text x="{LEFT + pw + 26}" y="{ly}">{escape(c)}</text>')
         ly += 18
+    ly += 6
+    for value, label, style in lines:
+        out.append(f'<line x1="{LEFT + pw + 8}" y1="{ly - 4}" x2="{LEFT + pw + 20}" y2="{ly - 4}" {style}/>')
+        out.append(f'<text x="{LEFT + pw + 26}" y="{ly}">{escape(label)}</text>')
+        out.append(f'<text x="{LEFT + pw + 26}" y="{ly + 14}" fill="#444">{escape(human(value))}</text>')
+        ly += 34
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -23,8 +23,11 @@ def test_svg_parses_and_draws_each_category_present():
 
 
 def test_svg_marks_the_peak_and_draws_bound_and_arena():
-    text = "".join(t.text or "" for t in ET.fromstring(_svg()).iter(f"{NS}text"))
+    texts = [t.text or "" for t in ET.fromstring(_svg()).iter(f"{NS}text")]
+    text = "".join(texts)
     assert "peak 4.39 KiB at step 2 (#0 Conv2D)" in text
-    assert "lower bound 4.39 KiB" in text and "planned 4.88 KiB" in text
+    # the legend names each line, its value on the next row
+    assert texts[texts.index("lower bound") + 1] == "4.39 KiB"
+    assert texts[texts.index("planned") + 1] == "4.88 KiB"
     assert "forward" in text and "backward" in text
     assert "t & <model>" in text  # escaped in the file, intact once parsed
