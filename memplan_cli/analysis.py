@@ -135,13 +135,17 @@ def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
     """Analyse `path` under `profile`. With `compare_onert` (and a profile other than onert), also
     build and plan the onert profile for the same model and configuration and keep its totals in
     `Analysis.onert`; when onert cannot train the model, `Analysis.onert.reason` says why."""
+    from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
     graph = load_model(path, batch_size=config.batch_size)
     t1 = time.perf_counter()
-    a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
-                      profile_options=profile_options, path=path)
+    try:
+        a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
+                          profile_options=profile_options, path=path)
+    except MemplanError as e:
+        raise naming(path, e) from None
     a.timings = {"load": t1 - t0, **a.timings}
     if compare_onert and profile != "onert":
         t2 = time.perf_counter()

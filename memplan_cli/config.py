@@ -64,7 +64,10 @@ def parse_trainable(text: str) -> str | int | tuple[int, ...]:
     if s in ("all", "none"):
         return s
     if s.lstrip("-").isdigit() and "," not in s:
-        return int(s)
+        n = int(s)
+        if n < -1:  # -1 is onert's "all"; other negatives mean nothing
+            raise ConfigError(f"--trainable-ops {text!r}: N must be >= 0 (or -1, onert's 'all')")
+        return n
     out: list[int] = []
     try:
         for part in s.split(","):

@@ -112,3 +112,22 @@ def test_usage_errors_exit_2_with_one_line(fake_profiles, tmp_path):
     assert r.exit_code == 2 and "no such folder" in r.stderr
     r = run(MNIST, "-f", "xml")
     assert r.exit_code == 2
+
+
+def test_real_profiles_give_byte_identical_json_across_processes(tmp_path):
+    """Same input and flags, two interpreters with different hash seeds: the same bytes (the
+    determinism CI relies on when it diffs reports)."""
+    import subprocess
+    import sys
+
+    outs = []
+    for seed in ("1", "2"):
+        for profile in ("memplan", "onert"):
+            p = tmp_path / f"{profile}-{seed}.json"
+            env = {**os.environ, "PYTHONHASHSEED": seed}
+            r = subprocess.run([sys.executable, "-m", "memplan_cli", "analyze", MNIST, "-b", "8", "-O", "adam",
+                                "-p", profile, "-f", "json", "-o", str(p)], env=env, capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            outs.append(p.read_bytes())
+    assert outs[0] == outs[2] and outs[1] == outs[3]
+    assert json.loads(outs[0])["totals"]["planned"] < json.loads(outs[1])["totals"]["planned"]

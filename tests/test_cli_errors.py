@@ -202,11 +202,17 @@ def _tiny_file(tmp):
     return p, "truncated"
 
 
+def _byte_size_overflows(tmp):
+    m = 2**31 - 1
+    t = [fb.tensor("x", [m, m, m, m]), fb.tensor("y", [m, m, m, m])]
+    return _fb(tmp, "overflow.circle", t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1]), "bytes, over the"
+
+
 CORPUS = [_missing, _directory, _empty, _wrong_identifier, _random_bytes, _random_after_onnx_tag,
           _protobuf_not_a_model, _onnx_input_without_shape, _onnx_uninferable_op, _onnx_symbolic_batch,
           _onnx_symbolic_height, _onnx_zero_dim, _onnx_negative_dim, _circle_zero_dim, _tflite_negative_dim,
           _tensor_index_out_of_range, _graph_output_out_of_range, _opcode_index_out_of_range,
-          _buffer_index_out_of_range, _cycle, _no_subgraph, _tiny_file]
+          _buffer_index_out_of_range, _cycle, _no_subgraph, _tiny_file, _byte_size_overflows]
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c.__name__.strip("_") for c in CORPUS])
@@ -281,3 +287,51 @@ def test_nothing_is_written_to_output_on_bad_input(tmp_path, case):
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("report")) == []
+
+
+# ---- problems found while training a model that loads: named with the file, exit 2 ------------------
+def _fc_exp_fc(tmp):
+    """x -> FullyConnected -> EXP (no backward rule, no onert kernel) -> FullyConnected -> y."""
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
+
+    t = [fb.tensor("x", [1, 4]), fb.tensor("w1", [4, 4], data="fill"), fb.tensor("h", [1, 4]),
+         fb.tensor("e", [1, 4]), fb.tensor("w2", [3, 4], data="fill"), fb.tensor("y", [1, 3])]
+    fc = lambda i, w, o: fb.op(fb.OPS.FULLY_CONNECTED, [i, w, -1], [o], fb.fc_opts(), BO.FullyConnectedOptions)
+    ops = [fc(0, 1, 2), fb.op(fb.OPS.EXP, [2], [3]), fc(3, 4, 5)]
+    return _fb(tmp, "fc_exp_fc.circle", t, ops, [0], [5])
+
+
+def test_op_without_backward_rule_inside_the_backward_region(tmp_path):
+    p = _fc_exp_fc(tmp_path)
+    assert_one_line_error(p, commands=("analyze",), match="op #1 EXP is inside the backward region")
+    assert_one_line_error(p, "--profile", "onert", commands=("analyze",), match="onert cannot train op #1 EXP")
+    # training only the last op keeps EXP out of the backward region: then it is fine
+    code, out, err = run(["analyze", str(p), "--trainable-ops", "1", "-q"])
+    assert code == 0 and "planned" in out, err
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--trainable-ops", "50"], "more than the model's 10 ops"),
+    (["--trainable-ops", "3,99"], "op index 99 is out of range"),
+])
+def test_trainable_ops_out_of_range_names_the_model(flags, words):
+    assert_one_line_error(os.path.join(SAMPLES, "mnist.circle"), *flags, commands=("analyze",), match=words)
+
+
+def test_negative_trainable_count_is_a_usage_error():
+    code, _, err = run(["analyze", os.path.join(SAMPLES, "mnist.circle"), "--trainable-ops", "-2"])
+    assert code == 2 and "N must be >= 0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_over_onerts_32_bit_limit(tmp_path):
+    """64 GiB of activations: memplan plans it; onert's 32-bit capacity cannot hold it."""
+    t = [fb.tensor("x", [1, 65536, 65536, 4]), fb.tensor("y", [1, 65536, 65536, 4])]
+    p = _fb(tmp_path, "big.circle", t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1])
+    assert_one_line_error(p, "--profile", "onert", commands=("analyze",), match="over onert's 32-bit allocation limit")
+    code, out, err = run(["analyze", str(p), "--format", "json"])
+    assert code == 0, err
+    import json
+
+    doc = json.loads(out)
+    assert doc["totals"]["planned"] >= 2 * 65536 * 65536 * 4 * 4
+    assert doc["onert"]["available"] is False and "32-bit" in doc["onert"]["reason"]

@@ -49,6 +49,11 @@ class Operand:
         return self.num_elements * dtype_size(self.dtype)
 
 
+# Planners and reports do int64 arithmetic on sums of sizes: a per-operand cap of 2^48 bytes
+# keeps any training step's total far below 2^63 for every graph that fits in memory.
+MAX_OPERAND_BYTES = 2**48
+
+
 @dataclass
 class Operation:
     """One op. `inputs` may hold -1 for an absent optional input (e.g. no bias)."""
@@ -113,6 +118,9 @@ class Graph:
                 raise GraphError(f"operand at position {k} has index {o.index}")
             if any(d < 0 for d in o.shape):
                 raise GraphError(f"operand {o.index} ({o.name}) has a negative dimension {list(o.shape)}")
+            if o.nbytes > MAX_OPERAND_BYTES:
+                raise GraphError(f"operand {o.index} ({o.name}) of shape {list(o.shape)} needs {o.nbytes:,d} bytes, "
+                                 f"over the {MAX_OPERAND_BYTES:,d} memplan plans (2^48: no device trains that)")
         for k, op in enumerate(self.operations):
             if op.index != k:
                 raise GraphError(f"operation at position {k} has index {op.index}")
