@@ -51,9 +51,12 @@ def _alarm(signum, frame):
     raise Hang()
 
 
-def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_size: int | None = 3):
-    """Mutate once and load. Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
-    from memplan_cli.errors import ModelError
+def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_size: int | None = 3,
+             analyze: bool = False):
+    """Mutate once and load; with `analyze`, a model that loads is also analysed the way
+    `memplan analyze` does (memplan profile with the onert comparison, then the JSON document).
+    Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
+    from memplan_cli.errors import MemplanError
     from memplan_cli.loaders import load_model
 
     kind, b = mutate(data, rng)
@@ -67,8 +70,10 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
         load_model(p)
         if batch_size:
             load_model(p, batch_size=batch_size)
+        if analyze:
+            _analyze(p, batch_size)
         outcome = "ok"
-    except ModelError as e:
+    except MemplanError as e:
         outcome = "error" if p in str(e) and "\n" not in str(e) else f"bad message: {e!r}"
     except Hang:
         outcome = "hang (> 5 s)"
@@ -80,12 +85,22 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
     return kind, outcome, time.perf_counter() - t
 
 
+def _analyze(path: str, batch_size: int | None) -> None:
+    from memplan_cli.analysis import analyze
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.report.document import build_document
+
+    a = analyze(path, TrainConfig(batch_size=batch_size, optimizer="adam"), compare_onert=True)
+    build_document(a, by_layer=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*")
     ap.add_argument("--runs", type=int, default=2000, help="mutations per file")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=3, help="also load re-batched (0: no)")
+    ap.add_argument("--analyze", action="store_true", help="also analyse every model that loads")
     a = ap.parse_args(argv)
     files = a.files or [os.path.join(REPO, "sample_models", f"{n}.{x}") for n in ("mnist", "mobilenetv2")
                         for x in ("circle", "tflite", "onnx")]
@@ -97,7 +112,8 @@ def main(argv=None) -> int:
             counts: dict[str, int] = {}
             slowest = 0.0
             for _ in range(a.runs):
-                kind, outcome, secs = fuzz_one(data, os.path.splitext(path)[1], rng, folder, a.batch_size or None)
+                kind, outcome, secs = fuzz_one(data, os.path.splitext(path)[1], rng, folder, a.batch_size or None,
+                                                a.analyze)
                 slowest = max(slowest, secs)
                 key = outcome if outcome in ("ok", "error") else f"FAIL {kind}: {outcome[:160]}"
                 counts[key] = counts.get(key, 0) + 1

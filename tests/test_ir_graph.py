@@ -24,3 +24,35 @@ def test_out_of_range_operand_is_an_error():
     g.operations[1].inputs = [7]
     with pytest.raises(GraphError, match="operand 7"):
         g.verify()
+
+
+def _conv_add():
+    """x -> Conv2D(w) -> c; Add(c, x2) -> y"""
+    ops = [Operation(0, "Conv2D", [0, 1, -1], [2], {"padding": "SAME", "stride": (1, 1), "dilation": (1, 1),
+                                                    "activation": "RELU"}),
+           Operation(1, "Add", [2, 3], [4], {"activation": "NONE"})]
+    operands = [Operand(0, "x", (1, 4, 4, 1), is_input=True), Operand(1, "w", (1, 3, 3, 1), is_const=True),
+                Operand(2, "c", (1, 4, 4, 1)), Operand(3, "x2", (1, 4, 4, 1), is_input=True),
+                Operand(4, "y", (1, 4, 4, 1), is_output=True)]
+    return Graph(operands, ops, [0, 3], [4])
+
+
+def test_contract_accepts_a_well_formed_graph():
+    _conv_add().verify()  # the optional bias (-1) is fine
+
+
+@pytest.mark.parametrize("break_it,words", [
+    (lambda g: setattr(g.operations[1], "inputs", [2]), "op #1 Add needs 2 input(s), has 1"),
+    (lambda g: setattr(g.operations[0], "inputs", [0, -1, -1]), "op #0 Conv2D needs 2 input(s), has 1"),
+    (lambda g: g.operations[0].attrs.update(padding="8"), "unknown padding '8'"),
+    (lambda g: g.operations[0].attrs.update(activation="ACT_9"), "unknown fused activation 'ACT_9'"),
+    (lambda g: g.operations[0].attrs.update(stride=(0, 1)), "non-positive stride (0, 1)"),
+    (lambda g: setattr(g, "inputs", [0]), "operand 3 (x2), which is neither constant, a graph input"),
+    (lambda g: setattr(g.operands[1], "shape", (1 << 20, 1 << 20, 1 << 10, 1)), "over the 281,474,976,710,656"),
+])
+def test_contract_refuses_what_rules_would_misread(break_it, words):
+    g = _conv_add()
+    break_it(g)
+    with pytest.raises(GraphError) as e:
+        g.verify()
+    assert words in str(e.value)

@@ -130,6 +130,15 @@ class Graph:
         for i in self.inputs + self.outputs:
             if not 0 <= i < n:
                 raise GraphError(f"graph input/output {i} is out of range (the graph has {n} operands)")
+        from memplan_cli.ir import contract
+
+        for op in self.operations:
+            why = contract.problems(op, self.operands)
+            if why:
+                raise GraphError(f"op {op.label} {why}")
+        why = contract.check_operands_are_defined(self)
+        if why:
+            raise GraphError(why)
         self.defs()
         self.topological_order()
 

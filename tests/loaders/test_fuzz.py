@@ -1,5 +1,6 @@
 """A short seeded fuzz of the loaders (a longer run: scripts/fuzz_loaders.py): every mutated model
-either loads as a verified graph or fails with a one-line ModelError naming the file."""
+either loads as a verified graph that analyses (memplan profile, onert comparison, JSON document)
+or fails with a one-line error naming the file."""
 import os
 import random
 
@@ -30,7 +31,7 @@ def test_mutated_models_load_or_fail_cleanly(tmp_path, name, data):
     runs = 150 if name.startswith("tiny") else 40
     failures = []
     for _ in range(runs):
-        kind, outcome, _secs = fuzz_one(data, os.path.splitext(name)[1], rng, str(tmp_path))
+        kind, outcome, _secs = fuzz_one(data, os.path.splitext(name)[1], rng, str(tmp_path), analyze=True)
         if outcome not in ("ok", "error"):
             failures.append(f"{kind}: {outcome}")
     assert not failures, failures[:5]

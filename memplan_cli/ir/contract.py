@@ -1,0 +1,59 @@
+"""What each canonical op needs to be meaningful: its required operands and the attribute values
+memplan's rules understand. `Graph.verify` checks every op against it, so a corrupt or unusual
+file is refused at load with the op named, instead of reaching a rule that would misread it or
+fail inside (a two-input Add with one input, a padding code no converter writes).
+
+Ops not listed here (types memplan has no rules for) are only index-checked: they are fine
+outside the backward region, and the backward pass names them when they are inside it.
+"""
+from __future__ import annotations
+
+from memplan_cli.ir.graph import ACTIVATIONS
+
+# op type -> number of leading inputs that must be present (not -1); every op needs one output
+REQUIRED_INPUTS = {
+    "Conv2D": 2, "DepthwiseConv2D": 2, "FullyConnected": 2, "MatMul": 2,
+    "Add": 2, "Sub": 2, "Mul": 2, "Div": 2,
+    "MaxPool2D": 1, "AvgPool2D": 1, "Mean": 1,
+    "Relu": 1, "Relu6": 1, "Sigmoid": 1, "Tanh": 1, "Softmax": 1,
+    "Reshape": 1, "Pad": 1, "Concat": 1,
+}
+PADDINGS = ("SAME", "VALID", "EXPLICIT")
+WINDOWED = ("Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D")
+
+
+def problems(op, operands) -> str | None:
+    """The first reason `op` cannot be trained or sized, or None."""
+    need = REQUIRED_INPUTS.get(op.type)
+    if need is None:
+        return None
+    if len(op.inputs) < need or any(i < 0 for i in op.inputs[:need]):
+        return f"needs {need} input(s), has {sum(1 for i in op.inputs if i >= 0)}"
+    if not op.outputs or any(i < 0 for i in op.outputs):
+        return "has no output"
+    act = op.attrs.get("activation", "NONE")
+    if act not in ACTIVATIONS:
+        return f"has an unknown fused activation {act!r}"
+    if op.type in WINDOWED:
+        if op.attrs.get("padding", "VALID") not in PADDINGS:
+            return f"has an unknown padding {op.attrs.get('padding')!r}"
+        if any(s <= 0 for s in op.attrs.get("stride", (1, 1))):
+            return f"has a non-positive stride {tuple(op.attrs.get('stride'))}"
+        if any(d <= 0 for d in op.attrs.get("dilation", (1, 1))):
+            return f"has a non-positive dilation {tuple(op.attrs.get('dilation'))}"
+    return None
+
+
+def check_operands_are_defined(graph) -> str | None:
+    """A non-constant operand that some op reads must be a graph input or some op's output: an
+    operand with neither data nor a producer has no value (a corrupt buffer index, for one)."""
+    defined = set(graph.inputs)
+    for op in graph.operations:
+        defined.update(i for i in op.outputs if i >= 0)
+    for op in graph.operations:
+        for i in op.inputs:
+            if i >= 0 and not graph.operands[i].is_const and i not in defined:
+                o = graph.operands[i]
+                return (f"op {op.label} reads operand {i} ({o.name}), which is neither constant, "
+                        "a graph input, nor any op's output")
+    return None
