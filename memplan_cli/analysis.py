@@ -108,6 +108,15 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def _takes(fn, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
                      time_limit: float | None = None) -> list[PoolPlan]:
     """Plan each pool with its planner and verify the result independently. A failed check is a bug."""
@@ -122,7 +131,10 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
         sizes = [b.size for b in bufs]
         firsts = [b.first for b in bufs]
         lasts = [b.last for b in bufs]
-        plan = get_planner(name)(sizes, firsts, lasts, time_limit=time_limit)
+        fn = get_planner(name)
+        # a planner that treats some buffers apart (nntrainer-v2: weight gradients) takes their kinds
+        extra = {"kinds": [b.category for b in bufs]} if _takes(fn, "kinds") else {}
+        plan = fn(sizes, firsts, lasts, time_limit=time_limit, **extra)
         check_plan(sizes, firsts, lasts, plan.offsets, plan.arena, names=[b.name for b in bufs])
         out.append(PoolPlan(pool, bufs, plan, lower_bound(sizes, firsts, lasts)))
     return out

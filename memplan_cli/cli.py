@@ -14,7 +14,7 @@ import click
 from memplan_cli import __version__
 from memplan_cli.errors import MemplanError
 
-COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify")
+COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare")
 
 
 class MemplanGroup(click.Group):

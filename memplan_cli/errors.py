@@ -8,6 +8,7 @@ class MemplanError(Exception):
 
     def __init__(self, message: str, path: str | None = None):
         self.path = path
+        self.message = message  # without the path: for tables that name the file already
         super().__init__(f"{path}: {message}" if path else message)
 
 

@@ -73,7 +73,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
             if profile == profiles[0]:
                 raise
             row = {"profile": profile, "batch_size": b, "naive": None, "planned": None, "lower_bound": None,
-                   "error": str(e)}
+                   "error": e.message}
         else:
             row = {"profile": profile, "batch_size": b, "naive": a.naive_total, "planned": a.planned_total,
                    "lower_bound": a.lower_bound, "error": ""}

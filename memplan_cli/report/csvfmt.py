@@ -58,6 +58,11 @@ class CsvReporter(Reporter):
                          _n(r.get("lower_bound")), fits))
         return _write(rows)
 
+    def compare(self, doc, opts):
+        from memplan_cli.report.compare import csv_rows
+
+        return _write(csv_rows(doc))
+
 
 def _n(v):
     return "" if v is None else v

@@ -21,3 +21,6 @@ class JsonReporter(Reporter):
 
     def sweep(self, doc, opts):
         return dumps(doc)
+
+    def compare(self, doc, opts):
+        return dumps(doc)

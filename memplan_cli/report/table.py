@@ -146,6 +146,12 @@ class TableReporter(Reporter):
         elif "onert" in doc and not doc["onert"]["available"]:
             lines.append(f"onert: n/a ({doc['onert']['reason']})")
         lines.append(f"lower bound: {lb:,d} B ({human(lb)}); arena / lower bound = {ratio(planned, lb)}")
+        sg = (doc.get("figures") or {}).get("singa")
+        if sg:
+            how = "online first fit, no plan" if sg.get("planner") == "singa" else f"planner {sg.get('planner')}"
+            lines.append(f"singa pool ({how}): high-water {human(sg['high_water'])}, "
+                         f"fragmentation {sg['fragmentation']:.4f} (high-water / lower bound, "
+                         f"{human(sg['lost_bytes'])} lost to holes)")
         pk = doc["peak"]
         if pk["step"] >= 0:
             parts = ", ".join(f"{LABELS[c]} {human(v)}" for c, v in pk["categories"].items() if v)
@@ -298,3 +304,9 @@ class TableReporter(Reporter):
             if c.get("searched"):
                 con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))
         return con.file.getvalue()
+
+    # ---- compare -----------------------------------------------------------------------------
+    def compare(self, doc: dict, opts: RenderOptions) -> str:
+        from memplan_cli.report.compare import render_table
+
+        return render_table(doc, opts)

@@ -1,0 +1,65 @@
+"""`memplan compare MODEL`: the training memory of MODEL under every system memplan reproduces (naive,
+onert, nntrainer, singa) and under memplan's own plan, side by side, by category.
+
+Parsing only: the work is `memplan_cli.comparison.compare`, the document and views are
+`memplan_cli.report.compare`.
+"""
+from __future__ import annotations
+
+import click
+
+from memplan_cli.commands.options import config_from_flags, onert_options, training_options, verbosity
+
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable")
+
+
+def run_comparison(model: str, flags: dict, *, progress: bool = False):
+    """Load MODEL, merge its training metadata with the flags, compare every system on it."""
+    from memplan_cli.comparison import compare
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.progress import spinner
+
+    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
+    graph = load_model(model, batch_size=flags.get("batch_size"))
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    with spinner(f"comparing {model}", progress):
+        return compare(model, cfg, onert_options=ont, time_limit=flags.get("time_limit"))
+
+
+@click.command("compare")
+@click.argument("model", type=click.Path(dir_okay=True))
+@training_options
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop an exact planner after SECONDS and keep its best plan.")
+@click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
+              help="onert's thread count (sizes DepthwiseConv2D buffers). Default: this machine's.")
+@click.option("--onert-simd-width", type=click.Choice(("4", "8", "16")), default=None,
+              help="onert's SIMD packet width in floats. Default: this machine's.")
+@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
+              show_default=True, help="table for people; json (schemas/compare.schema.json) or csv for scripts.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+              help="Write the comparison to FILE (atomically: a failed run leaves FILE as it was).")
+@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
+              help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset.")
+@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
+@click.option("-v", "--verbose", count=True, help="More output: exact bytes in every cell, each column's planner.")
+def command(model, fmt, output, color, quiet, verbose, **flags):
+    """Training memory of MODEL under naive, onert, nntrainer, singa and memplan: one column per
+    system, one row per category, totals and their ratios to memplan's plan and to the lower bound.
+
+    A system that cannot train the model (e.g. onert and an op it has no backward for) shows n/a
+    with the reason.
+    """
+    from memplan_cli.report import get_reporter
+    from memplan_cli.report.compare import compare_document
+    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
+    from memplan_cli.report.progress import enabled
+
+    level = verbosity(quiet, verbose)
+    cmp = run_comparison(model, flags, progress=enabled(level))
+    doc = compare_document(cmp)
+    to_file = bool(output and output != "-")
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+                         verbosity=level)
+    emit(get_reporter(fmt).compare(doc, opts), output)

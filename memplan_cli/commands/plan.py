@@ -1,0 +1,100 @@
+"""`memplan plan BUFFERS.csv`: offsets for a list of buffers given in MiniMalloc's CSV format.
+
+Parsing and printing only: the CSV is `memplan_cli.plancsv`, the planning and the verification
+`memplan_cli.planrun`.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+
+def summary_json(path: str, r, alignment: int) -> dict:
+    return {
+        "file": path,
+        "buffers": r.buffers,
+        "naive": r.naive,
+        "lower_bound": r.lower_bound,
+        "arena": r.arena,
+        "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
+        "planner": r.plan.planner,
+        "status": r.status,
+        "seconds": round(r.seconds, 6),
+        "alignment": alignment,
+        "verified": True,
+    }
+
+
+def summary_table(d: dict) -> str:
+    from memplan_cli.report.units import human
+
+    def nb(n):
+        return f"{n:,} B ({human(n)})" if n >= 1024 else f"{n:,} B"
+
+    ratio = "n/a" if d["arena_over_lower_bound"] is None else f"{d['arena_over_lower_bound']:.4f}"
+    naive_ratio = f" = {d['naive'] / d['lower_bound']:.2f} x LB" if d["lower_bound"] else ""
+    rows = [
+        ("file", d["file"]),
+        ("buffers", f"{d['buffers']:,}"),
+        ("naive", nb(d["naive"]) + naive_ratio),
+        ("lower bound", nb(d["lower_bound"])),
+        ("arena", nb(d["arena"])),
+        ("arena/LB", ratio),
+        ("planner", d["planner"]),
+        ("status", d["status"] + (" (arena = lower bound)" if d["status"] == "optimal" else "")),
+        ("seconds", f"{d['seconds']:.3f}"),
+    ]
+    if d["alignment"] > 1:
+        rows.append(("alignment", f"sizes planned as multiples of {d['alignment']}"))
+    w = max(len(k) for k, _ in rows)
+    return "".join(f"{k:<{w}}  {v}\n" for k, v in rows)
+
+
+@click.command("plan")
+@click.argument("buffers", metavar="BUFFERS.csv")
+@click.option("--planner", default=None, metavar="NAME",
+              help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
+                   "available, else greedy.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop a searching planner after SECONDS and keep its best plan.")
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Write the buffers with an `offset` column to FILE (atomically; nothing is written on "
+                   "an error). '-' writes them to stdout and the summary to stderr.")
+@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
+              help="The summary: table for people, json for scripts.")
+def command(buffers, planner, time_limit, output, fmt):
+    """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
+    `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
+
+    Also read: the aliases buffer / buffer_id (id), start / begin (lower), end (the last live step,
+    inclusive, instead of upper); an `alignment` column is honoured; other columns (offset, hint,
+    gaps, ...) are ignored and copied to the output.
+
+    Prints the number of buffers, naive (every buffer its own bytes), the lower bound (the most
+    bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when the arena
+    equals the bound) and its seconds. Every plan is checked by memplan's independent overlap
+    verifier before anything is printed or written.
+    """
+    from memplan_cli.errors import ConfigError
+    from memplan_cli.plancsv import format_plan_csv, read_buffers_csv
+    from memplan_cli.planners import planner_names
+    from memplan_cli.planrun import default_planner, plan_buffers
+    from memplan_cli.report.output import emit, write_atomic
+
+    name = planner or default_planner()
+    if name not in planner_names():
+        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
+    table = read_buffers_csv(buffers)
+    result = plan_buffers(name, table.planning_sizes(), table.firsts, table.lasts, time_limit=time_limit,
+                          names=table.ids, alignments=table.alignments or None)
+    doc = summary_json(buffers, result, table.alignment)
+    text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else summary_table(doc)
+    # everything is computed and verified: only now write
+    if output == "-":
+        emit(format_plan_csv(table, result.plan.offsets), None)
+        click.echo(text, err=True, nl=False)
+        return
+    if output:
+        write_atomic(output, format_plan_csv(table, result.plan.offsets))
+    emit(text, None)

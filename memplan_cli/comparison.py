@@ -1,0 +1,118 @@
+"""The work behind `memplan compare MODEL`: the same model and training setup under every system memplan
+reproduces, side by side. Knows nothing about output formats (report/compare.py renders it).
+
+Columns, in order:
+- naive: every tensor of memplan's training graph its own bytes (`analyze`'s naive column);
+- onert, nntrainer, singa: the profiles that reproduce those runtimes, each with its own planner;
+- memplan: memplan's own plan (`analyze`'s planned total).
+A profile that cannot handle the model (onert and an op it cannot train, a capacity over its 32-bit
+limit) gives an unavailable column with the reason; memplan's own failure is the command's error.
+
+The reference lower bound is memplan's: the peak of live bytes under memplan's lifetimes, what any
+plan of the shortest lifetimes needs. Each column also carries its own lower bound: the sum over the
+system's pools of each pool's peak live bytes, what its own lifetimes and pools need with a perfect
+placement. The gap to memplan's plan splits into lifetimes and pools (own lower bound over memplan's)
+and placement (total over own lower bound).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memplan_cli.buffers import CATEGORIES
+from memplan_cli.config import TrainConfig
+
+PROFILES = ("naive", "onert", "nntrainer", "singa", "memplan")
+
+DESCRIPTIONS = {
+    "naive": "every tensor its own bytes (memplan's tensors, no reuse)",
+    "onert": "ONE onert train backend: one arena per category, its own planner",
+    "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
+    "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",
+    "memplan": "memplan: shortest lifetimes, one arena, offline plan",
+}
+
+
+@dataclass
+class Column:
+    """One system's figures. `total` is None when the system cannot handle the model (`reason`)."""
+
+    profile: str
+    by_category: dict[str, int] | None = None
+    total: int | None = None
+    # the least this system's own pools could take with a perfect placement: the sum over its pools
+    # of each pool's peak live bytes (pools are separate arenas; onert's lifetimes are per pool)
+    lower_bound: int | None = None
+    planners: list[str] = field(default_factory=list)
+    reason: str = ""
+    extras: dict = field(default_factory=dict)  # the profile's `figures` (e.g. SINGA's fragmentation)
+
+    @property
+    def available(self) -> bool:
+        return self.total is not None
+
+
+@dataclass
+class Comparison:
+    model_path: str
+    model_sha256: str
+    graph: object
+    config: TrainConfig
+    columns: list[Column]
+    lower_bound: int  # memplan's lifetimes
+    onert_options: dict = field(default_factory=dict)
+
+    def column(self, profile: str) -> Column:
+        return next(c for c in self.columns if c.profile == profile)
+
+    @property
+    def memplan_total(self) -> int:
+        return self.column("memplan").total
+
+    def ratio_to_memplan(self, col: Column) -> float | None:
+        m = self.memplan_total
+        return col.total / m if col.available and m else None
+
+    def ratio_to_lower_bound(self, col: Column) -> float | None:
+        return col.total / self.lower_bound if col.available and self.lower_bound else None
+
+
+def _column(profile: str, a) -> Column:
+    return Column(profile, {c: int(a.planned_by_category[c]) for c in CATEGORIES}, int(a.planned_total),
+                  sum(int(p.lower_bound) for p in a.pools), sorted({p.plan.planner for p in a.pools}),
+                  extras=dict(a.extras))
+
+
+def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: dict | None = None,
+                  time_limit: float | None = None) -> Comparison:
+    """Every column for `graph` (already loaded and re-batched to `config.batch_size`)."""
+    from memplan_cli.analysis import analyze_graph, file_sha256
+    from memplan_cli.errors import MemplanError
+
+    onert_options = dict(onert_options or {})
+    mem = analyze_graph(graph, config, profile="memplan", time_limit=time_limit)
+    cols = {"memplan": _column("memplan", mem)}
+    cols["naive"] = Column("naive", {c: int(mem.naive_by_category[c]) for c in CATEGORIES}, int(mem.naive_total),
+                           None, ["naive"])
+    for prof in ("onert", "nntrainer", "singa"):
+        try:
+            a = analyze_graph(graph, config, profile=prof, time_limit=time_limit,
+                              profile_options=onert_options if prof == "onert" else None)
+        except MemplanError as e:
+            cols[prof] = Column(prof, reason=str(e))
+        else:
+            cols[prof] = _column(prof, a)
+    return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
+                      int(mem.lower_bound), onert_options)
+
+
+def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None,
+            time_limit: float | None = None) -> Comparison:
+    """Load `path` at `config.batch_size` and compare every system on it."""
+    from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.loaders import load_model
+
+    graph = load_model(path, batch_size=config.batch_size)
+    try:
+        return compare_graph(graph, config, path=path, onert_options=onert_options, time_limit=time_limit)
+    except MemplanError as e:  # memplan's own column failed: the command's error, naming the file
+        raise naming(path, e) from None
