@@ -2,7 +2,7 @@
 """Large models stay cheap: `memplan analyze` on an ONNX model with >= 1 GB of external weight data
 and a tflite file of >= 500 MB, with the time and peak RSS of each run.
 
-    /work/venv/bin/python benchmarks/large_models.py [--keep] [--dir DIR] [-- extra analyze flags]
+    .venv/bin/python benchmarks/large_models.py [--keep] [--dir DIR] [-- extra analyze flags]
 
 The models are written to a temporary folder (removed afterwards unless --keep) and never committed.
 Weights are real zero bytes on disk (not a sparse file), so a loader that read them would pay for it.

@@ -7,8 +7,8 @@ planned <= 0.45 x onert on MobileNetV2 b10 Adam, <= 0.40 x on mnist b32 Adam, pl
 lower bound. Every memplan plan is checked by the overlap verifier (when built) and by the schedule
 checker (inside the profile's build).
 
-    /work/venv/bin/python benchmarks/memplan_vs_onert.py [--quick] [--models mnist,mobilenetv2]
-    /work/venv/bin/python benchmarks/memplan_vs_onert.py --rules   # what each saving rule saves
+    .venv/bin/python benchmarks/memplan_vs_onert.py [--quick] [--models mnist,mobilenetv2]
+    .venv/bin/python benchmarks/memplan_vs_onert.py --rules   # what each saving rule saves
 
 `--rules` switches each saving rule of the memplan profile off in turn (MobileNetV2 b10 and mnist b32,
 Adam) and prints the arena's lower bound (peak live bytes) without it, and what the rule saves. The

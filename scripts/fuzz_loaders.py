@@ -2,7 +2,7 @@
 """Fuzz the model loaders: mutate model bytes (bit flips, truncations, splices, overwrites) and check
 that every load ends with a verified Graph or a ModelError, never another exception, within 5 s.
 
-    /work/venv/bin/python scripts/fuzz_loaders.py [--runs N] [--seed S] [--batch-size B] [FILE ...]
+    .venv/bin/python scripts/fuzz_loaders.py [--runs N] [--seed S] [--batch-size B] [FILE ...]
 
 Without files it fuzzes the sample models. Prints the outcome counts and the slowest run.
 The test suite runs a short, seeded version of the same loop (tests/loaders/test_fuzz.py).
