@@ -49,6 +49,8 @@ class VerifyResult:
     arena_bytes: int = 0
     reference_bytes: int = 0
     updated: dict = field(default_factory=dict)  # weight name -> its value after the step (arena run)
+    # (step, buffer, buffer): placements of one pool sharing bytes while both are live, earliest first
+    conflicts: list = field(default_factory=list)
 
 
 def _diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -75,11 +77,13 @@ def _tolerance(ref: np.ndarray, rtol: float, atol: float) -> float:
 
 
 class _Inputs:
-    """Seeded random data for every tensor whose value comes from outside the step."""
+    """Seeded random data for every tensor whose value comes from outside the step, unless `feeds`
+    gives it by tensor name (an input, the label, a weight: used to compare with a real runtime)."""
 
-    def __init__(self, tg, seed: int):
+    def __init__(self, tg, seed: int, feeds: dict | None = None):
         self.tg = tg
         self.seed = seed
+        self.feeds = feeds or {}
         self.loss = str(getattr(tg.config, "loss", "mse")).lower()
 
     def rng(self, t: int) -> np.random.Generator:
@@ -88,6 +92,12 @@ class _Inputs:
     def value(self, t: int, dtype) -> np.ndarray:
         spec = self.tg.tensors[t]
         shape, role = spec.shape, spec.role
+        fed = self.feeds.get(spec.name)
+        if fed is not None:
+            fed = np.asarray(fed)
+            if fed.size != int(np.prod(shape, dtype=np.int64)):
+                raise ValueError(f"feed for {spec.name} has {fed.size} elements, the tensor {shape}")
+            return fed.astype(dtype, copy=False).reshape(shape)
         rng = self.rng(t)
         if role == "opt-state":
             return np.zeros(shape, dtype)
@@ -139,25 +149,28 @@ def conflicts(layout: Layout) -> list[tuple[int, str, str]]:
 
 def execute(tg, layout: Layout, *, optimizer: str = "sgd", learning_rate: float = 0.001, seed: int = 0,
             check_live: bool = True, poison: bool = True, rtol: float = 1e-5, atol: float = 1e-7,
-            threads: int | None = 1, progress=None) -> VerifyResult:
+            threads: int | None = 1, progress=None, feeds: dict | None = None) -> VerifyResult:
     """Run `tg`'s steps in the arena of `layout` and in separate allocations; compare at every step.
 
     `check_live=False` skips the up-front liveness check so that a lifetime bug has to show in the
-    data (poisoned memory); `threads` is the BLAS thread count during the run (None: unchanged)."""
+    data (poisoned memory); `threads` is the BLAS thread count during the run (None: unchanged);
+    `feeds` ({tensor name: array}) replaces the seeded random value of an input, label or weight."""
     with blas_threads(threads):
-        return _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress)
+        return _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress,
+                        feeds)
 
 
-def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress) -> VerifyResult:
+def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress,
+             feeds=None) -> VerifyResult:
     t0 = time.perf_counter()
     arena = ArenaMemory(tg, layout)
     ref = SeparateMemory(tg)
-    inputs = _Inputs(tg, seed)
+    inputs = _Inputs(tg, seed, feeds)
     pl = layout.placements
     groups = tg.groups()
     first_access, _ = tg.accesses()
     res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
-                       arena_bytes=sum(layout.arenas.values()))
+                       arena_bytes=sum(layout.arenas.values()), conflicts=conflicts(layout))
 
     def name(t):
         return tg.tensors[t].name
@@ -339,7 +352,7 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
             compare(t, end, lambda d, t=t: f"updated weight {name(t)} differs by {d:.3g} at the end")
             res.updated[name(t)] = np.array(arena.view(t))
         res.weights_updated = len(updated)
-        clash = conflicts(layout)
+        clash = res.conflicts
         if clash:
             st, a, b = clash[0]
             more = f" (and {len(clash) - 1} more such pairs)" if len(clash) > 1 else ""

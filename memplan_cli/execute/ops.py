@@ -153,6 +153,12 @@ class StepContext:
             n = int(np.prod(dy.shape))
             bits = np.unpackbits(m.reshape(-1), count=n).reshape(dy.shape)
             return dy * bits
+        m = self.extra("clip_mask")
+        if m is not None:
+            return dy * m.reshape(dy.shape)
+        z = self.extra("relu_input")
+        if z is not None and not isinstance(act, tuple):
+            return dy * _between(z.reshape(dy.shape), MASK_BOUNDS[activation.normalize(act)])
         raise AccessError(f"{self.where()}: the {act} of {self.op.label} needs its output or its mask, "
                           "which the step does not read")
 
@@ -186,6 +192,38 @@ def write_relu_mask(ctx) -> None:
         raise UnsupportedKernel(f"a relu mask for {ctx.op.label}, whose activation is not ReLU-like")
     packed = np.packbits(_between(ctx.y(), bounds).reshape(-1))
     m.reshape(-1)[...] = packed[:m.size]
+
+
+def _writes_extra(ctx, what: str):
+    t = ctx.extra_id(what)
+    return t is not None and t in ctx.step.writes
+
+
+def forward_keeping_pre_activation(ctx, fn) -> bool:
+    """Forward of an op with a fused ReLU-family activation whose step writes what SINGA keeps
+    instead of Y: the pre-activation (`extra:relu_input`, ReLU) or a float 0/1 mask of it
+    (`extra:clip_mask`). Runs the kernel without the activation, keeps that, then applies it.
+    False when the step writes neither (the caller runs the kernel as is)."""
+    if ctx.op.type in activation.STANDALONE or ctx.op.type == "Clip":
+        return False
+    act = ctx.act()
+    if act == "NONE" or not (_writes_extra(ctx, "relu_input") or _writes_extra(ctx, "clip_mask")):
+        return False
+    if act not in MASK_BOUNDS:
+        raise UnsupportedKernel(f"a kept pre-activation for {ctx.op.label}, whose activation {act} is not ReLU-like")
+    saved = ctx.attrs
+    ctx.attrs = dict(saved, activation="NONE")
+    try:
+        fn(ctx)
+    finally:
+        ctx.attrs = saved
+    z = ctx.y()
+    if _writes_extra(ctx, "relu_input"):
+        store(ctx.extra("relu_input"), z)
+    if _writes_extra(ctx, "clip_mask"):
+        store(ctx.extra("clip_mask"), _between(z, MASK_BOUNDS[act]))
+    activation.apply(z, act, z)
+    return True
 
 
 class UnsupportedKernel(Exception):
@@ -354,6 +392,16 @@ def _adj(a, flag):
     return np.swapaxes(a, -1, -2) if flag else a
 
 
+def _through_transpose(ext, v):
+    """onert's materialised transpose: write v with its axes reversed into `ext`, and return the
+    view of `ext` that reads as v again (the kernel then computes from the copy)."""
+    if ext is None:
+        return v
+    t = np.transpose(v)
+    ext.reshape(-1)[...] = t.reshape(-1)
+    return np.transpose(ext.reshape(t.shape))
+
+
 def _mm_back(ctx, want_grad: bool):
     ta, tb = _mm_operands(ctx)
     outs = [(k, ctx.grad(k) if want_grad else ctx.dx(k)) for k in (0, 1, 2)]
@@ -361,16 +409,28 @@ def _mm_back(ctx, want_grad: bool):
     if not outs:
         return
     dz = ctx.dz()
+    # onert's transposes (baseline policy): W^T of input 1 for calcDerivative, X^T of input 0 and
+    # dY^T for calcGradient
+    xa = xb = None
+    if want_grad:
+        dz = _through_transpose(ctx.extra("dY^T"), dz)
+        xt = ctx.extra("X^T")
+        if xt is not None:
+            xa = _through_transpose(xt, ctx.x(0))
+    else:
+        wt = ctx.extra("W^T")
+        if wt is not None:
+            xb = _through_transpose(wt, ctx.x(1))
     for k, out in outs:
         if k == 2:
             store(out, reduce_to_shape(dz, out.shape))
             continue
         if k == 0:
-            b = _adj(ctx.x(1), tb)
+            b = _adj(ctx.x(1) if xb is None else xb, tb)
             tmp = np.empty(_adj(out, ta).shape, out.dtype)
             fc.matmul_grad_a(dz, b, tmp)
         else:
-            a = _adj(ctx.x(0), ta)
+            a = _adj(ctx.x(0) if xa is None else xa, ta)
             tmp = np.empty(_adj(out, tb).shape, out.dtype)
             fc.matmul_grad_b(dz, a, tmp)
         store(out, _adj(tmp, ta if k == 0 else tb))
@@ -449,18 +509,30 @@ def _activation(op_type):
             return ctx.attrs.get("min"), ctx.attrs.get("max")
         return activation.STANDALONE[op_type]
 
+    def bounds(k):
+        return k if isinstance(k, tuple) else MASK_BOUNDS.get(k)
+
     def fwd(ctx):
         k = kind(ctx)
+        x = ctx.x(0)
+        if _writes_extra(ctx, "clip_mask"):  # SINGA's Clip keeps a float mask of lo < x < hi
+            if bounds(k) is None:
+                raise UnsupportedKernel(f"a clip mask for {ctx.op.label}, which is not ReLU-like")
+            store(ctx.extra("clip_mask"), _between(x, bounds(k)))
         if isinstance(k, tuple):
-            store(ctx.y(), np.clip(ctx.x(0), k[0], k[1]))
+            store(ctx.y(), np.clip(x, k[0], k[1]))
         else:
-            activation.forward(ctx.x(0), ctx.y(), k)
+            activation.forward(x, ctx.y(), k)
 
     def deriv(ctx):
         dx = ctx.dx(0)
         if dx is None:
             return
         k = kind(ctx)
+        m = ctx.extra("clip_mask")
+        if m is not None:
+            store(dx, ctx.dy() * m.reshape(dx.shape))
+            return
         if ctx.y(optional=True) is None and ctx.extra_id("relu_mask") is None and \
                 (isinstance(k, tuple) or k in ("RELU", "RELU6")):
             # a clipping mask is the same from the input
@@ -665,7 +737,7 @@ def run_step(ctx) -> None:
                 fn = None  # an op without weights: nothing to compute
             else:
                 raise UnsupportedKernel(f"no reference kernel for {s.kind} of {ctx.op.type} ({ctx.op.label})")
-        if fn is not None:
+        if fn is not None and not (s.kind == "forward" and forward_keeping_pre_activation(ctx, fn)):
             fn(ctx)
         if s.kind == "forward":
             write_relu_mask(ctx)

@@ -35,7 +35,9 @@ class VerifyReport:
             "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,
             "loss": {"arena": r.loss[0], "reference": r.loss[1]} if r.loss else None,
             "weights_updated": r.weights_updated,
-            "failure": None if r.passed else {"step": r.failed_step, "message": r.message, "buffers": r.buffers},
+            "failure": None if r.passed else {"step": r.failed_step, "message": r.message, "buffers": r.buffers,
+                                              "overlapping_live_buffers": [{"step": st, "buffers": [a, b]}
+                                                                           for st, a, b in r.conflicts]},
             "unmapped_buffers": self.unmapped, "seconds": self.timings,
         }
 
@@ -68,9 +70,17 @@ class VerifyReport:
         if r.passed:
             lines.append("PASS: the plan holds for one training step")
         else:
-            lines.append(f"FAIL at step {r.failed_step}: {r.message}")
+            # the message names its step ("step 16 (calcGradient of #7 FullyConnected) reads ...") unless
+            # the failure is found after the last step
+            head = "FAIL: " if r.message.startswith(f"step {r.failed_step} ") else f"FAIL at step {r.failed_step}: "
+            lines.append(head + r.message)
             if r.buffers:
                 lines.append(f"  buffers involved: {', '.join(r.buffers)}")
+            if r.conflicts:
+                pairs = "; ".join(f"{a} and {b} from step {st}" for st, a, b in r.conflicts[:3])
+                more = f" (and {len(r.conflicts) - 3} more)" if len(r.conflicts) > 3 else ""
+                lines.append(f"  the plan puts {len(r.conflicts)} pair(s) of live buffers on shared bytes: "
+                             f"{pairs}{more}")
         return "\n".join(lines) + "\n"
 
 
@@ -103,9 +113,10 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
 
 
 def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1, check_live: bool = True,
-                    layout=None, timings: dict | None = None) -> VerifyReport:
+                    layout=None, timings: dict | None = None, feeds: dict | None = None) -> VerifyReport:
     """Run the step of an `Analysis` (its profile must expose the training graph it planned) in its
-    plan, or in `layout` when given (tests inject faults this way)."""
+    plan, or in `layout` when given (tests inject faults this way). `feeds`: {tensor name: array}
+    for inputs, label or weights that should not be seeded random values."""
     from memplan_cli.execute.ops import UnsupportedKernel
 
     tg = getattr(a.buffers, "training_graph", None)
@@ -125,7 +136,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     cfg = a.config
     try:
         res = execute(tg, layout, optimizer=cfg.optimizer, learning_rate=cfg.learning_rate, seed=seed,
-                      check_live=check_live, threads=threads)
+                      check_live=check_live, threads=threads, feeds=feeds)
     except UnsupportedKernel as e:
         raise MemplanError(f"cannot verify {path or 'the model'}: {e}") from None
     timings = dict(timings or {})

@@ -94,4 +94,30 @@ def nchw_net(batch=2):
     return b.graph([x], [y], fmt="onnx")
 
 
-GRAPHS = {"conv": conv_net, "residual": residual_net, "nchw": nchw_net}
+def misc_net(batch=2):
+    """The rest of the ops with a backward rule: standalone Relu6, Clip (ONNX bounds as scalar
+    operands), Mean with keep_dims, Squeeze, FC with a fused RELU_N1_TO_1 / SIGMOID, MatMul with a
+    constant adj_y operand, ExpandDims, MatMul of two activations (both back-props), Flatten; the FC
+    output f is a branch point."""
+    b = _B()
+    x = b.t("x", (batch, 4, 4, 3))
+    c = b.op("Conv2D", [x, b.t("w0", (3, 1, 1, 3), True), b.t("b0", (3,), True)], "c", (batch, 4, 4, 3),
+             stride=(1, 1), dilation=(1, 1), padding="VALID", activation="NONE", layout="NHWC")
+    r6 = b.op("Relu6", [c], "r6", (batch, 4, 4, 3))
+    cl = b.op("Clip", [r6, b.t("lo", (), True), b.t("hi", (), True)], "cl", (batch, 4, 4, 3), min=0.1, max=0.9)
+    mn = b.op("Mean", [cl, b.t("axes", (2,), True, "int32", (1, 2))], "mn", (batch, 1, 1, 3), keep_dims=True,
+              axes=(1, 2))
+    sq = b.op("Squeeze", [mn], "sq", (batch, 3))
+    f = b.op("FullyConnected", [sq, b.t("w1", (4, 3), True), b.t("b1", (4,), True)], "f", (batch, 4),
+             activation="RELU_N1_TO_1")
+    m = b.op("MatMul", [f, b.t("w2", (5, 4), True)], "m", (batch, 5), adj_x=False, adj_y=True)
+    s = b.op("ExpandDims", [m, b.t("ax_s", (1,), True, "int32", (2,))], "s", (batch, 5, 1))
+    t = b.op("ExpandDims", [f, b.t("ax_t", (1,), True, "int32", (1,))], "t", (batch, 1, 4))
+    o = b.op("MatMul", [s, t], "o", (batch, 5, 4), adj_x=False, adj_y=False)
+    fl = b.op("Flatten", [o], "fl", (batch, 20))
+    y = b.op("FullyConnected", [fl, b.t("w3", (3, 20), True), b.t("b3", (3,), True)], "y", (batch, 3),
+             activation="SIGMOID")
+    return b.graph([x], [y])
+
+
+GRAPHS = {"conv": conv_net, "residual": residual_net, "nchw": nchw_net, "misc": misc_net}

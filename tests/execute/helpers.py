@@ -78,3 +78,27 @@ def with_placement(layout: Layout, root: int, **changes) -> Layout:
     p = pl[root]
     arenas[p.pool] = max(arenas[p.pool], p.offset + p.size)
     return Layout(pl, arenas, layout.profile)
+
+
+def run_backward(tg, feeds: dict, backward: bool = True, seed: int = 0):
+    """Run the training graph's steps (no applyGradient) with one allocation per tensor and return
+    the memory: forward only when `backward` is False. `feeds` ({tensor id: array}) replaces the
+    seeded value of a source tensor (a weight, the input, the label)."""
+    from memplan_cli.execute.executor import SOURCE_ROLES, _Inputs
+    from memplan_cli.execute.memory import SeparateMemory
+    from memplan_cli.execute.ops import StepContext, run_step
+
+    mem, src, state = SeparateMemory(tg), _Inputs(tg, seed), {}
+    first, _ = tg.accesses()
+    sources: dict[int, list[int]] = {}
+    for t, s in first.items():
+        if tg.tensors[t].role in SOURCE_ROLES or t in tg.fed or t in tg.persistent:
+            sources.setdefault(s, []).append(t)
+    for s in tg.steps:
+        if s.kind == "applyGradient" or (not backward and s.kind != "forward"):
+            continue
+        for t in sources.get(s.index, []):
+            v = feeds.get(t)
+            mem.view(t)[...] = src.value(t, mem.view(t).dtype) if v is None else v
+        run_step(StepContext(tg, s, mem, "sgd", 0.0, state=state))
+    return mem

@@ -419,7 +419,24 @@ def test_optimizers_by_hand():
     np.testing.assert_allclose(a, w - 0.29 * g)
     a, m, v = w.copy(), np.zeros(2), np.zeros(2)
     optim.apply("adam", a, g, [m, v], 0.1, t=1)
-    # first bias-corrected step moves every weight by lr * sign(g) (up to eps)
-    np.testing.assert_allclose(a, w - 0.1 * np.sign(g), rtol=1e-6)
+    # first bias-corrected step moves every weight by about lr * sign(g)
+    np.testing.assert_allclose(a, w - 0.1 * np.sign(g), rtol=1e-5)
     np.testing.assert_allclose(m, 0.1 * g)
     np.testing.assert_allclose(v, 0.001 * g * g)
+
+
+def test_adam_is_onerts_applyadam_form():
+    """onert (TensorFlow's ApplyAdam): w -= lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(v) + eps), so for the
+    first step eps acts as eps / sqrt(1-b2) next to |g|; Kingma & Ba's m^/(sqrt(v^)+eps) would move a
+    weight whose gradient is 1e-6 by lr * 0.91 instead of lr * 0.24."""
+    w, g = np.array([1.0, -2.0, 0.5], np.float32), np.array([0.5, 1e-6, -3e-6], np.float32)
+    a, m, v = w.copy(), np.zeros(3, np.float32), np.zeros(3, np.float32)
+    optim.apply("adam", a, g, [m, v], 0.1, t=1)
+    g64 = g.astype(np.float64)
+    np.testing.assert_allclose(a, w - 0.1 * g64 / (np.abs(g64) + 1e-7 / np.sqrt(0.001)), rtol=1e-6)
+    assert a.dtype == np.float32
+    # second step, t = 2, by hand
+    m2, v2 = 0.9 * m + 0.1 * g64, 0.999 * v + 0.001 * g64 * g64
+    want = a - 0.1 * np.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2) * m2 / (np.sqrt(v2) + 1e-7)
+    optim.apply("adam", a, g, [m, v], 0.1, t=2)
+    np.testing.assert_allclose(a, want, rtol=1e-6)

@@ -50,9 +50,11 @@ def test_every_shortened_lifetime_fails_naming_the_buffer(graph, policy):
         res = execute(tg, bad)
         assert not res.passed and res.failed_step == p.last and p.name in res.buffers, (p.name, res.message)
         assert f"step {p.last} (" in res.message or "read after the last step" in res.message
+        assert p.name in res.message and f"live {p.first}..{p.last - 1}" in res.message, res.message
         if _reads_at(tg, r, p.last):  # the data alone shows it: the buffer was poisoned before the read
             res = execute(tg, bad, check_live=False)
             assert not res.passed and p.name in res.buffers, (p.name, res.message)
+            assert p.name in res.message and f"step {res.failed_step} (" in res.message, res.message
         checked += 1
     assert checked >= 10
 
@@ -71,6 +73,11 @@ def test_an_offset_moved_onto_each_live_neighbour_fails(graph):
             assert not res.passed, (p.name, q.name)
             assert {p.name, q.name} <= set(res.buffers) or p.name in res.buffers, (p.name, q.name, res.message)
             assert f"step {res.failed_step} (" in res.message
+            # the moved buffer is named in the message, with its (new) bytes
+            assert f"{p.name} [arena bytes {q.offset}..{q.offset + p.size}" in res.message or \
+                f"buffers {p.name} and " in res.message or f" and {p.name} share bytes" in res.message, res.message
+            # and the plan's overlap with the neighbour is listed
+            assert any({a, b} == {p.name, q.name} for _, a, b in res.conflicts)
             tried += 1
             break
         if tried >= 12:
