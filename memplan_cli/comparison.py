@@ -23,14 +23,6 @@ from memplan_cli.config import TrainConfig
 
 PROFILES = ("naive", "onert", "nntrainer", "singa", "memplan")
 
-DESCRIPTIONS = {
-    "naive": "every tensor its own bytes (memplan's tensors, no reuse)",
-    "onert": "ONE onert train backend: one arena per category, its own planner",
-    "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
-    "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",
-    "memplan": "memplan: shortest lifetimes, one arena, offline plan",
-}
-
 
 @dataclass
 class Column:

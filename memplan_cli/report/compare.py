@@ -20,9 +20,18 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 6)
 
 
+# one line per system, for the JSON report (reports know systems by profile name only)
+DESCRIPTIONS = {
+    "naive": "every tensor its own bytes (memplan's tensors, no reuse)",
+    "onert": "ONE onert train backend: one arena per category, its own planner",
+    "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
+    "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",
+    "memplan": "memplan: shortest lifetimes, one arena, offline plan",
+}
+
+
 def compare_document(cmp) -> dict:
     """The JSON document of a `comparison.Comparison`."""
-    from memplan_cli.comparison import DESCRIPTIONS
     from memplan_cli.report.document import _input_batch, _plain, config_dict
 
     graph = cmp.graph
