@@ -16,7 +16,7 @@ ALLOWED = {
     "loaders": {"loaders", "ir", "traininfo"},
     "traininfo": {"traininfo"},
     "passes": {"passes", "ir", "buffers", "config"},
-    "planners": {"planners"},
+    "planners": {"planners", "check"},  # `best` keeps only plans the independent verifier passes
     "check": {"check", "buffers"},
     "report": {"report", "buffers"},
 }

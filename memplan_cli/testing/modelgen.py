@@ -209,6 +209,12 @@ class ModelBuilder:
     def relu6(self, x) -> int:
         return self._op(21, [x], self.shape(x))
 
+    def tanh(self, x) -> int:
+        return self._op(28, [x], self.shape(x))
+
+    def sigmoid(self, x) -> int:
+        return self._op(14, [x], self.shape(x))
+
     def softmax(self, x, beta=1.0) -> int:
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
         from circle_schema.v0_10.circle.SoftmaxOptions import SoftmaxOptionsT
@@ -305,8 +311,8 @@ class ModelBuilder:
 
 # circle builtin code -> memplan canonical op type
 _CANON = {0: "Add", 1: "AvgPool2D", 2: "Concat", 3: "Conv2D", 4: "DepthwiseConv2D",
-          9: "FullyConnected", 17: "MaxPool2D", 18: "Mul", 19: "Relu", 21: "Relu6", 22: "Reshape",
-          25: "Softmax", 34: "Pad", 40: "Mean", 41: "Sub", 42: "Div"}
+          9: "FullyConnected", 14: "Sigmoid", 17: "MaxPool2D", 18: "Mul", 19: "Relu", 21: "Relu6", 22: "Reshape",
+          25: "Softmax", 28: "Tanh", 34: "Pad", 40: "Mean", 41: "Sub", 42: "Div"}
 _ACT_NAME = {v: k for k, v in ACT.items()}
 
 

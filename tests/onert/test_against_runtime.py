@@ -1,16 +1,19 @@
 """memplan's onert profile against the real onert 0.1.0: every ALLOC line, byte for byte.
 
 Runs onert in a child interpreter (this one's) when `onert` is importable, else skips with the
-reason. The full matrix (mnist, MobileNetV2, every batch/optimizer/planner/cut) is in
-benchmarks/onert_match.py; this is a representative subset that stays within seconds.
+reason. The full matrix (mnist, MobileNetV2, every batch/optimizer/planner/cut, the zoo at six
+configurations each) is benchmarks/onert_match.py; this is a representative subset that stays
+within seconds.
 """
 import os
 
 import pytest
 
 from memplan_cli.config import TrainConfig
-from memplan_cli.profiles.onert import predict_alloc_lines
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.profiles.onert import predict_alloc_lines, tensorplan
 from memplan_cli.profiles.onert.runtime import available, run_onert
+from memplan_cli.profiles.onert.trainir import build_train_ir
 from memplan_cli.testing import zoo
 from memplan_cli.testing.modelgen import to_graph
 
@@ -30,15 +33,23 @@ ZOO_CASES = [
     ("residual", 1, "adam", 3, "firstfit"),
     ("elementwise", 2, "sgd", -1, "bump"), ("elementwise", 5, "adam", 3, "wic"), ("elementwise", 2, "adam", 1, "firstfit"),
     ("two_branches", 2, "adam", -1, "wic"), ("two_branches", 5, "sgd", -1, "firstfit"), ("two_branches", 1, "sgd", 3, "bump"),
+    ("pooling", 4, "adam", -1, "firstfit"), ("pooling", 2, "sgd", 4, "wic"),
+    ("arithmetic", 3, "sgd", -1, "firstfit"), ("arithmetic", 2, "adam", -1, "bump"),
+    ("shared_const", 2, "adam", -1, "wic"), ("shared_const", 3, "sgd", -1, "firstfit"),
+    ("two_inputs", 2, "sgd", -1, "firstfit"), ("two_inputs", 4, "adam", 2, "wic"),
+    ("dead_input", 2, "sgd", -1, "firstfit"),
+    ("mobilenet_block", 2, "adam", -1, "wic"), ("mobilenet_block", 3, "sgd", -1, "firstfit"),
+    ("mobilenet_block", 1, "sgd", 6, "bump"),
 ]
 
 
 def compare(path, graph, batch, optimizer, trainable, planner):
     got = run_onert(path, batch=batch, optimizer=optimizer, trainable_ops=trainable, planner=planner)
-    assert got["ok"], f"onert failed: {got['tail']}"
+    assert got["ok"], f"onert failed: {got['error'] or got['tail']}"
     cfg = TrainConfig(batch_size=batch, optimizer=optimizer, trainable=trainable if trainable >= 0 else "all")
     want = predict_alloc_lines(graph, cfg, planner=planner, threads=os.cpu_count())
     assert want == got["alloc_lines"]
+    return got
 
 
 @pytest.mark.parametrize("name,batch,optimizer,trainable,planner", ZOO_CASES)
@@ -48,12 +59,68 @@ def test_zoo_model(tmp_path, name, batch, optimizer, trainable, planner):
     compare(path, to_graph(mb, batch), batch, optimizer, trainable, planner)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: onert claims x' and y_true' in unordered_map order; "
-                                       "memplan claims x' first, which holds for mnist and MobileNetV2 "
-                                       "but not this graph (FirstFit with a frozen prefix only)")
-def test_claim_order_gap(tmp_path):
-    mb = zoo.depthwise()
-    path = mb.save(str(tmp_path / "depthwise.circle"))
+@pytest.mark.parametrize("name,trainable", [("depthwise", 2), ("branch_orders", 3)])
+def test_hash_map_orders(tmp_path, name, trainable):
+    """FirstFit with a frozen prefix, where onert's hash-container orders change a capacity:
+    depthwise claims y_true' before x' (it used to be a strict xfail: memplan claimed x' first);
+    branch_orders plans its forward walk in another topological order than it generates kernels."""
+    mb = zoo.ZOO[name]()
+    path = mb.save(str(tmp_path / f"{name}.circle"))
+    compare(path, to_graph(mb, 2), 2, "sgd", trainable, "firstfit")
+
+
+def _onert_index(ir, k):
+    """onert's operand index for TrainIR operand `k` (tensors keep theirs; inputs become x')."""
+    r = ir.replay
+    if k in ir.x_inputs:
+        return r.permuted[k]
+    if k == ir.y_true:
+        return r.permuted[r.n_tensors]
+    if k == ir.loss_out:
+        return r.n_tensors + 1
+    return k
+
+
+@pytest.mark.parametrize("name,trainable", [(n, -1) for n in sorted(zoo.ZOO)] + [("branch_orders", 3),
+                                                                               ("residual", 3)])
+def test_claim_sequences_match_onert_log(tmp_path, name, trainable):
+    """Not only the capacities: the order in which onert's planners claim every non-constant,
+    back-prop, gradient and disposable tensor (its planner log) is memplan's, operand for operand."""
+    mb = zoo.ZOO[name]()
+    path = mb.save(str(tmp_path / f"{name}.circle"))
+    got = run_onert(path, batch=2, trainable_ops=trainable, planner="firstfit")
+    assert got["ok"], got["error"] or got["tail"]
+    g = to_graph(mb, 2)
+    ops = TrainConfig(trainable=trainable if trainable >= 0 else "all").trainable_ops(len(g.operations))
+    ir = build_train_ir(g, ops)
+    for cat, plan in (("non-const", tensorplan.plan_nonconst), ("back-prop", tensorplan.plan_backprop),
+                      ("gradient", tensorplan.plan_gradient)):
+        want = [_onert_index(ir, ev.key) for ev in plan(ir)]
+        assert want == got["claims"].get(cat, []), cat
+    # disposable back-props are (op, operand); onert logs the operand
+    want = [_onert_index(ir, ev.key[1]) for ev in tensorplan.plan_disposable(ir)]
+    assert want == got["claims"].get("disposable", [])
+
+
+@pytest.mark.parametrize("name,onert_says", [
+    ("tanh_op", "Tanh operation is not trainable yet"),
+    ("sigmoid_op", "Logistic operation is not trainable yet"),
+    ("concat", "Concat operation is not trainable yet"),
+    ("fc_tanh", "Unsupported fused activation function"),
+    ("duplicate_input", "does not support duplicate inputs of an operation"),
+])
+def test_both_refuse(tmp_path, name, onert_says):
+    mb = zoo.UNTRAINABLE[name]()
+    path = mb.save(str(tmp_path / f"{name}.circle"))
+    with pytest.raises(UnsupportedOpError):
+        predict_alloc_lines(to_graph(mb, 2), TrainConfig(batch_size=2))
+    got = run_onert(path, batch=2, steps=1)  # fc_tanh compiles; its first training step fails
+    assert not got["ok"] and onert_says in (got["error"] or "")
+
+
+def test_duplicate_input_outside_the_backward_region(tmp_path):
+    mb = zoo.duplicate_input()
+    path = mb.save(str(tmp_path / "dup.circle"))
     compare(path, to_graph(mb, 2), 2, "sgd", 2, "firstfit")
 
 

@@ -127,7 +127,7 @@ def test_figures_and_32bit_limit():
                          "extra tensors"]
     assert one["extra tensors"] == sum(fig["alloc_lines"][6:])
     big = SimpleNamespace(pool=pools[0].pool, plan=SimpleNamespace(arena=2**32))
-    with pytest.raises(MemplanError, match="onert would fail"):
+    with pytest.raises(MemplanError, match="onert cannot hold this"):
         PROFILE.figures(SimpleNamespace(pools=[big] + pools[1:]))
 
 

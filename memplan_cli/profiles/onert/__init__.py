@@ -63,6 +63,7 @@ class OnertProfile:
         steps = [Step(i, "event", -1, "") for i in range(nsteps)]
         info = {"profile": "onert", "planner": planner, "threads": threads, "simd_width": simd_width,
                 "backward_order": list(ir.backward_order), "forward_order": list(ir.forward_order),
+                "kernel_order": list(ir.kernel_order),
                 "kernel_buffers": len(kb)}
         return BufferList(buffers, steps, pools, info)
 
@@ -71,8 +72,9 @@ class OnertProfile:
         for pool, cap in caps:
             if cap > UINT32_MAX:
                 raise MemplanError(
-                    f"onert would fail: its {pool.category} arena ({pool.name}) needs {cap:,d} bytes, "
-                    f"over onert's 32-bit allocation limit ({UINT32_MAX:,d})")
+                    f"onert cannot hold this: its {pool.category} arena ({pool.name}) needs {cap:,d} "
+                    f"bytes, over onert's 32-bit allocation limit ({UINT32_MAX:,d}; onert 0.1.0's "
+                    f"planners wrap their uint32 offsets and plan overlapping tensors)")
         lines = [cap for _, cap in caps]
         by = {}
         for pool, cap in caps:

@@ -1,7 +1,7 @@
 """Kernel-private buffers: each training kernel's own Allocator (one ALLOC line each, exact bytes).
 
-Rules (onert 0.1.0 `backend/train/ops/*Layer.cc`, measured on the PyPI wheel), per op in forward
-order, for ops whose backward runs:
+Rules (onert 0.1.0 `backend/train/ops/*Layer.cc`, measured on the PyPI wheel), per op in the order
+kernels are generated (the whole lowered graph's topological order), for ops whose backward runs:
 - FullyConnected: W^T (|W|), X^T (|X|), dY^T (|Y|), then act (|Y|) if a fused activation.
 - Conv2D: W^T (|W|), conv back-prop out (|Y|, never used), dW^T (|W|), then act (|Y|) if fused.
 - DepthwiseConv2D: act (|Y|) if fused, filter-dim buffers [T, P], padded filter [B, kh*kw, P],
@@ -21,7 +21,7 @@ def kernel_buffers(ir, *, threads: int, simd_width: int) -> list[tuple[str, int,
     out = []
     enabled = set(ir.backward_order)
     nb = lambda i: ir.operands[i].nbytes  # noqa: E731
-    for k in ir.forward_order:
+    for k in ir.kernel_order or ir.forward_order:
         op = ir.ops[k]
         if k not in enabled:
             continue

@@ -14,6 +14,11 @@ import sys
 import time
 
 CAP_RE = re.compile(r"allocation capacity: (\d+)")
+CLAIM_RE = re.compile(r"claim\(\s*%(\d+)\)", re.IGNORECASE)  # WIC/FF "claim(", Bump "CLAIM("
+# TensorPlanner's "Start planning ..." messages -> category
+SECTIONS = {"constant tensors": "trainable", "non-constant tensors": "non-const",
+            "back-propagated tensors": "back-prop", "gradient tensors": "gradient",
+            "disposable back-prop tensors": "disposable"}
 ONERT_PLANNER = {"wic": "WIC", "bump": "Bump", "firstfit": "FirstFit"}
 
 _CHILD = r"""
@@ -49,22 +54,32 @@ def available(python: str | None = None) -> bool:
 def run_onert(model: str, *, batch: int, optimizer: str = "sgd", loss: str = "mse",
               trainable_ops: int = -1, planner: str = "wic", steps: int = 0,
               python: str | None = None, timeout: float = 600) -> dict:
-    """{"alloc_lines": [...], "compile_s": float, "returncode": int, "tail": [...]} for one compile."""
+    """{"alloc_lines": [...], "compile_s": float, "ok": bool, "returncode": int, "tail": [...],
+    "error": onert's "Error during ..." line or None, "claims": {category: [onert operand index in
+    claim order]} from the planners' log} for one compile (and `steps` training steps)."""
     env = dict(os.environ, ONERT_LOG_ENABLE="1", CPU_MEMORY_PLANNER=ONERT_PLANNER[planner])
     argv = [python or sys.executable, "-c", _CHILD, model, str(batch), optimizer, loss,
             str(trainable_ops), str(steps)]
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          errors="replace")
-    lines, done, tail = [], None, []
+    lines, done, tail, error = [], None, [], None
+    claims, section = {}, None
     for ln in p.stdout:  # stream: the WIC planner's log is large
+        if error is None and ln.startswith("Error during "):
+            error = ln.strip()  # nnfw's own reason, e.g. "... : Tanh operation is not trainable yet"
         m = CAP_RE.search(ln)
         if m:
             lines.append(int(m.group(1)))
+        elif "TensorPlanner" in ln:
+            section = next((c for key, c in SECTIONS.items() if "Start planning " + key in ln), None)
+        elif section and (m := CLAIM_RE.search(ln)):
+            claims.setdefault(section, []).append(int(m.group(1)))
         elif ln.startswith("@@DONE "):
             done = json.loads(ln[7:])
         elif "ALLOC" not in ln:
             tail = (tail + [ln.rstrip()])[-8:]
     rc = p.wait(timeout=timeout)
     return {"alloc_lines": lines, "compile_s": (done or {}).get("compile_s"), "ok": done is not None,
-            "returncode": rc, "wall_s": time.perf_counter() - t0, "tail": tail}
+            "returncode": rc, "wall_s": time.perf_counter() - t0, "tail": tail, "error": error,
+            "claims": claims}

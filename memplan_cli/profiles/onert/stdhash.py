@@ -1,68 +1,282 @@
-"""libstdc++'s unordered_map iteration order, emulated, for onert's maps keyed by operand index.
+"""libstdc++'s std::unordered_map iteration order, emulated, and the orders onert derives from it.
 
-onert claims the operands that have no forward def (x', y_true') in the iteration order of an
-unordered_map; under FirstFit that order changes capacities. libstdc++ keeps all nodes in one
-singly linked list: a node whose bucket is empty goes to the front of the list, otherwise to the
-front of its bucket's run; a rehash walks the old list and rebuilds it the same way.
-Bucket counts when growing one insert at a time (measured with g++'s libstdc++).
+Two orders in onert's training memory plan come out of hash containers, not out of the model:
+- TensorPlanner claims the non-constant operands that have no forward def (the permuted inputs x'
+  and the permuted label y_true') first, in the iteration order of an
+  `unordered_map<TrainingOperandIndex, uint32_t>`; under FirstFit that order changes capacities.
+- `Graph::topolSortOperations` is a DFS that starts from each op in the operation map's order and
+  walks each output's uses (`std::unordered_set<OperationIndex>`) in set order. A graph with
+  branches has several topological orders; onert picks one per graph, and it picks from two
+  different graphs: the train backend's partial graph (TensorPlanner's forward walk, which decides
+  when activations are claimed and released) and the whole lowered graph (the order kernels are
+  generated, so the order of the kernel-private ALLOC lines). They can differ.
+Both are pure functions of how onert built its containers, which `OnertReplay` replays. Checked
+against every container onert 0.1.0 logs with ONERT_LOG_ENABLE=1 (each graph dump lists its
+operand map in iteration order and its ops in topological order; the planners log each claim) on
+mnist, MobileNetV2, the test zoo and a few hundred random branching graphs of up to ~90 ops
+(tests/onert/test_against_runtime.py compares claim sequences operand for operand).
+
+libstdc++ (unique keys, max_load_factor 1.0):
+- All nodes sit in one singly linked list; a bucket stores the node *before* its first node.
+  Inserting into an empty bucket puts the node at the front of the whole list; into a non-empty
+  bucket, at the front of that bucket's run. Erasing unlinks the node.
+- Growth: the first insert allocates 13 buckets; inserting element n+1 > bucket count rehashes
+  to the next entry of GROWTH (libstdc++'s prime list walked from 13 at factor >= 2, measured
+  with g++ 12's libstdc++). A rehash walks the old list in order and re-links each node the same
+  way as an insert.
+- A copy of a map (copy constructor) keeps its order; onert's own container copies
+  (`Operands(const Operands&)`, `setTrainingUseDefs`) instead re-insert element by element into
+  a fresh map, which reorders.
+- std::hash of an integral index is the value; onert's `TrainingOperandIndex` hashes to
+  `(operand << 16) | is_forward` (core/include/ir/train/Index.h).
 """
 from __future__ import annotations
 
 GROWTH = (13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043, 85229, 172933,
-          351061, 712697, 1447153, 2938679)
+          351061, 712697, 1447153, 2938679, 5967347)  # enough: onert asserts operand indices < 2^16
+_HEAD = object()  # libstdc++'s _M_before_begin
 
 
 class UnorderedMap:
-    """Insertion-only model of std::unordered_map<K, V> with an identity-like integer hash."""
+    """Keys of a libstdc++ std::unordered_map (unique keys) in iteration order."""
 
     def __init__(self, hash_fn=lambda k: k):
         self.h = hash_fn
         self.nbkt = 1
-        self.order: list = []  # iteration order
-        self.keys: set = set()
-        self.first_of: dict = {}  # bucket -> position is recomputed lazily (lists are small)
+        self._next_resize = 0
+        self._nxt: dict = {_HEAD: None}
+        self._bkt: dict = {}  # bucket -> node before the bucket's first node
 
-    def _bucket(self, k, n=None):
-        return self.h(k) % (n or self.nbkt)
+    def __len__(self) -> int:
+        return len(self._nxt) - 1
 
-    def _insert_node(self, order, k, nbkt, heads):
-        b = self.h(k) % nbkt
-        if b in heads:
-            pos = order.index(heads[b])
-            order.insert(pos, k)
-        else:
-            order.insert(0, k)
-        heads[b] = k
-
-    def insert(self, k):
-        if k in self.keys:
-            return
-        n = len(self.keys) + 1
-        if n > (self.nbkt if self.nbkt > 1 else 0):
-            new = next(g for g in GROWTH if g >= n and g > self.nbkt) if self.nbkt > 1 else GROWTH[0]
-            if self.nbkt == 1 or n > self.nbkt:
-                self._rehash(new)
-        heads = {}
-        for x in self.order:  # first node of each bucket run
-            heads.setdefault(self._bucket(x), x)
-        self._insert_node(self.order, k, self.nbkt, heads)
-        self.keys.add(k)
-
-    def _rehash(self, nbkt):
-        new, heads = [], {}
-        for x in self.order:
-            self._insert_node(new, x, nbkt, heads)
-        self.order, self.nbkt = new, nbkt
+    def __contains__(self, k) -> bool:
+        return k in self._nxt and k is not _HEAD
 
     def __iter__(self):
-        return iter(list(self.order))
+        k = self._nxt[_HEAD]
+        while k is not None:
+            yield k
+            k = self._nxt[k]
+
+    def keys(self) -> list:
+        return list(self)
+
+    def _grow_to(self, n: int):
+        """_Prime_rehash_policy::_M_need_rehash for n elements: the new bucket count or None."""
+        if n <= self._next_resize:
+            return None
+        want = max(n, 0 if self._next_resize else 11)
+        if want < self.nbkt:
+            self._next_resize = self.nbkt
+            return None
+        target = max(want + 1, self.nbkt * 2)
+        for g in GROWTH:
+            if g >= target:
+                self._next_resize = g
+                return g
+        raise OverflowError("unordered_map emulation: too many elements")
+
+    def _link(self, k, b):
+        if b in self._bkt:
+            before = self._bkt[b]
+            self._nxt[k] = self._nxt[before]
+            self._nxt[before] = k
+        else:
+            first = self._nxt[_HEAD]
+            self._nxt[k] = first
+            self._nxt[_HEAD] = k
+            if first is not None:
+                self._bkt[self.h(first) % self.nbkt] = k
+            self._bkt[b] = _HEAD
+
+    def insert(self, k) -> None:
+        if k in self:
+            return
+        nb = self._grow_to(len(self) + 1)
+        if nb is not None:
+            self._rehash(nb)
+        self._link(k, self.h(k) % self.nbkt)
+
+    def _rehash(self, nb: int) -> None:
+        old = list(self)
+        self.nbkt = nb
+        self._nxt = {_HEAD: None}
+        self._bkt = {}
+        for k in old:
+            self._link(k, self.h(k) % nb)
+
+    def erase(self, k) -> None:
+        if k not in self:
+            return
+        b = self.h(k) % self.nbkt
+        before = self._bkt[b]
+        prev = before
+        while self._nxt[prev] != k:
+            prev = self._nxt[prev]
+        nxt = self._nxt[k]
+        if prev is before:  # k starts its bucket's run
+            nb = self.h(nxt) % self.nbkt if nxt is not None else None
+            if nxt is None or nb != b:  # the bucket is now empty
+                if nxt is not None:
+                    self._bkt[nb] = before
+                del self._bkt[b]
+        elif nxt is not None:
+            nb = self.h(nxt) % self.nbkt
+            if nb != b:
+                self._bkt[nb] = prev
+        self._nxt[prev] = nxt
+        del self._nxt[k]
+
+
+def reinserted(keys, hash_fn=lambda k: k) -> UnorderedMap:
+    """A fresh map filled by inserting `keys` in order (how onert copies its containers)."""
+    m = UnorderedMap(hash_fn)
+    for k in keys:
+        m.insert(k)
+    return m
+
+
+def training_hash(key) -> int:
+    operand, is_forward = key
+    return (operand << 16) | int(bool(is_forward))
+
+
+def dfs_topological(starts, uses: dict, outputs: dict) -> list:
+    """Graph::topolSortOperations: a post-order DFS from each op of `starts` (the operation map's
+    order) along each output's uses (in `uses[operand]` order), reversed. Iterative, same order as
+    onert's recursion."""
+    unvisited = set(starts)
+    post = []
+
+    def succ(k):
+        return [u for o in outputs[k] for u in uses.get(o, ())]
+
+    for s in starts:
+        if s not in unvisited:
+            continue
+        unvisited.discard(s)
+        stack = [(s, iter(succ(s)))]
+        while stack:
+            k, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                post.append(k)
+                stack.pop()
+            elif nxt in unvisited:
+                unvisited.discard(nxt)
+                stack.append((nxt, iter(succ(nxt))))
+    return post[::-1]
+
+
+class OnertReplay:
+    """onert 0.1.0's operand and operation containers for one model, from load to TensorPlanner.
+
+    Indices are onert's, which for the model's own tensors and ops are the file's: tensors
+    0..n-1, ops 0..m-1; LossInsertionPass adds y_true (n), the loss output (n+1) and the Loss op
+    (m); ConstantInsertionPass one copy per extra op reading a shared constant (n+2...); and
+    PermutationInsertionPass, in operand-map order, one Permute op (m+1...) with a new output
+    operand for each graph input (its x'), y_true (y_true') and the model output (a builtin copy).
+
+    Containers, in build order (each copy constructor re-inserts element by element):
+    1. the loader emplaces tensors 0..n-1 and ops 0..m-1; each op adds itself to its inputs' use
+       sets; UnusedOperandEliminationPass erases the tensors nothing reads or writes;
+    2. TrainableGraph(graph) copies operands and ops; LossInsertionPass adds y_true, the loss
+       output and the Loss op;
+    3. LoweredTrainableGraph copies again; constant copies, then Permutes, are added; an input's
+       uses move to its x' in use-set order;
+    4. the train backend's partial graph takes the operands whose def backend is `train` (all but
+       the graph inputs, y_true and the output's builtin copy) and the non-Permute ops, both in the
+       whole graph's map order, and rebuilds the use sets in that op order;
+    5. its TrainableGraph copies it; UseDefGenerator inserts {i, fwd}, {i, bwd} per operand;
+       setTrainingUseDefs re-inserts them; planNonConstTensors fills `defs_map` with the forward
+       non-constant ones and walks it.
+    """
+
+    def __init__(self, n_tensors: int, unused: set, inputs: list, y_pred: int, n_const_copies: int,
+                 consts: set, op_inputs: list, op_outputs: list):
+        m_ops = len(op_inputs)
+        self.n_tensors = n_tensors
+        y_true, loss_out, loss_op = n_tensors, n_tensors + 1, m_ops
+        ins = {k: [i for i in dict.fromkeys(v) if i >= 0] for k, v in enumerate(op_inputs)}
+        outs = {k: [o for o in dict.fromkeys(v) if o >= 0] for k, v in enumerate(op_outputs)}
+        ins[loss_op], outs[loss_op] = [y_pred, y_true], [loss_out]
+
+        # 1-2: operands and ops through the loader and the first copy, plus the loss
+        operands = reinserted(range(n_tensors))
+        for i in sorted(unused):
+            operands.erase(i)
+        operands = reinserted(operands)
+        operands.insert(y_true)
+        operands.insert(loss_out)
+        ops = reinserted(reinserted(range(m_ops)))
+        ops.insert(loss_op)
+        uses: dict = {}
+        for k in range(m_ops + 1):
+            for i in ins[k]:
+                uses.setdefault(i, UnorderedMap()).insert(k)
+        # 3: the lowered graph
+        operands = reinserted(operands)
+        ops = reinserted(ops)
+        nxt = n_tensors + 2
+        copies = range(nxt, nxt + n_const_copies)
+        for c in copies:
+            operands.insert(c)
+        nxt += n_const_copies
+        # an input no op reads has no use backend: it gets no Permute (and no x')
+        live = [i for i in inputs if i in uses and len(uses[i])]
+        need = set(live) | {y_true, y_pred}
+        permuted, next_op = {}, m_ops + 1
+        for k in list(operands):
+            if k not in need:
+                continue
+            new, perm_op = nxt, next_op
+            permuted[k] = new
+            operands.insert(new)
+            nxt += 1
+            ops.insert(perm_op)
+            next_op += 1
+            ins[perm_op], outs[perm_op] = [k], [new]
+            uses.setdefault(k, UnorderedMap()).insert(perm_op)
+            if k != y_pred:  # a graph input or y_true: its train-backend uses move to the copy
+                moved = [u for u in uses[k] if u != perm_op]
+                for u in moved:
+                    ins[u] = [new if i == k else i for i in ins[u]]
+                    uses.setdefault(new, UnorderedMap()).insert(u)
+                for u in moved:
+                    uses[k].erase(u)
+        self.permuted = permuted
+        whole = dfs_topological(list(ops), uses, outs)
+        self.kernel_order = [k for k in whole if k <= loss_op]  # Linear::linearize, minus Permutes
+        # 4-5: the train backend's partial graph and its TrainableGraph copy
+        train_ops = [k for k in ops if k <= loss_op]
+        puses: dict = {}
+        for k in train_ops:
+            for i in ins[k]:
+                puses.setdefault(i, UnorderedMap()).insert(k)
+        tops = reinserted(reinserted(train_ops))
+        self.planner_order = dfs_topological(list(tops), puses, outs)
+        builtin = set(inputs) | {y_true, permuted[y_pred]}
+        partial = reinserted(k for k in operands if k not in builtin)
+        tgraph = reinserted(partial)
+        usedefs = reinserted(((i, f) for i in tgraph for f in (True, False)), training_hash)
+        usedefs = reinserted(usedefs, training_hash)
+        const = set(consts) | set(copies)
+        defs_map = reinserted((k for k in usedefs if k[1] and k[0] not in const), training_hash)
+        want = {permuted[i]: i for i in live}
+        want[permuted[y_true]] = "y_true"
+        # [(onert operand index, graph input index | "y_true")] in claim order
+        self.zero_def = [(k[0], want[k[0]]) for k in defs_map if k[0] in want]
 
 
 def unordered_order(ir, candidates):
-    """Claim order of the operands with no forward def (x' of each input, then y_true').
+    """Claim order of the operands with no forward def: x' of each input and y_true'.
 
-    onert walks an unordered_map whose history we do not replay; index order (x' first) is what
-    onert 0.1.0 does on mnist and MobileNetV2 (measured); on some small graphs y_true' comes
-    first, which changes FirstFit capacities only (see tests/onert).
+    Falls back to index order (x' first) for an IR built without onert's bookkeeping.
     """
-    return list(candidates)
+    replay = getattr(ir, "replay", None)
+    if replay is None:
+        return list(candidates)
+    pos = {("y_true" if c == ir.y_true else c): n for n, c in enumerate(candidates)}
+    out = [candidates[pos[what]] for _, what in replay.zero_def if what in pos]
+    return out + [c for c in candidates if c not in out]

@@ -3,10 +3,12 @@
 Each category gets its own event counter; a tensor's `first` is its claim event and `last` its
 release event, so a planner that walks events in order (Bump, FirstFit) or orders claims by
 `first` (WIC) sees exactly what onert's planner sees. Rules (`backend/train/TensorPlanner.cc`):
-- trainable: claim every constant, then release every one (no sharing).
-- non-const: claim the operands with no forward def (x', y_true') first; forward order: claim
-  outputs, release inputs at their last training use; essential backward order: release the
-  inputs/outputs whose backward use ends; operands with no use (the loss) are released at the end.
+- trainable: claim every (used) constant, then release every one (no sharing).
+- non-const: claim the operands with no forward def (x', y_true') first, in onert's unordered_map
+  order (`stdhash.OnertReplay.zero_def`); forward order: claim outputs, release inputs at their last
+  training use; essential backward order: release the inputs/outputs whose backward use ends;
+  operands with no use (the loss) are released at the end. Tensors nothing reads or writes are
+  not planned (UnusedOperandEliminationPass).
 - back-prop: backward order: claim an op's non-const inputs at their first backward def, then
   release its outputs' back-props at their last backward use; unused ones (back-prop of x',
   y_true', a boundary activation) are released at the end.
@@ -34,6 +36,7 @@ class Event:
     first: int
     last: int
     owner: str = ""
+    key: object = None  # the TrainIR operand (or (op, operand) for a disposable) it belongs to
 
 
 class _Timeline:
@@ -44,7 +47,7 @@ class _Timeline:
 
     def claim(self, key, name, nbytes, owner=""):
         assert key not in self.open, key
-        self.open[key] = Event(name, aligned(nbytes), nbytes, self.t, -1, owner)
+        self.open[key] = Event(name, aligned(nbytes), nbytes, self.t, -1, owner, key)
         self.t += 1
 
     def release(self, key):
@@ -58,9 +61,15 @@ class _Timeline:
         return sorted(self.done, key=lambda e: e.first)
 
 
+def _unused(ir) -> set:
+    """Tensors no op reads or writes: UnusedOperandEliminationPass removes them."""
+    return getattr(ir, "unused", set())
+
+
 def plan_trainable(ir) -> list[Event]:
     tl = _Timeline()
-    consts = [o for o in ir.operands if o.is_const]
+    unused = _unused(ir)
+    consts = [o for o in ir.operands if o.is_const and o.index not in unused]
     for o in consts:
         tl.claim(o.index, o.name, o.nbytes)
     for o in consts:
@@ -78,7 +87,8 @@ def zero_def_claim_order(ir, candidates: list[int]) -> list[int]:
 def plan_nonconst(ir) -> list[Event]:
     tl = _Timeline()
     ops = ir.ops
-    nonconst = [o.index for o in ir.operands if not o.is_const]
+    unused = _unused(ir)
+    nonconst = [o.index for o in ir.operands if not o.is_const and o.index not in unused]
     uses = {o: len(ir.uses[(o, True)]) for o in nonconst}
     defs = {o: len(ir.defs[(o, True)]) for o in nonconst}
     name = {o.index: o.name for o in ir.operands}

@@ -8,6 +8,10 @@ checked against the runtime, see tests/onert):
 - Backward is enabled for every op at or after the first trainable op (and the Loss); the
   essential backward order is the reverse DFS from the Loss, cut to ops reachable forward from a
   backward-enabled op, then to ops reachable forward from Conv2D / DepthwiseConv2D / FC.
+- Forward orders come from `stdhash.OnertReplay`: TensorPlanner walks the train backend's partial
+  graph in its topological order (`forward_order`), kernels are generated in the whole lowered
+  graph's (`kernel_order`); onert picks each among a branching graph's topological orders by
+  hash-container iteration order.
 - Per-op backward uses/defs follow `UseDefGenerator::visit` (table in the research notes, 1.3).
 """
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.profiles.onert.stdhash import OnertReplay
 
 WEIGHTED = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
 BINARY = ("Add", "Sub", "Mul", "Div")
@@ -69,6 +74,11 @@ class TrainIR:
     x_inputs: list = field(default_factory=list)
     y_true: int = -1
     loss_out: int = -1
+    # the order kernels are generated (the whole lowered graph's topological order): the print
+    # order of the kernel-private ALLOC lines; `forward_order` is the partial graph's (TensorPlanner)
+    kernel_order: list = field(default_factory=list)
+    unused: set = field(default_factory=set)  # tensors nothing reads or writes (onert drops them)
+    replay: object = None  # stdhash.OnertReplay: onert's containers, for its hash-map orders
 
     def used_inputs(self, op: TOp) -> list:
         """Inputs without -1 and without repeats (onert's Remove::UNDEFINED | DUPLICATED)."""
@@ -96,10 +106,16 @@ def build_train_ir(graph, trainable_ops: set) -> TrainIR:
     ops = [TOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
                activation(op)) for op in graph.operations]
 
-    # constants shared by several ops: one copy per extra use (TrainableConstantInsertionPass)
+    n_tensors = len(operands)
+    used = set(graph.inputs) | set(graph.outputs)
+    for op in ops:
+        used.update(i for i in op.inputs + op.outputs if i >= 0)
+
+    # constants shared by several ops: one copy per extra op using it, which gets every one of its
+    # uses replaced (ConstantInsertionPass; an op using a constant twice keeps one)
     seen: set = set()
     for op in ops:
-        for k, i in enumerate(op.inputs):
+        for i in list(dict.fromkeys(op.inputs)):
             if i < 0 or not operands[i].is_const:
                 continue
             if i in seen:
@@ -121,7 +137,12 @@ def build_train_ir(graph, trainable_ops: set) -> TrainIR:
     loss = TOp(len(ops), "Loss", [y_pred, y_true.index], [loss_out.index], {}, f"#{len(ops)} Loss")
     ops.append(loss)
 
-    forward_order = _topol_sort(ops, len(operands))
+    replay = OnertReplay(n_tensors, set(range(n_tensors)) - used, list(graph.inputs), y_pred,
+                         len(operands) - n_tensors - 2,
+                         {o.index for o in operands[:n_tensors] if o.is_const},
+                         [list(op.inputs) for op in graph.operations],
+                         [list(op.outputs) for op in graph.operations])
+    forward_order = replay.planner_order
     enabled = set()
     if trainable_ops:
         first = min(trainable_ops)
@@ -132,44 +153,15 @@ def build_train_ir(graph, trainable_ops: set) -> TrainIR:
 
     ir = TrainIR(operands, ops, forward_order, border, enabled, set(trainable_ops),
                  x_inputs=list(graph.inputs), y_true=y_true.index, loss_out=loss_out.index)
+    ir.kernel_order = replay.kernel_order
+    # tensors nothing reads or writes, and model inputs no op reads (they stay on the builtin
+    # backend: onert plans neither)
+    read = {i for op in graph.operations for i in op.inputs if i >= 0}
+    ir.unused = (set(range(n_tensors)) - used) | {i for i in graph.inputs if i not in read}
+    ir.replay = replay
     _check_backward_support(ir)
     _usedefs(ir)
     return ir
-
-
-def _topol_sort(ops, n_operands) -> list:
-    """Graph::topolSortOperations: post-order DFS from each op in index order along output uses, reversed.
-
-    An operand's uses are an unordered_set of op indices; with few uses and small indices,
-    libstdc++ iterates it newest insertion first, so the highest-index user is visited first.
-    """
-    uses = _fwd_uses(ops, n_operands)
-    seen, post = set(), []
-
-    def dfs(k):
-        stack = [(k, iter(_succ(k)))]
-        seen.add(k)
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                post.append(node)
-                stack.pop()
-            elif nxt not in seen:
-                seen.add(nxt)
-                stack.append((nxt, iter(_succ(nxt))))
-
-    def _succ(k):
-        out = []
-        for o in dict.fromkeys(ops[k].outputs):
-            if o >= 0:
-                out.extend(reversed(uses[o]))
-        return out
-
-    for op in ops:
-        if op.index not in seen:
-            dfs(op.index)
-    return post[::-1]
 
 
 def _btopol_sort(ops, operands) -> list:
@@ -218,7 +210,17 @@ def _check_backward_support(ir: TrainIR) -> None:
                                      f"onert 0.1.0's train backend (onert fails to compile)")
         if op.act not in SUPPORTED_ACTIVATIONS:
             raise UnsupportedOpError(f"onert cannot train op {op.label}: fused activation {op.act} "
-                                     f"is not supported by onert 0.1.0's train backend")
+                                     f"is not supported by onert 0.1.0's train backend (onert "
+                                     f"compiles, then its first training step fails)")
+    # TensorPlanner::planDisposableBackPropTensors throws for any op of the essential backward order
+    # whose inputs repeat a tensor ("DispoableBackProp tensor does not support duplicate inputs of
+    # an operation"), whether or not it has disposable back-props (measured: Add(x, x), Mul(x, x))
+    for k in ir.backward_order:
+        op = ir.ops[k]
+        if len(set(op.inputs)) != len(op.inputs):
+            raise UnsupportedOpError(f"onert cannot train op {op.label}: it reads the same tensor twice "
+                                     f"and onert 0.1.0's TensorPlanner rejects duplicate inputs of an "
+                                     f"op whose backward runs (onert fails to compile)")
 
 
 def _usedefs(ir: TrainIR) -> None:
