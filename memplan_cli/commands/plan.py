@@ -57,7 +57,8 @@ def summary_table(d: dict) -> str:
               help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
                    "available, else greedy.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Stop a searching planner after SECONDS and keep its best plan.")
+              help="Stop a searching planner (best, exact) after SECONDS and keep its best plan. "
+                   "Default: the planner's own limit.")
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="Write the buffers with an `offset` column to FILE (atomically; nothing is written on "
                    "an error). '-' writes them to stdout and the summary to stderr.")
