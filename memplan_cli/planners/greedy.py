@@ -1,30 +1,40 @@
 """greedy: the best of several placement orders x {first fit, best fit}, smallest arena kept
-(XLA's ChooseBestHeapAlgorithm pattern; orders from TFLite/TFLM, XLA kSpatial/kTemporal, TVM USMP).
+(XLA's ChooseBestHeapAlgorithm pattern; orders from TFLite/TFLM, XLA kSpatial/kTemporal, TVM USMP,
+omnimalloc).
 
 Orders (ties always end in list position):
 - size: size descending, ties in claim order (first step, then position): onert's WIC order;
 - start: first step ascending: with first fit this is onert's online FirstFit;
 - lifetime: (last - first) descending, then size descending;
 - area: size x lifetime descending;
-- conflicts: number of buffers whose lifetime intersects descending, then size descending.
+- conflicts: number of buffers whose lifetime intersects descending, then size descending;
+- conflict_size: conflicts x size descending (omnimalloc's default order, the best single order
+  on the large idealloc traces).
 Each order is placed with first fit (lowest offset that fits between the intersecting buffers
-already placed) and with best fit (the smallest such gap, else on top). So greedy <= wic and
-greedy <= firstfit on every input.
+already placed) and with best fit (the smallest such gap, else on top). Without a time limit
+every combination runs, so greedy <= wic and greedy <= firstfit on every input.
 
-Runs in a compiled kernel (numba) on two threads; with `time_limit`, combinations not yet started
-when time runs out are skipped (the first two run always).
+Runs in a compiled kernel (numba), on two threads above 2,000 buffers. COMBOS lists the
+combinations strongest first (measured on benchmarks/plan_bench.py's instances). With
+`time_limit`, the first combination always runs and times one placement; a further one starts
+only while elapsed + that time fits in the limit. The smallest arena wins, ties to the earlier
+combination, so the result does not depend on which thread finishes first.
 """
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from memplan_cli.planners._greedy_kernel import build_index, place
 from memplan_cli.planners.base import Plan, register
 
-ORDERS = ("size", "start", "lifetime", "area", "conflicts")
+ORDERS = ("size", "start", "lifetime", "area", "conflicts", "conflict_size")
+FIRST, BEST = False, True
+COMBOS = (("conflict_size", FIRST), ("conflicts", BEST), ("size", FIRST), ("lifetime", BEST),
+          ("size", BEST), ("conflicts", FIRST), ("area", FIRST), ("area", BEST), ("lifetime", FIRST),
+          ("start", FIRST), ("start", BEST), ("conflict_size", BEST))
+PARALLEL_ABOVE = 2000
 
 
 def compress(firsts, lasts) -> tuple[np.ndarray, np.ndarray]:
@@ -55,6 +65,8 @@ def order_of(name: str, s: np.ndarray, f: np.ndarray, l: np.ndarray) -> np.ndarr
         return np.lexsort((pos, -(s * life)))
     if name == "conflicts":
         return np.lexsort((pos, -s, -conflict_counts(f, l)))
+    if name == "conflict_size":
+        return np.lexsort((pos, -(s * conflict_counts(f, l))))
     raise ValueError(f"unknown order {name!r}")
 
 
@@ -72,33 +84,52 @@ class Index:
         return place(self.s, self.f, self.l, order, best_fit, self.width, *self.tables, stop_above)
 
 
-def run_greedy(sizes, firsts, lasts, *, time_limit=None, orders=ORDERS, fits=(False, True),
-               threads: int = 2):
+def run_greedy(sizes, firsts, lasts, *, time_limit=None, combos=COMBOS, threads: int = 2):
     """Returns (offsets, arena, label) of the best combination, label like 'size/first-fit'."""
+    import threading
+
     n = len(sizes)
     if n == 0:
         return np.zeros(0, np.int64), 0, "empty"
     t0 = time.perf_counter()
     ix = Index(sizes, firsts, lasts)
-    combos = [(o, bf) for o in orders for bf in fits]
-    best = [None, None, None]
+    done: dict[int, tuple[int, np.ndarray]] = {}  # combination index -> (arena, offsets)
+    lock = threading.Lock()
 
-    def job(combo):
-        o, bf = combo
-        if time_limit is not None and time.perf_counter() - t0 > time_limit and best[0] is not None:
-            return
-        offs, arena = ix.place(order_of(o, ix.s, ix.f, ix.l), bf,
-                               best[1] if best[1] is not None else 0)
-        if arena >= 0 and (best[1] is None or arena < best[1]):
-            best[:] = [offs, arena, f"{o}/{'best' if bf else 'first'}-fit"]
+    def job(k):
+        o, bf = combos[k]
+        with lock:
+            known = [a for a, _ in done.values() if a >= 0]
+        offs, arena = ix.place(order_of(o, ix.s, ix.f, ix.l), bf, min(known) if known else 0)
+        with lock:
+            done[k] = (int(arena), offs)
 
-    if threads > 1 and n > 2000:
-        with ThreadPoolExecutor(threads) as ex:
-            list(ex.map(job, combos))
+    t1 = time.perf_counter()
+    job(0)
+    one = time.perf_counter() - t1
+    todo = list(range(1, len(combos)))
+
+    def next_job():
+        with lock:
+            if not todo or (time_limit is not None and time.perf_counter() - t0 + one > time_limit):
+                return None
+            return todo.pop(0)
+
+    def worker():
+        while (k := next_job()) is not None:
+            job(k)
+
+    if threads > 1 and n > PARALLEL_ABOVE:
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
     else:
-        for c in combos:
-            job(c)
-    return best[0], int(best[1]), best[2]
+        worker()
+    k = min((k for k, (a, _) in done.items() if a >= 0), key=lambda k: (done[k][0], k))
+    o, bf = combos[k]
+    return done[k][1], done[k][0], f"{o}/{'best' if bf else 'first'}-fit"
 
 
 @register("greedy")
