@@ -4,3 +4,4 @@ from memplan_cli.planners import onert  # noqa: F401
 from memplan_cli.planners import singa  # noqa: F401
 from memplan_cli.planners import nntrainer  # noqa: F401
 from memplan_cli.planners import greedy  # noqa: F401
+from memplan_cli.planners import exact, best  # noqa: F401
