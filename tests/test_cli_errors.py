@@ -335,3 +335,15 @@ def test_over_onerts_32_bit_limit(tmp_path):
     doc = json.loads(out)
     assert doc["totals"]["planned"] >= 2 * 65536 * 65536 * 4 * 4
     assert doc["onert"]["available"] is False and "32-bit" in doc["onert"]["reason"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["analyze", "{mnist}", "--profile", "onert", "--planner", "greedy"], "onert has no planner 'greedy'"),
+    (["sweep", "{mnist}", "--batch-size", "4"], "sweep takes --batch-sizes"),
+    (["sweep", "{mnist}", "--budget", "lots"], "--budget"),
+])
+def test_conflicting_or_malformed_flags_are_one_line(args, words):
+    args = [a.format(mnist=os.path.join(SAMPLES, "mnist.circle")) for a in args]
+    code, out, err = run(args)
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in out + err
