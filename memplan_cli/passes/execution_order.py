@@ -34,7 +34,6 @@ class ExecutionOrder:
         self.policy = policy
 
     def run(self, tg) -> bool:
-        g = tg.graph
         order = tg.info["order"]
         tg.steps = []
 

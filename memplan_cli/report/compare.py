@@ -7,7 +7,6 @@ decimals; an unavailable column has null figures and a reason.
 """
 from __future__ import annotations
 
-import os
 
 from memplan_cli import __version__
 from memplan_cli.buffers import CATEGORIES
@@ -32,7 +31,7 @@ DESCRIPTIONS = {
 
 def compare_document(cmp) -> dict:
     """The JSON document of a `comparison.Comparison`."""
-    from memplan_cli.report.document import _input_batch, _plain, config_dict
+    from memplan_cli.report.document import _plain, config_dict, model_dict
 
     graph = cmp.graph
     columns = {}
@@ -56,13 +55,7 @@ def compare_document(cmp) -> dict:
         "schema_version": SCHEMA_VERSION,
         "kind": "compare",
         "memplan_version": __version__,
-        "model": {
-            "file": os.path.basename(cmp.model_path),
-            "sha256": cmp.model_sha256,
-            "format": getattr(graph, "source_format", "") or "",
-            "operations": len(getattr(graph, "operations", None) or []),
-            "batch_size": _input_batch(graph),
-        },
+        "model": model_dict(cmp.model_path, cmp.model_sha256, graph),
         "config": config_dict(cmp, profile_options=cmp.onert_options),
         "profiles": [c.profile for c in cmp.columns],
         "lower_bound": int(cmp.lower_bound),

@@ -102,6 +102,17 @@ def _layer_columns(analysis) -> dict | None:
     return cols
 
 
+def model_dict(path: str, sha256: str, graph) -> dict:
+    """The report's `model` object: file name, hash, format, op count, the input's batch."""
+    return {
+        "file": os.path.basename(path),
+        "sha256": sha256,
+        "format": getattr(graph, "source_format", "") or "",
+        "operations": len(getattr(graph, "operations", None) or []),
+        "batch_size": _input_batch(graph),
+    }
+
+
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
     """The JSON report of `analysis` (see schemas/report.schema.json)."""
@@ -118,13 +129,7 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         "schema_version": SCHEMA_VERSION,
         "kind": "analysis",
         "memplan_version": __version__,
-        "model": {
-            "file": os.path.basename(analysis.model_path),
-            "sha256": analysis.model_sha256,
-            "format": getattr(graph, "source_format", "") or "",
-            "operations": len(getattr(graph, "operations", None) or []),
-            "batch_size": _input_batch(graph),
-        },
+        "model": model_dict(analysis.model_path, analysis.model_sha256, graph),
         "profile": analysis.profile,
         "config": config_dict(analysis, planner=planner, profile_options=profile_options),
         "categories": {c: {"planned": int(planned[c]), "naive": int(naive[c])} for c in CATEGORIES},
