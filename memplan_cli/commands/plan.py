@@ -82,13 +82,16 @@ def command(buffers, planner, time_limit, output, fmt):
     from memplan_cli.planners import planner_names
     from memplan_cli.planrun import default_planner, plan_buffers
     from memplan_cli.report.output import emit, write_atomic
+    from memplan_cli.report.progress import enabled, spinner
 
     name = planner or default_planner()
     if name not in planner_names():
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
     table = read_buffers_csv(buffers)
-    result = plan_buffers(name, table.planning_sizes(), table.firsts, table.lasts, time_limit=time_limit,
-                          names=table.ids, alignments=table.alignments or None)
+    # a search can take its whole time limit: a spinner after a second, on a terminal only
+    with spinner(f"planning {len(table.ids):,} buffers ({name})", enabled(1) and output != "-"):
+        result = plan_buffers(name, table.planning_sizes(), table.firsts, table.lasts, time_limit=time_limit,
+                              names=table.ids, alignments=table.alignments or None)
     doc = summary_json(buffers, result, table.alignment)
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else summary_table(doc)
     # everything is computed and verified: only now write
