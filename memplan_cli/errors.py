@@ -27,8 +27,4 @@ class ConfigError(MemplanError):
 def naming(path: str, err: MemplanError) -> MemplanError:
     """`err` with `path` in front of its message, unless it names a file already: an error found
     while training a model (an op without a rule, a trainable index out of range) is about that file."""
-    if err.path is not None:
-        return err
-    new = type(err).__new__(type(err))
-    MemplanError.__init__(new, str(err), path)
-    return new
+    return err if err.path is not None else type(err)(err.message, path)

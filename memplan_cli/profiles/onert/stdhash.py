@@ -142,31 +142,39 @@ def training_hash(key) -> int:
     return (operand << 16) | int(bool(is_forward))
 
 
-def dfs_topological(starts, uses: dict, outputs: dict) -> list:
-    """Graph::topolSortOperations: a post-order DFS from each op of `starts` (the operation map's
-    order) along each output's uses (in `uses[operand]` order), reversed. Iterative, same order as
-    onert's recursion."""
-    unvisited = set(starts)
+def reverse_postorder(roots, succ, claim) -> list:
+    """Post-order DFS from each root in turn, following `succ(node)` in order, reversed. A node
+    (a root too) is entered only when `claim(node)` returns True, which also marks it. Iterative,
+    the same order as onert's recursive DFS."""
     post = []
-
-    def succ(k):
-        return [u for o in outputs[k] for u in uses.get(o, ())]
-
-    for s in starts:
-        if s not in unvisited:
+    for r in roots:
+        if not claim(r):
             continue
-        unvisited.discard(s)
-        stack = [(s, iter(succ(s)))]
+        stack = [(r, iter(succ(r)))]
         while stack:
             k, it = stack[-1]
             nxt = next(it, None)
             if nxt is None:
                 post.append(k)
                 stack.pop()
-            elif nxt in unvisited:
-                unvisited.discard(nxt)
+            elif claim(nxt):
                 stack.append((nxt, iter(succ(nxt))))
     return post[::-1]
+
+
+def dfs_topological(starts, uses: dict, outputs: dict) -> list:
+    """Graph::topolSortOperations: a post-order DFS from each op of `starts` (the operation map's
+    order) along each output's uses (in `uses[operand]` order), reversed; only ops of `starts`
+    are entered."""
+    unvisited = set(starts)
+
+    def claim(k):
+        if k in unvisited:
+            unvisited.discard(k)
+            return True
+        return False
+
+    return reverse_postorder(starts, lambda k: [u for o in outputs[k] for u in uses.get(o, ())], claim)
 
 
 class OnertReplay:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.profiles.onert.stdhash import OnertReplay
+from memplan_cli.profiles.onert.stdhash import OnertReplay, reverse_postorder
 
 WEIGHTED = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
 BINARY = ("Add", "Sub", "Mul", "Div")
@@ -171,20 +171,17 @@ def _btopol_sort(ops, operands) -> list:
         for o in op.outputs:
             if o >= 0:
                 defs[o] = op.index
-    loss = ops[-1].index
-    seen, post = {loss}, []
-    stack = [(loss, iter([defs[i] for i in dict.fromkeys(ops[loss].inputs) if i >= 0 and i in defs]))]
-    while stack:
-        node, it = stack[-1]
-        nxt = next(it, None)
-        if nxt is None:
-            post.append(node)
-            stack.pop()
-        elif nxt not in seen:
-            seen.add(nxt)
-            stack.append((nxt, iter([defs[i] for i in dict.fromkeys(ops[nxt].inputs)
-                                     if i >= 0 and i in defs])))
-    return post[::-1]
+    seen = set()
+
+    def claim(k):
+        if k in seen:
+            return False
+        seen.add(k)
+        return True
+
+    return reverse_postorder([ops[-1].index],
+                             lambda k: [defs[i] for i in dict.fromkeys(ops[k].inputs) if i >= 0 and i in defs],
+                             claim)
 
 
 def _truncate(border, ops, n_operands, alive_cond) -> list:
