@@ -292,11 +292,7 @@ def search(s, a, b, adj_ptr, adj, width, area, pre, cap, budget, decompose, rera
                 dn = cf[f, C_DEPTH]
                 while d > dn:
                     d -= 1
-                    c = chosen[d]
-                    placed[c] = 0
-                    while ttop > tstart[d]:
-                        ttop -= 1
-                        m[t_idx[ttop]] = t_old[ttop]
+                    ttop = _unplace(d, chosen, placed, tstart, ttop, m, t_idx, t_old)
                 for p in range(cf[f, C_PSTART], cf[f, C_PEND]):
                     lab[pool[p]] = cf[f, C_PLABEL]
                     rank[pool[p]] = pool_rank[p]
@@ -310,11 +306,7 @@ def search(s, a, b, adj_ptr, adj, width, area, pre, cap, budget, decompose, rera
                 status = INFEASIBLE
                 break
             d -= 1
-            c = chosen[d]
-            placed[c] = 0
-            while ttop > tstart[d]:
-                ttop -= 1
-                m[t_idx[ttop]] = t_old[ttop]
+            ttop = _unplace(d, chosen, placed, tstart, ttop, m, t_idx, t_old)
             ctop = cend[d]
             mode = _NEXT
         else:  # _COMPLETE: the current part has nothing left to place
@@ -341,6 +333,17 @@ def search(s, a, b, adj_ptr, adj, width, area, pre, cap, budget, decompose, rera
     sc[S_LABEL] = nlab
     sc[S_NODES] += nodes
     return status
+
+
+@njit
+def _unplace(d, chosen, placed, tstart, ttop, m, t_idx, t_old):
+    """Undo depth `d`: unplace its buffer and restore the section floors it raised (the trail
+    above tstart[d]). Returns the new trail top."""
+    placed[chosen[d]] = 0
+    while ttop > tstart[d]:
+        ttop -= 1
+        m[t_idx[ttop]] = t_old[ttop]
+    return ttop
 
 
 @njit
