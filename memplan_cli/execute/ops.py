@@ -14,6 +14,7 @@ import numpy as np
 from memplan_cli.execute.kernels import (activation, conv, elementwise, fc, loss, optim, pool, shape,
                                          softmax)
 from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli import ops as registry
 
 
 class AccessError(AssertionError):
@@ -226,8 +227,7 @@ def forward_keeping_pre_activation(ctx, fn) -> bool:
     return True
 
 
-class UnsupportedKernel(Exception):
-    """No reference kernel for this op type / step kind."""
+from memplan_cli.ops.base import UnsupportedKernel  # noqa: E402  (kernels of the registry raise it too)
 
 
 # ---- attribute helpers --------------------------------------------------------------------------
@@ -731,6 +731,9 @@ def run_step(ctx) -> None:
         apply_gradient(ctx)
     else:
         h = HANDLERS.get(ctx.op.type)
+        if h is None:
+            d = registry.get(ctx.op.type)
+            h = d.kernels if d is not None and d.kernels else None
         fn = h.get(s.kind) if h else None
         if fn is None:
             if s.kind == "calcGradient" and h is not None:

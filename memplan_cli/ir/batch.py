@@ -58,7 +58,7 @@ def rebatch(graph: Graph, batch_size: int) -> Graph:
             op = ops[k]
             if not any(i in batched for i in op.inputs if i >= 0):
                 continue
-            rule = _RULES.get(op.type)
+            rule = _RULES.get(op.type) or _registry_rule(op.type)
             if rule is None:
                 if op.type in KEEP_BATCH:
                     rule = _keep_batch
@@ -196,3 +196,17 @@ def _reshape(op, graph, shapes, batched):
 
 
 _RULES = {"Pad": _pad, "Concat": _concat, "Mean": _mean, "Reshape": _reshape}
+
+
+def _registry_rule(op_type: str):
+    """The op registry's batch trait: "keep", "scale", or fn(op, graph, shapes, batched) -> shapes."""
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    if d is None or d.batch is None:
+        return None
+    if d.batch == "keep":
+        return _keep_batch
+    if d.batch == "scale":
+        return _scale_rows
+    return d.batch

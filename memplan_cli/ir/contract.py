@@ -26,7 +26,19 @@ def problems(op, operands) -> str | None:
     """The first reason `op` cannot be trained or sized, or None."""
     need = REQUIRED_INPUTS.get(op.type)
     if need is None:
-        return None
+        from memplan_cli import ops
+
+        d = ops.get(op.type)
+        if d is None:
+            return None
+        if len(op.inputs) < d.required_inputs or any(i < 0 for i in op.inputs[:d.required_inputs]):
+            return f"needs {d.required_inputs} input(s), has {sum(1 for i in op.inputs if i >= 0)}"
+        if not op.outputs or any(i < 0 for i in op.outputs):
+            return "has no output"
+        act = op.attrs.get("activation", "NONE")
+        if act not in ACTIVATIONS:
+            return f"has an unknown fused activation {act!r}"
+        return d.check(op, operands) if d.check is not None else None
     if len(op.inputs) < need or any(i < 0 for i in op.inputs[:need]):
         return f"needs {need} input(s), has {sum(1 for i in op.inputs if i >= 0)}"
     if not op.outputs or any(i < 0 for i in op.outputs):

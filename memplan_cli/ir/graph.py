@@ -65,6 +65,8 @@ class Operation:
     attrs: dict = field(default_factory=dict)
     source_type: str = ""
     name: str = ""
+    # the module path an exporter recorded for the op (torch.onnx's name scopes), for matching by name
+    scope: str = ""
 
     @property
     def label(self) -> str:

@@ -53,6 +53,10 @@ def load_model(path: str, *, batch_size: int | None = None):
         graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size)
         graph.source_format = fmt
         graph.verify()
+        from memplan_cli.ir.fold import FoldConstants
+
+        if FoldConstants().run(graph):
+            graph.verify()
         if batch_size is not None:
             from memplan_cli.ir.batch import rebatch
 

@@ -157,7 +157,7 @@ class _Reader:
 
     def buffer_ints(self, buf, dtype: str, count: int) -> tuple[int, ...] | None:
         """The values of a small int32/int64 constant (count elements), read in place."""
-        code = {"int32": "i", "int64": "q"}.get(dtype)
+        code = {"int32": "i", "int64": "q", "float32": "f"}.get(dtype)
         if code is None or count > MAX_VALUE_ELEMENTS:
             return None
         width = struct.calcsize(code)
@@ -187,7 +187,13 @@ class _Reader:
             src = opcodes[k]
             typ = OP_MAP.get(src, src)
             ins, outs = self.ints(o, 1), self.ints(o, 2)
-            attrs = self.options(o, typ)
+            canon = None if src in OP_MAP else self.registry_canonical(o, src, sub, ins, outs, operands, buffers)
+            if canon is not None:
+                typ, attrs = canon.type, canon.attrs
+                ins = ins if canon.inputs is None else canon.inputs
+                outs = outs if canon.outputs is None else canon.outputs
+            else:
+                attrs = self.options(o, typ)
             op = Operation(j, typ, ins, outs, attrs, source_type=src)
             ops.append(op)
             pos = SHAPE_CONST_INPUT.get(typ)
@@ -199,6 +205,67 @@ class _Reader:
             if typ == "Mean" and len(ins) > 1 and 0 <= ins[1] < len(operands) and operands[ins[1]].value is not None:
                 attrs["axes"] = operands[ins[1]].value
         return ops
+
+    def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers):
+        """The op registry's converter for this builtin (memplan_cli/ops/), or None."""
+        from memplan_cli import ops
+
+        fn = ops.tflite_converter(builtin)
+        if fn is None:
+            return None
+
+        def values(k):
+            i = ins[k]
+            if not 0 <= i < len(operands) or not operands[i].is_const:
+                return None
+            t = operands[i]
+            if t.value is None:
+                tb = sub.Tensors(i).Buffer()
+                t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
+            return t.value
+
+        node = ops.TfliteNode(builtin, self.generic_options(o), list(ins), list(outs), operands, values)
+        return fn(node)
+
+    def generic_options(self, o) -> dict:
+        """The builtin options table's fields by snake_case name: scalars, and short int vectors as
+        tuples. Read through circle-schema's generated class for the table's type."""
+        import importlib
+        import re
+
+        from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
+
+        table, kind = o.BuiltinOptions(), o.BuiltinOptionsType()
+        if table is None or kind == 0:
+            return {}
+        name = _enum_names(BO).get(kind)
+        if name is None:
+            return {}
+        try:
+            cls = getattr(importlib.import_module(f"circle_schema.v0_10.circle.{name}"), name)
+        except (ImportError, AttributeError):
+            return {}
+        x = cls()
+        x.Init(table.Bytes, table.Pos)
+        out = {}
+        for attr in sorted(vars(cls)):
+            if not attr[:1].isupper() or attr in ("Init", "GetRootAs") or attr.startswith("GetRootAs") or \
+                    attr.endswith(("AsNumpy", "Length", "IsNone", "BufferHasIdentifier")):
+                continue
+            key = re.sub(r"(?<!^)(?=[A-Z])", "_", attr).lower()
+            getter = getattr(x, attr)
+            if hasattr(x, attr + "Length"):
+                n = getattr(x, attr + "Length")()
+                if 0 <= n <= MAX_VALUE_ELEMENTS:
+                    out[key] = tuple(getter(j) for j in range(n))
+                continue
+            try:
+                v = getter()
+            except TypeError:
+                continue
+            if isinstance(v, (bool, int, float)):
+                out[key] = v
+        return out
 
     def options(self, o, typ: str) -> dict:
         from circle_schema.v0_10.circle import (BatchMatMulOptions, ConcatenationOptions, Conv2DOptions,

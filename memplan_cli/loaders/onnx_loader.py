@@ -161,6 +161,7 @@ class _Builder:
         self.operands: list[Operand] = []
         self.value_info = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         self.consts = {t.name: t for t in g.initializer}
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -197,10 +198,17 @@ class _Builder:
                 continue
             ins = [self.operand(n) for n in node.input]
             outs = [self.operand(n) for n in node.output if n]
-            typ, attrs = self.canonical(node, ins)
-            if typ == "Relu6":
-                ins = ins[:1]  # Clip's bounds are not operands of a Relu6 (as in tflite)
-            ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name))
+            canon = self.registry_canonical(node, ins, outs)
+            if canon is not None:
+                typ, attrs = canon.type, canon.attrs
+                ins = ins if canon.inputs is None else canon.inputs
+                outs = outs if canon.outputs is None else canon.outputs
+            else:
+                typ, attrs = self.canonical(node, ins)
+                if typ == "Relu6":
+                    ins = ins[:1]  # Clip's bounds are not operands of a Relu6 (as in tflite)
+            ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
+                                 scope=_name_scope(node)))
         ops = _fuse_matmul_add(ops, self.operands)
         outputs = [self.operand(vo.name) for vo in g.output]
         for o in outputs:
@@ -211,6 +219,44 @@ class _Builder:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")
         return graph
+
+    def registry_canonical(self, node, ins, outs):
+        """The op registry's converter for this node (memplan_cli/ops/), or None."""
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        from memplan_cli import ops
+
+        fn = ops.onnx_converter(node.op_type)
+        if fn is None:
+            return None
+        names = list(node.input)
+
+        def values(k):
+            return self.small_values(names[k]) if k < len(names) and names[k] else None
+
+        view = ops.OnnxNode(node.op_type, node.domain, node.name, _attr(node), list(ins), list(outs),
+                            self.operands, self.opset, values)
+        return fn(view)
+
+    def small_values(self, name: str) -> tuple | None:
+        """The values of a small constant (<= MAX_VALUE_ELEMENTS, any numeric dtype), or None."""
+        from onnx import numpy_helper
+
+        t = self.consts.get(name)
+        if t is None or t.data_location == 1:
+            return None
+        n = 1
+        for d in t.dims:
+            n *= d
+        if n > MAX_VALUE_ELEMENTS:
+            return None
+        try:
+            arr = numpy_helper.to_array(t).reshape(-1)
+        except Exception:  # stripped or malformed data: unknown
+            return None
+        if arr.size != n:
+            return None
+        return tuple(v.item() for v in arr)
 
     def constant_node(self, node) -> None:
         a = {x.name: x for x in node.attribute}
@@ -321,6 +367,22 @@ class _Builder:
                         v = None
             vals.append(v)
         return vals[0], vals[1]
+
+
+def _name_scope(node) -> str:
+    """The module path torch.onnx's dynamo exporter records for a node (`pkg.torch.onnx.name_scopes`),
+    e.g. "model.layers.0.self_attn.q_proj"; "" when absent. Used to match ops by module name."""
+    for p in node.metadata_props:
+        if p.key == "pkg.torch.onnx.name_scopes":
+            v = p.value.strip("[]").replace("'", "").replace('"', "")
+            parts = [x.strip() for x in v.split(",") if x.strip()]
+            if not parts:
+                return ""
+            # one entry per nesting level: either full paths (the last is the innermost) or local names
+            if all(b.startswith(a) for a, b in zip(parts, parts[1:])):
+                return parts[-1]
+            return ".".join(parts)
+    return ""
 
 
 def _int_list(v) -> bool:

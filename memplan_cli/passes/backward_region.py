@@ -1,15 +1,34 @@
-"""Pass 3: which ops run backward and which operands need a back-prop."""
+"""Pass 3: requires-grad analysis: which ops run backward and which operands need a back-prop."""
 from __future__ import annotations
 
 
+def is_float(operand) -> bool:
+    return operand.dtype.startswith(("float", "bfloat"))
+
+
+def differentiable_inputs(op) -> list[int]:
+    """The op's inputs a gradient can flow into: every present input but those the op registry
+    declares non-differentiable (indices, shapes, a Where's condition); none for a `no_grad` op."""
+    from memplan_cli import ops
+
+    d = ops.get(op.type)
+    if d is not None and d.no_grad:
+        return []
+    skip = set(d.nondiff_inputs) if d is not None else set()
+    return [i for k, i in enumerate(op.inputs) if i >= 0 and k not in skip]
+
+
 class BackwardRegion:
-    """Rules:
-    - An operand needs a back-prop when it is non-constant, depends on the output of an op that
-      trains (so a gradient flows through it), and the loss depends on it. Graph inputs, the label
-      and everything before the first trained op need none: ops before the first trained op run
-      forward only, as onert's `essentialBackwardOrder` prunes them.
-    - An op runs backward when the loss depends on it and it trains or one of its inputs needs a
-      back-prop.
+    """Rules (autograd's requires-grad, on the forward graph):
+    - A tensor requires grad when it is a non-constant float computed by an op that trains, or by an
+      op with a differentiable input that requires grad. Integer and boolean tensors (shapes,
+      indices, masks) never do, nor do the outputs of ops the registry marks `no_grad` (Shape,
+      Equal, ConstantOfShape, ...). Graph inputs and the label never do.
+    - An op runs backward when the loss depends on it through differentiable inputs and it trains
+      or one of its differentiable inputs requires grad. An operand needs a back-prop when it
+      requires grad and a backward op reads it as a differentiable input. Everything else runs
+      forward only and keeps nothing for backward (as onert's `essentialBackwardOrder` prunes ops
+      before the first trained one).
     - With `policy.input_backprop` (onert), every non-constant input of a backward op gets a
       back-prop too (the first trained op's input, the label), although nothing reads it.
     """
@@ -25,12 +44,15 @@ class BackwardRegion:
         defs = g.defs()
         tg.info["defs"] = defs
         tg.info["order"] = order
-        depends: set[int] = set()
+        diff = {k: differentiable_inputs(g.operations[k]) for k in order}
+        requires: set[int] = set()
         for k in order:
             op = g.operations[k]
-            if k in tg.trainable_ops or any(i in depends for i in op.inputs if i >= 0):
-                depends.update(o for o in op.outputs if not g.operands[o].is_const)
-        # the loss depends on: walk back from the loss op
+            if k in tg.trainable_ops or any(i in requires for i in diff[k]):
+                if diff[k] or k in tg.trainable_ops:
+                    requires.update(o for o in op.outputs
+                                    if not g.operands[o].is_const and is_float(g.operands[o]))
+        # ops the loss depends on through differentiable inputs: walk back from the loss op
         anc_ops: set[int] = set()
         stack = [tg.loss_op]
         while stack:
@@ -38,11 +60,10 @@ class BackwardRegion:
             if k in anc_ops:
                 continue
             anc_ops.add(k)
-            stack += [defs[i] for i in g.operations[k].inputs if i >= 0 and i in defs]
-        anc_operands = {i for k in anc_ops for i in g.operations[k].inputs if i >= 0}
-        tg.needs_bp = {v for v in depends & anc_operands if not g.operands[v].is_const}
+            stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i >= 0 and i in defs]
         tg.backward_ops = {k for k in anc_ops
-                           if k in tg.trainable_ops or any(i in tg.needs_bp for i in g.operations[k].inputs)}
+                           if k in tg.trainable_ops or any(i in requires for i in diff.get(k, []))}
+        tg.needs_bp = {i for k in tg.backward_ops for i in diff.get(k, []) if i in requires}
         if self.policy.input_backprop:
             for k in tg.backward_ops:
                 tg.needs_bp.update(i for i in g.operations[k].inputs if i >= 0 and not g.operands[i].is_const)

@@ -1,81 +1,13 @@
-"""Per-op backward rules as data: what an op's forward and backward steps touch.
+"""Per-op backward rules: the context rules run in, and the table of rules by op type.
 
-A rule is a function `rule(op, ctx) -> OpRule`, registered by op type in a `dict` (see
-`default_rules()`); a profile passes its own dict entries to override any of them. Rules speak in
-references, which the execution-order pass resolves to tensors:
-
-- `("fwd", operand)`: the forward tensor of an operand (activation, weight, constant, label);
-- `("bp", operand)`: for one of the op's outputs, the back-prop arriving at it (all consumers'
-  contributions accumulated); for one of its inputs, this op's contribution to that input's back-prop;
-- `("grad", operand)`: the gradient of a weight;
-- `("extra", k)`: the op's k-th extra tensor request.
-
-Steps a rule leaves as None do not run. Which inputs need a back-prop and whether the op's weights
-are updated are decided before rules run (`RuleContext.needs_bp`, `RuleContext.trains`), so a rule
-only asks for what is needed: the forward tensors it reads in a backward step are exactly the ones
-kept alive for backward.
+The rule vocabulary (references, `OpRule`, `StepIO`, `ExtraRequest`, `fused_activation`) lives in
+`memplan_cli.ops.rule`, beside the op registry; it is re-exported here for the passes and profiles.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from memplan_cli.passes.training_graph import BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES
-
-Ref = tuple  # ("fwd"|"bp"|"grad"|"extra", int)
-
-
-@dataclass
-class ExtraRequest:
-    """An auxiliary tensor a kernel needs (ONE's ExtraTensorRequest): shape, dtype, lifetime.
-
-    `lifetime` documents the intent (FORWARD, BACKWARD, FORWARD_TO_BACKWARD); the interval itself
-    follows from the steps that reference `("extra", k)`.
-    """
-
-    what: str
-    shape: tuple[int, ...]
-    dtype: str = "float32"
-    lifetime: str = BACKWARD
-
-    def __post_init__(self):
-        if self.lifetime not in LIFETIMES:
-            raise ValueError(f"unknown extra-tensor lifetime {self.lifetime!r}")
-
-
-@dataclass
-class StepIO:
-    reads: list = field(default_factory=list)
-    writes: list = field(default_factory=list)
-
-
-@dataclass
-class OpRule:
-    """What one op touches in each of its steps (references, see the module docstring).
-
-    `weights`: the op's parameter operands (get a gradient and optimizer state when the op trains).
-    `view`: (output, input) when the output is the input's memory seen with another shape.
-    `inplace`: (src, dst) pairs the kernel may compute in place, dst over src, when src is dead after
-    the step (the aliasing pass checks that).
-    """
-
-    forward: StepIO
-    calc_gradient: StepIO | None = None
-    calc_derivative: StepIO | None = None
-    extras: list[ExtraRequest] = field(default_factory=list)
-    weights: list[int] = field(default_factory=list)
-    view: tuple[int, int] | None = None
-    inplace: list[tuple[Ref, Ref]] = field(default_factory=list)
-    note: str = ""
-
-    def backward_steps(self):
-        return [s for s in (self.calc_gradient, self.calc_derivative) if s is not None]
-
-    def kept_forward(self) -> list[int]:
-        """Forward operands some backward step reads (kept alive for backward)."""
-        out = []
-        for s in self.backward_steps():
-            out += [r[1] for r in s.reads if r[0] == "fwd"]
-        return list(dict.fromkeys(out))
+from memplan_cli.ops.rule import (BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES, MASKABLE_FUSED,  # noqa: F401
+                                  MASKABLE_OPS, ExtraRequest, OpRule, Ref, StepIO, bp_targets, data_inputs,
+                                  forward_io, fused_activation, maskable, plain_rule)
 
 
 class RuleContext:
@@ -115,47 +47,6 @@ class RuleContext:
         return not (self.policy.relu_mask and maskable(self.graph.operations[d]))
 
 
-MASKABLE_FUSED = ("RELU", "RELU6", "RELU_N1_TO_1")
-MASKABLE_OPS = ("Relu", "Relu6", "Clip")
-
-
-def maskable(op) -> bool:
-    """Whether the op's activation derivative is a function of one bit per element (lo < y < hi)."""
-    return op.type in MASKABLE_OPS or (op.attrs.get("activation") or "NONE") in MASKABLE_FUSED
-
-
-def data_inputs(op) -> list[int]:
-    return [i for i in op.inputs if i >= 0]
-
-
-def fused_activation(op, ctx, rule: OpRule, out: int) -> None:
-    """Fold a fused activation's backward into the op's first backward step.
-
-    The derivative is taken from the output `out` (ReLU / ReLU6 / Sigmoid / Tanh all have derivatives
-    that are functions of their output). With `policy.inplace` it overwrites the incoming back-prop
-    dY in place (the op is dY's only reader); otherwise it goes to an extra tensor of |Y| (onert's
-    `_act_back_prop_output`) which the later backward steps read instead of dY.
-    """
-    act = op.attrs.get("activation", "NONE") or "NONE"
-    if act == "NONE":
-        return
-    steps = rule.backward_steps()
-    if not steps:
-        return
-    first = steps[0]
-    if ctx.policy.inplace:
-        first.reads[:0] = [("fwd", out), ("bp", out)]
-        first.writes.insert(0, ("bp", out))
-        return
-    k = len(rule.extras)
-    o = ctx.operand(out)
-    rule.extras.append(ExtraRequest("act_back_prop", o.shape, o.dtype, BACKWARD))
-    for s in steps:
-        s.reads = [("extra", k) if r == ("bp", out) else r for r in s.reads]
-    first.reads[:0] = [("fwd", out), ("bp", out)]
-    first.writes.insert(0, ("extra", k))
-
-
 def default_rules() -> dict:
     """op type -> rule function, from the op-family modules in `passes/ops/`."""
     from memplan_cli.passes.ops import (activations, concat, conv2d, depthwise_conv2d, elementwise,
@@ -165,6 +56,12 @@ def default_rules() -> dict:
     for mod in (fully_connected, conv2d, depthwise_conv2d, pooling, elementwise, activations, softmax,
                 reshape, pad, mean, concat, loss):
         out.update(mod.RULES)
+    # the op registry's families (memplan_cli/ops/) come last: one place per op
+    from memplan_cli import ops
+
+    for t, d in ops.all_ops().items():
+        if d.rule is not None:
+            out[t] = d.rule
     return out
 
 

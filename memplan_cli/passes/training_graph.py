@@ -27,10 +27,7 @@ from dataclasses import dataclass, field
 from memplan_cli.buffers import CATEGORIES, STEP_KINDS, Buffer, BufferList, Pool, Step
 from memplan_cli.ir.dtypes import dtype_size
 
-# Extra-tensor lifetimes (ONE's ExtraTensorLifeTime, draft 1): live during the op's forward step,
-# during its backward steps, or from its forward step to its last backward step.
-FORWARD, BACKWARD, FORWARD_TO_BACKWARD = "FORWARD", "BACKWARD", "FORWARD_TO_BACKWARD"
-LIFETIMES = (FORWARD, BACKWARD, FORWARD_TO_BACKWARD)
+from memplan_cli.ops.rule import BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES  # noqa: F401
 
 
 @dataclass

@@ -1,0 +1,44 @@
+"""Constant folding by shape: an op whose every input is a constant computes a constant.
+
+Rules:
+- An op whose present inputs are all constants (or that has none, e.g. ConstantOfShape on a constant
+  shape, Range on constant bounds) is removed; its outputs become constants. Folding repeats down
+  the chain, so a `Constant -> ConstantOfShape -> Mul -> Conv` weight becomes one constant: a
+  trainable weight of the Conv, not an activation with no gradient.
+- An op whose output is a graph output is kept (the model's result must stay computed).
+- Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
+  all memory needs. Operands no longer referenced are left for the loader's clean-up.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from memplan_cli.ir.graph import Graph
+
+
+class FoldConstants:
+    name = "fold-constants"
+
+    def run(self, g: Graph) -> bool:
+        """Fold in place; returns whether anything changed."""
+        outputs = set(g.outputs)
+        folded: list[int] = []
+        for k in g.topological_order():
+            op = g.operations[k]
+            ins = [i for i in op.inputs if i >= 0]
+            if any(not g.operands[i].is_const for i in ins) or any(o in outputs for o in op.outputs):
+                continue
+            for o in op.outputs:
+                g.operands[o] = replace(g.operands[o], is_const=True)
+            folded.append(k)
+        if not folded:
+            return False
+        first = g.operations[min(folded)]
+        drop = set(folded)
+        kept = [op for op in g.operations if op.index not in drop]
+        for n, op in enumerate(kept):
+            op.index = n
+        g.operations = kept
+        g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
+                          f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
+        return True

@@ -1,0 +1,75 @@
+"""The op registry: everything memplan knows about an op family lives in one module of this package.
+
+A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
+
+- `OPS`: a list of `OpDef`, one per canonical op type it defines: the training rule, the verify
+  kernels, FLOPs, the op contract, requires-grad facts, the re-batch rule and per-profile facts;
+- `ONNX`: ONNX op type -> converter `fn(node: OnnxNode) -> Canon | None` (None: not this family's
+  business after all, e.g. an attribute it does not understand: the op keeps its source type and
+  is refused if training needs it);
+- `TFLITE`: TFLite/circle builtin name -> converter `fn(node: TfliteNode) -> Canon | None`.
+
+Modules are discovered by name, in sorted order, so adding an op touches one module and its test.
+Nothing here imports loaders, passes or profiles: the registry sits right above `ir`, and the rule
+vocabulary it uses (`memplan_cli.ops.rule`) is shared with the passes.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from memplan_cli.ops.base import Canon, OnnxNode, OpDef, TfliteNode
+
+__all__ = ["Canon", "OnnxNode", "OpDef", "TfliteNode", "get", "all_ops", "onnx_converter",
+           "tflite_converter", "family_modules"]
+
+_LOADED: dict | None = None
+_SKIP = {"base", "rule", "kernel_util"}
+
+
+def family_modules() -> list:
+    """Every op-family module of this package, by name."""
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _SKIP and not m.name.startswith("_"))
+    return [importlib.import_module(f"{__name__}.{n}") for n in names]
+
+
+def _load() -> dict:
+    global _LOADED
+    if _LOADED is not None:
+        return _LOADED
+    ops: dict[str, OpDef] = {}
+    onnx: dict[str, object] = {}
+    tflite: dict[str, object] = {}
+    owner: dict[str, str] = {}
+    for mod in family_modules():
+        fam = mod.__name__.rsplit(".", 1)[-1]
+        for d in getattr(mod, "OPS", []):
+            if d.type in ops:
+                raise RuntimeError(f"op type {d.type} is defined by both ops.{owner[d.type]} and ops.{fam}")
+            d.family = fam
+            ops[d.type] = d
+            owner[d.type] = fam
+        for table, src in ((onnx, getattr(mod, "ONNX", {})), (tflite, getattr(mod, "TFLITE", {}))):
+            for k, fn in src.items():
+                if k in table:
+                    raise RuntimeError(f"{k} is converted by two op families (ops.{fam} and another)")
+                table[k] = fn
+    _LOADED = {"ops": ops, "onnx": onnx, "tflite": tflite}
+    return _LOADED
+
+
+def get(op_type: str) -> OpDef | None:
+    """The registry entry of a canonical op type, or None."""
+    return _load()["ops"].get(op_type)
+
+
+def all_ops() -> dict[str, OpDef]:
+    return dict(_load()["ops"])
+
+
+def onnx_converter(op_type: str):
+    return _load()["onnx"].get(op_type)
+
+
+def tflite_converter(builtin: str):
+    return _load()["tflite"].get(builtin)

@@ -1,0 +1,122 @@
+"""The registry's vocabulary: what an op family declares (`OpDef`) and what its loader converters
+see (`OnnxNode`, `TfliteNode`) and return (`Canon`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+class UnsupportedKernel(Exception):
+    """No reference kernel for this op type / step kind, or for these attribute values."""
+
+
+@dataclass
+class Canon:
+    """A converter's answer: the canonical op type and attributes; `inputs` / `outputs` replace the
+    node's operand lists when given (e.g. dropping a Clip's bound operands)."""
+
+    type: str
+    attrs: dict = field(default_factory=dict)
+    inputs: list[int] | None = None
+    outputs: list[int] | None = None
+
+
+@dataclass
+class OnnxNode:
+    """One ONNX node as a converter sees it: attributes decoded, operands already created (shapes
+    from ONNX shape inference). `ints(k)` / `floats(k)` give a small constant input's values (the
+    loader reads only small constants: shapes, axes, pads, scalars), or None when unknown."""
+
+    op_type: str
+    domain: str
+    name: str
+    attrs: dict
+    inputs: list[int]
+    outputs: list[int]
+    operands: list
+    opset: int
+    _values: Callable[[int], tuple | None] = lambda k: None
+
+    def input(self, k: int):
+        """The operand of input k, or None when absent."""
+        if k >= len(self.inputs) or self.inputs[k] < 0:
+            return None
+        return self.operands[self.inputs[k]]
+
+    def shape(self, k: int) -> tuple | None:
+        o = self.input(k)
+        return None if o is None else tuple(o.shape)
+
+    def out_shape(self, k: int = 0) -> tuple:
+        return tuple(self.operands[self.outputs[k]].shape)
+
+    def values(self, k: int) -> tuple | None:
+        """Values of constant input k when it is small (<= 64 elements), else None."""
+        if k >= len(self.inputs) or self.inputs[k] < 0:
+            return None
+        return self._values(k)
+
+
+@dataclass
+class TfliteNode:
+    """One TFLite/circle operator as a converter sees it: `options` holds the builtin options table's
+    scalar fields by snake_case name (e.g. `{"axis": 1, "batch_dims": 0}`); `values(k)` a small
+    integer constant input's values."""
+
+    builtin: str
+    options: dict
+    inputs: list[int]
+    outputs: list[int]
+    operands: list
+    _values: Callable[[int], tuple | None] = lambda k: None
+
+    def input(self, k: int):
+        if k >= len(self.inputs) or self.inputs[k] < 0:
+            return None
+        return self.operands[self.inputs[k]]
+
+    def shape(self, k: int) -> tuple | None:
+        o = self.input(k)
+        return None if o is None else tuple(o.shape)
+
+    def out_shape(self, k: int = 0) -> tuple:
+        return tuple(self.operands[self.outputs[k]].shape)
+
+    def values(self, k: int) -> tuple | None:
+        if k >= len(self.inputs) or self.inputs[k] < 0:
+            return None
+        return self._values(k)
+
+
+@dataclass
+class OpDef:
+    """Everything memplan knows about one canonical op type.
+
+    - `rule(op, ctx) -> OpRule`: the training rule (see `memplan_cli.ops.rule`). None: the op has no
+      backward, and training through it is refused with the op named.
+    - `kernels`: step kind ("forward", "calcGradient", "calcDerivative") -> `fn(ctx)` on the
+      executor's StepContext (what `memplan verify` runs).
+    - `flops(op, operands) -> (forward, backward)`: multiply-adds count as 2 FLOPs; backward is both
+      calcGradient and calcDerivative when every input needs them.
+    - `required_inputs`: leading inputs that must be present; `check(op, operands) -> reason | None`
+      refuses attribute values the rule and kernels do not implement (checked at load).
+    - Requires-grad facts: `no_grad` (outputs never carry a gradient: shapes, masks, indices),
+      `nondiff_inputs` (input positions that never receive a back-prop, e.g. indices, shapes).
+    - `batch`: how re-batching a fixed-batch model treats the op: "keep" (dim 0 of every output
+      follows the batched inputs), "scale" (dim 0 scaled by the batched input's growth), or a function
+      `fn(op, in_shapes, old_out_shapes, old_batch, new_batch) -> new_out_shapes`.
+    - `profiles`: per-profile facts, e.g. `{"onert": {...}, "singa": {...}}`, read by the profiles.
+    """
+
+    type: str
+    rule: Callable | None = None
+    kernels: dict = field(default_factory=dict)
+    flops: Callable | None = None
+    required_inputs: int = 1
+    check: Callable | None = None
+    no_grad: bool = False
+    nondiff_inputs: tuple = ()
+    batch: object = "keep"
+    profiles: dict = field(default_factory=dict)
+    doc: str = ""
+    family: str = ""  # set by the registry: the module that defines it

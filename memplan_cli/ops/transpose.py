@@ -1,0 +1,75 @@
+"""Transpose (ONNX Transpose, TFLite TRANSPOSE): Y = X permuted by `perm`.
+
+Training rule (PyTorch derivatives.yaml `permute`: self: permute_backwards(grad, dims)):
+- calcDerivative: dX = dY permuted by the inverse of `perm`; reads dY only, keeps nothing.
+- Not a view: NumPy/TFLite kernels copy, so Y and dX get their own buffers.
+FLOPs: none (data movement only); bytes moved are |X| each way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+
+def perm_of(op, rank: int) -> tuple[int, ...]:
+    p = op.attrs.get("perm")
+    return tuple(range(rank))[::-1] if p is None else tuple(int(a) % rank for a in p)
+
+
+def rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    return r
+
+
+def forward(ctx):
+    x = ctx.x(0)
+    ctx.y()[...] = np.transpose(x, perm_of(ctx.op, x.ndim))
+
+
+def calc_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    dy = ctx.dy()
+    dx[...] = np.transpose(dy, np.argsort(perm_of(ctx.op, dy.ndim)))
+
+
+def check(op, operands):
+    rank = len(operands[op.inputs[0]].shape)
+    p = op.attrs.get("perm")
+    if p is not None and sorted(int(a) % max(rank, 1) for a in p) != list(range(rank)):
+        return f"has a perm {tuple(p)} that is not a permutation of {rank} axes"
+    return None
+
+
+def _batch(op, graph, shapes, batched):
+    x = op.inputs[0]
+    if x not in batched:
+        return [None]
+    s = shapes[x]
+    return [tuple(s[a] for a in perm_of(op, len(s)))]
+
+
+OPS = [OpDef("Transpose", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
+             flops=lambda op, operands: (0, 0), check=check, nondiff_inputs=(1,), batch=_batch)]
+
+
+def _onnx(node) -> Canon:
+    perm = node.attrs.get("perm")
+    return Canon("Transpose", {} if perm is None else {"perm": tuple(int(a) for a in perm)})
+
+
+def _tflite(node) -> Canon | None:
+    perm = node.values(1)
+    if perm is None:
+        return None  # a perm computed at run time: memplan cannot size or run it
+    return Canon("Transpose", {"perm": tuple(int(a) for a in perm)}, inputs=node.inputs[:1])
+
+
+ONNX = {"Transpose": _onnx}
+TFLITE = {"TRANSPOSE": _tflite}

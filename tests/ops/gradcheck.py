@@ -1,0 +1,99 @@
+"""Test harness for op-family modules: load a tiny model the way users do, then check every gradient
+a training graph computes against central finite differences of the loss (float64), under memplan's
+own rules and with every saving rule off, and run `memplan verify` on it.
+
+A family test builds a small ONNX model (or tflite) where the op under test sits between trained
+parameters (so its calcDerivative runs: put a parameterised op such as Add(x, p) before it) and calls
+`check_gradients(path)` and `check_verify(path)`.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from memplan_cli.cli import main
+from memplan_cli.config import TrainConfig
+from memplan_cli.execute.executor import _Inputs
+from memplan_cli.loaders import load_model
+from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.passes.policy import Policy
+from tests.execute.helpers import run_backward
+
+H = 1e-6
+SAMPLES = 12
+
+
+def onnx_model(nodes, inputs, outputs, inits, opset=17) -> onnx.ModelProto:
+    """inputs/outputs: (name, shape[, elem_type]); inits: name -> numpy array."""
+    def vi(t):
+        return helper.make_tensor_value_info(t[0], t[2] if len(t) > 2 else TensorProto.FLOAT, list(t[1]))
+    g = helper.make_graph(nodes, "g", [vi(t) for t in inputs], [vi(t) for t in outputs],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def save(tmp_path, m, name="m.onnx") -> str:
+    p = str(tmp_path / name)
+    onnx.save(m, p)
+    return p
+
+
+def training_graph(path, policy=None, loss="mse", batch=None, **config):
+    g = load_model(path, batch_size=batch)
+    for o in g.operands:
+        if o.dtype == "float32":
+            o.dtype = "float64"
+    tg = build_training_graph(g, TrainConfig(optimizer="sgd", loss=loss, **config), policy=policy or Policy())
+    for t in tg.tensors:
+        if t.dtype == "float32":
+            t.dtype = "float64"
+    return tg
+
+
+def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()), min_checked=4, **config) -> int:
+    """Finite-difference check of every weight gradient; returns how many elements were checked."""
+    checked = 0
+    for policy in policies:
+        tg = training_graph(path, policy, loss, **config)
+        src = _Inputs(tg, 0)
+        loss_t = next(t.id for t in tg.tensors if t.role == "loss")
+        targets = [(tg.fwd[o], g) for o, g in tg.grad.items()]
+        values = {t: src.value(t, np.float64) for t, _ in targets}
+        mem = run_backward(tg, values)
+        got = {t: np.array(mem.view(g)) for t, g in targets}
+        rng = np.random.default_rng(1)
+        for t, _ in targets:
+            p = values[t].reshape(-1)
+            for k in rng.choice(p.size, size=min(p.size, SAMPLES), replace=False):
+                old = p[k]
+                p[k] = old + H
+                a = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
+                p[k] = old - H
+                b = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
+                p[k] = old
+                num, ana = (a - b) / (2 * H), got[t].reshape(-1)[k]
+                assert abs(num - ana) <= 1e-6 * max(1.0, abs(num)), (tg.tensors[t].name, int(k), num, ana)
+                checked += 1
+    assert checked >= min_checked
+    return checked
+
+
+def check_verify(path, *args) -> dict:
+    """`memplan verify PATH -f json` passes (memplan profile unless args say otherwise)."""
+    r = CliRunner().invoke(main, ["verify", path, "-f", "json", *args], env={"NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["passed"], doc
+    return doc
+
+
+def analyze_json(path, *args) -> dict:
+    r = CliRunner().invoke(main, ["analyze", path, "-f", "json", *args], env={"NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
