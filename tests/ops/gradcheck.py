@@ -56,8 +56,11 @@ def training_graph(path, policy=None, loss="mse", batch=None, **config):
     return tg
 
 
-def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()), min_checked=4, **config) -> int:
-    """Finite-difference check of every weight gradient; returns how many elements were checked."""
+def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()), min_checked=4, feeds=None,
+                    **config) -> int:
+    """Finite-difference check of every weight gradient; returns how many elements were checked.
+    `feeds` ({tensor name: array}) replaces seeded values (e.g. an int input's indices, which are
+    zeros otherwise)."""
     checked = 0
     for policy in policies:
         tg = training_graph(path, policy, loss, **config)
@@ -65,6 +68,9 @@ def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()),
         loss_t = next(t.id for t in tg.tensors if t.role == "loss")
         targets = [(tg.fwd[o], g) for o, g in tg.grad.items()]
         values = {t: src.value(t, np.float64) for t, _ in targets}
+        by_name = {t.name: t.id for t in tg.tensors}
+        for name, v in (feeds or {}).items():
+            values[by_name[name]] = np.asarray(v)
         mem = run_backward(tg, values)
         got = {t: np.array(mem.view(g)) for t, g in targets}
         rng = np.random.default_rng(1)
