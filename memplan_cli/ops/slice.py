@@ -1,0 +1,338 @@
+"""Slice and Split: Y is a strided window of X (Slice), or X cut into pieces along one axis (Split).
+
+Canonical forms:
+- `Slice(x[, starts, ends, axes, steps])`, attrs `starts`, `ends`, `axes`, `steps` with ONNX
+  semantics (negative values count from the end, out-of-range values clamp, a negative step walks
+  backwards). ONNX opset 1-9 gives them as attributes, opset 10+ as inputs: constant inputs become
+  attributes; inputs computed at run time (a `Shape -> Gather` chain) stay operands that the kernels
+  read (small ints; the backward keeps them). TFLite SLICE (begin, size) and STRIDED_SLICE (begin,
+  end, strides and begin/end/shrink-axis masks) are converted when begin/end/strides are constants;
+  a shrunk axis is a length-1 window whose output drops the axis (the kernels reshape to Y's shape).
+  STRIDED_SLICE with ellipsis_mask, new_axis_mask or offset is not converted (it stays STRIDED_SLICE
+  and is refused if training needs it).
+- `Split(x)`, attrs `axis` and `sizes` (from the outputs' shapes, which shape inference knows for
+  every ONNX opset: the `split` attribute (< 13), input (13+) or `num_outputs` (18+)). TFLite SPLIT
+  (axis input first), SPLIT_V (sizes, axis inputs) and UNPACK (pieces of size 1, the axis dropped:
+  attr `squeeze`).
+
+Training rules (PyTorch derivatives.yaml `slice.Tensor`: self: slice_backward_wrapper(grad,
+self.sym_sizes(), dim, start, end, step); `split.Tensor`: self: split_backward(grads, ...)): only
+sizes are saved, never data.
+- Slice calcDerivative: dX = zeros, dX[window] = dY; reads dY (and run-time slice parameters).
+- Split calcDerivative: dX = the pieces' back-props side by side, zeros for a piece nobody
+  differentiates; reads the back-props that exist.
+FLOPs: none (data movement).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+PARAMS = ("starts", "ends", "axes", "steps")  # ONNX Slice inputs 1..4
+BIG = 2**62
+
+
+# ---- Slice --------------------------------------------------------------------------------------
+def window(shape, starts, ends, axes=None, steps=None) -> tuple:
+    """The numpy index of an ONNX Slice on `shape` (ONNX's clamping rules)."""
+    rank = len(shape)
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    sl = [slice(None)] * rank
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a, s, e, st = int(a) % rank, int(s), int(e), int(st)
+        dim = shape[a]
+        s = s + dim if s < 0 else s
+        e = e + dim if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+        else:
+            s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)
+        sl[a] = slice(s, None if e < 0 else e, st)
+    return tuple(sl)
+
+
+def _params(op, get) -> list:
+    """starts, ends, axes, steps: from the attrs, else from `get(k)` (input k's value) when present."""
+    out = []
+    for k, name in enumerate(PARAMS, start=1):
+        v = op.attrs.get(name)
+        if v is None and k < len(op.inputs) and op.inputs[k] >= 0:
+            v = get(k)
+        out.append(None if v is None else [int(x) for x in np.asarray(v).reshape(-1)])
+    return out
+
+
+def runtime_params(op) -> list[int]:
+    """Slice-parameter operands whose values only exist at run time."""
+    return [op.inputs[k] for k, name in enumerate(PARAMS, start=1)
+            if name not in op.attrs and k < len(op.inputs) and op.inputs[k] >= 0]
+
+
+def slice_rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)] + [("fwd", i) for i in runtime_params(op)], [("bp", x)])
+    return r
+
+
+def _window_of(ctx, shape) -> tuple:
+    starts, ends, axes, steps = _params(ctx.op, ctx.x)
+    return window(shape, starts, ends, axes, steps)
+
+
+def slice_forward(ctx):
+    x = ctx.x(0)
+    y = ctx.y()
+    y[...] = x[_window_of(ctx, x.shape)].reshape(y.shape)
+
+
+def slice_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    dy = ctx.dy()
+    w = _window_of(ctx, dx.shape)
+    part = np.array(dy)  # dY may share dX's memory: read it before zeroing
+    dx[...] = 0
+    dx[w] = part.reshape(dx[w].shape)
+
+
+def _known(op, operands):
+    def get(k):
+        return operands[op.inputs[k]].value
+    return _params(op, get)
+
+
+def slice_check(op, operands):
+    shape = operands[op.inputs[0]].shape
+    rank = len(shape)
+    for k, name in enumerate(PARAMS, start=1):
+        if name not in op.attrs and k < len(op.inputs) and op.inputs[k] >= 0:
+            o = operands[op.inputs[k]]
+            if o.is_const and o.value is None:
+                return f"has a constant {name} input whose values memplan cannot read"
+    starts, ends, axes, steps = _known(op, operands)
+    if starts is None or ends is None:
+        return None  # computed at run time: checked by the kernel's shapes
+    n = len(starts)
+    if len(ends) != n or (axes is not None and len(axes) != n) or (steps is not None and len(steps) != n):
+        return "has starts, ends, axes and steps of different lengths"
+    if axes is not None:
+        if any(not -rank <= a < rank for a in axes):
+            return f"has an axis outside the input's {rank} dimensions"
+        if len({a % rank for a in axes}) != n:
+            return "slices one axis twice"
+    if steps is not None and any(s == 0 for s in steps):
+        return "has a step of 0"
+    if axes is None and n > rank:
+        return f"slices {n} axes of a {rank}-dimensional input"
+    got = np.empty(shape, np.bool_)[window(shape, starts, ends, axes, steps)].size
+    want = operands[op.outputs[0]].num_elements
+    if got != want:
+        return f"selects {got} elements but its output has {want}"
+    return None
+
+
+def _slice_batch(op, graph, shapes, batched):
+    x = op.inputs[0]
+    if x not in batched:
+        return [None]
+    starts, ends, axes, steps = _known(op, graph.operands)
+    old_out = graph.operands[op.outputs[0]].shape
+    if starts is None or ends is None:
+        old0 = graph.operands[x].shape[0]
+        return [(shapes[x][0],) + tuple(old_out[1:])] if old_out and old_out[0] == old0 else [None]
+    cut = np.empty(shapes[x], np.bool_)[window(shapes[x], starts, ends, axes, steps)].shape
+    if len(cut) == len(old_out):
+        return [tuple(cut)]
+    # a TFLite shrink dropped axes: dim 0 follows the window's dim 0 when it is still there
+    was = np.empty(graph.operands[x].shape, np.bool_)[window(graph.operands[x].shape, starts, ends, axes, steps)].shape
+    return [(cut[0],) + tuple(old_out[1:])] if old_out and old_out[0] == was[0] and was[0] != 1 else [None]
+
+
+# ---- Split --------------------------------------------------------------------------------------
+def split_rule(op, ctx) -> OpRule:
+    x = op.inputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", o) for o in op.outputs if ctx.needs_bp(o)], [("bp", x)])
+    return r
+
+
+def _cuts(op, shape) -> list[tuple]:
+    ax = int(op.attrs["axis"]) % len(shape)
+    out, at = [], 0
+    for n in op.attrs["sizes"]:
+        sl = [slice(None)] * len(shape)
+        sl[ax] = slice(at, at + n)
+        out.append(tuple(sl))
+        at += n
+    return out
+
+
+def split_forward(ctx):
+    x = ctx.x(0)
+    for k, w in enumerate(_cuts(ctx.op, x.shape)):
+        y = ctx.y(k)
+        y[...] = x[w].reshape(y.shape)
+
+
+def split_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    parts = []
+    for k, w in enumerate(_cuts(ctx.op, dx.shape)):
+        t = ctx.tg.bp.get(ctx.op.outputs[k])
+        parts.append((w, None if t is None or t not in ctx.touched else np.array(ctx.dy(k))))
+    dx[...] = 0
+    for w, d in parts:
+        if d is not None:
+            dx[w] = d.reshape(dx[w].shape)
+
+
+def split_check(op, operands):
+    shape = operands[op.inputs[0]].shape
+    rank = len(shape)
+    ax = op.attrs.get("axis")
+    sizes = op.attrs.get("sizes")
+    if ax is None or sizes is None:
+        return "has no axis or sizes"
+    if not -rank <= int(ax) < rank:
+        return f"has axis {ax} outside the input's {rank} dimensions"
+    if len(sizes) != len(op.outputs) or sum(sizes) != shape[int(ax) % rank] or min(sizes) < 1:
+        return f"cuts a dimension of {shape[int(ax) % rank]} into {tuple(sizes)} for {len(op.outputs)} outputs"
+    for o, n in zip(op.outputs, sizes):
+        if operands[o].num_elements != math.prod(shape) // shape[int(ax) % rank] * n:
+            return f"has an output of shape {operands[o].shape} that does not match its piece"
+    return None
+
+
+def _split_batch(op, graph, shapes, batched):
+    x = op.inputs[0]
+    if x not in batched:
+        return [None] * len(op.outputs)
+    old, new = graph.operands[x].shape, shapes[x]
+    ax = int(op.attrs["axis"]) % len(old)
+    if ax == 0 and not op.attrs.get("squeeze"):
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: it splits the batch dimension into fixed pieces")
+    out = []
+    for o in op.outputs:
+        s = graph.operands[o].shape
+        out.append((new[0],) + tuple(s[1:]) if s and s[0] == old[0] else None)
+    return out
+
+
+def _split_sizes(node, axis: int) -> list[int]:
+    ax = axis % len(node.shape(0))
+    outs = [node.operands[o].shape for o in node.outputs]
+    return [int(s[ax]) if len(s) > ax else 1 for s in outs]
+
+
+OPS = [
+    OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative},
+          flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch),
+    OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative},
+          flops=lambda op, operands: (0, 0), check=split_check, batch=_split_batch),
+]
+
+
+# ---- converters ---------------------------------------------------------------------------------
+def _onnx_slice(node) -> Canon:
+    if node.opset < 10:
+        a = node.attrs
+        attrs = {"starts": tuple(a.get("starts", ())), "ends": tuple(a.get("ends", ()))}
+        if "axes" in a:
+            attrs["axes"] = tuple(a["axes"])
+        return Canon("Slice", attrs, inputs=node.inputs[:1])
+    attrs, ins = {}, [node.inputs[0]]
+    dynamic = False
+    for k, name in enumerate(PARAMS, start=1):
+        if node.input(k) is None:
+            continue
+        v = node.values(k)
+        if v is None:
+            dynamic = True
+        else:
+            attrs[name] = tuple(int(x) for x in v)
+    if dynamic:  # keep every parameter operand in place; the known ones also as attrs
+        ins = list(node.inputs)
+    return Canon("Slice", attrs, inputs=ins)
+
+
+def _onnx_split(node) -> Canon:
+    axis = int(node.attrs.get("axis", 0))
+    return Canon("Split", {"axis": axis, "sizes": tuple(_split_sizes(node, axis))}, inputs=node.inputs[:1])
+
+
+def _tfl_slice(node) -> Canon | None:
+    begin, size = node.values(1), node.values(2)
+    if begin is None or size is None:
+        return None
+    ends = tuple(BIG if s == -1 else int(b) + int(s) for b, s in zip(begin, size))
+    return Canon("Slice", {"starts": tuple(int(b) for b in begin), "ends": ends}, inputs=node.inputs[:1])
+
+
+def _tfl_strided_slice(node) -> Canon | None:
+    o = node.options
+    if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0) or o.get("offset", False):
+        return None
+    begin, end = node.values(1), node.values(2)
+    strides = node.values(3) if node.input(3) is not None else None
+    shape = node.shape(0)
+    if begin is None or end is None or shape is None or (node.input(3) is not None and strides is None):
+        return None
+    strides = strides or (1,) * len(begin)
+    bm, em, sm = int(o.get("begin_mask", 0)), int(o.get("end_mask", 0)), int(o.get("shrink_axis_mask", 0))
+    starts, ends, steps = [], [], []
+    for i, (b, e, st) in enumerate(zip(begin, end, strides)):
+        b, e, st = int(b), int(e), int(st)
+        if sm >> i & 1:
+            b = b + shape[i] if b < 0 else b
+            starts.append(b), ends.append(b + 1), steps.append(1)
+            continue
+        if bm >> i & 1:
+            b = 0 if st > 0 else BIG
+        if em >> i & 1:
+            e = BIG if st > 0 else -BIG
+        starts.append(b), ends.append(e), steps.append(st)
+    return Canon("Slice", {"starts": tuple(starts), "ends": tuple(ends), "axes": tuple(range(len(starts))),
+                           "steps": tuple(steps)}, inputs=node.inputs[:1])
+
+
+def _tfl_split(node) -> Canon | None:
+    ax = node.values(0)
+    if ax is None or node.input(1) is None:
+        return None
+    x = node.inputs[1]
+    rank = len(node.operands[x].shape)
+    axis = int(ax[0]) % rank
+    sizes = [int(node.operands[o].shape[axis]) for o in node.outputs]
+    return Canon("Split", {"axis": axis, "sizes": tuple(sizes)}, inputs=[x])
+
+
+def _tfl_split_v(node) -> Canon | None:
+    ax = node.values(2)
+    if ax is None:
+        return None
+    axis = int(ax[0]) % len(node.shape(0))
+    return Canon("Split", {"axis": axis, "sizes": tuple(_split_sizes(node, axis))}, inputs=node.inputs[:1])
+
+
+def _tfl_unpack(node) -> Canon:
+    axis = int(node.options.get("axis", 0)) % len(node.shape(0))
+    return Canon("Split", {"axis": axis, "sizes": (1,) * len(node.outputs), "squeeze": True},
+                 inputs=node.inputs[:1])
+
+
+ONNX = {"Slice": _onnx_slice, "Split": _onnx_split}
+TFLITE = {"SLICE": _tfl_slice, "STRIDED_SLICE": _tfl_strided_slice, "SPLIT": _tfl_split,
+          "SPLIT_V": _tfl_split_v, "UNPACK": _tfl_unpack}
