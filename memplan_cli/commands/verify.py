@@ -47,7 +47,8 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, **
     from memplan_cli.report.output import emit
 
     check_planner(flags.get("planner"))
-    graph = load_model(model)
+    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
+    graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     profile = flags.get("profile") or "memplan"
     popts = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else {}

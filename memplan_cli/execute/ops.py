@@ -715,7 +715,7 @@ HANDLERS: dict[str, dict] = {
     "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
 }
 HANDLERS["Gemm"] = HANDLERS["MatMul"]
-for _t in ("Flatten", "Squeeze", "ExpandDims"):
+for _t in ("Flatten",):
     HANDLERS[_t] = HANDLERS["Reshape"]
 HANDLERS["GlobalAveragePool"] = HANDLERS["Mean"]
 for _t in ("Add", "Sub", "Mul", "Div"):

@@ -97,7 +97,7 @@ def nchw_net(batch=2):
 def misc_net(batch=2):
     """The rest of the ops with a backward rule: standalone Relu6, Clip (ONNX bounds as scalar
     operands), Mean with keep_dims, Squeeze, FC with a fused RELU_N1_TO_1 / SIGMOID, MatMul with a
-    constant adj_y operand, ExpandDims, MatMul of two activations (both back-props), Flatten; the FC
+    constant adj_y operand, Unsqueeze, MatMul of two activations (both back-props), Flatten; the FC
     output f is a branch point."""
     b = _B()
     x = b.t("x", (batch, 4, 4, 3))
@@ -107,12 +107,12 @@ def misc_net(batch=2):
     cl = b.op("Clip", [r6, b.t("lo", (), True), b.t("hi", (), True)], "cl", (batch, 4, 4, 3), min=0.1, max=0.9)
     mn = b.op("Mean", [cl, b.t("axes", (2,), True, "int32", (1, 2))], "mn", (batch, 1, 1, 3), keep_dims=True,
               axes=(1, 2))
-    sq = b.op("Squeeze", [mn], "sq", (batch, 3))
+    sq = b.op("Squeeze", [mn], "sq", (batch, 3), axes=(1, 2))
     f = b.op("FullyConnected", [sq, b.t("w1", (4, 3), True), b.t("b1", (4,), True)], "f", (batch, 4),
              activation="RELU_N1_TO_1")
     m = b.op("MatMul", [f, b.t("w2", (5, 4), True)], "m", (batch, 5), adj_x=False, adj_y=True)
-    s = b.op("ExpandDims", [m, b.t("ax_s", (1,), True, "int32", (2,))], "s", (batch, 5, 1))
-    t = b.op("ExpandDims", [f, b.t("ax_t", (1,), True, "int32", (1,))], "t", (batch, 1, 4))
+    s = b.op("Unsqueeze", [m], "s", (batch, 5, 1), axes=(2,))
+    t = b.op("Unsqueeze", [f], "t", (batch, 1, 4), axes=(1,))
     o = b.op("MatMul", [s, t], "o", (batch, 5, 4), adj_x=False, adj_y=False)
     fl = b.op("Flatten", [o], "fl", (batch, 20))
     y = b.op("FullyConnected", [fl, b.t("w3", (3, 20), True), b.t("b3", (3,), True)], "y", (batch, 3),

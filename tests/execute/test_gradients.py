@@ -28,7 +28,7 @@ def _singa():
     return singa.policy(), singa.rules()
 # op types each graph exercises in backward (the union must cover every op with a backward rule)
 COVERS = {"Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D", "Add", "Sub", "Mul", "Div", "Relu", "Relu6",
-          "Sigmoid", "Tanh", "Clip", "Softmax", "Reshape", "Flatten", "Squeeze", "ExpandDims", "Pad", "Mean",
+          "Sigmoid", "Tanh", "Clip", "Softmax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad", "Mean",
           "Concat", "FullyConnected", "MatMul", "Loss"}
 
 

@@ -25,4 +25,4 @@ def reshape(op, ctx) -> OpRule:
     return rule
 
 
-RULES = {"Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "ExpandDims": reshape}
+RULES = {"Reshape": reshape, "Flatten": reshape}
