@@ -6,6 +6,10 @@ Rules:
   the chain, so a `Constant -> ConstantOfShape -> Mul -> Conv` weight becomes one constant: a
   trainable weight of the Conv, not an activation with no gradient.
 - An op whose output is a graph output is kept (the model's result must stay computed).
+- An op that reads a float constant another op also reads (a tied embedding table, one bias used
+  twice), or that selects part of a float constant (its outputs hold fewer elements than that input,
+  e.g. a Gather of position rows from a table) is kept: folding it would train a copy, or a slice,
+  in place of the file's own parameter.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -22,11 +26,17 @@ class FoldConstants:
     def run(self, g: Graph) -> bool:
         """Fold in place; returns whether anything changed."""
         outputs = set(g.outputs)
+        readers: dict[int, int] = {}
+        for op in g.operations:
+            for i in set(op.inputs):
+                readers[i] = readers.get(i, 0) + 1
         folded: list[int] = []
         for k in g.topological_order():
             op = g.operations[k]
             ins = [i for i in op.inputs if i >= 0]
             if any(not g.operands[i].is_const for i in ins) or any(o in outputs for o in op.outputs):
+                continue
+            if _reads_a_parameter_it_must_not_copy(g, op, ins, readers):
                 continue
             for o in op.outputs:
                 g.operands[o] = replace(g.operands[o], is_const=True)
@@ -42,3 +52,14 @@ class FoldConstants:
         g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
                           f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
         return True
+
+
+def _reads_a_parameter_it_must_not_copy(g: Graph, op, ins, readers) -> bool:
+    out = sum(g.operands[o].num_elements for o in op.outputs)
+    for i in ins:
+        o = g.operands[i]
+        if not o.dtype.startswith(("float", "bfloat")):
+            continue
+        if readers.get(i, 0) > 1 or o.num_elements > out:
+            return True
+    return False

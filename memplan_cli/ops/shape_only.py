@@ -1,0 +1,204 @@
+"""Ops that compute shapes, masks, indices and constants: Shape, Size, ConstantOfShape, Range,
+comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual, NotEqual), logic (Not, And, Or, Xor)
+and Cast.
+
+Rules:
+- Their outputs are integers or booleans (or a constant fill), so no gradient ever flows through
+  them (`no_grad`): they run forward only and keep nothing for backward. Their forward step reads
+  their inputs like any op, except Shape and Size, which read only the input's static shape and so
+  do not keep the input alive (torch's `aten::size` does not touch data either).
+- Cast is differentiable when it maps a float to a float: dX = dY cast back (a copy; PyTorch
+  derivatives.yaml `_to_copy`: self: _to_copy_backward(grad, self.options()), saves nothing). A cast
+  to or from an integer type carries no gradient (requires-grad analysis: ints never do).
+- ONNX shape inference (with data propagation) already gives every output a static shape; these
+  kernels only exist so that `memplan verify` can run the forward pass through them.
+- NonZero is not here: its output shape depends on the data, which a static plan cannot size.
+FLOPs: one per output element (comparisons, logic, casts); none for the shape ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+
+def plain(op, ctx) -> OpRule:
+    return OpRule(forward=forward_io(op))
+
+
+def shape_only(op, ctx) -> OpRule:
+    """Shape / Size: the static shape is known without reading the data."""
+    return OpRule(forward=StepIO([], [("fwd", o) for o in op.outputs]))
+
+
+def _in_shape(ctx):
+    return ctx.tg.graph.operands[ctx.op.inputs[0]].shape
+
+
+def shape_fwd(ctx):
+    s = _in_shape(ctx)
+    start, end = ctx.attrs.get("start", 0), ctx.attrs.get("end")
+    y = ctx.y()
+    y[...] = np.asarray(s[start:end] if end is not None else s[start:], dtype=np.int64).reshape(y.shape)
+
+
+def size_fwd(ctx):
+    ctx.y()[...] = int(np.prod(_in_shape(ctx), dtype=np.int64))
+
+
+def const_fwd(ctx):
+    ctx.y()[...] = ctx.attrs.get("value", 0)
+
+
+def range_fwd(ctx):
+    start, limit, delta = (np.asarray(ctx.x(k)).reshape(-1)[0] for k in range(3))
+    y = ctx.y()
+    y[...] = np.arange(start, limit, delta)[: y.size].reshape(y.shape)
+
+
+BINARY = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
+          "GreaterOrEqual": np.greater_equal, "NotEqual": np.not_equal, "And": np.logical_and,
+          "Or": np.logical_or, "Xor": np.logical_xor}
+
+
+def _binary(fn):
+    def fwd(ctx):
+        y = ctx.y()
+        y[...] = fn(ctx.x(0), ctx.x(1))
+    return fwd
+
+
+def not_fwd(ctx):
+    ctx.y()[...] = np.logical_not(ctx.x(0))
+
+
+def cast_rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    return r
+
+
+def cast_fwd(ctx):
+    y = ctx.y()
+    x = np.asarray(ctx.x(0))
+    if y.dtype.kind in "iu" and x.dtype.kind == "f":
+        x = np.trunc(x)  # ONNX / TFLite: toward zero
+    y[...] = x
+
+
+def cast_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is not None:
+        dx[...] = ctx.dy()
+
+
+def _elementwise_flops(op, operands):
+    return operands[op.outputs[0]].num_elements, 0
+
+
+def _zero(op, operands):
+    return 0, 0
+
+
+def _fixed(op, graph, shapes, batched):
+    """Shape, Size, Range: the output's shape does not follow the batch."""
+    return [None] * len(op.outputs)
+
+
+def _shape_batch(op, graph, shapes, batched):
+    """A Shape of a batched tensor that includes the batch dim feeds a shape computation whose
+    values memplan does not track: re-batching would leave them stale."""
+    x = op.inputs[0]
+    start = int(op.attrs.get("start", 0))
+    if start == 0 or start <= -len(graph.operands[x].shape):
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: it reads the batch dimension into a shape "
+                         "computation; export the model with the batch you want or a symbolic batch")
+    return [None]
+
+
+def _broadcast_batch(op, graph, shapes, batched):
+    ins = [i for i in op.inputs if i >= 0]
+    try:
+        b = np.broadcast_shapes(*(tuple(shapes[i]) for i in ins))
+    except ValueError:
+        return [None]
+    return [tuple(b)]
+
+
+def _same(op, graph, shapes, batched):
+    return [tuple(shapes[op.inputs[0]])]
+
+
+def _check_cast(op, operands):
+    return None
+
+
+def _check_const(op, operands):
+    v = op.attrs.get("value", 0)
+    if not isinstance(v, (int, float, bool)):
+        return f"has a fill value {v!r} that is not a number"
+    return None
+
+
+OPS = [
+    OpDef("Shape", rule=shape_only, kernels={"forward": shape_fwd}, flops=_zero, no_grad=True, batch=_shape_batch),
+    OpDef("Size", rule=shape_only, kernels={"forward": size_fwd}, flops=_zero, no_grad=True, batch=_shape_batch),
+    OpDef("ConstantOfShape", rule=plain, kernels={"forward": const_fwd}, flops=_zero, no_grad=True,
+          check=_check_const, batch=_fixed),
+    OpDef("Range", rule=plain, kernels={"forward": range_fwd}, flops=_zero, required_inputs=3, no_grad=True,
+          batch=_fixed),
+    OpDef("Not", rule=plain, kernels={"forward": not_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
+    OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative},
+          flops=_elementwise_flops, check=_check_cast, batch=_same),
+] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
+           no_grad=True, batch=_broadcast_batch) for t, fn in BINARY.items()]
+
+
+# ---- converters ---------------------------------------------------------------------------------
+def _same_type(t):
+    def conv(node) -> Canon:
+        return Canon(t, {})
+    return conv
+
+
+def _onnx_shape(node) -> Canon:
+    attrs = {}
+    for k in ("start", "end"):
+        if k in node.attrs:
+            attrs[k] = int(node.attrs[k])
+    return Canon("Shape", attrs)
+
+
+def _onnx_constant_of_shape(node) -> Canon:
+    v = node.attrs.get("value")
+    value = 0.0
+    if v is not None:
+        from onnx import numpy_helper
+
+        value = numpy_helper.to_array(v).reshape(-1)[0].item()
+    return Canon("ConstantOfShape", {"value": value})
+
+
+def _onnx_cast(node) -> Canon:
+    return Canon("Cast", {})  # the target type is the output operand's dtype
+
+
+ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
+        "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast,
+        **{t: _same_type(t) for t in BINARY if t != "NotEqual"}}
+
+
+def _tfl_shape(node) -> Canon:
+    return Canon("Shape", {})
+
+
+TFLITE = {"SHAPE": _tfl_shape, "CAST": _same_type("Cast"), "RANGE": _same_type("Range"),
+          "EQUAL": _same_type("Equal"), "NOT_EQUAL": _same_type("NotEqual"), "LESS": _same_type("Less"),
+          "GREATER": _same_type("Greater"), "LESS_EQUAL": _same_type("LessOrEqual"),
+          "GREATER_EQUAL": _same_type("GreaterOrEqual"), "LOGICAL_NOT": _same_type("Not"),
+          "LOGICAL_AND": _same_type("And"), "LOGICAL_OR": _same_type("Or")}
