@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import (activation, conv, elementwise, fc, loss, optim, pool, shape,
-                                         softmax)
+from memplan_cli.execute.kernels import activation, conv, elementwise, loss, optim, pool, shape, softmax
 from memplan_cli.execute.kernels.common import reduce_to_shape, store
 from memplan_cli import ops as registry
 
@@ -317,125 +316,6 @@ def _conv_family(depthwise: bool):
     return {"forward": fwd, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
 
 
-# ---- FullyConnected / MatMul --------------------------------------------------------------------
-def _fc_layout(ctx) -> str:
-    # tflite and ONNX Gemm(transB=1) store [O, I]; MatMul+Add / Gemm(transB=0) store [I, O]
-    tb = ctx.attrs.get("trans_b", ctx.attrs.get("transB"))
-    return "IO" if tb in (0, False) else "OI"
-
-
-def _fc_fwd(ctx):
-    fc.forward(ctx.x(0), ctx.x(1), ctx.x(2), ctx.y(), ctx.act(), _fc_layout(ctx))
-
-
-def _fc_grad(ctx):
-    dw, db = ctx.grad(1), ctx.grad(2)
-    if dw is None and db is None:
-        return
-    dz = ctx.dz()
-    n_out = ctx.tg.graph.operands[ctx.op.outputs[0]].shape[-1]
-    dz2 = dz.reshape(-1, n_out)
-    if dw is None:
-        db[...] = dz2.sum(axis=0)
-        return
-    x = ctx.x(0)
-    xt, dyt = ctx.extra("X^T"), ctx.extra("dY^T")
-    if xt is not None and dyt is not None:
-        # onert: dW = dY^T . X through materialised transposes
-        x2 = x.reshape(dz2.shape[0], -1)
-        xt.reshape(-1)[...] = x2.T.reshape(-1)
-        dyt.reshape(-1)[...] = dz2.T.reshape(-1)
-        xt2 = xt.reshape(x2.shape[1], x2.shape[0])
-        dyt2 = dyt.reshape(n_out, dz2.shape[0])
-        g = dyt2 @ xt2.T
-        store(dw, g if _fc_layout(ctx) == "OI" else g.T)
-        if db is not None:
-            db[...] = dyt2.sum(axis=1)
-        return
-    fc.calc_gradient(dz, x, dw, db, w_layout=_fc_layout(ctx))
-
-
-def _fc_deriv(ctx):
-    dx = ctx.dx(0)
-    if ctx.dx(1) is not None:
-        raise UnsupportedKernel("back-prop into a FullyConnected weight operand that is not constant")
-    if dx is None:
-        return
-    dz = ctx.dz()
-    w = ctx.x(1)
-    wt = ctx.extra("W^T")
-    layout = _fc_layout(ctx)
-    if wt is not None:
-        w_oi = w if layout == "OI" else w.T
-        wt.reshape(-1)[...] = w_oi.T.reshape(-1)
-        w, layout = wt.reshape(w_oi.shape[1], w_oi.shape[0]), "IO"
-    fc.calc_derivative(dz, w, dx, w_layout=layout)
-
-
-def _mm_operands(ctx):
-    a, b = ctx.attrs, ctx.attrs
-    ta = a.get("adj_x", a.get("trans_a", False))
-    tb = b.get("adj_y", b.get("trans_b", False))
-    return bool(ta), bool(tb)
-
-
-def _mm_fwd(ctx):
-    ta, tb = _mm_operands(ctx)
-    y = ctx.y()
-    fc.matmul_forward(_adj(ctx.x(0), ta), _adj(ctx.x(1), tb), y)
-    if ctx.x(2, optional=True) is not None:  # Gemm's C
-        y += ctx.x(2)
-    activation.apply(y, ctx.act(), y)
-
-
-def _adj(a, flag):
-    return np.swapaxes(a, -1, -2) if flag else a
-
-
-def _through_transpose(ext, v):
-    """onert's materialised transpose: write v with its axes reversed into `ext`, and return the
-    view of `ext` that reads as v again (the kernel then computes from the copy)."""
-    if ext is None:
-        return v
-    t = np.transpose(v)
-    ext.reshape(-1)[...] = t.reshape(-1)
-    return np.transpose(ext.reshape(t.shape))
-
-
-def _mm_back(ctx, want_grad: bool):
-    ta, tb = _mm_operands(ctx)
-    outs = [(k, ctx.grad(k) if want_grad else ctx.dx(k)) for k in (0, 1, 2)]
-    outs = [(k, o) for k, o in outs if o is not None]
-    if not outs:
-        return
-    dz = ctx.dz()
-    # onert's transposes (baseline policy): W^T of input 1 for calcDerivative, X^T of input 0 and
-    # dY^T for calcGradient
-    xa = xb = None
-    if want_grad:
-        dz = _through_transpose(ctx.extra("dY^T"), dz)
-        xt = ctx.extra("X^T")
-        if xt is not None:
-            xa = _through_transpose(xt, ctx.x(0))
-    else:
-        wt = ctx.extra("W^T")
-        if wt is not None:
-            xb = _through_transpose(wt, ctx.x(1))
-    for k, out in outs:
-        if k == 2:
-            store(out, reduce_to_shape(dz, out.shape))
-            continue
-        if k == 0:
-            b = _adj(ctx.x(1) if xb is None else xb, tb)
-            tmp = np.empty(_adj(out, ta).shape, out.dtype)
-            fc.matmul_grad_a(dz, b, tmp)
-        else:
-            a = _adj(ctx.x(0) if xa is None else xa, ta)
-            tmp = np.empty(_adj(out, tb).shape, out.dtype)
-            fc.matmul_grad_b(dz, a, tmp)
-        store(out, _adj(tmp, ta if k == 0 else tb))
-
-
 # ---- pools --------------------------------------------------------------------------------------
 def _argmax_extra(ctx):
     return ctx.extra("arg_max") if ctx.extra_id("arg_max") is not None else ctx.extra("window_index")
@@ -702,9 +582,6 @@ def apply_gradient(ctx):
 HANDLERS: dict[str, dict] = {
     "Conv2D": _conv_family(False),
     "DepthwiseConv2D": _conv_family(True),
-    "FullyConnected": {"forward": _fc_fwd, "calcGradient": _fc_grad, "calcDerivative": _fc_deriv},
-    "MatMul": {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
-               "calcDerivative": lambda c: _mm_back(c, False)},
     "MaxPool2D": {"forward": _maxpool_fwd, "calcDerivative": _maxpool_deriv},
     "AvgPool2D": {"forward": _avgpool_fwd, "calcDerivative": _avgpool_deriv},
     "Softmax": {"forward": _softmax_fwd, "calcDerivative": _softmax_deriv},
@@ -714,7 +591,6 @@ HANDLERS: dict[str, dict] = {
     "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv},
     "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
 }
-HANDLERS["Gemm"] = HANDLERS["MatMul"]
 for _t in ("Flatten",):
     HANDLERS[_t] = HANDLERS["Reshape"]
 HANDLERS["GlobalAveragePool"] = HANDLERS["Mean"]

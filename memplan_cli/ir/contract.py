@@ -12,7 +12,7 @@ from memplan_cli.ir.graph import ACTIVATIONS
 
 # op type -> number of leading inputs that must be present (not -1); every op needs one output
 REQUIRED_INPUTS = {
-    "Conv2D": 2, "DepthwiseConv2D": 2, "FullyConnected": 2, "MatMul": 2,
+    "Conv2D": 2, "DepthwiseConv2D": 2,
     "Add": 2, "Sub": 2, "Mul": 2, "Div": 2,
     "MaxPool2D": 1, "AvgPool2D": 1, "Mean": 1,
     "Relu": 1, "Relu6": 1, "Sigmoid": 1, "Tanh": 1, "Softmax": 1,

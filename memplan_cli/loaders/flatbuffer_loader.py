@@ -21,7 +21,7 @@ OP_MAP = {
     "MAX_POOL_2D": "MaxPool2D", "AVERAGE_POOL_2D": "AvgPool2D", "MEAN": "Mean",
     "ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div",
     "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh", "SOFTMAX": "Softmax",
-    "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat", "BATCH_MATMUL": "MatMul",
+    "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat",
 }
 # ops whose second input is a small int constant that decides the output shape
 SHAPE_CONST_INPUT = {"Reshape": 1, "Pad": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
@@ -268,7 +268,7 @@ class _Reader:
         return out
 
     def options(self, o, typ: str) -> dict:
-        from circle_schema.v0_10.circle import (BatchMatMulOptions, ConcatenationOptions, Conv2DOptions,
+        from circle_schema.v0_10.circle import (ConcatenationOptions, Conv2DOptions,
                                                  DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
                                                  ReducerOptions, ReshapeOptions, SoftmaxOptions)
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
@@ -328,9 +328,6 @@ class _Reader:
             ns = self.ints(x, 0)
             if ns:
                 a["new_shape"] = tuple(ns)
-        elif kind == BO.BatchMatMulOptions:
-            x = view(BatchMatMulOptions, "BatchMatMulOptions")
-            a.update(adj_x=bool(x.AdjointLhs()), adj_y=bool(x.AdjointRhs()))
         return a
 
     # ---- training metadata ---------------------------------------------------------------

@@ -286,13 +286,6 @@ class _Builder:
             attrs["filter"] = tuple(a.get("kernel_shape", ()))
             attrs.pop("dilation", None)
             return SIMPLE[t], attrs
-        if t == "Gemm":
-            w_const = len(ins) > 1 and operands[ins[1]].is_const
-            if w_const and not a.get("transA", 0):
-                return "FullyConnected", {"activation": "NONE", "trans_b": bool(a.get("transB", 0))}
-            return "MatMul", {"trans_a": bool(a.get("transA", 0)), "trans_b": bool(a.get("transB", 0))}
-        if t == "MatMul":
-            return "MatMul", {}
         if t == "Clip":
             lo, hi = self._clip_bounds(node, a, ins)
             if lo == 0 and hi == 6:

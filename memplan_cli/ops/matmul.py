@@ -1,0 +1,343 @@
+"""FullyConnected / Gemm / MatMul / BatchMatMul: Y = act(op(A) · op(B) (+ C)).
+
+Canonical forms:
+- `FullyConnected(x, W[, b])`: TFLite FULLY_CONNECTED (W stored [O, I], x flattened to [-1, I]),
+  ONNX Gemm with a constant B and no transA (`trans_b` False: B stored [I, O]), and the ONNX loader's
+  MatMul(x, W) + Add(b) fusion. (The TFLite converter of FULLY_CONNECTED is the flatbuffer loader's.)
+- `MatMul(a, b[, c])`, attrs `trans_a` / `trans_b`: ONNX MatMul (numpy semantics: batch dimensions
+  broadcast, a 1-D operand is a vector), ONNX Gemm otherwise (2-D, C is input 2, broadcast to Y),
+  TFLite BATCH_MATMUL (adj_x / adj_y). Gemm's alpha and beta other than 1 are refused.
+
+Training rules (PyTorch derivatives.yaml `mm` / `matmul` / `addmm`: self: grad.mm(mat2.t()) saves
+mat2; mat2: self.t().mm(grad) saves self):
+- calcGradient (the op trains): dW = X^T·dY reads X and dY; db = Σ dY reads dY only. A MatMul whose
+  both operands are parameters reads each other.
+- calcDerivative (an input needs a back-prop): dA = dY·B^T reads B, dB = A^T·dY reads A; summed over
+  broadcast batch dimensions down to each operand's shape.
+- Kept for backward: X (only when W trains), W (only when X needs a back-prop), Y when an activation
+  is fused (its derivative comes from Y).
+- Extras: none in memplan (GEMM with transpose flags reads W, X and dY as they are). With
+  `policy.transpose_extras` (onert): W^T (|W|) in calcDerivative, X^T (|X|) and dY^T (|dY|) in
+  calcGradient, all BACKWARD.
+FLOPs: forward 2·M·N·K per batch element (+ |Y| for a bias); backward the same per operand whose
+gradient or back-prop is computed.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.execute.kernels import activation, fc
+from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.rule import (BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io,
+                                  fused_activation)
+
+
+# ---- rules ---------------------------------------------------------------------------------------
+def matmul_like(op, ctx, *, transposes=("W^T", "X^T", "dY^T")) -> OpRule:
+    a, b = op.inputs[0], op.inputs[1]
+    y = op.outputs[0]
+    weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and ctx.is_param(i)]
+    rule = OpRule(forward=forward_io(op), weights=weights)
+    other = {a: b, b: a}
+    if ctx.trains(op) and weights:
+        reads = [("bp", y)]
+        for w in weights:
+            if w in other:  # a matrix operand: its gradient needs the other matrix
+                reads.append(("fwd", other[w]))
+        rule.calc_gradient = StepIO(reads, [("grad", w) for w in weights])
+    targets = bp_targets(op, ctx, [a, b])
+    if targets:
+        rule.calc_derivative = StepIO([("bp", y)] + [("fwd", other[t]) for t in targets],
+                                      [("bp", t) for t in targets])
+    if ctx.policy.transpose_extras:
+        _transposes(op, ctx, rule, transposes)
+    fused_activation(op, ctx, rule, y)
+    return rule
+
+
+def _transposes(op, ctx, rule, names):
+    """onert's materialised transposes: W^T for dX, X^T and dY^T for dW."""
+    w, x, y = op.inputs[1], op.inputs[0], op.outputs[0]
+    if rule.calc_derivative is not None:
+        k = len(rule.extras)
+        rule.extras.append(ExtraRequest(names[0], tuple(reversed(ctx.operand(w).shape)), "float32", BACKWARD))
+        rule.calc_derivative.writes.insert(0, ("extra", k))
+        rule.calc_derivative.reads.append(("extra", k))
+        if ("fwd", w) not in rule.calc_derivative.reads:
+            rule.calc_derivative.reads.append(("fwd", w))
+    if rule.calc_gradient is not None and ("fwd", x) in rule.calc_gradient.reads:  # dW = X^T dY
+        for name, src in ((names[1], x), (names[2], y)):
+            k = len(rule.extras)
+            rule.extras.append(ExtraRequest(name, tuple(reversed(ctx.operand(src).shape)), "float32", BACKWARD))
+            rule.calc_gradient.writes.insert(0, ("extra", k))
+            rule.calc_gradient.reads.append(("extra", k))
+
+
+def fully_connected(op, ctx) -> OpRule:
+    return matmul_like(op, ctx)
+
+
+# ---- FullyConnected kernels ----------------------------------------------------------------------
+def _fc_layout(ctx) -> str:
+    # tflite and ONNX Gemm(transB=1) store [O, I]; MatMul+Add / Gemm(transB=0) store [I, O]
+    tb = ctx.attrs.get("trans_b", ctx.attrs.get("transB"))
+    return "IO" if tb in (0, False) else "OI"
+
+
+def _fc_fwd(ctx):
+    fc.forward(ctx.x(0), ctx.x(1), ctx.x(2), ctx.y(), ctx.act(), _fc_layout(ctx))
+
+
+def _fc_grad(ctx):
+    dw, db = ctx.grad(1), ctx.grad(2)
+    if dw is None and db is None:
+        return
+    dz = ctx.dz()
+    n_out = ctx.tg.graph.operands[ctx.op.outputs[0]].shape[-1]
+    dz2 = dz.reshape(-1, n_out)
+    if dw is None:
+        db[...] = dz2.sum(axis=0)
+        return
+    x = ctx.x(0)
+    xt, dyt = ctx.extra("X^T"), ctx.extra("dY^T")
+    if xt is not None and dyt is not None:
+        # onert: dW = dY^T . X through materialised transposes
+        x2 = x.reshape(dz2.shape[0], -1)
+        xt.reshape(-1)[...] = x2.T.reshape(-1)
+        dyt.reshape(-1)[...] = dz2.T.reshape(-1)
+        xt2 = xt.reshape(x2.shape[1], x2.shape[0])
+        dyt2 = dyt.reshape(n_out, dz2.shape[0])
+        g = dyt2 @ xt2.T
+        store(dw, g if _fc_layout(ctx) == "OI" else g.T)
+        if db is not None:
+            db[...] = dyt2.sum(axis=1)
+        return
+    fc.calc_gradient(dz, x, dw, db, w_layout=_fc_layout(ctx))
+
+
+def _fc_deriv(ctx):
+    dx = ctx.dx(0)
+    if ctx.dx(1) is not None:
+        raise UnsupportedKernel("back-prop into a FullyConnected weight operand that is not constant")
+    if dx is None:
+        return
+    dz = ctx.dz()
+    w = ctx.x(1)
+    wt = ctx.extra("W^T")
+    layout = _fc_layout(ctx)
+    if wt is not None:
+        w_oi = w if layout == "OI" else w.T
+        wt.reshape(-1)[...] = w_oi.T.reshape(-1)
+        w, layout = wt.reshape(w_oi.shape[1], w_oi.shape[0]), "IO"
+    fc.calc_derivative(dz, w, dx, w_layout=layout)
+
+
+# ---- MatMul kernels ------------------------------------------------------------------------------
+def _flags(attrs) -> tuple[bool, bool]:
+    ta = attrs.get("trans_a", attrs.get("adj_x", False))
+    tb = attrs.get("trans_b", attrs.get("adj_y", False))
+    return bool(ta), bool(tb)
+
+
+def _adj(a, flag):
+    return np.swapaxes(a, -1, -2) if flag else a
+
+
+def _mm_fwd(ctx):
+    ta, tb = _flags(ctx.attrs)
+    y = ctx.y()
+    fc.matmul_forward(_adj(ctx.x(0), ta), _adj(ctx.x(1), tb), y)
+    if ctx.x(2, optional=True) is not None:  # Gemm's C
+        y += ctx.x(2)
+    activation.apply(y, ctx.act(), y)
+
+
+def _through_transpose(ext, v):
+    """onert's materialised transpose: write v with its axes reversed into `ext`, and return the
+    view of `ext` that reads as v again (the kernel then computes from the copy)."""
+    if ext is None:
+        return v
+    t = np.transpose(v)
+    ext.reshape(-1)[...] = t.reshape(-1)
+    return np.transpose(ext.reshape(t.shape))
+
+
+def _mm_back(ctx, want_grad: bool):
+    ta, tb = _flags(ctx.attrs)
+    outs = [(k, ctx.grad(k) if want_grad else ctx.dx(k)) for k in (0, 1, 2)]
+    outs = [(k, o) for k, o in outs if o is not None]
+    if not outs:
+        return
+    dz = ctx.dz()
+    # onert's transposes (baseline policy): W^T of input 1 for calcDerivative, X^T of input 0 and
+    # dY^T for calcGradient
+    xa = xb = None
+    if want_grad:
+        dz = _through_transpose(ctx.extra("dY^T"), dz)
+        xt = ctx.extra("X^T")
+        if xt is not None and any(k == 1 for k, _ in outs):
+            xa = _through_transpose(xt, ctx.x(0))
+    else:
+        wt = ctx.extra("W^T")
+        if wt is not None:
+            xb = _through_transpose(wt, ctx.x(1))
+    if ctx.operand_in(0) == ctx.operand_in(1) and len(outs) > 1:
+        raise UnsupportedKernel(f"MatMul of an operand with itself ({ctx.op.label})")
+    for k, out in outs:
+        if k == 2:
+            store(out, reduce_to_shape(dz, out.shape))
+            continue
+        # each side reads only the other operand (its own value is not kept for it)
+        shape_a, shape_b = (ctx.tg.graph.operands[ctx.operand_in(j)].shape for j in (0, 1))
+        a = _adj(ctx.x(0) if xa is None else xa, ta) if k == 1 else _adj(np.broadcast_to(False, shape_a), ta)
+        b = _adj(ctx.x(1) if xb is None else xb, tb) if k == 0 else _adj(np.broadcast_to(False, shape_b), tb)
+        g = operand_grad(dz, a, b, k)
+        store(out, _adj(g, ta if k == 0 else tb))
+
+
+def operand_grad(dy, a, b, k: int) -> np.ndarray:
+    """dL/da (k=0) or dL/db (k=1) of y = a @ b (numpy semantics): a 1-D a is a row [1, K] whose
+    row axis y lacks, a 1-D b a column [K, 1]; broadcast batch dimensions are summed away."""
+    a2 = a[None, :] if a.ndim == 1 else a  # (only its shape is used when k == 0)
+    b2 = b[:, None] if b.ndim == 1 else b
+    d = np.asarray(dy)
+    if a.ndim == 1:
+        d = np.expand_dims(d, -2 if b.ndim > 1 else -1)
+    if b.ndim == 1:
+        d = np.expand_dims(d, -1) if a.ndim > 1 else d.reshape(1, 1)
+    if k == 0:
+        return reduce_to_shape(np.matmul(d, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+    return reduce_to_shape(np.matmul(np.swapaxes(a2, -1, -2), d), b2.shape).reshape(b.shape)
+
+
+# ---- contract, FLOPs, batch ----------------------------------------------------------------------
+def _mm_dims(op, shapes) -> tuple[int, int, int, int] | None:
+    """(batch elements, M, K, N) of a MatMul from its operand shapes."""
+    a, b = list(shapes[0]), list(shapes[1])
+    ta, tb = _flags(op.attrs)
+    if len(a) >= 2 and ta:
+        a[-1], a[-2] = a[-2], a[-1]
+    if len(b) >= 2 and tb:
+        b[-1], b[-2] = b[-2], b[-1]
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = b + [1]
+    if a[-1] != b[-2]:
+        return None
+    try:
+        batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
+    except ValueError:
+        return None
+    return math.prod(batch), a[-2], a[-1], b[-1]
+
+
+def _shape_by_rule(a, b) -> tuple | None:
+    va, vb = len(a) == 1, len(b) == 1
+    a2 = [1] + a if va else a
+    b2 = b + [1] if vb else b
+    if a2[-1] != b2[-2]:
+        return None
+    batch = np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2]))
+    out = list(batch) + ([] if va else [a2[-2]]) + ([] if vb else [b2[-1]])
+    return tuple(out)
+
+
+def mm_check(op, operands):
+    sa, sb = operands[op.inputs[0]].shape, operands[op.inputs[1]].shape
+    for k in ("alpha", "beta"):
+        if float(op.attrs.get(k, 1.0)) != 1.0:
+            return f"has {k}={op.attrs[k]} (only 1 is implemented)"
+    if len(sa) == 0 or len(sb) == 0:
+        return "multiplies a scalar"
+    if (op.attrs.get("trans_a") or op.attrs.get("adj_x")) and len(sa) < 2 or \
+            (op.attrs.get("trans_b") or op.attrs.get("adj_y")) and len(sb) < 2:
+        return "transposes a 1-D operand"
+    out = _shape_by_rule(*[list(s) for s in _transposed(op, sa, sb)]) if _mm_dims(op, (sa, sb)) else None
+    if out is None:
+        return f"cannot multiply {tuple(sa)} by {tuple(sb)}"
+    y = operands[op.outputs[0]].shape
+    if math.prod(out) != math.prod(y):
+        return f"multiplies {tuple(sa)} by {tuple(sb)}, which does not give its output {tuple(y)}"
+    if len(op.inputs) > 2 and op.inputs[2] >= 0:
+        try:
+            np.broadcast_shapes(tuple(operands[op.inputs[2]].shape), tuple(y))
+        except ValueError:
+            return f"has a C of shape {operands[op.inputs[2]].shape} that does not broadcast to {tuple(y)}"
+    return None
+
+
+def _transposed(op, sa, sb):
+    a, b = list(sa), list(sb)
+    ta, tb = _flags(op.attrs)
+    if len(a) >= 2 and ta:
+        a[-1], a[-2] = a[-2], a[-1]
+    if len(b) >= 2 and tb:
+        b[-1], b[-2] = b[-2], b[-1]
+    return a, b
+
+
+def mm_flops(op, operands):
+    d = _mm_dims(op, (operands[op.inputs[0]].shape, operands[op.inputs[1]].shape))
+    if d is None:
+        return 0, 0
+    n, m, k, p = d
+    f = 2 * n * m * k * p
+    bias = operands[op.outputs[0]].num_elements if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+    return f + bias, 2 * f + bias
+
+
+def fc_flops(op, operands):
+    w = operands[op.inputs[1]].shape
+    o, i = (w[0], w[1]) if len(w) == 2 else (w[-1], math.prod(w[:-1]))
+    rows = operands[op.outputs[0]].num_elements // max(o, 1)
+    f = 2 * rows * o * i
+    bias = rows * o if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+    return f + bias, 2 * f + bias
+
+
+def _mm_batch(op, graph, shapes, batched):
+    out = _shape_by_rule(*_transposed(op, shapes[op.inputs[0]], shapes[op.inputs[1]]))
+    if out is None:
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: its operands no longer multiply")
+    return [out]
+
+
+_MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
+       "calcDerivative": lambda c: _mm_back(c, False)}
+OPS = [
+    OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
+                                                          "calcDerivative": _fc_deriv},
+          flops=fc_flops, required_inputs=2, batch="scale"),
+    OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
+          batch=_mm_batch),
+]
+
+
+# ---- converters ----------------------------------------------------------------------------------
+def _onnx_matmul(node) -> Canon:
+    return Canon("MatMul", {})  # no attrs: the loader's MatMul + Add -> FullyConnected fusion looks for that
+
+
+def _onnx_gemm(node) -> Canon:
+    a = node.attrs
+    w = node.input(1)
+    extra = {k: float(a[k]) for k in ("alpha", "beta") if k in a and float(a[k]) != 1.0}
+    if w is not None and w.is_const and not a.get("transA", 0) and not extra:
+        return Canon("FullyConnected", {"activation": "NONE", "trans_b": bool(a.get("transB", 0))})
+    return Canon("MatMul", {"trans_a": bool(a.get("transA", 0)), "trans_b": bool(a.get("transB", 0)), **extra})
+
+
+def _tfl_batch_matmul(node) -> Canon:
+    o = node.options
+    return Canon("MatMul", {"trans_a": bool(o.get("adjoint_lhs", o.get("adj_x", False))),
+                            "trans_b": bool(o.get("adjoint_rhs", o.get("adj_y", False)))})
+
+
+ONNX = {"MatMul": _onnx_matmul, "Gemm": _onnx_gemm}
+TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul}

@@ -1,0 +1,97 @@
+"""MatMul with batch dimensions and broadcasting, 1-D operands, Gemm with transposes and C, TFLite
+BATCH_MATMUL (adj_x / adj_y); FLOPs; refusals (alpha / beta, shapes that do not multiply)."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from memplan_cli import ops
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from memplan_cli.testing.modelgen import ModelBuilder
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
+
+
+def _two_activations(sa, sb, out):
+    # a = x + p, b = z + q, y = a @ b: both back-props, broadcast over batch dims
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Add", ["z", "q"], ["b"]),
+             helper.make_node("MatMul", ["a", "b"], ["y"])]
+    inits = {"p": np.ones(sa[-1:], np.float32), "q": np.ones(sb[-1:], np.float32)}
+    return onnx_model(nodes, [("x", sa), ("z", sb)], [("y", out)], inits)
+
+
+@pytest.mark.parametrize("sa,sb,out", [((2, 1, 3, 4), (3, 4, 5), (2, 3, 3, 5)),
+                                       ((2, 3, 4), (2, 4, 5), (2, 3, 5)),
+                                       ((2, 4), (4,), (2,)),
+                                       ((4,), (2, 4, 3), (2, 3))])
+def test_batch_dims_and_broadcasting(tmp_path, sa, sb, out):
+    p = save(tmp_path, _two_activations(sa, sb, out))
+    assert check_gradients(p, min_checked=2) >= 2
+    check_verify(p)
+
+
+def test_a_weight_shared_over_batch_dims_gets_the_summed_gradient(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("MatMul", ["a", "w"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 3, 5))],
+                   {"p": np.ones((4,), np.float32), "w": np.ones((4, 5), np.float32)})
+    p = save(tmp_path, m)
+    assert check_gradients(p) >= 16
+    check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm_with_transposes_and_c(tmp_path, ta, tb):
+    sa = (4, 3) if ta else (3, 4)
+    sb = (5, 4) if tb else (4, 5)
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Add", ["z", "q"], ["b"]),
+             helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=ta, transB=tb)]
+    m = onnx_model(nodes, [("x", sa), ("z", sb)], [("y", (3, 5))],
+                   {"p": np.ones(sa, np.float32), "q": np.ones(sb, np.float32), "c": np.ones((5,), np.float32)},
+                   opset=13)
+    p = save(tmp_path, m)
+    op = next(o for o in load_model(p).operations if o.source_type == "Gemm")
+    assert op.type == "MatMul" and op.attrs == {"trans_a": bool(ta), "trans_b": bool(tb)}
+    assert check_gradients(p) >= 24
+    check_verify(p)
+
+
+def test_gemm_with_a_constant_b_is_fully_connected(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1)]
+    m = onnx_model(nodes, [("x", (3, 4))], [("y", (3, 5))],
+                   {"p": np.ones((4,), np.float32), "w": np.ones((5, 4), np.float32), "c": np.ones((5,), np.float32)})
+    p = save(tmp_path, m)
+    op = next(o for o in load_model(p).operations if o.source_type == "Gemm")
+    assert op.type == "FullyConnected" and op.attrs["trans_b"] is True
+    assert check_gradients(p) >= 20
+
+
+def test_gemm_alpha_is_refused(tmp_path):
+    nodes = [helper.make_node("Gemm", ["x", "z"], ["y"], alpha=0.5)]
+    m = onnx_model(nodes, [("x", (3, 4)), ("z", (4, 5))], [("y", (3, 5))], {})
+    with pytest.raises(ModelError, match="alpha"):
+        load_model(save(tmp_path, m))
+
+
+def test_flops():
+    from memplan_cli.ir.graph import Operand, Operation
+
+    operands = [Operand(0, "a", (2, 3, 4)), Operand(1, "b", (4, 5)), Operand(2, "y", (2, 3, 5))]
+    op = Operation(0, "MatMul", [0, 1], [2], {})
+    assert ops.get("MatMul").flops(op, operands) == (2 * 2 * 3 * 4 * 5, 4 * 2 * 3 * 4 * 5)
+
+
+def test_tflite_batch_matmul_adjoints(tmp_path):
+    from circle_schema.v0_10.circle.BatchMatMulOptions import BatchMatMulOptionsT
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
+
+    m = ModelBuilder()
+    x = m.input([2, 4, 3])
+    a = m.add(x, m.const([4, 3]))
+    o = BatchMatMulOptionsT()
+    o.adjointLhs, o.adjointRhs = True, True
+    y = m._op(126, [a, m.const([5, 4])], [2, 3, 5], BuiltinOptions.BatchMatMulOptions, o)
+    m.output(m.fully_connected(m.reshape(y, [2, 15]), 3))
+    p = m.save(str(tmp_path / "m.tflite"))
+    op = next(o for o in load_model(p).operations if o.source_type == "BATCH_MATMUL")
+    assert op.type == "MatMul" and op.attrs == {"trans_a": True, "trans_b": True}
+    assert check_gradients(p) >= 24
+    check_verify(p, "-b", "3")
