@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, conv, elementwise, loss, optim, pool, shape, softmax
+from memplan_cli.execute.kernels import activation, conv, elementwise, loss, optim, pool, shape
 from memplan_cli.execute.kernels.common import reduce_to_shape, store
 from memplan_cli import ops as registry
 
@@ -382,7 +382,7 @@ def _binary(op_type):
             "calcGradient": lambda c: back(c, (c.grad(0), c.grad(1)))}
 
 
-# ---- activations, softmax -----------------------------------------------------------------------
+# ---- activations -----------------------------------------------------------------------
 def _activation(op_type):
     def kind(ctx):
         if op_type == "Clip":
@@ -422,17 +422,6 @@ def _activation(op_type):
         store(dx, ctx.through_activation(ctx.dy(), k))
 
     return {"forward": fwd, "calcDerivative": deriv}
-
-
-def _softmax_fwd(ctx):
-    softmax.forward(ctx.x(0), ctx.y(), float(ctx.attrs.get("beta", 1.0)), int(ctx.attrs.get("axis", -1)))
-
-
-def _softmax_deriv(ctx):
-    dx = ctx.dx(0)
-    if dx is not None:
-        softmax.calc_derivative(ctx.y(), ctx.dy(), dx, float(ctx.attrs.get("beta", 1.0)),
-                                int(ctx.attrs.get("axis", -1)))
 
 
 # ---- shape ops ----------------------------------------------------------------------------------
@@ -584,7 +573,6 @@ HANDLERS: dict[str, dict] = {
     "DepthwiseConv2D": _conv_family(True),
     "MaxPool2D": {"forward": _maxpool_fwd, "calcDerivative": _maxpool_deriv},
     "AvgPool2D": {"forward": _avgpool_fwd, "calcDerivative": _avgpool_deriv},
-    "Softmax": {"forward": _softmax_fwd, "calcDerivative": _softmax_deriv},
     "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv},
     "Pad": {"forward": _pad_fwd, "calcDerivative": _pad_deriv},
     "Mean": {"forward": _mean_fwd, "calcDerivative": _mean_deriv},

@@ -20,7 +20,7 @@ OP_MAP = {
     "CONV_2D": "Conv2D", "DEPTHWISE_CONV_2D": "DepthwiseConv2D", "FULLY_CONNECTED": "FullyConnected",
     "MAX_POOL_2D": "MaxPool2D", "AVERAGE_POOL_2D": "AvgPool2D", "MEAN": "Mean",
     "ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div",
-    "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh", "SOFTMAX": "Softmax",
+    "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
     "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat",
 }
 # ops whose second input is a small int constant that decides the output shape
@@ -270,7 +270,7 @@ class _Reader:
     def options(self, o, typ: str) -> dict:
         from circle_schema.v0_10.circle import (ConcatenationOptions, Conv2DOptions,
                                                  DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
-                                                 ReducerOptions, ReshapeOptions, SoftmaxOptions)
+                                                 ReducerOptions, ReshapeOptions)
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
 
         table = o.BuiltinOptions()
@@ -321,8 +321,6 @@ class _Reader:
             x = view(ConcatenationOptions, "ConcatenationOptions")
             a["axis"] = x.Axis()
             act(x)
-        elif kind == BO.SoftmaxOptions:
-            a["beta"] = view(SoftmaxOptions, "SoftmaxOptions").Beta()
         elif kind == BO.ReshapeOptions:
             x = view(ReshapeOptions, "ReshapeOptions")
             ns = self.ints(x, 0)

@@ -14,7 +14,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 
-SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Softmax": "Softmax",
+SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
           "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Concat": "Concat",
           "MaxPool": "MaxPool2D", "AveragePool": "AvgPool2D", "Reshape": "Reshape", "Flatten": "Reshape",
           "Pad": "Pad", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
@@ -295,8 +295,6 @@ class _Builder:
             return t, {"activation": "NONE"}
         if t == "Concat":
             return "Concat", {"axis": a.get("axis", 0)}
-        if t == "Softmax":
-            return "Softmax", {"axis": a.get("axis", -1)}
         if t == "Reshape":
             return "Reshape", {} if a.get("allowzero", 0) else {"zero_copies_input": True}
         if t == "Flatten":

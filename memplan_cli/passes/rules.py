@@ -50,10 +50,10 @@ class RuleContext:
 def default_rules() -> dict:
     """op type -> rule function, from the op-family modules in `passes/ops/`."""
     from memplan_cli.passes.ops import (activations, concat, conv2d, depthwise_conv2d, elementwise, loss, mean,
-                                        pad, pooling, reshape, softmax)
+                                        pad, pooling, reshape)
 
     out = {}
-    for mod in (conv2d, depthwise_conv2d, pooling, elementwise, activations, softmax, reshape, pad, mean, concat,
+    for mod in (conv2d, depthwise_conv2d, pooling, elementwise, activations, reshape, pad, mean, concat,
                 loss):
         out.update(mod.RULES)
     # the op registry's families (memplan_cli/ops/) come last: one place per op
