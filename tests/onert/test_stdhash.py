@@ -99,7 +99,7 @@ def test_dfs_topological_follows_start_order_and_use_order():
 
 def replay_of(mb, batch=1):
     g = to_graph(mb, batch)
-    return build_train_ir(g, set(range(len(g.operations)))).replay
+    return build_train_ir(g, set(range(len(g.operations))), stage="compile").replay
 
 
 def test_zero_def_claim_order_measured():

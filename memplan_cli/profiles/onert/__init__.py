@@ -25,7 +25,7 @@ class OnertProfile:
     name = "onert"
 
     def build(self, graph, config, planner: str = "wic", threads: int | None = None,
-              simd_width: int | None = None) -> BufferList:
+              simd_width: int | None = None, stage: str = "train") -> BufferList:
         planner = (planner or "wic").lower()
         if planner not in PLANNERS:
             raise MemplanError(f"onert has no planner {planner!r} (onert's CPU_MEMORY_PLANNER: "
@@ -34,7 +34,7 @@ class OnertProfile:
         simd_width = simd_width or kernels.default_simd_width()
         if threads < 1 or simd_width < 1:
             raise MemplanError("--onert-threads and --onert-simd-width must be >= 1")
-        ir = build_train_ir(graph, config.trainable_ops(len(graph.operations)))
+        ir = build_train_ir(graph, config.trainable_ops(len(graph.operations)), stage)
         trainable = tensorplan.plan_trainable(ir)
         per_cat = {
             "onert:non-const": tensorplan.plan_nonconst(ir),
@@ -118,11 +118,12 @@ PROFILE = OnertProfile()
 
 
 def predict_alloc_lines(graph, config, planner: str = "wic", threads: int | None = None,
-                        simd_width: int | None = None) -> list[int]:
-    """onert's ALLOC capacities, in print order, without the analysis pipeline (tests, benchmarks)."""
+                        simd_width: int | None = None, stage: str = "train") -> list[int]:
+    """onert's ALLOC capacities, in print order, without the analysis pipeline (tests, benchmarks).
+    `stage="compile"`: also for a model onert compiles but cannot train (see `support`)."""
     from memplan_cli.planners import get_planner
 
-    bl = PROFILE.build(graph, config, planner=planner, threads=threads, simd_width=simd_width)
+    bl = PROFILE.build(graph, config, planner=planner, threads=threads, simd_width=simd_width, stage=stage)
     out = []
     for pool in bl.pools:
         bufs = bl.in_pool(pool.name)

@@ -19,14 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.profiles.onert import support
 from memplan_cli.profiles.onert.stdhash import OnertReplay, reverse_postorder
 
 WEIGHTED = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
 BINARY = ("Add", "Sub", "Mul", "Div")
-# ops onert 0.1.0's train backend has a kernel for (forward and backward)
-TRAINABLE_TYPES = WEIGHTED + BINARY + ("MaxPool2D", "AvgPool2D", "Mean", "Relu", "Relu6",
-                                       "Softmax", "Reshape", "Pad", "Loss")
-SUPPORTED_ACTIVATIONS = ("NONE", "RELU", "RELU6")
 
 
 def activation(op) -> str:
@@ -97,8 +94,9 @@ def _fwd_uses(ops, n_operands):
     return uses
 
 
-def build_train_ir(graph, trainable_ops: set) -> TrainIR:
-    """onert's training graph for `graph` (already re-batched) with weights updated for `trainable_ops`."""
+def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
+    """onert's training graph for `graph` (already re-batched) with weights updated for `trainable_ops`;
+    refuses what onert cannot train (`support.check`; `stage="compile"`: only what stops its compile)."""
     if len(graph.outputs) != 1:
         raise UnsupportedOpError(f"onert trains models with one output; this one has {len(graph.outputs)}")
     operands = [TOperand(o.index, o.name, tuple(o.shape), o.nbytes, bool(o.is_const), o.index)
@@ -159,7 +157,7 @@ def build_train_ir(graph, trainable_ops: set) -> TrainIR:
     read = {i for op in graph.operations for i in op.inputs if i >= 0}
     ir.unused = (set(range(n_tensors)) - used) | {i for i in graph.inputs if i not in read}
     ir.replay = replay
-    _check_backward_support(ir)
+    support.check(ir, stage)  # what onert 0.1.0 cannot train: one reason, before any figure
     _usedefs(ir)
     return ir
 
@@ -195,29 +193,6 @@ def _truncate(border, ops, n_operands, alive_cond) -> list:
                 if o >= 0:
                     alive.update(uses[o])
     return [k for k in border if k in alive]
-
-
-def _check_backward_support(ir: TrainIR) -> None:
-    """onert 0.1.0 puts every op on its train backend: an op without a train kernel fails the
-    compile wherever it is, and a fused activation other than RELU/RELU6 fails the training step
-    even outside the backward region (both measured)."""
-    for op in ir.ops:
-        if op.type not in TRAINABLE_TYPES:
-            raise UnsupportedOpError(f"onert cannot train op {op.label}: {op.type} has no kernel in "
-                                     f"onert 0.1.0's train backend (onert fails to compile)")
-        if op.act not in SUPPORTED_ACTIVATIONS:
-            raise UnsupportedOpError(f"onert cannot train op {op.label}: fused activation {op.act} "
-                                     f"is not supported by onert 0.1.0's train backend (onert "
-                                     f"compiles, then its first training step fails)")
-    # TensorPlanner::planDisposableBackPropTensors throws for any op of the essential backward order
-    # whose inputs repeat a tensor ("DispoableBackProp tensor does not support duplicate inputs of
-    # an operation"), whether or not it has disposable back-props (measured: Add(x, x), Mul(x, x))
-    for k in ir.backward_order:
-        op = ir.ops[k]
-        if len(set(op.inputs)) != len(op.inputs):
-            raise UnsupportedOpError(f"onert cannot train op {op.label}: it reads the same tensor twice "
-                                     f"and onert 0.1.0's TensorPlanner rejects duplicate inputs of an "
-                                     f"op whose backward runs (onert fails to compile)")
 
 
 def _usedefs(ir: TrainIR) -> None:
