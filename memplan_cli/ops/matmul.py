@@ -308,12 +308,19 @@ def _mm_batch(op, graph, shapes, batched):
     return [out]
 
 
+def _onert_fc_backward(op, operands):
+    """onert 0.1.0's FullyConnectedLayer backward: "Input other ranks than 2 are not supported" (measured)."""
+    r = len(operands[op.inputs[0]].shape)
+    return f"FullyConnected with a rank-{r} input: its backward takes rank 2 only" if r != 2 else None
+
+
 _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
        "calcDerivative": lambda c: _mm_back(c, False)}
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
-          flops=fc_flops, required_inputs=2, batch="scale"),
+          flops=fc_flops, required_inputs=2, batch="scale",
+          profiles={"onert": {"backward": _onert_fc_backward}}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch),
 ]

@@ -95,8 +95,24 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[op.inputs[0]])]
 
 
+def _onert_forward(op, operands):
+    """circle's SOFTMAX normalises the last axis only."""
+    rank = len(operands[op.inputs[0]].shape)
+    ax = axes_of(op.attrs, rank) if rank else ()
+    if rank and ax != (rank - 1,):
+        return f"Softmax over axes {ax} of a rank-{rank} tensor: circle's SOFTMAX is over the last axis"
+    return None
+
+
+def _onert_backward(op, operands):
+    """onert 0.1.0's SoftMaxGrad ignores beta (measured: other weight updates than beta's)."""
+    beta = float(op.attrs.get("beta", 1.0))
+    return f"Softmax with beta {beta:g}: its backward ignores beta (wrong gradients)" if beta != 1.0 else None
+
+
 OPS = [OpDef("Softmax", rule=rule, kernels={"forward": softmax_forward, "calcDerivative": softmax_derivative},
-             flops=_flops, check=check, batch=_batch),
+             flops=_flops, check=check, batch=_batch,
+             profiles={"onert": {"forward": _onert_forward, "backward_run": _onert_backward}}),
        OpDef("LogSoftmax", rule=rule, kernels={"forward": log_softmax_forward,
                                               "calcDerivative": log_softmax_derivative},
              flops=_flops, check=check, batch=_batch)]

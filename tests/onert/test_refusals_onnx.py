@@ -100,7 +100,7 @@ CASES = {
     "maxpool_dilated": (_maxpool_dilated, "dilation"),
     "maxpool_1d": (_maxpool_1d, "over 1 spatial dimension"),
     "pad_reflect": (_pad_reflect, "Pad in reflect mode"),
-    "softmax_channels": (_softmax_channels, "Softmax over axis 1 of a rank-4 tensor"),
+    "softmax_channels": (_softmax_channels, "Softmax over axes (1,) of a rank-4 tensor"),
 }
 
 

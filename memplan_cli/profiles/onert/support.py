@@ -5,9 +5,10 @@ compile wherever it is; some attribute values fail only when the op's backward i
 (the op is in the essential backward order); some compile and run but train wrongly. The profile
 gives no figure for any of them: one line naming the op, the reason and what onert does.
 
-Facts per op type come from the op registry (`OpDef.profiles["onert"]`: `{"forward": fn, "backward":
-fn}` or `{"refuse": reason}`) and, for ops not (yet) there, from `TABLE` below; a type in neither is
-refused. Each `fn(op, ir) -> reason | None` sees a `trainir.TOp` and the `TrainIR`.
+Facts per op type come from the op registry (`OpDef.profiles["onert"]`, keys as in `TABLE`) and, for
+ops not (yet) there, from `TABLE` below; a type in neither is refused. Each check is
+`fn(op, operands) -> reason | None` on a `trainir.TOp` and the TrainIR's operands (`.shape`,
+`.is_const`, `.name`), the signature of `OpDef.check`.
 
 Rules (onert 0.1.0 from PyPI, measured with the runtime, see tests/onert/test_refusals.py; sources:
 Samsung/ONE `runtime/onert/backend/train/KernelGenerator.cc`, `ops/*Layer.cc`, the loader):
@@ -47,8 +48,8 @@ class AfterCompile(str):
 
 # ---- helpers ----------------------------------------------------------------------------------
 
-def _shape(ir, i) -> tuple:
-    return tuple(ir.operands[i].shape) if i >= 0 else ()
+def _shape(operands, i) -> tuple:
+    return tuple(operands[i].shape) if i >= 0 else ()
 
 
 def _pair(v, n: int, default: int = 1) -> tuple:
@@ -71,12 +72,12 @@ def _channels(op, shape) -> int:
     return shape[-1] if _channels_last(op) else shape[1]
 
 
-def _kernel(op, ir) -> tuple:
+def _kernel(op, operands) -> tuple:
     """Kernel size per spatial dim: the attribute, else the filter's shape."""
     k = op.attrs.get("kernel") or op.attrs.get("filter") or op.attrs.get("kernel_shape")
     if k:
         return tuple(int(x) for x in k)
-    w = _shape(ir, op.inputs[1]) if len(op.inputs) > 1 else ()
+    w = _shape(operands, op.inputs[1]) if len(op.inputs) > 1 else ()
     if len(w) < 3:
         return ()
     # circle: [O, H, W, I] (depthwise [1, H, W, O]); ONNX: [O, I/g, *kernel]
@@ -88,15 +89,15 @@ def _dilation(op) -> tuple:
     return tuple(int(x) for x in d) if d else ()
 
 
-def _window(op, ir) -> str | None:
+def _window(op, operands) -> str | None:
     """A 2-D window op (conv or pool) as circle can write it: 4-D NHWC-able input, SAME or VALID
     padding, floor output sizes."""
-    x, y = _shape(ir, op.inputs[0]), _shape(ir, op.outputs[0])
+    x, y = _shape(operands, op.inputs[0]), _shape(operands, op.outputs[0])
     if len(x) != 4 or len(y) != 4:
         n = max(len(x) - 2, 0)
         return f"{op.type} over {n} spatial dimension(s): {VERSION} has 2-D convolution and pooling only"
     ins, outs = _spatial(op, x), _spatial(op, y)
-    k = _kernel(op, ir)
+    k = _kernel(op, operands)
     if len(k) != 2:
         return f"{op.type} with a kernel of {len(k)} dimension(s): {VERSION} has 2-D windows only"
     s = _pair(op.attrs.get("stride", op.attrs.get("strides")), 2)
@@ -131,15 +132,15 @@ def _same_pads(size: int, out: int, k: int, s: int, d: int) -> tuple:
 
 # ---- per-op facts: forward (checked wherever the op is) and backward (when its backward runs) ----
 
-def _conv_fwd(op, ir):
+def _conv_fwd(op, operands):
     if len(op.inputs) < 3 or op.inputs[2] < 0:
         return (f"{op.type} without a bias input: onert 0.1.0's loader rejects an absent optional input "
                 f"(\"loader doesn't support optional input tensor yet\")")
-    r = _window(op, ir)
+    r = _window(op, operands)
     if r:
         return r
     if op.type == "Conv2D":
-        x, w = _shape(ir, op.inputs[0]), _shape(ir, op.inputs[1])
+        x, w = _shape(operands, op.inputs[0]), _shape(operands, op.inputs[1])
         groups = int(op.attrs.get("group", op.attrs.get("groups", 1)) or 1)
         w_in = w[-1] if _channels_last(op) else w[1]
         if groups == 1 and w_in and _channels(op, x) != w_in:
@@ -151,7 +152,7 @@ def _conv_fwd(op, ir):
     return None
 
 
-def _conv_bwd(op, ir):
+def _conv_bwd(op, operands):
     if any(v != 1 for v in _dilation(op)):
         return f"dilated {op.type} (dilation {_dilation(op)}): \"Unsupported dilation yet\" in its backward"
     if op.type == "DepthwiseConv2D":
@@ -162,117 +163,83 @@ def _conv_bwd(op, ir):
     return None
 
 
-def _fc_bwd(op, ir):
-    r = len(_shape(ir, op.inputs[0]))
-    if r != 2:
-        return f"FullyConnected with a rank-{r} input: its backward takes rank 2 only"
-    return None
-
-
-def _pool_fwd(op, ir):
+def _pool_fwd(op, operands):
     if any(v != 1 for v in _dilation(op)):
         return f"dilated {op.type} (dilation {_dilation(op)}): circle's pooling has no dilation"
     if op.type == "AvgPool2D" and op.attrs.get("count_include_pad") and any(op.attrs.get("pads") or ()):
         return "AvgPool2D counting padding (count_include_pad): circle's average excludes it"
-    return _window(op, ir)
+    return _window(op, operands)
 
 
-def _binary_bwd(op, ir):
+def _binary_bwd(op, operands):
     if op.type == "Div":
         return AfterCompile("Div: \"Unsupported Binary Arithmetic Operation\" in its backward")
     for i in op.inputs:
-        if i >= 0 and ir.operands[i].is_const:
-            return AfterCompile(f"{op.type} with a constant input ({ir.operands[i].name}): onert crashes "
+        if i >= 0 and operands[i].is_const:
+            return AfterCompile(f"{op.type} with a constant input ({operands[i].name}): onert crashes "
                                 f"(SIGSEGV) in its backward, which has no back-prop tensor for a constant")
-    shapes = {_shape(ir, i) for i in op.inputs if i >= 0} | {_shape(ir, op.outputs[0])}
+    shapes = {_shape(operands, i) for i in op.inputs if i >= 0} | {_shape(operands, op.outputs[0])}
     if len(shapes) > 1:
-        shown = " and ".join(str(_shape(ir, i)) for i in op.inputs)
+        shown = " and ".join(str(_shape(operands, i)) for i in op.inputs)
         return AfterCompile(f"{op.type} broadcasting {shown}: its backward needs equal shapes (\"Shape of "
                             f"lhs, rhs, incoming, lhs_grad, and rhs_grad must match\")")
     return None
 
 
-def _pad_fwd(op, ir):
+def _pad_fwd(op, operands):
     mode = str(op.attrs.get("mode", "constant")).lower()
     if mode != "constant":
         return f"Pad in {mode} mode: {VERSION} pads with a constant only (MIRROR_PAD is not loaded)"
-    rank = len(_shape(ir, op.inputs[0]))
+    rank = len(_shape(operands, op.inputs[0]))
     if rank > 4:
         return f"Pad of a rank-{rank} tensor: \"Padding for rank > 4 NYI\""
     pads = op.attrs.get("pads")
     if pads is None and len(op.inputs) > 1 and op.inputs[1] >= 0:
-        pads = getattr(ir.operands[op.inputs[1]], "value", None)
+        pads = getattr(operands[op.inputs[1]], "value", None)
     if pads is not None and any(p < 0 for p in pads):
         return "Pad with negative amounts (a crop): circle's PAD adds only"
     return None
 
 
-def _softmax_fwd(op, ir):
-    rank = len(_shape(ir, op.inputs[0]))
-    axis = op.attrs.get("axis", -1)
-    if rank and axis % rank != rank - 1:
-        return f"Softmax over axis {axis} of a rank-{rank} tensor: circle's SOFTMAX is over the last axis"
-    return None
-
-
-def _softmax_bwd(op, ir):
-    beta = float(op.attrs.get("beta", 1.0) or 1.0)
-    if beta != 1.0:
-        return AfterCompile(f"Softmax with beta {beta:g}: its backward ignores beta (wrong gradients)")
-    return None
-
-
-def _none(op, ir):
-    return None
-
-
-# op type -> (forward check, backward check): the ops onert 0.1.0 has train kernels for
+# Facts of the ops onert 0.1.0 has train kernels for that are not in the op registry (Softmax and
+# FullyConnected keep theirs in ops/softmax.py and ops/matmul.py). Keys, each optional:
+# "forward" / "backward": fn(op, operands) -> reason onert refuses at load or compile (backward: only
+# when the op's backward runs); "forward_run" / "backward_run": the same for what onert finds after it
+# compiles (its step fails, crashes or trains wrongly); "refuse": a reason, whatever the attributes.
 TABLE = {
-    "Conv2D": (_conv_fwd, _conv_bwd),
-    "DepthwiseConv2D": (_conv_fwd, _conv_bwd),
-    "FullyConnected": (_none, _fc_bwd),
-    "Add": (_none, _binary_bwd), "Sub": (_none, _binary_bwd), "Mul": (_none, _binary_bwd),
-    "Div": (_none, _binary_bwd),
-    "MaxPool2D": (_pool_fwd, _none), "AvgPool2D": (_pool_fwd, _none),
-    "Mean": (_none, _none),
-    "Relu": (_none, _none), "Relu6": (_none, _none),
-    "Softmax": (_softmax_fwd, _softmax_bwd),
-    "Reshape": (_none, _none),
-    "Pad": (_pad_fwd, _none),
-    "Loss": (_none, _none),
+    "Conv2D": {"forward": _conv_fwd, "backward": _conv_bwd},
+    "DepthwiseConv2D": {"forward": _conv_fwd, "backward": _conv_bwd},
+    "Add": {"backward": _binary_bwd}, "Sub": {"backward": _binary_bwd}, "Mul": {"backward": _binary_bwd},
+    "Div": {"backward": _binary_bwd},
+    "MaxPool2D": {"forward": _pool_fwd}, "AvgPool2D": {"forward": _pool_fwd},
+    "Mean": {}, "Relu": {}, "Relu6": {}, "Reshape": {},
+    "Pad": {"forward": _pad_fwd},
+    "Loss": {},
 }
 # the only op whose optional inputs onert's loader accepts
 OPTIONAL_INPUTS_OK = ("FullyConnected", "Loss")
 
 
-def facts(op_type: str):
-    """(forward check, backward check) for `op_type`, or a reason string when onert cannot train it."""
+def facts(op_type: str) -> dict | str:
+    """The onert facts of `op_type` (registry first, then `TABLE`), or why onert cannot train it."""
     from memplan_cli import ops
 
     d = ops.get(op_type)
     p = (d.profiles or {}).get("onert") if d is not None else None
-    if p is not None:
-        if p.get("refuse"):
-            return str(p["refuse"])
-        return (p.get("forward") or _none, p.get("backward") or _none)
-    if op_type in TABLE:
-        return TABLE[op_type]
-    return f"{op_type} has no kernel in {VERSION} (onert fails to compile)"
+    if p is None:
+        p = TABLE.get(op_type)
+    if p is None:
+        return f"{op_type} has no kernel in {VERSION} (onert fails to compile)"
+    if p.get("refuse"):
+        return str(p["refuse"])
+    return p
 
 
 def supported_types() -> list[str]:
-    """Op types the onert profile has train kernels for (table and registry), sorted."""
+    """Op types the onert profile has train kernels for (registry and table), sorted."""
     from memplan_cli import ops
 
-    out = {t for t in TABLE}
-    for t, d in ops.all_ops().items():
-        p = (d.profiles or {}).get("onert")
-        if p is not None:
-            if p.get("refuse"):
-                out.discard(t)
-            else:
-                out.add(t)
-    return sorted(out)
+    return sorted(t for t in set(TABLE) | set(ops.all_ops()) if isinstance(facts(t), dict))
 
 
 def refusal(ir, stage: str = "train") -> str | None:
@@ -288,6 +255,11 @@ def refusal(ir, stage: str = "train") -> str | None:
     return None
 
 
+def _run(fn, op, operands, after_compile: bool):
+    why = fn(op, operands) if fn is not None else None
+    return AfterCompile(why) if why and after_compile and not isinstance(why, AfterCompile) else why
+
+
 def _op_refusal(op, ir, runs_backward: bool) -> str | None:
     f = facts(op.type)
     if isinstance(f, str):
@@ -296,7 +268,7 @@ def _op_refusal(op, ir, runs_backward: bool) -> str | None:
         # measured: a fused TANH compiles, then the first step fails (outside the backward region too)
         return AfterCompile(f"fused activation {op.act} is not supported by {VERSION} (onert compiles, "
                             f"then its first training step fails)")
-    why = f[0](op, ir)
+    why = _run(f.get("forward"), op, ir.operands, False) or _run(f.get("forward_run"), op, ir.operands, True)
     if not why and op.type not in OPTIONAL_INPUTS_OK and any(i < 0 for i in op.inputs):
         why = (f"an absent optional input, which onert 0.1.0's loader rejects for {op.type} "
                f"(\"loader doesn't support optional input tensor yet\")")
@@ -307,7 +279,7 @@ def _op_refusal(op, ir, runs_backward: bool) -> str | None:
     if len(set(op.inputs)) != len(op.inputs):
         return (f"it reads the same tensor twice and {VERSION}'s TensorPlanner rejects duplicate inputs "
                 f"of an op whose backward runs (onert fails to compile)")
-    return f[1](op, ir)
+    return _run(f.get("backward"), op, ir.operands, False) or _run(f.get("backward_run"), op, ir.operands, True)
 
 
 def check(ir, stage: str = "train") -> None:
