@@ -90,8 +90,15 @@ class StepContext:
         return self._opt(self.tg.bp.get(o), self._writes)
 
     def grad(self, k: int) -> np.ndarray | None:
+        """Where the gradient of input k goes: this op's contribution to a shared weight's gradient,
+        else the gradient; None when the step writes neither."""
         o = self.operand_in(k)
-        return None if o < 0 else self._opt(self.tg.grad.get(o), self._writes)
+        if o < 0:
+            return None
+        c = self.tg.contributions.get((self.op.index, o))
+        if c is not None and c in self._writes:
+            return self.tensor(c)
+        return self._opt(self.tg.grad.get(o), self._writes)
 
     def extra(self, what: str) -> np.ndarray | None:
         """The op's auxiliary tensor whose role is `extra:<what>`, if this step touches it."""

@@ -11,6 +11,10 @@ class Accumulation:
       with `policy.accumulate_in_place` the first contributor in backward order writes straight into
       the back-prop instead, so a branch point with n consumers needs n-1 disposables.
     - A single contributor writes the back-prop directly.
+    - The same for a weight's gradient that several trained ops contribute to (a shared weight):
+      each calcGradient step writes its own contribution, accumulated into the gradient at the end of
+      that step; the first contributor in backward order writes the gradient itself under
+      `policy.accumulate_in_place`.
     """
 
     name = "accumulation"
@@ -44,4 +48,27 @@ class Accumulation:
                 tg.contributions[(k, v)] = t
                 acc.setdefault(k, []).append((t, tg.bp[v], n == 0))
                 changed = True
-        return changed
+        return self._gradients(tg) or changed
+
+    def _gradients(self, tg) -> bool:
+        g = tg.graph
+        contributors: dict[int, list[int]] = {}
+        for k in reversed(tg.info["order"]):  # backward order
+            rule = tg.rules[k]
+            if rule.calc_gradient is None:
+                continue
+            for kind, w in dict.fromkeys(rule.calc_gradient.writes):
+                if kind == "grad" and w in tg.grad:
+                    contributors.setdefault(w, []).append(k)
+        tg.info["accumulate_grad"] = acc = {}
+        for w, ops in contributors.items():
+            if len(ops) == 1:
+                continue
+            o = g.operands[w]
+            for n, k in enumerate(ops):
+                if n == 0 and self.policy.accumulate_in_place:
+                    continue  # writes the gradient itself
+                t = tg.add_tensor(f"{o.name}:grad@{k}", "disposable", o.shape, o.dtype, "disposable", k, w)
+                tg.contributions[(k, w)] = t  # a weight never has a back-prop: no clash with those keys
+                acc.setdefault(k, []).append((t, tg.grad[w], n == 0))
+        return bool(acc)

@@ -21,7 +21,12 @@ class BackwardInsertion:
       their layer).
     - One back-prop tensor (category back-prop) per operand that needs one; one gradient tensor
       (category gradient) per weight of an op that trains; one tensor per extra request (category
-      extra, role `extra:<what>`). A weight shared by two trained ops is not supported.
+      extra, role `extra:<what>`).
+    - A weight several trained ops read (tied embeddings, one bias used twice) has one gradient, to
+      which each of them contributes (the accumulation pass splits the contributions). Its tensor
+      belongs to the op whose backward runs last among the contributors and the ops whose backward
+      steps read the weight, so its applyGradient runs after every contribution and after every
+      backward read of the old value.
     """
 
     name = "backward-insertion"
@@ -49,14 +54,7 @@ class BackwardInsertion:
                 rule.calc_gradient = rule.calc_derivative = None
             tg.rules[k] = rule
 
-        weight_ops: dict[int, int] = {}
-        for k, rule in tg.rules.items():
-            if k in tg.trainable_ops and k in tg.backward_ops:
-                for w in rule.weights:
-                    if w in weight_ops:
-                        raise UnsupportedOpError(f"weight {g.operands[w].name} is shared by trained ops "
-                                                 f"#{weight_ops[w]} and #{k}; memplan does not model shared weights")
-                    weight_ops[w] = k
+        weight_ops = _apply_ops(tg)
         used = set(g.inputs) | set(g.outputs)
         first_use: dict[int, int] = {}
         for k in tg.info["order"]:
@@ -96,3 +94,21 @@ class BackwardInsertion:
             o = g.operands[w]
             tg.grad[w] = tg.add_tensor(f"{o.name}:grad", "gradient", o.shape, o.dtype, "gradient", k, w)
         return True
+
+
+def _apply_ops(tg) -> dict[int, int]:
+    """weight operand -> the op after whose backward its gradient is applied: of the trained ops that
+    contribute to its gradient and the backward ops whose backward steps read its value, the one
+    whose backward runs last (the earliest in forward order)."""
+    pos = {k: n for n, k in enumerate(tg.info["order"])}
+    trained: dict[int, list[int]] = {}
+    for k, rule in tg.rules.items():
+        if k in tg.trainable_ops and k in tg.backward_ops:
+            for w in dict.fromkeys(rule.weights):
+                trained.setdefault(w, []).append(k)
+    out = {}
+    for w, ks in trained.items():
+        readers = [k for k in tg.backward_ops
+                   if any(("fwd", w) in s.reads for s in tg.rules[k].backward_steps())]
+        out[w] = min(ks + readers, key=lambda k: pos[k])
+    return out

@@ -11,8 +11,8 @@ def resolve(tg, k: int, ref) -> int:
         if v in tg.graph.operations[k].outputs:
             return tg.bp[v]
         return tg.contributions[(k, v)]
-    if kind == "grad":
-        return tg.grad[v]
+    if kind == "grad":  # a shared weight's contribution, else the gradient itself
+        return tg.contributions.get((k, v), tg.grad[v])
     if kind == "extra":
         return tg.extras[k][v]
     raise ValueError(f"unknown rule reference {ref!r} in op #{k}")
@@ -24,7 +24,9 @@ class ExecutionOrder:
     - Then, for each op of the backward region in reverse order: calcGradient (when its weights
       train), calcDerivative (when an input needs a back-prop; branch-point accumulations run at its
       end), applyGradient (the optimizer update of its weights: reads the gradient, reads and writes
-      the weight and its state). Steps an op does not need are skipped.
+      the weight and its state). Steps an op does not need are skipped. A shared weight's gradient
+      contributions are accumulated at the end of each contributor's calcGradient, and its
+      applyGradient runs with the op its gradient tensor belongs to (see backward insertion).
     - With `policy.apply_immediately` off, every applyGradient runs after the whole backward pass.
     """
 
@@ -44,16 +46,21 @@ class ExecutionOrder:
             r, w = io(k, tg.rules[k].forward)
             tg.add_step("forward", k, r, w)
         deferred = []
+        applied: dict[int, list[int]] = {}
+        for v, t in sorted(tg.grad.items()):
+            applied.setdefault(tg.tensors[t].op, []).append(v)
         for k in reversed(order):
             if k not in tg.backward_ops:
                 continue
             rule = tg.rules[k]
             if rule.calc_gradient is not None:
-                tg.add_step("calcGradient", k, *io(k, rule.calc_gradient))
+                tg.add_step("calcGradient", k, *io(k, rule.calc_gradient),
+                            tg.info.get("accumulate_grad", {}).get(k, []))
             if rule.calc_derivative is not None:
                 r, w = io(k, rule.calc_derivative)
                 tg.add_step("calcDerivative", k, r, w, tg.info.get("accumulate", {}).get(k, []))
-            weights = [v for v in rule.weights if v in tg.grad and tg.tensors[tg.grad[v]].op == k]
+            mine = applied.get(k, [])
+            weights = [v for v in dict.fromkeys(rule.weights) if v in mine] + [v for v in mine if v not in rule.weights]
             if weights:
                 reads, writes = [], []
                 for v in weights:
