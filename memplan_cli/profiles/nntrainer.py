@@ -29,6 +29,9 @@ validity = [min order, max order]; MAX is long-term: the whole [0, last order]):
   4-byte elements.
 - model inputs and the label are placeholders nntrainer does not allocate (the data buffers fill
   them); they are listed in an `external` pool (all live) so totals compare like for like.
+Known ops (`LAYERS`, or a registry op's `profiles["nntrainer"]`): every op must map to an nntrainer
+layer this profile models, with a fused activation nntrainer has, 2-D windows and no grouped Conv2D;
+anything else is refused with the op named (`refusal`), never laid out with default rules.
 Sizes are exact bytes: nntrainer does not align. Both pools use the same planner, OptimizedV1 by
 default (`--planner nntrainer-v2` / `nntrainer-v3` / any memplan planner to compare).
 """
@@ -37,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
+from memplan_cli.errors import UnsupportedOpError
 
 # lifespan bits (nntrainer tensor_wrap_specs.h)
 FORWARD, CALC_DERIV, CALC_GRAD, CALC_AGRAD = 0b1, 0b10, 0b100, 0b1000
@@ -52,9 +56,28 @@ ACTIVATIONS = {"Relu", "Relu6", "Sigmoid", "Tanh", "Softmax"}
 IN_PLACE = ACTIVATIONS | {"Reshape"}
 POOLING = {"MaxPool2D", "AvgPool2D", "Mean"}
 CONV = {"Conv2D", "DepthwiseConv2D"}
-FUSED_TO_OP = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid",
-               "RELU_N1_TO_1": "Relu"}
+FUSED_TO_OP = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
+# op type -> the nntrainer layer (nntrainer/layers/*) this profile models it as; every other op is
+# refused (its layer's tensor requests are not modelled). An op of the registry may declare its own:
+# `OpDef.profiles["nntrainer"] = {"layer": name, "in_place": bool, "weights": bool}`.
+LAYERS = {
+    "Conv2D": "conv2d", "DepthwiseConv2D": "depthwise_conv2d", "FullyConnected": "fully_connected",
+    "MatMul": "matmul", "MaxPool2D": "pooling2d (max)", "AvgPool2D": "pooling2d (average)",
+    "Mean": "pooling2d (global_average)", "Add": "addition", "Sub": "subtract", "Mul": "multiply",
+    "Div": "divide", "Relu": "activation (relu)", "Sigmoid": "activation (sigmoid)",
+    "Tanh": "activation (tanh)", "Softmax": "activation (softmax)", "Reshape": "reshape",
+    "Concat": "concat", "Loss": "loss (mse, cross-entropy)",
+    # no nntrainer layer of their own (ActiFunc has no relu6; padding is a conv / pooling property):
+    # counted as an in-place activation like relu, and as a plain layer (input and output)
+    "Relu6": "activation (as relu)", "Pad": "(a plain layer)",
+}
+
 DEFAULT_PLANNER = "nntrainer-v1"
+
+
+def _in_place(op_type: str) -> bool:
+    """A registry op that declares an in-place nntrainer layer (its output a view of its input)."""
+    return op_type not in LAYERS and op_type != "MultiOut" and bool((_facts(op_type) or {}).get("in_place"))
 
 
 def lifespan_name(bits: int) -> str:
@@ -88,7 +111,47 @@ WEIGHTED = CONV | {"FullyConnected", "MatMul", "BatchNorm"}
 
 def _is_weight(graph, op, i) -> bool:
     o = graph.operands[i]
-    return op.type in WEIGHTED and o.is_const and o.dtype.startswith(("float", "bfloat"))
+    weighted = op.type in WEIGHTED or bool((_facts(op.type) or {}).get("weights"))
+    return weighted and o.is_const and o.dtype.startswith(("float", "bfloat"))
+
+
+def _facts(op_type: str) -> dict | None:
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    f = (d.profiles or {}).get("nntrainer") if d is not None else None
+    if f is not None:
+        return f if f.get("layer") else None
+    return {"layer": LAYERS[op_type]} if op_type in LAYERS else None
+
+
+def refusal(graph) -> str | None:
+    """The first op this profile cannot lay out as nntrainer would, and why; None when every op is
+    known: an op type without a modelled nntrainer layer, a fused activation nntrainer does not have,
+    a grouped Conv2D (conv2d has no groups) or a window that is not 2-D (the im2col sizes are 2-D)."""
+    for op in graph.operations:
+        if _facts(op.type) is None:
+            return (f"nntrainer profile: op {op.label} ({op.type}) has no nntrainer layer memplan models "
+                    f"(its tensor requests are unknown)")
+        act = fused_activation(op)
+        if act != "NONE" and act not in FUSED_TO_OP:
+            return f"nntrainer profile: op {op.label} has a fused activation {act} nntrainer does not have"
+        if op.type in CONV | POOLING - {"Mean"}:
+            x = graph.operands[op.inputs[0]].shape
+            if len(x) != 4:
+                return (f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial "
+                        f"dimension(s); the profile models 2-D windows only")
+        if op.type == "Conv2D":
+            w = graph.operands[op.inputs[1]].shape
+            x = graph.operands[op.inputs[0]].shape
+            nchw = op.attrs.get("layout") == "NCHW"
+            groups = int(op.attrs.get("group", 1) or 1)
+            if groups == 1 and len(w) == 4:
+                c_in, w_in = (x[1], w[1]) if nchw else (x[-1], w[-1])
+                groups = c_in // w_in if w_in and c_in != w_in else 1
+            if groups != 1:
+                return f"nntrainer profile: op {op.label} is a grouped Conv2D ({groups} groups): conv2d has no groups"
+    return None
 
 
 def build_nodes(graph, trainable_ops: set[int]) -> list[Node]:
@@ -118,7 +181,7 @@ def build_nodes(graph, trainable_ops: set[int]) -> list[Node]:
         if act != "NONE" and len(op.outputs) == 1:
             o = op.outputs[0]
             nodes.append(Node(label, op.type, k, ins, [("pre", o)], tr, weights))
-            nodes.append(Node(f"{label}:{act.lower()}", FUSED_TO_OP.get(act, "Relu"), -1,
+            nodes.append(Node(f"{label}:{act.lower()}", FUSED_TO_OP[act], -1,
                               [("pre", o)], [("fwd", o)], tr))
         else:
             nodes.append(Node(label, op.type, k, ins, [("fwd", o) for o in op.outputs], tr, weights))
@@ -238,7 +301,7 @@ def build_requests(graph, nodes: list[Node], opt_states: int):
             sfx = ":pre-act" if key[0] == "pre" else (f":{key[2]}" if key[0] == "mo" else "")
             src = n.inputs[0] if n.inputs else None
             # an activation does not overwrite a tensor another reader still needs (a MultiOut output)
-            in_place = n.type == "MultiOut" or (n.type in IN_PLACE and not (
+            in_place = n.type == "MultiOut" or ((n.type in IN_PLACE or _in_place(n.type)) and not (
                 n.type in ACTIVATIONS and src is not None and src[0] == "mo"))
             if in_place:
                 if src is None or src[0] == "ext" or src in ext_alias:
@@ -313,6 +376,9 @@ class NntrainerProfile:
     name = "nntrainer"
 
     def build(self, graph, config, *, planner: str | None = None, **_) -> BufferList:
+        why = refusal(graph)
+        if why:
+            raise UnsupportedOpError(why)
         g = with_loss(graph)
         nodes = build_nodes(g, config.trainable_ops(len(graph.operations)))
         return self.buffers_from_nodes(g, nodes, config.optimizer_state_count, planner)

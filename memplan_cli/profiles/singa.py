@@ -40,6 +40,8 @@ Rules, with where each comes from (SINGA sources: `python/singa/autograd.py`, `o
   and the loss returned to the caller (live until the end of the step).
 - Sizes: cnmem, SINGA's CUDA memory pool, rounds every allocation up to 512 bytes
   (CNMEM_GRANULARITY); option `align` changes it.
+- Known ops (`OPERATORS`, or a registry op's `profiles["singa"]`): an op without a SINGA operator the
+  profile models is refused with the op named (`refusal`), never given memplan's rule silently.
 Not modelled: cuDNN / im2col workspaces, the optimizer's temporaries, the MSE loss reusing its error
 tensor as dx; cnmem picks the best-fitting free block where the `singa` planner takes the first
 (`--planner` plans the same lifetimes with any other planner).
@@ -51,7 +53,7 @@ the same buffers needs). 1.0 means the online allocator lost nothing.
 from __future__ import annotations
 
 from memplan_cli.buffers import Pool
-from memplan_cli.errors import ConfigError
+from memplan_cli.errors import ConfigError, UnsupportedOpError
 
 RELU_FAMILY = ("RELU", "RELU6", "RELU_N1_TO_1")
 DEFAULT_ALIGN = 512  # cnmem's CNMEM_GRANULARITY
@@ -168,6 +170,43 @@ def _loss(base):
     return rule
 
 
+# op type -> SINGA's autograd operator (python/singa/autograd.py) this profile models it as; every other op
+# is refused (what SINGA's operator keeps for backward is not modelled). An op of the registry may
+# declare its own: `OpDef.profiles["singa"] = {"operator": name}` when memplan's rule keeps what that
+# operator keeps, plus `"rule": fn(op, ctx)` for SINGA's own.
+OPERATORS = {
+    "Conv2D": "Conv2d", "DepthwiseConv2D": "Conv2d (group)", "FullyConnected": "Linear (Matmul, AddBias)",
+    "Gemm": "Gemm", "MatMul": "Matmul", "MaxPool2D": "MaxPool2d", "AvgPool2D": "AvgPool2d",
+    "Mean": "GlobalAveragePool / ReduceMean", "GlobalAveragePool": "GlobalAveragePool",
+    "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Relu": "ReLU", "Relu6": "Clip(0, 6)",
+    "Clip": "Clip", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Softmax": "SoftMax", "Reshape": "Reshape",
+    "Flatten": "Flatten", "Pad": "Pad", "Concat": "Concat", "Loss": "MeanSquareError / SoftMaxCrossEntropy",
+}
+
+
+def _facts(op_type: str) -> dict | None:
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    f = (d.profiles or {}).get("singa") if d is not None else None
+    if f is not None:
+        return f if f.get("operator") else None
+    return {"operator": OPERATORS[op_type]} if op_type in OPERATORS else None
+
+
+def refusal(graph) -> str | None:
+    """The first op without a SINGA operator this profile models, or a fused activation SINGA's
+    operators do not have; None when every op is known."""
+    for op in graph.operations:
+        if _facts(op.type) is None:
+            return (f"singa profile: op {op.label} ({op.type}) has no SINGA autograd operator memplan "
+                    f"models (what it keeps for backward is unknown)")
+        act = _fused_act(op)
+        if act not in ("NONE", "TANH", "SIGMOID") + RELU_FAMILY:
+            return f"singa profile: op {op.label} has a fused activation {act} SINGA has no operator for"
+    return None
+
+
 def rules() -> dict:
     """op type -> rule: memplan's defaults with SINGA's overrides, each wrapped for fused ReLUs."""
     from memplan_cli.passes.rules import default_rules
@@ -176,6 +215,12 @@ def rules() -> dict:
     table.update({"Relu": _relu, "Relu6": _clip, "Clip": _clip, "MaxPool2D": _pool, "AvgPool2D": _pool})
     table["Loss"] = _loss(table["Loss"])
     table["Add"] = _add(table["Add"])
+    from memplan_cli import ops
+
+    for t, d in ops.all_ops().items():  # SINGA's own rule, where a registry op declares one
+        f = (d.profiles or {}).get("singa") or {}
+        if f.get("rule") is not None:
+            table[t] = f["rule"]
     return {t: _wrap(f) for t, f in table.items()}
 
 
@@ -193,6 +238,9 @@ class SingaProfile:
         bad = sorted(set(options) - set(self.OPTIONS))
         if bad:
             raise ConfigError(f"unknown singa profile option {bad[0]!r} (known: {', '.join(self.OPTIONS)})")
+        why = refusal(graph)
+        if why:
+            raise UnsupportedOpError(why)
         tg = build_training_graph(graph, config, policy=policy(), rules=rules())
         g = tg.graph
         # a fused ReLU's input is the op's own output in SINGA (an activation, not a kernel buffer)
