@@ -437,7 +437,7 @@ def _reshape_fwd(ctx):
 
 
 def _reshape_deriv(ctx):
-    dx = ctx.dx(0)
+    dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)
     if dx is not None:
         shape.reshape_calc_derivative(ctx.dy(), dx)
 
@@ -510,7 +510,8 @@ def _concat_fwd(ctx):
 
 
 def _concat_deriv(ctx):
-    outs = [(k, ctx.dx(k)) for k in range(len(ctx.op.inputs))]
+    to = ctx.grad if ctx.step.kind == "calcGradient" else ctx.dx
+    outs = [(k, to(k)) for k in range(len(ctx.op.inputs))]
     outs = [(k, d) for k, d in outs if d is not None]
     if not outs:
         return
@@ -580,10 +581,10 @@ HANDLERS: dict[str, dict] = {
     "DepthwiseConv2D": _conv_family(True),
     "MaxPool2D": {"forward": _maxpool_fwd, "calcDerivative": _maxpool_deriv},
     "AvgPool2D": {"forward": _avgpool_fwd, "calcDerivative": _avgpool_deriv},
-    "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv},
+    "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv, "calcGradient": _reshape_deriv},
     "Pad": {"forward": _pad_fwd, "calcDerivative": _pad_deriv},
     "Mean": {"forward": _mean_fwd, "calcDerivative": _mean_deriv},
-    "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv},
+    "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv, "calcGradient": _concat_deriv},
     "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
 }
 for _t in ("Flatten",):

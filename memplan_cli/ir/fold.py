@@ -6,10 +6,11 @@ Rules:
   the chain, so a `Constant -> ConstantOfShape -> Mul -> Conv` weight becomes one constant: a
   trainable weight of the Conv, not an activation with no gradient.
 - An op whose output is a graph output is kept (the model's result must stay computed).
-- An op that reads a float constant another op also reads (a tied embedding table, one bias used
-  twice), or that selects part of a float constant (its outputs hold fewer elements than that input,
-  e.g. a Gather of position rows from a table) is kept: folding it would train a copy, or a slice,
-  in place of the file's own parameter.
+- An op that reads a float constant (of more than one element) that another op also reads (a tied
+  embedding table, one bias used twice), or whose outputs hold another number of elements than that
+  constant (a Gather of position rows from a table, an Expand of a class token to the batch, a
+  Concat of two parameters) is kept: folding it would train a copy, a slice or a broadcast in place
+  of the file's own parameter. Scalars (a scale, an epsilon) do not stop folding.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -60,6 +61,6 @@ def _reads_a_parameter_it_must_not_copy(g: Graph, op, ins, readers) -> bool:
         o = g.operands[i]
         if not o.dtype.startswith(("float", "bfloat")):
             continue
-        if readers.get(i, 0) > 1 or o.num_elements > out:
+        if o.num_elements > 1 and (readers.get(i, 0) > 1 or o.num_elements != out):
             return True
     return False

@@ -16,6 +16,7 @@ import numpy as np
 
 from memplan_cli.execute.kernels.common import reduce_to_shape
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -24,6 +25,7 @@ def rule(op, ctx) -> OpRule:
     r = OpRule(forward=forward_io(op))
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    param_gradient(op, ctx, r, x, [("bp", y)])
     return r
 
 
@@ -33,7 +35,7 @@ def expand_forward(ctx):
 
 
 def expand_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is not None:
         dx[...] = reduce_to_shape(np.asarray(ctx.dy()), dx.shape)
 
@@ -44,7 +46,7 @@ def tile_forward(ctx):
 
 
 def tile_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is None:
         return
     reps = tuple(ctx.attrs["repeats"])
@@ -90,9 +92,11 @@ def _tile_batch(op, graph, shapes, batched):
     return [tuple(r * d for r, d in zip(op.attrs["repeats"], shapes[op.inputs[0]]))]
 
 
-OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDerivative": expand_derivative},
+OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDerivative": expand_derivative,
+                                                        "calcGradient": expand_derivative},
              flops=_flops, check=expand_check, batch=_expand_batch),
-       OpDef("Tile", rule=rule, kernels={"forward": tile_forward, "calcDerivative": tile_derivative},
+       OpDef("Tile", rule=rule, kernels={"forward": tile_forward, "calcDerivative": tile_derivative,
+                                                      "calcGradient": tile_derivative},
              flops=_flops, check=tile_check, batch=_tile_batch)]
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -78,6 +79,8 @@ def cast_rule(op, ctx) -> OpRule:
     r = OpRule(forward=forward_io(op))
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    if ctx.operand(y).dtype.startswith(("float", "bfloat")):
+        param_gradient(op, ctx, r, x, [("bp", y)])
     return r
 
 
@@ -90,7 +93,7 @@ def cast_fwd(ctx):
 
 
 def cast_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is not None:
         dx[...] = ctx.dy()
 
@@ -153,7 +156,8 @@ OPS = [
     OpDef("Range", rule=plain, kernels={"forward": range_fwd}, flops=_zero, required_inputs=3, no_grad=True,
           batch=_fixed),
     OpDef("Not", rule=plain, kernels={"forward": not_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
-    OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative},
+    OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative,
+                                                  "calcGradient": cast_derivative},
           flops=_elementwise_flops, check=_check_cast, batch=_same),
 ] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
            no_grad=True, batch=_broadcast_batch) for t, fn in BINARY.items()]

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 PARAMS = ("starts", "ends", "axes", "steps")  # ONNX Slice inputs 1..4
@@ -76,8 +77,10 @@ def runtime_params(op) -> list[int]:
 def slice_rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     r = OpRule(forward=forward_io(op))
+    reads = [("bp", y)] + [("fwd", i) for i in runtime_params(op)]
     if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", y)] + [("fwd", i) for i in runtime_params(op)], [("bp", x)])
+        r.calc_derivative = StepIO(reads, [("bp", x)])
+    param_gradient(op, ctx, r, x, reads)
     return r
 
 
@@ -93,7 +96,7 @@ def slice_forward(ctx):
 
 
 def slice_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is None:
         return
     dy = ctx.dy()
@@ -160,8 +163,10 @@ def _slice_batch(op, graph, shapes, batched):
 def split_rule(op, ctx) -> OpRule:
     x = op.inputs[0]
     r = OpRule(forward=forward_io(op))
+    reads = [("bp", o) for o in op.outputs if ctx.needs_bp(o)]
     if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", o) for o in op.outputs if ctx.needs_bp(o)], [("bp", x)])
+        r.calc_derivative = StepIO(reads, [("bp", x)])
+    param_gradient(op, ctx, r, x, reads)
     return r
 
 
@@ -184,7 +189,7 @@ def split_forward(ctx):
 
 
 def split_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is None:
         return
     parts = []
@@ -238,9 +243,11 @@ def _split_sizes(node, axis: int) -> list[int]:
 
 
 OPS = [
-    OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative},
+    OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative,
+                                     "calcGradient": slice_derivative},
           flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch),
-    OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative},
+    OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative,
+                                     "calcGradient": split_derivative},
           flops=lambda op, operands: (0, 0), check=split_check, batch=_split_batch),
 ]
 

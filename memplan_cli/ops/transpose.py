@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -23,6 +24,8 @@ def rule(op, ctx) -> OpRule:
     r = OpRule(forward=forward_io(op))
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    # a weight kept unfolded because another op reads it too (a tied table's transpose) trains here
+    param_gradient(op, ctx, r, x, [("bp", y)])
     return r
 
 
@@ -32,7 +35,7 @@ def forward(ctx):
 
 
 def calc_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is None:
         return
     dy = ctx.dy()
@@ -55,7 +58,8 @@ def _batch(op, graph, shapes, batched):
     return [tuple(s[a] for a in perm_of(op, len(s)))]
 
 
-OPS = [OpDef("Transpose", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
+OPS = [OpDef("Transpose", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
+                                                    "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, nondiff_inputs=(1,), batch=_batch)]
 
 

@@ -18,18 +18,20 @@ FLOPs: none.
 from __future__ import annotations
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
 def view_rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     r = OpRule(forward=forward_io(op))
-    if ctx.policy.alias_reshape:
+    if ctx.policy.alias_reshape and not ctx.is_const(x):  # never a view of a (persistent) weight
         r.view = (y, x)
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
         if ctx.policy.alias_reshape:
             r.inplace.append((("bp", y), ("bp", x)))
+    param_gradient(op, ctx, r, x, [("bp", y)])
     return r
 
 
@@ -39,7 +41,7 @@ def forward(ctx):
 
 
 def calc_derivative(ctx):
-    dx = ctx.dx(0)
+    dx = target(ctx, 0)
     if dx is not None:
         dx[...] = ctx.dy().reshape(dx.shape)
 
@@ -95,7 +97,7 @@ def _flops(op, operands):
     return 0, 0
 
 
-_K = {"forward": forward, "calcDerivative": calc_derivative}
+_K = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
 OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch),
        OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch),
        OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch)]

@@ -69,3 +69,34 @@ def test_a_frozen_reader_of_a_trained_weight_reads_it_before_the_update(tmp_path
     apply = next(s for s in tg.steps if s.kind == "applyGradient" and tg.grad[E] in s.reads)
     readers = [s.index for s in tg.steps if s.kind == "calcDerivative" and tg.fwd[E] in s.reads]
     assert readers and apply.index > max(readers)
+
+
+def _kept_parameters(tmp_path):
+    """Parameters that reach data-movement ops the constant folding keeps: a tied table read through
+    a Transpose, a class token Expanded to the batch and Concatenated, position rows Sliced from a
+    table, a bias Reshaped and also used as is."""
+    nodes = [helper.make_node("Gather", ["E", "ids"], ["e"]),                       # [2,3,4]
+             helper.make_node("Slice", ["wpe", "s0", "s3", "ax0"], ["pos"]),          # [3,4]
+             helper.make_node("Add", ["e", "pos"], ["h"]),
+             helper.make_node("Expand", ["cls", "cshape"], ["c"]),                    # [2,1,4]
+             helper.make_node("Concat", ["c", "h"], ["hc"], axis=1),                  # [2,4,4]
+             helper.make_node("Reshape", ["b", "bshape"], ["b3"]),                    # [1,1,4]
+             helper.make_node("Add", ["hc", "b3"], ["hb"]),
+             helper.make_node("Add", ["hb", "b"], ["hb2"]),
+             helper.make_node("Transpose", ["E"], ["Et"], perm=[1, 0]),               # [4,5]
+             helper.make_node("MatMul", ["hb2", "Et"], ["y"])]                        # [2,4,5]
+    inits = {"E": np.ones((5, 4), np.float32), "wpe": np.ones((6, 4), np.float32), "cls": np.ones((1, 1, 4), np.float32),
+             "b": np.ones((4,), np.float32), "s0": np.array([0], np.int64), "s3": np.array([3], np.int64),
+             "ax0": np.array([0], np.int64), "cshape": np.array([2, 1, 4], np.int64),
+             "bshape": np.array([1, 1, 4], np.int64)}
+    return save(tmp_path, onnx_model(nodes, [("ids", (2, 3), TensorProto.INT64)], [("y", (2, 4, 5))], inits))
+
+
+def test_parameters_train_through_the_data_movement_ops_folding_keeps(tmp_path):
+    p = _kept_parameters(tmp_path)
+    tg = training_graph(p)
+    weights = {tg.graph.operands[w].name: tg.graph.operands[w].shape for w in tg.grad}
+    # each float parameter of the file is trained once, with its own shape: nothing folded into a copy
+    assert weights == {"E": (5, 4), "wpe": (6, 4), "cls": (1, 1, 4), "b": (4,)}
+    assert check_gradients(p, feeds={"ids": IDS}) >= 40
+    check_verify(p, "-O", "adam")

@@ -9,6 +9,7 @@ Rules:
 """
 from __future__ import annotations
 
+from memplan_cli.ops.kernel_util import param_gradient
 from memplan_cli.passes.ops._common import bp_targets, forward_io
 from memplan_cli.passes.rules import OpRule, StepIO
 
@@ -16,12 +17,13 @@ from memplan_cli.passes.rules import OpRule, StepIO
 def reshape(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     rule = OpRule(forward=forward_io(op))
-    if ctx.policy.alias_reshape:
+    if ctx.policy.alias_reshape and not ctx.is_const(x):  # never a view of a (persistent) weight
         rule.view = (y, x)
     if bp_targets(op, ctx, [x]):
         rule.calc_derivative = StepIO([("bp", y)], [("bp", x)])
         if ctx.policy.alias_reshape:
             rule.inplace.append((("bp", y), ("bp", x)))
+    param_gradient(op, ctx, rule, x, [("bp", y)])  # a shared weight kept unfolded trains through it
     return rule
 
 
