@@ -175,6 +175,17 @@ def relu_n1_to_1():
     return m
 
 
+def reshape_rows(new_shape):
+    """[1, 4, 8] -> Reshape(new_shape) -> FullyConnected -> Reshape(-1, 24) -> FullyConnected."""
+    def model():
+        m = ModelBuilder()
+        y = m.reshape(m.input([1, 4, 8]), new_shape)
+        y = m.reshape(m.fully_connected(y, 6, activation="RELU"), [-1, 24])
+        m.output(m.fully_connected(y, 3))
+        return m
+    return model
+
+
 # name -> (model, trainable ops (-1 all), words of memplan's reason, what onert does:
 #          ("fails", words of its error) or ("crashes", None))
 REFUSED = {
@@ -194,6 +205,8 @@ REFUSED = {
     "sub_broadcast": (sub_broadcast, -1, "Sub broadcasting",
                       ("fails", "Shape of lhs, rhs, incoming, lhs_grad, and rhs_grad must match")),
     "div_tensors": (div_tensors, -1, "Div: ", ("fails", "Unsupported Binary Arithmetic Operation")),
+    "reshape_fixed_rows": (reshape_rows([4, 8]), -1, "Reshape to the constant shape (4, 8)",
+                           ("fails", "Reshape: 2nd param is not compatible with the shape of input")),
     "relu_n1_to_1": (relu_n1_to_1, -1, "RELU_N1_TO_1 has no kernel",
                      ("fails", "This layer suppports only ReLU(0-inf) and ReLU6(0-6)")),
 }
@@ -252,7 +265,7 @@ ACCEPTED = {
     "conv_dilated_frozen": (conv_dilated_frozen, 1), "depthwise_frozen": (depthwise_frozen, 1),
     "add_const_frozen": (add_const_frozen, 1), "mul_const_before_weights": (mul_const_before_weights, -1),
     "conv_strides": (conv_strides, -1), "fc_no_bias_softmax_rank4": (fc_no_bias_softmax_rank4, -1),
-    "fc_rank3_frozen": (fc_rank3_frozen, 2),
+    "fc_rank3_frozen": (fc_rank3_frozen, 2), "reshape_rows": (reshape_rows([-1, 8]), -1),
 }
 
 

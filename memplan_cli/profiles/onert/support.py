@@ -18,6 +18,7 @@ Samsung/ONE `runtime/onert/backend/train/KernelGenerator.cc`, `ops/*Layer.cc`, t
 - fused activations NONE, RELU, RELU6 only, wherever the op is (others fail the first step);
 - an absent optional input (-1) fails the loader for every op but FullyConnected ("loader doesn't
   support optional input tensor yet"): a Conv2D or DepthwiseConv2D without a bias;
+- a Reshape's constant shape is re-batched only where it starts with 1: another must still fit;
 - circle expresses 2-D convolution and pooling only, with SAME or VALID padding, floor output sizes,
   no pool dilation, no ceil_mode, AvgPool excluding padding; Pad in constant mode up to rank 4, no
   negative amounts; Softmax over the last axis: an ONNX op beyond these has no circle equivalent;
@@ -32,6 +33,8 @@ Samsung/ONE `runtime/onert/backend/train/KernelGenerator.cc`, `ops/*Layer.cc`, t
   ignores beta), and any op reading one tensor twice (TensorPlanner rejects duplicate inputs).
 """
 from __future__ import annotations
+
+import math
 
 from memplan_cli.errors import UnsupportedOpError
 
@@ -201,6 +204,28 @@ def _pad_fwd(op, operands):
     return None
 
 
+def _reshape_fwd(op, operands):
+    """onert re-batches a Reshape's constant shape only where it starts with 1 (the batch of the file):
+    any other constant must still hold the re-batched input (measured: [4, 8] after a [1, 4, 8] input
+    fails at batch 2 with "Reshape: 2nd param is not compatible with the shape of input")."""
+    if len(op.inputs) < 2 or op.inputs[1] < 0:
+        return None
+    v = getattr(operands[op.inputs[1]], "value", None)
+    if not v:
+        return None
+    x, y = _shape(operands, op.inputs[0]), _shape(operands, op.outputs[0])
+    n = math.prod(x)
+    zero_copies = op.attrs.get("zero_copies_input")  # ONNX: a 0 copies the input's dim
+    shape = [y[0] if k == 0 and d == 1 else (x[k] if d == 0 and zero_copies and k < len(x) else d)
+             for k, d in enumerate(v)]
+    known = math.prod(d for d in shape if d != -1)
+    if (-1 in shape and known and n % known == 0) or (-1 not in shape and known == n):
+        return None
+    return (f"Reshape to the constant shape {tuple(v)}, which does not hold the re-batched input {x}: "
+            f"onert re-batches only a leading 1 (\"Reshape: 2nd param is not compatible with the shape of "
+            f"input\")")
+
+
 # Facts of the ops onert 0.1.0 has train kernels for that are not in the op registry (Softmax and
 # FullyConnected keep theirs in ops/softmax.py and ops/matmul.py). Keys, each optional:
 # "forward" / "backward": fn(op, operands) -> reason onert refuses at load or compile (backward: only
@@ -212,7 +237,7 @@ TABLE = {
     "Add": {"backward": _binary_bwd}, "Sub": {"backward": _binary_bwd}, "Mul": {"backward": _binary_bwd},
     "Div": {"backward": _binary_bwd},
     "MaxPool2D": {"forward": _pool_fwd}, "AvgPool2D": {"forward": _pool_fwd},
-    "Mean": {}, "Relu": {}, "Relu6": {}, "Reshape": {},
+    "Mean": {}, "Relu": {}, "Relu6": {}, "Reshape": {"forward": _reshape_fwd},
     "Pad": {"forward": _pad_fwd},
     "Loss": {},
 }

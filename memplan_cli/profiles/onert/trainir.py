@@ -44,6 +44,7 @@ class TOperand:
     nbytes: int
     is_const: bool
     source: int  # operand index in the forward Graph (-1: added by onert)
+    value: tuple | None = None  # a small int constant's values (a Reshape's shape, a Pad's paddings)
 
 
 @dataclass
@@ -99,7 +100,7 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
     refuses what onert cannot train (`support.check`; `stage="compile"`: only what stops its compile)."""
     if len(graph.outputs) != 1:
         raise UnsupportedOpError(f"onert trains models with one output; this one has {len(graph.outputs)}")
-    operands = [TOperand(o.index, o.name, tuple(o.shape), o.nbytes, bool(o.is_const), o.index)
+    operands = [TOperand(o.index, o.name, tuple(o.shape), o.nbytes, bool(o.is_const), o.index, o.value)
                 for o in graph.operands]
     ops = [TOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
                activation(op)) for op in graph.operations]
@@ -118,7 +119,8 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
                 continue
             if i in seen:
                 src = operands[i]
-                new = TOperand(len(operands), src.name + "_copy", src.shape, src.nbytes, True, src.source)
+                new = TOperand(len(operands), src.name + "_copy", src.shape, src.nbytes, True, src.source,
+                               src.value)
                 operands.append(new)
                 op.inputs = [new.index if (j == i) else j for j in op.inputs]
             else:
