@@ -2,14 +2,14 @@
 
 For each configuration it predicts onert's `[ ALLOC ] allocation capacity: N` lines with
 `predict_alloc_lines`, compiles the same model in the real runtime (a child process with
-ONERT_LOG_ENABLE=1 and CPU_MEMORY_PLANNER set, see memplan_cli/profiles/onert/runtime.py) and
+ONERT_LOG_ENABLE=1 and CPU_MEMORY_PLANNER set, see devtools/onert_runtime.py) and
 prints one row: the configuration, the number of ALLOC lines, lines equal / total, the first
 mismatch if any, memplan's time (load + predict) and onert's (load + compile, measured inside the
 child).
 
 Matrix: mnist (batch 1, 32) and MobileNetV2 (batch 1, 10) x SGD, Adam x planners wic, bump,
 firstfit x trainable ops all, 1, 2, 10 (96 configurations), then every test-zoo model
-(memplan_cli/testing/zoo.py) at six configurations, and the zoo models onert cannot train (a row
+(devtools/zoo.py) at six configurations, and the zoo models onert cannot train (a row
 matches when memplan refuses the model and onert fails too; those run one training step, since
 onert rejects a fused TANH only when it trains).
 
@@ -48,8 +48,8 @@ from memplan_cli.config import TrainConfig  # noqa: E402
 from memplan_cli.errors import MemplanError  # noqa: E402
 from memplan_cli.loaders import load_model  # noqa: E402
 from memplan_cli.profiles.onert import predict_alloc_lines  # noqa: E402
-from memplan_cli.profiles.onert.runtime import available, run_onert  # noqa: E402
-from memplan_cli.testing import zoo  # noqa: E402
+from devtools.onert_runtime import available, run_onert  # noqa: E402
+from devtools import zoo  # noqa: E402
 
 SAMPLES = os.path.join(os.path.dirname(HERE), "sample_models")
 MODELS = {"mnist": (1, 32), "mobilenetv2": (1, 10)}

@@ -11,7 +11,7 @@ Target (issue 7): every configuration passes and MobileNetV2 batch 2 takes under
 2-core development machine. The onert comparison runs one training step of mnist (batch 8, MSE) in
 onert 0.1.0 and in memplan's executor inside memplan's plan, from the model's weights and the same
 inputs and labels, and compares the loss, every updated weight (onert's `train_export_circle`) and
-the second step's loss (see `memplan_cli/execute/onert_check.py`).
+the second step's loss (see `devtools/onert_check.py`).
 """
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def main() -> int:
     onert = []
     if not args.no_onert:
         sys.path.insert(0, REPO)
-        from memplan_cli.execute.onert_check import available, compare_with_onert
+        from devtools.onert_check import available, compare_with_onert
 
         if not available():
             if not args.json:

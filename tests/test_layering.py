@@ -1,8 +1,29 @@
-"""The package's import rule: the buffer list is the narrow waist and no import runs back up.
+"""The package's import rule: the buffer list is the narrow waist and imports only run down.
 
-ops (the op registry) -> ir, execute's NumPy kernels; loaders -> ir, ops; passes -> ir, ops, buffers; planners -> nothing of memplan's but themselves; reports ->
-buffers and their own modules. Checked on the source (every `import` anywhere in a module, also
-inside functions), so a shortcut taken in a hurry fails here rather than in review.
+Every package and first-level module of memplan_cli has an entry in ALLOWED (a new one fails
+`test_every_module_has_a_rule` until it gets one), and may import only the memplan_cli modules its
+entry names, plus `errors` (what every layer may raise) and the package's `__version__`. From the
+bottom up:
+
+- leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) import nothing of memplan's;
+  `config` only errors; `traininfo` only itself.
+- `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
+  batch rules; ops uses ir and the NumPy kernel helpers of `execute`.
+- `loaders` -> ir, ops, traininfo (loaders know nothing of training).
+- `passes` -> ir, ops, buffers, config (the training graph).
+- `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
+  passes; planners know nothing of models); `report` -> buffers only.
+- `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
+  plans; the onert profile reads onert's facts from the op registry).
+- `planrun` -> check, planners; `plancsv` -> planrun (buffer lists beyond models).
+- `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
+  buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes.
+- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
+  `__main__` -> cli; `__init__` imports nothing of memplan's.
+
+Nothing in memplan_cli imports the dev-only `devtools` or `tests`. Checked on the source (every
+`import` anywhere in a module, also inside functions, absolute or relative), so a shortcut taken
+in a hurry fails here rather than in review.
 """
 import ast
 import pathlib
@@ -10,48 +31,131 @@ import pathlib
 import pytest
 
 PKG = pathlib.Path(__file__).parents[1] / "memplan_cli"
-COMMON = {"errors", "_version"}  # what every layer may raise or print
+COMMON = {"errors", "__init__"}  # what every layer may raise; the version
 ALLOWED = {
-    # the op registry is one vertical slice per op family: ir asks it for contracts and batch rules,
-    # loaders for converters, passes for rules; it uses ir and the NumPy kernel helpers of execute
-    "ops": {"ops", "ir", "execute"},
-    "ir": {"ir", "ops"},
-    "loaders": {"loaders", "ir", "traininfo", "ops"},
+    "errors": set(),
+    "buffers": set(),
+    "config": set(),
     "traininfo": {"traininfo"},
+    "ir": {"ir", "ops"},
+    "ops": {"ops", "ir", "execute"},
+    "loaders": {"loaders", "ir", "traininfo", "ops"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
-    "planners": {"planners", "check"},  # `best` keeps only plans the independent verifier passes
     "check": {"check", "buffers"},
+    "planners": {"planners", "check"},
     "report": {"report", "buffers"},
+    "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
+    "planrun": {"check", "planners"},
+    "plancsv": {"planrun"},
+    "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
+    "comparison": {"analysis", "buffers", "config", "loaders"},
+    "execute": {"execute", "analysis", "loaders", "ops", "passes"},
+    "commands": {"commands", "analysis", "buffers", "check", "comparison", "config", "execute",
+                 "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
+                 "report", "traininfo"},
+    "cli": {"commands"},
+    "__main__": {"cli"},
+    "__init__": set(),
 }
+DEV_ONLY = {"devtools", "tests"}
 
 
-def memplan_imports(path: pathlib.Path) -> set[str]:
-    """The first-level memplan_cli modules `path` imports."""
+def _module_name(path: pathlib.Path) -> str:
+    """Dotted module name of a file under PKG ('memplan_cli.report.table')."""
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: pathlib.Path, name: str | None = None) -> set[str]:
+    """Every absolute module name `path` (module `name`, by default from its place under PKG)
+    imports, relative imports resolved against its package. `from a import b` yields `a` and
+    `a.b` (b may be a submodule)."""
     out = set()
+    is_pkg = path.name == "__init__.py"
+    here = (name or _module_name(path)).split(".")
     for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here if is_pkg else here[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for n in names:
-            parts = n.split(".")
-            if parts[0] == "memplan_cli" and len(parts) > 1:
-                out.add(parts[1])
+            out.update(a.name for a in node.names)
     return out
+
+
+def memplan_imports(path: pathlib.Path, name: str | None = None) -> set[str]:
+    """The first-level memplan_cli modules `path` imports. `memplan_cli` itself and its dunders
+    (`__version__`) count as `__init__`; any other name taken from `memplan_cli` is the API's."""
+    out = set()
+    modules = first_level()
+    for full in imported_modules(path, name):
+        parts = full.split(".")
+        if parts[0] != "memplan_cli":
+            continue
+        if len(parts) == 1 or parts[1].startswith("__") and parts[1] not in modules:
+            out.add("__init__")
+        else:
+            out.add(parts[1] if parts[1] in modules else "api")
+    return out
+
+
+def first_level() -> set[str]:
+    return {p.stem if p.is_file() else p.name for p in PKG.iterdir()
+            if (p.is_file() and p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())}
+
+
+def files_of(layer: str) -> list[pathlib.Path]:
+    d = PKG / layer
+    return sorted(d.rglob("*.py")) if d.is_dir() else [PKG / f"{layer}.py"]
+
+
+def test_every_module_has_a_rule():
+    assert first_level() == set(ALLOWED), (
+        f"without a rule: {sorted(first_level() - set(ALLOWED))}; "
+        f"rules for nothing: {sorted(set(ALLOWED) - first_level())}")
 
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_no_import_runs_back_up(layer):
     bad = {}
-    for f in sorted((PKG / layer).rglob("*.py")):
-        extra = memplan_imports(f) - ALLOWED[layer] - COMMON
+    for f in files_of(layer):
+        # a package's own name is always fine inside it (memplan_cli.report.x importing report.y)
+        extra = memplan_imports(f) - ALLOWED[layer] - COMMON - {layer}
         if extra:
             bad[str(f.relative_to(PKG))] = sorted(extra)
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
 
 
+def test_the_package_never_imports_dev_only_code():
+    bad = {str(f.relative_to(PKG)): sorted(n for n in imported_modules(f) if n.split(".")[0] in DEV_ONLY)
+           for f in sorted(PKG.rglob("*.py"))}
+    assert not {k: v for k, v in bad.items() if v}
+
+
 def test_the_checker_sees_function_level_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f():\n    from memplan_cli.loaders import load_model\n")
-    assert memplan_imports(f) == {"loaders"}
+    assert memplan_imports(f, "memplan_cli.m") == {"loaders"}
+
+
+def test_the_checker_resolves_relative_imports(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("from ..analysis import analyze\nfrom . import table\nfrom .. import planners\n")
+    assert memplan_imports(f, "memplan_cli.report.probe") == {"analysis", "report", "planners", "__init__"}
+    assert memplan_imports(f, "memplan_cli.report.sub.probe") == {"report"}
+
+
+def test_the_checker_tells_submodules_from_names(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("from memplan_cli import ops, __version__\n")
+    assert memplan_imports(f, "memplan_cli.x") == {"ops", "__init__"}
+    f.write_text("from memplan_cli import analyze\n")
+    assert memplan_imports(f, "memplan_cli.x") == {"__init__", "api"}

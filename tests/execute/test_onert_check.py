@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from memplan_cli.execute.onert_check import available, compare_with_onert
+from devtools.onert_check import available, compare_with_onert
 
 MNIST = str(pathlib.Path(__file__).parents[2] / "sample_models" / "mnist.circle")
 

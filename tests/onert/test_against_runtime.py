@@ -12,10 +12,10 @@ import pytest
 from memplan_cli.config import TrainConfig
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.profiles.onert import predict_alloc_lines, tensorplan
-from memplan_cli.profiles.onert.runtime import available, run_onert
+from devtools.onert_runtime import available, run_onert
 from memplan_cli.profiles.onert.trainir import build_train_ir
-from memplan_cli.testing import zoo
-from memplan_cli.testing.modelgen import to_graph
+from devtools import zoo
+from devtools.modelgen import to_graph
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "sample_models")
 

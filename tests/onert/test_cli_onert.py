@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
-from memplan_cli.testing import zoo
+from devtools import zoo
 
 # model -> words of memplan's reason
 REASONS = {
@@ -60,7 +60,7 @@ def test_untrainable_op_outside_the_backward_region_still_fails_onert():
     from memplan_cli.config import TrainConfig
     from memplan_cli.errors import UnsupportedOpError
     from memplan_cli.profiles.onert import PROFILE
-    from memplan_cli.testing.modelgen import to_graph
+    from devtools.modelgen import to_graph
 
     for name in ("tanh_op", "fc_tanh"):
         with pytest.raises(UnsupportedOpError):
@@ -71,7 +71,7 @@ def test_duplicate_input_before_the_trained_ops_is_fine():
     """The duplicate-input check is TensorPlanner's, over the essential backward order only."""
     from memplan_cli.config import TrainConfig
     from memplan_cli.profiles.onert import predict_alloc_lines
-    from memplan_cli.testing.modelgen import to_graph
+    from devtools.modelgen import to_graph
 
     g = to_graph(zoo.duplicate_input(), 2)
     assert predict_alloc_lines(g, TrainConfig(batch_size=2, trainable=1))  # FC only: Add stays frozen

@@ -20,8 +20,8 @@ from memplan_cli.config import TrainConfig
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.loaders import load_model
 from memplan_cli.profiles.onert import predict_alloc_lines
-from memplan_cli.profiles.onert.runtime import available, run_onert
-from memplan_cli.testing.modelgen import ACT, ModelBuilder
+from devtools.onert_runtime import available, run_onert
+from devtools.modelgen import ACT, ModelBuilder
 
 no_runtime = pytest.mark.skipif(not available(), reason="onert 0.1.0 is not installed (pip install -e "
                                                        "'.[onert]', cp311 x86-64 only): no runtime")
@@ -358,7 +358,7 @@ def _reference_loss(m, conv_w, fc_w, groups, x, y_true):
 def test_grouped_conv_trains_wrongly_in_onert(tmp_path):
     """onert compiles and runs a grouped Conv2D, but its loss is not the grouped model's; the same net
     without groups gets exactly the reference loss (so the reference is right)."""
-    from memplan_cli.execute.onert_check import run_onert_steps
+    from devtools.onert_check import run_onert_steps
 
     rng = np.random.default_rng(0)
     x = rng.random((2, 6, 6, 4), dtype=np.float32)
@@ -388,7 +388,7 @@ def _softmax_net(beta):
 def test_softmax_beta_trains_wrongly_in_onert(tmp_path):
     """With beta != 1 onert's Softmax gradient is not the model's (its backward ignores beta): the weights
     before the Softmax get another update than memplan's reference kernels give; with beta 1 they agree."""
-    from memplan_cli.execute.onert_check import compare_with_onert
+    from devtools.onert_check import compare_with_onert
 
     rel = {}
     for beta in (1.0, 2.0):

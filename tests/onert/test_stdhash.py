@@ -11,8 +11,8 @@ import pytest
 
 from memplan_cli.profiles.onert.stdhash import UnorderedMap, dfs_topological, reinserted, training_hash
 from memplan_cli.profiles.onert.trainir import build_train_ir
-from memplan_cli.testing import zoo
-from memplan_cli.testing.modelgen import to_graph
+from devtools import zoo
+from devtools.modelgen import to_graph
 
 
 def test_small_map_grows_to_29_buckets_and_lists_new_buckets_first():
@@ -130,7 +130,7 @@ def test_two_topological_orders():
 def test_replay_is_fast_on_a_large_graph():
     import time
 
-    from memplan_cli.testing.modelgen import ModelBuilder
+    from devtools.modelgen import ModelBuilder
 
     m = ModelBuilder()
     y = m.input([1, 2, 2, 2])

@@ -6,8 +6,8 @@ from memplan_cli.errors import MemplanError
 from memplan_cli.profiles.onert import PROFILE, predict_alloc_lines, tensorplan
 from memplan_cli.profiles.onert.replay import bump, firstfit, wic
 from memplan_cli.profiles.onert.trainir import build_train_ir
-from memplan_cli.testing import zoo
-from memplan_cli.testing.modelgen import ModelBuilder, to_graph
+from devtools import zoo
+from devtools.modelgen import ModelBuilder, to_graph
 
 
 def ir_of(mb, batch=1, trainable=None):

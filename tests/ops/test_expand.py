@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from memplan_cli.loaders import load_model
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
 
 

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
 
 BIG = 2**63 - 1

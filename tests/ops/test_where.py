@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, save, training_graph
 
 
@@ -57,7 +57,7 @@ def test_shapes_that_do_not_broadcast_are_refused(tmp_path):
 
 
 def test_tflite_select_v2(tmp_path, monkeypatch):
-    from memplan_cli.testing import modelgen
+    from devtools import modelgen
 
     monkeypatch.setitem(modelgen.TYPE, "bool", 6)  # TensorType.BOOL
     m = ModelBuilder()

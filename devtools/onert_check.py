@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from memplan_cli.profiles.onert.runtime import available  # noqa: F401  (re-exported: is onert importable)
+from devtools.onert_runtime import available  # noqa: F401  (re-exported: is onert importable)
 
 _CHILD = r"""
 import json, os, sys

@@ -8,7 +8,7 @@ differ. `UNTRAINABLE` holds models onert 0.1.0 refuses to train.
 """
 from __future__ import annotations
 
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 
 
 def tiny_cnn() -> ModelBuilder:
