@@ -16,7 +16,7 @@ from memplan_cli.config import TrainConfig
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.loaders import load_model
 from memplan_cli.profiles import get_profile
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 from tests.ops.gradcheck import onnx_model, save
 
 
