@@ -18,7 +18,7 @@ Samsung/ONE `runtime/onert/backend/train/KernelGenerator.cc`, `ops/*Layer.cc`, t
 - fused activations NONE, RELU, RELU6 only, wherever the op is (others fail the first step);
 - an absent optional input (-1) fails the loader for every op but FullyConnected ("loader doesn't
   support optional input tensor yet"): a Conv2D or DepthwiseConv2D without a bias;
-- a Reshape's constant shape is re-batched only where it starts with 1: another must still fit;
+- a Reshape with a constant shape: onert re-batches only a leading 1 (to the input's dim 0);
 - circle expresses 2-D convolution and pooling only, with SAME or VALID padding, floor output sizes,
   no pool dilation, no ceil_mode, AvgPool excluding padding; Pad in constant mode up to rank 4, no
   negative amounts; Softmax over the last axis: an ONNX op beyond these has no circle equivalent;
@@ -205,25 +205,29 @@ def _pad_fwd(op, operands):
 
 
 def _reshape_fwd(op, operands):
-    """onert re-batches a Reshape's constant shape only where it starts with 1 (the batch of the file):
-    any other constant must still hold the re-batched input (measured: [4, 8] after a [1, 4, 8] input
-    fails at batch 2 with "Reshape: 2nd param is not compatible with the shape of input")."""
+    """onert's shape inference for a Reshape with a constant shape (`util/ShapeInference.cc`
+    inferReshapeShape): one -1 takes the rest; when the element counts still differ, a leading 1
+    becomes the input's dim 0 if that makes them equal, else "Reshape: 2nd param is not compatible
+    with the shape of input" (measured: [4, 8] after a [1, 4, 8] input, at batch 2)."""
     if len(op.inputs) < 2 or op.inputs[1] < 0:
         return None
     v = getattr(operands[op.inputs[1]], "value", None)
     if not v:
         return None
-    x, y = _shape(operands, op.inputs[0]), _shape(operands, op.outputs[0])
+    x = _shape(operands, op.inputs[0])
     n = math.prod(x)
     zero_copies = op.attrs.get("zero_copies_input")  # ONNX: a 0 copies the input's dim
-    shape = [y[0] if k == 0 and d == 1 else (x[k] if d == 0 and zero_copies and k < len(x) else d)
-             for k, d in enumerate(v)]
-    known = math.prod(d for d in shape if d != -1)
-    if (-1 in shape and known and n % known == 0) or (-1 not in shape and known == n):
+    ret = [x[k] if d == 0 and zero_copies and k < len(x) else d for k, d in enumerate(v)]
+    if sum(d < 0 for d in ret) > 1:
+        return f"Reshape to {tuple(v)}: more than one -1"
+    if any(d < 0 for d in ret):
+        rest = math.prod(d for d in ret if d >= 0)
+        ret = [n // rest if d < 0 and rest else d for d in ret]
+    total = math.prod(ret)
+    if total == n or (ret and ret[0] == 1 and x and total * x[0] == n):
         return None
-    return (f"Reshape to the constant shape {tuple(v)}, which does not hold the re-batched input {x}: "
-            f"onert re-batches only a leading 1 (\"Reshape: 2nd param is not compatible with the shape of "
-            f"input\")")
+    return (f"Reshape to the constant shape {tuple(v)}, which does not hold its input {x}: onert re-batches "
+            f"only a leading 1 (\"Reshape: 2nd param is not compatible with the shape of input\")")
 
 
 # Facts of the ops onert 0.1.0 has train kernels for that are not in the op registry (Softmax and
