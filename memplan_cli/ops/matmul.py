@@ -6,7 +6,8 @@ Canonical forms:
   MatMul(x, W) + Add(b) fusion. (The TFLite converter of FULLY_CONNECTED is the flatbuffer loader's.)
 - `MatMul(a, b[, c])`, attrs `trans_a` / `trans_b`: ONNX MatMul (numpy semantics: batch dimensions
   broadcast, a 1-D operand is a vector), ONNX Gemm otherwise (2-D, C is input 2, broadcast to Y),
-  TFLite BATCH_MATMUL (adj_x / adj_y). Gemm's alpha and beta other than 1 are refused.
+  TFLite BATCH_MATMUL (adj_x / adj_y). Gemm's beta = 0 drops C; alpha other than 1 and beta other
+  than 0 or 1 are refused.
 
 Training rules (PyTorch derivatives.yaml `mm` / `matmul` / `addmm`: self: grad.mm(mat2.t()) saves
 mat2; mat2: self.t().mm(grad) saves self):
@@ -334,10 +335,14 @@ def _onnx_matmul(node) -> Canon:
 def _onnx_gemm(node) -> Canon:
     a = node.attrs
     w = node.input(1)
-    extra = {k: float(a[k]) for k in ("alpha", "beta") if k in a and float(a[k]) != 1.0}
+    ins = list(node.inputs)
+    if float(a.get("beta", 1.0)) == 0.0:  # beta = 0: C does not count (torch.mm exports so)
+        ins = ins[:2]
+    extra = {k: float(a[k]) for k in ("alpha", "beta") if k in a and float(a[k]) not in (1.0, 0.0 if k == "beta" else 1.0)}
     if w is not None and w.is_const and not a.get("transA", 0) and not extra:
-        return Canon("FullyConnected", {"activation": "NONE", "trans_b": bool(a.get("transB", 0))})
-    return Canon("MatMul", {"trans_a": bool(a.get("transA", 0)), "trans_b": bool(a.get("transB", 0)), **extra})
+        return Canon("FullyConnected", {"activation": "NONE", "trans_b": bool(a.get("transB", 0))}, inputs=ins)
+    return Canon("MatMul", {"trans_a": bool(a.get("transA", 0)), "trans_b": bool(a.get("transB", 0)), **extra},
+                 inputs=ins)
 
 
 def _tfl_batch_matmul(node) -> Canon:

@@ -45,7 +45,8 @@ def save(tmp_path, m, name="m.onnx") -> str:
 
 
 def training_graph(path, policy=None, loss="mse", batch=None, **config):
-    g = load_model(path, batch_size=batch)
+    """`path`: a model file, or a function building a Graph (for graphs no loader writes)."""
+    g = path() if callable(path) else load_model(path, batch_size=batch)
     for o in g.operands:
         if o.dtype == "float32":
             o.dtype = "float64"

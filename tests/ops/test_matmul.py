@@ -71,6 +71,17 @@ def test_gemm_alpha_is_refused(tmp_path):
         load_model(save(tmp_path, m))
 
 
+def test_gemm_beta_0_drops_c():
+    import os
+
+    import onnx
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/pytorch-operator/test_operator_mm/model.onnx")
+    op = next(o for o in load_model(path).operations if o.source_type == "Gemm")
+    assert op.type == "MatMul" and len(op.inputs) == 2
+    check_verify(path)
+
+
 def test_flops():
     from memplan_cli.ir.graph import Operand, Operation
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from devtools.modelgen import ModelBuilder
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
 
 BIG = 2**63 - 1
 
@@ -63,8 +63,6 @@ def test_slice_opset_9_attributes(tmp_path):
 
 
 def test_slice_keeps_nothing(tmp_path):
-    from tests.ops.gradcheck import training_graph
-
     tg = training_graph(save(tmp_path, _slice_model(**CASES["steps"])))
     k = next(o.index for o in tg.graph.operations if o.type == "Slice")
     assert tg.rules[k].kept_forward() == []
@@ -198,3 +196,39 @@ def test_tflite_slice_split_splitv_unpack(tmp_path):
     assert types["SLICE"] == "Slice" and types["SPLIT"] == types["SPLIT_V"] == types["UNPACK"] == "Split"
     assert check_gradients(p) >= 12
     check_verify(p, "-b", "2")
+
+
+def _runtime_slice_graph():
+    """x[2,6] -> Add(p) -> Slice(a, starts=[1] attr, ends=Shape(a)[1] - 2 computed at run time, axes=[1])
+    -> MatMul(w): a graph ONNX shape inference cannot size (it leaves the Slice's dims unknown), so
+    it is built by hand; the kernels read the computed end, and backward keeps it."""
+    from tests.execute.graphs import _B
+
+    b = _B()
+    x = b.t("x", (2, 6))
+    a = b.op("Add", [x, b.t("p", (6,), True)], "a", (2, 6), activation="NONE")
+    sh = b.op("Shape", [a], "sh", (2,))
+    b.operands[sh].dtype = "int64"
+    n = b.op("Gather", [sh, b.t("i", (1,), True, "int64", (1,))], "n", (1,), axis=0)
+    b.operands[n].dtype = "int64"
+    e = b.op("Sub", [n, b.t("two", (1,), True, "int64", (2,))], "e", (1,), activation="NONE")
+    b.operands[e].dtype = "int64"
+    s = b.op("Slice", [a, -1, e, -1], "s", (2, 3), starts=(1,), axes=(1,))
+    y = b.op("MatMul", [s, b.t("w", (3, 4), True)], "y", (2, 4))
+    return b.graph([x], [y], fmt="onnx")
+
+
+def test_slice_with_a_run_time_end():
+    g = _runtime_slice_graph()
+    sl = next(o for o in g.operations if o.type == "Slice")
+    assert not slice_check_problems(sl, g.operands)
+    tg = training_graph(_runtime_slice_graph)
+    k = next(o.index for o in tg.graph.operations if o.type == "Slice")
+    assert [tg.graph.operands[v].name for v in tg.rules[k].kept_forward()] == ["e"]
+    assert check_gradients(_runtime_slice_graph) >= 12
+
+
+def slice_check_problems(op, operands):
+    from memplan_cli.ir import contract
+
+    return contract.problems(op, operands)
