@@ -32,10 +32,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
+from memplan_cli.inputs import require_regular_file
 
 ALIASES = {
     "id": "id", "buffer": "id", "buffer_id": "id",
@@ -83,8 +83,7 @@ class BufferTable:
 
 
 def _open_text(path: str) -> str:
-    if os.path.isdir(path):
-        raise CsvError("is a directory, not a CSV file", path)
+    require_regular_file(path, "CSV file", CsvError)
     try:
         with open(path, "rb") as f:
             data = f.read()

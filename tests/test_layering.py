@@ -6,16 +6,17 @@ entry names, plus `errors` (what every layer may raise) and the package's `__ver
 bottom up:
 
 - leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) import nothing of memplan's;
-  `config` only errors; `traininfo` only itself.
+  `config` and `inputs` (the regular-file check every input opener makes) only errors; `traininfo`
+  only itself.
 - `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
   batch rules; ops uses ir and the NumPy kernel helpers of `execute`.
-- `loaders` -> ir, ops, traininfo (loaders know nothing of training).
+- `loaders` -> inputs, ir, ops, traininfo (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
   passes; planners know nothing of models); `report` -> buffers only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
-- `planrun` -> check, planners; `plancsv` -> planrun (buffer lists beyond models).
+- `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
 - `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
   buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes.
 - `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
@@ -36,21 +37,22 @@ ALLOWED = {
     "errors": set(),
     "buffers": set(),
     "config": set(),
+    "inputs": set(),
     "traininfo": {"traininfo"},
     "ir": {"ir", "ops"},
     "ops": {"ops", "ir", "execute"},
-    "loaders": {"loaders", "ir", "traininfo", "ops"},
+    "loaders": {"loaders", "inputs", "ir", "traininfo", "ops"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
     "report": {"report", "buffers"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
-    "plancsv": {"planrun"},
+    "plancsv": {"inputs", "planrun"},
     "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
     "comparison": {"analysis", "buffers", "config", "loaders"},
     "execute": {"execute", "analysis", "loaders", "ops", "passes"},
-    "commands": {"commands", "analysis", "buffers", "check", "comparison", "config", "execute",
+    "commands": {"commands", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "report", "traininfo"},
     "cli": {"commands"},

@@ -17,8 +17,10 @@ CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "lo
 
 
 def read_report(path: str) -> dict:
+    from memplan_cli.inputs import require_regular_file
     from memplan_cli.report.diff import check_report
 
+    require_regular_file(path, "JSON report")
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -36,6 +38,10 @@ def read_report(path: str) -> dict:
 
 
 def looks_like_json(path: str) -> bool:
+    from memplan_cli.inputs import not_regular
+
+    if not_regular(path):
+        return False  # the model loader refuses it by name, without opening it
     try:
         with open(path, "rb") as f:
             head = f.read(64).lstrip()
@@ -65,7 +71,7 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
 
 
 @click.command("diff")
-@click.option("--baseline", required=True, type=click.Path(dir_okay=False), metavar="BASE.json",
+@click.option("--baseline", required=True, type=click.Path(), metavar="BASE.json",
               help="A report written by `memplan analyze --format json`.")
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.option("--fail-on", "fail_on", multiple=True, metavar="KEY:+LIMIT",

@@ -2,13 +2,13 @@
 
 The format is sniffed from the content, never the extension. Loaders read shapes, dtypes and which
 operands are constant; they never copy weight bytes (small integer constants that decide shapes,
-such as a Reshape's target shape, are the exception). Every failure is a `ModelError` naming the file.
+such as a Reshape's target shape, are the exception). Every failure is a `ModelError` naming the file;
+anything but a regular file (a FIFO would block forever, a device never end) is refused unopened.
 """
 from __future__ import annotations
 
-import os
-
 from memplan_cli.errors import ModelError
+from memplan_cli.inputs import require_regular_file
 
 FORMATS = ("circle", "tflite", "onnx")
 
@@ -30,10 +30,7 @@ def load_model(path: str, *, batch_size: int | None = None):
     """Load `path` (any supported format) and return a verified Graph, re-batched if asked."""
     from memplan_cli.ir.graph import GraphError
 
-    if not os.path.exists(path):
-        raise ModelError("no such file", path)
-    if os.path.isdir(path):
-        raise ModelError("is a directory, not a model file", path)
+    require_regular_file(path, "model file", ModelError)
     try:
         with open(path, "rb") as f:
             head = f.read(16)

@@ -11,6 +11,7 @@ import mmap
 import os
 
 from memplan_cli.errors import ModelError
+from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 
@@ -69,6 +70,8 @@ def _inline_small_external(model, base_dir: str) -> None:
             continue
         info = {e.key: e.value for e in t.external_data}
         loc = os.path.join(base_dir, info.get("location", ""))
+        if not_regular(loc):
+            continue  # a FIFO or device would block or never end; inference reports the shape
         try:
             with open(loc, "rb") as f:
                 f.seek(int(info.get("offset", 0) or 0))
