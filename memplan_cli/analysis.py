@@ -36,6 +36,9 @@ class Analysis:
     onert: OnertComparison | None = None
     # wall-clock seconds per phase (load, build, plan, figures): for people, never in JSON reports
     timings: dict = field(default_factory=dict)
+    # the user's --time-limit in seconds, when given: the plans may then depend on the machine's
+    # speed and load (without it every planner budget counts work and the plans are reproducible)
+    time_limit: float | None = None
 
     @property
     def planned_by_category(self) -> dict[str, int]:
@@ -119,7 +122,9 @@ def _takes(fn, name: str) -> bool:
 
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
                      time_limit: float | None = None) -> list[PoolPlan]:
-    """Plan each pool with its planner and verify the result independently. A failed check is a bug."""
+    """Plan each pool with its planner and verify the result independently. A failed check is a bug.
+    `time_limit` (seconds, the user's --time-limit) replaces the planners' work budgets by the
+    clock; None (the default) keeps every plan independent of timing."""
     from memplan_cli.check.overlap import check_plan
     from memplan_cli.planners import get_planner
     from memplan_cli.planners.bound import lower_bound
@@ -181,7 +186,8 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     b = bl.buffers
     lb = lower_bound([x.size for x in b], [x.first for x in b], [x.last for x in b])
     t2 = time.perf_counter()
-    a = Analysis(path, file_sha256(path) if path else "", graph, config, profile, bl, pools, lb)
+    a = Analysis(path, file_sha256(path) if path else "", graph, config, profile, bl, pools, lb,
+                 time_limit=time_limit)
     figures = getattr(prof, "figures", None)
     if figures:
         a.extras.update(figures(a))

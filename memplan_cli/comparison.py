@@ -52,6 +52,7 @@ class Comparison:
     columns: list[Column]
     lower_bound: int  # memplan's lifetimes
     onert_options: dict = field(default_factory=dict)
+    time_limit: float | None = None  # the user's --time-limit: the plans may depend on timing
 
     def column(self, profile: str) -> Column:
         return next(c for c in self.columns if c.profile == profile)
@@ -94,7 +95,7 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
         else:
             cols[prof] = _column(prof, a)
     return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
-                      int(mem.lower_bound), onert_options)
+                      int(mem.lower_bound), onert_options, time_limit)
 
 
 def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None,

@@ -25,6 +25,7 @@ class PlanResult:
     naive: int           # sum of sizes: every buffer its own bytes
     lower_bound: int     # most bytes live at one step: no plan does better
     seconds: float       # wall time of the planner call
+    time_limit: float | None = None  # the clock limit the planner ran under, if any
 
     @property
     def arena(self) -> int:
@@ -48,11 +49,26 @@ def default_planner() -> str:
     return "best" if "best" in planner_names() else "greedy"
 
 
+def takes_rounds(name: str) -> bool:
+    """True when the planner `name` has a work budget in search rounds (best, exact)."""
+    import inspect
+
+    from memplan_cli.planners import get_planner
+
+    try:
+        return "rounds" in inspect.signature(get_planner(name)).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def plan_buffers(name: str, sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int], *,
-                 time_limit: float | None = None, names: Sequence[str] | None = None,
-                 alignments: Sequence[int] | None = None, lower_bound: int | None = None) -> PlanResult:
+                 time_limit: float | None = None, rounds: int | None = None,
+                 names: Sequence[str] | None = None, alignments: Sequence[int] | None = None,
+                 lower_bound: int | None = None) -> PlanResult:
     """Plan with the registered planner `name` (KeyError if unknown), verify, return the figures.
 
+    `time_limit` (seconds) replaces the planner's work budgets by the clock (the plan may then
+    depend on timing); `rounds` sets a searching planner's work budget (ignored by the others).
     `alignments`, when given, are checked against the offsets (InvalidPlan if one is not a multiple).
     `lower_bound` may be passed when already known (it is computed otherwise).
     """
@@ -62,7 +78,8 @@ def plan_buffers(name: str, sizes: Sequence[int], firsts: Sequence[int], lasts: 
 
     planner = get_planner(name)
     t0 = time.perf_counter()
-    plan = planner(sizes, firsts, lasts, time_limit=time_limit)
+    extra = {"rounds": rounds} if rounds is not None and takes_rounds(name) else {}
+    plan = planner(sizes, firsts, lasts, time_limit=time_limit, **extra)
     seconds = time.perf_counter() - t0
     try:
         check_plan(sizes, firsts, lasts, plan.offsets, plan.arena, names=names)
@@ -78,4 +95,4 @@ def plan_buffers(name: str, sizes: Sequence[int], firsts: Sequence[int], lasts: 
         # a zero-size buffer occupies nothing: offset 0 is always valid and says so
         plan = replace(plan, offsets=tuple(0 if s == 0 else o for s, o in zip(sizes, plan.offsets)))
     lb = bound(sizes, firsts, lasts) if lower_bound is None else lower_bound
-    return PlanResult(plan, len(sizes), int(sum(int(s) for s in sizes)), int(lb), seconds)
+    return PlanResult(plan, len(sizes), int(sum(int(s) for s in sizes)), int(lb), seconds, time_limit)

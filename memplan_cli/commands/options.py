@@ -84,7 +84,9 @@ def planner_options(f):
                           "planner: naive, greedy, wic, ...). With --profile onert: onert's own planner, "
                           "wic (its default), bump or firstfit."),
         click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                     help="Stop an exact planner after SECONDS and keep its best plan."),
+                     help="Stop the planners on the clock after SECONDS instead of their work budgets. The "
+                          "plan may then depend on the machine's speed and load (the report says so); "
+                          "without it the same input gives the same plan everywhere."),
         click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
                      help="onert's thread count (sizes DepthwiseConv2D buffers). Default: this machine's."),
         click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,

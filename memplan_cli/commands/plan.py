@@ -21,6 +21,8 @@ def summary_json(path: str, r, alignment: int) -> dict:
         "planner": r.plan.planner,
         "status": r.status,
         "seconds": round(r.seconds, 6),
+        # set when the user gave --time-limit: the plan may then depend on speed and load
+        "time_limit": r.time_limit,
         "alignment": alignment,
         "verified": True,
     }
@@ -47,6 +49,9 @@ def summary_table(d: dict) -> str:
     ]
     if d["alignment"] > 1:
         rows.append(("alignment", f"sizes planned as multiples of {d['alignment']}"))
+    if d["time_limit"] is not None:
+        rows.append(("note", f"planned under a {d['time_limit']:g} s time limit: the plan may depend on this "
+                             "machine's speed and load"))
     w = max(len(k) for k, _ in rows)
     return "".join(f"{k:<{w}}  {v}\n" for k, v in rows)
 
@@ -56,15 +61,20 @@ def summary_table(d: dict) -> str:
 @click.option("--planner", default=None, metavar="NAME",
               help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
                    "available, else greedy.")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Work budget of a searching planner (best, exact), in rounds of its search (a fixed "
+                   "count of nodes, about 30 ms of one core each). Default: best 150, exact 600. The plan "
+                   "does not depend on the machine's speed or load.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Stop a searching planner (best, exact) after SECONDS and keep its best plan. "
-                   "Default: the planner's own limit.")
+              help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
+                   "placements, the search's rounds) and keep its best plan. The plan may then depend on "
+                   "the machine's speed and load, and the summary says so.")
 @click.option("-o", "--output", default=None, metavar="FILE",
               help="Write the buffers with an `offset` column to FILE (atomically; nothing is written on "
                    "an error). '-' writes them to stdout and the summary to stderr.")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="The summary: table for people, json for scripts.")
-def command(buffers, planner, time_limit, output, fmt):
+def command(buffers, planner, rounds, time_limit, output, fmt):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
 
@@ -74,7 +84,8 @@ def command(buffers, planner, time_limit, output, fmt):
 
     Prints the number of buffers, naive (every buffer its own bytes), the lower bound (the most
     bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when the arena
-    equals the bound) and its seconds. Every plan is checked by memplan's independent overlap
+    equals the bound) and its seconds. Without --time-limit the same file gives the same plan on
+    any machine at any load. Every plan is checked by memplan's independent overlap
     verifier before anything is printed or written.
     """
     from memplan_cli.errors import ConfigError
@@ -87,11 +98,13 @@ def command(buffers, planner, time_limit, output, fmt):
     name = planner or default_planner()
     if name not in planner_names():
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
+    if rounds is not None and time_limit is not None:
+        raise ConfigError("--rounds and --time-limit: give one budget, not both")
     table = read_buffers_csv(buffers)
     # a search can take its whole time limit: a spinner after a second, on a terminal only
     with spinner(f"planning {len(table.ids):,} buffers ({name})", enabled(1) and output != "-"):
         result = plan_buffers(name, table.planning_sizes(), table.firsts, table.lasts, time_limit=time_limit,
-                              names=table.ids, alignments=table.alignments or None)
+                              rounds=rounds, names=table.ids, alignments=table.alignments or None)
     doc = summary_json(buffers, result, table.alignment)
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else summary_table(doc)
     # everything is computed and verified: only now write

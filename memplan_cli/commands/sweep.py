@@ -102,7 +102,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     rows = list(done.values())
     cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss,
            "trainable_ops": list(base_cfg.trainable) if isinstance(base_cfg.trainable, tuple) else base_cfg.trainable,
-           "planner": flags.get("planner"), "profile_options": ont, "batch_sizes": batches,
+           "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit)
     to_file = bool(output and output != "-")

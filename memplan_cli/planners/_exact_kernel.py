@@ -1,4 +1,4 @@
-"""Compiled core of the exact planner: a resumable depth-first search that decides whether the
+"""Core of the exact planner (the Python reference of `_kernels.c`, used when it is not built): a resumable depth-first search that decides whether the
 buffers fit under a capacity `cap` (MiniMalloc's decision procedure, written anew from its
 published ideas).
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.planners._jit import njit
 
 FOUND = 1
 INFEASIBLE = 2
@@ -98,7 +97,6 @@ def new_state(rank, n_sections: int, trail_size: int):
     )
 
 
-@njit
 def search(s, a, b, adj_ptr, adj, width, area, pre, cap, budget, decompose, rerank,
            rank, placed, off, m, lab, chosen, o_at, r_at, is_root, cstart, cend, cpos, tstart,
            cand, t_idx, t_old, cf, pool, pool_rank, act, tot, low, cover, sc):
@@ -335,7 +333,6 @@ def search(s, a, b, adj_ptr, adj, width, area, pre, cap, budget, decompose, rera
     return status
 
 
-@njit
 def _unplace(d, chosen, placed, tstart, ttop, m, t_idx, t_old):
     """Undo depth `d`: unplace its buffer and restore the section floors it raised (the trail
     above tstart[d]). Returns the new trail top."""
@@ -346,11 +343,10 @@ def _unplace(d, chosen, placed, tstart, ttop, m, t_idx, t_old):
     return ttop
 
 
-@njit
 def _rerank(act, na, a, b, tot, width, area, pre, rank):
     """Rank the buffers act[:na] by the keys `pre` (descending, then list position), the
     section totals being those of the unplaced buffers (MiniMalloc re-sorts each part so).
-    A bottom-up merge sort on the key columns (cheaper to compile than np.argsort)."""
+    A bottom-up merge sort on the key columns (the C kernel does the same, step for step)."""
     nk = pre.shape[0]
     keys = np.empty((na, nk), np.int64)
     for k in range(na):

@@ -1,4 +1,4 @@
-"""Compiled core of the greedy planner: place buffers one by one in a given order, each at the
+"""Core of the greedy planner (the Python reference of `_kernels.c`, used when it is not built): place buffers one by one in a given order, each at the
 first-fit or best-fit offset among the already-placed buffers whose lifetimes intersect its own.
 
 Time is compressed to ranks and cut into blocks of `width` ranks. For each block the index keeps
@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.planners._jit import njit
 
 
-@njit
 def build_index(f, l, width):
     """CSR lists per block: `start_ptr/start_ids` (buffers whose first rank is in the block) and
     `touch_ptr/touch_ids` (buffers alive somewhere in the block)."""
@@ -45,7 +43,6 @@ def build_index(f, l, width):
     return start_ptr, start_ids, touch_ptr, touch_ids
 
 
-@njit
 def place(sizes, f, l, order, best_fit, width, start_ptr, start_ids, touch_ptr, touch_ids,
           stop_above):
     """Offsets for `order`; returns (offsets, arena). Stops early (arena = -1) once the arena
@@ -91,7 +88,6 @@ def place(sizes, f, l, order, best_fit, width, start_ptr, start_ids, touch_ptr, 
     return offsets, arena
 
 
-@njit
 def fit(cand_off, cand_end, m, s, best_fit, srt, cnt):
     """The first-fit (or best-fit) offset of a block of `s` bytes among the blocks
     [cand_off[k], cand_end[k]) for k < m. Candidates are bucket-sorted by offset (O(m) on

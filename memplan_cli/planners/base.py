@@ -16,6 +16,10 @@ class Plan:
 
 
 class Planner(Protocol):
+    """Budgets count work (placements, search nodes) so that a plan never depends on timing;
+    `time_limit` (seconds) is only for a user who asks for it, and replaces them by the clock.
+    Searching planners (best, exact) also take `rounds`, their work budget."""
+
     def __call__(self, sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int],
                  *, time_limit: float | None = None) -> Plan: ...
 

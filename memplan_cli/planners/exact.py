@@ -1,24 +1,26 @@
-"""exact: the smallest arena a search finds within the time limit; "optimal" when it is proven
+"""exact: the smallest arena a search finds within its budget; "optimal" when it is proven
 (MiniMalloc-style search written anew from its published ideas; the search and its pruning rules
 are in `_exact_kernel`).
 
 Rules:
 - Greedy's plan is the starting point and the fallback: exact never returns a larger arena.
+- Budget: in rounds (below), ROUNDS by default; the clock is never read. Only when the caller
+  gives `time_limit` (seconds, asked for by the user) is the budget wall-clock time instead,
+  and then the result may depend on the machine's speed and load. Below, "time" means
+  whichever of the two is in use.
 - Decision procedure for a capacity: do all buffers fit in [0, cap)? First asked at
   cap = lower bound, with half the time left. If that fails or runs out of time, capacities
   are bisected between the lower bound and the best arena found, never from 0 (bisecting from
   0 spends the budget below the lower bound, planning.md 2.9). A bisection probe gets a third
-  of the time left, at most PROBE_MAX of the limit; one that runs out of time counts as "too
-  small" for this window. Which capacity a search settles fast is luck more than monotone in
+  of the time left, at most PROBE_MAX of the limit (at least one round); one that runs out of
+  time counts as "too small" for this window. Which capacity a search settles fast is luck more than monotone in
   the capacity (MiniMalloc's J: 1.0595 x LB undecided in 1 s, 1.0558 found in 0.04 s), so when
   a window is done (gap below LB / RESOLUTION), a new one is bisected below the lowest
   capacity given up on, until time runs out or nothing was given up on.
-- Each decision runs three static preorders (TWA, TAW, WAT) side by side, in turns of a fixed
-  node count (~10 ms), on two threads after the first turn; after each round the first of them
-  (in that order) that finished decides.
-- `time_limit` in seconds (default DEFAULT_TIME_LIMIT) bounds the call; the clock is checked
-  between turns, so it is overrun by about one turn (plus, on the very first run after
-  install, numba compiling the kernels: a few seconds, cached afterwards).
+- Each decision runs three static preorders (TWA, TAW, WAT) side by side, in rounds: one turn
+  of a fixed node count each (`slice_nodes`, ~10 ms compiled), on two threads after the first
+  round; after each round the first of them (in that order) that finished decides. A time
+  limit is checked between rounds, so it is overrun by about one round.
 - Every plan a probe finds is checked (`no_overlap`, a plain pairwise test on the raw input)
   before it is kept. The layering rule keeps planners from importing memplan_cli.check; the
   caller (analysis.plan_buffer_list) runs the independent verifier on every plan anyway.
@@ -29,8 +31,8 @@ Rules:
   backtrack; greedy is within ~1-3% of the bound on such graphs). Building the search also
   takes O(n^2) memory (neighbour lists, candidate pools).
 - Zero-size buffers get offset 0 and take no part in the search.
-- Deterministic for a given input when no probe is cut by the time limit: turns are counted in
-  nodes, not seconds.
+- Deterministic for a given input without `time_limit`: rounds are counted in nodes, and the
+  node counts do not depend on which kernels run (C or the Python reference).
 """
 from __future__ import annotations
 
@@ -40,16 +42,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from memplan_cli.planners import _exact_kernel as K
-from memplan_cli.planners._jit import HAVE_NUMBA
+from memplan_cli.planners._native import search as _search
 from memplan_cli.planners.base import Plan, register
 from memplan_cli.planners.bound import lower_bound
 from memplan_cli.planners.greedy import run_greedy
 
 MAX_BUFFERS = 2000
-DEFAULT_TIME_LIMIT = 10.0
+ROUNDS = 600       # default budget of `exact`: ~18 s of one core (MiniMalloc D needs ~510)
 PREORDERS = ("TWA", "TAW", "WAT")
 # work per turn of one search, in steps of (buffers + section spans) per node: ~10 ms compiled
-SLICE_WORK = 10_000_000 if HAVE_NUMBA else 100_000
+SLICE_WORK = 10_000_000
 THREADS = 2
 PROBE_LB = 0.5     # share of the time left for the probe at the lower bound
 PROBE_MAX = 0.1    # at most this share of the time limit for one bisection probe
@@ -111,8 +113,8 @@ class Search:
     def run(self, budget: int) -> int:
         """FOUND, INFEASIBLE or PAUSED after at most `budget` more nodes."""
         i = self.inst
-        return K.search(i.s, i.a, i.b, i.adj_ptr, i.adj, i.width, i.area, self.pre, self.cap,
-                        int(budget), *self.flags, *self.state)
+        return _search(i.s, i.a, i.b, i.adj_ptr, i.adj, i.width, i.area, self.pre, self.cap,
+                       int(budget), *self.flags, *self.state)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -130,19 +132,45 @@ def slice_nodes(inst: Instance) -> int:
     return int(min(max(SLICE_WORK // max(work, 1), 16), 1 << 16))
 
 
-def decide(inst: Instance, cap: int, deadline: float, preorders=PREORDERS, pool=None):
-    """('found', offsets) | ('infeasible', None) | ('timeout', None) for capacity `cap`."""
+class Rounds:
+    """The default clock: rounds run so far (`tick` after each). Read like time.perf_counter."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self) -> float:
+        return float(self.n)
+
+    def tick(self) -> None:
+        self.n += 1
+
+
+class Seconds:
+    """The clock under a user's time limit: wall-clock seconds."""
+
+    def __call__(self) -> float:
+        return time.perf_counter()
+
+    def tick(self) -> None:
+        pass
+
+
+def decide(inst: Instance, cap: int, deadline: float, preorders=PREORDERS, pool=None, clock=None):
+    """('found', offsets) | ('infeasible', None) | ('timeout', None) for capacity `cap`; rounds
+    run while clock() < deadline (at least one)."""
     if inst.s.size == 0:
         return "found", np.zeros(0, np.int64)
+    clock = clock or Seconds()
     searches = [Search(inst, cap, p) for p in preorders]
     budget = slice_nodes(inst)
     first = True
-    while time.perf_counter() < deadline:
+    while first or clock() < deadline:
         if first or pool is None:      # small cases end in the first round: no threads
             statuses = [srch.run(budget) for srch in searches]
             first = False
         else:
             statuses = list(pool.map(lambda srch: srch.run(budget), searches))
+        clock.tick()
         for srch, st in zip(searches, statuses):
             if st == K.FOUND:
                 return "found", srch.offsets.copy()
@@ -151,19 +179,22 @@ def decide(inst: Instance, cap: int, deadline: float, preorders=PREORDERS, pool=
     return "timeout", None
 
 
-def run_exact(sizes, firsts, lasts, *, time_limit=None, greedy=None):
-    """(offsets, arena, status, info). `greedy` = (offsets, arena) of a greedy plan already
-    computed (else greedy runs first). info: lower bound, greedy's arena, proven lower bound and
-    each probe as (capacity, outcome, seconds), for benchmarks."""
-    t0 = time.perf_counter()
-    deadline = t0 + (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
+def run_exact(sizes, firsts, lasts, *, time_limit=None, rounds=None, greedy=None):
+    """(offsets, arena, status, info). The budget: `rounds` (default ROUNDS), or `time_limit`
+    seconds when given. `greedy` = (offsets, arena) of a greedy plan already computed (else
+    greedy runs first, within its own work budget). info: lower bound, greedy's arena, proven
+    lower bound, rounds run and each probe as (capacity, outcome, rounds or seconds), for
+    benchmarks."""
+    clock = Rounds() if time_limit is None else Seconds()
+    t0 = clock()
+    deadline = t0 + (float(ROUNDS if rounds is None else rounds) if time_limit is None else float(time_limit))
     n = len(sizes)
     lb = lower_bound(sizes, firsts, lasts)
     if greedy is None:
-        g_offs, g_arena, _ = run_greedy(sizes, firsts, lasts)
+        g_offs, g_arena, _ = run_greedy(sizes, firsts, lasts, time_limit=time_limit)
         greedy = (g_offs, g_arena)
     best, arena = np.asarray(greedy[0], np.int64), int(greedy[1])
-    info = {"lower_bound": lb, "greedy": arena, "proven_lower_bound": lb, "probes": []}
+    info = {"lower_bound": lb, "greedy": arena, "proven_lower_bound": lb, "probes": [], "rounds": 0}
     if arena <= lb or n > MAX_BUFFERS:
         return best, arena, ("optimal" if arena <= lb else "feasible"), info
     inst = Instance(sizes, firsts, lasts)
@@ -174,7 +205,7 @@ def run_exact(sizes, firsts, lasts, *, time_limit=None, greedy=None):
     lowest_given_up = None    # lowest capacity of this window whose probe ran out of time
     with ThreadPoolExecutor(THREADS) as pool:
         while True:
-            now = time.perf_counter()
+            now = clock()
             if now >= deadline or arena <= proven:
                 break
             # proofs go down to the byte; windows above a given-up capacity stop at `step`
@@ -189,8 +220,8 @@ def run_exact(sizes, firsts, lasts, *, time_limit=None, greedy=None):
             cap = lb if lo == lb else (lo + hi) // 2
             left = deadline - now
             share = left * PROBE_LB if cap == lb else min(left / 3, limit * PROBE_MAX)
-            res, sub = decide(inst, cap, min(deadline, now + share), pool=pool)
-            info["probes"].append((cap, res, round(time.perf_counter() - now, 3)))
+            res, sub = decide(inst, cap, min(deadline, now + share), pool=pool, clock=clock)
+            info["probes"].append((cap, res, round(clock() - now, 3)))
             if res == "found":
                 offs = np.zeros(n, np.int64)
                 offs[inst.keep] = sub
@@ -209,6 +240,7 @@ def run_exact(sizes, firsts, lasts, *, time_limit=None, greedy=None):
                     lowest_given_up = cap
                 lo = cap + 1
     info["proven_lower_bound"] = proven
+    info["rounds"] = clock.n if isinstance(clock, Rounds) else None
     return best, arena, ("optimal" if arena <= proven else "feasible"), info
 
 
@@ -230,7 +262,8 @@ def no_overlap(sizes, firsts, lasts, offsets) -> bool:
 
 
 @register("exact")
-def plan_exact(sizes, firsts, lasts, *, time_limit=None) -> Plan:
+def plan_exact(sizes, firsts, lasts, *, time_limit=None, rounds=None) -> Plan:
+    """ROUNDS (or `rounds`) rounds of search from greedy's plan; with `time_limit`, seconds."""
     t0 = time.perf_counter()
-    offs, arena, status, _ = run_exact(sizes, firsts, lasts, time_limit=time_limit)
+    offs, arena, status, _ = run_exact(sizes, firsts, lasts, time_limit=time_limit, rounds=rounds)
     return Plan(tuple(int(x) for x in offs), arena, "exact", status, time.perf_counter() - t0)

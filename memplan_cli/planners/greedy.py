@@ -11,14 +11,23 @@ Orders (ties always end in list position):
 - conflict_size: conflicts x size descending (omnimalloc's default order, the best single order
   on the large idealloc traces).
 Each order is placed with first fit (lowest offset that fits between the intersecting buffers
-already placed) and with best fit (the smallest such gap, else on top). Without a time limit
-every combination runs, so greedy <= wic and greedy <= firstfit on every input.
+already placed) and with best fit (the smallest such gap, else on top).
 
-Runs in a compiled kernel (numba), on two threads above 2,000 buffers. COMBOS lists the
-combinations strongest first (measured on benchmarks/plan_bench.py's instances). With
-`time_limit`, the first combination always runs and times one placement; a further one starts
-only while elapsed + that time fits in the limit. The smallest arena wins, ties to the earlier
-combination, so the result does not depend on which thread finishes first.
+Budget (counts work, never seconds, unless the caller gives `time_limit`):
+- One combination costs about n + P, P the number of pairs of buffers whose lifetimes
+  intersect (each such pair is looked at once per placement order). The first
+  min(len(COMBOS), max(1, work // (n + P))) combinations of COMBOS run, `work` = WORK by
+  default: every combination on small and medium lists (so there greedy <= wic and
+  greedy <= firstfit), fewer on lists with hundreds of millions of intersecting pairs.
+  COMBOS lists the combinations strongest first (measured on benchmarks/plan_bench.py's
+  instances).
+- With `time_limit` (seconds, asked for by the user) the work budget is not used: the first
+  combination always runs and times one placement; a further one starts only while elapsed +
+  that time fits in the limit, so the result may depend on the machine's speed and load.
+- The smallest arena wins, ties to the earlier combination, so the result does not depend on
+  which thread finishes first.
+
+Runs in the compiled kernels (`_native`), on two threads above PARALLEL_ABOVE buffers.
 """
 from __future__ import annotations
 
@@ -26,7 +35,7 @@ import time
 
 import numpy as np
 
-from memplan_cli.planners._greedy_kernel import build_index, place
+from memplan_cli.planners._native import build_index, place
 from memplan_cli.planners.base import Plan, register
 
 ORDERS = ("size", "start", "lifetime", "area", "conflicts", "conflict_size")
@@ -35,6 +44,9 @@ COMBOS = (("conflict_size", FIRST), ("conflicts", BEST), ("size", FIRST), ("life
           ("size", BEST), ("conflicts", FIRST), ("area", FIRST), ("area", BEST), ("lifetime", FIRST),
           ("start", FIRST), ("start", BEST), ("conflict_size", BEST))
 PARALLEL_ABOVE = 2000
+# work budget, in (buffers + intersecting pairs) units: all 12 combinations up to ~20M pairs
+# (every model and MiniMalloc instance), 1 on idealloc's Y_1 (180M pairs, ~3 s per combination)
+WORK = 250_000_000
 
 
 def compress(firsts, lasts) -> tuple[np.ndarray, np.ndarray]:
@@ -74,8 +86,9 @@ class Index:
     """Sizes, compressed lifetimes and the block index, built once and shared by every order."""
 
     def __init__(self, sizes, firsts, lasts):
-        self.s = np.asarray(sizes, dtype=np.int64)
-        self.f, self.l = compress(firsts, lasts)
+        self.s = np.ascontiguousarray(sizes, dtype=np.int64)
+        f, l = compress(firsts, lasts)
+        self.f, self.l = np.ascontiguousarray(f, np.int64), np.ascontiguousarray(l, np.int64)
         span = int(self.l.max()) + 1 if self.s.size else 1
         self.width = max(1, span // 2048)
         self.tables = build_index(self.f, self.l, self.width)
@@ -84,8 +97,19 @@ class Index:
         return place(self.s, self.f, self.l, order, best_fit, self.width, *self.tables, stop_above)
 
 
-def run_greedy(sizes, firsts, lasts, *, time_limit=None, combos=COMBOS, threads: int = 2):
-    """Returns (offsets, arena, label) of the best combination, label like 'size/first-fit'."""
+def overlapping_pairs(f: np.ndarray, l: np.ndarray) -> int:
+    """Pairs of buffers whose (inclusive) lifetimes intersect."""
+    return int(conflict_counts(f, l).sum()) // 2
+
+
+def combos_within(work: int, n: int, pairs: int, available: int) -> int:
+    """How many combinations a work budget pays for (at least one)."""
+    return min(available, max(1, int(work) // (n + pairs)))
+
+
+def run_greedy(sizes, firsts, lasts, *, time_limit=None, work=None, combos=COMBOS, threads: int = 2):
+    """Returns (offsets, arena, label) of the best combination, label like 'size/first-fit'.
+    Without `time_limit`, runs the combinations `work` (default WORK) pays for."""
     import threading
 
     n = len(sizes)
@@ -93,6 +117,9 @@ def run_greedy(sizes, firsts, lasts, *, time_limit=None, combos=COMBOS, threads:
         return np.zeros(0, np.int64), 0, "empty"
     t0 = time.perf_counter()
     ix = Index(sizes, firsts, lasts)
+    if time_limit is None:
+        combos = combos[:combos_within(WORK if work is None else work, n, overlapping_pairs(ix.f, ix.l),
+                                       len(combos))]
     done: dict[int, tuple[int, np.ndarray]] = {}  # combination index -> (arena, offsets)
     lock = threading.Lock()
 
@@ -134,6 +161,7 @@ def run_greedy(sizes, firsts, lasts, *, time_limit=None, combos=COMBOS, threads:
 
 @register("greedy")
 def plan_greedy(sizes, firsts, lasts, *, time_limit=None) -> Plan:
+    """Every combination WORK pays for; with `time_limit`, as many as fit in it."""
     t0 = time.perf_counter()
     offs, arena, _ = run_greedy(sizes, firsts, lasts, time_limit=time_limit)
     return Plan(tuple(int(x) for x in offs), arena, "greedy", "feasible", time.perf_counter() - t0)

@@ -81,7 +81,7 @@ def render_table(doc: dict, opts) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from memplan_cli.report.table import LABELS, _config_line, _console, fig
+    from memplan_cli.report.table import LABELS, _config_line, _console, fig, time_limit_note
 
     if opts.verbosity <= -1:
         return ""
@@ -92,6 +92,8 @@ def render_table(doc: dict, opts) -> str:
     con = _console(opts)
     line = _config_line({**doc, "profile": "all"}).replace(" · profile all", "")
     con.print(Text(line, style="bold"))
+    if time_limit_note(doc):
+        con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
     profiles = doc["profiles"]
     cols = doc["columns"]
     table = Table(header_style="bold")

@@ -109,6 +109,10 @@ def config_differences(old: dict, new: dict) -> list[str]:
     for k in ("batch_size", "optimizer", "loss", "trainable_ops", "planner", "profile_options"):
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {oc.get(k)} vs {nc.get(k)}")
+    for side, c in (("baseline", oc), ("target", nc)):
+        if c.get("time_limit") is not None:
+            notes.append(f"the {side} was planned under a {c['time_limit']:g} s time limit: its plan may depend "
+                         "on the machine's speed and load")
     return notes
 
 

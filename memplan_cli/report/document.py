@@ -27,6 +27,9 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "learning_rate": cfg.learning_rate,
         "trainable_ops": trainable,
         "planner": planner,
+        # seconds, when the user gave --time-limit: the plans may then depend on the machine's
+        # speed and load; null otherwise (budgets count work: the same input gives the same plan)
+        "time_limit": getattr(analysis, "time_limit", None),
         "profile_options": {k: v for k, v in sorted((profile_options or {}).items()) if v is not None},
         "sources": dict(sorted(cfg.sources.items())),
     }

@@ -77,6 +77,15 @@ def _pct(p: float | None) -> str:
     return "n/a" if p is None else f"{p:+.2f}%"
 
 
+
+def time_limit_note(doc: dict) -> str:
+    """The warning a report carries when the user gave --time-limit ("" otherwise)."""
+    tl = (doc.get("config") or {}).get("time_limit")
+    if tl is None:
+        return ""
+    return (f"planned under a {tl:g} s time limit: the plan may depend on this machine's speed and load "
+            "(without --time-limit every budget counts work, and the same input gives the same plan)")
+
 class TableReporter(Reporter):
     name = "table"
 
@@ -88,6 +97,9 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
+        note = time_limit_note(doc)
+        if note:
+            con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:
             self._alloc_tables(con, doc)
         self._category_table(con, doc)
@@ -265,6 +277,8 @@ class TableReporter(Reporter):
         c = doc["config"]
         con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']} · trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
+        if time_limit_note(doc):
+            con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
         table = Table(header_style="bold")
         table.add_column("batch", justify="right")
         for p in profiles:
