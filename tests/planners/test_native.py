@@ -22,7 +22,8 @@ needs_c = pytest.mark.skipif(_native.BACKEND != "c", reason="the compiled kernel
 
 def test_the_install_built_the_kernels():
     # `pip install` builds _kernels.c (setup.py); without it every planner runs ~100x slower
-    assert _native.BACKEND == "c"
+    assert _native.BACKEND == "c", ("memplan_cli/planners/_kernels.c is not built: run "
+                                    "`.venv/bin/pip install -e .` again (it compiles the planners' kernels)")
 
 
 def random_instance(rng, n, steps, big=1000):
