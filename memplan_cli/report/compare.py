@@ -28,6 +28,17 @@ DESCRIPTIONS = {
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 
+# how each column's figures were checked: a profile named after a real system says whether it was
+# matched against that system or only modelled from its source
+CHECKED = {
+    "naive": "definition (no checking needed)",
+    "onert": "byte-exact against onert 0.1.0's ALLOC lines (benchmarks/onert_match.py, tests/onert/)",
+    "nntrainer": ("modelled from nntrainer's source, not matched against the library: on the mnist "
+                  "sample its real tensor pool was measured 1.24-2.46x smaller (issue 18)"),
+    "singa": "modelled from SINGA's source, not matched against the library",
+    "memplan": "proved by `memplan verify` (a step run inside the plan)",
+}
+
 
 def compare_document(cmp) -> dict:
     """The JSON document of a `comparison.Comparison`."""
@@ -40,6 +51,7 @@ def compare_document(cmp) -> dict:
             "available": col.available,
             "reason": col.reason,
             "description": DESCRIPTIONS.get(col.profile, ""),
+            "checked": CHECKED.get(col.profile, ""),
             "planners": list(col.planners),
             "categories": {k: int(col.by_category.get(k, 0)) for k in CATEGORIES} if col.available else None,
             "total": col.total,
@@ -117,6 +129,10 @@ def render_table(doc: dict, opts) -> str:
         c = cols[p]
         if not c["available"]:
             con.print(Text(f"{p}: n/a ({c['reason']})", style="yellow"))
+    for p in profiles:
+        c = cols[p]
+        if c["available"] and c.get("checked", "").startswith("modelled"):
+            con.print(Text(f"{p}: {c['checked']}", style="dim"))
     s = (cols.get("singa") or {}).get("figures", {}).get("singa")
     if s:
         con.print(f"singa pool: high-water {human(s['high_water'])}, fragmentation {s['fragmentation']:.4f} "

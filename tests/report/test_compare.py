@@ -175,3 +175,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert out.read_text() == "old"
     r = cli("compare", SAMPLES / "mnist.circle", "-b", "0")
     assert r.exit_code == 2
+
+
+def test_each_column_says_how_it_was_checked():
+    # a profile named after a real system says whether it matches that system or is only modelled
+    doc = _json("compare", SAMPLES / "mnist.circle", "-b", "2")
+    checked = {p: doc["columns"][p]["checked"] for p in PROFILES}
+    assert "byte-exact" in checked["onert"] and "onert 0.1.0" in checked["onert"]
+    assert checked["nntrainer"].startswith("modelled") and checked["singa"].startswith("modelled")
+    table = cli("compare", SAMPLES / "mnist.circle", "-b", "2", "--color", "never").stdout
+    assert "nntrainer: modelled from nntrainer's source" in " ".join(table.split())
