@@ -9,6 +9,8 @@ OPTIMIZERS = ("sgd", "momentum", "adam")
 # optimizer state tensors per trainable weight
 OPTIMIZER_STATE_COUNT = {"sgd": 0, "momentum": 1, "adam": 2}
 LOSSES = ("mse", "cce")
+# BatchNormalization in a training step: batch statistics, or the stored ones (affine, fine-tuning)
+BATCHNORM_MODES = ("train", "frozen")
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class TrainConfig:
     learning_rate: float = 0.001
     # "all", "none", an int N (the last N ops, counting every op, as onert does) or explicit indices
     trainable: str | int | tuple[int, ...] = "all"
+    batchnorm: str = "train"
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -29,6 +32,8 @@ class TrainConfig:
             raise ConfigError(f"unknown optimizer {self.optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
         if self.loss not in LOSSES:
             raise ConfigError(f"unknown loss {self.loss!r} (choose from {', '.join(LOSSES)})")
+        if self.batchnorm not in BATCHNORM_MODES:
+            raise ConfigError(f"unknown batchnorm mode {self.batchnorm!r} (choose from {', '.join(BATCHNORM_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
 

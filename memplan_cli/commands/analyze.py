@@ -9,7 +9,7 @@ import click
 from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, output_options,
                                           profile_options, training_options, verbosity)
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable")
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):

@@ -10,7 +10,7 @@ import click
 
 from memplan_cli.commands.options import config_from_flags, onert_options, training_options, verbosity
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable")
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
 
 
 def run_comparison(model: str, flags: dict, *, progress: bool = False):

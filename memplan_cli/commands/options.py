@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import click
 
-from memplan_cli.config import LOSSES, OPTIMIZERS, TrainConfig, parse_trainable
+from memplan_cli.config import BATCHNORM_MODES, LOSSES, OPTIMIZERS, TrainConfig, parse_trainable
 
 
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops."""
+    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm."""
     opts = [
         click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                      help="Batch size (default: the metadata's, else the model's own)."),
@@ -22,6 +22,9 @@ def training_options(f):
         click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
                      help="all | none | N (the last N ops, counting every op) | a list like 3,5,8-10. "
                           "Default: the metadata's list, else all."),
+        click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
+                     help="BatchNormalization: train (batch statistics, default) or frozen (stored "
+                          "statistics: trains only scale and bias)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -29,7 +32,7 @@ def training_options(f):
 
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
-                      learning_rate=None, trainable=None) -> TrainConfig:
+                      learning_rate=None, trainable=None, batchnorm=None) -> TrainConfig:
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with flags."""
     md = (graph_metadata or {}).get("training") or {}
     values, sources = {}, {}
@@ -47,6 +50,7 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("loss", loss)
     pick("learning_rate", learning_rate)
     pick("trainable", trainable, parse_trainable)
+    pick("batchnorm", batchnorm)
     return TrainConfig(**values, sources=sources)
 
 

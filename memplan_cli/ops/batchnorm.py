@@ -1,0 +1,217 @@
+"""BatchNormalization (ONNX BatchNormalization, every opset): per-channel normalisation, channel axis 1.
+
+Canonical form: `BatchNormalization(X, scale, B, mean, var) -> Y [, running_mean, running_var
+[, saved_mean, saved_var]]` with attrs `epsilon`, `momentum`. The training setup's `--batchnorm`
+(`TrainConfig.batchnorm`) decides what a training step computes:
+
+- `train` (default): batch statistics, as PyTorch's `model.train()` does. An ONNX model exported
+  for inference stores BN in eval form (one output, `training_mode` 0): memplan trains it with batch
+  statistics anyway, as training would, ignoring the stored mean/var in Y (they only feed the
+  running-statistics outputs when the model has them: running = momentum·stored + (1-momentum)·batch,
+  biased variance, as ONNX's reference). Y = scale·(X - μ)·σ⁻¹ + B, μ and σ⁻¹ = 1/sqrt(var + ε)
+  over every axis but 1.
+- `frozen`: the stored mean/var (eval form, as fine-tuning with frozen BN does): Y = a·X + b per
+  channel, an affine op that trains only scale and B (or nothing when the op is not selected).
+
+Training rule (PyTorch derivatives.yaml `native_batch_norm`: input, weight, bias:
+native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, train,
+eps, ...): saves the input, the weight and, in training, result1/result2 = the batch mean and inverse
+std):
+- train: forward writes two per-channel extras, `bn_mean` and `bn_invstd` (C floats each, forward to
+  backward). calcGradient: dscale = Σ dY·x̂, dB = Σ dY (reads X, the extras, dY). calcDerivative:
+  dX = scale·σ⁻¹/M · (M·dY - Σ dY - x̂·Σ dY·x̂), M = elements per channel (reads X, scale, extras, dY).
+  Kept for backward: X and 2·C floats.
+- frozen: calcGradient: dscale = Σ dY·x̂ (reads X, mean, var, dY), dB = Σ dY; calcDerivative:
+  dX = dY·scale·σ⁻¹ (reads scale, var, dY: X is kept only when scale trains).
+- mean and var (inputs 3, 4) never receive a gradient; scale and B are the op's weights when they
+  are float constants, else activations that get back-props.
+FLOPs: train forward 7/element (mean, var, normalise, affine), backward 9/element; frozen forward 2,
+backward 5 (1 for dX alone).
+Refused: `spatial` 0 (per-element statistics), a rank < 2
+input, parameters that are not C-vectors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io
+
+EPS = 1e-5
+
+
+def mode(cfg) -> str:
+    return getattr(cfg, "batchnorm", "train") or "train"
+
+
+def _cfg(ctx):
+    return ctx.tg.config
+
+
+def rule(op, ctx) -> OpRule:
+    x, scale, bias, mean, var = op.inputs[:5]
+    y = op.outputs[0]
+    weights = [i for i in (scale, bias) if ctx.is_param(i)]
+    r = OpRule(forward=forward_io(op), weights=weights)
+    trained = weights if ctx.trains(op) else []
+    targets = bp_targets(op, ctx, [x, scale, bias])
+    if not trained and not targets:
+        return r
+    if mode(_cfg(ctx)) == "frozen":
+        if trained:
+            reads = ([("fwd", x), ("fwd", mean), ("fwd", var)] if scale in trained else []) + [("bp", y)]
+            r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
+        if targets:
+            reads = [("fwd", scale), ("fwd", var)]
+            if scale in targets or bias in targets:
+                reads = [("fwd", x), ("fwd", scale), ("fwd", mean), ("fwd", var)]
+            r.calc_derivative = StepIO(reads + [("bp", y)], [("bp", t) for t in targets])
+        return r
+    c = ctx.operand(scale).shape
+    r.extras = [ExtraRequest("bn_mean", tuple(c), "float32", FORWARD_TO_BACKWARD),
+                ExtraRequest("bn_invstd", tuple(c), "float32", FORWARD_TO_BACKWARD)]
+    r.forward.writes += [("extra", 0), ("extra", 1)]
+    stats = [("fwd", x), ("extra", 0), ("extra", 1)]
+    if trained:
+        r.calc_gradient = StepIO(stats + [("bp", y)], [("grad", w) for w in trained])
+    if targets:
+        r.calc_derivative = StepIO(stats + [("fwd", scale), ("bp", y)], [("bp", t) for t in targets])
+    return r
+
+
+# ---- kernels ---------------------------------------------------------------------------------
+def _axes(x) -> tuple:
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def _bc(v, ndim) -> np.ndarray:
+    """A per-channel vector shaped to broadcast against an (N, C, ...) tensor."""
+    return np.asarray(v).reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _invstd(var, eps) -> np.ndarray:
+    """1/sqrt(|var| + eps): a variance is never negative; |var| keeps verify's seeded values (memplan
+    never reads weight bytes, so a stored variance may be seeded below 0) finite."""
+    return 1.0 / np.sqrt(np.abs(np.asarray(var)) + eps)
+
+
+def _eps(ctx) -> float:
+    return float(ctx.attrs.get("epsilon", EPS))
+
+
+def _stats(ctx):
+    """(mean, inverse std) per channel: the batch's (train; from the extras in backward) or the
+    stored ones (frozen)."""
+    if mode(_cfg(ctx)) == "frozen":
+        return np.asarray(ctx.x(3)), _invstd(ctx.x(4), _eps(ctx))
+    m, s = ctx.extra("bn_mean"), ctx.extra("bn_invstd")
+    return m, s
+
+
+def forward(ctx):
+    x = np.asarray(ctx.x(0))
+    scale, bias, rm, rv = (np.asarray(ctx.x(k)) for k in (1, 2, 3, 4))
+    eps = _eps(ctx)
+    if mode(_cfg(ctx)) == "frozen":
+        mu, var = rm, rv
+    else:
+        mu, var = x.mean(axis=_axes(x)), x.var(axis=_axes(x))
+        for what, v in (("bn_mean", mu), ("bn_invstd", _invstd(var, eps))):
+            e = ctx.extra(what)
+            if e is not None:
+                e[...] = v
+    inv = _invstd(var, eps)
+    ctx.y()[...] = (x - _bc(mu, x.ndim)) * _bc(inv * scale, x.ndim) + _bc(bias, x.ndim)
+    outs = ctx.op.outputs
+    if len(outs) > 1:
+        mom = float(ctx.attrs.get("momentum", 0.9))
+        train = mode(_cfg(ctx)) != "frozen"
+        for k, (stored, batch) in enumerate(((rm, mu), (rv, var)), start=1):
+            if k < len(outs):
+                ctx.y(k)[...] = mom * stored + (1 - mom) * batch if train else stored
+        for k, v in ((3, mu), (4, var)):
+            if k < len(outs):
+                ctx.y(k)[...] = v
+
+
+def _xhat(ctx, x, mu, inv):
+    return (x - _bc(mu, x.ndim)) * _bc(inv, x.ndim)
+
+
+def calc_gradient(ctx):
+    dy = np.asarray(ctx.dy())
+    ax = _axes(dy)
+    gs, gb = ctx.grad(1), ctx.grad(2)
+    if gb is not None:
+        gb[...] = dy.sum(axis=ax).reshape(gb.shape)
+    if gs is not None:
+        mu, inv = _stats(ctx)
+        gs[...] = (dy * _xhat(ctx, np.asarray(ctx.x(0)), mu, inv)).sum(axis=ax).reshape(gs.shape)
+
+
+def calc_derivative(ctx):
+    dy = np.asarray(ctx.dy())
+    ax = _axes(dy)
+    dx, ds, db = ctx.dx(0), ctx.dx(1), ctx.dx(2)
+    frozen = mode(_cfg(ctx)) == "frozen"
+    scale = np.asarray(ctx.x(1))
+    xhat = None
+    if ds is not None or db is not None or not frozen:
+        mu, inv = _stats(ctx)
+        xhat = _xhat(ctx, np.asarray(ctx.x(0)), mu, inv)
+    else:  # frozen dX alone: the stored variance is all it needs
+        inv = _invstd(ctx.x(4), _eps(ctx))
+    if db is not None:
+        db[...] = dy.sum(axis=ax).reshape(db.shape)
+    if ds is not None:
+        ds[...] = (dy * xhat).sum(axis=ax).reshape(ds.shape)
+    if dx is None:
+        return
+    if frozen:
+        dx[...] = dy * _bc(scale * inv, dy.ndim)
+        return
+    m = dy.size // dy.shape[1]
+    sum_dy = _bc(dy.sum(axis=ax), dy.ndim)
+    sum_dyx = _bc((dy * xhat).sum(axis=ax), dy.ndim)
+    dx[...] = _bc(scale * inv, dy.ndim) * (dy - sum_dy / m - xhat * (sum_dyx / m))
+
+
+# ---- load-time facts -------------------------------------------------------------------------
+def check(op, operands):
+    xs = tuple(operands[op.inputs[0]].shape)
+    if len(xs) < 2:
+        return f"normalises a rank-{len(xs)} input (needs N, C, ...)"
+    if op.attrs.get("spatial", 1) == 0:
+        return "has spatial=0 (per-element statistics), which memplan does not implement"
+    for k, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")):
+        s = tuple(operands[op.inputs[k]].shape)
+        if s != (xs[1],):
+            return f"has a {what} of shape {s}, not ({xs[1]},) (one per channel)"
+    return None
+
+
+def _flops(op, operands):
+    n = operands[op.inputs[0]].num_elements
+    return 7 * n, 9 * n
+
+
+def _batch(op, graph, shapes, batched):
+    return [tuple(shapes[op.inputs[0]])] + [None] * (len(op.outputs) - 1)
+
+
+OPS = [OpDef("BatchNormalization", rule=rule,
+             kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
+             flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch)]
+
+
+def _onnx(node) -> Canon:
+    a = node.attrs
+    attrs = {"epsilon": float(a.get("epsilon", EPS)), "momentum": float(a.get("momentum", 0.9))}
+    # opsets < 7: `is_test` only says the model was exported for inference (trained with batch
+    # statistics all the same, see above); `consumed_inputs` is an in-place hint
+    if int(a.get("spatial", 1)) == 0:
+        attrs["spatial"] = 0
+    return Canon("BatchNormalization", attrs)
+
+
+ONNX = {"BatchNormalization": _onnx}
