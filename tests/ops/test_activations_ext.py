@@ -12,7 +12,7 @@ from onnx import helper
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from memplan_cli.ops._pointwise import erf
-from memplan_cli.testing.modelgen import ModelBuilder
+from devtools.modelgen import ModelBuilder
 from tests.execute.helpers import run_backward
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
 

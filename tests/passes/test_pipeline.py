@@ -101,15 +101,15 @@ def test_trainable_list_out_of_range_is_a_config_error():
 
 
 def test_op_without_backward_rule_inside_the_region_names_op_and_index():
-    g = chain("Erf")
-    with pytest.raises(UnsupportedOpError, match=r"op #1 Erf .*backward region"):
+    g = chain("NoSuchOp")  # an op type no module registers
+    with pytest.raises(UnsupportedOpError, match=r"op #1 NoSuchOp .*backward region"):
         build_training_graph(g, TrainConfig())
 
 
 def test_op_without_backward_rule_before_the_region_runs_forward_only():
     g = Graph([Operand(0, "x", (2, 8), is_input=True), Operand(1, "e", (2, 8)),
                Operand(2, "w", (4, 8), is_const=True), Operand(3, "y", (2, 4))],
-              [Operation(0, "Erf", [0], [1]), Operation(1, "FullyConnected", [1, 2, -1], [3])], [0], [3])
+              [Operation(0, "NoSuchOp", [0], [1]), Operation(1, "FullyConnected", [1, 2, -1], [3])], [0], [3])
     tg = build_training_graph(g, TrainConfig())
     assert tg.backward_ops == {1, 2}
     assert [(s.kind, s.op) for s in tg.steps if s.op == 0] == [("forward", 0)]
