@@ -14,6 +14,8 @@ Canonical forms:
   every ONNX opset: the `split` attribute (< 13), input (13+) or `num_outputs` (18+)). TFLite SPLIT
   (axis input first), SPLIT_V (sizes, axis inputs) and UNPACK (pieces of size 1, the axis dropped:
   attr `squeeze`).
+- `Pack(x0, x1, ...)`, attr `axis`: TFLite PACK, the inputs stacked along a new axis (UNPACK's
+  inverse; ONNX writes it as Unsqueeze + Concat).
 
 Training rules (PyTorch derivatives.yaml `slice.Tensor`: self: slice_backward_wrapper(grad,
 self.sym_sizes(), dim, start, end, step); `split.Tensor`: self: split_backward(grads, ...)): only
@@ -21,6 +23,8 @@ sizes are saved, never data.
 - Slice calcDerivative: dX = zeros, dX[window] = dY; reads dY (and run-time slice parameters).
 - Split calcDerivative: dX = the pieces' back-props side by side, zeros for a piece nobody
   differentiates; reads the back-props that exist.
+- Pack calcDerivative: dX_k = dY's k-th slice along the new axis; reads dY only (PyTorch `stack`:
+  tensors: stack_tensors_backward(grad, dim, ...)).
 FLOPs: none (data movement).
 """
 from __future__ import annotations
@@ -242,7 +246,64 @@ def _split_sizes(node, axis: int) -> list[int]:
     return [int(s[ax]) if len(s) > ax else 1 for s in outs]
 
 
+# ---- Pack ---------------------------------------------------------------------------------------
+def pack_rule(op, ctx) -> OpRule:
+    y = op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    targets = bp_targets(op, ctx)
+    if targets:
+        r.calc_derivative = StepIO([("bp", y)], [("bp", t) for t in targets])
+    r.weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and ctx.is_param(i)]
+    if r.weights and ctx.trains(op):
+        r.calc_gradient = StepIO([("bp", y)], [("grad", w) for w in r.weights])
+    return r
+
+
+def pack_forward(ctx):
+    y = ctx.y()
+    y[...] = np.stack([ctx.x(k) for k in range(len(ctx.op.inputs))], axis=int(ctx.attrs["axis"]) % y.ndim)
+
+
+def pack_derivative(ctx):
+    dy = np.array(ctx.dy())
+    ax = int(ctx.attrs["axis"]) % dy.ndim
+    done = set()
+    for k in range(len(ctx.op.inputs)):
+        out = target(ctx, k)
+        if out is None:
+            continue
+        part = np.take(dy, k, axis=ax).reshape(out.shape)
+        o = ctx.op.inputs[k]
+        if o in done:  # the same operand stacked twice: its parts add up
+            out += part
+        else:
+            out[...] = part
+            done.add(o)
+
+
+def pack_check(op, operands):
+    y = operands[op.outputs[0]].shape
+    shapes = {tuple(operands[i].shape) for i in op.inputs}
+    ax = int(op.attrs.get("axis", 0))
+    if len(shapes) != 1 or not -len(y) <= ax < len(y):
+        return "stacks inputs of different shapes" if len(shapes) != 1 else f"has axis {ax} outside its output"
+    (s,) = shapes
+    want = tuple(s[:ax % len(y)]) + (len(op.inputs),) + tuple(s[ax % len(y):])
+    if want != tuple(y):
+        return f"stacks {len(op.inputs)} inputs of shape {s} into {tuple(y)}"
+    return None
+
+
+def _pack_batch(op, graph, shapes, batched):
+    s = list(shapes[op.inputs[0]])
+    ax = int(op.attrs["axis"]) % (len(s) + 1)
+    return [tuple(s[:ax] + [len(op.inputs)] + s[ax:])]
+
+
 OPS = [
+    OpDef("Pack", rule=pack_rule, kernels={"forward": pack_forward, "calcDerivative": pack_derivative,
+                                           "calcGradient": pack_derivative},
+          flops=lambda op, operands: (0, 0), check=pack_check, batch=_pack_batch),
     OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative,
                                      "calcGradient": slice_derivative},
           flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch),
@@ -334,6 +395,10 @@ def _tfl_split_v(node) -> Canon | None:
     return Canon("Split", {"axis": axis, "sizes": tuple(_split_sizes(node, axis))}, inputs=node.inputs[:1])
 
 
+def _tfl_pack(node) -> Canon:
+    return Canon("Pack", {"axis": int(node.options.get("axis", 0))})
+
+
 def _tfl_unpack(node) -> Canon:
     axis = int(node.options.get("axis", 0)) % len(node.shape(0))
     return Canon("Split", {"axis": axis, "sizes": (1,) * len(node.outputs), "squeeze": True},
@@ -342,4 +407,4 @@ def _tfl_unpack(node) -> Canon:
 
 ONNX = {"Slice": _onnx_slice, "Split": _onnx_split}
 TFLITE = {"SLICE": _tfl_slice, "STRIDED_SLICE": _tfl_strided_slice, "SPLIT": _tfl_split,
-          "SPLIT_V": _tfl_split_v, "UNPACK": _tfl_unpack}
+          "SPLIT_V": _tfl_split_v, "UNPACK": _tfl_unpack, "PACK": _tfl_pack}

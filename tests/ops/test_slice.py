@@ -232,3 +232,22 @@ def slice_check_problems(op, operands):
     from memplan_cli.ir import contract
 
     return contract.problems(op, operands)
+
+
+def test_tflite_pack(tmp_path):
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
+    from circle_schema.v0_10.circle.PackOptions import PackOptionsT
+
+    m = ModelBuilder()
+    x = m.input([2, 3])
+    a = m.add(x, m.const([3]))
+    b = m.mul(x, m.const([3]))
+    o = PackOptionsT()
+    o.valuesCount, o.axis = 3, 1
+    p = m._op(83, [a, b, a], [2, 3, 3], BuiltinOptions.PackOptions, o)
+    m.output(m.fully_connected(m.reshape(p, [2, 9]), 4))
+    path = m.save(str(tmp_path / "m.tflite"))
+    op = next(o for o in load_model(path).operations if o.source_type == "PACK")
+    assert op.type == "Pack" and op.attrs == {"axis": 1}
+    assert check_gradients(path) >= 12
+    check_verify(path, "-b", "3")
