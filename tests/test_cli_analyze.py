@@ -62,11 +62,11 @@ def test_onert_profile_prints_alloc_lines_and_json_carries_them(fake_profiles):
     assert "onert ALLOC lines, in onert's order" in r.stdout and "grouped as ONE publishes them" in r.stdout
     doc = json.loads(run(MNIST, "-p", "onert", "-f", "json", "--onert-threads", "3").stdout)
     assert doc["profile"] == "onert" and sum(doc["alloc_lines"]) == doc["totals"]["planned"]
-    assert doc["config"]["profile_options"] == {"threads": 3}
+    assert doc["config"]["profile_options"] == {"simd_width": 4, "threads": 3}
     assert "onert" not in doc["totals"]  # no self-comparison
     # for onert, --planner is onert's own planner: it goes to the profile, not to the pools
     assert run(MNIST, "-p", "onert", "--planner", "bump", "-q").exit_code == 0
-    assert FakeOnert.last_options == {"planner": "bump"}
+    assert FakeOnert.last_options == {"planner": "bump", "threads": 4, "simd_width": 4}
 
 
 def test_by_layer_and_the_hook_columns(fake_profiles):

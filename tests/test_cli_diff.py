@@ -101,5 +101,5 @@ def test_a_model_target_is_analysed_with_the_baseline_profile_and_options(fake_p
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["target"]["profile"] == "onert" and doc["notes"] == []
-    assert FakeOnert.last_options == {"planner": "bump", "threads": 3}
+    assert FakeOnert.last_options == {"planner": "bump", "threads": 3, "simd_width": 4}
     assert all(row["delta"] == 0 for row in doc["rows"])

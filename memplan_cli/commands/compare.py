@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-from memplan_cli.commands.options import config_from_flags, onert_options, training_options, verbosity
+from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, config_from_flags,
+                                          onert_options, training_options, verbosity)
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
 
@@ -33,9 +34,9 @@ def run_comparison(model: str, flags: dict, *, progress: bool = False):
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Stop an exact planner after SECONDS and keep its best plan.")
 @click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
-              help="onert's thread count (sizes DepthwiseConv2D buffers). Default: this machine's.")
-@click.option("--onert-simd-width", type=click.Choice(("4", "8", "16")), default=None,
-              help="onert's SIMD packet width in floats. Default: this machine's.")
+              help=ONERT_THREADS_HELP)
+@click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
+              help=ONERT_SIMD_HELP)
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
               show_default=True, help="table for people; json (schemas/compare.schema.json) or csv for scripts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",

@@ -80,6 +80,13 @@ def output_options(f):
     return f
 
 
+# onert sizes DepthwiseConv2D's buffers by its host; memplan's defaults describe one stated device
+ONERT_THREADS_HELP = ("onert's thread count (sizes DepthwiseConv2D buffers: threads + 1 per-thread copies). "
+                      "Default 4: a 4-core CPU with 128-bit SIMD, never this machine's.")
+ONERT_SIMD_HELP = ("onert's SIMD packet width in floats (4 SSE/NEON, 8 AVX, 16 AVX-512). Default 4: "
+                   "a 4-core CPU with 128-bit SIMD (onert 0.1.0's x86-64 wheel packs 4).")
+
+
 def planner_options(f):
     """Adds --planner, --time-limit, --onert-threads, --onert-simd-width."""
     opts = [
@@ -92,9 +99,9 @@ def planner_options(f):
                           "plan may then depend on the machine's speed and load (the report says so); "
                           "without it the same input gives the same plan everywhere."),
         click.option("--onert-threads", type=click.IntRange(min=1), default=None, metavar="N",
-                     help="onert's thread count (sizes DepthwiseConv2D buffers). Default: this machine's."),
+                     help=ONERT_THREADS_HELP),
         click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
-                     help="onert's SIMD packet width in floats (4 SSE/NEON, 8 AVX, 16 AVX-512). Default: this machine's."),
+                     help=ONERT_SIMD_HELP),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -128,13 +135,12 @@ def verbosity(quiet: int, verbose: int) -> int:
 
 
 def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
-    """The onert profile's build options (`threads`, `simd_width`) from the flags given."""
-    out = {}
-    if onert_threads is not None:
-        out["threads"] = int(onert_threads)
-    if onert_simd_width is not None:
-        out["simd_width"] = int(onert_simd_width)
-    return out
+    """The onert profile's build options (`threads`, `simd_width`): the flags given, else the fixed
+    defaults of the stated device (never this machine's), so reports always record both."""
+    from memplan_cli.profiles.onert.kernels import DEFAULT_SIMD_WIDTH, DEFAULT_THREADS
+
+    return {"threads": int(onert_threads) if onert_threads is not None else DEFAULT_THREADS,
+            "simd_width": int(onert_simd_width) if onert_simd_width is not None else DEFAULT_SIMD_WIDTH}
 
 
 def check_planner(name: str | None, profile: str = "memplan") -> None:

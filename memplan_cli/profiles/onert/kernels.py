@@ -6,6 +6,7 @@ kernels are generated (the whole lowered graph's topological order), for ops who
 - Conv2D: W^T (|W|), conv back-prop out (|Y|, never used), dW^T (|W|), then act (|Y|) if fused.
 - DepthwiseConv2D: act (|Y|) if fused, filter-dim buffers [T, P], padded filter [B, kh*kw, P],
   filter buffers [T, kh*kw, P], floats; T = threads + 1, P = C_out rounded up to the SIMD width.
+  onert takes both from its host; memplan from flags, defaulting to a stated device (DEFAULT_*).
 - MaxPool2D: argmax (|Y|), then act (|Y|) if fused. AvgPool2D / Add / Sub / Mul / Div: act if fused.
 """
 from __future__ import annotations
@@ -57,14 +58,22 @@ def kernel_buffers(ir, *, threads: int, simd_width: int) -> list[tuple[str, int,
     return out
 
 
-def default_threads() -> int:
-    import os
+# The device the defaults describe. onert sizes DepthwiseConv2D's buffers by its host
+# (`std::thread::hardware_concurrency()` and Eigen's packet size); memplan never reads its own host,
+# so the same command gives the same figures on any machine. Flags override both.
+DEFAULT_DEVICE = "a 4-core CPU with 128-bit SIMD (SSE or NEON, 4 floats per packet)"
+DEFAULT_THREADS = 4
+# measured: onert 0.1.0's x86-64 wheel packs 4 floats even on AVX hosts; NEON packs 4 too
+DEFAULT_SIMD_WIDTH = 4
 
-    return os.cpu_count() or 1
+
+def default_threads() -> int:
+    """onert's thread count on DEFAULT_DEVICE (never this machine's: results must not depend on it)."""
+    return DEFAULT_THREADS
 
 
 def default_simd_width() -> int:
-    """Floats per SIMD packet in onert's Eigen build (measured: the x86-64 wheel packs 4)."""
-    return 4
+    """Floats per SIMD packet on DEFAULT_DEVICE."""
+    return DEFAULT_SIMD_WIDTH
 
 
