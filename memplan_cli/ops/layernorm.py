@@ -1,0 +1,222 @@
+"""LayerNormalization (ONNX LayerNormalization, opset 17+): normalisation over the trailing axes.
+
+Canonical form: `LayerNormalization(X, scale[, B]) -> Y [, Mean [, InvStdDev]]` with attrs `axis`
+(non-negative: normalised axes are axis..rank-1) and `epsilon`. With M rows (the product of
+X.shape[:axis]) and N elements per row (the product of X.shape[axis:]):
+Y = scale·(X - μ)·σ⁻¹ + B, μ and σ⁻¹ = 1/sqrt(var + ε) per row (biased variance, as ONNX's reference).
+scale and B broadcast against X.shape[axis:] (numpy rules, right-aligned); B is optional.
+Older exports (opset < 17) and TFLite's converter decompose layer norm into ReduceMean / Sub / Pow /
+Sqrt / Div / Mul / Add (TFLite: MEAN, SQUARED_DIFFERENCE, RSQRT, ...): there is no single builtin,
+and those ops live in their own families.
+
+Training rule (PyTorch derivatives.yaml `native_layer_norm`: input, weight, bias:
+native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, mask):
+saves the input, the weight and result1/result2 = the per-row mean and inverse std):
+- forward writes two per-row extras, `ln_mean` and `ln_invstd` (M floats each, forward to backward);
+  when the model has the Mean / InvStdDev outputs, those are what backward keeps instead (the same
+  values: no extra).
+- calcGradient: dscale = Σ_rows dY·x̂ (reads X, mean, inverse std, dY), dB = Σ_rows dY (dY only).
+- calcDerivative: g = dY·scale; dX = σ⁻¹/N · (N·g - Σ g - x̂·Σ g·x̂) per row (reads X, scale, mean,
+  inverse std, dY). A non-constant scale or B (an activation) gets its back-prop here too.
+  Kept for backward: X, scale and 2·M floats.
+- The Mean / InvStdDev outputs carry no gradient: a model whose loss depends on them through a
+  differentiable path is refused when training reaches them.
+FLOPs (per element of X): forward 7 (mean, centre, square-sum, scale by σ⁻¹, affine), backward 12
+(dscale, dB, and the 9 of dX).
+Refused: `stash_type` other than 1 (float32 statistics), a scale / B that does not broadcast
+against X.shape[axis:], `axis` outside the input's rank.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io
+
+EPS = 1e-5
+
+
+def _inputs(op):
+    x, scale = op.inputs[0], op.inputs[1]
+    bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    return x, scale, bias
+
+
+def rule(op, ctx) -> OpRule:
+    x, scale, bias = _inputs(op)
+    y = op.outputs[0]
+    weights = [i for i in dict.fromkeys((scale, bias)) if i >= 0 and ctx.is_param(i)]
+    r = OpRule(forward=forward_io(op), weights=weights)
+    stat_outs = [o for o in op.outputs[1:3] if o >= 0]
+    for o in stat_outs:
+        if ctx.needs_bp(o):
+            raise UnsupportedOpError(f"op {op.label} LayerNormalization: the loss depends on its "
+                                     f"{'Mean' if o == op.outputs[1] else 'InvStdDev'} output, "
+                                     "whose gradient memplan does not implement")
+    trained = weights if ctx.trains(op) else []
+    targets = bp_targets(op, ctx, [x, scale, bias])
+    if not trained and not targets:
+        return r
+    needs_stats = bool(targets) or scale in trained
+    stats = []
+    if needs_stats:
+        if len(stat_outs) == 2:  # the model's own Mean / InvStdDev outputs are the statistics
+            stats = [("fwd", op.outputs[1]), ("fwd", op.outputs[2])]
+        else:
+            rows = tuple(ctx.operand(x).shape[:op.attrs.get("axis", 0)])
+            r.extras = [ExtraRequest("ln_mean", rows, "float32", FORWARD_TO_BACKWARD),
+                        ExtraRequest("ln_invstd", rows, "float32", FORWARD_TO_BACKWARD)]
+            r.forward.writes += [("extra", 0), ("extra", 1)]
+            stats = [("extra", 0), ("extra", 1)]
+        stats = [("fwd", x)] + stats
+    if trained:
+        reads = (stats if scale in trained else []) + [("bp", y)]
+        r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
+    if targets:
+        r.calc_derivative = StepIO(stats + [("fwd", scale), ("bp", y)], [("bp", t) for t in targets])
+    return r
+
+
+# ---- kernels ---------------------------------------------------------------------------------
+def _axis(ctx) -> int:
+    return int(ctx.attrs.get("axis", 0))
+
+
+def _rows(x, axis):
+    """X as (M, N) rows."""
+    return np.asarray(x).reshape(math.prod(x.shape[:axis]), -1)
+
+
+def _row_vec(v, x, axis):
+    """A per-row statistic (any stored shape with M elements) as an (M, 1) column."""
+    return np.asarray(v).reshape(math.prod(x.shape[:axis]), 1)
+
+
+def _param_rows(p, x, axis):
+    """scale / B broadcast against X.shape[axis:], flattened to one row of N."""
+    return np.broadcast_to(np.asarray(p), x.shape[axis:]).reshape(1, -1)
+
+
+def _stats(ctx):
+    """The (mean, inverse std) tensors backward reads: the model's outputs or the extras."""
+    op = ctx.op
+    if len(op.outputs) >= 3 and op.outputs[1] >= 0 and op.outputs[2] >= 0 and ctx.extra_id("ln_mean") is None:
+        return ctx.y(1), ctx.y(2)
+    return ctx.extra("ln_mean"), ctx.extra("ln_invstd")
+
+
+def forward(ctx):
+    x = np.asarray(ctx.x(0))
+    ax = _axis(ctx)
+    xr = _rows(x, ax)
+    mu = xr.mean(axis=1, keepdims=True)
+    inv = 1.0 / np.sqrt(((xr - mu) ** 2).mean(axis=1, keepdims=True) + float(ctx.attrs.get("epsilon", EPS)))
+    y = (xr - mu) * inv * _param_rows(ctx.x(1), x, ax)
+    if len(ctx.op.inputs) > 2 and ctx.op.inputs[2] >= 0:
+        y = y + _param_rows(ctx.x(2), x, ax)
+    ctx.y()[...] = y.reshape(ctx.y().shape)
+    for k, what, v in ((1, "ln_mean", mu), (2, "ln_invstd", inv)):
+        e = ctx.extra(what)
+        if e is not None:
+            e[...] = v.reshape(e.shape)
+        if k < len(ctx.op.outputs) and ctx.op.outputs[k] >= 0:
+            o = ctx.y(k)
+            o[...] = v.reshape(o.shape)
+
+
+def _xhat(ctx, x, ax):
+    mu, inv = _stats(ctx)
+    inv = _row_vec(inv, x, ax)
+    return (_rows(x, ax) - _row_vec(mu, x, ax)) * inv, inv
+
+
+def _reduce_param(g_rows, x, ax, shape):
+    """Σ over rows of an (M, N) gradient, then over the dims the parameter was broadcast along."""
+    from memplan_cli.execute.kernels.common import reduce_to_shape
+
+    return reduce_to_shape(g_rows.sum(axis=0).reshape(x.shape[ax:]), tuple(shape))
+
+
+def calc_gradient(ctx):
+    _param_grads(ctx, ctx.grad(1), ctx.grad(2))
+
+
+def _param_grads(ctx, gs, gb):
+    dy = np.asarray(ctx.dy())
+    ax = _axis(ctx)
+    dyr = _rows(dy, ax)
+    if gb is not None:
+        gb[...] = _reduce_param(dyr, dy, ax, gb.shape).reshape(gb.shape)
+    if gs is not None:
+        xhat, _ = _xhat(ctx, np.asarray(ctx.x(0)), ax)
+        gs[...] = _reduce_param(dyr * xhat, dy, ax, gs.shape).reshape(gs.shape)
+
+
+def calc_derivative(ctx):
+    _param_grads(ctx, ctx.dx(1), ctx.dx(2) if len(ctx.op.inputs) > 2 else None)
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    x = np.asarray(ctx.x(0))
+    ax = _axis(ctx)
+    xhat, inv = _xhat(ctx, x, ax)
+    g = _rows(np.asarray(ctx.dy()), ax) * _param_rows(ctx.x(1), x, ax)
+    n = g.shape[1]
+    d = inv * (g - g.sum(axis=1, keepdims=True) / n - xhat * ((g * xhat).sum(axis=1, keepdims=True) / n))
+    dx[...] = d.reshape(dx.shape)
+
+
+# ---- load-time facts -------------------------------------------------------------------------
+def _broadcasts(p, tail) -> bool:
+    if len(p) > len(tail):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(p), reversed(tail)))
+
+
+def check(op, operands):
+    xs = tuple(operands[op.inputs[0]].shape)
+    ax = op.attrs.get("axis", 0)
+    if not 0 <= ax < len(xs):
+        return f"normalises from axis {ax} of a rank-{len(xs)} input"
+    if op.attrs.get("stash_type", 1) != 1:
+        return f"has stash_type {op.attrs['stash_type']} (statistics not in float32), which memplan does not implement"
+    tail = xs[ax:]
+    for k, what in ((1, "scale"), (2, "bias")):
+        if k < len(op.inputs) and op.inputs[k] >= 0:
+            s = tuple(operands[op.inputs[k]].shape)
+            if not _broadcasts(s, tail):
+                return f"has a {what} of shape {s}, which does not broadcast against the normalised shape {tail}"
+    return None
+
+
+def _flops(op, operands):
+    n = operands[op.inputs[0]].num_elements
+    return 7 * n, 12 * n
+
+
+def _batch(op, graph, shapes, batched):
+    s = tuple(shapes[op.inputs[0]])
+    ax = op.attrs.get("axis", 0)
+    stat = s[:ax] + (1,) * (len(s) - ax)
+    return [s] + [stat] * (len(op.outputs) - 1)
+
+
+OPS = [OpDef("LayerNormalization", rule=rule,
+             kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
+             flops=_flops, required_inputs=2, check=check, batch=_batch)]
+
+
+def _onnx(node) -> Canon:
+    a = node.attrs
+    rank = len(node.shape(0))
+    ax = int(a.get("axis", -1))
+    attrs = {"axis": ax + rank if ax < 0 else ax, "epsilon": float(a.get("epsilon", EPS))}
+    if int(a.get("stash_type", 1)) != 1:
+        attrs["stash_type"] = int(a["stash_type"])
+    return Canon("LayerNormalization", attrs)
+
+
+ONNX = {"LayerNormalization": _onnx}
