@@ -1,7 +1,7 @@
 """memplan's plan against onert's allocation, side by side in one run.
 
-For every sample model, several batch sizes and both optimizers it prints: naive (every buffer its
-own bytes), memplan planned (one arena), the lower bound of that arena (peak live bytes), onert's
+For every sample model, several batch sizes and both optimizers it prints: naive (every tensor of
+the training step its own bytes: no reuse, no in-place, no views), memplan planned (one arena), the lower bound of that arena (peak live bytes), onert's
 total (the sum of the onert profile's ALLOC lines), and the ratios the memplan profile targets:
 planned <= 0.45 x onert on MobileNetV2 b10 Adam, <= 0.40 x on mnist b32 Adam, planned <= 1.01 x
 lower bound. Every memplan plan is checked by the overlap verifier and by the schedule

@@ -63,6 +63,10 @@ class Pool:
     planner: str
 
 
+NAIVE_BUFFERS = "every buffer its own bytes"
+NAIVE_TENSORS = "every tensor of the training step its own bytes: no reuse, no in-place updates, no views"
+
+
 @dataclass
 class BufferList:
     buffers: list[Buffer]
@@ -70,16 +74,28 @@ class BufferList:
     pools: list[Pool] = field(default_factory=lambda: [Pool("arena", "non-const", "best")])
     # free-form facts for reports (profile name, configuration echo); never read by planners
     info: dict = field(default_factory=dict)
+    # bytes per category with every tensor its own memory, when the profile folds several tensors
+    # into one buffer (in-place updates, views); None: every buffer is one tensor
+    naive: dict[str, int] | None = None
+    # what "naive" counts for this profile, one line for reports
+    naive_means: str = NAIVE_BUFFERS
 
     def in_pool(self, pool: str) -> list[Buffer]:
         return [b for b in self.buffers if b.pool == pool]
 
     def naive_by_category(self) -> dict[str, int]:
-        """Every buffer its own bytes: the sum of sizes per category."""
+        """Naive per category: `naive` when the profile gave it (every tensor its own bytes, with
+        no reuse, no in-place, no views), else every buffer its own bytes. `naive_means` says which."""
+        if self.naive is not None:
+            return {c: int(self.naive.get(c, 0)) for c in CATEGORIES}
         out = {c: 0 for c in CATEGORIES}
         for b in self.buffers:
             out[b.category] += b.size
         return out
 
     def naive_total(self) -> int:
-        return sum(b.size for b in self.buffers)
+        return sum(self.naive_by_category().values())
+
+    def folded_total(self) -> int:
+        """What in-place updates and views save: naive minus every buffer its own bytes."""
+        return self.naive_total() - sum(b.size for b in self.buffers)

@@ -2,7 +2,8 @@
 reproduces, side by side. Knows nothing about output formats (report/compare.py renders it).
 
 Columns, in order:
-- naive: every tensor of memplan's training graph its own bytes (`analyze`'s naive column);
+- naive: every tensor of memplan's training graph its own bytes, with no reuse, no in-place updates
+  and no views (`analyze`'s naive column);
 - onert, nntrainer, singa: the profiles that reproduce those runtimes, each with its own planner;
 - memplan: memplan's own plan (`analyze`'s planned total).
 A profile that cannot handle the model (onert and an op it cannot train, a capacity over its 32-bit

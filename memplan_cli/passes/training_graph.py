@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memplan_cli.buffers import CATEGORIES, STEP_KINDS, Buffer, BufferList, Pool, Step
+from memplan_cli.buffers import CATEGORIES, NAIVE_TENSORS, STEP_KINDS, Buffer, BufferList, Pool, Step
 from memplan_cli.ir.dtypes import dtype_size
 
 from memplan_cli.ops.rule import BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES  # noqa: F401
@@ -213,8 +213,14 @@ class TrainingGraph:
                                   owner=self.op_label(t.op), pool=pool, nbytes=nbytes))
         steps = [Step(s.index, s.kind, s.op, s.label) for s in self.steps]
         info = {"tensors": len(self.tensors), "aliases": len(self.aliases)}
-        return BufferList(buffers, steps, list(pools), info)
+        return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align),
+                          naive_means=NAIVE_TENSORS)
 
     def naive_by_category(self, align: int = 16) -> dict[str, int]:
-        """Every memory-owning tensor its own (aligned) bytes, summed per category."""
-        return self.to_buffer_list(align=align).naive_by_category()
+        """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per
+        category: aliases (in-place updates, views) count like any other tensor."""
+        out = {c: 0 for c in CATEGORIES}
+        for t in self.lifetimes():
+            spec = self.tensors[t]
+            out[spec.category] += align_up(spec.nbytes, align)
+        return out

@@ -51,6 +51,8 @@ LIFESPAN_NAMES = {
     0b1111: "ITERATION", 0b1111111: "MAX",
 }
 ITERATION, BACKWARD_FUNC, MAX = 0b1111, 0b1110, 0b1111111
+NAIVE_NNTRAINER = ("every tensor nntrainer requests its own bytes; its views (in-place activation and "
+                   "Reshape outputs and their gradients, MultiOut outputs) share their source's bytes")
 
 ACTIVATIONS = {"Relu", "Relu6", "Sigmoid", "Tanh", "Softmax"}
 IN_PLACE = ACTIVATIONS | {"Reshape"}
@@ -413,7 +415,7 @@ class NntrainerProfile:
         info = {"profile": "nntrainer", "nodes": len(nodes), "last_order": end,
                 "lifespans": {info["name"]: lifespan_name(info["bits"])
                               for r in (tp, wp) for info in r.info.values()}}
-        return BufferList(buffers, steps, pools, info)
+        return BufferList(buffers, steps, pools, info, naive_means=NAIVE_NNTRAINER)
 
     def figures(self, analysis) -> dict:
         by_pool = {p.pool.name: p.plan.arena for p in analysis.pools}

@@ -21,7 +21,7 @@ def _r(x: float | None) -> float | None:
 
 # one line per system, for the JSON report (reports know systems by profile name only)
 DESCRIPTIONS = {
-    "naive": "every tensor its own bytes (memplan's tensors, no reuse)",
+    "naive": "every tensor of memplan's training step its own bytes: no reuse, no in-place updates, no views",
     "onert": "ONE onert train backend: one arena per category, its own planner",
     "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
     "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",

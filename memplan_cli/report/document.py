@@ -137,8 +137,10 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         "profile": analysis.profile,
         "config": config_dict(analysis, planner=planner, profile_options=profile_options),
         "categories": {c: {"planned": int(planned[c]), "naive": int(naive[c])} for c in CATEGORIES},
+        "naive_means": bl.naive_means,
         "totals": {
             "naive": int(analysis.naive_total),
+            "folded": int(bl.folded_total()),
             "planned": int(analysis.planned_total),
             "lower_bound": int(analysis.lower_bound),
         },

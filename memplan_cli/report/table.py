@@ -149,8 +149,14 @@ class TableReporter(Reporter):
         prof = doc["profile"]
         lines = []
         if naive:
-            lines.append(f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
-                         f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")
+            line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
+                    f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")
+            folded = t.get("folded") or 0
+            if folded and naive > planned:
+                line += f": in-place and views {human(folded)}, reuse {human(naive - planned - folded)}"
+            lines.append(line)
+            if doc.get("naive_means"):
+                lines.append(f"naive: {doc['naive_means']}")
         if "onert" in t and t["onert"]:
             o = t["onert"]
             lines.append(f"{prof} planned vs onert: {human(planned)} vs {human(o)}, "

@@ -73,12 +73,22 @@ def test_exact_reads_and_writes_of_the_backward_steps():
 
 
 def test_naive_sums_per_category():
+    # naive: every tensor its own bytes, the in-place and view aliases too (r, f; dy, dr, dc0)
     bl = PROFILE.build(conv_relu_fc(), TrainConfig(optimizer="adam"))
     naive = bl.naive_by_category()
     assert naive["trainable"] == 432 + 16 + 16 + 10240 + 48
     assert naive["gradient"] == 432 + 16 + 10240 + 48
     assert naive["opt-variable"] == 2 * naive["gradient"]
-    assert naive["back-prop"] == 2048 and naive["disposable"] == 0 and naive["extra"] == 64
+    # x, c0, r, f, y, label, loss
+    assert naive["non-const"] == 1536 + 3 * 2048 + 80 + 80 + 16
+    # dy (written over the label), df, dr, dc0
+    assert naive["back-prop"] == 80 + 3 * 2048
+    assert naive["disposable"] == 0 and naive["extra"] == 64
+    # the buffers fold the aliases: what in-place and views save is the difference
+    folded = {c: sum(b.size for b in bl.buffers if b.category == c) for c in naive}
+    assert naive["non-const"] - folded["non-const"] == 2 * 2048  # r, f
+    assert naive["back-prop"] - folded["back-prop"] == 80 + 2 * 2048  # dy, dr, dc0 (df holds them)
+    assert bl.naive_total() == sum(naive.values())
 
 
 def test_last_n_trainable_ops_counts_every_op_and_prunes_the_backward_region():

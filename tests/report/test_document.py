@@ -25,7 +25,9 @@ def test_document_figures_are_the_analysis_figures(fake_profiles):
     a = _analysis()
     doc = build_document(a)
     assert doc["profile"] == "memplan" and doc["model"]["file"] == "tiny.circle"
-    assert doc["totals"] == {"naive": a.naive_total, "planned": a.planned_total, "lower_bound": a.lower_bound}
+    assert doc["totals"] == {"naive": a.naive_total, "folded": 0, "planned": a.planned_total,
+                             "lower_bound": a.lower_bound}
+    assert doc["naive_means"] == "every buffer its own bytes"  # the fake profile gives no tensors
     assert {c: v["naive"] for c, v in doc["categories"].items()} == a.naive_by_category
     # the single arena is split by category and the rows add up to the planned total
     assert sum(v["planned"] for v in doc["categories"].values()) == a.planned_total

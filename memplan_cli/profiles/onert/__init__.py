@@ -19,6 +19,8 @@ PLANNED = (("onert:non-const", "non-const"), ("onert:trainable", "trainable"),
            ("onert:opt-variable", "opt-variable"), ("onert:back-prop", "back-prop"),
            ("onert:gradient", "gradient"), ("onert:disposable", "disposable"))
 LAYER_SCOPE = "onert:layer-scope"
+NAIVE_ONERT = ("every tensor onert allocates its own bytes (onert's tensors and kernel buffers; "
+               "onert folds none into another)")
 
 
 class OnertProfile:
@@ -65,7 +67,8 @@ class OnertProfile:
                 "backward_order": list(ir.backward_order), "forward_order": list(ir.forward_order),
                 "kernel_order": list(ir.kernel_order),
                 "kernel_buffers": len(kb)}
-        return BufferList(buffers, steps, pools, info)
+        # onert plans every tensor as its own buffer (none folded into another), so naive is their sum
+        return BufferList(buffers, steps, pools, info, naive_means=NAIVE_ONERT)
 
     def figures(self, analysis) -> dict:
         caps = [(p.pool, p.plan.arena) for p in analysis.pools]
