@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, conv, elementwise, loss, optim, pool, shape
-from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.execute.kernels import activation, conv, loss, optim, pool, shape
+from memplan_cli.execute.kernels.common import store
 from memplan_cli import ops as registry
 
 
@@ -368,27 +368,6 @@ def _avgpool_deriv(ctx):
         pool.avgpool_calc_derivative(dz, dx, **_pool_args(ctx))
 
 
-# ---- elementwise --------------------------------------------------------------------------------
-def _binary(op_type):
-    def fwd(ctx):
-        elementwise.forward(op_type, ctx.x(0), ctx.x(1), ctx.y(), ctx.act())
-
-    def back(ctx, outs):
-        da, db = outs
-        if da is None and db is None:
-            return
-        if ctx.operand_in(0) == ctx.operand_in(1):
-            raise UnsupportedKernel(f"{op_type} of an operand with itself")
-        need_a = op_type in ("Mul", "Div") and db is not None
-        need_b = op_type == "Div" or (op_type == "Mul" and da is not None)
-        a = ctx.x(0) if need_a else None
-        b = ctx.x(1) if need_b else None
-        elementwise.calc_derivative(op_type, ctx.dz(), da, db, a=a, b=b)
-
-    return {"forward": fwd, "calcDerivative": lambda c: back(c, (c.dx(0), c.dx(1))),
-            "calcGradient": lambda c: back(c, (c.grad(0), c.grad(1)))}
-
-
 # ---- activations -----------------------------------------------------------------------
 def _activation(op_type):
     def kind(ctx):
@@ -590,8 +569,6 @@ HANDLERS: dict[str, dict] = {
 for _t in ("Flatten",):
     HANDLERS[_t] = HANDLERS["Reshape"]
 HANDLERS["GlobalAveragePool"] = HANDLERS["Mean"]
-for _t in ("Add", "Sub", "Mul", "Div"):
-    HANDLERS[_t] = _binary(_t)
 for _t in list(activation.STANDALONE) + ["Clip"]:
     HANDLERS[_t] = _activation(_t)
 

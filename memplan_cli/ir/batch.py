@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph, GraphError
 
-KEEP_BATCH = {"Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D", "Add", "Sub", "Mul", "Div",
+KEEP_BATCH = {"Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D",
               "Relu", "Relu6", "Sigmoid", "Tanh", "Loss",
               # common non-canonical ops that are element-wise or keep dim 0
               "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "ELU", "HARD_SWISH", "LOG_SOFTMAX", "ABS", "NEG",

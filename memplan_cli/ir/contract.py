@@ -13,7 +13,6 @@ from memplan_cli.ir.graph import ACTIVATIONS
 # op type -> number of leading inputs that must be present (not -1); every op needs one output
 REQUIRED_INPUTS = {
     "Conv2D": 2, "DepthwiseConv2D": 2,
-    "Add": 2, "Sub": 2, "Mul": 2, "Div": 2,
     "MaxPool2D": 1, "AvgPool2D": 1, "Mean": 1,
     "Relu": 1, "Relu6": 1, "Sigmoid": 1, "Tanh": 1,
     "Reshape": 1, "Pad": 1, "Concat": 1,

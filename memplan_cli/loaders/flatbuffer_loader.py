@@ -19,7 +19,6 @@ from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
 OP_MAP = {
     "CONV_2D": "Conv2D", "DEPTHWISE_CONV_2D": "DepthwiseConv2D", "FULLY_CONNECTED": "FullyConnected",
     "MAX_POOL_2D": "MaxPool2D", "AVERAGE_POOL_2D": "AvgPool2D", "MEAN": "Mean",
-    "ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div",
     "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
     "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat",
 }
@@ -276,7 +275,7 @@ class _Reader:
         table = o.BuiltinOptions()
         kind = o.BuiltinOptionsType()
         if table is None or kind == 0:
-            return {"activation": "NONE"} if typ in ("Add", "Sub", "Mul", "Div", "FullyConnected") else {}
+            return {"activation": "NONE"} if typ == "FullyConnected" else {}
 
         def view(mod, cls):
             x = getattr(mod, cls)()
@@ -309,12 +308,6 @@ class _Reader:
             x = view(FullyConnectedOptions, "FullyConnectedOptions")
             a["keep_num_dims"] = bool(x.KeepNumDims())
             act(x)
-        elif kind in (BO.AddOptions, BO.SubOptions, BO.MulOptions, BO.DivOptions):
-            from circle_schema.v0_10.circle import AddOptions, DivOptions, MulOptions, SubOptions
-
-            mod, cls = {BO.AddOptions: (AddOptions, "AddOptions"), BO.SubOptions: (SubOptions, "SubOptions"),
-                        BO.MulOptions: (MulOptions, "MulOptions"), BO.DivOptions: (DivOptions, "DivOptions")}[kind]
-            act(view(mod, cls))
         elif kind == BO.ReducerOptions:
             a["keep_dims"] = bool(view(ReducerOptions, "ReducerOptions").KeepDims())
         elif kind == BO.ConcatenationOptions:

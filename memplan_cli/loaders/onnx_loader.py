@@ -16,7 +16,7 @@ from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 
 SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
-          "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Concat": "Concat",
+          "Concat": "Concat",
           "MaxPool": "MaxPool2D", "AveragePool": "AvgPool2D", "Reshape": "Reshape", "Flatten": "Reshape",
           "Pad": "Pad", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
@@ -294,8 +294,6 @@ class _Builder:
             if lo == 0 and hi == 6:
                 return "Relu6", {}
             return "Clip", {"min": lo, "max": hi}
-        if t in ("Add", "Sub", "Mul", "Div"):
-            return t, {"activation": "NONE"}
         if t == "Concat":
             return "Concat", {"axis": a.get("axis", 0)}
         if t == "Reshape":

@@ -6,7 +6,7 @@ dL/dy = R, and compares the kernel's gradient with (L(p + h) - L(p - h)) / 2h fo
 import numpy as np
 import pytest
 
-from memplan_cli.execute.kernels import (activation, conv, elementwise, fc, loss, optim, pool,
+from memplan_cli.execute.kernels import (activation, conv, fc, loss, optim, pool,
                                          shape, softmax)
 
 H = 1e-6
@@ -304,29 +304,6 @@ def test_pool_nchw(kind):
     dx = np.empty_like(x)
     pool.pool_nchw_calc_derivative(kind, r, dx, (3, 3), 2, (1, 1, 1, 1), argmax=arg.copy())
     close(dx, numgrad(f, x))
-
-
-# ---- elementwise ------------------------------------------------------------------------------
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
-@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1))])
-def test_binary(op, shapes):
-    rng = np.random.default_rng(13)
-    a = rand(rng, *shapes[0])
-    b = rand(rng, *shapes[1], lo=0.5, hi=2.0)
-    yshape = np.broadcast_shapes(a.shape, b.shape)
-    y = np.empty(yshape)
-    r = rand(rng, *yshape)
-
-    def f():
-        elementwise.forward(op, a, b, y, "TANH")
-        return (r * y).sum()
-
-    f()
-    yk = y.copy()
-    da, db = np.empty_like(a), np.empty_like(b)
-    elementwise.calc_derivative(op, r, da, db, a=a, b=b, y=yk, act="TANH")
-    close(da, numgrad(f, a))
-    close(db, numgrad(f, b))
 
 
 # ---- softmax, reshape, pad, mean, concat ------------------------------------------------------

@@ -1,0 +1,141 @@
+"""Add, Sub, Mul, Div: broadcasting in both directions (gradients summed over broadcast dims), what
+backward keeps, x op x, fused activations from TFLite, finite differences and verify."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from devtools.modelgen import ModelBuilder
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from memplan_cli.ops.binary import side_grads
+from memplan_cli.execute.kernels.common import reduce_to_shape
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+
+ARITH = ["Add", "Sub", "Mul", "Div"]
+RNG = np.random.default_rng(3)
+# q shifts x (in [0, 1)) to [1, 3): a Div by the activation stays away from 0
+FEEDS = {"q": RNG.uniform(1, 2, (1, 4)), "p": RNG.uniform(0.5, 1.5, (3, 1))}
+
+
+def _model(op, swap=False):
+    # a = x + q is (2, 1, 4) and needs a back-prop; p is (3, 1): each side is broadcast along some dim
+    ab = ["p", "a"] if swap else ["a", "p"]
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node(op, ab, ["y"])]
+    inits = {"q": np.ones((1, 4), np.float32), "p": np.ones((3, 1), np.float32)}
+    return onnx_model(nodes, [("x", (2, 1, 4))], [("y", (2, 3, 4))], inits)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("op", ARITH)
+def test_gradients_broadcast_both_ways_and_verify(tmp_path, op, swap):
+    p = save(tmp_path, _model(op, swap))
+    assert check_gradients(p, feeds=FEEDS) >= 2 * (3 + 4)
+    check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("op", ARITH)
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((1,), (2, 2))])
+def test_side_gradients_match_finite_differences(op, shapes):
+    rng = np.random.default_rng(13)
+    a = rng.uniform(-1, 1, shapes[0])
+    b = rng.uniform(0.5, 2.0, shapes[1])
+    r = rng.uniform(-1, 1, np.broadcast_shapes(a.shape, b.shape))
+    f = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[op]
+    ga, gb = side_grads(op, r, (True, True), a, b)
+    for v, g in ((a, ga), (b, gb)):
+        num = np.zeros_like(v)
+        for k in range(v.size):
+            old = v.flat[k]
+            v.flat[k] = old + 1e-6
+            hi = (r * f(a, b)).sum()
+            v.flat[k] = old - 1e-6
+            lo = (r * f(a, b)).sum()
+            v.flat[k] = old
+            num.flat[k] = (hi - lo) / 2e-6
+        np.testing.assert_allclose(reduce_to_shape(np.asarray(g), v.shape), num, rtol=1e-6, atol=1e-8)
+
+
+def _kept(tg, op_type):
+    k = next(o.index for o in tg.graph.operations if o.type == op_type)
+    return sorted(tg.graph.operands[i].name for i in tg.rules[k].kept_forward())
+
+
+@pytest.mark.parametrize("op,kept", [("Add", []), ("Sub", []), ("Mul", ["s"]), ("Div", ["a", "s"])])
+def test_what_backward_keeps_when_only_one_side_needs_a_gradient(tmp_path, op, kept):
+    # s is a second graph input: no gradient, so Mul keeps s (for a's side) but never a
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node(op, ["a", "s"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 4)), ("s", (2, 4))], [("y", (2, 4))], {"q": np.ones((1, 4), np.float32)})
+    tg = training_graph(save(tmp_path, m))
+    assert _kept(tg, op) == (["s"] if op == "Div" else kept)
+
+
+def test_add_keeps_both_inputs_under_the_baseline_policy(tmp_path):
+    from memplan_cli.passes.policy import Policy
+
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node("Sub", ["a", "s"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 4)), ("s", (2, 4))], [("y", (2, 4))], {"q": np.ones((1, 4), np.float32)})
+    tg = training_graph(save(tmp_path, m), Policy.baseline())
+    assert _kept(tg, "Sub") == ["a", "s"]
+
+
+@pytest.mark.parametrize("op", ["Mul", "Add", "Div"])
+def test_an_operand_with_itself(tmp_path, op):
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node(op, ["a", "a"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 4))], [("y", (2, 4))], {"q": np.ones((1, 4), np.float32)})
+    p = save(tmp_path, m)
+    assert check_gradients(p, feeds={"q": FEEDS["q"]}) >= 8
+    check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("act", ["RELU", "RELU6", "TANH", "NONE"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_tflite_fused_activation(tmp_path, op, act):
+    m = ModelBuilder(seed=2)
+    x = m.input([2, 6])
+    h = m.fully_connected(x, 6)
+    c = m.const([6], value=np.linspace(0.5, 1.5, 6, dtype=np.float32))
+    y = getattr(m, op)(h, c, activation=act)
+    m.output(m.fully_connected(y, 3))
+    p = m.save(str(tmp_path / "m.tflite"))
+    g = load_model(p)
+    o = next(o for o in g.operations if o.source_type == op.upper())
+    assert o.type == op.capitalize() and o.attrs["activation"] == act
+    # the constant divisor c (tensor t4) is a weight: seeded near 0 unless fed
+    assert check_gradients(p, feeds={"t4": np.linspace(0.5, 1.5, 6)}) >= 12
+    check_verify(p, "-b", "2")
+
+
+def test_flops_count_every_output_element():
+    from memplan_cli import ops
+    from memplan_cli.ir.graph import Operand, Operation
+
+    operands = [Operand(0, "a", (2, 1, 4)), Operand(1, "b", (3, 1)), Operand(2, "y", (2, 3, 4))]
+    for t, back in (("Add", 2), ("Mul", 4), ("Div", 6)):
+        f, b = ops.get(t).flops(Operation(0, t, [0, 1], [2], {"activation": "NONE"}), operands)
+        assert (f, b) == (24, back * 24)
+
+
+def test_shapes_that_do_not_broadcast_are_refused():
+    # (ONNX shape inference stops such a file first; a circle file has no such check)
+    from memplan_cli.ir.contract import problems
+    from memplan_cli.ir.graph import Operand, Operation
+
+    operands = [Operand(0, "a", (2, 4)), Operand(1, "b", (3, 1)), Operand(2, "y", (2, 4))]
+    assert "cannot broadcast (2, 4) and (3, 1)" in problems(Operation(0, "Mul", [0, 1], [2], {}), operands)
+    operands[1] = Operand(1, "b", (1, 4))
+    assert problems(Operation(0, "Mul", [0, 1], [2], {}), operands) is None
+    operands[2] = Operand(2, "y", (3, 4))
+    assert "not to its output" in problems(Operation(0, "Mul", [0, 1], [2], {}), operands)
+
+
+def test_opset6_axis_broadcast_that_numpy_would_pair_differently_is_refused(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"], broadcast=1, axis=1),
+             helper.make_node("Relu", ["a"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 3, 4, 4))], [("y", (2, 3, 4, 4))], {"q": np.ones((3,), np.float32)}, opset=6)
+    with pytest.raises(ModelError, match="axis 1"):
+        load_model(save(tmp_path, m))
+    # trailing alignment (axis 3 for a 1-D B) is numpy broadcasting
+    next(a for a in m.graph.node[0].attribute if a.name == "axis").i = 3
+    m.graph.initializer[0].dims[:] = [4]
+    m.graph.initializer[0].raw_data = np.ones((4,), np.float32).tobytes()
+    assert any(o.type == "Add" for o in load_model(save(tmp_path, m, "t.onnx")).operations)
