@@ -1,0 +1,358 @@
+"""Convolution in 1-D, 2-D and 3-D (ONNX Conv, TFLite CONV_2D / DEPTHWISE_CONV_2D) and transposed
+convolution (ONNX ConvTranspose), with dilation and groups.
+
+Canonical types: `Conv1D`, `Conv2D`, `Conv3D` (any `group`, grouped non-depthwise included),
+`DepthwiseConv2D` (group == input channels: TFLite's op, and an ONNX Conv with group == C_in),
+`ConvTranspose1D/2D/3D`. Attributes (one set for every format, see `ops._window`): `layout` ("NCHW"
+for ONNX: weights [O, C/group, *K], depthwise [C*M, 1, KH, KW], transposed [C_in, C_out/group, *K];
+"NHWC" for TFLite: weights OHWI, depthwise [1, KH, KW, C*M]), `kernel`, `stride`, `dilation`,
+`pads` (begin..., end...), `padding` ("SAME" / "VALID" / "EXPLICIT": how the pads came about, for
+profiles that can express only SAME or VALID), `group`, `depth_multiplier` (depthwise),
+`output_padding` (transposed), `activation` (fused, TFLite).
+
+Training rule (PyTorch derivatives.yaml `convolution`: input, weight, bias:
+convolution_backward(grad, input, weight, ...): the input is saved for the weight gradient, the
+weight for the input gradient):
+- calcGradient (the op trains): dW = corr(X, dY) reads X and dY; db = sum of dY (reads dY only).
+- calcDerivative (X needs a back-prop): dX = conv_transpose(dY, W) reads W and dY.
+- Kept for backward: X only when W trains, Y only when an activation is fused.
+- Extras: none in memplan (kernels index W and dW in their stored layout). With
+  `policy.transpose_extras` (onert) a Conv2D asks for W^T (|W|, calcDerivative) and dW^T (|W|,
+  calcGradient), BACKWARD. onert's depthwise buffers are the onert profile's business.
+- Transposed convolution: the same rule (its forward is a convolution's input gradient).
+FLOPs: forward 2 x |Y| x (C/group x prod(K)); each backward step the same again.
+Refused at load: spatial rank other than 1-3, pads that are negative, an output size the
+geometry does not give, channels not divisible by the group, ConvTranspose with auto_pad or
+output_shape (torch.onnx writes explicit pads and output_padding).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.ops._window import Window, _tuple, channels_first, conv_backward_input, \
+    conv_backward_weight, conv_forward, to_cf, to_cl
+from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.rule import BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
+    fused_activation
+
+CONV = ("Conv1D", "Conv2D", "Conv3D")
+TRANSPOSED = ("ConvTranspose1D", "ConvTranspose2D", "ConvTranspose3D")
+ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
+
+
+# ---- rule -------------------------------------------------------------------------------------
+def conv_like(op, ctx, *, transposes=True) -> OpRule:
+    x, w = op.inputs[0], op.inputs[1]
+    y = op.outputs[0]
+    weights = [i for i in dict.fromkeys(op.inputs[1:]) if i >= 0 and ctx.is_param(i)]
+    rule = OpRule(forward=forward_io(op), weights=weights)
+    if ctx.trains(op) and weights:
+        reads = [("bp", y)] + ([("fwd", x)] if w in weights else [])
+        rule.calc_gradient = StepIO(reads, [("grad", i) for i in weights])
+    if bp_targets(op, ctx, [x]):
+        rule.calc_derivative = StepIO([("bp", y), ("fwd", w)], [("bp", x)])
+    if transposes and ctx.policy.transpose_extras:
+        wshape = ctx.operand(w).shape
+        if rule.calc_derivative is not None:
+            k = len(rule.extras)
+            rule.extras.append(ExtraRequest("W^T", wshape, "float32", BACKWARD))
+            rule.calc_derivative.writes.insert(0, ("extra", k))
+            rule.calc_derivative.reads.append(("extra", k))
+        if rule.calc_gradient is not None:
+            k = len(rule.extras)
+            rule.extras.append(ExtraRequest("dW^T", wshape, "float32", BACKWARD))
+            rule.calc_gradient.writes.insert(0, ("extra", k))
+            rule.calc_gradient.reads.append(("extra", k))
+    fused_activation(op, ctx, rule, y)
+    return rule
+
+
+def _conv_rule(op, ctx):
+    return conv_like(op, ctx, transposes=op.type == "Conv2D")
+
+
+def _plain_rule(op, ctx):
+    return conv_like(op, ctx, transposes=False)
+
+
+# ---- weights in the kernels' layout ([O, C/group, *K], channels first) -------------------------
+def _depthwise(op) -> bool:
+    return op.type == "DepthwiseConv2D"
+
+
+def _w_cf(op, w):
+    if channels_first(op):
+        return w
+    return np.moveaxis(w, -1, 0) if _depthwise(op) else np.moveaxis(w, -1, 1)
+
+
+def _w_stored(op, w_cf):
+    if channels_first(op):
+        return w_cf
+    return np.moveaxis(w_cf, 0, -1) if _depthwise(op) else np.moveaxis(w_cf, 1, -1)
+
+
+def _group(op, x_cf_shape) -> int:
+    if _depthwise(op):
+        return x_cf_shape[1]
+    return int(op.attrs.get("group", 1) or 1)
+
+
+def _geometry(ctx, x_shape, y_shape, w_cf_shape):
+    """Shapes in the op's layout; weights channels first."""
+    if ctx.op.type in TRANSPOSED:  # a convolution from Y's space to X's
+        return Window.of(ctx.op, None, x_shape=y_shape, y_shape=x_shape, kernel=tuple(w_cf_shape[2:]))
+    return Window.of(ctx.op, None, x_shape=x_shape, y_shape=y_shape, kernel=tuple(w_cf_shape[2:]))
+
+
+def _cf(ctx, a):
+    return a if channels_first(ctx.op) else to_cf(a)
+
+
+def _hwio(w: np.ndarray) -> np.ndarray:
+    """onert's transposed conv weights: OHWI -> HWIO (the first axis moved last; OIHW -> IHWO for
+    ONNX), written flat into a buffer of |W| elements."""
+    return w.transpose(1, 2, 3, 0)
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+def forward(ctx):
+    from memplan_cli.execute.kernels import activation
+
+    x, w, b = ctx.x(0), ctx.x(1), ctx.x(2)
+    y = ctx.y()
+    xc, wc = _cf(ctx, x), _w_cf(ctx.op, w)
+    g = _geometry(ctx, x.shape, y.shape, wc.shape)
+    grp = _group(ctx.op, xc.shape)
+    if ctx.op.type in TRANSPOSED:
+        out = conv_backward_input(xc, wc, _cf(ctx, y).shape, g, grp)
+        if b is not None:
+            out = out + b.reshape((1, -1) + (1,) * g.nd)
+    else:
+        out = conv_forward(xc, wc, b, g, grp)
+    out = out if channels_first(ctx.op) else to_cl(out)
+    y[...] = out
+    activation.apply(y, ctx.act(), y)
+
+
+def calc_gradient(ctx):
+    dw, db = ctx.grad(1), ctx.grad(2)
+    if dw is None and db is None:
+        return
+    dz = ctx.dz()
+    dzc = _cf(ctx, dz)
+    if db is not None:
+        db[...] = dzc.sum(axis=(0,) + tuple(range(2, dzc.ndim)))
+    if dw is None:
+        return
+    x = ctx.x(0)
+    xc = _cf(ctx, x)
+    wc_shape = _w_cf(ctx.op, dw).shape
+    g = _geometry(ctx, x.shape, dz.shape, wc_shape)
+    grp = _group(ctx.op, xc.shape)
+    if ctx.op.type in TRANSPOSED:  # X plays the output gradient, dY the input
+        gw = conv_backward_weight(xc, dzc, wc_shape, g, grp)
+    else:
+        gw = conv_backward_weight(dzc, xc, wc_shape, g, grp)
+    gw = _w_stored(ctx.op, gw)
+    ext = ctx.extra("dW^T")
+    if ext is not None:
+        # onert computes dW transposed (HWIO) into its own buffer, then transposes it into the gradient
+        ext.reshape(-1)[...] = _hwio(gw).reshape(-1)
+        dw[...] = ext.reshape(_hwio(gw).shape).transpose(3, 0, 1, 2)
+        return
+    dw[...] = gw
+
+
+def calc_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    dz = ctx.dz()
+    w = ctx.x(1)
+    ext = ctx.extra("W^T")
+    if ext is not None:
+        # onert reads the weights through a transposed copy (HWIO)
+        ext.reshape(-1)[...] = _hwio(w).reshape(-1)
+        w = ext.reshape(_hwio(w).shape).transpose(3, 0, 1, 2)
+    dzc, wc = _cf(ctx, dz), _w_cf(ctx.op, w)
+    xshape = _cf(ctx, dx).shape
+    g = _geometry(ctx, dx.shape, dz.shape, wc.shape)
+    grp = _group(ctx.op, xshape)
+    if ctx.op.type in TRANSPOSED:
+        out = conv_forward(dzc, wc, None, g, grp)
+    else:
+        out = conv_backward_input(dzc, wc, xshape, g, grp)
+    dx[...] = out if channels_first(ctx.op) else to_cl(out)
+
+
+KERNELS = {"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
+
+
+# ---- contract, FLOPs --------------------------------------------------------------------------
+def check(op, operands):
+    a = op.attrs
+    if a.get("padding", "VALID") not in ("SAME", "VALID", "EXPLICIT"):
+        return f"has an unknown padding {a.get('padding')!r}"
+    xs, ws, ys = (tuple(operands[i].shape) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    cf = channels_first(op)
+    nd = len(xs) - 2
+    want = {"Conv1D": 1, "Conv2D": 2, "Conv3D": 3, "DepthwiseConv2D": 2, "ConvTranspose1D": 1,
+            "ConvTranspose2D": 2, "ConvTranspose3D": 3}[op.type]
+    if nd != want or len(ws) != nd + 2 or len(ys) != nd + 2:
+        return f"has a rank-{len(xs)} input and rank-{len(ws)} weights, not a {want}-D convolution"
+    if any(s <= 0 for s in _tuple(a.get("stride"), nd)):
+        return f"has a non-positive stride {tuple(a.get('stride'))}"
+    if any(d <= 0 for d in _tuple(a.get("dilation"), nd)):
+        return f"has a non-positive dilation {tuple(a.get('dilation'))}"
+    if any(p < 0 for p in a.get("pads") or ()):
+        return f"has negative pads {tuple(a['pads'])}"
+    c_in = xs[1] if cf else xs[-1]
+    c_out = ys[1] if cf else ys[-1]
+    grp = c_in if _depthwise(op) else int(a.get("group", 1) or 1)
+    if grp < 1 or c_in % grp or c_out % grp:
+        return f"has {c_in} input and {c_out} output channels, not divisible into {grp} groups"
+    wc = ws if cf else ((ws[-1], 1) + ws[1:-1] if _depthwise(op) else (ws[0], ws[-1]) + ws[1:-1])
+    if op.type in TRANSPOSED:
+        if wc[0] != c_in or wc[1] * grp != c_out:
+            return f"has weights {ws} that do not map {c_in} to {c_out} channels in {grp} groups"
+        g = Window.of(op, operands, x_shape=ys, y_shape=xs, kernel=wc[2:])
+        if g.out_size() != g.outs or any(g.extra):
+            return (f"has an output {ys[2:]} its stride, pads and output_padding do not give from the input "
+                    f"{xs[2:]}")
+        return None
+    if wc[0] != c_out or wc[1] * grp != c_in:
+        return f"has weights {ws} that do not map {c_in} to {c_out} channels in {grp} groups"
+    g = Window.of(op, operands, kernel=wc[2:])
+    if g.out_size() != g.outs:
+        return f"has an output {g.outs} its kernel, stride, dilation and pads do not give ({g.out_size()})"
+    return None
+
+
+def flops(op, operands):
+    ws = operands[op.inputs[1]].shape
+    if op.type in TRANSPOSED:  # per input element: C_out/group x prod(K) multiply-adds
+        f = 2 * operands[op.inputs[0]].num_elements * math.prod(ws[1:])
+    else:  # per output element: C/group x prod(K); TFLite depthwise [1, KH, KW, C*M]: KH x KW
+        per = math.prod(ws[1:3]) if _depthwise(op) and not channels_first(op) else math.prod(ws[1:])
+        f = 2 * operands[op.outputs[0]].num_elements * per
+    return f, 2 * f
+
+
+def _def(t, rule):
+    return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep")
+
+
+OPS = [_def(t, _conv_rule) for t in CONV] + [_def("DepthwiseConv2D", _plain_rule)] + \
+      [_def(t, _plain_rule) for t in TRANSPOSED]
+
+
+# ---- converters -------------------------------------------------------------------------------
+def same_pads(ins, kernel, stride, dilation, lower=False) -> tuple:
+    """SAME padding (output = ceil(in / stride)): TF and ONNX SAME_UPPER put the odd pixel after."""
+    tot = [max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0) for n, k, s, d in zip(ins, kernel, stride, dilation)]
+    if lower:
+        return tuple(t - t // 2 for t in tot) + tuple(t // 2 for t in tot)
+    return tuple(t // 2 for t in tot) + tuple(t - t // 2 for t in tot)
+
+
+def onnx_window(node, kernel) -> dict | None:
+    """Canonical window attributes of an ONNX Conv / pool node (None: an auto_pad memplan does not know)."""
+    a = node.attrs
+    ins = node.shape(0)[2:]
+    nd = len(ins)
+    stride = _tuple(a.get("strides"), nd)
+    dil = _tuple(a.get("dilations"), nd)
+    auto = a.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = same_pads(ins, kernel, stride, dil, lower=auto == "SAME_LOWER")
+    elif auto == "VALID":
+        pads = (0,) * (2 * nd)
+    elif auto == "NOTSET":
+        pads = _tuple(a.get("pads"), 2 * nd, 0)
+    else:
+        return None
+    if not any(pads):
+        padding = "VALID"
+    elif pads == same_pads(ins, kernel, stride, dil):
+        padding = "SAME"
+    else:
+        padding = "EXPLICIT"
+    return {"layout": "NCHW", "kernel": tuple(int(k) for k in kernel), "stride": stride, "dilation": dil,
+            "pads": pads, "padding": padding, "activation": "NONE"}
+
+
+def _onnx_conv(node) -> Canon | None:
+    w = node.shape(1)
+    x = node.shape(0)
+    if w is None or x is None or len(w) != len(x) or not 3 <= len(w) <= 5:
+        return None
+    nd = len(w) - 2
+    attrs = onnx_window(node, node.attrs.get("kernel_shape") or w[2:])
+    if attrs is None:
+        return None
+    group = int(node.attrs.get("group", 1))
+    attrs["group"] = group
+    if nd == 2 and group > 1 and group == x[1] and w[1] == 1 and w[0] % group == 0:
+        attrs["depth_multiplier"] = w[0] // group
+        return Canon("DepthwiseConv2D", attrs)
+    return Canon(f"Conv{nd}D", attrs)
+
+
+def _onnx_conv_transpose(node) -> Canon | None:
+    w = node.shape(1)
+    x = node.shape(0)
+    a = node.attrs
+    if w is None or x is None or len(w) != len(x) or not 3 <= len(w) <= 5:
+        return None
+    if (a.get("auto_pad", "NOTSET") or "NOTSET") != "NOTSET" or a.get("output_shape"):
+        return None  # torch.onnx writes explicit pads; these stay ConvTranspose and are refused
+    nd = len(w) - 2
+    attrs = {"layout": "NCHW", "kernel": tuple(int(k) for k in (a.get("kernel_shape") or w[2:])),
+             "stride": _tuple(a.get("strides"), nd), "dilation": _tuple(a.get("dilations"), nd),
+             "pads": _tuple(a.get("pads"), 2 * nd, 0), "padding": "EXPLICIT",
+             "output_padding": _tuple(a.get("output_padding"), nd, 0),
+             "group": int(a.get("group", 1)), "activation": "NONE"}
+    return Canon(f"ConvTranspose{nd}D", attrs)
+
+
+def _tflite_act(node) -> str:
+    f = int(node.options.get("fused_activation_function", 0) or 0)
+    return ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
+
+
+def _tflite_window(node, kernel) -> dict:
+    o = node.options
+    stride = (int(o.get("stride_h", 1)), int(o.get("stride_w", 1)))
+    dil = (int(o.get("dilation_h_factor", 1) or 1), int(o.get("dilation_w_factor", 1) or 1))
+    code = int(o.get("padding", 0))
+    padding = {0: "SAME", 1: "VALID"}.get(code, f"PADDING_{code}")
+    ins = node.shape(0)[1:3]
+    pads = same_pads(ins, kernel, stride, dil) if padding == "SAME" else (0, 0, 0, 0)
+    return {"layout": "NHWC", "kernel": tuple(kernel), "stride": stride, "dilation": dil, "pads": pads,
+            "padding": padding, "activation": _tflite_act(node)}
+
+
+def _tflite_conv(node) -> Canon | None:
+    w = node.shape(1)
+    if w is None or len(w) != 4 or len(node.shape(0) or ()) != 4:
+        return None
+    attrs = _tflite_window(node, w[1:3])
+    attrs["group"] = max(1, node.shape(0)[-1] // max(w[-1], 1))
+    return Canon("Conv2D", attrs)
+
+
+def _tflite_depthwise(node) -> Canon | None:
+    w = node.shape(1)
+    if w is None or len(w) != 4 or len(node.shape(0) or ()) != 4:
+        return None
+    attrs = _tflite_window(node, w[1:3])
+    attrs["depth_multiplier"] = int(node.options.get("depth_multiplier", 1) or 1)
+    attrs["group"] = node.shape(0)[-1]
+    return Canon("DepthwiseConv2D", attrs)
+
+
+ONNX = {"Conv": _onnx_conv, "ConvTranspose": _onnx_conv_transpose}
+TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise}

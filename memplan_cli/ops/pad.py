@@ -1,0 +1,158 @@
+"""Pad in constant, reflect and edge modes (ONNX Pad, opsets 1-21; TFLite PAD, MIRROR_PAD).
+
+Canonical attributes: `mode` ("constant", "reflect": mirror without repeating the edge, ONNX's and
+TFLite MIRROR_PAD REFLECT; "edge": repeat the border), `pads` (begin..., end... for every axis, as
+ONNX writes them: TFLite's [[before, after], ...] and ONNX opset-18 `axes` are expanded at load),
+`value` (the constant). The operands stay as the file has them (onert keeps the paddings tensor).
+
+Training rule (PyTorch derivatives.yaml `constant_pad_nd`: self: constant_pad_nd_backward(grad, pad);
+`reflection_pad2d`/`replication_pad2d`: reflection_pad2d_backward(grad, self, padding), which reads
+only self's shape): backward keeps no activation.
+- calcDerivative: constant: dX is dY with the padding cut off (onert's Depad); reflect / edge: each
+  element of dY is added to the input element it was copied from. Reads dY and the paddings constant
+  (as onert's kernel does); dX is smaller than dY, so it gets its own buffer.
+FLOPs: forward none (data movement); backward one add per padded element (reflect / edge).
+Refused: negative pads (a crop), ONNX "wrap" mode, TFLite MIRROR_PAD SYMMETRIC, pads that are not
+constant.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+MODES = ("constant", "reflect", "edge")
+
+
+def widths(op, ndim: int) -> list:
+    p = op.attrs["pads"]
+    return [(int(p[k]), int(p[k + ndim])) for k in range(ndim)]
+
+
+def rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        consts = [("fwd", i) for i in op.inputs[1:] if i >= 0]
+        r.calc_derivative = StepIO([("bp", y)] + consts, [("bp", x)])
+    return r
+
+
+def forward(ctx):
+    x = ctx.x(0)
+    mode = ctx.attrs.get("mode", "constant")
+    w = widths(ctx.op, x.ndim)
+    if mode == "constant":
+        ctx.y()[...] = np.pad(x, w, constant_values=float(ctx.attrs.get("value", 0.0)))
+    else:
+        ctx.y()[...] = np.pad(x, w, mode=mode)
+
+
+def calc_derivative(ctx):
+    dx = ctx.dx(0)
+    if dx is None:
+        return
+    dy = ctx.dy()
+    mode = ctx.attrs.get("mode", "constant")
+    w = widths(ctx.op, dx.ndim)
+    if mode == "constant":
+        dx[...] = dy[tuple(slice(b, b + n) for (b, _), n in zip(w, dx.shape))]
+        return
+    g = dy
+    for ax, (b, e) in enumerate(w):  # the adjoint of np.pad, one axis at a time
+        if not b and not e:
+            continue
+        src = np.pad(np.arange(dx.shape[ax]), (b, e), mode=mode)  # where each output element came from
+        out = np.zeros(g.shape[:ax] + (dx.shape[ax],) + g.shape[ax + 1:], dtype=g.dtype)
+        np.add.at(np.moveaxis(out, ax, 0), src, np.moveaxis(g, ax, 0))
+        g = out
+    dx[...] = g
+
+
+def check(op, operands):
+    rank = len(operands[op.inputs[0]].shape)
+    mode = op.attrs.get("mode", "constant")
+    if mode not in MODES:
+        return f"has mode {mode!r} (memplan implements {', '.join(MODES)})"
+    p = op.attrs.get("pads")
+    if p is None:
+        return "has paddings that are not a constant memplan can read"
+    if len(p) != 2 * rank:
+        return f"has {len(p)} pads for a rank-{rank} input"
+    if any(v < 0 for v in p):
+        return f"has negative pads {tuple(p)} (a crop)"
+    if mode != "constant":
+        for k, n in enumerate(operands[op.inputs[0]].shape):
+            if mode == "reflect" and max(p[k], p[k + rank]) >= n:
+                return f"reflects {max(p[k], p[k + rank])} elements of an axis of {n}"
+    return None
+
+
+def _flops(op, operands):
+    if op.attrs.get("mode", "constant") == "constant":
+        return 0, 0
+    return 0, operands[op.outputs[0]].num_elements
+
+
+def _batch(op, graph, shapes, batched):
+    i = op.inputs[0]
+    if i not in batched:
+        return [None]
+    p = op.attrs["pads"]
+    n = len(shapes[i])
+    return [tuple(shapes[i][k] + p[k] + p[k + n] for k in range(n))]
+
+
+OPS = [OpDef("Pad", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
+             check=check, nondiff_inputs=(1, 2, 3), batch=_batch)]
+
+
+def _onnx(node) -> Canon:
+    a = node.attrs
+    mode = a.get("mode", "constant") or "constant"
+    attrs = {"mode": mode}
+    rank = len(node.shape(0))
+    if node.opset < 11 or "pads" in a:
+        pads, value = a.get("pads"), a.get("value", 0.0)
+    else:
+        pads = node.values(1)
+        v = node.values(2)
+        value = v[0] if v else 0.0
+        if node.input(2) is not None and v is None:
+            pads = None  # a constant value memplan cannot read: refused by check
+        axes = node.values(3)
+        if node.input(3) is not None:
+            if axes is None or pads is None:
+                pads = None
+            else:
+                full = [0] * (2 * rank)
+                for k, ax in enumerate(axes):
+                    full[int(ax) % rank] = pads[k]
+                    full[int(ax) % rank + rank] = pads[k + len(axes)]
+                pads = full
+    if pads is not None:
+        attrs["pads"] = tuple(int(v) for v in pads)
+    attrs["value"] = float(value)
+    return Canon("Pad", attrs)
+
+
+def _tflite(mode_of):
+    def conv(node) -> Canon | None:
+        v = node.values(1)
+        if v is None:
+            return None  # paddings computed at run time
+        mode = mode_of(node)
+        if mode is None:
+            return None
+        rank = len(v) // 2
+        return Canon("Pad", {"mode": mode, "value": 0.0,
+                             "pads": tuple(int(v[2 * k]) for k in range(rank)) +
+                             tuple(int(v[2 * k + 1]) for k in range(rank))})
+    return conv
+
+
+ONNX = {"Pad": _onnx}
+# MIRROR_PAD mode 0 is REFLECT (no edge repeat); SYMMETRIC (1) repeats the edge: not implemented
+TFLITE = {"PAD": _tflite(lambda n: "constant"),
+          "MIRROR_PAD": _tflite(lambda n: "reflect" if int(n.options.get("mode", 0)) == 0 else None)}

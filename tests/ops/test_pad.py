@@ -1,0 +1,61 @@
+"""Pad in constant, reflect and edge modes from ONNX (attribute form, opsets 2-10; input form with a
+constant value, opset 11+; axes, opset 18): gradients by finite differences, verify, refusals."""
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from memplan_cli.cli import main
+from memplan_cli.loaders import load_model
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
+
+
+def _model(mode, pads, y_shape, opset=17, axes=None, value=None):
+    x_shape = (2, 3, 4, 3)
+    inits = {"p": np.random.default_rng(0).uniform(-1, 1, x_shape[1:]).astype(np.float32)}
+    if opset < 11:
+        pad = helper.make_node("Pad", ["a"], ["y"], mode=mode, pads=list(pads),
+                               **({} if value is None else {"value": value}))
+    else:
+        ins = ["a", "pads"]
+        inits["pads"] = np.array(pads, np.int64)
+        if value is not None or axes is not None:
+            ins.append("v" if value is not None else "")
+            if value is not None:
+                inits["v"] = np.array(value, np.float32)
+        if axes is not None:
+            ins.append("axes")
+            inits["axes"] = np.array(axes, np.int64)
+        pad = helper.make_node("Pad", ins, ["y"], mode=mode)
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), pad]
+    return onnx_model(nodes, [("x", x_shape)], [("y", y_shape)], inits, opset=opset)
+
+
+CASES = {
+    "constant_opset10": ("constant", (0, 1, 0, 2, 0, 0, 1, 1), (2, 4, 5, 6), 10, None, 0.5),
+    "reflect": ("reflect", (0, 0, 2, 1, 0, 0, 1, 2), (2, 3, 7, 6), 13, None, None),
+    "edge": ("edge", (0, 1, 3, 0, 0, 2, 0, 1), (2, 6, 7, 4), 13, None, None),
+    "constant_value_axes": ("constant", (1, 2, 0, 1), (2, 3, 5, 6), 18, (2, 3), 1.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradients_and_verify(tmp_path, name):
+    mode, pads, ys, opset, axes, value = CASES[name]
+    p = save(tmp_path, _model(mode, pads, ys, opset, axes, value))
+    g = load_model(p)
+    op = g.operations[-1]
+    assert op.type == "Pad" and op.attrs["mode"] == mode and g.operands[op.outputs[0]].shape == ys
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")
+
+
+def test_axes_expand_to_every_axis(tmp_path):
+    op = load_model(save(tmp_path, _model(*CASES["constant_value_axes"][:3], 18, (2, 3), 1.5))).operations[-1]
+    assert op.attrs["pads"] == (0, 0, 1, 2, 0, 0, 0, 1) and op.attrs["value"] == 1.5
+
+
+def test_wrap_mode_is_refused_at_load(tmp_path):
+    p = save(tmp_path, _model("wrap", (0, 0, 1, 1, 0, 0, 1, 1), (2, 3, 6, 5), opset=19))
+    r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
+    assert r.exit_code == 2 and "wrap" in r.output and "Traceback" not in r.output

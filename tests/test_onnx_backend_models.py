@@ -1,0 +1,57 @@
+"""The onnx package's own exported models (they ship with `onnx`, nothing to download):
+
+- `pytorch-converted/`: single torch.nn modules exported by torch.onnx. Every model `analyze` accepts
+  also passes `verify -b 2 -O sgd`, unless one of its ops has no reference kernel yet: then verify
+  refuses it with one line naming that op (exit 2), never a crash.
+"""
+import os
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli.cli import main
+
+DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+CONVERTED = os.path.join(DATA, "pytorch-converted")
+
+
+def _models(folder):
+    if not os.path.isdir(folder):
+        return []
+    return sorted(d for d in os.listdir(folder) if os.path.isfile(os.path.join(folder, d, "model.onnx")))
+
+
+def _run(*args):
+    return CliRunner().invoke(main, list(args), env={"NO_COLOR": "1"})
+
+
+def _ops_without_kernels(path) -> list[str]:
+    from memplan_cli import ops as registry
+    from memplan_cli.execute.ops import HANDLERS
+    from memplan_cli.loaders import load_model
+
+    g = load_model(path, batch_size=2)
+    return sorted({op.type for op in g.operations if op.type not in HANDLERS
+                   and not (registry.get(op.type) and registry.get(op.type).kernels)})
+
+
+def test_the_folder_is_there():
+    assert len(_models(CONVERTED)) >= 80
+
+
+@pytest.mark.parametrize("name", _models(CONVERTED))
+def test_pytorch_converted_analyze_then_verify(name):
+    path = os.path.join(CONVERTED, name, "model.onnx")
+    a = _run("analyze", path, "-b", "2", "-O", "sgd")
+    assert a.exit_code in (0, 2), a.output
+    if a.exit_code == 2:
+        assert len(a.output.strip().splitlines()) == 1 and "Traceback" not in a.output, a.output
+        return
+    v = _run("verify", path, "-b", "2", "-O", "sgd")
+    missing = _ops_without_kernels(path)
+    if missing:
+        assert v.exit_code == 2 and "no reference kernel" in v.output and any(t in v.output for t in missing), \
+            v.output
+    else:
+        assert v.exit_code == 0 and "PASS" in v.output, v.output
