@@ -320,7 +320,8 @@ def to_graph(mb: ModelBuilder, batch: int = 1):
     """The builder's model as a memplan Graph, every activation's dim 0 scaled to `batch`.
 
     For tests that must not depend on a loader; attrs use the names the loaders use
-    (`activation`, `stride`, `padding`, `filter`, `dilation`, `keep_dims`).
+    (`activation`, `stride`, `padding`, `kernel`, `dilation`, `keep_dims`, `layout`; Pad's `pads` as
+    begins, then ends).
     """
     from memplan_cli.ir.graph import Graph, Operand, Operation
 
@@ -344,7 +345,13 @@ def to_graph(mb: ModelBuilder, batch: int = 1):
             attrs["stride"] = (o.strideH, o.strideW)
             attrs["padding"] = "SAME" if o.padding == 0 else "VALID"
         if o is not None and hasattr(o, "filterHeight"):
-            attrs["filter"] = (o.filterHeight, o.filterWidth)
+            attrs["kernel"] = (o.filterHeight, o.filterWidth)
+        if code in (1, 3, 4, 17):
+            attrs["layout"] = "NHWC"
+        if code == 34:  # the paddings constant [[before, after], ...]
+            p = mb.buffers[mb.tensors[op.inputs[1]].buffer].data.view(np.int32).reshape(-1, 2)
+            attrs.update(mode="constant", value=0.0, pads=tuple(int(v) for v in p[:, 0]) +
+                         tuple(int(v) for v in p[:, 1]))
         if o is not None and hasattr(o, "dilationHFactor"):
             attrs["dilation"] = (o.dilationHFactor, o.dilationWFactor)
         if o is not None and hasattr(o, "keepDims"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, conv, loss, optim, pool, shape
+from memplan_cli.execute.kernels import activation, loss, optim, shape
 from memplan_cli.execute.kernels.common import store
 from memplan_cli import ops as registry
 
@@ -236,136 +236,6 @@ def forward_keeping_pre_activation(ctx, fn) -> bool:
 from memplan_cli.ops.base import UnsupportedKernel  # noqa: E402  (kernels of the registry raise it too)
 
 
-# ---- attribute helpers --------------------------------------------------------------------------
-def _nchw(ctx) -> bool:
-    return str(ctx.attrs.get("layout", "NHWC")).upper() == "NCHW"
-
-
-def _onnx_pads(ctx):
-    """ONNX (t, l, b, r) pads, or "SAME" when the loader resolved auto_pad and gave no pads."""
-    a = ctx.attrs
-    pads = a.get("pads")
-    if pads is None or not any(pads):
-        return "SAME" if str(a.get("padding", "")).upper() == "SAME" else (0, 0, 0, 0)
-    return tuple(int(p) for p in pads)
-
-
-def _conv_args(ctx, depthwise: bool):
-    a = ctx.attrs
-    if a.get("group", 1) not in (1, None):
-        raise UnsupportedKernel(f"grouped convolution (group={a['group']})")
-    if _nchw(ctx):
-        return dict(stride=a.get("stride", 1), dilation=a.get("dilation", 1), pads=_onnx_pads(ctx),
-                    depthwise=depthwise)
-    return dict(stride=a.get("stride", 1), dilation=a.get("dilation", 1), padding=a.get("padding", "VALID"))
-
-
-def _pool_args(ctx):
-    a = ctx.attrs
-    f = a.get("filter") or a.get("kernel_shape") or a.get("kernel")
-    if _nchw(ctx):
-        return dict(filter_hw=f, stride=a.get("stride", 1), pads=_onnx_pads(ctx))
-    return dict(filter_hw=f, stride=a.get("stride", 1), padding=a.get("padding", "VALID"))
-
-
-def _hwio(w: np.ndarray) -> np.ndarray:
-    """onert's transposed conv weights: OHWI -> HWIO (the first axis moved last; OIHW -> IHWO for
-    ONNX), written flat into a buffer of |W| elements."""
-    return w.transpose(1, 2, 3, 0)
-
-
-# ---- Conv2D / DepthwiseConv2D -------------------------------------------------------------------
-def _conv_family(depthwise: bool):
-    nhwc_fwd = conv.depthwise_forward if depthwise else conv.conv2d_forward
-    nhwc_grad = conv.depthwise_calc_gradient if depthwise else conv.conv2d_calc_gradient
-    nhwc_deriv = conv.depthwise_calc_derivative if depthwise else conv.conv2d_calc_derivative
-
-    def fwd(ctx):
-        args = _conv_args(ctx, depthwise)
-        f = conv.conv_nchw_forward if _nchw(ctx) else nhwc_fwd
-        f(ctx.x(0), ctx.x(1), ctx.x(2), ctx.y(), act=ctx.act(), **args)
-
-    def calc_gradient(ctx):
-        dw, db = ctx.grad(1), ctx.grad(2)
-        if dw is None and db is None:
-            return
-        dz = ctx.dz()
-        if dw is None:  # bias only
-            db[...] = dz.sum(axis=(0, 2, 3) if _nchw(ctx) else tuple(range(dz.ndim - 1)))
-            return
-        args = _conv_args(ctx, depthwise)
-        f = conv.conv_nchw_calc_gradient if _nchw(ctx) else nhwc_grad
-        ext = ctx.extra("dW^T")
-        if ext is not None:
-            # onert computes dW transposed (HWIO) into its own buffer, then transposes it into the gradient
-            tmp = np.empty(dw.shape, dw.dtype)
-            f(dz, ctx.x(0), tmp, db, **args)
-            ext.reshape(-1)[...] = _hwio(tmp).reshape(-1)
-            dw[...] = ext.reshape(_hwio(tmp).shape).transpose(3, 0, 1, 2)
-            return
-        f(dz, ctx.x(0), dw, db, **args)
-
-    def calc_derivative(ctx):
-        dx = ctx.dx(0)
-        if dx is None:
-            return
-        dz = ctx.dz()
-        args = _conv_args(ctx, depthwise)
-        w = ctx.x(1)
-        ext = ctx.extra("W^T")
-        if ext is not None:
-            # onert reads the weights through a transposed copy (HWIO)
-            ext.reshape(-1)[...] = _hwio(w).reshape(-1)
-            w = ext.reshape(_hwio(w).shape).transpose(3, 0, 1, 2)
-        f = conv.conv_nchw_calc_derivative if _nchw(ctx) else nhwc_deriv
-        f(dz, w, dx, **args)
-
-    return {"forward": fwd, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
-
-
-# ---- pools --------------------------------------------------------------------------------------
-def _argmax_extra(ctx):
-    return ctx.extra("arg_max") if ctx.extra_id("arg_max") is not None else ctx.extra("window_index")
-
-
-def _maxpool_fwd(ctx):
-    arg = _argmax_extra(ctx)
-    if _nchw(ctx):
-        pool.pool_nchw_forward("max", ctx.x(0), ctx.y(), out_argmax=arg, **_pool_args(ctx))
-    else:
-        pool.maxpool_forward(ctx.x(0), ctx.y(), act=ctx.act(), out_argmax=arg, **_pool_args(ctx))
-
-
-def _maxpool_deriv(ctx):
-    dx = ctx.dx(0)
-    if dx is None:
-        return
-    arg, x = _argmax_extra(ctx), ctx.x(0, optional=True)
-    if arg is None and x is None:
-        raise AccessError(f"{ctx.where()}: MaxPool backward reads neither its argmax nor its input")
-    dz = ctx.dz()
-    if _nchw(ctx):
-        pool.pool_nchw_calc_derivative("max", dz, dx, argmax=arg, x=x, **_pool_args(ctx))
-    else:
-        pool.maxpool_calc_derivative(dz, dx, argmax=arg, x=x, **_pool_args(ctx))
-
-
-def _avgpool_fwd(ctx):
-    if _nchw(ctx):
-        pool.pool_nchw_forward("avg", ctx.x(0), ctx.y(), **_pool_args(ctx))
-    else:
-        pool.avgpool_forward(ctx.x(0), ctx.y(), act=ctx.act(), **_pool_args(ctx))
-
-
-def _avgpool_deriv(ctx):
-    dx = ctx.dx(0)
-    if dx is None:
-        return
-    dz = ctx.dz()
-    if _nchw(ctx):
-        pool.pool_nchw_calc_derivative("avg", dz, dx, **_pool_args(ctx))
-    else:
-        pool.avgpool_calc_derivative(dz, dx, **_pool_args(ctx))
 
 
 # ---- activations -----------------------------------------------------------------------
@@ -419,39 +289,6 @@ def _reshape_deriv(ctx):
     dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)
     if dx is not None:
         shape.reshape_calc_derivative(ctx.dy(), dx)
-
-
-def _paddings(ctx, ndim):
-    """Pad's paddings as [[before, after]] per dim: the constant tensor when the step reads it (onert
-    keeps it), else the value the loader read (a small shape-deciding constant)."""
-    onnx = getattr(ctx.tg.graph, "source_format", "") == "onnx"
-    p = ctx.x(1, optional=True)
-    v = np.asarray(p) if p is not None else None
-    if v is None:
-        o = ctx.operand_in(1)
-        val = ctx.tg.graph.operands[o].value if o >= 0 else None
-        if val is None:
-            val = ctx.attrs.get("pads", ctx.attrs.get("paddings"))
-        if val is None:
-            raise UnsupportedKernel("Pad whose paddings are unknown")
-        v = np.asarray(val)
-    v = v.reshape(-1)
-    if onnx:  # ONNX: all begins, then all ends
-        return np.stack([v[:ndim], v[ndim:2 * ndim]], axis=1)
-    return v.reshape(-1, 2)
-
-
-def _pad_fwd(ctx):
-    if str(ctx.attrs.get("mode", "constant")).lower() != "constant":
-        raise UnsupportedKernel(f"Pad mode {ctx.attrs['mode']}")
-    x = ctx.x(0)
-    shape.pad_forward(x, _paddings(ctx, x.ndim), ctx.y())
-
-
-def _pad_deriv(ctx):
-    dx = ctx.dx(0)
-    if dx is not None:
-        shape.pad_calc_derivative(ctx.dy(), _paddings(ctx, dx.ndim), dx)
 
 
 def _mean_axes(ctx):
@@ -556,12 +393,7 @@ def apply_gradient(ctx):
 
 
 HANDLERS: dict[str, dict] = {
-    "Conv2D": _conv_family(False),
-    "DepthwiseConv2D": _conv_family(True),
-    "MaxPool2D": {"forward": _maxpool_fwd, "calcDerivative": _maxpool_deriv},
-    "AvgPool2D": {"forward": _avgpool_fwd, "calcDerivative": _avgpool_deriv},
     "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv, "calcGradient": _reshape_deriv},
-    "Pad": {"forward": _pad_fwd, "calcDerivative": _pad_deriv},
     "Mean": {"forward": _mean_fwd, "calcDerivative": _mean_deriv},
     "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv, "calcGradient": _concat_deriv},
     "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},

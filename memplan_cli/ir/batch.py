@@ -2,15 +2,15 @@
 
 Rules (dim 0 is the batch in both NHWC and NCHW):
 - graph inputs: every non-constant input of rank >= 1 whose dim 0 equals the model's batch gets the new batch;
-- ops that keep the batch at dim 0 (convolutions, pools, element-wise ops, activations, Softmax, MatMul):
+- ops that keep the batch at dim 0 (element-wise ops, activations, Softmax, MatMul):
   an output whose old dim 0 followed its inputs' gets the new batch (broadcast: the largest);
-- Pad: the new dim 0 is the input's plus the padding of dim 0 (from the paddings constant, else the old difference);
 - Concat on axis 0: the sum of the inputs' dim 0; on any other axis: the batch is kept;
 - Mean over axis 0: the batch is reduced away, the output does not change; otherwise it is kept;
 - Reshape with a known shape constant: a leading entry equal to the old batch becomes the new batch,
   then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
 - FullyConnected, Reshape without a known shape, and any op without a rule: dim 0 of each output is
   scaled by how much the op's batched input grew. The last case adds a warning to the graph.
+Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, ...) give their own rule (`OpDef.batch`).
 Constants never change.
 """
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph, GraphError
 
-KEEP_BATCH = {"Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D",
-              "Relu", "Relu6", "Sigmoid", "Tanh", "Loss",
+KEEP_BATCH = {"Relu", "Relu6", "Sigmoid", "Tanh", "Loss",
               # common non-canonical ops that are element-wise or keep dim 0
               "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "ELU", "HARD_SWISH", "LOG_SOFTMAX", "ABS", "NEG",
               "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "MAXIMUM", "MINIMUM", "BatchNormalization",
@@ -126,22 +125,6 @@ def _scale_rows(op, graph, shapes, batched):
     return out
 
 
-def _pad(op, graph, shapes, batched):
-    i = op.inputs[0]
-    if i not in batched:
-        return [None]
-    pads = graph.operands[op.inputs[1]].value if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
-    s = graph.operands[op.outputs[0]].shape
-    if pads is not None and len(pads) >= 2:
-        new0 = shapes[i][0] + pads[0] + pads[1]
-    elif "pads" in op.attrs:  # ONNX attribute form: [begin..., end...]
-        p = op.attrs["pads"]
-        new0 = shapes[i][0] + p[0] + p[len(p) // 2]
-    else:
-        new0 = shapes[i][0] + (s[0] - graph.operands[i].shape[0])
-    return [(new0,) + tuple(s[1:])]
-
-
 def _concat(op, graph, shapes, batched):
     s = graph.operands[op.outputs[0]].shape
     axis = op.attrs.get("axis", 0)
@@ -195,7 +178,7 @@ def _reshape(op, graph, shapes, batched):
     return [tuple(t)]
 
 
-_RULES = {"Pad": _pad, "Concat": _concat, "Mean": _mean, "Reshape": _reshape}
+_RULES = {"Concat": _concat, "Mean": _mean, "Reshape": _reshape}
 
 
 def _registry_rule(op_type: str):

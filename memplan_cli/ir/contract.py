@@ -12,13 +12,10 @@ from memplan_cli.ir.graph import ACTIVATIONS
 
 # op type -> number of leading inputs that must be present (not -1); every op needs one output
 REQUIRED_INPUTS = {
-    "Conv2D": 2, "DepthwiseConv2D": 2,
-    "MaxPool2D": 1, "AvgPool2D": 1, "Mean": 1,
+    "Mean": 1,
     "Relu": 1, "Relu6": 1, "Sigmoid": 1, "Tanh": 1,
-    "Reshape": 1, "Pad": 1, "Concat": 1,
+    "Reshape": 1, "Concat": 1,
 }
-PADDINGS = ("SAME", "VALID", "EXPLICIT")
-WINDOWED = ("Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D")
 
 
 def problems(op, operands) -> str | None:
@@ -45,13 +42,6 @@ def problems(op, operands) -> str | None:
     act = op.attrs.get("activation", "NONE")
     if act not in ACTIVATIONS:
         return f"has an unknown fused activation {act!r}"
-    if op.type in WINDOWED:
-        if op.attrs.get("padding", "VALID") not in PADDINGS:
-            return f"has an unknown padding {op.attrs.get('padding')!r}"
-        if any(s <= 0 for s in op.attrs.get("stride", (1, 1))):
-            return f"has a non-positive stride {tuple(op.attrs.get('stride'))}"
-        if any(d <= 0 for d in op.attrs.get("dilation", (1, 1))):
-            return f"has a non-positive dilation {tuple(op.attrs.get('dilation'))}"
     return None
 
 

@@ -17,16 +17,14 @@ from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
 
 # builtin operator name -> canonical op type (graph.OP_TYPES); others keep their builtin name
 OP_MAP = {
-    "CONV_2D": "Conv2D", "DEPTHWISE_CONV_2D": "DepthwiseConv2D", "FULLY_CONNECTED": "FullyConnected",
-    "MAX_POOL_2D": "MaxPool2D", "AVERAGE_POOL_2D": "AvgPool2D", "MEAN": "Mean",
+    "FULLY_CONNECTED": "FullyConnected", "MEAN": "Mean",
     "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
-    "RESHAPE": "Reshape", "PAD": "Pad", "CONCATENATION": "Concat",
+    "RESHAPE": "Reshape", "CONCATENATION": "Concat",
 }
 # ops whose second input is a small int constant that decides the output shape
-SHAPE_CONST_INPUT = {"Reshape": 1, "Pad": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
+SHAPE_CONST_INPUT = {"Reshape": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
                      "TRANSPOSE": 1, "EXPAND_DIMS": 1, "TILE": 1}
 MAX_VALUE_ELEMENTS = 64  # an int constant bigger than this is data, not a shape
-PADDINGS = {0: "SAME", 1: "VALID"}
 EXTENDED_CODE = 127  # deprecated_builtin_code when the real code is only in builtin_code
 
 
@@ -267,9 +265,8 @@ class _Reader:
         return out
 
     def options(self, o, typ: str) -> dict:
-        from circle_schema.v0_10.circle import (ConcatenationOptions, Conv2DOptions,
-                                                 DepthwiseConv2DOptions, FullyConnectedOptions, Pool2DOptions,
-                                                 ReducerOptions, ReshapeOptions)
+        from circle_schema.v0_10.circle import (ConcatenationOptions, FullyConnectedOptions, ReducerOptions,
+                                                 ReshapeOptions)
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
 
         table = o.BuiltinOptions()
@@ -288,23 +285,7 @@ class _Reader:
             f = x.FusedActivationFunction()
             a["activation"] = ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
 
-        if kind == BO.Conv2DOptions:
-            x = view(Conv2DOptions, "Conv2DOptions")
-            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
-                     dilation=(x.DilationHFactor(), x.DilationWFactor()), layout="NHWC")
-            act(x)
-        elif kind == BO.DepthwiseConv2DOptions:
-            x = view(DepthwiseConv2DOptions, "DepthwiseConv2DOptions")
-            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
-                     dilation=(x.DilationHFactor(), x.DilationWFactor()), depth_multiplier=x.DepthMultiplier(),
-                     layout="NHWC")
-            act(x)
-        elif kind == BO.Pool2DOptions:
-            x = view(Pool2DOptions, "Pool2DOptions")
-            a.update(stride=(x.StrideH(), x.StrideW()), padding=PADDINGS.get(x.Padding(), str(x.Padding())),
-                     filter=(x.FilterHeight(), x.FilterWidth()), layout="NHWC")
-            act(x)
-        elif kind == BO.FullyConnectedOptions:
+        if kind == BO.FullyConnectedOptions:
             x = view(FullyConnectedOptions, "FullyConnectedOptions")
             a["keep_num_dims"] = bool(x.KeepNumDims())
             act(x)

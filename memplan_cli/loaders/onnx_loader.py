@@ -17,8 +17,7 @@ from memplan_cli.ir.graph import Graph, Operand, Operation
 
 SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
           "Concat": "Concat",
-          "MaxPool": "MaxPool2D", "AveragePool": "AvgPool2D", "Reshape": "Reshape", "Flatten": "Reshape",
-          "Pad": "Pad", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
+          "Reshape": "Reshape", "Flatten": "Reshape", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
 
@@ -273,22 +272,6 @@ class _Builder:
         a = _attr(node)
         t = node.op_type
         operands = self.operands
-        if t == "Conv":
-            w = operands[ins[1]].shape
-            group = a.get("group", 1)
-            c_in = w[1] * group
-            attrs = self._window(a, w[2:])
-            if group > 1 and group == c_in and w[0] % group == 0:
-                attrs["depth_multiplier"] = w[0] // group
-                return "DepthwiseConv2D", attrs
-            if group > 1:
-                attrs["group"] = group
-            return "Conv2D", attrs
-        if t in ("MaxPool", "AveragePool"):
-            attrs = self._window(a, a.get("kernel_shape", ()))
-            attrs["filter"] = tuple(a.get("kernel_shape", ()))
-            attrs.pop("dilation", None)
-            return SIMPLE[t], attrs
         if t == "Clip":
             lo, hi = self._clip_bounds(node, a, ins)
             if lo == 0 and hi == 6:
@@ -300,14 +283,6 @@ class _Builder:
             return "Reshape", {} if a.get("allowzero", 0) else {"zero_copies_input": True}
         if t == "Flatten":
             return "Reshape", {"flatten_axis": a.get("axis", 1)}
-        if t == "Pad":
-            attrs = {"mode": a.get("mode", "constant")}
-            pads = a.get("pads")
-            if pads is None and len(ins) > 1 and ins[1] >= 0:
-                pads = operands[ins[1]].value
-            if pads is not None:
-                attrs["pads"] = tuple(pads)
-            return "Pad", attrs
         if t == "GlobalAveragePool":
             rank = len(operands[ins[0]].shape)
             return "Mean", {"axes": tuple(range(2, rank)), "keep_dims": True, "layout": "NCHW"}
@@ -322,25 +297,6 @@ class _Builder:
         if t in SIMPLE:
             return SIMPLE[t], {}
         return t, a if all(isinstance(v, (int, float, str)) or _int_list(v) for v in a.values()) else {}
-
-    @staticmethod
-    def _window(a: dict, kernel) -> dict:
-        nd = len(kernel)
-        strides = tuple(a.get("strides", (1,) * nd))
-        dil = tuple(a.get("dilations", (1,) * nd))
-        pads = tuple(a.get("pads", (0,) * (2 * nd)))
-        auto = a.get("auto_pad", "NOTSET")
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            padding = "SAME"
-        elif auto == "VALID" or not any(pads):
-            padding = "VALID"
-        else:
-            # explicit pads equal to SAME's total (k-1)*d per dim count as SAME (how tflite would write it)
-            same = all(pads[i] + pads[i + nd] == (kernel[i] - 1) * dil[i] for i in range(nd)) and all(
-                s == 1 for s in strides)
-            padding = "SAME" if same else "EXPLICIT"
-        return {"stride": strides, "dilation": dil, "padding": padding, "pads": pads,
-                "kernel": tuple(kernel), "activation": "NONE", "layout": "NCHW"}
 
     def _clip_bounds(self, node, a, ins):
         if "min" in a or "max" in a:  # opset < 11

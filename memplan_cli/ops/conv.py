@@ -241,8 +241,16 @@ def flops(op, operands):
     return f, 2 * f
 
 
+def not_2d(t: str, nd: int) -> dict:
+    """Profile facts of a window op that is not 2-D: onert (circle) has 2-D windows only."""
+    return {"onert": {"refuse": f"{t} over {nd} spatial dimension(s): onert 0.1.0's train backend has 2-D "
+                                f"convolution and pooling only"}}
+
+
 def _def(t, rule):
-    return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep")
+    nd = int(t[-2])
+    return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep",
+                 profiles=not_2d(t, nd) if nd != 2 and t in CONV else {})
 
 
 OPS = [_def(t, _conv_rule) for t in CONV] + [_def("DepthwiseConv2D", _plain_rule)] + \

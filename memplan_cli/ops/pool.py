@@ -31,7 +31,7 @@ import numpy as np
 from memplan_cli.ops._window import Window, _tuple, avg_pool, avg_pool_backward, channels_first, max_pool, \
     max_pool_backward, to_cf, to_cl
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
-from memplan_cli.ops.conv import _tflite_act, _tflite_window, onnx_window
+from memplan_cli.ops.conv import _tflite_act, _tflite_window, not_2d, onnx_window
 from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
     fused_activation
 
@@ -183,9 +183,9 @@ def flops(op, operands):
 
 
 OPS = [OpDef(t, rule=max_pool_rule, kernels={"forward": max_forward, "calcDerivative": max_derivative},
-             flops=flops, check=check) for t in MAX] + \
+             flops=flops, check=check, profiles=not_2d(t, int(t[-2])) if t[-2] != "2" else {}) for t in MAX] + \
       [OpDef(t, rule=avg_pool_rule, kernels={"forward": avg_forward, "calcDerivative": avg_derivative},
-             flops=flops, check=check) for t in AVG]
+             flops=flops, check=check, profiles=not_2d(t, int(t[-2])) if t[-2] != "2" else {}) for t in AVG]
 
 
 # ---- converters -------------------------------------------------------------------------------

@@ -49,10 +49,10 @@ class RuleContext:
 
 def default_rules() -> dict:
     """op type -> rule function, from the op-family modules in `passes/ops/`."""
-    from memplan_cli.passes.ops import activations, concat, conv2d, depthwise_conv2d, loss, mean, pad, pooling, reshape
+    from memplan_cli.passes.ops import activations, concat, loss, mean, reshape
 
     out = {}
-    for mod in (conv2d, depthwise_conv2d, pooling, activations, reshape, pad, mean, concat, loss):
+    for mod in (activations, reshape, mean, concat, loss):
         out.update(mod.RULES)
     # the op registry's families (memplan_cli/ops/) come last: one place per op
     from memplan_cli import ops

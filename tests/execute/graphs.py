@@ -58,7 +58,8 @@ def residual_net(batch=2):
     x2 = b.op("Conv2D", [x1, b.t("w1", (3, 3, 3, 3), True), b.t("b1", (3,), True)], "x2", (batch, 4, 4, 3),
               stride=(1, 1), dilation=(1, 1), padding="SAME", activation="NONE", layout="NHWC")
     a = b.op("Add", [x1, x2], "a", (batch, 4, 4, 3), activation="RELU")
-    pd = b.op("Pad", [a, b.t("pads", (4, 2), True, "int32", (0, 0, 0, 1, 0, 1, 0, 0))], "pd", (batch, 5, 5, 3))
+    pd = b.op("Pad", [a, b.t("pads", (4, 2), True, "int32", (0, 0, 0, 1, 0, 1, 0, 0))], "pd", (batch, 5, 5, 3),
+              mode="constant", pads=(0, 0, 0, 0, 0, 1, 1, 0))  # canonical: begins, then ends
     ap = b.op("AvgPool2D", [pd], "ap", (batch, 3, 3, 3), filter=(3, 3), stride=(2, 2), padding="SAME",
               activation="NONE", layout="NHWC")
     m = b.op("Mul", [ap, b.t("scale", (3,), True)], "m", (batch, 3, 3, 3), activation="NONE")

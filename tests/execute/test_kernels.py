@@ -6,8 +6,7 @@ dL/dy = R, and compares the kernel's gradient with (L(p + h) - L(p - h)) / 2h fo
 import numpy as np
 import pytest
 
-from memplan_cli.execute.kernels import (activation, conv, fc, loss, optim, pool,
-                                         shape, softmax)
+from memplan_cli.execute.kernels import activation, fc, loss, optim, shape, softmax
 
 H = 1e-6
 RTOL = 1e-6
@@ -128,185 +127,10 @@ def test_matmul_with_broadcast():
     close(db, numgrad(f, b))
 
 
-# ---- convolutions -----------------------------------------------------------------------------
-CONV_CASES = [
-    # (x shape, kernel, stride, dilation, padding)
-    ((2, 5, 5, 3), (3, 3), 1, 1, "SAME"),
-    ((1, 6, 5, 2), (3, 2), 2, 1, "SAME"),
-    ((1, 7, 7, 2), (3, 3), 2, 1, "VALID"),
-    ((1, 6, 6, 2), (2, 2), 1, 2, "VALID"),
-    ((2, 4, 4, 3), (1, 1), 1, 1, "VALID"),
-    ((1, 5, 4, 2), (3, 3), 1, 1, (1, 0, 2, 1)),
-]
+# convolution and pooling kernels: tests/ops/test_window_kernels.py; Pad: tests/ops/test_pad.py
 
 
-@pytest.mark.parametrize("xs,k,s,d,p", CONV_CASES)
-@pytest.mark.parametrize("act", ["NONE", "RELU6"])
-def test_conv2d(xs, k, s, d, p, act):
-    rng = np.random.default_rng(5)
-    x, w, b = rand(rng, *xs), rand(rng, 4, k[0], k[1], xs[3]), rand(rng, 4, lo=1, hi=2)
-    g = conv.Geometry(xs, k, s, d, p)
-    y = np.empty((xs[0], g.oh, g.ow, 4))
-    r = rand(rng, *y.shape)
-
-    def f():
-        conv.conv2d_forward(x, w, b, y, s, d, p, act)
-        return (r * y).sum()
-
-    f()
-    yk = y.copy()
-    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
-    conv.conv2d_calc_derivative(r, w, dx, s, d, p, act, y=yk)
-    conv.conv2d_calc_gradient(r, x, dw, db, s, d, p, act, y=yk)
-    close(dx, numgrad(f, x))
-    close(dw, numgrad(f, w))
-    close(db, numgrad(f, b))
-
-
-def test_conv2d_matches_direct_loop():
-    rng = np.random.default_rng(6)
-    x, w = rand(rng, 1, 4, 4, 2), rand(rng, 3, 3, 3, 2)
-    y = np.empty((1, 4, 4, 3))
-    conv.conv2d_forward(x, w, None, y, 1, 1, "SAME")
-    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    want = np.zeros_like(y)
-    for i in range(4):
-        for j in range(4):
-            for o in range(3):
-                want[0, i, j, o] = (xp[0, i:i + 3, j:j + 3, :] * w[o]).sum()
-    np.testing.assert_allclose(y, want)
-
-
-@pytest.mark.parametrize("xs,k,s,d,p", CONV_CASES)
-@pytest.mark.parametrize("mult", [1, 2])
-def test_depthwise(xs, k, s, d, p, mult):
-    rng = np.random.default_rng(7)
-    c = xs[3]
-    x, w, b = rand(rng, *xs), rand(rng, 1, k[0], k[1], c * mult), rand(rng, c * mult)
-    g = conv.Geometry(xs, k, s, d, p)
-    y = np.empty((xs[0], g.oh, g.ow, c * mult))
-    r = rand(rng, *y.shape)
-
-    def f():
-        conv.depthwise_forward(x, w, b, y, s, d, p, "RELU")
-        return (r * y).sum()
-
-    f()
-    yk = y.copy()
-    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
-    conv.depthwise_calc_derivative(r, w, dx, s, d, p, "RELU", y=yk)
-    conv.depthwise_calc_gradient(r, x, dw, db, s, d, p, "RELU", y=yk)
-    close(dx, numgrad(f, x))
-    close(dw, numgrad(f, w))
-    close(db, numgrad(f, b))
-
-
-def test_depthwise_equals_grouped_conv():
-    """Depthwise with multiplier 1 is a Conv2D whose weights are zero off the channel diagonal."""
-    rng = np.random.default_rng(8)
-    x, w = rand(rng, 1, 5, 5, 3), rand(rng, 1, 3, 3, 3)
-    full = np.zeros((3, 3, 3, 3))
-    for c in range(3):
-        full[c, :, :, c] = w[0, :, :, c]
-    a, b = np.empty((1, 3, 3, 3)), np.empty((1, 3, 3, 3))
-    conv.depthwise_forward(x, w, None, a, 2, 1, "SAME")
-    conv.conv2d_forward(x, full, None, b, 2, 1, "SAME")
-    np.testing.assert_allclose(a, b)
-
-
-@pytest.mark.parametrize("group", [1, 3])
-def test_conv_nchw(group):
-    rng = np.random.default_rng(9)
-    x = rand(rng, 1, 3, 5, 5)
-    w = rand(rng, 3 if group == 3 else 4, 1 if group == 3 else 3, 3, 3)
-    b = rand(rng, w.shape[0])
-    y = np.empty((1, w.shape[0], 3, 3))
-    r = rand(rng, *y.shape)
-    pads = (1, 0, 1, 2)  # ONNX order t, l, b, r
-
-    def f():
-        conv.conv_nchw_forward(x, w, b, y, 2, 1, pads, group == 3)
-        return (r * y).sum()
-
-    dx, dw, db = np.empty_like(x), np.empty_like(w), np.empty_like(b)
-    conv.conv_nchw_calc_derivative(r, w, dx, 2, 1, pads, group == 3)
-    conv.conv_nchw_calc_gradient(r, x, dw, db, 2, 1, pads, group == 3)
-    close(dx, numgrad(f, x))
-    close(dw, numgrad(f, w))
-    close(db, numgrad(f, b))
-
-
-# ---- pooling ----------------------------------------------------------------------------------
-POOL_CASES = [((2, 4, 4, 3), (2, 2), 2, "VALID"), ((1, 5, 5, 2), (3, 3), 2, "SAME"),
-              ((1, 5, 4, 2), (3, 2), 1, "SAME")]
-
-
-@pytest.mark.parametrize("xs,k,s,p", POOL_CASES)
-@pytest.mark.parametrize("via", ["argmax-int", "argmax-float", "input"])
-def test_maxpool(xs, k, s, p, via):
-    rng = np.random.default_rng(10)
-    x = rng.permutation(np.arange(np.prod(xs), dtype=float)).reshape(xs) / 10  # distinct: no ties
-    g = conv.Geometry(xs, k, s, 1, p)
-    y = np.empty((xs[0], g.oh, g.ow, xs[3]))
-    arg = np.empty(y.shape, dtype=np.float32 if via == "argmax-float" else np.int32)
-    r = rand(rng, *y.shape)
-
-    def f():
-        pool.maxpool_forward(x, y, k, s, p, out_argmax=arg)
-        return (r * y).sum()
-
-    f()
-    dx = np.empty_like(x)
-    if via == "input":
-        pool.maxpool_calc_derivative(r, dx, k, s, p, x=x)
-    else:
-        pool.maxpool_calc_derivative(r, dx, k, s, p, argmax=arg.copy())
-    close(dx, numgrad(f, x))
-
-
-@pytest.mark.parametrize("xs,k,s,p", POOL_CASES)
-def test_avgpool(xs, k, s, p):
-    rng = np.random.default_rng(11)
-    x = rand(rng, *xs)
-    g = conv.Geometry(xs, k, s, 1, p)
-    y = np.empty((xs[0], g.oh, g.ow, xs[3]))
-    r = rand(rng, *y.shape)
-
-    def f():
-        pool.avgpool_forward(x, y, k, s, p)
-        return (r * y).sum()
-
-    dx = np.empty_like(x)
-    pool.avgpool_calc_derivative(r, dx, k, s, p)
-    close(dx, numgrad(f, x))
-
-
-def test_avgpool_same_excludes_padding():
-    x = np.ones((1, 3, 3, 1))
-    y = np.empty((1, 2, 2, 1))
-    pool.avgpool_forward(x, y, (2, 2), 2, "SAME")
-    assert np.all(y == 1.0)
-
-
-@pytest.mark.parametrize("kind", ["max", "avg"])
-def test_pool_nchw(kind):
-    rng = np.random.default_rng(12)
-    x = rng.permutation(np.arange(50, dtype=float)).reshape(1, 2, 5, 5) / 7
-    y = np.empty((1, 2, 3, 3))
-    r = rand(rng, *y.shape)
-    arg = np.empty(y.shape, dtype=np.int32)
-
-    def f():
-        pool.pool_nchw_forward(kind, x, y, (3, 3), 2, (1, 1, 1, 1), out_argmax=arg)
-        return (r * y).sum()
-
-    f()
-    dx = np.empty_like(x)
-    pool.pool_nchw_calc_derivative(kind, r, dx, (3, 3), 2, (1, 1, 1, 1), argmax=arg.copy())
-    close(dx, numgrad(f, x))
-
-
-# ---- softmax, reshape, pad, mean, concat ------------------------------------------------------
+# ---- softmax, reshape, mean, concat ------------------------------------------------------
 def test_softmax():
     rng = np.random.default_rng(14)
     x, r = rand(rng, 3, 5), rand(rng, 3, 5)
@@ -323,7 +147,7 @@ def test_softmax():
     close(dx, numgrad(f, x))
 
 
-def test_reshape_pad_mean_concat():
+def test_reshape_mean_concat():
     rng = np.random.default_rng(15)
     x = rand(rng, 2, 3, 4)
     # reshape
@@ -332,12 +156,6 @@ def test_reshape_pad_mean_concat():
     dx = np.empty_like(x)
     shape.reshape_calc_derivative(r, dx)
     close(dx, numgrad(lambda: (r * shape.reshape_forward(x, y)).sum(), x))
-    # pad
-    pads = [[0, 0], [1, 2], [0, 1]]
-    y = np.empty((2, 6, 5))
-    r = rand(rng, *y.shape)
-    shape.pad_calc_derivative(r, pads, dx)
-    close(dx, numgrad(lambda: (r * shape.pad_forward(x, pads, y)).sum(), x))
     # mean, keepdims and not, negative axis
     for keep in (False, True):
         y = np.empty((2, 1, 1) if keep else (2,))

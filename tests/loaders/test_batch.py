@@ -26,7 +26,8 @@ def _g(ops, shapes, consts=(), values=None):
 
 
 def test_pad_on_batch_and_concat_on_axis0_and_mean_over_batch():
-    g = _g([Operation(0, "Pad", [0, 1], [2]), Operation(1, "Concat", [2, 2], [3], {"axis": 0}),
+    # TFLite paddings [[1, 0], [1, 1]]: the loader's canonical pads are begins, then ends
+    g = _g([Operation(0, "Pad", [0, 1], [2], {"pads": (1, 1, 0, 1)}), Operation(1, "Concat", [2, 2], [3], {"axis": 0}),
             Operation(2, "Mean", [3], [4], {"axes": (0,), "keep_dims": False})],
            [(2, 3), (2, 2), (3, 5), (6, 5), (5,)], consts={1}, values={1: (1, 0, 1, 1)})
     r = rebatch(g, 4)

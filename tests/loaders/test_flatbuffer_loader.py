@@ -14,7 +14,7 @@ def test_tiny_cnn_loads_with_shapes_consts_and_attrs(tmp_path, fmt):
     conv, pool, reshape, fc, _ = g.operations
     assert conv.attrs["activation"] == "RELU" and conv.attrs["padding"] == "SAME"
     assert conv.attrs["stride"] == (1, 1) and conv.attrs["dilation"] == (1, 1)
-    assert pool.attrs["filter"] == (2, 2) and pool.attrs["stride"] == (2, 2) and pool.attrs["padding"] == "VALID"
+    assert pool.attrs["kernel"] == (2, 2) and pool.attrs["stride"] == (2, 2) and pool.attrs["padding"] == "VALID"
     assert fc.attrs["activation"] == "NONE"
     consts = {o.name for o in g.operands if o.is_const}
     assert consts == {"conv/w", "conv/b", "shape", "fc/w", "fc/b"}  # the int32 Reshape shape is kept

@@ -18,7 +18,9 @@ def test_tiny_cnn_matches_its_tflite_twin_except_the_unfused_relu(tmp_path):
     assert [op.type for op in g.operations] == ["Conv2D", "Relu", "MaxPool2D", "Reshape", "FullyConnected", "Softmax"]
     conv = g.operations[0]
     assert conv.attrs["padding"] == "SAME" and conv.attrs["layout"] == "NCHW" and conv.attrs["stride"] == (1, 1)
-    assert g.operations[2].attrs["filter"] == (2, 2)
+    assert g.operations[2].attrs["kernel"] == (2, 2)
+    tpool = next(op for op in t.operations if op.type == "MaxPool2D")  # one attribute set for both formats
+    assert tpool.attrs["kernel"] == (2, 2) and tpool.attrs["stride"] == g.operations[2].attrs["stride"]
     assert g.parameter_count() == t.parameter_count()
     relu_out = g.operands[g.operations[1].outputs[0]]
     assert relu_out.shape == (1, 4, 8, 8)

@@ -1,6 +1,6 @@
-"""Data-movement ops: Reshape/Flatten, Pad (constant zero), Mean (reduce over axes), Concat.
+"""Data-movement ops: Reshape/Flatten, Mean (reduce over axes), Concat.
 
-None keeps anything from forward for backward except Pad's paddings and Mean's axes (attributes).
+None keeps anything from forward for backward except Mean's axes (attributes).
 A Reshape whose output aliases its input is a no-op copy (numpy handles the overlap).
 """
 from __future__ import annotations
@@ -16,19 +16,6 @@ def reshape_forward(x, out):
 
 def reshape_calc_derivative(dy, out_dx, acc=False):
     return store(out_dx, dy.reshape(out_dx.shape), acc)
-
-
-def _pads(paddings):
-    return [(int(a), int(b)) for a, b in np.asarray(paddings).reshape(-1, 2)]
-
-
-def pad_forward(x, paddings, out, value=0.0):
-    return store(out, np.pad(x, _pads(paddings), constant_values=value))
-
-
-def pad_calc_derivative(dy, paddings, out_dx, acc=False):
-    sl = tuple(slice(a, dy.shape[k] - b) for k, (a, b) in enumerate(_pads(paddings)))
-    return store(out_dx, dy[sl], acc)
 
 
 def _axes(axes, ndim):
