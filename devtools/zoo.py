@@ -1,6 +1,6 @@
 """Small test models built with `modelgen`, one function each; every one in `ZOO` trains in onert 0.1.0.
 
-Shared by tests and benchmarks: residual blocks, depthwise convs, average pooling (with and
+Shared by tests and benchmarks: residual blocks (one with a projection shortcut), depthwise convs, average pooling (with and
 without a fused activation), Sub/Mul/Div (constant and activation operands), standalone
 ReLU/ReLU6, Pad, Mean, two non-trivial branches, a shared constant and an unused tensor, two model
 inputs, an unread model input, a MobileNetV2 block, a graph whose two onert topological orders
@@ -46,6 +46,23 @@ def residual() -> ModelBuilder:
     y = m.mean(y, [1, 2], keep_dims=True)
     y = m.reshape(y, [-1, 8])
     y = m.fully_connected(y, 6, activation="RELU")
+    m.output(m.softmax(m.fully_connected(y, 5)))
+    return m
+
+
+def resnet_projection() -> ModelBuilder:
+    """A ResNet block with a projection shortcut built after the main branch, the Add reading the
+    projection first: onert's backward order (DFS from the loss over inputs in operand order, then
+    reversed) visits the main branch before the projection, memplan's reverse topological order
+    the other way round."""
+    m = ModelBuilder()
+    x = m.input([1, 8, 8, 3])
+    y = m.conv2d(x, 8, 3, activation="RELU")
+    a = m.conv2d(y, 16, 3, stride=2, activation="RELU")
+    a = m.conv2d(a, 16, 3)
+    p = m.conv2d(y, 16, 1, stride=2)
+    y = m.add(p, a, activation="RELU")
+    y = m.mean(y, [1, 2])
     m.output(m.softmax(m.fully_connected(y, 5)))
     return m
 
@@ -181,7 +198,7 @@ def branch_orders() -> ModelBuilder:
     return m
 
 
-ZOO = {"tiny_cnn": tiny_cnn, "depthwise": depthwise, "residual": residual,
+ZOO = {"tiny_cnn": tiny_cnn, "depthwise": depthwise, "residual": residual, "resnet_projection": resnet_projection,
        "elementwise": elementwise, "two_branches": two_branches, "pooling": pooling,
        "arithmetic": arithmetic, "shared_const": shared_const, "two_inputs": two_inputs, "dead_input": dead_input,
        "mobilenet_block": mobilenet_block, "branch_orders": branch_orders}

@@ -58,12 +58,15 @@ def tensor_name(buffer) -> str | None:
     return None
 
 
-def onert_training_graph(graph, config):
-    """The training graph whose steps run onert's plan: every saving rule off."""
+def onert_training_graph(graph, config, backward_order: list[int] | None = None):
+    """The training graph whose steps run onert's plan: every saving rule off, backward in onert's
+    order (`backward_order`: the profile's `info["backward_order"]`, TrainableGraph::
+    btopolSortOperations cut to the essential ops), so branch contributions accumulate in onert's
+    order too and every tensor's access interval is the one onert's lifetimes must cover."""
     from memplan_cli.passes.pipeline import build_training_graph
     from memplan_cli.passes.policy import Policy
 
-    return build_training_graph(graph, config, policy=Policy.baseline())
+    return build_training_graph(graph, config, policy=Policy.baseline(), backward_order=backward_order)
 
 
 def step_intervals(tg, layout: Layout, event_ops: dict | None) -> Layout:

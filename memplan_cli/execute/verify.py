@@ -123,7 +123,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     if tg is None and a.profile == "onert":
         from memplan_cli.execute import onert_map
 
-        tg = onert_map.onert_training_graph(a.graph, a.config)
+        tg = onert_map.onert_training_graph(a.graph, a.config, a.buffers.info.get("backward_order"))
         if layout is None:
             layout = layout_from_pools(tg, a.pools, a.profile, rename=onert_map.tensor_name)
             layout = onert_map.step_intervals(tg, layout, a.buffers.info.get("event_ops"))

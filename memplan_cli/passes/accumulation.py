@@ -1,6 +1,8 @@
 """Pass 5: back-prop contributions at branch points."""
 from __future__ import annotations
 
+from memplan_cli.passes.execution_order import backward_sequence
+
 
 class Accumulation:
     """Rules:
@@ -11,6 +13,8 @@ class Accumulation:
       with `policy.accumulate_in_place` the first contributor in backward order writes straight into
       the back-prop instead, so a branch point with n consumers needs n-1 disposables.
     - A single contributor writes the back-prop directly.
+    - Contributions accumulate in backward order (`backward_sequence`: a runtime's own when the
+      profile gives it), which decides the floating-point sum.
     - The same for a weight's gradient that several trained ops contribute to (a shared weight):
       each calcGradient step writes its own contribution, accumulated into the gradient at the end of
       that step; the first contributor in backward order writes the gradient itself under
@@ -25,7 +29,7 @@ class Accumulation:
     def run(self, tg) -> bool:
         g = tg.graph
         contributors: dict[int, list[int]] = {}
-        for k in reversed(tg.info["order"]):  # backward order
+        for k in backward_sequence(tg):
             rule = tg.rules[k]
             if rule.calc_derivative is None:
                 continue
@@ -53,7 +57,7 @@ class Accumulation:
     def _gradients(self, tg) -> bool:
         g = tg.graph
         contributors: dict[int, list[int]] = {}
-        for k in reversed(tg.info["order"]):  # backward order
+        for k in backward_sequence(tg):
             rule = tg.rules[k]
             if rule.calc_gradient is None:
                 continue

@@ -2,6 +2,20 @@
 from __future__ import annotations
 
 
+def backward_sequence(tg) -> list[int]:
+    """Every op in the order backward visits them: the reverse of the forward order, unless the
+    profile gave its runtime's own (`tg.info["backward_order"]`, e.g. onert's btopolSortOperations),
+    which then comes first, the ops it leaves out after it in reverse forward order."""
+    rev = list(reversed(tg.info["order"]))
+    given = tg.info.get("backward_order")
+    if not given:
+        return rev
+    ops = set(rev)
+    head = [k for k in dict.fromkeys(given) if k in ops]
+    seen = set(head)
+    return head + [k for k in rev if k not in seen]
+
+
 def resolve(tg, k: int, ref) -> int:
     """Tensor id of a rule reference made by op k (see `passes.rules`)."""
     kind, v = ref
@@ -21,7 +35,8 @@ def resolve(tg, k: int, ref) -> int:
 class ExecutionOrder:
     """Rules (nntrainer's four-part order):
     - Forward steps: every op, the loss last, in the graph's deterministic topological order.
-    - Then, for each op of the backward region in reverse order: calcGradient (when its weights
+    - Then, for each op of the backward region in backward order (the reverse forward order, or the
+      runtime's own when the profile gives it: `backward_sequence`): calcGradient (when its weights
       train), calcDerivative (when an input needs a back-prop; branch-point accumulations run at its
       end), applyGradient (the optimizer update of its weights: reads the gradient, reads and writes
       the weight and its state). Steps an op does not need are skipped. A shared weight's gradient
@@ -49,7 +64,7 @@ class ExecutionOrder:
         applied: dict[int, list[int]] = {}
         for v, t in sorted(tg.grad.items()):
             applied.setdefault(tg.tensors[t].op, []).append(v)
-        for k in reversed(order):
+        for k in backward_sequence(tg):
             if k not in tg.backward_ops:
                 continue
             rule = tg.rules[k]

@@ -28,12 +28,17 @@ def passes(policy: Policy, rules: dict) -> list:
             Aliasing()]
 
 
-def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None) -> TrainingGraph:
-    """Run every pass. `rules` entries override the default per-op rules by op type."""
+def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,
+                         backward_order: list[int] | None = None) -> TrainingGraph:
+    """Run every pass. `rules` entries override the default per-op rules by op type.
+    `backward_order`: op indices in the order a runtime runs backward (onert's), else the reverse
+    forward order."""
     policy = policy or Policy()
     table = default_rules()
     table.update(rules or {})
     tg = TrainingGraph(graph, config)
+    if backward_order:
+        tg.info["backward_order"] = list(backward_order)
     ran = []
     for p in passes(policy, table):
         ran.append((p.name, p.run(tg)))

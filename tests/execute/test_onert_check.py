@@ -32,3 +32,18 @@ def test_one_step_matches_onert(optimizer, lr, weight_tol):
     assert r["export_error"] is None and r["weights"] == 12
     assert r["max_update"] > 50 * weight_tol  # the step moved the weights far more than the tolerance
     assert r["max_weight_diff"] <= weight_tol, r
+
+
+@pytest.mark.parametrize("optimizer,weight_tol", [("sgd", 1e-7), ("adam", 1e-5)])
+def test_residual_projection_in_onerts_plan_matches_onert(tmp_path, optimizer, weight_tol):
+    """A projection-shortcut ResNet block (onert's backward order differs from memplan's), run inside
+    onert's own plan (WIC) in onert's order: onert's loss and updated weights. Measured (batch 4,
+    lr 0.01): first loss identical, weights within 7.5e-9 (SGD) and 1.2e-7 (Adam)."""
+    from devtools import zoo
+
+    path = zoo.resnet_projection().save(str(tmp_path / "resnet_projection.circle"))
+    r = compare_with_onert(path, batch=4, optimizer=optimizer, learning_rate=0.01, loss="cce", profile="onert")
+    assert r["loss"][0] == pytest.approx(r["loss"][1], rel=1e-6)
+    assert r["loss2"][0] == pytest.approx(r["loss2"][1], rel=1e-6)
+    assert r["export_error"] is None and r["weights"] == 10
+    assert r["max_update"] > 50 * weight_tol and r["max_weight_diff"] <= weight_tol, r

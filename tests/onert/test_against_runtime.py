@@ -31,6 +31,7 @@ ZOO_CASES = [
     ("depthwise", 2, "sgd", -1, "wic"), ("depthwise", 5, "adam", -1, "firstfit"), ("depthwise", 1, "adam", 2, "bump"),
     ("residual", 2, "adam", -1, "wic"), ("residual", 3, "sgd", -1, "firstfit"), ("residual", 2, "sgd", 5, "bump"),
     ("residual", 1, "adam", 3, "firstfit"),
+    ("resnet_projection", 4, "adam", -1, "wic"), ("resnet_projection", 2, "sgd", -1, "firstfit"),
     ("elementwise", 2, "sgd", -1, "bump"), ("elementwise", 5, "adam", 3, "wic"), ("elementwise", 2, "adam", 1, "firstfit"),
     ("two_branches", 2, "adam", -1, "wic"), ("two_branches", 5, "sgd", -1, "firstfit"), ("two_branches", 1, "sgd", 3, "bump"),
     ("pooling", 4, "adam", -1, "firstfit"), ("pooling", 2, "sgd", 4, "wic"),
