@@ -83,8 +83,28 @@ class MemplanProfile:
 
     def figures(self, analysis) -> dict:
         """What the peak is made of: the step with the most live bytes (under this profile's
-        lifetimes), its op, and the live bytes per category there."""
-        return peak_figures(analysis.buffers)
+        lifetimes), its op, and the live bytes per category there; the step's FLOPs."""
+        out = peak_figures(analysis.buffers)
+        out.update(flops_figures(analysis.buffers))
+        return out
+
+
+def flops_figures(bl) -> dict:
+    """{"flops": ...}: the training step's FLOPs (passes/cost.py) in the report's terms: totals, and
+    per op label its forward (every run) and backward FLOPs; withheld with the reason when some op
+    has no figure."""
+    tg = getattr(bl, "training_graph", None)
+    if tg is None:
+        return {}
+    from memplan_cli.passes.cost import step_flops
+
+    f = step_flops(tg)
+    out = {"available": f.available, "reason": f.reason}
+    if f.available:
+        out.update({"forward": f.forward, "backward": f.backward, "optimizer": f.optimizer, "step": f.total,
+                    "by_op": {o.label: {"forward": o.forward, "backward": o.backward}
+                              for o in f.ops.values()}})
+    return {"flops": out}
 
 
 def peak_figures(bl) -> dict:

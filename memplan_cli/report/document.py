@@ -92,7 +92,7 @@ def pool_label(p) -> str:
     return p.pool.name
 
 
-_KNOWN_EXTRAS = ("alloc_lines", "one_style", "per_layer_extra")
+_KNOWN_EXTRAS = ("alloc_lines", "one_style", "per_layer_extra", "flops")
 
 
 def _layer_columns(analysis) -> dict | None:
@@ -184,6 +184,23 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     rest = {k: _plain(v) for k, v in sorted(ex.items()) if k not in _KNOWN_EXTRAS}
     if rest:
         doc["figures"] = rest
+    fl = ex.get("flops")
+    if fl is not None:
+        doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
+        if fl is not None and fl.get("available"):
+            add_flops_columns(doc["by_layer"], fl["by_op"])
     return doc
+
+
+FLOPS_COLUMNS = ("fwd_flops", "bwd_flops")
+
+
+def add_flops_columns(layers: dict, by_op: dict) -> None:
+    """Each per-layer row gains its op's forward and backward FLOPs (0 for a row naming no op)."""
+    layers["columns"] = list(layers["columns"]) + list(FLOPS_COLUMNS)
+    for row in layers["rows"]:
+        f = by_op.get(row["op"], {})
+        row["fwd_flops"] = int(f.get("forward", 0))
+        row["bwd_flops"] = int(f.get("backward", 0))

@@ -45,6 +45,26 @@ def short(n: int) -> str:
     return str(n)
 
 
+def flops_short(n: int) -> str:
+    """FLOPs in decimal units: `1.2G`, `310M`, `-` for zero."""
+    if not n:
+        return "-"
+    for unit, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f}{unit}" if v >= 99.95 else f"{v:.1f}{unit}"
+    return str(n)
+
+
+def flops_line(fl: dict) -> str:
+    """The step's FLOPs in one line, or why there is no figure."""
+    if not fl.get("available"):
+        return f"FLOPs: n/a ({fl.get('reason', '')})"
+    return (f"FLOPs per training step: {fl['step']:,d} ({flops_short(fl['step'])}): forward "
+            f"{flops_short(fl['forward'])}, backward {flops_short(fl['backward'])}, optimizer "
+            f"{flops_short(fl['optimizer'])}")
+
+
 def ratio(a: int, b: int) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
@@ -202,7 +222,8 @@ class TableReporter(Reporter):
 
     def _layer_table(self, con: Console, doc: dict) -> None:
         bl = doc["by_layer"]
-        cols = bl["columns"]
+        flops_cols = [c for c in bl["columns"] if c.endswith("_flops")]
+        cols = [c for c in bl["columns"] if c not in flops_cols]
         table = Table(title="per layer (bytes)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
                       padding=(0, 1), pad_edge=False, collapse_padding=True)
         table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
@@ -219,6 +240,27 @@ class TableReporter(Reporter):
         con.print(Text(legend, style="dim"))
         if top:
             con.print(f"largest share of the peak: {top}")
+        if flops_cols:
+            self._flops_table(con, bl, doc["flops"])
+        elif "flops" in doc:
+            con.print(flops_line(doc["flops"]))
+
+    @staticmethod
+    def _flops_table(con: Console, bl: dict, fl: dict) -> None:
+        table = Table(title="per layer (FLOPs)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
+                      padding=(0, 1), pad_edge=False, collapse_padding=True)
+        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
+        for name in ("forward", "backward", "share"):
+            table.add_column(name, justify="right", no_wrap=True)
+        step = fl["step"] or 1
+        for row in bl["rows"]:
+            f, b = row.get("fwd_flops", 0), row.get("bwd_flops", 0)
+            if f or b:
+                table.add_row(row["op"], flops_short(f), flops_short(b), f"{(f + b) * 100 / step:.1f}%")
+        con.print(table)
+        con.print(Text("forward: every run of the op's forward step; share: of the step's FLOPs; decimal units",
+                       style="dim"))
+        con.print(flops_line(fl))
 
     def _pools_table(self, con: Console, doc: dict) -> None:
         table = Table(title="pools (arenas)", header_style="bold", title_justify="left")
