@@ -48,6 +48,8 @@ def _out_channels(op, operands) -> int:
 
 
 def conv_flops(op, operands):
+    if len(operands[op.outputs[0]].shape) != 4 or len(op.inputs) < 2 or op.inputs[1] < 0:
+        return None  # not a 2-D convolution's shapes: no figure rather than a wrong one
     y = _n(operands, op.outputs[0])
     per_out = _n(operands, op.inputs[1]) // max(_out_channels(op, operands), 1)
     macs = 2 * y * per_out
