@@ -18,7 +18,8 @@ bottom up:
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
 - `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
-  buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes.
+  buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes; `remat` (the remat
+  solver) -> analysis and what lies below it.
 - `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` imports nothing of memplan's.
 
@@ -52,9 +53,10 @@ ALLOWED = {
     "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
     "comparison": {"analysis", "buffers", "config", "loaders"},
     "execute": {"execute", "analysis", "loaders", "ops", "passes"},
+    "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "commands": {"commands", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
-                 "report", "traininfo"},
+                 "remat", "report", "traininfo"},
     "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": set(),

@@ -35,10 +35,14 @@ class StepContext:
         self._reads = set(step.reads)
         self._writes = set(step.writes)
         self.touched = set(step.touched())
+        # a recompute step, or a backward step reading recomputed results, uses copies in place of
+        # the original tensors (passes/rematerialize.py)
+        self.subst = getattr(step, "subst", None) or {}
         self.handed: list[int] = []  # tensor ids given to kernels, in order (for diagnostics)
 
     # ---- access --------------------------------------------------------------------------
     def tensor(self, t: int) -> np.ndarray:
+        t = self.subst.get(t, t)
         if t not in self.touched:
             raise AccessError(f"step {self.step.index} ({self.step.kind} of {self.step.label}) needs "
                               f"{self.tg.tensors[t].name}, which the step does not declare")
@@ -46,6 +50,7 @@ class StepContext:
         return self.mem.view(t)
 
     def _opt(self, t: int | None, where: set[int]) -> np.ndarray | None:
+        t = self.subst.get(t, t)
         if t is None or t not in where:
             return None
         return self.tensor(t)
@@ -103,6 +108,7 @@ class StepContext:
     def extra(self, what: str) -> np.ndarray | None:
         """The op's auxiliary tensor whose role is `extra:<what>`, if this step touches it."""
         for t in self.tg.extras.get(self.op.index, []):
+            t = self.subst.get(t, t)
             if self.tg.tensors[t].role == f"extra:{what}" and t in self.touched:
                 return self.tensor(t)
         return None
@@ -113,7 +119,7 @@ class StepContext:
     def extra_id(self, what: str) -> int | None:
         for t in self.tg.extras.get(self.op.index, []):
             if self.tg.tensors[t].role == f"extra:{what}":
-                return t
+                return self.subst.get(t, t)
         return None
 
     def dz(self) -> np.ndarray:

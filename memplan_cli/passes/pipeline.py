@@ -1,7 +1,7 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
     TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
-    -> Accumulation -> OptimizerState -> ExecutionOrder -> Aliasing
+    -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> Aliasing
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
 into a BufferList (`TrainingGraph.to_buffer_list`).
@@ -18,21 +18,23 @@ from memplan_cli.passes.execution_order import ExecutionOrder
 from memplan_cli.passes.loss_insertion import LossInsertion
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
+from memplan_cli.passes.rematerialize import Rematerialization
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 
 
-def passes(policy: Policy, rules: dict) -> list:
+def passes(policy: Policy, rules: dict, remat=()) -> list:
     return [TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
             ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
-            Aliasing()]
+            Rematerialization(remat), Aliasing()]
 
 
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,
-                         backward_order: list[int] | None = None) -> TrainingGraph:
+                         backward_order: list[int] | None = None, remat=()) -> TrainingGraph:
     """Run every pass. `rules` entries override the default per-op rules by op type.
     `backward_order`: op indices in the order a runtime runs backward (onert's), else the reverse
-    forward order."""
+    forward order. `remat`: the forward ops whose results are dropped and recomputed
+    (passes/rematerialize.py)."""
     policy = policy or Policy()
     table = default_rules()
     table.update(rules or {})
@@ -40,7 +42,7 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
     if backward_order:
         tg.info["backward_order"] = list(backward_order)
     ran = []
-    for p in passes(policy, table):
+    for p in passes(policy, table, remat):
         ran.append((p.name, p.run(tg)))
     tg.info["passes"] = ran
     tg.info["policy"] = policy

@@ -67,6 +67,9 @@ class StepSpec:
     # (src, dst, first): after the kernel, dst = src (first) or dst += src
     accumulate: list[tuple[int, int, bool]] = field(default_factory=list)
     label: str = ""
+    # original tensor -> the tensor this step uses in its place (a rematerialized copy; see
+    # passes/rematerialize.py): an executor hands the kernel the copy when it asks for the original
+    subst: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in STEP_KINDS:

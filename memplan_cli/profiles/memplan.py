@@ -36,7 +36,7 @@ def pick_planner(preferred: str | None = None) -> str:
 
 class MemplanProfile:
     name = "memplan"
-    OPTIONS = ("align", "planner", "one_arena")
+    OPTIONS = ("align", "planner", "one_arena", "remat")
 
     def policy(self, options: dict):
         from memplan_cli.passes.policy import Policy
@@ -52,12 +52,13 @@ class MemplanProfile:
         """The TrainingGraph behind `build` (steps with exact reads and writes, for executors)."""
         from memplan_cli.passes.pipeline import build_training_graph
 
-        return build_training_graph(graph, config, policy=self.policy(options))
+        return build_training_graph(graph, config, policy=self.policy(options), remat=options.get("remat") or ())
 
     def build(self, graph, config, **options):
         """BufferList for one training step. Options: any `Policy` flag, `align` (bytes, default
         16), `planner` (a registered planner name), `one_arena` (False: one pool per category, as
-        separate arenas, to measure what sharing saves)."""
+        separate arenas, to measure what sharing saves), `remat` (forward op indices whose results are
+        dropped and recomputed before backward, passes/rematerialize.py)."""
         from memplan_cli.check.schedule import check_schedule
 
         tg = self.training_graph(graph, config, **options)

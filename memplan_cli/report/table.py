@@ -65,6 +65,37 @@ def flops_line(fl: dict) -> str:
             f"{flops_short(fl['optimizer'])}")
 
 
+STATUS_WORDS = {"optimal": "optimal (every cheaper plan scored and rejected)",
+                "feasible": "feasible (local search; no optimality proof)"}
+
+
+def _names(items: list, k: int = 8) -> str:
+    more = f", ... ({len(items) - k} more)" if len(items) > k else ""
+    return ", ".join(items[:k]) + more
+
+
+def remat_lines(r: dict) -> list[str]:
+    """The budgeted analysis in a few lines: what fits at which compute, or why nothing does."""
+    head = f"remat under {human(r['budget'])} ({r['budget']:,d} B): "
+    if not r["fits"]:
+        return [head + "nothing fits",
+                f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) live at most, recomputing "
+                f"{len(r['reachable_ops'])} op(s)",
+                f"  floor: {r['floor']:,d} B ({human(r['floor'])}): weights and optimizer state plus the largest "
+                f"working set of one step, at {r['floor_step']}; no recomputation goes below it"]
+    if not r["recomputed_ops"]:
+        return [head + f"fits without recomputation (planned {human(r['arena'])})"]
+    added, step = r["added_flops"], r["step_flops"]
+    out = [head + f"fits: planned {r['arena']:,d} B ({human(r['arena'])}), FLOPs {r['flops_ratio']:.3f} x the step "
+           f"(+{flops_short(added)} of {flops_short(step)}), plan {STATUS_WORDS.get(r['status'], r['status'])}, "
+           f"{r['evaluations']} plans scored",
+           f"  recomputed before backward: {len(r['recomputed_ops'])} op(s): {_names(r['recomputed_ops'])}"]
+    if r.get("recomputed_tensors"):
+        out.append(f"  recomputed tensors: {len(r['recomputed_tensors'])} (named in the JSON report, remat.recomputed_tensors)")
+    out += [f"  note: {n}" for n in r.get("notes", [])]
+    return out
+
+
 def ratio(a: int, b: int) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
@@ -124,6 +155,9 @@ class TableReporter(Reporter):
             self._alloc_tables(con, doc)
         self._category_table(con, doc)
         self._summary(con, doc, opts)
+        if "remat" in doc:
+            for line in remat_lines(doc["remat"]):
+                con.print(line)
         if "by_layer" in doc:
             self._layer_table(con, doc)
         if opts.verbosity >= 2:

@@ -1,0 +1,61 @@
+"""`memplan analyze MODEL --budget SIZE`: the cheapest remat plan that fits (JSON under the schema,
+the table's remat lines), exit 3 with the smallest reachable budget and the floor when nothing fits,
+exit 2 for a bad budget or another profile."""
+import json
+import pathlib
+
+import jsonschema
+from click.testing import CliRunner
+
+from memplan_cli.cli import main
+from tests.remat.test_rematerialize import chain_file
+
+ROOT = pathlib.Path(__file__).parents[2]
+MNIST = str(ROOT / "sample_models" / "mnist.circle")
+SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["analyze", *args], env={"NO_COLOR": "1"})
+
+
+def test_budget_finds_a_plan_that_fits(tmp_path):
+    model = chain_file(tmp_path)
+    plain = json.loads(run(model, "-O", "sgd", "-f", "json").stdout)
+    budget = plain["totals"]["planned"] * 9 // 10
+    r = run(model, "-O", "sgd", "-f", "json", "--budget", str(budget))
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    rm = doc["remat"]
+    assert rm["fits"] and rm["arena"] <= budget and rm["recomputed_ops"] and rm["recomputed_tensors"]
+    assert doc["totals"]["planned"] == rm["arena"]  # the report is the plan's own analysis
+    assert rm["flops_ratio"] > 1 and doc["flops"]["step"] == rm["step_flops"] + rm["added_flops"]
+    t = run(model, "-O", "sgd", "--budget", str(budget))
+    assert t.exit_code == 0 and f"remat under" in t.stdout and "recomputed before backward" in t.stdout
+
+
+def test_nothing_fits_exit_3_with_the_smallest_reachable_and_the_floor(tmp_path):
+    r = run(MNIST, "-b", "4", "-f", "json", "--budget", "1MiB")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    rm = doc["remat"]
+    assert not rm["fits"] and rm["status"] == "infeasible"
+    assert rm["floor"] <= rm["reachable"] and rm["reachable"] > 1 << 20 and rm["floor_step"].startswith("step ")
+    t = run(MNIST, "-b", "4", "--budget", "1MiB")
+    assert t.exit_code == 3 and "nothing fits" in t.stdout and "floor:" in t.stdout
+
+
+def test_a_budget_the_plain_plan_meets_recomputes_nothing():
+    r = run(MNIST, "-b", "4", "-f", "json", "--budget", "1GiB")
+    assert r.exit_code == 0
+    rm = json.loads(r.stdout)["remat"]
+    assert rm["fits"] and rm["recomputed_ops"] == [] and rm["added_flops"] == 0 and rm["status"] == "optimal"
+
+
+def test_bad_budget_and_other_profiles_exit_2():
+    r = run(MNIST, "--budget", "lots")
+    assert r.exit_code == 2 and "--budget" in r.output
+    r = run(MNIST, "--budget", "64MiB", "-p", "onert")
+    assert r.exit_code == 2 and "memplan's own profile" in r.output
