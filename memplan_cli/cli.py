@@ -14,7 +14,7 @@ import click
 from memplan_cli import __version__
 from memplan_cli.errors import MemplanError
 
-COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare")
+COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
 
 class MemplanGroup(click.Group):

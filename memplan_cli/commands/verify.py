@@ -33,7 +33,10 @@ TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable"
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: pools and timings.")
-def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, **flags):
+@click.option("--budget", default=None, metavar="SIZE",
+              help="Verify the cheapest remat plan that fits SIZE (as `analyze --budget`), and check that its loss "
+                   "and updated weights equal the step without remat bit for bit; exit 3 when no plan fits.")
+def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, budget, **flags):
     """Run one training step of MODEL inside its planned arena and compare it with the same step
     run with a separate allocation per tensor.
 
@@ -52,14 +55,82 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, **
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     profile = flags.get("profile") or "memplan"
     popts = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else {}
+    remat = None
+    if budget is not None:
+        remat = _remat_plan(model, graph, cfg, flags, budget)
+        if remat["fits"]:
+            popts = {"remat": remat["drop"]}
+    level = verbosity(quiet, verbose)
+    if remat is not None and not remat["fits"]:
+        text = (json.dumps({"model": model, "remat": remat["section"]}, indent=2) + "\n" if fmt == "json" else
+                f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['section']['reachable']:,d} B,"
+                f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
+        if level >= 0 or (output and output != "-"):
+            emit(text, output)
+        click.get_current_context().exit(3)
     rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
                        profile_options=popts, seed=seed, threads=threads, check_live=not no_live_check)
-    level = verbosity(quiet, verbose)
+    same = None
+    if remat is not None and remat["drop"] and rep.result.passed:
+        plain = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
+                             time_limit=flags.get("time_limit"), seed=seed, threads=threads,
+                             check_live=not no_live_check)
+        same = _same_step(rep.result, plain.result)
     if fmt == "json":
-        text = json.dumps(rep.to_json(), indent=2) + "\n"
+        doc = rep.to_json()
+        if remat is not None:
+            doc["remat"] = {**remat["section"], "equal_to_plain_step": same is None or same[0],
+                            "compared_to_plain_step": same is not None}
+        text = json.dumps(doc, indent=2) + "\n"
     else:
         text = rep.text(level)
+        if remat is not None and level >= 1:
+            sec = remat["section"]
+            line = (f"  remat     {len(sec['recomputed_ops'])} op(s) recomputed under {budget} "
+                    f"(FLOPs {sec['flops_ratio']:.3f} x the step)")
+            if same is not None:
+                line += ("; loss and every updated weight equal to the step without remat, bit for bit" if same[0]
+                         else f"; DIFFERS from the step without remat: {same[1]}")
+            lines = text.rstrip("\n").split("\n")
+            text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
     if level >= 0 or (output and output != "-"):
         emit(text, output)
-    if not rep.result.passed:
+    if not rep.result.passed or (same is not None and not same[0]):
         click.get_current_context().exit(1)
+
+
+def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
+    """The cheapest remat plan under the budget (memplan profile only): {"fits", "drop", "section"}."""
+    from memplan_cli.errors import ConfigError, MemplanError, naming
+    from memplan_cli.remat.problem import RematProblem
+    from memplan_cli.remat.section import remat_section
+    from memplan_cli.remat.solve import solve
+    from memplan_cli.report.units import parse_size
+
+    try:
+        budget = parse_size(budget_text)
+    except ValueError as e:
+        raise ConfigError(f"--budget: {e}") from None
+    if (flags.get("profile") or "memplan") != "memplan":
+        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+    try:
+        problem = RematProblem(graph, cfg)
+        res = solve(problem, budget)
+    except MemplanError as e:
+        raise naming(model, e) from None
+    tg = problem.build(res.drop) if res.fits else None
+    return {"fits": res.fits, "drop": sorted(res.drop), "section": remat_section(res, problem, tg)}
+
+
+def _same_step(a, b) -> tuple[bool, str]:
+    """Whether two runs of the step gave the same loss and updated weights, bit for bit."""
+    import numpy as np
+
+    if a.loss and b.loss and a.loss[0] != b.loss[0]:
+        return False, f"loss {a.loss[0]!r} vs {b.loss[0]!r}"
+    if a.updated.keys() != b.updated.keys():
+        return False, "different weights updated"
+    for k in sorted(a.updated):
+        if not np.array_equal(a.updated[k], b.updated[k]):
+            return False, f"weight {k} differs"
+    return True, ""

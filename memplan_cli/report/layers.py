@@ -28,8 +28,14 @@ def _op_order(graph) -> dict[str, int]:
 
 
 def last_forward_step(bl: BufferList) -> int:
-    fwd = [s.index for s in bl.steps if s.kind == "forward"]
-    return max(fwd) if fwd else -1
+    """The last step of the forward pass: of the leading run of forward steps (a rematerialized
+    schedule runs forward steps again later, before backward needs their results)."""
+    last = -1
+    for s in bl.steps:
+        if s.kind != "forward":
+            break
+        last = s.index
+    return last
 
 
 def per_layer(bl: BufferList, graph, tl: Timeline, extra_columns: dict | None = None) -> dict:

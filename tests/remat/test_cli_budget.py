@@ -59,3 +59,24 @@ def test_bad_budget_and_other_profiles_exit_2():
     assert r.exit_code == 2 and "--budget" in r.output
     r = run(MNIST, "--budget", "64MiB", "-p", "onert")
     assert r.exit_code == 2 and "memplan's own profile" in r.output
+
+
+def verify(*args):
+    return CliRunner().invoke(main, ["verify", *args], env={"NO_COLOR": "1"})
+
+
+def test_verify_runs_the_remat_plan_and_compares_with_the_plain_step(tmp_path):
+    model = chain_file(tmp_path)
+    plain = json.loads(run(model, "-O", "adam", "-f", "json").stdout)
+    budget = str(plain["totals"]["planned"] * 9 // 10)
+    r = verify(model, "-O", "adam", "--budget", budget, "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["remat"]["fits"] and doc["remat"]["recomputed_ops"]
+    assert doc["remat"]["compared_to_plain_step"] and doc["remat"]["equal_to_plain_step"]
+    assert doc["arena_bytes"] <= int(budget)
+    t = verify(model, "-O", "adam", "--budget", budget)
+    assert t.exit_code == 0 and "equal to the step without remat, bit for bit" in t.stdout
+    assert t.stdout.rstrip().splitlines()[-1].startswith("PASS")
+    n = verify(model, "-O", "adam", "--budget", "1KiB")
+    assert n.exit_code == 3 and "nothing to verify" in n.stdout

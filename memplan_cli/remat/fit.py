@@ -1,0 +1,155 @@
+"""`memplan fit`: the ways to make one training step fit a memory budget, each with its memory and
+compute, and which of them are on the memory / compute Pareto front.
+
+Options (each planned by memplan's own profile, every figure its planned arena):
+- "as asked": the setup as given;
+- "largest batch": the largest batch that fits without remat (doubling, then bisection);
+- "remat": at the requested batch, the cheapest remat plan that fits (`remat/solve.py`);
+- "frozen prefix": the most trainable ops (the last N, onert's -t N) that fit without remat, i.e. the
+  smallest frozen prefix;
+- "sgd": SGD instead of the requested Adam / momentum (no optimizer state), and "sgd + remat" when
+  SGD alone does not fit.
+- compute: FLOPs per sample of the option's step / FLOPs per sample of the step as asked (a batch
+  change keeps it near 1, remat raises it, freezing lowers it and trains less).
+- Pareto: among the options that fit and train what was asked (the same batch and trainable ops: as
+  asked, remat, sgd, sgd + remat), those that no other such option beats on memory and compute (no
+  more of either, less of one). A smaller batch or a frozen prefix trains something else, so it is
+  listed but never on the front.
+"""
+from __future__ import annotations
+
+from memplan_cli.analysis import analyze_graph
+from memplan_cli.passes.cost import step_flops
+from memplan_cli.remat.problem import RematProblem
+from memplan_cli.remat.solve import solve
+
+
+def _flops(a) -> int | None:
+    tg = getattr(a.buffers, "training_graph", None)
+    return step_flops(tg).total if tg is not None else None
+
+
+def _largest(fits, lo: int, hi: int) -> int | None:
+    """The largest n in [lo, hi] with fits(n), assuming fits is monotone (True then False)."""
+    if not fits(lo):
+        return None
+    if fits(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
+    """`load(batch) -> graph` (re-batched). Returns {"options": [...], "fits": bool}."""
+    batch = config.batch_size
+    graph = load(batch)
+    batch = batch or _batch_of(graph)
+    config = config.with_(batch_size=batch)
+    asked = analyze_graph(graph, config)
+    f0 = _flops(asked)
+    per0 = f0 / batch if f0 else None
+    rows = []
+
+    def row(option, change, a=None, cfg=None, flops=None, extra=None, planned=None, fits=None):
+        planned = a.planned_total if planned is None else planned
+        r = {"option": option, "change": change, "planned": int(planned),
+             "fits": bool(planned <= budget) if fits is None else fits,
+             "batch_size": (cfg or config).batch_size, "optimizer": (cfg or config).optimizer,
+             "trainable_ops": _trainable(cfg or config),
+             "flops_ratio": round((flops / (cfg or config).batch_size) / per0, 6) if flops and per0 else None}
+        r.update(extra or {})
+        rows.append(r)
+        return r
+
+    row("as asked", "nothing", asked, flops=f0)
+    cache: dict[int, object] = {batch: asked}
+
+    def at_batch(b):
+        if b not in cache:
+            cache[b] = analyze_graph(load(b), config.with_(batch_size=b))
+        return cache[b]
+
+    def batch_fits(b):
+        return at_batch(b).planned_total <= budget
+
+    if batch_fits(batch):
+        hi = batch
+        while hi * 2 <= max_batch and batch_fits(hi * 2):
+            hi *= 2
+        best = _largest(batch_fits, hi, min(hi * 2, max_batch))
+    else:
+        best = _largest(batch_fits, 1, batch) if batch > 1 else None
+    if best is not None:
+        a = at_batch(best)
+        row("largest batch", f"batch {best} without remat", a, config.with_(batch_size=best), _flops(a))
+    else:
+        row("largest batch", "no batch fits without remat", at_batch(1), config.with_(batch_size=1), None, fits=False)
+
+    problem = RematProblem(graph, config)
+    res = solve(problem, budget)
+    if res.fits:
+        row("remat", f"recompute {len(res.drop)} op(s) at batch {batch}", planned=res.arena,
+            flops=f0 + res.added_flops if f0 else None,
+            extra={"recomputed_ops": len(res.drop), "status": res.status})
+    else:
+        row("remat", f"no remat plan fits (smallest found {res.reachable:,d} B, floor {res.floor:,d} B)",
+            planned=res.reachable, fits=False, extra={"recomputed_ops": len(res.reachable_drop),
+                                                       "status": res.status})
+
+    n_ops = len(graph.operations)
+    frozen: dict[int, object] = {}
+
+    def train_last(n):
+        if n not in frozen:
+            frozen[n] = analyze_graph(graph, config.with_(trainable=n))
+        return frozen[n]
+
+    if config.trainable == "all":
+        k = _largest(lambda n: train_last(n).planned_total <= budget, 0, n_ops)
+        if k is not None and k < n_ops:
+            a = train_last(k)
+            row("frozen prefix", f"train the last {k} ops (freeze the first {n_ops - k})", a,
+                config.with_(trainable=k), _flops(a))
+        elif k is None:
+            row("frozen prefix", "nothing fits even with every op frozen", train_last(0), config.with_(trainable=0),
+                _flops(train_last(0)), fits=False)
+
+    if config.optimizer != "sgd":
+        cs = config.with_(optimizer="sgd")
+        a = analyze_graph(graph, cs)
+        r = row("sgd", f"SGD instead of {config.optimizer}", a, cs, _flops(a))
+        if not r["fits"]:
+            ps = RematProblem(graph, cs)
+            rs = solve(ps, budget)
+            if rs.fits:
+                fs = _flops(a)
+                row("sgd + remat", f"SGD and recompute {len(rs.drop)} op(s)", planned=rs.arena, cfg=cs,
+                    flops=fs + rs.added_flops if fs else None, extra={"recomputed_ops": len(rs.drop),
+                                                                       "status": rs.status})
+    _pareto([r for r in rows if r["batch_size"] == batch and r["trainable_ops"] == _trainable(config)], rows)
+    return {"options": rows, "fits": any(r["fits"] for r in rows), "batch_size": batch}
+
+
+def _pareto(same, rows) -> None:
+    ok = [r for r in same if r["fits"] and r["flops_ratio"] is not None]
+    for r in rows:
+        r["pareto"] = r in ok and not any(
+            o is not r and o["planned"] <= r["planned"] and o["flops_ratio"] <= r["flops_ratio"]
+            and (o["planned"] < r["planned"] or o["flops_ratio"] < r["flops_ratio"]) for o in ok)
+
+
+def _trainable(cfg):
+    t = cfg.trainable
+    return list(t) if isinstance(t, tuple) else t
+
+
+def _batch_of(graph) -> int:
+    try:
+        return int(graph.operands[graph.inputs[0]].shape[0])
+    except (AttributeError, IndexError, TypeError):
+        return 1
