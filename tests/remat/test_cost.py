@@ -35,14 +35,28 @@ def test_per_op_figures_by_hand():
     g = _small()
     conv, dw, pool, reshape, fc = g.operations
     y = 2 * 8 * 8 * 4
-    # conv: 3x3x3 multiply-adds per output, bias, fused ReLU (1 per element each way)
-    assert cost.op_flops(conv, g.operands) == (2 * y * 27 + y + y, 2 * (2 * y * 27) + y + y)
-    # depthwise: 3x3 multiply-adds per output (|W| / channels = 9)
-    assert cost.op_flops(dw, g.operands) == (2 * y * 9 + y, 4 * y * 9 + y)
+    # registry figures (ops/conv.py, ops/pool.py, ops/matmul.py): 3x3x3 multiply-adds per conv output,
+    # 3x3 per depthwise output (|W| / channels), one compare per window element, FC with its bias
+    assert cost.op_flops(conv, g.operands) == (2 * y * 27, 4 * y * 27)
+    assert cost.op_flops(dw, g.operands) == (2 * y * 9, 4 * y * 9)
     assert cost.op_flops(pool, g.operands) == (2 * 4 * 4 * 4 * 4, 2 * 4 * 4 * 4 * 4)
-    assert cost.op_flops(reshape, g.operands) == (0, 0)
-    # FullyConnected comes from the registry (ops/matmul.py)
     assert cost.op_flops(fc, g.operands) == (2 * 2 * 64 * 10 + 20, 4 * 2 * 64 * 10 + 20)
+    # the temporary table (passes/ops/flops_legacy.py) while Reshape waits to move
+    assert cost.op_flops(reshape, g.operands) == (0, 0)
+
+
+def test_the_registry_wins_over_the_temporary_table(monkeypatch):
+    g = _small()
+    conv = g.operations[0]
+    monkeypatch.setitem(flops_legacy.FLOPS, "Conv2D", lambda op, operands: (1, 1))
+    assert cost.op_flops(conv, g.operands) == (2 * 2 * 8 * 8 * 4 * 27, 4 * 2 * 8 * 8 * 4 * 27)
+
+
+def test_the_temporary_table_holds_only_ops_not_yet_in_the_registry():
+    from memplan_cli import ops as registry
+
+    moved = [t for t in flops_legacy.FLOPS if registry.get(t) is not None and registry.get(t).flops is not None]
+    assert not moved, f"delete these from passes/ops/flops_legacy.py: their registry entries carry FLOPs: {moved}"
 
 
 def test_step_counts_forward_backward_and_the_optimizer():
@@ -97,10 +111,10 @@ def _no_flops(monkeypatch, op_type):
 
 def test_an_op_without_figures_withholds_the_step(monkeypatch):
     g = _small()
-    _no_flops(monkeypatch, "DepthwiseConv2D")
+    _no_flops(monkeypatch, "Reshape")
     tg = build_training_graph(g, TrainConfig(batch_size=2))
     f = cost.step_flops(tg)
-    assert not f.available and f.reason == "no FLOPs for op DepthwiseConv2D"
+    assert not f.available and f.reason == "no FLOPs for op Reshape"
     assert f.total is None and f.forward is None
 
 
