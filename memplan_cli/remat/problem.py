@@ -72,10 +72,44 @@ class RematProblem:
         key = frozenset(drop)
         v = self._bounds.get(key)
         if v is None:
-            bs = self.buffer_list(key).buffers
-            v = lower_bound([x.size for x in bs], [x.first for x in bs], [x.last for x in bs])
-            self._bounds[key] = v
+            v = self._bounds[key] = self._lean_bound(self.build(key))
         return v
+
+    def _lean_bound(self, tg) -> int:
+        """`lower_bound` of `tg.to_buffer_list(align)` without building the Buffer objects: the same
+        intervals (alias groups' unions, persistent over every step, live-out to the end) and sizes
+        (the largest member, aligned); tests/remat checks the two agree."""
+        from memplan_cli.passes.training_graph import align_up
+
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for s in tg.steps:
+            i = s.index
+            for t in s.touched():
+                first.setdefault(t, i)
+                last[t] = i
+        end = len(tg.steps) - 1
+        for t in tg.live_out:
+            if t in first:
+                last[t] = end
+        for t in tg.persistent:
+            first[t], last[t] = 0, end
+        al = tg.aliases
+        iv: dict[int, list] = {}
+        for t, a in first.items():
+            r = al.get(t, t)
+            b = last[t]
+            n = tg.tensors[t].nbytes
+            cur = iv.get(r)
+            if cur is None:
+                iv[r] = [a, b, n]
+            else:
+                cur[0], cur[1], cur[2] = min(cur[0], a), max(cur[1], b), max(cur[2], n)
+        for t, r in al.items():  # a member no step touches still sizes its group's buffer
+            if r in iv and t not in first:
+                iv[r][2] = max(iv[r][2], tg.tensors[t].nbytes)
+        vals = list(iv.values())
+        return lower_bound([align_up(v[2], self.align) for v in vals], [v[0] for v in vals], [v[1] for v in vals])
 
     def added_flops(self, drop) -> int:
         return sum(self.cost[k] or 0 for k in drop)

@@ -73,6 +73,15 @@ def test_recompute_steps_are_forward_steps_of_the_dropped_ops():
     assert p.bound(drop) == _bound(tg)  # the fork scores what the full pipeline builds
 
 
+def test_the_lean_bound_is_the_buffer_lists_bound():
+    g = load_model(str(ROOT / "sample_models" / "mobilenetv2.circle"), batch_size=2)
+    p = RematProblem(g, TrainConfig(batch_size=2, optimizer="adam", loss="cce"))
+    for k in (1, 2, 3, 5, 9, len(p.candidates)):
+        d = chen.segments(p.candidates, k)
+        bs = p.buffer_list(d).buffers
+        assert p.bound(d) == lower_bound([b.size for b in bs], [b.first for b in bs], [b.last for b in bs])
+
+
 def _same_step(g, cfg, drop):
     a0 = analyze_graph(g, cfg)
     a1 = analyze_graph(g, cfg, profile_options={"remat": sorted(drop)})
