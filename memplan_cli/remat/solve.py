@@ -9,7 +9,8 @@ Rules:
   (status "optimal").
 - Otherwise a local search, deterministic and bounded by a count of plan evaluations (work, never
   seconds): start from the cheapest plan that fits among Chen-style segmentations of every length
-  (drop all but every L-th candidate, L = 1..n) and dropping every candidate; then repeatedly keep
+  (drop all but every L-th candidate, L = 1..n) and dropping every candidate (when none fits, from
+  the lowest of them toggle one candidate at a time while that lowers the bound); then repeatedly keep
   a dropped op again (most expensive first) or move a dropped op to a neighbouring candidate when
   that is cheaper, while the plan still fits. Status "feasible": no optimality proof.
 - No plan fits: the answer says the smallest bound found (`reachable`) with its peak, and the floor
@@ -91,7 +92,11 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
     seeds = [chen.segments(cands, n) for n in range(2, len(cands) + 1)] + [frozenset(cands)]
     fitting = [d for d in seeds if problem.bound(d) <= target]
     if not fitting:
-        return None, ""
+        low = descend(problem, min(seeds, key=lambda d: (problem.bound(d), _key(problem, d))), target,
+                      work // 2)
+        if problem.bound(low) > target:
+            return None, ""
+        fitting = [low]
     best = min(fitting, key=lambda d: _key(problem, d))
     pos = {c: i for i, c in enumerate(cands)}
     improved = True
@@ -111,6 +116,26 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
                         best, improved = trial, True
                         break
     return best, "feasible"
+
+
+def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
+    """Lower the bound from `start`: toggle one candidate at a time (forward order), keep a change that
+    lowers the bound (or keeps it and costs less), until the bound is <= target, nothing improves or
+    `work` plans are scored."""
+    best, n0 = start, problem.evaluations
+    improved = True
+    while improved and problem.bound(best) > target and problem.evaluations - n0 < work:
+        improved = False
+        for c in problem.candidates:
+            if problem.evaluations - n0 >= work:
+                break
+            trial = best ^ {c}
+            bt, bb = problem.bound(trial), problem.bound(best)
+            if bt < bb or (bt == bb and _key(problem, trial) < _key(problem, best)):
+                best, improved = trial, True
+                if bt <= target:
+                    return best
+    return best
 
 
 def plan_arena(problem: RematProblem, drop) -> int:
