@@ -15,7 +15,7 @@ when that side needs a gradient or back-prop):
   trained: PyTorch's exponent is a Python number there): self: pow_backward(grad, self, exponent),
   keeps X. `pow.Tensor_Tensor` (any other exponent: an activation, or a learned tensor): self keeps X
   and the exponent; exponent: pow_backward_exponent(grad, self, exponent, result) = grad·Y·log X
-  (0 where X = 0 and exponent >= 0), keeps X and Y.
+  (0 where X = 0 and exponent >= 0), keeps X, the exponent and Y.
 - SquaredDifference (no derivatives.yaml entry; TensorFlow's `_SquaredDifferenceGrad`): dA = 2(A-B)·dY,
   dB = -dA: either side keeps both inputs.
 - `maximum` / `minimum`: the gradient goes to the input that is the result, split evenly on ties
@@ -201,7 +201,7 @@ def _pow_forward(xs, attrs, out_dtype):
 def _pow_needs(op, k):
     if len(op.inputs) == 1:
         return [0]
-    return [0, 1] if k == 0 else [0, Y]
+    return [0, 1] if k == 0 else [0, 1, Y]
 
 
 def _pow_grads(dz, want, xs, y, attrs):
