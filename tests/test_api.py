@@ -96,3 +96,13 @@ def test_importing_the_api_stays_light():
             "if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
+
+
+def test_a_json_report_never_loads_rich():
+    # the reporter registry imports a reporter's module on first use: rich only for tables
+    code = ("import sys\nfrom memplan_cli.cli import main\n"
+            "sys.argv = ['memplan', 'analyze', 'sample_models/mnist.circle', '-f', 'json']\n"
+            "try:\n    main()\nfinally:\n    print('rich' in sys.modules, file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0 and json.loads(p.stdout)["kind"] == "analysis"
+    assert p.stderr.strip().splitlines()[-1] == "False"
