@@ -39,7 +39,7 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     from memplan_cli import api
     from memplan_cli.report import get_reporter
     from memplan_cli.report.layers import last_forward_step
-    from memplan_cli.report.live import timeline
+    from memplan_cli.report.live import live_series, timeline
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color, write_atomic
     from memplan_cli.report.progress import enabled
 
@@ -47,9 +47,16 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     r = api.analyze(model, **api_arguments(flags), by_layer=by_layer, progress=enabled(level))
     a, doc = r.analysis, r.report
     tl = timeline(a.buffers)
+    series = live_series(a.buffers)
+    if timeline_path and len(series) > 1:
+        from memplan_cli.errors import MemplanError
+
+        raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
+                           f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
-                         verbosity=level, live_total=tl.total.tolist(), timings=a.timings)
+                         verbosity=level, live_total=tl.total.tolist() if len(series) == 1 else [],
+                         live_by_domain=series if len(series) > 1 else [], timings=a.timings)
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:
