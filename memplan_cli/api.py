@@ -246,7 +246,7 @@ def _positive(name: str, v):
 
 
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-           onert_threads, onert_simd_width) -> dict:
+           onert_threads, onert_simd_width, dropout=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -256,7 +256,8 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
         raise ConfigError(f"learning_rate must be a number, got {learning_rate!r}")
     return {"batch_size": _positive("batch_size", batch_size), "optimizer": optimizer, "loss": loss,
             "learning_rate": None if learning_rate is None else float(learning_rate),
-            "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "time_limit": time_limit,
+            "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
+            "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
 
@@ -270,7 +271,7 @@ def _model_path(model: PathLike) -> str:
 # ---- shared with the commands (sweep, verify, diff use them through commands/options) -----------
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
-                      learning_rate=None, trainable=None, batchnorm=None) -> "TrainConfig":
+                      learning_rate=None, trainable=None, batchnorm=None, dropout=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
     from memplan_cli.config import TrainConfig, parse_trainable
@@ -292,6 +293,7 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("learning_rate", learning_rate)
     pick("trainable", trainable, parse_trainable)
     pick("batchnorm", batchnorm)
+    pick("dropout", dropout)
     return TrainConfig(**values, sources=sources)
 
 
@@ -312,7 +314,7 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
 
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -346,7 +348,8 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
 
 def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
             loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
-            batchnorm: str | None = None, profile: str = "memplan", planner: str | None = None,
+            batchnorm: str | None = None, dropout: str | None = None, profile: str = "memplan",
+            planner: str | None = None,
             time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
             progress: bool = False) -> AnalysisResult:
@@ -354,7 +357,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
     trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
-    "frozen"): the training setup; None takes the model's metadata, else the default. profile:
+    "frozen"), dropout ("train", "off"): the training setup; None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
     the clock instead of their work budgets (the plan may then depend on the machine).
@@ -365,7 +368,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width), "profile": profile, "planner": planner}
+                      onert_threads, onert_simd_width, dropout), "profile": profile, "planner": planner}
     a, prof_opts = run_analysis(path, flags, compare_onert=compare_onert, progress=progress)
     doc = build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer)
     return AnalysisResult(doc, a)
@@ -374,7 +377,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
             loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
             batchnorm: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
-            onert_simd_width: int | None = None, progress: bool = False) -> ComparisonResult:
+            onert_simd_width: int | None = None, progress: bool = False,
+            dropout: str | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -384,7 +388,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width)
+                   onert_threads, onert_simd_width, dropout)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])

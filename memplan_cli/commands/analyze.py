@@ -13,7 +13,7 @@ from memplan_cli.commands.options import output_options, profile_options, traini
 def api_arguments(flags: dict) -> dict:
     """The API's keyword arguments for the parsed flags of analyze / compare (same names but
     trainable_ops; the SIMD width is a choice string on the command line)."""
-    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm",
+    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
                                  "time_limit", "onert_threads", "profile", "planner") if k in flags}
     out["trainable_ops"] = flags.get("trainable")
     simd = flags.get("onert_simd_width")

@@ -14,7 +14,7 @@ from memplan_cli.errors import MemplanError
 # flag name -> the baseline config key it overrides
 CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
                "learning_rate": "learning_rate", "trainable": "trainable_ops", "planner": "planner",
-               "batchnorm": "batchnorm"}
+               "batchnorm": "batchnorm", "dropout": "dropout"}
 
 
 def read_report(path: str) -> dict:

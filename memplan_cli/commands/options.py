@@ -8,11 +8,11 @@ import click
 
 # the work the commands share lives in the API; re-exported under their old names here
 from memplan_cli.api import check_planner, config_from_flags, onert_options  # noqa: F401
-from memplan_cli.config import BATCHNORM_MODES, LOSSES, OPTIMIZERS
+from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
 
 
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm."""
+    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm, --dropout."""
     opts = [
         click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                      help="Batch size (default: the metadata's, else the model's own)."),
@@ -27,6 +27,9 @@ def training_options(f):
         click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
                      help="BatchNormalization: train (batch statistics, default) or frozen (stored "
                           "statistics: trains only scale and bias)."),
+        click.option("--dropout", type=click.Choice(DROPOUT_MODES), default=None,
+                     help="Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
+                          "backward, default) or off (an identity, as with dropout disabled)."),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -194,12 +194,13 @@ class _Builder:
         for i in inputs:
             self.operands[i].is_input = True
         ops: list[Operation] = []
+        read = {n for node in g.node for n in node.input} | {vo.name for vo in g.output}
         for node in g.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 self.constant_node(node)
                 continue
             ins = [self.operand(n) for n in node.input]
-            outs = [self.operand(n) for n in node.output if n]
+            outs = [self.operand(n) for n in self.shaped_outputs(node, read)]
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
@@ -221,6 +222,18 @@ class _Builder:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")
         return graph
+
+    def shaped_outputs(self, node, read: set) -> list[str]:
+        """The node's outputs, without trailing ones nothing reads that shape inference left without
+        a shape (opset <= 11 Dropout's mask, whose shape opset 9 does not infer): an optional output
+        nobody uses is absent, not an error. An output something reads still needs its shape."""
+        names = [n for n in node.output if n]
+        while len(names) > 1 and names[-1] not in read and names[-1] not in self.consts:
+            vi = self.value_info.get(names[-1])
+            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                break
+            names.pop()
+        return names
 
     def registry_canonical(self, node, ins, outs):
         """The op registry's converter for this node (memplan_cli/ops/), or None."""

@@ -27,6 +27,7 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "learning_rate": cfg.learning_rate,
         "trainable_ops": trainable,
         "batchnorm": cfg.batchnorm,
+        "dropout": cfg.dropout,
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
