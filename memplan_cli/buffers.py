@@ -56,11 +56,17 @@ class Pool:
 
     `category` names the ALLOC row the pool's capacity is reported under. onert has one pool per
     category plus one per kernel-private buffer; memplan's own profile has a single pool.
+
+    `domain` names the pool's time axis. Pools of one domain count the same steps, so their buffers
+    can be live at the same time; pools of different domains count time apart (onert: each category
+    its own claim/release events), so reports take peaks, "live at peak" and lower bounds per domain
+    and add them up, never across domains.
     """
 
     name: str
     category: str
     planner: str
+    domain: str = "steps"
 
 
 NAIVE_BUFFERS = "every buffer its own bytes"
@@ -82,6 +88,14 @@ class BufferList:
 
     def in_pool(self, pool: str) -> list[Buffer]:
         return [b for b in self.buffers if b.pool == pool]
+
+    def domains(self) -> list[tuple[str, list[Buffer]]]:
+        """(time domain, its buffers) in pool order; a buffer of no listed pool counts the steps."""
+        of = {p.name: p.domain for p in self.pools}
+        out: dict[str, list[Buffer]] = {p.domain: [] for p in self.pools}
+        for b in self.buffers:
+            out.setdefault(of.get(b.pool, "steps"), []).append(b)
+        return list(out.items())
 
     def naive_by_category(self) -> dict[str, int]:
         """Naive per category: `naive` when the profile gave it (every tensor its own bytes, with

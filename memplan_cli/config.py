@@ -11,6 +11,8 @@ OPTIMIZER_STATE_COUNT = {"sgd": 0, "momentum": 1, "adam": 2}
 LOSSES = ("mse", "cce")
 # BatchNormalization in a training step: batch statistics, or the stored ones (affine, fine-tuning)
 BATCHNORM_MODES = ("train", "frozen")
+# Dropout in a training step: drop with its ratio (train), or an identity (off)
+DROPOUT_MODES = ("train", "off")
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class TrainConfig:
     # "all", "none", an int N (the last N ops, counting every op, as onert does) or explicit indices
     trainable: str | int | tuple[int, ...] = "all"
     batchnorm: str = "train"
+    dropout: str = "train"
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -34,6 +37,8 @@ class TrainConfig:
             raise ConfigError(f"unknown loss {self.loss!r} (choose from {', '.join(LOSSES)})")
         if self.batchnorm not in BATCHNORM_MODES:
             raise ConfigError(f"unknown batchnorm mode {self.batchnorm!r} (choose from {', '.join(BATCHNORM_MODES)})")
+        if self.dropout not in DROPOUT_MODES:
+            raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
 

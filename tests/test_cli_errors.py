@@ -290,22 +290,22 @@ def test_nothing_is_written_to_output_on_bad_input(tmp_path, case):
 
 
 # ---- problems found while training a model that loads: named with the file, exit 2 ------------------
-def _fc_exp_fc(tmp):
-    """x -> FullyConnected -> EXP (no backward rule, no onert kernel) -> FullyConnected -> y."""
+def _fc_rfft_fc(tmp):
+    """x -> FullyConnected -> RFFT2D (no backward rule, no onert kernel) -> FullyConnected -> y."""
     from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
 
     t = [fb.tensor("x", [1, 4]), fb.tensor("w1", [4, 4], data="fill"), fb.tensor("h", [1, 4]),
          fb.tensor("e", [1, 4]), fb.tensor("w2", [3, 4], data="fill"), fb.tensor("y", [1, 3])]
     fc = lambda i, w, o: fb.op(fb.OPS.FULLY_CONNECTED, [i, w, -1], [o], fb.fc_opts(), BO.FullyConnectedOptions)
-    ops = [fc(0, 1, 2), fb.op(fb.OPS.EXP, [2], [3]), fc(3, 4, 5)]
-    return _fb(tmp, "fc_exp_fc.circle", t, ops, [0], [5])
+    ops = [fc(0, 1, 2), fb.op(fb.OPS.RFFT2D, [2], [3]), fc(3, 4, 5)]
+    return _fb(tmp, "fc_rfft_fc.circle", t, ops, [0], [5])
 
 
 def test_op_without_backward_rule_inside_the_backward_region(tmp_path):
-    p = _fc_exp_fc(tmp_path)
-    assert_one_line_error(p, commands=("analyze",), match="op #1 EXP is inside the backward region")
-    assert_one_line_error(p, "--profile", "onert", commands=("analyze",), match="onert cannot train op #1 EXP")
-    # training only the last op keeps EXP out of the backward region: then it is fine
+    p = _fc_rfft_fc(tmp_path)
+    assert_one_line_error(p, commands=("analyze",), match="op #1 RFFT2D is inside the backward region")
+    assert_one_line_error(p, "--profile", "onert", commands=("analyze",), match="onert cannot train op #1 RFFT2D")
+    # training only the last op keeps RFFT2D out of the backward region: then it is fine
     code, out, err = run(["analyze", str(p), "--trainable-ops", "1", "-q"])
     assert code == 0 and "planned" in out, err
 

@@ -20,8 +20,11 @@ bottom up:
 - `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
   buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes; `remat` (the remat
   solver) -> analysis and what lies below it.
+- `api` (the Python API: analyze, compare, plan, and the setup merging the commands share) ->
+  analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report.
 - `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
-  `__main__` -> cli; `__init__` imports nothing of memplan's.
+  `__main__` -> cli; `__init__` -> api only, lazily (a module `__getattr__`, so `import
+  memplan_cli` stays light).
 
 Nothing in memplan_cli imports the dev-only `devtools` or `tests`. Checked on the source (every
 `import` anywhere in a module, also inside functions, absolute or relative), so a shortcut taken
@@ -54,12 +57,14 @@ ALLOWED = {
     "comparison": {"analysis", "buffers", "config", "loaders"},
     "execute": {"execute", "analysis", "loaders", "ops", "passes"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
-    "commands": {"commands", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
+    "api": {"analysis", "buffers", "comparison", "config", "loaders", "planners", "planrun", "plancsv",
+            "profiles", "remat", "report"},
+    "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "remat", "report", "traininfo"},
     "cli": {"commands"},
     "__main__": {"cli"},
-    "__init__": set(),
+    "__init__": {"api"},
 }
 DEV_ONLY = {"devtools", "tests"}
 

@@ -1,79 +1,24 @@
 """`memplan analyze MODEL`: the training memory of MODEL, by category: naive, onert, planned, bound.
 
-Parsing only: the work is `memplan_cli.analysis.analyze`, the views are `memplan_cli.report`.
+Parsing only: the work is `memplan_cli.api.analyze` (over `memplan_cli.analysis`), the views are
+`memplan_cli.report`.
 """
 from __future__ import annotations
 
 import click
 
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, output_options,
-                                          profile_options, training_options, verbosity)
-
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
+from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
 
 
-def run_budgeted(model: str, flags: dict, budget_text: str, *, progress: bool = False):
-    """`--budget`: the cheapest remat plan whose planned arena fits, then the analysis of that plan.
-    Returns (Analysis, remat section); the analysis is of the plain step when nothing fits."""
-    from memplan_cli.analysis import analyze_graph, compare_with_onert
-    from memplan_cli.errors import ConfigError, naming, MemplanError
-    from memplan_cli.loaders import load_model
-    from memplan_cli.remat.problem import RematProblem
-    from memplan_cli.remat.section import remat_section
-    from memplan_cli.remat.solve import solve
-    from memplan_cli.report.progress import spinner
-    from memplan_cli.report.units import parse_size
-
-    try:
-        budget = parse_size(budget_text)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
-    if (flags.get("profile") or "memplan") != "memplan":
-        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
-    check_planner(flags.get("planner"))
-    graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
-    with spinner(f"searching a remat plan for {model} under {budget_text}", progress):
-        try:
-            problem = RematProblem(graph, cfg)
-            res = solve(problem, budget)
-            opts = {"remat": sorted(res.drop)} if res.fits and res.drop else None
-            a = analyze_graph(graph, cfg, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
-                              profile_options=opts, path=model)
-        except MemplanError as e:
-            raise naming(model, e) from None
-        a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),
-                                                                flags.get("onert_simd_width")))
-    return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
-
-
-def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
-    """Load MODEL, merge its training metadata with the flags, analyse it.
-
-    Returns (Analysis, the profile options to echo in the report). For the onert profile,
-    `--planner` is onert's own CPU_MEMORY_PLANNER (wic, bump, firstfit) and goes to the profile;
-    for the others it replaces every pool's planner.
-    """
-    from memplan_cli.analysis import analyze
-    from memplan_cli.loaders import load_model
-    from memplan_cli.report.progress import spinner
-
-    profile = flags.get("profile") or "memplan"
-    planner = flags.get("planner")
-    check_planner(planner, profile)
-    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
-    onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
-    build_options = None
-    if profile == "onert":
-        build_options = {**onert, **({"planner": planner} if planner else {})}
-        planner = None
-    with spinner(f"analysing {model} ({profile})", progress):
-        a = analyze(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
-                    profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
-                    onert_options=onert)
-    return a, (onert if profile == "onert" else {})
+def api_arguments(flags: dict) -> dict:
+    """The API's keyword arguments for the parsed flags of analyze / compare (same names but
+    trainable_ops; the SIMD width is a choice string on the command line)."""
+    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
+                                 "time_limit", "onert_threads", "profile", "planner") if k in flags}
+    out["trainable_ops"] = flags.get("trainable")
+    simd = flags.get("onert_simd_width")
+    out["onert_simd_width"] = int(simd) if simd is not None else None
+    return out
 
 
 @click.command("analyze")
@@ -94,27 +39,27 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     With the default memplan profile the onert column shows what onert would allocate for the same
     model and configuration (n/a, with the reason, when onert cannot train it).
     """
+    from memplan_cli import api
     from memplan_cli.report import get_reporter
-    from memplan_cli.report.document import build_document
     from memplan_cli.report.layers import last_forward_step
-    from memplan_cli.report.live import timeline
+    from memplan_cli.report.live import live_series, timeline
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color, write_atomic
     from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
-    remat = None
-    if budget is not None:
-        a, remat = run_budgeted(model, flags, budget, progress=enabled(level))
-        prof_opts = {}
-    else:
-        a, prof_opts = run_analysis(model, flags, progress=enabled(level))
-    doc = build_document(a, planner=flags.get("planner"), profile_options=prof_opts, by_layer=by_layer)
-    if remat is not None:
-        doc["remat"] = remat
+    r = api.analyze(model, **api_arguments(flags), budget=budget, by_layer=by_layer, progress=enabled(level))
+    a, doc = r.analysis, r.report
     tl = timeline(a.buffers)
+    series = live_series(a.buffers)
+    if timeline_path and len(series) > 1:
+        from memplan_cli.errors import MemplanError
+
+        raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
+                           f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
-                         verbosity=level, live_total=tl.total.tolist(), timings=a.timings)
+                         verbosity=level, live_total=tl.total.tolist() if len(series) == 1 else [],
+                         live_by_domain=series if len(series) > 1 else [], timings=a.timings)
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:
@@ -128,5 +73,5 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     if svg is not None:
         write_atomic(timeline_path, svg)
     emit(text, output)
-    if remat is not None and not remat["fits"]:
+    if doc.get("remat") is not None and not doc["remat"]["fits"]:
         click.get_current_context().exit(3)

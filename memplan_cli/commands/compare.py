@@ -1,32 +1,14 @@
 """`memplan compare MODEL`: the training memory of MODEL under every system memplan reproduces (naive,
 onert, nntrainer, singa) and under memplan's own plan, side by side, by category.
 
-Parsing only: the work is `memplan_cli.comparison.compare`, the document and views are
-`memplan_cli.report.compare`.
+Parsing only: the work is `memplan_cli.api.compare` (over `memplan_cli.comparison`), the document and
+views are `memplan_cli.report.compare`.
 """
 from __future__ import annotations
 
 import click
 
-from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, config_from_flags,
-                                          onert_options, training_options, verbosity)
-
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
-
-
-def run_comparison(model: str, flags: dict, *, progress: bool = False):
-    """Load MODEL, merge its training metadata with the flags, compare every system on it."""
-    from memplan_cli.comparison import compare
-    from memplan_cli.loaders import load_model
-    from memplan_cli.report.progress import spinner
-
-    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
-    ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
-    with spinner(f"comparing {model}", progress):
-        return compare(model, cfg, onert_options=ont, time_limit=flags.get("time_limit"))
-
+from memplan_cli.commands.options import ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, training_options, verbosity
 
 @click.command("compare")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -52,14 +34,14 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     A system that cannot train the model (e.g. onert and an op it has no backward for) shows n/a
     with the reason.
     """
+    from memplan_cli import api
+    from memplan_cli.commands.analyze import api_arguments
     from memplan_cli.report import get_reporter
-    from memplan_cli.report.compare import compare_document
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
-    cmp = run_comparison(model, flags, progress=enabled(level))
-    doc = compare_document(cmp)
+    doc = api.compare(model, **api_arguments(flags), progress=enabled(level)).report
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)

@@ -14,7 +14,7 @@ from memplan_cli.errors import MemplanError
 # flag name -> the baseline config key it overrides
 CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
                "learning_rate": "learning_rate", "trainable": "trainable_ops", "planner": "planner",
-               "batchnorm": "batchnorm"}
+               "batchnorm": "batchnorm", "dropout": "dropout"}
 
 
 def read_report(path: str) -> dict:
@@ -89,7 +89,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     another JSON report. Exit status: 0 within the thresholds, 1 on a regression, 2 on a usage or
     input error (unreadable report, bad threshold).
     """
-    from memplan_cli.commands.analyze import run_analysis
+    from memplan_cli.api import run_analysis
     from memplan_cli.report import get_reporter
     from memplan_cli.report.diff import diff_documents, parse_threshold
     from memplan_cli.report.document import build_document

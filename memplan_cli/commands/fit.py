@@ -11,7 +11,7 @@ import click
 from memplan_cli.commands.options import config_from_flags, training_options, verbosity
 from memplan_cli.errors import ConfigError
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm")
+from memplan_cli.api import TRAINING_KEYS  # noqa: E402  (the flags every command merges with the metadata)
 NOTHING_FITS = 3
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import click
 
-from memplan_cli.config import BATCHNORM_MODES, LOSSES, OPTIMIZERS, TrainConfig, parse_trainable
+# the work the commands share lives in the API; re-exported under their old names here
+from memplan_cli.api import check_planner, config_from_flags, onert_options  # noqa: F401
+from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
 
 
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm."""
+    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm, --dropout."""
     opts = [
         click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                      help="Batch size (default: the metadata's, else the model's own)."),
@@ -25,34 +27,13 @@ def training_options(f):
         click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
                      help="BatchNormalization: train (batch statistics, default) or frozen (stored "
                           "statistics: trains only scale and bias)."),
+        click.option("--dropout", type=click.Choice(DROPOUT_MODES), default=None,
+                     help="Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
+                          "backward, default) or off (an identity, as with dropout disabled)."),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
-
-
-def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
-                      learning_rate=None, trainable=None, batchnorm=None) -> TrainConfig:
-    """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with flags."""
-    md = (graph_metadata or {}).get("training") or {}
-    values, sources = {}, {}
-
-    def pick(key, flag_value, convert=lambda v: v):
-        if flag_value is not None:
-            values[key], sources[key] = convert(flag_value), "flag"
-        elif md.get(key) is not None:
-            values[key], sources[key] = md[key], "metadata"
-        else:
-            sources[key] = "default"
-
-    pick("batch_size", batch_size)
-    pick("optimizer", optimizer)
-    pick("loss", loss)
-    pick("learning_rate", learning_rate)
-    pick("trainable", trainable, parse_trainable)
-    pick("batchnorm", batchnorm)
-    return TrainConfig(**values, sources=sources)
-
 
 
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------
@@ -132,21 +113,3 @@ def profile_options(f):
 def verbosity(quiet: int, verbose: int) -> int:
     """One integer from -q / -v counts (check-jsonschema's rule): 1 normal, 0 quiet, -1 silent, 2 verbose."""
     return 1 + verbose - quiet
-
-
-def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
-    """The onert profile's build options (`threads`, `simd_width`): the flags given, else the fixed
-    defaults of the stated device (never this machine's), so reports always record both."""
-    from memplan_cli.profiles.onert.kernels import DEFAULT_SIMD_WIDTH, DEFAULT_THREADS
-
-    return {"threads": int(onert_threads) if onert_threads is not None else DEFAULT_THREADS,
-            "simd_width": int(onert_simd_width) if onert_simd_width is not None else DEFAULT_SIMD_WIDTH}
-
-
-def check_planner(name: str | None, profile: str = "memplan") -> None:
-    """onert's planners (wic, bump, firstfit) are the onert profile's to check; others are registry names."""
-    from memplan_cli.errors import ConfigError
-    from memplan_cli.planners import planner_names
-
-    if name is not None and profile != "onert" and name not in planner_names():
-        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")

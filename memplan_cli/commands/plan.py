@@ -1,31 +1,13 @@
 """`memplan plan BUFFERS.csv`: offsets for a list of buffers given in MiniMalloc's CSV format.
 
-Parsing and printing only: the CSV is `memplan_cli.plancsv`, the planning and the verification
-`memplan_cli.planrun`.
+Parsing and printing only: the work is `memplan_cli.api.plan` (the CSV is `memplan_cli.plancsv`, the
+planning and the verification `memplan_cli.planrun`).
 """
 from __future__ import annotations
 
 import json
 
 import click
-
-
-def summary_json(path: str, r, alignment: int) -> dict:
-    return {
-        "file": path,
-        "buffers": r.buffers,
-        "naive": r.naive,
-        "lower_bound": r.lower_bound,
-        "arena": r.arena,
-        "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
-        "planner": r.plan.planner,
-        "status": r.status,
-        "seconds": round(r.seconds, 6),
-        # set when the user gave --time-limit: the plan may then depend on speed and load
-        "time_limit": r.time_limit,
-        "alignment": alignment,
-        "verified": True,
-    }
 
 
 def summary_table(d: dict) -> str:
@@ -88,30 +70,20 @@ def command(buffers, planner, rounds, time_limit, output, fmt):
     any machine at any load. Every plan is checked by memplan's independent overlap
     verifier before anything is printed or written.
     """
-    from memplan_cli.errors import ConfigError
-    from memplan_cli.plancsv import format_plan_csv, read_buffers_csv
-    from memplan_cli.planners import planner_names
-    from memplan_cli.planrun import default_planner, plan_buffers
+    from memplan_cli import api
     from memplan_cli.report.output import emit, write_atomic
-    from memplan_cli.report.progress import enabled, spinner
+    from memplan_cli.report.progress import enabled
 
-    name = planner or default_planner()
-    if name not in planner_names():
-        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
-    if rounds is not None and time_limit is not None:
-        raise ConfigError("--rounds and --time-limit: give one budget, not both")
-    table = read_buffers_csv(buffers)
     # a search can take its whole time limit: a spinner after a second, on a terminal only
-    with spinner(f"planning {len(table.ids):,} buffers ({name})", enabled(1) and output != "-"):
-        result = plan_buffers(name, table.planning_sizes(), table.firsts, table.lasts, time_limit=time_limit,
-                              rounds=rounds, names=table.ids, alignments=table.alignments or None)
-    doc = summary_json(buffers, result, table.alignment)
+    result = api.plan(buffers, planner=planner, rounds=rounds, time_limit=time_limit,
+                      progress=enabled(1) and output != "-")
+    doc = result.report
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else summary_table(doc)
     # everything is computed and verified: only now write
     if output == "-":
-        emit(format_plan_csv(table, result.plan.offsets), None)
+        emit(result.offsets_csv(), None)
         click.echo(text, err=True, nl=False)
         return
     if output:
-        write_atomic(output, format_plan_csv(table, result.plan.offsets))
+        write_atomic(output, result.offsets_csv())
     emit(text, None)

@@ -11,6 +11,10 @@ Rules:
   constant (a Gather of position rows from a table, an Expand of a class token to the batch, a
   Concat of two parameters) is kept: folding it would train a copy, a slice or a broadcast in place
   of the file's own parameter. Scalars (a scale, an epsilon) do not stop folding.
+- An Identity of a constant is that constant: its readers read the constant itself and the op goes
+  (not when its output is a graph output). TorchScript's exporter deduplicates initializers of equal
+  value into one and `Identity` nodes (random init: zero biases, unit norm scales), so the file
+  holds one parameter read by several ops: a shared weight, whose gradients accumulate.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -27,6 +31,7 @@ class FoldConstants:
     def run(self, g: Graph) -> bool:
         """Fold in place; returns whether anything changed."""
         outputs = set(g.outputs)
+        aliased = _alias_constant_identities(g, outputs)
         readers: dict[int, int] = {}
         for op in g.operations:
             for i in set(op.inputs):
@@ -43,7 +48,7 @@ class FoldConstants:
                 g.operands[o] = replace(g.operands[o], is_const=True)
             folded.append(k)
         if not folded:
-            return False
+            return aliased
         first = g.operations[min(folded)]
         drop = set(folded)
         kept = [op for op in g.operations if op.index not in drop]
@@ -53,6 +58,26 @@ class FoldConstants:
         g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
                           f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
         return True
+
+
+def _alias_constant_identities(g: Graph, outputs: set) -> bool:
+    """Remove each Identity whose input is a constant; its readers read that constant."""
+    alias: dict[int, int] = {}
+    for op in g.operations:
+        if (op.type == "Identity" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
+                and (g.operands[op.inputs[0]].is_const or op.inputs[0] in alias) and op.outputs[0] not in outputs):
+            src = op.inputs[0]
+            alias[op.outputs[0]] = alias.get(src, src)  # a chain of Identities ends at the constant
+    if not alias:
+        return False
+    kept = [op for op in g.operations if not (op.type == "Identity" and op.outputs and op.outputs[0] in alias)]
+    for n, op in enumerate(kept):
+        op.index = n
+        op.inputs = [alias.get(i, i) for i in op.inputs]
+    g.operations = kept
+    g.warnings.append(f"{len(alias)} Identity op(s) of a constant read as that constant (a weight shared by "
+                      f"its readers)")
+    return True
 
 
 def _reads_a_parameter_it_must_not_copy(g: Graph, op, ins, readers) -> bool:

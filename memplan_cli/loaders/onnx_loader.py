@@ -20,6 +20,15 @@ SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
           "Reshape": "Reshape", "Flatten": "Reshape", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
+# Opset 7-9 models (the ONNX zoo's exports) are converted to UPGRADE_TO with onnx.version_converter
+# before shape inference: its adapters move attributes to inputs (Slice, Pad, Clip), turn Upsample into
+# Resize and give Dropout's mask output a shape, so the op converters see one modern spelling. Not 13:
+# its Softmax adapter reshapes through a run-time Shape that shape inference does not follow. Not
+# opsets < 7: broadcasting changed meaning there and the adapters keep the old operands (measured: a
+# torch PRelu export's per-channel slope would broadcast over the last axis); the converters handle
+# those opsets themselves.
+UPGRADE_FROM = (7, 9)
+UPGRADE_TO = 12
 
 
 def _dtype(code: int) -> str:
@@ -194,12 +203,13 @@ class _Builder:
         for i in inputs:
             self.operands[i].is_input = True
         ops: list[Operation] = []
+        read = {n for node in g.node for n in node.input} | {vo.name for vo in g.output}
         for node in g.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 self.constant_node(node)
                 continue
             ins = [self.operand(n) for n in node.input]
-            outs = [self.operand(n) for n in node.output if n]
+            outs = [self.operand(n) for n in self.shaped_outputs(node, read)]
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
@@ -221,6 +231,18 @@ class _Builder:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")
         return graph
+
+    def shaped_outputs(self, node, read: set) -> list[str]:
+        """The node's outputs, without trailing ones nothing reads that shape inference left without
+        a shape (opset <= 11 Dropout's mask, whose shape opset 9 does not infer): an optional output
+        nobody uses is absent, not an error. An output something reads still needs its shape."""
+        names = [n for n in node.output if n]
+        while len(names) > 1 and names[-1] not in read and names[-1] not in self.consts:
+            vi = self.value_info.get(names[-1])
+            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                break
+            names.pop()
+        return names
 
     def registry_canonical(self, node, ins, outs):
         """The op registry's converter for this node (memplan_cli/ops/), or None."""
@@ -396,6 +418,25 @@ def _drop_unused_operands(g: Graph) -> Graph:
     return g
 
 
+def _default_opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _upgrade_opset(model):
+    """An opset 7-9 model converted to UPGRADE_TO (see UPGRADE_FROM); others unchanged."""
+    v = _default_opset(model)
+    if not UPGRADE_FROM[0] <= v <= UPGRADE_FROM[1]:
+        return model
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, UPGRADE_TO)
+    except Exception as e:  # the converter raises RuntimeError / ValueError / its own errors
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _Bad(f"opset {v} model: onnx.version_converter could not convert it to opset {UPGRADE_TO} "
+                   f"({first[:200]})") from None
+
+
 def load_onnx(path: str, batch_size: int | None = None) -> Graph:
     """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`."""
     import onnx
@@ -407,6 +448,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
         _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
+        old_opset = _default_opset(model)
+        model = _upgrade_opset(model)
         dynamic = _fix_inputs(model, init_names, batch_size)
         try:
             model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
@@ -415,6 +458,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         g = _drop_unused_operands(_Builder(model).build())
         if dynamic:
             g.metadata["dynamic_batch"] = True
+        if _default_opset(model) != old_opset:
+            g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         return g
     except _Bad as e:
         raise ModelError(f"invalid onnx file: {e}", path) from None

@@ -1,30 +1,45 @@
-"""Two-input elementwise arithmetic with numpy broadcasting in both directions: Add, Sub, Mul, Div
-(ONNX Add/Sub/Mul/Div, TFLite ADD/SUB/MUL/DIV with their fused activation).
+"""Elementwise arithmetic of two (or, for Max / Min, more) inputs with numpy broadcasting in both
+directions: Add, Sub, Mul, Div (ONNX Add/Sub/Mul/Div, TFLite ADD/SUB/MUL/DIV with their fused
+activation), Pow (ONNX Pow, TFLite POW), SquaredDifference (TFLite SQUARED_DIFFERENCE), Max / Min
+(ONNX Max/Min, TFLite MAXIMUM/MINIMUM).
 
-Training rules (PyTorch derivatives.yaml):
+Training rules (PyTorch derivatives.yaml; each side reads only what its own formula needs, and only
+when that side needs a gradient or back-prop):
 - `add` / `sub`: self: grad, other: ±grad: backward reads dY only, so memplan keeps neither input
   (`policy.add_keeps_nothing`). Off (onert's BinaryArithmetic): both inputs are kept until the op's
   backward.
-- `mul`: self: grad * other, other: grad * self: each side keeps the *other* input, and only when
-  that side needs a gradient (a Mul whose one side is a constant scale keeps nothing of the scale's
-  partner unless the scale trains).
+- `mul`: self: grad * other, other: grad * self: each side keeps the *other* input (a Mul by a
+  constant scale that does not train keeps only the scale).
 - `div`: self: grad / other (keeps other), other: -grad * self / other² (keeps self and other).
+- `pow.Tensor_Scalar` (a constant scalar exponent, read at load into the `exponent` attribute, never
+  trained: PyTorch's exponent is a Python number there): self: pow_backward(grad, self, exponent),
+  keeps X. `pow.Tensor_Tensor` (any other exponent: an activation, or a learned tensor): self keeps X
+  and the exponent; exponent: pow_backward_exponent(grad, self, exponent, result) = grad·Y·log X
+  (0 where X = 0 and exponent >= 0), keeps X, the exponent and Y.
+- SquaredDifference (no derivatives.yaml entry; TensorFlow's `_SquaredDifferenceGrad`): dA = 2(A-B)·dY,
+  dB = -dA: either side keeps both inputs.
+- `maximum` / `minimum`: the gradient goes to the input that is the result, split evenly on ties
+  (grad / 2 for two inputs, as derivatives.yaml has it): keeps every input (Y is recomputed from them).
 - Broadcasting: every side's result is summed over the dimensions it was broadcast along, back to its
-  own shape (either side may be the broadcast one). `x op x` (one operand twice) sums both sides.
+  own shape (either side may be the broadcast one). `x op x` (one operand twice) sums its sides.
 - A float constant input is a parameter (an ONNX MatMul + Add bias, a scale): it gets its gradient in
   calcGradient (reads dY and what its side reads) when the op trains.
 - In place (`policy.inplace`): the output may overwrite a non-constant input that is dead after the
   forward step; a back-prop contribution may overwrite dY when dY is dead after the backward step
-  (both sides are computed before either is stored).
+  (every side is computed before any is stored).
 - A fused activation's derivative comes from Y (`fused_activation`).
 - Integer operands (shape arithmetic) run forward only (ints carry no gradient); integer Div truncates
   toward zero as ONNX and TFLite do.
 - ONNX opset < 7 `broadcast=1` with an `axis` that does not align B with A's trailing dimensions is
   refused (numpy broadcasting would pair other dimensions).
-FLOPs per output element: forward 1 (+1 for a fused activation); backward Add/Sub 1 per side (the
-broadcast sum), Mul 2 per side, Div 2 for A and 4 for B.
+FLOPs per output element: forward 1 (+1 for a fused activation; Pow 1, SquaredDifference 2, Max/Min
+one per extra input); backward per side: Add/Sub 1 (the broadcast sum), Mul 2, Div 2 (A) and 4 (B),
+Pow 3 (base) and 4 (exponent), SquaredDifference 3 and 1, Max/Min 3.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -34,74 +49,121 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
 
 ARITH = ("Add", "Sub", "Mul", "Div")
+Y = "y"  # in a spec's `needs`: the op's output
+
+
+@dataclass
+class Spec:
+    """One elementwise op: `forward(xs, attrs, out_dtype)`; `needs(op, k)`: the input positions (and
+    `Y`) side k's derivative reads; `grads(dz, want, xs, y, attrs)`: per input, its gradient at the
+    broadcast shape (None where not wanted; `xs[k]` / `y` are None unless some wanted side needs them);
+    `flops`: (forward per element, fn(op, k) -> backward per element of side k)."""
+
+    type: str
+    forward: Callable
+    needs: Callable
+    grads: Callable
+    flops: tuple
+    min_inputs: int = 2
+    max_inputs: int = 2
 
 
 # ---- rule ------------------------------------------------------------------------------------------
-def _needs(op_type: str, side: int, a: int, b: int) -> list[int]:
-    """Forward operands the derivative for input `side` (0: A, 1: B) reads."""
-    if op_type in ("Add", "Sub"):
-        return []
-    if op_type == "Mul":
-        return [b] if side == 0 else [a]
-    return [b] if side == 0 else [a, b]  # Div
+def _rule(spec: Spec):
+    def rule(op, ctx) -> OpRule:
+        ins = [i for i in op.inputs if i >= 0]
+        y = op.outputs[0]
+        weights = [i for i in dict.fromkeys(ins) if ctx.is_param(i)]
+        r = OpRule(forward=forward_io(op), weights=weights)
+        keep_all = op.type in ("Add", "Sub") and not ctx.policy.add_keeps_nothing
 
+        def reads_for(i):
+            out = []
+            for k in (k for k, v in enumerate(op.inputs) if v == i):
+                out += [("fwd", y if p == Y else op.inputs[p]) for p in spec.needs(op, k)]
+            if keep_all:
+                out += [("fwd", v) for v in ins]
+            return out
 
-def binary(op, ctx) -> OpRule:
-    a, b = op.inputs[0], op.inputs[1]
-    y = op.outputs[0]
-    weights = [i for i in dict.fromkeys((a, b)) if ctx.is_param(i)]
-    rule = OpRule(forward=forward_io(op), weights=weights)
-    keep_all = op.type in ("Add", "Sub") and not ctx.policy.add_keeps_nothing
-
-    def reads_for(i):
-        out = []
-        for k in (k for k, v in enumerate((a, b)) if v == i):
-            out += [("fwd", v) for v in _needs(op.type, k, a, b)]
-        if keep_all:
-            out += [("fwd", a), ("fwd", b)]
-        return out
-
-    if ctx.trains(op) and weights:
-        reads = [("bp", y)]
-        for w in weights:
-            reads += reads_for(w)
-        rule.calc_gradient = StepIO(list(dict.fromkeys(reads)), [("grad", w) for w in weights])
-    targets = bp_targets(op, ctx, [a, b])
-    if targets:
-        reads = [("bp", y)]
-        for t in targets:
-            reads += reads_for(t)
-        rule.calc_derivative = StepIO(list(dict.fromkeys(reads)), [("bp", t) for t in targets])
+        if ctx.trains(op) and weights:
+            reads = [("bp", y)]
+            for w in weights:
+                reads += reads_for(w)
+            r.calc_gradient = StepIO(list(dict.fromkeys(reads)), [("grad", w) for w in weights])
+        targets = bp_targets(op, ctx, ins)
+        if targets:
+            reads = [("bp", y)]
+            for t in targets:
+                reads += reads_for(t)
+            r.calc_derivative = StepIO(list(dict.fromkeys(reads)), [("bp", t) for t in targets])
+            if ctx.policy.inplace:
+                r.inplace += [(("bp", y), ("bp", t)) for t in targets]
         if ctx.policy.inplace:
-            rule.inplace += [(("bp", y), ("bp", t)) for t in targets]
-    if ctx.policy.inplace:
-        rule.inplace += [(("fwd", i), ("fwd", y)) for i in dict.fromkeys((a, b)) if not ctx.is_const(i)]
-    fused_activation(op, ctx, rule, y)
+            r.inplace += [(("fwd", i), ("fwd", y)) for i in dict.fromkeys(ins) if not ctx.is_const(i)]
+        fused_activation(op, ctx, r, y)
+        return r
     return rule
 
 
+def binary(op, ctx) -> OpRule:
+    """The rule of Add / Sub / Mul / Div (profiles wrap it)."""
+    return _rule(SPECS[op.type])(op, ctx)
+
+
 # ---- kernels ---------------------------------------------------------------------------------------
+def _kernels(spec: Spec) -> dict:
+    def forward(ctx):
+        y = ctx.y()
+        xs = [np.asarray(ctx.x(k)) for k in range(len(ctx.op.inputs)) if ctx.operand_in(k) >= 0]
+        v = np.asarray(spec.forward(xs, ctx.attrs, y.dtype))
+        if ctx.act() != "NONE":
+            v = activation.apply(v.astype(y.dtype, copy=False), ctx.act())
+        store(y, v)
+
+    def backward(ctx, want_grad: bool):
+        to = ctx.grad if want_grad else ctx.dx
+        n = len(ctx.op.inputs)
+        outs = [to(k) for k in range(n)]
+        want = [o is not None for o in outs]
+        if not any(want):
+            return
+        needed = set()
+        for k in range(n):
+            if want[k]:
+                needed.update(spec.needs(ctx.op, k))
+        xs = [np.asarray(ctx.x(k)) if k in needed else None for k in range(n)]
+        y = np.asarray(ctx.y()) if Y in needed else None
+        gs = spec.grads(np.asarray(ctx.dz()), want, xs, y, ctx.attrs)
+        # one result per operand (x op x sums its sides), each copied out of dY's memory before any
+        # is stored: a result may overwrite dY in place
+        res: dict[int, tuple] = {}
+        for k in range(n):
+            if not want[k]:
+                continue
+            o = ctx.operand_in(k)
+            g = reduce_to_shape(np.asarray(gs[k]), outs[k].shape)
+            res[o] = (outs[k], g if o not in res else res[o][1] + g)
+        done = [(out, np.array(g)) for out, g in res.values()]
+        for out, g in done:
+            store(out, g)
+
+    return {"forward": forward, "calcGradient": lambda c: backward(c, True),
+            "calcDerivative": lambda c: backward(c, False)}
+
+
+# ---- the ops ---------------------------------------------------------------------------------------
 def _divide(a, b, out_dtype):
     if np.dtype(out_dtype).kind in "iu":  # ONNX / TFLite integer division truncates toward zero
         return np.trunc(np.true_divide(a, b)).astype(out_dtype)
     return np.true_divide(a, b)
 
 
-FORWARD = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+_FWD = {"Add": lambda xs, a, t: np.add(*xs), "Sub": lambda xs, a, t: np.subtract(*xs),
+        "Mul": lambda xs, a, t: np.multiply(*xs), "Div": lambda xs, a, t: _divide(*xs, t)}
 
 
-def _forward(ctx):
-    y = ctx.y()
-    a, b = np.asarray(ctx.x(0)), np.asarray(ctx.x(1))
-    v = _divide(a, b, y.dtype) if ctx.op.type == "Div" else FORWARD[ctx.op.type](a, b)
-    v = np.asarray(v)
-    if ctx.act() != "NONE":
-        v = activation.apply(v.astype(y.dtype, copy=False), ctx.act())
-    store(y, v)
-
-
-def side_grads(op_type: str, dz, want: tuple[bool, bool], a=None, b=None):
-    """dL/dA and dL/dB (at the broadcast shape, None where not wanted) of y = a op b."""
+def side_grads(op_type: str, dz, want, a=None, b=None):
+    """dL/dA and dL/dB (at the broadcast shape, None where not wanted) of y = a op b (Add/Sub/Mul/Div)."""
     ga = gb = None
     if want[0]:
         ga = dz if op_type in ("Add", "Sub") else dz * b if op_type == "Mul" else dz / b
@@ -111,32 +173,80 @@ def side_grads(op_type: str, dz, want: tuple[bool, bool], a=None, b=None):
     return ga, gb
 
 
-def _backward(ctx, want_grad: bool):
-    to = ctx.grad if want_grad else ctx.dx
-    outs = (to(0), to(1))
-    if outs[0] is None and outs[1] is None:
-        return
-    t = ctx.op.type
-    same = ctx.operand_in(0) == ctx.operand_in(1)
-    want = (True, True) if same else (outs[0] is not None, outs[1] is not None)
-    need_a = t in ("Mul", "Div") and want[1]
-    need_b = t == "Div" or (t == "Mul" and want[0])
-    a = np.asarray(ctx.x(0)) if need_a else None
-    b = np.asarray(ctx.x(1)) if need_b else None
-    ga, gb = side_grads(t, np.asarray(ctx.dz()), want, a, b)
-    if same:  # x op x: both sides land in one back-prop
-        store(outs[0], reduce_to_shape(np.asarray(ga + gb), outs[0].shape))
-        return
-    # both sides are computed (and copied out of dY's memory) before either is stored
-    res = [None if g is None else np.array(reduce_to_shape(np.asarray(g), o.shape))
-           for g, o in zip((ga, gb), outs)]
-    for g, o in zip(res, outs):
-        if o is not None:
-            store(o, g)
+def _arith_needs(op, k):
+    t = op.type
+    if t in ("Add", "Sub"):
+        return []
+    if t == "Mul":
+        return [1 - k]
+    return [1] if k == 0 else [0, 1]  # Div
 
 
-KERNELS = {"forward": _forward, "calcGradient": lambda c: _backward(c, True),
-           "calcDerivative": lambda c: _backward(c, False)}
+def _arith_grads(t):
+    def grads(dz, want, xs, y, attrs):
+        return side_grads(t, dz, want, xs[0], xs[1])
+    return grads
+
+
+_ARITH_BACK = {"Add": (1, 1), "Sub": (1, 1), "Mul": (2, 2), "Div": (2, 4)}
+
+
+# Pow: a constant scalar exponent is an attribute (one input), otherwise a second input
+def _pow_forward(xs, attrs, out_dtype):
+    e = attrs["exponent"] if len(xs) == 1 else xs[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.power(xs[0], e)
+
+
+def _pow_needs(op, k):
+    if len(op.inputs) == 1:
+        return [0]
+    return [0, 1] if k == 0 else [0, 1, Y]
+
+
+def _pow_grads(dz, want, xs, y, attrs):
+    x = xs[0]
+    e = attrs.get("exponent") if len(xs) == 1 else xs[1]
+    out = [None] * len(xs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if want[0]:
+            out[0] = np.where(e == 0, 0.0, dz * e * np.power(x, e - 1))
+        if len(xs) > 1 and want[1]:
+            out[1] = np.where((x == 0) & (e >= 0), 0.0, dz * y * np.log(np.where(x == 0, 1.0, x)))
+    return out
+
+
+def _sqdiff_grads(dz, want, xs, y, attrs):
+    d = 2 * (xs[0] - xs[1]) * dz
+    return [d if want[0] else None, -d if want[1] else None]
+
+
+def _extreme(fn):
+    def forward(xs, attrs, out_dtype):
+        out = xs[0]
+        for v in xs[1:]:
+            out = fn(out, v)
+        return out
+
+    def grads(dz, want, xs, y, attrs):
+        m = forward(xs, attrs, None)
+        hits = [np.asarray(x == m) for x in xs]
+        count = sum(h.astype(np.float64) for h in hits)
+        return [dz * h / count if w else None for w, h in zip(want, hits)]
+    return forward, grads
+
+
+_MAX, _MIN = _extreme(np.maximum), _extreme(np.minimum)
+
+SPECS = {t: Spec(t, _FWD[t], _arith_needs, _arith_grads(t), (1, lambda op, k, t=t: _ARITH_BACK[t][k]))
+         for t in ARITH}
+SPECS["Pow"] = Spec("Pow", _pow_forward, _pow_needs, _pow_grads, (1, lambda op, k: 3 if k == 0 else 4),
+                    min_inputs=1)
+SPECS["SquaredDifference"] = Spec("SquaredDifference", lambda xs, a, t: np.square(xs[0] - xs[1]),
+                                  lambda op, k: [0, 1], _sqdiff_grads, (2, lambda op, k: 3 if k == 0 else 1))
+for _t, (_f, _g) in (("Max", _MAX), ("Min", _MIN)):
+    SPECS[_t] = Spec(_t, _f, lambda op, k: list(range(len(op.inputs))), _g,
+                     (1, lambda op, k: 3), min_inputs=1, max_inputs=64)
 
 
 # ---- contract, FLOPs, batch ------------------------------------------------------------------------
@@ -153,24 +263,36 @@ def broadcast_check(op, operands):
     return None
 
 
-def _arith_check(op, operands):
-    ax = op.attrs.get("legacy_axis")
-    if ax is not None:
-        ra, rb = (len(operands[op.inputs[k]].shape) for k in (0, 1))
-        if ax % max(ra, 1) != ra - rb:
-            return (f"broadcasts B from axis {ax} (ONNX opset < 7), which numpy broadcasting does not pair "
-                    "the same way; re-export with opset >= 7")
-    return broadcast_check(op, operands)
+def _check(spec: Spec):
+    def check(op, operands):
+        n = len(op.inputs)
+        if any(i < 0 for i in op.inputs) or not spec.min_inputs <= n <= spec.max_inputs:
+            want = spec.min_inputs if spec.min_inputs == spec.max_inputs else f"{spec.min_inputs} to {spec.max_inputs}"
+            return f"has {sum(1 for i in op.inputs if i >= 0)} input(s) of {n}, needs {want}"
+        if op.type == "Pow":
+            if (n == 1) != ("exponent" in op.attrs):
+                return "needs one exponent: an input or a constant"
+            if n == 1 and not np.isfinite(float(op.attrs["exponent"])):
+                return f"has a non-finite exponent {op.attrs['exponent']}"
+        ax = op.attrs.get("legacy_axis")
+        if ax is not None:
+            ra, rb = (len(operands[op.inputs[k]].shape) for k in (0, 1))
+            if ax % max(ra, 1) != ra - rb:
+                return (f"broadcasts B from axis {ax} (ONNX opset < 7), which numpy broadcasting does not pair "
+                        "the same way; re-export with opset >= 7")
+        return broadcast_check(op, operands)
+    return check
 
 
-_BACK_PER_SIDE = {"Add": (1, 1), "Sub": (1, 1), "Mul": (2, 2), "Div": (2, 4)}
+def _flops(spec: Spec):
+    fwd, back = spec.flops
 
-
-def _arith_flops(op, operands):
-    n = operands[op.outputs[0]].num_elements
-    act = 0 if (op.attrs.get("activation") or "NONE") == "NONE" else n
-    fa, fb = _BACK_PER_SIDE[op.type]
-    return n + act, (fa + fb) * n + act
+    def flops(op, operands):
+        n = operands[op.outputs[0]].num_elements
+        act = 0 if (op.attrs.get("activation") or "NONE") == "NONE" else n
+        f = fwd * n * (max(len(op.inputs) - 1, 1) if spec.max_inputs > 2 else 1)
+        return f + act, sum(back(op, k) for k in range(len(op.inputs))) * n + act
+    return flops
 
 
 def broadcast_batch(op, graph, shapes, batched):
@@ -184,8 +306,8 @@ def broadcast_batch(op, graph, shapes, batched):
     return [tuple(s)]
 
 
-OPS = [OpDef(t, rule=binary, kernels=KERNELS, flops=_arith_flops, required_inputs=2, check=_arith_check,
-             batch=broadcast_batch) for t in ARITH]
+OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
+             check=_check(s), batch=broadcast_batch) for t, s in SPECS.items()]
 
 
 # ---- converters ------------------------------------------------------------------------------------
@@ -206,6 +328,36 @@ def _tflite_arith(t):
     return conv
 
 
-ONNX = {t: _onnx_arith for t in ARITH}
+def _scalar_exponent(node) -> float | None:
+    e = node.input(1)
+    if e is None or not e.is_const or e.num_elements != 1:
+        return None
+    v = node.values(1)
+    return None if v is None else float(v[0])
+
+
+def _onnx_pow(node) -> Canon:
+    c = _scalar_exponent(node)
+    if c is not None:  # x ** constant: the exponent is a number, not a tensor that trains
+        return Canon("Pow", {"exponent": c}, inputs=node.inputs[:1])
+    attrs = {}
+    if node.opset < 7 and node.attrs.get("broadcast") and "axis" in node.attrs:
+        attrs["legacy_axis"] = int(node.attrs["axis"])
+    return Canon("Pow", attrs)
+
+
+def _tflite_pow(node) -> Canon:
+    c = _scalar_exponent(node)
+    return Canon("Pow", {"exponent": c}, inputs=node.inputs[:1]) if c is not None else Canon("Pow", {})
+
+
+def _same(t):
+    def conv(node) -> Canon:
+        return Canon(t, {})
+    return conv
+
+
+ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max"), "Min": _same("Min")}
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
-          "DIV": _tflite_arith("Div")}
+          "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
+          "MAXIMUM": _same("Max"), "MINIMUM": _same("Min")}

@@ -1,6 +1,7 @@
 """Ops that compute shapes, masks, indices and constants: Shape, Size, ConstantOfShape, Range,
-comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual, NotEqual), logic (Not, And, Or, Xor)
-and Cast.
+comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual, NotEqual), logic (Not, And, Or, Xor),
+IsNaN / IsInf (boolean masks: torch.onnx's dynamo export of an attention mask guards with IsNaN) and
+Cast.
 
 Rules:
 - Their outputs are integers or booleans (or a constant fill), so no gradient ever flows through
@@ -72,6 +73,16 @@ def _binary(fn):
 
 def not_fwd(ctx):
     ctx.y()[...] = np.logical_not(ctx.x(0))
+
+
+def isnan_fwd(ctx):
+    ctx.y()[...] = np.isnan(ctx.x(0))
+
+
+def isinf_fwd(ctx):
+    x = np.asarray(ctx.x(0))
+    pos, neg = ctx.attrs.get("detect_positive", 1), ctx.attrs.get("detect_negative", 1)
+    ctx.y()[...] = (np.isposinf(x) & bool(pos)) | (np.isneginf(x) & bool(neg))
 
 
 def cast_rule(op, ctx) -> OpRule:
@@ -156,6 +167,8 @@ OPS = [
     OpDef("Range", rule=plain, kernels={"forward": range_fwd}, flops=_zero, required_inputs=3, no_grad=True,
           batch=_fixed),
     OpDef("Not", rule=plain, kernels={"forward": not_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
+    OpDef("IsNaN", rule=plain, kernels={"forward": isnan_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
+    OpDef("IsInf", rule=plain, kernels={"forward": isinf_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative,
                                                   "calcGradient": cast_derivative},
           flops=_elementwise_flops, check=_check_cast, batch=_same),
@@ -188,12 +201,17 @@ def _onnx_constant_of_shape(node) -> Canon:
     return Canon("ConstantOfShape", {"value": value})
 
 
+def _onnx_isinf(node) -> Canon:
+    return Canon("IsInf", {k: int(node.attrs.get(k, 1)) for k in ("detect_positive", "detect_negative")})
+
+
 def _onnx_cast(node) -> Canon:
     return Canon("Cast", {})  # the target type is the output operand's dtype
 
 
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
-        "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast,
+        "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "IsNaN": _same_type("IsNaN"),
+        "IsInf": _onnx_isinf,
         **{t: _same_type(t) for t in BINARY if t != "NotEqual"}}
 
 

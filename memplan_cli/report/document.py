@@ -10,7 +10,7 @@ import os
 
 from memplan_cli import __version__
 from memplan_cli.buffers import CATEGORIES
-from memplan_cli.report.live import step_label, timeline
+from memplan_cli.report.live import peak_summary, timeline
 
 SCHEMA_VERSION = 1
 
@@ -27,6 +27,7 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "learning_rate": cfg.learning_rate,
         "trainable_ops": trainable,
         "batchnorm": cfg.batchnorm,
+        "dropout": cfg.dropout,
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
@@ -126,8 +127,6 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     naive = analysis.naive_by_category
     planned = analysis.planned_by_category
     tl = timeline(bl)
-    peak = tl.peak_step
-    step_desc, op = step_label(bl, analysis.graph, peak)
     graph = analysis.graph
     doc: dict = {
         "schema_version": SCHEMA_VERSION,
@@ -144,13 +143,8 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
             "planned": int(analysis.planned_total),
             "lower_bound": int(analysis.lower_bound),
         },
-        "peak": {
-            "step": peak,
-            "step_label": step_desc,
-            "op": op,
-            "bytes": tl.peak_bytes,
-            "categories": tl.at(peak),
-        },
+        # per time domain, summed (onert's pools each count their own events): see report.live
+        "peak": peak_summary(bl, graph),
         "pools": [
             {
                 "name": p.pool.name,

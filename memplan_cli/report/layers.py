@@ -1,5 +1,6 @@
 """The per-layer view: for each op (a buffer's `owner`), the bytes it brings, by role, and its share
-of the peak. Derived from the buffer list only, so it works for every profile.
+of the peak (its buffers live at their own time domain's peak). Derived from the buffer list only,
+so it works for every profile.
 
 A profile may add columns through its `figures` hook: `extras["per_layer_extra"]` maps an owner to
 `{column: int}` (e.g. ColossalAI-style fwd_mem_out / bwd_mem_tmp); those columns are appended.
@@ -7,7 +8,7 @@ A profile may add columns through its `figures` hook: `extras["per_layer_extra"]
 from __future__ import annotations
 
 from memplan_cli.buffers import BufferList
-from memplan_cli.report.live import Timeline
+from memplan_cli.report.live import Timeline, live_at_peak
 
 # column -> the categories it sums ("kept" is special: activations alive after the forward pass)
 LAYER_COLUMNS = ("activations", "kept_for_backward", "weights", "back-prop", "gradient", "opt-variable",
@@ -45,7 +46,7 @@ def per_layer(bl: BufferList, graph, tl: Timeline, extra_columns: dict | None = 
     """
     order = _op_order(graph)
     fwd_end = last_forward_step(bl)
-    peak = tl.peak_step
+    at_peak = live_at_peak(bl)  # each buffer at its own time domain's peak
     rows: dict[str, dict] = {}
     first_seen: dict[str, int] = {}
     for pos, b in enumerate(bl.buffers):
@@ -57,7 +58,7 @@ def per_layer(bl: BufferList, graph, tl: Timeline, extra_columns: dict | None = 
         row[_BY_CATEGORY[b.category]] += b.size
         if b.category == "non-const" and b.last > fwd_end >= 0:
             row["kept_for_backward"] += b.size
-        if b.first <= peak <= b.last:
+        if pos in at_peak:
             row["at_peak"] += b.size
     extra_cols: list[str] = []
     for cols in (extra_columns or {}).values():

@@ -19,6 +19,8 @@ class RenderOptions:
     verbosity: int = 1  # 0 with -q, 2 with -v; -qq prints nothing for a table
     # bytes live at each step (all categories), for the terminal sparkline; empty: no sparkline
     live_total: list[int] = field(default_factory=list)
+    # (time domain, bytes live at each of its steps) when the profile has several (report.live)
+    live_by_domain: list[tuple[str, list[int]]] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
 
 

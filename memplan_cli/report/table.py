@@ -225,13 +225,23 @@ class TableReporter(Reporter):
                          f"fragmentation {sg['fragmentation']:.4f} (high-water / lower bound, "
                          f"{human(sg['lost_bytes'])} lost to holes)")
         pk = doc["peak"]
-        if pk["step"] >= 0:
+        if pk.get("domains"):
+            parts = ", ".join(f"{LABELS[c]} {human(v)}" for c, v in pk["categories"].items() if v)
+            lines.append(f"peak: {human(pk['bytes'])} live, the sum of {len(pk['domains'])} time domains' own "
+                         f"peaks (each pool counts its own events; no step is shared) ({parts})")
+        elif pk["step"] >= 0:
             parts = ", ".join(f"{LABELS[c]} {human(v)}" for c, v in pk["categories"].items() if v)
             where = f"step {pk['step_label']}" + (f" in {pk['op']}" if pk["op"] else "")
             lines.append(f"peak: {human(pk['bytes'])} live at {where} ({parts})")
         for line in lines:
             con.print(line)
-        if opts.live_total:
+        if len(opts.live_by_domain) > 1:
+            # a sparkline per time domain that has a shape (more than one step)
+            for name, vals in opts.live_by_domain:
+                if len(vals) > 1:
+                    con.print(f"live over {len(vals)} events of {name}: "
+                              f"{sparkline(vals, min(80, opts.width - 40))}")
+        elif opts.live_total:
             con.print(f"live over {len(opts.live_total)} steps: {sparkline(opts.live_total, min(80, opts.width - 30))}")
 
     def _alloc_tables(self, con: Console, doc: dict) -> None:

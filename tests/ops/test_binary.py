@@ -139,3 +139,92 @@ def test_opset6_axis_broadcast_that_numpy_would_pair_differently_is_refused(tmp_
     m.graph.initializer[0].dims[:] = [4]
     m.graph.initializer[0].raw_data = np.ones((4,), np.float32).tobytes()
     assert any(o.type == "Add" for o in load_model(save(tmp_path, m, "t.onnx")).operations)
+
+
+# ---- Pow, SquaredDifference, Max, Min ----------------------------------------------------------------
+def _pow_model(exponent):
+    """x + q (positive) ** exponent; a float exponent is a constant scalar, a name an input of the model."""
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"])]
+    inits = {"q": np.ones((1, 4), np.float32)}
+    if isinstance(exponent, str):
+        nodes.append(helper.make_node("Pow", ["a", exponent], ["y"]))
+        if exponent == "e":  # a learned exponent
+            inits["e"] = np.full((3, 1), 1.5, np.float32)
+    else:
+        inits["c"] = np.array(exponent, np.float32)
+        nodes.append(helper.make_node("Pow", ["a", "c"], ["y"]))
+    return onnx_model(nodes, [("x", (2, 1, 4))], [("y", (2, 3, 4) if exponent == "e" else (2, 1, 4))], inits)
+
+
+@pytest.mark.parametrize("c", [2.0, 0.5, -1.0, 3.0])
+def test_pow_by_a_constant_keeps_x_and_does_not_train_the_exponent(tmp_path, c):
+    p = save(tmp_path, _pow_model(c))
+    g = load_model(p)
+    op = next(o for o in g.operations if o.type == "Pow")
+    assert op.attrs["exponent"] == c and len(op.inputs) == 1
+    tg = training_graph(p)
+    assert _kept(tg, "Pow") == ["a"]
+    assert sorted(g.operands[o].name for o in tg.grad) == ["q"]
+    assert check_gradients(p, feeds={"q": FEEDS["q"]}) >= 4
+    if c > 0:  # verify seeds q at random: a negative base has no real power
+        check_verify(p, "-b", "2")
+
+
+def test_pow_with_a_learned_exponent_trains_it(tmp_path):
+    p = save(tmp_path, _pow_model("e"))
+    tg = training_graph(p)
+    assert sorted(tg.graph.operands[o].name for o in tg.grad) == ["e", "q"]
+    assert _kept(tg, "Pow") == ["a", "e", "y"]
+    assert check_gradients(p, feeds={"q": FEEDS["q"], "e": RNG.uniform(0.5, 2, (3, 1))}) >= 2 * 7
+
+
+def test_pow_exponent_gradient_is_zero_at_a_zero_base():
+    from memplan_cli.ops.binary import SPECS
+
+    x, e = np.array([0.0, 2.0]), np.array([2.0, 2.0])
+    y = x ** e
+    g = SPECS["Pow"].grads(np.ones(2), [True, True], [x, e], y, {})
+    np.testing.assert_allclose(g[1], [0.0, 4 * np.log(2)])
+    np.testing.assert_allclose(g[0], [0.0, 4.0])
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_broadcast_split_ties_and_verify(tmp_path, op):
+    p = save(tmp_path, _model(op))
+    assert check_gradients(p, feeds=FEEDS) >= 2 * 7
+    check_verify(p, "-b", "2")
+    from memplan_cli.ops.binary import SPECS
+
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 4.0])
+    ga, gb = SPECS[op].grads(np.ones(3), [True, True], [a, b], None, {})
+    assert list(ga) == ([0.5, 1, 0] if op == "Max" else [0.5, 0, 1])
+    assert list(gb) == ([0.5, 0, 1] if op == "Max" else [0.5, 1, 0])
+
+
+def test_three_input_max(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node("Max", ["a", "p", "r"], ["y"])]
+    inits = {"q": np.ones((1, 4), np.float32), "p": np.ones((3, 1), np.float32), "r": np.ones((4,), np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 1, 4))], [("y", (2, 3, 4))], inits))
+    assert check_gradients(p, feeds={**FEEDS, "r": RNG.uniform(0, 3, (4,))}) >= 3 + 4 + 4 + 4
+
+
+def test_tflite_pow_squared_difference_maximum_minimum(tmp_path):
+    m = ModelBuilder(seed=5)
+    x = m.input([2, 6])
+    h = m.fully_connected(x, 6)
+    k = m.fully_connected(x, 6)
+    d = m._op(99, [h, k], [2, 6])  # SQUARED_DIFFERENCE
+    mx = m._op(55, [d, h], [2, 6])  # MAXIMUM
+    mn = m._op(57, [mx, k], [2, 6])  # MINIMUM
+    pw = m._op(78, [m.add(mn, m.const([6], value=np.full(6, 2.0, np.float32))),
+                    m.const([], value=np.float32(2.0))], [2, 6])  # POW by a constant 2
+    m.output(m.fully_connected(pw, 3))
+    p = m.save(str(tmp_path / "m.tflite"))
+    g = load_model(p)
+    assert [o.type for o in g.operations if o.type not in ("FullyConnected", "Add")] == \
+        ["SquaredDifference", "Max", "Min", "Pow"]
+    assert next(o for o in g.operations if o.type == "Pow").attrs == {"exponent": 2.0}
+    tg = training_graph(p)
+    assert _kept(tg, "SquaredDifference") == sorted(g.operands[i].name for i in g.operations[2].inputs)
+    assert check_gradients(p) >= 24
+    check_verify(p, "-b", "2")

@@ -3,7 +3,9 @@
 One pool per onert category (non-const, trainable, opt-variable, back-prop, gradient,
 disposable), one per kernel-private buffer and the (empty) layer-scope pool, in the order onert
 prints them. Buffer lifetimes are onert's claim/release events (see `tensorplan`), so onert's
-Bump / FirstFit / WIC planners reproduce its capacities exactly.
+Bump / FirstFit / WIC planners reproduce its capacities exactly. Each category's pool is its
+own time domain (its events are not another pool's); the kernel-private pools share one, the
+session, in which they are all live.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ PLANNED = (("onert:non-const", "non-const"), ("onert:trainable", "trainable"),
            ("onert:opt-variable", "opt-variable"), ("onert:back-prop", "back-prop"),
            ("onert:gradient", "gradient"), ("onert:disposable", "disposable"))
 LAYER_SCOPE = "onert:layer-scope"
+# the time domain of the kernel-private buffers: allocated when the kernels are configured and
+# held for the whole session, so all of them are live together
+SESSION = "onert:session"
 NAIVE_ONERT = ("every tensor onert allocates its own bytes (onert's tensors and kernel buffers; "
                "onert folds none into another)")
 
@@ -51,16 +56,17 @@ class OnertProfile:
         for pool_name, cat in PLANNED:
             # trainable tensors all interfere and the opt-variable block is one allocation:
             # any planner gives the sum; onert plans both with its configured planner too
-            pools.append(Pool(pool_name, cat, ppool))
+            # each category counts its own events: its own time domain
+            pools.append(Pool(pool_name, cat, ppool, domain=pool_name))
             for ev in per_cat[pool_name]:
                 buffers.append(Buffer(ev.name, cat, ev.size, ev.first, ev.last, ev.owner, pool_name,
                                       ev.nbytes))
         kb = kernels.kernel_buffers(ir, threads=threads, simd_width=simd_width)
         for n, (name, size, owner) in enumerate(kb):
             pool_name = f"onert:kernel:{n}"
-            pools.append(Pool(pool_name, "extra", "naive"))
+            pools.append(Pool(pool_name, "extra", "naive", domain=SESSION))
             buffers.append(Buffer(f"{owner} {name}", "extra", size, 0, 0, owner, pool_name, size))
-        pools.append(Pool(LAYER_SCOPE, "extra", "naive"))
+        pools.append(Pool(LAYER_SCOPE, "extra", "naive", domain=SESSION))
         nsteps = max([b.last for b in buffers] + [0]) + 1
         steps = [Step(i, "event", -1, "") for i in range(nsteps)]
         info = {"profile": "onert", "planner": planner, "threads": threads, "simd_width": simd_width,

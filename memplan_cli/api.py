@@ -1,0 +1,523 @@
+"""The Python API: `from memplan_cli import analyze, compare, plan`.
+
+Each function does what its command does and returns a typed result that holds the command's JSON
+document itself (`result.report`, the same dict `--format json` writes, so `result.to_json()` is
+byte-identical to the command's output) with typed accessors for the common figures. Every figure
+is an integer number of bytes.
+
+Rules:
+- the same errors as the CLI, as exceptions: bad input (a missing or unreadable model, an unknown
+  optimizer, an op with no backward rule) raises `memplan_cli.errors.MemplanError` or a subclass
+  (`ModelError`, `UnsupportedOpError`, `ConfigError`), whose message is the CLI's one line;
+  anything else is a bug in memplan and propagates as it is;
+- the training setup follows the CLI's precedence: arguments > the circle file's training
+  metadata > defaults (`result.report["config"]["sources"]` says which);
+- nothing is printed and nothing is written.
+
+The CLI commands are thin layers over these functions (`commands/analyze.py`, `compare.py`,
+`plan.py`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence, Union
+
+from memplan_cli.errors import ConfigError
+
+__all__ = ["analyze", "compare", "plan", "AnalysisResult", "ComparisonResult", "PlanSummary",
+           "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Trainable = Union[str, int, Sequence[int], None]
+
+
+# ---- results -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CategoryFigures:
+    """One category's row (`categories.<name>` in the JSON report)."""
+
+    planned: int
+    naive: int
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The step with the most live bytes and what is live there (`peak`)."""
+
+    step: int
+    step_label: str
+    op: str
+    bytes: int
+    categories: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PoolFigures:
+    """One planned pool (`pools[i]`)."""
+
+    name: str
+    category: str
+    planner: str
+    status: str
+    buffers: int
+    arena: int
+    lower_bound: int
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    """What `memplan analyze` finds: `report` is its JSON document (schemas/report.schema.json)."""
+
+    report: dict
+    # the work behind the report (buffers, plans, the graph); not part of the stable API
+    analysis: object = field(repr=False, compare=False, default=None)
+
+    @property
+    def profile(self) -> str:
+        return self.report["profile"]
+
+    @property
+    def planned(self) -> int:
+        """The planned total: the sum of the profile's pools (`totals.planned`)."""
+        return self.report["totals"]["planned"]
+
+    @property
+    def naive(self) -> int:
+        """Naive total (`totals.naive`); what it counts for this profile: `naive_means`."""
+        return self.report["totals"]["naive"]
+
+    @property
+    def naive_means(self) -> str:
+        return self.report.get("naive_means", "")
+
+    @property
+    def folded(self) -> int:
+        """The part of naive - planned that in-place updates and views save (`totals.folded`)."""
+        return self.report["totals"].get("folded", 0)
+
+    @property
+    def lower_bound(self) -> int:
+        """The most bytes live at one step under this profile's lifetimes (`totals.lower_bound`)."""
+        return self.report["totals"]["lower_bound"]
+
+    @property
+    def onert(self) -> int | None:
+        """onert's total for the same model and setup (`totals.onert`); None when not computed or
+        when onert cannot train the model (`onert_reason` says why)."""
+        return self.report["totals"].get("onert")
+
+    @property
+    def onert_reason(self) -> str:
+        return (self.report.get("onert") or {}).get("reason", "")
+
+    @property
+    def categories(self) -> dict[str, CategoryFigures]:
+        return {c: CategoryFigures(v["planned"], v["naive"]) for c, v in self.report["categories"].items()}
+
+    @property
+    def peak(self) -> Peak:
+        p = self.report["peak"]
+        return Peak(p["step"], p.get("step_label", ""), p.get("op", ""), p["bytes"], dict(p["categories"]))
+
+    @property
+    def pools(self) -> list[PoolFigures]:
+        return [PoolFigures(p["name"], p["category"], p["planner"], p.get("status", ""), p["buffers"],
+                            p["arena"], p["lower_bound"]) for p in self.report["pools"]]
+
+    def to_json(self) -> str:
+        """The report as `memplan analyze --format json` writes it."""
+        from memplan_cli.report.jsonfmt import dumps
+
+        return dumps(self.report)
+
+
+@dataclass(frozen=True)
+class SystemColumn:
+    """One system's column in a comparison (`columns.<name>`); figures are None when unavailable."""
+
+    name: str
+    available: bool
+    reason: str
+    total: int | None
+    lower_bound: int | None
+    categories: dict[str, int] | None
+    ratio_to_memplan: float | None
+    ratio_to_lower_bound: float | None
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """What `memplan compare` finds: `report` is its JSON document (schemas/compare.schema.json)."""
+
+    report: dict
+    comparison: object = field(repr=False, compare=False, default=None)
+
+    @property
+    def lower_bound(self) -> int:
+        """memplan's lower bound: the peak of live bytes under memplan's lifetimes."""
+        return self.report["lower_bound"]
+
+    @property
+    def columns(self) -> dict[str, SystemColumn]:
+        """One column per system, in the report's order (naive, onert, nntrainer, singa, memplan)."""
+        out = {}
+        for name in self.report["profiles"]:
+            c = self.report["columns"][name]
+            out[name] = SystemColumn(name, c["available"], c["reason"], c["total"], c["lower_bound"],
+                                     dict(c["categories"]) if c["categories"] is not None else None,
+                                     c["ratio_to_memplan"], c["ratio_to_lower_bound"])
+        return out
+
+    def to_json(self) -> str:
+        """The comparison as `memplan compare --format json` writes it."""
+        from memplan_cli.report.jsonfmt import dumps
+
+        return dumps(self.report)
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What `memplan plan` finds: `report` is its JSON summary; `offsets[i]` is buffer i's offset."""
+
+    report: dict
+    offsets: list[int]
+    # the CSV the buffers came from, when they did (for `offsets_csv`)
+    table: object = field(repr=False, compare=False, default=None)
+
+    @property
+    def arena(self) -> int:
+        return self.report["arena"]
+
+    @property
+    def lower_bound(self) -> int:
+        return self.report["lower_bound"]
+
+    @property
+    def naive(self) -> int:
+        """Every buffer its own bytes."""
+        return self.report["naive"]
+
+    @property
+    def planner(self) -> str:
+        return self.report["planner"]
+
+    @property
+    def status(self) -> str:
+        """The planner's status, "optimal" when the arena equals the lower bound."""
+        return self.report["status"]
+
+    def offsets_csv(self) -> str:
+        """The input CSV's rows with an `offset` column (`memplan plan -o`); only for CSV input."""
+        from memplan_cli.plancsv import format_plan_csv
+
+        if self.table is None:
+            raise ConfigError("offsets_csv: the buffers did not come from a CSV file")
+        return format_plan_csv(self.table, self.offsets)
+
+
+# ---- the functions ------------------------------------------------------------------------------
+
+def _trainable_spec(trainable_ops: Trainable) -> str | None:
+    """The CLI's --trainable-ops text for an argument: "all", "none", N, or a list of indices."""
+    if trainable_ops is None or isinstance(trainable_ops, str):
+        return trainable_ops
+    if isinstance(trainable_ops, bool):
+        raise ConfigError(f"trainable_ops must be 'all', 'none', an int or op indices, not {trainable_ops!r}")
+    if isinstance(trainable_ops, int):
+        return str(trainable_ops)
+    try:
+        idx = list(trainable_ops)
+    except TypeError:
+        raise ConfigError(f"trainable_ops must be 'all', 'none', an int or op indices, "
+                          f"not {trainable_ops!r}") from None
+    if not idx or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in idx):
+        raise ConfigError(f"trainable_ops: op indices must be non-negative ints, got {trainable_ops!r}")
+    return ",".join(str(i) for i in idx)
+
+
+def _positive(name: str, v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+    return v
+
+
+def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
+           onert_threads, onert_simd_width, dropout=None) -> dict:
+    """The CLI's flag values for these arguments (checked the way click checks them)."""
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    if onert_simd_width is not None and onert_simd_width not in (4, 8, 16):
+        raise ConfigError(f"onert_simd_width must be 4, 8 or 16, got {onert_simd_width!r}")
+    if learning_rate is not None and not isinstance(learning_rate, (int, float)):
+        raise ConfigError(f"learning_rate must be a number, got {learning_rate!r}")
+    return {"batch_size": _positive("batch_size", batch_size), "optimizer": optimizer, "loss": loss,
+            "learning_rate": None if learning_rate is None else float(learning_rate),
+            "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
+            "time_limit": time_limit,
+            "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
+
+
+def _model_path(model: PathLike) -> str:
+    try:
+        return os.fspath(model)
+    except TypeError:
+        raise ConfigError(f"model must be a path, got {type(model).__name__}") from None
+
+
+# ---- shared with the commands (sweep, verify, diff use them through commands/options) -----------
+
+def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
+                      learning_rate=None, trainable=None, batchnorm=None, dropout=None) -> "TrainConfig":
+    """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
+    flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
+    from memplan_cli.config import TrainConfig, parse_trainable
+
+    md = (graph_metadata or {}).get("training") or {}
+    values, sources = {}, {}
+
+    def pick(key, flag_value, convert=lambda v: v):
+        if flag_value is not None:
+            values[key], sources[key] = convert(flag_value), "flag"
+        elif md.get(key) is not None:
+            values[key], sources[key] = md[key], "metadata"
+        else:
+            sources[key] = "default"
+
+    pick("batch_size", batch_size)
+    pick("optimizer", optimizer)
+    pick("loss", loss)
+    pick("learning_rate", learning_rate)
+    pick("trainable", trainable, parse_trainable)
+    pick("batchnorm", batchnorm)
+    pick("dropout", dropout)
+    return TrainConfig(**values, sources=sources)
+
+
+def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
+    """The onert profile's build options (`threads`, `simd_width`): the flags given, else the fixed
+    defaults of the stated device (never this machine's), so reports always record both."""
+    from memplan_cli.profiles.onert.kernels import DEFAULT_SIMD_WIDTH, DEFAULT_THREADS
+
+    return {"threads": int(onert_threads) if onert_threads is not None else DEFAULT_THREADS,
+            "simd_width": int(onert_simd_width) if onert_simd_width is not None else DEFAULT_SIMD_WIDTH}
+
+
+def check_planner(name: str | None, profile: str = "memplan") -> None:
+    """onert's planners (wic, bump, firstfit) are the onert profile's to check; others are registry names."""
+    from memplan_cli.planners import planner_names
+
+    if name is not None and profile != "onert" and name not in planner_names():
+        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
+
+
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout")
+
+
+def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
+    """Load MODEL, merge its training metadata with `flags` (the CLI's flag names), analyse it.
+
+    Returns (Analysis, the profile options to echo in the report). For the onert profile,
+    `planner` is onert's own CPU_MEMORY_PLANNER (wic, bump, firstfit) and goes to the profile;
+    for the others it replaces every pool's planner.
+    """
+    from memplan_cli.analysis import analyze as analyze_model
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.progress import spinner
+
+    profile = flags.get("profile") or "memplan"
+    planner = flags.get("planner")
+    check_planner(planner, profile)
+    # the batch size already here: an ONNX model with a symbolic batch cannot load without it
+    graph = load_model(model, batch_size=flags.get("batch_size"))
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    build_options = None
+    if profile == "onert":
+        build_options = {**onert, **({"planner": planner} if planner else {})}
+        planner = None
+    with spinner(f"analysing {model} ({profile})", progress):
+        a = analyze_model(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
+                          profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
+                          onert_options=onert)
+    return a, (onert if profile == "onert" else {})
+
+
+def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
+    """`budget` (bytes, or a size text such as "192MiB"): the cheapest remat plan whose planned arena
+    fits, then the analysis of that plan. Returns (Analysis, remat section); the analysis is of the
+    plain step when nothing fits."""
+    from memplan_cli.analysis import analyze_graph, compare_with_onert
+    from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.loaders import load_model
+    from memplan_cli.remat.problem import RematProblem
+    from memplan_cli.remat.section import remat_section
+    from memplan_cli.remat.solve import solve
+    from memplan_cli.report.progress import spinner
+    from memplan_cli.report.units import parse_size
+
+    if isinstance(budget, bool) or not isinstance(budget, (int, str)):
+        raise ConfigError(f"budget must be a size (bytes or text such as '192MiB'), got {budget!r}")
+    try:
+        limit = parse_size(budget) if isinstance(budget, str) else budget
+    except ValueError as e:
+        raise ConfigError(f"--budget: {e}") from None
+    if limit < 1:
+        raise ConfigError(f"--budget must be > 0 bytes, got {budget!r}")
+    if (flags.get("profile") or "memplan") != "memplan":
+        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+    check_planner(flags.get("planner"))
+    graph = load_model(model, batch_size=flags.get("batch_size"))
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    with spinner(f"searching a remat plan for {model} under {budget}", progress):
+        try:
+            problem = RematProblem(graph, cfg)
+            res = solve(problem, limit)
+            opts = {"remat": sorted(res.drop)} if res.fits and res.drop else None
+            a = analyze_graph(graph, cfg, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
+                              profile_options=opts, path=model)
+        except MemplanError as e:
+            raise naming(model, e) from None
+        a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),
+                                                                flags.get("onert_simd_width")))
+    return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
+
+
+def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
+            loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
+            batchnorm: str | None = None, dropout: str | None = None, profile: str = "memplan",
+            planner: str | None = None,
+            time_limit: float | None = None, onert_threads: int | None = None,
+            onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
+            budget: int | str | None = None, progress: bool = False) -> AnalysisResult:
+    """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
+
+    batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
+    trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
+    "frozen"), dropout ("train", "off"): the training setup; None takes the model's metadata, else the default. profile:
+    "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
+    profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
+    the clock instead of their work budgets (the plan may then depend on the machine).
+    compare_onert: with the memplan profile, also compute onert's total (`result.onert`).
+    by_layer adds the per-layer view (`report["by_layer"]`). budget (bytes, or "192MiB"): plan with
+    the cheapest rematerialization whose planned arena fits (memplan profile only; `report["remat"]`
+    says what is recomputed, or that nothing fits). progress shows the CLI's spinner.
+    """
+    from memplan_cli.report.document import build_document
+
+    path = _model_path(model)
+    flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
+                      onert_threads, onert_simd_width, dropout), "profile": profile, "planner": planner}
+    remat = None
+    if budget is not None:
+        a, remat = run_budgeted(path, flags, budget, progress=progress)
+        prof_opts = {}
+    else:
+        a, prof_opts = run_analysis(path, flags, compare_onert=compare_onert, progress=progress)
+    doc = build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer)
+    if remat is not None:
+        doc["remat"] = remat
+    return AnalysisResult(doc, a)
+
+
+def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
+            loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
+            batchnorm: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
+            onert_simd_width: int | None = None, progress: bool = False,
+            dropout: str | None = None) -> ComparisonResult:
+    """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
+    own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
+    from memplan_cli.comparison import compare as compare_model
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.compare import compare_document
+    from memplan_cli.report.progress import spinner
+
+    path = _model_path(model)
+    flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
+                   onert_threads, onert_simd_width, dropout)
+    graph = load_model(path, batch_size=flags["batch_size"])
+    cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
+    ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
+    with spinner(f"comparing {path}", progress):
+        cmp = compare_model(path, cfg, onert_options=ont, time_limit=flags["time_limit"])
+    return ComparisonResult(compare_document(cmp), cmp)
+
+
+def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | None = None,
+         rounds: int | None = None, time_limit: float | None = None, progress: bool = False) -> PlanSummary:
+    """Offsets for a list of buffers: `memplan plan`. `buffers` is a CSV file in MiniMalloc's
+    format (see `memplan plan --help`) or an iterable of (size, first step, last step) with the
+    last step inclusive. planner: a registered planner (default best, else greedy); rounds: a
+    searching planner's work budget; time_limit: the clock instead (the plan may then depend on
+    the machine). Every plan is checked by the independent overlap verifier before it is returned."""
+    from memplan_cli.planners import planner_names
+    from memplan_cli.planrun import default_planner, plan_buffers
+    from memplan_cli.report.progress import spinner
+
+    name = planner or default_planner()
+    if name not in planner_names():
+        raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
+    if rounds is not None and time_limit is not None:
+        raise ConfigError("--rounds and --time-limit: give one budget, not both")
+    _positive("rounds", rounds)
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    table = None
+    if isinstance(buffers, (str, os.PathLike)):
+        from memplan_cli.plancsv import read_buffers_csv
+
+        source = os.fspath(buffers)
+        table = read_buffers_csv(source)
+        sizes, firsts, lasts = table.planning_sizes(), table.firsts, table.lasts
+        names, aligns, alignment = table.ids, table.alignments or None, table.alignment
+    else:
+        source = "<buffers>"
+        sizes, firsts, lasts = _triples(buffers)
+        names, aligns, alignment = None, None, 1
+    with spinner(f"planning {len(sizes):,} buffers ({name})", progress):
+        result = plan_buffers(name, sizes, firsts, lasts, time_limit=time_limit, rounds=rounds,
+                              names=names, alignments=aligns)
+    return PlanSummary(plan_report(source, result, alignment), list(result.plan.offsets), table)
+
+
+def plan_report(path: str, r, alignment: int) -> dict:
+    """`memplan plan --format json`'s summary of a `planrun.PlanResult`."""
+    return {
+        "file": path,
+        "buffers": r.buffers,
+        "naive": r.naive,
+        "lower_bound": r.lower_bound,
+        "arena": r.arena,
+        "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
+        "planner": r.plan.planner,
+        "status": r.status,
+        "seconds": round(r.seconds, 6),
+        # set when the user gave a time limit: the plan may then depend on speed and load
+        "time_limit": r.time_limit,
+        "alignment": alignment,
+        "verified": True,
+    }
+
+
+def _triples(buffers) -> tuple[list[int], list[int], list[int]]:
+    sizes, firsts, lasts = [], [], []
+    try:
+        rows = list(buffers)
+    except TypeError:
+        raise ConfigError("buffers must be a CSV path or (size, first, last) triples") from None
+    for k, row in enumerate(rows):
+        try:
+            s, a, b = row
+        except (TypeError, ValueError):
+            raise ConfigError(f"buffer {k}: expected (size, first, last), got {row!r}") from None
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (s, a, b)):
+            raise ConfigError(f"buffer {k}: size, first and last must be ints, got {row!r}")
+        if s < 0 or a < 0 or b < a:
+            raise ConfigError(f"buffer {k}: needs size >= 0 and 0 <= first <= last, got {row!r}")
+        sizes.append(s)
+        firsts.append(a)
+        lasts.append(b)
+    return sizes, firsts, lasts

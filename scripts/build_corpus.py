@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Build a corpus of REAL exporter output at small sizes, for scripts/survey_corpus.py (dev-only).
+
+    /work/devenv/bin/python scripts/build_corpus.py                    # everything -> /work/corpus
+    /work/devenv/bin/python scripts/build_corpus.py --only bert,resnet # names containing these
+    /work/devenv/bin/python scripts/build_corpus.py --skip tflite      # families: torchvision timm
+                                                                       # transformers tflite zoo
+
+Needs a dev environment that memplan never needs at run time: torch, torchvision, timm,
+transformers, onnx, onnxscript (torch.onnx's dynamo exporter) and tensorflow-cpu (the TF Lite
+converter); see requirements-dev.txt. Nothing here is downloaded: weights are random (every
+framework's constructor without pretrained weights), the onnx package ships its zoo "light" models.
+
+Rules:
+- Each PyTorch model is exported twice where the exporter allows: torch.onnx dynamo
+  (`dynamo=True`, `external_data=False`) and TorchScript (`dynamo=False`), in eval mode (what
+  people ship); a few also in training mode (TorchScript `training=TRAINING`, keeps Dropout and
+  BatchNormalization's training form).
+- Keras models go through `tf.lite.TFLiteConverter.from_keras_model` (float32, no quantization).
+- Sizes are small (inputs 32-64 px, tiny transformer configs from transformers' config classes) so
+  that `memplan verify` can run a step of each.
+- manifest.json records per model: name, file, family, source (the constructor), exporter (with
+  its version), input shapes, and `params`: the framework's count of trainable float parameters
+  (torch: `parameters()`, which counts a tied weight once; Keras: `trainable_weights`), the truth
+  for "trainable bytes = 4 x float params". Keras BatchNormalization's moving statistics are
+  non-trainable (`params_nontrainable`); the TFLite converter folds BatchNormalization into the
+  convolution before it, so a .tflite file's float constants differ from Keras' count by design.
+- A model whose export fails is listed under `failed` with the exporter's last error line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import traceback
+import warnings
+
+warnings.filterwarnings("ignore")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# ------------------------------------------------------------------ PyTorch models
+def torchvision_models():
+    import torch
+    import torchvision.models as tvm
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    from torchvision.models.swin_transformer import SwinTransformer
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    img = lambda s=64: (torch.randn(1, 3, s, s),)  # noqa: E731
+    yield "tv_resnet18", "torchvision.models.resnet18(num_classes=10)", lambda: tvm.resnet18(num_classes=10), img()
+    yield "tv_mobilenet_v2", "torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.5)", \
+        lambda: tvm.mobilenet_v2(num_classes=10, width_mult=0.5), img()
+    yield "tv_mobilenet_v3_small", "torchvision.models.mobilenet_v3_small(num_classes=10)", \
+        lambda: tvm.mobilenet_v3_small(num_classes=10), img()
+    yield "tv_mobilenet_v3_large", "torchvision.models.mobilenet_v3_large(num_classes=10, width_mult=0.5)", \
+        lambda: tvm.mobilenet_v3_large(num_classes=10, width_mult=0.5), img()
+    yield "tv_shufflenet_v2", "torchvision.models.shufflenet_v2_x0_5(num_classes=10)", \
+        lambda: tvm.shufflenet_v2_x0_5(num_classes=10), img()
+    yield "tv_densenet121", "torchvision.models.densenet121(num_classes=10)", lambda: tvm.densenet121(num_classes=10), img(32)
+    yield "tv_efficientnet_b0", "torchvision.models.efficientnet_b0(num_classes=10)", \
+        lambda: tvm.efficientnet_b0(num_classes=10), img()
+    yield "tv_squeezenet1_1", "torchvision.models.squeezenet1_1(num_classes=10)", lambda: tvm.squeezenet1_1(num_classes=10), img()
+    yield "tv_convnext_small", "torchvision ConvNeXt([CNBlockConfig(32,64,2), CNBlockConfig(64,None,2)], num_classes=10)", \
+        lambda: ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)], num_classes=10), img()
+    yield "tv_vit_tiny", "torchvision VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128, num_classes=10)", \
+        lambda: VisionTransformer(32, 8, 2, 2, 64, 128, num_classes=10), img(32)
+    yield "tv_swin_tiny", "torchvision SwinTransformer(patch_size=[4,4], embed_dim=32, depths=[2,2], num_heads=[2,4], window_size=[4,4], num_classes=10)", \
+        lambda: SwinTransformer([4, 4], 32, [2, 2], [2, 4], [4, 4], num_classes=10), img(32)
+
+
+def timm_models():
+    import timm
+    import torch
+
+    img = lambda s=64: (torch.randn(1, 3, s, s),)  # noqa: E731
+    yield "timm_ghostnet", "timm.create_model('ghostnet_050', num_classes=10)", \
+        lambda: timm.create_model("ghostnet_050", pretrained=False, num_classes=10), img()
+    yield "timm_mobilevit_xxs", "timm.create_model('mobilevit_xxs', num_classes=10)", \
+        lambda: timm.create_model("mobilevit_xxs", pretrained=False, num_classes=10), img()
+    yield "timm_deit_tiny", "timm.create_model('deit_tiny_patch16_224', img_size=32, depth=2, num_classes=10)", \
+        lambda: timm.create_model("deit_tiny_patch16_224", pretrained=False, img_size=32, depth=2, num_classes=10), img(32)
+    yield "timm_regnetx_002", "timm.create_model('regnetx_002', num_classes=10)", \
+        lambda: timm.create_model("regnetx_002", pretrained=False, num_classes=10), img()
+
+
+class _Logits:
+    """Wraps a transformers model so the export has one float output (the model's first)."""
+
+    def __new__(cls, model, key=None):
+        import torch
+
+        class W(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, *args):
+                out = self.m(*args, return_dict=True)
+                return out[key] if key else out[0]
+
+        return W()
+
+
+def transformers_models():
+    import torch
+    import transformers as tr
+
+    ids = (torch.randint(0, 1000, (1, 16)),)
+    small = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=128, max_position_embeddings=64)
+
+    def bert():
+        return _Logits(tr.BertForSequenceClassification(tr.BertConfig(**small, num_labels=3)), "logits")
+
+    def distilbert():
+        c = tr.DistilBertConfig(vocab_size=1000, dim=64, n_layers=2, n_heads=2, hidden_dim=128,
+                                max_position_embeddings=64, num_labels=3)
+        return _Logits(tr.DistilBertForSequenceClassification(c), "logits")
+
+    def gpt2():
+        c = tr.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False)
+        return _Logits(tr.GPT2LMHeadModel(c), "logits")
+
+    def llama():
+        c = tr.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                           use_cache=False)
+        return _Logits(tr.LlamaForCausalLM(c), "logits")
+
+    def whisper_encoder():
+        c = tr.WhisperConfig(vocab_size=1000, num_mel_bins=16, d_model=64, encoder_layers=2, decoder_layers=2,
+                             encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
+                             decoder_ffn_dim=128, max_source_positions=32, max_target_positions=32)
+        return _Logits(tr.WhisperModel(c).get_encoder(), "last_hidden_state")
+
+    def t5_encoder():
+        c = tr.T5Config(vocab_size=1000, d_model=64, d_ff=128, d_kv=32, num_layers=2, num_heads=2)
+        return _Logits(tr.T5EncoderModel(c), "last_hidden_state")
+
+    yield "hf_bert", "BertForSequenceClassification(BertConfig(hidden 64, 2 layers, 2 heads, ffn 128, vocab 1000))", bert, ids
+    yield "hf_distilbert", "DistilBertForSequenceClassification(dim 64, 2 layers, 2 heads, ffn 128, vocab 1000)", distilbert, ids
+    yield "hf_gpt2", "GPT2LMHeadModel(n_embd 64, 2 layers, 2 heads, vocab 1000; tied lm_head)", gpt2, ids
+    yield "hf_llama", "LlamaForCausalLM(hidden 64, ffn 128, 2 layers, 4 heads, 2 kv heads, vocab 1000)", llama, ids
+    yield "hf_whisper_encoder", "WhisperModel(d_model 64, 2 layers, 16 mel bins, 32 positions).encoder", \
+        whisper_encoder, (torch.randn(1, 16, 64),)
+    yield "hf_t5_encoder", "T5EncoderModel(d_model 64, d_ff 128, 2 layers, 2 heads, vocab 1000)", t5_encoder, ids
+
+
+TRAINING_MODE = {"tv_resnet18", "tv_mobilenet_v2", "hf_bert"}  # also exported in training mode
+
+
+def export_torch(name, source, make, args, out, family, only):
+    import torch
+
+    entries, failed = [], []
+    # the TorchScript exporter has no ONNX form of MultiheadAttention's eval fast path
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        model = make().eval()
+    except Exception as e:
+        return [], [{"name": name, "family": family, "exporter": "-", "error": f"constructor: {type(e).__name__}: {e}"}]
+    params = sum(p.numel() for p in model.parameters() if p.dtype.is_floating_point)
+    variants = [("dynamo", dict(dynamo=True, external_data=False)), ("ts", dict(dynamo=False))]
+    if name in TRAINING_MODE:
+        variants.append(("ts_train", dict(dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
+                                          do_constant_folding=False)))
+    for tag, kw in variants:
+        full = f"{name}_{tag}"
+        if only and not any(k in full for k in only):
+            continue
+        path = os.path.join(out, family, full + ".onnx")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        exporter = (f"torch.onnx dynamo (torch {torch.__version__})" if kw["dynamo"]
+                    else f"torch.onnx TorchScript (torch {torch.__version__})")
+        if tag == "ts_train":
+            exporter += " training mode"
+        try:
+            with torch.no_grad():
+                torch.onnx.export(model, args, path, **kw)
+            import onnx
+
+            m = onnx.load(path, load_external_data=False)
+            opset = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+            entries.append({"name": full, "file": os.path.relpath(path, out), "family": family,
+                            "source": source, "exporter": exporter, "opset": opset,
+                            "inputs": [list(a.shape) for a in args], "params": params,
+                            "bytes": os.path.getsize(path)})
+            print(f"ok   {full}: {params:,} params, {len(m.graph.node)} nodes, opset {opset}", file=sys.stderr)
+        except Exception as e:
+            last = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
+            failed.append({"name": full, "family": family, "exporter": exporter, "error": f"{type(e).__name__}: {last}"})
+            print(f"FAIL {full}: {type(e).__name__}: {last}", file=sys.stderr)
+            if os.environ.get("CORPUS_DEBUG"):
+                traceback.print_exc()
+            if os.path.exists(path):
+                os.remove(path)
+    return entries, failed
+
+
+# ------------------------------------------------------------------ Keras -> TF Lite
+def keras_models():
+    import tensorflow as tf
+
+    ka = tf.keras.applications
+    shp = (64, 64, 3)
+    yield "keras_mobilenet", "keras.applications.MobileNet(alpha=0.25, input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.MobileNet(input_shape=shp, alpha=0.25, weights=None, classes=10)
+    yield "keras_mobilenet_v2", "keras.applications.MobileNetV2(alpha=0.35, input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.MobileNetV2(input_shape=shp, alpha=0.35, weights=None, classes=10)
+    yield "keras_mobilenet_v3_small", "keras.applications.MobileNetV3Small(alpha=0.75, input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.MobileNetV3Small(input_shape=shp, alpha=0.75, weights=None, classes=10)
+    yield "keras_mobilenet_v3_large", "keras.applications.MobileNetV3Large(alpha=0.75, input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.MobileNetV3Large(input_shape=shp, alpha=0.75, weights=None, classes=10)
+    yield "keras_resnet50", "keras.applications.ResNet50(input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.ResNet50(input_shape=shp, weights=None, classes=10)
+    yield "keras_efficientnet_b0", "keras.applications.EfficientNetB0(input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.EfficientNetB0(input_shape=shp, weights=None, classes=10)
+    yield "keras_densenet121", "keras.applications.DenseNet121(input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.DenseNet121(input_shape=shp, weights=None, classes=10)
+
+    def text_conv():
+        L = tf.keras.layers
+        x = L.Input((32,), dtype="int32")
+        h = L.Embedding(1000, 32)(x)
+        h = L.Conv1D(32, 3, padding="same", activation="relu")(h)
+        h = L.GlobalAveragePooling1D()(h)
+        y = L.Dense(4, activation="softmax")(L.Dense(32, activation="relu")(h))
+        return tf.keras.Model(x, y)
+
+    def text_attention():
+        L = tf.keras.layers
+        x = L.Input((32,), dtype="int32")
+        h = L.Embedding(1000, 32)(x)
+        a = L.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)
+        h = L.LayerNormalization()(h + a)
+        f = L.Dense(32)(L.Dense(64, activation="gelu")(h))
+        h = L.LayerNormalization()(h + f)
+        h = L.GlobalAveragePooling1D()(h)
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
+    yield "keras_text_conv", "Keras Embedding(1000,32) + Conv1D(32,3) + GlobalAveragePooling1D + Dense(32) + Dense(4)", text_conv
+    yield "keras_text_attention", "Keras Embedding(1000,32) + MultiHeadAttention(2 heads, key 16) + LayerNormalization + Dense FFN (gelu) + pooling + Dense(4)", text_attention
+
+
+def export_keras(name, source, make, out):
+    import numpy as np
+    import tensorflow as tf
+
+    path = os.path.join(out, "keras", name + ".tflite")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    exporter = f"tf.lite.TFLiteConverter.from_keras_model (tensorflow {tf.__version__})"
+    try:
+        model = make()
+        params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
+        nontrain = int(sum(np.prod(w.shape) for w in model.non_trainable_weights))
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+        with open(path, "wb") as f:
+            f.write(data)
+        print(f"ok   {name}: {params:,} params ({nontrain:,} non-trainable), {len(data):,} B", file=sys.stderr)
+        return [{"name": name, "file": os.path.relpath(path, out), "family": "keras", "source": source,
+                 "exporter": exporter, "inputs": [list(i.shape) for i in model.inputs], "params": params,
+                 "params_nontrainable": nontrain, "bytes": len(data)}], []
+    except Exception as e:
+        last = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
+        print(f"FAIL {name}: {type(e).__name__}: {last}", file=sys.stderr)
+        return [], [{"name": name, "family": "keras", "exporter": exporter, "error": f"{type(e).__name__}: {last}"}]
+
+
+# ------------------------------------------------------------------ the onnx package's zoo models
+def zoo_models(out, only):
+    import onnx
+
+    base = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light")
+    entries = []
+    for fn in sorted(os.listdir(base)):
+        if not fn.endswith(".onnx") or (only and not any(k in fn for k in only)):
+            continue
+        name = "zoo_" + fn[len("light_"):-len(".onnx")]
+        dst = os.path.join(out, "zoo", name + ".onnx")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(os.path.join(base, fn), dst)
+        m = onnx.load(dst, load_external_data=False)
+        opset = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+        # the light models build their weights with ConstantOfShape: no framework count; the survey
+        # counts the file's float constants itself
+        entries.append({"name": name, "file": os.path.relpath(dst, out), "family": "zoo",
+                        "source": f"onnx {onnx.__version__} backend/test/data/light/{fn}",
+                        "exporter": "onnx model zoo (light)", "opset": opset, "params": None,
+                        "bytes": os.path.getsize(dst)})
+    return entries
+
+
+# ------------------------------------------------------------------ the committed handful (tests/corpus)
+def test_models():
+    """(file, source, make, inputs) of tiny real exports for tests/corpus: each well under 300 KB."""
+    import torch
+    import transformers as tr
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    from torchvision.models.mobilenetv3 import InvertedResidualConfig, MobileNetV3
+    from torchvision.models.shufflenetv2 import ShuffleNetV2
+
+    ids = (torch.randint(0, 100, (1, 8)),)
+    img = (torch.randn(1, 3, 32, 32),)
+
+    def bert():
+        c = tr.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=64, max_position_embeddings=16, num_labels=3)
+        return _Logits(tr.BertForSequenceClassification(c), "logits")
+
+    def gpt2():
+        c = tr.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2, n_positions=16, use_cache=False)
+        return _Logits(tr.GPT2LMHeadModel(c), "logits")
+
+    def llama():
+        c = tr.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16, use_cache=False)
+        return _Logits(tr.LlamaForCausalLM(c), "logits")
+
+    def mnv3():
+        cfg = [InvertedResidualConfig(8, 3, 8, 8, True, "RE", 2, 1, 1.0),
+               InvertedResidualConfig(8, 3, 24, 16, False, "HS", 2, 1, 1.0),
+               InvertedResidualConfig(16, 5, 32, 16, True, "HS", 1, 1, 1.0)]
+        return MobileNetV3(cfg, last_channel=32, num_classes=4)
+
+    yield ("bert_tiny_dynamo.onnx", "BertForSequenceClassification(hidden 32, 1 layer, 2 heads, ffn 64, vocab 100, 16 positions)",
+           bert, ids, dict(dynamo=True, external_data=False))
+    yield ("gpt2_tiny_dynamo.onnx", "GPT2LMHeadModel(n_embd 32, 1 layer, 2 heads, vocab 100, 16 positions; tied lm_head)",
+           gpt2, ids, dict(dynamo=True, external_data=False))
+    yield ("llama_tiny_dynamo.onnx", "LlamaForCausalLM(hidden 32, ffn 64, 1 layer, 4 heads, 2 kv heads, vocab 100)",
+           llama, ids, dict(dynamo=True, external_data=False))
+    yield ("convnext_tiny_ts.onnx", "torchvision ConvNeXt([CNBlockConfig(8,16,1), CNBlockConfig(16,None,1)], num_classes=4)",
+           lambda: ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=4), img, dict(dynamo=False))
+    yield ("mobilenet_v3_tiny_dynamo.onnx", "torchvision MobileNetV3(3 inverted residual blocks (SE, hardswish), last_channel=32, num_classes=4)",
+           mnv3, img, dict(dynamo=True, external_data=False))
+    yield ("shufflenet_v2_tiny_ts.onnx", "torchvision ShuffleNetV2([1,1,1], [8,16,32,64,64], num_classes=4)",
+           lambda: ShuffleNetV2([1, 1, 1], [8, 16, 32, 64, 64], num_classes=4), img, dict(dynamo=False))
+
+
+def keras_test_models():
+    import tensorflow as tf
+
+    L = tf.keras.layers
+
+    def text_conv():
+        x = L.Input((16,), dtype="int32")
+        h = L.Embedding(100, 16)(x)
+        h = L.Conv1D(16, 3, padding="same", activation="relu")(h)
+        h = L.GlobalAveragePooling1D()(h)
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
+    def mobile_block():
+        x = L.Input((32, 32, 3))
+        h = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(x)
+        h = L.BatchNormalization()(h)
+        h = L.ReLU(6.0)(h)
+        h = L.DepthwiseConv2D(3, padding="same", use_bias=False)(h)
+        h = L.BatchNormalization()(h)
+        h = L.Activation("hard_swish")(h)
+        h = L.Conv2D(16, 1, use_bias=False)(h)
+        h = L.BatchNormalization()(h)
+        h = L.GlobalAveragePooling2D()(h)
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
+    yield "keras_text_conv.tflite", "Keras Embedding(100,16) + Conv1D(16,3,relu) + GlobalAveragePooling1D + Dense(4, softmax)", text_conv
+    yield "keras_mobile_block.tflite", "Keras Conv2D+BatchNorm+ReLU6, DepthwiseConv2D+BatchNorm+hard_swish, Conv2D 1x1+BatchNorm, pooling, Dense(4)", mobile_block
+
+
+def build_tests(out: str) -> int:
+    """Write the committed handful to `out` with models.json (exporter, version, framework params)."""
+    import numpy as np
+    import onnx
+    import torch
+
+    os.makedirs(out, exist_ok=True)
+    doc = []
+    torch.manual_seed(0)
+    torch.backends.mha.set_fastpath_enabled(False)
+    for fn, source, make, args, kw in test_models():
+        model = make().eval()
+        params = sum(p.numel() for p in model.parameters() if p.dtype.is_floating_point)
+        path = os.path.join(out, fn)
+        with torch.no_grad():
+            torch.onnx.export(model, args, path, **kw)
+        m = onnx.load(path, load_external_data=False)
+        opset = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+        exporter = f"torch.onnx {'dynamo' if kw['dynamo'] else 'TorchScript'} (torch {torch.__version__}), opset {opset}"
+        doc.append({"file": fn, "source": source, "exporter": exporter, "params": params})
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    for fn, source, make in keras_test_models():
+        model = make()
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+        with open(os.path.join(out, fn), "wb") as f:
+            f.write(data)
+        params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
+        doc.append({"file": fn, "source": source, "params": params,
+                    "exporter": f"tf.lite.TFLiteConverter.from_keras_model (tensorflow {tf.__version__}), float32"})
+    for d in doc:
+        d["bytes"] = os.path.getsize(os.path.join(out, d["file"]))
+        print(f"{d['file']}: {d['bytes']:,} B, {d['params']:,} params", file=sys.stderr)
+    with open(os.path.join(out, "exports.json"), "w") as f:
+        json.dump(sorted(doc, key=lambda d: d["file"]), f, indent=1, sort_keys=True)
+        f.write("\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="/work/corpus")
+    ap.add_argument("--only", default=None, help="comma-separated substrings of model names")
+    ap.add_argument("--skip", default="", help="comma-separated families: torchvision,timm,transformers,tflite,zoo")
+    ap.add_argument("--tests", default=None, metavar="DIR",
+                    help="instead: write the committed handful of tiny exports (tests/corpus) to DIR")
+    args = ap.parse_args(argv)
+    if args.tests:
+        return build_tests(args.tests)
+    only = args.only.split(",") if args.only else None
+    skip = set(filter(None, args.skip.split(",")))
+    os.makedirs(args.out, exist_ok=True)
+    mpath = os.path.join(args.out, "manifest.json")
+    old = {"models": [], "failed": []}
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            old = json.load(f)
+    entries, failed = [], []
+    if "zoo" not in skip:
+        entries += zoo_models(args.out, only)
+    sources = [("torchvision", torchvision_models), ("timm", timm_models), ("transformers", transformers_models)]
+    for family, gen in sources:
+        if family in skip:
+            continue
+        try:
+            models = list(gen())
+        except Exception as e:
+            failed.append({"name": family, "family": family, "exporter": "-", "error": f"{type(e).__name__}: {e}"})
+            continue
+        for name, source, make, inputs in models:
+            if only and not any(k in name for k in only):
+                continue
+            e, f = export_torch(name, source, make, inputs, args.out, family, only)
+            entries += e
+            failed += f
+    if "tflite" not in skip:
+        try:
+            models = list(keras_models())
+        except Exception as e:
+            models = []
+            failed.append({"name": "keras", "family": "keras", "exporter": "-", "error": f"{type(e).__name__}: {e}"})
+        for name, source, make in models:
+            if only and not any(k in name for k in only):
+                continue
+            e, f = export_keras(name, source, make, args.out)
+            entries += e
+            failed += f
+    # a partial rebuild (--only / --skip) keeps the other models of the manifest
+    built = {e["name"] for e in entries} | {f["name"] for f in failed}
+    models = [e for e in old["models"] if e["name"] not in built] + entries
+    fails = [f for f in old.get("failed", []) if f["name"] not in built] + failed
+    doc = {"models": sorted(models, key=lambda e: e["name"]), "failed": sorted(fails, key=lambda e: e["name"])}
+    with open(mpath + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(mpath + ".tmp", mpath)
+    print(f"{len(doc['models'])} models, {len(doc['failed'])} failed exports -> {mpath}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Exp, Log, Sqrt, Rsqrt, Reciprocal, Neg, Abs, Sin, Cos, Square: forward against NumPy, what backward
+keeps (X, Y or nothing), finite differences, verify, TFLite builtins."""
+import numpy as np
+import pytest
+from onnx import helper
+
+from devtools.modelgen import ModelBuilder
+from memplan_cli import ops
+from memplan_cli.loaders import load_model
+from tests.execute.helpers import run_backward
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+
+SHAPE = (2, 3, 4)
+RNG = np.random.default_rng(5)
+POS = RNG.uniform(-0.5, 0.5, SHAPE)  # Log, Sqrt, Reciprocal (of exp(x)): away from 0
+SIGNED = np.sign(RNG.uniform(-1, 1, SHAPE)) * RNG.uniform(0.3, 1.5, SHAPE)  # Abs: both signs, away from 0
+
+# op -> (reference, kept tensor: "a" is X, "s" is Y, None nothing, input values)
+REF = {
+    "Exp": (np.exp, "s", SIGNED), "Log": (np.log, "a", POS), "Sqrt": (np.sqrt, "s", POS),
+    "Reciprocal": (lambda x: 1 / x, "s", POS), "Neg": (np.negative, None, SIGNED), "Abs": (np.abs, "a", SIGNED),
+    "Sin": (np.sin, "a", SIGNED), "Cos": (np.cos, "a", SIGNED),
+}
+
+
+def _model(op):
+    # p shifts x: the op sits between two trained parameters; a positive-only op gets exp(x + p)
+    # (verify seeds p at random)
+    pre = [helper.make_node("Add", ["x", "p"], ["a"])] if REF[op][2] is SIGNED else \
+        [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Exp", ["z"], ["a"])]
+    nodes = pre + [helper.make_node(op, ["a"], ["s"]), helper.make_node("Mul", ["s", "q"], ["y"])]
+    inits = {"p": np.zeros(SHAPE[1:], np.float32), "q": np.ones(SHAPE[1:], np.float32)}
+    return onnx_model(nodes, [("x", SHAPE)], [("y", SHAPE)], inits)
+
+
+@pytest.mark.parametrize("op", sorted(REF))
+def test_forward_keeps_gradients_and_verify(tmp_path, op):
+    ref, kept, x = REF[op]
+    p = save(tmp_path, _model(op))
+    tg = training_graph(p)
+    xid = next(t.id for t in tg.tensors if t.name == "x")
+    pid = next(t.id for t in tg.tensors if t.name == "p")
+    mem = run_backward(tg, {xid: x.copy(), pid: np.zeros(SHAPE[1:])}, backward=False)
+    v = {t.name: np.asarray(mem.view(t.id)) for t in tg.tensors if t.name in ("a", "s")}
+    np.testing.assert_allclose(v["s"], ref(v["a"]), rtol=1e-12)
+    k = next(o.index for o in tg.graph.operations if o.type == op)
+    assert [tg.graph.operands[i].name for i in tg.rules[k].kept_forward()] == ([kept] if kept else [])
+    feeds = {"x": x, "p": np.zeros(SHAPE[1:]), "q": RNG.uniform(0.5, 1.5, SHAPE[1:])}
+    assert check_gradients(p, feeds=feeds) >= 24
+    check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("builtin,code,op", [("RSQRT", 76, "Rsqrt"), ("SQUARE", 92, "Square"), ("EXP", 47, "Exp"),
+                                             ("LOG", 73, "Log"), ("SQRT", 75, "Sqrt"), ("NEG", 59, "Neg"),
+                                             ("ABS", 101, "Abs"), ("SIN", 66, "Sin"), ("COS", 108, "Cos")])
+def test_tflite_builtins(tmp_path, builtin, code, op):
+    m = ModelBuilder(seed=4)
+    x = m.input([2, 6])
+    h = m.fully_connected(x, 6)
+    u = m._op(code, [m._op(47, [h], [2, 6])], [2, 6])  # of exp(h) > 0, for Log, Sqrt and Rsqrt
+    m.output(m.fully_connected(u, 3))
+    p = m.save(str(tmp_path / "m.tflite"))
+    g = load_model(p)
+    assert any(o.type == op and o.source_type == builtin for o in g.operations)
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")
+
+
+def test_rsqrt_and_square_keep_y_and_x(tmp_path):
+    m = ModelBuilder(seed=4)
+    x = m.input([2, 6])
+    h = m.fully_connected(x, 6)
+    r = m._op(76, [m._op(92, [h], [2, 6])], [2, 6])
+    m.output(m.fully_connected(r, 3))
+    tg = training_graph(m.save(str(tmp_path / "m.tflite")))
+    kept = {tg.graph.operations[k].type: [tg.graph.operands[i].name for i in r.kept_forward()]
+            for k, r in tg.rules.items() if tg.graph.operations[k].type in ("Rsqrt", "Square")}
+    names = {o.type: tg.graph.operands[o.outputs[0]].name for o in tg.graph.operations}
+    assert kept == {"Rsqrt": [names["Rsqrt"]], "Square": [tg.graph.operands[next(
+        o for o in tg.graph.operations if o.type == "Square").inputs[0]].name]}
+
+
+def test_flops_per_element():
+    from memplan_cli.ir.graph import Operand, Operation
+
+    operands = [Operand(0, "x", (2, 5)), Operand(1, "y", (2, 5))]
+    assert ops.get("Rsqrt").flops(Operation(0, "Rsqrt", [0], [1], {}), operands) == (20, 30)
+    assert ops.get("Neg").flops(Operation(0, "Neg", [0], [1], {}), operands) == (10, 10)

@@ -1,0 +1,108 @@
+"""The Python API (`from memplan_cli import analyze, compare, plan`): the README's example runs, the
+results carry the commands' own JSON, errors are the CLI's as exceptions, and importing stays light."""
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli import ConfigError, ModelError, analyze, compare, plan
+from memplan_cli.cli import main
+
+ROOT = pathlib.Path(__file__).parents[1]
+MNIST = "sample_models/mnist.circle"
+
+
+def readme_api_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1, "the README's Python API section has one python block"
+    return blocks[0]
+
+
+def test_the_readme_example_runs(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    exec(compile(readme_api_example(), "README.md (Python API)", "exec"), {})
+    out = capsys.readouterr().out
+    r = analyze(MNIST, batch_size=32, optimizer="adam", loss="cce")
+    assert f"planned {r.planned:,} B" in out and "refused: unknown optimizer 'adagrad'" in out
+
+
+def _cli(*args) -> str:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_analyze_is_the_command_s_json(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for profile in ("memplan", "onert"):
+        r = analyze(MNIST, batch_size=8, optimizer="adam", loss="cce", trainable_ops=[7, 8, 9], profile=profile)
+        assert r.to_json() == _cli("analyze", MNIST, "-b", "8", "-O", "adam", "-l", "cce", "-t", "7-9",
+                                   "-p", profile, "-f", "json")
+        t = r.report["totals"]
+        assert (r.planned, r.naive, r.lower_bound, r.folded) == (t["planned"], t["naive"], t["lower_bound"], t["folded"])
+        assert sum(c.planned for c in r.categories.values()) == r.planned
+        assert sum(p.arena for p in r.pools) == r.planned
+        assert r.peak.bytes == r.report["peak"]["bytes"] and r.report["config"]["trainable_ops"] == [7, 8, 9]
+    assert r.onert is None  # onert's own profile: no second onert column
+
+
+def test_compare_is_the_command_s_json(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    c = compare(MNIST, batch_size=4, optimizer="momentum")
+    assert c.to_json() == _cli("compare", MNIST, "-b", "4", "-O", "momentum", "-f", "json")
+    assert list(c.columns) == c.report["profiles"]
+    assert c.columns["memplan"].total == analyze(MNIST, batch_size=4, optimizer="momentum").planned
+
+
+def test_plan_matches_the_command(tmp_path):
+    csv = tmp_path / "b.csv"
+    csv.write_text("id,lower,upper,size\na,0,4,1024\nb,2,6,2048\nc,4,8,512\n")
+    p = plan(csv)
+    got = json.loads(_cli("plan", str(csv), "-f", "json"))
+    assert {k: v for k, v in p.report.items() if k != "seconds"} == {k: v for k, v in got.items() if k != "seconds"}
+    # the same buffers as (size, first, last inclusive) triples
+    q = plan([(1024, 0, 3), (2048, 2, 5), (512, 4, 7)])
+    assert (q.arena, q.lower_bound, q.offsets) == (p.arena, p.lower_bound, p.offsets)
+    assert p.offsets_csv().splitlines()[0] == "id,lower,upper,size,offset"
+
+
+@pytest.mark.parametrize("call, error, text", [
+    (lambda: analyze("no/such.circle"), ModelError, "no/such.circle"),
+    (lambda: analyze(MNIST, optimizer="adagrad"), ConfigError, "unknown optimizer"),
+    (lambda: analyze(MNIST, batch_size=0), ConfigError, "batch_size"),
+    (lambda: analyze(MNIST, trainable_ops=[1, -2]), ConfigError, "trainable_ops"),
+    (lambda: analyze(MNIST, trainable_ops=99), ConfigError, "more than the model's"),
+    (lambda: analyze(MNIST, planner="nope"), ConfigError, "unknown planner"),
+    (lambda: analyze(MNIST, onert_simd_width=5), ConfigError, "onert_simd_width"),
+    (lambda: compare(MNIST, loss="hinge"), ConfigError, "unknown loss"),
+    (lambda: plan([(8, 3, 1)]), ConfigError, "first <= last"),
+    (lambda: plan([(8, 0, 1)], planner="nope"), ConfigError, "unknown planner"),
+])
+def test_bad_input_raises_the_cli_s_errors(monkeypatch, call, error, text):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(error, match=re.escape(text)):
+        call()
+
+
+def test_importing_the_api_stays_light():
+    code = ("import sys; from memplan_cli import analyze, compare, plan; "
+            "print(' '.join(sorted(m for m in ('numpy', 'rich', 'click', 'onnx', 'jsonschema', 'numba') "
+            "if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_a_json_report_never_loads_rich():
+    # the reporter registry imports a reporter's module on first use: rich only for tables
+    code = ("import sys\nfrom memplan_cli.cli import main\n"
+            "sys.argv = ['memplan', 'analyze', 'sample_models/mnist.circle', '-f', 'json']\n"
+            "try:\n    main()\nfinally:\n    print('rich' in sys.modules, file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0 and json.loads(p.stdout)["kind"] == "analysis"
+    assert p.stderr.strip().splitlines()[-1] == "False"
