@@ -8,10 +8,10 @@ import os
 
 import click
 
+from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import config_from_flags, training_options, verbosity
 from memplan_cli.errors import ConfigError
 
-from memplan_cli.api import TRAINING_KEYS  # noqa: E402  (the flags every command merges with the metadata)
 NOTHING_FITS = 3
 
 

@@ -10,10 +10,10 @@ import json
 
 import click
 
+from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, profile_options,
                                           training_options, verbosity)
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout")
 
 
 @click.command("verify")
