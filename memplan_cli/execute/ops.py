@@ -297,29 +297,6 @@ def _reshape_deriv(ctx):
         shape.reshape_calc_derivative(ctx.dy(), dx)
 
 
-def _mean_axes(ctx):
-    p = ctx.x(1, optional=True)
-    if p is not None:
-        return np.asarray(p).reshape(-1)
-    ax = ctx.attrs.get("axes")
-    if ax is None and ctx.operand_in(1) >= 0:
-        ax = ctx.tg.graph.operands[ctx.operand_in(1)].value
-    if ax is None:
-        raise UnsupportedKernel("Mean whose axes are unknown")
-    return ax
-
-
-def _mean_fwd(ctx):
-    keep = bool(ctx.attrs.get("keep_dims", ctx.attrs.get("keepdims", False)))
-    shape.mean_forward(ctx.x(0), _mean_axes(ctx), ctx.y(), keep)
-
-
-def _mean_deriv(ctx):
-    dx = ctx.dx(0)
-    if dx is not None:
-        shape.mean_calc_derivative(ctx.dy(), _mean_axes(ctx), dx)
-
-
 def _concat_axis(ctx, ndim):
     return int(ctx.attrs.get("axis", 0)) % ndim
 
@@ -400,13 +377,11 @@ def apply_gradient(ctx):
 
 HANDLERS: dict[str, dict] = {
     "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv, "calcGradient": _reshape_deriv},
-    "Mean": {"forward": _mean_fwd, "calcDerivative": _mean_deriv},
     "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv, "calcGradient": _concat_deriv},
     "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
 }
 for _t in ("Flatten",):
     HANDLERS[_t] = HANDLERS["Reshape"]
-HANDLERS["GlobalAveragePool"] = HANDLERS["Mean"]
 for _t in list(activation.STANDALONE) + ["Clip"]:
     HANDLERS[_t] = _activation(_t)
 

@@ -5,7 +5,8 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
 - ops that keep the batch at dim 0 (element-wise ops, activations, Softmax, MatMul):
   an output whose old dim 0 followed its inputs' gets the new batch (broadcast: the largest);
 - Concat on axis 0: the sum of the inputs' dim 0; on any other axis: the batch is kept;
-- Mean over axis 0: the batch is reduced away, the output does not change; otherwise it is kept;
+- reductions (ops/reduce.py) over axis 0: the batch is reduced away, the output does not change;
+  otherwise it is kept;
 - Reshape with a known shape constant: a leading entry equal to the old batch becomes the new batch,
   then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
 - FullyConnected, Reshape without a known shape, and any op without a rule: dim 0 of each output is
@@ -135,15 +136,6 @@ def _concat(op, graph, shapes, batched):
     return [(sum(shapes[i][0] for i in op.inputs if i >= 0),) + tuple(s[1:])]
 
 
-def _mean(op, graph, shapes, batched):
-    i = op.inputs[0]
-    rank = len(graph.operands[i].shape)
-    axes = op.attrs.get("axes")
-    if axes is not None and 0 in {a + rank if a < 0 else a for a in axes}:
-        return [None]
-    return _keep_batch(op, graph, shapes, batched)
-
-
 def _reshape(op, graph, shapes, batched):
     i = op.inputs[0]
     if i not in batched:
@@ -178,7 +170,7 @@ def _reshape(op, graph, shapes, batched):
     return [tuple(t)]
 
 
-_RULES = {"Concat": _concat, "Mean": _mean, "Reshape": _reshape}
+_RULES = {"Concat": _concat, "Reshape": _reshape}
 
 
 def _registry_rule(op_type: str):

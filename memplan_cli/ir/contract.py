@@ -12,7 +12,6 @@ from memplan_cli.ir.graph import ACTIVATIONS
 
 # op type -> number of leading inputs that must be present (not -1); every op needs one output
 REQUIRED_INPUTS = {
-    "Mean": 1,
     "Relu": 1, "Relu6": 1, "Sigmoid": 1, "Tanh": 1,
     "Reshape": 1, "Concat": 1,
 }

@@ -17,7 +17,7 @@ from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
 
 # builtin operator name -> canonical op type (graph.OP_TYPES); others keep their builtin name
 OP_MAP = {
-    "FULLY_CONNECTED": "FullyConnected", "MEAN": "Mean",
+    "FULLY_CONNECTED": "FullyConnected",
     "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
     "RESHAPE": "Reshape", "CONCATENATION": "Concat",
 }
@@ -199,8 +199,6 @@ class _Reader:
                 if t.is_const and t.value is None:
                     tb = sub.Tensors(ins[pos]).Buffer()
                     t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
-            if typ == "Mean" and len(ins) > 1 and 0 <= ins[1] < len(operands) and operands[ins[1]].value is not None:
-                attrs["axes"] = operands[ins[1]].value
         return ops
 
     def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers):
@@ -265,8 +263,7 @@ class _Reader:
         return out
 
     def options(self, o, typ: str) -> dict:
-        from circle_schema.v0_10.circle import (ConcatenationOptions, FullyConnectedOptions, ReducerOptions,
-                                                 ReshapeOptions)
+        from circle_schema.v0_10.circle import ConcatenationOptions, FullyConnectedOptions, ReshapeOptions
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
 
         table = o.BuiltinOptions()
@@ -289,8 +286,6 @@ class _Reader:
             x = view(FullyConnectedOptions, "FullyConnectedOptions")
             a["keep_num_dims"] = bool(x.KeepNumDims())
             act(x)
-        elif kind == BO.ReducerOptions:
-            a["keep_dims"] = bool(view(ReducerOptions, "ReducerOptions").KeepDims())
         elif kind == BO.ConcatenationOptions:
             x = view(ConcatenationOptions, "ConcatenationOptions")
             a["axis"] = x.Axis()

@@ -17,7 +17,7 @@ from memplan_cli.ir.graph import Graph, Operand, Operation
 
 SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
           "Concat": "Concat",
-          "Reshape": "Reshape", "Flatten": "Reshape", "ReduceMean": "Mean", "GlobalAveragePool": "Mean"}
+          "Reshape": "Reshape", "Flatten": "Reshape"}
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
 # Opset 7-9 models (the ONNX zoo's exports) are converted to UPGRADE_TO with onnx.version_converter
@@ -305,17 +305,6 @@ class _Builder:
             return "Reshape", {} if a.get("allowzero", 0) else {"zero_copies_input": True}
         if t == "Flatten":
             return "Reshape", {"flatten_axis": a.get("axis", 1)}
-        if t == "GlobalAveragePool":
-            rank = len(operands[ins[0]].shape)
-            return "Mean", {"axes": tuple(range(2, rank)), "keep_dims": True, "layout": "NCHW"}
-        if t == "ReduceMean":
-            axes = a.get("axes")
-            if axes is None and len(ins) > 1 and ins[1] >= 0:
-                axes = operands[ins[1]].value
-            attrs = {"keep_dims": bool(a.get("keepdims", 1)), "layout": "NCHW"}
-            if axes is not None:
-                attrs["axes"] = tuple(axes)
-            return "Mean", attrs
         if t in SIMPLE:
             return SIMPLE[t], {}
         return t, a if all(isinstance(v, (int, float, str)) or _int_list(v) for v in a.values()) else {}

@@ -49,10 +49,10 @@ class RuleContext:
 
 def default_rules() -> dict:
     """op type -> rule function, from the op-family modules in `passes/ops/`."""
-    from memplan_cli.passes.ops import activations, concat, loss, mean, reshape
+    from memplan_cli.passes.ops import activations, concat, loss, reshape
 
     out = {}
-    for mod in (activations, reshape, mean, concat, loss):
+    for mod in (activations, reshape, concat, loss):
         out.update(mod.RULES)
     # the op registry's families (memplan_cli/ops/) come last: one place per op
     from memplan_cli import ops

@@ -1,0 +1,191 @@
+"""Reductions over axes: Mean (ONNX ReduceMean, GlobalAveragePool; TFLite MEAN), ReduceSum (ONNX
+ReduceSum; TFLite SUM), ReduceMax / ReduceMin (ONNX ReduceMax / ReduceMin; TFLite REDUCE_MAX /
+REDUCE_MIN).
+
+Canonical form: `<type>(x[, axes])`, attrs `axes` (non-negative, sorted; absent: every axis),
+`keep_dims`, `noop` (ONNX noop_with_empty_axes with no axes: the output is the input). ONNX gives
+the axes as an attribute before opset 13 (ReduceSum) / 18 (ReduceMean, ReduceMax, ReduceMin) and as
+an input after; TFLite as input 1, with `keep_dims` in ReducerOptions. The axes are read at load; an
+axes input computed at run time is refused (the output shape would not be known). The axes operand
+stays an input (int, no gradient), as onert's Mean has it.
+
+Training rules (PyTorch derivatives.yaml):
+- `mean.dim`: self: mean_backward(grad, ...) = dY broadcast back over the reduced axes / N;
+  `sum.dim_IntList`: self: grad.expand(...) = dY broadcast. Backward reads dY (and the axes constant)
+  only: nothing is kept.
+- `amax` / `amin`: self: scale_grad_by_count(restore_reduced_dims(grad), restore_reduced_dims(result)
+  == self, dim): the gradient goes to the elements equal to the result, split evenly on ties; keeps
+  X and Y.
+- A float parameter reduced directly (kept unfolded because another op reads it too) trains through
+  the op with the same backward (calcGradient).
+FLOPs: forward |X| (Mean also |Y| divisions); backward Mean |X| (the division), Sum 0 (a broadcast
+copy), Max / Min 2|X| (the comparison and the split).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin")
+_EXTREME = ("ReduceMax", "ReduceMin")
+
+
+# ---- rule ------------------------------------------------------------------------------------------
+def rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    reads = [("bp", y)]
+    if op.type in _EXTREME and not op.attrs.get("noop"):
+        reads += [("fwd", x), ("fwd", y)]
+    reads += [("fwd", i) for i in op.inputs[1:] if i >= 0]  # the axes constant
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO(list(reads), [("bp", x)])
+    param_gradient(op, ctx, r, x, list(reads))
+    return r
+
+
+# ---- kernels ---------------------------------------------------------------------------------------
+def reduced_axes(attrs, rank: int) -> tuple[int, ...]:
+    """The axes the op reduces over (none for a noop)."""
+    if attrs.get("noop"):
+        return ()
+    ax = attrs.get("axes")
+    if ax is None:
+        return tuple(range(rank))
+    return tuple(sorted({int(a) % max(rank, 1) for a in ax}))
+
+
+def _kept_shape(shape, axes) -> tuple:
+    return tuple(1 if k in axes else n for k, n in enumerate(shape))
+
+
+_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min}
+
+
+def forward(ctx):
+    x = np.asarray(ctx.x(0))
+    y = ctx.y()
+    ax = reduced_axes(ctx.attrs, x.ndim)
+    y[...] = (_FWD[ctx.op.type](x, axis=ax, keepdims=True) if ax else x).reshape(y.shape)
+
+
+def backward(ctx):
+    out = target(ctx, 0)
+    if out is None:
+        return
+    shape = tuple(ctx.tg.graph.operands[ctx.op.inputs[0]].shape)
+    ax = reduced_axes(ctx.attrs, len(shape))
+    dy = np.asarray(ctx.dy()).reshape(_kept_shape(shape, ax))
+    t = ctx.op.type
+    if t == "Mean":
+        g = np.broadcast_to(dy / max(math.prod(shape[a] for a in ax), 1), shape)
+    elif t == "ReduceSum" or not ax:
+        g = np.broadcast_to(dy, shape)
+    else:
+        hit = np.asarray(ctx.x(0)) == np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
+        g = dy * hit / hit.sum(axis=ax, keepdims=True)
+    out[...] = g.reshape(out.shape)
+
+
+KERNELS = {"forward": forward, "calcDerivative": backward, "calcGradient": backward}
+
+
+# ---- contract, FLOPs, batch ------------------------------------------------------------------------
+def check(op, operands):
+    if op.attrs.get("axes_unknown"):
+        return "has axes computed at run time (memplan needs them at load to size the output)"
+    shape = tuple(operands[op.inputs[0]].shape)
+    ax = op.attrs.get("axes")
+    if ax is not None and any(not -max(len(shape), 1) <= int(a) < max(len(shape), 1) for a in ax):
+        return f"reduces over axes {tuple(ax)} of a rank-{len(shape)} input"
+    if ax is not None and len(set(int(a) % max(len(shape), 1) for a in ax)) != len(ax):
+        return f"repeats an axis in {tuple(ax)}"
+    axes = reduced_axes(op.attrs, len(shape))
+    keep = bool(op.attrs.get("keep_dims", False)) or not axes
+    want = _kept_shape(shape, axes) if keep else tuple(n for k, n in enumerate(shape) if k not in axes)
+    y = tuple(operands[op.outputs[0]].shape)
+    if math.prod(want) != math.prod(y):
+        return f"reduces {shape} over axes {axes} to {want}, not to its output {y}"
+    return None
+
+
+def flops(op, operands):
+    n = operands[op.inputs[0]].num_elements
+    m = operands[op.outputs[0]].num_elements
+    if op.attrs.get("noop"):
+        return 0, 0
+    if op.type == "Mean":
+        return n + m, n
+    if op.type == "ReduceSum":
+        return n, 0
+    return n, 2 * n
+
+
+def _batch(op, graph, shapes, batched):
+    """Reducing over the batch axis leaves the output as it is; otherwise dim 0 follows the input."""
+    x = op.inputs[0]
+    if x not in batched:
+        return [None]
+    if 0 in reduced_axes(op.attrs, len(graph.operands[x].shape)):
+        return [None]
+    s = graph.operands[op.outputs[0]].shape
+    return [(shapes[x][0],) + tuple(s[1:]) if s else None]
+
+
+OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch)
+       for t in TYPES]
+
+
+# ---- converters ------------------------------------------------------------------------------------
+def _axes_attrs(values, rank: int, noop: bool) -> dict:
+    """Canonical attrs for axes `values` (None: none given; "unknown": computed at run time)."""
+    if values == "unknown":
+        return {"axes_unknown": True}
+    if values is None or len(values) == 0:
+        return {"noop": True} if noop else {}
+    return {"axes": tuple(sorted(int(a) % max(rank, 1) for a in values))}
+
+
+def _onnx_reduce(t):
+    def conv(node) -> Canon:
+        rank = len(node.shape(0) or ())
+        a = node.attrs
+        if "axes" in a:
+            values = tuple(a["axes"])
+        elif node.input(1) is not None:
+            v = node.values(1)
+            values = "unknown" if v is None else v
+        else:
+            values = None
+        attrs = {"keep_dims": bool(a.get("keepdims", 1)), "layout": "NCHW"}
+        attrs.update(_axes_attrs(values, rank, bool(a.get("noop_with_empty_axes", 0))))
+        return Canon(t, attrs)
+    return conv
+
+
+def _onnx_global_average(node) -> Canon:
+    rank = len(node.shape(0) or ())
+    return Canon("Mean", {"axes": tuple(range(2, rank)), "keep_dims": True, "layout": "NCHW"})
+
+
+def _tflite_reduce(t):
+    def conv(node) -> Canon:
+        rank = len(node.shape(0) or ())
+        v = node.values(1) if node.input(1) is not None else None
+        attrs = {"keep_dims": bool(node.options.get("keep_dims", False))}
+        # TFLite reduces over no axis when given none: the output is the input
+        attrs.update(_axes_attrs("unknown" if v is None else v, rank, True))
+        return Canon(t, attrs)
+    return conv
+
+
+ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum"),
+        "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
+        "GlobalAveragePool": _onnx_global_average}
+TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
+          "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin")}

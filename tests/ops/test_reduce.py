@@ -1,0 +1,169 @@
+"""ReduceMean / ReduceSum / ReduceMax / ReduceMin and GlobalAveragePool: axes as attribute and as input
+across opsets, keepdims, noop_with_empty_axes, what backward keeps, finite differences, verify,
+TFLite MEAN / SUM / REDUCE_MAX, refusals."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from devtools.modelgen import ModelBuilder
+from memplan_cli import ops
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+
+SHAPE = (2, 3, 4)
+ONNX_TYPE = {"Mean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin"}
+# the opset from which the axes are an input
+AXES_INPUT = {"ReduceMean": 18, "ReduceSum": 13, "ReduceMax": 18, "ReduceMin": 18}
+
+
+def _model(op, axes, keepdims=1, opset=None, noop=None, out_shape=None):
+    """x + p -> op(axes) -> * q: the reduction sits between two trained parameters."""
+    onnx_op = ONNX_TYPE[op]
+    opset = opset or AXES_INPUT[onnx_op]
+    attrs = {"keepdims": keepdims}
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    inits = {"p": np.zeros(SHAPE[1:], np.float32)}
+    ins = ["a"]
+    if axes is not None:
+        if opset >= AXES_INPUT[onnx_op]:
+            inits["ax"] = np.array(axes, np.int64)
+            ins.append("ax")
+        else:
+            attrs["axes"] = list(axes)
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node(onnx_op, ins, ["r"], **attrs),
+             helper.make_node("Mul", ["r", "q"], ["y"])]
+    rs = out_shape
+    if rs is None:
+        ax = range(len(SHAPE)) if not axes else [a % len(SHAPE) for a in axes]
+        rs = tuple(1 if k in ax else n for k, n in enumerate(SHAPE)) if keepdims else \
+            tuple(n for k, n in enumerate(SHAPE) if k not in ax)
+    inits["q"] = np.ones(rs[1:] if rs else (), np.float32)
+    return onnx_model(nodes, [("x", SHAPE)], [("y", rs)], inits, opset=opset)
+
+
+CASES = [((1,), 1), ((-1,), 0), ((1, 2), 1), ((2,), 0)]
+
+
+@pytest.mark.parametrize("axes,keep", CASES)
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax", "ReduceMin"])
+def test_gradients_and_verify(tmp_path, op, axes, keep):
+    p = save(tmp_path, _model(op, axes, keep))
+    g = load_model(p)
+    r = next(o for o in g.operations if o.type == op)
+    assert r.attrs["axes"] == tuple(sorted(a % 3 for a in axes)) and r.attrs["keep_dims"] == bool(keep)
+    # distinct values: no ties for Max / Min
+    x = np.random.default_rng(7).permutation(np.prod(SHAPE)).reshape(SHAPE) / 10.0
+    assert check_gradients(p, feeds={"x": x}) >= 12
+    check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax"])
+def test_axes_as_attribute_before_the_opset_that_made_them_an_input(tmp_path, op):
+    old = AXES_INPUT[ONNX_TYPE[op]] - 1
+    g = load_model(save(tmp_path, _model(op, (1,), 1, opset=old)))
+    r = next(o for o in g.operations if o.type == op)
+    assert r.attrs["axes"] == (1,) and len(r.inputs) == 1
+    g = load_model(save(tmp_path, _model(op, (1,), 1), "new.onnx"))
+    r = next(o for o in g.operations if o.type == op)
+    assert r.attrs["axes"] == (1,) and len(r.inputs) == 2  # the axes operand stays, without a gradient
+
+
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax"])
+def test_no_axes_reduces_everything_unless_noop(tmp_path, op):
+    p = save(tmp_path, _model(op, None, 0, out_shape=()))
+    r = next(o for o in load_model(p).operations if o.type == op)
+    assert "axes" not in r.attrs and not r.attrs.get("noop")
+    assert check_gradients(p) >= 12
+    p = save(tmp_path, _model(op, None, 1, noop=1, out_shape=SHAPE), "noop.onnx")
+    r = next(o for o in load_model(p).operations if o.type == op)
+    assert r.attrs["noop"]
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")
+
+
+def test_what_backward_keeps(tmp_path):
+    for op, kept in (("Mean", ["ax"]), ("ReduceSum", ["ax"]), ("ReduceMax", ["a", "ax", "r"])):
+        tg = training_graph(save(tmp_path, _model(op, (1,), 1), f"{op}.onnx"))
+        k = next(o.index for o in tg.graph.operations if o.type == op)
+        assert sorted(tg.graph.operands[i].name for i in tg.rules[k].kept_forward()) == kept
+
+
+def test_max_splits_ties_evenly(tmp_path):
+    p = save(tmp_path, _model("ReduceMax", (2,), 1))
+    x = np.zeros(SHAPE)
+    x[..., 1] = x[..., 3] = 1.0  # two maxima per row
+    from tests.execute.helpers import run_backward
+
+    tg = training_graph(p)
+    ids = {t.name: t.id for t in tg.tensors}
+    mem = run_backward(tg, {ids["x"]: x, ids["p"]: np.zeros(SHAPE[1:])})
+    da = np.asarray(mem.view(tg.bp[next(o.index for o in tg.graph.operands if o.name == "a")]))
+    dr = np.asarray(mem.view(tg.bp[next(o.index for o in tg.graph.operands if o.name == "r")]))
+    np.testing.assert_allclose(da[..., 1], dr[..., 0] / 2)
+    np.testing.assert_allclose(da[..., 0], 0)
+
+
+def test_global_average_pool(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("GlobalAveragePool", ["a"], ["g"]),
+             helper.make_node("Mul", ["g", "q"], ["y"])]
+    inits = {"p": np.zeros((3, 4, 5), np.float32), "q": np.ones((3, 1, 1), np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 4, 5))], [("y", (2, 3, 1, 1))], inits))
+    r = next(o for o in load_model(p).operations if o.type == "Mean")
+    assert r.attrs["axes"] == (2, 3) and r.attrs["keep_dims"]
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")
+
+
+def test_run_time_axes_are_refused(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("ReduceSum", ["a", "ax"], ["y"])]
+    m = onnx_model(nodes, [("x", SHAPE), ("ax", (1,), TensorProto.INT64)], [("y", (2, 1, 4))],
+                   {"p": np.zeros(SHAPE[1:], np.float32)})
+    with pytest.raises(ModelError):  # ONNX shape inference stops this one first
+        load_model(save(tmp_path, m))
+    # when shapes are known but the axes are not (values() is None), the converter marks it and the
+    # contract refuses it
+    from memplan_cli.ir.contract import problems
+    from memplan_cli.ir.graph import Operand, Operation
+    from memplan_cli.ops.base import OnnxNode
+
+    operands = [Operand(0, "a", SHAPE), Operand(1, "ax", (1,), "int64"), Operand(2, "y", (2, 1, 4))]
+    c = ops.onnx_converter("ReduceSum")(OnnxNode("ReduceSum", "", "r", {}, [0, 1], [2], operands, 13))
+    assert c.attrs["axes_unknown"]
+    assert "axes computed at run time" in problems(Operation(0, "ReduceSum", [0, 1], [2], c.attrs), operands)
+    c = ops.onnx_converter("ReduceSum")(OnnxNode("ReduceSum", "", "r", {}, [0, 1], [2], operands, 13,
+                                                 lambda k: (1,)))
+    assert c.attrs["axes"] == (1,) and problems(Operation(0, "ReduceSum", [0, 1], [2], c.attrs), operands) is None
+
+
+@pytest.mark.parametrize("code,op", [(40, "Mean"), (74, "ReduceSum"), (82, "ReduceMax"), (89, "ReduceMin")])
+def test_tflite_reducers(tmp_path, code, op):
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
+    from circle_schema.v0_10.circle.ReducerOptions import ReducerOptionsT
+
+    m = ModelBuilder(seed=6)
+    x = m.input([2, 3, 4])
+    h = m.add(x, m.const([4], value=np.linspace(-1, 1, 4, dtype=np.float32)))
+    o = ReducerOptionsT()
+    o.keepDims = False
+    ax = m.const([1], "int32", np.array([-1], np.int32))
+    r = m._op(code, [h, ax], [2, 3], BuiltinOptions.ReducerOptions, o)
+    m.output(m.fully_connected(r, 2))
+    p = m.save(str(tmp_path / "m.tflite"))
+    g = load_model(p)
+    red = next(o for o in g.operations if o.source_type == {40: "MEAN", 74: "SUM", 82: "REDUCE_MAX",
+                                                              89: "REDUCE_MIN"}[code])
+    assert red.type == op and red.attrs["axes"] == (2,) and not red.attrs["keep_dims"]
+    assert check_gradients(p) >= 8
+    check_verify(p, "-b", "2")
+
+
+def test_flops():
+    from memplan_cli.ir.graph import Operand, Operation
+
+    operands = [Operand(0, "x", (2, 3, 4)), Operand(1, "y", (2, 1, 4))]
+    op = lambda t: Operation(0, t, [0], [1], {"axes": (1,), "keep_dims": True})
+    assert ops.get("Mean").flops(op("Mean"), operands) == (24 + 8, 24)
+    assert ops.get("ReduceSum").flops(op("ReduceSum"), operands) == (24, 0)
+    assert ops.get("ReduceMax").flops(op("ReduceMax"), operands) == (24, 48)
