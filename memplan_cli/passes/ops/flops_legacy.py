@@ -7,7 +7,6 @@ neither place has no FLOPs, and every FLOPs figure that would need it is withhel
 
 Conventions (as `OpDef.flops`): `fn(op, operands) -> (forward, backward)`; a multiply-add is 2
 FLOPs; backward is calcGradient plus calcDerivative (both, as when every input needs a back-prop).
-- Mean: |X| adds and |Y| divisions forward; |X| backward (dY / N broadcast).
 - Standalone activations per element (forward, backward): Relu (1, 1), Relu6 / Clip (2, 2),
   Sigmoid (4, 3), Tanh (5, 3).
 - Reshape / Flatten / Concat move or view bytes: 0 FLOPs (a fused activation on a Concat adds its
@@ -35,11 +34,6 @@ def _fused(op, operands, f, b):
     return f + _ACT[act][0] * n, b + _ACT[act][1] * n
 
 
-def mean_flops(op, operands):
-    x, y = _n(operands, op.inputs[0]), _n(operands, op.outputs[0])
-    return x + y, x
-
-
 def activation_flops(op, operands):
     f, b = _STANDALONE[op.type]
     y = _n(operands, op.outputs[0])
@@ -56,8 +50,6 @@ def loss_flops(op, operands):
 
 
 FLOPS = {
-    "Mean": mean_flops,
-    "GlobalAveragePool": mean_flops,
     "Relu": activation_flops,
     "Relu6": activation_flops,
     "Clip": activation_flops,
