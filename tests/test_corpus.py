@@ -28,9 +28,7 @@ with open(os.path.join(HERE, "exports.json")) as _f:
     EXPORTS = {e["file"]: e for e in json.load(_f)}
 
 # refused today for an op another change is adding; the value says which op (for the reader only)
-MAY_REFUSE = {
-    "gpt2_tiny_dynamo.onnx": "Pow (GELU tanh form)",
-    "llama_tiny_dynamo.onnx": "Pow (RMSNorm)",
+MAY_REFUSE: dict[str, str] = {
 }
 
 

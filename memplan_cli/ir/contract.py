@@ -41,6 +41,10 @@ def problems(op, operands) -> str | None:
     act = op.attrs.get("activation", "NONE")
     if act not in ACTIVATIONS:
         return f"has an unknown fused activation {act!r}"
+    if op.type == "Reshape":
+        x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+        if x.num_elements != y.num_elements:
+            return f"reshapes {tuple(x.shape)} ({x.num_elements} elements) to {tuple(y.shape)} ({y.num_elements})"
     return None
 
 

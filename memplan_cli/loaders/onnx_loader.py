@@ -426,6 +426,15 @@ def _upgrade_opset(model):
                    f"({first[:200]})") from None
 
 
+def _has_unknown_shapes(model) -> bool:
+    """Whether shape inference left a node output without a static shape."""
+    shaped = {}
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        t = vi.type.tensor_type
+        shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
+    return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
+
+
 def load_onnx(path: str, batch_size: int | None = None) -> Graph:
     """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`."""
     import onnx
@@ -440,10 +449,19 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
         dynamic = _fix_inputs(model, init_names, batch_size)
-        try:
-            model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as e:
-            raise _Bad(f"shape inference failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        def infer(m):
+            try:
+                return shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+            except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as e:
+                raise _Bad(f"shape inference failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
+                    from None
+
+        model = infer(model)
+        if _has_unknown_shapes(model):
+            # shapes computed at run time (TorchScript's Expand / Reshape targets): fold them, then infer again
+            from memplan_cli.loaders.onnx_fold import fold_shape_computations
+
+            model, _ = fold_shape_computations(model, _default_opset(model), infer)
         g = _drop_unused_operands(_Builder(model).build())
         if dynamic:
             g.metadata["dynamic_batch"] = True

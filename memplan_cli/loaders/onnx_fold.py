@@ -1,0 +1,149 @@
+"""Fold an ONNX model's shape computations into constants before the final shape inference.
+
+Exporters compute shapes at run time: TorchScript writes `Expand(x, Where(Equal(s, -1),
+ConstantOfShape(..), s))`, `Shape -> Gather -> Unsqueeze -> Concat -> Reshape` chains, `Range` over a
+sequence length. onnx's shape inference (even with data propagation) leaves the results of many of
+these unknown ('unk__0'), and memplan needs static shapes. Once the graph's inputs are fixed, these
+values are constants; this pass computes them.
+
+Rules:
+- A value is known when it is a small integer/bool initializer, the output of a `Constant` node, or
+  `Shape` / `Size` of a tensor whose shape inference gave a static shape.
+- A default-domain node whose inputs are all known is evaluated with onnx's reference implementation
+  (`onnx.reference`), and folded only if every output is an integer or bool tensor of at most
+  MAX_ELEMENTS elements. Float tensors are never folded here: they are activations or weights
+  (weights computed from constants are folded later, on the IR, by `ir.fold`).
+- Random ops are never evaluated. A node the reference cannot run is left as it is.
+- Folded nodes are removed; each of their outputs still read by a remaining node (or a graph output)
+  becomes an initializer. Shape inference then runs again, and the pass repeats while it folds
+  something (each round can make new shapes static).
+Weight bytes are never read: only integer/bool initializers of at most MAX_ELEMENTS elements.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MAX_ELEMENTS = 4096
+MAX_ROUNDS = 8
+_RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial",
+           "Dropout"}
+
+
+def _small_int(arr) -> bool:
+    return arr.dtype.kind in "iub" and arr.size <= MAX_ELEMENTS
+
+
+def _static_shapes(model) -> dict[str, tuple]:
+    out = {}
+    for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        dims = t.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            out[vi.name] = tuple(int(d.dim_value) for d in dims)
+    for t in model.graph.initializer:  # an initializer's shape is its dims (a folded value's too)
+        out[t.name] = tuple(int(d) for d in t.dims)
+    return out
+
+
+def _known_initializers(model) -> dict[str, np.ndarray]:
+    from onnx import TensorProto, numpy_helper
+
+    ints = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+            TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+    known = {}
+    for t in model.graph.initializer:
+        n = int(np.prod(t.dims)) if t.dims else 1
+        if t.data_type in ints and n <= MAX_ELEMENTS and t.data_location != TensorProto.EXTERNAL:
+            known[t.name] = numpy_helper.to_array(t)
+    return known
+
+
+def _shape_value(node, shapes):
+    """Shape / Size of a statically shaped tensor (Shape's start/end attributes, opset 15+)."""
+    s = shapes.get(node.input[0])
+    if s is None:
+        return None
+    if node.op_type == "Size":
+        return np.array(int(np.prod(s)) if s else 1, dtype=np.int64)
+    start, end = 0, len(s)
+    for a in node.attribute:
+        if a.name == "start":
+            start = a.i
+        elif a.name == "end":
+            end = a.i
+    return np.array(s[slice(start, end)], dtype=np.int64)
+
+
+def _evaluate(node, values, opset: int):
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        ref = ReferenceEvaluator(node, opsets={"": opset})
+        feeds = {name: values[name] for name in node.input if name}
+        outs = ref.run(None, feeds)
+    except Exception:  # an op the reference lacks, or one it cannot run on these values
+        return None
+    return [np.asarray(o) for o in outs]
+
+
+def fold_round(model, opset: int) -> int:
+    """One pass in node order; returns how many nodes it folded (the model is changed in place)."""
+    from onnx import numpy_helper
+
+    shapes = _static_shapes(model)
+    known = _known_initializers(model)
+    folded, new_values = [], {}
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Constant":
+            out = _evaluate(node, known, opset)
+            if out and _small_int(out[0]):
+                known[node.output[0]] = out[0]
+            continue
+        if node.op_type in ("Shape", "Size"):
+            v = _shape_value(node, shapes)
+            outs = None if v is None else [v]
+        elif node.op_type in _RANDOM or not all(not i or i in known for i in node.input) or not node.input:
+            continue
+        else:
+            outs = _evaluate(node, known, opset)
+        if outs is None or len(outs) != len(node.output) or not all(_small_int(o) for o in outs):
+            continue
+        for name, v in zip(node.output, outs):
+            if name:
+                known[name] = v
+                new_values[name] = v
+        folded.append(node)
+    if not folded:
+        return 0
+    gone = {id(n) for n in folded}
+    keep = [n for n in model.graph.node if id(n) not in gone]
+    read = {i for n in keep for i in n.input} | {o.name for o in model.graph.output}
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    have = {t.name for t in model.graph.initializer}
+    for name, v in new_values.items():
+        if name in read and name not in have:
+            model.graph.initializer.append(numpy_helper.from_array(v, name))
+    # value_info of folded tensors would shadow the initializers' shapes: drop them
+    vi = [v for v in model.graph.value_info if v.name not in new_values]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(vi)
+    return len(folded)
+
+
+def fold_shape_computations(model, opset: int, infer) -> tuple:
+    """Alternate `infer(model) -> model` (shape inference) and fold rounds until nothing folds.
+    Returns (model, nodes folded)."""
+    total = 0
+    model = infer(model)
+    for _ in range(MAX_ROUNDS):
+        n = fold_round(model, opset)
+        if not n:
+            break
+        total += n
+        model = infer(model)
+    return model, total

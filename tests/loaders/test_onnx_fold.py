@@ -1,0 +1,74 @@
+"""loaders/onnx_fold.py: shape computations that onnx's shape inference leaves unknown are folded
+into constants, so the exports that compute their Expand / Reshape targets at run time load."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, shape_inference
+
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from memplan_cli.loaders.onnx_loader import _has_unknown_shapes
+from tests.ops.gradcheck import analyze_json, check_verify, onnx_model, save
+
+
+def _torchscript_expand(extra_nodes=(), extra_inits=None):
+    """x (2, 3, 4) + Expand(p (1, 1, 4), Where(Equal(s, -1), ConstantOfShape(..), s)) as TorchScript
+    writes `p.expand(2, -1, -1)`, then Reshape(y, Concat(Gather(Shape(y), 0), [-1]))."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    nodes = [
+        helper.make_node("Constant", [], ["s"], value=helper.make_tensor("sv", TensorProto.INT64, [3], [2, -1, -1])),
+        helper.make_node("Equal", ["s", "m1"], ["eq"]),
+        helper.make_node("ConstantOfShape", ["three"], ["ones"],
+                         value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
+        helper.make_node("Where", ["eq", "ones", "s"], ["target"]),
+        helper.make_node("Expand", ["p", "target"], ["pe"]),
+        helper.make_node("Add", ["x", "pe"], ["a"]),
+        helper.make_node("Shape", ["a"], ["sa"]),
+        helper.make_node("Gather", ["sa", "zero"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus1"], ["flat"], axis=0),
+        helper.make_node("Reshape", ["a", "flat"], ["y"]),
+        *extra_nodes,
+    ]
+    inits = {"p": np.linspace(-1, 1, 4).reshape(1, 1, 4).astype(np.float32), "m1": i64(-1), "three": i64([3]),
+             "zero": i64(0), "ax0": i64(0), "minus1": i64([-1]), **(extra_inits or {})}
+    return onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 12))], inits)
+
+
+def test_inference_alone_leaves_the_expand_unknown():
+    # the premise: without folding, memplan would refuse this graph (no static shape for 'pe')
+    m = shape_inference.infer_shapes(_torchscript_expand(), strict_mode=False, data_prop=True)
+    assert _has_unknown_shapes(m)
+
+
+def test_folded_shapes_load_analyse_and_verify(tmp_path):
+    p = save(tmp_path, _torchscript_expand())
+    g = load_model(p)
+    shapes = {o.name: tuple(o.shape) for o in g.operands}
+    assert shapes["pe"] == (2, 1, 4) and shapes["y"] == (2, 12)
+    # the shape subgraph is gone: no Shape / Gather / Where / Equal op is left to count or run
+    assert {o.type for o in g.operations} >= {"Add", "Reshape"}
+    assert not {"Shape", "Where", "Equal", "ConstantOfShape", "Concat"} & {o.type for o in g.operations}
+    doc = analyze_json(p, "-t", "all")
+    assert doc["categories"]["trainable"]["naive"] >= 16  # p trains
+    check_verify(p, "-b", "2")
+
+
+def test_float_results_are_never_folded(tmp_path):
+    # a float ConstantOfShape (an attention-mask style tensor) stays an op of the graph
+    extra = [helper.make_node("ConstantOfShape", ["sy"], ["fz"],
+                              value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.5])),
+             helper.make_node("Shape", ["y"], ["sy"]),
+             helper.make_node("Add", ["y", "fz"], ["y2"])]
+    m = _torchscript_expand(extra)
+    m.graph.output[0].name = "y2"
+    g = load_model(save(tmp_path, m))
+    assert "fz" in {o.name for o in g.operands}
+
+
+def test_unfoldable_unknown_shape_is_still_one_line(tmp_path):
+    # a shape that depends on data (NonZero) stays unknown: refused, naming the tensor
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["y"], to=1)]
+    m = onnx_model(nodes, [("x", (2, 3))], [("y", (2, 0))], {})
+    with pytest.raises(ModelError, match="static shapes|no shape"):
+        load_model(save(tmp_path, m))
