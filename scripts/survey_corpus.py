@@ -132,6 +132,11 @@ def file_params(path: str) -> dict:
 
 
 # ---------------------------------------------------------------- running memplan
+def _n(v) -> str:
+    """An int with thousands separators; anything else (a '-' for unknown) as it is."""
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
 def run(cmd: list[str], timeout: float) -> dict:
     t0 = time.monotonic()
     try:
@@ -338,8 +343,9 @@ def report(rows: list[dict], pc: list[dict] | None, memplan: str, version: str, 
         for r in sorted(mism, key=lambda r: r["name"]):
             f = r["file"]
             fw = 4 * r["params"] if r.get("params") is not None else "-"
-            out.append(f"| {r['name']} | {r['trainable']:,} | {r['gradient']:,} | {fw:,} | "
-                       f"{f.get('float_params', '-'):,} (+{f.get('float_scalars', 0)}) | {f.get('float_bytes_aligned', 0):,} |")
+            out.append(f"| {r['name']} | {r['trainable']:,} | {r['gradient']:,} | {_n(fw)} | "
+                       f"{_n(f.get('float_params', '-'))} (+{f.get('float_scalars', 0)}) | "
+                       f"{_n(f.get('float_bytes_aligned', 0))} |")
         out.append("")
 
     out.append("## onert profile\n")
