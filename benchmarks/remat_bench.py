@@ -13,8 +13,9 @@ figures: MobileNetV2 batch 10 Adam at 0.65 x the plain plan, and `memplan verify
 remat plan of MobileNetV2 at batch 2 (a fresh process; --verify-b10 also verifies the batch-10 plan,
 about 1.5 GB of memory). Seconds: wall clock and this process's CPU time (the machine may be shared).
 Models: the two samples and a ResNet-style residual CNN generated here (devtools.modelgen: a 3x3 stem,
-four stages of two basic blocks with 1x1 projections, 64x64 input); no transformer is measured (the
-real-world corpus of issue 15 is not in this repository).
+four stages of two basic blocks with 1x1 projections, 64x64 input), and the tiny real BERT export of
+tests/corpus (torch.onnx dynamo) at batch 64; `--model PATH[:BATCH]` adds any other model (e.g. a
+12-layer BERT-base-sized export).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from memplan_cli.remat.solve import floor, plan_arena, solve  # noqa: E402
 
 MNIST = os.path.join(REPO, "sample_models", "mnist.circle")
 MOBILENET = os.path.join(REPO, "sample_models", "mobilenetv2.circle")
+BERT_TINY = os.path.join(REPO, "tests", "corpus", "bert_tiny_dynamo.onnx")
 FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3)
 
 
@@ -125,6 +127,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="MobileNetV2 only, fewer budgets")
     ap.add_argument("--verify-b10", action="store_true", help="also verify MobileNetV2 batch 10 (about 1.5 GB)")
+    ap.add_argument("--model", action="append", default=[], metavar="PATH[:BATCH]",
+                    help="also measure this model (any format memplan reads), at BATCH (default 8); repeatable")
     args = ap.parse_args()
     fr = FRACTIONS[:6] if args.quick else FRACTIONS
     results = [front("mobilenetv2.circle", MOBILENET, 10, "adam", fr)]
@@ -132,6 +136,10 @@ def main() -> int:
         results.append(front("mnist.circle", MNIST, 32, "adam", fr))
         with tempfile.TemporaryDirectory() as d:
             results.append(front("resnet-style CNN (generated)", resnet_file(d), 8, "adam", fr))
+        results.append(front("BERT-style encoder (tests/corpus/bert_tiny_dynamo.onnx)", BERT_TINY, 64, "adam", fr))
+    for spec in args.model:
+        path, _, batch = spec.partition(":")
+        results.append(front(os.path.basename(path), path, int(batch or 8), "adam", fr))
     mb = results[0]
     row = next(r for r in mb["front"] if r["fraction"] == 0.65)
     print("\n== done when (issue 16)")

@@ -356,6 +356,8 @@ def to_graph(mb: ModelBuilder, batch: int = 1):
             attrs["dilation"] = (o.dilationHFactor, o.dilationWFactor)
         if o is not None and hasattr(o, "keepDims"):
             attrs["keep_dims"] = bool(o.keepDims)
+        if code == 2:
+            attrs["axis"] = o.axis
         if code == 40:  # Mean's axes constant, canonical as ops/reduce.py reads it
             ax = mb.buffers[mb.tensors[op.inputs[1]].buffer].data.view(np.int32)
             attrs["axes"] = tuple(sorted(int(a) % len(mb.shape(op.inputs[0])) for a in ax))

@@ -56,3 +56,22 @@ def test_contract_refuses_what_rules_would_misread(break_it, words):
     with pytest.raises(GraphError) as e:
         g.verify()
     assert words in str(e.value)
+
+
+def _concat_reshape(axis=1, cat_shape=(1, 8, 2), flat=(1, 16)):
+    """x (1, 4, 2), c (1, 4, 2) -> Concat(axis) -> z -> Reshape -> y"""
+    ops = [Operation(0, "Concat", [0, 1], [2], {"axis": axis, "activation": "NONE"}),
+           Operation(1, "Reshape", [2], [3], {})]
+    operands = [Operand(0, "x", (1, 4, 2), is_input=True), Operand(1, "c", (1, 4, 2), is_const=True),
+                Operand(2, "z", cat_shape), Operand(3, "y", flat, is_output=True)]
+    return Graph(operands, ops, [0], [3])
+
+
+def test_concat_and_reshape_shapes_are_checked():
+    _concat_reshape().verify()
+    with pytest.raises(GraphError, match="disagree at dim 1"):
+        _concat_reshape(axis=1, cat_shape=(1, 9, 2)).verify()
+    with pytest.raises(GraphError, match="disagree at dim 0"):
+        _concat_reshape(axis=0, cat_shape=(1, 8, 2)).verify()  # (1+1, 4, 2) would be right
+    with pytest.raises(GraphError, match=r"reshapes \(1, 8, 2\) \(16 elements\) to \(1, 15\)"):
+        _concat_reshape(flat=(1, 15)).verify()

@@ -116,6 +116,10 @@ class _Inputs:
         if role == "input":
             return rng.uniform(0, 1, size=shape).astype(dtype)
         if role in ("weight", "frozen-weight"):
+            if int(np.prod(shape, dtype=np.int64)) == 1:
+                # a scalar constant in an export is an epsilon, a scale or an exponent (RMSNorm's
+                # sqrt(mean + eps)): positive, so that sqrt / log / division stay defined
+                return rng.uniform(0.5, 1.5, size=shape).astype(dtype)
             if len(shape) <= 1:  # biases
                 return rng.uniform(-0.1, 0.1, size=shape).astype(dtype)
             # variance 1/fan_in keeps activations bounded through deep stacks; depthwise [1,KH,KW,C]

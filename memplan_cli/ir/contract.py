@@ -41,6 +41,10 @@ def problems(op, operands) -> str | None:
     act = op.attrs.get("activation", "NONE")
     if act not in ACTIVATIONS:
         return f"has an unknown fused activation {act!r}"
+    if op.type == "Concat":
+        why = _concat_problem(op, operands)
+        if why:
+            return why
     if op.type == "Reshape":
         x, y = operands[op.inputs[0]], operands[op.outputs[0]]
         if x.num_elements != y.num_elements:
@@ -60,4 +64,21 @@ def check_operands_are_defined(graph) -> str | None:
                 o = graph.operands[i]
                 return (f"op {op.label} reads operand {i} ({o.name}), which is neither constant, "
                         "a graph input, nor any op's output")
+    return None
+
+
+def _concat_problem(op, operands) -> str | None:
+    """Concat's inputs agree on every dim but the axis, and the output is their sum along it."""
+    ins = [operands[i] for i in op.inputs if i >= 0]
+    y = operands[op.outputs[0]]
+    rank = len(y.shape)
+    if any(len(x.shape) != rank for x in ins) or not rank:
+        return None  # ranks that differ are the loaders' to reject; scalars have no axis
+    axis = int(op.attrs.get("axis", 0)) % rank
+    for k in range(rank):
+        dims = [x.shape[k] for x in ins]
+        want = sum(dims) if k == axis else dims[0]
+        if (k != axis and any(d != dims[0] for d in dims)) or y.shape[k] != want:
+            return (f"concatenates {', '.join(str(tuple(x.shape)) for x in ins)} on axis {axis} into "
+                    f"{tuple(y.shape)}: the shapes disagree at dim {k}")
     return None

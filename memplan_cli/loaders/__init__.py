@@ -57,8 +57,14 @@ def load_model(path: str, *, batch_size: int | None = None):
         if batch_size is not None:
             from memplan_cli.ir.batch import rebatch
 
+            old = graph
             graph = rebatch(graph, batch_size)
-            graph.verify()
+            try:
+                graph.verify()
+            except GraphError as e:
+                raise GraphError(f"cannot re-batch to batch {batch_size}: {e} (the file fixes batch "
+                                 f"{_file_batch(old)} inside the graph; export it with a dynamic batch axis, or "
+                                 "analyse it at its own batch)") from None
     except ModelError:
         raise
     except GraphError as e:
@@ -66,3 +72,8 @@ def load_model(path: str, *, batch_size: int | None = None):
     except Exception as e:  # malformed bytes surface as many exception types inside the parsers
         raise ModelError(f"malformed {fmt} file ({type(e).__name__}: {e})", path) from None
     return graph
+
+
+def _file_batch(graph) -> int | str:
+    data = [i for i in graph.inputs if not graph.operands[i].is_const and graph.operands[i].shape]
+    return graph.operands[data[0]].shape[0] if data else "?"

@@ -51,3 +51,23 @@ def test_reshape_that_cannot_fit_is_an_error():
     g = _g([Operation(0, "Reshape", [0, 1], [2])], [(1, 2, 3), (2,), (1, 6)], consts={1}, values={1: (-1, 4)})
     with pytest.raises(GraphError, match="re-batch|does not fit"):
         rebatch(g, 5)
+
+
+def test_a_batch_fixed_inside_the_graph_is_refused_naming_it(tmp_path):
+    # ViT's class token as torch.onnx writes it at batch 1: Expand to a constant (1, 1, 4), then
+    # Concat with the patches on axis 1; at batch 2 the shapes disagree, and the message says why
+    import numpy as np
+    from onnx import helper
+
+    from memplan_cli.errors import ModelError
+    from memplan_cli.loaders import load_model
+    from tests.ops.gradcheck import onnx_model, save
+
+    nodes = [helper.make_node("Expand", ["cls", "shp"], ["c"]),
+             helper.make_node("Concat", ["c", "x"], ["y"], axis=1)]
+    m = onnx_model(nodes, [("x", (1, 3, 4))], [("y", (1, 4, 4))],
+                   {"cls": np.zeros((1, 1, 4), np.float32), "shp": np.array([1, 1, 4], np.int64)})
+    p = save(tmp_path, m)
+    assert load_model(p).operands  # its own batch loads
+    with pytest.raises(ModelError, match="cannot re-batch to batch 2: .*Concat.*the file fixes batch 1"):
+        load_model(p, batch_size=2)

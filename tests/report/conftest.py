@@ -25,7 +25,7 @@ def tiny_graph(batch: int = 2, concat: bool = False) -> Graph:
                 Operand(2, "h", (batch, 16)), Operand(3, "r", (batch, 16)), Operand(4, "w2", (4, 16), is_const=True),
                 Operand(5, "y", (batch, 4), is_output=not concat)]
     if concat:
-        ops.append(Operation(3, "Concat", [5, 5], [6]))
+        ops.append(Operation(3, "Concat", [5, 5], [6], {"axis": 1}))
         operands.append(Operand(6, "z", (batch, 8), is_output=True))
     g = Graph(operands, ops, [0], [len(operands) - 1], name="tiny", source_format="circle")
     g.verify()
