@@ -4,7 +4,8 @@ Each model either analyses with every op trainable and is right, or is refused c
 - right: `analyze -b 2 -O adam` exits 0; the gradient bytes are the file's float parameters (every
   float constant of more than one element, counted here from the file: ONNX initializers and Constant
   values, TFLite float32 buffers) at 4 bytes each, each buffer aligned to 16 bytes as memplan's arena
-  does, plus at most the file's float scalars; trainable bytes hold at least those; Adam state is 2 x the gradients; something trains; and
+  does, and not the file's float scalars; trainable bytes hold at least those; Adam state is 2 x the
+  gradients; something trains; and
   `verify -b 2 -O sgd` passes.
 - refused: exit 2 with one stderr line naming the file and an op, never a traceback or exit 70. Only
   the models in `MAY_REFUSE` may be refused (ops other helpers are adding); when one analyses, it must
@@ -98,11 +99,9 @@ def test_analyze_is_right_or_refuses_cleanly(name):
     cat = {k: v["naive"] for k, v in d["categories"].items()}
     params = float_param_buffers(path)
     assert params, "the counter found no float parameters"
-    # exporters' scalar constants (an attention scale 0.5, Where's fill 0.0) are not parameters, but
-    # memplan trains every float constant today (survey.md: an open question): tolerated, not more
-    low = sum(_align(b) for b in params)
-    high = low + sum(_align(b) for b in float_param_buffers(path, scalars=True))
-    assert low <= cat["gradient"] <= high, (cat, low, high)
+    # exporters' scalar constants (an attention scale 0.5, Where's fill 0.0, an epsilon) are not
+    # parameters, and memplan does not train them (RuleContext.is_param): exactly the parameters
+    assert cat["gradient"] == sum(_align(b) for b in params), (cat, params)
     assert cat["trainable"] >= cat["gradient"]
     assert cat["opt-variable"] == 2 * cat["gradient"]
     code, out, err = run(["verify", path, "-b", "2", "-O", "sgd"])

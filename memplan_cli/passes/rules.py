@@ -25,9 +25,11 @@ class RuleContext:
         return i >= 0 and self.graph.operands[i].is_const
 
     def is_param(self, i) -> bool:
-        """A float constant: a weight or bias the optimizer can update."""
+        """A float constant of rank >= 1: a weight or bias the optimizer can update. A 0-d float
+        constant is an epsilon, a scale or an exponent the exporter wrote (TorchScript's Constant
+        nodes, dynamo's scalar initializers), not a module parameter: it stays frozen."""
         o = self.graph.operands[i] if i >= 0 else None
-        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")))
+        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0)
 
     def needs_bp(self, i) -> bool:
         return i >= 0 and i in self.tg.needs_bp
