@@ -1,7 +1,7 @@
-"""Elementwise arithmetic of two (or, for Max / Min, more) inputs with numpy broadcasting in both
+"""Elementwise arithmetic of two (or, for Sum / Max / Min, more) inputs with numpy broadcasting in both
 directions: Add, Sub, Mul, Div (ONNX Add/Sub/Mul/Div, TFLite ADD/SUB/MUL/DIV with their fused
-activation), Pow (ONNX Pow, TFLite POW), SquaredDifference (TFLite SQUARED_DIFFERENCE), Max / Min
-(ONNX Max/Min, TFLite MAXIMUM/MINIMUM).
+activation), Pow (ONNX Pow, TFLite POW), SquaredDifference (TFLite SQUARED_DIFFERENCE), Sum (ONNX
+Sum, TFLite ADD_N: any number of inputs), Max / Min (ONNX Max/Min, TFLite MAXIMUM/MINIMUM).
 
 Training rules (PyTorch derivatives.yaml; each side reads only what its own formula needs, and only
 when that side needs a gradient or back-prop):
@@ -16,6 +16,7 @@ when that side needs a gradient or back-prop):
   keeps X. `pow.Tensor_Tensor` (any other exponent: an activation, or a learned tensor): self keeps X
   and the exponent; exponent: pow_backward_exponent(grad, self, exponent, result) = grad·Y·log X
   (0 where X = 0 and exponent >= 0), keeps X, the exponent and Y.
+- Sum (a chain of `add`): every input's gradient is dY: backward keeps nothing.
 - SquaredDifference (no derivatives.yaml entry; TensorFlow's `_SquaredDifferenceGrad`): dA = 2(A-B)·dY,
   dB = -dA: either side keeps both inputs.
 - `maximum` / `minimum`: the gradient goes to the input that is the result, split evenly on ties
@@ -33,7 +34,7 @@ when that side needs a gradient or back-prop):
 - ONNX opset < 7 `broadcast=1` with an `axis` that does not align B with A's trailing dimensions is
   refused (numpy broadcasting would pair other dimensions).
 FLOPs per output element: forward 1 (+1 for a fused activation; Pow 1, SquaredDifference 2, Max/Min
-one per extra input); backward per side: Add/Sub 1 (the broadcast sum), Mul 2, Div 2 (A) and 4 (B),
+one per extra input, Sum too); backward per side: Add/Sub/Sum 1 (the broadcast sum), Mul 2, Div 2 (A) and 4 (B),
 Pow 3 (base) and 4 (exponent), SquaredDifference 3 and 1, Max/Min 3.
 """
 from __future__ import annotations
@@ -238,12 +239,22 @@ def _extreme(fn):
 
 _MAX, _MIN = _extreme(np.maximum), _extreme(np.minimum)
 
+
+def _sum_all(xs):
+    out = xs[0]
+    for v in xs[1:]:
+        out = out + v
+    return out
+
 SPECS = {t: Spec(t, _FWD[t], _arith_needs, _arith_grads(t), (1, lambda op, k, t=t: _ARITH_BACK[t][k]))
          for t in ARITH}
 SPECS["Pow"] = Spec("Pow", _pow_forward, _pow_needs, _pow_grads, (1, lambda op, k: 3 if k == 0 else 4),
                     min_inputs=1)
 SPECS["SquaredDifference"] = Spec("SquaredDifference", lambda xs, a, t: np.square(xs[0] - xs[1]),
                                   lambda op, k: [0, 1], _sqdiff_grads, (2, lambda op, k: 3 if k == 0 else 1))
+SPECS["Sum"] = Spec("Sum", lambda xs, a, t: _sum_all(xs), lambda op, k: [],
+                    lambda dz, want, xs, y, a: [dz if w else None for w in want], (1, lambda op, k: 1),
+                    min_inputs=1, max_inputs=64)
 for _t, (_f, _g) in (("Max", _MAX), ("Min", _MIN)):
     SPECS[_t] = Spec(_t, _f, lambda op, k: list(range(len(op.inputs))), _g,
                      (1, lambda op, k: 3), min_inputs=1, max_inputs=64)
@@ -357,7 +368,8 @@ def _same(t):
     return conv
 
 
-ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max"), "Min": _same("Min")}
+ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max"), "Min": _same("Min"),
+        "Sum": _same("Sum")}
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
           "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
-          "MAXIMUM": _same("Max"), "MINIMUM": _same("Min")}
+          "MAXIMUM": _same("Max"), "MINIMUM": _same("Min"), "ADD_N": _same("Sum")}

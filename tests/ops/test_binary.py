@@ -228,3 +228,33 @@ def test_tflite_pow_squared_difference_maximum_minimum(tmp_path):
     assert _kept(tg, "SquaredDifference") == sorted(g.operands[i].name for i in g.operations[2].inputs)
     assert check_gradients(p) >= 24
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_variadic_sum_broadcasts_keeps_nothing_and_verifies(tmp_path, n):
+    # ONNX Sum (the zoo's ResNet-50 and ShuffleNet write their residual adds with it)
+    ins = ["a", "p", "r"][:n]
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node("Sum", ins, ["s"]),
+             helper.make_node("Mul", ["s", "w"], ["y"])]
+    inits = {"q": np.ones((1, 4), np.float32), "p": np.ones((3, 1), np.float32), "r": np.ones((4,), np.float32),
+             "w": np.full((1, 4), 0.5, np.float32)}
+    inits = {k: v for k, v in inits.items() if k in ("q", "w", *ins)}
+    shape = (2, 1, 4) if n == 1 else (2, 3, 4)
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 1, 4))], [("y", shape)], inits))
+    tg = training_graph(p)
+    assert _kept(tg, "Sum") == []
+    feeds = {k: v for k, v in FEEDS.items() if k in ("x", "q", *ins)}
+    assert check_gradients(p, feeds=feeds) >= 4 + {1: 0, 2: 3, 3: 7}[n]
+    check_verify(p, "-b", "2")
+
+
+def test_tflite_add_n(tmp_path):
+    m = ModelBuilder(seed=3)
+    x = m.input([2, 6])
+    h, k, j = (m.fully_connected(x, 6) for _ in range(3))
+    s = m._op(106, [h, k, j], [2, 6])  # ADD_N
+    m.output(m.fully_connected(s, 3))
+    p = m.save(str(tmp_path / "n.tflite"))
+    assert [o.type for o in load_model(p).operations].count("Sum") == 1
+    assert check_gradients(p) >= 24
+    check_verify(p, "-b", "2")
