@@ -1,0 +1,73 @@
+"""ops/scatter.py: ONNX ScatterND (reduction none / add): forward against onnx's reference,
+gradients of data and updates by finite differences, what backward keeps, verify, refusals."""
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from memplan_cli.errors import ModelError
+from memplan_cli.loaders import load_model
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+
+IDX = np.array([[0, 1], [2, 0]], np.int64)  # two (row, col) slices of a (B, 3, 4) tensor's [b] ...
+
+
+def _model(reduction="none", idx=IDX):
+    # x (2, 3, 4) + p -> a; u (from q) scattered into a at idx over axes 1, 2 of a transposed view
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["t"], perm=[1, 2, 0]),  # (3, 4, 2)
+             helper.make_node("Mul", ["q", "qs"], ["u"]),
+             helper.make_node("ScatterND", ["t", "i", "u"], ["s"], reduction=reduction),
+             helper.make_node("Transpose", ["s"], ["y"], perm=[2, 0, 1])]
+    inits = {"p": np.linspace(-1, 1, 12).reshape(1, 3, 4).astype(np.float32), "i": idx,
+             "q": np.linspace(0.5, 2, 4).reshape(2, 2).astype(np.float32),
+             "qs": np.ones((2, 2), np.float32)}
+    return onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 3, 4))], inits, opset=16)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_forward_matches_onnx_reference(tmp_path, reduction):
+    from memplan_cli.ops.scatter import forward
+
+    rng = np.random.default_rng(1)
+    data, upd = rng.normal(size=(3, 4, 2)), rng.normal(size=(2, 2))
+    node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=reduction)
+    want = ReferenceEvaluator(node).run(None, {"d": data, "i": IDX, "u": upd})[0]
+    g = load_model(save(tmp_path, _model(reduction)))
+    op = next(o for o in g.operations if o.type == "ScatterND")
+    out = np.zeros_like(data)
+
+    class Ctx:
+        attrs = op.attrs
+
+        class tg:
+            graph = g
+
+        def __init__(self):
+            self.op = op
+
+        def x(self, k):
+            return [data, IDX, upd][k]
+
+        def y(self):
+            return out
+
+    forward(Ctx())
+    np.testing.assert_allclose(out, want)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_gradients_keep_only_the_indices_and_verify(tmp_path, reduction):
+    p = save(tmp_path, _model(reduction))
+    tg = training_graph(p)
+    k = next(o.index for o in tg.graph.operations if o.type == "ScatterND")
+    assert [tg.graph.operands[i].name for i in tg.rules[k].kept_forward()] == ["i"]
+    assert check_gradients(p) >= 12 + 4
+    check_verify(p, "-b", "2")
+
+
+def test_refusals(tmp_path):
+    m = _model()
+    m.graph.node[3].attribute[0].s = b"mul"
+    with pytest.raises(ModelError, match="reduction 'mul'"):
+        load_model(save(tmp_path, m, "mul.onnx"))
