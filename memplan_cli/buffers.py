@@ -30,6 +30,10 @@ class Buffer:
 
     `size` is what the planner places (alignment already applied by the profile); `nbytes` is the
     tensor's own byte size. Buffers of one `pool` share one arena and are planned together.
+
+    `name` is for display. `key` is the buffer's identity (what it holds and in which role, e.g.
+    `back-prop:o12:k7`): schedule checks and verify match buffers to tensors by it, so two tensors a
+    model names alike stay apart. A profile that sets no key falls back to the name (`ident`).
     """
 
     name: str
@@ -40,6 +44,11 @@ class Buffer:
     owner: str = ""
     pool: str = "arena"
     nbytes: int | None = None
+    key: str = ""
+
+    @property
+    def ident(self) -> str:
+        return self.key or self.name
 
     def __post_init__(self):
         if self.category not in CATEGORIES:

@@ -15,15 +15,15 @@ class ScheduleError(AssertionError):
 def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
     """Walk `tg.steps`; raise ScheduleError at the first access outside the tensor's interval.
 
-    `intervals` is a BufferList (matched by buffer name: a tensor lives in its alias root's buffer)
+    `intervals` is a BufferList (matched by buffer key: a tensor lives in its alias root's buffer)
     or a dict {tensor id: (first, last)} (an alias is checked against its root's entry when it has
     none of its own). With `require_write_first`, a tensor that is neither persistent nor fed from
     outside must be written (or accumulated into) before a step reads it without writing it. Returns the number of
     accesses checked.
     """
     if hasattr(intervals, "buffers"):
-        by_name = {b.name: (b.first, b.last) for b in intervals.buffers}
-        ivs = {t.id: by_name.get(tg.buffer_name(t.id)) for t in tg.tensors}
+        by_key = {b.ident: (b.first, b.last) for b in intervals.buffers}
+        ivs = {t.id: by_key.get(tg.buffer_key(t.id)) for t in tg.tensors}
     else:
         ivs = {t.id: intervals[t.id] if t.id in intervals else intervals.get(tg.root(t.id)) for t in tg.tensors}
     interval = ivs.get

@@ -6,7 +6,8 @@ its plan, memplan builds the training graph with every saving rule off (`Policy.
 rules onert follows: back-prop for x' and y_true', transposed copies in FC / Conv backward, the
 activation back-prop buffer, an int32 argmax, Add keeping its inputs, Reshape copying, optimizer
 state for every constant, every branch contribution in its own disposable buffer) and maps each
-onert buffer onto the tensor it holds, by name:
+onert buffer onto the tensor it holds, through the graph operand its name gives and its role (the
+training graph's fwd / bp / grad / opt_state / contributions maps; `locator`):
 
     non-const  NAME / y_true'          -> NAME / label
     trainable  NAME                    -> NAME (a shared constant's `_copy` holds nothing here)
@@ -33,29 +34,69 @@ KERNEL_BUFFERS = {"W^T": "W^T", "X^T": "X^T", "dY^T": "dY^T", "dW^T": "dW^T", "a
                   "argmax": "arg_max"}
 
 
-def tensor_name(buffer) -> str | None:
-    """The training-graph tensor name an onert buffer holds (None: no counterpart)."""
+def role_of(buffer) -> tuple | None:
+    """What an onert buffer holds, as (graph operand name, role[, op]): role "fwd", "m", "v", "bp",
+    "grad", "bp@" (a branch contribution of op K) or "kernel" (op K's private buffer `what`, given
+    as the name). None: no counterpart. Names are the graph's (unique: `Graph` keeps them apart)."""
     pool, name = buffer.pool, buffer.name
     if pool == "onert:non-const":
-        return "label" if name == "y_true'" else name
+        return (None, "label") if name == "y_true'" else (name, "fwd")
     if pool == "onert:trainable":
-        return name
+        return (name, "fwd")
     if pool == "onert:opt-variable":
         base, _, var = name.rpartition(" var")
-        return f"{base}:{OPT_SUFFIX[int(var)]}" if var.isdigit() and int(var) < 2 else None
+        return (base, OPT_SUFFIX[int(var)]) if var.isdigit() and int(var) < 2 else None
     if pool == "onert:back-prop" and name.startswith("d"):
-        n = name[1:]
-        return ("label" if n == "y_true'" else n) + ":bp"
+        return (None, "label:bp") if name == "dy_true'" else (name[1:], "bp")
     if pool == "onert:gradient" and name.startswith("grad "):
-        return name[5:] + ":grad"
+        return (name[5:], "grad")
     if pool == "onert:disposable" and name.startswith("d") and "@" in name:
         n, _, k = name[1:].rpartition("@")
-        return f"{'label' if n == 'y_true' else n}:bp@{k}"
+        return ((None, "label:bp@", int(k)) if n == "y_true" else (n, "bp@", int(k))) if k.isdigit() else None
     if pool.startswith("onert:kernel:") and buffer.owner.startswith("#"):
         what = name[len(buffer.owner):].strip() if name.startswith(buffer.owner) else name
         k = buffer.owner.split()[0][1:]
-        return f"#{k}:{KERNEL_BUFFERS[what]}" if what in KERNEL_BUFFERS and k.isdigit() else None
+        return (KERNEL_BUFFERS[what], "kernel", int(k)) if what in KERNEL_BUFFERS and k.isdigit() else None
     return None
+
+
+def locator(tg):
+    """`buffer -> tensor id | None` for `layout_from_pools`: an onert buffer's tensor found through
+    the graph operand it belongs to and its role (the training graph's own maps), never by matching
+    derived names, so a model naming a tensor `w:bp` or two tensors alike still maps right."""
+    index = {o.name: o.index for o in tg.graph.operands}
+
+    def locate(buffer):
+        r = role_of(buffer)
+        if r is None:
+            return None
+        name, role = r[0], r[1]
+        v = tg.label if name is None else index.get(name)
+        role = role.removeprefix("label:") if name is None and role != "label" else role
+        if v is None:
+            return None
+        if role in ("fwd", "label"):
+            return tg.fwd.get(v)
+        if role in ("m", "v"):
+            states = tg.opt_state.get(v, [])
+            j = OPT_SUFFIX.index(role)
+            return states[j] if j < len(states) else None
+        if role == "bp":
+            return tg.bp.get(v)
+        if role == "grad":
+            return tg.grad.get(v)
+        if role == "bp@":
+            return tg.contributions.get((r[2], v))
+        return None
+
+    def locate_kernel(buffer):
+        r = role_of(buffer)
+        if r is not None and r[1] == "kernel":
+            want = f"#{r[2]}:{r[0]}"
+            return next((t for t in tg.extras.get(r[2], []) if tg.tensors[t].name == want), None)
+        return locate(buffer)
+
+    return locate_kernel
 
 
 def onert_training_graph(graph, config, backward_order: list[int] | None = None):

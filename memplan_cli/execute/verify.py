@@ -125,7 +125,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
 
         tg = onert_map.onert_training_graph(a.graph, a.config, a.buffers.info.get("backward_order"))
         if layout is None:
-            layout = layout_from_pools(tg, a.pools, a.profile, rename=onert_map.tensor_name)
+            layout = layout_from_pools(tg, a.pools, a.profile, locate=onert_map.locator(tg))
             layout = onert_map.step_intervals(tg, layout, a.buffers.info.get("event_ops"))
     if tg is None:
         raise MemplanError(f"profile {a.profile!r} does not expose the training graph it planned, so its plan "

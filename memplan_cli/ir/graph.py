@@ -91,6 +91,26 @@ class Graph:
     # things a loader or a rewrite guessed or ignored, for reports (e.g. "3 subgraphs: read subgraph 0")
     warnings: list = field(default_factory=list)
 
+    def __post_init__(self):
+        self._unique_operand_names()
+
+    def _unique_operand_names(self) -> None:
+        """Files may name two tensors alike (TFLite and ONNX allow it). Identity inside memplan is
+        the index (`Buffer.key`), but reports and runtime mappings show names, so a repeated name
+        is shown as `NAME#INDEX` from its second use on, and the graph says so once."""
+        seen: set[str] = set()
+        renamed = 0
+        for o in self.operands:
+            if o.name in seen:
+                new = f"{o.name}#{o.index}"
+                while new in seen:
+                    new += "'"
+                o.name = new
+                renamed += 1
+            seen.add(o.name)
+        if renamed:
+            self.warnings.append(f"{renamed} tensor(s) share a name with an earlier tensor: shown as NAME#INDEX")
+
     # ---- use-def -------------------------------------------------------------------------
     def defs(self) -> dict[int, int]:
         """operand index -> index of the op that defines it (graph inputs and constants have none)."""

@@ -27,8 +27,10 @@ class LossInsertion:
         if yp.is_const:
             raise ConfigError(f"the model output {yp.name} is a constant; there is nothing to train")
         n = len(g.operands)
-        label = Operand(n, "label", tuple(yp.shape), yp.dtype, is_input=True)
-        loss = Operand(n + 1, "loss", (1,), "float32", is_output=True)
+        taken = {o.name for o in g.operands}  # a model may name a tensor "label" or "loss" itself
+        label = Operand(n, "label" if "label" not in taken else f"label#{n}", tuple(yp.shape), yp.dtype,
+                        is_input=True)
+        loss = Operand(n + 1, "loss" if "loss" not in taken else f"loss#{n + 1}", (1,), "float32", is_output=True)
         yp.is_output = False
         g.operands += [label, loss]
         label, loss = label.index, loss.index

@@ -198,6 +198,25 @@ class TrainingGraph:
         """Name of the buffer holding tensor t (its alias root's name)."""
         return self.tensors[self.root(t)].name
 
+    def tensor_key(self, t: int) -> str:
+        """Tensor t's identity, independent of display names: role, operand and op
+        (`role:o<operand>:k<op>`), with the tensor id added where two tensors would share it."""
+        keys = self.__dict__.get("_keys")
+        if keys is None or len(keys) != len(self.tensors):
+            keys, seen = [], set()
+            for spec in self.tensors:
+                k = f"{spec.role}:o{'-' if spec.operand is None else spec.operand}:k{'-' if spec.op is None else spec.op}"
+                if k in seen:
+                    k = f"{k}#{spec.id}"
+                seen.add(k)
+                keys.append(k)
+            self.__dict__["_keys"] = keys
+        return keys[t]
+
+    def buffer_key(self, t: int) -> str:
+        """Key of the buffer holding tensor t (its alias root's key): `Buffer.key`."""
+        return self.tensor_key(self.root(t))
+
     def to_buffer_list(self, pools: list[Pool] | None = None, pool_of=None, align: int = 16) -> BufferList:
         """One Buffer per memory-owning tensor (alias roots), aliases folded into their root.
 
@@ -213,7 +232,7 @@ class TrainingGraph:
             nbytes = max(self.tensors[m].nbytes for m in groups[r])
             pool = pool_of(t) if pool_of else pools[0].name
             buffers.append(Buffer(t.name, t.category, align_up(nbytes, align), a, b,
-                                  owner=self.op_label(t.op), pool=pool, nbytes=nbytes))
+                                  owner=self.op_label(t.op), pool=pool, nbytes=nbytes, key=self.tensor_key(r)))
         steps = [Step(s.index, s.kind, s.op, s.label) for s in self.steps]
         info = {"tensors": len(self.tensors), "aliases": len(self.aliases)}
         return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align),

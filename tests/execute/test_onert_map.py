@@ -3,7 +3,7 @@ from memplan_cli.buffers import Buffer
 from memplan_cli.config import TrainConfig
 from memplan_cli.execute.layout import layout_from_pools
 from memplan_cli.execute.memory import Layout, Placement
-from memplan_cli.execute.onert_map import onert_training_graph, step_intervals, tensor_name
+from memplan_cli.execute.onert_map import locator, onert_training_graph, role_of, step_intervals
 from tests.execute.graphs import conv_net
 
 
@@ -11,20 +11,27 @@ def _b(name, pool, owner=""):
     return Buffer(name, "extra" if pool.startswith("onert:kernel") else "non-const", 16, 0, 1, owner, pool)
 
 
-def test_names_per_category():
-    assert tensor_name(_b("x", "onert:non-const")) == "x"
-    assert tensor_name(_b("y_true'", "onert:non-const")) == "label"
-    assert tensor_name(_b("w0", "onert:trainable")) == "w0"
-    assert tensor_name(_b("w0 var0", "onert:opt-variable")) == "w0:m"
-    assert tensor_name(_b("w0 var1", "onert:opt-variable")) == "w0:v"
-    assert tensor_name(_b("dc", "onert:back-prop")) == "c:bp"
-    assert tensor_name(_b("dy_true'", "onert:back-prop")) == "label:bp"
-    assert tensor_name(_b("grad w0", "onert:gradient")) == "w0:grad"
-    assert tensor_name(_b("dx1@3", "onert:disposable")) == "x1:bp@3"
-    assert tensor_name(_b("#6 FullyConnected W^T", "onert:kernel:3", "#6 FullyConnected")) == "#6:W^T"
-    assert tensor_name(_b("#2 MaxPool2D argmax", "onert:kernel:4", "#2 MaxPool2D")) == "#2:arg_max"
-    assert tensor_name(_b("#0 Conv2D act dY", "onert:kernel:0", "#0 Conv2D")) == "#0:act_back_prop"
-    assert tensor_name(_b("#0 Conv2D conv dY", "onert:kernel:1", "#0 Conv2D")) is None
+def test_each_onert_buffer_finds_its_tensor():
+    tg = onert_training_graph(conv_net(), TrainConfig(optimizer="adam", loss="cce"))
+    locate = locator(tg)
+    names = {t.name for t in tg.tensors}
+
+    def found(buffer):
+        t = locate(buffer)
+        return None if t is None else tg.tensors[t].name
+
+    cases = [(_b("x", "onert:non-const"), "x"), (_b("y_true'", "onert:non-const"), "label"),
+             (_b("w0", "onert:trainable"), "w0"), (_b("w0 var0", "onert:opt-variable"), "w0:m"),
+             (_b("w0 var1", "onert:opt-variable"), "w0:v"), (_b("dc", "onert:back-prop"), "c:bp"),
+             (_b("dy_true'", "onert:back-prop"), "label:bp"), (_b("grad w0", "onert:gradient"), "w0:grad"),
+             (_b("#0 Conv2D W^T", "onert:kernel:0", "#0 Conv2D"), "#0:W^T"),
+             (_b("#2 MaxPool2D argmax", "onert:kernel:4", "#2 MaxPool2D"), "#2:arg_max"),
+             (_b("#0 Conv2D act dY", "onert:kernel:0", "#0 Conv2D"), "#0:act_back_prop")]
+    for buffer, want in cases:
+        assert want in names and found(buffer) == want, buffer.name
+    assert found(_b("#0 Conv2D conv dY", "onert:kernel:1", "#0 Conv2D")) is None
+    assert found(_b("w0_copy", "onert:trainable")) is None
+    assert role_of(_b("dx1@3", "onert:disposable")) == ("x1", "bp@", 3)
 
 
 class _Pool:
@@ -50,7 +57,7 @@ def test_a_layout_from_onert_buffers_gets_step_intervals():
             Buffer("#0 Conv2D W^T", "extra", 288, 0, 0, "#0 Conv2D", "onert:kernel:0"),
             Buffer("#0 Conv2D conv dY", "extra", 1152, 0, 0, "#0 Conv2D", "onert:kernel:1")]
     lay = layout_from_pools(tg, [_PP("onert:non-const", bufs[:1], [0], 1152), _PP("onert:kernel:0", bufs[1:2], [0], 288),
-                                 _PP("onert:kernel:1", bufs[2:], [0], 1152)], "onert", rename=tensor_name)
+                                 _PP("onert:kernel:1", bufs[2:], [0], 1152)], "onert", locate=locator(tg))
     assert lay.unmapped == ["#0 Conv2D conv dY"]
     lay = step_intervals(tg, lay, None)
     glt = tg.group_lifetimes()

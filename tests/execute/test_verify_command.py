@@ -45,8 +45,8 @@ def _faulty(monkeypatch, fault):
     facts = {}
     real = verify_mod.layout_from_pools
 
-    def patched(tg, pools, profile="", rename=None):
-        lay = real(tg, pools, profile, rename=rename) if rename else real(tg, pools, profile)
+    def patched(tg, pools, profile="", locate=None):
+        lay = real(tg, pools, profile, locate=locate)
         bad, f = fault(tg, lay)
         facts.update(f)
         return bad
