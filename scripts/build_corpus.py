@@ -366,7 +366,21 @@ def keras_test_models():
         h = L.GlobalAveragePooling2D()(h)
         return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
 
+    def se_block():
+        # keras.applications' squeeze-excite and classifier heads: the converter writes each Reshape /
+        # Flatten with a dynamic batch as Shape -> StridedSlice -> Pack -> Reshape
+        x = L.Input((16, 16, 3))
+        h = L.Conv2D(8, 3, strides=2, padding="same", activation="relu")(x)
+        s = L.GlobalAveragePooling2D()(h)
+        s = L.Reshape((1, 1, 8))(s)
+        s = L.Conv2D(2, 1, activation="relu")(s)
+        s = L.Conv2D(8, 1, activation="hard_sigmoid")(s)
+        h = L.Multiply()([h, s])
+        h = L.Flatten()(L.AveragePooling2D(4)(h))
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
     yield "keras_text_conv.tflite", "Keras Embedding(100,16) + Conv1D(16,3,relu) + GlobalAveragePooling1D + Dense(4, softmax)", text_conv
+    yield "keras_se_block.tflite", "Keras Conv2D, squeeze-excite (pool, Reshape((1,1,C)), Conv 1x1 relu / hard_sigmoid, Multiply), Flatten, Dense(4)", se_block
     yield "keras_mobile_block.tflite", "Keras Conv2D+BatchNorm+ReLU6, DepthwiseConv2D+BatchNorm+hard_swish, Conv2D 1x1+BatchNorm, pooling, Dense(4)", mobile_block
 
 

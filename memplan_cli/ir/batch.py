@@ -9,6 +9,9 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
   otherwise it is kept;
 - Reshape with a known shape constant: a leading entry equal to the old batch becomes the new batch,
   then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
+- shapes computed in the graph (`Shape -> StridedSlice -> Pack -> Reshape`, as the TF Lite converter
+  writes a dynamic batch) are followed as values (`shape_values`), so such a Reshape gets the new
+  batch; an op that reads such a value and is not followed refuses the re-batch, naming the op;
 - FullyConnected, Reshape without a known shape, and any op without a rule: dim 0 of each output is
   scaled by how much the op's batched input grew. The last case adds a warning to the graph.
 Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, ...) give their own rule (`OpDef.batch`).
@@ -53,9 +56,15 @@ def rebatch(graph: Graph, batch_size: int) -> Graph:
         if operands[i].shape[0] == old_batch:
             shapes[i] = (batch_size,) + tuple(operands[i].shape[1:])
             batched.add(i)
+    values: dict = {}  # operand -> np.ndarray: shape values computed from the new shapes
     if old_batch != batch_size:
+        # the rules read shape constants' values from this copy, where computed ones are filled in
+        work = Graph(list(operands), ops, list(graph.inputs), list(graph.outputs), name=graph.name,
+                     source_format=graph.source_format, metadata=graph.metadata)
         for k in graph.topological_order():
             op = ops[k]
+            if _follow_values(op, work, shapes, batched, values):
+                continue
             if not any(i in batched for i in op.inputs if i >= 0):
                 continue
             rule = _RULES.get(op.type) or _registry_rule(op.type)
@@ -68,7 +77,7 @@ def rebatch(graph: Graph, batch_size: int) -> Graph:
                     rule = _scale_rows
                     warnings.append(f"op {op.label}: no batch rule for {op.source_type or op.type}; "
                                     "scaled dim 0 of its outputs by the growth of its input")
-            for o, shape in zip(op.outputs, rule(op, graph, shapes, batched)):
+            for o, shape in zip(op.outputs, rule(op, work, shapes, batched)):
                 if shape is None:
                     continue
                 if any(d <= 0 for d in shape):
@@ -78,6 +87,7 @@ def rebatch(graph: Graph, batch_size: int) -> Graph:
                     continue
                 shapes[o] = tuple(shape)
                 batched.add(o)
+        graph = work
     g = _copy(graph, shapes, warnings)
     g.metadata["batch_size"] = batch_size
     g.metadata["source_batch_size"] = old_batch
@@ -90,6 +100,55 @@ def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
                   for op in graph.operations]
     return Graph(operands, operations, list(graph.inputs), list(graph.outputs), name=graph.name,
                  source_format=graph.source_format, metadata=dict(graph.metadata), warnings=warnings)
+
+
+def _follow_values(op, work: Graph, shapes, batched, values) -> bool:
+    """Shape ops and the integer ops computing on their values (`shape_values`): compute the value,
+    record it on the working copy's operand (so Reshape and Expand rules read it) and return True.
+    False: not a shape computation; the op's batch rule applies."""
+    import numpy as np
+
+    from memplan_cli.ir import shape_values
+
+    if op.type == "Shape" and op.inputs and op.inputs[0] in batched:
+        s = np.asarray(shapes[op.inputs[0]], dtype=np.int64)
+        start, end = op.attrs.get("start", 0), op.attrs.get("end")
+        v = s[start:end] if end is not None else s[start:]
+    elif op.type in ("Reshape", "ConstantOfShape") and op.inputs[-1] in values and len(op.outputs) == 1:
+        # the shape operand is a computed value: it gives the output's shape (-1 and ONNX's 0 resolved)
+        t = [int(d) for d in values[op.inputs[-1]].reshape(-1)]
+        o = op.outputs[0]
+        if op.type == "Reshape":
+            src = shapes[op.inputs[0]]
+            if op.attrs.get("zero_copies_input"):
+                t = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(t)]
+            n = _numel(src)
+            if t.count(-1) == 1:
+                known = _numel([d for d in t if d != -1])
+                t[t.index(-1)] = n // known if known > 0 and n % known == 0 else -1
+            if _numel(t) != n or any(d < 0 for d in t):
+                raise GraphError(f"cannot re-batch op {op.label}: the shape it computes, {t}, does not hold "
+                                 f"the {n} elements of its input")
+        if tuple(t) != tuple(shapes[o]):
+            shapes[o] = tuple(t)
+            batched.add(o)
+        return True
+    elif any(i in values for i in op.inputs if i >= 0):
+        v = shape_values.evaluate(op, work.operands, values)
+        if v is None:
+            src = next(i for i in op.inputs if i >= 0 and i in values)
+            raise GraphError(f"cannot re-batch op {op.label}: it reads {work.operands[src].name}, a value "
+                             "computed from the batch dimension, in a way memplan does not follow; export "
+                             "the model with the batch you want or a symbolic batch")
+    else:
+        return False
+    o = op.outputs[0]
+    if v.size != work.operands[o].num_elements:
+        raise GraphError(f"cannot re-batch op {op.label}: its output holds {work.operands[o].num_elements} "
+                         f"values, the shape it reads gives {v.size}")
+    values[o] = v
+    work.operands[o] = replace(work.operands[o], value=tuple(int(d) for d in v.reshape(-1)))
+    return True
 
 
 # ---- rules: each returns the new shape of every output (None: leave it) ---------------------

@@ -14,6 +14,7 @@ import struct
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
+from memplan_cli.ir.shape_values import FOLLOWED
 
 # builtin operator name -> canonical op type (graph.OP_TYPES); others keep their builtin name
 OP_MAP = {
@@ -194,11 +195,16 @@ class _Reader:
             op = Operation(j, typ, ins, outs, attrs, source_type=src)
             ops.append(op)
             pos = SHAPE_CONST_INPUT.get(typ)
-            if pos is not None and len(ins) > pos and 0 <= ins[pos] < len(operands):
-                t = operands[ins[pos]]
-                if t.is_const and t.value is None:
-                    tb = sub.Tensors(ins[pos]).Buffer()
-                    t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
+            want = [ins[pos]] if pos is not None and len(ins) > pos else []
+            if typ in FOLLOWED and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
+                                       for i in outs):
+                want += list(ins)  # an integer op that may compute a shape: its small constants' values
+            for i in want:
+                if 0 <= i < len(operands):
+                    t = operands[i]
+                    if t.is_const and t.value is None:
+                        tb = sub.Tensors(i).Buffer()
+                        t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
         return ops
 
     def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers):

@@ -91,11 +91,30 @@ def test_gradients_and_verify(tmp_path):
     check_verify(p, "-b", "3")
 
 
-def test_rebatching_a_fixed_batch_shape_computation_is_refused(tmp_path):
-    m = _dynamic(batch_dim=None)
+def test_rebatching_follows_shape_values(tmp_path):
+    """A fixed-batch file whose Shape values feed Gather / Unsqueeze / Sub (ir/shape_values follows
+    them): re-batched, and the plan runs."""
+    p = save(tmp_path, _dynamic(batch_dim=None))
+    g = load_model(p, batch_size=4)
+    assert g.operands[g.outputs[0]].shape == (4, 3, 2)
+    check_verify(p, "-b", "4")
+
+
+def test_rebatching_a_batch_value_that_is_not_followed_is_refused(tmp_path):
+    """Range(0, batch) sizes a tensor by the batch; the loader folds it at the file's batch, so the
+    re-batched graph no longer broadcasts: refused, never planned with the old size."""
+    nodes = [helper.make_node("Shape", ["x"], ["sh"]), _c("z", [0], dims=[]), _c("d", [1], dims=[]),
+             helper.make_node("Gather", ["sh", "z"], ["n"]),
+             helper.make_node("Range", ["z", "n", "d"], ["r"]),
+             helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["rf", "ax"], ["ru"]),
+             helper.make_node("Add", ["x", "ru"], ["a"]),
+             helper.make_node("Mul", ["a", "p"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 3))], [("y", (2, 3))],
+                   {"p": np.ones((3,), np.float32), "ax": np.array([1], np.int64)})
     p = save(tmp_path, m)
     load_model(p)  # its own batch is fine
-    with pytest.raises(ModelError, match="batch dimension into a shape"):
+    with pytest.raises(ModelError, match="cannot re-batch op"):
         load_model(p, batch_size=4)
 
 
