@@ -379,7 +379,18 @@ def keras_test_models():
         h = L.Flatten()(L.AveragePooling2D(4)(h))
         return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
 
+    def seq_dense():
+        # Dense on a sequence: the converter writes a Tensordot (Shape, Gather, ReduceProd, Pack,
+        # Reshape, FullyConnected, Reshape) whose inner tensors get placeholder shapes (1, 1)
+        x = L.Input((8,), dtype="int32")
+        h = L.Embedding(20, 8)(x)
+        h = L.Dense(16, activation="gelu")(h)
+        h = L.LayerNormalization()(L.Dense(8)(h))
+        h = L.GlobalAveragePooling1D()(h)
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
     yield "keras_text_conv.tflite", "Keras Embedding(100,16) + Conv1D(16,3,relu) + GlobalAveragePooling1D + Dense(4, softmax)", text_conv
+    yield "keras_seq_dense.tflite", "Keras Embedding(20,8) + Dense(16, gelu) + Dense(8) on the sequence + LayerNormalization + pooling + Dense(4)", seq_dense
     yield "keras_se_block.tflite", "Keras Conv2D, squeeze-excite (pool, Reshape((1,1,C)), Conv 1x1 relu / hard_sigmoid, Multiply), Flatten, Dense(4)", se_block
     yield "keras_mobile_block.tflite", "Keras Conv2D+BatchNorm+ReLU6, DepthwiseConv2D+BatchNorm+hard_swish, Conv2D 1x1+BatchNorm, pooling, Dense(4)", mobile_block
 

@@ -37,8 +37,13 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def rebatch(graph: Graph, batch_size: int) -> Graph:
-    """A copy of `graph` whose inputs have batch `batch_size`, with every activation shape updated."""
+def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
+    """A copy of `graph` whose inputs have batch `batch_size`, with every activation shape updated.
+
+    `resolve`: propagate even at the file's own batch. The TF Lite converter writes a placeholder
+    shape (e.g. (1, 1), signature (-1, -1)) for tensors whose shape the graph computes (Keras Dense
+    on a sequence: Shape -> Gather -> ReduceProd -> Pack -> Reshape -> FullyConnected -> Reshape);
+    following the values gives their real shapes."""
     if batch_size < 1:
         raise GraphError(f"batch size must be >= 1, got {batch_size}")
     ops = graph.operations
@@ -57,13 +62,14 @@ def rebatch(graph: Graph, batch_size: int) -> Graph:
             shapes[i] = (batch_size,) + tuple(operands[i].shape[1:])
             batched.add(i)
     values: dict = {}  # operand -> np.ndarray: shape values computed from the new shapes
-    if old_batch != batch_size:
+    tainted: set = set()  # the values that depend on the batch
+    if old_batch != batch_size or resolve:
         # the rules read shape constants' values from this copy, where computed ones are filled in
         work = Graph(list(operands), ops, list(graph.inputs), list(graph.outputs), name=graph.name,
                      source_format=graph.source_format, metadata=graph.metadata)
         for k in graph.topological_order():
             op = ops[k]
-            if _follow_values(op, work, shapes, batched, values):
+            if _follow_values(op, work, shapes, batched, values, tainted):
                 continue
             if not any(i in batched for i in op.inputs if i >= 0):
                 continue
@@ -102,7 +108,7 @@ def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
                  source_format=graph.source_format, metadata=dict(graph.metadata), warnings=warnings)
 
 
-def _follow_values(op, work: Graph, shapes, batched, values) -> bool:
+def _follow_values(op, work: Graph, shapes, batched, values, tainted) -> bool:
     """Shape ops and the integer ops computing on their values (`shape_values`): compute the value,
     record it on the working copy's operand (so Reshape and Expand rules read it) and return True.
     False: not a shape computation; the op's batch rule applies."""
@@ -110,10 +116,12 @@ def _follow_values(op, work: Graph, shapes, batched, values) -> bool:
 
     from memplan_cli.ir import shape_values
 
-    if op.type == "Shape" and op.inputs and op.inputs[0] in batched:
+    if op.type == "Shape" and op.inputs and op.inputs[0] >= 0:
         s = np.asarray(shapes[op.inputs[0]], dtype=np.int64)
         start, end = op.attrs.get("start", 0), op.attrs.get("end")
         v = s[start:end] if end is not None else s[start:]
+        if op.inputs[0] in batched:
+            tainted.add(op.outputs[0])
     elif op.type in ("Reshape", "ConstantOfShape") and op.inputs[-1] in values and len(op.outputs) == 1:
         # the shape operand is a computed value: it gives the output's shape (-1 and ONNX's 0 resolved)
         t = [int(d) for d in values[op.inputs[-1]].reshape(-1)]
@@ -136,7 +144,9 @@ def _follow_values(op, work: Graph, shapes, batched, values) -> bool:
     elif any(i in values for i in op.inputs if i >= 0):
         v = shape_values.evaluate(op, work.operands, values)
         if v is None:
-            src = next(i for i in op.inputs if i >= 0 and i in values)
+            src = next((i for i in op.inputs if i >= 0 and i in tainted), None)
+            if src is None:  # a static shape's value: the op's own batch rule applies
+                return False
             raise GraphError(f"cannot re-batch op {op.label}: it reads {work.operands[src].name}, a value "
                              "computed from the batch dimension, in a way memplan does not follow; export "
                              "the model with the batch you want or a symbolic batch")
@@ -147,6 +157,8 @@ def _follow_values(op, work: Graph, shapes, batched, values) -> bool:
         raise GraphError(f"cannot re-batch op {op.label}: its output holds {work.operands[o].num_elements} "
                          f"values, the shape it reads gives {v.size}")
     values[o] = v
+    if any(i in tainted for i in op.inputs if i >= 0):
+        tainted.add(o)
     work.operands[o] = replace(work.operands[o], value=tuple(int(d) for d in v.reshape(-1)))
     return True
 
@@ -229,7 +241,23 @@ def _reshape(op, graph, shapes, batched):
     return [tuple(t)]
 
 
-_RULES = {"Concat": _concat, "Reshape": _reshape}
+def _fully_connected(op, graph, shapes, batched):
+    """FullyConnected keeps the input's leading dims (ONNX MatMul+Add, TFLite keep_num_dims) or
+    flattens the input to rows of the weight's width (TFLite): rows follow the element count."""
+    x, w = op.inputs[0], op.inputs[1]
+    sx, sw = tuple(shapes[x]), graph.operands[w].shape
+    if len(sw) != 2 or not sx:
+        return _scale_rows(op, graph, shapes, batched)
+    k, units = (sw[0], sw[1]) if op.attrs.get("trans_b") is False else (sw[1], sw[0])
+    rank = len(graph.operands[op.outputs[0]].shape)
+    if rank == len(sx) and sx[-1] == k:
+        return [sx[:-1] + (units,)]
+    if rank == 2 and _numel(sx) % k == 0:
+        return [(_numel(sx) // k, units)]
+    return _scale_rows(op, graph, shapes, batched)
+
+
+_RULES = {"Concat": _concat, "Reshape": _reshape, "FullyConnected": _fully_connected}
 
 
 def _registry_rule(op_type: str):

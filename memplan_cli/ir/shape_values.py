@@ -19,7 +19,7 @@ import numpy as np
 
 MOVES = {"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"}
 ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
-FOLLOWED = MOVES | set(ARITH) | {"Div", "Slice", "Pack", "Concat", "Gather", "ReduceProd", "REDUCE_PROD"}
+FOLLOWED = MOVES | set(ARITH) | {"Div", "Slice", "Pack", "Concat", "Gather", "ReduceProd"}
 
 
 def constant_value(operand) -> np.ndarray | None:
@@ -76,10 +76,11 @@ def evaluate(op, operands, values: dict) -> np.ndarray | None:
             y = np.concatenate([np.atleast_1d(v) for v in ins if v is not None], axis=int(a.get("axis", 0)))
         elif op.type == "Gather":
             y = np.take(x, ins[1], axis=int(a.get("axis", 0)))
-        else:  # ReduceProd over the axes input (TFLite REDUCE_PROD), all axes without one
-            axes = tuple(int(d) for d in np.atleast_1d(ins[1]).reshape(-1)) if len(ins) > 1 and ins[1] is not None \
-                else None
-            y = np.prod(x, axis=axes)
+        else:  # ReduceProd: canonical axes (ops/reduce.py)
+            from memplan_cli.ops.reduce import reduced_axes
+
+            ax = reduced_axes(a, x.ndim)
+            y = np.prod(x, axis=ax) if ax else x
     except (ValueError, IndexError, TypeError):
         return None
     y = np.asarray(y, dtype=np.int64)

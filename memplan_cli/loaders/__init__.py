@@ -49,6 +49,10 @@ def load_model(path: str, *, batch_size: int | None = None):
         # ONNX takes the batch size at load time: it resolves a symbolic batch dim before shape inference
         graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size)
         graph.source_format = fmt
+        if _placeholder_shapes(graph):
+            from memplan_cli.ir.batch import rebatch
+
+            graph = rebatch(graph, _file_batch(graph), resolve=True)
         graph.verify()
         from memplan_cli.ir.fold import FoldConstants
 
@@ -72,6 +76,13 @@ def load_model(path: str, *, batch_size: int | None = None):
     except Exception as e:  # malformed bytes surface as many exception types inside the parsers
         raise ModelError(f"malformed {fmt} file ({type(e).__name__}: {e})", path) from None
     return graph
+
+
+def _placeholder_shapes(graph) -> bool:
+    """A TF Lite file marks dims beyond the batch dynamic (-1 in shape_signature) where the graph
+    computes a shape; the converter then writes placeholder shapes that must be resolved."""
+    dyn = graph.metadata.get("dynamic_dims") or {}
+    return any(k > 0 for dims in dyn.values() for k in dims) and _file_batch(graph) != "?"
 
 
 def _file_batch(graph) -> int | str:

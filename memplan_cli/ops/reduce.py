@@ -1,6 +1,7 @@
 """Reductions over axes: Mean (ONNX ReduceMean, GlobalAveragePool; TFLite MEAN), ReduceSum (ONNX
 ReduceSum; TFLite SUM), ReduceMax / ReduceMin (ONNX ReduceMax / ReduceMin; TFLite REDUCE_MAX /
-REDUCE_MIN).
+REDUCE_MIN), ReduceProd (ONNX ReduceProd; TFLite REDUCE_PROD: the TF Lite converter computes Keras
+Dense's row count on a sequence with it, on integers).
 
 Canonical form: `<type>(x[, axes])`, attrs `axes` (non-negative, sorted; absent: every axis),
 `keep_dims`, `noop` (ONNX noop_with_empty_axes with no axes: the output is the input). ONNX gives
@@ -16,10 +17,13 @@ Training rules (PyTorch derivatives.yaml):
 - `amax` / `amin`: self: scale_grad_by_count(restore_reduced_dims(grad), restore_reduced_dims(result)
   == self, dim): the gradient goes to the elements equal to the result, split evenly on ties; keeps
   X and Y.
+- `prod.dim_int`: self: prod_backward(grad, self, result): dX = dY times the product of the other
+  elements of X's group; computed from X alone (exclusive prefix and suffix products, right with
+  zeros too), so only X is kept.
 - A float parameter reduced directly (kept unfolded because another op reads it too) trains through
   the op with the same backward (calcGradient).
 FLOPs: forward |X| (Mean also |Y| divisions); backward Mean |X| (the division), Sum 0 (a broadcast
-copy), Max / Min 2|X| (the comparison and the split).
+copy), Max / Min 2|X| (the comparison and the split), Prod 3|X| (two scans and the product).
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
-TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin")
+TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
 _EXTREME = ("ReduceMax", "ReduceMin")
 
 
@@ -42,6 +46,8 @@ def rule(op, ctx) -> OpRule:
     reads = [("bp", y)]
     if op.type in _EXTREME and not op.attrs.get("noop"):
         reads += [("fwd", x), ("fwd", y)]
+    elif op.type == "ReduceProd" and not op.attrs.get("noop"):
+        reads += [("fwd", x)]
     reads += [("fwd", i) for i in op.inputs[1:] if i >= 0]  # the axes constant
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO(list(reads), [("bp", x)])
@@ -64,7 +70,19 @@ def _kept_shape(shape, axes) -> tuple:
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
-_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min}
+_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min, "ReduceProd": np.prod}
+
+
+def _product_of_others(x, ax):
+    """For each element, the product of the other elements of its reduction group (zeros allowed)."""
+    rest = [a for a in range(x.ndim) if a not in ax]
+    xt = np.transpose(x, rest + list(ax))
+    lead = xt.shape[:len(rest)]
+    flat = xt.reshape(lead + (-1,))
+    ones = np.ones(lead + (1,), x.dtype)
+    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.transpose((before * after).reshape(xt.shape), np.argsort(rest + list(ax)))
 
 
 def forward(ctx):
@@ -86,6 +104,8 @@ def backward(ctx):
         g = np.broadcast_to(dy / max(math.prod(shape[a] for a in ax), 1), shape)
     elif t == "ReduceSum" or not ax:
         g = np.broadcast_to(dy, shape)
+    elif t == "ReduceProd":
+        g = dy * _product_of_others(np.asarray(ctx.x(0)), ax)
     else:
         hit = np.asarray(ctx.x(0)) == np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
         g = dy * hit / hit.sum(axis=ax, keepdims=True)
@@ -123,6 +143,8 @@ def flops(op, operands):
         return n + m, n
     if op.type == "ReduceSum":
         return n, 0
+    if op.type == "ReduceProd":
+        return n, 3 * n
     return n, 2 * n
 
 
@@ -186,6 +208,7 @@ def _tflite_reduce(t):
 
 ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum"),
         "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
-        "GlobalAveragePool": _onnx_global_average}
+        "ReduceProd": _onnx_reduce("ReduceProd"), "GlobalAveragePool": _onnx_global_average}
 TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
-          "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin")}
+          "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin"),
+          "REDUCE_PROD": _tflite_reduce("ReduceProd")}

@@ -12,9 +12,10 @@ from memplan_cli.loaders import load_model
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
 
 SHAPE = (2, 3, 4)
-ONNX_TYPE = {"Mean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin"}
+ONNX_TYPE = {"Mean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
+             "ReduceProd": "ReduceProd"}
 # the opset from which the axes are an input
-AXES_INPUT = {"ReduceMean": 18, "ReduceSum": 13, "ReduceMax": 18, "ReduceMin": 18}
+AXES_INPUT = {"ReduceMean": 18, "ReduceSum": 13, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18}
 
 
 def _model(op, axes, keepdims=1, opset=None, noop=None, out_shape=None):
@@ -47,7 +48,7 @@ CASES = [((1,), 1), ((-1,), 0), ((1, 2), 1), ((2,), 0)]
 
 
 @pytest.mark.parametrize("axes,keep", CASES)
-@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"])
 def test_gradients_and_verify(tmp_path, op, axes, keep):
     p = save(tmp_path, _model(op, axes, keep))
     g = load_model(p)
@@ -137,7 +138,20 @@ def test_run_time_axes_are_refused(tmp_path):
     assert c.attrs["axes"] == (1,) and problems(Operation(0, "ReduceSum", [0, 1], [2], c.attrs), operands) is None
 
 
-@pytest.mark.parametrize("code,op", [(40, "Mean"), (74, "ReduceSum"), (82, "ReduceMax"), (89, "ReduceMin")])
+def test_prod_gradient_with_zeros(tmp_path):
+    """prod_backward: the product of the other elements, also where the group holds a zero (or two)."""
+    p = save(tmp_path, _model("ReduceProd", (2,), 1))
+    x = np.random.default_rng(3).uniform(0.5, 1.5, SHAPE)
+    x[0, 0, 1] = 0.0
+    x[1, 2, 0] = x[1, 2, 3] = 0.0
+    assert check_gradients(p, feeds={"x": x}) >= 12
+    tg = training_graph(p)
+    k = next(o.index for o in tg.graph.operations if o.type == "ReduceProd")
+    assert sorted(tg.graph.operands[i].name for i in tg.rules[k].kept_forward()) == ["a", "ax"]
+
+
+@pytest.mark.parametrize("code,op", [(40, "Mean"), (74, "ReduceSum"), (82, "ReduceMax"), (89, "ReduceMin"),
+                                     (81, "ReduceProd")])
 def test_tflite_reducers(tmp_path, code, op):
     from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
     from circle_schema.v0_10.circle.ReducerOptions import ReducerOptionsT
@@ -153,7 +167,7 @@ def test_tflite_reducers(tmp_path, code, op):
     p = m.save(str(tmp_path / "m.tflite"))
     g = load_model(p)
     red = next(o for o in g.operations if o.source_type == {40: "MEAN", 74: "SUM", 82: "REDUCE_MAX",
-                                                              89: "REDUCE_MIN"}[code])
+                                                              89: "REDUCE_MIN", 81: "REDUCE_PROD"}[code])
     assert red.type == op and red.attrs["axes"] == (2,) and not red.attrs["keep_dims"]
     assert check_gradients(p) >= 8
     check_verify(p, "-b", "2")
@@ -167,3 +181,4 @@ def test_flops():
     assert ops.get("Mean").flops(op("Mean"), operands) == (24 + 8, 24)
     assert ops.get("ReduceSum").flops(op("ReduceSum"), operands) == (24, 0)
     assert ops.get("ReduceMax").flops(op("ReduceMax"), operands) == (24, 48)
+    assert ops.get("ReduceProd").flops(op("ReduceProd"), operands) == (24, 72)
