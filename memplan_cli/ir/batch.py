@@ -12,9 +12,10 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
 - shapes computed in the graph (`Shape -> StridedSlice -> Pack -> Reshape`, as the TF Lite converter
   writes a dynamic batch) are followed as values (`shape_values`), so such a Reshape gets the new
   batch; an op that reads such a value and is not followed refuses the re-batch, naming the op;
-- FullyConnected, Reshape without a known shape, and any op without a rule: dim 0 of each output is
-  scaled by how much the op's batched input grew. The last case adds a warning to the graph.
-Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, ...) give their own rule (`OpDef.batch`).
+- Reshape without a known shape, and any op without a rule: dim 0 of each output is scaled by how
+  much the op's batched input grew. The last case adds a warning to the graph.
+Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, FullyConnected, ...) give their own
+rule (`OpDef.batch`).
 Constants never change.
 """
 from __future__ import annotations
@@ -30,7 +31,6 @@ KEEP_BATCH = {"Relu", "Relu6", "Sigmoid", "Tanh", "Loss",
               "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "MAXIMUM", "MINIMUM", "BatchNormalization",
               "Dropout", "Identity", "Cast", "Erf", "Pow", "GELU", "Gelu", "HardSigmoid", "HardSwish",
               "LeakyRelu", "Elu", "LogSoftmax", "Exp", "Log", "Sqrt", "Neg", "Abs", "Max", "Min"}
-SCALE_ROWS = {"FullyConnected"}
 
 
 def _numel(shape) -> int:
@@ -77,10 +77,8 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
             if rule is None:
                 if op.type in KEEP_BATCH:
                     rule = _keep_batch
-                elif op.type in SCALE_ROWS:
-                    rule = _scale_rows
                 else:
-                    rule = _scale_rows
+                    rule = scale_rows
                     warnings.append(f"op {op.label}: no batch rule for {op.source_type or op.type}; "
                                     "scaled dim 0 of its outputs by the growth of its input")
             for o, shape in zip(op.outputs, rule(op, work, shapes, batched)):
@@ -179,7 +177,7 @@ def _keep_batch(op, graph, shapes, batched):
     return out
 
 
-def _scale_rows(op, graph, shapes, batched):
+def scale_rows(op, graph, shapes, batched):
     """Dim 0 of each output grows by the factor the op's first batched input grew by."""
     i = _batched_inputs(op, shapes, batched)[0]
     old, new = _numel(graph.operands[i].shape), _numel(shapes[i])
@@ -221,7 +219,7 @@ def _reshape(op, graph, shapes, batched):
         s = shapes[i]
         return [(_numel(s[:ax]), _numel(s[ax:]))]
     if target is None:
-        return _scale_rows(op, graph, shapes, batched)
+        return scale_rows(op, graph, shapes, batched)
     old_in = graph.operands[i].shape
     new_in = shapes[i]
     t = list(target)
@@ -237,27 +235,11 @@ def _reshape(op, graph, shapes, batched):
         t[t.index(-1)] = total // known
     if _numel(t) != total:
         # the target names the old batch in another place: fall back to scaling dim 0
-        return _scale_rows(op, graph, shapes, batched)
+        return scale_rows(op, graph, shapes, batched)
     return [tuple(t)]
 
 
-def _fully_connected(op, graph, shapes, batched):
-    """FullyConnected keeps the input's leading dims (ONNX MatMul+Add, TFLite keep_num_dims) or
-    flattens the input to rows of the weight's width (TFLite): rows follow the element count."""
-    x, w = op.inputs[0], op.inputs[1]
-    sx, sw = tuple(shapes[x]), graph.operands[w].shape
-    if len(sw) != 2 or not sx:
-        return _scale_rows(op, graph, shapes, batched)
-    k, units = (sw[0], sw[1]) if op.attrs.get("trans_b") is False else (sw[1], sw[0])
-    rank = len(graph.operands[op.outputs[0]].shape)
-    if rank == len(sx) and sx[-1] == k:
-        return [sx[:-1] + (units,)]
-    if rank == 2 and _numel(sx) % k == 0:
-        return [(_numel(sx) // k, units)]
-    return _scale_rows(op, graph, shapes, batched)
-
-
-_RULES = {"Concat": _concat, "Reshape": _reshape, "FullyConnected": _fully_connected}
+_RULES = {"Concat": _concat, "Reshape": _reshape}
 
 
 def _registry_rule(op_type: str):
@@ -270,5 +252,5 @@ def _registry_rule(op_type: str):
     if d.batch == "keep":
         return _keep_batch
     if d.batch == "scale":
-        return _scale_rows
+        return scale_rows
     return d.batch

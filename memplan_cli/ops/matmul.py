@@ -315,12 +315,30 @@ def _onert_fc_backward(op, operands):
     return f"FullyConnected with a rank-{r} input: its backward takes rank 2 only" if r != 2 else None
 
 
+def _fc_batch(op, graph, shapes, batched):
+    """FullyConnected keeps the input's leading dims (ONNX MatMul+Add, TFLite keep_num_dims) or
+    flattens the input to rows of the weight's width (TFLite): rows follow the element count."""
+    from memplan_cli.ir.batch import scale_rows
+
+    x, w = op.inputs[0], op.inputs[1]
+    sx, sw = tuple(shapes[x]), graph.operands[w].shape
+    if len(sw) != 2 or not sx:
+        return scale_rows(op, graph, shapes, batched)
+    k, units = (sw[0], sw[1]) if op.attrs.get("trans_b") is False else (sw[1], sw[0])
+    rank = len(graph.operands[op.outputs[0]].shape)
+    if rank == len(sx) and sx[-1] == k:
+        return [sx[:-1] + (units,)]
+    if rank == 2 and math.prod(sx) % k == 0:
+        return [(math.prod(sx) // k, units)]
+    return scale_rows(op, graph, shapes, batched)
+
+
 _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
        "calcDerivative": lambda c: _mm_back(c, False)}
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
-          flops=fc_flops, required_inputs=2, batch="scale",
+          flops=fc_flops, required_inputs=2, batch=_fc_batch,
           profiles={"onert": {"backward": _onert_fc_backward}}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch),
