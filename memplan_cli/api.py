@@ -245,8 +245,22 @@ def _positive(name: str, v):
     return v
 
 
+def _selectors(name: str, v) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return (v,)
+    try:
+        items = tuple(v)
+    except TypeError:
+        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}") from None
+    if not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}")
+    return items
+
+
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-           onert_threads, onert_simd_width, dropout=None) -> dict:
+           onert_threads, onert_simd_width, dropout=None, train=None, freeze=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -257,6 +271,7 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
     return {"batch_size": _positive("batch_size", batch_size), "optimizer": optimizer, "loss": loss,
             "learning_rate": None if learning_rate is None else float(learning_rate),
             "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
+            "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
             "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
@@ -271,10 +286,11 @@ def _model_path(model: PathLike) -> str:
 # ---- shared with the commands (sweep, verify, diff use them through commands/options) -----------
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
-                      learning_rate=None, trainable=None, batchnorm=None, dropout=None) -> "TrainConfig":
+                      learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
+                      freeze=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
-    from memplan_cli.config import TrainConfig, parse_trainable
+    from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
 
     md = (graph_metadata or {}).get("training") or {}
     values, sources = {}, {}
@@ -294,6 +310,10 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("trainable", trainable, parse_trainable)
     pick("batchnorm", batchnorm)
     pick("dropout", dropout)
+    for key, v in (("train", train), ("freeze", freeze)):  # flags only: no metadata says this
+        sel = parse_selectors(v)
+        if sel:
+            values[key], sources[key] = sel, "flag"
     return TrainConfig(**values, sources=sources)
 
 
@@ -314,7 +334,8 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
 
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout")
+TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
+                 "train", "freeze")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -392,12 +413,15 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             planner: str | None = None,
             time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
-            budget: int | str | None = None, progress: bool = False) -> AnalysisResult:
+            budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
+            freeze: str | Iterable[str] | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
     trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
-    "frozen"), dropout ("train", "off"): the training setup; None takes the model's metadata, else the default. profile:
+    "frozen"), dropout ("train", "off"), train ("biases", "ops:GLOB"; a list allowed) and freeze
+    ("ops:GLOB", "params:GLOB"): the training setup (fine-tuning modes as `--train` / `--freeze`);
+    None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
     the clock instead of their work budgets (the plan may then depend on the machine).
@@ -410,7 +434,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout), "profile": profile, "planner": planner}
+                      onert_threads, onert_simd_width, dropout, train, freeze),
+             "profile": profile, "planner": planner}
     remat = None
     if budget is not None:
         a, remat = run_budgeted(path, flags, budget, progress=progress)
@@ -427,7 +452,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
             batchnorm: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, progress: bool = False,
-            dropout: str | None = None) -> ComparisonResult:
+            dropout: str | None = None, train: str | Iterable[str] | None = None,
+            freeze: str | Iterable[str] | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -437,7 +463,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout)
+                   onert_threads, onert_simd_width, dropout, train, freeze)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])

@@ -13,6 +13,9 @@ LOSSES = ("mse", "cce")
 BATCHNORM_MODES = ("train", "frozen")
 # Dropout in a training step: drop with its ratio (train), or an identity (off)
 DROPOUT_MODES = ("train", "off")
+# fine-tuning selectors: --train biases | ops:GLOB, --freeze ops:GLOB | params:GLOB
+TRAIN_SELECTORS = ("biases", "ops:")
+FREEZE_SELECTORS = ("ops:", "params:")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,10 @@ class TrainConfig:
     trainable: str | int | tuple[int, ...] = "all"
     batchnorm: str = "train"
     dropout: str = "train"
+    # fine-tuning modes: "biases" (only biases train), "ops:GLOB" (only the ops matching train)
+    train: tuple[str, ...] = ()
+    # "ops:GLOB" (these ops train nothing), "params:GLOB" (these weights stay frozen)
+    freeze: tuple[str, ...] = ()
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -41,6 +48,48 @@ class TrainConfig:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        for flag, items, allowed in (("--train", self.train, TRAIN_SELECTORS),
+                                     ("--freeze", self.freeze, FREEZE_SELECTORS)):
+            for it in items:
+                if not any(it == a or (a.endswith(":") and it.startswith(a) and len(it) > len(a)) for a in allowed):
+                    raise ConfigError(f"{flag} {it!r}: expected {' | '.join(a + 'GLOB' if a.endswith(':') else a for a in allowed)}")
+
+    @property
+    def param_level(self) -> bool:
+        """Whether some weights of a trained op stay frozen (bias-only, frozen by name): runtimes that
+        train whole ops (onert, nntrainer) cannot express it."""
+        return "biases" in self.train or any(f.startswith("params:") for f in self.freeze)
+
+    def selected_ops(self, graph) -> set[int]:
+        """The forward ops whose weights may train: `trainable` (all | none | last N | indices), then
+        narrowed to the ops matching `--train ops:GLOB` and without those matching `--freeze ops:GLOB`.
+        A glob matches an op's name, its exporter's module scope, its type (canonical or the file's)
+        or `#INDEX`; a glob that matches no op is an error (a typo would otherwise train nothing)."""
+        ops = graph.operations
+        selected = self.trainable_ops(len(ops))
+        keep = _globs(self.train, "ops:")
+        drop = _globs(self.freeze, "ops:")
+        if keep:
+            selected &= _matching(ops, keep, "--train")
+        if drop:
+            selected -= _matching(ops, drop, "--freeze")
+        return selected
+
+    def frozen_params(self, graph, biases: set[int]) -> set[int]:
+        """Operand indices of the weights that stay frozen: every one but `biases` (the op registry's
+        `bias_operands`) with `--train biases`, and those whose name matches `--freeze params:GLOB`."""
+        from fnmatch import fnmatchcase
+
+        frozen: set[int] = set()
+        consts = [o for o in graph.operands if o.is_const]
+        if "biases" in self.train:
+            frozen |= {o.index for o in consts if o.index not in biases}
+        for g in _globs(self.freeze, "params:"):
+            hit = {o.index for o in consts if fnmatchcase(o.name, g)}
+            if not hit:
+                raise ConfigError(f"--freeze params:{g} matches no weight of the model")
+            frozen |= hit
+        return frozen
 
     @property
     def optimizer_state_count(self) -> int:
@@ -66,6 +115,41 @@ class TrainConfig:
         if bad:
             raise ConfigError(f"trainable op index {bad[0]} is out of range (the model has {num_ops} ops)")
         return set(t)
+
+
+def _globs(items, prefix: str) -> list[str]:
+    return [it[len(prefix):] for it in items if it.startswith(prefix)]
+
+
+def _matching(ops, globs, flag: str) -> set[int]:
+    from fnmatch import fnmatchcase
+
+    out: set[int] = set()
+    for g in globs:
+        hit = {op.index for op in ops
+               if any(fnmatchcase(s, g) for s in (op.name, op.scope, op.type, op.source_type, f"#{op.index}") if s)}
+        if not hit:
+            raise ConfigError(f"{flag} ops:{g} matches no op (globs match op names, module scopes, op types "
+                              "and #INDEX; `memplan inspect MODEL` lists them)")
+        out |= hit
+    return out
+
+
+def parse_selectors(values) -> tuple[str, ...]:
+    """--train / --freeze values: repeatable, each may hold a comma list (`ops:*q_proj*,ops:*v_proj*`)."""
+    out: list[str] = []
+    prefix = ""
+    for v in values or ():
+        for p in (p.strip() for p in str(v).split(",")):
+            if not p:
+                continue
+            head = p.split(":", 1)[0] + ":" if ":" in p else ""
+            if p == "biases" or head in ("ops:", "params:"):
+                prefix = head
+            elif prefix:
+                p = prefix + p  # `ops:*q_proj*,*v_proj*`: the prefix carries over
+            out.append(p)
+    return tuple(dict.fromkeys(out))
 
 
 def parse_trainable(text: str) -> str | int | tuple[int, ...]:

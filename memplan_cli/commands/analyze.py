@@ -16,6 +16,8 @@ def api_arguments(flags: dict) -> dict:
     out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
                                  "time_limit", "onert_threads", "profile", "planner") if k in flags}
     out["trainable_ops"] = flags.get("trainable")
+    for k in ("train", "freeze"):  # click gives () when the flag is absent
+        out[k] = tuple(flags.get(k) or ()) or None
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
     return out

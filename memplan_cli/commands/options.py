@@ -12,7 +12,8 @@ from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZER
 
 
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --batchnorm, --dropout."""
+    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
+    --batchnorm, --dropout."""
     opts = [
         click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                      help="Batch size (default: the metadata's, else the model's own)."),
@@ -24,6 +25,13 @@ def training_options(f):
         click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
                      help="all | none | N (the last N ops, counting every op) | a list like 3,5,8-10. "
                           "Default: the metadata's list, else all."),
+        click.option("--train", "train", multiple=True, metavar="WHAT",
+                     help="Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
+                          "name, module scope, type or #INDEX matches train). Repeatable; combines with "
+                          "--trainable-ops and --freeze."),
+        click.option("--freeze", "freeze", multiple=True, metavar="WHAT",
+                     help="ops:GLOB (these ops train nothing) | params:GLOB (the weights so named stay "
+                          "frozen). Repeatable."),
         click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
                      help="BatchNormalization: train (batch statistics, default) or frozen (stored "
                           "statistics: trains only scale and bias)."),

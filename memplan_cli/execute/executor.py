@@ -49,6 +49,7 @@ class VerifyResult:
     arena_bytes: int = 0
     reference_bytes: int = 0
     updated: dict = field(default_factory=dict)  # weight name -> its value after the step (arena run)
+    frozen_unchanged: int = 0  # weights no step updates, checked bit-identical before and after
     # (step, buffer, buffer): placements of one pool sharing bytes while both are live, earliest first
     conflicts: list = field(default_factory=list)
 
@@ -214,6 +215,7 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
     arena_state: dict = {}
     loss_ids = [t.id for t in tg.tensors if t.role == "loss"]
     updated: set[int] = set()
+    initial: dict[int, np.ndarray] = {}  # weight -> its value before the step
     best = [0.0, ""]
 
     def compare(t, s, what) -> None:
@@ -264,6 +266,8 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                 v = inputs.value(t, ref.view(t).dtype)
                 ref.view(t)[...] = v
                 arena.view(t)[...] = v
+                if tg.tensors[t].role in ("weight", "frozen-weight") and t in tg.persistent:
+                    initial[t] = np.array(v, copy=True)
                 last_write[tg.root(t)] = last_write_t[t] = s.index
             # 3. what the step reads must still be intact in the arena
             # (accumulation sources are this step's own contributions: written by its kernel)
@@ -356,6 +360,11 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
             compare(t, end, lambda d, t=t: f"updated weight {name(t)} differs by {d:.3g} at the end")
             res.updated[name(t)] = np.array(arena.view(t))
         res.weights_updated = len(updated)
+        # a frozen weight (fine-tuning modes, frozen ops) must come out of the step bit-identical
+        for t in sorted(set(initial) - updated):
+            if not np.array_equal(arena.view(t), initial[t]):
+                raise VerifyFailure(f"frozen weight {name(t)} changed during the step", end.index, [name(t)])
+            res.frozen_unchanged += 1
         clash = res.conflicts
         if clash:
             st, a, b = clash[0]

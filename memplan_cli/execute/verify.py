@@ -29,12 +29,14 @@ class VerifyReport:
             "model": self.model, "profile": self.profile,
             "config": {"batch_size": c.batch_size, "optimizer": c.optimizer, "loss": c.loss,
                        "learning_rate": c.learning_rate,
-                       "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable)},
+                       "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable),
+                       "train": list(c.train), "freeze": list(c.freeze)},
             "passed": r.passed, "steps": self.steps, "steps_run": r.steps_run, "buffers": self.buffers,
             "pools": self.pools, "arena_bytes": r.arena_bytes, "reference_bytes": r.reference_bytes,
             "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,
             "loss": {"arena": r.loss[0], "reference": r.loss[1]} if r.loss else None,
             "weights_updated": r.weights_updated,
+            "frozen_weights_unchanged": r.frozen_unchanged,
             "failure": None if r.passed else {"step": r.failed_step, "message": r.message, "buffers": r.buffers,
                                               "overlapping_live_buffers": [{"step": st, "buffers": [a, b]}
                                                                            for st, a, b in r.conflicts]},
@@ -60,7 +62,9 @@ class VerifyReport:
         if r.loss:
             lines.append(f"  loss      {r.loss[0]:.6g} in the arena, {r.loss[1]:.6g} in the reference")
         if r.passed:
-            lines.append(f"  weights   {r.weights_updated} updated, all equal to the reference")
+            lines.append(f"  weights   {r.weights_updated} updated, all equal to the reference"
+                         + (f"; {r.frozen_unchanged} frozen, bit-identical before and after" if r.frozen_unchanged
+                            else ""))
         if self.unmapped:
             lines.append(f"  note      {len(self.unmapped)} buffer(s) of the plan hold no tensor the schedule touches: "
                          + ", ".join(self.unmapped[:5]) + (" ..." if len(self.unmapped) > 5 else ""))

@@ -67,6 +67,21 @@ def all_ops() -> dict[str, OpDef]:
     return dict(_load()["ops"])
 
 
+def bias_operands(graph) -> set[int]:
+    """Operand indices of the biases in `graph`: the inputs each op's `OpDef.bias_inputs` names
+    (a convolution's or FullyConnected's third input, a norm's shift, an Add of a per-channel vector)."""
+    out: set[int] = set()
+    for op in graph.operations:
+        d = get(op.type)
+        if d is None or not d.bias_inputs:
+            continue
+        pos = d.bias_inputs(op, graph.operands) if callable(d.bias_inputs) else d.bias_inputs
+        for k in pos:
+            if k < len(op.inputs) and op.inputs[k] >= 0 and graph.operands[op.inputs[k]].is_const:
+                out.add(op.inputs[k])
+    return out
+
+
 def onnx_converter(op_type: str):
     return _load()["onnx"].get(op_type)
 

@@ -106,6 +106,8 @@ class OpDef:
       follows the batched inputs), "scale" (dim 0 scaled by the batched input's growth), or a function
       `fn(op, in_shapes, old_out_shapes, old_batch, new_batch) -> new_out_shapes`.
     - `profiles`: per-profile facts, e.g. `{"onert": {...}, "singa": {...}}`, read by the profiles.
+    - `bias_inputs`: input positions that hold a bias (what `--train biases` trains), or
+      `fn(op, operands) -> positions`.
     """
 
     type: str
@@ -118,5 +120,6 @@ class OpDef:
     nondiff_inputs: tuple = ()
     batch: object = "keep"
     profiles: dict = field(default_factory=dict)
+    bias_inputs: object = ()
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

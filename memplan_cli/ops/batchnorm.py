@@ -201,7 +201,8 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("BatchNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
-             flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch)]
+             flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
+             bias_inputs=(2,))]
 
 
 def _onnx(node) -> Canon:

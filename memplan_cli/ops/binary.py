@@ -317,8 +317,19 @@ def broadcast_batch(op, graph, shapes, batched):
     return [tuple(s)]
 
 
+def _vector_bias(op, operands):
+    """Add / Sub of a rank-1 float constant (an exporter's MatMul + Add, a per-channel shift): a bias."""
+    ins = [i for i in op.inputs if i >= 0]
+    if len(ins) != 2:
+        return ()
+    return tuple(k for k, i in enumerate(op.inputs) if i >= 0 and operands[i].is_const
+                 and len(operands[i].shape) == 1 and operands[i].dtype.startswith("float")
+                 and not operands[ins[1 - ins.index(i)]].is_const)
+
+
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
-             check=_check(s), batch=broadcast_batch) for t, s in SPECS.items()]
+             check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else ())
+       for t, s in SPECS.items()]
 
 
 # ---- converters ------------------------------------------------------------------------------------

@@ -24,7 +24,10 @@ class TrainingConfiguration:
     - The graph is copied (its lists; an operand or op is copied before a pass changes it): passes
       never change the caller's forward graph.
     - Trainable ops come from `TrainConfig.trainable` (all | none | the last N ops counting every op,
-      as onert does | an explicit index list). The circle training metadata and the flags were merged
+      as onert does | an explicit index list), narrowed by `--train ops:GLOB` / `--freeze ops:GLOB`.
+    - Frozen weights (`--train biases`: all but the biases; `--freeze params:GLOB`) are not
+      parameters for the rules (`RuleContext.is_param`): no gradient, no optimizer state, and no
+      activation kept only to compute their gradients. The circle training metadata and the flags were merged
       before (`commands.options.config_from_flags`: flags win over metadata, metadata over defaults).
     - An op trains (its weights get gradients and updates) when it is selected and its rule declares
       weights (rules are asked with a probe context). An op without a rule trains when it has a float
@@ -45,8 +48,11 @@ class TrainingConfiguration:
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
         tg.model_ops = len(g.operations)
-        selected = tg.config.trainable_ops(tg.model_ops)
+        selected = tg.config.selected_ops(g)
         tg.info["selected_ops"] = sorted(selected)
+        from memplan_cli import ops
+
+        tg.frozen_params = tg.config.frozen_params(g, ops.bias_operands(g) if "biases" in tg.config.train else set())
 
         probe = _Probe(tg, self.policy)
 

@@ -29,7 +29,8 @@ class RuleContext:
         constant is an epsilon, a scale or an exponent the exporter wrote (TorchScript's Constant
         nodes, dynamo's scalar initializers), not a module parameter: it stays frozen."""
         o = self.graph.operands[i] if i >= 0 else None
-        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0)
+        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0
+                    and i not in self.tg.frozen_params)
 
     def needs_bp(self, i) -> bool:
         return i >= 0 and i in self.tg.needs_bp

@@ -96,6 +96,7 @@ class TrainingGraph:
     tensors: list[TensorSpec] = field(default_factory=list)
     steps: list[StepSpec] = field(default_factory=list)
     trainable_ops: set[int] = field(default_factory=set)  # ops whose weights are updated
+    frozen_params: set[int] = field(default_factory=set)  # weights the setup keeps frozen
     backward_ops: set[int] = field(default_factory=set)  # ops that get backward steps
     aliases: dict[int, int] = field(default_factory=dict)
     persistent: set[int] = field(default_factory=set)

@@ -382,7 +382,10 @@ class NntrainerProfile:
         if why:
             raise UnsupportedOpError(why)
         g = with_loss(graph)
-        nodes = build_nodes(g, config.trainable_ops(len(graph.operations)))
+        if config.param_level:
+            raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): --train "
+                                     "biases and --freeze params:GLOB need the memplan profile")
+        nodes = build_nodes(g, config.selected_ops(graph))
         return self.buffers_from_nodes(g, nodes, config.optimizer_state_count, planner)
 
     def buffers_from_nodes(self, graph, nodes, opt_states: int, planner: str | None = None) -> BufferList:

@@ -28,6 +28,8 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "trainable_ops": trainable,
         "batchnorm": cfg.batchnorm,
         "dropout": cfg.dropout,
+        "train": list(cfg.train),
+        "freeze": list(cfg.freeze),
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
@@ -159,6 +161,8 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         ],
         "steps": len(bl.steps),
         "buffers": len(bl.buffers),
+        # no weight gets a gradient (--trainable-ops none, everything frozen): forward pass and loss only
+        "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
     on = analysis.onert
     if on is not None:

@@ -114,8 +114,9 @@ def _config_line(doc: dict) -> str:
     tr = ",".join(map(str, tr)) if isinstance(tr, list) else tr
     planner = f" · planner {c['planner']}" if c.get("planner") else ""
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
+    peft = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{planner}{opts}")
+            f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{peft}{planner}{opts}")
 
 
 def _signed(n: int | None) -> str:
@@ -202,6 +203,9 @@ class TableReporter(Reporter):
         planned, naive, lb = t["planned"], t["naive"], t["lower_bound"]
         prof = doc["profile"]
         lines = []
+        if doc.get("forward_only"):
+            lines.append("nothing trains (no weight gets a gradient): these figures are the forward pass and "
+                         "the loss only")
         if naive:
             line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
                     f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")

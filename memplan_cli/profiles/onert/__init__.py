@@ -10,7 +10,7 @@ session, in which they are all live.
 from __future__ import annotations
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
-from memplan_cli.errors import MemplanError
+from memplan_cli.errors import MemplanError, UnsupportedOpError
 from memplan_cli.profiles.onert import kernels, tensorplan
 from memplan_cli.profiles.onert.trainir import build_train_ir
 
@@ -41,7 +41,10 @@ class OnertProfile:
         simd_width = simd_width or kernels.default_simd_width()
         if threads < 1 or simd_width < 1:
             raise MemplanError("--onert-threads and --onert-simd-width must be >= 1")
-        ir = build_train_ir(graph, config.trainable_ops(len(graph.operations)), stage)
+        if config.param_level:
+            raise UnsupportedOpError("onert 0.1.0 trains whole ops (every weight of a trainable op): --train "
+                                     "biases and --freeze params:GLOB need the memplan profile")
+        ir = build_train_ir(graph, config.selected_ops(graph), stage)
         trainable = tensorplan.plan_trainable(ir)
         per_cat = {
             "onert:non-const": tensorplan.plan_nonconst(ir),

@@ -1,0 +1,110 @@
+"""Fine-tuning modes (issue 17): --train biases, --train ops:GLOB, --freeze ops:GLOB / params:GLOB and
+a frozen-everything model. What trains, what is kept for backward, what verify proves."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli import analyze
+from memplan_cli.cli import main
+from memplan_cli.config import TrainConfig, parse_selectors
+from memplan_cli.errors import ConfigError
+from memplan_cli.passes.pipeline import build_training_graph
+from tests.passes.graphs import conv_relu_fc
+
+MNIST = "sample_models/mnist.circle"
+BERT = "tests/corpus/bert_tiny_dynamo.onnx"
+
+
+def _align(n):
+    return (n + 15) // 16 * 16
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, list(args), env={"NO_COLOR": "1"})
+
+
+def test_selectors_parse_and_the_prefix_carries_over():
+    assert parse_selectors(["ops:*q_proj*,*v_proj*", "biases"]) == ("ops:*q_proj*", "ops:*v_proj*", "biases")
+    assert parse_selectors(["params:w*", "ops:#3"]) == ("params:w*", "ops:#3")
+    with pytest.raises(ConfigError, match="expected biases"):
+        TrainConfig(train=("weights",))
+    with pytest.raises(ConfigError, match="--freeze"):
+        TrainConfig(freeze=("biases",))
+
+
+def test_bias_only_trains_the_biases_and_keeps_no_input_for_weight_gradients():
+    g = conv_relu_fc()
+    tg = build_training_graph(g, TrainConfig(optimizer="adam", train=("biases",)))
+    grads = sorted(tg.graph.operands[w].name for w in tg.grad)
+    assert grads == ["b0", "b1"]
+    assert sorted(tg.graph.operands[w].name for w in tg.opt_state) == ["b0", "b1"]
+    # full training keeps the FC's input f for dW; bias-only reads only dY there
+    full = build_training_graph(g, TrainConfig(optimizer="adam"))
+    for t in (full, tg):
+        fc = t.rules[3]
+        reads = [t.graph.operands[i].name for kind, i in fc.calc_gradient.reads if kind == "fwd"]
+        assert reads == (["f"] if t is full else [])
+    # the back-prop still flows down to the lowest bias (the conv's)
+    assert 0 in tg.backward_ops
+
+
+def test_bias_only_figures_equal_the_hand_count():
+    full = analyze(MNIST, batch_size=2, optimizer="adam")
+    bias = analyze(MNIST, batch_size=2, optimizer="adam", train="biases")
+    tg = bias.analysis.buffers.training_graph
+    g = tg.graph
+    biases = [g.operands[w] for w in tg.grad]
+    assert biases and all(len(o.shape) == 1 for o in biases)
+    want = sum(_align(o.nbytes) for o in biases)
+    cats = bias.report["categories"]
+    assert cats["gradient"]["naive"] == want
+    assert cats["opt-variable"]["naive"] == 2 * want
+    assert cats["trainable"]["naive"] == full.report["categories"]["trainable"]["naive"]  # weights stay in memory
+    assert bias.planned < full.planned
+    assert bias.report["config"]["train"] == ["biases"] and not bias.report["forward_only"]
+
+
+def test_ops_globs_select_and_freeze_and_a_typo_is_an_error():
+    g = conv_relu_fc()
+    g.operations[3].name = "classifier"
+    only_fc = build_training_graph(g, TrainConfig(train=("ops:classifier",)))
+    assert only_fc.trainable_ops == {3} and 0 not in only_fc.backward_ops
+    by_type = build_training_graph(g, TrainConfig(train=("ops:Conv*",)))
+    assert by_type.trainable_ops == {0}
+    frozen = build_training_graph(g, TrainConfig(freeze=("ops:#0",)))
+    assert frozen.trainable_ops == {3}
+    named = build_training_graph(g, TrainConfig(freeze=("params:w*",)))
+    assert sorted(named.graph.operands[w].name for w in named.grad) == ["b0", "b1"]
+    with pytest.raises(ConfigError, match="matches no op"):
+        build_training_graph(g, TrainConfig(train=("ops:nothing*",)))
+    r = _cli("analyze", MNIST, "--freeze", "params:nothing")
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "matches no weight" in r.output
+
+
+@pytest.mark.parametrize("profile", ["onert", "nntrainer"])
+def test_runtimes_that_train_whole_ops_refuse_weight_level_modes(profile):
+    r = _cli("analyze", MNIST, "-p", profile, "--train", "biases")
+    assert r.exit_code == 2 and "need the memplan profile" in r.output and "Traceback" not in r.output
+    # an op-level selection they can express
+    assert _cli("analyze", MNIST, "-p", profile, "--freeze", "ops:#0").exit_code == 0
+
+
+def test_frozen_everything_is_forward_only_and_says_so():
+    r = analyze(MNIST, batch_size=2, trainable_ops="none")
+    assert r.report["forward_only"]
+    cats = r.report["categories"]
+    assert cats["gradient"]["naive"] == cats["back-prop"]["naive"] == cats["opt-variable"]["naive"] == 0
+    out = _cli("analyze", MNIST, "-b", "2", "-t", "none").output
+    assert "nothing trains" in out and "forward pass and the loss only" in out
+
+
+@pytest.mark.parametrize("model,args", [(MNIST, ["--train", "biases"]), (MNIST, ["--freeze", "ops:#0"]),
+                                        (BERT, ["--train", "biases"]),
+                                        (BERT, ["--freeze", "ops:*attention*"])])
+def test_verify_runs_the_modes_and_frozen_weights_stay_bit_identical(model, args):
+    r = _cli("verify", model, "-b", "2", "-O", "adam", *args, "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["passed"] and d["weights_updated"] > 0 and d["frozen_weights_unchanged"] > 0
+    assert d["config"]["train"] + d["config"]["freeze"] == [a for a in args if not a.startswith("--")]
