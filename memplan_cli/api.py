@@ -260,7 +260,8 @@ def _selectors(name: str, v) -> tuple[str, ...] | None:
 
 
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-           onert_threads, onert_simd_width, dropout=None, train=None, freeze=None) -> dict:
+           onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
+           lora_targets=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -272,6 +273,7 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
             "learning_rate": None if learning_rate is None else float(learning_rate),
             "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
             "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
+            "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
             "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
@@ -287,7 +289,7 @@ def _model_path(model: PathLike) -> str:
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
                       learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None) -> "TrainConfig":
+                      freeze=None, lora_rank=None, lora_targets=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
     from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
@@ -314,6 +316,11 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
         sel = parse_selectors(v)
         if sel:
             values[key], sources[key] = sel, "flag"
+    if lora_rank:
+        values["lora_rank"], sources["lora_rank"] = lora_rank, "flag"
+    targets = parse_selectors([lora_targets] if isinstance(lora_targets, str) else lora_targets)
+    if targets:
+        values["lora_targets"], sources["lora_targets"] = targets, "flag"
     return TrainConfig(**values, sources=sources)
 
 
@@ -335,7 +342,7 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze")
+                 "train", "freeze", "lora_rank", "lora_targets")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -414,13 +421,15 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
             budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
-            freeze: str | Iterable[str] | None = None) -> AnalysisResult:
+            freeze: str | Iterable[str] | None = None, lora: int | None = None,
+            lora_targets: str | Iterable[str] | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
     trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
     "frozen"), dropout ("train", "off"), train ("biases", "ops:GLOB"; a list allowed) and freeze
-    ("ops:GLOB", "params:GLOB"): the training setup (fine-tuning modes as `--train` / `--freeze`);
+    ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
+    setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
@@ -434,7 +443,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze),
+                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets),
              "profile": profile, "planner": planner}
     remat = None
     if budget is not None:
@@ -453,7 +462,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             batchnorm: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, progress: bool = False,
             dropout: str | None = None, train: str | Iterable[str] | None = None,
-            freeze: str | Iterable[str] | None = None) -> ComparisonResult:
+            freeze: str | Iterable[str] | None = None, lora: int | None = None,
+            lora_targets: str | Iterable[str] | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -463,7 +473,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze)
+                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])

@@ -34,6 +34,9 @@ class TrainConfig:
     train: tuple[str, ...] = ()
     # "ops:GLOB" (these ops train nothing), "params:GLOB" (these weights stay frozen)
     freeze: tuple[str, ...] = ()
+    # LoRA adapters of this rank on the targeted projections (0: none); targets: op types or globs
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ()
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -48,6 +51,10 @@ class TrainConfig:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
+            raise ConfigError(f"--lora must be a rank >= 1, got {self.lora_rank!r}")
+        if self.lora_targets and not self.lora_rank:
+            raise ConfigError("--lora-targets needs --lora RANK")
         for flag, items, allowed in (("--train", self.train, TRAIN_SELECTORS),
                                      ("--freeze", self.freeze, FREEZE_SELECTORS)):
             for it in items:
@@ -58,7 +65,7 @@ class TrainConfig:
     def param_level(self) -> bool:
         """Whether some weights of a trained op stay frozen (bias-only, frozen by name): runtimes that
         train whole ops (onert, nntrainer) cannot express it."""
-        return "biases" in self.train or any(f.startswith("params:") for f in self.freeze)
+        return "biases" in self.train or any(f.startswith("params:") for f in self.freeze) or self.lora_rank > 0
 
     def selected_ops(self, graph) -> set[int]:
         """The forward ops whose weights may train: `trainable` (all | none | last N | indices), then

@@ -18,6 +18,8 @@ def api_arguments(flags: dict) -> dict:
     out["trainable_ops"] = flags.get("trainable")
     for k in ("train", "freeze"):  # click gives () when the flag is absent
         out[k] = tuple(flags.get(k) or ()) or None
+    out["lora"] = flags.get("lora_rank")
+    out["lora_targets"] = flags.get("lora_targets")
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
     return out

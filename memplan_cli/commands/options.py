@@ -32,6 +32,13 @@ def training_options(f):
         click.option("--freeze", "freeze", multiple=True, metavar="WHAT",
                      help="ops:GLOB (these ops train nothing) | params:GLOB (the weights so named stay "
                           "frozen). Repeatable."),
+        click.option("--lora", "lora_rank", type=click.IntRange(min=1), default=None, metavar="RANK",
+                     help="LoRA: adapters of rank RANK beside the targeted projections train; every model "
+                          "weight stays frozen (see --lora-targets)."),
+        click.option("--lora-targets", "lora_targets", default=None, metavar="LIST",
+                     help="Ops that get adapters: op types (MatMul) or globs over op names, module scopes "
+                          "and weight names, comma-separated. Default: the attention query and value "
+                          "projections (*q_proj*, *v_proj*, *query*, *value*, *c_attn*, T5's q / v)."),
         click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
                      help="BatchNormalization: train (batch statistics, default) or frozen (stored "
                           "statistics: trains only scale and bias)."),

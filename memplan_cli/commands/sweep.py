@@ -53,7 +53,8 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     profiles = list(dict.fromkeys(profiles))
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=1)
-    train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze")
+    train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
+                  "lora_targets")
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     level = verbosity(quiet, verbose)

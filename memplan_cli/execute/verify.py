@@ -30,7 +30,7 @@ class VerifyReport:
             "config": {"batch_size": c.batch_size, "optimizer": c.optimizer, "loss": c.loss,
                        "learning_rate": c.learning_rate,
                        "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable),
-                       "train": list(c.train), "freeze": list(c.freeze)},
+                       "train": list(c.train), "freeze": list(c.freeze), "lora_rank": c.lora_rank},
             "passed": r.passed, "steps": self.steps, "steps_run": r.steps_run, "buffers": self.buffers,
             "pools": self.pools, "arena_bytes": r.arena_bytes, "reference_bytes": r.reference_bytes,
             "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,

@@ -25,6 +25,8 @@ class TrainingConfiguration:
       never change the caller's forward graph.
     - Trainable ops come from `TrainConfig.trainable` (all | none | the last N ops counting every op,
       as onert does | an explicit index list), narrowed by `--train ops:GLOB` / `--freeze ops:GLOB`.
+    - With LoRA adapters (passes/lora.py) the adapter ops are selected and every weight of the
+      model is frozen (but the biases, with `--train biases`).
     - Frozen weights (`--train biases`: all but the biases; `--freeze params:GLOB`) are not
       parameters for the rules (`RuleContext.is_param`): no gradient, no optimizer state, and no
       activation kept only to compute their gradients. The circle training metadata and the flags were merged
@@ -48,11 +50,16 @@ class TrainingConfiguration:
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
         tg.model_ops = len(g.operations)
-        selected = tg.config.selected_ops(g)
-        tg.info["selected_ops"] = sorted(selected)
         from memplan_cli import ops
 
-        tg.frozen_params = tg.config.frozen_params(g, ops.bias_operands(g) if "biases" in tg.config.train else set())
+        selected = tg.config.selected_ops(g)
+        biases = ops.bias_operands(g) if "biases" in tg.config.train else set()
+        tg.frozen_params = tg.config.frozen_params(g, biases)
+        lora = tg.info.get("lora")
+        if lora:  # the adapters train (passes/lora.py); the model's own weights stay frozen
+            selected |= {op.index for op in g.operations if op.source_type == "LoRA"}
+            tg.frozen_params |= lora["frozen"] - biases
+        tg.info["selected_ops"] = sorted(selected)
 
         probe = _Probe(tg, self.policy)
 

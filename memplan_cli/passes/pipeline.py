@@ -1,6 +1,6 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
-    TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
+    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
     -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> Aliasing
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
@@ -15,6 +15,7 @@ from memplan_cli.passes.backward_insertion import BackwardInsertion
 from memplan_cli.passes.backward_region import BackwardRegion
 from memplan_cli.passes.configure import TrainingConfiguration
 from memplan_cli.passes.execution_order import ExecutionOrder
+from memplan_cli.passes.lora import LoRAInsertion
 from memplan_cli.passes.loss_insertion import LossInsertion
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
@@ -23,8 +24,9 @@ from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 
 
-def passes(policy: Policy, rules: dict, remat=()) -> list:
-    return [TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
+def passes(policy: Policy, rules: dict, remat=(), config=None) -> list:
+    lora = LoRAInsertion(getattr(config, "lora_rank", 0), getattr(config, "lora_targets", ()))
+    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
             ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
             Rematerialization(remat), Aliasing()]
 
@@ -42,7 +44,7 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
     if backward_order:
         tg.info["backward_order"] = list(backward_order)
     ran = []
-    for p in passes(policy, table, remat):
+    for p in passes(policy, table, remat, config):
         ran.append((p.name, p.run(tg)))
     tg.info["passes"] = ran
     tg.info["policy"] = policy

@@ -32,7 +32,7 @@ class RematProblem:
         self.align = align
         tg = TrainingGraph(graph, config)
         ran = []
-        for p in passes(self.policy, default_rules()):
+        for p in passes(self.policy, default_rules(), config=config):
             if isinstance(p, (Rematerialization, Aliasing)):
                 continue
             ran.append((p.name, p.run(tg)))

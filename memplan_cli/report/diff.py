@@ -106,7 +106,7 @@ def config_differences(old: dict, new: dict) -> list[str]:
     if old.get("profile") != new.get("profile"):
         notes.append(f"profile differs: {old.get('profile')} vs {new.get('profile')}")
     oc, nc = old.get("config", {}), new.get("config", {})
-    for k in ("batch_size", "optimizer", "loss", "trainable_ops", "train", "freeze", "batchnorm", "dropout", "planner",
+    for k in ("batch_size", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm", "dropout", "planner",
               "profile_options"):
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {oc.get(k)} vs {nc.get(k)}")

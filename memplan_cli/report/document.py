@@ -30,6 +30,7 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "dropout": cfg.dropout,
         "train": list(cfg.train),
         "freeze": list(cfg.freeze),
+        "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None,
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)

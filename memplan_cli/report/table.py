@@ -115,6 +115,9 @@ def _config_line(doc: dict) -> str:
     planner = f" · planner {c['planner']}" if c.get("planner") else ""
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
+    if c.get("lora"):
+        peft += f" · LoRA rank {c['lora']['rank']}" + (f" on {','.join(c['lora']['targets'])}" if c["lora"]["targets"]
+                                                      else " on the default targets")
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
             f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{peft}{planner}{opts}")
 

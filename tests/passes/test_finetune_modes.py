@@ -108,3 +108,64 @@ def test_verify_runs_the_modes_and_frozen_weights_stay_bit_identical(model, args
     d = json.loads(r.output)
     assert d["passed"] and d["weights_updated"] > 0 and d["frozen_weights_unchanged"] > 0
     assert d["config"]["train"] + d["config"]["freeze"] == [a for a in args if not a.startswith("--")]
+
+
+# ---- LoRA ---------------------------------------------------------------------------------------
+def _one_projection():
+    """x(2,8) -MatMul(q_proj.weight 8x8)-> y(2,8): one attention projection."""
+    from memplan_cli.ir.graph import Graph, Operand, Operation
+
+    ops = [Operand(0, "x", (2, 8), is_input=True), Operand(1, "q_proj.weight", (8, 8), is_const=True),
+           Operand(2, "y", (2, 8), is_output=True)]
+    g = Graph(ops, [Operation(0, "MatMul", [0, 1], [2], name="q_proj")], [0], [2])
+    g.verify()
+    return g
+
+
+def test_lora_by_hand_on_one_projection():
+    """r = 2: A [8, 2] and B [2, 8] train (64 B each, Adam: twice that in state); W gets no gradient.
+    Kept for backward: x (for dA = x^T da, 64 B) and a = x A (for dB = a^T du, 16 B); the frozen
+    projection keeps nothing (no dW, and x is an input: no dx)."""
+    tg = build_training_graph(_one_projection(), TrainConfig(optimizer="adam", lora_rank=2))
+    g = tg.graph
+    assert sorted(g.operands[w].name for w in tg.grad) == ["q_proj.weight.lora_A", "q_proj.weight.lora_B"]
+    bl = tg.to_buffer_list()
+    by_cat = {}
+    for b in bl.buffers:
+        by_cat[b.category] = by_cat.get(b.category, 0) + b.size
+    assert by_cat["gradient"] == 64 + 64 and by_cat["opt-variable"] == 2 * 128
+    # activations kept for backward (weights are in memory anyway)
+    kept = {g.operations[k].name: sorted(g.operands[i].name for i in tg.rules[k].kept_forward()
+                                         if not g.operands[i].is_const)
+            for k in tg.backward_ops if k < tg.model_ops}
+    assert kept["q_proj.lora_A"] == ["x"] and kept["q_proj.lora_B"] == ["q_proj.lora_a"]
+    assert kept.get("q_proj", []) == []  # the frozen projection: nothing (and it may get no backward at all)
+    assert g.operands[1].index not in tg.grad and 0 not in tg.bp
+
+
+def test_lora_on_real_transformer_exports_and_verify():
+    for path, n in (("tests/corpus/llama_tiny_dynamo.onnx", 2), ("tests/corpus/bert_tiny_dynamo.onnx", 2)):
+        r = analyze(path, batch_size=2, optimizer="adam", lora=8 if "llama" in path else 4)
+        tg = r.analysis.buffers.training_graph
+        adapters = tg.info["lora"]["adapters"]
+        assert len(adapters) == n  # q and v of the one block
+        rank = r.report["config"]["lora"]["rank"]
+        want = sum(_align(4 * a["in"] * rank) + _align(4 * rank * a["out"]) for a in adapters)
+        assert r.report["categories"]["gradient"]["naive"] == want
+        assert r.report["categories"]["opt-variable"]["naive"] == 2 * want
+        out = _cli("verify", path, "-b", "2", "-O", "adam", "--lora", str(rank), "-f", "json").output
+        d = json.loads(out)
+        assert d["passed"] and d["weights_updated"] == 2 * n and d["frozen_weights_unchanged"] > 0
+
+
+def test_lora_targets_and_refusals():
+    r = _cli("analyze", "sample_models/mobilenetv2.circle", "--lora", "4")
+    assert r.exit_code == 2 and "--lora-targets" in r.output and r.output.count("\n") == 1
+    r = _cli("analyze", "sample_models/mobilenetv2.circle", "--lora", "4", "--lora-targets", "Conv2D")
+    assert r.exit_code == 2 and "no MatMul / FullyConnected" in r.output
+    ok = analyze("sample_models/mobilenetv2.circle", batch_size=2, lora=4, lora_targets="FullyConnected")
+    assert len(ok.analysis.buffers.training_graph.info["lora"]["adapters"]) == 1
+    r = _cli("analyze", "tests/corpus/llama_tiny_dynamo.onnx", "--lora", "4", "-p", "onert")
+    assert r.exit_code == 2 and "need the memplan profile" in r.output
+    with pytest.raises(ConfigError, match="needs --lora"):
+        TrainConfig(lora_targets=("MatMul",))
