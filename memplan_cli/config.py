@@ -90,6 +90,9 @@ class TrainConfig:
         frozen: set[int] = set()
         consts = [o for o in graph.operands if o.is_const]
         if "biases" in self.train:
+            if not biases:
+                raise ConfigError("--train biases: the model has no biases (no op's bias input is a constant): "
+                                  "nothing would train")
             frozen |= {o.index for o in consts if o.index not in biases}
         for g in _globs(self.freeze, "params:"):
             hit = {o.index for o in consts if fnmatchcase(o.name, g)}

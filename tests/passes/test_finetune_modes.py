@@ -169,3 +169,8 @@ def test_lora_targets_and_refusals():
     assert r.exit_code == 2 and "need the memplan profile" in r.output
     with pytest.raises(ConfigError, match="needs --lora"):
         TrainConfig(lora_targets=("MatMul",))
+
+
+def test_bias_only_on_a_model_without_biases_is_refused():
+    r = _cli("analyze", "tests/corpus/llama_tiny_dynamo.onnx", "--train", "biases")
+    assert r.exit_code == 2 and "has no biases" in r.output and r.output.count("\n") == 1
