@@ -7,14 +7,17 @@ Options (each planned by memplan's own profile, every figure its planned arena):
 - "remat": at the requested batch, the cheapest remat plan that fits (`remat/solve.py`);
 - "frozen prefix": the most trainable ops (the last N, onert's -t N) that fit without remat, i.e. the
   smallest frozen prefix;
+- "bias-only" (`--train biases`) and "lora" (`--lora 8` on the default targets, the attention query
+  and value projections), when the setup asked for neither and the model has biases / targets:
+  fine-tuning modes, listed beside full training;
 - "sgd": SGD instead of the requested Adam / momentum (no optimizer state), and "sgd + remat" when
   SGD alone does not fit.
 - compute: FLOPs per sample of the option's step / FLOPs per sample of the step as asked (a batch
   change keeps it near 1, remat raises it, freezing lowers it and trains less).
 - Pareto: among the options that fit and train what was asked (the same batch and trainable ops: as
   asked, remat, sgd, sgd + remat), those that no other such option beats on memory and compute (no
-  more of either, less of one). A smaller batch or a frozen prefix trains something else, so it is
-  listed but never on the front.
+  more of either, less of one). A smaller batch, a frozen prefix or a fine-tuning mode trains
+  something else, so it is listed but never on the front.
 """
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
              "fits": bool(planned <= budget) if fits is None else fits,
              "batch_size": (cfg or config).batch_size, "optimizer": (cfg or config).optimizer,
              "trainable_ops": _trainable(cfg or config),
+             "fine_tuning": _fine_tuning(cfg or config),
              "flops_ratio": round((flops / (cfg or config).batch_size) / per0, 6) if flops and per0 else None}
         r.update(extra or {})
         rows.append(r)
@@ -119,6 +123,19 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
             row("frozen prefix", "nothing fits even with every op frozen", train_last(0), config.with_(trainable=0),
                 _flops(train_last(0)), fits=False)
 
+    if not (config.train or config.freeze or config.lora_rank):
+        from memplan_cli.errors import ConfigError
+
+        for option, change, cfg in (("bias-only", "train only the biases (--train biases)",
+                                     config.with_(train=("biases",))),
+                                    ("lora", "LoRA r=8 adapters on the attention q / v projections (--lora 8)",
+                                     config.with_(lora_rank=8))):
+            try:
+                a = analyze_graph(graph, cfg)
+            except ConfigError:  # no biases, no projection to adapt
+                continue
+            row(option, change, a, cfg, _flops(a))
+
     if config.optimizer != "sgd":
         cs = config.with_(optimizer="sgd")
         a = analyze_graph(graph, cs)
@@ -131,8 +148,13 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
                 row("sgd + remat", f"SGD and recompute {len(rs.drop)} op(s)", planned=rs.arena, cfg=cs,
                     flops=fs + rs.added_flops if fs else None, extra={"recomputed_ops": len(rs.drop),
                                                                        "status": rs.status})
-    _pareto([r for r in rows if r["batch_size"] == batch and r["trainable_ops"] == _trainable(config)], rows)
+    _pareto([r for r in rows if r["batch_size"] == batch and r["trainable_ops"] == _trainable(config)
+             and r["fine_tuning"] == _fine_tuning(config)], rows)
     return {"options": rows, "fits": any(r["fits"] for r in rows), "batch_size": batch}
+
+
+def _fine_tuning(cfg) -> list[str]:
+    return list(cfg.train) + list(cfg.freeze) + ([f"lora:{cfg.lora_rank}"] if cfg.lora_rank else [])
 
 
 def _pareto(same, rows) -> None:

@@ -55,3 +55,21 @@ def test_nothing_fits_exit_3():
     assert not doc["fits"] and not any(o["fits"] for o in doc["options"])
     assert run("fit", MNIST, "--budget", "64KiB").exit_code == 3
     assert run("fit", MNIST, "--budget", "big").exit_code == 2
+
+
+def test_fit_lists_the_fine_tuning_modes_beside_full_training():
+    """bias-only and LoRA (default targets) rows, each equal to its own analysis, never on the front."""
+    bert = str(ROOT / "tests" / "corpus" / "bert_tiny_dynamo.onnx")
+    r = run("fit", bert, "-b", "8", "-O", "adam", "--budget", "200KiB", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    opts = {o["option"]: o for o in doc["options"]}
+    for name, flags in (("bias-only", ["--train", "biases"]), ("lora", ["--lora", "8"])):
+        o = opts[name]
+        a = json.loads(run("analyze", bert, "-b", "8", "-O", "adam", *flags, "-f", "json").stdout)
+        assert o["planned"] == a["totals"]["planned"] and not o["pareto"] and o["fine_tuning"]
+    # a model without biases or attention projections lists neither
+    names = {o["option"] for o in json.loads(run("fit", MNIST, "-O", "adam", "--budget", "1GiB", "-f",
+                                                 "json").stdout)["options"]}
+    assert "lora" not in names and "bias-only" in names
