@@ -10,11 +10,18 @@ Rules:
   embedding table, one bias used twice), or whose outputs hold another number of elements than that
   constant (a Gather of position rows from a table, an Expand of a class token to the batch, a
   Concat of two parameters) is kept: folding it would train a copy, a slice or a broadcast in place
-  of the file's own parameter. Scalars (a scale, an epsilon) do not stop folding.
+  of the file's own parameter. Scalars (a scale, an epsilon) and fills or buffers computed here (not
+  the file's parameters) do not stop folding.
 - An Identity of a constant is that constant: its readers read the constant itself and the op goes
   (not when its output is a graph output). TorchScript's exporter deduplicates initializers of equal
   value into one and `Identity` nodes (random init: zero biases, unit norm scales), so the file
   holds one parameter read by several ops: a shared weight, whose gradients accumulate.
+- What a folded constant is: a fill (ConstantOfShape, through Reshape / Cast / Transpose /
+  Squeeze / Unsqueeze / Identity moves) standing alone is a weight (the zoo's light models write
+  every weight so); anything computed from a stored float parameter is a weight; anything else
+  computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
+  ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
+  framework, where it is no parameter.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -37,18 +44,25 @@ class FoldConstants:
             for i in set(op.inputs):
                 readers[i] = readers.get(i, 0) + 1
         folded: list[int] = []
+        kinds: dict[int, str] = {}  # folded operand -> "fill" | "param" | "buffer"
         for k in g.topological_order():
             op = g.operations[k]
             ins = [i for i in op.inputs if i >= 0]
             if any(not g.operands[i].is_const for i in ins) or any(o in outputs for o in op.outputs):
                 continue
-            if _reads_a_parameter_it_must_not_copy(g, op, ins, readers):
+            if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kinds.get(i, "param") == "param"],
+                                                   readers):
                 continue
+            kind = _folded_kind(g, op, ins, kinds)
             for o in op.outputs:
                 g.operands[o] = replace(g.operands[o], is_const=True)
+                kinds[o] = kind
             folded.append(k)
         if not folded:
             return aliased
+        for o, kind in kinds.items():
+            if kind == "buffer" and g.operands[o].dtype.startswith(("float", "bfloat")):
+                g.operands[o] = replace(g.operands[o], computed=True)
         first = g.operations[min(folded)]
         drop = set(folded)
         kept = [op for op in g.operations if op.index not in drop]
@@ -58,6 +72,29 @@ class FoldConstants:
         g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
                           f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
         return True
+
+
+MOVES = ("Reshape", "Cast", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Flatten")
+
+
+def _folded_kind(g: Graph, op, ins, kinds) -> str:
+    """What the output of a folded op is: "fill" (ConstantOfShape, or moved), "param" (computed from a
+    stored float parameter) or "buffer" (computed from fills, integers and scalars)."""
+    def kind_of(i):
+        if i in kinds:
+            return kinds[i]
+        o = g.operands[i]
+        if o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0 and not o.computed:
+            return "param"
+        return None  # an integer or a scalar constant
+
+    if op.type == "ConstantOfShape":
+        return "fill"
+    if op.type in MOVES and ins:
+        k = kind_of(ins[0])
+        return k if k is not None else "buffer"
+    seen = {kind_of(i) for i in ins}
+    return "param" if "param" in seen else "buffer"
 
 
 def _alias_constant_identities(g: Graph, outputs: set) -> bool:

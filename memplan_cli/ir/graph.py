@@ -39,6 +39,9 @@ class Operand:
     # values of a small integer constant that decides shapes (Reshape shape, Pad paddings, Mean axes);
     # None for everything else: loaders never read weights
     value: tuple | None = None
+    # a constant the graph computes from shapes, fills and indices (an attention mask built with
+    # ConstantOfShape and ScatterND, folded at load): a buffer, never a trainable parameter
+    computed: bool = False
 
     @property
     def num_elements(self) -> int:

@@ -30,7 +30,7 @@ class RuleContext:
         nodes, dynamo's scalar initializers), not a module parameter: it stays frozen."""
         o = self.graph.operands[i] if i >= 0 else None
         return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0
-                    and i not in self.tg.frozen_params)
+                    and not o.computed and i not in self.tg.frozen_params)
 
     def needs_bp(self, i) -> bool:
         return i >= 0 and i in self.tg.needs_bp
