@@ -150,15 +150,17 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
 def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
             planner: str | None = None, time_limit: float | None = None,
             profile_options: dict | None = None, compare_onert: bool = False,
-            onert_options: dict | None = None) -> Analysis:
+            onert_options: dict | None = None, graph=None) -> Analysis:
     """Analyse `path` under `profile`. With `compare_onert` (and a profile other than onert), also
     build and plan the onert profile for the same model and configuration and keep its totals in
-    `Analysis.onert`; when onert cannot train the model, `Analysis.onert.reason` says why."""
+    `Analysis.onert`; when onert cannot train the model, `Analysis.onert.reason` says why.
+    `graph`: `path` already loaded at `config.batch_size` (the file is then not read again)."""
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
-    graph = load_model(path, batch_size=config.batch_size)
+    if graph is None:
+        graph = load_model(path, batch_size=config.batch_size)
     t1 = time.perf_counter()
     try:
         a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,

@@ -367,10 +367,12 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     if profile == "onert":
         build_options = {**onert, **({"planner": planner} if planner else {})}
         planner = None
+    # loaded at the batch the setup asks for (metadata may name another): no second read of the file
+    loaded = graph if cfg.batch_size == flags.get("batch_size") else None
     with spinner(f"analysing {model} ({profile})", progress):
         a = analyze_model(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
                           profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
-                          onert_options=onert)
+                          onert_options=onert, graph=loaded)
     return a, (onert if profile == "onert" else {})
 
 
