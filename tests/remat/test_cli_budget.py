@@ -80,3 +80,20 @@ def test_verify_runs_the_remat_plan_and_compares_with_the_plain_step(tmp_path):
     assert t.stdout.rstrip().splitlines()[-1].startswith("PASS")
     n = verify(model, "-O", "adam", "--budget", "1KiB")
     assert n.exit_code == 3 and "nothing to verify" in n.stdout
+
+
+def test_verify_runs_remat_plans_of_small_transformers():
+    """Issue 16: the remat plan of a small transformer (real torch.onnx exports) runs in its arena,
+    bit for bit equal to the step without remat."""
+    import pathlib
+
+    corpus = pathlib.Path(__file__).parents[1] / "corpus"
+    for name in ("bert_tiny_dynamo.onnx", "llama_tiny_dynamo.onnx"):
+        model = str(corpus / name)
+        plain = json.loads(run(model, "-b", "16", "-O", "adam", "-f", "json").stdout)["totals"]["planned"]
+        budget = str(plain * 9 // 10)
+        r = verify(model, "-b", "16", "-O", "adam", "--budget", budget, "-f", "json")
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["passed"] and doc["remat"]["fits"] and len(doc["remat"]["recomputed_ops"]) > 0, name
+        assert doc["remat"]["equal_to_plain_step"] and doc["arena_bytes"] <= int(budget)
