@@ -60,13 +60,13 @@ def floor(problem: RematProblem) -> tuple[int, str]:
     """Persistent bytes + the largest set of non-persistent buffers one step touches (every plan)."""
     tg = problem.build(())
     bl = tg.to_buffer_list(align=problem.align)
-    size = {b.name: b.size for b in bl.buffers}
+    size = {b.ident: b.size for b in bl.buffers}
     pers = {tg.root(t) for t in tg.persistent}
-    base = sum(size[tg.tensors[r].name] for r in pers if tg.tensors[r].name in size)
+    base = sum(size.get(tg.tensor_key(r), 0) for r in pers)
     best, where = 0, ""
     for s in tg.steps:
         roots = {tg.root(t) for t in s.touched()} - pers
-        ws = sum(size.get(tg.tensors[r].name, 0) for r in roots)
+        ws = sum(size.get(tg.tensor_key(r), 0) for r in roots)
         if ws > best:
             best, where = ws, f"step {s.index} ({s.kind} of {s.label})"
     return base + best, where
@@ -156,6 +156,18 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         raise MemplanError(f"cannot choose the cheapest remat plan: no FLOPs for op {', '.join(missing)}")
     res = RematResult(budget, False, step_flops=problem.flops.total)
     target = budget
+    fl = floor(problem)
+    if budget < fl[0]:
+        # proven: no plan goes below the floor. The smallest reachable: the plain plan or every
+        # candidate dropped, whichever bounds lower (two evaluations, not a search)
+        res.status, res.floor, res.floor_step = "infeasible", fl[0], fl[1]
+        plans = [frozenset(), frozenset(problem.candidates)]
+        best = min(plans, key=lambda d: (problem.bound(d), _key(problem, d)))
+        res.reachable_drop, res.reachable = best, problem.bound(best)
+        res.notes.append(f"the budget is below the floor {fl[0]:,d} B (persistent state plus the largest "
+                         f"working set of one step, {fl[1]}): no plan fits")
+        res.evaluations = problem.evaluations
+        return res
     for rnd in range(1, ROUNDS + 1):
         res.rounds = rnd
         drop, status = search(problem, target, work)
@@ -177,5 +189,5 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         res.status = "infeasible"
         best = min(problem._bounds.items(), key=lambda kv: (kv[1], _key(problem, kv[0])))
         res.reachable_drop, res.reachable = best[0], best[1]
-        res.floor, res.floor_step = floor(problem)
+        res.floor, res.floor_step = fl
     return res
