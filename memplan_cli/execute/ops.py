@@ -304,6 +304,8 @@ def _concat_axis(ctx, ndim):
 def _concat_fwd(ctx):
     xs = [ctx.x(k) for k in range(len(ctx.op.inputs))]
     y = ctx.y()
+    if ctx.attrs.get("broadcast_batch"):  # an input of batch 1 (a class token) goes to every sample
+        xs = [np.broadcast_to(x, (y.shape[0],) + x.shape[1:]) if x.shape[0] == 1 else x for x in xs]
     shape.concat_forward(xs, _concat_axis(ctx, y.ndim), y)
     activation.apply(y, ctx.act(), y)
 
@@ -324,6 +326,8 @@ def _concat_deriv(ctx):
     seen = set()
     for (k, _), (d, part) in zip(outs, parts):
         o = ctx.op.inputs[k]
+        if part.shape[0] != d.shape[0]:  # broadcast over the batch: its gradient sums the samples
+            part = part.sum(axis=0, keepdims=True)
         store(d, part, acc=o in seen)
         seen.add(o)
 

@@ -7,7 +7,8 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
 - Concat on axis 0: the sum of the inputs' dim 0; on any other axis: the batch is kept;
 - reductions (ops/reduce.py) over axis 0: the batch is reduced away, the output does not change;
   otherwise it is kept;
-- Reshape with a known shape constant: a leading entry equal to the old batch becomes the new batch,
+- Reshape with a known shape constant: a leading entry that is a multiple of the old batch (the
+  batch itself, or the batch times windows / patches, as MobileViT and Swin fold them) scales with it,
   then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
 - shapes computed in the graph (`Shape -> StridedSlice -> Pack -> Reshape`, as the TF Lite converter
   writes a dynamic batch) are followed as values (`shape_values`), so such a Reshape gets the new
@@ -63,16 +64,22 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
             batched.add(i)
     values: dict = {}  # operand -> np.ndarray: shape values computed from the new shapes
     tainted: set = set()  # the values that depend on the batch
+    old_values: dict = {}  # the same values at the file's own shapes
+    attr_updates: dict = {}  # op index -> attrs the re-batched graph adds
     if old_batch != batch_size or resolve:
         # the rules read shape constants' values from this copy, where computed ones are filled in
         work = Graph(list(operands), ops, list(graph.inputs), list(graph.outputs), name=graph.name,
                      source_format=graph.source_format, metadata=graph.metadata)
         for k in graph.topological_order():
             op = ops[k]
-            if _follow_values(op, work, shapes, batched, values, tainted):
+            if _follow_values(op, work, shapes, batched, values, tainted, old_values):
                 continue
             if not any(i in batched for i in op.inputs if i >= 0):
                 continue
+            if op.type == "Concat" and _broadcasts_a_token(op, work, shapes, batched):
+                attr_updates[k] = {"broadcast_batch": True}
+                warnings.append(f"op {op.label}: its batch-1 constant input (a class token the exporter expanded "
+                                f"at batch {old_batch}) is broadcast over batch {batch_size}")
             rule = _RULES.get(op.type) or _registry_rule(op.type)
             if rule is None:
                 if op.type in KEEP_BATCH:
@@ -93,6 +100,8 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
                 batched.add(o)
         graph = work
     g = _copy(graph, shapes, warnings)
+    for k, attrs in attr_updates.items():
+        g.operations[k].attrs.update(attrs)
     g.metadata["batch_size"] = batch_size
     g.metadata["source_batch_size"] = old_batch
     return g
@@ -106,20 +115,22 @@ def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
                  source_format=graph.source_format, metadata=dict(graph.metadata), warnings=warnings)
 
 
-def _follow_values(op, work: Graph, shapes, batched, values, tainted) -> bool:
+def _follow_values(op, work: Graph, shapes, batched, values, tainted, old_values) -> bool:
     """Shape ops and the integer ops computing on their values (`shape_values`): compute the value,
     record it on the working copy's operand (so Reshape and Expand rules read it) and return True.
-    False: not a shape computation; the op's batch rule applies."""
+    False: not a shape computation; the op's batch rule applies. The same values at the file's own
+    shapes (`old_values`) tell which values the batch changes (`tainted`): a head size sliced from
+    a batched tensor's shape is not one of them."""
     import numpy as np
 
     from memplan_cli.ir import shape_values
 
     if op.type == "Shape" and op.inputs and op.inputs[0] >= 0:
-        s = np.asarray(shapes[op.inputs[0]], dtype=np.int64)
         start, end = op.attrs.get("start", 0), op.attrs.get("end")
+        s = np.asarray(shapes[op.inputs[0]], dtype=np.int64)
         v = s[start:end] if end is not None else s[start:]
-        if op.inputs[0] in batched:
-            tainted.add(op.outputs[0])
+        s0 = np.asarray(work.operands[op.inputs[0]].shape, dtype=np.int64)
+        old = s0[start:end] if end is not None else s0[start:]
     elif op.type in ("Reshape", "ConstantOfShape") and op.inputs[-1] in values and len(op.outputs) == 1:
         # the shape operand is a computed value: it gives the output's shape (-1 and ONNX's 0 resolved)
         t = [int(d) for d in values[op.inputs[-1]].reshape(-1)]
@@ -141,6 +152,7 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted) -> bool:
         return True
     elif any(i in values for i in op.inputs if i >= 0):
         v = shape_values.evaluate(op, work.operands, values)
+        old = shape_values.evaluate(op, work.operands, old_values) if v is not None else None
         if v is None:
             src = next((i for i in op.inputs if i >= 0 and i in tainted), None)
             if src is None:  # a static shape's value: the op's own batch rule applies
@@ -155,7 +167,9 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted) -> bool:
         raise GraphError(f"cannot re-batch op {op.label}: its output holds {work.operands[o].num_elements} "
                          f"values, the shape it reads gives {v.size}")
     values[o] = v
-    if any(i in tainted for i in op.inputs if i >= 0):
+    if old is not None:
+        old_values[o] = old
+    if old is None or old.shape != v.shape or not np.array_equal(old, v):
         tainted.add(o)
     work.operands[o] = replace(work.operands[o], value=tuple(int(d) for d in v.reshape(-1)))
     return True
@@ -195,6 +209,19 @@ def scale_rows(op, graph, shapes, batched):
     return out
 
 
+def _broadcasts_a_token(op, graph, shapes, batched) -> bool:
+    """A Concat off the batch axis of batched inputs and a batch-1 input that does not follow the
+    batch (a class or distillation token from a parameter: at batch 1 the exporter folded its
+    `expand(B, ...)` away)."""
+    s = graph.operands[op.outputs[0]].shape
+    if not s or int(op.attrs.get("axis", 0)) % len(s) == 0:
+        return False
+    ins = [i for i in op.inputs if i >= 0]
+    fixed = [i for i in ins if i not in batched]
+    return bool(fixed) and len(fixed) < len(ins) and all(graph.operands[i].shape and graph.operands[i].shape[0] == 1
+                                                          for i in fixed)
+
+
 def _concat(op, graph, shapes, batched):
     s = graph.operands[op.outputs[0]].shape
     axis = op.attrs.get("axis", 0)
@@ -223,8 +250,10 @@ def _reshape(op, graph, shapes, batched):
     old_in = graph.operands[i].shape
     new_in = shapes[i]
     t = list(target)
-    if t and t[0] == old_in[0] and old_in[0] != new_in[0]:
-        t[0] = new_in[0]
+    if t and old_in and old_in[0] != new_in[0] and t[0] > 0 and t[0] % old_in[0] == 0:
+        # row-major: the input's outermost dim (the batch) is an outermost factor of the target's
+        # first dim (the batch itself, or the batch times windows / heads / patches)
+        t[0] = t[0] // old_in[0] * new_in[0]
     if op.attrs.get("zero_copies_input"):
         t = [new_in[k] if d == 0 and k < len(new_in) else d for k, d in enumerate(t)]
     total = _numel(new_in)

@@ -77,6 +77,8 @@ def _concat_problem(op, operands) -> str | None:
     axis = int(op.attrs.get("axis", 0)) % rank
     for k in range(rank):
         dims = [x.shape[k] for x in ins]
+        if k == 0 and axis != 0 and op.attrs.get("broadcast_batch"):
+            dims = [y.shape[0] if d == 1 else d for d in dims]  # a class token broadcast over the batch
         want = sum(dims) if k == axis else dims[0]
         if (k != axis and any(d != dims[0] for d in dims)) or y.shape[k] != want:
             return (f"concatenates {', '.join(str(tuple(x.shape)) for x in ins)} on axis {axis} into "

@@ -224,19 +224,25 @@ def split_check(op, operands):
 
 
 def _split_batch(op, graph, shapes, batched):
+    """The pieces keep their sizes along the split axis and follow the input in every other dim
+    (the batch may sit anywhere: after a Transpose, attention splits q, k, v on axis 0). Splitting
+    an axis whose size changed (the batch itself) into fixed pieces cannot be re-batched."""
     x = op.inputs[0]
     if x not in batched:
         return [None] * len(op.outputs)
     old, new = graph.operands[x].shape, shapes[x]
     ax = int(op.attrs["axis"]) % len(old)
-    if ax == 0 and not op.attrs.get("squeeze"):
+    if old[ax] != new[ax]:
         from memplan_cli.ir.graph import GraphError
 
         raise GraphError(f"cannot re-batch op {op.label}: it splits the batch dimension into fixed pieces")
     out = []
     for o in op.outputs:
         s = graph.operands[o].shape
-        out.append((new[0],) + tuple(s[1:]) if s and s[0] == old[0] else None)
+        if op.attrs.get("squeeze"):
+            out.append(tuple(d for k, d in enumerate(new) if k != ax))
+        else:
+            out.append(tuple(new[:ax]) + (s[ax],) + tuple(new[ax + 1:]))
     return out
 
 
