@@ -54,8 +54,9 @@ def test_reshape_that_cannot_fit_is_an_error():
 
 
 def test_a_batch_fixed_inside_the_graph_is_refused_naming_it(tmp_path):
-    # ViT's class token as torch.onnx writes it at batch 1: Expand to a constant (1, 1, 4), then
-    # Concat with the patches on axis 1; at batch 2 the shapes disagree, and the message says why
+    # a constant with the file's batch 2 in dim 0, concatenated on axis 1: at batch 4 the shapes
+    # disagree, and the message says why (a batch-1 class token is broadcast instead:
+    # tests/loaders/test_class_token.py)
     import numpy as np
     from onnx import helper
 
@@ -65,9 +66,9 @@ def test_a_batch_fixed_inside_the_graph_is_refused_naming_it(tmp_path):
 
     nodes = [helper.make_node("Expand", ["cls", "shp"], ["c"]),
              helper.make_node("Concat", ["c", "x"], ["y"], axis=1)]
-    m = onnx_model(nodes, [("x", (1, 3, 4))], [("y", (1, 4, 4))],
-                   {"cls": np.zeros((1, 1, 4), np.float32), "shp": np.array([1, 1, 4], np.int64)})
+    m = onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 4, 4))],
+                   {"cls": np.zeros((1, 1, 4), np.float32), "shp": np.array([2, 1, 4], np.int64)})
     p = save(tmp_path, m)
     assert load_model(p).operands  # its own batch loads
-    with pytest.raises(ModelError, match="cannot re-batch to batch 2: .*Concat.*the file fixes batch 1"):
-        load_model(p, batch_size=2)
+    with pytest.raises(ModelError, match="cannot re-batch to batch 4: .*Concat.*the file fixes batch 2"):
+        load_model(p, batch_size=4)
