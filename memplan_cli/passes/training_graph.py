@@ -22,6 +22,7 @@ The pass pipeline (`memplan_cli.passes.pipeline`) fills a `TrainingGraph`; profi
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, NAIVE_TENSORS, STEP_KINDS, Buffer, BufferList, Pool, Step
@@ -47,10 +48,7 @@ class TensorSpec:
 
     @property
     def num_elements(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
