@@ -383,8 +383,8 @@ class NntrainerProfile:
             raise UnsupportedOpError(why)
         g = with_loss(graph)
         if config.param_level:
-            raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): --train "
-                                     "biases and --freeze params:GLOB need the memplan profile")
+            raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
+                                     "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
         nodes = build_nodes(g, config.selected_ops(graph))
         return self.buffers_from_nodes(g, nodes, config.optimizer_state_count, planner)
 

@@ -43,8 +43,9 @@ class RematProblem:
         full = self.build(())
         self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
         self.cost: dict[int, int | None] = {}
+        self.graph = g = tg.graph  # the training graph's forward ops (LoRA adapters and the loss included)
         for k in self.candidates:
-            f = op_flops(graph.operations[k], graph.operands)
+            f = op_flops(g.operations[k], g.operands)
             self.cost[k] = None if f is None else f[0]
         self._bounds: dict[frozenset, int] = {}
 

@@ -174,3 +174,13 @@ def test_lora_targets_and_refusals():
 def test_bias_only_on_a_model_without_biases_is_refused():
     r = _cli("analyze", "tests/corpus/llama_tiny_dynamo.onnx", "--train", "biases")
     assert r.exit_code == 2 and "has no biases" in r.output and r.output.count("\n") == 1
+
+
+def test_lora_combines_with_a_remat_budget():
+    """The remat problem sees the adapters (its ops are the training graph's): a budget under the
+    LoRA plan is planned, and verify runs the remat plan bit for bit."""
+    plain = analyze(BERT, batch_size=16, optimizer="adam", lora=4).planned
+    r = analyze(BERT, batch_size=16, optimizer="adam", lora=4, budget=plain * 97 // 100)
+    assert r.report["remat"]["fits"] and r.planned <= plain * 97 // 100
+    v = _cli("verify", BERT, "-b", "16", "-O", "adam", "--lora", "4", "--budget", str(plain * 97 // 100))
+    assert v.exit_code == 0 and "bit for bit" in v.output, v.output

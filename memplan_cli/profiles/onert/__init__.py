@@ -42,8 +42,8 @@ class OnertProfile:
         if threads < 1 or simd_width < 1:
             raise MemplanError("--onert-threads and --onert-simd-width must be >= 1")
         if config.param_level:
-            raise UnsupportedOpError("onert 0.1.0 trains whole ops (every weight of a trainable op): --train "
-                                     "biases and --freeze params:GLOB need the memplan profile")
+            raise UnsupportedOpError("onert 0.1.0 trains whole ops (every weight of a trainable op): the weight-level "
+                                     "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
         ir = build_train_ir(graph, config.selected_ops(graph), stage)
         trainable = tensorplan.plan_trainable(ir)
         per_cat = {
