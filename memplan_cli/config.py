@@ -58,7 +58,8 @@ class TrainConfig:
         for flag, items, allowed in (("--train", self.train, TRAIN_SELECTORS),
                                      ("--freeze", self.freeze, FREEZE_SELECTORS)):
             for it in items:
-                if not any(it == a or (a.endswith(":") and it.startswith(a) and len(it) > len(a)) for a in allowed):
+                if not any((it == a and not a.endswith(":")) or (a.endswith(":") and it.startswith(a) and len(it) > len(a))
+                           for a in allowed):
                     raise ConfigError(f"{flag} {it!r}: expected {' | '.join(a + 'GLOB' if a.endswith(':') else a for a in allowed)}")
 
     @property

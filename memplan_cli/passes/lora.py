@@ -2,9 +2,10 @@
 
 Rules:
 - A target is a MatMul or FullyConnected whose weight W (input 1) is a 2-D float constant and whose
-  input x and output y agree on every dim but the last. `--lora-targets` picks them: op types, or
+  input x and output y agree on every dim but the last. `--lora-targets` picks them: op types (a
+  type takes every such op of it and skips the others, e.g. attention's activation products), or
   globs matched against the op's name, its exporter's module scope (torch.onnx dynamo's
-  `pkg.torch.onnx.name_scopes`) and W's name. The default suits transformers: the attention query
+  `pkg.torch.onnx.name_scopes`), W's name and `#INDEX`. The default suits transformers: the attention query
   and value projections as Hugging Face, GPT-2, Llama and T5 name them (`DEFAULT_TARGETS`).
 - Each target y = f(x W + b) becomes, as PEFT's `lora.Linear` computes it:
       y0 = x W + b              (the original op, W frozen, its fused activation moved below)
@@ -54,9 +55,13 @@ def _why_not(op, operands) -> str | None:
     return None
 
 
-def _matches(op, operands, pattern: str) -> bool:
-    w = operands[op.inputs[1]].name if len(op.inputs) > 1 and op.inputs[1] >= 0 else ""
-    names = (op.type, op.source_type, op.name, op.scope, w, f"#{op.index}")
+def _matches(op, operands, pattern: str, by_type: bool) -> bool:
+    """`by_type`: match the op's type (canonical or the file's); else its name, scope, weight, #INDEX."""
+    if by_type:
+        names = (op.type, op.source_type)
+    else:
+        w = operands[op.inputs[1]].name if len(op.inputs) > 1 and op.inputs[1] >= 0 else ""
+        names = (op.name, op.scope, w, f"#{op.index}")
     return any(n and fnmatchcase(n, pattern) for n in names)
 
 
@@ -67,12 +72,15 @@ def lora_targets(graph, patterns) -> list[int]:
     ops = graph.operations
     out = []
     for op in ops:
-        if not any(_matches(op, graph.operands, p) for p in patterns):
+        by_name = any(_matches(op, graph.operands, p, False) for p in patterns)
+        if not by_name and not any(_matches(op, graph.operands, p, True) for p in patterns):
             continue
         why = _why_not(op, graph.operands)
         if why is None:
             out.append(op.index)
-        elif explicit and op.type in ADAPTABLE:
+        elif explicit and by_name and op.type in ADAPTABLE:
+            # named on purpose and cannot take one: say so (a type such as MatMul also matches
+            # attention's activation x activation products, which are skipped)
             raise ConfigError(f"--lora-targets: op {op.label} {why}")
     if not out:
         which = ",".join(patterns)
@@ -117,9 +125,6 @@ class LoRAInsertion:
             x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
             ws = g.operands[w].shape
             n_in, n_out = (ws[1], ws[0]) if _weight_layout(op) == "OI" else (ws[0], ws[1])
-            if r > min(n_in, n_out):
-                raise ConfigError(f"--lora {r}: op {op.label} maps {n_in} to {n_out} features; the rank must "
-                                  f"be at most {min(n_in, n_out)}")
             lead = g.operands[y].shape[:-1]
             dt = g.operands[w].dtype
             tag = op.name or f"op{k}"

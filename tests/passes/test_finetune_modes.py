@@ -184,3 +184,13 @@ def test_lora_combines_with_a_remat_budget():
     assert r.report["remat"]["fits"] and r.planned <= plain * 97 // 100
     v = _cli("verify", BERT, "-b", "16", "-O", "adam", "--lora", "4", "--budget", str(plain * 97 // 100))
     assert v.exit_code == 0 and "bit for bit" in v.output, v.output
+
+
+def test_a_lora_type_target_skips_ops_without_a_weight():
+    """`--lora-targets MatMul` takes every MatMul with a constant weight (Llama's projections) and
+    skips attention's activation x activation products; an empty selector glob is refused."""
+    r = analyze("tests/corpus/llama_tiny_dynamo.onnx", batch_size=2, lora=2, lora_targets="MatMul")
+    tg = r.analysis.buffers.training_graph
+    assert len(tg.info["lora"]["adapters"]) == 8  # q, k, v, o, gate, up, down, lm_head
+    with pytest.raises(ConfigError, match="expected biases"):
+        TrainConfig(train=("ops:",))
