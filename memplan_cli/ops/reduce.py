@@ -1,7 +1,8 @@
 """Reductions over axes: Mean (ONNX ReduceMean, GlobalAveragePool; TFLite MEAN), ReduceSum (ONNX
 ReduceSum; TFLite SUM), ReduceMax / ReduceMin (ONNX ReduceMax / ReduceMin; TFLite REDUCE_MAX /
 REDUCE_MIN), ReduceProd (ONNX ReduceProd; TFLite REDUCE_PROD: the TF Lite converter computes Keras
-Dense's row count on a sequence with it, on integers).
+Dense's row count on a sequence with it, on integers), ReduceL2 (ONNX; torch's weight_norm exports
+the norm of its direction parameter with it).
 
 Canonical form: `<type>(x[, axes])`, attrs `axes` (non-negative, sorted; absent: every axis),
 `keep_dims`, `noop` (ONNX noop_with_empty_axes with no axes: the output is the input). ONNX gives
@@ -20,10 +21,12 @@ Training rules (PyTorch derivatives.yaml):
 - `prod.dim_int`: self: prod_backward(grad, self, result): dX = dY times the product of the other
   elements of X's group; computed from X alone (exclusive prefix and suffix products, right with
   zeros too), so only X is kept.
+- `norm`: self: norm_backward(grad, self, p, result): dX = dY·X / Y (0 where Y is 0); keeps X and Y.
 - A float parameter reduced directly (kept unfolded because another op reads it too) trains through
   the op with the same backward (calcGradient).
 FLOPs: forward |X| (Mean also |Y| divisions); backward Mean |X| (the division), Sum 0 (a broadcast
-copy), Max / Min 2|X| (the comparison and the split), Prod 3|X| (two scans and the product).
+copy), Max / Min 2|X| (the comparison and the split), Prod 3|X| (two scans and the product); L2
+forward 2|X| + |Y|, backward 2|X|.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
-TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")
+TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
 _EXTREME = ("ReduceMax", "ReduceMin")
 
 
@@ -44,7 +47,7 @@ def rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     r = OpRule(forward=forward_io(op))
     reads = [("bp", y)]
-    if op.type in _EXTREME and not op.attrs.get("noop"):
+    if op.type in _EXTREME + ("ReduceL2",) and not op.attrs.get("noop"):
         reads += [("fwd", x), ("fwd", y)]
     elif op.type == "ReduceProd" and not op.attrs.get("noop"):
         reads += [("fwd", x)]
@@ -70,7 +73,12 @@ def _kept_shape(shape, axes) -> tuple:
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
-_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min, "ReduceProd": np.prod}
+def _l2(x, axis, keepdims):
+    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+
+
+_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min, "ReduceProd": np.prod,
+        "ReduceL2": _l2}
 
 
 def _product_of_others(x, ax):
@@ -106,6 +114,9 @@ def backward(ctx):
         g = np.broadcast_to(dy, shape)
     elif t == "ReduceProd":
         g = dy * _product_of_others(np.asarray(ctx.x(0)), ax)
+    elif t == "ReduceL2":
+        yk = np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
+        g = dy * np.divide(np.asarray(ctx.x(0)), yk, out=np.zeros(shape), where=yk != 0)
     else:
         hit = np.asarray(ctx.x(0)) == np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
         g = dy * hit / hit.sum(axis=ax, keepdims=True)
@@ -145,6 +156,8 @@ def flops(op, operands):
         return n, 0
     if op.type == "ReduceProd":
         return n, 3 * n
+    if op.type == "ReduceL2":
+        return 2 * n + m, 2 * n
     return n, 2 * n
 
 
@@ -208,7 +221,8 @@ def _tflite_reduce(t):
 
 ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum"),
         "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
-        "ReduceProd": _onnx_reduce("ReduceProd"), "GlobalAveragePool": _onnx_global_average}
+        "ReduceProd": _onnx_reduce("ReduceProd"), "ReduceL2": _onnx_reduce("ReduceL2"),
+        "GlobalAveragePool": _onnx_global_average}
 TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
           "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin"),
           "REDUCE_PROD": _tflite_reduce("ReduceProd")}

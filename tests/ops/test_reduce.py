@@ -13,9 +13,9 @@ from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save,
 
 SHAPE = (2, 3, 4)
 ONNX_TYPE = {"Mean": "ReduceMean", "ReduceSum": "ReduceSum", "ReduceMax": "ReduceMax", "ReduceMin": "ReduceMin",
-             "ReduceProd": "ReduceProd"}
+             "ReduceProd": "ReduceProd", "ReduceL2": "ReduceL2"}
 # the opset from which the axes are an input
-AXES_INPUT = {"ReduceMean": 18, "ReduceSum": 13, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18}
+AXES_INPUT = {"ReduceMean": 18, "ReduceSum": 13, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18, "ReduceL2": 18}
 
 
 def _model(op, axes, keepdims=1, opset=None, noop=None, out_shape=None):
@@ -48,7 +48,7 @@ CASES = [((1,), 1), ((-1,), 0), ((1, 2), 1), ((2,), 0)]
 
 
 @pytest.mark.parametrize("axes,keep", CASES)
-@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"])
+@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"])
 def test_gradients_and_verify(tmp_path, op, axes, keep):
     p = save(tmp_path, _model(op, axes, keep))
     g = load_model(p)
@@ -182,3 +182,4 @@ def test_flops():
     assert ops.get("ReduceSum").flops(op("ReduceSum"), operands) == (24, 0)
     assert ops.get("ReduceMax").flops(op("ReduceMax"), operands) == (24, 48)
     assert ops.get("ReduceProd").flops(op("ReduceProd"), operands) == (24, 72)
+    assert ops.get("ReduceL2").flops(op("ReduceL2"), operands) == (48 + 8, 48)
