@@ -51,8 +51,12 @@ def conv_like(op, ctx, *, transposes=True) -> OpRule:
     if ctx.trains(op) and weights:
         reads = [("bp", y)] + ([("fwd", x)] if w in weights else [])
         rule.calc_gradient = StepIO(reads, [("grad", i) for i in weights])
-    if bp_targets(op, ctx, [x]):
-        rule.calc_derivative = StepIO([("bp", y), ("fwd", w)], [("bp", x)])
+    # a weight or bias the graph computes (torch's weight_norm: g * v / ||v||) gets its back-prop
+    computed = bp_targets(op, ctx, [i for i in dict.fromkeys(op.inputs[1:3]) if i >= 0 and i not in weights])
+    targets = bp_targets(op, ctx, [x]) + computed
+    if targets:
+        reads = [("bp", y), ("fwd", w)] + ([("fwd", x)] if w in computed else [])
+        rule.calc_derivative = StepIO(reads, [("bp", t) for t in targets])
     if transposes and ctx.policy.transpose_extras:
         wshape = ctx.operand(w).shape
         if rule.calc_derivative is not None:
@@ -138,7 +142,11 @@ def forward(ctx):
 
 
 def calc_gradient(ctx):
-    dw, db = ctx.grad(1), ctx.grad(2)
+    _weight_and_bias(ctx, ctx.grad(1), ctx.grad(2), transposed_extra=True)
+
+
+def _weight_and_bias(ctx, dw, db, transposed_extra=False):
+    """dW and dB into `dw` / `db` (a gradient, or the back-prop of a computed weight / bias)."""
     if dw is None and db is None:
         return
     dz = ctx.dz()
@@ -157,7 +165,7 @@ def calc_gradient(ctx):
     else:
         gw = conv_backward_weight(dzc, xc, wc_shape, g, grp)
     gw = _w_stored(ctx.op, gw)
-    ext = ctx.extra("dW^T")
+    ext = ctx.extra("dW^T") if transposed_extra else None
     if ext is not None:
         # onert computes dW transposed (HWIO) into its own buffer, then transposes it into the gradient
         ext.reshape(-1)[...] = _hwio(gw).reshape(-1)
@@ -167,6 +175,8 @@ def calc_gradient(ctx):
 
 
 def calc_derivative(ctx):
+    n = len(ctx.op.inputs)
+    _weight_and_bias(ctx, ctx.dx(1) if n > 1 else None, ctx.dx(2) if n > 2 else None)
     dx = ctx.dx(0)
     if dx is None:
         return
