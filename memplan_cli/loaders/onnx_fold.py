@@ -13,6 +13,11 @@ Rules:
   (`onnx.reference`), and folded only if every output is an integer or bool tensor of at most
   MAX_ELEMENTS elements. Float tensors are never folded here: they are activations or weights
   (weights computed from constants are folded later, on the IR, by `ir.fold`).
+- Float values of at most MAX_FLOAT_ELEMENTS elements computed only from `Constant` nodes and known
+  integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer) are known too, so the
+  integer results computed from them fold; the float nodes themselves are never folded into
+  initializers (a float initializer would read as a weight), and are removed once nothing else
+  reads them.
 - Random ops are never evaluated. A node the reference cannot run is left as it is.
 - Folded nodes are removed; each of their outputs still read by a remaining node (or a graph output)
   becomes an initializer. Shape inference then runs again, and the pass repeats while it folds
@@ -24,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 MAX_ELEMENTS = 4096
+MAX_FLOAT_ELEMENTS = 16
 MAX_ROUNDS = 8
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial",
            "Dropout"}
@@ -31,6 +37,10 @@ _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLi
 
 def _small_int(arr) -> bool:
     return arr.dtype.kind in "iub" and arr.size <= MAX_ELEMENTS
+
+
+def _small_float(arr) -> bool:
+    return arr.dtype.kind == "f" and arr.size <= MAX_FLOAT_ELEMENTS
 
 
 def _static_shapes(model) -> dict[str, tuple]:
@@ -94,13 +104,13 @@ def fold_round(model, opset: int) -> int:
 
     shapes = _static_shapes(model)
     known = _known_initializers(model)
-    folded, new_values = [], {}
+    folded, new_values, scalar_nodes = [], {}, []
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type == "Constant":
             out = _evaluate(node, known, opset)
-            if out and _small_int(out[0]):
+            if out and (_small_int(out[0]) or _small_float(out[0])):
                 known[node.output[0]] = out[0]
             continue
         if node.op_type in ("Shape", "Size"):
@@ -110,7 +120,15 @@ def fold_round(model, opset: int) -> int:
             continue
         else:
             outs = _evaluate(node, known, opset)
-        if outs is None or len(outs) != len(node.output) or not all(_small_int(o) for o in outs):
+        if outs is None or len(outs) != len(node.output):
+            continue
+        if all(_small_float(o) for o in outs):  # known, never folded (see the rules)
+            for name, v in zip(node.output, outs):
+                if name:
+                    known[name] = v
+            scalar_nodes.append(node)
+            continue
+        if not all(_small_int(o) for o in outs):
             continue
         for name, v in zip(node.output, outs):
             if name:
@@ -121,7 +139,15 @@ def fold_round(model, opset: int) -> int:
         return 0
     gone = {id(n) for n in folded}
     keep = [n for n in model.graph.node if id(n) not in gone]
-    read = {i for n in keep for i in n.input} | {o.name for o in model.graph.output}
+    outputs = {o.name for o in model.graph.output}
+    dropped = True
+    while dropped:  # float nodes only folded values read
+        read = {i for n in keep for i in n.input} | outputs
+        dead = {id(n) for n in scalar_nodes if id(n) not in gone and not any(o in read for o in n.output if o)}
+        dropped = bool(dead)
+        gone |= dead
+        keep = [n for n in keep if id(n) not in dead]
+    read = {i for n in keep for i in n.input} | outputs
     del model.graph.node[:]
     model.graph.node.extend(keep)
     have = {t.name for t in model.graph.initializer}

@@ -72,3 +72,28 @@ def test_unfoldable_unknown_shape_is_still_one_line(tmp_path):
     m = onnx_model(nodes, [("x", (2, 3))], [("y", (2, 0))], {})
     with pytest.raises(ModelError, match="static shapes|no shape"):
         load_model(save(tmp_path, m))
+
+
+def test_a_reshape_target_computed_through_float_scalars_folds(tmp_path):
+    """MobileViT's TorchScript export: new_h = int(ceil(h / p) * p) as Constant -> Ceil -> Mul -> Cast
+    (floats) -> Concat -> Reshape. The integer result folds; the float nodes are dropped (never made
+    float initializers, which would read as weights)."""
+    f = lambda name, v: helper.make_node("Constant", [], [name], value=helper.make_tensor(  # noqa: E731
+        name + "v", TensorProto.FLOAT, [], [v]))
+    nodes = [f("h", 1.5), helper.make_node("Ceil", ["h"], ["hc"]), f("p", 4.0),
+             helper.make_node("Mul", ["hc", "p"], ["hp"]),
+             helper.make_node("Cast", ["hp"], ["hi"], to=TensorProto.INT64),
+             helper.make_node("Unsqueeze", ["hi", "ax0"], ["h1"]),
+             helper.make_node("Concat", ["minus1", "h1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Mul", ["r", "w"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 16))], [("y", (4, 8))],
+                   {"ax0": np.array([0], np.int64), "minus1": np.array([-1], np.int64),
+                    "w": np.ones((8,), np.float32)})
+    p = save(tmp_path, m)
+    g = load_model(p)
+    assert [o.type for o in g.operations] == ["Reshape", "Mul"]
+    r = next(o for o in g.operations if o.type == "Reshape")
+    assert g.operands[r.outputs[0]].shape == (4, 8)
+    assert not any(o.is_const and o.dtype.startswith("float") and o.name in ("hc", "hp") for o in g.operands)
+    check_verify(p)
