@@ -71,6 +71,14 @@ def torchvision_models():
         lambda: VisionTransformer(32, 8, 2, 2, 64, 128, num_classes=10), img(32)
     yield "tv_swin_tiny", "torchvision SwinTransformer(patch_size=[4,4], embed_dim=32, depths=[2,2], num_heads=[2,4], window_size=[4,4], num_classes=10)", \
         lambda: SwinTransformer([4, 4], 32, [2, 2], [2, 4], [4, 4], num_classes=10), img(32)
+    yield "tv_mnasnet0_5", "torchvision.models.mnasnet0_5(num_classes=10)", lambda: tvm.mnasnet0_5(num_classes=10), img()
+    yield "tv_googlenet", "torchvision.models.googlenet(num_classes=10, aux_logits=False, init_weights=True)", \
+        lambda: tvm.googlenet(num_classes=10, aux_logits=False, init_weights=True), img()
+    yield "tv_regnet_y_400mf", "torchvision.models.regnet_y_400mf(num_classes=10)", \
+        lambda: tvm.regnet_y_400mf(num_classes=10), img()
+    yield "tv_resnext50", "torchvision.models.resnext50_32x4d(num_classes=10)", lambda: tvm.resnext50_32x4d(num_classes=10), img()
+    yield "tv_inception_v3", "torchvision.models.inception_v3(num_classes=10, aux_logits=False, init_weights=True)", \
+        lambda: tvm.inception_v3(num_classes=10, aux_logits=False, init_weights=True), img(80)
 
 
 def timm_models():
@@ -133,9 +141,11 @@ def transformers_models():
         return _Logits(tr.LlamaForCausalLM(c), "logits")
 
     def whisper_encoder():
+        # the token ids must lie inside the small vocabulary (the defaults are GPT-2's, 50256)
         c = tr.WhisperConfig(vocab_size=1000, num_mel_bins=16, d_model=64, encoder_layers=2, decoder_layers=2,
                              encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
-                             decoder_ffn_dim=128, max_source_positions=32, max_target_positions=32)
+                             decoder_ffn_dim=128, max_source_positions=32, max_target_positions=32,
+                             pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
         return _Logits(tr.WhisperModel(c).get_encoder(), "last_hidden_state")
 
     def t5_encoder():
@@ -149,6 +159,38 @@ def transformers_models():
     yield "hf_whisper_encoder", "WhisperModel(d_model 64, 2 layers, 16 mel bins, 32 positions).encoder", \
         whisper_encoder, (torch.randn(1, 16, 64),)
     yield "hf_t5_encoder", "T5EncoderModel(d_model 64, d_ff 128, 2 layers, 2 heads, vocab 1000)", t5_encoder, ids
+    img = (torch.randn(1, 3, 64, 64),)
+    yield "hf_roberta", "RobertaForSequenceClassification(hidden 64, 2 layers, 2 heads, ffn 128, vocab 1000)", \
+        lambda: _Logits(tr.RobertaForSequenceClassification(tr.RobertaConfig(**{**small, "max_position_embeddings": 66},
+                                                                             num_labels=3)), "logits"), ids
+    yield "hf_albert", "AlbertForSequenceClassification(embedding 32, hidden 64, 2 layers, 2 heads, ffn 128)", \
+        lambda: _Logits(tr.AlbertForSequenceClassification(tr.AlbertConfig(**small, embedding_size=32, num_labels=3)),
+                        "logits"), ids
+    yield "hf_mobilebert", "MobileBertForSequenceClassification(hidden 64, embedding 32, bottleneck 32, 2 layers)", \
+        lambda: _Logits(tr.MobileBertForSequenceClassification(tr.MobileBertConfig(
+            **small, embedding_size=32, intra_bottleneck_size=32, num_labels=3)), "logits"), ids
+    yield "hf_vit", "ViTForImageClassification(image 32, patch 8, hidden 32, 2 layers, 2 heads)", \
+        lambda: _Logits(tr.ViTForImageClassification(tr.ViTConfig(image_size=32, patch_size=8, hidden_size=32,
+                                                                   num_hidden_layers=2, num_attention_heads=2,
+                                                                   intermediate_size=64, num_labels=3)), "logits"), \
+        (torch.randn(1, 3, 32, 32),)
+    yield "hf_wav2vec2", "Wav2Vec2ForSequenceClassification(hidden 32, 2 layers, conv (16,16) strides (5,2))", \
+        lambda: _Logits(tr.Wav2Vec2ForSequenceClassification(tr.Wav2Vec2Config(
+            vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4, num_labels=3)), "logits"), (torch.randn(1, 800),)
+    yield "hf_mobilevit", "MobileViTForImageClassification(image 64, hidden [32,48,64])", \
+        lambda: _Logits(tr.MobileViTForImageClassification(tr.MobileViTConfig(
+            image_size=64, hidden_sizes=[32, 48, 64], neck_hidden_sizes=[8, 16, 24, 32, 48, 64, 80], num_labels=3)),
+            "logits"), img
+    yield "hf_convnext", "ConvNextForImageClassification(hidden [8,16,24,32], depths [1,1,1,1])", \
+        lambda: _Logits(tr.ConvNextForImageClassification(tr.ConvNextConfig(hidden_sizes=[8, 16, 24, 32],
+                                                                             depths=[1, 1, 1, 1], num_labels=3)),
+                        "logits"), img
+    yield "hf_swin", "SwinForImageClassification(image 64, embed 16, depths [1,1], window 4)", \
+        lambda: _Logits(tr.SwinForImageClassification(tr.SwinConfig(image_size=64, patch_size=4, embed_dim=16,
+                                                                    depths=[1, 1], num_heads=[2, 2], window_size=4,
+                                                                    num_labels=3)), "logits"), img
 
 
 TRAINING_MODE = {"tv_resnet18", "tv_mobilenet_v2", "hf_bert"}  # also exported in training mode
@@ -222,6 +264,19 @@ def keras_models():
         lambda: ka.EfficientNetB0(input_shape=shp, weights=None, classes=10)
     yield "keras_densenet121", "keras.applications.DenseNet121(input_shape=(64,64,3), weights=None, classes=10)", \
         lambda: ka.DenseNet121(input_shape=shp, weights=None, classes=10)
+    big = (96, 96, 3)  # Xception, InceptionV3 and NASNetMobile need more than 64 pixels
+    yield "keras_xception", "keras.applications.Xception(input_shape=(96,96,3), weights=None, classes=10)", \
+        lambda: ka.Xception(input_shape=big, weights=None, classes=10)
+    yield "keras_inception_v3", "keras.applications.InceptionV3(input_shape=(96,96,3), weights=None, classes=10)", \
+        lambda: ka.InceptionV3(input_shape=big, weights=None, classes=10)
+    yield "keras_nasnet_mobile", "keras.applications.NASNetMobile(input_shape=(96,96,3), weights=None, classes=10)", \
+        lambda: ka.NASNetMobile(input_shape=big, weights=None, classes=10)
+    yield "keras_efficientnet_v2_b0", "keras.applications.EfficientNetV2B0(input_shape=(96,96,3), weights=None, classes=10)", \
+        lambda: ka.EfficientNetV2B0(input_shape=big, weights=None, classes=10)
+    yield "keras_convnext_tiny", "keras.applications.ConvNeXtTiny(input_shape=(96,96,3), weights=None, classes=10)", \
+        lambda: ka.ConvNeXtTiny(input_shape=big, weights=None, classes=10)
+    yield "keras_resnet50_v2", "keras.applications.ResNet50V2(input_shape=(64,64,3), weights=None, classes=10)", \
+        lambda: ka.ResNet50V2(input_shape=shp, weights=None, classes=10)
 
     def text_conv():
         L = tf.keras.layers
