@@ -1,0 +1,90 @@
+"""CumSum (ONNX CumSum; TFLite CUMSUM): running sums along one axis. RoBERTa-style position ids
+(cumsum of the non-padding mask) use it on integers; on floats it is differentiable.
+
+Canonical form: `CumSum(X) -> Y` with attrs `axis` (non-negative), `exclusive`, `reverse`; the axis
+input is read at load (an axis computed at run time is refused).
+Training rule (PyTorch derivatives.yaml `cumsum`: self: cumsum_backward(grad, dim) = the cumsum of
+dY in the other direction): calcDerivative reads dY only, keeps nothing. Integer CumSum carries no
+gradient (requires-grad analysis).
+FLOPs: forward |X| additions, backward |X|.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+
+def rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    param_gradient(op, ctx, r, x, [("bp", y)])
+    return r
+
+
+def cumsum(x, axis: int, exclusive: bool, reverse: bool) -> np.ndarray:
+    x = np.asarray(x)
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if exclusive:
+        y = y - x
+    return np.flip(y, axis) if reverse else y
+
+
+def forward(ctx):
+    a = ctx.attrs
+    y = ctx.y()
+    y[...] = cumsum(ctx.x(0), int(a["axis"]), bool(a.get("exclusive")), bool(a.get("reverse"))).astype(y.dtype)
+
+
+def calc_derivative(ctx):
+    out = target(ctx, 0)
+    if out is None:
+        return
+    a = ctx.attrs
+    # the adjoint of a running sum is the running sum the other way (exclusive stays exclusive)
+    out[...] = cumsum(ctx.dy(), int(a["axis"]), bool(a.get("exclusive")), not a.get("reverse"))
+
+
+def check(op, operands):
+    if op.attrs.get("axis_unknown"):
+        return "has an axis computed at run time"
+    rank = len(operands[op.inputs[0]].shape)
+    if not 0 <= int(op.attrs.get("axis", 0)) < max(rank, 1):
+        return f"sums along axis {op.attrs.get('axis')} of a rank-{rank} input"
+    return None
+
+
+def _flops(op, operands):
+    n = operands[op.inputs[0]].num_elements
+    return n, n
+
+
+OPS = [OpDef("CumSum", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
+                                           "calcGradient": calc_derivative},
+             flops=_flops, check=check, batch="keep")]
+
+
+def _canon(node, axis_values, exclusive, reverse) -> Canon:
+    rank = len(node.shape(0) or ())
+    if axis_values is None:
+        return Canon("CumSum", {"axis_unknown": True}, inputs=node.inputs[:1])
+    return Canon("CumSum", {"axis": int(axis_values[0]) % max(rank, 1), "exclusive": int(exclusive),
+                            "reverse": int(reverse)}, inputs=node.inputs[:1])
+
+
+def _onnx(node) -> Canon:
+    return _canon(node, node.values(1), node.attrs.get("exclusive", 0), node.attrs.get("reverse", 0))
+
+
+def _tflite(node) -> Canon:
+    return _canon(node, node.values(1), node.options.get("exclusive", False), node.options.get("reverse", False))
+
+
+ONNX = {"CumSum": _onnx}
+TFLITE = {"CUMSUM": _tflite}
