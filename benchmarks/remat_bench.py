@@ -7,7 +7,9 @@ sqrt(n) segments, and the figures issue 16 asks for.
 For each model: memplan's plan without remat (planned arena), the floor no plan goes below, Chen's
 segments (lower bound, planned arena, FLOPs), then budgets from the plain arena down (fractions of
 it) until nothing fits: for each, a fresh solve (seconds include building the problem), the planned
-arena, the FLOPs ratio ((step + recomputed) / step) and the solver's status. Then memplan at Chen's
+arena, the FLOPs ratio ((step + recomputed) / step), the proven least FLOPs ratio of any plan under
+that budget (the MILP relaxation's bound; equal to the ratio when the plan is optimal) and the
+solver's status. Then memplan at Chen's
 own arena as the budget: no more memory and no more FLOPs than Chen's plan. Last, the "done when"
 figures: MobileNetV2 batch 10 Adam at 0.65 x the plain plan, and `memplan verify --budget` on the
 remat plan of MobileNetV2 at batch 2 (a fresh process; --verify-b10 also verifies the batch-10 plan,
@@ -80,7 +82,8 @@ def front(name: str, path: str, batch: int, optimizer: str, fractions) -> dict:
     print(f"plain plan {mib(plain)} · floor {mib(fl)} ({where}) · step {step / 1e9:.2f} GFLOPs")
     print(f"Chen sqrt(n) ({len(c)} of {len(p.candidates)} dropped): bound {mib(c_bound)}, arena {mib(c_arena)}, "
           f"FLOPs {c_ratio:.3f} x")
-    print(f"{'budget':>12} {'x plain':>8} {'arena':>12} {'FLOPs x':>8} {'status':>10} {'plans':>6} {'wall s':>7} {'cpu s':>6}")
+    print(f"{'budget':>12} {'x plain':>8} {'arena':>12} {'FLOPs x':>8} {'proven >=':>9} {'status':>10} {'plans':>6} "
+          f"{'wall s':>7} {'cpu s':>6}")
     rows = []
     for f in fractions:
         budget = int(plain * f)
@@ -88,13 +91,17 @@ def front(name: str, path: str, batch: int, optimizer: str, fractions) -> dict:
         q = RematProblem(g, cfg)
         r = solve(q, budget)
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+        lo = r.ratio_lower
         rows.append({"fraction": f, "budget": budget, "fits": r.fits, "arena": r.arena, "ratio": r.ratio,
-                     "status": r.status, "seconds": secs, "cpu": cpu, "evaluations": r.evaluations})
+                     "ratio_lower": lo, "status": r.status, "seconds": secs, "cpu": cpu, "evaluations": r.evaluations})
+        los = f"{lo:9.4f}" if lo is not None else f"{'-':>9}"
         if r.fits:
-            print(f"{mib(budget)} {f:8.2f} {mib(r.arena)} {r.ratio:8.3f} {r.status:>10} {r.evaluations:6d} {secs:7.2f} {cpu:6.2f}")
+            print(f"{mib(budget)} {f:8.2f} {mib(r.arena)} {r.ratio:8.4f} {los} {r.status:>10} {r.evaluations:6d} "
+                  f"{secs:7.2f} {cpu:6.2f}")
         else:
-            print(f"{mib(budget)} {f:8.2f} {'nothing fits':>12} {'':8} {r.status:>10} {r.evaluations:6d} {secs:7.2f} {cpu:6.2f}"
-                  f"   smallest found {mib(r.reachable)}")
+            print(f"{mib(budget)} {f:8.2f} {'nothing fits':>12} {'':8} {los} {r.status:>10} {r.evaluations:6d} "
+                  f"{secs:7.2f} {cpu:6.2f}   smallest found {mib(r.reachable)}"
+                  + ("; proven: none fits" if any(n.startswith("proven") for n in r.notes) else ""))
             break
     at = solve(RematProblem(g, cfg), c_arena)
     dom = at.fits and at.arena <= c_arena and at.ratio <= c_ratio + 1e-12

@@ -13,6 +13,9 @@ def remat_section(res, problem, tg=None) -> dict:
         "evaluations": int(res.evaluations),
         "notes": list(res.notes),
     }
+    if res.lower_flops is not None:
+        out["added_flops_lower_bound"] = int(res.lower_flops)
+        out["flops_ratio_lower_bound"] = round(res.ratio_lower, 6)
     if res.fits:
         out.update({
             "arena": int(res.arena),

@@ -7,12 +7,17 @@ Rules:
 - Exact by enumeration when there are at most `EXACT_MAX` candidates: plans in order of added
   FLOPs (ties: fewer dropped ops, then op indices), the first that fits is optimal
   (status "optimal").
-- Otherwise a local search, deterministic and bounded by a count of plan evaluations (work, never
-  seconds): start from the cheapest plan that fits among Chen-style segmentations of every length
+- Otherwise a MILP relaxation first (`remat/relax.py`, HiGHS): its optimum is a proven lower bound
+  on the added FLOPs of any plan that fits (its infeasibility proves that none does). Its plan is
+  scored; when it fits, it is optimal (status "optimal"); when it does not, a no-good cut excludes
+  it and the model is solved again (at most `MILP_ROUNDS` times, each bounded by a node count).
+- When that does not close, a local search, deterministic and bounded by a count of plan
+  evaluations (work, never seconds), seeded also with the relaxation's plans: start from the cheapest plan that fits among Chen-style segmentations of every length
   (drop all but every L-th candidate, L = 1..n) and dropping every candidate (when none fits, from
   the lowest of them toggle one candidate at a time while that lowers the bound); then repeatedly keep
   a dropped op again (most expensive first) or move a dropped op to a neighbouring candidate when
-  that is cheaper, while the plan still fits. Status "feasible": no optimality proof.
+  that is cheaper, while the plan still fits. Status "feasible", with the relaxation's lower bound
+  (`lower_flops`): the gap to the optimum is at most added - lower.
 - No plan fits: the answer says the smallest bound found (`reachable`) with its peak, and the floor
   no plan can go below (`floor`): the persistent bytes plus the largest working set one step touches
   (a backward step needs its inputs and outputs live whatever is recomputed).
@@ -30,6 +35,7 @@ from memplan_cli.remat.problem import RematProblem
 
 EXACT_MAX = 12
 ROUNDS = 6
+MILP_ROUNDS = 20
 WORK = 600  # plan evaluations per search
 
 
@@ -43,6 +49,7 @@ class RematResult:
     added_flops: int = 0
     step_flops: int = 0  # without remat
     status: str = ""  # optimal | feasible | infeasible
+    lower_flops: int | None = None  # proven least added FLOPs of any plan fitting the budget (None: no bound)
     reachable: int = 0  # smallest bound found (when nothing fits)
     reachable_drop: frozenset = frozenset()
     floor: int = 0
@@ -54,6 +61,13 @@ class RematResult:
     @property
     def ratio(self) -> float:
         return (self.step_flops + self.added_flops) / self.step_flops if self.step_flops else 1.0
+
+    @property
+    def ratio_lower(self) -> float | None:
+        """The proven least FLOPs ratio of any plan fitting the budget."""
+        if self.lower_flops is None or not self.step_flops:
+            return None
+        return (self.step_flops + self.lower_flops) / self.step_flops
 
 
 def floor(problem: RematProblem) -> tuple[int, str]:
@@ -76,31 +90,45 @@ def _key(problem, drop):
     return (problem.added_flops(drop), len(drop), sorted(drop))
 
 
-def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozenset | None, str]:
-    """The cheapest plan whose lower bound is <= target: (plan, "optimal" | "feasible"), or (None, "")."""
+def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozenset | None, str, int | None]:
+    """The cheapest plan whose lower bound is <= target: (plan, "optimal" | "feasible", lower), or
+    (None, "", lower). `lower`: proven least added FLOPs of a plan under target (None: not known;
+    a huge value when no plan can fit)."""
     cands = problem.candidates
     if problem.bound(()) <= target:
-        return frozenset(), "optimal"
+        return frozenset(), "optimal", 0
     if len(cands) <= EXACT_MAX:
         plans = [frozenset(c) for r in range(1, len(cands) + 1) for c in itertools.combinations(cands, r)]
         plans.sort(key=lambda d: _key(problem, d))
         for d in plans:
             if problem.bound(d) <= target:
-                return d, "optimal"
-        return None, ""
+                return d, "optimal", problem.added_flops(d)
+        return None, "", NONE_FITS
     start = problem.evaluations
-    seeds = [chen.segments(cands, n) for n in range(2, len(cands) + 1)] + [frozenset(cands)]
+    lower, tried = None, []
+    try:
+        lower, tried, proven_none, found = _milp(problem, target)
+    except ImportError:  # no HiGHS: local search alone, no bound
+        lower, tried, proven_none, found = None, [], False, None
+    if proven_none:
+        return None, "", NONE_FITS
+    if found is not None:
+        return found, "optimal", problem.added_flops(found)
+    lower_int = None if lower is None else int(lower * (1 - 1e-9))  # the solver's tolerance
+    seeds = ([chen.segments(cands, n) for n in range(2, len(cands) + 1)] + [frozenset(cands)] + tried)
     fitting = [d for d in seeds if problem.bound(d) <= target]
     if not fitting:
         low = descend(problem, min(seeds, key=lambda d: (problem.bound(d), _key(problem, d))), target,
                       work // 2)
         if problem.bound(low) > target:
-            return None, ""
+            return None, "", lower_int
         fitting = [low]
     best = min(fitting, key=lambda d: _key(problem, d))
     pos = {c: i for i, c in enumerate(cands)}
     improved = True
     while improved and problem.evaluations - start < work:
+        if lower_int is not None and problem.added_flops(best) <= lower_int:
+            break
         improved = False
         for c in sorted(best, key=lambda k: (-(problem.cost[k] or 0), k)):
             if problem.evaluations - start >= work:
@@ -115,7 +143,46 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
                     if problem.bound(trial) <= target:
                         best, improved = trial, True
                         break
-    return best, "feasible"
+    if lower_int is not None and problem.added_flops(best) <= lower_int:
+        return best, "optimal", lower_int
+    return best, "feasible", lower_int
+
+
+NONE_FITS = 1 << 62  # `lower` when no plan can fit (proven)
+FIRST_ROWS = 24  # the relaxation starts from the steps that can exceed the budget most
+
+
+def _milp(problem: RematProblem, target: int):
+    """The relaxation's loop: (lower, plans tried, proven that none fits, optimal plan or None).
+
+    Rows (steps) are added lazily: solve on a few, add the steps the answer overflows in the full
+    model, solve again (every subset is a relaxation, so each lower bound stands). A plan meeting
+    the full model is scored for real; when it fits it is optimal, else a no-good cut excludes it.
+    At most MILP_ROUNDS solves."""
+    from memplan_cli.remat import relax
+
+    rel = relax.build(problem, target)
+    cap = target // rel.unit
+    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
+    active = sorted(order[:FIRST_ROWS])
+    lower, tried = None, []
+    for _ in range(MILP_ROUNDS):
+        ans = relax.solve_model(problem, rel, target, rows=active, cuts=tried)
+        if ans.optimal or ans.drop is not None:
+            lower = ans.lower if lower is None else max(lower, ans.lower)
+        if ans.drop is None:
+            return lower, tried, ans.optimal, None
+        vals = relax.row_units(rel, ans.drop)
+        over = [i for i in order if vals[i] > cap and i not in set(active)]
+        if over:
+            active = sorted(set(active) | set(over[:FIRST_ROWS]))
+            continue
+        if problem.bound(ans.drop) <= target:
+            return lower, tried + [ans.drop], False, ans.drop if ans.optimal else None
+        tried.append(ans.drop)
+        if not ans.optimal:
+            break
+    return lower, tried, False, None
 
 
 def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
@@ -170,7 +237,9 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         return res
     for rnd in range(1, ROUNDS + 1):
         res.rounds = rnd
-        drop, status = search(problem, target, work)
+        drop, status, lower = search(problem, target, work)
+        if rnd == 1:
+            res.lower_flops = lower  # proven for the budget (later rounds search a tighter target)
         if drop is None:
             break
         arena = plan_arena(problem, drop)
@@ -182,6 +251,8 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
                                  f"below {target:,d} B")
             if status == "optimal" and rnd > 1:
                 res.status = "feasible"  # optimal for a tightened target, not proven for the budget
+            if res.lower_flops is not None and res.added_flops <= res.lower_flops:
+                res.status = "optimal"  # meets the proven bound for the budget itself
             break
         target -= arena - budget
     res.evaluations = problem.evaluations
@@ -190,4 +261,9 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         best = min(problem._bounds.items(), key=lambda kv: (kv[1], _key(problem, kv[0])))
         res.reachable_drop, res.reachable = best[0], best[1]
         res.floor, res.floor_step = fl
+        if res.lower_flops == NONE_FITS:
+            res.notes.append("proven: no plan's live bytes fit the budget (the MILP relaxation, which never "
+                             "counts more than a plan needs, has no solution)")
+    if res.lower_flops == NONE_FITS:
+        res.lower_flops = None
     return res

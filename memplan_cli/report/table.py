@@ -65,8 +65,16 @@ def flops_line(fl: dict) -> str:
             f"{flops_short(fl['optimizer'])}")
 
 
-STATUS_WORDS = {"optimal": "optimal (every cheaper plan scored and rejected)",
+STATUS_WORDS = {"optimal": "optimal (proven: no cheaper plan fits)",
                 "feasible": "feasible (local search; no optimality proof)"}
+
+
+def _status(r: dict) -> str:
+    if r["status"] == "feasible" and "added_flops_lower_bound" in r:
+        gap = r["added_flops"] - r["added_flops_lower_bound"]
+        return (f"feasible, within {flops_short(gap)} of the optimum (proven least FLOPs "
+                f"{r['flops_ratio_lower_bound']:.3f} x)")
+    return STATUS_WORDS.get(r["status"], r["status"])
 
 
 def _names(items: list, k: int = 8) -> str:
@@ -87,7 +95,7 @@ def remat_lines(r: dict) -> list[str]:
         return [head + f"fits without recomputation (planned {human(r['arena'])})"]
     added, step = r["added_flops"], r["step_flops"]
     out = [head + f"fits: planned {r['arena']:,d} B ({human(r['arena'])}), FLOPs {r['flops_ratio']:.3f} x the step "
-           f"(+{flops_short(added)} of {flops_short(step)}), plan {STATUS_WORDS.get(r['status'], r['status'])}, "
+           f"(+{flops_short(added)} of {flops_short(step)}), plan {_status(r)}, "
            f"{r['evaluations']} plans scored",
            f"  recomputed before backward: {len(r['recomputed_ops'])} op(s): {_names(r['recomputed_ops'])}"]
     if r.get("recomputed_tensors"):
