@@ -258,6 +258,10 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
     res.evaluations = problem.evaluations
     if not res.fits:
         res.status = "infeasible"
+        if res.lower_flops == NONE_FITS:  # proven without a search: score a few plans for `reachable`
+            for d in (frozenset(problem.candidates), chen.sqrt_n(problem.candidates)):
+                problem.bound(d)
+            res.evaluations = problem.evaluations
         best = min(problem._bounds.items(), key=lambda kv: (kv[1], _key(problem, kv[0])))
         res.reachable_drop, res.reachable = best[0], best[1]
         res.floor, res.floor_step = fl
