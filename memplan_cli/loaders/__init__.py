@@ -62,13 +62,13 @@ def load_model(path: str, *, batch_size: int | None = None):
             from memplan_cli.ir.batch import rebatch
 
             old = graph
-            graph = rebatch(graph, batch_size)
-            try:
+            try:  # a failure here is memplan not following the batch, not a bad file: say what helps
+                graph = rebatch(graph, batch_size)
                 graph.verify()
             except GraphError as e:
-                raise GraphError(f"cannot re-batch to batch {batch_size}: {e} (the file fixes batch "
+                raise ModelError(f"cannot re-batch to batch {batch_size}: {e} (the file fixes batch "
                                  f"{_file_batch(old)} inside the graph; export it with a dynamic batch axis, or "
-                                 "analyse it at its own batch)") from None
+                                 "analyse it at its own batch)", path) from None
     except ModelError:
         raise
     except GraphError as e:

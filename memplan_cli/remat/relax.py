@@ -33,7 +33,9 @@ from memplan_cli.passes.execution_order import resolve
 from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
-MAX_NODES = 20000  # branch-and-bound nodes per solve (work, not seconds)
+MAX_NODES = 2000  # branch-and-bound nodes per solve (work, not seconds)
+ABS_GAP = 1e-5  # HiGHS may stop within this fraction of the step's FLOPs of its bound; the answer then
+# says feasible, with the bound (a FLOPs ratio printed to 3 decimals cannot tell the difference)
 
 
 @dataclass
@@ -348,19 +350,20 @@ def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=()) -> L
 def solve_model(problem, rel: Relaxation, target: int, rows=None, cuts=(), max_nodes: int = MAX_NODES
                 ) -> MilpAnswer:
     """`linear_model` solved with HiGHS: single thread, fixed seed, a node limit (work, not time)."""
-    return solve_highs(linear_model(problem, rel, target, rows, cuts), max_nodes)
+    gap = ABS_GAP * (problem.flops.total or 0)
+    return solve_highs(linear_model(problem, rel, target, rows, cuts), max_nodes, gap)
 
 
-def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES) -> MilpAnswer:
+def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.0) -> MilpAnswer:
     import highspy
     import numpy as np
 
     h = _quiet_highs(highspy)
-    for k, v in (("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0),
+    scale = max(lm.cost, default=0) or 1  # FLOPs up to 1e11: the objective in units of the largest
+    for k, v in (("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0), ("mip_abs_gap", abs_gap / scale),
                  ("mip_max_nodes", int(max_nodes))):
         h.setOptionValue(k, v)
     inf = highspy.kHighsInf
-    scale = max(lm.cost, default=0) or 1  # FLOPs up to 1e11: the objective in units of the largest
     n = lm.ncols
     obj = np.zeros(n)
     obj[:lm.nx] = np.array(lm.cost, dtype=float) / scale
@@ -388,4 +391,9 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES) -> MilpAnswer:
     has = info.primal_solution_status == 2 if hasattr(info, "primal_solution_status") else bool(sol)
     drop = frozenset(k for i, k in enumerate(lm.cands) if sol[i] > 0.5) if has else None
     lower = max(0.0, float(info.mip_dual_bound)) * scale
-    return MilpAnswer(drop, lower, st == highspy.HighsModelStatus.kOptimal, nodes)
+    # optimal: the incumbent meets the dual bound (HiGHS also stops, as "optimal", within abs_gap)
+    exact = st == highspy.HighsModelStatus.kOptimal and drop is not None and (
+        sum(c for k, c in zip(lm.cands, lm.cost) if k in drop) <= lower * (1 + 1e-9) + 1e-6)
+    if st == highspy.HighsModelStatus.kOptimal and drop is None:
+        exact = True
+    return MilpAnswer(drop, lower, exact, nodes)

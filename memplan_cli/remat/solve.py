@@ -107,13 +107,15 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
     start = problem.evaluations
     lower, tried = None, []
     try:
-        lower, tried, proven_none, found = _milp(problem, target)
+        lower, tried, proven_none, found, exact = _milp(problem, target)
     except ImportError:  # no HiGHS: local search alone, no bound
-        lower, tried, proven_none, found = None, [], False, None
+        lower, tried, proven_none, found, exact = None, [], False, None, False
     if proven_none:
         return None, "", NONE_FITS
-    if found is not None:
+    if found is not None and exact:
         return found, "optimal", problem.added_flops(found)
+    if found is not None:  # fits, within the solver's gap of the bound: no local search needed
+        return found, "feasible", int(lower * (1 - 1e-9))
     lower_int = None if lower is None else int(lower * (1 - 1e-9))  # the solver's tolerance
     seeds = ([chen.segments(cands, n) for n in range(2, len(cands) + 1)] + [frozenset(cands)] + tried)
     fitting = [d for d in seeds if problem.bound(d) <= target]
@@ -153,7 +155,8 @@ FIRST_ROWS = 24  # the relaxation starts from the steps that can exceed the budg
 
 
 def _milp(problem: RematProblem, target: int):
-    """The relaxation's loop: (lower, plans tried, proven that none fits, optimal plan or None).
+    """The relaxation's loop: (lower, plans tried, proven that none fits, a fitting plan or None, it
+    is optimal).
 
     Rows (steps) are added lazily: solve on a few, add the steps the answer overflows in the full
     model, solve again (every subset is a relaxation, so each lower bound stands). A plan meeting
@@ -171,18 +174,18 @@ def _milp(problem: RematProblem, target: int):
         if ans.optimal or ans.drop is not None:
             lower = ans.lower if lower is None else max(lower, ans.lower)
         if ans.drop is None:
-            return lower, tried, ans.optimal, None
+            return lower, tried, ans.optimal, None, False
         vals = relax.row_units(rel, ans.drop)
         over = [i for i in order if vals[i] > cap and i not in set(active)]
         if over:
             active = sorted(set(active) | set(over[:FIRST_ROWS]))
             continue
         if problem.bound(ans.drop) <= target:
-            return lower, tried + [ans.drop], False, ans.drop if ans.optimal else None
+            return lower, tried + [ans.drop], False, ans.drop, ans.optimal
         tried.append(ans.drop)
         if not ans.optimal:
             break
-    return lower, tried, False, None
+    return lower, tried, False, None, False
 
 
 def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
