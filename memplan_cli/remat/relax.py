@@ -280,11 +280,13 @@ class LinearModel:
     ncols: int
     cost: list  # per x column, FLOPs (int)
     rows: list  # (lb | None, ub | None, [(col, coef)])
+    peak: int | None = None  # the peak column (units, unbounded above) when minimising the peak
 
 
-def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=()) -> LinearModel:
+def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=(), peak: bool = False) -> LinearModel:
     """Min sum(cost_k x_k) subject to `rows` (indices into rel.rows; default all): any subset is a
-    relaxation too. `cuts`: plans excluded (no-good cuts)."""
+    relaxation too. `cuts`: plans excluded (no-good cuts). `peak`: instead, min P subject to every
+    row <= P (the least peak any plan reaches; `target` is ignored)."""
     cands = list(problem.candidates)
     col = {k: i for i, k in enumerate(cands)}
     nx = len(cands)
@@ -341,10 +343,16 @@ def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=()) -> L
                     if reason[2] is not None:
                         ent.append((col[reason[2]], 1))
                     out.append((0, None, ent))
-        out.append((None, tcap - r.const, entries))
+        if peak:
+            entries.append((-1, -1))  # the peak column, numbered below
+        out.append((None, (0 if peak else tcap) - r.const, entries))
+    if peak:
+        out = [(lb, ub, [(ncols if j == -1 else j, v) for j, v in ent]) for lb, ub, ent in out]
+        ncols += 1
     for d in cuts:  # no-good: differ from plan d in at least one candidate
         out.append((1 - len(d), None, [(col[k], -1 if k in d else 1) for k in cands]))
-    return LinearModel(cands, nx, ncols, [int(problem.cost[k] or 0) for k in cands], out)
+    return LinearModel(cands, nx, ncols, [int(problem.cost[k] or 0) for k in cands], out,
+                       ncols - 1 if peak else None)
 
 
 def solve_model(problem, rel: Relaxation, target: int, rows=None, cuts=(), max_nodes: int = MAX_NODES
@@ -366,8 +374,14 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.
     inf = highspy.kHighsInf
     n = lm.ncols
     obj = np.zeros(n)
-    obj[:lm.nx] = np.array(lm.cost, dtype=float) / scale
-    h.addVars(n, np.zeros(n), np.ones(n))
+    hi = np.ones(n)
+    if lm.peak is None:
+        obj[:lm.nx] = np.array(lm.cost, dtype=float) / scale
+    else:
+        scale = 1.0
+        obj[lm.peak] = 1.0
+        hi[lm.peak] = inf
+    h.addVars(n, np.zeros(n), hi)
     h.changeColsCost(n, np.arange(n, dtype=np.int32), obj)
     h.changeColsIntegrality(lm.nx, np.arange(lm.nx, dtype=np.int32),
                             np.array([highspy.HighsVarType.kInteger] * lm.nx))
@@ -392,8 +406,35 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.
     drop = frozenset(k for i, k in enumerate(lm.cands) if sol[i] > 0.5) if has else None
     lower = max(0.0, float(info.mip_dual_bound)) * scale
     # optimal: the incumbent meets the dual bound (HiGHS also stops, as "optimal", within abs_gap)
-    exact = st == highspy.HighsModelStatus.kOptimal and drop is not None and (
-        sum(c for k, c in zip(lm.cands, lm.cost) if k in drop) <= lower * (1 + 1e-9) + 1e-6)
+    value = sol[lm.peak] if lm.peak is not None else sum(c for k, c in zip(lm.cands, lm.cost) if k in drop or ())
+    exact = st == highspy.HighsModelStatus.kOptimal and drop is not None and value <= lower * (1 + 1e-9) + 1e-6
     if st == highspy.HighsModelStatus.kOptimal and drop is None:
         exact = True
     return MilpAnswer(drop, lower, exact, nodes)
+
+
+
+def least_peak(problem, rounds: int = 20, first_rows: int = 24):
+    """The fewest live bytes any remat plan can reach, proven: (bound in bytes, the model's plan).
+
+    Min P subject to every row <= P, rows entering lazily (each answer's dual bound stands, as in
+    the solver's loop) until the model's plan overflows no row left out. The caller scores the plan
+    for real: its true bound is at least the returned one."""
+    rel = build(problem, 0)
+    if not rel.rows:
+        return 0, frozenset()
+    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
+    active = set(order[:first_rows])
+    lower, plan = 0.0, frozenset()
+    for _ in range(rounds):
+        ans = solve_highs(linear_model(problem, rel, 0, rows=sorted(active), peak=True))
+        if ans.drop is None:
+            break
+        lower, plan = max(lower, ans.lower), ans.drop
+        vals = row_units(rel, plan)
+        worst = max(vals[i] for i in active)
+        over = [i for i in order if i not in active and vals[i] > worst]
+        if not over:
+            break
+        active |= set(over[:first_rows])
+    return int(math.ceil(lower - 1e-6)) * rel.unit, plan

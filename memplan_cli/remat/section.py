@@ -29,6 +29,8 @@ def remat_section(res, problem, tg=None) -> dict:
         out.update({
             "reachable": int(res.reachable),
             "reachable_ops": [ops[k].label for k in sorted(res.reachable_drop)],
+            **({"reachable_lower_bound": int(res.reachable_lower_bound)}
+               if res.reachable_lower_bound is not None else {}),
             "floor": int(res.floor),
             "floor_step": res.floor_step,
         })

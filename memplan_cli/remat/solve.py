@@ -18,7 +18,8 @@ Rules:
   a dropped op again (most expensive first) or move a dropped op to a neighbouring candidate when
   that is cheaper, while the plan still fits. Status "feasible", with the relaxation's lower bound
   (`lower_flops`): the gap to the optimum is at most added - lower.
-- No plan fits: the answer says the smallest bound found (`reachable`) with its peak, and the floor
+- No plan fits: the answer says the smallest bound found (`reachable`, including the relaxation's
+  plan of least peak, whose optimum proves `reachable_lower_bound`), and the floor
   no plan can go below (`floor`): the persistent bytes plus the largest working set one step touches
   (a backward step needs its inputs and outputs live whatever is recomputed).
 - The step's FLOPs must be known for every candidate (`passes/cost.py`); otherwise the solver
@@ -52,6 +53,7 @@ class RematResult:
     lower_flops: int | None = None  # proven least added FLOPs of any plan fitting the budget (None: no bound)
     reachable: int = 0  # smallest bound found (when nothing fits)
     reachable_drop: frozenset = frozenset()
+    reachable_lower_bound: int | None = None  # proven: no plan's live bytes go below it
     floor: int = 0
     floor_step: str = ""
     evaluations: int = 0
@@ -84,6 +86,27 @@ def floor(problem: RematProblem) -> tuple[int, str]:
         if ws > best:
             best, where = ws, f"step {s.index} ({s.kind} of {s.label})"
     return base + best, where
+
+
+def _reachable(problem: RematProblem, res: RematResult, plans) -> None:
+    """Nothing fits: the fewest live bytes found (`reachable`) among `plans` and the plan of least
+    peak in the MILP relaxation, whose optimum also proves that no plan goes below
+    `reachable_lower_bound`."""
+    plans = list(plans)
+    if len(problem.candidates) > EXACT_MAX:
+        try:
+            from memplan_cli.remat import relax
+
+            lb, plan = relax.least_peak(problem)
+            plans.append(plan)
+            res.reachable_lower_bound = lb
+        except ImportError:
+            pass
+    best = min(plans, key=lambda d: (problem.bound(d), _key(problem, d)))
+    res.reachable_drop, res.reachable = best, problem.bound(best)
+    if len(problem.candidates) <= EXACT_MAX and res.lower_flops == NONE_FITS:
+        res.reachable_lower_bound = min(problem._bounds.values())  # every plan was scored
+    res.evaluations = problem.evaluations
 
 
 def _key(problem, drop):
@@ -231,12 +254,9 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         # proven: no plan goes below the floor. The smallest reachable: the plain plan or every
         # candidate dropped, whichever bounds lower (two evaluations, not a search)
         res.status, res.floor, res.floor_step = "infeasible", fl[0], fl[1]
-        plans = [frozenset(), frozenset(problem.candidates)]
-        best = min(plans, key=lambda d: (problem.bound(d), _key(problem, d)))
-        res.reachable_drop, res.reachable = best, problem.bound(best)
         res.notes.append(f"the budget is below the floor {fl[0]:,d} B (persistent state plus the largest "
                          f"working set of one step, {fl[1]}): no plan fits")
-        res.evaluations = problem.evaluations
+        _reachable(problem, res, [frozenset(), frozenset(problem.candidates)])
         return res
     for rnd in range(1, ROUNDS + 1):
         res.rounds = rnd
@@ -261,16 +281,13 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
     res.evaluations = problem.evaluations
     if not res.fits:
         res.status = "infeasible"
-        if res.lower_flops == NONE_FITS:  # proven without a search: score a few plans for `reachable`
-            for d in (frozenset(problem.candidates), chen.sqrt_n(problem.candidates)):
-                problem.bound(d)
-            res.evaluations = problem.evaluations
-        best = min(problem._bounds.items(), key=lambda kv: (kv[1], _key(problem, kv[0])))
-        res.reachable_drop, res.reachable = best[0], best[1]
         res.floor, res.floor_step = fl
+        _reachable(problem, res, [frozenset(problem.candidates), chen.sqrt_n(problem.candidates)]
+                   + list(problem._bounds))
         if res.lower_flops == NONE_FITS:
-            res.notes.append("proven: no plan's live bytes fit the budget (the MILP relaxation, which never "
-                             "counts more than a plan needs, has no solution)")
+            res.notes.append("proven: no plan's live bytes fit the budget (" + (
+                "every plan was scored)" if len(problem.candidates) <= EXACT_MAX else
+                "the MILP relaxation, which never counts more than a plan needs, has no solution)"))
     if res.lower_flops == NONE_FITS:
         res.lower_flops = None
     return res

@@ -88,7 +88,9 @@ def remat_lines(r: dict) -> list[str]:
     if not r["fits"]:
         return [head + "nothing fits",
                 f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) live at most, recomputing "
-                f"{len(r['reachable_ops'])} op(s)",
+                f"{len(r['reachable_ops'])} op(s)" + (
+                    f"; no plan goes below {r['reachable_lower_bound']:,d} B ({human(r['reachable_lower_bound'])}), "
+                    "proven" if "reachable_lower_bound" in r else ""),
                 f"  floor: {r['floor']:,d} B ({human(r['floor'])}): weights and optimizer state plus the largest "
                 f"working set of one step, at {r['floor_step']}; no recomputation goes below it"]
     if not r["recomputed_ops"]:

@@ -132,3 +132,24 @@ def test_a_budgeted_run_through_the_milp_is_byte_identical_across_processes():
     assert outs[0] == outs[1]
     rm = json.loads(outs[0])["remat"]  # stdout is exactly the report
     assert rm["fits"] and rm["recomputed_ops"] and "added_flops_lower_bound" in rm
+
+
+@pytest.mark.parametrize("which", ["chain7", "residual"])
+def test_the_least_peak_is_a_bound_on_every_plan_and_met_on_small_graphs(which):
+    g = {"chain7": lambda: chain(7, 4, (16, 4)), "residual": residual}[which]()
+    cfg = TrainConfig(batch_size=4, optimizer="sgd", loss="mse")
+    p = RematProblem(g, cfg)
+    least = min(b for b, _ in _brute(g, cfg, p.candidates))
+    lb, plan = relax.least_peak(p)
+    assert lb <= least <= p.bound(plan)
+    assert lb == least  # the model is exact on these (its plan's true bound reaches the bound)
+
+
+def test_nothing_fits_says_the_proven_least_peak():
+    g = load_model(str(ROOT / "sample_models" / "mobilenetv2.circle"), batch_size=4)
+    cfg = TrainConfig(batch_size=4, optimizer="adam", loss="cce")
+    p = RematProblem(g, cfg)
+    lb, _ = relax.least_peak(RematProblem(g, cfg))
+    res = solve(p, lb - 1)
+    assert not res.fits and res.status == "infeasible"
+    assert res.reachable_lower_bound == lb <= res.reachable
