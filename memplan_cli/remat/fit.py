@@ -101,7 +101,9 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
             flops=f0 + res.added_flops if f0 else None,
             extra={"recomputed_ops": len(res.drop), "status": res.status})
     else:
-        row("remat", f"no remat plan fits (smallest found {res.reachable:,d} B, floor {res.floor:,d} B)",
+        least = (f", none below {res.reachable_lower_bound:,d} B" if res.reachable_lower_bound is not None
+                 else f", floor {res.floor:,d} B")
+        row("remat", f"no remat plan fits (smallest found {res.reachable:,d} B{least})",
             planned=res.reachable, fits=False, extra={"recomputed_ops": len(res.reachable_drop),
                                                        "status": res.status})
 

@@ -187,7 +187,15 @@ class TableReporter(Reporter):
         line = f"{doc['model']['file']}: planned {t['planned']} B ({human(t['planned'])}), naive {t['naive']} B"
         if "onert" in t:
             line += f", onert {t['onert']} B"
-        return line + f", lower bound {t['lower_bound']} B"
+        line += f", lower bound {t['lower_bound']} B"
+        r = doc.get("remat")
+        if r:  # the budget's answer belongs on the one line CI scripts read
+            if r["fits"]:
+                line += (f"; remat under {r['budget']} B: fits, FLOPs {r['flops_ratio']:.3f} x, "
+                         f"{len(r['recomputed_ops'])} op(s) recomputed, {r['status']}")
+            else:
+                line += f"; remat under {r['budget']} B: nothing fits, smallest found {r['reachable']} B"
+        return line
 
     def _category_table(self, con: Console, doc: dict) -> None:
         has_onert = "onert" in doc["totals"]

@@ -33,6 +33,9 @@ def test_budget_finds_a_plan_that_fits(tmp_path):
     assert rm["flops_ratio"] > 1 and doc["flops"]["step"] == rm["step_flops"] + rm["added_flops"]
     t = run(model, "-O", "sgd", "--budget", str(budget))
     assert t.exit_code == 0 and f"remat under" in t.stdout and "recomputed before backward" in t.stdout
+    q = run(model, "-O", "sgd", "--budget", str(budget), "-q")  # the one line says the budget's answer
+    assert q.exit_code == 0 and q.stdout.count("\n") == 1
+    assert f"remat under {budget} B: fits, FLOPs {rm['flops_ratio']:.3f} x, {len(rm['recomputed_ops'])} op(s)" in q.stdout
 
 
 def test_nothing_fits_exit_3_with_the_smallest_reachable_and_the_floor(tmp_path):
@@ -45,6 +48,8 @@ def test_nothing_fits_exit_3_with_the_smallest_reachable_and_the_floor(tmp_path)
     assert rm["floor"] <= rm["reachable"] and rm["reachable"] > 1 << 20 and rm["floor_step"].startswith("step ")
     t = run(MNIST, "-b", "4", "--budget", "1MiB")
     assert t.exit_code == 3 and "nothing fits" in t.stdout and "floor:" in t.stdout
+    q = run(MNIST, "-b", "4", "--budget", "1MiB", "-q")
+    assert q.exit_code == 3 and f"nothing fits, smallest found {rm['reachable']} B" in q.stdout
 
 
 def test_a_budget_the_plain_plan_meets_recomputes_nothing():
