@@ -66,7 +66,7 @@ def flops_line(fl: dict) -> str:
 
 
 STATUS_WORDS = {"optimal": "optimal (proven: no cheaper plan fits)",
-                "feasible": "feasible (local search; no optimality proof)"}
+                "feasible": "feasible (no optimality proof)"}
 
 
 def _status(r: dict) -> str:
