@@ -3,6 +3,8 @@ pool, verify every plan, and collect the figures reports print. Knows nothing ab
 """
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -113,6 +115,7 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def _takes(fn, name: str) -> bool:
     import inspect
 
@@ -132,8 +135,9 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
     from memplan_cli.planners.bound import lower_bound
 
     out = []
+    pooled = bl.by_pool()
     for pool in bl.pools:
-        bufs = bl.in_pool(pool.name)
+        bufs = pooled[pool.name]
         name = planner_override or pool.planner
         sizes = [b.size for b in bufs]
         firsts = [b.first for b in bufs]

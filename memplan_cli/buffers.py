@@ -98,6 +98,13 @@ class BufferList:
     def in_pool(self, pool: str) -> list[Buffer]:
         return [b for b in self.buffers if b.pool == pool]
 
+    def by_pool(self) -> dict[str, list[Buffer]]:
+        """Every pool's buffers (in list order), in one pass: onert has a pool per kernel buffer."""
+        out: dict[str, list[Buffer]] = {p.name: [] for p in self.pools}
+        for b in self.buffers:
+            out.setdefault(b.pool, []).append(b)
+        return out
+
     def domains(self) -> list[tuple[str, list[Buffer]]]:
         """(time domain, its buffers) in pool order; a buffer of no listed pool counts the steps."""
         of = {p.name: p.domain for p in self.pools}

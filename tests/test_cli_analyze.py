@@ -13,6 +13,7 @@ from tests.report.fake_profiles import FakeOnert
 
 ROOT = pathlib.Path(__file__).parents[1]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
+MOBILENET = str(ROOT / "sample_models" / "mobilenetv2.circle")
 SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
 
 
@@ -131,3 +132,21 @@ def test_real_profiles_give_byte_identical_json_across_processes(tmp_path):
             outs.append(p.read_bytes())
     assert outs[0] == outs[2] and outs[1] == outs[3]
     assert json.loads(outs[0])["totals"]["planned"] < json.loads(outs[1])["totals"]["planned"]
+
+
+def test_the_onert_path_on_a_circle_model_never_loads_numpy():
+    """flatbuffers and circle-schema import NumPy at module level; the CLI defers it to first use and
+    nothing from loading to the JSON report uses it (~85 ms of a ~300 ms run). A regression that
+    touches NumPy on this path loads it again and fails here."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.argv = ['memplan', 'analyze', %r, '-b', '10', '-O', 'adam', '-p', 'onert', '-f', 'json']\n"
+            "from memplan_cli.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('NUMPY', 'numpy._core' in sys.modules, file=sys.stderr)\n") % MOBILENET
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "NUMPY False" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["profile"] == "onert" and doc["totals"]["planned"] > 0

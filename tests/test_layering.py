@@ -5,12 +5,13 @@ Every package and first-level module of memplan_cli has an entry in ALLOWED (a n
 entry names, plus `errors` (what every layer may raise) and the package's `__version__`. From the
 bottom up:
 
-- leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) import nothing of memplan's;
-  `config` and `inputs` (the regular-file check every input opener makes) only errors; `traininfo`
-  only itself.
+- leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) and `lazyimport` (the
+  stand-in that defers a library's import to its first use) import nothing of memplan's; `config`
+  and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
+  itself.
 - `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
   batch rules; ops uses ir and the NumPy kernel helpers of `execute`.
-- `loaders` -> inputs, ir, ops, traininfo (loaders know nothing of training).
+- `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
   passes; planners know nothing of models); `report` -> buffers only.
@@ -22,7 +23,8 @@ bottom up:
   solver) -> analysis and what lies below it.
 - `api` (the Python API: analyze, compare, plan, and the setup merging the commands share) ->
   analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report.
-- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
+- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands,
+  lazyimport;
   `__main__` -> cli; `__init__` -> api only, lazily (a module `__getattr__`, so `import
   memplan_cli` stays light).
 
@@ -42,10 +44,11 @@ ALLOWED = {
     "buffers": set(),
     "config": set(),
     "inputs": set(),
+    "lazyimport": set(),
     "traininfo": {"traininfo"},
     "ir": {"ir", "ops"},
     "ops": {"ops", "ir", "execute"},
-    "loaders": {"loaders", "inputs", "ir", "traininfo", "ops"},
+    "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
@@ -62,7 +65,7 @@ ALLOWED = {
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "remat", "report", "traininfo"},
-    "cli": {"commands"},
+    "cli": {"commands", "lazyimport"},
     "__main__": {"cli"},
     "__init__": {"api"},
 }

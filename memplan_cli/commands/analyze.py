@@ -62,7 +62,7 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
                            f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
-                         verbosity=level, live_total=tl.total.tolist() if len(series) == 1 else [],
+                         verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings)
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
@@ -33,7 +34,24 @@ def _enum_names(cls) -> dict[int, str]:
     return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
 
 
+def _defer_schema_tables() -> None:
+    """circle-schema's package imports all ~200 generated table modules; a model reads a dozen.
+    Stand the rest in until first use (memplan_cli/lazyimport.py); nothing when already loaded."""
+    if "circle_schema.v0_10.circle" in sys.modules:
+        return
+    import importlib.util
+
+    from memplan_cli.lazyimport import defer_package_modules
+
+    spec = importlib.util.find_spec("circle_schema")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    root = list(spec.submodule_search_locations)[0]
+    defer_package_modules(os.path.join(root, "v0_10", "circle"), "circle_schema.v0_10.circle")
+
+
 def _tables():
+    _defer_schema_tables()
     from circle_schema.v0_10.circle.BuiltinOperator import BuiltinOperator
     from circle_schema.v0_10.circle.TensorType import TensorType
 

@@ -14,6 +14,8 @@ Convolution is im2col + one matrix product per group; backward scatters tap by t
 """
 from __future__ import annotations
 
+import numbers
+
 import itertools
 import math
 
@@ -23,7 +25,7 @@ import numpy as np
 def _tuple(v, n: int, default: int = 1) -> tuple:
     if v is None:
         return (default,) * n
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, numbers.Integral):  # NumPy's integers register here: no NumPy needed
         return (int(v),) * n
     t = tuple(int(a) for a in v)
     return t * n if len(t) == 1 and n > 1 else t

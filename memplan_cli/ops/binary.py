@@ -39,6 +39,8 @@ Pow 3 (base) and 4 (exponent), SquaredDifference 3 and 1, Max/Min 3.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -222,8 +224,9 @@ def _sqdiff_grads(dz, want, xs, y, attrs):
     return [d if want[0] else None, -d if want[1] else None]
 
 
-def _extreme(fn):
+def _extreme(name):
     def forward(xs, attrs, out_dtype):
+        fn = getattr(np, name)  # resolved on use: importing the registry does not load NumPy
         out = xs[0]
         for v in xs[1:]:
             out = fn(out, v)
@@ -237,7 +240,7 @@ def _extreme(fn):
     return forward, grads
 
 
-_MAX, _MIN = _extreme(np.maximum), _extreme(np.minimum)
+_MAX, _MIN = _extreme("maximum"), _extreme("minimum")
 
 
 def _sum_all(xs):
@@ -261,15 +264,28 @@ for _t, (_f, _g) in (("Max", _MAX), ("Min", _MIN)):
 
 
 # ---- contract, FLOPs, batch ------------------------------------------------------------------------
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy's broadcasting rule on shapes (ValueError when they do not broadcast), in plain Python:
+    loading and checking a model never imports NumPy."""
+    n = max((len(x) for x in shapes), default=0)
+    out = []
+    for k in range(n):
+        dims = {x[len(x) - n + k] for x in shapes if len(x) - n + k >= 0} - {1}
+        if len(dims) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 def broadcast_check(op, operands):
     ins = [i for i in op.inputs if i >= 0]
     shapes = [tuple(operands[i].shape) for i in ins]
     try:
-        s = np.broadcast_shapes(*shapes)
+        s = broadcast_shapes(*shapes)
     except ValueError:
         return f"cannot broadcast {' and '.join(str(x) for x in shapes)}"
     y = tuple(operands[op.outputs[0]].shape)
-    if int(np.prod(s)) != int(np.prod(y)):
+    if math.prod(s) != math.prod(y):
         return f"broadcasts {' and '.join(str(x) for x in shapes)} to {s}, not to its output {y}"
     return None
 
@@ -309,7 +325,7 @@ def _flops(spec: Spec):
 def broadcast_batch(op, graph, shapes, batched):
     """The output is the broadcast of the (re-batched) inputs."""
     try:
-        s = np.broadcast_shapes(*(tuple(shapes[i]) for i in op.inputs if i >= 0))
+        s = broadcast_shapes(*(tuple(shapes[i]) for i in op.inputs if i >= 0))
     except ValueError:
         from memplan_cli.ir.graph import GraphError
 

@@ -77,8 +77,8 @@ def _l2(x, axis, keepdims):
     return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
 
 
-_FWD = {"Mean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min, "ReduceProd": np.prod,
-        "ReduceL2": _l2}
+_FWD = {"Mean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod",
+        "ReduceL2": _l2}  # NumPy names resolved on use: importing the registry does not load NumPy
 
 
 def _product_of_others(x, ax):
@@ -97,7 +97,9 @@ def forward(ctx):
     x = np.asarray(ctx.x(0))
     y = ctx.y()
     ax = reduced_axes(ctx.attrs, x.ndim)
-    y[...] = (_FWD[ctx.op.type](x, axis=ax, keepdims=True) if ax else x).reshape(y.shape)
+    fn = _FWD[ctx.op.type]
+    fn = getattr(np, fn) if isinstance(fn, str) else fn
+    y[...] = (fn(x, axis=ax, keepdims=True) if ax else x).reshape(y.shape)
 
 
 def backward(ctx):

@@ -59,15 +59,15 @@ def range_fwd(ctx):
     y[...] = np.arange(start, limit, delta)[: y.size].reshape(y.shape)
 
 
-BINARY = {"Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
-          "GreaterOrEqual": np.greater_equal, "NotEqual": np.not_equal, "And": np.logical_and,
-          "Or": np.logical_or, "Xor": np.logical_xor}
+BINARY = {"Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+          "GreaterOrEqual": "greater_equal", "NotEqual": "not_equal", "And": "logical_and",
+          "Or": "logical_or", "Xor": "logical_xor"}  # NumPy names, resolved on use
 
 
-def _binary(fn):
+def _binary(name):
     def fwd(ctx):
         y = ctx.y()
-        y[...] = fn(ctx.x(0), ctx.x(1))
+        y[...] = getattr(np, name)(ctx.x(0), ctx.x(1))
     return fwd
 
 

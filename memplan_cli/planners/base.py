@@ -34,8 +34,23 @@ def register(name: str) -> Callable[[Planner], Planner]:
     return deco
 
 
+# planner modules: the runtimes' (pure Python, cheap to import) and the searches (compiled kernels)
+LIGHT = ("naive", "onert", "singa", "nntrainer")
+SEARCH = ("greedy", "exact", "best")
+
+
+def load_modules(names) -> None:
+    import importlib
+
+    for n in names:
+        importlib.import_module(f"memplan_cli.planners.{n}")
+
+
 def get_planner(name: str) -> Planner:
-    import memplan_cli.planners.all  # noqa: F401  (registers every planner module)
+    if name not in _REGISTRY:  # the light modules first: the onert profile never loads the searches
+        load_modules(LIGHT)
+        if name not in _REGISTRY:
+            load_modules(SEARCH)
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -43,5 +58,5 @@ def get_planner(name: str) -> Planner:
 
 
 def planner_names() -> list[str]:
-    import memplan_cli.planners.all  # noqa: F401
+    load_modules(LIGHT + SEARCH)
     return sorted(_REGISTRY)

@@ -8,32 +8,30 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
 
 def live_profile(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 ) -> tuple[list[int], list[int]]:
     """Bytes live per step, as `(steps, live)`: `live[k]` is the number of bytes live at step
     `steps[k]`, for every step at which some buffer starts (the live total only changes there
-    upward). Steps with nothing starting are omitted; an empty input gives two empty arrays.
-    """
-    s = np.asarray(sizes, dtype=np.int64)
-    f = np.asarray(firsts, dtype=np.int64)
-    l = np.asarray(lasts, dtype=np.int64)
-    if s.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    steps = np.unique(f)
-    # bytes started at or before t minus bytes ended strictly before t
-    of = np.argsort(f, kind="stable")
-    ol = np.argsort(l, kind="stable")
-    cum_start = np.concatenate([[0], np.cumsum(s[of])])
-    cum_end = np.concatenate([[0], np.cumsum(s[ol])])
-    started = cum_start[np.searchsorted(f[of], steps, side="right")]
-    ended = cum_end[np.searchsorted(l[ol], steps, side="left")]
-    return steps, started - ended
+    upward). Steps with nothing starting are omitted; an empty input gives two empty lists.
+    Plain Python (one sort of the events): the onert path never imports NumPy."""
+    if not sizes:
+        return [], []
+    delta: dict[int, int] = {}
+    for s, f, l in zip(sizes, firsts, lasts):
+        delta[f] = delta.get(f, 0) + s
+        delta[l + 1] = delta.get(l + 1, 0) - s
+    starts = set(firsts)
+    steps, live, cur = [], [], 0
+    for t in sorted(delta):
+        cur += delta[t]
+        if t in starts:
+            steps.append(t)
+            live.append(cur)
+    return steps, live
 
 
 def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]) -> int:
     """Max over steps of the bytes live at that step (0 for no buffers)."""
     _, live = live_profile(sizes, firsts, lasts)
-    return int(live.max()) if live.size else 0
+    return max(live) if live else 0

@@ -92,9 +92,9 @@ def plan_wic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
     offsets = [0] * n
     cap = 0
     for i in order:
-        s = sizes[i]
-        blocks = sorted((offsets[j], offsets[j] + sizes[j]) for j in placed
-                        if sizes[j] > 0 and interferes(firsts, lasts, i, j))
+        s, fi, li = sizes[i], firsts[i], lasts[i]
+        # `interferes` inlined: this loop is most of the onert profile's planning time
+        blocks = sorted((offsets[j], offsets[j] + sizes[j]) for j in placed if fi <= lasts[j] and firsts[j] <= li)
         nxt = 0
         for base, end in blocks:
             if nxt + s <= base:
@@ -102,6 +102,7 @@ def plan_wic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
             if nxt < end:
                 nxt = end
         offsets[i] = nxt
-        placed.append(i)
+        if s > 0:  # an empty buffer blocks nothing
+            placed.append(i)
         cap = max(cap, nxt + s)
     return Plan(tuple(offsets), cap, "wic", "feasible", time.perf_counter() - t0)

@@ -9,43 +9,43 @@ peak bytes and "live at peak" are the domains' own, added up (the lower bound sp
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-
-import numpy as np
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """`live[c][t]`: bytes of category CATEGORIES[c] live at step t (a (7, steps) int64 array)."""
+    """`live[c][t]`: bytes of category CATEGORIES[c] live at step t (one list per category; plain
+    Python, so reports on the onert path never import NumPy)."""
 
-    live: np.ndarray
+    live: tuple
 
     @property
     def num_steps(self) -> int:
-        return int(self.live.shape[1])
+        return len(self.live[0]) if self.live else 0
 
     @property
-    def total(self) -> np.ndarray:
-        return self.live.sum(axis=0)
+    def total(self) -> list[int]:
+        return [sum(col) for col in zip(*self.live)]
 
     @property
     def peak_step(self) -> int:
         """The first step holding the most live bytes (-1 when there are no steps)."""
         tot = self.total
-        return int(tot.argmax()) if tot.size else -1
+        return tot.index(max(tot)) if tot else -1
 
     @property
     def peak_bytes(self) -> int:
         tot = self.total
-        return int(tot.max()) if tot.size else 0
+        return max(tot) if tot else 0
 
     def at(self, step: int) -> dict[str, int]:
         """Bytes per category live at `step`."""
         if step < 0:
             return {c: 0 for c in CATEGORIES}
-        return {c: int(self.live[k, step]) for k, c in enumerate(CATEGORIES)}
+        return {c: self.live[k][step] for k, c in enumerate(CATEGORIES)}
 
 
 def timeline(bl: BufferList, buffers: list[Buffer] | None = None) -> Timeline:
@@ -56,13 +56,13 @@ def timeline(bl: BufferList, buffers: list[Buffer] | None = None) -> Timeline:
         n = max([len(bl.steps)] + [b.last + 1 for b in buffers])
     else:
         n = max([0] + [b.last + 1 for b in buffers])
-    diff = np.zeros((len(CATEGORIES), n + 1), dtype=np.int64)
+    diff = [[0] * (n + 1) for _ in CATEGORIES]
     index = {c: k for k, c in enumerate(CATEGORIES)}
     for b in buffers:
-        k = index[b.category]
-        diff[k, b.first] += b.size
-        diff[k, b.last + 1] -= b.size
-    return Timeline(np.cumsum(diff, axis=1)[:, :n])
+        row = diff[index[b.category]]
+        row[b.first] += b.size
+        row[b.last + 1] -= b.size
+    return Timeline(tuple(list(itertools.accumulate(row))[:n] for row in diff))
 
 
 def step_label(bl: BufferList, graph, step: int) -> tuple[str, str]:
@@ -122,4 +122,4 @@ def live_at_peak(bl: BufferList) -> set[int]:
 
 def live_series(bl: BufferList) -> list[tuple[str, list[int]]]:
     """Total live bytes per step of each time domain, for sparklines."""
-    return [(d, tl.total.tolist()) for d, tl, _ in domain_timelines(bl)]
+    return [(d, tl.total) for d, tl, _ in domain_timelines(bl)]

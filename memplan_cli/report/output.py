@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
@@ -72,6 +71,8 @@ def write_atomic(path: str, text: str) -> None:
     if not os.path.isdir(folder):
         raise MemplanError(f"cannot write {path}: no such folder {folder}")
     try:
+        import tempfile  # only when writing a file: it imports random and shutil (~4 ms)
+
         fd, tmp = tempfile.mkstemp(prefix=".memplan-", suffix=".tmp", dir=folder)
     except OSError as e:
         raise MemplanError(f"cannot write {path}: {e.strerror or e}") from None

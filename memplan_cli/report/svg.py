@@ -42,7 +42,7 @@ def _boxed_text(x: float, y: float, text: str, anchor: str, *, bold: bool = Fals
 def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak_label: str = "",
                forward_end: int = -1) -> str:
     n = max(1, tl.num_steps)
-    top_value = max(int(tl.total.max()) if tl.num_steps else 0, lower_bound, planned, 1)
+    top_value = max(max(tl.total) if tl.num_steps else 0, lower_bound, planned, 1)
     step = _nice_step(top_value * 1.05)
     ymax = step * (int(top_value * 1.05 // step) + 1)
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
@@ -116,7 +116,7 @@ def render_svg(tl: Timeline, *, title: str, lower_bound: int, planned: int, peak
     ly = TOP + 10
     for c in reversed(CATEGORIES):
         k = CATEGORIES.index(c)
-        if not tl.live[k].any():
+        if not any(tl.live[k]):
             continue
         out.append(f'<rect x="{LEFT + pw + 8}" y="{ly - 10}" width="12" height="12" fill="{COLORS[c]}"/>')
         out.append(f'<text x="{LEFT + pw + 26}" y="{ly}">{escape(c)}</text>')

@@ -15,8 +15,8 @@ def test_lower_bound_inclusive_ends_touch():
 
 def test_live_profile_by_step():
     steps, live = live_profile([1, 2, 4], [0, 1, 3], [1, 3, 3])
-    assert steps.tolist() == [0, 1, 3]
-    assert live.tolist() == [1, 3, 6]
+    assert steps == [0, 1, 3]
+    assert live == [1, 3, 6]
 
 
 def test_empty():
@@ -78,3 +78,17 @@ def test_lower_bound_matches_step_by_step_sum(inst):
     by_step = max(sum(s for s, f, l in zip(sizes, firsts, lasts) if f <= t <= l)
                   for t in range(0, 12))
     assert lower_bound(sizes, firsts, lasts) == by_step
+
+
+def test_live_profile_matches_a_step_by_step_count():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(50):
+        n = rng.randint(1, 30)
+        firsts = [rng.randint(0, 20) for _ in range(n)]
+        lasts = [f + rng.randint(0, 10) for f in firsts]
+        sizes = [rng.randint(1, 100) for _ in range(n)]
+        steps, live = live_profile(sizes, firsts, lasts)
+        assert steps == sorted(set(firsts))
+        assert live == [sum(s for s, f, l in zip(sizes, firsts, lasts) if f <= t <= l) for t in steps]

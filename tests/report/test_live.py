@@ -13,7 +13,7 @@ def _bl():
 
 def test_timeline_sums_live_bytes_per_category_over_inclusive_lifetimes():
     tl = timeline(_bl())
-    assert tl.total.tolist() == [110, 110, 170, 60]
+    assert tl.total == [110, 110, 170, 60]
     assert tl.peak_step == 2 and tl.peak_bytes == 170
     assert tl.at(2) == {"non-const": 100, "trainable": 10, "back-prop": 50, "gradient": 10, "opt-variable": 0,
                         "disposable": 0, "extra": 0}

@@ -103,10 +103,13 @@ class OnertProfile:
 
 def _planner_name(planner: str) -> str:
     """The registry planner with onert's semantics (the planners package's when present)."""
-    from memplan_cli.planners import planner_names
+    from memplan_cli.planners import get_planner
 
-    if planner in planner_names():
+    try:
+        get_planner(planner)  # loads the runtimes' planners first, the searches only if needed
         return planner
+    except KeyError:
+        pass
     from memplan_cli.profiles.onert import replay  # noqa: F401  (registers onert-* fallbacks)
 
     return "onert-" + planner
@@ -137,8 +140,9 @@ def predict_alloc_lines(graph, config, planner: str = "wic", threads: int | None
 
     bl = PROFILE.build(graph, config, planner=planner, threads=threads, simd_width=simd_width, stage=stage)
     out = []
+    pooled = bl.by_pool()
     for pool in bl.pools:
-        bufs = bl.in_pool(pool.name)
+        bufs = pooled[pool.name]
         plan = get_planner(pool.planner)([b.size for b in bufs], [b.first for b in bufs],
                                          [b.last for b in bufs])
         out.append(plan.arena)
