@@ -12,17 +12,23 @@ Rules (P0: the plan without remat; groups: P0's alias groups; x_k = 1 when op k 
 - A tensor u written by candidate k is live at t while t <= lf_u (its writer or last forward reader).
   After that, up to the first post-forward step touching a write of k (fb_k), it is live only when
   kept (1 - x_k) or when its copy exists already: k was recomputed early because a dropped op d that
-  reads k's output in its forward was recomputed by t (z_{k,t} >= x_k + z_{d,t} - 1; z_{d,t} = x_d
-  from fb_d on). From fb_k on the original or its copy is live (the copy lives to u's last reader).
+  reads k's output in its forward was recomputed by t (z_{k,t} = x_k and some such d has z_{d,t};
+  z_{d,t} = x_d from fb_d on; exact by linear constraints both ways). From fb_k on the original or
+  its copy is live (the copy lives to u's last reader).
+- An input v of a dropped op d lives on to d's recompute: at every t after its last P0 read and
+  before fb_d, it counts x_d - z_{d,t}, less x_j when v's writer j is a candidate (dropped, j's
+  copy is read instead).
 - A group counts with its smallest member's aligned size (a group's buffer is its largest member),
   in units of the sizes' greatest common divisor, so the model's arithmetic is exact.
 - A group born at step t as the destination of a possible in-place pair of that step counts 0 at t:
   D may compute it over its source where P0 could not (the source's later reads moved to a copy).
-- Left out (so the bound stays a bound): recompute steps' own working sets and the kept inputs a
-  recompute step reads later than P0 did.
-- Steps where the model cannot exceed the target even with every candidate kept are left out.
+- Left out (so the bound stays a bound): recompute steps' own working sets.
+- Steps where the model cannot exceed the target whatever is dropped are left out.
 
-`tests/remat/test_relax.py` checks model <= true lower bound on random plans of real models.
+`linear_model` writes it as a 0-1 program (min added FLOPs under a target, or `peak=True`: min the
+largest row, the least peak any plan reaches); `solve_highs` solves it single-threaded with a fixed
+seed and a node limit. `tests/remat/test_relax.py` checks model <= true lower bound on random plans
+of real models, and the solver against brute force.
 """
 from __future__ import annotations
 
@@ -406,10 +412,10 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.
     drop = frozenset(k for i, k in enumerate(lm.cands) if sol[i] > 0.5) if has else None
     lower = max(0.0, float(info.mip_dual_bound)) * scale
     # optimal: the incumbent meets the dual bound (HiGHS also stops, as "optimal", within abs_gap)
-    value = sol[lm.peak] if lm.peak is not None else sum(c for k, c in zip(lm.cands, lm.cost) if k in drop or ())
-    exact = st == highspy.HighsModelStatus.kOptimal and drop is not None and value <= lower * (1 + 1e-9) + 1e-6
-    if st == highspy.HighsModelStatus.kOptimal and drop is None:
-        exact = True
+    exact = False
+    if drop is not None and st == highspy.HighsModelStatus.kOptimal:
+        value = sol[lm.peak] if lm.peak is not None else sum(c for k, c in zip(lm.cands, lm.cost) if k in drop)
+        exact = value <= lower * (1 + 1e-9) + 1e-6
     return MilpAnswer(drop, lower, exact, nodes)
 
 
