@@ -255,8 +255,14 @@ def _quiet_highs(highspy):
     import os
     import sys
 
-    sys.stdout.flush()
-    saved = os.dup(1)
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (closed stdout): nothing to protect
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        return h
     try:
         with open(os.devnull, "wb") as null:
             os.dup2(null.fileno(), 1)
