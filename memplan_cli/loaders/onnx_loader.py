@@ -56,16 +56,36 @@ def _read_stripped(path: str):
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         data, has_graph = strip_model(mm, size)
+        if not has_graph:
+            raise _Bad("a protobuf without a graph: not an ONNX model")
+        try:
+            model = onnx.load_from_string(data)
+        except DecodeError as e:
+            raise _Bad(f"not an ONNX model (protobuf decode failed: {e})") from None
+        keep = _wanted_float_values(model)
+        if keep:  # a second pass keeps those few bytes (Resize's scales: shape inference needs them)
+            model = onnx.load_from_string(strip_model(mm, size, keep)[0])
+        return model
     except ProtobufError as e:
         raise _Bad(f"not a valid protobuf ({e}): truncated or not an ONNX model") from None
     finally:
         mm.close()
-    if not has_graph:
-        raise _Bad("a protobuf without a graph: not an ONNX model")
-    try:
-        return onnx.load_from_string(data)
-    except DecodeError as e:
-        raise _Bad(f"not an ONNX model (protobuf decode failed: {e})") from None
+
+
+# op type -> input positions whose small float values decide an output shape
+_SHAPE_FLOAT_INPUTS = {"Resize": (1, 2), "Upsample": (1,)}
+
+
+def _wanted_float_values(model) -> frozenset:
+    """Names of the small float constants the stripped model lacks that shape inference needs."""
+    names = {n.input[k] for n in model.graph.node if n.domain in ("", "ai.onnx")
+             for k in _SHAPE_FLOAT_INPUTS.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
+    if not names:
+        return frozenset()
+    stripped = {t.name for t in model.graph.initializer if t.name in names and t.data_type not in (6, 7)}
+    stripped |= {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output
+                 and n.output[0] in names}
+    return frozenset(stripped)
 
 
 def _inline_small_external(model, base_dir: str) -> None:
@@ -197,6 +217,10 @@ class _Builder:
         self.operands.append(op)
         return k
 
+    def empty_const(self, name: str) -> bool:
+        t = self.consts.get(name)
+        return t is not None and any(int(d) == 0 for d in t.dims)
+
     def build(self) -> Graph:
         g = self.model.graph
         inputs = [self.operand(vi.name) for vi in g.input if vi.name not in self.consts]
@@ -208,7 +232,9 @@ class _Builder:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 self.constant_node(node)
                 continue
-            ins = [self.operand(n) for n in node.input]
+            # an empty constant (a dim of 0) stands for an optional input not given: Resize's roi,
+            # or its scales when sizes are given, as torch.onnx writes them
+            ins = [-1 if self.empty_const(n) else self.operand(n) for n in node.input]
             outs = [self.operand(n) for n in self.shaped_outputs(node, read)]
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:

@@ -4,7 +4,8 @@ ONNX stores weights inside TensorProto data fields (raw_data, float_data, ...). 
 protobuf would pull every weight byte into memory, so this walks the wire format and copies every
 field except the data of tensors, which it skips by length. Kept: the data of small integer tensors
 (<= MAX_KEEP elements of int32/int64), because shape inference needs a Reshape's shape or a Pad's pads,
-and of scalars (Clip's bounds).
+and of scalars (Clip's bounds); and, for tensors named in `keep` (initializers, or the values of
+`Constant` nodes), of any small tensor: a Resize's float scales decide its output shape.
 The result is a valid, small ModelProto for `onnx.load_from_string` and shape inference.
 """
 from __future__ import annotations
@@ -78,10 +79,13 @@ def _len_field(num: int, payload: bytes) -> bytes:
     return _encode_varint((num << 3) | 2) + _encode_varint(len(payload)) + payload
 
 
-def _tensor(buf, start, end) -> bytes:
+def _tensor(buf, start, end, keep=frozenset()) -> bytes:
     dims: list[int] = []
     dtype = 0
+    name = None
     for num, wt, _fs, vs, ve in fields(buf, start, end):
+        if num == 8 and keep:
+            name = bytes(buf[vs:ve]).decode("utf-8", "replace")
         if num == 1:
             if wt == 2:  # packed
                 p = vs
@@ -96,7 +100,7 @@ def _tensor(buf, start, end) -> bytes:
     for d in dims:
         n *= d
     # scalars too: Clip's bounds decide whether it is a Relu6
-    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1
+    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP)
     out = bytearray()
     for num, _wt, fs, _vs, ve in fields(buf, start, end):
         if num in _DATA_FIELDS and not keep_data:
@@ -117,7 +121,10 @@ def _attribute(buf, start, end) -> bytes:
     return bytes(out)
 
 
-def _node(buf, start, end) -> bytes:
+def _node(buf, start, end, keep=frozenset()) -> bytes:
+    if keep and any(num == 2 and bytes(buf[vs:ve]).decode("utf-8", "replace") in keep
+                    for num, _wt, _fs, vs, ve in fields(buf, start, end)):
+        return bytes(buf[start:end])  # a Constant whose small value is wanted (its output is in keep)
     out = bytearray()
     for num, _wt, fs, vs, ve in fields(buf, start, end):
         if num == 5:  # attribute
@@ -127,13 +134,13 @@ def _node(buf, start, end) -> bytes:
     return bytes(out)
 
 
-def _graph(buf, start, end) -> bytes:
+def _graph(buf, start, end, keep=frozenset()) -> bytes:
     out = bytearray()
     for num, _wt, fs, vs, ve in fields(buf, start, end):
         if num == 5:  # initializer
-            out += _len_field(num, _tensor(buf, vs, ve))
+            out += _len_field(num, _tensor(buf, vs, ve, keep))
         elif num == 1:  # node
-            out += _len_field(num, _node(buf, vs, ve))
+            out += _len_field(num, _node(buf, vs, ve, keep))
         elif num == 15:  # sparse_initializer: values (1) and indices (2) are TensorProtos
             out += _len_field(num, _sparse(buf, vs, ve))
         else:
@@ -151,14 +158,15 @@ def _sparse(buf, start, end) -> bytes:
     return bytes(out)
 
 
-def strip_model(buf, size: int) -> tuple[bytes, bool]:
-    """(ModelProto bytes without weight data, whether the message had a graph field)."""
+def strip_model(buf, size: int, keep=frozenset()) -> tuple[bytes, bool]:
+    """(ModelProto bytes without weight data, whether the message had a graph field). The top-level
+    graph's tensors named in `keep` keep their data when small (<= MAX_KEEP elements)."""
     out = bytearray()
     has_graph = False
     for num, wt, fs, vs, ve in fields(buf, 0, size):
         if num == 7 and wt == 2:
             has_graph = True
-            out += _len_field(7, _graph(buf, vs, ve))
+            out += _len_field(7, _graph(buf, vs, ve, keep))
         else:
             out += buf[fs:ve]
     return bytes(out), has_graph

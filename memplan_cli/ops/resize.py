@@ -1,0 +1,243 @@
+"""Resize (ONNX Resize opset 10+, Upsample opset 7-9; TFLite RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR):
+Y samples X on a scaled grid, by nearest neighbour or (multi)linear interpolation, on any axes.
+
+Canonical op `Resize`, attributes:
+- `mode`: "nearest" or "linear" (bilinear / trilinear: linear on each resized axis);
+- `coord`: how an output index x maps to the input coordinate, ONNX's coordinate_transformation_mode
+  ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+  "tf_half_pixel_for_nn");
+- `nearest_mode`: "round_prefer_floor", "round_prefer_ceil", "floor", "ceil";
+- `scales`: one per axis (the given scales, else output / input), which the coordinate maps use.
+The output shape comes from shape inference (ONNX) or the output tensor (TFLite), so the scales,
+sizes and roi operands are dropped. TFLite maps: align_corners -> "align_corners" (nearest rounds
+half up, as TF's round does), half_pixel_centers -> "half_pixel" (bilinear) / "tf_half_pixel_for_nn"
+with floor (nearest), neither -> "asymmetric" (nearest floors).
+
+Every input coordinate is clamped to [0, n - 1] (ONNX pads with the edge value; TF and PyTorch clamp:
+the same samples). The op is separable: each resized axis is a 1-D resampling with one tap
+(nearest) or two (linear), index and weight computed from sizes and attributes only.
+
+Training rule (PyTorch derivatives.yaml `upsample_nearest2d` / `upsample_bilinear2d`: self:
+upsample_*_backward(grad, output_size, input_size, ...): nothing is saved but sizes):
+- calcDerivative: dX = the transpose of the resampling applied to dY (each tap scatter-adds its
+  weight times dY at its index); reads dY only, keeps nothing.
+FLOPs: per resized axis, over the elements that axis's pass writes: linear 3 forward (two products,
+one sum), 4 backward (two products, two accumulations); nearest 0 forward (a copy), 1 backward.
+Refused at load: cubic mode, antialias, tf_crop_and_resize, keep_aspect_ratio_policy other than
+stretch, scales computed at run time (the coordinate map needs their values).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+MODES = ("nearest", "linear")
+COORDS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+          "tf_half_pixel_for_nn")
+NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+# ---- the 1-D resampling of one axis -------------------------------------------------------------
+def source_coords(n_in: int, n_out: int, scale: float, coord: str) -> np.ndarray:
+    """The input coordinate of each output index (ONNX's coordinate_transformation_mode)."""
+    x = np.arange(n_out, dtype=np.float64)
+    if coord == "align_corners":
+        return x * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    if coord == "asymmetric":
+        return x / scale
+    if coord == "tf_half_pixel_for_nn":
+        return (x + 0.5) / scale
+    if coord == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if n_out > 1 else np.full(n_out, -0.5)
+    if coord == "half_pixel_symmetric":
+        adj = n_out / (scale * n_in)
+        return n_in / 2 * (1 - adj) + (x + 0.5) / scale - 0.5
+    return (x + 0.5) / scale - 0.5  # half_pixel
+
+
+def taps(n_in: int, n_out: int, scale: float, a: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(index, weight) arrays of shape [n_out, T]: output i = sum over t of weight[i, t] x input[index[i, t]]."""
+    c = source_coords(n_in, n_out, scale, a.get("coord", "half_pixel"))
+    if a.get("mode", "nearest") == "nearest":
+        nm = a.get("nearest_mode", "round_prefer_floor")
+        fl = np.floor(c)
+        if nm == "floor":
+            i = fl
+        elif nm == "ceil":
+            i = np.ceil(c)
+        elif nm == "round_prefer_ceil":
+            i = np.floor(c + 0.5)
+        else:  # round_prefer_floor: a tie goes down
+            i = np.where(c - fl == 0.5, fl, np.floor(c + 0.5))
+        idx = np.clip(i, 0, n_in - 1).astype(np.int64)[:, None]
+        return idx, np.ones((n_out, 1))
+    c = np.clip(c, 0, n_in - 1)
+    lo = np.floor(c)
+    w1 = c - lo
+    idx = np.stack([lo, np.minimum(lo + 1, n_in - 1)], axis=1).astype(np.int64)
+    return idx, np.stack([1 - w1, w1], axis=1)
+
+
+def resized_axes(attrs: dict, in_shape, out_shape) -> list[int]:
+    """Axes that change (an axis of scale 1 and equal size maps every index to itself in every mode)."""
+    sc = attrs.get("scales") or (1.0,) * len(in_shape)
+    return [k for k, (a, b, s) in enumerate(zip(in_shape, out_shape, sc)) if a != b or s != 1.0]
+
+
+def _scale(attrs: dict, k: int, n_in: int, n_out: int) -> float:
+    sc = attrs.get("scales")
+    return float(sc[k]) if sc else n_out / n_in
+
+
+# ---- kernels ------------------------------------------------------------------------------------
+def forward(ctx):
+    a = ctx.attrs
+    y = ctx.y()
+    v = np.asarray(ctx.x(0))
+    for k in resized_axes(a, v.shape, y.shape):
+        idx, w = taps(v.shape[k], y.shape[k], _scale(a, k, v.shape[k], y.shape[k]), a)
+        bshape = [1] * v.ndim
+        bshape[k] = -1
+        acc = None
+        for t in range(idx.shape[1]):
+            part = np.take(v, idx[:, t], axis=k)
+            if a.get("mode") == "linear":
+                part = part * w[:, t].astype(v.dtype).reshape(bshape)
+            acc = part if acc is None else acc + part
+        v = acc
+    y[...] = v
+
+
+def calc_derivative(ctx):
+    dx = target(ctx, 0)
+    if dx is None:
+        return
+    a = ctx.attrs
+    g = np.asarray(ctx.dy())
+    axes = resized_axes(a, dx.shape, g.shape)
+    for k in reversed(axes):  # the transpose of the forward passes, last first
+        n_in = dx.shape[k]
+        idx, w = taps(n_in, g.shape[k], _scale(a, k, n_in, g.shape[k]), a)
+        gm = np.moveaxis(g, k, 0)
+        out = np.zeros((n_in,) + gm.shape[1:], dtype=g.dtype)
+        for t in range(idx.shape[1]):
+            part = gm if a.get("mode") != "linear" else gm * w[:, t].astype(g.dtype).reshape((-1,) + (1,) * (gm.ndim - 1))
+            np.add.at(out, idx[:, t], part)
+        g = np.moveaxis(out, 0, k)
+    dx[...] = g
+
+
+def rule(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    param_gradient(op, ctx, r, x, [("bp", y)])
+    return r
+
+
+def check(op, operands):
+    a = op.attrs
+    if a.get("unsupported"):
+        return (f"resizes by {a['unsupported']}: memplan implements nearest and linear (no antialias) with "
+                f"ONNX's coordinate modes other than tf_crop_and_resize")
+    for key, allowed in (("mode", MODES), ("coord", COORDS), ("nearest_mode", NEAREST)):
+        if a.get(key) not in allowed:
+            return f"has {key} {a.get(key)!r}: memplan resizes with {', '.join(allowed)}"
+    xs, ys = tuple(operands[op.inputs[0]].shape), tuple(operands[op.outputs[0]].shape)
+    sc = a.get("scales")
+    if len(xs) != len(ys) or (sc is not None and len(sc) != len(xs)):
+        return f"maps a rank-{len(xs)} input to a rank-{len(ys)} output"
+    if sc is not None and any(not s > 0 for s in sc):
+        return f"has a non-positive scale in {tuple(sc)}"
+    return None
+
+
+def flops(op, operands):
+    xs, ys = operands[op.inputs[0]].shape, operands[op.outputs[0]].shape
+    cur = list(xs)
+    fwd = bwd = 0
+    linear = op.attrs.get("mode") == "linear"
+    for k in resized_axes(op.attrs, xs, ys):
+        cur[k] = ys[k]
+        n = math.prod(cur)
+        fwd += 3 * n if linear else 0
+        bwd += 4 * n if linear else n
+    return fwd, bwd
+
+
+OPS = [OpDef("Resize", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
+                                           "calcGradient": calc_derivative},
+             flops=flops, check=check, batch="keep")]
+
+
+# ---- converters ---------------------------------------------------------------------------------
+def _given(node, k) -> bool:
+    s = node.shape(k)
+    return s is not None and math.prod(s) > 0
+
+
+def _refuse(why: str) -> Canon:
+    """A Resize memplan cannot run: the contract check names the reason at load (never a guess)."""
+    return Canon("Resize", {"unsupported": why})
+
+
+def _onnx(node) -> Canon:
+    a = node.attrs
+    xs, ys = node.shape(0), node.out_shape()
+    mode = a.get("mode", "nearest")
+    if mode not in MODES:
+        return _refuse(mode)
+    if int(a.get("antialias", 0) or 0):
+        return _refuse("linear with antialias")
+    coord = a.get("coordinate_transformation_mode", "half_pixel" if node.op_type == "Resize" else "asymmetric")
+    if node.op_type == "Resize" and node.opset < 11:
+        coord = "asymmetric"  # opset 10 has no such attribute and samples asymmetrically
+    if coord not in COORDS:
+        return _refuse(f"{mode} with coordinate_transformation_mode {coord}")
+    if (a.get("keep_aspect_ratio_policy", "stretch") or "stretch") != "stretch":
+        return _refuse(f"{mode} with keep_aspect_ratio_policy {a['keep_aspect_ratio_policy']}")
+    if node.op_type == "Upsample":
+        scales = a.get("scales") or node.values(1)
+        given = scales is not None or _given(node, 1)
+    else:
+        k = 1 if node.opset < 11 else 2
+        given = _given(node, k)
+        scales = node.values(k) if given else None
+    if given and scales is None:
+        return _refuse(f"{mode} with scales computed at run time")
+    if scales is not None and a.get("axes") is not None:  # opset 18: scales for the listed axes only
+        full = [1.0] * len(xs)
+        for ax, s in zip(a["axes"], scales):
+            full[int(ax) % len(xs)] = s
+        scales = full
+    attrs = {"layout": "NCHW", "mode": mode, "coord": coord, "nearest_mode": a.get("nearest_mode", "round_prefer_floor")
+             if node.op_type == "Resize" else "floor"}
+    attrs["scales"] = tuple(float(s) for s in scales) if scales is not None else tuple(
+        o / i for i, o in zip(xs, ys))
+    return Canon("Resize", attrs, inputs=node.inputs[:1])
+
+
+def _tflite(mode):
+    def convert(node) -> Canon:
+        o = node.options
+        xs, ys = node.shape(0), node.out_shape()
+        if o.get("align_corners"):
+            coord, nm = "align_corners", "round_prefer_ceil"
+        elif o.get("half_pixel_centers"):
+            coord, nm = ("tf_half_pixel_for_nn", "floor") if mode == "nearest" else ("half_pixel", "floor")
+        else:
+            coord, nm = "asymmetric", "floor"
+        return Canon("Resize", {"mode": mode, "coord": coord, "nearest_mode": nm,
+                                "scales": tuple(b / a for a, b in zip(xs, ys)), "layout": "NHWC"},
+                     inputs=node.inputs[:1])
+    return convert
+
+
+ONNX = {"Resize": _onnx, "Upsample": _onnx}
+TFLITE = {"RESIZE_NEAREST_NEIGHBOR": _tflite("nearest"), "RESIZE_BILINEAR": _tflite("linear")}
