@@ -1,11 +1,12 @@
 """Convolution in 1-D, 2-D and 3-D (ONNX Conv, TFLite CONV_2D / DEPTHWISE_CONV_2D) and transposed
-convolution (ONNX ConvTranspose), with dilation and groups.
+convolution (ONNX ConvTranspose, TFLite TRANSPOSE_CONV: Keras Conv2DTranspose), with dilation and
+groups.
 
 Canonical types: `Conv1D`, `Conv2D`, `Conv3D` (any `group`, grouped non-depthwise included),
 `DepthwiseConv2D` (group == input channels: TFLite's op, and an ONNX Conv with group == C_in),
 `ConvTranspose1D/2D/3D`. Attributes (one set for every format, see `ops._window`): `layout` ("NCHW"
 for ONNX: weights [O, C/group, *K], depthwise [C*M, 1, KH, KW], transposed [C_in, C_out/group, *K];
-"NHWC" for TFLite: weights OHWI, depthwise [1, KH, KW, C*M]), `kernel`, `stride`, `dilation`,
+"NHWC" for TFLite: weights OHWI, depthwise [1, KH, KW, C*M], transposed [C_out, KH, KW, C_in]), `kernel`, `stride`, `dilation`,
 `pads` (begin..., end...), `padding` ("SAME" / "VALID" / "EXPLICIT": how the pads came about, for
 profiles that can express only SAME or VALID), `group`, `depth_multiplier` (depthwise),
 `output_padding` (transposed), `activation` (fused, TFLite).
@@ -89,13 +90,14 @@ def _depthwise(op) -> bool:
 def _w_cf(op, w):
     if channels_first(op):
         return w
-    return np.moveaxis(w, -1, 0) if _depthwise(op) else np.moveaxis(w, -1, 1)
+    # depthwise [1, KH, KW, C*M] and TFLite TRANSPOSE_CONV [C_out, KH, KW, C_in] move their last axis first
+    return np.moveaxis(w, -1, 0) if _depthwise(op) or op.type in TRANSPOSED else np.moveaxis(w, -1, 1)
 
 
 def _w_stored(op, w_cf):
     if channels_first(op):
         return w_cf
-    return np.moveaxis(w_cf, 0, -1) if _depthwise(op) else np.moveaxis(w_cf, 1, -1)
+    return np.moveaxis(w_cf, 0, -1) if _depthwise(op) or op.type in TRANSPOSED else np.moveaxis(w_cf, 1, -1)
 
 
 def _group(op, x_cf_shape) -> int:
@@ -224,7 +226,12 @@ def check(op, operands):
     grp = c_in if _depthwise(op) else int(a.get("group", 1) or 1)
     if grp < 1 or c_in % grp or c_out % grp:
         return f"has {c_in} input and {c_out} output channels, not divisible into {grp} groups"
-    wc = ws if cf else ((ws[-1], 1) + ws[1:-1] if _depthwise(op) else (ws[0], ws[-1]) + ws[1:-1])
+    if cf:
+        wc = ws
+    elif _depthwise(op) or op.type in TRANSPOSED:  # [1 | C_out, *K, C*M | C_in]
+        wc = (ws[-1], ws[0]) + ws[1:-1]
+    else:
+        wc = (ws[0], ws[-1]) + ws[1:-1]
     if op.type in TRANSPOSED:
         if wc[0] != c_in or wc[1] * grp != c_out:
             return f"has weights {ws} that do not map {c_in} to {c_out} channels in {grp} groups"
@@ -244,7 +251,8 @@ def check(op, operands):
 def flops(op, operands):
     ws = operands[op.inputs[1]].shape
     if op.type in TRANSPOSED:  # per input element: C_out/group x prod(K) multiply-adds
-        f = 2 * operands[op.inputs[0]].num_elements * math.prod(ws[1:])
+        per = math.prod(ws[1:]) if channels_first(op) else math.prod(ws[:-1])  # TFLite [C_out, *K, C_in]
+        f = 2 * operands[op.inputs[0]].num_elements * per
     else:  # per output element: C/group x prod(K); TFLite depthwise [1, KH, KW, C*M]: KH x KW
         per = math.prod(ws[1:3]) if _depthwise(op) and not channels_first(op) else math.prod(ws[1:])
         f = 2 * operands[op.outputs[0]].num_elements * per
@@ -373,5 +381,23 @@ def _tflite_depthwise(node) -> Canon | None:
     return Canon("DepthwiseConv2D", attrs)
 
 
+def _tflite_transpose_conv(node) -> Canon | None:
+    """TRANSPOSE_CONV's inputs are (output_shape, weights [C_out, KH, KW, C_in], input[, bias]); the
+    canonical op reads (input, weights[, bias]) like ONNX's ConvTranspose."""
+    w, x, y = node.shape(1), node.shape(2), node.out_shape()
+    if w is None or x is None or len(w) != 4 or len(x) != 4 or len(y) != 4:
+        return None
+    o = node.options
+    stride = (int(o.get("stride_h", 1) or 1), int(o.get("stride_w", 1) or 1))
+    code = int(o.get("padding", 0))
+    padding = {0: "SAME", 1: "VALID"}.get(code, f"PADDING_{code}")
+    # the convolution this op is the input gradient of runs from Y to X: SAME pads come from Y's size
+    pads = same_pads(y[1:3], w[1:3], stride, (1, 1)) if padding == "SAME" else (0, 0, 0, 0)
+    attrs = {"layout": "NHWC", "kernel": tuple(w[1:3]), "stride": stride, "dilation": (1, 1), "pads": pads,
+             "padding": padding, "output_padding": (0, 0), "group": 1, "activation": _tflite_act(node)}
+    ins = [node.inputs[2], node.inputs[1]] + ([node.inputs[3]] if len(node.inputs) > 3 and node.inputs[3] >= 0 else [])
+    return Canon("ConvTranspose2D", attrs, inputs=ins)
+
+
 ONNX = {"Conv": _onnx_conv, "ConvTranspose": _onnx_conv_transpose}
-TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise}
+TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise, "TRANSPOSE_CONV": _tflite_transpose_conv}

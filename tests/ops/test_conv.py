@@ -95,3 +95,67 @@ def test_weights_and_gradients_are_counted(tmp_path):
     op_type, xs, ws, ys, attrs = CASES["conv3d_strided_padded"]
     doc = analyze_json(save(tmp_path, _model(op_type, xs, ws, ys, **attrs)))
     assert doc["totals"]["planned"] > 0
+
+
+# ---- TFLite TRANSPOSE_CONV (Keras Conv2DTranspose) ------------------------------------------------
+def _tf_transpose_conv(x, w, b, out_hw, stride, pads_tl):
+    """TF's conv2d_transpose by its definition: every input pixel scatters w x x into the output."""
+    n, h, wd, c = x.shape
+    co, kh, kw, _ = w.shape
+    y = np.zeros((n, *out_hw, co))
+    for i in range(h):
+        for j in range(wd):
+            for a in range(kh):
+                for bb in range(kw):
+                    r, q = i * stride + a - pads_tl[0], j * stride + bb - pads_tl[1]
+                    if 0 <= r < out_hw[0] and 0 <= q < out_hw[1]:
+                        y[:, r, q, :] += x[:, i, j, :] @ w[:, a, bb, :].T
+    return y + (b if b is not None else 0)
+
+
+@pytest.mark.parametrize("padding,out_hw,bias", [("SAME", (8, 8), True), ("VALID", (9, 9), True),
+                                                 ("SAME", (7, 8), False)])
+def test_tflite_transpose_conv(tmp_path, padding, out_hw, bias):
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
+    from circle_schema.v0_10.circle.TransposeConvOptions import TransposeConvOptionsT
+
+    from devtools.modelgen import ModelBuilder
+    from memplan_cli.ops.conv import forward
+    from tests.ops.gradcheck import check_gradients, check_verify
+
+    m = ModelBuilder(seed=6)
+    x = m.input([2, 4, 4, 3])
+    h = m.conv2d(x, 4, 3)
+    shape = m.const([4], "int32", np.array([2, *out_hw, 5], np.int32))
+    wt = m.const([5, 3, 3, 4])
+    ins = [shape, wt, h] + ([m.const([5])] if bias else [])
+    o = TransposeConvOptionsT()
+    o.padding = 0 if padding == "SAME" else 1
+    o.strideH = o.strideW = 2
+    y = m._op(67, ins, [2, *out_hw, 5], BuiltinOptions.TransposeConvOptions, o)
+    m.output(m.fully_connected(m.reshape(y, [2, out_hw[0] * out_hw[1] * 5]), 3))
+    p = m.save(str(tmp_path / "tc.tflite"))
+    op = next(o for o in load_model(p).operations if o.type == "ConvTranspose2D")
+    rng = np.random.default_rng(0)
+    xv, wv = rng.normal(size=(2, 4, 4, 4)), rng.normal(size=(5, 3, 3, 4))
+    bv = rng.normal(size=(5,)) if bias else None
+    tot = [max((4 - 1) * 2 + 3 - d, 0) for d in out_hw] if padding == "SAME" else [0, 0]
+
+    class Ctx:
+        attrs = op.attrs
+        out = np.zeros((2, *out_hw, 5))
+
+        def x(self, k):
+            return [xv, wv, bv][k]
+
+        def y(self):
+            return Ctx.out
+
+        def act(self):
+            return "NONE"
+    Ctx.op = op
+    forward(Ctx())
+    np.testing.assert_allclose(Ctx.out, _tf_transpose_conv(xv, wv, bv, out_hw, 2, [t // 2 for t in tot]),
+                               rtol=1e-10, atol=1e-10)
+    assert check_gradients(p) >= 30
+    check_verify(p, "-b", "2")
