@@ -2,8 +2,9 @@
 
 Each model either analyses with every op trainable and is right, or is refused cleanly:
 - right: `analyze -b 2 -O adam` exits 0; the gradient bytes are the file's float parameters (every
-  float constant of more than one element, counted here from the file: ONNX initializers and Constant
-  values, TFLite float32 buffers) at 4 bytes each, each buffer aligned to 16 bytes as memplan's arena
+  float constant of more than one element, counted here from the file: ONNX initializers, Constant
+  values unless torch.onnx wrote them (its Constant nodes are traced values and buffers), TFLite
+  float32 buffers) at 4 bytes each, each buffer aligned to 16 bytes as memplan's arena
   does, and not the file's float scalars; trainable bytes hold at least those; Adam state is 2 x the
   gradients; something trains; and
   `verify -b 2 -O sgd` passes.
@@ -50,7 +51,7 @@ def float_param_buffers(path: str, scalars: bool = False) -> list[int]:
         m = onnx.load(path, load_external_data=False)
         sizes = {t.name: (int(np.prod(t.dims)), t.data_type) for t in m.graph.initializer}
         for n in m.graph.node:
-            if n.op_type == "Constant":
+            if n.op_type == "Constant" and m.producer_name != "pytorch":
                 for a in n.attribute:
                     if a.name == "value":
                         sizes[n.output[0]] = (int(np.prod(a.t.dims)), a.t.data_type)

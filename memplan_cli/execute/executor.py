@@ -108,6 +108,10 @@ class _Inputs:
             if v is not None and int(np.prod(shape, dtype=np.int64)) == len(v):
                 return np.asarray(v, dtype=dtype).reshape(shape)
             return np.zeros(shape, dtype)
+        if np.dtype(dtype).kind == "f" and role not in ("label", "input"):
+            v = getattr(operand, "value", None) if operand is not None else None
+            if v is not None and int(np.prod(shape, dtype=np.int64)) == len(v):
+                return np.asarray(v, dtype=dtype).reshape(shape)  # the file's own values (scalars, buffers)
         if role == "label":
             if self.loss == "cce" and shape:
                 k = shape[-1]

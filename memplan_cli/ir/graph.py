@@ -36,8 +36,9 @@ class Operand:
     is_const: bool = False
     is_input: bool = False
     is_output: bool = False
-    # values of a small integer constant that decides shapes (Reshape shape, Pad paddings, Mean axes);
-    # None for everything else: loaders never read weights
+    # values of a small integer constant that decides shapes (Reshape shape, Pad paddings, Mean axes),
+    # or of a float scalar (an epsilon, a scale: verify runs with it); None for everything else:
+    # loaders never read weights
     value: tuple | None = None
     # a constant the graph computes from shapes, fills and indices (an attention mask built with
     # ConstantOfShape and ScatterND, folded at load): a buffer, never a trainable parameter

@@ -30,7 +30,6 @@ import numpy as np
 
 MAX_ELEMENTS = 4096
 MAX_FLOAT_ELEMENTS = 16
-MAX_ROUNDS = 8
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial",
            "Dropout"}
 
@@ -166,7 +165,9 @@ def fold_shape_computations(model, opset: int, infer) -> tuple:
     Returns (model, nodes folded)."""
     total = 0
     model = infer(model)
-    for _ in range(MAX_ROUNDS):
+    # each round folds at least one node, so this ends; a chain of blocks whose shapes each come from
+    # the block before (timm's gMLP splits every block at a computed half) needs one round per block
+    for _ in range(len(model.graph.node)):
         n = fold_round(model, opset)
         if not n:
             break

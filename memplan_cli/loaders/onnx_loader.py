@@ -174,6 +174,24 @@ def _small_int_value(t) -> tuple | None:
         return None
 
 
+def _small_float_value(t) -> tuple | None:
+    """The values of a float constant whose bytes the stripper kept (a scalar: an epsilon, a scale; a
+    small Constant node: a traced buffer), so that `memplan verify` runs the step with the file's own
+    values: random ones turn NF-ResNet's signal-preserving scales into growth that overflows."""
+    from onnx import numpy_helper
+
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    if t.data_type not in (1, 10, 11) or t.data_location == 1 or n > MAX_VALUE_ELEMENTS:
+        return None
+    try:
+        arr = numpy_helper.to_array(t).reshape(-1)
+    except Exception:  # data stripped (a weight): unknown
+        return None
+    return tuple(float(v) for v in arr) if arr.size == n else None
+
+
 def _attr(node) -> dict:
     from onnx import helper
 
@@ -193,6 +211,11 @@ class _Builder:
         self.value_info = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         self.consts = {t.name: t for t in g.initializer}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        # torch.onnx writes every parameter as an initializer; its Constant nodes hold values traced
+        # from the forward pass or non-persistent buffers (an anti-aliasing filter, SwinV2's
+        # coordinate table, batch_norm's mean and variance in weight standardization): buffers
+        self.traced: set[str] = set()
+        self.constants_are_buffers = model.producer_name == "pytorch"
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -205,7 +228,9 @@ class _Builder:
             shape = tuple(int(d) for d in t.dims)
             if any(d <= 0 for d in shape):
                 raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
-            op = Operand(k, name, shape, _dtype(t.data_type), is_const=True, value=_small_int_value(t))
+            op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
+                         value=_small_int_value(t) or _small_float_value(t),
+                         computed=name in self.traced)
         elif name in self.value_info:
             shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
             op = Operand(k, name, shape, dtype)
@@ -315,6 +340,8 @@ class _Builder:
         t = a["value"].t
         t.name = node.output[0]
         self.consts[t.name] = t
+        if self.constants_are_buffers:
+            self.traced.add(t.name)
 
     def canonical(self, node, ins) -> tuple[str, dict]:
         a = _attr(node)

@@ -4,7 +4,8 @@ ONNX stores weights inside TensorProto data fields (raw_data, float_data, ...). 
 protobuf would pull every weight byte into memory, so this walks the wire format and copies every
 field except the data of tensors, which it skips by length. Kept: the data of small integer tensors
 (<= MAX_KEEP elements of int32/int64), because shape inference needs a Reshape's shape or a Pad's pads,
-and of scalars (Clip's bounds); and, for tensors named in `keep` (initializers, or the values of
+of scalars (Clip's bounds) and of small tensors in node attributes (a Constant's value: an
+exporter's traced constants, which `memplan verify` runs with); and, for tensors named in `keep` (initializers, or the values of
 `Constant` nodes), of any small tensor: a Resize's float scales decide its output shape.
 The result is a valid, small ModelProto for `onnx.load_from_string` and shape inference.
 """
@@ -79,7 +80,7 @@ def _len_field(num: int, payload: bytes) -> bytes:
     return _encode_varint((num << 3) | 2) + _encode_varint(len(payload)) + payload
 
 
-def _tensor(buf, start, end, keep=frozenset()) -> bytes:
+def _tensor(buf, start, end, keep=frozenset(), small=False) -> bytes:
     dims: list[int] = []
     dtype = 0
     name = None
@@ -100,7 +101,7 @@ def _tensor(buf, start, end, keep=frozenset()) -> bytes:
     for d in dims:
         n *= d
     # scalars too: Clip's bounds decide whether it is a Relu6
-    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP)
+    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or ((small or name in keep) and n <= MAX_KEEP)
     out = bytearray()
     for num, _wt, fs, _vs, ve in fields(buf, start, end):
         if num in _DATA_FIELDS and not keep_data:
@@ -112,8 +113,8 @@ def _tensor(buf, start, end, keep=frozenset()) -> bytes:
 def _attribute(buf, start, end) -> bytes:
     out = bytearray()
     for num, _wt, fs, vs, ve in fields(buf, start, end):
-        if num in (5, 10):  # t, tensors
-            out += _len_field(num, _tensor(buf, vs, ve))
+        if num in (5, 10):  # t, tensors: a Constant node's small value is kept (verify runs with it)
+            out += _len_field(num, _tensor(buf, vs, ve, small=True))
         elif num in (6, 11):  # g, graphs
             out += _len_field(num, _graph(buf, vs, ve))
         else:

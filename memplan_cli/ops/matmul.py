@@ -93,6 +93,9 @@ def _fc_fwd(ctx):
 
 
 def _fc_grad(ctx):
+    gx = ctx.grad(0)
+    if gx is not None:  # a parameter as the data operand (learned queries / latents through a Linear)
+        fc.calc_derivative(ctx.dz(), ctx.x(1), gx, w_layout=_fc_layout(ctx))
     dw, db = ctx.grad(1), ctx.grad(2)
     if dw is None and db is None:
         return

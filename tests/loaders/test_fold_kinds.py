@@ -2,6 +2,7 @@
 (the zoo's light models) trains; a mask computed from fills, indices and scalars (Swin's shifted-window
 attention mask: ConstantOfShape, ScatterND, Reshape, Sub, Equal, Where) is a buffer and does not."""
 import numpy as np
+import pytest
 from onnx import TensorProto, helper
 
 from tests.ops.gradcheck import check_verify, onnx_model, save, training_graph
@@ -43,3 +44,62 @@ def test_a_fill_weight_trains_and_a_computed_mask_does_not(tmp_path):
     mask = next(o for o in g.operands if o.name == "marks2")
     assert mask.is_const and mask.computed
     check_verify(p)
+
+
+@pytest.mark.parametrize("producer,trains", [("pytorch", False), ("onnx-caffe2", True)])
+def test_a_torch_onnx_constant_node_is_a_buffer(tmp_path, producer, trains):
+    """torch.onnx writes parameters as initializers; a float Constant node is a traced value or a
+    non-persistent buffer (timm's anti-aliasing filter, SwinV2's coordinate table): no gradient. Other
+    producers (the zoo's Caffe2 conversions) may write weights so: those train."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tests.ops.gradcheck import analyze_json, check_verify, onnx_model
+
+    c = helper.make_tensor("cv", TensorProto.FLOAT, [1, 3, 3, 2], np.linspace(-1, 1, 18).astype(np.float32))
+    nodes = [helper.make_node("Constant", [], ["C"], value=c),
+             helper.make_node("MatMul", ["C", "w"], ["t"]),
+             helper.make_node("Add", ["x", "t"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 3, 3, 4))], [("y", (2, 3, 3, 4))], {"w": np.ones((2, 4), np.float32)})
+    m.producer_name = producer
+    p = str(tmp_path / "m.onnx")
+    onnx.save(m, p)
+    grad = analyze_json(p, "-O", "adam")["categories"]["gradient"]["naive"]
+    assert grad == 2 * 4 * 4 + (80 if trains else 0)  # w; C's 72 bytes take 80 in the 16-byte-aligned arena
+    check_verify(p, "-b", "2")
+
+
+def test_small_constant_values_are_known_and_verify_runs_with_them(tmp_path):
+    """A Constant node's small float value and a float scalar keep their bytes through the stripper;
+    an initializer's weights do not. verify's inputs take the known values (the file's own epsilon,
+    scales and traced buffers) and draw the rest."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.execute.executor import _Inputs
+    from memplan_cli.loaders import load_model
+    from memplan_cli.passes.pipeline import build_training_graph
+    from tests.ops.gradcheck import onnx_model
+
+    c = helper.make_tensor("cv", TensorProto.FLOAT, [3], [0.0, 2.0, -1.0])
+    nodes = [helper.make_node("Constant", [], ["C"], value=c),
+             helper.make_node("Add", ["x", "C"], ["a"]),
+             helper.make_node("Mul", ["a", "s"], ["m"]),
+             helper.make_node("Add", ["m", "w"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 3))], [("y", (2, 3))],
+                   {"s": np.array(0.25, np.float32), "w": np.array([5.0, 6.0, 7.0], np.float32)})
+    m.producer_name = "pytorch"
+    p = str(tmp_path / "m.onnx")
+    onnx.save(m, p)
+    g = load_model(p)
+    by = {o.name: o for o in g.operands}
+    assert by["C"].value == (0.0, 2.0, -1.0) and by["C"].computed
+    assert by["s"].value == (0.25,) and by["w"].value is None  # a weight's bytes are never read
+    tg = build_training_graph(g, TrainConfig(optimizer="sgd", loss="mse"))
+    src = _Inputs(tg, 0)
+    vals = {t.name: src.value(t.id, np.float32) for t in tg.tensors if t.name in ("C", "s", "w")}
+    np.testing.assert_array_equal(vals["C"], [0.0, 2.0, -1.0])
+    np.testing.assert_array_equal(vals["s"], [0.25])
+    assert not np.array_equal(vals["w"], [5.0, 6.0, 7.0])
+    check_verify(p, "-b", "2")

@@ -106,3 +106,18 @@ def test_tflite_batch_matmul_adjoints(tmp_path):
     assert op.type == "MatMul" and op.attrs == {"trans_a": True, "trans_b": True}
     assert check_gradients(p) >= 24
     check_verify(p, "-b", "3")
+
+
+def test_a_parameter_as_the_data_operand_of_a_fused_linear_trains(tmp_path):
+    """MatMul(P, W) + b with P a stored float initializer (learned queries through a Linear): P trains,
+    its gradient dZ W^T is computed in calcGradient (it was left unwritten: NaN in verify)."""
+    nodes = [helper.make_node("MatMul", ["P", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["t"]),
+             helper.make_node("Add", ["x", "t"], ["y"])]
+    inits = {"P": np.linspace(-1, 1, 18).reshape(1, 3, 3, 2).astype(np.float32),
+             "w": np.linspace(-0.5, 1, 16).reshape(2, 8).astype(np.float32),
+             "b": np.linspace(0.1, 0.2, 8).astype(np.float32),
+             "w2": np.linspace(-1, 0.5, 32).reshape(8, 4).astype(np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 3, 4))], [("y", (2, 3, 3, 4))], inits))
+    assert check_gradients(p) >= 40
+    check_verify(p, "-b", "2")
