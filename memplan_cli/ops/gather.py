@@ -1,4 +1,7 @@
-"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER): Y = take(data, indices, axis).
+"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER): Y = take(data, indices, axis); and GatherND
+(ONNX GatherND, TFLite GATHER_ND): Y[i] = data[b..., indices[b..., i, :]] (torch's advanced indexing
+`x[torch.arange(B), input_ids.argmax(-1)]` in CLIP's pooling, a relative-position bias table read at a
+[N, N, 2] index in SwinV2 / VGG's exports).
 
 Y's shape is data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative indices count from
 the end of the axis (ONNX opset 11+, TFLite).
@@ -12,8 +15,10 @@ only, never the data.
   state): the same scatter-add into dX; reads the indices and dY.
 - The indices (input 1) are never differentiable. Kept for backward: the indices (small ints).
 - The gradient is dense (the whole table), as torch's default `sparse=False` embedding has it.
+- GatherND: the same rule (derivatives.yaml `index`: self: index_backward(..., indices, grad),
+  saving the indices only); its backward scatter-adds dY's slices at the indexed positions.
 FLOPs: forward none (data movement); backward one add per element of dY.
-Refused: TFLite `batch_dims` other than 0.
+Refused: TFLite Gather's `batch_dims` other than 0.
 """
 from __future__ import annotations
 
@@ -90,9 +95,68 @@ def _batch(op, graph, shapes, batched):
     return [tuple(ds[:ax]) + tuple(ish) + tuple(ds[ax + 1:])]
 
 
+# ---- GatherND ------------------------------------------------------------------------------------
+def _nd_index(ctx, data_shape):
+    """The flat index tuple GatherND reads: (batch, i_0, ..., i_{k-1}) per gathered slice."""
+    b = int(ctx.attrs.get("batch_dims", 0))
+    idx = np.asarray(ctx.x(1)).astype(np.int64)
+    k = idx.shape[-1]
+    nb = int(np.prod(data_shape[:b], dtype=np.int64))
+    ind = idx.reshape(nb, -1, k)
+    dims = np.asarray(data_shape[b:b + k], dtype=np.int64)
+    ind = np.where(ind < 0, ind + dims, ind)
+    batch = np.repeat(np.arange(nb), ind.shape[1])
+    return (batch,) + tuple(ind.reshape(-1, k).T), nb
+
+
+def nd_forward(ctx):
+    data = np.asarray(ctx.x(0))
+    b = int(ctx.attrs.get("batch_dims", 0))
+    index, nb = _nd_index(ctx, data.shape)
+    y = ctx.y()
+    y[...] = data.reshape((nb,) + data.shape[b:])[index].reshape(y.shape)
+
+
+def _nd_back(out_of):
+    def step(ctx):
+        out = out_of(ctx)
+        if out is None:
+            return
+        b = int(ctx.attrs.get("batch_dims", 0))
+        index, nb = _nd_index(ctx, out.shape)
+        k = np.asarray(ctx.x(1)).shape[-1]
+        acc = np.zeros((nb,) + out.shape[b:], dtype=out.dtype)
+        dy = np.asarray(ctx.dy()).reshape((index[0].size,) + out.shape[b + k:])
+        np.add.at(acc, index, dy)
+        out[...] = acc.reshape(out.shape)
+    return step
+
+
+def nd_check(op, operands):
+    ds, ish = operands[op.inputs[0]].shape, operands[op.inputs[1]].shape
+    b = int(op.attrs.get("batch_dims", 0))
+    if operands[op.inputs[1]].dtype not in ("int32", "int64", "int16", "int8", "uint8"):
+        return f"has indices of dtype {operands[op.inputs[1]].dtype}"
+    if not ish or b < 0 or b >= len(ish) or tuple(ish[:b]) != tuple(ds[:b]) or not 1 <= ish[-1] <= len(ds) - b:
+        return f"cannot index data {tuple(ds)} with indices {tuple(ish)} (batch_dims {b})"
+    want = tuple(ish[:-1]) + tuple(ds[b + ish[-1]:])
+    if tuple(operands[op.outputs[0]].shape) != want:
+        return f"has an output {tuple(operands[op.outputs[0]].shape)}, not {want}"
+    return None
+
+
+def _nd_batch(op, graph, shapes, batched):
+    ds, ish = shapes[op.inputs[0]], shapes[op.inputs[1]]
+    b = int(op.attrs.get("batch_dims", 0))
+    return [tuple(ish[:-1]) + tuple(ds[b + ish[-1]:])]
+
+
 OPS = [OpDef("Gather", rule=rule, kernels={"forward": forward, "calcGradient": _back(lambda c: c.grad(0)),
                                           "calcDerivative": _back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch)]
+             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch),
+       OpDef("GatherND", rule=rule, kernels={"forward": nd_forward, "calcGradient": _nd_back(lambda c: c.grad(0)),
+                                             "calcDerivative": _nd_back(lambda c: c.dx(0))},
+             flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch)]
 
 
 def _onnx(node) -> Canon:
@@ -106,5 +170,9 @@ def _tflite(node) -> Canon:
     return Canon("Gather", attrs)
 
 
-ONNX = {"Gather": _onnx}
-TFLITE = {"GATHER": _tflite}
+def _onnx_nd(node) -> Canon:
+    return Canon("GatherND", {"batch_dims": int(node.attrs.get("batch_dims", 0))})
+
+
+ONNX = {"Gather": _onnx, "GatherND": _onnx_nd}
+TFLITE = {"GATHER": _tflite, "GATHER_ND": lambda node: Canon("GatherND", {"batch_dims": 0})}
