@@ -47,8 +47,10 @@ def _align(n: int) -> int:
 def onnx_params(path: str) -> dict:
     """Float constants of an ONNX file: {float_params, float_bytes_aligned, const_bytes_aligned}.
 
-    Initializers and Constant nodes (value tensors) count by dtype; ConstantOfShape counts when its
-    shape input is an initializer or Constant (the zoo's light models build weights that way).
+    Initializers and Constant nodes (value tensors) count by dtype, except torch.onnx's Constant
+    nodes (traced values and buffers: it writes every parameter as an initializer); ConstantOfShape
+    counts when its shape input is an initializer or Constant (the zoo's light models build weights
+    that way).
     Scalars (< 2 elements) are listed apart: exporters emit them for eps, sqrt(d), 0.5 in GELU."""
     import numpy as np
     import onnx
@@ -70,7 +72,7 @@ def onnx_params(path: str) -> dict:
         for node in g.node:
             if node.op_type == "Constant":
                 for a in node.attribute:
-                    if a.name == "value":
+                    if a.name == "value" and not (m.producer_name == "pytorch" and a.t.data_type in FLOAT_ONNX):
                         add(node.output[0], list(a.t.dims), a.t.data_type, a.t)
                     elif a.name in ("value_float",):
                         add(node.output[0], [], 1)

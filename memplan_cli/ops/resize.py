@@ -1,8 +1,10 @@
 """Resize (ONNX Resize opset 10+, Upsample opset 7-9; TFLite RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR):
-Y samples X on a scaled grid, by nearest neighbour or (multi)linear interpolation, on any axes.
+Y samples X on a scaled grid, by nearest neighbour, (multi)linear or cubic interpolation, on any axes.
 
 Canonical op `Resize`, attributes:
-- `mode`: "nearest" or "linear" (bilinear / trilinear: linear on each resized axis);
+- `mode`: "nearest", "linear" (bilinear / trilinear: linear on each resized axis) or "cubic" (Keys'
+  kernel with coefficient `cubic_a`: -0.75 as ONNX and PyTorch default, -0.5 as TF; with
+  `exclude_outside`, taps outside the input get no weight and the rest are renormalised);
 - `coord`: how an output index x maps to the input coordinate, ONNX's coordinate_transformation_mode
   ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
   "tf_half_pixel_for_nn");
@@ -13,18 +15,20 @@ sizes and roi operands are dropped. TFLite maps: align_corners -> "align_corners
 half up, as TF's round does), half_pixel_centers -> "half_pixel" (bilinear) / "tf_half_pixel_for_nn"
 with floor (nearest), neither -> "asymmetric" (nearest floors).
 
-Every input coordinate is clamped to [0, n - 1] (ONNX pads with the edge value; TF and PyTorch clamp:
-the same samples). The op is separable: each resized axis is a 1-D resampling with one tap
-(nearest) or two (linear), index and weight computed from sizes and attributes only.
+Every tap index is clamped to [0, n - 1] (ONNX pads with the edge value; TF and PyTorch clamp: the
+same samples); linear also clamps the coordinate, cubic does not (as PyTorch and ONNX). The op is
+separable: each resized axis is a 1-D resampling with one tap (nearest), two (linear) or four
+(cubic), index and weight computed from sizes and attributes only.
 
 Training rule (PyTorch derivatives.yaml `upsample_nearest2d` / `upsample_bilinear2d`: self:
 upsample_*_backward(grad, output_size, input_size, ...): nothing is saved but sizes):
 - calcDerivative: dX = the transpose of the resampling applied to dY (each tap scatter-adds its
   weight times dY at its index); reads dY only, keeps nothing.
-FLOPs: per resized axis, over the elements that axis's pass writes: linear 3 forward (two products,
-one sum), 4 backward (two products, two accumulations); nearest 0 forward (a copy), 1 backward.
-Refused at load: cubic mode, antialias, tf_crop_and_resize, keep_aspect_ratio_policy other than
-stretch, scales computed at run time (the coordinate map needs their values).
+FLOPs: per resized axis, over the elements that axis's pass writes, with T taps: 2T - 1 forward
+(T products, T - 1 sums), 2T backward (products and accumulations); nearest 0 forward (a copy), 1
+backward.
+Refused at load: antialias, tf_crop_and_resize, keep_aspect_ratio_policy other than stretch, scales
+computed at run time (the coordinate map needs their values).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
-MODES = ("nearest", "linear")
+MODES = ("nearest", "linear", "cubic")
 COORDS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
           "tf_half_pixel_for_nn")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
@@ -76,6 +80,19 @@ def taps(n_in: int, n_out: int, scale: float, a: dict) -> tuple[np.ndarray, np.n
             i = np.where(c - fl == 0.5, fl, np.floor(c + 0.5))
         idx = np.clip(i, 0, n_in - 1).astype(np.int64)[:, None]
         return idx, np.ones((n_out, 1))
+    if a.get("mode") == "cubic":
+        A = float(a.get("cubic_a", -0.75))
+        fl = np.floor(c)
+        r = c - fl
+        idx = np.stack([fl - 1, fl, fl + 1, fl + 2], axis=1)
+        w = np.stack([((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                      ((A + 2) * r - (A + 3)) * r * r + 1,
+                      ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+                      ((A * (2 - r) - 5 * A) * (2 - r) + 8 * A) * (2 - r) - 4 * A], axis=1)
+        if a.get("exclude_outside"):
+            w = np.where((idx < 0) | (idx > n_in - 1), 0.0, w)
+            w = w / w.sum(axis=1, keepdims=True)
+        return np.clip(idx, 0, n_in - 1).astype(np.int64), w
     c = np.clip(c, 0, n_in - 1)
     lo = np.floor(c)
     w1 = c - lo
@@ -106,7 +123,7 @@ def forward(ctx):
         acc = None
         for t in range(idx.shape[1]):
             part = np.take(v, idx[:, t], axis=k)
-            if a.get("mode") == "linear":
+            if a.get("mode") != "nearest":
                 part = part * w[:, t].astype(v.dtype).reshape(bshape)
             acc = part if acc is None else acc + part
         v = acc
@@ -126,7 +143,7 @@ def calc_derivative(ctx):
         gm = np.moveaxis(g, k, 0)
         out = np.zeros((n_in,) + gm.shape[1:], dtype=g.dtype)
         for t in range(idx.shape[1]):
-            part = gm if a.get("mode") != "linear" else gm * w[:, t].astype(g.dtype).reshape((-1,) + (1,) * (gm.ndim - 1))
+            part = gm if a.get("mode") == "nearest" else gm * w[:, t].astype(g.dtype).reshape((-1,) + (1,) * (gm.ndim - 1))
             np.add.at(out, idx[:, t], part)
         g = np.moveaxis(out, 0, k)
     dx[...] = g
@@ -144,8 +161,8 @@ def rule(op, ctx) -> OpRule:
 def check(op, operands):
     a = op.attrs
     if a.get("unsupported"):
-        return (f"resizes by {a['unsupported']}: memplan implements nearest and linear (no antialias) with "
-                f"ONNX's coordinate modes other than tf_crop_and_resize")
+        return (f"resizes by {a['unsupported']}: memplan implements nearest, linear and cubic (no antialias) "
+                f"with ONNX's coordinate modes other than tf_crop_and_resize")
     for key, allowed in (("mode", MODES), ("coord", COORDS), ("nearest_mode", NEAREST)):
         if a.get(key) not in allowed:
             return f"has {key} {a.get(key)!r}: memplan resizes with {', '.join(allowed)}"
@@ -162,12 +179,12 @@ def flops(op, operands):
     xs, ys = operands[op.inputs[0]].shape, operands[op.outputs[0]].shape
     cur = list(xs)
     fwd = bwd = 0
-    linear = op.attrs.get("mode") == "linear"
+    taps_n = {"linear": 2, "cubic": 4}.get(op.attrs.get("mode"), 1)
     for k in resized_axes(op.attrs, xs, ys):
         cur[k] = ys[k]
         n = math.prod(cur)
-        fwd += 3 * n if linear else 0
-        bwd += 4 * n if linear else n
+        fwd += (2 * taps_n - 1) * n if taps_n > 1 else 0
+        bwd += 2 * taps_n * n if taps_n > 1 else n
     return fwd, bwd
 
 
@@ -194,7 +211,7 @@ def _onnx(node) -> Canon:
     if mode not in MODES:
         return _refuse(mode)
     if int(a.get("antialias", 0) or 0):
-        return _refuse("linear with antialias")
+        return _refuse(f"{mode} with antialias")
     coord = a.get("coordinate_transformation_mode", "half_pixel" if node.op_type == "Resize" else "asymmetric")
     if node.op_type == "Resize" and node.opset < 11:
         coord = "asymmetric"  # opset 10 has no such attribute and samples asymmetrically
@@ -218,6 +235,9 @@ def _onnx(node) -> Canon:
         scales = full
     attrs = {"layout": "NCHW", "mode": mode, "coord": coord, "nearest_mode": a.get("nearest_mode", "round_prefer_floor")
              if node.op_type == "Resize" else "floor"}
+    if mode == "cubic":
+        attrs["cubic_a"] = float(a.get("cubic_coeff_a", -0.75))
+        attrs["exclude_outside"] = int(a.get("exclude_outside", 0) or 0)
     attrs["scales"] = tuple(float(s) for s in scales) if scales is not None else tuple(
         o / i for i, o in zip(xs, ys))
     return Canon("Resize", attrs, inputs=node.inputs[:1])

@@ -32,7 +32,8 @@ def _run_forward(op, xv, out_shape):
     return Ctx.out
 
 
-def _resize_model(mode, coord, nearest, scales=None, sizes=None, x_shape=(1, 2, 4, 5), opset=19, train=True):
+def _resize_model(mode, coord, nearest, scales=None, sizes=None, x_shape=(1, 2, 4, 5), opset=19, train=True,
+                  **extra):
     """x (-> Add(p)) -> Resize -> (Mul(q)) -> y; p's gradient flows through Resize's calcDerivative."""
     inits = {"roi": np.zeros(0, np.float32)}
     ins = ["a" if train else "x", "roi"]
@@ -45,7 +46,7 @@ def _resize_model(mode, coord, nearest, scales=None, sizes=None, x_shape=(1, 2, 
         inits["sizes"] = np.array(sizes, np.int64)
         ins += ["scales", "sizes"]
         out = tuple(sizes)
-    attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest, **extra}
     nodes = [helper.make_node("Resize", ins, ["r" if train else "y"], **attrs)]
     if train:
         inits["p"] = np.linspace(-1, 1, math.prod(x_shape[1:])).reshape((1,) + x_shape[1:]).astype(np.float32)
@@ -75,8 +76,22 @@ def test_forward_matches_onnx_reference(tmp_path, coord, mode, nearest, scales):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("a,exclude", [(-0.75, 0), (-0.5, 1)])
+@pytest.mark.parametrize("scales", [(1, 1, 2, 2), (1, 1, 1.5, 0.6)])
+def test_cubic_matches_onnx_reference(tmp_path, coord, a, exclude, scales):
+    if coord == "align_corners" and scales[3] == 0.6:
+        pytest.skip("onnx.reference's unrounded align_corners width")
+    m, out = _resize_model("cubic", coord, "floor", scales=scales, train=False, cubic_coeff_a=a,
+                           exclude_outside=exclude)
+    xv = np.random.default_rng(5).normal(size=(1, 2, 4, 5)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
+    op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == "Resize")
+    np.testing.assert_allclose(_run_forward(op, xv, out), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("mode,coord", [("nearest", "asymmetric"), ("linear", "half_pixel"),
-                                        ("linear", "align_corners")])
+                                        ("linear", "align_corners"), ("cubic", "half_pixel")])
 def test_gradients_keep_nothing_and_verify(tmp_path, mode, coord):
     m, _ = _resize_model(mode, coord, "round_prefer_floor", scales=(1, 1, 2, 1.5))
     p = save(tmp_path, m)
@@ -117,7 +132,8 @@ def test_upsample_opset9_is_read_as_resize(tmp_path):
     check_verify(p, "-b", "2")
 
 
-@pytest.mark.parametrize("attrs,what", [({"mode": "cubic"}, "cubic"), ({"mode": "linear", "antialias": 1}, "antialias"),
+@pytest.mark.parametrize("attrs,what", [({"mode": "cubic", "antialias": 1}, "antialias"),
+                                        ({"mode": "linear", "antialias": 1}, "antialias"),
                                         ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"},
                                          "tf_crop_and_resize")])
 def test_unsupported_resize_is_one_line(tmp_path, attrs, what):
