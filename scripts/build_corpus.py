@@ -395,6 +395,40 @@ def test_models():
     yield ("shufflenet_v2_tiny_ts.onnx", "torchvision ShuffleNetV2([1,1,1], [8,16,32,64,64], num_classes=4)",
            lambda: ShuffleNetV2([1, 1, 1], [8, 16, 32, 64, 64], num_classes=4), img, dict(dynamo=False))
 
+    def clip_text():
+        c = tr.CLIPTextConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                              num_attention_heads=2, max_position_embeddings=16)
+        return _Logits(tr.CLIPTextModel(c), "pooler_output")
+
+    yield ("clip_text_tiny_dynamo.onnx", "CLIPTextModel(hidden 32, ffn 64, 1 layer, 2 heads, vocab 100, 16 positions): "
+           "argmax pooling (ArgMax, GatherND)", clip_text, ids, dict(dynamo=True, external_data=False))
+    yield ("seg_tiny_ts.onnx", "a tiny segmentation net: Conv-BN-ReLU, max pool, bilinear and bicubic upsampling, "
+           "ConvTranspose2d, PixelShuffle, skip concat", _SegTiny, img, dict(dynamo=False))
+
+
+def _SegTiny():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class SegTiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+            self.e2 = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+            self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+            self.ps = nn.Sequential(nn.Conv2d(16, 32, 1), nn.PixelShuffle(2))
+            self.head = nn.Conv2d(8 + 8 + 8 + 16, 3, 1)
+
+        def forward(self, x):
+            a = self.e1(x)
+            b = self.e2(F.max_pool2d(a, 2))
+            lin = F.interpolate(b, scale_factor=2, mode="bilinear", align_corners=False)
+            cub = F.interpolate(b[:, :8], size=a.shape[-2:], mode="bicubic", align_corners=True)
+            return self.head(torch.cat([a, self.up(b), self.ps(b), lin[:, :8] + cub, lin[:, 8:]], 1))
+
+    return SegTiny()
+
 
 def keras_test_models():
     import tensorflow as tf
@@ -450,17 +484,23 @@ def keras_test_models():
     yield "keras_mobile_block.tflite", "Keras Conv2D+BatchNorm+ReLU6, DepthwiseConv2D+BatchNorm+hard_swish, Conv2D 1x1+BatchNorm, pooling, Dense(4)", mobile_block
 
 
-def build_tests(out: str) -> int:
-    """Write the committed handful to `out` with models.json (exporter, version, framework params)."""
+def build_tests(out: str, only=None) -> int:
+    """Write the committed handful to `out` with exports.json (exporter, version, framework params).
+    `only`: file-name substrings; the other files and their entries stay as they are."""
     import numpy as np
     import onnx
     import torch
 
     os.makedirs(out, exist_ok=True)
     doc = []
+    if only:
+        with open(os.path.join(out, "exports.json")) as f:
+            doc = [d for d in json.load(f) if not any(o in d["file"] for o in only)]
     torch.manual_seed(0)
     torch.backends.mha.set_fastpath_enabled(False)
     for fn, source, make, args, kw in test_models():
+        if only and not any(o in fn for o in only):
+            continue
         model = make().eval()
         params = sum(p.numel() for p in model.parameters() if p.dtype.is_floating_point)
         path = os.path.join(out, fn)
@@ -470,6 +510,8 @@ def build_tests(out: str) -> int:
         opset = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
         exporter = f"torch.onnx {'dynamo' if kw['dynamo'] else 'TorchScript'} (torch {torch.__version__}), opset {opset}"
         doc.append({"file": fn, "source": source, "exporter": exporter, "params": params})
+    if only and not any(o in fn for fn, *_ in keras_test_models_names() for o in only):
+        return _write_tests_doc(out, doc)
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(0)
@@ -481,6 +523,15 @@ def build_tests(out: str) -> int:
         params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
         doc.append({"file": fn, "source": source, "params": params,
                     "exporter": f"tf.lite.TFLiteConverter.from_keras_model (tensorflow {tf.__version__}), float32"})
+    return _write_tests_doc(out, doc)
+
+
+def keras_test_models_names():
+    return [(fn,) for fn in ("keras_text_conv.tflite", "keras_mobile_block.tflite", "keras_se_block.tflite",
+                              "keras_seq_dense.tflite")]
+
+
+def _write_tests_doc(out, doc) -> int:
     for d in doc:
         d["bytes"] = os.path.getsize(os.path.join(out, d["file"]))
         print(f"{d['file']}: {d['bytes']:,} B, {d['params']:,} params", file=sys.stderr)
@@ -499,7 +550,7 @@ def main(argv=None) -> int:
                     help="instead: write the committed handful of tiny exports (tests/corpus) to DIR")
     args = ap.parse_args(argv)
     if args.tests:
-        return build_tests(args.tests)
+        return build_tests(args.tests, args.only.split(",") if args.only else None)
     only = args.only.split(",") if args.only else None
     skip = set(filter(None, args.skip.split(",")))
     os.makedirs(args.out, exist_ok=True)
