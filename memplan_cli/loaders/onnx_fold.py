@@ -65,7 +65,10 @@ def _known_initializers(model) -> dict[str, np.ndarray]:
     for t in model.graph.initializer:
         n = int(np.prod(t.dims)) if t.dims else 1
         if t.data_type in ints and n <= MAX_ELEMENTS and t.data_location != TensorProto.EXTERNAL:
-            known[t.name] = numpy_helper.to_array(t)
+            try:
+                known[t.name] = numpy_helper.to_array(t)
+            except ValueError:  # bytes the stripper left out (more than its MAX_KEEP): unknown
+                continue
     return known
 
 

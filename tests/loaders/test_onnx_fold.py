@@ -97,3 +97,25 @@ def test_a_reshape_target_computed_through_float_scalars_folds(tmp_path):
     assert g.operands[r.outputs[0]].shape == (4, 8)
     assert not any(o.is_const and o.dtype.startswith("float") and o.name in ("hc", "hp") for o in g.operands)
     check_verify(p)
+
+
+def test_an_index_table_the_stripper_left_out_is_unknown_not_an_error():
+    """An int64 initializer above the stripper's MAX_KEEP (torchvision SwinV2's 4096-entry relative
+    position index) has no bytes in the stripped model: folding treats it as unknown (it raised
+    'cannot reshape array of size 0')."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from memplan_cli.loaders.onnx_fold import _known_initializers
+    from memplan_cli.loaders.onnx_strip import MAX_KEEP, strip_model
+
+    big = numpy_helper.from_array(np.arange(MAX_KEEP + 36, dtype=np.int64), "idx")
+    small = numpy_helper.from_array(np.array([2, 3], np.int64), "shape")
+    g = helper.make_graph([helper.make_node("Gather", ["t", "idx"], ["y"])], "g",
+                          [helper.make_tensor_value_info("t", TensorProto.FLOAT, [200])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [MAX_KEEP + 36])], [big, small])
+    data = helper.make_model(g).SerializeToString()
+    stripped = onnx.load_from_string(strip_model(data, len(data))[0])
+    known = _known_initializers(stripped)
+    assert "idx" not in known and list(known["shape"]) == [2, 3]
