@@ -10,8 +10,9 @@ class Aliasing:
       the same bytes seen with another shape, so overlapping lifetimes are fine.
     - A rule's in-place pair (src, dst) makes dst share src's memory when the kernel may compute dst
       over src. It is accepted only when every tensor already sharing src's memory is dead after the
-      step that writes dst (no later read), every tensor sharing dst's memory starts at that step, both
-      have the same byte size, and neither is persistent or read after the training step.
+      step that writes dst (no later read), every tensor sharing dst's memory starts at that step and
+      none of them is read by it, both have the same byte size, and neither is persistent or read
+      after the training step.
     - Candidates are taken in step order, so earlier decisions constrain later ones (an Add's two
       input back-props cannot both take over dY).
     """
@@ -55,6 +56,10 @@ class Aliasing:
                 if tg.tensors[src].nbytes != tg.tensors[dst].nbytes:
                     continue
                 if rs not in iv or rd not in iv or iv[rs][1] > s.index or iv[rd][0] < s.index:
+                    continue
+                # dst's memory must be new at this step: not also an input the step reads (two graph
+                # inputs both start at step 0; after y took x0's memory, x1 must not take it too)
+                if any(tg.root(t) == rd for t in s.reads):
                     continue
                 merge(dst, src)
                 changed = True

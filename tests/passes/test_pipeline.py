@@ -141,3 +141,21 @@ def test_rules_can_be_overridden_by_a_profile():
     tg = build_training_graph(conv_relu_fc(), TrainConfig(), rules={"Relu": relu_keeping_input})
     step = next(s for s in tg.steps if s.kind == "calcDerivative" and s.op == 1)
     assert [tg.tensors[t].name for t in step.reads] == ["c0", "r:bp"]
+
+
+@pytest.mark.parametrize("op_type", ["Max", "Add", "Pow"])
+def test_two_inputs_read_by_one_step_never_share_its_output_memory(tmp_path, op_type):
+    """Y = op(x0, x1) with both graph inputs first read at step 0: Y may take x0's memory in place,
+    and then x1 must not take that memory too (both are live while the step reads them). The onnx
+    package's pytorch-operator Max / Min / Pow models failed verify this way."""
+    from onnx import helper
+
+    from memplan_cli.loaders import load_model
+    from tests.ops.gradcheck import check_verify, onnx_model, save
+
+    p = save(tmp_path, onnx_model([helper.make_node(op_type, ["x0", "x1"], ["y"])],
+                                  [("x0", (3, 4)), ("x1", (3, 4))], [("y", (3, 4))], {}))
+    tg = build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"))  # every saving rule on
+    x0, x1 = (next(t.id for t in tg.tensors if t.name == n) for n in ("x0", "x1"))
+    assert tg.root(x0) != tg.root(x1)
+    check_verify(p)
