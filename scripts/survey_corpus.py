@@ -18,7 +18,8 @@ DIR/manifest.json (written by scripts/build_corpus.py), through the CLI only:
 2. `memplan verify MODEL -b 2 -O sgd` on those whose naive total at batch 8 fits in 3 GiB.
 3. `memplan analyze MODEL -p onert -b 8 -O adam -q`: a figure or a refusal.
 Exit 70, a traceback, a second stderr line or a timeout is a WRONG outcome, listed on its own.
-`--pytorch-converted` also runs analyze + verify on the onnx package's pytorch-converted models.
+`--pytorch-converted` also runs analyze + verify on the onnx package's pytorch-converted models
+(`-b 2`) and pytorch-operator models (at their own batch).
 Deterministic output (sorted), timings only in their own column.
 """
 from __future__ import annotations
@@ -263,7 +264,14 @@ def param_verdict(r: dict) -> str:
 def pytorch_converted(memplan: str, timeout: float) -> list[dict]:
     import onnx
 
-    base = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/pytorch-converted")
+    rows = []
+    for kind, batch in (("pytorch-converted", ["-b", "2"]), ("pytorch-operator", [])):
+        base = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data", kind)
+        rows += _onnx_package(memplan, timeout, base, kind, batch)
+    return rows
+
+
+def _onnx_package(memplan: str, timeout: float, base: str, kind: str, batch: list) -> list[dict]:
     rows = []
     for name in sorted(os.listdir(base)):
         path = os.path.join(base, name, "model.onnx")
@@ -272,13 +280,14 @@ def pytorch_converted(memplan: str, timeout: float) -> list[dict]:
         a = run([memplan, "analyze", path, "-q"], timeout)
         row = {"name": name, "analyze_rc": a["rc"], "analyze_msg": message(a["err"], path) if a["rc"] else ""}
         if a["rc"] == 0:
-            v = run([memplan, "verify", path, "-b", "2", "-O", "sgd"], timeout * 3)
+            v = run([memplan, "verify", path, *batch, "-O", "sgd"], timeout * 3)
             row["verify_rc"] = v["rc"]
             row["verify_msg"] = message(v["err"], path) if v["rc"] else ""
             if v["rc"] == 1:
                 row["verify_msg"] = (v["out"].strip().splitlines() or [""])[-1][:200]
         rows.append(row)
-        print(f"  pytorch-converted {name}: analyze {row['analyze_rc']} verify {row.get('verify_rc')}",
+        row["name"] = f"{kind}/{name}"
+        print(f"  {kind} {name}: analyze {row['analyze_rc']} verify {row.get('verify_rc')}",
               file=sys.stderr)
     return rows
 
@@ -372,10 +381,12 @@ def report(rows: list[dict], pc: list[dict] | None, memplan: str, version: str, 
                    f"{an} | {param_verdict(r)} | {vr} | {on} | {r['analyze_s']:.1f} |")
     out.append("")
     if pc is not None:
-        out.append("## onnx package: pytorch-converted\n")
-        a_ok = [r for r in pc if r["analyze_rc"] == 0]
-        v_ok = [r for r in a_ok if r.get("verify_rc") == 0]
-        out.append(f"- analyze: {pct(len(a_ok), len(pc))}; of those, verify -b 2 -O sgd passes {pct(len(v_ok), len(a_ok))}")
+        out.append("## onnx package: pytorch-converted (verify -b 2) and pytorch-operator (own batch)\n")
+        for kind in ("pytorch-converted", "pytorch-operator"):
+            k_all = [r for r in pc if r["name"].startswith(kind + "/")]
+            k_a = [r for r in k_all if r["analyze_rc"] == 0]
+            k_v = [r for r in k_a if r.get("verify_rc") == 0]
+            out.append(f"- {kind}: analyze {pct(len(k_a), len(k_all))}; of those, verify -O sgd passes {pct(len(k_v), len(k_a))}")
         bad = [r for r in pc if r["analyze_rc"] not in (0, 2) or r.get("verify_rc") not in (None, 0)]
         for r in bad:
             out.append(f"- **{r['name']}**: analyze {r['analyze_rc']} `{r['analyze_msg']}`, verify {r.get('verify_rc')} `{r.get('verify_msg', '')}`")
