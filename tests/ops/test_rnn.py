@@ -1,0 +1,122 @@
+"""ops/rnn.py: ONNX LSTM / GRU / RNN (torch.onnx's nn.LSTM / nn.GRU / nn.RNN): forward against
+onnx.reference, back-propagation through time by finite differences (every direction, both layouts,
+GRU with and without linear_before_reset), the workspace kept for backward, verify, refusals."""
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from memplan_cli.cli import main
+from memplan_cli.loaders import load_model
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+
+G = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def _weights(t, nd, H, I, seed=0):
+    rng = np.random.default_rng(seed)
+    g = G[t]
+    return {"W": rng.normal(0, .4, (nd, g * H, I)).astype(np.float32),
+            "R": rng.normal(0, .4, (nd, g * H, H)).astype(np.float32),
+            "B": rng.normal(0, .2, (nd, 2 * g * H)).astype(np.float32)}
+
+
+def _attrs(t, direction, layout, lbr, H):
+    a = dict(hidden_size=H, direction=direction)
+    if layout:
+        a["layout"] = 1
+    if t == "GRU":
+        a["linear_before_reset"] = lbr
+    return a
+
+
+def _model(t, direction="forward", layout=0, lbr=1, S=4, B=2, I=3, H=5):
+    """x -> Add(p) -> RNN -> sum(Y) + sum(Y_h) (+ sum(Y_c)): p's gradient flows through dX."""
+    nd = 2 if direction == "bidirectional" else 1
+    inits = _weights(t, nd, H, I)
+    inits["p"] = np.linspace(-1, 1, S * I).reshape((S, 1, I) if not layout else (1, S, I)).astype(np.float32)
+    outs = ["Y", "Yh"] + (["Yc"] if t == "LSTM" else [])
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node(t, ["a", "W", "R", "B"], outs, **_attrs(t, direction, layout, lbr, H))]
+    sums = []
+    for o in outs:
+        nodes.append(helper.make_node("ReduceSum", [o], [o + "_s"], keepdims=0))
+        sums.append(o + "_s")
+    nodes.append(helper.make_node("Sum", sums, ["z"]))
+    return onnx_model(nodes, [("x", (S, B, I) if not layout else (B, S, I))], [("z", ())], inits)
+
+
+CASES = [(t, d, lay, lbr) for t in ("RNN", "LSTM", "GRU") for d in ("forward", "reverse", "bidirectional")
+         for lay in (0, 1) for lbr in ((0, 1) if t == "GRU" else (1,))]
+
+
+@pytest.mark.parametrize("t,direction,layout,lbr", [c for c in CASES if c[2] == 0])
+def test_forward_matches_onnx_reference(tmp_path, t, direction, layout, lbr):
+    S, B, I, H = 4, 2, 3, 5
+    nd = 2 if direction == "bidirectional" else 1
+    inits = _weights(t, nd, H, I, seed=1)
+    rng = np.random.default_rng(2)
+    inits["h0"] = rng.normal(0, .5, (nd, B, H)).astype(np.float32)
+    ins = ["x", "W", "R", "B", "", "h0"]
+    if t == "LSTM":
+        inits["c0"] = rng.normal(0, .5, (nd, B, H)).astype(np.float32)
+        ins.append("c0")
+    outs = ["Y", "Yh"] + (["Yc"] if t == "LSTM" else [])
+    node = helper.make_node(t, ins, outs, **_attrs(t, direction, layout, lbr, H))
+    m = onnx_model([node], [("x", (S, B, I))], [(o, (S, nd, B, H) if o == "Y" else (nd, B, H)) for o in outs], inits)
+    xv = rng.normal(size=(S, B, I)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": xv})
+    op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == t)
+    from memplan_cli.ops.rnn import forward
+
+    vals = {"x": xv, **inits}
+    names = ins
+
+    class Ctx:
+        attrs = op.attrs
+        outs_ = [np.zeros(w.shape, np.float32) for w in want]
+
+        def x(self, k, optional=False):
+            return vals[names[k]]
+
+        def y(self, k=0, optional=False):
+            return Ctx.outs_[k]
+
+        def extra(self, what):
+            return None
+    Ctx.op = op
+    forward(Ctx())
+    for got, w in zip(Ctx.outs_, want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("t,direction,layout,lbr", CASES)
+def test_backprop_through_time_by_finite_differences(tmp_path, t, direction, layout, lbr):
+    p = save(tmp_path, _model(t, direction, layout, lbr))
+    assert check_gradients(p) >= 90  # W, R, B and p (through dX), 12 samples each, both policies
+
+
+@pytest.mark.parametrize("t", ["RNN", "LSTM", "GRU"])
+def test_workspace_kept_for_backward_and_verify(tmp_path, t):
+    S, B, H = 4, 2, 5
+    p = save(tmp_path, _model(t, "bidirectional"))
+    tg = training_graph(p)
+    k = next(o.index for o in tg.graph.operations if o.type == t)
+    ws = [tg.tensors[e] for e in tg.extras.get(k, []) if tg.tensors[e].role == "extra:rnn_workspace"]
+    slots = {"LSTM": 5, "GRU": 4, "RNN": 0}[t]  # i, o, f, c~, c | z, r, n, h R_n + Rb_n | none: tanh' from Y
+    assert [w.shape for w in ws] == ([(S, 2, B, slots * H)] if slots else [])
+    kept = {tg.graph.operands[i].name for i in tg.rules[k].kept_forward()}
+    assert {"a", "Y", "R"} <= kept  # X for dW, the hidden states, R to carry dh back
+    check_verify(p)
+    check_verify(p, "-O", "adam")
+
+
+@pytest.mark.parametrize("attrs,what", [({"clip": 3.0}, "clip"), ({"input_forget": 1}, "input_forget"),
+                                        ({"activations": ["Relu", "Tanh", "Tanh"]}, "activations")])
+def test_unsupported_forms_are_one_line(tmp_path, attrs, what):
+    inits = _weights("LSTM", 1, 5, 3)
+    m = onnx_model([helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y"], hidden_size=5, **attrs)],
+                   [("x", (4, 2, 3))], [("Y", (4, 1, 2, 5))], inits)
+    r = CliRunner().invoke(main, ["analyze", save(tmp_path, m)])
+    assert r.exit_code == 2 and what in r.stderr and len(r.stderr.strip().splitlines()) == 1
