@@ -65,10 +65,12 @@ def rule(op, ctx) -> OpRule:
     x, w, r, b = (_input(op, k) for k in range(4))
     h0, c0 = _input(op, 5), _input(op, 6) if op.type == "LSTM" else -1
     y = op.outputs[0]
-    params = [i for i in (w, r, b, h0, c0) if i >= 0 and ctx.is_param(i)]
+    # a constant initial state is the exporter's zeros (torch.onnx dynamo writes h0 / c0 as a float
+    # initializer), not a parameter: only W, R and B train
+    params = [i for i in (w, r, b) if i >= 0 and ctx.is_param(i)]
     rule_ = OpRule(forward=forward_io(op), weights=params)
     trained = params if ctx.trains(op) else []
-    targets = bp_targets(op, ctx, [i for i in (x, w, r, b, h0, c0) if i >= 0])
+    targets = bp_targets(op, ctx, [i for i in (x, w, r, b, h0, c0) if i >= 0 and not ctx.is_const(i)])
     if not trained and not targets:
         return rule_
     xs = ctx.operand(x).shape
@@ -281,15 +283,12 @@ def _write(ctx, target, k, value, layout=None, kind=None):
 
 
 def calc_gradient(ctx):
-    op, layout = ctx.op, ctx.attrs.get("layout")
+    op = ctx.op
     res = _backward(ctx, ctx.grad(1) is not None, False)
     _write(ctx, ctx.grad(1), 1, res["dW"])
     _write(ctx, ctx.grad(2), 2, res["dR"])
     if len(op.inputs) > 3 and op.inputs[3] >= 0:
         _write(ctx, ctx.grad(3), 3, np.concatenate([res["dWb"], res["dRb"]], axis=1))
-    for k, key in ((5, "dh0"), (6, "dc0")):  # a learned initial state
-        if k < len(op.inputs) and op.inputs[k] >= 0:
-            _write(ctx, ctx.grad(k), k, res[key], layout, "h")
 
 
 def calc_derivative(ctx):

@@ -120,3 +120,19 @@ def test_unsupported_forms_are_one_line(tmp_path, attrs, what):
                    [("x", (4, 2, 3))], [("Y", (4, 1, 2, 5))], inits)
     r = CliRunner().invoke(main, ["analyze", save(tmp_path, m)])
     assert r.exit_code == 2 and what in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_constant_initial_state_is_not_a_parameter(tmp_path):
+    """torch.onnx dynamo writes nn.LSTM's zero h0 / c0 as a float initializer: it gets no gradient and
+    no optimizer state (only W, R and B train)."""
+    from tests.ops.gradcheck import analyze_json
+
+    inits = _weights("LSTM", 1, 5, 3)
+    inits["h0"] = np.zeros((1, 1, 5), np.float32)
+    m = onnx_model([helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "h0"], ["Y"], hidden_size=5, layout=1)],
+                   [("x", (1, 4, 3))], [("Y", (1, 4, 1, 5))], inits)  # batch first: -b 2 re-batches dim 0
+    p = save(tmp_path, m)
+    doc = analyze_json(p, "-O", "adam")
+    want = sum((n * 4 + 15) // 16 * 16 for n in (4 * 5 * 3, 4 * 5 * 5, 8 * 5))
+    assert doc["categories"]["gradient"]["naive"] == want
+    check_verify(p, "-b", "2")  # h0 of batch 1 broadcasts over the re-batched samples
