@@ -193,6 +193,166 @@ def transformers_models():
                                                                     num_labels=3)), "logits"), img
 
 
+# ------------------------------------------------------------------ a wider net (second and third probes)
+def wide_models():
+    """More architectures, each as people export it: timm, transformers and torchvision models beyond
+    the first set, and small hand-written PyTorch nets (a U-Net, LSTM / GRU classifiers, an
+    nn.TransformerEncoder, a 1-D audio CNN)."""
+    import timm
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision.models as tvm
+    import torchvision.models.segmentation as seg
+    import transformers as tr
+
+    img = lambda s=64: (torch.randn(1, 3, s, s),)  # noqa: E731
+    ids = (torch.randint(3, 1000, (1, 16)),)
+    tokens = (torch.randint(0, 100, (1, 12)),)
+
+    def T(n, **k):
+        src = ", ".join([repr(n), "num_classes=10"] + [f"{a}={v!r}" for a, v in k.items()])
+        return f"timm.create_model({src})", lambda: timm.create_model(n, pretrained=False, num_classes=10, **k)
+
+    for name, n, k, inp in [
+            ("efficientnet_b0", "efficientnet_b0", {}, img()), ("mixnet_s", "mixnet_s", {}, img()),
+            ("rexnet_100", "rexnet_100", {}, img()), ("lcnet_050", "lcnet_050", {}, img()),
+            ("tinynet_e", "tinynet_e", {}, img()), ("hrnet_w18_small", "hrnet_w18_small", {}, img()),
+            ("dla34", "dla34", {}, img()), ("resnest14d", "resnest14d", {}, img()),
+            ("skresnet18", "skresnet18", {}, img()), ("res2net50_14w_8s", "res2net50_14w_8s", {}, img()),
+            ("dpn68", "dpn68", {}, img()), ("levit_128s", "levit_128s", {"img_size": 64}, img()),
+            ("poolformer_s12", "poolformer_s12", {}, img()), ("mixer_s16", "mixer_s16_224", {"img_size": 64}, img()),
+            ("resmlp_12", "resmlp_12_224", {"img_size": 64}, img()), ("gmlp_ti16", "gmlp_ti16_224", {"img_size": 64}, img()),
+            ("edgenext_xx_small", "edgenext_xx_small", {}, img()), ("mobileone_s0", "mobileone_s0", {}, img()),
+            ("repvgg_a0", "repvgg_a0", {}, img()), ("fastvit_t8", "fastvit_t8", {}, img()),
+            ("cait_xxs24", "cait_xxs24_224", {"img_size": 32, "depth": 2}, img(32)),
+            ("xcit_nano", "xcit_nano_12_p16_224", {"img_size": 32, "depth": 2}, img(32)),
+            ("pit_ti", "pit_ti_224", {"img_size": 64}, img()),
+            ("convit_tiny", "convit_tiny", {"img_size": 32, "depth": 2}, img(32)),
+            ("swinv2_tiny", "swinv2_tiny_window8_256", {"img_size": 64, "window_size": 4}, img()),
+            ("nfnet_l0", "nfnet_l0", {}, img()), ("regnety_002", "regnety_002", {}, img()),
+            ("tresnet_m", "tresnet_m", {}, img()), ("densenet121", "densenet121", {}, img()),
+            ("mobilevitv2_050", "mobilevitv2_050", {}, img()), ("ghostnetv2_100", "ghostnetv2_100", {}, img()),
+            ("hgnetv2_b0", "hgnetv2_b0", {}, img()), ("convnextv2_atto", "convnextv2_atto", {}, img()),
+            ("vgg11", "vgg11", {}, img()), ("inception_v4", "inception_v4", {}, img(96)),
+            ("efficientvit_b0", "efficientvit_b0", {}, img()),
+            ("eva02_tiny", "eva02_tiny_patch14_224", {"img_size": 28, "depth": 2}, img(28)),
+            ("coat_lite_tiny", "coat_lite_tiny", {"img_size": 64}, img()),
+            ("twins_pcpvt_small", "twins_pcpvt_small", {"img_size": 64}, img()),
+            ("visformer_tiny", "visformer_tiny", {"img_size": 64}, img()),
+            ("tnt_s", "tnt_s_patch16_224", {"img_size": 32}, img(32)),
+            ("mobilenetv4_small", "mobilenetv4_conv_small", {}, img()),
+            ("vit_small_reg", "vit_small_patch16_reg4_dinov2", {"img_size": 32, "depth": 2}, img(32)),
+            ("efficientvit_m0", "efficientvit_m0", {"img_size": 64}, img()), ("pvt_v2_b0", "pvt_v2_b0", {}, img()),
+            ("cspdarknet53", "cspdarknet53", {}, img()), ("dm_nfnet_f0", "dm_nfnet_f0", {}, img())]:
+        src, make = T(n, **k)
+        yield "timm_" + name, src, make, inp
+
+    for name, src, make, inp in [
+            ("squeezenet1_1", "tvm.squeezenet1_1(num_classes=10)", lambda: tvm.squeezenet1_1(num_classes=10), img()),
+            ("efficientnet_v2_s", "tvm.efficientnet_v2_s(num_classes=10)", lambda: tvm.efficientnet_v2_s(num_classes=10), img()),
+            ("regnet_y_400mf", "tvm.regnet_y_400mf(num_classes=10)", lambda: tvm.regnet_y_400mf(num_classes=10), img()),
+            ("shufflenet_v2_x0_5", "tvm.shufflenet_v2_x0_5(num_classes=10)", lambda: tvm.shufflenet_v2_x0_5(num_classes=10), img()),
+            ("swin_v2_t", "tvm.swin_v2_t(num_classes=10)", lambda: tvm.swin_v2_t(num_classes=10), img()),
+            ("alexnet", "tvm.alexnet(num_classes=10)", lambda: tvm.alexnet(num_classes=10), img(96)),
+            ("fcn_resnet50", "segmentation.fcn_resnet50(num_classes=3, aux_loss=False)",
+             lambda: seg.fcn_resnet50(num_classes=3, weights_backbone=None, aux_loss=False), img()),
+            ("lraspp_mobilenet_v3", "segmentation.lraspp_mobilenet_v3_large(num_classes=3)",
+             lambda: seg.lraspp_mobilenet_v3_large(num_classes=3, weights_backbone=None), img()),
+            ("deeplabv3_mobilenet_v3", "segmentation.deeplabv3_mobilenet_v3_large(num_classes=3, aux_loss=False)",
+             lambda: seg.deeplabv3_mobilenet_v3_large(num_classes=3, weights_backbone=None, aux_loss=False), img())]:
+        yield "tv_" + name, src, make, inp
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+            self.e2 = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+            self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+            self.d1 = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
+
+        def forward(self, x):
+            a = self.e1(x)
+            return self.d1(torch.cat([a, self.up(self.e2(F.max_pool2d(a, 2)))], 1))
+
+    class Recurrent(nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            self.emb, self.rnn, self.fc = nn.Embedding(100, 16), getattr(nn, kind)(16, 32, batch_first=True), nn.Linear(32, 3)
+
+        def forward(self, x):
+            return self.fc(self.rnn(self.emb(x))[0][:, -1])
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(100, 32)
+            self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 2, 64, batch_first=True, dropout=0.0), 2)
+            self.fc = nn.Linear(32, 3)
+
+        def forward(self, x):
+            return self.fc(self.enc(self.emb(x)).mean(1))
+
+    class Audio1d(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.bn = nn.Conv1d(1, 8, 9, stride=2), nn.BatchNorm1d(8)
+            self.c2, self.fc = nn.Conv1d(8, 16, 5, dilation=2), nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.fc(F.adaptive_avg_pool1d(F.gelu(self.c2(F.relu(self.bn(self.c1(x))))), 1).flatten(1))
+
+    yield "pt_unet", "U-Net: Conv-BN-ReLU, max pool, ConvTranspose2d, skip concat", UNet, img()
+    yield "pt_lstm", "Embedding(100, 16) -> nn.LSTM(16, 32, batch_first) -> Linear", lambda: Recurrent("LSTM"), tokens
+    yield "pt_gru", "Embedding(100, 16) -> nn.GRU(16, 32, batch_first) -> Linear", lambda: Recurrent("GRU"), tokens
+    yield "pt_transformer_encoder", "nn.TransformerEncoder(2 layers, d 32, 2 heads, batch_first)", Encoder, tokens
+    yield "pt_conv1d_audio", "Conv1d-BN-ReLU, dilated Conv1d, GELU, average pool, Linear on 200 samples", Audio1d, \
+        (torch.randn(1, 1, 200),)
+
+    small = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                 max_position_embeddings=64)
+    dec = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+               max_position_embeddings=64, use_cache=False)
+    audio = dict(vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                 num_conv_pos_embedding_groups=4, num_labels=3)
+    hf = [
+        ("electra", lambda: _Logits(tr.ElectraForSequenceClassification(tr.ElectraConfig(**small, embedding_size=32, num_labels=3)), "logits"), ids),
+        ("deberta_v2", lambda: _Logits(tr.DebertaV2ForSequenceClassification(tr.DebertaV2Config(**small, num_labels=3)), "logits"), ids),
+        ("xlm_roberta", lambda: _Logits(tr.XLMRobertaForSequenceClassification(tr.XLMRobertaConfig(**{**small, "max_position_embeddings": 66}, num_labels=3)), "logits"), ids),
+        ("opt", lambda: _Logits(tr.OPTForCausalLM(tr.OPTConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, ffn_dim=128, num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=64, use_cache=False)), "logits"), ids),
+        ("mistral", lambda: _Logits(tr.MistralForCausalLM(tr.MistralConfig(**dec, num_key_value_heads=2)), "logits"), ids),
+        ("qwen2", lambda: _Logits(tr.Qwen2ForCausalLM(tr.Qwen2Config(**dec, num_key_value_heads=2)), "logits"), ids),
+        ("phi", lambda: _Logits(tr.PhiForCausalLM(tr.PhiConfig(**dec)), "logits"), ids),
+        ("gemma", lambda: _Logits(tr.GemmaForCausalLM(tr.GemmaConfig(**dec, num_key_value_heads=1, head_dim=16)), "logits"), ids),
+        ("bloom", lambda: _Logits(tr.BloomForCausalLM(tr.BloomConfig(vocab_size=1000, hidden_size=64, n_layer=2, n_head=2, use_cache=False)), "logits"), ids),
+        ("clip_text", lambda: _Logits(tr.CLIPTextModel(tr.CLIPTextConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)), "pooler_output"), ids),
+        ("clip_vision", lambda: _Logits(tr.CLIPVisionModel(tr.CLIPVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8)), "pooler_output"), img(32)),
+        ("dinov2", lambda: _Logits(tr.Dinov2Model(tr.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, image_size=32, patch_size=8)), "pooler_output"), img(32)),
+        ("segformer", lambda: _Logits(tr.SegformerForSemanticSegmentation(tr.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3, patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])), "logits"), img()),
+        ("hubert", lambda: _Logits(tr.HubertForSequenceClassification(tr.HubertConfig(**audio)), "logits"), (torch.randn(1, 800),)),
+        ("wavlm", lambda: _Logits(tr.WavLMForSequenceClassification(tr.WavLMConfig(**audio)), "logits"), (torch.randn(1, 800),)),
+        ("squeezebert", lambda: _Logits(tr.SqueezeBertForSequenceClassification(tr.SqueezeBertConfig(**small, embedding_size=64, num_labels=3)), "logits"), ids),
+        ("resnet", lambda: _Logits(tr.ResNetForImageClassification(tr.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], num_labels=3)), "logits"), img()),
+        ("levit", lambda: _Logits(tr.LevitForImageClassification(tr.LevitConfig(image_size=64, hidden_sizes=[32, 48, 64], num_attention_heads=[1, 2, 2], depths=[1, 1, 1], key_dim=[8, 8, 8], num_labels=3)), "logits"), img()),
+        ("ast", lambda: _Logits(tr.ASTForAudioClassification(tr.ASTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_length=32, num_mel_bins=32, num_labels=3)), "logits"), (torch.randn(1, 32, 32),)),
+        ("gpt2_seqcls", lambda: _Logits(tr.GPT2ForSequenceClassification(tr.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=2, n_positions=64, num_labels=3, pad_token_id=0, use_cache=False)), "logits"), ids),
+        ("distilbert_qa", lambda: _Logits(tr.DistilBertForQuestionAnswering(tr.DistilBertConfig(vocab_size=1000, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64)), "start_logits"), ids),
+        ("convbert", lambda: _Logits(tr.ConvBertForSequenceClassification(tr.ConvBertConfig(**small, embedding_size=64, num_labels=3)), "logits"), ids),
+        ("mpnet", lambda: _Logits(tr.MPNetForSequenceClassification(tr.MPNetConfig(**{**small, "max_position_embeddings": 66}, num_labels=3)), "logits"), ids),
+        ("xlnet", lambda: _Logits(tr.XLNetForSequenceClassification(tr.XLNetConfig(vocab_size=1000, d_model=64, n_layer=2, n_head=2, d_inner=128, num_labels=3)), "logits"), ids),
+        ("siglip_vision", lambda: _Logits(tr.SiglipVisionModel(tr.SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8)), "pooler_output"), img(32)),
+        ("beit", lambda: _Logits(tr.BeitForImageClassification(tr.BeitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8, use_relative_position_bias=True, num_labels=3)), "logits"), img(32)),
+        ("yolos", lambda: _Logits(tr.YolosForObjectDetection(tr.YolosConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=[32, 32], patch_size=8, num_detection_tokens=4)), "logits"), img(32)),
+        ("mobilenet_v2", lambda: _Logits(tr.MobileNetV2ForImageClassification(tr.MobileNetV2Config(image_size=64, depth_multiplier=0.35, num_labels=3)), "logits"), img()),
+        ("regnet", lambda: _Logits(tr.RegNetForImageClassification(tr.RegNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], groups_width=8, num_labels=3)), "logits"), img()),
+        ("poolformer", lambda: _Logits(tr.PoolFormerForImageClassification(tr.PoolFormerConfig(hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1], num_labels=3)), "logits"), img()),
+        ("vit_mae", lambda: _Logits(tr.ViTMAEModel(tr.ViTMAEConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8, mask_ratio=0.0)), "last_hidden_state"), img(32)),
+    ]
+    for name, make, inp in hf:
+        yield "hf_" + name, f"transformers {name} (tiny config: see scripts/build_corpus.py wide_models)", make, inp
+
+
 TRAINING_MODE = {"tv_resnet18", "tv_mobilenet_v2", "hf_bert"}  # also exported in training mode
 
 
@@ -298,6 +458,37 @@ def keras_models():
         h = L.GlobalAveragePooling1D()(h)
         return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
 
+    L = tf.keras.layers
+
+    def seq(inp, *layers):
+        x = i = tf.keras.Input(inp)
+        for layer in layers:
+            x = layer(x)
+        return tf.keras.Model(i, x)
+
+    def unet():
+        i = tf.keras.Input((32, 32, 3))
+        a = L.Conv2D(8, 3, padding="same", activation="relu")(i)
+        b = L.Conv2D(16, 3, padding="same", activation="relu")(L.MaxPooling2D()(a))
+        x = L.Concatenate()([a, L.Conv2DTranspose(8, 3, strides=2, padding="same")(b), L.UpSampling2D()(b),
+                             L.UpSampling2D(interpolation="bilinear")(b)])
+        return tf.keras.Model(i, L.Conv2D(2, 1)(x))
+
+    yield "keras_unet", "Keras U-Net: Conv2DTranspose, UpSampling2D nearest and bilinear, Concatenate", unet
+    yield "keras_resizing", "Keras Conv2D + Resizing(24, 30) + Conv2D + pooling + Dense", \
+        lambda: seq((20, 20, 3), L.Conv2D(4, 3), L.Resizing(24, 30), L.Conv2D(4, 3), L.GlobalAveragePooling2D(), L.Dense(3))
+    yield "keras_conv1d_audio", "Keras Conv1D + BatchNormalization + MaxPooling1D + dilated Conv1D + GlobalMaxPooling1D", \
+        lambda: seq((200, 1), L.Conv1D(8, 9, strides=2, activation="relu"), L.BatchNormalization(), L.MaxPooling1D(2),
+                    L.Conv1D(16, 5, dilation_rate=2), L.GlobalMaxPooling1D(), L.Dense(4))
+    yield "keras_separable", "Keras SeparableConv2D, AveragePooling2D, dilated Conv2D, swish, ZeroPadding2D, Dropout", \
+        lambda: seq((32, 32, 3), L.SeparableConv2D(8, 3, padding="same", activation="relu6"), L.AveragePooling2D(2),
+                    L.Conv2D(8, 3, dilation_rate=2), L.Activation("swish"), L.ZeroPadding2D(1), L.Conv2D(4, 3, strides=2),
+                    L.Flatten(), L.Dropout(0.2), L.Dense(3, activation="softmax"))
+    yield "keras_prelu", "Keras PReLU, LeakyReLU, elu, sigmoid output", \
+        lambda: seq((16, 16, 3), L.Conv2D(8, 3), L.PReLU(), L.Conv2D(8, 3), L.LeakyReLU(), L.Conv2D(8, 3, activation="elu"),
+                    L.GlobalAveragePooling2D(), L.Dense(3, activation="sigmoid"))
+    yield "keras_vgg16", "keras.applications.VGG16(input_shape=(32,32,3), weights=None, classes=10)", \
+        lambda: ka.VGG16(input_shape=(32, 32, 3), weights=None, classes=10)
     yield "keras_text_conv", "Keras Embedding(1000,32) + Conv1D(32,3) + GlobalAveragePooling1D + Dense(32) + Dense(4)", text_conv
     yield "keras_text_attention", "Keras Embedding(1000,32) + MultiHeadAttention(2 heads, key 16) + LayerNormalization + Dense FFN (gelu) + pooling + Dense(4)", text_attention
 
@@ -545,7 +736,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/work/corpus")
     ap.add_argument("--only", default=None, help="comma-separated substrings of model names")
-    ap.add_argument("--skip", default="", help="comma-separated families: torchvision,timm,transformers,tflite,zoo")
+    ap.add_argument("--skip", default="", help="comma-separated families: torchvision,timm,transformers,wide,tflite,zoo")
     ap.add_argument("--tests", default=None, metavar="DIR",
                     help="instead: write the committed handful of tiny exports (tests/corpus) to DIR")
     args = ap.parse_args(argv)
@@ -562,7 +753,8 @@ def main(argv=None) -> int:
     entries, failed = [], []
     if "zoo" not in skip:
         entries += zoo_models(args.out, only)
-    sources = [("torchvision", torchvision_models), ("timm", timm_models), ("transformers", transformers_models)]
+    sources = [("torchvision", torchvision_models), ("timm", timm_models), ("transformers", transformers_models),
+               ("wide", wide_models)]
     for family, gen in sources:
         if family in skip:
             continue
