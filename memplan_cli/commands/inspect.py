@@ -4,8 +4,11 @@ from __future__ import annotations
 import click
 
 
-def _fmt_value(v) -> str:
-    return "[" + ", ".join(str(x) for x in v) + "]"
+def _fmt_value(v, shown: int = 8) -> str:
+    """A constant's values; a long one (a traced buffer) shows its first few and its length."""
+    if len(v) <= shown:
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return "[" + ", ".join(str(x) for x in v[:shown]) + f", ... ({len(v)} values)]"
 
 
 def describe(g, model: str) -> list[str]:

@@ -183,7 +183,9 @@ def _small_float_value(t) -> tuple | None:
     n = 1
     for d in t.dims:
         n *= int(d)
-    if t.data_type not in (1, 10, 11) or t.data_location == 1 or n > MAX_VALUE_ELEMENTS:
+    from memplan_cli.loaders.onnx_strip import MAX_KEEP_CONSTANT
+
+    if t.data_type not in (1, 10, 11) or t.data_location == 1 or n > MAX_KEEP_CONSTANT:
         return None
     try:
         arr = numpy_helper.to_array(t).reshape(-1)

@@ -12,6 +12,9 @@ The result is a valid, small ModelProto for `onnx.load_from_string` and shape in
 from __future__ import annotations
 
 MAX_KEEP = 64
+# a Constant node's value: an exporter's traced buffer (a filter, a mask, weight standardization's
+# zero bias), read so that `memplan verify` runs with it; 16 KB at most
+MAX_KEEP_CONSTANT = 4096
 # TensorProto: data_type values of int32 / int64
 _INT_TYPES = {6, 7}
 # TensorProto fields that hold data
@@ -101,7 +104,8 @@ def _tensor(buf, start, end, keep=frozenset(), small=False) -> bytes:
     for d in dims:
         n *= d
     # scalars too: Clip's bounds decide whether it is a Relu6
-    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or ((small or name in keep) and n <= MAX_KEEP)
+    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP) or \
+        (small and n <= MAX_KEEP_CONSTANT)
     out = bytearray()
     for num, _wt, fs, _vs, ve in fields(buf, start, end):
         if num in _DATA_FIELDS and not keep_data:
