@@ -669,6 +669,17 @@ def keras_test_models():
         h = L.GlobalAveragePooling1D()(h)
         return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
 
+    def dilated_up():
+        # the converter writes each dilated convolution as SpaceToBatchND -> Conv -> BatchToSpaceND (whose
+        # batch dims it leaves as placeholders), Conv2DTranspose as TRANSPOSE_CONV, UpSampling2D as RESIZE_*
+        x = L.Input((16, 16, 3))
+        h = L.Conv2D(4, 3, dilation_rate=2, padding="same", activation="relu")(x)
+        d = L.Conv2DTranspose(4, 3, strides=2, padding="same")(L.MaxPooling2D()(h))
+        u = L.UpSampling2D(interpolation="bilinear")(L.MaxPooling2D()(h))
+        h = L.Concatenate()([h, d, u])
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(L.GlobalAveragePooling2D()(L.Conv2D(4, 1)(h))))
+
+    yield "keras_dilated_up.tflite", "Keras dilated Conv2D (SpaceToBatchND / BatchToSpaceND), Conv2DTranspose, bilinear UpSampling2D", dilated_up
     yield "keras_text_conv.tflite", "Keras Embedding(100,16) + Conv1D(16,3,relu) + GlobalAveragePooling1D + Dense(4, softmax)", text_conv
     yield "keras_seq_dense.tflite", "Keras Embedding(20,8) + Dense(16, gelu) + Dense(8) on the sequence + LayerNormalization + pooling + Dense(4)", seq_dense
     yield "keras_se_block.tflite", "Keras Conv2D, squeeze-excite (pool, Reshape((1,1,C)), Conv 1x1 relu / hard_sigmoid, Multiply), Flatten, Dense(4)", se_block
@@ -679,17 +690,22 @@ def build_tests(out: str, only=None) -> int:
     """Write the committed handful to `out` with exports.json (exporter, version, framework params).
     `only`: file-name substrings; the other files and their entries stay as they are."""
     import numpy as np
-    import onnx
-    import torch
 
     os.makedirs(out, exist_ok=True)
     doc = []
     if only:
         with open(os.path.join(out, "exports.json")) as f:
             doc = [d for d in json.load(f) if not any(o in d["file"] for o in only)]
-    torch.manual_seed(0)
-    torch.backends.mha.set_fastpath_enabled(False)
-    for fn, source, make, args, kw in test_models():
+    torch_names = ("bert_tiny", "gpt2_tiny", "llama_tiny", "convnext_tiny", "mobilenet_v3_tiny", "shufflenet_v2_tiny",
+                   "clip_text_tiny", "seg_tiny")
+    wanted = [n for n in torch_names if not only or any(o in n for o in only)]
+    if wanted:
+        import onnx
+        import torch
+
+        torch.manual_seed(0)
+        torch.backends.mha.set_fastpath_enabled(False)
+    for fn, source, make, args, kw in (test_models() if wanted else []):
         if only and not any(o in fn for o in only):
             continue
         model = make().eval()
@@ -707,6 +723,8 @@ def build_tests(out: str, only=None) -> int:
 
     tf.keras.utils.set_random_seed(0)
     for fn, source, make in keras_test_models():
+        if only and not any(o in fn for o in only):
+            continue
         model = make()
         data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
         with open(os.path.join(out, fn), "wb") as f:
@@ -719,7 +737,7 @@ def build_tests(out: str, only=None) -> int:
 
 def keras_test_models_names():
     return [(fn,) for fn in ("keras_text_conv.tflite", "keras_mobile_block.tflite", "keras_se_block.tflite",
-                              "keras_seq_dense.tflite")]
+                              "keras_seq_dense.tflite", "keras_dilated_up.tflite")]
 
 
 def _write_tests_doc(out, doc) -> int:

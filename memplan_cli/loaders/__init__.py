@@ -82,7 +82,14 @@ def _placeholder_shapes(graph) -> bool:
     """A TF Lite file marks dims beyond the batch dynamic (-1 in shape_signature) where the graph
     computes a shape; the converter then writes placeholder shapes that must be resolved."""
     dyn = graph.metadata.get("dynamic_dims") or {}
-    return any(k > 0 for dims in dyn.values() for k in dims) and _file_batch(graph) != "?"
+    if _file_batch(graph) == "?" or not dyn:
+        return False
+    if any(k > 0 for dims in dyn.values() for k in dims):
+        return True
+    from memplan_cli import ops
+
+    # an op that moves data into the batch dim (SpaceToBatchND): its output's dim 0 is a placeholder too
+    return any(getattr(ops.get(op.type), "changes_batch", False) for op in graph.operations)
 
 
 def _file_batch(graph) -> int | str:

@@ -121,5 +121,8 @@ class OpDef:
     batch: object = "keep"
     profiles: dict = field(default_factory=dict)
     bias_inputs: object = ()
+    # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
+    # file's placeholder for it (the converter writes the file's batch) is resolved at load
+    changes_batch: bool = False
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

@@ -30,11 +30,17 @@ def _index(ctx, size):
     return np.where(idx < 0, idx + size, idx)
 
 
+def _fit(x, idx, ax):
+    """torch.gather reads only the first idx.shape[d] entries of every other axis d."""
+    return x[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(idx.shape))]
+
+
 def forward(ctx):
     x = np.asarray(ctx.x(0))
     ax = int(ctx.attrs["axis"])
     y = ctx.y()
-    y[...] = np.take_along_axis(x, _index(ctx, x.shape[ax]), axis=ax)
+    idx = _index(ctx, x.shape[ax])
+    y[...] = np.take_along_axis(_fit(x, idx, ax), idx, axis=ax)
 
 
 def calc_derivative(ctx):
@@ -48,7 +54,7 @@ def calc_derivative(ctx):
     # every position of dY adds into the element it was gathered from (repeats accumulate)
     full = list(np.indices(idx.shape, sparse=True))
     full[ax] = idx
-    np.add.at(g, tuple(full), dy)
+    np.add.at(_fit(g, idx, ax), tuple(full), dy)
     out[...] = g
 
 
@@ -66,8 +72,17 @@ def _flops(op, operands):
 
 
 def _batch(op, graph, shapes, batched):
-    """Y has the index's shape."""
-    return [tuple(shapes[op.inputs[1]])]
+    """Y has the index's shape. Data re-batched under an index that keeps the file's batch (ViT-MAE's
+    masking index, computed from noise drawn at the export's batch) would gather one sample only."""
+    data, idx = op.inputs[0], op.inputs[1]
+    old_d, old_i = graph.operands[data].shape, graph.operands[idx].shape
+    if (int(op.attrs.get("axis", 0)) != 0 and old_d and old_i and old_d[0] == old_i[0]
+            and shapes[data][0] != old_d[0] and shapes[idx][0] == old_i[0]):
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: its index keeps batch {old_i[0]} while its data "
+                         f"takes batch {shapes[data][0]}")
+    return [tuple(shapes[idx])]
 
 
 OPS = [OpDef("GatherElements", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,

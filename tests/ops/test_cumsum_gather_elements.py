@@ -39,3 +39,40 @@ def test_gather_elements(tmp_path):
     k = next(o.index for o in tg.graph.operations if o.type == "GatherElements")
     assert [tg.graph.operands[i].name for i in tg.rules[k].kept_forward()] == ["idx"]
     check_verify(p)
+
+
+def test_gather_elements_index_smaller_than_data_and_rebatch_refusal(tmp_path):
+    """An index smaller than the data on a non-gathered axis reads the leading entries (torch.gather);
+    data re-batched under an index that keeps the file's batch (ViT-MAE's masking index from noise
+    drawn at the export's batch) is refused rather than analysed at the wrong batch."""
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+
+    idx = np.array([[[4, 0], [1, 1], [0, 3]]], np.int64)  # [1, 3, 2]
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("GatherElements", ["a", "i"], ["g"], axis=1),
+             helper.make_node("Mul", ["g", "q"], ["y"])]
+    inits = {"p": np.linspace(-1, 1, 20).reshape(1, 5, 4).astype(np.float32), "i": idx,
+             "q": np.linspace(0.5, 2, 6).reshape(1, 3, 2).astype(np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (1, 5, 4))], [("y", (1, 3, 2))], inits))
+    from memplan_cli.ops.gather_elements import forward
+
+    xv = np.arange(20, dtype=np.float32).reshape(1, 5, 4)
+
+    class Ctx:
+        attrs = {"axis": 1}
+        out = np.zeros((1, 3, 2), np.float32)
+
+        def x(self, k):
+            return [xv, idx][k]
+
+        def y(self):
+            return Ctx.out
+    forward(Ctx())
+    want = np.array([[[xv[0, 4, 0], xv[0, 0, 1]], [xv[0, 1, 0], xv[0, 1, 1]], [xv[0, 0, 0], xv[0, 3, 1]]]])
+    np.testing.assert_array_equal(Ctx.out, want)
+    assert check_gradients(p) >= 12
+    check_verify(p)
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "2"])
+    assert r.exit_code == 2 and "index keeps batch 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
