@@ -51,7 +51,9 @@ def _cfg(ctx):
 def rule(op, ctx) -> OpRule:
     x, scale, bias, mean, var = op.inputs[:5]
     y = op.outputs[0]
-    weights = [i for i in (scale, bias) if ctx.is_param(i)]
+    # X itself may be a parameter: weight standardization (timm's ScaledStdConv2d, NFNets) normalises
+    # the conv weight with batch_norm, and that weight trains through it
+    weights = [i for i in (x, scale, bias) if ctx.is_param(i)]
     r = OpRule(forward=forward_io(op), weights=weights)
     trained = weights if ctx.trains(op) else []
     targets = bp_targets(op, ctx, [x, scale, bias])
@@ -60,7 +62,9 @@ def rule(op, ctx) -> OpRule:
     if mode(_cfg(ctx)) == "frozen":
         if trained:
             reads = ([("fwd", x), ("fwd", mean), ("fwd", var)] if scale in trained else []) + [("bp", y)]
-            r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
+            if x in trained:
+                reads += [("fwd", scale), ("fwd", var)]
+            r.calc_gradient = StepIO(list(dict.fromkeys(reads)), [("grad", w) for w in trained])
         if targets:
             reads = [("fwd", scale), ("fwd", var)]
             if scale in targets or bias in targets:
@@ -73,7 +77,8 @@ def rule(op, ctx) -> OpRule:
     r.forward.writes += [("extra", 0), ("extra", 1)]
     stats = [("fwd", x), ("extra", 0), ("extra", 1)]
     if trained:
-        r.calc_gradient = StepIO(stats + [("bp", y)], [("grad", w) for w in trained])
+        extra = [("fwd", scale)] if x in trained else []
+        r.calc_gradient = StepIO(stats + extra + [("bp", y)], [("grad", w) for w in trained])
     if targets:
         r.calc_derivative = StepIO(stats + [("fwd", scale), ("bp", y)], [("bp", t) for t in targets])
     return r
@@ -147,12 +152,17 @@ def calc_gradient(ctx):
     if gs is not None:
         mu, inv = _stats(ctx)
         gs[...] = (dy * _xhat(ctx, np.asarray(ctx.x(0)), mu, inv)).sum(axis=ax).reshape(gs.shape)
+    if ctx.grad(0) is not None:  # a standardized weight: the same formula as an activation's dX
+        _backward(ctx, dy, ctx.grad(0), None, None)
 
 
 def calc_derivative(ctx):
     dy = np.asarray(ctx.dy())
+    _backward(ctx, dy, ctx.dx(0), ctx.dx(1), ctx.dx(2))
+
+
+def _backward(ctx, dy, dx, ds, db):
     ax = _axes(dy)
-    dx, ds, db = ctx.dx(0), ctx.dx(1), ctx.dx(2)
     frozen = mode(_cfg(ctx)) == "frozen"
     scale = np.asarray(ctx.x(1))
     xhat = None

@@ -134,3 +134,26 @@ def test_the_report_records_the_mode(tmp_path):
     assert frozen["config"]["batchnorm"] == "frozen" and frozen["config"]["sources"]["batchnorm"] == "flag"
     # frozen BN keeps no per-channel statistics: never more memory than training it
     assert frozen["totals"]["planned"] <= train["totals"]["planned"]
+
+
+def test_weight_standardization_trains_the_weight_through_batchnorm(tmp_path):
+    """timm's ScaledStdConv2d (NFNets): batch_norm over the conv weight itself, W [1, O, fan_in]
+    normalised per output channel, then reshaped into the conv's weight. W is a parameter that trains
+    through BN (its gradient had been left out: NFNet's gradient bytes were a third of its parameters)."""
+    from onnx import helper
+
+    from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, save
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("BatchNormalization", ["w", "gain", "zero", "m", "v"], ["ws"], epsilon=1e-5),
+             helper.make_node("Reshape", ["ws", "shape"], ["wk"]),
+             helper.make_node("Conv", ["x", "wk", "b"], ["y"], pads=[1, 1, 1, 1])]
+    inits = {"w": rng.normal(size=(1, 4, 27)).astype(np.float32),
+             "gain": np.linspace(0.1, 0.3, 4).astype(np.float32), "zero": np.zeros(4, np.float32),
+             "m": np.zeros(4, np.float32), "v": np.ones(4, np.float32), "shape": np.array([4, 3, 3, 3], np.int64),
+             "b": np.zeros(4, np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 5, 5))], [("y", (2, 4, 5, 5))], inits, opset=15))
+    grads = analyze_json(p, "-O", "adam")["categories"]["gradient"]["naive"]
+    assert grads == 27 * 4 * 4 + 3 * 16  # W (432 B) and gain, zero, b (16 B each): m, v are statistics
+    assert check_gradients(p) >= 40
+    check_verify(p, "-b", "2")
