@@ -106,3 +106,15 @@ def test_every_single_fault_in_a_small_plan_is_caught():
             assert p.name in res.buffers, (p.name, res.buffers, res.message)
         checked += 1
     assert checked >= 3
+
+
+def test_scale_of_reads_ignores_non_floats_and_non_finite():
+    """verify's tolerance for what a step writes follows the largest magnitude it computed from (an
+    output near zero from cancelling inputs carries their rounding): ints and inf / NaN do not count."""
+    import numpy as np
+
+    from memplan_cli.execute.executor import _scale_of
+
+    assert _scale_of([]) == 0.0
+    assert _scale_of([np.array([1, 500], np.int64), np.array([-3.0, np.inf, np.nan, 2.0])]) == 3.0
+    assert _scale_of([np.zeros((0,), np.float32), np.array([[0.5], [-7.25]], np.float32)]) == 7.25
