@@ -1,0 +1,171 @@
+"""Einsum (ONNX Einsum, opset 12+: torch.einsum in TorchScript exports; XLNet's relative attention,
+Transformer-XL, Perceiver).
+
+Canonical attr `equation`: explicit ("ij,jk->ik"), the ellipsis written out as capital letters
+(right-aligned; a dim of 1 broadcasts against the others), the implicit output made explicit (the
+letters that appear once, in alphabetical order, after the ellipsis dims).
+
+Training rule (derivatives.yaml `einsum`: the gradient of each operand is an einsum of the output
+gradient with the other operands, which are saved):
+- operand k's gradient / back-prop = einsum(dY, the other operands -> operand k's letters), with the
+  letters only operand k has (summed away in forward) broadcast back and broadcast dims summed;
+  it reads dY and every other operand (kept for backward), never operand k itself.
+FLOPs: 2 x the product of every letter's size for each operand beyond the first (the contraction
+as one loop nest); backward the same per operand whose gradient is computed.
+Refused at load: a letter repeated within one operand or the output (traces, diagonals).
+"""
+from __future__ import annotations
+
+import math
+import string
+
+import numpy as np
+
+from memplan_cli.execute.kernels.common import reduce_to_shape
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import target
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+
+def parse(equation: str, ranks: list[int]) -> tuple[list[str], str] | None:
+    """(input subscripts, output subscript) with the ellipsis written out; None if malformed."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(ranks):
+        return None
+    n_ell = max([r - len(s.replace("...", "")) for s, r in zip(subs, ranks) if "..." in s] or [0])
+    ell = string.ascii_uppercase[:n_ell]
+    out_subs = []
+    for s, r in zip(subs, ranks):
+        if "..." in s:
+            k = r - len(s.replace("...", ""))
+            if k < 0:
+                return None
+            s = s.replace("...", ell[n_ell - k:])
+        if len(s) != r or not all(c in string.ascii_letters for c in s):
+            return None
+        out_subs.append(s)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {c: sum(s.count(c) for s in out_subs) for c in "".join(out_subs)}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    if not all(c in "".join(out_subs) for c in out):
+        return None
+    return out_subs, out
+
+
+def _split(eq: str) -> tuple[list[str], str]:
+    lhs, _, out = eq.partition("->")
+    return lhs.split(","), out
+
+
+def letter_sizes(eq: str, shapes) -> dict:
+    subs, _ = _split(eq)
+    sizes: dict = {}
+    for s, sh in zip(subs, shapes):
+        for c, n in zip(s, sh):
+            sizes[c] = max(sizes.get(c, 1), int(n))
+    return sizes
+
+
+def rule(op, ctx) -> OpRule:
+    ins = [i for i in op.inputs if i >= 0]
+    y = op.outputs[0]
+    weights = [i for i in dict.fromkeys(ins) if ctx.is_param(i)]
+    r = OpRule(forward=forward_io(op), weights=weights)
+    trained = weights if ctx.trains(op) else []
+    if trained:
+        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(ins) if any(o != w for w in trained)]
+        r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
+    targets = bp_targets(op, ctx, ins)
+    if targets:
+        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(ins) if any(o != t for t in targets)]
+        r.calc_derivative = StepIO(reads, [("bp", t) for t in targets])
+    return r
+
+
+def forward(ctx):
+    n = len(ctx.op.inputs)
+    ctx.y()[...] = np.einsum(ctx.attrs["equation"], *[np.asarray(ctx.x(k)) for k in range(n)])
+
+
+def operand_grad(eq: str, k: int, dy, others: dict, shape) -> np.ndarray:
+    """d loss / d operand k: dY contracted with the other operands, broadcast back to operand k."""
+    subs, out = _split(eq)
+    mine = subs[k]
+    keep = "".join(c for c in dict.fromkeys(mine) if c in out or any(c in s for j, s in enumerate(subs) if j != k))
+    terms = [out] + [subs[j] for j in sorted(others)]
+    g = np.einsum(",".join(terms) + "->" + keep, dy, *[others[j] for j in sorted(others)])
+    # letters only operand k has were summed in forward: their gradient is the same for every index
+    for pos, c in enumerate(mine):
+        if c not in keep:
+            g = np.expand_dims(g, pos)
+    return reduce_to_shape(np.broadcast_to(g, np.broadcast_shapes(g.shape, shape)), shape)
+
+
+def _back(kind):
+    def step(ctx):
+        eq = ctx.attrs["equation"]
+        n = len(ctx.op.inputs)
+        dy = np.asarray(ctx.dy())
+        for k in range(n):
+            out = ctx.grad(k) if kind == "calcGradient" else ctx.dx(k)
+            if out is None:
+                continue
+            others = {j: np.asarray(ctx.x(j)) for j in range(n) if j != k}
+            out[...] = operand_grad(eq, k, dy, others, out.shape)
+    return step
+
+
+def check(op, operands):
+    eq = op.attrs.get("equation")
+    if not eq:
+        return "has an equation memplan cannot read"
+    subs, out = _split(eq)
+    for s in subs + [out]:
+        if len(set(s)) != len(s):
+            return f"repeats a subscript in {s!r} of {eq!r} (a trace or diagonal): not implemented"
+    shapes = [tuple(operands[i].shape) for i in op.inputs if i >= 0]
+    if len(shapes) != len(subs) or any(len(s) != len(sh) for s, sh in zip(subs, shapes)):
+        return f"has an equation {eq!r} that does not fit its inputs {shapes}"
+    sizes = letter_sizes(eq, shapes)
+    for s, sh in zip(subs, shapes):
+        if any(n not in (1, sizes[c]) for c, n in zip(s, sh)):
+            return f"has inputs {shapes} whose sizes disagree for {eq!r}"
+    want = tuple(sizes[c] for c in out)
+    if tuple(operands[op.outputs[0]].shape) != want:
+        return f"has an output {tuple(operands[op.outputs[0]].shape)}, not {want} for {eq!r}"
+    return None
+
+
+def flops(op, operands):
+    shapes = [operands[i].shape for i in op.inputs if i >= 0]
+    total = math.prod(letter_sizes(op.attrs["equation"], shapes).values())
+    f = 2 * total * max(1, len(shapes) - 1)
+    return f, f * len(shapes)
+
+
+def _batch(op, graph, shapes, batched):
+    eq = op.attrs["equation"]
+    ins = [i for i in op.inputs if i >= 0]
+    sizes = letter_sizes(eq, [shapes[i] for i in ins])
+    return [tuple(sizes[c] for c in _split(eq)[1])]
+
+
+OPS = [OpDef("Einsum", rule=rule, kernels={"forward": forward, "calcGradient": _back("calcGradient"),
+                                          "calcDerivative": _back("calcDerivative")},
+             flops=flops, check=check, batch=_batch)]
+
+
+def _onnx(node) -> Canon:
+    ranks = [len(node.shape(k) or ()) for k in range(len(node.inputs))]
+    parsed = parse(str(node.attrs.get("equation", "")), ranks)
+    if parsed is None:
+        return Canon("Einsum", {"equation": ""})  # refused by check with the equation named
+    subs, out = parsed
+    return Canon("Einsum", {"equation": ",".join(subs) + "->" + out})
+
+
+ONNX = {"Einsum": _onnx}
