@@ -267,7 +267,7 @@ def _activation(op_type):
             activation.forward(x, ctx.y(), k)
 
     def deriv(ctx):
-        dx = ctx.dx(0)
+        dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)  # a parameter's, or a back-prop
         if dx is None:
             return
         k = kind(ctx)
@@ -283,7 +283,7 @@ def _activation(op_type):
             return
         store(dx, ctx.through_activation(ctx.dy(), k))
 
-    return {"forward": fwd, "calcDerivative": deriv}
+    return {"forward": fwd, "calcDerivative": deriv, "calcGradient": deriv}
 
 
 # ---- shape ops ----------------------------------------------------------------------------------

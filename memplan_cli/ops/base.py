@@ -121,6 +121,9 @@ class OpDef:
     batch: object = "keep"
     profiles: dict = field(default_factory=dict)
     bias_inputs: object = ()
+    # float constant inputs that are not parameters of this op (an RNN's zero initial states): the
+    # backward-insertion guard does not ask its rule to train them
+    state_inputs: tuple = ()
     # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
     # file's placeholder for it (the converter writes the file's batch) is resolved at load
     changes_batch: bool = False

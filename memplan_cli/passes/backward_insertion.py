@@ -6,6 +6,22 @@ from memplan_cli.passes.ops._common import plain_rule
 from memplan_cli.passes.rules import RuleContext
 
 
+def _check_parameters_train(tg, ctx, op, rule) -> None:
+    """A selected op the loss depends on: every parameter it reads in a differentiable position is
+    one of its rule's weights."""
+    from memplan_cli import ops
+
+    d = ops.get(op.type)
+    skip = set(d.nondiff_inputs) | set(d.state_inputs) if d is not None else set()
+    for pos, i in enumerate(op.inputs):
+        if pos in skip or not ctx.is_param(i) or i in rule.weights:
+            continue
+        raise UnsupportedOpError(
+            f"op #{op.index} {op.type} reads parameter '{tg.graph.operands[i].name}' (input {pos}), which "
+            f"memplan's rule for {op.type} does not train: its gradient would be missing (freeze it with "
+            f"--freeze params:NAME, or train fewer ops)")
+
+
 class BackwardInsertion:
     """Rules:
     - Each op gets the rule registered for its type (profile overrides first, then the defaults of
@@ -13,6 +29,10 @@ class BackwardInsertion:
       naming the op and its index; an op outside it without a rule just runs forward (reads its
       inputs, writes its outputs).
     - Backward steps a rule returns for an op outside the backward region are dropped.
+    - A parameter read by a selected op the loss depends on must be one of the rule's weights, unless its position is non-differentiable or an op state (the registry's
+      `nondiff_inputs` / `state_inputs`): otherwise `UnsupportedOpError`, never a gradient silently
+      left out (a rule written for activations only, as BatchNormalization's was for a standardized
+      weight).
     - Forward tensors: one per operand some op or graph input / output touches. Non-constants are
       category non-const (role input, label, activation or loss); constants are category trainable
       and persistent (role weight when an op trains it, frozen-weight for other float constants,
@@ -38,6 +58,8 @@ class BackwardInsertion:
     def run(self, tg) -> bool:
         g = tg.graph
         ctx = RuleContext(tg, self.policy)
+        loss_ancestors = set(tg.info.get("loss_ancestors", ()))
+        selected = set(tg.info.get("selected_ops", ()))
         for k in tg.info["order"]:
             op = g.operations[k]
             fn = self.rules.get(op.type)
@@ -50,6 +72,8 @@ class BackwardInsertion:
                 rule = plain_rule(op)
             else:
                 rule = fn(op, ctx)
+            if fn is not None and k in loss_ancestors and k in selected:
+                _check_parameters_train(tg, ctx, op, rule)
             if k not in tg.backward_ops:
                 rule.calc_gradient = rule.calc_derivative = None
             tg.rules[k] = rule

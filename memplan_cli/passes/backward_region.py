@@ -61,6 +61,7 @@ class BackwardRegion:
                 continue
             anc_ops.add(k)
             stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i >= 0 and i in defs]
+        tg.info["loss_ancestors"] = sorted(anc_ops)
         tg.backward_ops = {k for k in anc_ops
                            if k in tg.trainable_ops or any(i in requires for i in diff.get(k, []))}
         tg.needs_bp = {i for k in tg.backward_ops for i in diff.get(k, []) if i in requires}

@@ -1,4 +1,5 @@
 """The whole pipeline on a hand-built graph: the complete buffer list, derived by hand."""
+import numpy as np
 import pytest
 
 from memplan_cli.check.schedule import check_schedule
@@ -159,3 +160,25 @@ def test_two_inputs_read_by_one_step_never_share_its_output_memory(tmp_path, op_
     x0, x1 = (next(t.id for t in tg.tensors if t.name == n) for n in ("x0", "x1"))
     assert tg.root(x0) != tg.root(x1)
     check_verify(p)
+
+
+def test_a_rule_that_leaves_a_parameter_untrained_is_refused(tmp_path):
+    """A training rule that ignores a parameter on the path to the loss would silently leave its
+    gradient out (BatchNormalization's rule did so for a standardized weight): one clear error."""
+    from onnx import helper
+
+    from memplan_cli.loaders import load_model
+    from memplan_cli.ops import rule as R
+    from tests.ops.gradcheck import onnx_model, save
+
+    p = save(tmp_path, onnx_model([helper.make_node("Mul", ["x", "w"], ["y"])], [("x", (2, 3))], [("y", (2, 3))],
+                                  {"w": np.ones((1, 3), np.float32)}))
+
+    def activations_only(op, ctx):  # a Mul rule written for two activations
+        r = R.OpRule(forward=R.forward_io(op))
+        r.calc_derivative = R.StepIO([("bp", op.outputs[0])], [("bp", op.inputs[0])])
+        return r
+
+    with pytest.raises(UnsupportedOpError, match=r"reads parameter 'w' \(input 1\)"):
+        build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"), rules={"Mul": activations_only})
+    build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"))  # the real rule trains w

@@ -8,9 +8,12 @@ Rules:
   without fused activation followed by a ReLU, as ONNX writes it, then costs one buffer like the
   fused circle op); backward may write dX over dY when dY is dead after the step.
 - Fused activations are handled by the op that carries them (`rules.fused_activation`).
+- A parameter as the input (ConViT's gating parameter through Sigmoid, SwinV2's logit scale through
+  Clip) trains: calcGradient reads Y and dY and writes its gradient.
 """
 from __future__ import annotations
 
+from memplan_cli.ops.kernel_util import param_gradient
 from memplan_cli.passes.ops._common import bp_targets, forward_io
 from memplan_cli.passes.rules import OpRule, StepIO
 
@@ -24,6 +27,7 @@ def activation(op, ctx) -> OpRule:
             rule.inplace.append((("bp", y), ("bp", x)))
     if ctx.policy.inplace:
         rule.inplace.append((("fwd", x), ("fwd", y)))
+    param_gradient(op, ctx, rule, x, [("fwd", y), ("bp", y)])
     return rule
 
 
