@@ -69,14 +69,6 @@ def _diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(d.max())
 
 
-def _tolerance(ref: np.ndarray, rtol: float, atol: float) -> float:
-    if ref.size == 0 or ref.dtype.kind in "iub":
-        return 0.0
-    finite = ref[np.isfinite(ref)]
-    scale = float(np.abs(finite).max()) if finite.size else 0.0
-    return atol + rtol * scale
-
-
 def _scale_of(arrays) -> float:
     """The largest finite magnitude among float arrays (0 for none)."""
     out = 0.0
@@ -236,14 +228,19 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
     best = [0.0, ""]
     write_scale: dict[int, float] = {}  # tensor -> the scale of the inputs it was computed from
 
-    def compare(t, s, what, scale: float = 0.0) -> None:
+    def compare(t, s, what, scale: float = 0.0) -> float:
+        """Check tensor t against the reference within rtol of its own magnitude or of `scale` (what it
+        was computed from); returns its own magnitude."""
         a, b = arena.view(t), ref.view(t)
         d = _diff(a, b)
         res.compared += 1
         if d > best[0]:
             best[0], best[1] = d, f"{name(t)} at step {s.index}"
-        if d > max(_tolerance(b, rtol, atol), atol + rtol * scale):
+        own = _scale_of([b])
+        tol = 0.0 if b.size == 0 or b.dtype.kind in "iub" else atol + rtol * own
+        if d > max(tol, atol + rtol * scale):
             raise VerifyFailure(what(d), s.index)
+        return own
 
     def culprits(t, since, upto):
         """What changed tensor t's bytes in the arena between steps since..upto: another tensor
@@ -288,7 +285,10 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                     initial[t] = np.array(v, copy=True)
                 last_write[tg.root(t)] = last_write_t[t] = s.index
             # 3. what the step reads must still be intact in the arena
-            # (accumulation sources are this step's own contributions: written by its kernel)
+            # (accumulation sources are this step's own contributions: written by its kernel).
+            # in_scale: the largest magnitude the step computes from, its reads' and what those were
+            # computed from: an output near zero from cancelling terms carries their rounding
+            in_scale = 0.0
             for t in s.reads:
                 r = tg.root(t)
                 w = last_write_t.get(t, 0)
@@ -302,13 +302,11 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                         head += f", whose planned lifetime {p.first}..{p.last} does not cover step {s.index}"
                     return head + (": overwritten by " + "; ".join(found) if found else "")
                 try:
-                    compare(t, s, msg, write_scale.get(t, 0.0))
+                    own = compare(t, s, msg, write_scale.get(t, 0.0))
                 except VerifyFailure as e:
                     e.buffers = list(dict.fromkeys([pl[r].name] + involved))
                     raise
-            # the scale of what the step reads: an output near zero computed from much larger inputs
-            # (gradients that cancel) carries their rounding, which the tolerance must allow
-            in_scale = max([_scale_of([ref.view(t) for t in s.reads])] + [write_scale.get(t, 0.0) for t in s.reads])
+                in_scale = max(in_scale, own, write_scale.get(t, 0.0))
             # 4. the kernel, reference first (a failure there is a bug in memplan, not in the plan)
             ctx_ref = StepContext(tg, s, ref, optimizer, learning_rate, state=ref_state)
             try:

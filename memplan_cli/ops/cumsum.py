@@ -13,17 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.kernel_util import dy_only_rule, target
 
 
-def rule(op, ctx) -> OpRule:
-    x, y = op.inputs[0], op.outputs[0]
-    r = OpRule(forward=forward_io(op))
-    if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
-    param_gradient(op, ctx, r, x, [("bp", y)])
-    return r
+rule = dy_only_rule
 
 
 def cumsum(x, axis: int, exclusive: bool, reverse: bool) -> np.ndarray:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import broadcast_batch
 from memplan_cli.ops.rule import OpRule, forward_io
 
 
@@ -101,13 +102,6 @@ def _arg_batch(op, graph, shapes, batched):
     return [tuple(s)]
 
 
-def _broadcast_batch(op, graph, shapes, batched):
-    try:
-        return [tuple(np.broadcast_shapes(*(tuple(shapes[i]) for i in op.inputs if i >= 0)))]
-    except ValueError:
-        return [None]
-
-
 def _one_hot_batch(op, graph, shapes, batched):
     s = list(shapes[op.inputs[0]])
     depth = graph.operands[op.outputs[0]].shape[int(op.attrs.get("axis", -1)) % (len(s) + 1)]
@@ -120,7 +114,7 @@ OPS = ([OpDef(t, rule=plain, kernels={"forward": _arg(fn)}, flops=_per_input, no
        + [OpDef(t, rule=plain, kernels={"forward": _unary(fn)}, flops=_per_input, no_grad=True, batch="keep")
           for t, fn in UNARY.items()]
        + [OpDef("Mod", rule=plain, kernels={"forward": mod_fwd}, flops=_per_input, required_inputs=2, no_grad=True,
-                check=_check_mod, batch=_broadcast_batch),
+                check=_check_mod, batch=broadcast_batch),
           OpDef("OneHot", rule=plain, kernels={"forward": one_hot_fwd}, flops=_zero, no_grad=True,
                 nondiff_inputs=(0, 1, 2), batch=_one_hot_batch)])
 

@@ -23,7 +23,6 @@ import numpy as np
 
 from memplan_cli.execute.kernels.common import reduce_to_shape
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 

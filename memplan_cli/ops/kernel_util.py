@@ -7,7 +7,7 @@ same backward as the activation case written into its gradient.
 """
 from __future__ import annotations
 
-from memplan_cli.ops.rule import OpRule, StepIO
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
 def param_gradient(op, ctx, rule: OpRule, x: int, reads: list) -> None:
@@ -18,6 +18,28 @@ def param_gradient(op, ctx, rule: OpRule, x: int, reads: list) -> None:
     rule.weights.append(x)
     if ctx.trains(op):
         rule.calc_gradient = StepIO(list(reads), [("grad", x)])
+
+
+def dy_only_rule(op, ctx) -> OpRule:
+    """The rule of a one-input op whose backward is a fixed linear map of dY alone (a permutation, a
+    broadcast's sum, a resampling): calcDerivative reads dY and writes dX, nothing is kept; a
+    parameter input (a tied table's transpose, a position table) trains through the same map."""
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+    param_gradient(op, ctx, r, x, [("bp", y)])
+    return r
+
+
+def broadcast_batch(op, graph, shapes, batched):
+    """Re-batch rule of an elementwise op: the output has the inputs' broadcast shape."""
+    import numpy as np
+
+    try:
+        return [tuple(np.broadcast_shapes(*(tuple(shapes[i]) for i in op.inputs if i >= 0)))]
+    except ValueError:
+        return [None]
 
 
 def target(ctx, k: int):

@@ -37,8 +37,7 @@ import math
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.kernel_util import dy_only_rule, target
 
 MODES = ("nearest", "linear", "cubic")
 COORDS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -149,13 +148,7 @@ def calc_derivative(ctx):
     dx[...] = g
 
 
-def rule(op, ctx) -> OpRule:
-    x, y = op.inputs[0], op.outputs[0]
-    r = OpRule(forward=forward_io(op))
-    if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
-    param_gradient(op, ctx, r, x, [("bp", y)])
-    return r
+rule = dy_only_rule
 
 
 def check(op, operands):

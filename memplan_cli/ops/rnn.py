@@ -276,19 +276,22 @@ def _backward(ctx, want_params: bool, want_inputs: bool) -> dict:
     return out
 
 
-def _write(ctx, target, k, value, layout=None, kind=None):
+def _write(target, value, layout=None, kind=None):
     if target is not None:
         v = value if kind is None else _from_seq_first(value, layout, kind)
         target[...] = reduce_to_shape(v, target.shape)  # a broadcast initial state sums its samples
 
 
-def calc_gradient(ctx):
-    op = ctx.op
-    res = _backward(ctx, ctx.grad(1) is not None, False)
-    _write(ctx, ctx.grad(1), 1, res["dW"])
-    _write(ctx, ctx.grad(2), 2, res["dR"])
+def _write_weights(op, res, out_of) -> None:
+    """W, R and B's results into `out_of(k)`: their gradients, or a computed weight's back-prop."""
+    _write(out_of(1), res["dW"])
+    _write(out_of(2), res["dR"])
     if len(op.inputs) > 3 and op.inputs[3] >= 0:
-        _write(ctx, ctx.grad(3), 3, np.concatenate([res["dWb"], res["dRb"]], axis=1))
+        _write(out_of(3), np.concatenate([res["dWb"], res["dRb"]], axis=1))
+
+
+def calc_gradient(ctx):
+    _write_weights(ctx.op, _backward(ctx, ctx.grad(1) is not None, False), ctx.grad)
 
 
 def calc_derivative(ctx):
@@ -297,13 +300,10 @@ def calc_derivative(ctx):
     dx = ctx.dx(0)
     if dx is not None:
         dx[...] = np.transpose(res["dX"], (1, 0, 2)) if layout else res["dX"]
-    _write(ctx, ctx.dx(1), 1, res["dW"])  # computed (not stored) weights get their back-prop
-    _write(ctx, ctx.dx(2), 2, res["dR"])
-    if len(op.inputs) > 3 and op.inputs[3] >= 0:
-        _write(ctx, ctx.dx(3), 3, np.concatenate([res["dWb"], res["dRb"]], axis=1))
+    _write_weights(op, res, ctx.dx)
     for k, key in ((5, "dh0"), (6, "dc0")):
         if k < len(op.inputs) and op.inputs[k] >= 0:
-            _write(ctx, ctx.dx(k), k, res[key], layout, "h")
+            _write(ctx.dx(k), res[key], layout, "h")
 
 
 def check(op, operands):

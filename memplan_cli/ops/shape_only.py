@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.kernel_util import broadcast_batch, param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -135,15 +135,6 @@ def _shape_batch(op, graph, shapes, batched):
     return [None]
 
 
-def _broadcast_batch(op, graph, shapes, batched):
-    ins = [i for i in op.inputs if i >= 0]
-    try:
-        b = np.broadcast_shapes(*(tuple(shapes[i]) for i in ins))
-    except ValueError:
-        return [None]
-    return [tuple(b)]
-
-
 def _same(op, graph, shapes, batched):
     return [tuple(shapes[op.inputs[0]])]
 
@@ -173,7 +164,7 @@ OPS = [
                                                   "calcGradient": cast_derivative},
           flops=_elementwise_flops, check=_check_cast, batch=_same),
 ] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
-           no_grad=True, batch=_broadcast_batch) for t, fn in BINARY.items()]
+           no_grad=True, batch=broadcast_batch) for t, fn in BINARY.items()]
 
 
 # ---- converters ---------------------------------------------------------------------------------

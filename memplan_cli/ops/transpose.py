@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.kernel_util import dy_only_rule, target
 
 
 def perm_of(op, rank: int) -> tuple[int, ...]:
@@ -19,14 +18,7 @@ def perm_of(op, rank: int) -> tuple[int, ...]:
     return tuple(range(rank))[::-1] if p is None else tuple(int(a) % rank for a in p)
 
 
-def rule(op, ctx) -> OpRule:
-    x, y = op.inputs[0], op.outputs[0]
-    r = OpRule(forward=forward_io(op))
-    if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
-    # a weight kept unfolded because another op reads it too (a tied table's transpose) trains here
-    param_gradient(op, ctx, r, x, [("bp", y)])
-    return r
+rule = dy_only_rule
 
 
 def forward(ctx):

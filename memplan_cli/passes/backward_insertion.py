@@ -1,6 +1,7 @@
 """Pass 4: resolve every op's rule and create the tensors training needs."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.passes.ops._common import plain_rule
 from memplan_cli.passes.rules import RuleContext
@@ -9,8 +10,6 @@ from memplan_cli.passes.rules import RuleContext
 def _check_parameters_train(tg, ctx, op, rule) -> None:
     """A selected op the loss depends on: every parameter it reads in a differentiable position is
     one of its rule's weights."""
-    from memplan_cli import ops
-
     d = ops.get(op.type)
     skip = set(d.nondiff_inputs) | set(d.state_inputs) if d is not None else set()
     for pos, i in enumerate(op.inputs):
