@@ -91,6 +91,32 @@ def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()),
     return checked
 
 
+def run_forward(op, inputs: list, out_shapes: list, dtype=np.float64) -> list:
+    """Run the registry's forward kernel of `op` on `inputs` (None: an absent input) into fresh
+    outputs of `out_shapes`, without a training graph: for checking a kernel against a reference."""
+    from memplan_cli import ops
+
+    outs = [np.zeros(s, dtype) for s in out_shapes]
+
+    class Ctx:
+        attrs = op.attrs
+
+        def x(self, k, optional=False):
+            return inputs[k] if k < len(inputs) else None
+
+        def y(self, k=0, optional=False):
+            return outs[k] if k < len(outs) else None
+
+        def extra(self, what):
+            return None
+
+        def act(self):
+            return "NONE"
+    Ctx.op = op
+    ops.get(op.type).kernels["forward"](Ctx())
+    return outs
+
+
 def check_verify(path, *args) -> dict:
     """`memplan verify PATH -f json` passes (memplan profile unless args say otherwise)."""
     r = CliRunner().invoke(main, ["verify", path, "-f", "json", *args], env={"NO_COLOR": "1"})

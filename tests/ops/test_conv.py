@@ -6,7 +6,7 @@ import pytest
 from onnx import helper
 
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, save
+from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, run_forward, save
 
 
 def _model(op_type, x_shape, w_shape, y_shape, bias=True, **attrs):
@@ -120,8 +120,6 @@ def test_tflite_transpose_conv(tmp_path, padding, out_hw, bias):
     from circle_schema.v0_10.circle.TransposeConvOptions import TransposeConvOptionsT
 
     from devtools.modelgen import ModelBuilder
-    from memplan_cli.ops.conv import forward
-    from tests.ops.gradcheck import check_gradients, check_verify
 
     m = ModelBuilder(seed=6)
     x = m.input([2, 4, 4, 3])
@@ -141,21 +139,8 @@ def test_tflite_transpose_conv(tmp_path, padding, out_hw, bias):
     bv = rng.normal(size=(5,)) if bias else None
     tot = [max((4 - 1) * 2 + 3 - d, 0) for d in out_hw] if padding == "SAME" else [0, 0]
 
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros((2, *out_hw, 5))
-
-        def x(self, k):
-            return [xv, wv, bv][k]
-
-        def y(self):
-            return Ctx.out
-
-        def act(self):
-            return "NONE"
-    Ctx.op = op
-    forward(Ctx())
-    np.testing.assert_allclose(Ctx.out, _tf_transpose_conv(xv, wv, bv, out_hw, 2, [t // 2 for t in tot]),
+    out = run_forward(op, [xv, wv, bv], [(2, *out_hw, 5)])[0]
+    np.testing.assert_allclose(out, _tf_transpose_conv(xv, wv, bv, out_hw, 2, [t // 2 for t in tot]),
                                rtol=1e-10, atol=1e-10)
     assert check_gradients(p) >= 30
     check_verify(p, "-b", "2")

@@ -10,24 +10,7 @@ from onnx.reference import ReferenceEvaluator
 from devtools.modelgen import ModelBuilder
 from memplan_cli.cli import main
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
-
-
-def _run(op, xv, y_shape):
-    from memplan_cli.ops.depth_space import forward
-
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros(y_shape, xv.dtype)
-
-        def x(self, k):
-            return xv
-
-        def y(self):
-            return Ctx.out
-    Ctx.op = op
-    forward(Ctx())
-    return Ctx.out
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 
 CASES = [("DepthToSpace", {"mode": "DCR"}, (2, 8, 2, 3), (2, 2, 4, 6)),
@@ -51,7 +34,7 @@ def test_forward_matches_onnx_reference(tmp_path, t, attrs, xs, ys):
     xv = np.random.default_rng(0).normal(size=xs).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == t)
-    np.testing.assert_array_equal(_run(op, xv, ys), want)
+    np.testing.assert_array_equal(run_forward(op, [xv], [ys], xv.dtype)[0], want)
 
 
 @pytest.mark.parametrize("t,attrs,xs,ys", CASES)
@@ -99,7 +82,7 @@ def test_tflite(tmp_path, t, code):
     p = m.save(str(tmp_path / "d.tflite"))
     op = next(o for o in load_model(p).operations if o.type == t)
     xv = np.random.default_rng(2).normal(size=(2, 4, 6, 8))
-    got = _run(op, xv, tuple(ys))
+    got = run_forward(op, [xv], [tuple(ys)], xv.dtype)[0]
     if t == "DepthToSpace":
         np.testing.assert_array_equal(got, _tf_depth_to_space(xv, 2))
     else:  # SPACE_TO_DEPTH is DEPTH_TO_SPACE's inverse

@@ -8,23 +8,7 @@ from onnx.reference import ReferenceEvaluator
 
 from memplan_cli.cli import main
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, save, training_graph
-
-
-def _forward(op, feeds: list, y_shape, y_dtype):
-    from memplan_cli import ops
-
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros(y_shape, y_dtype)
-
-        def x(self, k):
-            return feeds[k]
-
-        def y(self):
-            return Ctx.out
-    ops.get(op.type).kernels["forward"](Ctx())
-    return Ctx.out
+from tests.ops.gradcheck import analyze_json, check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 
 @pytest.mark.parametrize("t", ["ArgMax", "ArgMin"])
@@ -38,7 +22,7 @@ def test_arg_matches_onnx_reference(tmp_path, t, axis, keepdims, last):
     m = onnx_model([node], [("x", xv.shape)], [("y", ys, TensorProto.INT64)], {})
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == t)
-    np.testing.assert_array_equal(_forward(op, [xv], want.shape, np.int64), want)
+    np.testing.assert_array_equal(run_forward(op, [xv], [want.shape], np.int64)[0], want)
 
 
 @pytest.mark.parametrize("t", ["Floor", "Ceil", "Round", "Sign"])
@@ -47,7 +31,7 @@ def test_rounding_matches_onnx_reference(tmp_path, t):
     m = onnx_model([helper.make_node(t, ["x"], ["y"])], [("x", xv.shape)], [("y", xv.shape)], {})
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == t)
-    np.testing.assert_array_equal(_forward(op, [xv], xv.shape, np.float32), want)
+    np.testing.assert_array_equal(run_forward(op, [xv], [xv.shape], np.float32)[0], want)
 
 
 @pytest.mark.parametrize("fmod", [0, 1])
@@ -59,7 +43,7 @@ def test_integer_mod_matches_onnx_reference(tmp_path, fmod):
                    [("y", a.shape, TensorProto.INT64)], {})
     want = ReferenceEvaluator(m).run(None, {"a": a, "b": b})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == "Mod")
-    np.testing.assert_array_equal(_forward(op, [a, b], a.shape, np.int64), want)
+    np.testing.assert_array_equal(run_forward(op, [a, b], [a.shape], np.int64)[0], want)
 
 
 def test_float_mod_is_refused(tmp_path):

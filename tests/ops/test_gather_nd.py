@@ -3,11 +3,11 @@ negative and repeated indices), the table / activation gradients by finite diffe
 accumulate), only the indices kept, verify."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 CASES = [  # data shape, indices value, batch_dims, output shape
     ((5, 4, 3), np.array([[[0, 1], [4, -1]], [[0, 1], [2, 3]]], np.int64), 0, (2, 2, 3)),  # a repeat
@@ -39,19 +39,7 @@ def test_forward_matches_onnx_reference(tmp_path, ds, idx, b, ys):
     xv = np.random.default_rng(0).normal(size=ds).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == "GatherND")
-    from memplan_cli.ops.gather import nd_forward
-
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros(ys, np.float32)
-
-        def x(self, k):
-            return [xv, idx][k]
-
-        def y(self):
-            return Ctx.out
-    nd_forward(Ctx())
-    np.testing.assert_array_equal(Ctx.out, want)
+    np.testing.assert_array_equal(run_forward(op, [xv, idx], [ys], np.float32)[0], want)
 
 
 @pytest.mark.parametrize("table", [True, False])

@@ -7,7 +7,7 @@ from onnx import helper
 
 from devtools.modelgen import ModelBuilder
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 
 def _model(size, alpha=0.02, beta=0.75, bias=1.5, C=5):
@@ -22,8 +22,6 @@ def _model(size, alpha=0.02, beta=0.75, bias=1.5, C=5):
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 def test_forward_matches_the_onnx_reference(tmp_path, size):
-    from memplan_cli.ops.lrn import forward
-
     # the operator's definition, channel by channel (onnx.reference's LRN loops over the batch axis
     # instead of the channels: not an oracle)
     xv = np.random.default_rng(size).normal(size=(2, 5, 3, 2)).astype(np.float64)
@@ -34,19 +32,8 @@ def test_forward_matches_the_onnx_reference(tmp_path, size):
         want[:, c] = xv[:, c] / (1.5 + 0.02 / size * sq) ** 0.75
     g = load_model(save(tmp_path, _model(size)))
     op = next(o for o in g.operations if o.type == "LRN")
-
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros_like(xv)
-
-        def x(self, k):
-            return xv
-
-        def y(self):
-            return Ctx.out
-
-    forward(Ctx())
-    np.testing.assert_allclose(Ctx.out, want, rtol=1e-6, atol=1e-9)
+    got = run_forward(op, [xv], [xv.shape])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])

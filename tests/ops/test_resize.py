@@ -12,24 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from devtools.modelgen import ModelBuilder
 from memplan_cli.cli import main
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
-
-
-def _run_forward(op, xv, out_shape):
-    from memplan_cli.ops.resize import forward
-
-    class Ctx:
-        attrs = op.attrs
-        out = np.zeros(out_shape, xv.dtype)
-
-        def x(self, k):
-            return xv
-
-        def y(self):
-            return Ctx.out
-
-    forward(Ctx())
-    return Ctx.out
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 
 def _resize_model(mode, coord, nearest, scales=None, sizes=None, x_shape=(1, 2, 4, 5), opset=19, train=True,
@@ -72,7 +55,7 @@ def test_forward_matches_onnx_reference(tmp_path, coord, mode, nearest, scales):
     xv = np.random.default_rng(3).normal(size=(1, 2, 4, 5)).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == "Resize")
-    got = _run_forward(op, xv, out)
+    got = run_forward(op, [xv], [out], xv.dtype)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -87,7 +70,7 @@ def test_cubic_matches_onnx_reference(tmp_path, coord, a, exclude, scales):
     xv = np.random.default_rng(5).normal(size=(1, 2, 4, 5)).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": xv})[0]
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == "Resize")
-    np.testing.assert_allclose(_run_forward(op, xv, out), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_forward(op, [xv], [out], xv.dtype)[0], want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode,coord", [("nearest", "asymmetric"), ("linear", "half_pixel"),
@@ -113,7 +96,7 @@ def test_sizes_input_and_trilinear_3d(tmp_path):
                              train=False)
     want = ReferenceEvaluator(plain).run(None, {"x": xv})[0]
     op = next(o for o in load_model(p).operations if o.type == "Resize")
-    np.testing.assert_allclose(_run_forward(op, xv, out), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_forward(op, [xv], [out], xv.dtype)[0], want, rtol=1e-5, atol=1e-6)
     assert check_gradients(p) >= 20
     check_verify(p, "-b", "2")
 
@@ -128,7 +111,7 @@ def test_upsample_opset9_is_read_as_resize(tmp_path):
     op = next(o for o in load_model(p).operations if o.type == "Resize")
     assert op.attrs["mode"] == "nearest" and op.attrs["scales"] == (1.0, 1.0, 2.0, 2.0)
     xv = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3)
-    np.testing.assert_array_equal(_run_forward(op, xv, (1, 2, 6, 6)), xv.repeat(2, axis=2).repeat(2, axis=3))
+    np.testing.assert_array_equal(run_forward(op, [xv], [(1, 2, 6, 6)], xv.dtype)[0], xv.repeat(2, axis=2).repeat(2, axis=3))
     check_verify(p, "-b", "2")
 
 
@@ -217,7 +200,7 @@ def test_tflite_resize_matches_tf_reference_and_verifies(tmp_path, bilinear, ali
     op = next(o for o in load_model(p).operations if o.type == "Resize")
     xv = np.random.default_rng(1).normal(size=(2, 4, 5, 3))
     want = _tf_resize(xv, (7, 4), bilinear, align_corners, half_pixel)
-    np.testing.assert_allclose(_run_forward(op, xv, (2, 7, 4, 3)), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(run_forward(op, [xv], [(2, 7, 4, 3)], xv.dtype)[0], want, rtol=1e-12, atol=1e-12)
     assert check_gradients(p) >= 20
     check_verify(p, "-b", "2")
 

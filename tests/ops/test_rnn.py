@@ -9,7 +9,7 @@ from onnx.reference import ReferenceEvaluator
 
 from memplan_cli.cli import main
 from memplan_cli.loaders import load_model
-from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
+from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_forward, save, training_graph
 
 G = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -68,26 +68,9 @@ def test_forward_matches_onnx_reference(tmp_path, t, direction, layout, lbr):
     xv = rng.normal(size=(S, B, I)).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": xv})
     op = next(o for o in load_model(save(tmp_path, m)).operations if o.type == t)
-    from memplan_cli.ops.rnn import forward
-
     vals = {"x": xv, **inits}
-    names = ins
-
-    class Ctx:
-        attrs = op.attrs
-        outs_ = [np.zeros(w.shape, np.float32) for w in want]
-
-        def x(self, k, optional=False):
-            return vals[names[k]]
-
-        def y(self, k=0, optional=False):
-            return Ctx.outs_[k]
-
-        def extra(self, what):
-            return None
-    Ctx.op = op
-    forward(Ctx())
-    for got, w in zip(Ctx.outs_, want):
+    got_all = run_forward(op, [vals[n] if n else None for n in ins], [w.shape for w in want], np.float32)
+    for got, w in zip(got_all, want):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
 
