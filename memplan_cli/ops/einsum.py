@@ -69,6 +69,12 @@ def letter_sizes(eq: str, shapes) -> dict:
     return sizes
 
 
+def _reads_for(ins, targets) -> list:
+    """The operands whose values the gradients of `targets` need: every operand at a position other
+    than the target's own (an operand used twice, x·x, reads itself)."""
+    return [o for j, o in enumerate(ins) if any(ins[k] == t and k != j for t in targets for k in range(len(ins)))]
+
+
 def rule(op, ctx) -> OpRule:
     ins = [i for i in op.inputs if i >= 0]
     y = op.outputs[0]
@@ -76,11 +82,11 @@ def rule(op, ctx) -> OpRule:
     r = OpRule(forward=forward_io(op), weights=weights)
     trained = weights if ctx.trains(op) else []
     if trained:
-        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(ins) if any(o != w for w in trained)]
+        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(_reads_for(ins, trained))]
         r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
     targets = bp_targets(op, ctx, ins)
     if targets:
-        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(ins) if any(o != t for t in targets)]
+        reads = [("bp", y)] + [("fwd", o) for o in dict.fromkeys(_reads_for(ins, targets))]
         r.calc_derivative = StepIO(reads, [("bp", t) for t in targets])
     return r
 
@@ -107,14 +113,20 @@ def operand_grad(eq: str, k: int, dy, others: dict, shape) -> np.ndarray:
 def _back(kind):
     def step(ctx):
         eq = ctx.attrs["equation"]
-        n = len(ctx.op.inputs)
+        ins = ctx.op.inputs
         dy = np.asarray(ctx.dy())
-        for k in range(n):
+        for k in range(len(ins)):
+            if ins.index(ins[k]) != k:
+                continue  # an operand used twice: its first position sums every position's share
             out = ctx.grad(k) if kind == "calcGradient" else ctx.dx(k)
             if out is None:
                 continue
-            others = {j: np.asarray(ctx.x(j)) for j in range(n) if j != k}
-            out[...] = operand_grad(eq, k, dy, others, out.shape)
+            total = None
+            for pos in (j for j, o in enumerate(ins) if o == ins[k]):
+                others = {j: np.asarray(ctx.x(j)) for j in range(len(ins)) if j != pos}
+                g = operand_grad(eq, pos, dy, others, out.shape)
+                total = g if total is None else total + g
+            out[...] = total
     return step
 
 

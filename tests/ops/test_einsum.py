@@ -58,3 +58,16 @@ def test_a_trace_is_refused_in_one_line(tmp_path):
                    opset=13)
     r = CliRunner().invoke(main, ["analyze", save(tmp_path, m)])
     assert r.exit_code == 2 and "trace" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_an_operand_used_twice_sums_both_positions(tmp_path):
+    """einsum("bi,bi->b", a, a): the gradient of a is 2 a dY, read from a itself (kept for backward)."""
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Einsum", ["a", "a"], ["s"], equation="bi,bi->b"),
+             helper.make_node("Mul", ["s", "q"], ["y"])]
+    inits = {"p": np.linspace(-1, 1, 8).reshape(2, 4).astype(np.float32), "q": np.array([0.5, 1.5], np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 4))], [("y", (2,))], inits, opset=13))
+    tg = training_graph(p)
+    k = next(o.index for o in tg.graph.operations if o.type == "Einsum")
+    assert {tg.graph.operands[i].name for i in tg.rules[k].kept_forward()} == {"a"}
+    assert check_gradients(p) >= 8
+    check_verify(p)
