@@ -369,7 +369,10 @@ def test_grouped_conv_trains_wrongly_in_onert(tmp_path):
         path = m.save(str(tmp_path / f"g{groups}.circle"))
         onert_loss = run_onert_steps(path, [x], [y], loss="mse")["losses"][0][0]
         gaps[groups] = abs(onert_loss - _reference_loss(m, conv_w, fc_w, groups, x.astype(np.float64), y))
-    assert gaps[1] < 1e-5 and not gaps[2] <= 1e-2, gaps  # onert gives inf here (measured)
+    # onert's grouped kernel reads memory it never wrote, so its loss depends on the process's memory
+    # layout: inf / NaN in most runs, 1e-3 off in a checkout at another path (measured). What holds
+    # in every run: it never reaches the reference within the tolerance the ungrouped net meets.
+    assert gaps[1] < 1e-5 and not gaps[2] < 1e-5, gaps
     m, _, _ = _grouped_net(2)
     with pytest.raises(UnsupportedOpError, match="grouped Conv2D"):
         predict_alloc_lines(_load(tmp_path, "grouped", m), _config(-1))
