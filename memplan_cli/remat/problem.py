@@ -4,9 +4,11 @@ Rules:
 - The training graph is built once up to its execution order (the expensive part: rules, tensors,
   steps); each plan forks it and runs the rematerialization and aliasing passes, so a plan costs a
   few milliseconds to score.
-- Candidates are `passes.rematerialize.droppable` (ops whose results backward needs and that can
-  run again), in forward order. A dropped op runs its forward once more, so its cost is exactly its
-  forward FLOPs (`passes/cost.py`), and a plan's added FLOPs are the sum over its dropped ops.
+- Candidates are `passes.rematerialize.candidates` (ops that can run again and whose results a later
+  step reads), in forward order; `narrow` the subset whose results backward reads (the relaxation
+  of `relax.py` models those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
+  or before every use; its added FLOPs are the forward FLOPs (`passes/cost.py`) of every recompute
+  step the pass inserts (chains and repeats included).
 - A plan's memory figure here is the lower bound of its buffer list (most bytes live at one step);
   the solver plans the arena and checks it against the budget itself.
 """
@@ -18,7 +20,7 @@ from memplan_cli.passes.aliasing import Aliasing
 from memplan_cli.passes.cost import op_flops, step_flops
 from memplan_cli.passes.pipeline import passes
 from memplan_cli.passes.policy import Policy
-from memplan_cli.passes.rematerialize import Rematerialization, droppable
+from memplan_cli.passes.rematerialize import Rematerialization, candidates, droppable, each_ok
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 from memplan_cli.planners.bound import lower_bound
@@ -39,7 +41,10 @@ class RematProblem:
         tg.info["passes"] = ran
         tg.info["policy"] = self.policy
         self._base = tg
-        self.candidates: list[int] = droppable(tg)
+        self.candidates: list[int] = candidates(tg)
+        self.narrow: list[int] = droppable(tg)
+        self.each_ok: set[int] = each_ok(tg) & set(self.candidates)
+        self._added: dict[frozenset, int] = {}
         full = self.build(())
         self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
         self.cost: dict[int, int | None] = {}
@@ -48,6 +53,21 @@ class RematProblem:
             f = op_flops(g.operations[k], g.operands)
             self.cost[k] = None if f is None else f[0]
         self._bounds: dict[frozenset, int] = {}
+        writer = {t: s.op for s in tg.steps if s.kind == "forward" for t in s.writes}
+        # op -> the candidates whose results its forward step reads (for chains)
+        self.fwd_reads: dict[int, list[int]] = {
+            s.op: sorted({writer[t] for t in s.reads if writer.get(t) in self.cost and writer[t] != s.op})
+            for s in tg.steps if s.kind == "forward"}
+        self._full = None
+
+    @property
+    def full(self):
+        """The relaxation of the whole remat space (`full.py`), built once."""
+        if self._full is None:
+            from memplan_cli.remat import full
+
+            self._full = full.build(self)
+        return self._full
 
     @property
     def flops_available(self) -> bool:
@@ -73,7 +93,10 @@ class RematProblem:
         key = frozenset(drop)
         v = self._bounds.get(key)
         if v is None:
-            v = self._bounds[key] = self._lean_bound(self.build(key))
+            tg = self.build(key)
+            v = self._bounds[key] = self._lean_bound(tg)
+            rec = (tg.info.get("remat") or {}).get("recomputes", [])
+            self._added[key] = sum(self.cost[k] or 0 for k in rec)
         return v
 
     def _lean_bound(self, tg) -> int:
@@ -113,7 +136,11 @@ class RematProblem:
         return lower_bound([align_up(v[2], self.align) for v in vals], [v[0] for v in vals], [v[1] for v in vals])
 
     def added_flops(self, drop) -> int:
-        return sum(self.cost[k] or 0 for k in drop)
+        """FLOPs of every recompute step plan `drop` inserts (cached with its bound)."""
+        key = frozenset(drop)
+        if key not in self._added:
+            self.bound(key)
+        return self._added[key]
 
     @property
     def evaluations(self) -> int:

@@ -68,7 +68,7 @@ def build(problem, target: int) -> Relaxation:
     steps = tg.steps
     f = forward_end(tg)
     end = len(steps) - 1
-    cands = list(problem.candidates)
+    cands = list(problem.narrow)
     cset = set(cands)
     fwd = {s.op: s for s in steps[:f]}
     writer: dict[int, int] = {}
@@ -299,7 +299,7 @@ def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=(), peak
     """Min sum(cost_k x_k) subject to `rows` (indices into rel.rows; default all): any subset is a
     relaxation too. `cuts`: plans excluded (no-good cuts). `peak`: instead, min P subject to every
     row <= P (the least peak any plan reaches; `target` is ignored)."""
-    cands = list(problem.candidates)
+    cands = list(problem.narrow)
     col = {k: i for i, k in enumerate(cands)}
     nx = len(cands)
     use = [rel.rows[i] for i in (range(len(rel.rows)) if rows is None else rows)]
