@@ -45,6 +45,7 @@ class RematProblem:
         self.narrow: list[int] = droppable(tg)
         self.each_ok: set[int] = each_ok(tg) & set(self.candidates)
         self._added: dict[frozenset, int] = {}
+        self._profiles: dict[frozenset, list] = {}
         full = self.build(())
         self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
         self.cost: dict[int, int | None] = {}
@@ -94,15 +95,26 @@ class RematProblem:
         v = self._bounds.get(key)
         if v is None:
             tg = self.build(key)
-            v = self._bounds[key] = self._lean_bound(tg)
+            vals = self._intervals(tg)
+            n = len(tg.steps)
+            delta = [0] * (n + 1)
+            for size, a, b, _ in vals:
+                delta[a] += size
+                delta[b + 1] -= size
+            prof, cur = [], 0
+            for t in range(n):
+                cur += delta[t]
+                prof.append(cur)
+            self._profiles[key] = prof
+            v = self._bounds[key] = max(prof, default=0)
             rec = (tg.info.get("remat") or {}).get("recomputes", [])
             self._added[key] = sum(self.cost[k] or 0 for k in rec)
         return v
 
-    def _lean_bound(self, tg) -> int:
-        """`lower_bound` of `tg.to_buffer_list(align)` without building the Buffer objects: the same
-        intervals (alias groups' unions, persistent over every step, live-out to the end) and sizes
-        (the largest member, aligned); tests/remat checks the two agree."""
+    def _intervals(self, tg):
+        """(aligned size, first, last, members) per buffer of `tg.to_buffer_list(align)`, without
+        building the Buffer objects: alias groups' unions, persistent over every step, live-out to
+        the end; the largest member sizes the buffer."""
         from memplan_cli.passes.training_graph import align_up
 
         first: dict[int, int] = {}
@@ -126,14 +138,58 @@ class RematProblem:
             n = tg.tensors[t].nbytes
             cur = iv.get(r)
             if cur is None:
-                iv[r] = [a, b, n]
+                iv[r] = [a, b, n, [t]]
             else:
                 cur[0], cur[1], cur[2] = min(cur[0], a), max(cur[1], b), max(cur[2], n)
+                cur[3].append(t)
         for t, r in al.items():  # a member no step touches still sizes its group's buffer
             if r in iv and t not in first:
                 iv[r][2] = max(iv[r][2], tg.tensors[t].nbytes)
-        vals = list(iv.values())
-        return lower_bound([align_up(v[2], self.align) for v in vals], [v[0] for v in vals], [v[1] for v in vals])
+        return [(align_up(v[2], self.align), v[0], v[1], v[3]) for v in iv.values()]
+
+    def _lean_bound(self, tg) -> int:
+        """`lower_bound` of `tg.to_buffer_list(align)` (tests/remat checks the two agree)."""
+        vals = self._intervals(tg)
+        return lower_bound([v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals])
+
+    def holders(self, drop, target: int) -> dict[int, int]:
+        """Candidate ops whose results (originals or copies) plan `drop` holds, untouched, at a step
+        where more than `target` bytes are live: op -> bytes x such steps (where to cut next)."""
+        tg = self.build(frozenset(drop))
+        n = len(tg.steps)
+        vals = self._intervals(tg)
+        delta = [0] * (n + 1)
+        for size, a, b, _ in vals:
+            delta[a] += size
+            delta[b + 1] -= size
+        over, cur = [], 0
+        for t in range(n):
+            cur += delta[t]
+            if cur > target:
+                over.append(t)
+        if not over:
+            return {}
+        writer = {w: s.op for s in tg.steps if s.kind == "forward" for w in s.writes}
+        touched = {t: set(tg.steps[t].touched()) for t in over}
+        out: dict[int, int] = {}
+        import bisect
+
+        for size, a, b, mem in vals:
+            ks = {writer.get(u) for u in mem} & set(self.cost)
+            if not ks:
+                continue
+            lo, hi = bisect.bisect_left(over, a), bisect.bisect_right(over, b)
+            hits = sum(1 for t in over[lo:hi] if not (touched[t] & set(mem)))
+            if hits:
+                for k in ks:
+                    out[k] = out.get(k, 0) + size * hits
+        return out
+
+    def excess(self, drop, target: int) -> int:
+        """Bytes over `target` summed over the steps of plan `drop` (how far it is from fitting)."""
+        key = frozenset(drop)
+        self.bound(key)
+        return sum(v - target for v in self._profiles[key] if v > target)
 
     def added_flops(self, drop) -> int:
         """FLOPs of every recompute step plan `drop` inserts (cached with its bound)."""

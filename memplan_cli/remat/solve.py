@@ -25,6 +25,7 @@ Rules:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
@@ -34,6 +35,7 @@ from memplan_cli.remat.problem import RematProblem
 ROUNDS = 6
 MILP_ROUNDS = 20
 WORK = 600  # plan evaluations per search
+TRIES = 8  # greedy: candidate cuts scored per step
 
 
 @dataclass
@@ -123,6 +125,39 @@ def _moves(problem: RematProblem, plan: frozenset):
             yield base if nxt is None else base | {nxt}
 
 
+def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = frozenset()) -> frozenset:
+    """Cut where the plan is over `target`: among the ops whose results it holds there untouched
+    (`RematProblem.holders`, the `TRIES` holding most), drop one (with its chain, `close`) or
+    recompute a dropped one before each use instead of once, whichever removes most excess bytes
+    per added FLOP; repeat until the plan fits, nothing helps or `work` plans are scored."""
+    from memplan_cli.passes.rematerialize import each
+
+    n0 = problem.evaluations
+    while problem.bound(plan) > target and problem.evaluations - n0 < work:
+        held = problem.holders(plan, target)
+        trials = []
+        for k in sorted(held, key=lambda k: (-held[k], k))[:TRIES]:
+            if k not in plan and each(k) not in plan:
+                trials.append(close(problem, plan | {k}))
+            elif k in plan and k in problem.each_ok:
+                trials.append((plan - {k}) | {each(k)})
+        ex, fl = problem.excess(plan, target), problem.added_flops(plan)
+        best, score = None, 0.0
+        for trial in trials:
+            if problem.evaluations - n0 >= work:
+                break
+            gain = ex - problem.excess(trial, target)
+            if gain <= 0:
+                continue
+            sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
+            if sc > score:
+                best, score = trial, sc
+        if best is None:
+            break
+        plan = best
+    return plan
+
+
 def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozenset | None, str, int | None]:
     """The cheapest plan found whose lower bound is <= target: (plan, "optimal" | "feasible", lower),
     or (None, "", lower). `lower`: proven least added FLOPs of any plan of the whole space under
@@ -143,19 +178,23 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
     except ImportError:  # no HiGHS: the search alone, no bound
         pass
     narrow = problem.narrow
-    seeds = [hint, frozenset(each(k) if k in problem.each_ok else k for k in hint)]
+    seeds = [greedy(problem, target, work // 2)]
+    seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
     try:
-        seeds += _milp(problem, target)
+        seeds += [close(problem, d) for d in _milp(problem, target)]
     except ImportError:
         pass
-    seeds += [chen.segments(narrow, n) for n in range(2, len(narrow) + 1)]
-    seeds += [frozenset(problem.candidates), frozenset(each(k) if k in problem.each_ok else k
-                                                        for k in problem.candidates)]
-    seeds = list(dict.fromkeys(close(problem, d) for d in seeds))
+    n = len(narrow)
+    for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
+        seeds.append(close(problem, chen.segments(narrow, length)))
+    seeds.append(_every(problem))
+    seeds = list(dict.fromkeys(seeds))
     fitting = [d for d in seeds if problem.bound(d) <= target]
     if not fitting:
-        low = descend(problem, min(seeds, key=lambda d: (problem.bound(d), _key(problem, d))), target,
-                      work // 2)
+        low = min(seeds, key=lambda d: (problem.bound(d), _key(problem, d)))
+        low = greedy(problem, target, work // 4, low)
+        if problem.bound(low) > target:
+            low = descend(problem, low, target, work // 4)
         if problem.bound(low) > target:
             return None, "", lower
         fitting = [low]
