@@ -33,6 +33,7 @@ from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
 MAX_NODES = 2000  # branch-and-bound nodes (work, not seconds)
+DEPTH = 2  # levels of "a recompute needs its inputs" modelled (more: a tighter bound, a larger model)
 
 
 @dataclass
@@ -41,6 +42,11 @@ class Full:
     terms: list  # per P0 step, {ops tuple: units} of values that are absent only when all those ops run again
     unit: int  # bytes per unit (the sizes' common divisor: exact arithmetic)
     labels: list  # per P0 step, "step i (kind of label)"
+    inputs: dict  # candidate -> [(value key, units, writer candidate or None)] its forward step reads
+    counted: dict  # value key (tensor, or ("g", root) for a group with views) -> [(a, b)] steps where it counts
+
+    def counts(self, key, t) -> bool:
+        return any(a <= t <= b for a, b in self.counted.get(key, ()))
 
     @property
     def floor(self) -> tuple[int, str]:
@@ -90,10 +96,13 @@ def build(problem) -> Full:
         members.setdefault(tg.root(t), []).append(t)
     multi: dict[tuple[int, int], list] = {}  # (step, group) -> [(units, kind, op)]
 
-    def add(g, a, b, w, kind, k, single):
-        """Value of group g counts w units over steps a..b: kind 'must' or 'var' (absent when k reruns)."""
+    counted: dict[int, list] = {}
+
+    def add(g, a, b, w, kind, k, single, u):
+        """Value u of group g counts w units over steps a..b: kind 'must' or 'var' (absent when k reruns)."""
         if a > b:
             return
+        counted.setdefault(u, []).append((a, b))
         if single and kind == "must":
             must_d[a] += w
             must_d[b + 1] -= w
@@ -110,19 +119,19 @@ def build(problem) -> Full:
         for u in mem:
             w = size[u] // unit
             if u in pers:
-                add(g, 0, end, w, "must", None, single)
+                add(g, 0, end, w, "must", None, single, u)
                 continue
             ev = acc[u]
             k = writer.get(u)
             for i, (a, _) in enumerate(ev):  # the access itself: the working set of step a
                 if (a, u) not in born:
-                    add(g, a, a, w, "must", None, single)
+                    add(g, a, a, w, "must", None, single, u)
                 if i + 1 < len(ev):
                     b, reads = ev[i + 1]
                     if reads:
-                        add(g, a + 1, b - 1, w, "must" if k is None else "var", k, single)
+                        add(g, a + 1, b - 1, w, "must" if k is None else "var", k, single, u)
             if u in tg.live_out:
-                add(g, ev[-1][0] + 1, end, w, "must", None, single)
+                add(g, ev[-1][0] + 1, end, w, "must", None, single, u)
     must = []
     c = 0
     for t in range(n):
@@ -136,7 +145,31 @@ def build(problem) -> Full:
             ks = tuple(sorted({v[2] for v in vals}))
             terms[t][ks] = terms[t].get(ks, 0) + w
     labels = [f"step {s.index} ({s.kind} of {s.label})" for s in steps]
-    return Full(must, terms, unit, labels)
+    # a view shares its source's bytes: a group holding one is keyed by its root, and skipped where
+    # any member counts (an in-place chain's members are distinct values: keyed by tensor)
+    viewed: set[int] = set()
+    for s in steps[:f]:
+        rule = tg.rules.get(s.op)
+        if rule is not None and rule.view is not None:
+            for o in rule.view:
+                if o in tg.fwd:
+                    viewed.add(tg.root(tg.fwd[o]))
+    for g in viewed:
+        if g in members:
+            counted[("g", g)] = [iv for u in members[g] for iv in counted.get(u, ())]
+    inputs: dict[int, list] = {}
+    for s in steps[:f]:
+        if s.op in cset:
+            ins = set()
+            for v in s.reads:
+                g = tg.root(v)
+                if v in pers or v not in size or g in pers:
+                    continue
+                key = ("g", g) if g in viewed else v
+                w = min(size[u] for u in members[g]) if g in viewed else size[v]
+                ins.add((key, w // unit, writer.get(v)))
+            inputs[s.op] = sorted(ins, key=repr)
+    return Full(must, terms, unit, labels, inputs, counted)
 
 
 @dataclass
@@ -146,7 +179,7 @@ class Bound:
     ops: frozenset  # the model's plan: ops that run again (a hint for the search)
 
 
-def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES) -> Bound:
+def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES, depth_max: int = DEPTH) -> Bound:
     cap = target // full.unit
     rows = []
     for t in range(len(full.must)):
@@ -155,7 +188,7 @@ def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES) ->
             continue
         if full.must[t] > cap:
             return Bound(float("inf"), True, frozenset())
-        rows.append((tot - cap, full.terms[t]))
+        rows.append((t, (tot - cap, full.terms[t])))
     if not rows:
         return Bound(0.0, True, frozenset())
     import highspy
@@ -163,24 +196,19 @@ def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES) ->
 
     from memplan_cli.remat.relax import _quiet_highs
 
-    cands = sorted({k for _, tm in rows for ks in tm for k in ks})
-    col = {k: i for i, k in enumerate(cands)}
-    nx = len(cands)
-    multi = sorted({ks for _, tm in rows for ks in tm if len(ks) > 1})
-    ycol = {ks: nx + i for i, ks in enumerate(multi)}
-    ncols = nx + len(multi)
-    cost = [float(problem.cost[k] or 0) for k in cands]
-    scale = max(cost, default=0.0) or 1.0
-    h = _quiet_highs(highspy)
-    for k, v in (("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0),
-                 ("mip_max_nodes", int(max_nodes))):
-        h.setOptionValue(k, v)
     inf = highspy.kHighsInf
-    h.addVars(ncols, np.zeros(ncols), np.ones(ncols))
-    obj = np.zeros(ncols)
-    obj[:nx] = np.array(cost) / scale
-    h.changeColsCost(ncols, np.arange(ncols, dtype=np.int32), obj)
-    h.changeColsIntegrality(nx, np.arange(nx, dtype=np.int32), np.array([highspy.HighsVarType.kInteger] * nx))
+    # columns: x_k (binary: k runs again), then per row t: y_kt (k runs again after t, <= x_k)
+    # and m_gt (group g held at t for a recompute after t that reads it)
+    cols: dict = {}
+    cost: list = []
+
+    def col(key, c=0.0):
+        j = cols.get(key)
+        if j is None:
+            j = cols[key] = len(cost)
+            cost.append(c)
+        return j
+
     lo, hi, starts, idx, vals = [], [], [], [], []
 
     def row(lb, ub, ent):
@@ -191,11 +219,49 @@ def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES) ->
             idx.append(j)
             vals.append(float(v))
 
-    for ks, j in ycol.items():  # y_g <= x_k for every op of g
-        for k in ks:
-            row(-inf, 0.0, [(j, 1), (col[k], -1)])
-    for need, tm in rows:  # the absent values cover the excess
-        row(float(need), inf, [((col[ks[0]] if len(ks) == 1 else ycol[ks]), w) for ks, w in sorted(tm.items())])
+    def x(k):
+        return col(("x", k), float(problem.cost[k] or 0))
+
+    for t, (need, tm) in rows:
+        ent = []
+        ys: dict = {}
+
+        def y(k, depth):
+            j = ys.get(k)
+            if j is None:
+                j = ys[k] = col(("y", k, t))
+                row(-inf, 0.0, [(j, 1), (x(k), -1)])
+                if depth < depth_max:  # its recompute reads its inputs after t
+                    for g, w, jw in full.inputs.get(k, ()):
+                        if full.counts(g, t):
+                            continue
+                        m = cols.get(("m", g, t))
+                        if m is None:
+                            m = col(("m", g, t))
+                            ent.append((m, -w))
+                        row(0.0, inf, [(m, 1), (j, -1)] + ([(y(jw, depth + 1), 1)] if jw is not None else []))
+            return j
+
+        for ks, w in sorted(tm.items()):
+            if len(ks) == 1:
+                ent.append((y(ks[0], 0), w))
+            else:
+                j = col(("g", ks, t))
+                for k in ks:
+                    row(-inf, 0.0, [(j, 1), (x(k), -1)])
+                ent.append((j, w))
+        row(float(need), inf, ent)  # the absent values cover the excess (less what recomputes hold)
+    xs = sorted((k[1], j) for k, j in cols.items() if k[0] == "x")
+    ncols = len(cost)
+    scale = max(cost, default=0.0) or 1.0
+    h = _quiet_highs(highspy)
+    for k, v in (("threads", 1), ("random_seed", 0), ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0),
+                 ("mip_max_nodes", int(max_nodes))):
+        h.setOptionValue(k, v)
+    h.addVars(ncols, np.zeros(ncols), np.ones(ncols))
+    h.changeColsCost(ncols, np.arange(ncols, dtype=np.int32), np.array(cost) / scale)
+    xi = np.array([j for _, j in xs], dtype=np.int32)
+    h.changeColsIntegrality(len(xi), xi, np.array([highspy.HighsVarType.kInteger] * len(xi)))
     h.addRows(len(lo), np.array(lo), np.array(hi), len(idx), np.array(starts, dtype=np.int32),
               np.array(idx, dtype=np.int32), np.array(vals))
     h.run()
@@ -205,5 +271,5 @@ def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES) ->
     info = h.getInfo()
     lower = max(0.0, float(info.mip_dual_bound)) * scale
     sol = h.getSolution().col_value
-    ops = frozenset(k for i, k in enumerate(cands) if len(sol) > i and sol[i] > 0.5)
+    ops = frozenset(k for k, j in xs if len(sol) > j and sol[j] > 0.5)
     return Bound(lower, st == highspy.HighsModelStatus.kOptimal, ops)
