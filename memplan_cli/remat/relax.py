@@ -423,30 +423,3 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.
         value = sol[lm.peak] if lm.peak is not None else sum(c for k, c in zip(lm.cands, lm.cost) if k in drop)
         exact = value <= lower * (1 + 1e-9) + 1e-6
     return MilpAnswer(drop, lower, exact, nodes)
-
-
-
-def least_peak(problem, rounds: int = 20, first_rows: int = 24):
-    """The fewest live bytes any remat plan can reach, proven: (bound in bytes, the model's plan).
-
-    Min P subject to every row <= P, rows entering lazily (each answer's dual bound stands, as in
-    the solver's loop) until the model's plan overflows no row left out. The caller scores the plan
-    for real: its true bound is at least the returned one."""
-    rel = build(problem, 0)
-    if not rel.rows:
-        return 0, frozenset()
-    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
-    active = set(order[:first_rows])
-    lower, plan = 0.0, frozenset()
-    for _ in range(rounds):
-        ans = solve_highs(linear_model(problem, rel, 0, rows=sorted(active), peak=True))
-        if ans.drop is None:
-            break
-        lower, plan = max(lower, ans.lower), ans.drop
-        vals = row_units(rel, plan)
-        worst = max(vals[i] for i in active)
-        over = [i for i in order if i not in active and vals[i] > worst]
-        if not over:
-            break
-        active |= set(over[:first_rows])
-    return int(math.ceil(lower - 1e-6)) * rel.unit, plan
