@@ -14,12 +14,12 @@ Rules:
   backward, such as a ReLU mask or a pool's window index); forward readers read those, so they die
   after their last forward reader. Every later access goes to a copy (a new tensor named
   `<name>@remat`, `@remat2`, ... for later recomputes) that a recompute step writes.
-- Recompute steps are inserted lazily: right before the first step after the forward pass that
-  reads a copy, in the order their inputs need them. A recompute step reads the same operands as
-  the forward step: the original tensor when its op is kept (a checkpoint: its lifetime simply
-  extends to this read), or the copy of a dropped op (recomputed first, recursively: a chain
-  recomputes from its kept inputs). A copy of a once-op lives to its last reader; a copy of an
-  each-op is forgotten after the step that read it, so the next reader recomputes it.
+- Recompute steps are inserted lazily, right before the step after the forward pass that needs
+  them: the dropped ops it reads without a live copy, and recursively the dropped ops those read
+  without one, each once, in forward order (a chain, or a diamond, recomputes from its kept inputs:
+  a kept op's original tensor simply lives on to this read). A copy of a once-op lives to its last
+  reader; a copy of an each-op dies after its last reader among these recomputes and the step, so
+  the next step reading it recomputes it again.
 - `StepSpec.subst` maps the original tensors to their copies for the steps that read copies, so a
   kernel asking for an op's operand gets the copy.
 - An op can be dropped only when running its forward again changes nothing but its own results: its
@@ -120,27 +120,8 @@ class Rematerialization:
         names: list[str] = []
         old_steps, tg.steps = tg.steps, list(tg.steps[:f])
 
-        pinned: dict[int, int] = {}  # originals a pending step still needs: not forgotten yet
-
-        def forget(step):
-            """An each-op's copies die after the step that read them (unless a pending step needs them)."""
-            used = set(step.reads) | {a for a, _, _ in step.accumulate}
-            for o, c in list(copy.items()):
-                k = owner[o]
-                if k in every and c in used and not any(pinned.get(w) for w in fwd_step[k].writes):
-                    for w in fwd_step[k].writes:
-                        copy.pop(w, None)
-
-        def ensure(t):
-            """Recompute the dropped op writing t (and what it needs) unless its copy exists."""
-            if t in copy:
-                return
-            k = owner[t]
+        def recompute(k):
             s0 = fwd_step[k]
-            need = [r for r in s0.reads if r in owner]
-            for r in need:
-                ensure(r)
-                pinned[r] = pinned.get(r, 0) + 1
             reads = [copy.get(r, r) for r in s0.reads]
             sub = {o: copy[o] for o in s0.reads if o in copy}
             for w in s0.writes:
@@ -154,23 +135,41 @@ class Rematerialization:
             st.label = f"{st.label} (recompute)"
             st.subst = sub
             recomputes.append(k)
-            for r in need:
-                pinned[r] -= 1
-            forget(st)
 
         for s in old_steps[f:]:
-            need = [t for t in s.touched() if t in owner]
-            for t in need:
-                ensure(t)
-                pinned[t] = pinned.get(t, 0) + 1
-            for t in need:
-                pinned[t] -= 1
+            # the recomputes this step needs: dropped ops without a live copy, and theirs, in forward
+            # order (each op at most once per step: a chain or a diamond recomputes once)
+            need: set[int] = set()
+            stack = [owner[t] for t in s.touched() if t in owner and t not in copy]
+            while stack:
+                k = stack.pop()
+                if k not in need:
+                    need.add(k)
+                    stack += [owner[r] for r in fwd_step[k].reads if r in owner and r not in copy]
+            order = sorted(need, key=lambda k: fwd_step[k].index)
+            last: dict[int, int] = {}  # each-op -> index (in order, then the step) of its copy's last reader
+            for i, k in enumerate(order):
+                for r in fwd_step[k].reads:
+                    if owner.get(r) in every:
+                        last[owner[r]] = i
+            for t in s.touched():
+                if owner.get(t) in every:
+                    last[owner[t]] = len(order)
+
+            def forget(i):
+                for k in [k for k, j in last.items() if j == i]:
+                    for w in fwd_step[k].writes:
+                        copy.pop(w, None)
+
+            for i, k in enumerate(order):
+                recompute(k)
+                forget(i)
             sub = {t: copy[t] for t in s.touched() if t in copy}
             st = tg.add_step(s.kind, s.op, [sub.get(t, t) for t in s.reads], [sub.get(t, t) for t in s.writes],
                              [(sub.get(a, a), sub.get(b, b), first) for a, b, first in s.accumulate])
             st.label = s.label
             if sub:
                 st.subst = sub
-            forget(st)
+            forget(len(order))
         tg.info["remat"] = {"dropped": ops, "recomputed_tensors": names, "recomputes": recomputes}
         return True
