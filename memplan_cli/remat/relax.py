@@ -1,5 +1,6 @@
-"""A MILP relaxation of the remat problem: a proven lower bound on the added FLOPs any plan under a
-memory target needs, and the plans that meet it (solved with HiGHS).
+"""A MILP of the single-recompute remat space (each op whose results backward reads kept or recomputed
+once, from kept inputs): the search's seeds (solved with HiGHS). It bounds that narrower space only,
+so nothing is called proven from it; proofs come from `full.py`, the relaxation of the whole space.
 
 The true figure of a plan D (a set of dropped candidate ops) is the lower bound of the buffer list
 the rematerialization and aliasing passes build for it. The model counts, at each step t of the
