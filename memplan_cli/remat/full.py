@@ -33,6 +33,8 @@ from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
 MAX_NODES = 2000  # branch-and-bound nodes (work, not seconds)
+FIRST_ROWS = 24  # steps in the first round of the lazy row loop, and added per round
+ROUNDS = 12  # solves at most
 DEPTH = 2  # levels of "a recompute needs its inputs" modelled (more: a tighter bound, a larger model)
 
 
@@ -179,7 +181,12 @@ class Bound:
     ops: frozenset  # the model's plan: ops that run again (a hint for the search)
 
 
-def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES, depth_max: int = DEPTH) -> Bound:
+def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES, depth_max: int = DEPTH,
+                first_rows: int = FIRST_ROWS, rounds: int = ROUNDS) -> Bound:
+    """The least added FLOPs of any plan whose live bytes fit `target`. Rows (steps) enter lazily:
+    solve on the steps that exceed the target most, add the steps the answer leaves over it, solve
+    again. A subset of the rows is a relaxation too, so every round's dual bound stands; the best
+    is returned (`optimal` when the last answer meets every row)."""
     cap = target // full.unit
     rows = []
     for t in range(len(full.must)):
@@ -191,6 +198,45 @@ def lower_flops(problem, full: Full, target: int, max_nodes: int = MAX_NODES, de
         rows.append((t, (tot - cap, full.terms[t])))
     if not rows:
         return Bound(0.0, True, frozenset())
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i][1][0], i))
+    active = set(order[:first_rows])
+    best = Bound(0.0, False, frozenset())
+    for _ in range(rounds):
+        b = _solve(problem, full, [rows[i] for i in sorted(active)], max_nodes, depth_max)
+        if b.lower == float("inf"):
+            return b
+        left = [i for i in order if i not in active and not _meets(full, rows[i], b.ops, depth_max)]
+        best = Bound(max(best.lower, b.lower), b.optimal and not left, b.ops)
+        if not left:
+            break
+        active |= set(left[:first_rows])
+    return best
+
+
+def _meets(full: Full, row, ops, depth_max) -> bool:
+    """Row (t, (need, terms)) holds when the ops `ops` run again after t (y = x, one choice of the
+    row's variables: False may be a row the model could still meet, which only adds a row)."""
+    t, (need, tm) = row
+    got = sum(w for ks, w in tm.items() if set(ks) <= ops)
+    held: dict = {}
+    frontier = [(k, 0) for ks in tm for k in ks if len(ks) == 1 and k in ops]
+    seen = set()
+    while frontier:
+        k, depth = frontier.pop()
+        if (k, depth) in seen or depth >= depth_max:
+            continue
+        seen.add((k, depth))
+        for key, w, j in full.inputs.get(k, ()):
+            if full.counts(key, t):
+                continue
+            if j is not None and j in ops:
+                frontier.append((j, depth + 1))
+            else:
+                held[key] = w
+    return got - sum(held.values()) >= need
+
+
+def _solve(problem, full: Full, rows, max_nodes, depth_max) -> Bound:
     import highspy
     import numpy as np
 
