@@ -91,6 +91,9 @@ def export(m, x, path):
 
 def torch_part(out: str, names) -> None:
     import json
+    import warnings
+
+    warnings.filterwarnings("ignore")  # the exporter's notes on every BatchNorm counter
     import math as _m
 
     for name in names:

@@ -9,7 +9,8 @@ training step fits, at the least added FLOPs.
   the floor no plan goes below and a proven lower bound on the added FLOPs (HiGHS), the only source
   of "proven" / "optimal".
 - `chen.py`: Chen et al.'s sqrt(n) segments, the baseline and a seed.
-- `relax.py`: a MILP of the single-recompute space (HiGHS): seeds for the search.
+- `relax.py`: a MILP of the single-recompute space (HiGHS), no longer used by the search (measured:
+  its plans never beat the greedy's); `benchmarks/remat_backends.py` still compares solvers on it.
 - `solve.py`: the search (seeds closed over chains, a greedy that cuts where the plan is over the
   target, a local search, all bounded by counts of plan evaluations), then plan the arena, check it
   against the budget, tighten, repeat.

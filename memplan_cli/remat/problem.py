@@ -5,8 +5,8 @@ Rules:
   steps); each plan forks it and runs the rematerialization and aliasing passes, so a plan costs a
   few milliseconds to score.
 - Candidates are `passes.rematerialize.candidates` (ops that can run again and whose results a later
-  step reads), in forward order; `narrow` the subset whose results backward reads (the relaxation
-  of `relax.py` models those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
+  step reads), in forward order; `narrow` the subset whose results backward reads (Chen's segments
+  run over those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
   or before every use; its added FLOPs are the forward FLOPs (`passes/cost.py`) of every recompute
   step the pass inserts (chains and repeats included).
 - A plan's memory figure here is the lower bound of its buffer list (most bytes live at one step);

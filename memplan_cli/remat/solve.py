@@ -11,9 +11,9 @@ Rules:
   lower bound on the added FLOPs of any plan whose live bytes fit (HiGHS, a node limit). A plan
   whose added FLOPs meet that bound is "optimal"; otherwise "feasible", with the bound
   (`lower_flops`): the gap to the optimum is at most added - lower.
-- The plans: seeds (the relaxation's own plan, recomputed once and before each use; the plans of the
-  single-recompute MILP of `remat/relax.py`; Chen-style segmentations of every length; every
-  candidate dropped), each closed over its chains (`close`: a producer whose result only recomputes
+- The plans: seeds (a greedy that cuts where the plan is over the target; the relaxation's own plan,
+  recomputed once and before each use; Chen-style segmentations of a few lengths; every candidate
+  dropped), each closed over its chains (`close`: a producer whose result only recomputes
   read is dropped too). The cheapest that fits is improved by a local search, deterministic and
   bounded by a count of plan evaluations (work, never seconds): keep an op again, or recompute it
   once instead of before each use, while the plan still fits. When no seed fits, a descent lowers
@@ -33,7 +33,6 @@ from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
 ROUNDS = 6
-MILP_ROUNDS = 20
 WORK = 600  # plan evaluations per search
 TRIES = 8  # greedy: candidate cuts scored per step
 
@@ -180,10 +179,6 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
     narrow = problem.narrow
     seeds = [greedy(problem, target, work // 2)]
     seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
-    try:
-        seeds += [close(problem, d) for d in _milp(problem, target)]
-    except ImportError:
-        pass
     n = len(narrow)
     for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
         seeds.append(close(problem, chen.segments(narrow, length)))
@@ -229,35 +224,7 @@ def _cheap(problem, plan, trial):
     return (-gain, sorted(trial))
 
 
-def _milp(problem: RematProblem, target: int) -> list:
-    """Plans of the single-recompute MILP (`relax.py`): seeds for the search, not proofs (its space
-    recomputes each op once, from kept inputs only)."""
-    from memplan_cli.remat import relax
-
-    if not problem.narrow:
-        return []
-    rel = relax.build(problem, target)
-    cap = target // rel.unit
-    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
-    active = sorted(order[:FIRST_ROWS])
-    out = []
-    for _ in range(MILP_ROUNDS):
-        ans = relax.solve_model(problem, rel, target, rows=active, cuts=out)
-        if ans.drop is None:
-            break
-        vals = relax.row_units(rel, ans.drop)
-        over = [i for i in order if vals[i] > cap and i not in set(active)]
-        if over:
-            active = sorted(set(active) | set(over[:FIRST_ROWS]))
-            continue
-        out.append(ans.drop)
-        if problem.bound(close(problem, ans.drop)) <= target or not ans.optimal:
-            break
-    return out
-
-
 NONE_FITS = 1 << 62  # `lower` when no plan can fit (proven)
-FIRST_ROWS = 24  # the relaxation starts from the steps that can exceed the budget most
 
 
 def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:

@@ -92,24 +92,6 @@ def test_the_solver_is_never_worse_than_brute_force_over_single_recomputes(which
                 assert res.added_flops == res.lower_flops
 
 
-def test_mobilenetv2_budgets_fit_with_and_without_the_single_recompute_milp(monkeypatch):
-    g = load_model(str(ROOT / "sample_models" / "mobilenetv2.circle"), batch_size=4)
-    cfg = TrainConfig(batch_size=4, optimizer="adam", loss="cce")
-    plain = plan_arena(RematProblem(g, cfg), ())
-    for f in (0.8, 0.6):
-        res = solve(RematProblem(g, cfg), int(plain * f))
-        assert res.fits and res.arena <= res.budget and res.lower_flops is not None
-        assert res.lower_flops <= res.added_flops
-        monkeypatch.setattr(relax, "build", _no_relaxation)
-        ls = solve(RematProblem(g, cfg), int(plain * f))
-        monkeypatch.undo()
-        assert ls.fits and res.lower_flops <= ls.added_flops
-
-
-def _no_relaxation(*a, **k):
-    raise ImportError("relaxation switched off")
-
-
 def test_a_budgeted_run_through_the_milp_is_byte_identical_across_processes():
     """Two interpreters with different hash seeds, the JSON on stdout: the same bytes, and nothing
     but the JSON (HiGHS prints a banner on file descriptor 1 unless memplan stops it)."""
