@@ -16,7 +16,8 @@ Rules:
   dropped), each closed over its chains (`close`: a producer whose result only recomputes
   read is dropped too). The cheapest that fits is improved by a local search, deterministic and
   bounded by a count of plan evaluations (work, never seconds): keep an op again, or recompute it
-  once instead of before each use, while the plan still fits. When no seed fits, a descent lowers
+  once instead of before each use, while the plan still fits, until it is within `GAP` of the step's
+  FLOPs of the proven bound. When no seed fits, a descent lowers
   the bound one candidate at a time first.
 - No plan found: the answer says the smallest bound found (`reachable`), the floor
   (`reachable_lower_bound`, `floor`) and that it is not proven that none fits.
@@ -35,6 +36,7 @@ from memplan_cli.remat.problem import RematProblem
 ROUNDS = 6
 WORK = 600  # plan evaluations per search
 TRIES = 8  # greedy: candidate cuts scored per step
+GAP = 1e-3  # the local search stops within this fraction of the step's FLOPs of the proven bound
 
 
 @dataclass
@@ -195,8 +197,9 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
         fitting = [low]
     best = min(fitting, key=lambda d: _key(problem, d))
     improved = True
+    close_enough = lower + GAP * problem.flops.total if lower is not None else -1
     while improved and problem.evaluations - start < work:
-        if lower is not None and problem.added_flops(best) <= lower:
+        if problem.added_flops(best) <= close_enough:
             break
         improved = False
         cur = _key(problem, best)
