@@ -19,8 +19,9 @@ So for any plan, with x_k = 1 when op k runs again at least once, its added FLOP
 sum(c_k x_k) and at each step t: must_t + sum over the variable groups g live at t of
 w_g (1 - [every op of g runs again]) <= its peak. Hence:
 - `floor`: max_t must_t (every candidate recomputed): no plan's live bytes go below it;
-- `lower_flops(target)`: min sum(c_k x_k) under those rows at `target` (HiGHS, a node limit, the dual
-  bound when it stops early): no plan whose live bytes fit `target` adds fewer FLOPs.
+- `lower_flops(target)`: min sum(c_k x_k) under those rows at `target` (HiGHS; a 0-1 program under a
+  node limit, its dual bound when it stops early; a model of more than `MIP_COLS` columns as its
+  linear program, whose optimum is a bound too): no plan whose live bytes fit `target` adds fewer FLOPs.
 `tests/remat/test_full.py` checks both against the true figures of random plans of real models.
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ from memplan_cli.passes.training_graph import align_up
 MAX_NODES = 2000  # branch-and-bound nodes (work, not seconds)
 FIRST_ROWS = 24  # steps in the first round of the lazy row loop, and added per round
 ROUNDS = 12  # solves at most
+MIP_COLS = 3000  # a model with more columns is solved as a linear program (a bound too, found faster)
 DEPTH = 2  # levels of "a recompute needs its inputs" modelled (more: a tighter bound, a larger model)
 
 
@@ -307,7 +309,9 @@ def _solve(problem, full: Full, rows, max_nodes, depth_max) -> Bound:
     h.addVars(ncols, np.zeros(ncols), np.ones(ncols))
     h.changeColsCost(ncols, np.arange(ncols, dtype=np.int32), np.array(cost) / scale)
     xi = np.array([j for _, j in xs], dtype=np.int32)
-    h.changeColsIntegrality(len(xi), xi, np.array([highspy.HighsVarType.kInteger] * len(xi)))
+    mip = ncols <= MIP_COLS  # larger models: the LP relaxation (its optimum is a bound too, and near)
+    if mip:
+        h.changeColsIntegrality(len(xi), xi, np.array([highspy.HighsVarType.kInteger] * len(xi)))
     h.addRows(len(lo), np.array(lo), np.array(hi), len(idx), np.array(starts, dtype=np.int32),
               np.array(idx, dtype=np.int32), np.array(vals))
     h.run()
@@ -315,7 +319,12 @@ def _solve(problem, full: Full, rows, max_nodes, depth_max) -> Bound:
     if st == highspy.HighsModelStatus.kInfeasible:
         return Bound(float("inf"), True, frozenset())
     info = h.getInfo()
-    lower = max(0.0, float(info.mip_dual_bound)) * scale
+    if mip:
+        lower = max(0.0, float(info.mip_dual_bound)) * scale
+    elif st == highspy.HighsModelStatus.kOptimal:
+        lower = max(0.0, float(info.objective_function_value)) * scale * (1 - 1e-7)  # the LP's tolerance
+    else:
+        lower = 0.0
     sol = h.getSolution().col_value
     ops = frozenset(k for k, j in xs if len(sol) > j and sol[j] > 0.5)
-    return Bound(lower, st == highspy.HighsModelStatus.kOptimal, ops)
+    return Bound(lower, mip and st == highspy.HighsModelStatus.kOptimal, ops)

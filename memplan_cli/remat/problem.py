@@ -96,6 +96,7 @@ class RematProblem:
         if v is None:
             tg = self.build(key)
             vals = self._intervals(tg)
+            self._last = (key, tg, vals)  # the greedy asks for the same plan's holders next
             n = len(tg.steps)
             delta = [0] * (n + 1)
             for size, a, b, _ in vals:
@@ -155,9 +156,14 @@ class RematProblem:
     def holders(self, drop, target: int) -> dict[int, int]:
         """Candidate ops whose results (originals or copies) plan `drop` holds, untouched, at a step
         where more than `target` bytes are live: op -> bytes x such steps (where to cut next)."""
-        tg = self.build(frozenset(drop))
+        key = frozenset(drop)
+        last = getattr(self, "_last", None)
+        if last is not None and last[0] == key:
+            tg, vals = last[1], last[2]
+        else:
+            tg = self.build(key)
+            vals = self._intervals(tg)
         n = len(tg.steps)
-        vals = self._intervals(tg)
         delta = [0] * (n + 1)
         for size, a, b, _ in vals:
             delta[a] += size
