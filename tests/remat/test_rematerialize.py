@@ -189,11 +189,11 @@ def test_chains_recompute_from_kept_tensors_and_verify_bit_for_bit():
 
 def test_the_same_network_reaches_the_same_memory_in_either_format():
     """MobileNetV2 as .circle (activations fused, padded convs) and as .onnx (separate Clip ops,
-    explicit Pads): at 0.65 x the plain plan the remat arenas are within 2 %."""
+    explicit Pads): at 0.65 x the plain plan the remat arenas are within 2 % (batch 10, SGD)."""
     arenas = []
     for name in ("mobilenetv2.circle", "mobilenetv2.onnx"):
-        g = load_model(str(ROOT / "sample_models" / name), batch_size=4)
-        p = RematProblem(g, TrainConfig(batch_size=4, optimizer="sgd", loss="cce"))
+        g = load_model(str(ROOT / "sample_models" / name), batch_size=10)
+        p = RematProblem(g, TrainConfig(batch_size=10, optimizer="sgd", loss="cce"))
         from memplan_cli.remat.solve import plan_arena
 
         res = solve(p, int(plan_arena(p, ()) * 0.65))
