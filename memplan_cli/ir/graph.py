@@ -43,6 +43,9 @@ class Operand:
     # a constant the graph computes from shapes, fills and indices (an attention mask built with
     # ConstantOfShape and ScatterND, folded at load): a buffer, never a trainable parameter
     computed: bool = False
+    # a float constant whose file could not tell whether it is a parameter of the source model
+    # (loaders/params.py): it trains, and reports list it as "assumed trainable"
+    assumed: bool = False
 
     @property
     def num_elements(self) -> int:

@@ -124,6 +124,7 @@ class _Reader:
         operations = self.operators(sub, opcodes, operands, buffers)
         name = (sub.Name() or b"").decode("utf-8", "replace")
         g = Graph(operands, operations, inputs, outputs, name=name, source_format=self.fmt, warnings=warnings)
+        g.metadata["parameter_rule"] = f"none for {self.fmt} (weights are plain constants)"
         if self.dynamic:
             g.metadata["dynamic_dims"] = dict(self.dynamic)
         self.training_metadata(model, buffers, g)
@@ -163,7 +164,10 @@ class _Reader:
             is_const = b > 0 and self.buffer_has_data(buffers[b]) and not t.IsVariable()
             if sig and len(sig) == len(shape) and any(d < 0 for d in sig):
                 self.dynamic[j] = tuple(k for k, d in enumerate(sig) if d < 0)
-            out.append(Operand(j, name, shape, dtype, is_const=is_const))
+            # a TF Lite file stores every weight as a plain constant, as it stores a folded mask:
+            # only a weight slot tells (loaders/params.py)
+            out.append(Operand(j, name, shape, dtype, is_const=is_const,
+                               assumed=is_const and dtype.startswith(("float", "bfloat"))))
         return out
 
     def buffer_has_data(self, buf) -> bool:

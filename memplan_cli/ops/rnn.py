@@ -353,7 +353,8 @@ def _batch(op, graph, shapes, batched):
 
 KERNELS = {"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=3, check=check,
-             nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6)) for t in ("LSTM", "GRU", "RNN")]
+             nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6),
+             weight_inputs=(1, 2, 3)) for t in ("LSTM", "GRU", "RNN")]
 
 
 def _onnx(t):
