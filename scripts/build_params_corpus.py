@@ -48,9 +48,9 @@ def models():
                                                         if k != "max_position_embeddings"}), ids)
     yield ("rwkv_tiny_dynamo.onnx", "RwkvForCausalLM(hidden 32, ffn 64, 1 layer, context 16)",
            lm(tr.RwkvConfig, tr.RwkvForCausalLM, vocab_size=100, hidden_size=32, attention_hidden_size=32,
-              intermediate_size=64, num_hidden_layers=1, context_length=16, use_cache=False), ids)
+              intermediate_size=64, num_hidden_layers=1, context_length=16, rescale_every=0, use_cache=False), ids)
     yield ("tinyvit_tiny_dynamo.onnx", "timm tiny_vit_5m_224(embed_dims (16,32,48,64), depths 1,1,1,1, img 64, 4 classes)",
-           lambda: timm.create_model("tiny_vit_5m_224", pretrained=False, img_size=64, num_classes=4,
+           lambda: timm.create_model("tiny_vit_5m_224", pretrained=False, num_classes=4,
                                      embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 4),
                                      window_sizes=(4, 4, 4, 2)), img(64))
     yield ("levit_tiny_dynamo.onnx", "timm levit_128s(embed_dim (32,48,64), key_dim 8, heads 2,3,4, depth 1,1,1, img 64)",
