@@ -46,20 +46,20 @@ def models():
     yield ("falcon_tiny_dynamo.onnx", "FalconForCausalLM(hidden 32, 1 layer, 4 heads, rotary, new_decoder_architecture=False)",
            lm(tr.FalconConfig, tr.FalconForCausalLM, **{k: v for k, v in small.items()
                                                         if k != "max_position_embeddings"}), ids)
-    yield ("rwkv_tiny_dynamo.onnx", "RwkvForCausalLM(hidden 32, ffn 64, 1 layer, context 16)",
+    yield ("rwkv_tiny_dynamo.onnx", "RwkvForCausalLM(hidden 32, ffn 64, 2 layers (its init divides by layers - 1), context 16)",
            lm(tr.RwkvConfig, tr.RwkvForCausalLM, vocab_size=100, hidden_size=32, attention_hidden_size=32,
-              intermediate_size=64, num_hidden_layers=1, context_length=16, rescale_every=0, use_cache=False), ids)
-    yield ("tinyvit_tiny_dynamo.onnx", "timm tiny_vit_5m_224(embed_dims (16,32,48,64), depths 1,1,1,1, img 64, 4 classes)",
+              intermediate_size=64, num_hidden_layers=2, context_length=16, rescale_every=0, use_cache=False), ids)
+    yield ("tinyvit_tiny_dynamo.onnx", "timm tiny_vit_5m_224(embed_dims (8,16,16,24), depths 1,1,1,1, heads 1,1,2,2, img 64)",
            lambda: timm.create_model("tiny_vit_5m_224", pretrained=False, num_classes=4,
-                                     embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 4),
+                                     embed_dims=(8, 16, 16, 24), depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2),
                                      window_sizes=(4, 4, 4, 2)), img(64))
-    yield ("levit_tiny_dynamo.onnx", "timm levit_128s(embed_dim (32,48,64), key_dim 8, heads 2,3,4, depth 1,1,1, img 64)",
+    yield ("levit_tiny_dynamo.onnx", "timm levit_128s(embed_dim (16,24,32), key_dim 4, heads 1,2,2, depth 1,1,1, img 64)",
            lambda: timm.create_model("levit_128s", pretrained=False, img_size=64, num_classes=4,
-                                     embed_dim=(32, 48, 64), key_dim=8, num_heads=(2, 3, 4), depth=(1, 1, 1)), img(64))
-    yield ("sequencer2d_tiny_dynamo.onnx", "timm sequencer2d_s(layers 1,1,1,1, embed_dims 16,24,32,48, hidden 8,12,16,24, img 64)",
+                                     embed_dim=(16, 24, 32), key_dim=4, num_heads=(1, 2, 2), depth=(1, 1, 1)), img(64))
+    yield ("sequencer2d_tiny_dynamo.onnx", "timm sequencer2d_s(layers 1,1,1,1, embed_dims 8,8,8,8, hidden 4,4,4,4, img 64)",
            lambda: timm.create_model("sequencer2d_s", pretrained=False, img_size=64, num_classes=4,
-                                     layers=(1, 1, 1, 1), embed_dims=(16, 24, 32, 48),
-                                     hidden_sizes=(8, 12, 16, 24)), img(64))
+                                     layers=(1, 1, 1, 1), embed_dims=(8, 8, 8, 8),
+                                     hidden_sizes=(4, 4, 4, 4), mlp_ratios=(1.0, 1.0, 1.0, 1.0)), img(64))
 
 
 def _zero_weights(path: str) -> None:

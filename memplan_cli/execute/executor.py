@@ -20,7 +20,7 @@ import numpy as np
 
 from memplan_cli.execute.blas import blas_threads
 from memplan_cli.execute.memory import ArenaMemory, Layout, SeparateMemory
-from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step
+from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step, seeded_source
 
 SOURCE_ROLES = ("input", "label", "weight", "frozen-weight", "constant", "opt-state")
 
@@ -52,6 +52,8 @@ class VerifyResult:
     frozen_unchanged: int = 0  # weights no step updates, checked bit-identical before and after
     # (step, buffer, buffer): placements of one pool sharing bytes while both are live, earliest first
     conflicts: list = field(default_factory=list)
+    # ops without a reference kernel, outside the backward region, run as seeded sources (ops.seeded_source)
+    sources: list = field(default_factory=list)
 
 
 def _diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -185,6 +187,7 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
     first_access, _ = tg.accesses()
     res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
                        arena_bytes=sum(layout.arenas.values()), conflicts=conflicts(layout))
+    res.sources = [op.label for op in tg.graph.operations[:tg.model_ops] if seeded_source(tg, op)]
 
     def name(t):
         return tg.tensors[t].name

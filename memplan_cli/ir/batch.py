@@ -17,7 +17,8 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
   much the op's batched input grew. The last case adds a warning to the graph.
 Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, FullyConnected, ...) give their own
 rule (`OpDef.batch`).
-Constants never change.
+Constants never change, but for an op's state made at the file's batch (an RNN's initial state:
+its `OpDef.batch` rule re-shapes it; the constant loses any values it had).
 """
 from __future__ import annotations
 
@@ -108,7 +109,9 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
 
 
 def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
-    operands = [replace(o, shape=shapes.get(o.index, o.shape)) for o in graph.operands]
+    operands = [replace(o, shape=shapes.get(o.index, o.shape),
+                        value=None if o.is_const and shapes.get(o.index, o.shape) != o.shape else o.value)
+                for o in graph.operands]
     operations = [replace(op, inputs=list(op.inputs), outputs=list(op.outputs), attrs=dict(op.attrs))
                   for op in graph.operations]
     return Graph(operands, operations, list(graph.inputs), list(graph.outputs), name=graph.name,

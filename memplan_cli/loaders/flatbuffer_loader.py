@@ -247,7 +247,10 @@ class _Reader:
                 t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
             return t.value
 
-        node = ops.TfliteNode(builtin, self.generic_options(o), list(ins), list(outs), operands, values)
+        opts = self.generic_options(o)
+        if o.CustomOptionsLength() > 0:  # a custom op's own bytes (mediapipe's: a C struct)
+            opts["custom_options"] = o.CustomOptionsAsNumpy().tobytes()
+        node = ops.TfliteNode(builtin, opts, list(ins), list(outs), operands, values)
         return fn(node)
 
     def generic_options(self, o) -> dict:
