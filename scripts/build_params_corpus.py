@@ -7,7 +7,7 @@ Families whose exports hold constants that are not parameters (rotary tables, ca
 cached attention biases, an RNN's initial state made at the file's batch) or a negative Pad:
 tiny transformers configs (Llama, Qwen3, GPT-NeoX, Falcon, RWKV) and timm TinyViT, LeViT and
 Sequencer2d, all random init (nothing downloaded), exported by torch.onnx dynamo in eval mode.
-Float weights are zeroed before writing (memplan never reads them; zeros compress in git).
+Weights lose their bytes before writing (memplan never reads them), nodes their stack traces.
 OUT_DIR/exports.json records each file's source, exporter and the truth for the tests:
 `params`, torch's count of trainable float parameters (`parameters()`, tied weights once).
 """
@@ -62,16 +62,22 @@ def models():
                                      hidden_sizes=(4, 4, 4, 4), mlp_ratios=(1.0, 1.0, 1.0, 1.0)), img(64))
 
 
-def _zero_weights(path: str) -> None:
+def _shrink(path: str) -> None:
+    """Weights without their bytes (dims kept: memplan never reads them) and nodes without the
+    exporter's stack traces (file paths of this machine); the fx_node and name-scope records stay."""
     import numpy as np
     import onnx
-    from onnx import numpy_helper
 
     m = onnx.load(path)
     for t in m.graph.initializer:
         n = int(np.prod(t.dims)) if len(t.dims) else 1
         if t.data_type == onnx.TensorProto.FLOAT and n > 64:
-            t.CopyFrom(numpy_helper.from_array(np.zeros(tuple(t.dims), np.float32), t.name))
+            t.ClearField("raw_data")
+            t.ClearField("float_data")
+    for node in m.graph.node:
+        keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del node.metadata_props[:]
+        node.metadata_props.extend(keep)
     onnx.save(m, path)
 
 
@@ -97,7 +103,7 @@ def main(argv=None) -> int:
             path = os.path.join(args.out, fn)
             with torch.no_grad():
                 torch.onnx.export(model, inputs, path, dynamo=True, external_data=False)
-            _zero_weights(path)
+            _shrink(path)
         except Exception as e:  # one family failing must not stop the others
             print(f"FAIL {fn}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}",
                   file=sys.stderr)

@@ -10,7 +10,10 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   parameter is one; named as a buffer or lifted constant is not. Any other float initializer was
   folded by the exporter: it is a parameter when a node reading it records (`pkg.torch.onnx.fx_node`)
   a parameter the file no longer holds under its own name (a weight transposed, a BatchNorm folded
-  into a convolution), and not one when its readers record none (a mask, a rotary table).
+  into a convolution), or reads it as a weight (MatMul's B) in the module that owned such a
+  parameter. A value of the reader's own decomposition (a mask's fill) is not one. A value folded
+  from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one when every
+  folded parameter was found elsewhere, and unknown otherwise (it may be that parameter, sliced).
 - Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
   read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
   `arith.constant`).
@@ -27,6 +30,10 @@ PARAM, BUFFER, UNKNOWN = "param", "buffer", "unknown"
 
 _SIG_LINE = re.compile(r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target='([^']*)'", re.M)
 _FX_ARG = re.compile(r"%(\w+)")
+
+
+# ONNX inputs that only a layer's weights fill (ops.OpDef.weight_inputs, before canonical conversion)
+_ONNX_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1, 2), "Conv": (1, 2), "ConvTranspose": (1, 2)}
 
 
 def _is_float(t) -> bool:
@@ -103,8 +110,11 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
         for f in fx:
             args |= set(_FX_ARG.findall(f.split("](", 1)[-1]))
         # a reader that takes a folded parameter (a linear's weight transposed inside its own
-        # decomposition), or that runs in the module owning one (FalconLinear's `x @ weight.T`)
-        hit = (args & set(missing)) | {missing_modules[m] for m in map(_module_of, rs) if m in missing_modules}
+        # decomposition), or reads it as its weight in the module owning a folded one
+        # (FalconLinear's `x @ weight.T`: the transpose was its own fx node)
+        hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
+                                       and any(n.input[k] == name for k in _ONNX_WEIGHT_SLOTS.get(n.op_type, ())
+                                               if k < len(n.input))}
         if hit:
             out[name] = PARAM
             accounted |= hit
@@ -121,6 +131,17 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
         refs = set(_FX_ARG.findall(f.split("](", 1)[-1])) & set(missing)
         if refs - accounted and any(out.get(i) == PARAM for i in n.input):
             accounted |= refs
+    # a module none of whose parameters the file holds by name, whose nodes read a parameter, reads
+    # it under another name (Falcon's word embeddings, tied to lm_head: the Gather takes lm_head's)
+    module_params: dict[str, set] = {}
+    for ph, (k, t) in placeholders.items():
+        if k == "PARAMETER":
+            module_params.setdefault(t.rsplit(".", 1)[0], set()).add(ph)
+    for n in g.node:
+        m = _module_of(n)
+        own = module_params.get(m)
+        if own and own <= set(missing) and any(out.get(i) == PARAM for i in n.input):
+            accounted |= own
     # a folded fx value is computed from buffers and constants only when every folded parameter
     # has been found elsewhere (GPT-2's position rows, sliced at export, are not: unknown)
     for name in pending:
