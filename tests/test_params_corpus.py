@@ -27,8 +27,6 @@ with open(os.path.join(HERE, "exports.json")) as _f:
 # verify fails today for a reason outside this change; the value says which (for the reader). When a
 # model verifies, the test below fails until it is removed from here.
 VERIFY_FAILS: dict[str, str] = {
-    "rwkv_tiny_dynamo.onnx": "calcDerivative of a Mul in the WKV recurrence writes other values in the arena "
-                             "than in the reference (with the naive planner too)",
 }
 
 
