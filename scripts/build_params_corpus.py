@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export the tiny real models of issue 27 (items 3-5) for tests/corpus/params (dev-only).
 
-    /work/devenv/bin/python scripts/build_params_corpus.py OUT_DIR [--only NAMES]
+    python scripts/build_params_corpus.py tests/corpus/params [--only NAMES]   # needs torch, timm, transformers, onnxscript
 
 Families whose exports hold constants that are not parameters (rotary tables, causal masks,
 cached attention biases, an RNN's initial state made at the file's batch) or a negative Pad:
