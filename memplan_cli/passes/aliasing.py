@@ -11,7 +11,8 @@ class Aliasing:
     - A rule's in-place pair (src, dst) makes dst share src's memory when the kernel may compute dst
       over src. It is accepted only when every tensor already sharing src's memory is dead after the
       step that writes dst (no later read), every tensor sharing dst's memory starts at that step and
-      none of them is read by it, no other tensor the step writes shares src's memory, both have the
+      none of them is read by it, no other tensor the step writes shares src's memory (unless the rule says all its in-place
+      outputs hold equal values: an Add's dA = dB = dY), both have the
       same byte size, and neither is persistent or read after the training step.
     - Candidates are taken in step order, so earlier decisions constrain later ones (an Add's two
       input back-props cannot both take over dY).
@@ -63,7 +64,7 @@ class Aliasing:
                     continue
                 # nor may another output of the step already hold src's memory (a Mul's dA, a
                 # contribution accumulated at this very step, took over dY: dB must not take it too)
-                if any(tg.root(t) == rs for t in s.writes if t != dst):
+                if not rule.inplace_equal and any(tg.root(t) == rs for t in s.writes if t != dst):
                     continue
                 merge(dst, src)
                 changed = True
