@@ -171,9 +171,3 @@ def settle(graph, rule: str) -> None:
         if o.assumed:
             o.assumed = False
     graph.metadata["parameter_rule"] = rule
-
-
-def assumed_names(graph, operands=None) -> list[str]:
-    """Names of the float constants (rank >= 1) the rules could not tell, in operand order."""
-    return [o.name for o in graph.operands if o.is_const and o.assumed and not o.computed and len(o.shape) > 0
-            and o.dtype.startswith(("float", "bfloat")) and (operands is None or o.index in operands)]

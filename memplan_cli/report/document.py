@@ -204,13 +204,11 @@ def parameters_dict(analysis) -> dict | None:
     rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
     if rule is None:
         return None
-    from memplan_cli.loaders.params import assumed_names
-
     tg = getattr(analysis.buffers, "training_graph", None)
     trained = set(tg.grad) if tg is not None else None
-    not_params = sum(1 for o in graph.operands if o.is_const and o.computed and len(o.shape) > 0
-                     and o.dtype.startswith(("float", "bfloat")))
-    return {"rule": rule, "assumed_trainable": assumed_names(graph, trained), "not_parameters": not_params}
+    floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
+    assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]
+    return {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
 
 
 FLOPS_COLUMNS = ("fwd_flops", "bwd_flops")
