@@ -106,3 +106,81 @@ def test_custom_op_inside_the_backward_region_is_refused(tmp_path):
     r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
     assert r.exit_code == 2 and "SomeCustomOp" in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+# ---- MaxPoolingWithArgmax2D and MaxUnpooling2D ------------------------------------------------------
+def _pool_opts(padding, stride, filt):
+    return struct.pack("<6i", padding, stride, stride, filt, filt, 0) + bytes(16)  # + TfLitePaddingValues
+
+
+def _segnet(padding=2, stride=2, filt=2, hw=4):
+    """x -> CONV 1x1 -> MaxPoolingWithArgmax2D -> CONV 1x1 -> MaxUnpooling2D (the indices) -> CONV 1x1."""
+    o = (hw + stride - 1) // stride if padding == 1 else (hw - filt + stride) // stride
+    t = [tensor("x", [1, hw, hw, 2]), tensor("c0/w", [3, 1, 1, 2], data="fill"), tensor("c0", [1, hw, hw, 3]),
+         tensor("p", [1, o, o, 3]), tensor("i", [1, o, o, 3]), tensor("c1/w", [3, 1, 1, 3], data="fill"),
+         tensor("q", [1, o, o, 3]), tensor("u", [1, o * filt, o * filt, 3]), tensor("c2/w", [2, 1, 1, 3], data="fill"),
+         tensor("y", [1, o * filt, o * filt, 2])]
+    opts = _pool_opts(padding, stride, filt)
+    ops = [op(OPS.CONV_2D, [0, 1, -1], [2], conv_opts(act=0), BO.Conv2DOptions),
+           op("MaxPoolingWithArgmax2D", [2], [3, 4], opts),
+           op(OPS.CONV_2D, [3, 5, -1], [6], conv_opts(act=0), BO.Conv2DOptions),
+           op("MaxUnpooling2D", [6, 4], [7], opts),
+           op(OPS.CONV_2D, [7, 8, -1], [9], conv_opts(act=0), BO.Conv2DOptions)]
+    return build(t, ops, [0], [9], fmt="tflite")
+
+
+def _mediapipe_argmax_pool(x, stride, filt, pad, out):
+    """mediapipe's max_pool_argmax.cc loop in numpy: window clamped to the input, first strict max."""
+    n, h, w, c = x.shape
+    y, idx = np.zeros((n, out, out, c)), np.zeros((n, out, out, c))
+    for b in range(n):
+        for oy in range(out):
+            for ox in range(out):
+                for ch in range(c):
+                    y0, x0 = oy * stride - pad, ox * stride - pad
+                    best, by, bx = -np.inf, 0, 0
+                    for fy in range(max(0, -y0), min(filt, h - y0)):
+                        for fx in range(max(0, -x0), min(filt, w - x0)):
+                            if x[b, y0 + fy, x0 + fx, ch] > best:
+                                best, by, bx = x[b, y0 + fy, x0 + fx, ch], fy, fx
+                    y[b, oy, ox, ch], idx[b, oy, ox, ch] = best, by * filt + bx + 0.1
+    return y, idx
+
+
+@pytest.mark.parametrize("padding,stride,filt,hw", [(2, 2, 2, 4), (1, 2, 3, 5), (1, 2, 2, 5), (2, 1, 2, 4)])
+def test_argmax_pool_matches_mediapipe(tmp_path, padding, stride, filt, hw):
+    o = (hw + stride - 1) // stride if padding == 1 else (hw - filt + stride) // stride
+    t = [tensor("x", [1, hw, hw, 3]), tensor("p", [1, o, o, 3]), tensor("i", [1, o, o, 3])]
+    g = load_model(write(tmp_path, "m.tflite", build(t, [op("MaxPoolingWithArgmax2D", [0], [1, 2],
+                                                            _pool_opts(padding, stride, filt))], [0], [1, 2],
+                                                     fmt="tflite")))
+    pool = g.operations[0]
+    assert pool.type == "MaxPoolArgmax2D"
+    x = np.random.default_rng(3).normal(size=(1, hw, hw, 3))
+    y, idx = run_forward(pool, [x], [(1, o, o, 3), (1, o, o, 3)])
+    pad = max(0, ((o - 1) * stride + filt - hw) // 2)
+    want_y, want_idx = _mediapipe_argmax_pool(x, stride, filt, pad, o)
+    assert np.array_equal(y, want_y) and np.allclose(idx, want_idx)
+
+
+def test_unpool_puts_values_back_where_the_pool_found_them(tmp_path):
+    g = load_model(write(tmp_path, "m.tflite", _segnet()))
+    pool, unpool = g.operations[1], g.operations[3]
+    assert (pool.type, unpool.type) == ("MaxPoolArgmax2D", "MaxUnpool2D")
+    x = np.random.default_rng(4).normal(size=(1, 4, 4, 3))
+    p, i = run_forward(pool, [x], [(1, 2, 2, 3), (1, 2, 2, 3)])
+    (u,) = run_forward(unpool, [p, i], [(1, 4, 4, 3)])
+    # each 2x2 window of u holds its maximum where it was, zeros elsewhere
+    want = np.where(x == np.repeat(np.repeat(p, 2, 1), 2, 2), x, 0)
+    assert np.array_equal(u, want)
+
+
+def test_argmax_pool_and_unpool_train_and_verify(tmp_path):
+    p = write(tmp_path, "m.tflite", _segnet())
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "3")
+
+
+def test_overlapping_unpool_windows_stay_custom(tmp_path):
+    g = load_model(write(tmp_path, "m.tflite", _segnet(padding=2, stride=1, filt=2, hw=4)))
+    assert g.operations[3].type == "MaxUnpooling2D"
