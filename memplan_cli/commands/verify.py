@@ -11,7 +11,8 @@ import json
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, profile_options,
+from memplan_cli.commands.options import (check_planner, config_from_flags, nntrainer_options, onert_options,
+                                          profile_options,
                                           training_options, verbosity)
 
 
@@ -54,7 +55,8 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     profile = flags.get("profile") or "memplan"
-    popts = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else {}
+    popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
+             nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
     remat = None
     if budget is not None:
         remat = _remat_plan(model, graph, cfg, flags, budget)

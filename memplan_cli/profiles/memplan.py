@@ -36,6 +36,8 @@ def pick_planner(preferred: str | None = None) -> str:
 
 class MemplanProfile:
     name = "memplan"
+    # how its figures were checked (`memplan compare` prints it)
+    checked = "proved by `memplan verify` (a step run inside the plan)"
     OPTIONS = ("align", "planner", "one_arena", "remat")
 
     def policy(self, options: dict):

@@ -228,6 +228,7 @@ def rules() -> dict:
 
 class SingaProfile:
     name = "singa"
+    checked = "modelled from SINGA's design (its source), not matched against the library"
     OPTIONS = ("align", "planner")
 
     def training_graph(self, graph, config, **options):

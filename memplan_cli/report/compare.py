@@ -28,16 +28,17 @@ DESCRIPTIONS = {
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 
-# how each column's figures were checked: a profile named after a real system says whether it was
-# matched against that system or only modelled from its source
-CHECKED = {
-    "naive": "definition (no checking needed)",
-    "onert": "byte-exact against onert 0.1.0's ALLOC lines (benchmarks/onert_match.py, tests/onert/)",
-    "nntrainer": ("modelled from nntrainer's source, not matched against the library: on the mnist "
-                  "sample its real tensor pool was measured 1.24-2.46x smaller (issue 18)"),
-    "singa": "modelled from SINGA's source, not matched against the library",
-    "memplan": "proved by `memplan verify` (a step run inside the plan)",
-}
+NAIVE_CHECKED = "definition (no checking needed)"
+
+
+def checked(profile: str) -> str:
+    """How a column's figures were checked: each profile's own `checked` line (a profile named after
+    a real system says whether it was matched against that system or only modelled from it)."""
+    if profile == "naive":
+        return NAIVE_CHECKED
+    from memplan_cli.profiles import get_profile
+
+    return getattr(get_profile(profile), "checked", "")
 
 
 def compare_document(cmp) -> dict:
@@ -51,7 +52,7 @@ def compare_document(cmp) -> dict:
             "available": col.available,
             "reason": col.reason,
             "description": DESCRIPTIONS.get(col.profile, ""),
-            "checked": CHECKED.get(col.profile, ""),
+            "checked": checked(col.profile),
             "planners": list(col.planners),
             "categories": {k: int(col.by_category.get(k, 0)) for k in CATEGORIES} if col.available else None,
             "total": col.total,
@@ -129,9 +130,9 @@ def render_table(doc: dict, opts) -> str:
         c = cols[p]
         if not c["available"]:
             con.print(Text(f"{p}: n/a ({c['reason']})", style="yellow"))
-    for p in profiles:
+    for p in profiles:  # how each column was checked
         c = cols[p]
-        if c["available"] and c.get("checked", "").startswith("modelled"):
+        if c["available"] and c.get("checked") and p != "naive":
             con.print(Text(f"{p}: {c['checked']}", style="dim"))
     s = (cols.get("singa") or {}).get("figures", {}).get("singa")
     if s:
