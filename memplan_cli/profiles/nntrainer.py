@@ -6,12 +6,15 @@ planners). The rules below are nntrainer's own (`network_graph.cpp` setExecution
 inPlaceOptimize, finalizeContext, computeBackwardEnd; `manager.cpp` requestInputs, requestWeights,
 requestTensors; `tensor_pool.cpp` finalize; each layer's `finalize`):
 
-Nodes (nntrainer's layers, in forward order): one `input` layer per model input, then the ops in
-topological order. A fused activation becomes its own `activation` layer after its op (nntrainer's
-`…/activation_realized`). An output read by several connections gets a `multiout` layer right after
-its producer, one output per reader in reading order. The loss is the last layer: with `--loss cce`
-the model's final Softmax (Sigmoid) and the loss become one `cross_softmax` (`cross_sigmoid`) layer
-reading the Softmax's input; with `mse` an `mse` layer reads the model output.
+Nodes (nntrainer's layers): one `input` layer per model input, then the ops in file order. A fused
+activation becomes its own `activation` layer after its op (nntrainer's `…/activation_realized`). An
+output read by several connections gets a `multiout` layer right after its producer, one output per
+reader in reading order. The loss is the last layer: with `--loss cce` the model's final Softmax
+(Sigmoid) and the loss become one `cross_softmax` (`cross_sigmoid`) layer reading the Softmax's input;
+with `mse` an `mse` layer reads the model output. Forward order: nntrainer's topological sort (a
+depth-first walk, see `sort_like_nntrainer`). Layers: conv2d, fully_connected, pooling2d (max, average;
+Mean over both spatial axes is global_average, ONNX GlobalMaxPool global_max), addition, activation
+(relu, sigmoid, tanh, softmax), flatten / reshape, batch_normalization.
 
 Execution orders: forward = node index; backward from the last node with a counter starting at the
 node count: CG = k, k += 1 if the node is trainable, CD = k, k += 1 if trainable, AG = k, k += 1.
@@ -75,13 +78,13 @@ FUSED_TO_OP = {"RELU": "Relu", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
 # bool, "weights": bool}` (then modelled with nntrainer's default requests).
 LAYERS = {
     "Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d (max)",
-    "AvgPool2D": "pooling2d (average)", "Add": "addition", "Relu": "activation (relu)",
+    "AvgPool2D": "pooling2d (average)", "Mean": "pooling2d (global_average)", "Add": "addition", "Relu": "activation (relu)",
     "Sigmoid": "activation (sigmoid)", "Tanh": "activation (tanh)", "Softmax": "activation (softmax)",
     "Reshape": "flatten / reshape", "BatchNormalization": "batch_normalization",
     "Loss": "loss (mse, cross_softmax, cross_sigmoid)",
 }
 KIND = {"Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d",
-        "AvgPool2D": "pooling2d", "Add": "addition", "Reshape": "reshape",
+        "AvgPool2D": "pooling2d", "Mean": "pooling2d", "Add": "addition", "Reshape": "reshape",
         "BatchNormalization": "batch_normalization", **{a: "activation" for a in ACTIVATIONS}}
 WEIGHT_NAMES = {"conv2d": ("filter", "bias"), "fully_connected": ("weight", "bias")}
 # batch_normalization's weights in nntrainer's order, as ONNX input positions, and whether they learn
@@ -153,6 +156,9 @@ def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
             return f"nntrainer profile: op {op.label} has a fused activation {act} nntrainer does not have"
         if len(op.outputs) != 1:
             return f"nntrainer profile: op {op.label} ({op.type}) has {len(op.outputs)} outputs; the profile models one"
+        if op.type == "Mean" and not _global_average(graph, op):
+            return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
+                    f"nntrainer's pooling2d global_average does only that")
         if op.type in ("Conv2D", "MaxPool2D", "AvgPool2D") and len(graph.operands[op.inputs[0]].shape) != 4:
             return (f"nntrainer profile: op {op.label} ({op.type}) works over "
                     f"{len(graph.operands[op.inputs[0]].shape) - 2} spatial dimension(s); nntrainer's are 2-D")
@@ -173,10 +179,18 @@ def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
     return None
 
 
+def _global_average(graph, op) -> bool:
+    x = graph.operands[op.inputs[0]].shape
+    spatial = (1, 2) if op.attrs.get("layout") == "NHWC" else (2, 3)
+    return len(x) == 4 and tuple(sorted(a % 4 for a in (op.attrs.get("axes") or ()))) == spatial
+
+
 def _weights(graph, op, kind) -> list:
     def is_w(i):
+        if i < 0:
+            return False
         o = graph.operands[i]
-        return i >= 0 and o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat"))
+        return o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat"))
 
     if kind == "batch_normalization":
         return [(op.inputs[p], n, learns) for n, p, learns in BN_WEIGHTS]
@@ -244,8 +258,43 @@ def build_nodes(graph, trainable_ops: set[int], loss: str = "mse") -> list[Node]
     out = merged.outputs[0] if merged is not None else loss_in
     nodes.append(Node(f"{kind}0", "loss", "Loss", merged.index if merged is not None else -1,
                       [source(loss_reads, ("loss", 0))], [out], True))
+    nodes = sort_like_nntrainer(nodes)
     set_execution_orders(nodes)
     return nodes
+
+
+def sort_like_nntrainer(nodes: list[Node]) -> list[Node]:
+    """GraphCore::topologicalSort: reverse post-order of a depth-first walk from each unvisited layer
+    in list order, a layer's consumers taken in list order. On a branch the consumer listed last runs
+    first (a projection shortcut listed after the main path runs before it)."""
+    consumers: list[list[int]] = [[] for _ in nodes]
+    for j, n in enumerate(nodes):
+        for s, _ in n.inputs:
+            consumers[s].append(j)
+    visited, post = [False] * len(nodes), []
+    for root in range(len(nodes)):
+        if visited[root]:
+            continue
+        visited[root] = True
+        stack = [(root, iter(consumers[root]))]
+        while stack:  # iterative: a deep graph must not hit Python's recursion limit
+            v, it = stack[-1]
+            for c in it:
+                if not visited[c]:
+                    visited[c] = True
+                    stack.append((c, iter(consumers[c])))
+                    break
+            else:
+                post.append(v)
+                stack.pop()
+    order = post[::-1]
+    where = {old: new for new, old in enumerate(order)}
+    out = []
+    for old in order:
+        n = nodes[old]
+        n.inputs = [(where[s], slot) for s, slot in n.inputs]
+        out.append(n)
+    return out
 
 
 def set_execution_orders(nodes: list[Node]) -> int:
@@ -340,14 +389,19 @@ def _elements(graph, i) -> int:
 
 
 def _channels(graph, op) -> int:
+    """batch_normalization's axis: the channel, or the width when there is one channel (an FC output)."""
     x = graph.operands[op.inputs[0]].shape
-    return x[1] if len(x) > 1 else 1
+    if len(x) == 4:
+        return x[1] if x[1] > 1 else x[3]
+    return x[-1] if x else 1
 
 
 def _layer_tensors(graph, n: Node) -> list[tuple]:
     """A layer's own tensors: (name, elements, lifespan bits)."""
     if n.kind == "pooling2d":
-        return [("helper_idx", _elements(graph, n.outputs[0]), ITERATION)]
+        op = graph.operations[n.op]
+        global_max = op.source_type == "GlobalMaxPool"  # nntrainer's global_max keeps input-sized indices
+        return [("helper_idx", _elements(graph, op.inputs[0] if global_max else n.outputs[0]), ITERATION)]
     if n.kind == "batch_normalization":
         op = graph.operations[n.op]
         c, full = _channels(graph, op), _elements(graph, op.inputs[0])

@@ -135,3 +135,23 @@ def test_refusals_name_what_nntrainer_cannot_train():
                 Operand(2, "y", (1, 2, 2, 2), is_output=True)], [Operation(0, "DepthwiseConv2D", [0, 1], [2])], [0], [2])
     with pytest.raises(UnsupportedOpError, match="depthwise convolution: nntrainer 0.6.0 cannot train it"):
         PROFILE.build(dw, TrainConfig())
+
+
+def test_layers_run_in_nntrainers_depth_first_order():
+    # x -> FC a -> Relu r; main path FC m1 -> FC m2; shortcut FC p (listed after the main path); Add(m2, p).
+    # nntrainer's reverse post-order visits r's consumers m1 then p: p finishes last, so it runs first.
+    g = Graph([Operand(0, "x", (1, 2), is_input=True), Operand(1, "a", (1, 2)), Operand(2, "r", (1, 2)),
+               Operand(3, "m1", (1, 2)), Operand(4, "m2", (1, 2)), Operand(5, "p", (1, 2)),
+               Operand(6, "s", (1, 2), is_output=True)] +
+              [Operand(7 + i, f"w{i}", (2, 2), is_const=True) for i in range(4)],
+              [Operation(0, "FullyConnected", [0, 7], [1], name="a"), Operation(1, "Relu", [1], [2], name="r"),
+               Operation(2, "FullyConnected", [2, 8], [3], name="m1"),
+               Operation(3, "FullyConnected", [3, 9], [4], name="m2"),
+               Operation(4, "FullyConnected", [2, 10], [5], name="p"), Operation(5, "Add", [4, 5], [6], name="s")],
+              [0], [6])
+    nodes = build_nodes(g, set(range(6)))
+    assert [n.name for n in nodes] == ["x", "a", "r", "r/generated_out_0", "p", "m1", "m2", "s", "mse0"]
+    # multiout outputs follow the readers' order in the file: m1 reads out0, p reads out1
+    mo = 3
+    assert nodes[5].inputs == [(mo, 0)] and nodes[4].inputs == [(mo, 1)]
+    assert nodes[7].inputs == [(6, 0), (4, 0)]
