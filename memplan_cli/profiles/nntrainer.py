@@ -11,7 +11,8 @@ activation becomes its own `activation` layer after its op (nntrainer's `…/act
 output read by several connections gets a `multiout` layer right after its producer, one output per
 reader in reading order. The loss is the last layer: with `--loss cce` the model's final Softmax
 (Sigmoid) and the loss become one `cross_softmax` (`cross_sigmoid`) layer reading the Softmax's input;
-with `mse` an `mse` layer reads the model output. Forward order: nntrainer's topological sort (a
+with `mse` an `mse` layer reads the model output; with no loss named, cce for a model ending in a
+Softmax or Sigmoid (nntrainer's classifier setup), else mse (`nntrainer_loss`). Forward order: nntrainer's topological sort (a
 depth-first walk, see `sort_like_nntrainer`). Layers: conv2d, fully_connected, pooling2d (max, average;
 Mean over both spatial axes is global_average, ONNX GlobalMaxPool global_max), addition, activation
 (relu, sigmoid, tanh, softmax), flatten / reshape, batch_normalization.
@@ -475,13 +476,27 @@ def _validity(info, end) -> tuple[int, int] | None:
     return max(lo, 0), min(hi, end)
 
 
+def nntrainer_loss(graph, config) -> str:
+    """The loss nntrainer trains with: the setup's when it names one (flag or metadata); otherwise, for
+    a model ending in a Softmax or Sigmoid, nntrainer's classifier setup `Loss = cross` (the Softmax
+    fused into cross_softmax), else mse."""
+    loss = getattr(config, "loss", "mse")
+    if (getattr(config, "sources", None) or {}).get("loss") in ("flag", "metadata"):
+        return loss
+    ops = graph.operations
+    last = next((op for op in ops if graph.outputs and graph.outputs[0] in op.outputs), None)
+    if last is not None and last.type in ("Softmax", "Sigmoid") and fused_activation(last) == "NONE":
+        return "cce"
+    return loss
+
+
 class NntrainerProfile:
     name = "nntrainer"
     checked = "byte-exact against nntrainer 0.6.0 fixtures (48 configurations)"
 
     def build(self, graph, config, *, planner: str | None = None, memory_optimization: bool = True,
               **_) -> BufferList:
-        loss = getattr(config, "loss", "mse")
+        loss = nntrainer_loss(graph, config)
         why = refusal(graph, loss, getattr(config, "batchnorm", "train"))
         if why:
             raise UnsupportedOpError(why)
@@ -489,7 +504,9 @@ class NntrainerProfile:
             raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
                                      "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
         nodes = build_nodes(graph, config.selected_ops(graph), loss)
-        return self.buffers_from_nodes(graph, nodes, config.optimizer_state_count, planner, memory_optimization)
+        bl = self.buffers_from_nodes(graph, nodes, config.optimizer_state_count, planner, memory_optimization)
+        bl.info["loss_layer"] = nodes[-1].name[:-1]
+        return bl
 
     def buffers_from_nodes(self, graph, nodes, opt_states: int, planner: str | None = None,
                            memory_optimization: bool = True) -> BufferList:
@@ -531,6 +548,7 @@ class NntrainerProfile:
         by_pool = {p.pool.name: p.plan.arena for p in analysis.pools}
         return {"nntrainer": {"pools": by_pool, "nodes": analysis.buffers.info.get("nodes"),
                               "last_order": analysis.buffers.info.get("last_order"),
+                              "loss_layer": analysis.buffers.info.get("loss_layer"),
                               "memory_optimization": analysis.buffers.info.get("memory_optimization")}}
 
 
