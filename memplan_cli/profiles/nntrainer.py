@@ -40,7 +40,7 @@ Requests, in nntrainer's order per node: inputs, outputs, the layer's own tensor
 - weights: MAX in the weight pool (conv2d filter, bias; fully_connected weight, bias;
   batch_normalization moving_mean, moving_variance, gamma, beta); a trainable layer's gradients of
   the weights that learn (not the moving statistics): (CG, AG) in the tensor pool; optimizer state
-  (Adam 2, momentum 1) per learning weight, after every weight, MAX.
+  (Adam 2, SGD none; 0.6.0 has no momentum) per learning weight, after every weight, MAX.
 - validity: [min, max] of the orders within [0, end], the whole range for MAX; a request with no
   order in range is not planned. `end`: with memory_optimization on, the apply-gradient order of the
   layer whose backward runs last (computeBackwardEnd: the largest CG among layers that compute a
@@ -500,6 +500,9 @@ class NntrainerProfile:
         why = refusal(graph, loss, getattr(config, "batchnorm", "train"))
         if why:
             raise UnsupportedOpError(why)
+        if config.optimizer not in ("sgd", "adam"):
+            raise UnsupportedOpError(f"nntrainer 0.6.0 has no {config.optimizer} optimizer (its sgd has no momentum; "
+                                     f"it has sgd, adam and adamw)")
         if config.param_level:
             raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
                                      "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")

@@ -155,3 +155,8 @@ def test_layers_run_in_nntrainers_depth_first_order():
     mo = 3
     assert nodes[5].inputs == [(mo, 0)] and nodes[4].inputs == [(mo, 1)]
     assert nodes[7].inputs == [(6, 0), (4, 0)]
+
+
+def test_momentum_is_refused_nntrainer_sgd_has_none():
+    with pytest.raises(UnsupportedOpError, match="no momentum optimizer"):
+        PROFILE.build(_fc_relu(), TrainConfig(optimizer="momentum"))

@@ -88,9 +88,9 @@ def test_compare_validates_and_matches_analyze(case):
 
 def test_nntrainer_and_singa_columns_match_their_profiles():
     path = SAMPLES / "mnist.circle"
-    doc = _json("compare", path, "-b", "3", "-O", "momentum")
+    doc = _json("compare", path, "-b", "3", "-O", "adam")
     for p in ("nntrainer", "singa"):
-        a = _json("analyze", path, "-p", p, "-b", "3", "-O", "momentum")
+        a = _json("analyze", path, "-p", p, "-b", "3", "-O", "adam")
         assert doc["columns"][p]["total"] == a["totals"]["planned"]
         assert doc["columns"][p]["lower_bound"] == sum(x["lower_bound"] for x in a["pools"])
         assert doc["columns"][p]["planners"] == sorted({x["planner"] for x in a["pools"]})
