@@ -38,6 +38,7 @@ class Column:
     planners: list[str] = field(default_factory=list)
     reason: str = ""
     extras: dict = field(default_factory=dict)  # the profile's `figures` (e.g. SINGA's fragmentation)
+    checked: str = ""  # how the profile's figures were checked (its `checked` line)
 
     @property
     def available(self) -> bool:
@@ -79,7 +80,7 @@ def _column(profile: str, a) -> Column:
 def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: dict | None = None,
                   time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
     """Every column for `graph` (already loaded and re-batched to `config.batch_size`)."""
-    from memplan_cli.analysis import analyze_graph, file_sha256
+    from memplan_cli.analysis import analyze_graph, checked_by, file_sha256
     from memplan_cli.errors import MemplanError
 
     onert_options = dict(onert_options or {})
@@ -95,6 +96,8 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
             cols[prof] = Column(prof, reason=str(e))
         else:
             cols[prof] = _column(prof, a)
+    for prof in ("onert", "nntrainer", "singa", "memplan"):
+        cols[prof].checked = checked_by(prof)
     return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
                       int(mem.lower_bound), onert_options, time_limit)
 

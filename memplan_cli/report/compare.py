@@ -28,17 +28,9 @@ DESCRIPTIONS = {
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 
+# how each column's figures were checked: each profile's own `checked` line (a profile named after a
+# real system says whether it was matched against that system or only modelled from it)
 NAIVE_CHECKED = "definition (no checking needed)"
-
-
-def checked(profile: str) -> str:
-    """How a column's figures were checked: each profile's own `checked` line (a profile named after
-    a real system says whether it was matched against that system or only modelled from it)."""
-    if profile == "naive":
-        return NAIVE_CHECKED
-    from memplan_cli.profiles import get_profile
-
-    return getattr(get_profile(profile), "checked", "")
 
 
 def compare_document(cmp) -> dict:
@@ -52,7 +44,7 @@ def compare_document(cmp) -> dict:
             "available": col.available,
             "reason": col.reason,
             "description": DESCRIPTIONS.get(col.profile, ""),
-            "checked": checked(col.profile),
+            "checked": NAIVE_CHECKED if col.profile == "naive" else col.checked,
             "planners": list(col.planners),
             "categories": {k: int(col.by_category.get(k, 0)) for k in CATEGORIES} if col.available else None,
             "total": col.total,
