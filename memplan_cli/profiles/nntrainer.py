@@ -157,6 +157,11 @@ def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
             return f"nntrainer profile: op {op.label} has a fused activation {act} nntrainer does not have"
         if len(op.outputs) != 1:
             return f"nntrainer profile: op {op.label} ({op.type}) has {len(op.outputs)} outputs; the profile models one"
+        if op.type == "Add":
+            shapes = [graph.operands[i].shape for i in op.inputs if i >= 0]
+            if any(graph.operands[i].is_const for i in op.inputs if i >= 0) or len(set(shapes)) != 1:
+                return (f"nntrainer profile: op {op.label} (Add) adds a constant or broadcasts: nntrainer's "
+                        f"addition layer adds layer outputs of one shape")
         if op.type == "Mean" and not _global_average(graph, op):
             return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
                     f"nntrainer's pooling2d global_average does only that")

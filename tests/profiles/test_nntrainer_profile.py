@@ -160,3 +160,9 @@ def test_layers_run_in_nntrainers_depth_first_order():
 def test_momentum_is_refused_nntrainer_sgd_has_none():
     with pytest.raises(UnsupportedOpError, match="no momentum optimizer"):
         PROFILE.build(_fc_relu(), TrainConfig(optimizer="momentum"))
+
+
+def test_an_add_of_a_constant_is_refused():
+    g = Graph([Operand(0, "x", (1, 2), is_input=True), Operand(1, "c", (1, 2), is_const=True),
+               Operand(2, "y", (1, 2), is_output=True)], [Operation(0, "Add", [0, 1], [2])], [0], [2])
+    assert "addition layer adds layer outputs of one shape" in refusal(g)
