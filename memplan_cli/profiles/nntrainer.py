@@ -143,12 +143,15 @@ def _groups(graph, op) -> int:
 
 
 def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
-    """Why nntrainer 0.6.0 (as this profile models it) cannot train the graph; None when it can."""
+    """Why nntrainer 0.6.0 (as this profile models it) cannot train the graph; None when it can. What
+    the library itself cannot train (depthwise / grouped convolutions) is named before what the
+    profile does not model."""
     for op in graph.operations:
         if op.type == "DepthwiseConv2D" or (op.type == "Conv2D" and _groups(graph, op) != 1):
             what = "a depthwise" if op.type == "DepthwiseConv2D" else f"a grouped ({_groups(graph, op)} groups)"
             return (f"nntrainer profile: op {op.label} is {what} convolution: nntrainer 0.6.0 cannot train it "
                     f"(conv2d has no groups; its depthwise_conv2d layer has no implementation)")
+    for op in graph.operations:
         if _facts(op.type) is None:
             return (f"nntrainer profile: op {op.label} ({op.type}) has no nntrainer layer memplan models "
                     f"(its tensor requests are unknown)")
