@@ -127,5 +127,8 @@ class OpDef:
     # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
     # file's placeholder for it (the converter writes the file's batch) is resolved at load
     changes_batch: bool = False
+    # a standalone activation: the fused-activation name it computes ("RELU", "SIGMOID", ...; "CLIP"
+    # for bounds in its attributes), so the executor's mask and pre-activation paths treat it alike
+    activation: str | None = None
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it
