@@ -1,7 +1,7 @@
 """Binding training-graph steps to reference kernels.
 
-For each op type, `HANDLERS[type][kind](ctx)` runs one step (forward, calcGradient, calcDerivative)
-through a `StepContext`, which hands out only the views of tensors the step declares (reads, writes,
+For each op, its registry entry's `kernels[kind](ctx)` (memplan_cli/ops/) runs one step (forward,
+calcGradient, calcDerivative) through a `StepContext`, which hands out only the views of tensors the step declares (reads, writes,
 accumulations): asking for anything else is an `AccessError`, so a kernel cannot silently depend on a
 tensor the plan did not keep alive. Optional forward tensors (a fused activation's output, a MaxPool
 input) are used when the step reads them; the kernels pick another route when they are absent.
@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, optim
-from memplan_cli.execute.kernels.activation import MASK_BOUNDS, between
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels import activation, optim
+from memplan_cli.kernels.activation import MASK_BOUNDS, between
+from memplan_cli.kernels.common import store
 from memplan_cli import ops as registry
-from memplan_cli.ops.base import UnsupportedKernel  # noqa: F401  (raised here and by the registry's kernels)
-
-
-class AccessError(AssertionError):
-    """A kernel needed a tensor the step does not declare (a schedule / rule mismatch)."""
+from memplan_cli.ops.base import AccessError, UnsupportedKernel  # noqa: F401  (raised here and by the registry's kernels)
 
 
 class StepContext:

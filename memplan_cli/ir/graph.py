@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass, field
 
 from memplan_cli.ir.dtypes import dtype_size
-from memplan_cli.ir.vocab import ACTIVATIONS  # noqa: F401  (re-exported: the loaders read it here)
 
 
 @dataclass

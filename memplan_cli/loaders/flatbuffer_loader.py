@@ -14,7 +14,7 @@ import sys
 
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
+from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.ir.shape_values import FOLLOWED
 
 # ops whose second input is a small int constant that decides the output shape

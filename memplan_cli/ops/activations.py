@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation as act
-from memplan_cli.execute.kernels.activation import MASK_BOUNDS, between
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels import activation as act
+from memplan_cli.kernels.activation import MASK_BOUNDS, between
+from memplan_cli.kernels.common import store
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
 from memplan_cli.ops.kernel_util import param_gradient
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io

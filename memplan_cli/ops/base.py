@@ -10,6 +10,10 @@ class UnsupportedKernel(Exception):
     """No reference kernel for this op type / step kind, or for these attribute values."""
 
 
+class AccessError(AssertionError):
+    """A kernel needed a tensor the step does not declare (a schedule / rule mismatch)."""
+
+
 @dataclass
 class Canon:
     """A converter's answer: the canonical op type and attributes; `inputs` / `outputs` replace the

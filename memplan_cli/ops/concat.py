@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation as act
-from memplan_cli.execute.kernels import shape
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels import activation as act
+from memplan_cli.kernels import shape
+from memplan_cli.kernels.common import store
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import fused_activation_flops, tflite_activation
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation

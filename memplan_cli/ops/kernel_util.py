@@ -64,7 +64,7 @@ def fused_activation_flops(op, operands, f: int, b: int):
 
 def tflite_activation(node) -> str:
     """The fused activation a TFLite builtin's options name, as `ir.graph.ACTIVATIONS` spells it."""
-    from memplan_cli.ir.graph import ACTIVATIONS
+    from memplan_cli.ir.vocab import ACTIVATIONS
 
     f = int(node.options.get("fused_activation_function", 0) or 0)
     return ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"

@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, fc
-from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.kernels import activation, fc
+from memplan_cli.kernels.common import reduce_to_shape, store
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
 from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import (BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io,

@@ -14,7 +14,7 @@ FLOPs: 0 (bytes move or are viewed).
 """
 from __future__ import annotations
 
-from memplan_cli.execute.kernels import shape
+from memplan_cli.kernels import shape
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels.common import store
 
 FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGMOID")
 # the ReLU-family activations whose derivative is one bit per element: lo < y < hi (None: unbounded)
