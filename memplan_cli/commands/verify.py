@@ -1,7 +1,7 @@
 """`memplan verify MODEL`: prove a plan by running one training step inside it.
 
 Parsing and printing only: the plan comes from `memplan_cli.analysis`, the run from
-`memplan_cli.execute.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
+`memplan_cli.verification.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
 the first step where results diverge and the buffers involved), 2 bad input.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     ends. The loss and every updated weight must match; on failure the report names the first step
     where results diverge and the buffers involved (exit status 1).
     """
-    from memplan_cli.execute.verify import verify_model
+    from memplan_cli.verification import verify_model
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import emit
 
