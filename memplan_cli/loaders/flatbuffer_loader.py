@@ -16,6 +16,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.ir.shape_values import FOLLOWED
+from memplan_cli.loaders.params import is_variable_read
 
 # ops whose second input is a small int constant that decides the output shape
 SHAPE_CONST_INPUT = {"Reshape": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
@@ -118,7 +119,7 @@ class _Reader:
         operations = self.operators(sub, opcodes, operands, buffers)
         name = (sub.Name() or b"").decode("utf-8", "replace")
         g = Graph(operands, operations, inputs, outputs, name=name, source_format=self.fmt, warnings=warnings)
-        g.metadata["parameter_rule"] = f"none for {self.fmt} (weights are plain constants)"
+        g.metadata["parameter_rule"] = "TensorFlow variable reads"
         if self.dynamic:
             g.metadata["dynamic_dims"] = dict(self.dynamic)
         self.training_metadata(model, buffers, g)
@@ -159,9 +160,10 @@ class _Reader:
             if sig and len(sig) == len(shape) and any(d < 0 for d in sig):
                 self.dynamic[j] = tuple(k for k, d in enumerate(sig) if d < 0)
             # a TF Lite file stores every weight as a plain constant, as it stores a folded mask:
-            # only a weight slot tells (loaders/params.py)
+            # a variable's read in the name or a weight slot tells (loaders/params.py)
             out.append(Operand(j, name, shape, dtype, is_const=is_const,
-                               assumed=is_const and dtype.startswith(("float", "bfloat"))))
+                               assumed=is_const and dtype.startswith(("float", "bfloat"))
+                               and not is_variable_read(name)))
         return out
 
     def buffer_has_data(self, buf) -> bool:

@@ -17,9 +17,9 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
 - Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
   read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
   `arith.constant`).
-- tf2onnx: a constant read through a `ReadVariableOp` is a variable (a parameter).
+- tf2onnx and TF Lite: a constant read through a `ReadVariableOp` is a variable (a parameter).
 - Anything else (TorchScript's state-dict names, which name buffers too; TF Lite's op-named
-  constants; other producers) cannot be told: it trains, and reports list it as "assumed
+  constants such as `arith.constant`; other producers) cannot be told: it trains, and reports list it as "assumed
   trainable" (`Operand.assumed`), so a user can `--freeze params:` it.
 """
 from __future__ import annotations
@@ -34,6 +34,12 @@ _FX_ARG = re.compile(r"%(\w+)")
 
 # ONNX inputs that only a layer's weights fill (ops.OpDef.weight_inputs, before canonical conversion)
 _ONNX_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1, 2), "Conv": (1, 2), "ConvTranspose": (1, 2)}
+
+
+def is_variable_read(name: str) -> bool:
+    """TensorFlow names a tensor read from a variable (a Keras weight) `.../ReadVariableOp`; tf2onnx
+    and the TF Lite converter keep the name (joined with ';' when they fold several into one)."""
+    return "ReadVariableOp" in name
 
 
 def _is_float(t) -> bool:
@@ -57,7 +63,7 @@ def onnx_rule(model) -> tuple[str, dict[str, str]]:
         return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig)
     producer = (model.producer_name or "").lower()
     if producer == "tf2onnx":
-        return "tf2onnx variable reads", {n: PARAM if "ReadVariableOp" in n else UNKNOWN for n in floats}
+        return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}
     name = "TorchScript state-dict names" if producer == "pytorch" else f"none for producer '{model.producer_name}'"
     return name, {n: UNKNOWN for n in floats}
 

@@ -116,5 +116,17 @@ def test_torchscript_names_do_not_tell_but_weight_slots_do(tmp_path):
 def test_tf2onnx_variable_reads_are_parameters(tmp_path):
     names = ["model/dense/MatMul/ReadVariableOp:0", "model/scale/ReadVariableOp:0", "const_fold_opt__12"]
     g = load_model(save(tmp_path, _plain("tf2onnx", names)))
-    assert g.metadata["parameter_rule"] == "tf2onnx variable reads"
+    assert g.metadata["parameter_rule"] == "TensorFlow variable reads"
     assert _kinds(g) == {names[0]: "param", names[1]: "param", names[2]: "assumed"}
+
+
+def test_tflite_variable_reads_and_weight_slots():
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "corpus", "keras_seq_dense.tflite")
+    g = load_model(path)
+    k = _kinds(g)
+    assert g.metadata["parameter_rule"] == "TensorFlow variable reads"
+    assert k["functional_1/embedding_1/GatherV2/ReadVariableOp"] == "param"  # an Embedding's table: a Gather
+    assert k["functional_1/dense_1/Tensordot/MatMul"] == "param"  # FullyConnected's weights: a weight slot
+    assert k["functional_1/layer_normalization_1/Reshape"] == "assumed"  # gamma reshaped, read by a Mul
