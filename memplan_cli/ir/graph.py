@@ -193,8 +193,10 @@ class Graph:
 
     # ---- sizes ---------------------------------------------------------------------------
     def parameter_count(self) -> int:
-        """Elements of float constants (weights and biases; not int shape/axes constants)."""
-        return sum(o.num_elements for o in self.operands if o.is_const and o.dtype.startswith(("float", "bfloat")))
+        """Elements of float constants (weights and biases; not int shape/axes constants, nor the
+        buffers an exporter computed: `Operand.computed`)."""
+        return sum(o.num_elements for o in self.operands
+                   if o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat")))
 
     def activation_bytes(self) -> int:
         """Bytes of every non-constant operand (graph inputs included)."""

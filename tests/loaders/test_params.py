@@ -130,3 +130,12 @@ def test_tflite_variable_reads_and_weight_slots():
     assert k["functional_1/embedding_1/GatherV2/ReadVariableOp"] == "param"  # an Embedding's table: a Gather
     assert k["functional_1/dense_1/Tensordot/MatMul"] == "param"  # FullyConnected's weights: a weight slot
     assert k["functional_1/layer_normalization_1/Reshape"] == "assumed"  # gamma reshaped, read by a Mul
+
+
+def test_inspect_names_the_rule_and_what_it_could_not_tell(tmp_path):
+    p = save(tmp_path, _dynamo_like(all_params_found=False))
+    r = CliRunner().invoke(main, ["inspect", p], env={"NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    assert ("parameters by torch.onnx dynamo graph signature: 3 of 5 float constants; not parameters: "
+            "[val_9, m.lifted_tensor_0]; assumed trainable (the file does not tell): [unsqueeze_1]") in r.output
+    assert "100 float parameters" in r.output  # m.fc.weight, val_3, unsqueeze_1: 64 + 32 + 4
