@@ -46,6 +46,7 @@ class RematProblem:
         self.each_ok: set[int] = each_ok(tg) & set(self.candidates)
         self._added: dict[frozenset, int] = {}
         self._profiles: dict[frozenset, list] = {}
+        self._steps_built = 0
         full = self.build(())
         self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
         self.cost: dict[int, int | None] = {}
@@ -95,6 +96,7 @@ class RematProblem:
         v = self._bounds.get(key)
         if v is None:
             tg = self.build(key)
+            self._steps_built += len(tg.steps)
             vals = self._intervals(tg)
             self._last = (key, tg, vals)  # the greedy asks for the same plan's holders next
             n = len(tg.steps)
@@ -203,6 +205,11 @@ class RematProblem:
         if key not in self._added:
             self.bound(key)
         return self._added[key]
+
+    @property
+    def effort(self) -> float:
+        """Work spent scoring plans, in plans the size of the plain step (deterministic, not time)."""
+        return self._steps_built / max(len(self._base.steps), 1)
 
     @property
     def evaluations(self) -> int:

@@ -3,7 +3,8 @@
 Rules:
 - Search on the lower bound (most bytes live at one step), then plan the arena with the memplan
   profile's planner and check it; when the arena exceeds the budget (fragmentation), tighten the
-  search target by the excess and search again (at most `ROUNDS` times).
+  search target by the excess and search again (at most `ROUNDS` times, all within `WORK`: plans
+  scored, each weighted by its steps over the plain step's, so the work bounds the time).
 - The space: every candidate kept, recomputed once, or recomputed before each use, chains
   recomputed from kept tensors (`passes/rematerialize.py`).
 - Proofs come only from the relaxation of the whole remat space (`remat/full.py`): the floor (no
@@ -34,7 +35,8 @@ from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
 ROUNDS = 6
-WORK = 600  # plan evaluations per search
+WORK = 600  # work per solve (every search round together), in plans the size of the plain step:
+# each plan scored costs its steps / the plain step's steps (a plan recomputing much costs more)
 TRIES = 8  # greedy: candidate cuts scored per step
 GAP = 1e-3  # the local search stops within this fraction of the step's FLOPs of the proven bound
 
@@ -133,8 +135,8 @@ def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = froz
     per added FLOP; repeat until the plan fits, nothing helps or `work` plans are scored."""
     from memplan_cli.passes.rematerialize import each
 
-    n0 = problem.evaluations
-    while problem.bound(plan) > target and problem.evaluations - n0 < work:
+    n0 = problem.effort
+    while problem.bound(plan) > target and problem.effort - n0 < work:
         held = problem.holders(plan, target)
         trials = []
         for k in sorted(held, key=lambda k: (-held[k], k))[:TRIES]:
@@ -145,7 +147,7 @@ def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = froz
         ex, fl = problem.excess(plan, target), problem.added_flops(plan)
         best, score = None, 0.0
         for trial in trials:
-            if problem.evaluations - n0 >= work:
+            if problem.effort - n0 >= work:
                 break
             gain = ex - problem.excess(trial, target)
             if gain <= 0:
@@ -167,7 +169,7 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
 
     if problem.bound(()) <= target:
         return frozenset(), "optimal", 0
-    start = problem.evaluations
+    start = problem.effort
     lower, hint = None, frozenset()
     try:
         from memplan_cli.remat import full
@@ -198,7 +200,7 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
     best = min(fitting, key=lambda d: _key(problem, d))
     improved = True
     close_enough = lower + GAP * problem.flops.total if lower is not None else -1
-    while improved and problem.evaluations - start < work:
+    while improved and problem.effort - start < work:
         if problem.added_flops(best) <= close_enough:
             break
         improved = False
@@ -207,7 +209,7 @@ def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozen
         for trial in sorted(_moves(problem, best), key=lambda d: _cheap(problem, best, d)):
             if _cheap(problem, best, trial) >= (0,):
                 break
-            if problem.evaluations - start >= work:
+            if problem.effort - start >= work:
                 break
             if problem.bound(trial) <= target and _key(problem, trial) < cur:
                 best, improved = trial, True
@@ -234,12 +236,12 @@ def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> 
     """Lower the bound from `start`: one candidate at a time (forward order) kept, recomputed once or
     before each use; keep a change that lowers the bound (or keeps it and costs less), until the bound
     is <= target, nothing improves or `work` plans are scored."""
-    best, n0 = start, problem.evaluations
+    best, n0 = start, problem.effort
     improved = True
-    while improved and problem.bound(best) > target and problem.evaluations - n0 < work:
+    while improved and problem.bound(best) > target and problem.effort - n0 < work:
         improved = False
         for trial in list(_moves(problem, best)):
-            if problem.evaluations - n0 >= work:
+            if problem.effort - n0 >= work:
                 break
             bt, bb = problem.bound(trial), problem.bound(best)
             if bt < bb or (bt == bb and _key(problem, trial) < _key(problem, best)):
@@ -283,9 +285,13 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
                          f"needs whatever is recomputed, {fl[1]}): no plan fits, proven")
         _reachable(problem, res, [frozenset(), _every(problem)])
         return res
+    spent = problem.effort
     for rnd in range(1, ROUNDS + 1):
+        left = work - (problem.effort - spent)  # one work budget for every round
+        if left <= 0:
+            break
         res.rounds = rnd
-        drop, status, lower = search(problem, target, work)
+        drop, status, lower = search(problem, target, left)
         if rnd == 1:
             res.lower_flops = lower  # proven for the budget (later rounds search a tighter target)
         if drop is None:
