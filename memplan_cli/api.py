@@ -261,7 +261,7 @@ def _selectors(name: str, v) -> tuple[str, ...] | None:
 
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
            onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
-           lora_targets=None) -> dict:
+           lora_targets=None, loss_outputs=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -274,7 +274,7 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
             "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
             "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
             "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
-            "time_limit": time_limit,
+            "loss_outputs": _selectors("loss_outputs", loss_outputs), "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
 
@@ -289,7 +289,7 @@ def _model_path(model: PathLike) -> str:
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
                       learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None, lora_rank=None, lora_targets=None) -> "TrainConfig":
+                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
     from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
@@ -321,6 +321,9 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     targets = parse_selectors([lora_targets] if isinstance(lora_targets, str) else lora_targets)
     if targets:
         values["lora_targets"], sources["lora_targets"] = targets, "flag"
+    heads = parse_selectors([loss_outputs] if isinstance(loss_outputs, str) else loss_outputs)
+    if heads:
+        values["loss_outputs"], sources["loss_outputs"] = heads, "flag"
     return TrainConfig(**values, sources=sources)
 
 
@@ -342,7 +345,7 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze", "lora_rank", "lora_targets")
+                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -424,14 +427,16 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
             budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None) -> AnalysisResult:
+            lora_targets: str | Iterable[str] | None = None,
+            loss_outputs: str | Iterable[str] | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
     trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
     "frozen"), dropout ("train", "off"), train ("biases", "ops:GLOB"; a list allowed) and freeze
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
-    setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`);
+    setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
+    (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
@@ -445,7 +450,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets),
+                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs),
              "profile": profile, "planner": planner}
     remat = None
     if budget is not None:
@@ -465,7 +470,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             onert_simd_width: int | None = None, progress: bool = False,
             dropout: str | None = None, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None) -> ComparisonResult:
+            lora_targets: str | Iterable[str] | None = None,
+            loss_outputs: str | Iterable[str] | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -475,7 +481,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets)
+                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])

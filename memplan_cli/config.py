@@ -37,6 +37,8 @@ class TrainConfig:
     # LoRA adapters of this rank on the targeted projections (0: none); targets: op types or globs
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ()
+    # the model outputs that carry a loss (names or globs); empty: every float output
+    loss_outputs: tuple[str, ...] = ()
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 

@@ -338,14 +338,26 @@ def _loss_kind(ctx) -> str:
 
 
 def _loss_fwd(ctx):
-    loss.FORWARD[_loss_kind(ctx)](ctx.x(0), ctx.x(1), ctx.y())
+    # the sum of one loss per (y_pred, label) pair, in the pairs' order
+    kind = _loss_kind(ctx)
+    total = None
+    for k in range(0, len(ctx.op.inputs), 2):
+        v = loss.VALUE[kind](ctx.x(k), ctx.x(k + 1))
+        total = v if total is None else total + v
+    out = ctx.y()
+    store(out, np.full(out.shape, total, dtype=out.dtype))
 
 
 def _loss_deriv(ctx):
-    dpred, dlabel = ctx.dx(0), ctx.dx(1)
+    for k in range(0, len(ctx.op.inputs), 2):
+        _loss_pair_deriv(ctx, k)
+
+
+def _loss_pair_deriv(ctx, k: int):
+    dpred, dlabel = ctx.dx(k), ctx.dx(k + 1)
     if dpred is None and dlabel is None:
         return
-    y, t = ctx.x(0), ctx.x(1)
+    y, t = ctx.x(k), ctx.x(k + 1)
     kind = _loss_kind(ctx)
     gl = None
     if dlabel is not None:  # onert computes and keeps back-prop(y_true): dL/dt

@@ -95,7 +95,7 @@ class BackwardInsertion:
                 tg.persistent.add(t)
             else:
                 d = tg.info["defs"].get(o.index, first_use.get(o.index))
-                role = ("label" if o.index == tg.label else "input" if o.index in g.inputs
+                role = ("label" if o.index in (tg.labels or [tg.label]) else "input" if o.index in g.inputs
                         else "loss" if o.index in g.outputs else "activation")
                 t = tg.add_tensor(o.name, "non-const", o.shape, o.dtype, role, d, o.index)
                 if o.index in g.inputs:

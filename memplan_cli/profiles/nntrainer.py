@@ -347,16 +347,24 @@ def build_requests(graph, nodes: list[Node], opt_states: int):
     return tp, wp, ext, end
 
 
-def with_loss(graph):
-    """The graph with nntrainer's loss node appended after the first output (unless it has one)."""
+def with_loss(graph, loss_outputs=()):
+    """The graph with nntrainer's loss node appended after its float output (unless it has one).
+    nntrainer's NetworkGraph::addLossLayer gives every output node its own loss layer, whatever
+    --loss-outputs says; this profile models one: a model with several float outputs is refused."""
     import copy
 
     from memplan_cli.ir.graph import Operand, Operation
+    from memplan_cli.passes.loss_insertion import loss_outputs as resolve
 
     if any(op.type == "Loss" for op in graph.operations) or not graph.outputs:
         return graph
+    heads = resolve(graph, ())
+    if len(heads) > 1:
+        raise UnsupportedOpError(f"nntrainer gives each of the model's {len(heads)} float outputs its own loss layer "
+                                 "(NetworkGraph::addLossLayer); the nntrainer profile models one loss: use --profile memplan")
+    heads = resolve(graph, loss_outputs)  # checks --loss-outputs names that one output
     g = copy.copy(graph)
-    y = graph.operands[graph.outputs[0]]
+    y = graph.operands[heads[0]]
     n = len(graph.operands)
     label = Operand(n, "label", y.shape, y.dtype, is_input=True)
     loss = Operand(n + 1, "loss", (1,), "float32", is_output=True)
@@ -381,7 +389,7 @@ class NntrainerProfile:
         why = refusal(graph)
         if why:
             raise UnsupportedOpError(why)
-        g = with_loss(graph)
+        g = with_loss(graph, config.loss_outputs)
         if config.param_level:
             raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
                                      "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")

@@ -129,7 +129,17 @@ def _config_line(doc: dict) -> str:
         peft += f" · LoRA rank {c['lora']['rank']}" + (f" on {','.join(c['lora']['targets'])}" if c["lora"]["targets"]
                                                       else " on the default targets")
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+
+
+def _loss_on(c: dict, shown: int = 6) -> str:
+    """` on OUT1, OUT2` naming the outputs that carry a loss (a summed loss when several)."""
+    names = c.get("loss_outputs") or []
+    if not names:
+        return ""
+    more = f" and {len(names) - shown} more (JSON config.loss_outputs)" if len(names) > shown else ""
+    lead = f" summed over {len(names)} outputs: " if len(names) > 1 else " on "
+    return lead + ", ".join(names[:shown]) + more
 
 
 def _signed(n: int | None) -> str:
@@ -227,6 +237,11 @@ class TableReporter(Reporter):
         if doc.get("forward_only"):
             lines.append("nothing trains (no weight gets a gradient): these figures are the forward pass and "
                          "the loss only")
+        fw = doc.get("frozen_weights") or []
+        if fw:
+            names = ", ".join(w["weight"] for w in fw[:4]) + (f" and {len(fw) - 4} more" if len(fw) > 4 else "")
+            lines.append(f"note: {len(fw)} weight(s) ({human(sum(w['bytes'] for w in fw))}) stay frozen: "
+                         f"{fw[0]['reason']}: {names} (JSON frozen_weights)")
         if naive:
             line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
                     f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")

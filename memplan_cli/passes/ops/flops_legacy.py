@@ -45,7 +45,7 @@ def zero_flops(op, operands):
 
 
 def loss_flops(op, operands):
-    n = _n(operands, op.inputs[0])
+    n = sum(_n(operands, y) for y in op.inputs[0::2])  # one loss per (y_pred, label) pair
     return 3 * n, 2 * n
 
 
