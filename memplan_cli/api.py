@@ -524,20 +524,35 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
     with spinner(f"planning {len(sizes):,} buffers ({name})", progress):
         result = plan_buffers(name, sizes, firsts, lasts, time_limit=time_limit, rounds=rounds,
                               names=names, alignments=aligns)
-    return PlanSummary(plan_report(source, result, alignment), list(result.plan.offsets), table)
+    own_lb = None
+    if table is not None and list(table.sizes) != list(sizes):
+        from memplan_cli.planners.bound import lower_bound
+
+        own_lb = lower_bound(list(table.sizes), firsts, lasts)
+    return PlanSummary(plan_report(source, result, alignment, own_lb), list(result.plan.offsets), table)
 
 
-def plan_report(path: str, r, alignment: int) -> dict:
-    """`memplan plan --format json`'s summary of a `planrun.PlanResult`."""
+def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None) -> dict:
+    """`memplan plan --format json`'s summary of a `planrun.PlanResult`. `own_lower_bound`: the lower
+    bound of the file's own sizes when the planners saw them rounded up to the alignment: the lower
+    bound and "optimal" are then the file's (the rounded problem's optimum can be above the file's:
+    two 1-byte buffers aligned to 16 fit in 17 bytes, rounded they need 32), and `rounded` keeps the
+    planners' figures for the rounded sizes."""
+    lb, status, extra = r.lower_bound, r.status, {}
+    if own_lower_bound is not None:
+        lb = own_lower_bound
+        status = "optimal" if r.arena == lb else "feasible"
+        extra = {"rounded": {"lower_bound": r.lower_bound, "status": r.status}}
     return {
         "file": path,
         "buffers": r.buffers,
         "naive": r.naive,
-        "lower_bound": r.lower_bound,
+        "lower_bound": lb,
         "arena": r.arena,
-        "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
+        "arena_over_lower_bound": round(r.arena / lb, 6) if lb else None,
         "planner": r.plan.planner,
-        "status": r.status,
+        "status": status,
+        **extra,
         "seconds": round(r.seconds, 6),
         # set when the user gave a time limit: the plan may then depend on speed and load
         "time_limit": r.time_limit,

@@ -32,11 +32,12 @@ DESCRIPTIONS = {
 # matched against that system or only modelled from its source
 CHECKED = {
     "naive": "definition (no checking needed)",
-    "onert": "byte-exact against onert 0.1.0's ALLOC lines (benchmarks/onert_match.py, tests/onert/)",
+    "onert": ("byte-exact against onert 0.1.0's ALLOC lines on the models of tests/onert/ and "
+              "benchmarks/onert_match.py (not run on this model: devtools/onert_runtime.py does)"),
     "nntrainer": ("modelled from nntrainer's source, not matched against the library: on the mnist "
                   "sample its real tensor pool was measured 1.24-2.46x smaller (issue 18)"),
     "singa": "modelled from SINGA's source, not matched against the library",
-    "memplan": "proved by `memplan verify` (a step run inside the plan)",
+    "memplan": "provable for this model by `memplan verify` (a step run inside the plan; compare does not run it)",
 }
 
 
@@ -123,8 +124,9 @@ def render_table(doc: dict, opts) -> str:
     table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
     con.print(table)
     lb = doc["lower_bound"]
-    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes; "
-              "own lower bound: each system's own pools and lifetimes, perfectly placed")
+    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes (no placement "
+              "of memplan's buffers goes below it; another schedule or recomputation can); own lower bound: the "
+              "same for each system's own pools and lifetimes")
     for p in profiles:
         c = cols[p]
         if not c["available"]:

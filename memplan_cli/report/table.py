@@ -257,7 +257,10 @@ class TableReporter(Reporter):
                          f"{(o - planned) * 100 / o:.1f}% less ({ratio(planned, o)} x)")
         elif "onert" in doc and not doc["onert"]["available"]:
             lines.append(f"onert: n/a ({doc['onert']['reason']})")
-        lines.append(f"lower bound: {lb:,d} B ({human(lb)}); arena / lower bound = {ratio(planned, lb)}")
+        # a bound for placing these buffers (sizes, lifetimes, pools): not for training the model any
+        # other way (another schedule, other in-place rules, recomputation)
+        lines.append(f"lower bound: {lb:,d} B ({human(lb)}) for placing these buffers as they are sized and live "
+                     f"here; arena / lower bound = {ratio(planned, lb)}")
         sg = (doc.get("figures") or {}).get("singa")
         if sg:
             how = "online first fit, no plan" if sg.get("planner") == "singa" else f"planner {sg.get('planner')}"
