@@ -177,3 +177,17 @@ def test_nntrainer_profile_models_the_one_float_output():
     g = two_heads(int_output=True)
     with pytest.raises(UnsupportedOpError, match="2 float outputs"):
         with_loss(g)
+
+
+def test_diff_notes_a_change_of_loss_outputs(tmp_path):
+    """A baseline written before loss_outputs existed (loss on the first output only) against today's
+    report of a two-head model: diff says why the gradients grew."""
+    path = _save_two_heads(tmp_path)
+    code, out, err = _cli("analyze", path, "-f", "json")
+    base = json.loads(out)
+    del base["config"]["loss_outputs"]
+    bp = tmp_path / "base.json"
+    bp.write_text(json.dumps(base))
+    code, out, err = _cli("diff", "--baseline", str(bp), path)
+    assert code == 0, err
+    assert "loss_outputs differs: the first output (older report) vs ['y1', 'y2']" in " ".join(out.split())
