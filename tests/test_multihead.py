@@ -60,3 +60,12 @@ def test_a_loss_on_the_first_output_alone_misses_weights(name):
     assert missed > 0
     # what the first head misses is exactly what the report lists as frozen
     assert one["categories"]["gradient"]["naive"] + missed == full["categories"]["gradient"]["naive"]
+
+
+def test_inspect_lists_the_outputs_by_the_names_loss_outputs_takes():
+    code, out, err = run(["inspect", os.path.join(HERE, "keras_two_head.tflite")])
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("outputs:"))
+    d = _report(os.path.join(HERE, "keras_two_head.tflite"))
+    for name in d["config"]["loss_outputs"]:
+        assert name in line

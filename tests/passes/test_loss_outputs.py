@@ -191,3 +191,17 @@ def test_diff_notes_a_change_of_loss_outputs(tmp_path):
     code, out, err = _cli("diff", "--baseline", str(bp), path)
     assert code == 0, err
     assert "loss_outputs differs: the first output (older report) vs ['y1', 'y2']" in " ".join(out.split())
+
+
+def test_a_head_through_an_op_without_backward_is_refused_and_the_others_can_train():
+    """A head ending in an op memplan cannot differentiate (a custom op) makes the summed loss
+    untrainable: one clear refusal that points at --loss-outputs; the other head alone trains."""
+    g = two_heads()
+    g.operations[2].outputs = [7]
+    g.operands.append(Operand(7, "z", (3, 2)))
+    g.operations.append(Operation(3, "MyCustom", [7], [6]))
+    with pytest.raises(UnsupportedOpError, match=r"MyCustom .*--loss-outputs \(now y1, y2\)"):
+        build_training_graph(g, TrainConfig())
+    tg = build_training_graph(g, TrainConfig(loss_outputs=("y1",)))
+    assert _names(tg, tg.grad) == ["w0", "w1"]
+    assert [w["weight"] for w in unreached_weights(tg)] == ["w2"]
