@@ -78,8 +78,10 @@ def command(buffers, planner, rounds, time_limit, output, fmt):
     gaps, ...) are ignored and copied to the output.
 
     Prints the number of buffers, naive (every buffer its own bytes), the lower bound (the most
-    bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when the arena
-    equals the bound) and its seconds. Without --time-limit the same file gives the same plan on
+    bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when proven: the
+    arena equals the bound, or the exact search proved no smaller arena holds the buffers; with an
+    alignment column both are the file's own sizes', the rounded sizes' shown apart) and its
+    seconds. Without --time-limit the same file gives the same plan on
     any machine at any load. Every plan is checked by memplan's independent overlap
     verifier before anything is printed or written.
     """
