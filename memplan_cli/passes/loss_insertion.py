@@ -21,11 +21,24 @@ def output_label(graph, o: int) -> str:
     return ((getattr(graph, "metadata", None) or {}).get("output_names") or {}).get(o) or graph.operands[o].name
 
 
+def _carries_gradient(graph, o: int) -> bool:
+    """Whether a gradient can flow back from output o: not one of a `no_grad` op's outputs, nor at a
+    position its op declares non-differentiable (BatchNormalization's running statistics)."""
+    from memplan_cli import ops
+
+    for op in graph.operations:
+        if o in op.outputs:
+            d = ops.get(op.type)
+            return d is None or not (d.no_grad or op.outputs.index(o) in d.nondiff_outputs)
+    return True
+
+
 def loss_outputs(graph, patterns=()) -> list[int]:
     """Operand indices of the model outputs that carry a loss, in the file's output order.
 
-    Default: every float, non-constant output (an integer output such as an argmax index has no
-    gradient). `patterns` (`--loss-outputs`): output names or globs (matched against the tensor name
+    Default: every float, non-constant output a gradient can flow back from (not an integer output
+    such as an argmax index, nor BatchNormalization's running statistics); when none can, the first
+    output, as memplan did before (nothing then trains: the report says so). `patterns` (`--loss-outputs`): output names or globs (matched against the tensor name
     and the signature name, `output_label`); each must match an output and
     every output it names must be a float, non-constant one (ConfigError otherwise)."""
     outs = list(dict.fromkeys(graph.outputs))
@@ -46,12 +59,15 @@ def loss_outputs(graph, patterns=()) -> list[int]:
             if not _is_float(ops[o]):
                 raise ConfigError(f"--loss-outputs: output {output_label(graph, o)} is {ops[o].dtype}; a loss needs "
                                   "a float output")
+            if not _carries_gradient(graph, o):
+                raise ConfigError(f"--loss-outputs: no gradient flows back from output {output_label(graph, o)} "
+                                  "(its op's output there is not differentiable, e.g. running statistics)")
         return [o for o in outs if o in chosen]
-    chosen_list = [o for o in outs if not ops[o].is_const and _is_float(ops[o])]
+    chosen_list = [o for o in outs if not ops[o].is_const and _is_float(ops[o]) and _carries_gradient(graph, o)]
     if not chosen_list:
-        if all(ops[o].is_const for o in outs):
+        if ops[outs[0]].is_const:
             raise ConfigError(f"the model output {ops[outs[0]].name} is a constant; there is nothing to train")
-        raise ConfigError(f"the model has no float output to attach a loss to (the outputs: {listing})")
+        return outs[:1]
     return chosen_list
 
 

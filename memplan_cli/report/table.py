@@ -410,7 +410,7 @@ class TableReporter(Reporter):
                     f"no batch fits {budget} B ({profiles[0]})\n")
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']} · trainable {c['trainable_ops']}"
+        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))

@@ -205,3 +205,33 @@ def test_a_head_through_an_op_without_backward_is_refused_and_the_others_can_tra
     tg = build_training_graph(g, TrainConfig(loss_outputs=("y1",)))
     assert _names(tg, tg.grad) == ["w0", "w1"]
     assert [w["weight"] for w in unreached_weights(tg)] == ["w2"]
+
+
+def test_outputs_no_gradient_flows_from_get_no_loss(tmp_path):
+    """BatchNormalization's running statistics are outputs of a training-mode export, but buffers, not
+    predictions: by default only the prediction y carries a loss (finite differences then match the analytic
+    gradients, tests/ops/test_batchnorm.py); naming them is an error."""
+    from tests.ops.gradcheck import save
+    from tests.ops.test_batchnorm import _model
+
+    from memplan_cli.loaders import load_model
+
+    g = load_model(save(tmp_path, _model(opset=15, outputs=("bn", "rm", "rv"), training_mode=1, momentum=0.75)))
+    assert [g.operands[o].name for o in loss_outputs(g)] == ["y"]  # Mul(bn, q), not rm, rv
+    with pytest.raises(ConfigError, match="no gradient flows back from output rm"):
+        loss_outputs(g, ("rm",))
+
+
+def test_a_model_with_only_an_integer_output_still_analyses_forward_only():
+    """As before: the loss sits on the first output and nothing trains (the report says so)."""
+    g = two_heads(int_output=True)
+    g.outputs = [8]
+    for o in (4, 6):
+        g.operands[o].is_output = False
+    g.operations = g.operations[:2] + [g.operations[3]]
+    g.operations[2].index = 2
+    g.operands[5].is_const = True
+    g.verify()
+    assert loss_outputs(g) == [8]
+    tg = build_training_graph(g, TrainConfig())
+    assert not tg.grad
