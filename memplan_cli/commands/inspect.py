@@ -29,7 +29,7 @@ def describe(g, model: str) -> list[str]:
         lines.append(f"  training metadata (CIRCLE_TRAINING): {shown}")
     lines.append(f"  activations {g.activation_bytes():,d} B, constants {g.constant_bytes():,d} B")
     if len(g.outputs) > 1 or md.get("output_names"):
-        from memplan_cli.passes.loss_insertion import output_label
+        from memplan_cli.ir.outputs import output_label
 
         # the names --loss-outputs takes (a TF Lite signature's name, else the tensor's)
         outs = ", ".join(f"{output_label(g, o)}" + (f" (%{o} {g.operands[o].dtype})" if output_label(g, o) == g.operands[o].name

@@ -101,9 +101,9 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
             bar.advance(f"{p} batch {b}")
             run(p, b)
     rows = list(done.values())
-    from memplan_cli.report.document import _loss_output_names
+    from memplan_cli.ir.outputs import loss_output_names
 
-    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss, "loss_outputs": _loss_output_names(graph, base_cfg),
+    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss, "loss_outputs": loss_output_names(graph, base_cfg),
            "trainable_ops": list(base_cfg.trainable) if isinstance(base_cfg.trainable, tuple) else base_cfg.trainable,
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}

@@ -354,7 +354,7 @@ def with_loss(graph, loss_outputs=()):
     import copy
 
     from memplan_cli.ir.graph import Operand, Operation
-    from memplan_cli.passes.loss_insertion import loss_outputs as resolve
+    from memplan_cli.ir.outputs import loss_outputs as resolve
 
     if any(op.type == "Loss" for op in graph.operations) or not graph.outputs:
         return graph

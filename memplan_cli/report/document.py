@@ -15,19 +15,6 @@ from memplan_cli.report.live import peak_summary, timeline
 SCHEMA_VERSION = 1
 
 
-def _loss_output_names(graph, cfg) -> list[str]:
-    """The outputs that carry a loss (passes/loss_insertion.py), by name; [] when it cannot say."""
-    from memplan_cli.errors import MemplanError
-    from memplan_cli.passes.loss_insertion import loss_outputs, output_label
-
-    if graph is None or not getattr(graph, "outputs", None):
-        return []
-    try:
-        return [output_label(graph, o) for o in loss_outputs(graph, cfg.loss_outputs)]
-    except MemplanError:
-        return []
-
-
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
     cfg = analysis.config
     trainable = cfg.trainable
@@ -38,7 +25,7 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "optimizer": cfg.optimizer,
         "loss": cfg.loss,
         # the model outputs that carry a loss (the step's loss is their sum), in the file's order
-        "loss_outputs": _loss_output_names(getattr(analysis, "graph", None), cfg),
+        "loss_outputs": list(getattr(analysis, "loss_outputs", None) or []),
         "learning_rate": cfg.learning_rate,
         "trainable_ops": trainable,
         "batchnorm": cfg.batchnorm,
@@ -181,11 +168,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
     tg = getattr(bl, "training_graph", None)
-    if tg is not None:
-        from memplan_cli.passes.loss_insertion import unreached_weights
-
+    if tg is not None and "frozen_weights" in tg.info:
         # weights the setup would train that get no gradient, with the reason (outputs without a loss)
-        doc["frozen_weights"] = unreached_weights(tg)
+        doc["frozen_weights"] = [dict(w) for w in tg.info["frozen_weights"]]
     on = analysis.onert
     if on is not None:
         doc["onert"] = {"available": on.available, "reason": on.reason}

@@ -358,6 +358,9 @@ class TableReporter(Reporter):
             table.add_row(p["name"], p["category"], p["planner"], p.get("status", ""), str(p["buffers"]),
                           fig(p["arena"]), fig(p["lower_bound"]))
         con.print(table)
+        if any(p.get("status") == "optimal" for p in doc["pools"]):
+            con.print("optimal: no placement of that pool's buffers, as sized and live here, takes a smaller arena "
+                      "(its arena meets its lower bound, or the exact search proved it)")
 
     # ---- diff --------------------------------------------------------------------------------
     def diff(self, doc: dict, opts: RenderOptions) -> str:
