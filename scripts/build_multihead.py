@@ -15,6 +15,9 @@ framework's trainable parameter count and the output names.
   feature output that a classifier head also reads, a classifier and a keypoint head; torch.onnx
   dynamo in eval mode (BatchNorm folded into the convolution).
 - torch_two_head_ts.onnx: the same module through the TorchScript exporter.
+- torchvision_fpn_dynamo.onnx: torchvision's FeaturePyramidNetwork (the detectors' neck, with its
+  LastLevelMaxPool extra block) over a two-stage conv trunk: three feature-map outputs, as a
+  detector's heads read them; torch.onnx dynamo.
 """
 from __future__ import annotations
 
@@ -79,10 +82,38 @@ def torch_model():
 
     torch.manual_seed(0)
     m = TwoHead().eval()
+    m.__source__ = ("PyTorch module: Conv2d+BatchNorm2d+ReLU stem, strided Conv2d, outputs feat (spatial mean), "
+                    "logits (Linear over feat) and keypoints (Conv2d 1x1)")
     with torch.no_grad():  # non-trivial BatchNorm statistics, as a trained net has
         m.stem[1].running_mean.uniform_(-0.5, 0.5)
         m.stem[1].running_var.uniform_(0.5, 1.5)
     return m, (torch.randn(1, 3, 16, 16),)
+
+
+def torchvision_fpn():
+    import torch
+    from torch import nn
+    from torchvision.ops import FeaturePyramidNetwork
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+
+    class TrunkFPN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU())
+            self.c2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+            self.fpn = FeaturePyramidNetwork([8, 16], 8, extra_blocks=LastLevelMaxPool())
+
+        def forward(self, x):
+            a = self.c1(x)
+            b = self.c2(a)
+            out = self.fpn({"p1": a, "p2": b})
+            return tuple(out.values())
+
+    torch.manual_seed(0)
+    m = TrunkFPN().eval()
+    m.__source__ = ("torchvision FeaturePyramidNetwork([8, 16], 8, LastLevelMaxPool) over a two-stage Conv2d+ReLU "
+                    "trunk: outputs p1, p2 and pool (three feature maps)")
+    return m, (torch.randn(1, 3, 32, 32),)
 
 
 def build_keras(out: str) -> list:
@@ -110,20 +141,21 @@ def build_torch(out: str) -> list:
 
     doc = []
 
-    model, args = torch_model()
-    params = sum(p.numel() for p in model.parameters())
-    for tag, kw in (("dynamo", dict(dynamo=True, external_data=False)), ("ts", dict(dynamo=False))):
-        fn = f"torch_two_head_{tag}.onnx"
-        path = os.path.join(out, fn)
-        with torch.no_grad():
-            torch.onnx.export(model, args, path, input_names=["image"], output_names=["feat", "logits", "keypoints"],
-                              opset_version=20, **kw)
-        m = onnx.load(path)
-        name = "dynamo" if kw["dynamo"] else "TorchScript"
-        doc.append({"file": fn, "source": "PyTorch module: Conv2d+BatchNorm2d+ReLU stem, strided Conv2d, outputs "
-                    "feat (spatial mean), logits (Linear over feat) and keypoints (Conv2d 1x1)", "params": params,
-                    "outputs": [o.name for o in m.graph.output],
-                    "exporter": f"torch.onnx {name} (torch {torch.__version__}), opset 20"})
+    dynamo, ts = dict(dynamo=True, external_data=False), dict(dynamo=False)
+    for stem, make, names, variants in (("torch_two_head", torch_model, ["feat", "logits", "keypoints"], (dynamo, ts)),
+                                        ("torchvision_fpn", torchvision_fpn, ["p1", "p2", "pool"], (dynamo,))):
+        model, args = make()
+        params = sum(p.numel() for p in model.parameters())
+        for kw in variants:
+            fn = f"{stem}_{'dynamo' if kw['dynamo'] else 'ts'}.onnx"
+            path = os.path.join(out, fn)
+            with torch.no_grad():
+                torch.onnx.export(model, args, path, input_names=["image"], output_names=names, opset_version=20, **kw)
+            m = onnx.load(path)
+            name = "dynamo" if kw["dynamo"] else "TorchScript"
+            doc.append({"file": fn, "source": model.__source__, "params": params,
+                        "outputs": [o.name for o in m.graph.output],
+                        "exporter": f"torch.onnx {name} (torch {torch.__version__}), opset 20"})
     return doc
 
 
