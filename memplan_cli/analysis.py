@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
 from memplan_cli.config import TrainConfig
-from memplan_cli.ir.outputs import loss_output_names
+from memplan_cli.ir.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan
 
 
@@ -131,6 +131,13 @@ def _takes(fn, name: str) -> bool:
         return False
 
 
+def checked_by(profile: str) -> str:
+    """How a profile's figures were checked (its `checked` line), for reports that name it."""
+    from memplan_cli.profiles import get_profile
+
+    return getattr(get_profile(profile), "checked", "")
+
+
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
                      time_limit: float | None = None) -> list[PoolPlan]:
     """Plan each pool with its planner and verify the result independently. A failed check is a bug.
@@ -192,6 +199,7 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     from memplan_cli.profiles import get_profile
 
     t0 = time.perf_counter()
+    loss_outputs(graph, config.loss_outputs)  # a --loss-outputs name no output has is an error, whatever the profile
     prof = get_profile(profile)
     bl = prof.build(graph, config, **(profile_options or {}))
     t1 = time.perf_counter()

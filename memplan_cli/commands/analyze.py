@@ -23,6 +23,7 @@ def api_arguments(flags: dict) -> dict:
     out["loss_outputs"] = flags.get("loss_outputs")
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
+    out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
 
 

@@ -127,8 +127,8 @@ def _save_two_heads(tmp_path):
     inits = [nh.from_array(rng.random((5, 6), dtype=np.float32), "w0"),
              nh.from_array(rng.random((6, 4), dtype=np.float32), "w1"),
              nh.from_array(rng.random((6, 2), dtype=np.float32), "w2")]
-    nodes = [h.make_node("MatMul", ["x", "w0"], ["h0"]), h.make_node("Tanh", ["h0"], ["h"]),
-             h.make_node("MatMul", ["h", "w1"], ["y1"]), h.make_node("MatMul", ["h", "w2"], ["y2"])]
+    nodes = [h.make_node("Gemm", ["x", "w0"], ["h0"]), h.make_node("Tanh", ["h0"], ["h"]),
+             h.make_node("Gemm", ["h", "w1"], ["y1"]), h.make_node("Gemm", ["h", "w2"], ["y2"])]
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 5])],
                      [h.make_tensor_value_info("y1", T.FLOAT, [2, 4]), h.make_tensor_value_info("y2", T.FLOAT, [2, 2])],
                      inits)
@@ -163,20 +163,16 @@ def test_report_names_the_loss_outputs_and_the_frozen_weights(tmp_path):
 
 def test_runtimes_that_train_one_output_refuse_several(tmp_path):
     path = _save_two_heads(tmp_path)
-    for profile, words in (("onert", "LossInsertionPass"), ("nntrainer", "NetworkGraph::addLossLayer")):
+    for profile, words in (("onert", "LossInsertionPass"), ("nntrainer", "the profile models one output")):
         code, out, err = _cli("analyze", path, "-p", profile)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (profile, err)
     # the memplan profile's onert column says why it has no figure
     code, out, err = _cli("analyze", path)
     assert code == 0 and "onert: n/a (onert 0.1.0 trains models with one output; this one has 2" in out
-
-
-def test_nntrainer_profile_models_the_one_float_output():
-    from memplan_cli.profiles.nntrainer import with_loss
-
-    g = two_heads(int_output=True)
-    with pytest.raises(UnsupportedOpError, match="2 float outputs"):
-        with_loss(g)
+    # a name no output has is refused by every profile, not only where the loss is inserted
+    for profile in ("onert", "nntrainer", "memplan"):
+        code, out, err = _cli("analyze", path, "-p", profile, "--loss-outputs", "nope")
+        assert code == 2 and "--loss-outputs nope matches no model output (the outputs: y1, y2)" in err
 
 
 def test_diff_notes_a_change_of_loss_outputs(tmp_path):
