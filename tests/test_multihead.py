@@ -69,3 +69,17 @@ def test_inspect_lists_the_outputs_by_the_names_loss_outputs_takes():
     d = _report(os.path.join(HERE, "keras_two_head.tflite"))
     for name in d["config"]["loss_outputs"]:
         assert name in line
+
+
+def test_onert_refuses_several_outputs_as_the_runtime_does():
+    """The onert profile's refusal quotes what onert 0.1.0 itself says when asked to train a model
+    with several outputs (checked against the runtime when it is installed)."""
+    path = os.path.join(HERE, "keras_three_head.tflite")
+    code, out, err = run(["analyze", path, "-p", "onert"])
+    assert code == 2 and "LossInsertionPass: \"Not supported multiple outputs\"" in err
+    from devtools.onert_runtime import available, run_onert
+
+    if not available():
+        pytest.skip("onert 0.1.0 is not installed: the runtime half of the check needs it")
+    r = run_onert(path, batch=1)
+    assert not r["ok"] and "LossInsertionPass: Not supported multiple outputs" in (r["error"] or ""), r["tail"]

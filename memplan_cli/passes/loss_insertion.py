@@ -12,7 +12,8 @@ NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss)"
 
 class LossInsertion:
     """Rules:
-    - A loss is attached to every float, non-constant model output (`loss_outputs`), or to the
+    - A loss is attached to every float model output a gradient can flow back from (not integer
+      outputs nor BatchNormalization's running statistics; `ir.outputs.loss_outputs`), or to the
       outputs `--loss-outputs` names: a user trains every head of a multi-head model. The loss is one
       op `Loss` after the model with inputs (y_pred_1, label_1, y_pred_2, label_2, ...) and a scalar
       float32 output `loss`, the sum of one `config.loss` (mse or cce) per output.
@@ -37,8 +38,8 @@ class LossInsertion:
         for y_pred in preds:
             yp = g.operands[y_pred] = copy.copy(g.operands[y_pred])
             n = len(g.operands)
-            label = Operand(n, fresh("label" if len(preds) == 1 else f"{output_label(g, y_pred)}:label", n), tuple(yp.shape),
-                            yp.dtype, is_input=True)
+            name = "label" if len(preds) == 1 else f"{output_label(g, y_pred)}:label"
+            label = Operand(n, fresh(name, n), tuple(yp.shape), yp.dtype, is_input=True)
             yp.is_output = False
             g.operands.append(label)
             inputs += [y_pred, label.index]
