@@ -231,3 +231,15 @@ def test_a_model_with_only_an_integer_output_still_analyses_forward_only():
     assert loss_outputs(g) == [8]
     tg = build_training_graph(g, TrainConfig())
     assert not tg.grad
+
+
+def test_diff_analyses_the_target_with_the_baselines_chosen_loss_outputs(tmp_path):
+    path = _save_two_heads(tmp_path)
+    code, out, err = _cli("analyze", path, "-f", "json", "--loss-outputs", "y1")
+    bp = tmp_path / "base.json"
+    bp.write_text(out)
+    code, out, err = _cli("diff", "--baseline", str(bp), path, "-f", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert not any("loss_outputs" in n for n in d["notes"]), d["notes"]
+    assert all(r["delta"] == 0 for r in d["rows"] if r["section"] == "total")
