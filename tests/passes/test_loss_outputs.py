@@ -243,3 +243,25 @@ def test_diff_analyses_the_target_with_the_baselines_chosen_loss_outputs(tmp_pat
     d = json.loads(out)
     assert not any("loss_outputs" in n for n in d["notes"]), d["notes"]
     assert all(r["delta"] == 0 for r in d["rows"] if r["section"] == "total")
+
+
+def test_an_output_another_head_reads_gets_both_gradients():
+    """y1 is an output and the input of the head that makes y2 (a feature output and a classifier over
+    it): dL/dy1 sums the loss's share and the second head's, checked by finite differences on w0."""
+    ops = [Operand(0, "x", (3, 5), is_input=True), Operand(1, "w0", (4, 5), is_const=True),
+           Operand(2, "y1", (3, 4), is_output=True), Operand(3, "w1", (2, 4), is_const=True),
+           Operand(4, "y2", (3, 2), is_output=True)]
+    g = Graph(ops, [Operation(0, "FullyConnected", [0, 1, -1], [2], {"activation": "TANH"}),
+                    Operation(1, "FullyConnected", [2, 3, -1], [4], {"activation": "NONE"})], [0], [2, 4])
+    g.verify()
+    tg = build_training_graph(g, TrainConfig())
+    assert _names(tg, tg.grad) == ["w0", "w1"]
+    w0 = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32) * 0.5
+    _, grad = _loss_and_grad(tg, w0)
+    eps, num = 1e-2, np.zeros((4, 5))
+    for idx in np.ndindex(w0.shape):
+        wp, wm = w0.copy(), w0.copy()
+        wp[idx] += eps
+        wm[idx] -= eps
+        num[idx] = (_loss_and_grad(tg, wp)[0] - _loss_and_grad(tg, wm)[0]) / (2 * eps)
+    np.testing.assert_allclose(grad, num, rtol=2e-2, atol=2e-4)
