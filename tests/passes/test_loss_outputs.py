@@ -13,6 +13,7 @@ from memplan_cli.errors import ConfigError, UnsupportedOpError
 from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.passes.loss_insertion import NO_LOSS_REASON, loss_outputs, unreached_weights
 from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.passes.policy import Policy
 from tests.execute.helpers import run_backward
 
 
@@ -85,7 +86,8 @@ def _loss_and_grad(tg, w0):
 
 
 @pytest.mark.parametrize("loss", ["mse", "cce"])
-def test_the_shared_trunk_gets_the_gradient_of_the_summed_loss(loss):
+@pytest.mark.parametrize("baseline", [False, True])
+def test_the_shared_trunk_gets_the_gradient_of_the_summed_loss(loss, baseline):
     """Finite differences of the executed loss: the trunk weight w0's gradient is the sum of both
     heads' shares (a first-output-only loss would miss y2's share)."""
     g = two_heads()
@@ -94,7 +96,8 @@ def test_the_shared_trunk_gets_the_gradient_of_the_summed_loss(loss):
         g.operands.append(Operand(len(g.operands), f"z{o}", g.operands[o].shape))
         g.operations.append(Operation(len(g.operations), "Softmax", [len(g.operands) - 1], [o], {"beta": 1.0}))
     g.verify()
-    tg = build_training_graph(g, TrainConfig(loss=loss))
+    # the baseline policy (every saving rule off, onert's) also gives each label a back-prop
+    tg = build_training_graph(g, TrainConfig(loss=loss), policy=Policy.baseline() if baseline else Policy())
     rng = np.random.default_rng(1)
     w0 = rng.standard_normal((6, 5)).astype(np.float32) * 0.5
     l0, grad = _loss_and_grad(tg, w0)
