@@ -7,7 +7,7 @@ from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ir.outputs import loss_outputs, output_label  # noqa: F401  (re-exported for the passes' users)
 
 # why a weight gets no gradient although its op trains (report: table note and JSON `frozen_weights`)
-NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss)"
+NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss, or only shapes and indices)"
 
 
 class LossInsertion:
