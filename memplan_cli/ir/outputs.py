@@ -15,7 +15,7 @@ def _is_float(o) -> bool:
 
 def output_label(graph, o: int) -> str:
     """An output's name as a user reads it: its signature name when the file has one (a TF Lite
-    file's Keras output name), else its tensor name."""
+    signature runner's output name), else its tensor name."""
     return ((getattr(graph, "metadata", None) or {}).get("output_names") or {}).get(o) or graph.operands[o].name
 
 

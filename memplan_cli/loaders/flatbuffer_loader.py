@@ -127,9 +127,9 @@ class _Reader:
         return g
 
     def signature_outputs(self, model, outputs: set[int]) -> dict[int, str]:
-        """Output operand -> its name in subgraph 0's signature (the Keras output names the TF Lite
-        converter writes, e.g. `cls` for `StatefulPartitionedCall_1:0`); {} when there is none or it
-        is unreadable (names are labels only: a bad signature never stops the load)."""
+        """Output operand -> its name in subgraph 0's signature (what a TF Lite signature runner calls
+        it, e.g. `output_0` for `StatefulPartitionedCall_1:0`); {} when there is none or it is
+        unreadable (names are labels only: a bad signature never stops the load)."""
         out: dict[int, str] = {}
         try:
             for j in range(self.vec_len(model, 7, 4)):
