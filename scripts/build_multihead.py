@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the multi-head test exports in tests/multihead (dev-only: needs torch, onnxscript, tensorflow-cpu).
 
-    /work/devenv/bin/python scripts/build_multihead.py tests/multihead
+    python scripts/build_multihead.py tests/multihead     # a dev environment: requirements-dev.txt
 
 Each model has several outputs, as detectors, landmark and multi-task models do; weights are random
 (nothing downloaded). `exports.json` records each file's source, exporter and version, the
@@ -151,12 +151,27 @@ def build_torch(out: str) -> list:
             path = os.path.join(out, fn)
             with torch.no_grad():
                 torch.onnx.export(model, args, path, input_names=["image"], output_names=names, opset_version=20, **kw)
+            strip_stack_traces(path)
             m = onnx.load(path)
             name = "dynamo" if kw["dynamo"] else "TorchScript"
             doc.append({"file": fn, "source": model.__source__, "params": params,
                         "outputs": [o.name for o in m.graph.output],
                         "exporter": f"torch.onnx {name} (torch {torch.__version__}), opset 20"})
     return doc
+
+
+def strip_stack_traces(path: str) -> None:
+    """Drop torch.onnx's per-node stack traces: they hold the exporting machine's file paths (the
+    module scopes that --lora-targets and ops: globs match stay)."""
+    import onnx
+
+    m = onnx.load(path)
+    for n in m.graph.node:
+        keep = [(p.key, p.value) for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del n.metadata_props[:]
+        for k, v in keep:
+            n.metadata_props.add(key=k, value=v)
+    onnx.save(m, path)
 
 
 def main(out: str) -> None:

@@ -27,6 +27,8 @@ def test_exports_are_listed_and_small():
     for f in files:
         assert os.path.getsize(os.path.join(HERE, f)) < 100_000
         assert len(EXPORTS[f]["outputs"]) >= 2
+        with open(os.path.join(HERE, f), "rb") as fh:
+            assert b'.py", line' not in fh.read(), f"{f} holds an exporter's stack trace (machine paths)"
 
 
 def _report(path, *extra):
