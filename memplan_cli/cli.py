@@ -6,27 +6,13 @@ Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over b
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
+import click
 
-def _defer_numpy() -> None:
-    """Load NumPy on its first use: flatbuffers and circle-schema import it at module level, but
-    nothing from loading a circle / tflite file to the onert profile's report uses it (see
-    memplan_cli/lazyimport.py). The CLI's choice only: importing memplan_cli as a library does not."""
-    if "numpy" not in sys.modules and importlib.util.find_spec("numpy") is not None:
-        from memplan_cli.lazyimport import defer
-
-        defer("numpy")
-
-
-_defer_numpy()
-
-import click  # noqa: E402
-
-from memplan_cli import __version__  # noqa: E402
-from memplan_cli.errors import MemplanError  # noqa: E402
+from memplan_cli import __version__
+from memplan_cli.errors import MemplanError
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 

@@ -6,11 +6,13 @@ entry names, plus `errors` (what every layer may raise) and the package's `__ver
 bottom up:
 
 - leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) and `lazyimport` (the
-  stand-in that defers a library's import to its first use) import nothing of memplan's; `config`
+  stand-in that defers a library's import to its first use) and `schemas` (the JSON Schemas)
+  import nothing of memplan's; `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
-  batch rules; ops uses ir and the NumPy kernel helpers of `execute`.
+  batch rules (and lazyimport for a NumPy that loads on first use); ops uses ir and the NumPy
+  kernel helpers of `execute`.
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
@@ -23,8 +25,7 @@ bottom up:
   solver) -> analysis and what lies below it.
 - `api` (the Python API: analyze, compare, plan, and the setup merging the commands share) ->
   analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report.
-- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands,
-  lazyimport;
+- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> api only, lazily (a module `__getattr__`, so `import
   memplan_cli` stays light).
 
@@ -45,8 +46,9 @@ ALLOWED = {
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
+    "schemas": set(),
     "traininfo": {"traininfo"},
-    "ir": {"ir", "ops"},
+    "ir": {"ir", "ops", "lazyimport"},
     "ops": {"ops", "ir", "execute"},
     "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
@@ -65,7 +67,7 @@ ALLOWED = {
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "remat", "report", "traininfo"},
-    "cli": {"commands", "lazyimport"},
+    "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": {"api"},
 }

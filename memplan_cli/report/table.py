@@ -179,6 +179,8 @@ class TableReporter(Reporter):
             if opts.timings:
                 t = " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in opts.timings.items())
                 con.print(Text(f"time: {t}", style="dim"))
+            if opts.kernels:
+                con.print(Text(f"planner kernels: {kernels_text(opts.kernels)}", style="dim"))
         return con.file.getvalue()
 
     @staticmethod
@@ -441,3 +443,10 @@ class TableReporter(Reporter):
         from memplan_cli.report.compare import render_table
 
         return render_table(doc, opts)
+
+
+def kernels_text(backend: str) -> str:
+    """What -v says about the planners' inner loops."""
+    if backend == "c":
+        return "c (compiled at install)"
+    return "python (the C kernels were not built at install: the same plans, more slowly)"
