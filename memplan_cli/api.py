@@ -185,6 +185,7 @@ class PlanSummary:
     offsets: list[int]
     # the CSV the buffers came from, when they did (for `offsets_csv`)
     table: object = field(repr=False, compare=False, default=None)
+    seconds: float = field(compare=False, default=0.0)  # the planner's, on this machine
 
     @property
     def arena(self) -> int:
@@ -207,6 +208,14 @@ class PlanSummary:
     def status(self) -> str:
         """The planner's status, "optimal" when the arena equals the lower bound."""
         return self.report["status"]
+
+    def offsets_json(self) -> list[dict]:
+        """Every buffer with its offset, in input order: id, half-open [lower, upper) and size as given."""
+        if self.table is None:
+            return [{"id": str(k), "offset": int(o)} for k, o in enumerate(self.offsets)]
+        t = self.table
+        return [{"id": i, "lower": f, "upper": l + 1, "size": s, "offset": int(o)}
+                for i, f, l, s, o in zip(t.ids, t.firsts, t.lasts, t.sizes, self.offsets)]
 
     def offsets_csv(self) -> str:
         """The input CSV's rows with an `offset` column (`memplan plan -o`); only for CSV input."""
@@ -518,12 +527,19 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
     with spinner(f"planning {len(sizes):,} buffers ({name})", progress):
         result = plan_buffers(name, sizes, firsts, lasts, time_limit=time_limit, rounds=rounds,
                               names=names, alignments=aligns)
-    return PlanSummary(plan_report(source, result, alignment), list(result.plan.offsets), table)
+    return PlanSummary(plan_report(source, result, alignment), list(result.plan.offsets), table,
+                       round(result.seconds, 6))
 
 
 def plan_report(path: str, r, alignment: int) -> dict:
-    """`memplan plan --format json`'s summary of a `planrun.PlanResult`."""
+    """`memplan plan --format json`'s summary of a `planrun.PlanResult` (no seconds: the same
+    buffers give the same bytes; `PlanSummary.seconds` has them)."""
+    from memplan_cli import __version__
+
     return {
+        "schema_version": 1,
+        "kind": "plan",
+        "memplan_version": __version__,
         "file": path,
         "buffers": r.buffers,
         "naive": r.naive,
@@ -532,7 +548,6 @@ def plan_report(path: str, r, alignment: int) -> dict:
         "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
         "planner": r.plan.planner,
         "status": r.status,
-        "seconds": round(r.seconds, 6),
         # set when the user gave a time limit: the plan may then depend on speed and load
         "time_limit": r.time_limit,
         "alignment": alignment,

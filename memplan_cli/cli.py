@@ -17,13 +17,31 @@ from memplan_cli.errors import MemplanError
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
 
+def usage_line(e: click.UsageError) -> str:
+    """click's usage error (three lines: usage, hint, error) as memplan's one line."""
+    where = e.ctx.command_path if e.ctx is not None else "memplan"
+    return f"memplan: error: {e.format_message()} (see '{where} --help')"
+
+
 class MemplanGroup(click.Group):
-    """Turns MemplanError into one line on stderr and exit 2; never shows a traceback
-    (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+    """Turns MemplanError into one line on stderr and exit 2, and click's usage errors into one
+    line too; never shows a traceback (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `memplan`: the help, as click shows it
+                raise
+            click.echo(usage_line(e), err=True)
+            sys.exit(e.exit_code)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            click.echo(usage_line(e), err=True)
+            ctx.exit(e.exit_code)
         except MemplanError as e:
             click.echo(f"memplan: error: {e}", err=True)
             ctx.exit(e.exit_code)
