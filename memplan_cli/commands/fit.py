@@ -9,7 +9,7 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, training_options, verbosity
+from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
 from memplan_cli.errors import ConfigError
 
 NOTHING_FITS = 3
@@ -53,9 +53,7 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
         raise naming(model, e) from None
     doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)},
-           "budget": limit, "config": {"batch_size": out["batch_size"], "optimizer": cfg.optimizer, "loss": cfg.loss,
-                                       "trainable_ops": list(cfg.trainable) if isinstance(cfg.trainable, tuple)
-                                       else cfg.trainable},
+           "budget": limit, "config": {**config_json(cfg), "batch_size": out["batch_size"]},
            "fits": out["fits"], "options": out["options"]}
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"

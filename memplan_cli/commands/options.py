@@ -138,3 +138,13 @@ def verbosity(quiet: int, verbose: int) -> int:
 
         raise ConfigError("-q/--quiet and -v/--verbose together: choose one")
     return 1 + verbose - quiet
+
+
+def config_json(cfg) -> dict:
+    """A TrainConfig under analyze's JSON names (memplan_cli/report/document.py: config_dict), for
+    the commands that build their own document (verify, fit, sweep)."""
+    trainable = list(cfg.trainable) if isinstance(cfg.trainable, tuple) else cfg.trainable
+    return {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
+            "learning_rate": cfg.learning_rate, "trainable_ops": trainable, "batchnorm": cfg.batchnorm,
+            "dropout": cfg.dropout, "train": list(cfg.train), "freeze": list(cfg.freeze),
+            "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}

@@ -6,9 +6,9 @@ import os
 
 import click
 
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, output_options,
-                                          planner_options, profile_option, training_options_without_batch,
-                                          verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, onert_options,
+                                          output_options, planner_options, profile_option,
+                                          training_options_without_batch, verbosity)
 from memplan_cli.errors import ConfigError, MemplanError
 
 OVER_BUDGET = 3
@@ -100,8 +100,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
             bar.advance(f"{p} batch {b}")
             run(p, b)
     rows = list(done.values())
-    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss,
-           "trainable_ops": list(base_cfg.trainable) if isinstance(base_cfg.trainable, tuple) else base_cfg.trainable,
+    cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit)

@@ -12,8 +12,8 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, profile_options,
-                                          training_options, verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, onert_options,
+                                          profile_options, training_options, verbosity)
 
 
 
@@ -111,14 +111,9 @@ def envelope(model: str, profile: str, cfg) -> dict:
     from memplan_cli import __version__
     from memplan_cli.analysis import file_sha256
 
-    trainable = list(cfg.trainable) if isinstance(cfg.trainable, tuple) else cfg.trainable
     return {"schema_version": 1, "kind": "verify", "memplan_version": __version__,
             "model": {"file": os.path.basename(model), "sha256": file_sha256(model)}, "profile": profile,
-            "config": {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
-                       "learning_rate": cfg.learning_rate, "trainable_ops": trainable,
-                       "batchnorm": cfg.batchnorm, "dropout": cfg.dropout, "train": list(cfg.train),
-                       "freeze": list(cfg.freeze),
-                       "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}}
+            "config": config_json(cfg)}
 
 
 def verify_document(rep, model: str, *, timings: bool) -> dict:
