@@ -104,10 +104,11 @@ def matches(expected: list[str], got: list[str]) -> bool:
     return bool(got) and got[0] == expected[0] and matches(expected[1:], got[1:])
 
 
-def workdir(tmp: pathlib.Path) -> pathlib.Path:
+def workdir(tmp: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.Path:
     """A folder outside the repository holding what the examples read (links to the repository's)."""
+    tmp.mkdir(parents=True, exist_ok=True)
     for name in ("sample_models", "docs", "tests"):
-        (tmp / name).symlink_to(ROOT / name, target_is_directory=True)
+        (tmp / name).symlink_to(root / name, target_is_directory=True)
     return tmp
 
 
