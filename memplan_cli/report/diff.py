@@ -49,7 +49,7 @@ def parse_threshold(text: str) -> Threshold:
     """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key. KEY is
     read case-insensitively, with the table's labels ("opt variable", "total planned") accepted."""
     key, colon, limit_text = text.partition(":")
-    if not colon:
+    if not colon or not key.strip():
         raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
     norm = " ".join(key.lower().split())
     target = KEY_ALIASES.get(norm)
