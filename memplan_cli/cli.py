@@ -11,8 +11,8 @@ import sys
 
 import click
 
-from memplan_cli import __version__
 from memplan_cli.errors import MemplanError
+from memplan_cli.version import __version__
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 

@@ -1,7 +1,7 @@
 """`memplan verify MODEL`: prove a plan by running one training step inside it.
 
 Parsing and printing only: the plan comes from `memplan_cli.analysis`, the run from
-`memplan_cli.execute.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
+`memplan_cli.verification.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
 the first step where results diverge and the buffers involved), 2 bad input.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, onert_options,
-                                          profile_options, training_options, verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
+                                          onert_options, profile_options, training_options, verbosity)
 
 
 
@@ -46,7 +46,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     ends. The loss and every updated weight must match; on failure the report names the first step
     where results diverge and the buffers involved (exit status 1).
     """
-    from memplan_cli.execute.verify import verify_model
+    from memplan_cli.verification import verify_model
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import emit
     from memplan_cli.report.progress import enabled, spinner
@@ -57,7 +57,8 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     profile = flags.get("profile") or "memplan"
-    popts = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else {}
+    popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
+             nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
     remat = None
     show = enabled(level)
     if budget is not None:
@@ -108,7 +109,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
 
 def envelope(model: str, profile: str, cfg) -> dict:
     """What every JSON document of memplan starts with, and the configuration under analyze's names."""
-    from memplan_cli import __version__
+    from memplan_cli.version import __version__
     from memplan_cli.analysis import file_sha256
 
     return {"schema_version": 1, "kind": "verify", "memplan_version": __version__,
