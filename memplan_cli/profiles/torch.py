@@ -36,7 +36,8 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
   in place; Adam makes `exp_avg_sq.sqrt()` and its quotient per weight, and the previous weight's
   quotient (`denom`) is still alive when the next weight's are made.
 - Cross-entropy: log_softmax's result (saved) and two scalars in forward; backward allocates
-  nll_loss's and log_softmax's gradients (N x C each).
+  nll_loss's and log_softmax's gradients (N x C each). The training loop holds the model's output and
+  the loss to the end of the step (`out = model(x); loss = lossfn(out, y)`).
 Not modelled, said in `figures`: allocator slack (the figure is live bytes, the allocator's own
 count), memory allocated outside PyTorch's allocator (some oneDNN scratch), tensors a module's
 Python code keeps longer than its last use (locals live until `forward` returns).
@@ -472,7 +473,9 @@ def replay(tg, config):
                 made.append(gx)
                 _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
             needs = [v in rg for v in op.inputs]
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("bwd_tmp", ())), default=0)
+            alts = f.get("bwd_tmp", ())
+            alts = alts(op) if callable(alts) else alts
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
             if tmp_b:
                 tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "tmp"))
         for st in saved_by[p]:
@@ -495,6 +498,10 @@ def replay(tg, config):
             sim.touch(prev, s)
             prev = d
     end = len(sim.steps) - 1
+    # the training loop holds the model's output and the loss (`out = model(x); loss = lossfn(out, y)`)
+    if tg.loss_op is not None:
+        for v in (g.operations[tg.loss_op].inputs[0], g.operations[tg.loss_op].outputs[0]):
+            sim.touch(storage.get(v), end)
     for st in grads_of_weights:
         sim.touch(st, end)
     for st in held:

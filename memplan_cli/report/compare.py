@@ -1,6 +1,6 @@
 """The compare document (schemas/compare.schema.json) and its table and CSV views.
 
-One column per system (naive, onert, nntrainer, singa, memplan), one row per category, then the
+One column per system (naive, onert, nntrainer, singa, torch, memplan), one row per category, then the
 totals and their ratios to memplan's plan and to the lower bound (the peak of live bytes under
 memplan's lifetimes). Every figure is an integer number of bytes; ratios are floats rounded to six
 decimals; an unavailable column has null figures and a reason.
@@ -25,6 +25,7 @@ DESCRIPTIONS = {
     "onert": "ONE onert train backend: one arena per category, its own planner",
     "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
     "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",
+    "torch": "PyTorch eager on CPU: what autograd saves, .grad held to optimizer.step, its peak of live bytes",
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 
@@ -36,6 +37,8 @@ CHECKED = {
     "nntrainer": ("modelled from nntrainer's source, not matched against the library: on the mnist "
                   "sample its real tensor pool was measured 1.24-2.46x smaller (issue 18)"),
     "singa": "modelled from SINGA's source, not matched against the library",
+    "torch": ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
+              "(devtools/torch_oracle.py, docs/torchprof.md)"),
     "memplan": "proved by `memplan verify` (a step run inside the plan)",
 }
 
