@@ -356,6 +356,25 @@ def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
     return doc.get("figures", {}).get("torch", {}) | {"planned": doc["totals"]["planned"]}
 
 
+# MemTracker's categories -> the profile's split (profiles/torch.py PARTS)
+MT_PARTS = {"parameters": ("PARAM", "BUFFER"), "optimizer": ("OPT",), "gradients": ("GRAD",),
+            "activations": ("ACT",), "temporaries": ("TEMP",), "batch": ("OTH",)}
+
+
+def split_error(split, mt) -> dict | None:
+    """Per part: (profile - MemTracker) / MemTracker's part, and over MemTracker's total; None when
+    either side is missing."""
+    if not split or "Total" not in mt:
+        return None
+    out = {}
+    for part, keys in MT_PARTS.items():
+        m = sum(mt.get(f"_MemRefType.{k}", 0) for k in keys)
+        p = split.get(part, 0)
+        out[part] = {"profile": p, "memtracker": m, "of_part": (p - m) / m if m else (0.0 if p == 0 else None),
+                     "of_total": (p - m) / mt["Total"]}
+    return out
+
+
 def run(names, optimizers, batches, dynamo=False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -369,6 +388,7 @@ def run(names, optimizers, batches, dynamo=False) -> list[dict]:
                     row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
                     if "peak" in p:
                         row["error"] = p["peak"] / m["peak"] - 1
+                    row["split_error"] = split_error(p.get("split"), m["memtracker"])
                     rows.append(row)
                     print(_line(row), flush=True)
     return rows
@@ -379,8 +399,14 @@ def _line(r) -> str:
     pk = p.get("peak")
     err = f"{100 * r['error']:+6.2f}%" if "error" in r else "   n/a "
     mt = r["memtracker"]
+    se = r.get("split_error")
+    worst = "split n/a"
+    if se:
+        k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_part"]) if kv[1]["of_part"] is not None else 9)
+        worst = f"split worst {k} {100 * v['of_part']:+.2f}%" if v["of_part"] is not None else f"split {k} n/a"
     return (f"{r['module']:18s} {r['optimizer']:4s} b{r['batch']:<3d} torch {r['peak']:>12,d}  "
-            f"memtracker {mt.get('Total', 0):>12,d}  profile {pk if pk is not None else p.get('error', '?')!s:>12}  {err}")
+            f"memtracker {mt.get('Total', 0):>12,d}  profile {pk if pk is not None else p.get('error', '?')!s:>12}  {err}"
+            f"  {worst}")
 
 
 def main(argv=None):

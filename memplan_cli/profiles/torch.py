@@ -194,12 +194,16 @@ class TorchProfile:
             raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
         tg = self.training_graph(graph, config)
         sim, layer = replay(tg, config)
+        kept = [s for s in sim.store if s["bytes"] > 0]
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")
-                for i, s in enumerate(sim.store) if s["bytes"] > 0]
+                for i, s in enumerate(kept)]
         bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)])
         bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
-        bl.torch_layers = layer  # not a dataclass field: read by `figures`
+        # not dataclass fields: read by `figures`
+        bl.torch_layers = layer
+        bl.torch_parts = [_part(s, sim.steps) for s in kept]
+        return bl
         return bl
 
     def figures(self, analysis) -> dict:
@@ -207,16 +211,47 @@ class TorchProfile:
         ColossalAI columns."""
         from memplan_cli.profiles.memplan import peak_figures
 
-        pf = peak_figures(analysis.buffers)
-        out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": pf.get("peak_step", 0),
+        bl = analysis.buffers
+        pf = peak_figures(bl)
+        at = pf.get("peak_step", 0)
+        split = dict.fromkeys(PARTS, 0)
+        for b, part in zip(bl.buffers, getattr(bl, "torch_parts", ())):
+            if b.first <= at <= b.last:
+                # a weight's gradient is a temporary in the backward step that makes it (it becomes
+                # `.grad` when the step returns: MemTracker's view)
+                split["temporaries" if part == "gradients" and b.first == at else part] += b.size
+        out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
                          "peak_op": pf.get("peak_op", ""), "peak_kind": pf.get("peak_kind", ""),
-                         "by_category": pf.get("peak_by_category", {}),
+                         "by_category": pf.get("peak_by_category", {}), "split": split,
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use"}}
         layers = getattr(analysis.buffers, "torch_layers", None)
         if layers is not None:
             out["per_layer_extra"] = layers
         return out
+
+
+# the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
+# TEMP, and OTH for the batch): optimizer temporaries count with its state, as MemTracker counts them;
+# `scratch` is what kernels allocate through the allocator that is no tensor (MemTracker misses it)
+PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries", "batch", "scratch")
+
+
+def _part(s: dict, steps) -> str:
+    cat = s["category"]
+    if cat == "trainable":
+        return "parameters"
+    if cat == "opt-variable" or steps[s["first"]].kind == "applyGradient":
+        return "optimizer"
+    if cat == "gradient":
+        return "gradients"
+    if s["kind"] == "held":
+        return "batch"
+    if s["kind"] == "scratch":
+        return "scratch"
+    if steps[s["first"]].kind == "forward":
+        return "activations"
+    return "temporaries"
 
 
 def refusal(ops_: list[_Op]) -> str | None:
@@ -388,7 +423,7 @@ def replay(tg, config):
                             saved.append(storage[op.outputs[k]])
             tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_tmp", ())), default=0)
             if tmp_b:
-                sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "tmp")
+                sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
             for name, spec, dtype in f.get("aux", ()):
                 nb = size_of(spec, op) * dtype_size(dtype)
@@ -477,7 +512,7 @@ def replay(tg, config):
             alts = alts(op) if callable(alts) else alts
             tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
             if tmp_b:
-                tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "tmp"))
+                tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "scratch"))
         for st in saved_by[p]:
             release_at[st] = max(release_at.get(st, 0), s)
         c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
