@@ -343,8 +343,10 @@ def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
 
 
 def memplan_cmd() -> list[str]:
+    """The interpreter that runs memplan: $MEMPLAN_PYTHON, else the repository's .venv, else this one."""
     venv = os.path.join(ROOT, ".venv", "bin", "python")
-    return [venv if os.path.exists(venv) else "python3", "-m", "memplan_cli"]
+    py = os.environ.get("MEMPLAN_PYTHON") or (venv if os.path.exists(venv) else sys.executable)
+    return [py, "-m", "memplan_cli"]
 
 
 def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
@@ -388,7 +390,7 @@ def run(names, optimizers, batches, dynamo=False) -> list[dict]:
                     row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
                     if "peak" in p:
                         row["error"] = p["peak"] / m["peak"] - 1
-                    row["split_error"] = split_error(p.get("split"), m["memtracker"])
+                    row["split_error"] = split_error((p.get("tensors") or {}).get("split"), m["memtracker"])
                     rows.append(row)
                     print(_line(row), flush=True)
     return rows
@@ -402,8 +404,8 @@ def _line(r) -> str:
     se = r.get("split_error")
     worst = "split n/a"
     if se:
-        k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_part"]) if kv[1]["of_part"] is not None else 9)
-        worst = f"split worst {k} {100 * v['of_part']:+.2f}%" if v["of_part"] is not None else f"split {k} n/a"
+        k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_total"]))
+        worst = f"split worst {k} {100 * v['of_total']:+.2f}% of total"
     return (f"{r['module']:18s} {r['optimizer']:4s} b{r['batch']:<3d} torch {r['peak']:>12,d}  "
             f"memtracker {mt.get('Total', 0):>12,d}  profile {pk if pk is not None else p.get('error', '?')!s:>12}  {err}"
             f"  {worst}")

@@ -214,15 +214,15 @@ class TorchProfile:
         bl = analysis.buffers
         pf = peak_figures(bl)
         at = pf.get("peak_step", 0)
-        split = dict.fromkeys(PARTS, 0)
-        for b, part in zip(bl.buffers, getattr(bl, "torch_parts", ())):
-            if b.first <= at <= b.last:
-                # a weight's gradient is a temporary in the backward step that makes it (it becomes
-                # `.grad` when the step returns: MemTracker's view)
-                split["temporaries" if part == "gradients" and b.first == at else part] += b.size
+        parts = getattr(bl, "torch_parts", [""] * len(bl.buffers))
+        tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
+        t_parts = [p for p in parts if p != "scratch"]
+        t_at, t_peak = _peak_step(tensors, len(bl.steps))
         out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
                          "peak_op": pf.get("peak_op", ""), "peak_kind": pf.get("peak_kind", ""),
-                         "by_category": pf.get("peak_by_category", {}), "split": split,
+                         "by_category": pf.get("peak_by_category", {}), "split": _split(bl.buffers, parts, at),
+                         # tensor storages only (MemTracker's view): their own peak and its split
+                         "tensors": {"peak": t_peak, "peak_step": t_at, "split": _split(tensors, t_parts, t_at)},
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use"}}
         layers = getattr(analysis.buffers, "torch_layers", None)
@@ -235,6 +235,29 @@ class TorchProfile:
 # TEMP, and OTH for the batch): optimizer temporaries count with its state, as MemTracker counts them;
 # `scratch` is what kernels allocate through the allocator that is no tensor (MemTracker misses it)
 PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries", "batch", "scratch")
+
+
+def _peak_step(bufs, n: int) -> tuple[int, int]:
+    delta = [0] * (n + 1)
+    for b in bufs:
+        delta[b.first] += b.size
+        delta[b.last + 1] -= b.size
+    live, best, at = 0, -1, 0
+    for s in range(n):
+        live += delta[s]
+        if live > best:
+            best, at = live, s
+    return at, max(best, 0)
+
+
+def _split(bufs, parts, at: int) -> dict:
+    """Bytes live at step `at` by part; a weight's gradient is a temporary in the backward step that
+    makes it (it becomes `.grad` when that step returns: MemTracker's view)."""
+    split = dict.fromkeys(PARTS, 0)
+    for b, part in zip(bufs, parts):
+        if b.first <= at <= b.last:
+            split["temporaries" if part == "gradients" and b.first == at else part] += b.size
+    return split
 
 
 def _part(s: dict, steps) -> str:
