@@ -200,6 +200,14 @@ def _mnist():
                          nn.Flatten(), nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def _kaggle_mnist():
+    # the Kaggle MNIST CNN of sample_models/mnist (484,714 parameters), NCHW, logits out
+    return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
 class LoraMLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -220,6 +228,7 @@ ZOO = {
     "mlp_gelu_dropout": ("mlp", lambda: nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Dropout(0.1),
                                                       nn.Linear(512, 10)), (256,)),
     "mnist_cnn": ("cnn", _mnist, (1, 28, 28)),
+    "kaggle_mnist": ("cnn", _kaggle_mnist, (1, 28, 28)),
     "cnn": ("cnn", lambda: _cnn(False), IMG),
     "cnn_bn": ("cnn", lambda: _cnn(True), IMG),
     "cnn_bn_dropout": ("cnn", lambda: _cnn(True, 0.3), IMG),
@@ -234,6 +243,14 @@ ZOO = {
     "lora_decoder": ("lora", lambda: Transformer(causal=True, lora=8), SEQ),
     "lora_mlp": ("lora", LoraMLP, (256,)),
 }
+# larger real networks, run only when named (`python devtools/torch_oracle.py tv_resnet18 -b 8 -O adam`):
+# the research note's figures (shared/research/torch-memory.md), random init, no downloads
+HEAVY = {
+    "tv_resnet18": ("residual", lambda: __import__("torchvision").models.resnet18(), (3, 224, 224)),
+    "tv_mobilenet_v2": ("depthwise", lambda: __import__("torchvision").models.mobilenet_v2(), (3, 224, 224)),
+}
+DEFAULT = list(ZOO)
+ZOO.update(HEAVY)
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "lora_mlp": ["--train", "ops:*lora*"]}
@@ -316,11 +333,21 @@ def memtracker(model, opt, x, y) -> dict:
     from torch.distributed._tools.mem_tracker import MemTracker
 
     mt = MemTracker()
+
+    class _NoHook:
+        def remove(self):
+            pass
+
+    # MemTracker hooks every parameter's gradient, which fails on a frozen one (LoRA): mark those as
+    # hooked already (a private table of torch 2.14's MemTracker; dev-only)
+    for prm in model.parameters():
+        if not prm.requires_grad:
+            mt._param_to_grad_hook_handles[prm] = (_NoHook(), _NoHook())
     try:
         mt.track_external(model, opt, x, y)
         with mt:
             _step(model, opt, x, y)
-    except RuntimeError as e:  # MemTracker hooks every parameter: frozen ones (LoRA) make it fail
+    except RuntimeError as e:
         return {"error": str(e).splitlines()[0]}
     snap = mt.get_tracker_snapshot("peak")
     dev = next(iter(snap))
@@ -413,13 +440,13 @@ def _line(r) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all): {', '.join(ZOO)}")
+    ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--json", help="write the rows as JSON here")
     a = ap.parse_args(argv)
-    rows = run(a.modules or list(ZOO), a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
+    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
