@@ -438,6 +438,27 @@ def _line(r) -> str:
             f"  {worst}")
 
 
+def markdown(rows) -> str:
+    out = ["| module | family | opt | batch | torch allocator peak | profile peak | error | MemTracker peak | "
+           "profile tensor peak | error | worst part (of MemTracker's total) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p, mt = r["profile"], r["memtracker"]
+        tp = (p.get("tensors") or {}).get("peak")
+        mtt = mt.get("Total")
+        se = r.get("split_error")
+        worst = "n/a"
+        if se:
+            k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_total"]))
+            worst = f"{k} {100 * v['of_total']:+.2f} %"
+        terr = f"{100 * (tp / mtt - 1):+.2f} %" if tp and mtt else "n/a"
+        out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
+                   f"{p.get('peak', 0):,d} | {100 * r.get('error', float('nan')):+.2f} % | "
+                   f"{mtt if mtt is None else format(mtt, ',d')} | {tp if tp is None else format(tp, ',d')} | {terr} | "
+                   f"{worst} |")
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
@@ -445,7 +466,12 @@ def main(argv=None):
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
+    if a.markdown:
+        with open(a.markdown) as f:
+            print(markdown(json.load(f)))
+        return
     rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
     if a.json:
         with open(a.json, "w") as f:

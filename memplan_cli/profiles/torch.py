@@ -138,6 +138,27 @@ def _fuse(g, uses) -> list[_Op]:
     return out
 
 
+def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
+    """A fused activation (TF Lite) is a second eager op: the op writes a pre-activation operand (new,
+    appended to `opd`), the activation reads it."""
+    from memplan_cli.ir.graph import Operand
+
+    out = []
+    for op in ops_:
+        act = (op.attrs.get("activation") or "NONE").upper()
+        if act == "NONE" or act not in FUSED_ACTIVATIONS or len(op.outputs) != 1:
+            out.append(op)
+            continue
+        y = opd[op.outputs[0]]
+        pre = Operand(len(opd), f"{y.name}:pre", tuple(y.shape), y.dtype)
+        opd.append(pre)
+        uses[pre.index] = [op.index]
+        out.append(_Op(op.index, op.type, op.inputs, [pre.index], {**op.attrs, "activation": "NONE"}, op.label,
+                       op.members))
+        out.append(_Op(op.index, FUSED_ACTIVATIONS[act], [pre.index], [y.index], {}, op.label, op.members))
+    return out
+
+
 class _Sim:
     """The replay: storages with their birth and death steps."""
 
@@ -294,11 +315,11 @@ def replay(tg, config):
 
     g = tg.graph
     uses = g.uses()
-    ops_ = _fuse(g, uses)
+    opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
+    ops_ = _split_activations(_fuse(g, uses), opd, uses)
     why = refusal(ops_)
     if why:
         raise UnsupportedOpError(why)
-    opd = g.operands
     trained = set(tg.grad)
     sim = _Sim()
     layer: dict[str, dict[str, int]] = {}
@@ -430,7 +451,6 @@ def replay(tg, config):
         if rec and not _no_grad(op.type):
             for v in outs:
                 rg.add(v)
-        act = (op.attrs.get("activation") or "NONE").upper()
         if rec:
             for what, when in f.get("saves", ()):
                 if when == "any" or (when.startswith("g") and int(when[1:]) < len(needs) and needs[int(when[1:])]):
@@ -442,7 +462,7 @@ def replay(tg, config):
                             saved.append(storage[op.inputs[k]])
                     elif what.startswith("out"):
                         k = int(what[3:])
-                        if op.outputs[k] in storage and act == "NONE":
+                        if op.outputs[k] in storage:
                             saved.append(storage[op.outputs[k]])
             tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_tmp", ())), default=0)
             if tmp_b:
@@ -455,15 +475,6 @@ def replay(tg, config):
         for st in copies.values():
             if st not in saved:
                 sim.touch(st, s)
-        if act != "NONE":  # a fused activation: a second eager op on the output
-            y = op.outputs[0]
-            pre = storage[y]
-            a = FUSED_ACTIVATIONS[act]
-            storage[y] = sim.new(f"{opd[y].name}:{a}", "non-const", opd[y].nbytes, s, op.label, "out")
-            c["fwd_mem_out"] += opd[y].nbytes
-            out_store[p] = [storage[y]]
-            if rec:
-                saved.append(storage[y] if FACTS[a]["saves"][0][0] == "out0" else pre)
         saved_by[p] = saved if rec else []
 
     loss_step = len(sim.steps) - 1
