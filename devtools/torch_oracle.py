@@ -208,6 +208,36 @@ def _kaggle_mnist():
                          nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+class _Logits(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids).logits
+
+
+def _hf_bert(lora: int):
+    """Hugging Face BertForMaskedLM (hidden 256, 4 layers, 4 heads, vocabulary 8000, eager attention),
+    logits out; with `lora`, LoRA adapters of that rank on query / value and everything else frozen."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    cfg = BertConfig(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=1024, max_position_embeddings=128)
+    cfg._attn_implementation = "eager"
+    m = BertForMaskedLM(cfg)
+    if lora:
+        m.requires_grad_(False)
+        for layer in m.bert.encoder.layer:
+            att = layer.attention.self
+            for name in ("query", "value"):
+                base = getattr(att, name)
+                ad = LoRALinear(base.in_features, base.out_features, lora, 2 * lora)
+                ad.base = base
+                setattr(att, name, ad)
+    return _Logits(m)
+
+
 class LoraMLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -248,11 +278,14 @@ ZOO = {
 HEAVY = {
     "tv_resnet18": ("residual", lambda: __import__("torchvision").models.resnet18(), (3, 224, 224)),
     "tv_mobilenet_v2": ("depthwise", lambda: __import__("torchvision").models.mobilenet_v2(), (3, 224, 224)),
+    "hf_bert": ("transformer", lambda: _hf_bert(0), ("ids", 128, 8000)),
+    "hf_bert_lora": ("lora", lambda: _hf_bert(8), ("ids", 128, 8000)),
 }
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
+         "hf_bert_lora": ["--train", "ops:*lora*"],
          "lora_mlp": ["--train", "ops:*lora*"]}
 
 
@@ -261,7 +294,10 @@ def build(name: str, batch: int, seed: int = 0):
     fam, fn, shape = ZOO[name]
     model = fn()
     model.train()
-    x = torch.randn(batch, *shape)
+    if shape[0] == "ids":  # token ids: ("ids", sequence length, vocabulary)
+        x = torch.randint(0, shape[2], (batch, shape[1]))
+    else:
+        x = torch.randn(batch, *shape)
     with torch.no_grad():
         out = model(x)
     classes = out.shape[-1]

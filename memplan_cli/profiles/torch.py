@@ -18,14 +18,15 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
 - Forward: each op allocates its outputs (an output no op reads and the graph does not return is an
   exporter artefact, e.g. BatchNorm's running statistics, updated in place in eager: none). Views
   (Reshape of a contiguous tensor, Flatten, Squeeze, Unsqueeze, Identity, Transpose) share their
-  input's memory; a Reshape or a MatMul operand that is a non-contiguous view (after Transpose)
-  copies it. A value is freed after its last reader in forward, unless autograd saved it: then
+  input's memory; a Reshape, or a MatMul operand of more than 2 dims, that is a non-contiguous view
+  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
   after the backward of the last op that saved it.
 - What each op saves, and the auxiliary tensors it makes, are its family's torch facts
   (`OpDef.profiles["torch"]` in memplan_cli/ops, or `FACTS` below for the few op types outside the
   registry); an op type without torch facts is refused, naming it.
 - Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
-  `silu` (saves x), MatMul with a constant weight followed by Add of a constant bias is `linear`.
+  `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
+  followed by Add of a constant bias is `linear`.
 - Backward runs the ops in reverse order. Each op allocates the gradients of its inputs that
   require grad (a view op or a same-shape Add passes the incoming gradient on without a copy); the
   incoming gradient and the saved tensors are freed after it. A second gradient reaching one value
@@ -100,6 +101,15 @@ class _Op:
     members: tuple = ()
 
 
+def _is_weight(g, defs, v) -> bool:
+    o = g.operands[v]
+    if o.is_const:
+        return True
+    p = defs.get(v)
+    return (p is not None and g.operations[p].type == "Transpose" and len(o.shape) == 2
+            and g.operands[g.operations[p].inputs[0]].is_const)
+
+
 def _fuse(g, uses) -> list[_Op]:
     """The graph's ops as eager runs them (see the module docstring)."""
     ops = g.operations
@@ -122,8 +132,8 @@ def _fuse(g, uses) -> list[_Op]:
                 out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
                                (op.index,)))
             continue
-        # MatMul(x, W) + b -> linear
-        if op.type == "MatMul" and len(op.inputs) == 2 and g.operands[op.inputs[1]].is_const:
+        # MatMul(x, W) + b -> linear (W a constant, or a transposed view of a 2-D one: a tied weight)
+        if op.type == "MatMul" and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
             y = op.outputs[0]
             us = uses[y]
             if len(us) == 1 and ops[us[0]].type == "Add" and y not in g.outputs:
@@ -427,7 +437,8 @@ def replay(tg, config):
         copies = {}
         if op.type == "MatMul":
             for k, v in enumerate(op.inputs[:2]):
-                if v >= 0 and not contig.get(v, True):
+                # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
+                if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp
