@@ -315,7 +315,7 @@ def _optimizer(model, name):
     params = [p for p in model.parameters() if p.requires_grad]
     if name == "adam":
         return torch.optim.Adam(params, lr=1e-3)
-    return torch.optim.SGD(params, lr=1e-3)
+    return torch.optim.SGD(params, lr=1e-3, momentum=0.9 if name == "momentum" else 0.0)
 
 
 def _step(model, opt, x, y):
@@ -499,7 +499,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
-    ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "adam"))
+    ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")

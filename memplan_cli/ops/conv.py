@@ -260,19 +260,20 @@ def flops(op, operands):
 
 
 # `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU
-# (mkldnn_convolution, measured with torch 2.14's profiler) forward copies the weight, and the input
+# (mkldnn_convolution, measured with torch 2.14's profiler; allocator scratch, not tensors) forward
+# copies the weight, and the input
 # when it requires grad, beside a scratch output; backward copies the incoming gradient, and the input
 # when it requires grad, while it computes the weight's gradient; a strided one computes the input's
 # gradient into a scratch tensor and clones it (not a grouped one)
 
 
-def _torch_bwd_tmp(op) -> tuple:
+def _torch_bwd_tmp(op, operands) -> tuple:
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
         and op.type != "DepthwiseConv2D"
     return (("out0", "in0?g0"), ("in0?g0", "in0?g0") if strided else ("in0?g0",))
 
 
-TORCH = {"saves": (("in0", "any"),), "fwd_tmp": (("in0?g0", "in1"), ("out0",)), "bwd_tmp": _torch_bwd_tmp}
+TORCH = {"saves": (("in0", "any"),), "fwd_scratch": (("in0?g0", "in1"), ("out0",)), "bwd_scratch": _torch_bwd_tmp}
 
 
 def not_2d(t: str, nd: int) -> dict:

@@ -62,7 +62,11 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
-#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it).
+#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
+# - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
+#   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
+#   of sizes "in0" / "in1" / "out0", "in0?g0" only when input 0 requires grad; or a function
+#   (op, operands) -> that tuple.
 FACTS = {
     "Relu": {"saves": (("out0", "any"),)},  # threshold_backward(grad, result)
     "Relu6": {"saves": (("in0", "any"),)},  # hardtanh_backward(grad, self)
@@ -475,7 +479,7 @@ def replay(tg, config):
                         k = int(what[3:])
                         if op.outputs[k] in storage:
                             saved.append(storage[op.outputs[k]])
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_tmp", ())), default=0)
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_scratch", ())), default=0)
             if tmp_b:
                 sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
@@ -553,11 +557,12 @@ def replay(tg, config):
                 made.append(gx)
                 _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
             needs = [v in rg for v in op.inputs]
-            alts = f.get("bwd_tmp", ())
-            alts = alts(op) if callable(alts) else alts
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
-            if tmp_b:
-                tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "scratch"))
+            for key, kind in (("bwd_tmp", "tmp"), ("bwd_scratch", "scratch")):
+                alts = f.get(key, ())
+                alts = alts(op, opd) if callable(alts) else alts
+                tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
+                if tmp_b:
+                    tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, s, op.label, kind))
         for st in saved_by[p]:
             release_at[st] = max(release_at.get(st, 0), s)
         c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
