@@ -211,6 +211,9 @@ def _elements(shape) -> int:
 class TorchProfile:
     name = "torch"
     OPTIONS = ("planner",)
+    # how its figures were checked (`memplan compare` prints it)
+    checked = ("matched against torch 2.14's CPU allocator and MemTracker on 17 exported modules and 5 larger "
+               "networks (devtools/torch_oracle.py, docs/torchprof.md)")
 
     def training_graph(self, graph, config):
         """memplan's training graph: only which weights train and the appended loss are read."""
