@@ -4,7 +4,7 @@ For an ONNX export of a PyTorch module, replays what eager autograd allocates an
 tensor, in the order it does (shared/research/torch-memory.md says how the figures it targets were
 measured: the peak of the CPU allocator's live bytes during the third step, plus what is held
 before it). It models PyTorch, not memplan's plan: its facts are its own and never read memplan's
-saving rules (passes/ops, Policy); memplan's pass pipeline only says which weights train (LoRA,
+saving rules (the ops' `rule`s, Policy); memplan's pass pipeline only says which weights train (LoRA,
 freezing, --trainable-ops) and appends the loss.
 
 Rules (sources: PyTorch's `tools/autograd/derivatives.yaml` for what each op saves, `aten/src/ATen/
@@ -22,8 +22,8 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
   (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
   after the backward of the last op that saved it.
 - What each op saves, and the auxiliary tensors it makes, are its family's torch facts
-  (`OpDef.profiles["torch"]` in memplan_cli/ops, or `FACTS` below for the few op types outside the
-  registry); an op type without torch facts is refused, naming it.
+  (`OpDef.profiles["torch"]` in memplan_cli/ops; `FACTS` below for the two eager ops exporters
+  split); an op type without torch facts is refused, naming it.
 - Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
   `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
   followed by Add of a constant bias is `linear`.
@@ -56,7 +56,8 @@ from memplan_cli.errors import ConfigError, UnsupportedOpError
 PLANNER = "best"
 VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose")
 
-# Facts for op types outside the registry (memplan_cli/passes/ops), in the registry's format:
+# Facts of the eager ops the exporters split (read back by `_fuse`), in the registry's format (an op
+# family declares its own as `OpDef.profiles["torch"]` in memplan_cli/ops):
 # - "saves": ((what, when), ...): what in "in0", "in1", "out0"; when "any" (the op records a node),
 #   "g0" / "g1" (input 0 / 1 requires grad);
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
@@ -68,15 +69,7 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 #   of sizes "in0" / "in1" / "out0", "in0?g0" only when input 0 requires grad; or a function
 #   (op, operands) -> that tuple.
 FACTS = {
-    "Relu": {"saves": (("out0", "any"),)},  # threshold_backward(grad, result)
-    "Relu6": {"saves": (("in0", "any"),)},  # hardtanh_backward(grad, self)
-    "Clip": {"saves": (("in0", "any"),)},
-    "Sigmoid": {"saves": (("out0", "any"),)},
-    "Tanh": {"saves": (("out0", "any"),)},
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
-    "Concat": {"grad": "view"},  # narrow views of the incoming gradient
-    "Reshape": {"view": True, "grad": "view"},
-    "Flatten": {"view": True, "grad": "view"},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
 FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
