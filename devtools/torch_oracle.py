@@ -392,7 +392,9 @@ def memtracker(model, opt, x, y) -> dict:
 
 # ---- memplan ---------------------------------------------------------------------------------
 
-def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
+def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
+    """TorchScript exporter in training mode (BatchNorm and Dropout as they train), or in eval mode
+    (`eval_mode`: BatchNorm folded into Conv, Dropout gone), or the dynamo exporter (`dynamo`)."""
     import warnings
 
     model, x, _ = build(name, batch)
@@ -400,6 +402,9 @@ def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
         warnings.simplefilter("ignore")
         if dynamo:
             torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
+        elif eval_mode:
+            model.eval()
+            torch.onnx.export(model, (x,), path, dynamo=False)
         else:
             torch.onnx.export(model, (x,), path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False)
@@ -440,13 +445,13 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
                 path = os.path.join(tmp, f"{name}_b{b}.onnx")
-                export(name, b, path, dynamo)
+                export(name, b, path, dynamo, eval_mode)
                 for o in optimizers:
                     m = measure(name, o, b)
                     p = predict(path, o, b, FLAGS.get(name, ()))
@@ -501,6 +506,8 @@ def main(argv=None):
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
+    ap.add_argument("--eval-export", action="store_true",
+                    help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -508,7 +515,7 @@ def main(argv=None):
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
         return
-    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
+    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

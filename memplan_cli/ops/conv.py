@@ -261,19 +261,21 @@ def flops(op, operands):
 
 # `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU
 # (mkldnn_convolution, measured with torch 2.14's profiler; allocator scratch, not tensors) forward
-# copies the weight, and the input
-# when it requires grad, beside a scratch output; backward copies the incoming gradient, and the input
-# when it requires grad, while it computes the weight's gradient; a strided one computes the input's
-# gradient into a scratch tensor and clones it (not a grouped one)
+# copies the weight, and the input when it requires grad, beside a scratch output. Backward first
+# makes the input's gradient (copies of the incoming gradient and the weight, then a scratch of the
+# input's size; a strided ungrouped conv computes into it and clones), then the weight's (copies of
+# the incoming gradient, and of the input when it requires grad)
 
 
-def _torch_bwd_tmp(op, operands) -> tuple:
+def _torch_bwd_dx(op, operands) -> tuple:
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
         and op.type != "DepthwiseConv2D"
-    return (("out0", "in0?g0"), ("in0?g0", "in0?g0") if strided else ("in0?g0",))
+    return (("out0", "in1"), ("in0", "in0") if strided else ("in0",))
 
 
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": (("in0?g0", "in1"), ("out0",)), "bwd_scratch": _torch_bwd_tmp}
+# backward runs in two phases (the input's gradient, then the weight's), each with its scratch
+TORCH = {"saves": (("in0", "any"),), "fwd_scratch": (("in0?g0", "in1"), ("out0",)),
+         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"),)}
 
 
 def not_2d(t: str, nd: int) -> dict:

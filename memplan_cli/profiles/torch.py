@@ -519,10 +519,14 @@ def replay(tg, config):
             made.append(gx)
             _deliver(sim, grad, grad_contig, x, gx, True, s, opd, made, tmp, op.label, uses)
         else:
+            # an op whose kernel computes the input's gradient, then the weight's, with their own
+            # scratch (convolution_backward) gets two steps: the weight's gradient is not yet made
+            # while the input's is
+            s_dw = sim.step("calcGradient", op.index, op.label) if "bwd_scratch_dw" in f else s
             outs = [v for v in op.outputs if v in storage]
             g_out = [grad.get(v) for v in outs]
             for st in g_out:
-                sim.touch(st, s)
+                sim.touch(st, s_dw)
             incoming_contig = all(grad_contig.get(v, True) for v in outs)
             mode = f.get("grad", "new")
             for k, v in enumerate(op.inputs):
@@ -539,7 +543,7 @@ def replay(tg, config):
                              made, tmp, op.label, uses, shared=True)
                     continue
                 if v in trained:
-                    gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s, op.label, "wgrad")
+                    gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
                     made.append(gw)
                     grads_of_weights.append(gw)
                     if grad.get(v) is not None:  # a weight read twice: accumulated in place
@@ -553,16 +557,22 @@ def replay(tg, config):
                 made.append(gx)
                 _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
             needs = [v in rg for v in op.inputs]
-            for key, kind in (("bwd_tmp", "tmp"), ("bwd_scratch", "scratch")):
-                alts = f.get(key, ())
+            dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
+            dw = any(v in trained for v in op.inputs)
+            for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
+                                        ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
+                alts = f.get(key, ()) if runs else ()
                 alts = alts(op, opd) if callable(alts) else alts
                 tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
                 if tmp_b:
-                    tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, s, op.label, kind))
+                    tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, at, op.label, kind))
+            s = s_dw
         for st in saved_by[p]:
             release_at[st] = max(release_at.get(st, 0), s)
         c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
-        c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp))
+        for st in {sim.store[t]["first"] for t in tmp}:  # temporaries live in one step each
+            c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp
+                                                         if sim.store[t]["first"] == st))
     # ---- lifetimes of forward storages ----
     for st, last in fwd_last.items():
         sim.touch(st, last)
