@@ -264,7 +264,8 @@ def flops(op, operands):
 # copies the weight, and the input when it requires grad, beside a scratch output. Backward first
 # makes the input's gradient (copies of the incoming gradient and the weight, then a scratch of the
 # input's size; a strided ungrouped conv computes into it and clones), then the weight's (copies of
-# the incoming gradient, and of the input when it requires grad)
+# the incoming gradient, and of the input when it requires grad; then the result copied out: a second
+# weight-sized tensor)
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
@@ -275,7 +276,7 @@ def _torch_bwd_dx(op, operands) -> tuple:
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"),), "fwd_scratch": (("in0?g0", "in1"), ("out0",)),
-         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"),)}
+         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"), ("in1",))}
 
 
 def not_2d(t: str, nd: int) -> dict:
