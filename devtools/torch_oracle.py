@@ -238,6 +238,23 @@ def _hf_bert(lora: int):
     return _Logits(m)
 
 
+class Misc(nn.Module):
+    """Padding, cropping, a where, an expanded gate: the less common ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3)
+        self.pad = nn.ZeroPad2d(1)
+        self.fc = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        y = self.c2(self.pad(torch.tanh(self.c1(x))))
+        y = y[:, :, 1:-1, 1:-1]
+        y = torch.where(y > 0, y, 0.1 * y)
+        g = torch.sigmoid(y.mean((2, 3), keepdim=True))
+        return self.fc(torch.flatten(y * g.expand_as(y), 1))
+
+
 class LoraMLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -272,6 +289,7 @@ ZOO = {
     "lora_encoder": ("lora", lambda: Transformer(lora=4), SEQ),
     "lora_decoder": ("lora", lambda: Transformer(causal=True, lora=8), SEQ),
     "lora_mlp": ("lora", LoraMLP, (256,)),
+    "misc": ("cnn", Misc, (3, 16, 16)),
 }
 # larger real networks, run only when named (`python devtools/torch_oracle.py tv_resnet18 -b 8 -O adam`):
 # the research note's figures (shared/research/torch-memory.md), random init, no downloads

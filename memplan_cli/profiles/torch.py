@@ -75,14 +75,20 @@ FACTS = {
 FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
 
 
-def facts(op_type: str) -> dict | None:
+def facts(op) -> dict | None:
+    """The torch facts of `op` (an IR op or an _Op): its family's (a dict, or a function of the op),
+    {} for an op that never carries a gradient (`OpDef.no_grad`: eager records no node), else None."""
     from memplan_cli import ops
 
-    d = ops.get(op_type)
+    d = ops.get(op.type)
     f = (d.profiles or {}).get("torch") if d is not None else None
+    if callable(f):
+        f = f(op)
     if f is not None:
         return f
-    return FACTS.get(op_type)
+    if d is not None and d.no_grad:
+        return {}
+    return FACTS.get(op.type)
 
 
 @dataclass
@@ -310,7 +316,7 @@ def _part(s: dict, steps) -> str:
 
 def refusal(ops_: list[_Op]) -> str | None:
     for op in ops_:
-        if op.type != "Loss" and facts(op.type) is None:
+        if op.type != "Loss" and facts(op) is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
         act = (op.attrs.get("activation") or "NONE").upper()
@@ -410,7 +416,7 @@ def replay(tg, config):
             if v in storage:
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
-        f = facts(op.type) or {}
+        f = facts(op) or {}
         rec = any(needs)
         node[p] = rec
         saved = []
@@ -505,7 +511,7 @@ def replay(tg, config):
             continue
         s = sim.step("calcDerivative", op.index, op.label)
         c = cols(op.label)
-        f = facts(op.type) or {}
+        f = facts(op) or {}
         made: list[int] = []  # storages created by this backward
         tmp: list[int] = []
         if op.type == "Loss":
