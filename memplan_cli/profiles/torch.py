@@ -66,8 +66,8 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
-#   of sizes "in0" / "in1" / "out0", "in0?g0" only when input 0 requires grad; or a function
-#   (op, operands) -> that tuple.
+#   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
+#   function (op, operands) -> that tuple.
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
@@ -387,7 +387,10 @@ def replay(tg, config):
                 consumers.setdefault(v, []).append(p)
 
     def _bytes(spec, op, needs):
-        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient."""
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
+        bytes already (a family's own function computed them)."""
+        if isinstance(spec, int):
+            return spec
         spec, _, cond = spec.partition("?")
         if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
             return 0
@@ -481,7 +484,9 @@ def replay(tg, config):
                         k = int(what[3:])
                         if op.outputs[k] in storage:
                             saved.append(storage[op.outputs[k]])
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_scratch", ())), default=0)
+            alts = f.get("fwd_scratch", ())
+            alts = alts(op, opd) if callable(alts) else alts
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
             if tmp_b:
                 sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
