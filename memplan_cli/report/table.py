@@ -72,7 +72,7 @@ STATUS_WORDS = {"optimal": "optimal (proven: no plan that recomputes any forward
 def _status(r: dict) -> str:
     if r["status"] == "feasible" and "added_flops_lower_bound" in r:
         gap = r["added_flops"] - r["added_flops_lower_bound"]
-        return (f"feasible, within {flops_short(gap)} of the bound (no plan fits below "
+        return (f"feasible, within {flops_short(gap)} FLOPs of the bound (no plan fits below "
                 f"{r['flops_ratio_lower_bound']:.3f} x the step's FLOPs, proven)")
     return STATUS_WORDS.get(r["status"], r["status"])
 
