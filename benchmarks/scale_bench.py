@@ -20,7 +20,8 @@ Cases (issue 28), every model built with onnx.helper and no weight bytes unless 
 
 Each run is a fresh `python -m memplan_cli` process (its peak RSS from wait4); inputs are generated
 in another child first, so the parent stays small, into a temporary folder removed afterwards
-unless --keep. The figures depend on the machine; the targets are checked against them at the end.
+unless --keep. Each row prints the wall clock and the CPU seconds (user + system: the time on one
+core, whatever else the machine runs); the targets are checked on CPU seconds and peak RSS.
 """
 from __future__ import annotations
 
@@ -256,14 +257,17 @@ def make_csv(folder: str, rows: int = 1_000_000, seed: int = 0) -> str:
 
 # ---------------------------------------------------------------- running
 
-def run(args: list[str]) -> tuple[int, float, float, str]:
-    """(exit status, seconds, peak RSS in MB, stderr) of one memplan process."""
+def run(args: list[str]) -> tuple[int, float, float, float, str]:
+    """(exit status, wall seconds, CPU seconds, peak RSS in MB, stderr) of one memplan process.
+    CPU seconds (user + system, from wait4) are what the run costs one core: on a shared machine
+    the wall clock also counts the time other processes held the core."""
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "memplan_cli", *args], cwd=REPO,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = p.stderr.read().decode(errors="replace")
     _, status, ru = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - t0, ru.ru_maxrss / 1024, err.strip()
+    return (os.waitstatus_to_exitcode(status), time.perf_counter() - t0, ru.ru_utime + ru.ru_stime,
+            ru.ru_maxrss * 1024 / 1e6, err.strip())  # MB of 10^6 bytes
 
 
 def generate(kind: str, size: int, folder: str) -> str:
@@ -319,23 +323,24 @@ def main() -> int:
     results: dict[tuple[str, int], tuple[int, float, float]] = {}
     failed = False
     try:
-        print(f"inputs under {folder}")
-        print(f"{'case':<26} {'file MB':>9} {'exit':>4} {'seconds':>8} {'peak RSS MB':>12}")
+        print(f"inputs under {folder}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'case':<26} {'file MB':>9} {'exit':>4} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
         for label, kind, size in cases:
             path = generate(kind, size, folder)
             args = ["plan", path] if kind == "csv" else ["analyze", path, *a.extra]
-            code, secs, rss, err = run(args)
+            code, wall, secs, rss, err = run(args)
             results[(kind, size)] = (code, secs, rss)
-            print(f"{label:<26} {os.path.getsize(path) / 1e6:>9.1f} {code:>4} {secs:>8.2f} {rss:>12.0f}", flush=True)
+            print(f"{label:<26} {os.path.getsize(path) / 1e6:>9.1f} {code:>4} {wall:>8.2f} {secs:>8.2f} {rss:>12.0f}",
+                  flush=True)
             if code != 0:
                 print(f"  stderr: {err[-300:]}")
                 failed = True
             if not a.keep:
                 os.remove(path)
-        checks = []
+        checks = []  # on CPU seconds: the time on one core of this machine
         chain = {s: r for (k, s), r in results.items() if k == "chain"}
         if 100_000 in chain:
-            checks.append(("chain 100k <= 20 s, <= 1 GB", chain[100_000][1] <= 20 and chain[100_000][2] <= 1024))
+            checks.append(("chain 100k <= 20 s, <= 1 GB", chain[100_000][1] <= 20 and chain[100_000][2] <= 1000))
         if 100_000 in chain and 10_000 in chain:
             ratio = chain[100_000][1] / chain[10_000][1]
             checks.append((f"time(100k) / time(10k) = {ratio:.1f} <= 12", ratio <= 12))

@@ -25,7 +25,7 @@ OP_TYPES = (
 ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
 
-@dataclass
+@dataclass(slots=True)  # 10^5 of each for a large graph
 class Operand:
     """One tensor of the graph. `shape` is static after loading (dynamic dims resolved)."""
 
@@ -58,7 +58,7 @@ class Operand:
 MAX_OPERAND_BYTES = 2**48
 
 
-@dataclass
+@dataclass(slots=True)
 class Operation:
     """One op. `inputs` may hold -1 for an absent optional input (e.g. no bias)."""
 

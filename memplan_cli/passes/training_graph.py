@@ -31,7 +31,7 @@ from memplan_cli.ir.dtypes import dtype_size
 from memplan_cli.ops.rule import BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES  # noqa: F401
 
 
-@dataclass
+@dataclass(slots=True)  # one per tensor: 10^5 of them for a large graph
 class TensorSpec:
     id: int
     name: str
@@ -55,7 +55,7 @@ class TensorSpec:
         return self.num_elements * dtype_size(self.dtype)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepSpec:
     index: int
     kind: str
