@@ -30,7 +30,7 @@ gc.set_threshold(50_000, 20, 100)
 
 import click  # noqa: E402
 
-from memplan_cli import __version__  # noqa: E402
+from memplan_cli.version import __version__  # noqa: E402
 from memplan_cli.errors import MemplanError  # noqa: E402
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")

@@ -68,6 +68,8 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
     for flag, key in (("onert_threads", "threads"), ("onert_simd_width", "simd_width")):
         if flag not in given and popts.get(key) is not None:
             out[flag] = str(popts[key]) if flag == "onert_simd_width" else popts[key]
+    if "nntrainer_memory_optimization" not in given and popts.get("memory_optimization") is not None:
+        out["nntrainer_memory_optimization"] = "on" if popts["memory_optimization"] else "off"
     return out
 
 

@@ -1,7 +1,7 @@
 """Operands and operations of one model graph, with use-def chains.
 
-Op types are canonical names shared by every loader (see `OP_TYPES`), so passes never look at a
-file format. `source_type` keeps what the file called the op, for display.
+Op types are canonical names shared by every loader (the op registry's, `memplan_cli/ops/`), so
+passes never look at a file format. `source_type` keeps what the file called the op, for display.
 """
 from __future__ import annotations
 
@@ -9,20 +9,6 @@ import math
 from dataclasses import dataclass, field
 
 from memplan_cli.ir.dtypes import dtype_size
-
-# Canonical op vocabulary. Loaders map their formats onto these names; anything else keeps its
-# source name upper-cased and is reported as unsupported only if training needs its backward.
-OP_TYPES = (
-    "Conv2D", "DepthwiseConv2D", "FullyConnected", "MatMul",
-    "MaxPool2D", "AvgPool2D", "Mean",
-    "Add", "Sub", "Mul", "Div",
-    "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax",
-    "Reshape", "Pad", "Concat",
-    "Loss",
-)
-
-# Fused activations, as TFLite/circle name them.
-ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
 
 @dataclass(slots=True)  # 10^5 of each for a large graph
@@ -43,6 +29,9 @@ class Operand:
     # a constant the graph computes from shapes, fills and indices (an attention mask built with
     # ConstantOfShape and ScatterND, folded at load): a buffer, never a trainable parameter
     computed: bool = False
+    # a float constant whose file could not tell whether it is a parameter of the source model
+    # (loaders/params.py): it trains, and reports list it as "assumed trainable"
+    assumed: bool = False
 
     @property
     def num_elements(self) -> int:
@@ -204,8 +193,10 @@ class Graph:
 
     # ---- sizes ---------------------------------------------------------------------------
     def parameter_count(self) -> int:
-        """Elements of float constants (weights and biases; not int shape/axes constants)."""
-        return sum(o.num_elements for o in self.operands if o.is_const and o.dtype.startswith(("float", "bfloat")))
+        """Elements of float constants (weights and biases; not int shape/axes constants, nor the
+        buffers an exporter computed: `Operand.computed`)."""
+        return sum(o.num_elements for o in self.operands
+                   if o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat")))
 
     def activation_bytes(self) -> int:
         """Bytes of every non-constant operand (graph inputs included)."""

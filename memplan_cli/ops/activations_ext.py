@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import reduce_to_shape
+from memplan_cli.kernels.common import reduce_to_shape
 from memplan_cli.ops._pointwise import Pointwise, erf, opdef
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
@@ -227,7 +227,8 @@ def _prelu_flops(op, operands):
 OPS = [opdef(s) for s in SPECS] + [
     OpDef("PRelu", rule=prelu_rule, kernels={"forward": prelu_forward, "calcGradient": prelu_gradient,
                                             "calcDerivative": prelu_derivative},
-          flops=_prelu_flops, required_inputs=2, check=prelu_check, batch="keep")]
+          flops=_prelu_flops, required_inputs=2, check=prelu_check, batch="keep",
+          weight_inputs=(1,))]
 
 
 # ---- converters -------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def _xhat(ctx, x, ax):
 
 def _reduce_param(g_rows, x, ax, shape):
     """Σ over rows of an (M, N) gradient, then over the dims the parameter was broadcast along."""
-    from memplan_cli.execute.kernels.common import reduce_to_shape
+    from memplan_cli.kernels.common import reduce_to_shape
 
     return reduce_to_shape(g_rows.sum(axis=0).reshape(x.shape[ax:]), tuple(shape))
 
@@ -206,7 +206,8 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
-             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,))]
+             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
+             weight_inputs=(1, 2))]
 
 
 def _onnx(node) -> Canon:
