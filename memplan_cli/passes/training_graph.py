@@ -121,7 +121,7 @@ class TrainingGraph:
         return t.id
 
     def add_step(self, kind, op, reads=(), writes=(), accumulate=()) -> StepSpec:
-        label = self.graph.operations[op].label if op >= 0 else ""
+        label = self.op_label(op)
         s = StepSpec(len(self.steps), kind, op, list(dict.fromkeys(reads)), list(dict.fromkeys(writes)),
                      list(accumulate), label)
         self.steps.append(s)
