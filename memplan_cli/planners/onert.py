@@ -83,15 +83,6 @@ def interferes(firsts, lasts, i: int, j: int) -> bool:
     return firsts[i] <= lasts[j] and firsts[j] <= lasts[i]
 
 
-def intersecting_pairs(firsts, lasts) -> int:
-    """Pairs of buffers whose (inclusive) lifetimes intersect, in O(n log n)."""
-    sf, sl = sorted(firsts), sorted(lasts)
-    n = len(sf)
-    # for each i: buffers starting at or before its last step, minus those ended before its first
-    total = sum(bisect.bisect_right(sf, b) - bisect.bisect_left(sl, a) for a, b in zip(firsts, lasts))
-    return (total - n) // 2
-
-
 @register("wic")
 def plan_wic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
     """onert WIC (weighted interval colouring): buffers taken by size descending, ties in claim
@@ -107,13 +98,13 @@ def plan_wic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
     t0 = time.perf_counter()
     n = len(sizes)
     if n > WIC_NATIVE_ABOVE:
-        pairs = intersecting_pairs(firsts, lasts)
+        from memplan_cli.planners.greedy import FIRST, Index, compress, order_of, overlapping_pairs
+
+        pairs = overlapping_pairs(*compress(firsts, lasts))
         if pairs > WIC_WORK:
             raise MemplanError(
                 f"onert's WIC planner, replayed, would compare {pairs:,} pairs of buffers whose lifetimes "
                 f"intersect, above memplan's work budget of {WIC_WORK:,}")
-        from memplan_cli.planners.greedy import FIRST, Index, order_of
-
         ix = Index(sizes, firsts, lasts)
         offs, cap = ix.place(order_of("size", ix.s, ix.f, ix.l), FIRST)
         return Plan(tuple(int(x) for x in offs), int(cap), "wic", "feasible", time.perf_counter() - t0)

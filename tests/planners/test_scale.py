@@ -59,15 +59,6 @@ def test_wic_compiled_path_matches_the_replay(seed, monkeypatch):
     assert (got.offsets, got.arena) == (want.offsets, want.arena)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_intersecting_pairs(seed):
-    rng = random.Random(seed)
-    sizes, firsts, lasts = random_instance(rng, rng.choice([1, 30, 200]), rng.choice([3, 100]))
-    brute = sum(1 for i in range(len(firsts)) for j in range(i)
-                if firsts[i] <= lasts[j] and firsts[j] <= lasts[i])
-    assert onert.intersecting_pairs(firsts, lasts) == brute
-
-
 def test_wic_refuses_over_its_work_budget(monkeypatch):
     sizes, firsts, lasts = nested(200)
     monkeypatch.setattr(onert, "WIC_NATIVE_ABOVE", 0)
