@@ -12,6 +12,13 @@ class MemplanError(Exception):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class OutputError(MemplanError):
+    """Writing the report failed: a full disk, an I/O error, a closed or full stdout. Exit status 74
+    (EX_IOERR of sysexits.h): the input was fine, the output was not."""
+
+    exit_code = 74
+
+
 class ModelError(MemplanError):
     """The model file cannot be read or is not a model memplan understands."""
 

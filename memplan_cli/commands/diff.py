@@ -113,6 +113,6 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).diff(doc, opts), output)
+    emit(get_reporter(fmt).diff(doc, opts), output, (baseline, target))
     if doc["status"] != "ok":
         click.get_current_context().exit(1)

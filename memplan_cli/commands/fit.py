@@ -55,7 +55,7 @@ def command(model, budget, fmt, output, quiet, **flags):
     level = verbosity(quiet, 0)
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc, level)
     if level >= 0 or (output and output != "-"):
-        emit(text, output)
+        emit(text, output, (model,))
     if not doc["fits"]:
         click.get_current_context().exit(NOTHING_FITS)
 

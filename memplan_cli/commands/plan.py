@@ -85,5 +85,5 @@ def command(buffers, planner, rounds, time_limit, output, fmt):
         click.echo(text, err=True, nl=False)
         return
     if output:
-        write_atomic(output, result.offsets_csv())
+        write_atomic(output, result.offsets_csv(), (buffers,))
     emit(text, None)

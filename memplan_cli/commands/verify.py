@@ -66,7 +66,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                 f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['section']['reachable']:,d} B,"
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
-            emit(text, output)
+            emit(text, output, (model,))
         click.get_current_context().exit(3)
     rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
                        profile_options=popts, seed=seed, threads=threads, check_live=not no_live_check)
@@ -94,7 +94,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
     if level >= 0 or (output and output != "-"):
-        emit(text, output)
+        emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
         click.get_current_context().exit(1)
 
