@@ -313,6 +313,14 @@ def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rto
                 run_step(ctx_ref)
             except AccessError as e:
                 raise VerifyFailure(f"the training graph is inconsistent: {e}", s.index) from None
+            except (TypeError, ValueError) as e:
+                # NumPy refusing an op on bool / int tensors (Relu of a bool, a loss on a bool output):
+                # the reference kernels do not run that op on those dtypes. On floats it is a bug: raise.
+                odd = sorted({tg.tensors[t].dtype for t in touched} - {"float16", "float32", "float64"})
+                if not odd:
+                    raise
+                raise UnsupportedKernel(f"{where(s)} on {', '.join(odd)} tensors: the NumPy reference kernels "
+                                        f"cannot run it ({type(e).__name__}: {str(e)[:120]})") from None
             ctx = StepContext(tg, s, arena, optimizer, learning_rate, state=arena_state)
             with np.errstate(all="ignore"):
                 try:

@@ -108,12 +108,37 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
+    from memplan_cli.errors import naming
+
     graph = load_model(path, batch_size=config.batch_size)
-    a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
-                      profile_options=profile_options, path=path)
+    try:
+        a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
+                          profile_options=profile_options, path=path)
+    except MemplanError as e:  # about this model: say which file, as analyze does
+        raise naming(path, e) from None
     t1 = time.perf_counter()
     return verify_analysis(a, path, seed=seed, threads=threads, check_live=check_live,
                            timings={"plan": t1 - t0})
+
+
+# dtypes the NumPy reference run has no array type for: analyze sizes them, verify cannot run them
+_NOT_RUNNABLE = {"bfloat16": "NumPy has no bfloat16 type", "string": "strings are not numbers"}
+
+
+def _check_dtypes(tg, path: str) -> None:
+    """MemplanError (exit 2) naming the first tensor whose dtype the reference kernels cannot hold."""
+    import numpy as np
+
+    for spec in tg.tensors:
+        why = _NOT_RUNNABLE.get(spec.dtype)
+        if why is None and spec.dtype not in ("int4", "uint4"):
+            try:
+                np.dtype(spec.dtype)
+            except TypeError:
+                why = "NumPy has no such type"
+        if why:
+            raise MemplanError(f"cannot verify {path or 'the model'}: tensor {spec.name!r} is {spec.dtype} ({why}); "
+                               "`memplan analyze` still sizes it")
 
 
 def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1, check_live: bool = True,
@@ -134,6 +159,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     if tg is None:
         raise MemplanError(f"profile {a.profile!r} does not expose the training graph it planned, so its plan "
                            "cannot be executed")
+    _check_dtypes(tg, path)
     if layout is None:
         layout = layout_from_pools(tg, a.pools, a.profile)
     t1 = time.perf_counter()
