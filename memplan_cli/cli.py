@@ -27,19 +27,9 @@ _defer_numpy()
 import click  # noqa: E402
 
 from memplan_cli import __version__  # noqa: E402
-from memplan_cli.errors import MemplanError  # noqa: E402
+from memplan_cli.errors import MemplanError, one_line  # noqa: E402
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
-_CONTROL.update({0x0a: "\\n", 0x0d: "\\r", 0x09: " "})
-
-
-def one_line(text: str) -> str:
-    """`text` with control characters escaped: an error may quote a model's own strings (tensor
-    names, external-data locations), which must not break the line or drive the terminal."""
-    return str(text).translate(_CONTROL)
 
 
 def _guard_std_fds() -> None:
@@ -83,8 +73,6 @@ class MemplanGroup(click.Group):
         try:
             return super().main(*args, **kwargs)
         except OSError as e:  # click's own output (--help, --version, usage) to a failing stdout
-            from memplan_cli.report.output import _stdout_to_devnull
-
             _stdout_to_devnull()
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
             sys.exit(74)
@@ -112,8 +100,6 @@ class MemplanGroup(click.Group):
         except OSError as e:
             if not _from_echo(e):
                 _internal(ctx, e)
-            from memplan_cli.report.output import _stdout_to_devnull
-
             _stdout_to_devnull()  # a subcommand's --help to a full stdout
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
             ctx.exit(74)
@@ -140,6 +126,17 @@ def _from_echo(e: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+def _stdout_to_devnull() -> None:
+    """fd 1 onto /dev/null after a failed write, so the interpreter's last flush of what is still
+    buffered succeeds instead of failing again with a second message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 def _echo_error(line: str) -> None:

@@ -20,7 +20,7 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, oner
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="BLAS threads for the NumPy kernels (1 is deterministic and, on a busy machine, fastest).")

@@ -66,6 +66,10 @@ def _file_mode(path: str) -> int:
         return 0o666 & ~mask
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -106,9 +110,7 @@ def output_target(path: str, inputs: Iterable[str] = ()) -> str:
             raise MemplanError(f"cannot write {path}: a symlink to a missing file ({target}); memplan "
                                "writes through a link only to an existing file") from None
     if not stat.S_ISREG(st.st_mode):
-        from memplan_cli.inputs import not_regular
-
-        what = not_regular(target) or "not a regular file"
+        what = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
         raise MemplanError(f"cannot write {path}: it is {what}; memplan writes reports to regular files only")
     ident = (st.st_dev, st.st_ino)
     for inp in inputs:

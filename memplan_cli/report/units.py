@@ -39,6 +39,8 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"{text!r} is not a size (examples: 1048576, 64MiB, 1.5GB)")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not value < 2**80:  # also inf: no memory is that large, and int() of inf would raise
+        raise ValueError(f"{text!r} is too large a size")
     return int(round(value))
 
 
