@@ -135,3 +135,53 @@ def test_hostile_flags_are_one_clear_error(tmp_path, args, words):
     assert run(["analyze", m, "-f", "json", "-o", str(b)])[0] == 0
     code, out, err = run([a.format(m=m, b=b) for a in args])
     assert code == 2 and words in err and "internal error" not in err, err
+
+
+def _fb_cases():
+    from tests.loaders import fbmodels as fb
+    from tests.loaders.fbmodels import BO, OPS, op, tensor
+
+    def three():
+        return [tensor("x", [2, 4]), tensor("y", [2, 4]), tensor("z", [2, 4])]
+
+    def conv(opts, otype=BO.Conv2DOptions):
+        return fb.build([tensor("x", [1, 8, 8, 3]), tensor("w", [4, 3, 3, 3], data="fill"), tensor("y", [1, 8, 8, 4])],
+                        [op(OPS.CONV_2D, [0, 1], [2], opts, otype)], [0], [2])
+
+    big = 2**31 - 1
+    return {
+        "cycle": lambda: fb.build(three(), [op(OPS.RELU, [2], [1]), op(OPS.RELU, [1], [2])], [0], [2]),
+        "tensor index out of range": lambda: fb.build(three(), [op(OPS.RELU, [99], [1])], [0], [1]),
+        "negative tensor index": lambda: fb.build(three(), [op(OPS.RELU, [-5], [1])], [0], [1]),
+        "graph output out of range": lambda: fb.build(three(), [op(OPS.RELU, [0], [1])], [0], [77]),
+        "two producers": lambda: fb.build(three(), [op(OPS.RELU, [0], [1]), op(OPS.TANH, [0], [1])], [0], [1]),
+        "no ops": lambda: fb.build(three(), [], [0], [0]),
+        "huge shape": lambda: fb.build([tensor("x", [big, big]), tensor("y", [big, big])],
+                                       [op(OPS.RELU, [0], [1])], [0], [1]),
+        "negative shape": lambda: fb.build([tensor("x", [-3, 4]), tensor("y", [-3, 4])],
+                                           [op(OPS.RELU, [0], [1])], [0], [1]),
+        "rank 200": lambda: fb.build([tensor("x", [1] * 200), tensor("y", [1] * 200)],
+                                     [op(OPS.RELU, [0], [1])], [0], [1]),
+        "unknown opcode": lambda: fb.build(three(), [op(999, [0], [1])], [0], [1]),
+        "conv stride 0": lambda: conv(fb.conv_opts(stride=0)),
+        "conv with softmax options": lambda: conv(fb.softmax_opts(), BO.SoftmaxOptions),
+        "pool 0x0": lambda: fb.build([tensor("x", [1, 8, 8, 3]), tensor("y", [1, 4, 4, 3])],
+                                     [op(OPS.MAX_POOL_2D, [0], [1], fb.pool_opts(k=0, stride=0), BO.Pool2DOptions)],
+                                     [0], [1]),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["circle", "tflite"])
+@pytest.mark.parametrize("name", list(_fb_cases()))
+def test_hostile_flatbuffer(tmp_path, name, fmt):
+    data = _fb_cases()[name]()
+    if fmt == "tflite":
+        data = data[:4] + b"TFL3" + data[8:]
+    p = tmp_path / f"m.{fmt}"
+    p.write_bytes(data)
+    for cmd in (["analyze"], ["analyze", "-p", "onert"], ["verify"], ["inspect"]):
+        code, out, err = run([*cmd, str(p)])
+        assert code in (0, 1, 2), (cmd, code, err)
+        assert "internal error" not in err and "Traceback" not in err, err
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1 and str(p) in err, err
