@@ -140,7 +140,7 @@ def compare_with_onert(model: str, *, batch: int = 8, optimizer: str = "sgd", le
     "max_update_diff_rel": largest |dw_memplan - dw_onert| / max |dw_onert|, "export_error"}."""
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.config import TrainConfig
-    from memplan_cli.execute.verify import verify_analysis
+    from memplan_cli.verification import verify_analysis
     from memplan_cli.loaders import load_model
 
     graph = load_model(model, batch_size=batch)
@@ -191,7 +191,7 @@ def compare_with_onert(model: str, *, batch: int = 8, optimizer: str = "sgd", le
 def _tg(a):
     tg = getattr(a.buffers, "training_graph", None)
     if tg is None:
-        from memplan_cli.execute import onert_map
+        from memplan_cli.verification import onert_map
 
         tg = onert_map.onert_training_graph(a.graph, a.config, a.buffers.info.get("backward_order"))
     return tg

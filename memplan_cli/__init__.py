@@ -4,7 +4,7 @@ The Python API (`memplan_cli.api`): `from memplan_cli import analyze, compare, p
 first use, so `import memplan_cli` (and the CLI's start) stays light.
 """
 
-__version__ = "0.1.0"
+from memplan_cli.version import __version__
 
 _API = ("analyze", "compare", "plan", "AnalysisResult", "ComparisonResult", "PlanSummary")
 _ERRORS = ("MemplanError", "ModelError", "UnsupportedOpError", "ConfigError")

@@ -125,6 +125,13 @@ def _takes(fn, name: str) -> bool:
         return False
 
 
+def checked_by(profile: str) -> str:
+    """How a profile's figures were checked (its `checked` line), for reports that name it."""
+    from memplan_cli.profiles import get_profile
+
+    return getattr(get_profile(profile), "checked", "")
+
+
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
                      time_limit: float | None = None) -> list[PoolPlan]:
     """Plan each pool with its planner and verify the result independently. A failed check is a bug.

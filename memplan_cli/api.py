@@ -333,6 +333,16 @@ def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
             "simd_width": int(onert_simd_width) if onert_simd_width is not None else DEFAULT_SIMD_WIDTH}
 
 
+def nntrainer_options(memory_optimization=None) -> dict:
+    """The nntrainer profile's build options: `memory_optimization` (nntrainer's model property; the
+    flag's "on" / "off" or a bool, default on as in nntrainer)."""
+    if memory_optimization in (None, "on", True):
+        return {"memory_optimization": True}
+    if memory_optimization in ("off", False):
+        return {"memory_optimization": False}
+    raise ConfigError(f"nntrainer_memory_optimization must be on or off, got {memory_optimization!r}")
+
+
 def check_planner(name: str | None, profile: str = "memplan") -> None:
     """onert's planners (wic, bump, firstfit) are the onert profile's to check; others are registry names."""
     from memplan_cli.planners import planner_names
@@ -367,13 +377,15 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     if profile == "onert":
         build_options = {**onert, **({"planner": planner} if planner else {})}
         planner = None
+    elif profile == "nntrainer":
+        build_options = nntrainer_options(flags.get("nntrainer_memory_optimization"))
     # loaded at the batch the setup asks for (metadata may name another): no second read of the file
     loaded = graph if cfg.batch_size == flags.get("batch_size") else None
     with spinner(f"analysing {model} ({profile})", progress):
         a = analyze_model(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
                           profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
                           onert_options=onert, graph=loaded)
-    return a, (onert if profile == "onert" else {})
+    return a, (onert if profile == "onert" else build_options if profile == "nntrainer" else {})
 
 
 def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
@@ -424,7 +436,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
             budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None) -> AnalysisResult:
+            lora_targets: str | Iterable[str] | None = None,
+            nntrainer_memory_optimization: bool | str | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
@@ -434,7 +447,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
-    profile="onert": onert's own wic, bump or firstfit). time_limit (seconds) stops the planners on
+    profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",
+    the default, or False / "off"): nntrainer's memory_optimization property under profile="nntrainer". time_limit (seconds) stops the planners on
     the clock instead of their work budgets (the plan may then depend on the machine).
     compare_onert: with the memplan profile, also compute onert's total (`result.onert`).
     by_layer adds the per-layer view (`report["by_layer"]`). budget (bytes, or "192MiB"): plan with
@@ -446,7 +460,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
                       onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets),
-             "profile": profile, "planner": planner}
+             "profile": profile, "planner": planner,
+             "nntrainer_memory_optimization": nntrainer_memory_optimization}
     remat = None
     if budget is not None:
         a, remat = run_budgeted(path, flags, budget, progress=progress)
@@ -465,7 +480,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             onert_simd_width: int | None = None, progress: bool = False,
             dropout: str | None = None, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None) -> ComparisonResult:
+            lora_targets: str | Iterable[str] | None = None,
+            nntrainer_memory_optimization: bool | str | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -480,7 +496,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):
-        cmp = compare_model(path, cfg, onert_options=ont, time_limit=flags["time_limit"])
+        cmp = compare_model(path, cfg, onert_options=ont, time_limit=flags["time_limit"],
+                            nntrainer_options=nntrainer_options(nntrainer_memory_optimization))
     return ComparisonResult(compare_document(cmp), cmp)
 
 

@@ -26,7 +26,7 @@ _defer_numpy()
 
 import click  # noqa: E402
 
-from memplan_cli import __version__  # noqa: E402
+from memplan_cli.version import __version__  # noqa: E402
 from memplan_cli.errors import MemplanError, one_line  # noqa: E402
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")

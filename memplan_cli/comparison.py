@@ -38,6 +38,7 @@ class Column:
     planners: list[str] = field(default_factory=list)
     reason: str = ""
     extras: dict = field(default_factory=dict)  # the profile's `figures` (e.g. SINGA's fragmentation)
+    checked: str = ""  # how the profile's figures were checked (its `checked` line)
 
     @property
     def available(self) -> bool:
@@ -77,9 +78,9 @@ def _column(profile: str, a) -> Column:
 
 
 def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: dict | None = None,
-                  time_limit: float | None = None) -> Comparison:
+                  time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
     """Every column for `graph` (already loaded and re-batched to `config.batch_size`)."""
-    from memplan_cli.analysis import analyze_graph, file_sha256
+    from memplan_cli.analysis import analyze_graph, checked_by, file_sha256
     from memplan_cli.errors import MemplanError
 
     onert_options = dict(onert_options or {})
@@ -90,23 +91,26 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
     for prof in ("onert", "nntrainer", "singa"):
         try:
             a = analyze_graph(graph, config, profile=prof, time_limit=time_limit,
-                              profile_options=onert_options if prof == "onert" else None)
+                              profile_options={"onert": onert_options, "nntrainer": nntrainer_options}.get(prof))
         except MemplanError as e:
             cols[prof] = Column(prof, reason=str(e))
         else:
             cols[prof] = _column(prof, a)
+    for prof in ("onert", "nntrainer", "singa", "memplan"):
+        cols[prof].checked = checked_by(prof)
     return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
                       int(mem.lower_bound), onert_options, time_limit)
 
 
 def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None,
-            time_limit: float | None = None) -> Comparison:
+            time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
     """Load `path` at `config.batch_size` and compare every system on it."""
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
     graph = load_model(path, batch_size=config.batch_size)
     try:
-        return compare_graph(graph, config, path=path, onert_options=onert_options, time_limit=time_limit)
+        return compare_graph(graph, config, path=path, onert_options=onert_options, time_limit=time_limit,
+                             nntrainer_options=nntrainer_options)
     except MemplanError as e:  # memplan's own column failed: the command's error, naming the file
         raise naming(path, e) from None

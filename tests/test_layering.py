@@ -5,12 +5,13 @@ Every package and first-level module of memplan_cli has an entry in ALLOWED (a n
 entry names, plus `errors` (what every layer may raise) and the package's `__version__`. From the
 bottom up:
 
-- leaves: `errors`, `buffers` (the waist: Buffer, Step, Pool, BufferList) and `lazyimport` (the
+- leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList) and `lazyimport` (the
   stand-in that defers a library's import to its first use) import nothing of memplan's; `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
+- `kernels`: NumPy reference kernels (no memplan imports).
 - `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
-  batch rules; ops uses ir and the NumPy kernel helpers of `execute`.
+  batch rules; ops uses ir and `kernels`.
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
@@ -19,16 +20,20 @@ bottom up:
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
 - `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
-  buffers, config, loaders; `execute` (verify) -> analysis, loaders, ops, passes; `remat` (the remat
-  solver) -> analysis and what lies below it.
-- `api` (the Python API: analyze, compare, plan, and the setup merging the commands share) ->
-  analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report.
+  buffers, config, loaders; `execute` (runs a given training step in a given layout) -> ops,
+  kernels only; `remat` (the remat solver) -> analysis and what lies below it; `verification` (the
+  work of `memplan verify`: load, analyse, build the step, run it) -> analysis, loaders, passes,
+  ops, execute.
+- `api` (the Python API: analyze, compare, plan, verify, and the setup merging the commands share)
+  -> analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
+  verification.
 - `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands,
   lazyimport;
-  `__main__` -> cli; `__init__` -> api only, lazily (a module `__getattr__`, so `import
-  memplan_cli` stays light).
+  `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
+  `import memplan_cli` stays light); nothing inside the package imports `__init__`'s names.
 
-Nothing in memplan_cli imports the dev-only `devtools` or `tests`. Checked on the source (every
+Nothing in memplan_cli imports the dev-only `devtools` or `tests`. No two modules import each other,
+directly or around a loop (`test_no_import_cycle_between_modules`), function-level imports included. Checked on the source (every
 `import` anywhere in a module, also inside functions, absolute or relative), so a shortcut taken
 in a hurry fails here rather than in review.
 """
@@ -38,16 +43,18 @@ import pathlib
 import pytest
 
 PKG = pathlib.Path(__file__).parents[1] / "memplan_cli"
-COMMON = {"errors", "__init__"}  # what every layer may raise; the version
+COMMON = {"errors", "version", "__init__"}  # what every layer may raise; the version; the package (`from memplan_cli import ops`)
 ALLOWED = {
     "errors": set(),
+    "version": set(),
     "buffers": set(),
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
     "traininfo": {"traininfo"},
+    "kernels": set(),
     "ir": {"ir", "ops"},
-    "ops": {"ops", "ir", "execute"},
+    "ops": {"ops", "ir", "kernels"},
     "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
@@ -58,16 +65,17 @@ ALLOWED = {
     "plancsv": {"inputs", "planrun"},
     "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
     "comparison": {"analysis", "buffers", "config", "loaders"},
-    "execute": {"execute", "analysis", "loaders", "ops", "passes"},
+    "execute": {"execute", "ops", "kernels"},
+    "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "api": {"analysis", "buffers", "comparison", "config", "loaders", "planners", "planrun", "plancsv",
-            "profiles", "remat", "report"},
-    "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "execute",
+            "profiles", "remat", "report", "verification"},
+    "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "remat", "report", "traininfo"},
     "cli": {"commands", "lazyimport"},
     "__main__": {"cli"},
-    "__init__": {"api"},
+    "__init__": {"api", "version"},
 }
 DEV_ONLY = {"devtools", "tests"}
 
@@ -171,3 +179,65 @@ def test_the_checker_tells_submodules_from_names(tmp_path):
     assert memplan_imports(f, "memplan_cli.x") == {"ops", "__init__"}
     f.write_text("from memplan_cli import analyze\n")
     assert memplan_imports(f, "memplan_cli.x") == {"__init__", "api"}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """memplan_cli module -> the memplan_cli modules whose names it imports (a package stands for its
+    __init__). `from pkg import sub` depends on the module `sub`, not on pkg's __init__ (Python runs
+    a parent package first whatever its children need: that is not a dependency of names)."""
+    files = {_module_name(f): f for f in PKG.rglob("*.py")}
+    graph = {}
+    for name, f in files.items():
+        deps = set()
+        is_pkg = f.name == "__init__.py"
+        here = name.split(".")
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here if is_pkg else here[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module
+                for a in node.names:
+                    deps.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in files and d != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import loop of `graph` (a list of modules, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+    for root in sorted(graph):
+        if root in state:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        state[root] = 1
+        stack.append(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                work.pop()
+                stack.pop()
+                state[node] = 2
+            elif state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append(nxt)
+                work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+    return None
+
+
+def test_no_import_cycle_between_modules():
+    cycle = find_cycle(_module_graph())
+    assert cycle is None, "import loop: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_loop():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None

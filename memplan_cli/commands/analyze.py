@@ -24,6 +24,7 @@ def api_arguments(flags: dict) -> dict:
     out["lora_targets"] = flags.get("lora_targets")
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
+    out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
 
 

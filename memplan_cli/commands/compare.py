@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-from memplan_cli.commands.options import ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, training_options, verbosity
+from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, nntrainer_option,
+                                          training_options, verbosity)
 
 @click.command("compare")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -19,6 +20,7 @@ from memplan_cli.commands.options import ONERT_SIMD_HELP, ONERT_THREADS_HELP, SI
               help=ONERT_THREADS_HELP)
 @click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
               help=ONERT_SIMD_HELP)
+@nntrainer_option()
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
               show_default=True, help="table for people; json (schemas/compare.schema.json) or csv for scripts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",

@@ -134,6 +134,8 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
             v = popts[key]
             out[flag] = _checked(flag, str(v) if flag == "onert_simd_width" and type(v) is int else v,
                                  f"config.profile_options.{key}", source)
+    if "nntrainer_memory_optimization" not in given and popts.get("memory_optimization") is not None:
+        out["nntrainer_memory_optimization"] = "on" if popts["memory_optimization"] else "off"
     return out
 
 

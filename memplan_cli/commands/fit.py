@@ -28,7 +28,7 @@ def command(model, budget, fmt, output, quiet, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front."""
-    from memplan_cli import __version__
+    from memplan_cli.version import __version__
     from memplan_cli.analysis import file_sha256
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model

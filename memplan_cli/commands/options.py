@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 # the work the commands share lives in the API; re-exported under their old names here
-from memplan_cli.api import check_planner, config_from_flags, onert_options  # noqa: F401
+from memplan_cli.api import check_planner, config_from_flags, nntrainer_options, onert_options  # noqa: F401
 from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
 
 
@@ -83,8 +83,18 @@ ONERT_SIMD_HELP = ("onert's SIMD packet width in floats (4 SSE/NEON, 8 AVX, 16 A
                    "a 4-core CPU with 128-bit SIMD (onert 0.1.0's x86-64 wheel packs 4).")
 
 
+NNTRAINER_MEMOPT_HELP = ("nntrainer's `memory_optimization` property (with --profile nntrainer): on (its "
+                         "default) plans with OptimizedV1 and in-place layers; off with BasicPlanner, no "
+                         "in-place layers and backwarding down to the input layer.")
+
+
+def nntrainer_option():
+    return click.option("--nntrainer-memory-optimization", type=click.Choice(("on", "off")), default=None,
+                        help=NNTRAINER_MEMOPT_HELP)
+
+
 def planner_options(f):
-    """Adds --planner, --time-limit, --onert-threads, --onert-simd-width."""
+    """Adds --planner, --time-limit, --onert-threads, --onert-simd-width, --nntrainer-memory-optimization."""
     opts = [
         click.option("--planner", default=None, metavar="NAME",
                      help="Plan every pool with this planner instead of the profile's choice (a registered "
@@ -98,6 +108,7 @@ def planner_options(f):
                      help=ONERT_THREADS_HELP),
         click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
                      help=ONERT_SIMD_HELP),
+        nntrainer_option(),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -6,8 +6,9 @@ import os
 
 import click
 
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, output_options,
-                                          planner_options, profile_option, training_options, verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, nntrainer_options, onert_options,
+                                          output_options, planner_options, profile_option, training_options,
+                                          verbosity)
 from memplan_cli.errors import ConfigError, MemplanError
 
 OVER_BUDGET = 3
@@ -66,6 +67,8 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
         try:
             if profile == "onert":  # --planner is onert's own planner there (see analyze.run_analysis)
                 popts, planner = {**ont, **({"planner": flags["planner"]} if flags.get("planner") else {})}, None
+            elif profile == "nntrainer":
+                popts, planner = nntrainer_options(flags.get("nntrainer_memory_optimization")), flags.get("planner")
             else:
                 popts, planner = None, flags.get("planner")
             a = analyze(model, base_cfg.with_(batch_size=b), profile=profile, planner=planner,

@@ -1,7 +1,7 @@
 """`memplan verify MODEL`: prove a plan by running one training step inside it.
 
 Parsing and printing only: the plan comes from `memplan_cli.analysis`, the run from
-`memplan_cli.execute.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
+`memplan_cli.verification.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
 the first step where results diverge and the buffers involved), 2 bad input.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (check_planner, config_from_flags, onert_options, profile_options,
+from memplan_cli.commands.options import (check_planner, config_from_flags, nntrainer_options, onert_options,
+                                          profile_options,
                                           training_options, verbosity)
 
 
@@ -45,7 +46,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     ends. The loss and every updated weight must match; on failure the report names the first step
     where results diverge and the buffers involved (exit status 1).
     """
-    from memplan_cli.execute.verify import verify_model
+    from memplan_cli.verification import verify_model
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import emit
 
@@ -54,7 +55,8 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     profile = flags.get("profile") or "memplan"
-    popts = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else {}
+    popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
+             nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
     remat = None
     if budget is not None:
         remat = _remat_plan(model, graph, cfg, flags, budget)

@@ -7,8 +7,9 @@ read). At every step the executor
    (a buffer overwritten by a neighbour, or poisoned when its planned lifetime ended, fails here),
 3. runs the step's kernel on both memories, then compares what the step wrote,
 4. poisons (fills with 0xFF, a NaN) every arena buffer whose planned lifetime ends at the step.
-At the end it compares the loss and every updated weight. The first failure stops the run and is
-reported with the step and the buffers involved.
+Values from outside (inputs, label, weights) are written into both memories right before their first
+use. At the end it compares the loss and every updated weight. The first failure stops the run and
+is reported with the step and the buffers involved. `_LockstepRun` has one method per check.
 """
 from __future__ import annotations
 
@@ -176,236 +177,287 @@ def execute(tg, layout: Layout, *, optimizer: str = "sgd", learning_rate: float 
 
 def _execute(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, progress,
              feeds=None) -> VerifyResult:
-    t0 = time.perf_counter()
-    arena = ArenaMemory(tg, layout)
-    ref = SeparateMemory(tg)
-    inputs = _Inputs(tg, seed, feeds)
-    pl = layout.placements
-    groups = tg.groups()
-    first_access, _ = tg.accesses()
-    res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
-                       arena_bytes=sum(layout.arenas.values()), conflicts=conflicts(layout))
-
-    def name(t):
-        return tg.tensors[t].name
-
-    def where(s):
-        return f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
-
-    def describe(root):
-        p = pl[root]
-        return f"{p.name} [{p.pool} bytes {p.offset}..{p.end}, live {p.first}..{p.last}]"
-
-    # every touched tensor must have a buffer
-    for s in tg.steps:
-        for t in s.touched():
-            if tg.root(t) not in pl:
-                res.message = f"{where(s)} touches {name(t)}, which has no buffer in the {layout.profile} plan"
-                res.failed_step, res.buffers = s.index, [name(t)]
-                return res
-
-    # sources: tensors whose value comes from outside (weights, inputs, label, state, constants)
-    sources: dict[int, list[int]] = {}
-    for t, s_first in first_access.items():
-        spec = tg.tensors[t]
-        if spec.role in SOURCE_ROLES or t in tg.fed or t in tg.persistent:
-            sources.setdefault(s_first, []).append(t)
-    for t in tg.persistent:
-        if t not in first_access and tg.root(t) in pl:  # state nobody touches (e.g. of a frozen constant)
-            sources.setdefault(0, []).append(t)
-
-    last_write: dict[int, int] = {}  # root -> arena step that last wrote it
-    last_write_t: dict[int, int] = {}  # tensor -> step that last wrote it
-    ends: dict[int, list[int]] = {}
-    for r, p in pl.items():
-        if not any(m in tg.persistent for m in groups.get(r, [r])):
-            ends.setdefault(p.last, []).append(r)
-    ref_state: dict = {}
-    arena_state: dict = {}
-    loss_ids = [t.id for t in tg.tensors if t.role == "loss"]
-    updated: set[int] = set()
-    initial: dict[int, np.ndarray] = {}  # weight -> its value before the step
-    best = [0.0, ""]
-    write_scale: dict[int, float] = {}  # tensor -> the scale of the inputs it was computed from
-
-    def compare(t, s, what, scale: float = 0.0) -> float:
-        """Check tensor t against the reference within rtol of its own magnitude or of `scale` (what it
-        was computed from); returns its own magnitude."""
-        a, b = arena.view(t), ref.view(t)
-        d = _diff(a, b)
-        res.compared += 1
-        if d > best[0]:
-            best[0], best[1] = d, f"{name(t)} at step {s.index}"
-        own = _scale_of([b])
-        tol = 0.0 if b.size == 0 or b.dtype.kind in "iub" else atol + rtol * own
-        if d > max(tol, atol + rtol * scale):
-            raise VerifyFailure(what(d), s.index)
-        return own
-
-    def culprits(t, since, upto):
-        """What changed tensor t's bytes in the arena between steps since..upto: another tensor
-        sharing its buffer (an alias) written meanwhile, an overlapping buffer written meanwhile, or
-        an overlapping buffer poisoned when its planned lifetime ended."""
-        root = tg.root(t)
-        out, names = [], []
-        for u in groups.get(root, []):
-            w = last_write_t.get(u)
-            if u != t and w is not None and since < w <= upto:
-                out.append(f"{name(u)} (sharing its buffer) written at step {w}")
-                names.append(name(u))
-        for r, q in layout.neighbours(root):
-            w = last_write.get(r)
-            if w is not None and since <= w <= upto:
-                out.append(f"{describe(r)} written at step {w}")
-                names.append(q.name)
-            elif poison and since <= q.last < upto:
-                out.append(f"{describe(r)} poisoned when its lifetime ended after step {q.last}")
-                names.append(q.name)
-        return out, names
-
+    run = _LockstepRun(tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, feeds)
+    if not run.every_touched_tensor_has_a_buffer():
+        return run.res
     try:
         for s in tg.steps:
             if progress:
                 progress(s)
-            touched = s.touched()
-            # 1. liveness of every buffer handed to the kernel
-            if check_live:
-                for t in touched:
-                    p = pl[tg.root(t)]
-                    if not p.live_at(s.index):
-                        raise VerifyFailure(
-                            f"{where(s)} touches {name(t)}, but its buffer {describe(tg.root(t))} is not live "
-                            f"at step {s.index}", s.index, [p.name])
-            # 2. values from outside, written into both memories right before their first use
-            for t in sources.get(s.index, []):
-                v = inputs.value(t, ref.view(t).dtype)
-                ref.view(t)[...] = v
-                arena.view(t)[...] = v
-                if tg.tensors[t].role in ("weight", "frozen-weight") and t in tg.persistent:
-                    initial[t] = np.array(v, copy=True)
-                last_write[tg.root(t)] = last_write_t[t] = s.index
-            # 3. what the step reads must still be intact in the arena
-            # (accumulation sources are this step's own contributions: written by its kernel).
-            # in_scale: the largest magnitude the step computes from, its reads' and what those were
-            # computed from: an output near zero from cancelling terms carries their rounding
-            in_scale = 0.0
-            for t in s.reads:
-                r = tg.root(t)
-                w = last_write_t.get(t, 0)
-                found, involved = culprits(t, w, s.index)
+            run.step(s)
+        run.check_the_end()
+        run.res.passed = True
+    except VerifyFailure as e:
+        run.res.message = str(e)
+        run.res.failed_step = e.step
+        run.res.buffers = e.buffers
+    return run.finish()
 
-                def msg(d, t=t, r=r, w=w, found=found):
-                    p = pl[r]
-                    head = (f"{where(s)} reads {name(t)}, which no longer holds what step {w} wrote "
-                            f"(differs by {d:.3g}); its buffer is {describe(r)}")
-                    if not p.live_at(s.index):
-                        head += f", whose planned lifetime {p.first}..{p.last} does not cover step {s.index}"
-                    return head + (": overwritten by " + "; ".join(found) if found else "")
-                try:
-                    own = compare(t, s, msg, write_scale.get(t, 0.0))
-                except VerifyFailure as e:
-                    e.buffers = list(dict.fromkeys([pl[r].name] + involved))
-                    raise
-                in_scale = max(in_scale, own, write_scale.get(t, 0.0))
-            # 4. the kernel, reference first (a failure there is a bug in memplan, not in the plan)
-            ctx_ref = StepContext(tg, s, ref, optimizer, learning_rate, state=ref_state)
+
+class _LockstepRun:
+    """One step of the training graph at a time, in the arena and in the reference memory, with the
+    checks of the module docstring as named methods."""
+
+    def __init__(self, tg, layout, optimizer, learning_rate, seed, check_live, poison, rtol, atol, feeds):
+        self.t0 = time.perf_counter()
+        self.tg, self.layout = tg, layout
+        self.optimizer, self.learning_rate = optimizer, learning_rate
+        self.check_live, self.poison, self.rtol, self.atol = check_live, poison, rtol, atol
+        self.arena = ArenaMemory(tg, layout)
+        self.ref = SeparateMemory(tg)
+        self.inputs = _Inputs(tg, seed, feeds)
+        self.pl = layout.placements
+        self.groups = tg.groups()
+        self.res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
+                                arena_bytes=sum(layout.arenas.values()), conflicts=conflicts(layout))
+        self.sources = self._sources()
+        self.last_write: dict[int, int] = {}  # root -> arena step that last wrote it
+        self.last_write_t: dict[int, int] = {}  # tensor -> step that last wrote it
+        self.ends: dict[int, list[int]] = {}  # step -> roots whose planned lifetime ends there
+        for r, p in self.pl.items():
+            if not any(m in tg.persistent for m in self.groups.get(r, [r])):
+                self.ends.setdefault(p.last, []).append(r)
+        self.ref_state: dict = {}
+        self.arena_state: dict = {}
+        self.loss_ids = [t.id for t in tg.tensors if t.role == "loss"]
+        self.updated: set[int] = set()
+        self.initial: dict[int, np.ndarray] = {}  # weight -> its value before the step
+        self.best = [0.0, ""]
+        self.write_scale: dict[int, float] = {}  # tensor -> the scale of the inputs it was computed from
+
+    # ---- naming ----------------------------------------------------------------------------------
+    def name(self, t) -> str:
+        return self.tg.tensors[t].name
+
+    @staticmethod
+    def where(s) -> str:
+        return f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
+
+    def describe(self, root) -> str:
+        p = self.pl[root]
+        return f"{p.name} [{p.pool} bytes {p.offset}..{p.end}, live {p.first}..{p.last}]"
+
+    # ---- set-up ----------------------------------------------------------------------------------
+    def every_touched_tensor_has_a_buffer(self) -> bool:
+        for s in self.tg.steps:
+            for t in s.touched():
+                if self.tg.root(t) not in self.pl:
+                    self.res.message = (f"{self.where(s)} touches {self.name(t)}, which has no buffer in the "
+                                        f"{self.layout.profile} plan")
+                    self.res.failed_step, self.res.buffers = s.index, [self.name(t)]
+                    return False
+        return True
+
+    def _sources(self) -> dict[int, list[int]]:
+        """step -> tensors whose value comes from outside (weights, inputs, label, state, constants),
+        written right before their first use."""
+        tg = self.tg
+        first_access, _ = tg.accesses()
+        sources: dict[int, list[int]] = {}
+        for t, s_first in first_access.items():
+            if tg.tensors[t].role in SOURCE_ROLES or t in tg.fed or t in tg.persistent:
+                sources.setdefault(s_first, []).append(t)
+        for t in tg.persistent:
+            if t not in first_access and tg.root(t) in self.pl:  # state nobody touches (e.g. of a frozen constant)
+                sources.setdefault(0, []).append(t)
+        return sources
+
+    # ---- comparisons -----------------------------------------------------------------------------
+    def compare(self, t, s, what, scale: float = 0.0) -> float:
+        """Check tensor t against the reference within rtol of its own magnitude or of `scale` (what it
+        was computed from); returns its own magnitude."""
+        a, b = self.arena.view(t), self.ref.view(t)
+        d = _diff(a, b)
+        self.res.compared += 1
+        if d > self.best[0]:
+            self.best[0], self.best[1] = d, f"{self.name(t)} at step {s.index}"
+        own = _scale_of([b])
+        tol = 0.0 if b.size == 0 or b.dtype.kind in "iub" else self.atol + self.rtol * own
+        if d > max(tol, self.atol + self.rtol * scale):
+            raise VerifyFailure(what(d), s.index)
+        return own
+
+    def culprits(self, t, since, upto):
+        """What changed tensor t's bytes in the arena between steps since..upto: another tensor
+        sharing its buffer (an alias) written meanwhile, an overlapping buffer written meanwhile, or
+        an overlapping buffer poisoned when its planned lifetime ended."""
+        root = self.tg.root(t)
+        out, names = [], []
+        for u in self.groups.get(root, []):
+            w = self.last_write_t.get(u)
+            if u != t and w is not None and since < w <= upto:
+                out.append(f"{self.name(u)} (sharing its buffer) written at step {w}")
+                names.append(self.name(u))
+        for r, q in self.layout.neighbours(root):
+            w = self.last_write.get(r)
+            if w is not None and since <= w <= upto:
+                out.append(f"{self.describe(r)} written at step {w}")
+                names.append(q.name)
+            elif self.poison and since <= q.last < upto:
+                out.append(f"{self.describe(r)} poisoned when its lifetime ended after step {q.last}")
+                names.append(q.name)
+        return out, names
+
+    # ---- one step --------------------------------------------------------------------------------
+    def step(self, s) -> None:
+        if self.check_live:
+            self.check_buffers_live(s)
+        self.write_sources(s)
+        in_scale = self.check_reads_intact(s)
+        written = self.run_kernels(s)
+        self.check_writes_agree(s, written, in_scale)
+        self.res.steps_run += 1
+        if self.poison and s.index < len(self.tg.steps) - 1:  # what lives to the end is read after it
+            for r in self.ends.get(s.index, []):
+                self.arena.poison(r)
+
+    def check_buffers_live(self, s) -> None:
+        """Every buffer handed to the kernel is live at this step in the plan."""
+        for t in s.touched():
+            p = self.pl[self.tg.root(t)]
+            if not p.live_at(s.index):
+                raise VerifyFailure(f"{self.where(s)} touches {self.name(t)}, but its buffer "
+                                    f"{self.describe(self.tg.root(t))} is not live at step {s.index}",
+                                    s.index, [p.name])
+
+    def write_sources(self, s) -> None:
+        """Values from outside, written into both memories right before their first use."""
+        for t in self.sources.get(s.index, []):
+            v = self.inputs.value(t, self.ref.view(t).dtype)
+            self.ref.view(t)[...] = v
+            self.arena.view(t)[...] = v
+            if self.tg.tensors[t].role in ("weight", "frozen-weight") and t in self.tg.persistent:
+                self.initial[t] = np.array(v, copy=True)
+            self.last_write[self.tg.root(t)] = self.last_write_t[t] = s.index
+
+    def check_reads_intact(self, s) -> float:
+        """What the step reads still holds, in the arena, what was written (accumulation sources are
+        the step's own contributions, written by its kernel). Returns the largest magnitude the step
+        computes from (its reads' and what those were computed from): an output near zero from
+        cancelling terms carries their rounding."""
+        in_scale = 0.0
+        for t in s.reads:
+            r = self.tg.root(t)
+            w = self.last_write_t.get(t, 0)
+            found, involved = self.culprits(t, w, s.index)
+
+            def msg(d, t=t, r=r, w=w, found=found):
+                p = self.pl[r]
+                head = (f"{self.where(s)} reads {self.name(t)}, which no longer holds what step {w} wrote "
+                        f"(differs by {d:.3g}); its buffer is {self.describe(r)}")
+                if not p.live_at(s.index):
+                    head += f", whose planned lifetime {p.first}..{p.last} does not cover step {s.index}"
+                return head + (": overwritten by " + "; ".join(found) if found else "")
             try:
-                run_step(ctx_ref)
-            except AccessError as e:
-                raise VerifyFailure(f"the training graph is inconsistent: {e}", s.index) from None
-            except (TypeError, ValueError) as e:
-                # NumPy refusing an op on bool / int tensors (Relu of a bool, a loss on a bool output):
-                # the reference kernels do not run that op on those dtypes. On floats it is a bug: raise.
-                odd = sorted({tg.tensors[t].dtype for t in touched} - {"float16", "float32", "float64"})
-                if not odd:
-                    raise
-                raise UnsupportedKernel(f"{where(s)} on {', '.join(odd)} tensors: the NumPy reference kernels "
-                                        f"cannot run it ({type(e).__name__}: {str(e)[:120]})") from None
-            ctx = StepContext(tg, s, arena, optimizer, learning_rate, state=arena_state)
-            with np.errstate(all="ignore"):
-                try:
-                    run_step(ctx)
-                except UnsupportedKernel:
-                    raise
-                except Exception as e:  # garbage in the arena can make a kernel fail
-                    names = sorted({pl[tg.root(t)].name for t in touched})
-                    raise VerifyFailure(f"{where(s)} failed in the arena run ({type(e).__name__}: {e}); "
-                                        f"buffers: {', '.join(names)}", s.index, names) from None
-            written = list(dict.fromkeys(list(s.writes) + [d for _, d, _ in s.accumulate]))
-            for t in written:
-                last_write[tg.root(t)] = last_write_t[t] = s.index
-                if s.kind == "applyGradient" and tg.tensors[t].role == "weight":
-                    updated.add(t)
-            # 5. what it wrote must agree
-            for t in written:
-                rv = ref.view(t)
-                if rv.dtype.kind == "f" and np.isnan(rv).any():
-                    raise VerifyFailure(f"{where(s)}: the reference run wrote NaN into {name(t)} (a bug in the "
-                                        "training graph or a kernel, not in the plan)", s.index, [name(t)])
+                own = self.compare(t, s, msg, self.write_scale.get(t, 0.0))
+            except VerifyFailure as e:
+                e.buffers = list(dict.fromkeys([self.pl[r].name] + involved))
+                raise
+            in_scale = max(in_scale, own, self.write_scale.get(t, 0.0))
+        return in_scale
 
-                shared = list(dict.fromkeys(tg.root(u) for u in touched
-                                            if tg.root(u) != tg.root(t) and pl[tg.root(u)].overlaps(pl[tg.root(t)])))
+    def run_kernels(self, s) -> list[int]:
+        """The kernel, reference first (a failure there is a bug in memplan, not in the plan).
+        Returns what the step wrote."""
+        ctx_ref = StepContext(self.tg, s, self.ref, self.optimizer, self.learning_rate, state=self.ref_state)
+        try:
+            run_step(ctx_ref)
+        except AccessError as e:
+            raise VerifyFailure(f"the training graph is inconsistent: {e}", s.index) from None
+        except (TypeError, ValueError) as e:
+            # NumPy refusing an op on bool / int tensors (Relu of a bool): the reference kernels do not
+            # run that op on those dtypes. On floats only it is a bug: raise it as one.
+            odd = sorted({self.tg.tensors[t].dtype for t in s.touched()} - {"float16", "float32", "float64"})
+            if not odd:
+                raise
+            raise UnsupportedKernel(f"{self.where(s)} on {', '.join(odd)} tensors: the NumPy reference kernels "
+                                    f"cannot run it ({type(e).__name__}: {str(e)[:120]})") from None
+        ctx = StepContext(self.tg, s, self.arena, self.optimizer, self.learning_rate, state=self.arena_state)
+        with np.errstate(all="ignore"):
+            try:
+                run_step(ctx)
+            except UnsupportedKernel:
+                raise
+            except Exception as e:  # garbage in the arena can make a kernel fail
+                names = sorted({self.pl[self.tg.root(t)].name for t in s.touched()})
+                raise VerifyFailure(f"{self.where(s)} failed in the arena run ({type(e).__name__}: {e}); "
+                                    f"buffers: {', '.join(names)}", s.index, names) from None
+        written = list(dict.fromkeys(list(s.writes) + [d for _, d, _ in s.accumulate]))
+        for t in written:
+            self.last_write[self.tg.root(t)] = self.last_write_t[t] = s.index
+            if s.kind == "applyGradient" and self.tg.tensors[t].role == "weight":
+                self.updated.add(t)
+        return written
 
-                def wmsg(d, t=t, shared=shared):
-                    tail = ("; it shares bytes with " + "; ".join(describe(u) for u in shared) + " in the same step"
-                            if shared else "")
-                    return (f"{where(s)} wrote {name(t)} differently in the arena (differs by {d:.3g}); its buffer "
-                            f"is {describe(tg.root(t))}{tail}")
-                write_scale[t] = in_scale
-                try:
-                    compare(t, s, wmsg, in_scale)
-                except VerifyFailure as e:
-                    e.buffers = [pl[tg.root(t)].name] + [pl[u].name for u in shared]
-                    raise
-                if t in loss_ids:
-                    res.loss = (float(np.asarray(arena.view(t)).reshape(-1)[0]),
-                                float(np.asarray(ref.view(t)).reshape(-1)[0]))
-            res.steps_run += 1
-            # 6. poison what the plan frees here
-            if poison and s.index < len(tg.steps) - 1:  # what lives to the end is read after it
-                for r in ends.get(s.index, []):
-                    arena.poison(r)
-        # 7. what is read after the step (the loss value) must still be there, and every updated weight
+    def check_writes_agree(self, s, written, in_scale) -> None:
+        """What the step wrote agrees with the reference (and the reference wrote no NaN)."""
+        tg, pl = self.tg, self.pl
+        touched = s.touched()
+        for t in written:
+            rv = self.ref.view(t)
+            if rv.dtype.kind == "f" and np.isnan(rv).any():
+                raise VerifyFailure(f"{self.where(s)}: the reference run wrote NaN into {self.name(t)} (a bug in "
+                                    "the training graph or a kernel, not in the plan)", s.index, [self.name(t)])
+            shared = list(dict.fromkeys(tg.root(u) for u in touched
+                                        if tg.root(u) != tg.root(t) and pl[tg.root(u)].overlaps(pl[tg.root(t)])))
+
+            def wmsg(d, t=t, shared=shared):
+                tail = ("; it shares bytes with " + "; ".join(self.describe(u) for u in shared) + " in the same step"
+                        if shared else "")
+                return (f"{self.where(s)} wrote {self.name(t)} differently in the arena (differs by {d:.3g}); its "
+                        f"buffer is {self.describe(tg.root(t))}{tail}")
+            self.write_scale[t] = in_scale
+            try:
+                self.compare(t, s, wmsg, in_scale)
+            except VerifyFailure as e:
+                e.buffers = [pl[tg.root(t)].name] + [pl[u].name for u in shared]
+                raise
+            if t in self.loss_ids:
+                self.res.loss = (float(np.asarray(self.arena.view(t)).reshape(-1)[0]),
+                                 float(np.asarray(self.ref.view(t)).reshape(-1)[0]))
+
+    # ---- after the last step ---------------------------------------------------------------------
+    def check_the_end(self) -> None:
+        """What is read after the step (the loss value) is still there; every updated weight agrees;
+        a frozen weight came out bit-identical; no two live buffers shared bytes."""
+        tg, pl, res = self.tg, self.pl, self.res
         end = tg.steps[-1] if tg.steps else None
         for t in sorted(getattr(tg, "live_out", ())):
             r = tg.root(t)
-            if r not in pl or t not in last_write_t:
+            if r not in pl or t not in self.last_write_t:
                 continue
             p = pl[r]
-            if check_live and p.last < end.index:
-                raise VerifyFailure(f"{name(t)} is read after the last step, but its buffer {describe(r)} is "
-                                    f"freed after step {p.last}", end.index, [p.name])
-            w = last_write_t[t]
-            found, involved = culprits(t, w, end.index + 1)
+            if self.check_live and p.last < end.index:
+                raise VerifyFailure(f"{self.name(t)} is read after the last step, but its buffer {self.describe(r)} "
+                                    f"is freed after step {p.last}", end.index, [p.name])
+            w = self.last_write_t[t]
+            found, involved = self.culprits(t, w, end.index + 1)
             try:
-                compare(t, end, lambda d, t=t, w=w, found=found: (
-                    f"{name(t)}, read after the step, no longer holds what step {w} wrote (differs by {d:.3g})"
+                self.compare(t, end, lambda d, t=t, w=w, found=found: (
+                    f"{self.name(t)}, read after the step, no longer holds what step {w} wrote (differs by {d:.3g})"
                     + (": overwritten by " + "; ".join(found) if found else "")))
             except VerifyFailure as e:
                 e.buffers = list(dict.fromkeys([p.name] + involved))
                 raise
-        for t in sorted(updated):
-            compare(t, end, lambda d, t=t: f"updated weight {name(t)} differs by {d:.3g} at the end")
-            res.updated[name(t)] = np.array(arena.view(t))
-        res.weights_updated = len(updated)
+        for t in sorted(self.updated):
+            self.compare(t, end, lambda d, t=t: f"updated weight {self.name(t)} differs by {d:.3g} at the end")
+            res.updated[self.name(t)] = np.array(self.arena.view(t))
+        res.weights_updated = len(self.updated)
         # a frozen weight (fine-tuning modes, frozen ops) must come out of the step bit-identical
-        for t in sorted(set(initial) - updated):
-            if not np.array_equal(arena.view(t), initial[t]):
-                raise VerifyFailure(f"frozen weight {name(t)} changed during the step", end.index, [name(t)])
+        for t in sorted(set(self.initial) - self.updated):
+            if not np.array_equal(self.arena.view(t), self.initial[t]):
+                raise VerifyFailure(f"frozen weight {self.name(t)} changed during the step", end.index, [self.name(t)])
             res.frozen_unchanged += 1
         clash = res.conflicts
         if clash:
             st, a, b = clash[0]
             more = f" (and {len(clash) - 1} more such pairs)" if len(clash) > 1 else ""
-            raise VerifyFailure(f"{where(tg.steps[st])}: buffers {a} and {b} share bytes while both are live{more}; "
-                                "the reference kernels survived it, a runtime that writes before it reads would not",
-                                st, [a, b])
-        res.passed = True
-    except VerifyFailure as e:
-        res.message = str(e)
-        res.failed_step = e.step
-        res.buffers = e.buffers
-    res.max_diff, res.max_diff_at = best
-    res.reference_bytes = ref.nbytes
-    res.seconds = time.perf_counter() - t0
-    return res
+            raise VerifyFailure(f"{self.where(tg.steps[st])}: buffers {a} and {b} share bytes while both are live"
+                                f"{more}; the reference kernels survived it, a runtime that writes before it reads "
+                                "would not", st, [a, b])
+
+    def finish(self) -> VerifyResult:
+        self.res.max_diff, self.res.max_diff_at = self.best
+        self.res.reference_bytes = self.ref.nbytes
+        self.res.seconds = time.perf_counter() - self.t0
+        return self.res

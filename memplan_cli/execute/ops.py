@@ -1,7 +1,7 @@
 """Binding training-graph steps to reference kernels.
 
-For each op type, `HANDLERS[type][kind](ctx)` runs one step (forward, calcGradient, calcDerivative)
-through a `StepContext`, which hands out only the views of tensors the step declares (reads, writes,
+For each op, its registry entry's `kernels[kind](ctx)` (memplan_cli/ops/) runs one step (forward,
+calcGradient, calcDerivative) through a `StepContext`, which hands out only the views of tensors the step declares (reads, writes,
 accumulations): asking for anything else is an `AccessError`, so a kernel cannot silently depend on a
 tensor the plan did not keep alive. Optional forward tensors (a fused activation's output, a MaxPool
 input) are used when the step reads them; the kernels pick another route when they are absent.
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, loss, optim, shape
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels import activation, optim
+from memplan_cli.kernels.activation import MASK_BOUNDS, between
+from memplan_cli.kernels.common import store
 from memplan_cli import ops as registry
-
-
-class AccessError(AssertionError):
-    """A kernel needed a tensor the step does not declare (a schedule / rule mismatch)."""
+from memplan_cli.ops.base import AccessError, UnsupportedKernel  # noqa: F401  (raised here and by the registry's kernels)
 
 
 class StepContext:
@@ -159,7 +157,7 @@ class StepContext:
         y = self.y(optional=True)
         if y is not None:
             if isinstance(act, tuple):
-                return dy * _between(y, act)
+                return dy * between(y, act)
             return activation.grad(y, dy, act)
         m = self.extra("relu_mask")
         if m is not None:
@@ -171,25 +169,25 @@ class StepContext:
             return dy * m.reshape(dy.shape)
         z = self.extra("relu_input")
         if z is not None and not isinstance(act, tuple):
-            return dy * _between(z.reshape(dy.shape), MASK_BOUNDS[activation.normalize(act)])
+            return dy * between(z.reshape(dy.shape), MASK_BOUNDS[activation.normalize(act)])
         raise AccessError(f"{self.where()}: the {act} of {self.op.label} needs its output or its mask, "
                           "which the step does not read")
 
+    def writes_extra(self, what: str) -> bool:
+        """Whether this step writes the op's auxiliary tensor `extra:<what>`."""
+        t = self.extra_id(what)
+        return t is not None and t in self.step.writes
+
+    def standalone_activation(self):
+        """The activation this op is by itself (a fused name, or (lo, hi) for a Clip), or None."""
+        d = registry.get(self.op.type)
+        kind = d.activation if d is not None else None
+        if kind == "CLIP":
+            return self.attrs.get("min"), self.attrs.get("max")
+        return kind
+
     def where(self) -> str:
         return f"step {self.step.index} ({self.step.kind} of {self.step.label})"
-
-
-MASK_BOUNDS = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1)}
-
-
-def _between(y, bounds):
-    lo, hi = bounds
-    m = np.ones(y.shape, dtype=bool)
-    if lo is not None:
-        m &= y > lo
-    if hi is not None:
-        m &= y < hi
-    return m
 
 
 def write_relu_mask(ctx) -> None:
@@ -197,19 +195,15 @@ def write_relu_mask(ctx) -> None:
     m = ctx.extra("relu_mask")
     if m is None or m.size == 0 or ctx.extra_id("relu_mask") not in ctx.step.writes:
         return
-    if ctx.op.type == "Clip":
-        bounds = (ctx.attrs.get("min"), ctx.attrs.get("max"))
+    own = ctx.standalone_activation()
+    if isinstance(own, tuple):
+        bounds = own
     else:
-        bounds = MASK_BOUNDS.get(activation.STANDALONE.get(ctx.op.type, ctx.act()))
+        bounds = MASK_BOUNDS.get(own or ctx.act())
     if bounds is None:
         raise UnsupportedKernel(f"a relu mask for {ctx.op.label}, whose activation is not ReLU-like")
-    packed = np.packbits(_between(ctx.y(), bounds).reshape(-1))
+    packed = np.packbits(between(ctx.y(), bounds).reshape(-1))
     m.reshape(-1)[...] = packed[:m.size]
-
-
-def _writes_extra(ctx, what: str):
-    t = ctx.extra_id(what)
-    return t is not None and t in ctx.step.writes
 
 
 def forward_keeping_pre_activation(ctx, fn) -> bool:
@@ -217,10 +211,10 @@ def forward_keeping_pre_activation(ctx, fn) -> bool:
     instead of Y: the pre-activation (`extra:relu_input`, ReLU) or a float 0/1 mask of it
     (`extra:clip_mask`). Runs the kernel without the activation, keeps that, then applies it.
     False when the step writes neither (the caller runs the kernel as is)."""
-    if ctx.op.type in activation.STANDALONE or ctx.op.type == "Clip":
+    if ctx.standalone_activation() is not None:
         return False
     act = ctx.act()
-    if act == "NONE" or not (_writes_extra(ctx, "relu_input") or _writes_extra(ctx, "clip_mask")):
+    if act == "NONE" or not (ctx.writes_extra("relu_input") or ctx.writes_extra("clip_mask")):
         return False
     if act not in MASK_BOUNDS:
         raise UnsupportedKernel(f"a kept pre-activation for {ctx.op.label}, whose activation {act} is not ReLU-like")
@@ -231,132 +225,16 @@ def forward_keeping_pre_activation(ctx, fn) -> bool:
     finally:
         ctx.attrs = saved
     z = ctx.y()
-    if _writes_extra(ctx, "relu_input"):
+    if ctx.writes_extra("relu_input"):
         store(ctx.extra("relu_input"), z)
-    if _writes_extra(ctx, "clip_mask"):
-        store(ctx.extra("clip_mask"), _between(z, MASK_BOUNDS[act]))
+    if ctx.writes_extra("clip_mask"):
+        store(ctx.extra("clip_mask"), between(z, MASK_BOUNDS[act]))
     activation.apply(z, act, z)
     return True
 
 
-from memplan_cli.ops.base import UnsupportedKernel  # noqa: E402  (kernels of the registry raise it too)
 
 
-
-
-# ---- activations -----------------------------------------------------------------------
-def _activation(op_type):
-    def kind(ctx):
-        if op_type == "Clip":
-            return ctx.attrs.get("min"), ctx.attrs.get("max")
-        return activation.STANDALONE[op_type]
-
-    def bounds(k):
-        return k if isinstance(k, tuple) else MASK_BOUNDS.get(k)
-
-    def fwd(ctx):
-        k = kind(ctx)
-        x = ctx.x(0)
-        if _writes_extra(ctx, "clip_mask"):  # SINGA's Clip keeps a float mask of lo < x < hi
-            if bounds(k) is None:
-                raise UnsupportedKernel(f"a clip mask for {ctx.op.label}, which is not ReLU-like")
-            store(ctx.extra("clip_mask"), _between(x, bounds(k)))
-        if isinstance(k, tuple):
-            store(ctx.y(), np.clip(x, k[0], k[1]))
-        else:
-            activation.forward(x, ctx.y(), k)
-
-    def deriv(ctx):
-        dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)  # a parameter's, or a back-prop
-        if dx is None:
-            return
-        k = kind(ctx)
-        m = ctx.extra("clip_mask")
-        if m is not None:
-            store(dx, ctx.dy() * m.reshape(dx.shape))
-            return
-        if ctx.y(optional=True) is None and ctx.extra_id("relu_mask") is None and \
-                (isinstance(k, tuple) or k in ("RELU", "RELU6")):
-            # a clipping mask is the same from the input
-            x = ctx.x(0)
-            store(dx, ctx.dy() * _between(x, k if isinstance(k, tuple) else MASK_BOUNDS[k]))
-            return
-        store(dx, ctx.through_activation(ctx.dy(), k))
-
-    return {"forward": fwd, "calcDerivative": deriv, "calcGradient": deriv}
-
-
-# ---- shape ops ----------------------------------------------------------------------------------
-def _reshape_fwd(ctx):
-    shape.reshape_forward(ctx.x(0), ctx.y())
-
-
-def _reshape_deriv(ctx):
-    dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)
-    if dx is not None:
-        shape.reshape_calc_derivative(ctx.dy(), dx)
-
-
-def _concat_axis(ctx, ndim):
-    return int(ctx.attrs.get("axis", 0)) % ndim
-
-
-def _concat_fwd(ctx):
-    xs = [ctx.x(k) for k in range(len(ctx.op.inputs))]
-    y = ctx.y()
-    if ctx.attrs.get("broadcast_batch"):  # an input of batch 1 (a class token) goes to every sample
-        xs = [np.broadcast_to(x, (y.shape[0],) + x.shape[1:]) if x.shape[0] == 1 else x for x in xs]
-    shape.concat_forward(xs, _concat_axis(ctx, y.ndim), y)
-    activation.apply(y, ctx.act(), y)
-
-
-def _concat_deriv(ctx):
-    to = ctx.grad if ctx.step.kind == "calcGradient" else ctx.dx
-    outs = [(k, to(k)) for k in range(len(ctx.op.inputs))]
-    outs = [(k, d) for k, d in outs if d is not None]
-    if not outs:
-        return
-    dz = ctx.dz()
-    axis = _concat_axis(ctx, dz.ndim)
-    ops = ctx.tg.graph.operands
-    sizes = [ops[o].shape[axis] for o in ctx.op.inputs]
-    parts = [(d, np.array(dz[tuple(slice(None) if i != axis else
-                                     slice(sum(sizes[:k]), sum(sizes[:k]) + sizes[k]) for i in range(dz.ndim))]))
-             for k, d in outs]
-    seen = set()
-    for (k, _), (d, part) in zip(outs, parts):
-        o = ctx.op.inputs[k]
-        if part.shape[0] != d.shape[0]:  # broadcast over the batch: its gradient sums the samples
-            part = part.sum(axis=0, keepdims=True)
-        store(d, part, acc=o in seen)
-        seen.add(o)
-
-
-# ---- loss ---------------------------------------------------------------------------------------
-def _loss_kind(ctx) -> str:
-    return str(ctx.attrs.get("loss", getattr(ctx.tg.config, "loss", "mse"))).lower()
-
-
-def _loss_fwd(ctx):
-    loss.FORWARD[_loss_kind(ctx)](ctx.x(0), ctx.x(1), ctx.y())
-
-
-def _loss_deriv(ctx):
-    dpred, dlabel = ctx.dx(0), ctx.dx(1)
-    if dpred is None and dlabel is None:
-        return
-    y, t = ctx.x(0), ctx.x(1)
-    kind = _loss_kind(ctx)
-    gl = None
-    if dlabel is not None:  # onert computes and keeps back-prop(y_true): dL/dt
-        if kind == "mse":
-            gl = (t - y) * (2.0 / y.size)
-        else:
-            gl = -np.log(np.clip(y, loss.EPS, 1.0)) / (y.shape[0] if y.ndim > 1 else 1)
-    if dpred is not None:  # may overwrite the label in place: the kernel computes before it stores
-        loss.DERIVATIVE[kind](y, t, dpred)
-    if gl is not None:
-        store(dlabel, gl)
 
 
 # ---- applyGradient ------------------------------------------------------------------------------
@@ -379,27 +257,14 @@ def apply_gradient(ctx):
     return done
 
 
-HANDLERS: dict[str, dict] = {
-    "Reshape": {"forward": _reshape_fwd, "calcDerivative": _reshape_deriv, "calcGradient": _reshape_deriv},
-    "Concat": {"forward": _concat_fwd, "calcDerivative": _concat_deriv, "calcGradient": _concat_deriv},
-    "Loss": {"forward": _loss_fwd, "calcDerivative": _loss_deriv},
-}
-for _t in ("Flatten",):
-    HANDLERS[_t] = HANDLERS["Reshape"]
-for _t in list(activation.STANDALONE) + ["Clip"]:
-    HANDLERS[_t] = _activation(_t)
-
-
 def run_step(ctx) -> None:
     """Run one step's kernel, then its accumulations (dst = src, or dst += src)."""
     s = ctx.step
     if s.kind == "applyGradient":
         apply_gradient(ctx)
     else:
-        h = HANDLERS.get(ctx.op.type)
-        if h is None:
-            d = registry.get(ctx.op.type)
-            h = d.kernels if d is not None and d.kernels else None
+        d = registry.get(ctx.op.type)
+        h = d.kernels if d is not None and d.kernels else None
         fn = h.get(s.kind) if h else None
         if fn is None:
             if s.kind == "calcGradient" and h is not None:

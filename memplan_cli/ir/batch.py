@@ -26,8 +26,7 @@ from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph, GraphError
 
-KEEP_BATCH = {"Relu", "Relu6", "Sigmoid", "Tanh", "Loss",
-              # common non-canonical ops that are element-wise or keep dim 0
+KEEP_BATCH = {# common non-canonical ops that are element-wise or keep dim 0
               "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "ELU", "HARD_SWISH", "LOG_SOFTMAX", "ABS", "NEG",
               "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "MAXIMUM", "MINIMUM", "BatchNormalization",
               "Dropout", "Identity", "Cast", "Erf", "Pow", "GELU", "Gelu", "HardSigmoid", "HardSwish",

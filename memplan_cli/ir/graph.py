@@ -1,7 +1,7 @@
 """Operands and operations of one model graph, with use-def chains.
 
-Op types are canonical names shared by every loader (see `OP_TYPES`), so passes never look at a
-file format. `source_type` keeps what the file called the op, for display.
+Op types are canonical names shared by every loader (the op registry's, `memplan_cli/ops/`), so
+passes never look at a file format. `source_type` keeps what the file called the op, for display.
 """
 from __future__ import annotations
 
@@ -9,20 +9,6 @@ import math
 from dataclasses import dataclass, field
 
 from memplan_cli.ir.dtypes import dtype_size
-
-# Canonical op vocabulary. Loaders map their formats onto these names; anything else keeps its
-# source name upper-cased and is reported as unsupported only if training needs its backward.
-OP_TYPES = (
-    "Conv2D", "DepthwiseConv2D", "FullyConnected", "MatMul",
-    "MaxPool2D", "AvgPool2D", "Mean",
-    "Add", "Sub", "Mul", "Div",
-    "Relu", "Relu6", "Sigmoid", "Tanh", "Softmax",
-    "Reshape", "Pad", "Concat",
-    "Loss",
-)
-
-# Fused activations, as TFLite/circle name them.
-ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
 
 @dataclass

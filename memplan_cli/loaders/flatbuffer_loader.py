@@ -14,15 +14,9 @@ import sys
 
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import ACTIVATIONS, Graph, Operand, Operation
+from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.ir.shape_values import FOLLOWED
 
-# builtin operator name -> canonical op type (graph.OP_TYPES); others keep their builtin name
-OP_MAP = {
-    "FULLY_CONNECTED": "FullyConnected",
-    "RELU": "Relu", "RELU6": "Relu6", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
-    "RESHAPE": "Reshape", "CONCATENATION": "Concat",
-}
 # ops whose second input is a small int constant that decides the output shape
 SHAPE_CONST_INPUT = {"Reshape": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
                      "TRANSPOSE": 1, "EXPAND_DIMS": 1, "TILE": 1}
@@ -201,15 +195,13 @@ class _Reader:
             if k >= len(opcodes):
                 raise _Malformed(f"operator {j} uses operator code {k}, but the model has {len(opcodes)}")
             src = opcodes[k]
-            typ = OP_MAP.get(src, src)
+            typ, attrs = src, {}  # a builtin no registry family converts keeps its name
             ins, outs = self.ints(o, 1), self.ints(o, 2)
-            canon = None if src in OP_MAP else self.registry_canonical(o, src, sub, ins, outs, operands, buffers)
+            canon = self.registry_canonical(o, src, sub, ins, outs, operands, buffers)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
                 ins = ins if canon.inputs is None else canon.inputs
                 outs = outs if canon.outputs is None else canon.outputs
-            else:
-                attrs = self.options(o, typ)
             op = Operation(j, typ, ins, outs, attrs, source_type=src)
             ops.append(op)
             pos = SHAPE_CONST_INPUT.get(typ)
@@ -285,41 +277,6 @@ class _Reader:
             if isinstance(v, (bool, int, float)):
                 out[key] = v
         return out
-
-    def options(self, o, typ: str) -> dict:
-        from circle_schema.v0_10.circle import ConcatenationOptions, FullyConnectedOptions, ReshapeOptions
-        from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
-
-        table = o.BuiltinOptions()
-        kind = o.BuiltinOptionsType()
-        if table is None or kind == 0:
-            return {"activation": "NONE"} if typ == "FullyConnected" else {}
-
-        def view(mod, cls):
-            x = getattr(mod, cls)()
-            x.Init(table.Bytes, table.Pos)
-            return x
-
-        a: dict = {}
-
-        def act(x):
-            f = x.FusedActivationFunction()
-            a["activation"] = ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
-
-        if kind == BO.FullyConnectedOptions:
-            x = view(FullyConnectedOptions, "FullyConnectedOptions")
-            a["keep_num_dims"] = bool(x.KeepNumDims())
-            act(x)
-        elif kind == BO.ConcatenationOptions:
-            x = view(ConcatenationOptions, "ConcatenationOptions")
-            a["axis"] = x.Axis()
-            act(x)
-        elif kind == BO.ReshapeOptions:
-            x = view(ReshapeOptions, "ReshapeOptions")
-            ns = self.ints(x, 0)
-            if ns:
-                a["new_shape"] = tuple(ns)
-        return a
 
     # ---- training metadata ---------------------------------------------------------------
     def training_metadata(self, model, buffers, g: Graph) -> None:

@@ -16,9 +16,6 @@ from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 
-SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
-          "Concat": "Concat",
-          "Reshape": "Reshape", "Flatten": "Reshape"}
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
 # Opset 7-9 models (the ONNX zoo's exports) are converted to UPGRADE_TO with onnx.version_converter
@@ -346,9 +343,7 @@ class _Builder:
                 ins = ins if canon.inputs is None else canon.inputs
                 outs = outs if canon.outputs is None else canon.outputs
             else:
-                typ, attrs = self.canonical(node, ins)
-                if typ == "Relu6":
-                    ins = ins[:1]  # Clip's bounds are not operands of a Relu6 (as in tflite)
+                typ, attrs = self.canonical(node)
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node)))
         ops = _fuse_matmul_add(ops, self.operands)
@@ -422,42 +417,10 @@ class _Builder:
         if self.constants_are_buffers:
             self.traced.add(t.name)
 
-    def canonical(self, node, ins) -> tuple[str, dict]:
+    def canonical(self, node) -> tuple[str, dict]:
+        """An op no registry family converts keeps its ONNX type and its plain attributes."""
         a = _attr(node)
-        t = node.op_type
-        operands = self.operands
-        if t == "Clip":
-            lo, hi = self._clip_bounds(node, a, ins)
-            if lo == 0 and hi == 6:
-                return "Relu6", {}
-            return "Clip", {"min": lo, "max": hi}
-        if t == "Concat":
-            return "Concat", {"axis": a.get("axis", 0)}
-        if t == "Reshape":
-            return "Reshape", {} if a.get("allowzero", 0) else {"zero_copies_input": True}
-        if t == "Flatten":
-            return "Reshape", {"flatten_axis": a.get("axis", 1)}
-        if t in SIMPLE:
-            return SIMPLE[t], {}
-        return t, a if all(isinstance(v, (int, float, str)) or _int_list(v) for v in a.values()) else {}
-
-    def _clip_bounds(self, node, a, ins):
-        if "min" in a or "max" in a:  # opset < 11
-            return a.get("min"), a.get("max")
-        vals = []
-        for k in (1, 2):
-            v = None
-            if len(node.input) > k and node.input[k]:
-                t = self.consts.get(node.input[k])
-                if t is not None:
-                    from onnx import numpy_helper
-
-                    try:
-                        v = float(numpy_helper.to_array(t).reshape(-1)[0])
-                    except Exception:
-                        v = None
-            vals.append(v)
-        return vals[0], vals[1]
+        return node.op_type, a if all(isinstance(v, (int, float, str)) or _int_list(v) for v in a.values()) else {}
 
 
 def _name_scope(node) -> str:

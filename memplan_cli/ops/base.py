@@ -10,6 +10,10 @@ class UnsupportedKernel(Exception):
     """No reference kernel for this op type / step kind, or for these attribute values."""
 
 
+class AccessError(AssertionError):
+    """A kernel needed a tensor the step does not declare (a schedule / rule mismatch)."""
+
+
 @dataclass
 class Canon:
     """A converter's answer: the canonical op type and attributes; `inputs` / `outputs` replace the
@@ -127,5 +131,8 @@ class OpDef:
     # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
     # file's placeholder for it (the converter writes the file's batch) is resolved at load
     changes_batch: bool = False
+    # a standalone activation: the fused-activation name it computes ("RELU", "SIGMOID", ...; "CLIP"
+    # for bounds in its attributes), so the executor's mask and pre-activation paths treat it alike
+    activation: str | None = None
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

@@ -46,9 +46,10 @@ from typing import Callable
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation
-from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.kernels import activation
+from memplan_cli.kernels.common import reduce_to_shape, store
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
 
 ARITH = ("Add", "Sub", "Mul", "Div")
@@ -358,11 +359,7 @@ def _onnx_arith(node) -> Canon:
 
 def _tflite_arith(t):
     def conv(node) -> Canon:
-        from memplan_cli.ir.graph import ACTIVATIONS
-
-        f = int(node.options.get("fused_activation_function", 0) or 0)
-        act = ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
-        return Canon(t, {"activation": act})
+        return Canon(t, {"activation": tflite_activation(node)})
     return conv
 
 

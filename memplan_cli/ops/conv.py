@@ -34,13 +34,13 @@ import numpy as np
 
 from memplan_cli.ops._window import Window, _tuple, channels_first, conv_backward_input, \
     conv_backward_weight, conv_forward, to_cf, to_cl
-from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
     fused_activation
 
 CONV = ("Conv1D", "Conv2D", "Conv3D")
 TRANSPOSED = ("ConvTranspose1D", "ConvTranspose2D", "ConvTranspose3D")
-ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
 
 
 # ---- rule -------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def _hwio(w: np.ndarray) -> np.ndarray:
 
 # ---- kernels ----------------------------------------------------------------------------------
 def forward(ctx):
-    from memplan_cli.execute.kernels import activation
+    from memplan_cli.kernels import activation
 
     x, w, b = ctx.x(0), ctx.x(1), ctx.x(2)
     y = ctx.y()
@@ -346,8 +346,7 @@ def _onnx_conv_transpose(node) -> Canon | None:
 
 
 def _tflite_act(node) -> str:
-    f = int(node.options.get("fused_activation_function", 0) or 0)
-    return ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"
+    return tflite_activation(node)
 
 
 def _tflite_window(node, kernel) -> dict:

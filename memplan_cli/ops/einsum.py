@@ -21,7 +21,7 @@ import string
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import reduce_to_shape
+from memplan_cli.kernels.common import reduce_to_shape
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 

@@ -46,3 +46,25 @@ def target(ctx, k: int):
     """Where this backward step writes input k's result: its gradient in calcGradient, its back-prop
     in calcDerivative (None when the step writes neither)."""
     return ctx.grad(k) if ctx.step.kind == "calcGradient" else ctx.dx(k)
+
+
+# per-element FLOPs (forward, backward) of a fused activation
+_FUSED_FLOPS = {"NONE": (0, 0), "RELU": (1, 1), "RELU6": (2, 2), "RELU_N1_TO_1": (2, 2), "TANH": (5, 3),
+                "SIGMOID": (4, 3), "LOGISTIC": (4, 3)}
+
+
+def fused_activation_flops(op, operands, f: int, b: int):
+    """(f, b) plus the op's fused activation over output 0; None (withheld) when it is unknown."""
+    a = str(op.attrs.get("activation", "NONE") or "NONE").upper()
+    if a not in _FUSED_FLOPS:
+        return None
+    n = operands[op.outputs[0]].num_elements
+    return f + _FUSED_FLOPS[a][0] * n, b + _FUSED_FLOPS[a][1] * n
+
+
+def tflite_activation(node) -> str:
+    """The fused activation a TFLite builtin's options name, as `ir.graph.ACTIVATIONS` spells it."""
+    from memplan_cli.ir.vocab import ACTIVATIONS
+
+    f = int(node.options.get("fused_activation_function", 0) or 0)
+    return ACTIVATIONS[f] if 0 <= f < len(ACTIVATIONS) else f"ACT_{f}"

@@ -135,7 +135,7 @@ def _xhat(ctx, x, ax):
 
 def _reduce_param(g_rows, x, ax, shape):
     """Σ over rows of an (M, N) gradient, then over the dims the parameter was broadcast along."""
-    from memplan_cli.execute.kernels.common import reduce_to_shape
+    from memplan_cli.kernels.common import reduce_to_shape
 
     return reduce_to_shape(g_rows.sum(axis=0).reshape(x.shape[ax:]), tuple(shape))
 

@@ -3,7 +3,7 @@
 Canonical forms:
 - `FullyConnected(x, W[, b])`: TFLite FULLY_CONNECTED (W stored [O, I], x flattened to [-1, I]),
   ONNX Gemm with a constant B and no transA (`trans_b` False: B stored [I, O]), and the ONNX loader's
-  MatMul(x, W) + Add(b) fusion. (The TFLite converter of FULLY_CONNECTED is the flatbuffer loader's.)
+  MatMul(x, W) + Add(b) fusion.
 - `MatMul(a, b[, c])`, attrs `trans_a` / `trans_b`: ONNX MatMul (numpy semantics: batch dimensions
   broadcast, a 1-D operand is a vector), ONNX Gemm otherwise (2-D, C is input 2, broadcast to Y),
   TFLite BATCH_MATMUL (adj_x / adj_y). Gemm's beta = 0 drops C; alpha other than 1 and beta other
@@ -29,9 +29,10 @@ import math
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation, fc
-from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.kernels import activation, fc
+from memplan_cli.kernels.common import reduce_to_shape, store
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import (BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io,
                                   fused_activation)
 
@@ -373,4 +374,10 @@ def _tfl_batch_matmul(node) -> Canon:
 
 
 ONNX = {"MatMul": _onnx_matmul, "Gemm": _onnx_gemm}
-TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul}
+def _tfl_fully_connected(node) -> Canon:
+    attrs = {"keep_num_dims": bool(node.options["keep_num_dims"])} if "keep_num_dims" in node.options else {}
+    attrs["activation"] = tflite_activation(node)
+    return Canon("FullyConnected", attrs)
+
+
+TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul, "FULLY_CONNECTED": _tfl_fully_connected}

@@ -92,7 +92,7 @@ def _argmax_extra(ctx):
 
 
 def max_forward(ctx):
-    from memplan_cli.execute.kernels import activation
+    from memplan_cli.kernels import activation
 
     op = ctx.op
     x, y = ctx.x(0), ctx.y()
@@ -123,14 +123,14 @@ def max_derivative(ctx):
     elif x is not None:
         argc = max_pool(_cf(op, x), g)[1]
     else:
-        from memplan_cli.execute.ops import AccessError
+        from memplan_cli.ops.base import AccessError
 
         raise AccessError(f"{ctx.where()}: MaxPool backward reads neither its argmax nor its input")
     dx[...] = _back(op, max_pool_backward(dzc, argc, xshape, g))
 
 
 def avg_forward(ctx):
-    from memplan_cli.execute.kernels import activation
+    from memplan_cli.kernels import activation
 
     op = ctx.op
     x, y = ctx.x(0), ctx.y()

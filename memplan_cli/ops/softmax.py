@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import softmax as sm
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels import softmax as sm
+from memplan_cli.kernels.common import store
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 

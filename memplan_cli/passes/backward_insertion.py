@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.passes.ops._common import plain_rule
+from memplan_cli.ops.rule import plain_rule
 from memplan_cli.passes.rules import RuleContext
 
 
@@ -23,8 +23,8 @@ def _check_parameters_train(tg, ctx, op, rule) -> None:
 
 class BackwardInsertion:
     """Rules:
-    - Each op gets the rule registered for its type (profile overrides first, then the defaults of
-      `passes/ops/`). An op inside the backward region without a rule is an `UnsupportedOpError`
+    - Each op gets the rule registered for its type (profile overrides first, then the op registry's,
+      `memplan_cli/ops/`). An op inside the backward region without a rule is an `UnsupportedOpError`
       naming the op and its index; an op outside it without a rule just runs forward (reads its
       inputs, writes its outputs).
     - Backward steps a rule returns for an op outside the backward region are dropped.

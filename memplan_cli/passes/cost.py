@@ -1,10 +1,9 @@
 """The cost model: FLOPs of one training step, per op and per step of the execution order.
 
 Rules:
-- An op's figures come from its registry entry (`OpDef.flops`), else from the temporary table of
-  the ops not yet moved there (`passes/ops/flops_legacy.py`). An op in neither has no FLOPs: the
-  step's figure is then withheld (`StepFlops.available` is False, `reason` names the op types),
-  never estimated.
+- An op's figures come from its registry entry (`OpDef.flops`). An op without one has no FLOPs:
+  the step's figure is then withheld (`StepFlops.available` is False, `reason` names the op
+  types), never estimated.
 - Counted over the steps that run, so a schedule that runs an op's forward twice (a
   rematerialization) counts it twice: a forward step adds the op's forward FLOPs; the op's first
   backward step (calcGradient or calcDerivative) adds its backward FLOPs once. The registry's
@@ -24,10 +23,9 @@ OPTIMIZER_FLOPS = {"sgd": 2, "momentum": 4, "adam": 12}
 def op_flops(op, operands) -> tuple[int, int] | None:
     """(forward, backward) FLOPs of one op, or None when memplan has no figure for its type."""
     from memplan_cli import ops as registry
-    from memplan_cli.passes.ops.flops_legacy import FLOPS
 
     d = registry.get(op.type)
-    fn = d.flops if d is not None and d.flops is not None else FLOPS.get(op.type)
+    fn = d.flops if d is not None else None
     if fn is None:
         return None
     out = fn(op, operands)

@@ -51,19 +51,10 @@ class RuleContext:
 
 
 def default_rules() -> dict:
-    """op type -> rule function, from the op-family modules in `passes/ops/`."""
-    from memplan_cli.passes.ops import activations, concat, loss, reshape
-
-    out = {}
-    for mod in (activations, reshape, concat, loss):
-        out.update(mod.RULES)
-    # the op registry's families (memplan_cli/ops/) come last: one place per op
+    """op type -> rule function, from the op registry (memplan_cli/ops/: one place per op)."""
     from memplan_cli import ops
 
-    for t, d in ops.all_ops().items():
-        if d.rule is not None:
-            out[t] = d.rule
-    return out
+    return {t: d.rule for t, d in ops.all_ops().items() if d.rule is not None}
 
 
 __all__ = ["Ref", "ExtraRequest", "StepIO", "OpRule", "RuleContext", "fused_activation", "data_inputs",

@@ -5,8 +5,14 @@ nntrainer's validity is half-open, [start, end); memplan's lifetimes are inclusi
 turned into start = first, end = last + 1, and a request "has expired" for a new one when
 end <= new.start, i.e. last < new.first.
 
-Requests are visited by (start, end) ascending; nntrainer uses an unstable std::sort, here ties
-keep list order.
+Requests are visited by (start, end) ascending, sorted as nntrainer sorts them: libstdc++'s
+std::sort (introsort: median-of-three quicksort down to runs of 16, heapsort past 2 log2 n levels,
+then one insertion sort), reproduced step by step, so requests with equal intervals end up in the
+same order as in the library (a stable sort gives other offsets, and sometimes a larger pool).
+The buffers' list order is nntrainer's token order (the order the profile requests them in).
+
+- basic (BasicPlanner, nntrainer's planner when `memory_optimization` is off): every request its
+  own bytes, stacked in list order.
 
 - v1 (OptimizedV1Planner, nntrainer's default): a stack of requests. Pop the top while it has
   expired. Then, from the top down, the first expired request left in the stack with exactly the
@@ -36,9 +42,108 @@ from memplan_cli.planners.base import Plan, register
 WGRAD_KINDS = frozenset({"wgrad", "gradient", "weight_gradient"})
 
 
+def std_sort(a: list, less) -> list:
+    """libstdc++'s std::sort of `a` in place under the strict order `less` (bits/stl_algo.h:
+    __introsort_loop with _S_threshold 16 and depth 2 * floor(log2 n), __final_insertion_sort)."""
+    n = len(a)
+    if n > 1:
+        _introsort(a, 0, n, 2 * (n.bit_length() - 1), less)
+        if n > _THRESHOLD:
+            _insertion(a, 0, _THRESHOLD, less)
+            for i in range(_THRESHOLD, n):
+                _linear_insert(a, i, less)
+        else:
+            _insertion(a, 0, n, less)
+    return a
+
+
+_THRESHOLD = 16
+
+
+def _introsort(a, first, last, depth, less):
+    while last - first > _THRESHOLD:
+        if depth == 0:
+            _heapsort(a, first, last, less)
+            return
+        depth -= 1
+        mid = first + (last - first) // 2
+        x, y, z = first + 1, mid, last - 1  # median of three moved to first
+        if less(a[x], a[y]):
+            m = y if less(a[y], a[z]) else (z if less(a[x], a[z]) else x)
+        elif less(a[x], a[z]):
+            m = x
+        else:
+            m = z if less(a[y], a[z]) else y
+        a[first], a[m] = a[m], a[first]
+        lo, hi = first + 1, last  # unguarded partition around a[first]
+        while True:
+            while less(a[lo], a[first]):
+                lo += 1
+            hi -= 1
+            while less(a[first], a[hi]):
+                hi -= 1
+            if not lo < hi:
+                break
+            a[lo], a[hi] = a[hi], a[lo]
+            lo += 1
+        _introsort(a, lo, last, depth, less)
+        last = lo
+
+
+def _insertion(a, first, last, less):
+    for i in range(first + 1, last):
+        v = a[i]
+        if less(v, a[first]):
+            a[first + 1:i + 1] = a[first:i]
+            a[first] = v
+        else:
+            _linear_insert(a, i, less)
+
+
+def _linear_insert(a, last, less):
+    v = a[last]
+    while less(v, a[last - 1]):
+        a[last] = a[last - 1]
+        last -= 1
+    a[last] = v
+
+
+def _heapsort(a, first, last, less):
+    n = last - first
+    for parent in range((n - 2) // 2, -1, -1):
+        _adjust_heap(a, first, parent, n, a[first + parent], less)
+    while last - first > 1:
+        last -= 1
+        v = a[last]
+        a[last] = a[first]
+        _adjust_heap(a, first, 0, last - first, v, less)
+
+
+def _adjust_heap(a, first, hole, n, v, less):
+    top = child = hole
+    while child < (n - 1) // 2:
+        child = 2 * (child + 1)
+        if less(a[first + child], a[first + child - 1]):
+            child -= 1
+        a[first + hole] = a[first + child]
+        hole = child
+    if n % 2 == 0 and child == (n - 2) // 2:
+        child = 2 * (child + 1)
+        a[first + hole] = a[first + child - 1]
+        hole = child - 1
+    parent = (hole - 1) // 2
+    while hole > top and less(a[first + parent], v):
+        a[first + hole] = a[first + parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    a[first + hole] = v
+
+
 def _requests(idx, firsts, lasts):
-    # (start, end) ascending with half-open end = last + 1; ties: list order
-    return sorted(idx, key=lambda i: (firsts[i], lasts[i] + 1, i))
+    # nntrainer's comparator: start ascending, then (half-open) end ascending
+    def less(i, j):
+        return lasts[i] < lasts[j] if firsts[i] == firsts[j] else firsts[i] < firsts[j]
+    return std_sort(list(idx), less)
 
 
 def _v1(idx, sizes, firsts, lasts, offsets) -> int:
@@ -59,6 +164,16 @@ def _v1(idx, sizes, firsts, lasts, offsets) -> int:
             pool = max(pool, offsets[i] + sizes[i])
             stack.append(i)
     return pool
+
+
+@register("nntrainer-basic")
+def plan_nntrainer_basic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
+    t0 = time.perf_counter()
+    offsets, top = [], 0
+    for s in sizes:
+        offsets.append(top)
+        top += s
+    return Plan(tuple(offsets), top, "nntrainer-basic", "feasible", time.perf_counter() - t0)
 
 
 @register("nntrainer-v1")

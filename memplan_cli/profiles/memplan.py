@@ -5,7 +5,7 @@ back-props, gradients and extras), with the shortest lifetimes that keep the sam
 saving rules are the `passes.policy.Policy` flags, all on by default; each can be switched off as a
 profile option (`build(graph, config, inplace=False)`) to measure what it saves.
 
-Rules beyond the per-op ones (see `passes/ops/*` for those):
+Rules beyond the per-op ones (see the op registry, `memplan_cli/ops/`, for those):
 - every tensor lives from its first to its last access (gradients from their calcGradient to the
   applyGradient right after; back-props until their last reader; extras only in their steps);
 - graph inputs and the label are copied in right before their first reader;
@@ -36,6 +36,8 @@ def pick_planner(preferred: str | None = None) -> str:
 
 class MemplanProfile:
     name = "memplan"
+    # how its figures were checked (`memplan compare` prints it)
+    checked = "proved by `memplan verify` (a step run inside the plan)"
     OPTIONS = ("align", "planner", "one_arena", "remat")
 
     def policy(self, options: dict):

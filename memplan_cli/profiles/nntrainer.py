@@ -1,39 +1,55 @@
-"""`--profile nntrainer`: how nntrainer (nnstreamer/nntrainer) would lay out training memory.
+"""`--profile nntrainer`: the tensor and weight pools nntrainer 0.6.0 plans for one training step.
 
-Facts (shared/research/onert-training-memory.md section 6; nntrainer sources `network_graph.cpp`
-setExecutionOrder, `manager.cpp` requestWeights/requestInputs, `layer_context.h` outSpec,
-`tensor_pool.cpp` finalize, `conv2d_layer.cpp`, `pooling2d_layer.cpp`):
+Checked byte for byte against the real library (nntrainer 0.6.0, commit 65dccdec8; the measured
+fixtures in tests/fixtures/nntrainer: every request's bytes, validity and offset, both pools, both
+planners). The rules below are nntrainer's own (`network_graph.cpp` setExecutionOrder,
+inPlaceOptimize, finalizeContext, computeBackwardEnd; `manager.cpp` requestInputs, requestWeights,
+requestTensors; `tensor_pool.cpp` finalize; each layer's `finalize`):
 
-Nodes. The model's ops in topological order, then the loss. As nntrainer's realizers do, a fused
-activation becomes its own activation node right after its op, and an output read by more than one
-node gets a MultiOut node right after its producer (one output per reader).
+Nodes (nntrainer's layers): one `input` layer per model input, then the ops in file order. A fused
+activation becomes its own `activation` layer after its op (nntrainer's `…/activation_realized`). An
+output read by several connections gets a `multiout` layer right after its producer, one output per
+reader in reading order. The loss is the last layer: with `--loss cce` the model's final Softmax
+(Sigmoid) and the loss become one `cross_softmax` (`cross_sigmoid`) layer reading the Softmax's input;
+with `mse` an `mse` layer reads the model output; with no loss named, cce for a model ending in a
+Softmax or Sigmoid (nntrainer's classifier setup), else mse (`nntrainer_loss`). Forward order: nntrainer's topological sort (a
+depth-first walk, see `sort_like_nntrainer`). Layers: conv2d, fully_connected, pooling2d (max, average;
+Mean over both spatial axes is global_average, ONNX GlobalMaxPool global_max), addition, activation
+(relu, sigmoid, tanh, softmax), flatten / reshape, batch_normalization.
 
-Execution orders. forward = node index. Backward walks the nodes in reverse with a counter that
-starts at the node count: CG = k; if the node is trainable, k += 1; CD = k; if trainable, k += 1;
-AG = k; k += 1. A frozen node's three backward orders are one.
+Execution orders: forward = node index; backward from the last node with a counter starting at the
+node count: CG = k, k += 1 if the node is trainable, CD = k, k += 1 if trainable, AG = k, k += 1.
+Every layer is trainable (nntrainer's property defaults to true, weights or not) except a weighted op
+the setup freezes.
 
-Lifespans (each bit adds that order of the requesting node; a view adds its orders to its source;
-validity = [min order, max order]; MAX is long-term: the whole [0, last order]):
-- node output: FORWARD_FUNC; its gradient (back-prop): BACKWARD_FUNC (CG, CD, AG).
-- node input (a view of the producer's output): FORWARD_GRAD (kept until the reader's CG), but
-  FORWARD_FUNC for activation and MultiOut readers and frozen readers, FORWARD_DERIV for the loss;
-  the input's gradient (a view of the producer's output gradient): CALC_DERIV.
-- in place (nntrainer's inPlaceOptimize): an activation's or Reshape's output and output gradient
-  are views of its input and input gradient, except an activation reading a MultiOut output (it
-  would clobber a tensor another reader needs); a MultiOut's outputs are views of its input (their
-  gradients are separate, it sums them).
-- weights: MAX, in the weight pool; a trainable node's weight gradient: BACKWARD_FUNC with orders
-  (CG, AG), in the tensor pool; optimizer state (Adam 2, momentum 1): MAX, in the weight pool.
-- temporaries: Conv2D / DepthwiseConv2D `im2col` ITERATION (F, CG, CD, AG) and `col2im`
-  BACKWARD_FUNC, each one sample's patch matrix; pooling and Mean `helper_idx` ITERATION, output-sized,
-  4-byte elements.
-- model inputs and the label are placeholders nntrainer does not allocate (the data buffers fill
-  them); they are listed in an `external` pool (all live) so totals compare like for like.
-Known ops (`LAYERS`, or a registry op's `profiles["nntrainer"]`): every op must map to an nntrainer
-layer this profile models, with a fused activation nntrainer has, 2-D windows and no grouped Conv2D;
-anything else is refused with the op named (`refusal`), never laid out with default rules.
-Sizes are exact bytes: nntrainer does not align. Both pools use the same planner, OptimizedV1 by
-default (`--planner nntrainer-v2` / `nntrainer-v3` / any memplan planner to compare).
+Requests, in nntrainer's order per node: inputs, outputs, the layer's own tensors, weight gradients
+(weights go to the weight pool). Lifespan bits add the node's orders: F, CG, CD, AG.
+- input i: a view of its producer's output, FORWARD_GRAD (F, CG); FORWARD_FUNC for activation,
+  multiout, batch_normalization and frozen layers; FORWARD_DERIV for the loss. Its gradient: a view
+  of the producer's output gradient, CALC_DERIV. A model input is a placeholder (not planned).
+- output: FORWARD_FUNC (activation: FORWARD_DERIV); the loss output also lives at the last forward
+  order. Its gradient CALC_GRAD_DERIV; the loss's is a placeholder (the label).
+- in place (only with memory_optimization on): input, activation and batch_normalization layers
+  (NON_RESTRICTING) unless an input comes from a RESTRICTING layer; reshape (flatten) and multiout
+  layers (RESTRICTING). An in-place output and its gradient are views of input 0's (multiout: the
+  gradients stay its own).
+- layer tensors: pooling2d `helper_idx` (output-sized, global max: input-sized) ITERATION;
+  batch_normalization `moviing_mean_backup`, `moviing_variance_backup`, `invstd`, `cvar` (C floats)
+  and `deviation` (input-sized) ITERATION, `tensor_full` (input-sized) CALC_DERIV, `tensor_reduced`
+  (C floats) FORWARD_DERIV. CG and AG only count for a trainable layer.
+- weights: MAX in the weight pool (conv2d filter, bias; fully_connected weight, bias;
+  batch_normalization moving_mean, moving_variance, gamma, beta); a trainable layer's gradients of
+  the weights that learn (not the moving statistics): (CG, AG) in the tensor pool; optimizer state
+  (Adam 2, SGD none; 0.6.0 has no momentum) per learning weight, after every weight, MAX.
+- validity: [min, max] of the orders within [0, end], the whole range for MAX; a request with no
+  order in range is not planned. `end`: with memory_optimization on, the apply-gradient order of the
+  layer whose backward runs last (computeBackwardEnd: the largest CG among layers that compute a
+  gradient or a derivative); off, the first layer's (backwarding runs down to the input layer).
+- views share their source's bytes; each element is 4 bytes (nntrainer trains FP32); no alignment.
+Planners: `memory_optimization` on (nntrainer's default): OptimizedV1 for both pools; off:
+BasicPlanner (`--nntrainer-memory-optimization off`). Ops without an nntrainer 0.6.0 layer modelled
+here, depthwise / grouped convolutions (0.6.0 has no implementation), several model outputs and
+ops with several outputs are refused in one line (`refusal`).
 """
 from __future__ import annotations
 
@@ -50,36 +66,35 @@ LIFESPAN_NAMES = {
     0b1101: "FORWARD_GRAD_AGRAD", 0b11: "FORWARD_DERIV", 0b111: "FORWARD_GRAD_DERIV",
     0b1111: "ITERATION", 0b1111111: "MAX",
 }
+FORWARD_GRAD, FORWARD_DERIV, CALC_GRAD_DERIV = 0b101, 0b11, 0b110
 ITERATION, BACKWARD_FUNC, MAX = 0b1111, 0b1110, 0b1111111
-NAIVE_NNTRAINER = ("every tensor nntrainer requests its own bytes; its views (in-place activation and "
-                   "Reshape outputs and their gradients, MultiOut outputs) share their source's bytes")
+ELEMENT = 4  # FP32
+NAIVE_NNTRAINER = ("every tensor nntrainer requests its own bytes; its views (in-place activation, batch "
+                   "normalization, flatten and multiout outputs) share their source's bytes")
 
-ACTIVATIONS = {"Relu", "Relu6", "Sigmoid", "Tanh", "Softmax"}
-IN_PLACE = ACTIVATIONS | {"Reshape"}
-POOLING = {"MaxPool2D", "AvgPool2D", "Mean"}
-CONV = {"Conv2D", "DepthwiseConv2D"}
-FUSED_TO_OP = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
-# op type -> the nntrainer layer (nntrainer/layers/*) this profile models it as; every other op is
-# refused (its layer's tensor requests are not modelled). An op of the registry may declare its own:
-# `OpDef.profiles["nntrainer"] = {"layer": name, "in_place": bool, "weights": bool}`.
+ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "Softmax"}
+FUSED_TO_OP = {"RELU": "Relu", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
+# op type -> the nntrainer 0.6.0 layer this profile models it as; every other op is refused. An op
+# of the registry may declare its own: `OpDef.profiles["nntrainer"] = {"layer": name, "in_place":
+# bool, "weights": bool}` (then modelled with nntrainer's default requests).
 LAYERS = {
-    "Conv2D": "conv2d", "DepthwiseConv2D": "depthwise_conv2d", "FullyConnected": "fully_connected",
-    "MatMul": "matmul", "MaxPool2D": "pooling2d (max)", "AvgPool2D": "pooling2d (average)",
-    "Mean": "pooling2d (global_average)", "Add": "addition", "Sub": "subtract", "Mul": "multiply",
-    "Div": "divide", "Relu": "activation (relu)", "Sigmoid": "activation (sigmoid)",
-    "Tanh": "activation (tanh)", "Softmax": "activation (softmax)", "Reshape": "reshape",
-    "Concat": "concat", "Loss": "loss (mse, cross-entropy)",
-    # no nntrainer layer of their own (ActiFunc has no relu6; padding is a conv / pooling property):
-    # counted as an in-place activation like relu, and as a plain layer (input and output)
-    "Relu6": "activation (as relu)", "Pad": "(a plain layer)",
+    "Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d (max)",
+    "AvgPool2D": "pooling2d (average)", "Mean": "pooling2d (global_average)", "Add": "addition", "Relu": "activation (relu)",
+    "Sigmoid": "activation (sigmoid)", "Tanh": "activation (tanh)", "Softmax": "activation (softmax)",
+    "Reshape": "flatten / reshape", "BatchNormalization": "batch_normalization",
+    "Loss": "loss (mse, cross_softmax, cross_sigmoid)",
 }
+KIND = {"Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d",
+        "AvgPool2D": "pooling2d", "Mean": "pooling2d", "Add": "addition", "Reshape": "reshape",
+        "BatchNormalization": "batch_normalization", **{a: "activation" for a in ACTIVATIONS}}
+WEIGHT_NAMES = {"conv2d": ("filter", "bias"), "fully_connected": ("weight", "bias")}
+# batch_normalization's weights in nntrainer's order, as ONNX input positions, and whether they learn
+BN_WEIGHTS = (("moving_mean", 3, False), ("moving_variance", 4, False), ("gamma", 1, True), ("beta", 2, True))
+NON_RESTRICTING = {"input", "activation", "batch_normalization"}
+RESTRICTING = {"reshape", "multiout"}
 
 DEFAULT_PLANNER = "nntrainer-v1"
-
-
-def _in_place(op_type: str) -> bool:
-    """A registry op that declares an in-place nntrainer layer (its output a view of its input)."""
-    return op_type not in LAYERS and op_type != "MultiOut" and bool((_facts(op_type) or {}).get("in_place"))
+PLANNERS = {True: "nntrainer-v1", False: "nntrainer-basic"}
 
 
 def lifespan_name(bits: int) -> str:
@@ -89,12 +104,13 @@ def lifespan_name(bits: int) -> str:
 @dataclass
 class Node:
     name: str
-    type: str
-    op: int  # forward op index in the graph (-1: a node nntrainer adds)
-    inputs: list  # tensor keys
-    outputs: list
+    kind: str  # nntrainer layer type
+    type: str  # memplan op type ("Input", "MultiOut", "Loss" for the layers nntrainer adds)
+    op: int  # forward op index in the graph (-1: a layer nntrainer adds)
+    inputs: list  # (node index, output slot) per input connection
+    outputs: list  # operand index per output slot (gives its shape)
     trainable: bool
-    weights: list = field(default_factory=list)  # const operand indices
+    weights: list = field(default_factory=list)  # (operand index, nntrainer name, learns)
     orders: tuple = (0, 0, 0, 0)  # (forward, calcGradient, calcDerivative, applyGradient)
 
 
@@ -104,17 +120,6 @@ def fused_activation(op) -> str:
         if isinstance(v, str) and v.upper() not in ("", "NONE"):
             return v.upper()
     return "NONE"
-
-
-# ops whose float constants are nntrainer weights; other ops' constants (Relu6's clip bounds in ONNX,
-# a Pad's paddings) are layer properties in nntrainer, not tensors
-WEIGHTED = CONV | {"FullyConnected", "MatMul", "BatchNorm"}
-
-
-def _is_weight(graph, op, i) -> bool:
-    o = graph.operands[i]
-    weighted = op.type in WEIGHTED or bool((_facts(op.type) or {}).get("weights"))
-    return weighted and o.is_const and o.dtype.startswith(("float", "bfloat"))
 
 
 def _facts(op_type: str) -> dict | None:
@@ -127,10 +132,25 @@ def _facts(op_type: str) -> dict | None:
     return {"layer": LAYERS[op_type]} if op_type in LAYERS else None
 
 
-def refusal(graph) -> str | None:
-    """The first op this profile cannot lay out as nntrainer would, and why; None when every op is
-    known: an op type without a modelled nntrainer layer, a fused activation nntrainer does not have,
-    a grouped Conv2D (conv2d has no groups) or a window that is not 2-D (the im2col sizes are 2-D)."""
+def _groups(graph, op) -> int:
+    w = graph.operands[op.inputs[1]].shape
+    x = graph.operands[op.inputs[0]].shape
+    groups = int(op.attrs.get("group", 1) or 1)
+    if groups == 1 and len(w) == 4 and len(x) == 4:
+        c_in, w_in = (x[1], w[1]) if op.attrs.get("layout") == "NCHW" else (x[-1], w[-1])
+        groups = c_in // w_in if w_in and c_in != w_in else 1
+    return groups
+
+
+def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
+    """Why nntrainer 0.6.0 (as this profile models it) cannot train the graph; None when it can. What
+    the library itself cannot train (depthwise / grouped convolutions) is named before what the
+    profile does not model."""
+    for op in graph.operations:
+        if op.type == "DepthwiseConv2D" or (op.type == "Conv2D" and _groups(graph, op) != 1):
+            what = "a depthwise" if op.type == "DepthwiseConv2D" else f"a grouped ({_groups(graph, op)} groups)"
+            return (f"nntrainer profile: op {op.label} is {what} convolution: nntrainer 0.6.0 cannot train it "
+                    f"(conv2d has no groups; its depthwise_conv2d layer has no implementation)")
     for op in graph.operations:
         if _facts(op.type) is None:
             return (f"nntrainer profile: op {op.label} ({op.type}) has no nntrainer layer memplan models "
@@ -138,65 +158,152 @@ def refusal(graph) -> str | None:
         act = fused_activation(op)
         if act != "NONE" and act not in FUSED_TO_OP:
             return f"nntrainer profile: op {op.label} has a fused activation {act} nntrainer does not have"
-        if op.type in CONV | POOLING - {"Mean"}:
-            x = graph.operands[op.inputs[0]].shape
-            if len(x) != 4:
-                return (f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial "
-                        f"dimension(s); the profile models 2-D windows only")
-        if op.type == "Conv2D":
-            w = graph.operands[op.inputs[1]].shape
-            x = graph.operands[op.inputs[0]].shape
-            nchw = op.attrs.get("layout") == "NCHW"
-            groups = int(op.attrs.get("group", 1) or 1)
-            if groups == 1 and len(w) == 4:
-                c_in, w_in = (x[1], w[1]) if nchw else (x[-1], w[-1])
-                groups = c_in // w_in if w_in and c_in != w_in else 1
-            if groups != 1:
-                return f"nntrainer profile: op {op.label} is a grouped Conv2D ({groups} groups): conv2d has no groups"
+        if len(op.outputs) != 1:
+            return f"nntrainer profile: op {op.label} ({op.type}) has {len(op.outputs)} outputs; the profile models one"
+        if op.type == "Add":
+            shapes = [graph.operands[i].shape for i in op.inputs if i >= 0]
+            if any(graph.operands[i].is_const for i in op.inputs if i >= 0) or len(set(shapes)) != 1:
+                return (f"nntrainer profile: op {op.label} (Add) adds a constant or broadcasts: nntrainer's "
+                        f"addition layer adds layer outputs of one shape")
+        if op.type == "Mean" and not _global_average(graph, op):
+            return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
+                    f"nntrainer's pooling2d global_average does only that")
+        if op.type in ("Conv2D", "MaxPool2D", "AvgPool2D") and len(graph.operands[op.inputs[0]].shape) != 4:
+            return (f"nntrainer profile: op {op.label} ({op.type}) works over "
+                    f"{len(graph.operands[op.inputs[0]].shape) - 2} spatial dimension(s); nntrainer's are 2-D")
+        if op.type == "BatchNormalization":
+            if batchnorm == "frozen":
+                return f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics (no --batchnorm frozen)"
+            if not all(i >= 0 and graph.operands[i].is_const for i in op.inputs[1:5]):
+                return f"nntrainer profile: op {op.label}: batch_normalization needs constant scale, bias, mean and var"
+    outs = [o for o in graph.outputs if not any(op.type == "Loss" and o in op.outputs for op in graph.operations)]
+    if len(graph.outputs) > 1:
+        return (f"nntrainer profile: the model has {len(graph.outputs)} outputs; the profile models one output "
+                f"and its loss")
+    if loss == "cce" and outs:
+        p = next((op for op in graph.operations if outs[0] in op.outputs), None)
+        if p is None or p.type not in ("Softmax", "Sigmoid") or fused_activation(p) != "NONE":
+            return ("nntrainer profile: nntrainer's cross-entropy loss needs the model to end in a Softmax or "
+                    "Sigmoid (it fuses them into cross_softmax / cross_sigmoid)")
     return None
 
 
-def build_nodes(graph, trainable_ops: set[int]) -> list[Node]:
-    """nntrainer's node list for a forward graph whose last op may be the Loss (see module doc)."""
+def _global_average(graph, op) -> bool:
+    x = graph.operands[op.inputs[0]].shape
+    spatial = (1, 2) if op.attrs.get("layout") == "NHWC" else (2, 3)
+    return len(x) == 4 and tuple(sorted(a % 4 for a in (op.attrs.get("axes") or ()))) == spatial
+
+
+def _weights(graph, op, kind) -> list:
+    def is_w(i):
+        if i < 0:
+            return False
+        o = graph.operands[i]
+        return o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat"))
+
+    if kind == "batch_normalization":
+        return [(op.inputs[p], n, learns) for n, p, learns in BN_WEIGHTS]
+    if kind in WEIGHT_NAMES:
+        ws = [i for i in op.inputs[1:3] if is_w(i)]
+        return [(i, WEIGHT_NAMES[kind][j], True) for j, i in enumerate(ws)]
+    if (_facts(op.type) or {}).get("weights"):
+        return [(i, graph.operands[i].name, True) for i in dict.fromkeys(op.inputs) if is_w(i)]
+    return []
+
+
+def build_nodes(graph, trainable_ops: set[int], loss: str = "mse") -> list[Node]:
+    """nntrainer's layers for a forward graph (see module doc), with their execution orders."""
     ops = graph.operations
-    readers: dict[int, list[int]] = {}
-    for op in ops:
-        for i in dict.fromkeys(op.inputs):
-            if i >= 0 and not graph.operands[i].is_const:
-                readers.setdefault(i, []).append(op.index)
     producer = {o: op.index for op in ops for o in op.outputs}
-    # key of the tensor each reader sees for operand i: the operand itself, or MultiOut output j
-    seen_as: dict[tuple[int, int], tuple] = {}
+    given_loss = next((op for op in ops if op.type == "Loss"), None)
+    loss_in = given_loss.inputs[0] if given_loss is not None else graph.outputs[0]
+    merged = None
+    if loss == "cce" and loss_in in producer and ops[producer[loss_in]].type in ("Softmax", "Sigmoid"):
+        merged = ops[producer[loss_in]]
+    skip = {op.index for op in (merged, given_loss) if op is not None}
+    loss_reads = merged.inputs[0] if merged is not None else loss_in
+    walk = [k for k in graph.topological_order() if k not in skip]
+    # connections in reading order: (reader, position) per non-constant input; the loss reads last
+    readers: dict[int, list] = {}
+    for k in walk:
+        for pos, i in enumerate(ops[k].inputs):
+            if i >= 0 and not graph.operands[i].is_const:
+                readers.setdefault(i, []).append((k, pos))
+    readers.setdefault(loss_reads, []).append(("loss", 0))
     nodes: list[Node] = []
-    for k in graph.topological_order():
+    out_of: dict[int, tuple] = {}  # operand -> (node index, slot) that holds it
+    multi: dict[int, int] = {}  # operand -> its multiout node
+
+    def produced(o, label):
+        out_of[o] = (len(nodes) - 1, 0)
+        if len(readers.get(o, ())) > 1:
+            nodes.append(Node(f"{label}/generated_out_0", "multiout", "MultiOut", -1, [out_of[o]],
+                              [o] * len(readers[o]), True))
+            multi[o] = len(nodes) - 1
+
+    def source(o, conn):
+        if o in multi:
+            return multi[o], readers[o].index(conn)
+        return out_of[o]
+
+    for i in graph.inputs:
+        if i in readers and i not in producer:
+            nodes.append(Node(graph.operands[i].name or f"input{i}", "input", "Input", -1, [], [i], True))
+            produced(i, nodes[-1].name)
+    for k in walk:
         op = ops[k]
-        is_loss = op.type == "Loss"
-        tr = True if is_loss else k in trainable_ops
-        ins = []
-        for i in op.inputs:
-            if i < 0 or graph.operands[i].is_const:
-                continue
-            ins.append(seen_as.get((i, k), ("fwd", i) if i in producer else ("ext", i)))
-        weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and _is_weight(graph, op, i)]
-        act = fused_activation(op)
+        kind = KIND.get(op.type) or (_facts(op.type) or {}).get("layer", op.type)
         label = op.name or f"{op.type}{k}"
-        if act != "NONE" and len(op.outputs) == 1:
-            o = op.outputs[0]
-            nodes.append(Node(label, op.type, k, ins, [("pre", o)], tr, weights))
-            nodes.append(Node(f"{label}:{act.lower()}", FUSED_TO_OP[act], -1,
-                              [("pre", o)], [("fwd", o)], tr))
-        else:
-            nodes.append(Node(label, op.type, k, ins, [("fwd", o) for o in op.outputs], tr, weights))
-        for o in op.outputs:
-            rs = readers.get(o, [])
-            if len(rs) > 1:
-                outs = []
-                for j, r in enumerate(rs):
-                    seen_as[(o, r)] = ("mo", o, j)
-                    outs.append(("mo", o, j))
-                nodes.append(Node(f"{label}:multiout{o}", "MultiOut", -1, [("fwd", o)], outs, tr))
+        ins = [source(i, (k, pos)) for pos, i in enumerate(op.inputs) if i >= 0 and not graph.operands[i].is_const]
+        weights = _weights(graph, op, kind)
+        tr = k in trainable_ops if weights else True
+        nodes.append(Node(label, kind, op.type, k, ins, list(op.outputs), tr, weights))
+        act = fused_activation(op)
+        if act != "NONE":
+            nodes.append(Node(f"{label}/activation_realized", "activation", FUSED_TO_OP[act], -1,
+                              [(len(nodes) - 1, 0)], list(op.outputs), True))
+        produced(op.outputs[0], label)
+    kind = {"Softmax": "cross_softmax", "Sigmoid": "cross_sigmoid"}[merged.type] if merged is not None else "mse"
+    out = merged.outputs[0] if merged is not None else loss_in
+    nodes.append(Node(f"{kind}0", "loss", "Loss", merged.index if merged is not None else -1,
+                      [source(loss_reads, ("loss", 0))], [out], True))
+    nodes = sort_like_nntrainer(nodes)
     set_execution_orders(nodes)
     return nodes
+
+
+def sort_like_nntrainer(nodes: list[Node]) -> list[Node]:
+    """GraphCore::topologicalSort: reverse post-order of a depth-first walk from each unvisited layer
+    in list order, a layer's consumers taken in list order. On a branch the consumer listed last runs
+    first (a projection shortcut listed after the main path runs before it)."""
+    consumers: list[list[int]] = [[] for _ in nodes]
+    for j, n in enumerate(nodes):
+        for s, _ in n.inputs:
+            consumers[s].append(j)
+    visited, post = [False] * len(nodes), []
+    for root in range(len(nodes)):
+        if visited[root]:
+            continue
+        visited[root] = True
+        stack = [(root, iter(consumers[root]))]
+        while stack:  # iterative: a deep graph must not hit Python's recursion limit
+            v, it = stack[-1]
+            for c in it:
+                if not visited[c]:
+                    visited[c] = True
+                    stack.append((c, iter(consumers[c])))
+                    break
+            else:
+                post.append(v)
+                stack.pop()
+    order = post[::-1]
+    where = {old: new for new, old in enumerate(order)}
+    out = []
+    for old in order:
+        n = nodes[old]
+        n.inputs = [(where[s], slot) for s, slot in n.inputs]
+        out.append(n)
+    return out
 
 
 def set_execution_orders(nodes: list[Node]) -> int:
@@ -217,213 +324,243 @@ def set_execution_orders(nodes: list[Node]) -> int:
     return k - 1
 
 
-def _orders(node: Node, bits: int) -> list[int]:
-    f, cg, cd, ag = node.orders
-    return [o for bit, o in ((FORWARD, f), (CALC_GRAD, cg), (CALC_DERIV, cd), (CALC_AGRAD, ag)) if bits & bit]
+def backward_end(nodes: list[Node], memory_optimization: bool) -> int:
+    """The last execution order nntrainer plans (computeBackwardEnd, then its apply-gradient order)."""
+    if not memory_optimization:
+        return nodes[0].orders[3]
+    consumers: dict[int, list[int]] = {}
+    for j, n in enumerate(nodes):
+        for src, _ in n.inputs:
+            consumers.setdefault(src, []).append(j)
+    must: set[int] = set()
+    best, end = -1, 0
+    for j, n in enumerate(nodes):
+        learns = n.trainable and bool(n.weights)  # getTrainable() once the layer is finalized
+        if learns or j in must:
+            must.update(consumers.get(j, ()))
+    for j, n in enumerate(nodes):
+        learns = n.trainable and bool(n.weights)
+        cur = n.orders[1] if (learns or j in must) else n.orders[0]
+        if cur > best:
+            best, end = cur, n.orders[3]
+    return end
 
 
-class _Pool:
-    """Requests with views: a view adds its orders and lifespan bits to its source."""
+class _TensorPool:
+    """nntrainer's TensorPool: sources in request order, views that add their orders to a source,
+    placeholders (never planned)."""
 
     def __init__(self):
-        self.parent: dict = {}
-        self.info: dict = {}  # source key -> dict(name, nbytes, category, owner, orders, bits)
+        self.src: dict[str, dict] = {}
+        self.root: dict[str, str] = {}
 
-    def root(self, key):
-        while key in self.parent:
-            key = self.parent[key]
-        return key
+    def request(self, name, nbytes, orders, bits, category, owner, placeholder=False):
+        self.src[name] = dict(name=name, nbytes=nbytes, orders=list(orders), bits=bits, category=category,
+                              owner=owner, placeholder=placeholder)
+        self.root[name] = name
 
-    def has(self, key) -> bool:
-        return self.root(key) in self.info
-
-    def request(self, key, name, nbytes, category, owner, orders, bits):
-        self.info[key] = dict(name=name, nbytes=nbytes, category=category, owner=owner,
-                              orders=list(orders), bits=bits)
-
-    def view(self, key, source, orders, bits):
-        """`key` becomes a view of `source` (key == source: just extend the source)."""
-        r = self.root(source)
-        if key != r:
-            self.parent[key] = r
-        self.info[r]["orders"] += list(orders)
-        self.info[r]["bits"] |= bits
+    def view(self, name, ref, orders, bits):
+        r = self.root[ref]
+        self.root[name] = r
+        self.src[r]["orders"] += orders
+        self.src[r]["bits"] |= bits
 
 
-def _patch_bytes(graph, node: Node, out_operand: int) -> int:
-    """One sample's im2col matrix (input channels x kernel area x output positions), float32 bytes."""
-    import math
-
-    w = graph.operands[node.weights[0]] if node.weights else None
-    out = graph.operands[out_operand]
-    if w is None or len(out.shape) != 4:
-        return 0
-    per_sample = out.num_elements // max(out.shape[0], 1)  # output channels x positions
-    cout = w.shape[0] if w.shape else 1
-    if node.type == "DepthwiseConv2D":
-        op = graph.operations[node.op]
-        channels = out.shape[1] if op.attrs.get("layout") == "NCHW" else out.shape[-1]
-        kernel = op.attrs.get("kernel")
-        area = math.prod(kernel) if kernel else w.num_elements // max(channels, 1)
-        return area * per_sample * 4
-    return (w.num_elements // max(cout, 1)) * (per_sample // max(cout, 1)) * 4
+def _orders(node: Node, bits: int, *, trainable_only: bool = False) -> list[int]:
+    f, cg, cd, ag = node.orders
+    keep = not trainable_only or node.trainable
+    return [o for bit, o, ok in ((FORWARD, f, True), (CALC_GRAD, cg, keep), (CALC_DERIV, cd, True),
+                                 (CALC_AGRAD, ag, keep)) if bits & bit and ok]
 
 
-def build_requests(graph, nodes: list[Node], opt_states: int):
-    """The tensor pool, weight pool and external placeholders, with orders and lifespan bits."""
-    tp, wp = _Pool(), _Pool()
-    ext: dict = {}  # operand index -> placeholder request
-    ext_alias: dict = {}  # tensor key -> operand index of the placeholder it is a view of
-    end = max(n.orders[3] for n in nodes)
-
-    def operand(key):
-        return graph.operands[key[1]]
-
-    def placeholder(key, orders):
-        i = ext_alias.get(key, key[1])
-        o = graph.operands[i]
-        e = ext.setdefault(i, dict(name=o.name, nbytes=o.nbytes, orders=[]))
-        e["orders"] += orders
-
+def _in_place(nodes: list[Node], memory_optimization: bool) -> list[bool]:
+    """inPlaceOptimize: each layer's in-place type from its own and its inputs' (NONE when off)."""
+    types: list[str] = []
     for n in nodes:
-        if n.type == "Loss":
-            var_bits = FORWARD | CALC_DERIV
-        elif n.type in ACTIVATIONS or n.type == "MultiOut" or not n.trainable:
-            var_bits = FORWARD
+        own = ("RESTRICTING" if n.kind in RESTRICTING else
+               "NON_RESTRICTING" if n.kind in NON_RESTRICTING or (_facts(n.type) or {}).get("in_place") and
+               n.type not in KIND else "NONE")
+        from_restricting = any(types[s] == "RESTRICTING" for s, _ in n.inputs)
+        if not memory_optimization or own == "NONE":
+            t = "NONE"
+        elif n.kind == "multiout":
+            t = "RESTRICTING"
+        elif own == "RESTRICTING":
+            t = "RESTRICTING" if from_restricting else "NON_RESTRICTING"
         else:
-            var_bits = FORWARD | CALC_GRAD
-        for key in n.inputs:
-            if key[0] == "ext" or key in ext_alias:
-                placeholder(key, _orders(n, var_bits))
-                continue
-            tp.view(("v", key), ("v", key), _orders(n, var_bits), var_bits)
-            tp.view(("g", key), ("g", key), _orders(n, CALC_DERIV), CALC_DERIV)
-        for key in n.outputs:
-            o = operand(key)
-            sfx = ":pre-act" if key[0] == "pre" else (f":{key[2]}" if key[0] == "mo" else "")
-            src = n.inputs[0] if n.inputs else None
-            # an activation does not overwrite a tensor another reader still needs (a MultiOut output)
-            in_place = n.type == "MultiOut" or ((n.type in IN_PLACE or _in_place(n.type)) and not (
-                n.type in ACTIVATIONS and src is not None and src[0] == "mo"))
-            if in_place:
-                if src is None or src[0] == "ext" or src in ext_alias:
-                    if src is not None:  # a view of a placeholder is a placeholder
-                        ext_alias[key] = ext_alias.get(src, src[1])
-                        placeholder(key, _orders(n, FORWARD))
-                    continue
-                tp.view(("v", key), ("v", src), _orders(n, FORWARD), FORWARD)
-                if n.type != "MultiOut":
-                    tp.view(("g", key), ("g", src), _orders(n, BACKWARD_FUNC), BACKWARD_FUNC)
-                    continue
+            t = "NONE" if from_restricting else "NON_RESTRICTING"
+        types.append(t)
+    return [t != "NONE" for t in types]
+
+
+def _elements(graph, i) -> int:
+    return graph.operands[i].num_elements
+
+
+def _channels(graph, op) -> int:
+    """batch_normalization's axis: the channel, or the width when there is one channel (an FC output)."""
+    x = graph.operands[op.inputs[0]].shape
+    if len(x) == 4:
+        return x[1] if x[1] > 1 else x[3]
+    return x[-1] if x else 1
+
+
+def _layer_tensors(graph, n: Node) -> list[tuple]:
+    """A layer's own tensors: (name, elements, lifespan bits)."""
+    if n.kind == "pooling2d":
+        op = graph.operations[n.op]
+        global_max = op.source_type == "GlobalMaxPool"  # nntrainer's global_max keeps input-sized indices
+        return [("helper_idx", _elements(graph, op.inputs[0] if global_max else n.outputs[0]), ITERATION)]
+    if n.kind == "batch_normalization":
+        op = graph.operations[n.op]
+        c, full = _channels(graph, op), _elements(graph, op.inputs[0])
+        return [("moviing_mean_backup", c, ITERATION), ("moviing_variance_backup", c, ITERATION),
+                ("deviation", full, ITERATION), ("invstd", c, ITERATION), ("tensor_full", full, CALC_DERIV),
+                ("cvar", c, ITERATION), ("tensor_reduced", c, FORWARD_DERIV)]
+    return []
+
+
+def build_requests(graph, nodes: list[Node], opt_states: int, memory_optimization: bool = True):
+    """Both pools' requests in nntrainer's order: (tensor pool, weight pool, placeholders)."""
+    tp, wp = _TensorPool(), _TensorPool()
+    in_place = _in_place(nodes, memory_optimization)
+    last_forward = nodes[-1].orders[0]
+    learning: list[tuple] = []
+    for j, n in enumerate(nodes):
+        for idx, (s, slot) in enumerate(n.inputs):
+            src = nodes[s]
+            var = ((FORWARD | CALC_DERIV) if n.kind == "loss" else
+                   FORWARD if n.kind in ("activation", "multiout", "batch_normalization") or not n.trainable
+                   else FORWARD_GRAD)
+            tp.view(f"{n.name}:input{idx}:grad", f"{src.name}:out{slot}:grad", _orders(n, CALC_DERIV), CALC_DERIV)
+            tp.view(f"{n.name}:input{idx}", f"{src.name}:out{slot}", _orders(n, var), var)
+        if n.kind == "input":
+            nb = _elements(graph, n.outputs[0]) * ELEMENT
+            tp.request(f"{n.name}:input0:grad", nb, [], 0, "back-prop", n.name, placeholder=True)
+            tp.request(f"{n.name}:input0", nb, [], 0, "non-const", n.name, placeholder=True)
+        for slot, o in enumerate(n.outputs):
+            name, nb = f"{n.name}:out{slot}", _elements(graph, o) * ELEMENT
+            var = FORWARD_DERIV if n.kind == "activation" else FORWARD
+            extra = [last_forward] if j == len(nodes) - 1 else []
+            first_in = f"{n.name}:input0"
+            if in_place[j]:
+                tp.view(name, first_in, extra + _orders(n, var), var)
             else:
-                tp.request(("v", key), f"{n.name}:out:{o.name}{sfx}", o.nbytes, "non-const", n.name,
-                           _orders(n, FORWARD), FORWARD)
-            tp.request(("g", key), f"{n.name}:out:{o.name}{sfx}:grad", o.nbytes, "back-prop", n.name,
-                       _orders(n, BACKWARD_FUNC), BACKWARD_FUNC)
-        # temporaries
-        if n.type in CONV and n.outputs:
-            b = _patch_bytes(graph, n, operand(n.outputs[0]).index)
-            if b:
-                tp.request(("im2col", n.name), f"{n.name}:im2col", b, "extra", n.name,
-                           _orders(n, ITERATION), ITERATION)
-                tp.request(("col2im", n.name), f"{n.name}:col2im", b, "extra", n.name,
-                           _orders(n, BACKWARD_FUNC), BACKWARD_FUNC)
-        if n.type in POOLING and n.outputs:
-            o = operand(n.outputs[0])
-            tp.request(("helper", n.name), f"{n.name}:helper_idx", o.num_elements * 4, "extra", n.name,
-                       _orders(n, ITERATION), ITERATION)
-        # weights, their gradients and optimizer state
-        for w in n.weights:
-            wo = graph.operands[w]
-            if ("w", w) not in wp.info:
-                wp.request(("w", w), wo.name, wo.nbytes, "trainable", n.name, [0, end], MAX)
-            if n.trainable:
-                tp.request(("wg", w, n.name), f"{wo.name}:grad", wo.nbytes, "gradient", n.name,
-                           _orders(n, CALC_GRAD | CALC_AGRAD), BACKWARD_FUNC)
-                for s in range(opt_states):
-                    if ("opt", w, s) not in wp.info:
-                        wp.request(("opt", w, s), f"{wo.name}:opt{s}", wo.nbytes, "opt-variable",
-                                   n.name, [0, end], MAX)
-    return tp, wp, ext, end
+                tp.request(name, nb, extra + _orders(n, var), var, "non-const", n.name)
+            if n.kind == "loss":
+                tp.request(f"{name}:grad", nb, [], 0, "back-prop", n.name, placeholder=True)
+            elif in_place[j] and n.kind != "multiout":
+                tp.view(f"{name}:grad", f"{first_in}:grad", _orders(n, CALC_GRAD_DERIV), CALC_GRAD_DERIV)
+            else:
+                tp.request(f"{name}:grad", nb, _orders(n, CALC_GRAD_DERIV), CALC_GRAD_DERIV, "back-prop", n.name)
+        for t, elements, bits in _layer_tensors(graph, n):
+            tp.request(f"{n.name}:{t}", elements * ELEMENT, _orders(n, bits, trainable_only=True), bits,
+                       "extra", n.name)
+        f, cg, cd, ag = n.orders
+        for w, wname, learns in n.weights:
+            nb = _elements(graph, w) * ELEMENT
+            wp.request(f"{n.name}:{wname}", nb, [f, cd] + ([cg, ag] if n.trainable else []), MAX,
+                       "trainable", n.name)
+            if n.trainable and learns:
+                tp.request(f"{n.name}:{wname}:grad", nb, [cg, ag], BACKWARD_FUNC, "gradient", n.name)
+                learning.append((f"{n.name}:{wname}", nb, ag, n.name))
+    for name, nb, ag, owner in learning:
+        for s in range(opt_states):
+            wp.request(f"{name}:opt{s}", nb, [ag], MAX, "opt-variable", owner)
+    return tp, wp
 
 
-def with_loss(graph):
-    """The graph with nntrainer's loss node appended after the first output (unless it has one)."""
-    import copy
-
-    from memplan_cli.ir.graph import Operand, Operation
-
-    if any(op.type == "Loss" for op in graph.operations) or not graph.outputs:
-        return graph
-    g = copy.copy(graph)
-    y = graph.operands[graph.outputs[0]]
-    n = len(graph.operands)
-    label = Operand(n, "label", y.shape, y.dtype, is_input=True)
-    loss = Operand(n + 1, "loss", (1,), "float32", is_output=True)
-    g.operands = list(graph.operands) + [label, loss]
-    g.operations = list(graph.operations) + [Operation(len(graph.operations), "Loss", [y.index, n], [n + 1],
-                                                       name="loss")]
-    g.inputs = list(graph.inputs) + [n]
-    g.outputs = [n + 1]
-    return g
-
-
-def _validity(info, end) -> tuple[int, int]:
-    if info["bits"] == MAX:  # long-term
+def _validity(info, end) -> tuple[int, int] | None:
+    """TensorPool::finalize: [first, last] of the orders within [0, end]; MAX: all of it."""
+    orders = info["orders"]
+    if info["placeholder"] or not orders:
+        return None
+    if info["bits"] == MAX:
         return 0, end
-    return min(info["orders"]), max(info["orders"])
+    lo = min((o for o in orders if o >= 0), default=end)
+    hi = max((o for o in orders if o <= end), default=0)
+    if hi < 0 or lo > end:
+        return None
+    return max(lo, 0), min(hi, end)
+
+
+def nntrainer_loss(graph, config) -> str:
+    """The loss nntrainer trains with: the setup's when it names one (flag or metadata); otherwise, for
+    a model ending in a Softmax or Sigmoid, nntrainer's classifier setup `Loss = cross` (the Softmax
+    fused into cross_softmax), else mse."""
+    loss = getattr(config, "loss", "mse")
+    if (getattr(config, "sources", None) or {}).get("loss") in ("flag", "metadata"):
+        return loss
+    ops = graph.operations
+    last = next((op for op in ops if graph.outputs and graph.outputs[0] in op.outputs), None)
+    if last is not None and last.type in ("Softmax", "Sigmoid") and fused_activation(last) == "NONE":
+        return "cce"
+    return loss
 
 
 class NntrainerProfile:
     name = "nntrainer"
+    checked = "byte-exact against nntrainer 0.6.0 fixtures (48 configurations)"
 
-    def build(self, graph, config, *, planner: str | None = None, **_) -> BufferList:
-        why = refusal(graph)
+    def build(self, graph, config, *, planner: str | None = None, memory_optimization: bool = True,
+              **_) -> BufferList:
+        loss = nntrainer_loss(graph, config)
+        why = refusal(graph, loss, getattr(config, "batchnorm", "train"))
         if why:
             raise UnsupportedOpError(why)
-        g = with_loss(graph)
+        if config.optimizer not in ("sgd", "adam"):
+            raise UnsupportedOpError(f"nntrainer 0.6.0 has no {config.optimizer} optimizer (its sgd has no momentum; "
+                                     f"it has sgd, adam and adamw)")
         if config.param_level:
             raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
                                      "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
-        nodes = build_nodes(g, config.selected_ops(graph))
-        return self.buffers_from_nodes(g, nodes, config.optimizer_state_count, planner)
+        nodes = build_nodes(graph, config.selected_ops(graph), loss)
+        bl = self.buffers_from_nodes(graph, nodes, config.optimizer_state_count, planner, memory_optimization)
+        bl.info["loss_layer"] = nodes[-1].name[:-1]
+        return bl
 
-    def buffers_from_nodes(self, graph, nodes, opt_states: int, planner: str | None = None) -> BufferList:
-        tp, wp, ext, end = build_requests(graph, nodes, opt_states)
-        steps = [Step(n.orders[0], "forward", n.op, n.name) for n in nodes]
-        bwd = []
+    def buffers_from_nodes(self, graph, nodes, opt_states: int, planner: str | None = None,
+                           memory_optimization: bool = True) -> BufferList:
+        tp, wp = build_requests(graph, nodes, opt_states, memory_optimization)
+        end = backward_end(nodes, memory_optimization)
+        steps = []
         for n in nodes:
-            _, cg, cd, ag = n.orders
-            if n.trainable:
-                bwd += [Step(cg, "calcGradient", n.op, n.name), Step(cd, "calcDerivative", n.op, n.name),
-                        Step(ag, "applyGradient", n.op, n.name)]
-            else:
-                bwd.append(Step(cd, "calcDerivative", n.op, n.name))
-        steps += sorted(bwd, key=lambda s: s.index)
-        buffers = []
+            f, cg, cd, ag = n.orders
+            steps.append(Step(f, "forward", n.op, n.name))
+            kinds = ((cg, "calcGradient"), (cd, "calcDerivative"), (ag, "applyGradient")) if n.trainable \
+                else ((cd, "calcDerivative"),)
+            steps += [Step(o, k, n.op, n.name) for o, k in kinds if o <= end]
+        steps.sort(key=lambda s: s.index)
+        buffers, lifespans = [], {}
         for pool, reqs in (("tensor_pool", tp), ("weight_pool", wp)):
-            for key, info in reqs.info.items():
-                if info["nbytes"] == 0:
+            for info in reqs.src.values():
+                v = _validity(info, end)
+                if v is None or info["nbytes"] == 0:
                     continue
-                a, b = _validity(info, end)
-                buffers.append(Buffer(info["name"], info["category"], info["nbytes"], a, b,
-                                      owner=info["owner"], pool=pool, nbytes=info["nbytes"]))
-        for i, e in sorted(ext.items()):
-            buffers.append(Buffer(e["name"], "non-const", e["nbytes"], min(e["orders"]), max(e["orders"]), owner="placeholder",
-                                  pool="external", nbytes=e["nbytes"]))
-        p = planner or DEFAULT_PLANNER
+                lifespans[info["name"]] = lifespan_name(info["bits"])
+                buffers.append(Buffer(info["name"], info["category"], info["nbytes"], v[0], v[1], owner=info["owner"],
+                                      pool=pool, nbytes=info["nbytes"], key=f"{pool}:{info['name']}"))
+        # the data buffers nntrainer fills (model inputs, the label): not planned, listed so totals
+        # compare like for like
+        ext = [info for info in tp.src.values() if info["placeholder"] and not info["name"].endswith(":input0:grad")]
+        for info in ext:
+            name = info["name"].rsplit(":", 1)[0] + ":label" if info["name"].endswith(":grad") else info["name"]
+            buffers.append(Buffer(name, "non-const", info["nbytes"], 0, end, owner="placeholder", pool="external",
+                                  nbytes=info["nbytes"], key=f"external:{name}"))
+        p = planner or PLANNERS[bool(memory_optimization)]
         pools = [Pool("tensor_pool", "non-const", p), Pool("weight_pool", "trainable", p)]
         if ext:
             pools.append(Pool("external", "non-const", "naive"))
         info = {"profile": "nntrainer", "nodes": len(nodes), "last_order": end,
-                "lifespans": {info["name"]: lifespan_name(info["bits"])
-                              for r in (tp, wp) for info in r.info.values()}}
+                "memory_optimization": bool(memory_optimization), "lifespans": lifespans}
         return BufferList(buffers, steps, pools, info, naive_means=NAIVE_NNTRAINER)
 
     def figures(self, analysis) -> dict:
         by_pool = {p.pool.name: p.plan.arena for p in analysis.pools}
         return {"nntrainer": {"pools": by_pool, "nodes": analysis.buffers.info.get("nodes"),
-                              "last_order": analysis.buffers.info.get("last_order")}}
+                              "last_order": analysis.buffers.info.get("last_order"),
+                              "loss_layer": analysis.buffers.info.get("loss_layer"),
+                              "memory_optimization": analysis.buffers.info.get("memory_optimization")}}
 
 
 PROFILE = NntrainerProfile()

@@ -107,7 +107,7 @@ def _keep_pre_activation(op, ctx, rule) -> None:
 
 def _relu(op, ctx):
     """Standalone ReLU keeps its input X (`ReLUBackward(dy, x)`), not Y."""
-    from memplan_cli.passes.ops.activations import activation
+    from memplan_cli.ops.activations import activation
 
     r = activation(op, ctx)
     x, y = op.inputs[0], op.outputs[0]
@@ -118,7 +118,7 @@ def _relu(op, ctx):
 
 def _clip(op, ctx):
     """Standalone ReLU6 / Clip keeps a float mask of |X| made in forward (SINGA's `Clip.mask`)."""
-    from memplan_cli.passes.ops.activations import activation
+    from memplan_cli.ops.activations import activation
     from memplan_cli.passes.rules import FORWARD_TO_BACKWARD, ExtraRequest
 
     r = activation(op, ctx)
@@ -134,7 +134,7 @@ def _clip(op, ctx):
 
 def _pool(op, ctx):
     """Max and average pooling keep X and Y (`self.cache = (x, y)`); no argmax buffer."""
-    from memplan_cli.passes.ops._common import bp_targets, forward_io
+    from memplan_cli.ops.rule import bp_targets, forward_io
     from memplan_cli.passes.rules import OpRule, StepIO, fused_activation
 
     x, y = op.inputs[0], op.outputs[0]
@@ -228,6 +228,7 @@ def rules() -> dict:
 
 class SingaProfile:
     name = "singa"
+    checked = "modelled from SINGA's design (its source), not matched against the library"
     OPTIONS = ("align", "planner")
 
     def training_graph(self, graph, config, **options):

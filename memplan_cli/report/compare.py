@@ -8,9 +8,8 @@ decimals; an unavailable column has null figures and a reason.
 from __future__ import annotations
 
 
-from memplan_cli import __version__
+from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
-from memplan_cli.report.units import human
 
 SCHEMA_VERSION = 1
 
@@ -28,16 +27,9 @@ DESCRIPTIONS = {
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 
-# how each column's figures were checked: a profile named after a real system says whether it was
-# matched against that system or only modelled from its source
-CHECKED = {
-    "naive": "definition (no checking needed)",
-    "onert": "byte-exact against onert 0.1.0's ALLOC lines (benchmarks/onert_match.py, tests/onert/)",
-    "nntrainer": ("modelled from nntrainer's source, not matched against the library: on the mnist "
-                  "sample its real tensor pool was measured 1.24-2.46x smaller (issue 18)"),
-    "singa": "modelled from SINGA's source, not matched against the library",
-    "memplan": "proved by `memplan verify` (a step run inside the plan)",
-}
+# how each column's figures were checked: each profile's own `checked` line (a profile named after a
+# real system says whether it was matched against that system or only modelled from it)
+NAIVE_CHECKED = "definition (no checking needed)"
 
 
 def compare_document(cmp) -> dict:
@@ -51,7 +43,7 @@ def compare_document(cmp) -> dict:
             "available": col.available,
             "reason": col.reason,
             "description": DESCRIPTIONS.get(col.profile, ""),
-            "checked": CHECKED.get(col.profile, ""),
+            "checked": NAIVE_CHECKED if col.profile == "naive" else col.checked,
             "planners": list(col.planners),
             "categories": {k: int(col.by_category.get(k, 0)) for k in CATEGORIES} if col.available else None,
             "total": col.total,
@@ -76,74 +68,6 @@ def compare_document(cmp) -> dict:
 
 
 # ---- views -----------------------------------------------------------------------------------
-
-def _ratio(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f} x"
-
-
-def quiet_line(doc: dict) -> str:
-    parts = []
-    for p in doc["profiles"]:
-        t = doc["columns"][p]["total"]
-        parts.append(f"{p} {t} B" if t is not None else f"{p} n/a")
-    return f"{doc['model']['file']}: " + ", ".join(parts) + f", lower bound {doc['lower_bound']} B\n"
-
-
-def render_table(doc: dict, opts) -> str:
-    from rich.table import Table
-    from rich.text import Text
-
-    from memplan_cli.report.table import LABELS, _config_line, _console, fig, time_limit_note
-
-    if opts.verbosity <= -1:
-        return ""
-    if opts.verbosity == 0:
-        return quiet_line(doc)
-    exact = opts.verbosity >= 2
-    cell = fig if exact else human
-    con = _console(opts)
-    line = _config_line({**doc, "profile": "all"}).replace(" · profile all", "")
-    con.print(Text(line, style="bold"))
-    if time_limit_note(doc):
-        con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
-    profiles = doc["profiles"]
-    cols = doc["columns"]
-    table = Table(header_style="bold")
-    table.add_column("category")
-    for p in profiles:
-        table.add_column(p, justify="right", style="bold green" if p == "memplan" else None)
-    for c in CATEGORIES:
-        table.add_row(LABELS[c], *(cell(cols[p]["categories"][c]) if cols[p]["available"] else "n/a"
-                                   for p in profiles))
-    table.add_section()
-    table.add_row(Text("total", style="bold"), *(Text(cell(cols[p]["total"]), style="bold") for p in profiles))
-    table.add_row("own lower bound", *(cell(cols[p]["lower_bound"]) if cols[p]["lower_bound"] is not None else "-"
-                                       for p in profiles))
-    table.add_row("× memplan plan", *(_ratio(cols[p]["ratio_to_memplan"]) for p in profiles))
-    table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
-    con.print(table)
-    lb = doc["lower_bound"]
-    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes; "
-              "own lower bound: each system's own pools and lifetimes, perfectly placed")
-    for p in profiles:
-        c = cols[p]
-        if not c["available"]:
-            con.print(Text(f"{p}: n/a ({c['reason']})", style="yellow"))
-    for p in profiles:
-        c = cols[p]
-        if c["available"] and c.get("checked", "").startswith("modelled"):
-            con.print(Text(f"{p}: {c['checked']}", style="dim"))
-    s = (cols.get("singa") or {}).get("figures", {}).get("singa")
-    if s:
-        con.print(f"singa pool: high-water {human(s['high_water'])}, fragmentation {s['fragmentation']:.4f} "
-                  f"(high-water / its lower bound, {human(s['lost_bytes'])} lost to holes)")
-    if exact:
-        for p in profiles:
-            c = cols[p]
-            planners = f" [planner {', '.join(c['planners'])}]" if c["planners"] else ""
-            con.print(Text(f"{p}: {c['description']}{planners}", style="dim"))
-    return con.file.getvalue()
-
 
 def csv_rows(doc: dict) -> list[tuple]:
     """`section,name,profile,value`: bytes as integers, ratios with six decimals, empty when n/a."""

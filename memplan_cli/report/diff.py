@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memplan_cli import __version__
+from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.errors import ConfigError, MemplanError
 from memplan_cli.report.units import parse_size, percent

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from memplan_cli import __version__
+from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.report.live import peak_summary, timeline
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memplan_cli import __version__
+from memplan_cli.version import __version__
 from memplan_cli.errors import ConfigError
 
 # doubling stops here when searching for the largest batch under a budget

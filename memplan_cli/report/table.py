@@ -438,6 +438,68 @@ class TableReporter(Reporter):
 
     # ---- compare -----------------------------------------------------------------------------
     def compare(self, doc: dict, opts: RenderOptions) -> str:
-        from memplan_cli.report.compare import render_table
+        return render_compare(doc, opts)
 
-        return render_table(doc, opts)
+
+def render_compare(doc: dict, opts) -> str:
+    """`memplan compare` as a table: one column per system."""
+    if opts.verbosity <= -1:
+        return ""
+    if opts.verbosity == 0:
+        return _compare_quiet_line(doc)
+    exact = opts.verbosity >= 2
+    cell = fig if exact else human
+    con = _console(opts)
+    line = _config_line({**doc, "profile": "all"}).replace(" · profile all", "")
+    con.print(Text(line, style="bold"))
+    if time_limit_note(doc):
+        con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
+    profiles = doc["profiles"]
+    cols = doc["columns"]
+    table = Table(header_style="bold")
+    table.add_column("category")
+    for p in profiles:
+        table.add_column(p, justify="right", style="bold green" if p == "memplan" else None)
+    for c in CATEGORIES:
+        table.add_row(LABELS[c], *(cell(cols[p]["categories"][c]) if cols[p]["available"] else "n/a"
+                                   for p in profiles))
+    table.add_section()
+    table.add_row(Text("total", style="bold"), *(Text(cell(cols[p]["total"]), style="bold") for p in profiles))
+    table.add_row("own lower bound", *(cell(cols[p]["lower_bound"]) if cols[p]["lower_bound"] is not None else "-"
+                                       for p in profiles))
+    table.add_row("× memplan plan", *(_ratio(cols[p]["ratio_to_memplan"]) for p in profiles))
+    table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
+    con.print(table)
+    lb = doc["lower_bound"]
+    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes; "
+              "own lower bound: each system's own pools and lifetimes, perfectly placed")
+    for p in profiles:
+        c = cols[p]
+        if not c["available"]:
+            con.print(Text(f"{p}: n/a ({c['reason']})", style="yellow"))
+    for p in profiles:
+        c = cols[p]
+        if c["available"] and c.get("checked") and p != "naive":  # how each column was checked
+            con.print(Text(f"{p}: {c['checked']}", style="dim"))
+    s = (cols.get("singa") or {}).get("figures", {}).get("singa")
+    if s:
+        con.print(f"singa pool: high-water {human(s['high_water'])}, fragmentation {s['fragmentation']:.4f} "
+                  f"(high-water / its lower bound, {human(s['lost_bytes'])} lost to holes)")
+    if exact:
+        for p in profiles:
+            c = cols[p]
+            planners = f" [planner {', '.join(c['planners'])}]" if c["planners"] else ""
+            con.print(Text(f"{p}: {c['description']}{planners}", style="dim"))
+    return con.file.getvalue()
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f} x"
+
+
+def _compare_quiet_line(doc: dict) -> str:
+    parts = []
+    for p in doc["profiles"]:
+        t = doc["columns"][p]["total"]
+        parts.append(f"{p} {t} B" if t is not None else f"{p} n/a")
+    return f"{doc['model']['file']}: " + ", ".join(parts) + f", lower bound {doc['lower_bound']} B\n"

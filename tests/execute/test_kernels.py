@@ -6,7 +6,7 @@ dL/dy = R, and compares the kernel's gradient with (L(p + h) - L(p - h)) / 2h fo
 import numpy as np
 import pytest
 
-from memplan_cli.execute.kernels import activation, fc, loss, optim, shape, softmax
+from memplan_cli.kernels import activation, fc, loss, optim, shape, softmax
 
 H = 1e-6
 RTOL = 1e-6

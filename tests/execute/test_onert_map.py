@@ -3,7 +3,7 @@ from memplan_cli.buffers import Buffer
 from memplan_cli.config import TrainConfig
 from memplan_cli.execute.layout import layout_from_pools
 from memplan_cli.execute.memory import Layout, Placement
-from memplan_cli.execute.onert_map import locator, onert_training_graph, role_of, step_intervals
+from memplan_cli.verification.onert_map import locator, onert_training_graph, role_of, step_intervals
 from tests.execute.graphs import conv_net
 
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
-from memplan_cli.execute import verify as verify_mod
+import memplan_cli.verification as verify_mod
 from tests.execute.helpers import with_placement
 
 MNIST = str(pathlib.Path(__file__).parents[2] / "sample_models" / "mnist.circle")

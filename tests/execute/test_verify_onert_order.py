@@ -17,7 +17,7 @@ from devtools import zoo
 from memplan_cli.analysis import analyze_graph
 from memplan_cli.cli import main
 from memplan_cli.config import TrainConfig
-from memplan_cli.execute.verify import verify_analysis
+from memplan_cli.verification import verify_analysis
 from memplan_cli.loaders import load_model
 
 
@@ -43,7 +43,7 @@ def test_verify_passes_in_onerts_backward_order(model, planner, batch):
 
 
 def test_backward_steps_follow_onerts_order(model):
-    from memplan_cli.execute import onert_map
+    from memplan_cli.verification import onert_map
 
     a = onert_analysis(model, 2, "wic")
     order = a.buffers.info["backward_order"]

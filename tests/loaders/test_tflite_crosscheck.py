@@ -6,7 +6,6 @@ import tflite
 
 from memplan_cli.loaders import load_model
 from memplan_cli import ops
-from memplan_cli.loaders.flatbuffer_loader import OP_MAP
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "sample_models")
 OPNAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
@@ -35,7 +34,7 @@ def test_same_ops_tensors_and_constants_as_the_tflite_package(name):
         oc = m.OperatorCodes(op.OpcodeIndex())
         src = OPNAMES[max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())]
         assert g.operations[j].source_type == src
-        # the legacy map's canonical name, or the one the op registry's converter gave it
-        assert g.operations[j].type == OP_MAP.get(src, src) or ops.tflite_converter(src) is not None
+        # the op registry's converter gave it its canonical name, or it keeps the builtin's
+        assert g.operations[j].type == src or ops.tflite_converter(src) is not None
         assert g.operations[j].inputs == op.InputsAsNumpy().tolist()
         assert g.operations[j].outputs == op.OutputsAsNumpy().tolist()

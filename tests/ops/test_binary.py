@@ -8,7 +8,7 @@ from devtools.modelgen import ModelBuilder
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from memplan_cli.ops.binary import side_grads
-from memplan_cli.execute.kernels.common import reduce_to_shape
+from memplan_cli.kernels.common import reduce_to_shape
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save, training_graph
 
 ARITH = ["Add", "Sub", "Mul", "Div"]

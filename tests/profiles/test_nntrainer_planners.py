@@ -66,3 +66,30 @@ def test_planner_without_kinds_is_called_as_before():
     assert p.plan.arena == 4  # v1 ignores kinds: b reuses a's slot (same size, expired)
     (p,) = plan_buffer_list(bl, planner_override="nntrainer-v2")
     assert p.plan.offsets == (4, 0) and p.plan.arena == 8  # v2: the gradient above v1's pool of b
+
+
+def test_memory_optimization_flag_selects_the_planner_and_the_requests():
+    fixtures = os.path.join(ROOT, "tests", "fixtures", "nntrainer")
+    model = os.path.join(fixtures, "mlp.onnx")
+    real = {c["memory_optimization"]: c["pools"] for c in json.load(open(os.path.join(fixtures, "mlp.json")))[
+        "configurations"] if c["batch"] == 8 and c["optimizer"] == "adam"}
+    for flag, on in (("on", True), ("off", False), (None, True)):
+        # no --loss: a model ending in a Softmax trains with nntrainer's Loss = cross, as measured
+        args = ["analyze", model, "-p", "nntrainer", "-b", "8", "-O", "adam", "-f", "json"]
+        r = CliRunner().invoke(main, args + (["--nntrainer-memory-optimization", flag] if flag else []))
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        pools = {p["name"]: p for p in doc["pools"]}
+        assert pools["tensor_pool"]["planner"] == ("nntrainer-v1" if on else "nntrainer-basic")
+        assert pools["tensor_pool"]["arena"] == real[on]["tensor"]["size"]
+        assert pools["weight_pool"]["arena"] == real[on]["weight"]["size"]
+        assert doc["config"]["profile_options"] == {"memory_optimization": on}
+        assert doc["figures"]["nntrainer"]["loss_layer"] == "cross_softmax" and doc["figures"]["nntrainer"]["nodes"] == 7
+    # a loss named on the command line is nntrainer's: mse keeps the Softmax as an activation layer
+    r = CliRunner().invoke(main, ["analyze", model, "-p", "nntrainer", "-b", "8", "--loss", "mse", "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert doc["figures"]["nntrainer"]["loss_layer"] == "mse"
+    assert doc["figures"]["nntrainer"]["nodes"] == 8  # input, fc0, relu, fc1, relu, fc2, softmax, mse
+    r = CliRunner().invoke(main, ["compare", model, "-b", "8", "--loss", "cce", "-f", "json",
+                                  "--nntrainer-memory-optimization", "off"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["columns"]["nntrainer"]["planners"] == ["naive", "nntrainer-basic"]

@@ -11,7 +11,6 @@ from memplan_cli.cli import main
 from memplan_cli.config import TrainConfig
 from memplan_cli.loaders import load_model
 from memplan_cli.passes import cost
-from memplan_cli.passes.ops import flops_legacy
 from memplan_cli.passes.pipeline import build_training_graph
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -41,22 +40,15 @@ def test_per_op_figures_by_hand():
     assert cost.op_flops(dw, g.operands) == (2 * y * 9, 4 * y * 9)
     assert cost.op_flops(pool, g.operands) == (2 * 4 * 4 * 4 * 4, 2 * 4 * 4 * 4 * 4)
     assert cost.op_flops(fc, g.operands) == (2 * 2 * 64 * 10 + 20, 4 * 2 * 64 * 10 + 20)
-    # the temporary table (passes/ops/flops_legacy.py) while Reshape waits to move
+    # ops/reshape.py: a view moves no bytes
     assert cost.op_flops(reshape, g.operands) == (0, 0)
 
 
-def test_the_registry_wins_over_the_temporary_table(monkeypatch):
-    g = _small()
-    conv = g.operations[0]
-    monkeypatch.setitem(flops_legacy.FLOPS, "Conv2D", lambda op, operands: (1, 1))
-    assert cost.op_flops(conv, g.operands) == (2 * 2 * 8 * 8 * 4 * 27, 4 * 2 * 8 * 8 * 4 * 27)
-
-
-def test_the_temporary_table_holds_only_ops_not_yet_in_the_registry():
+def test_every_trainable_registry_op_has_flops():
     from memplan_cli import ops as registry
 
-    moved = [t for t in flops_legacy.FLOPS if registry.get(t) is not None and registry.get(t).flops is not None]
-    assert not moved, f"delete these from passes/ops/flops_legacy.py: their registry entries carry FLOPs: {moved}"
+    missing = [t for t, d in registry.all_ops().items() if d.rule is not None and d.flops is None]
+    assert not missing, f"ops with a training rule but no FLOPs figure: {missing}"
 
 
 def test_step_counts_forward_backward_and_the_optimizer():
@@ -100,13 +92,10 @@ def test_mobilenetv2_multiply_adds_match_the_paper():
 
 
 def _no_flops(monkeypatch, op_type):
-    """Take away an op type's figure wherever it lives (the legacy table or, once moved, the registry)."""
+    """Take away an op type's figure (its registry entry's)."""
     from memplan_cli import ops as registry
 
-    monkeypatch.delitem(flops_legacy.FLOPS, op_type, raising=False)
-    d = registry.get(op_type)
-    if d is not None:
-        monkeypatch.setattr(d, "flops", None)
+    monkeypatch.setattr(registry.get(op_type), "flops", None)
 
 
 def test_an_op_without_figures_withholds_the_step(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 from devtools.modelgen import ModelBuilder, to_graph
 from memplan_cli.analysis import analyze_graph
 from memplan_cli.config import TrainConfig
-from memplan_cli.execute.verify import verify_analysis
+from memplan_cli.verification import verify_analysis
 from memplan_cli.loaders import load_model
 from memplan_cli.passes.cost import step_flops
 from memplan_cli.passes.pipeline import build_training_graph

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels.common import store
 
 EPS = 1e-7
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels.common import store
 
 
 def forward(x, out, beta=1.0, axis=-1):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels import activation
-from memplan_cli.execute.kernels.common import reduce_to_shape, store
+from memplan_cli.kernels import activation
+from memplan_cli.kernels.common import reduce_to_shape, store
 
 
 def _w_oi(w: np.ndarray, w_layout: str) -> np.ndarray:

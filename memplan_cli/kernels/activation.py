@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan_cli.execute.kernels.common import store
+from memplan_cli.kernels.common import store
 
 FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGMOID")
-# standalone op type -> fused-activation name
-STANDALONE = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
+# the ReLU-family activations whose derivative is one bit per element: lo < y < hi (None: unbounded)
+MASK_BOUNDS = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1)}
+
+
+def between(y: np.ndarray, bounds) -> np.ndarray:
+    """lo < y < hi, elementwise, as a bool array."""
+    lo, hi = bounds
+    m = np.ones(y.shape, dtype=bool)
+    if lo is not None:
+        m &= y > lo
+    if hi is not None:
+        m &= y < hi
+    return m
 
 
 def normalize(act) -> str:

@@ -1,5 +1,7 @@
-"""The work behind `memplan verify`: plan a model with a profile, then run one training step inside
-the plan (see `executor`) and report whether it holds."""
+"""The work behind `memplan verify`: load a model, analyse it with a profile, build the training step
+it planned (for onert, `onert_map` rebuilds it and maps onert's buffers onto it), then have the
+executor (`memplan_cli.execute`, which only runs a given step in a given layout) run it inside the
+plan, and report whether it holds."""
 from __future__ import annotations
 
 import time
@@ -168,11 +170,11 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     """Run the step of an `Analysis` (its profile must expose the training graph it planned) in its
     plan, or in `layout` when given (tests inject faults this way). `feeds`: {tensor name: array}
     for inputs, label or weights that should not be seeded random values."""
-    from memplan_cli.execute.ops import UnsupportedKernel
+    from memplan_cli.ops.base import UnsupportedKernel
 
     tg = getattr(a.buffers, "training_graph", None)
     if tg is None and a.profile == "onert":
-        from memplan_cli.execute import onert_map
+        from memplan_cli.verification import onert_map
 
         tg = onert_map.onert_training_graph(a.graph, a.config, a.buffers.info.get("backward_order"))
         if layout is None:

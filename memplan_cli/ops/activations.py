@@ -1,0 +1,121 @@
+"""Standalone activations: Relu, Relu6 (and ONNX Clip(0, 6)), Sigmoid, Tanh, Clip (ONNX Relu,
+Sigmoid, Tanh, Clip; TFLite RELU, RELU6, LOGISTIC, TANH).
+
+Rules:
+- Every one of them has a derivative that is a function of its output Y (ReLU: Y > 0; ReLU6:
+  0 < Y < 6; Sigmoid: Y(1-Y); Tanh: 1-Y²), so backward keeps Y only, never X.
+- calcDerivative reads Y and dY and writes the input's back-prop.
+- In place (`policy.inplace`): forward may write Y over X when X is dead after the step (a Conv
+  without fused activation followed by a ReLU, as ONNX writes it, then costs one buffer like the
+  fused circle op); backward may write dX over dY when dY is dead after the step.
+- Fused activations are handled by the op that carries them (`rule.fused_activation`).
+- A parameter as the input (ConViT's gating parameter through Sigmoid, SwinV2's logit scale through
+  Clip) trains: calcGradient reads Y and dY and writes its gradient.
+- ONNX Clip with constant bounds (0, 6) is Relu6 (its bound operands are dropped, as in TFLite).
+FLOPs per element of Y (forward, backward): Relu (1, 1), Relu6 / Clip (2, 2), Sigmoid (4, 3), Tanh (5, 3).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.kernels import activation as act
+from memplan_cli.kernels.activation import MASK_BOUNDS, between
+from memplan_cli.kernels.common import store
+from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.kernel_util import param_gradient
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+
+# standalone op type -> the fused-activation name its kernels share (Clip has its own bounds)
+FUSED_NAME = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
+_FLOPS = {"Relu": (1, 1), "Relu6": (2, 2), "Clip": (2, 2), "Sigmoid": (4, 3), "Tanh": (5, 3)}
+
+
+def activation(op, ctx) -> OpRule:
+    x, y = op.inputs[0], op.outputs[0]
+    rule = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        rule.calc_derivative = StepIO([("fwd", y), ("bp", y)], [("bp", x)])
+        if ctx.policy.inplace:
+            rule.inplace.append((("bp", y), ("bp", x)))
+    if ctx.policy.inplace:
+        rule.inplace.append((("fwd", x), ("fwd", y)))
+    param_gradient(op, ctx, rule, x, [("fwd", y), ("bp", y)])
+    return rule
+
+
+def _flops(op, operands):
+    f, b = _FLOPS[op.type]
+    n = operands[op.outputs[0]].num_elements
+    return f * n, b * n
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+def _kernels(op_type: str) -> dict:
+
+    def kind(ctx):
+        if op_type == "Clip":
+            return ctx.attrs.get("min"), ctx.attrs.get("max")
+        return FUSED_NAME[op_type]
+
+    def bounds(k):
+        return k if isinstance(k, tuple) else MASK_BOUNDS.get(k)
+
+    def forward(ctx):
+        k = kind(ctx)
+        x = ctx.x(0)
+        if ctx.writes_extra("clip_mask"):  # SINGA's Clip keeps a float mask of lo < x < hi
+            if bounds(k) is None:
+                raise UnsupportedKernel(f"a clip mask for {ctx.op.label}, which is not ReLU-like")
+            store(ctx.extra("clip_mask"), between(x, bounds(k)))
+        if isinstance(k, tuple):
+            store(ctx.y(), np.clip(x, k[0], k[1]))
+        else:
+            act.forward(x, ctx.y(), k)
+
+    def backward(ctx):
+        dx = ctx.grad(0) if ctx.step.kind == "calcGradient" else ctx.dx(0)  # a parameter's, or a back-prop
+        if dx is None:
+            return
+        k = kind(ctx)
+        m = ctx.extra("clip_mask")
+        if m is not None:
+            store(dx, ctx.dy() * m.reshape(dx.shape))
+            return
+        if ctx.y(optional=True) is None and ctx.extra_id("relu_mask") is None and \
+                (isinstance(k, tuple) or k in ("RELU", "RELU6")):
+            # a clipping mask is the same from the input
+            store(dx, ctx.dy() * between(ctx.x(0), k if isinstance(k, tuple) else MASK_BOUNDS[k]))
+            return
+        store(dx, ctx.through_activation(ctx.dy(), k))
+
+    return {"forward": forward, "calcDerivative": backward, "calcGradient": backward}
+
+
+OPS = [OpDef(t, rule=activation, kernels=_kernels(t), flops=_flops, activation=FUSED_NAME.get(t, "CLIP"))
+       for t in ("Relu", "Relu6", "Sigmoid", "Tanh", "Clip")]
+
+
+# ---- loaders ----------------------------------------------------------------------------------
+def _same(t):
+    def conv(node) -> Canon:
+        return Canon(t, {})
+    return conv
+
+
+def _onnx_clip(node) -> Canon:
+    if "min" in node.attrs or "max" in node.attrs:  # opset < 11: bounds are attributes
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    else:
+        lo, hi = (_scalar(node, k) for k in (1, 2))
+    if lo == 0 and hi == 6:
+        return Canon("Relu6", {}, inputs=node.inputs[:1])  # the bounds are not operands of a Relu6
+    return Canon("Clip", {"min": lo, "max": hi})
+
+
+def _scalar(node, k: int) -> float | None:
+    v = node.values(k)
+    return float(v[0]) if v else None
+
+
+ONNX = {"Relu": _same("Relu"), "Sigmoid": _same("Sigmoid"), "Tanh": _same("Tanh"), "Clip": _onnx_clip}
+TFLITE = {"RELU": _same("Relu"), "RELU6": _same("Relu6"), "LOGISTIC": _same("Sigmoid"), "TANH": _same("Tanh")}

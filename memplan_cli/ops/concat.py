@@ -1,0 +1,105 @@
+"""Concat (ONNX Concat; TFLite CONCATENATION, with its fused activation).
+
+Rules: backward reads dY only; keeps no activation (a fused activation's derivative comes from Y);
+writes the back-prop of every input that needs one. A float constant input (a parameter the
+constant folding kept, e.g. a class token) is a weight: its slice of dY is its gradient; an input of
+batch 1 broadcast over the batch (`broadcast_batch`, set by re-batching) gets the sum over samples.
+Contract: the inputs agree on every dim but the axis, and the output is their sum along it.
+FLOPs: 0, plus a fused activation's per-element cost.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.kernels import activation as act
+from memplan_cli.kernels import shape
+from memplan_cli.kernels.common import store
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import fused_activation_flops, tflite_activation
+from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
+
+
+def concat(op, ctx) -> OpRule:
+    y = op.outputs[0]
+    rule = OpRule(forward=forward_io(op))
+    targets = bp_targets(op, ctx)
+    if targets:
+        rule.calc_derivative = StepIO([("bp", y)], [("bp", t) for t in targets])
+    # parameters kept unfolded (a class token, two tables side by side) train through it
+    rule.weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and ctx.is_param(i)]
+    if rule.weights and ctx.trains(op):
+        rule.calc_gradient = StepIO([("bp", y)], [("grad", w) for w in rule.weights])
+    fused_activation(op, ctx, rule, y)
+    return rule
+
+
+def _check(op, operands) -> str | None:
+    ins = [operands[i] for i in op.inputs if i >= 0]
+    y = operands[op.outputs[0]]
+    rank = len(y.shape)
+    if any(len(x.shape) != rank for x in ins) or not rank:
+        return None  # ranks that differ are the loaders' to reject; scalars have no axis
+    axis = int(op.attrs.get("axis", 0)) % rank
+    for k in range(rank):
+        dims = [x.shape[k] for x in ins]
+        if k == 0 and axis != 0 and op.attrs.get("broadcast_batch"):
+            dims = [y.shape[0] if d == 1 else d for d in dims]  # a class token broadcast over the batch
+        want = sum(dims) if k == axis else dims[0]
+        if (k != axis and any(d != dims[0] for d in dims)) or y.shape[k] != want:
+            return (f"concatenates {', '.join(str(tuple(x.shape)) for x in ins)} on axis {axis} into "
+                    f"{tuple(y.shape)}: the shapes disagree at dim {k}")
+    return None
+
+
+def _axis(ctx, ndim):
+    return int(ctx.attrs.get("axis", 0)) % ndim
+
+
+def _forward(ctx):
+    xs = [ctx.x(k) for k in range(len(ctx.op.inputs))]
+    y = ctx.y()
+    if ctx.attrs.get("broadcast_batch"):  # an input of batch 1 (a class token) goes to every sample
+        xs = [np.broadcast_to(x, (y.shape[0],) + x.shape[1:]) if x.shape[0] == 1 else x for x in xs]
+    shape.concat_forward(xs, _axis(ctx, y.ndim), y)
+    act.apply(y, ctx.act(), y)
+
+
+def _backward(ctx):
+    to = ctx.grad if ctx.step.kind == "calcGradient" else ctx.dx
+    outs = [(k, d) for k, d in ((k, to(k)) for k in range(len(ctx.op.inputs))) if d is not None]
+    if not outs:
+        return
+    dz = ctx.dz()
+    axis = _axis(ctx, dz.ndim)
+    sizes = [ctx.tg.graph.operands[o].shape[axis] for o in ctx.op.inputs]
+    seen = set()
+    for k, d in outs:
+        start = sum(sizes[:k])
+        part = np.array(dz[tuple(slice(start, start + sizes[k]) if i == axis else slice(None)
+                                 for i in range(dz.ndim))])
+        if part.shape[0] != d.shape[0]:  # broadcast over the batch: its gradient sums the samples
+            part = part.sum(axis=0, keepdims=True)
+        o = ctx.op.inputs[k]
+        store(d, part, acc=o in seen)
+        seen.add(o)
+
+
+def _flops(op, operands):
+    return fused_activation_flops(op, operands, 0, 0)
+
+
+_KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
+# batch: the re-batch rule of Concat (the class-token broadcast) lives in ir/batch.py
+OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check)]
+
+
+def _onnx(node) -> Canon:
+    return Canon("Concat", {"axis": node.attrs.get("axis", 0)})
+
+
+def _tflite(node) -> Canon:
+    return Canon("Concat", {"axis": int(node.options.get("axis", 0)), "activation": tflite_activation(node)})
+
+
+ONNX = {"Concat": _onnx}
+TFLITE = {"CONCATENATION": _tflite}
