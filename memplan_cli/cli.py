@@ -44,7 +44,7 @@ def _guard_std_fds() -> None:
                 got = os.open(os.devnull, os.O_RDWR)
             except OSError:
                 return
-            if got != fd:  # a lower fd was free too and was taken just above: keep fd-ordering simple
+            if got != fd:  # open() takes the lowest free fd: only if a lower one was also free
                 os.dup2(got, fd)
                 os.close(got)
 

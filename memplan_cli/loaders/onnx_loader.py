@@ -90,18 +90,18 @@ class _Refused(Exception):
     """An external-data location memplan will not open (see `_external_file`)."""
 
 
-def shown_location(loc: str) -> str:
-    """A model's location string made safe for one line of output (it is the model's text, untrusted)."""
-    text = repr(loc[:200] + ("..." if len(loc) > 200 else ""))
-    return text
+def _shown(text: str) -> str:
+    """A string from the model (a location, a tensor name) quoted and cut for one line of output."""
+    return repr(text[:200] + ("..." if len(text) > 200 else ""))
 
 
 def _external_file(base_real: str, location: str) -> tuple[str, tuple[int, int]] | None:
-    """The resolved path and (st_dev, st_ino) of the regular file `location` names inside `base_real` (a folder with its
-    symlinks resolved), or None when there is no such file. Raises _Refused for a location outside that
-    tree (absolute, `..` out of it, a symlink out of it) or one that is not a regular file. The rule
-    onnx's own loader applies (onnx/checker.cc), except that a symlink staying inside the tree is
-    followed: nothing outside the model's folder is ever opened or stat'ed through the link."""
+    """The resolved path and (st_dev, st_ino) of the regular file `location` names inside `base_real`
+    (a folder with its symlinks resolved), or None when there is no such file. Raises _Refused for a
+    location outside that tree (absolute, `..` out of it, a symlink out of it) or one that is not a
+    regular file. The rule onnx's own loader applies (onnx/checker.cc), except that a symlink staying
+    inside the tree is followed. Resolving a link that leads out only lstat()s its path; the file
+    there is never opened."""
     if not location or "\0" in location:
         raise _Refused("external data outside the model's folder")
     if os.path.isabs(location):
@@ -160,7 +160,7 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
         try:
             found = _external_file(base_real, loc)
         except _Refused as e:
-            refused.append(f"{e}: {shown_location(loc)} (tensor {shown_location(t.name)})")
+            refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
             continue
         if found is None:
             continue  # inference will report the shape it could not find
@@ -175,7 +175,7 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
         try:
             raw = _read_external(*found, offset, nbytes)
         except _Refused as e:
-            refused.append(f"{e}: {shown_location(loc)} (tensor {shown_location(t.name)})")
+            refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
             continue
         if raw is None:
             continue
