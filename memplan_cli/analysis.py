@@ -192,10 +192,11 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`)."""
     from memplan_cli.profiles import get_profile
 
-    if not graph.operations:  # every profile: a loss straight on a graph input trains nothing
+    if not graph.operations or not graph.outputs:  # for every profile: nothing to train
         from memplan_cli.errors import ConfigError
 
-        raise ConfigError("the model has no ops (its output is an input); there is nothing to train")
+        raise ConfigError("the model has no output to attach a loss to" if not graph.outputs else
+                          "the model has no ops (its output is an input); there is nothing to train")
     t0 = time.perf_counter()
     prof = get_profile(profile)
     bl = prof.build(graph, config, **(profile_options or {}))

@@ -100,7 +100,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_hostile_model(tmp_path, name):
     p = om.save(tmp_path, "m.onnx", CASES[name]())
-    for cmd in (["analyze"], ["verify"], ["inspect"]):
+    for cmd in (["analyze"], ["verify"], ["inspect"], ["compare"], ["analyze", "-p", "nntrainer"]):
         code, out, err = run([*cmd, p])
         assert code in (0, 1, 2), (cmd, code, err)
         assert "internal error" not in err and "Traceback" not in err, err
