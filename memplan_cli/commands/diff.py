@@ -126,6 +126,10 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
             else:
                 raise MemplanError(f"config.{key} {_shown(value)} is not a trainable-ops spec", source)
         out[flag] = _checked(flag, value, f"config.{key}", source)
+    # outputs the baseline's user picked (--loss-outputs); the default (every float output) is
+    # resolved again on TARGET, whose outputs may differ (check_report made it a list of strings)
+    if "loss_outputs" not in given and (cfg.get("sources") or {}).get("loss_outputs") == "flag" and cfg.get("loss_outputs"):
+        out["loss_outputs"] = _checked("loss_outputs", ",".join(cfg["loss_outputs"]), "config.loss_outputs", source)
     if "profile" not in given and base.get("profile"):
         out["profile"] = _checked("profile", base["profile"], "profile", source)
     popts = cfg.get("profile_options") or {}

@@ -102,6 +102,7 @@ def _rule(spec: Spec):
             r.calc_derivative = StepIO(list(dict.fromkeys(reads)), [("bp", t) for t in targets])
             if ctx.policy.inplace:
                 r.inplace += [(("bp", y), ("bp", t)) for t in targets]
+                r.inplace_equal = op.type == "Add"
         if ctx.policy.inplace:
             r.inplace += [(("fwd", i), ("fwd", y)) for i in dict.fromkeys(ins) if not ctx.is_const(i)]
         fused_activation(op, ctx, r, y)

@@ -206,7 +206,8 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
-             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,))]
+             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
+             weight_inputs=(1, 2))]
 
 
 def _onnx(node) -> Canon:

@@ -90,6 +90,11 @@ def check_report(doc, source: str) -> dict:
     cfg = doc.get("config") or {}
     if cfg.get("profile_options") is not None and not isinstance(cfg["profile_options"], dict):
         raise MemplanError("config.profile_options must be an object", source)
+    if cfg.get("sources") is not None and not isinstance(cfg["sources"], dict):
+        raise MemplanError("config.sources must be an object", source)
+    lo = cfg.get("loss_outputs")
+    if lo is not None and not (isinstance(lo, list) and all(isinstance(x, str) for x in lo)):
+        raise MemplanError("config.loss_outputs must be a list of output names", source)
     tl = cfg.get("time_limit")
     if tl is not None and (isinstance(tl, bool) or not isinstance(tl, (int, float)) or not tl > 0):
         raise MemplanError("config.time_limit must be a number of seconds > 0 or null", source)
@@ -134,6 +139,11 @@ def config_differences(old: dict, new: dict) -> list[str]:
               "profile_options"):
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
+    lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
+    # reports before loss_outputs existed put the loss on the first output only
+    if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):
+        notes.append(f"loss_outputs differs: {_brief(lo) if lo is not None else 'the first output (older report)'} vs "
+                     f"{_brief(ln) if ln is not None else 'the first output (older report)'}")
     for side, c in (("baseline", oc), ("target", nc)):
         if c.get("time_limit") is not None:
             notes.append(f"the {side} was planned under a {c['time_limit']:g} s time limit: its plan may depend "
