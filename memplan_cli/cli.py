@@ -7,29 +7,21 @@ went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
+import click
 
-def _defer_numpy() -> None:
-    """Load NumPy on its first use: flatbuffers and circle-schema import it at module level, but
-    nothing from loading a circle / tflite file to the onert profile's report uses it (see
-    memplan_cli/lazyimport.py). The CLI's choice only: importing memplan_cli as a library does not."""
-    if "numpy" not in sys.modules and importlib.util.find_spec("numpy") is not None:
-        from memplan_cli.lazyimport import defer
-
-        defer("numpy")
-
-
-_defer_numpy()
-
-import click  # noqa: E402
-
-from memplan_cli.version import __version__  # noqa: E402
-from memplan_cli.errors import MemplanError, one_line  # noqa: E402
+from memplan_cli.errors import MemplanError, one_line
+from memplan_cli.version import __version__
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
+
+
+def usage_line(e: click.UsageError) -> str:
+    """click's usage error (three lines: usage, hint, error) as memplan's one line."""
+    where = e.ctx.command_path if e.ctx is not None else "memplan"
+    return f"memplan: error: {e.format_message()} (see '{where} --help')"
 
 
 def _guard_std_fds() -> None:
@@ -55,8 +47,9 @@ def _on_signal(signum, frame):
 
 
 class MemplanGroup(click.Group):
-    """Turns MemplanError into one line on stderr and its exit status (2; 74 for output errors);
-    never shows a traceback (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+    """Turns MemplanError into one line on stderr and its exit status (2; 74 for output errors), and
+    click's usage errors into one line too; never shows a traceback (set MEMPLAN_DEBUG=1 to see one
+    for an internal error)."""
 
     def main(self, *args, **kwargs):
         import signal
@@ -80,9 +73,21 @@ class MemplanGroup(click.Group):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `memplan`: the help, as click shows it
+                raise
+            _echo_error(one_line(usage_line(e)))
+            sys.exit(e.exit_code)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            _echo_error(one_line(usage_line(e)))
+            ctx.exit(e.exit_code)
         except MemplanError as e:
             _echo_error(f"memplan: error: {one_line(e)}")
             ctx.exit(e.exit_code)

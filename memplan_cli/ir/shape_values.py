@@ -15,7 +15,9 @@ Rules:
 """
 from __future__ import annotations
 
-import numpy as np
+from memplan_cli.lazyimport import deferred
+
+np = deferred("numpy")  # loaded on first use: re-batching a circle / tflite model rarely needs it
 
 MOVES = {"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"}
 ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply"}  # NumPy names: resolved on use, so
