@@ -205,6 +205,11 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`)."""
     from memplan_cli.profiles import get_profile
 
+    if not graph.operations or not graph.outputs:  # for every profile: nothing to train
+        from memplan_cli.errors import ConfigError
+
+        raise ConfigError("the model has no output to attach a loss to" if not graph.outputs else
+                          "the model has no ops (its output is an input); there is nothing to train")
     t0 = time.perf_counter()
     loss_outputs(graph, config.loss_outputs)  # a --loss-outputs name no output has is an error, whatever the profile
     prof = get_profile(profile)

@@ -608,7 +608,16 @@ def _triples(buffers) -> tuple[list[int], list[int], list[int]]:
             raise ConfigError(f"buffer {k}: size, first and last must be ints, got {row!r}")
         if s < 0 or a < 0 or b < a:
             raise ConfigError(f"buffer {k}: needs size >= 0 and 0 <= first <= last, got {row!r}")
+        from memplan_cli.plancsv import MAX_SIZE, MAX_STEP
+
+        if s > MAX_SIZE or b > MAX_STEP:
+            raise ConfigError(f"buffer {k}: size is at most {MAX_SIZE:,d} bytes and steps at most {MAX_STEP:,d}, "
+                              f"got {row!r}")
         sizes.append(s)
         firsts.append(a)
         lasts.append(b)
+    from memplan_cli.plancsv import MAX_TOTAL
+
+    if sum(sizes) > MAX_TOTAL:
+        raise ConfigError(f"the buffers need {sum(sizes):,d} bytes in all, over the {MAX_TOTAL:,d} (2^62) memplan plans")
     return sizes, firsts, lasts

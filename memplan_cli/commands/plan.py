@@ -122,6 +122,6 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
             click.echo(text, err=True, nl=False)
         return
     if output:
-        write_atomic(output, plan_text)
+        write_atomic(output, plan_text, (buffers,))
     if level >= 0:
         emit(text, None)

@@ -21,7 +21,7 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="BLAS threads for the NumPy kernels (1 is deterministic and, on a busy machine, fastest).")
@@ -72,7 +72,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                 f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['section']['reachable']:,d} B,"
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
-            emit(text, output)
+            emit(text, output, (model,))
         click.get_current_context().exit(3)
     with spinner(f"verifying {model} ({profile})", show):
         rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
@@ -102,7 +102,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
     if level >= 0 or (output and output != "-"):
-        emit(text, output)
+        emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
         click.get_current_context().exit(1)
 

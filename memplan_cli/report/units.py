@@ -46,6 +46,8 @@ def parse_size(text: str) -> int:
     value = Fraction(m.group(1)) * unit
     if unit == 1 and value.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of bytes")
+    if value >= 2**80:  # no memory is that large; a float of it would overflow downstream
+        raise ValueError(f"{text!r} is too large a size")
     return int(value)  # exact, rounded down
 
 
