@@ -153,7 +153,8 @@ def _nd_batch(op, graph, shapes, batched):
 
 OPS = [OpDef("Gather", rule=rule, kernels={"forward": forward, "calcGradient": _back(lambda c: c.grad(0)),
                                           "calcDerivative": _back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch),
+             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch,
+             shape_value=lambda op, ins: np.take(ins[0], ins[1], axis=int(op.attrs.get("axis", 0)))),
        OpDef("GatherND", rule=rule, kernels={"forward": nd_forward, "calcGradient": _nd_back(lambda c: c.grad(0)),
                                              "calcDerivative": _nd_back(lambda c: c.dx(0))},
              flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch)]

@@ -18,7 +18,7 @@ FLOPs: none.
 from __future__ import annotations
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.kernel_util import first_input_value, param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -98,9 +98,11 @@ def _flops(op, operands):
 
 
 _K = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
-OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch),
-       OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch),
-       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch)]
+_VALUES = {"moves_data": True, "shape_value": first_input_value}
+OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch, **_VALUES),
+       OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch,
+             **_VALUES),
+       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch, **_VALUES)]
 
 
 # ---- converters: axes from the shapes (exact: both shapes are static) ---------------------------
