@@ -212,7 +212,7 @@ def _batch(op, graph, shapes, batched):
 OPS = [OpDef("BatchNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
-             bias_inputs=(2,), weight_inputs=(1, 2))]
+             bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4))]
 
 
 def _onnx(node) -> Canon:
