@@ -6,38 +6,42 @@ Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over b
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
+import click
 
-def _defer_numpy() -> None:
-    """Load NumPy on its first use: flatbuffers and circle-schema import it at module level, but
-    nothing from loading a circle / tflite file to the onert profile's report uses it (see
-    memplan_cli/lazyimport.py). The CLI's choice only: importing memplan_cli as a library does not."""
-    if "numpy" not in sys.modules and importlib.util.find_spec("numpy") is not None:
-        from memplan_cli.lazyimport import defer
-
-        defer("numpy")
-
-
-_defer_numpy()
-
-import click  # noqa: E402
-
-from memplan_cli.version import __version__  # noqa: E402
-from memplan_cli.errors import MemplanError  # noqa: E402
+from memplan_cli.errors import MemplanError
+from memplan_cli.version import __version__
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
 
+def usage_line(e: click.UsageError) -> str:
+    """click's usage error (three lines: usage, hint, error) as memplan's one line."""
+    where = e.ctx.command_path if e.ctx is not None else "memplan"
+    return f"memplan: error: {e.format_message()} (see '{where} --help')"
+
+
 class MemplanGroup(click.Group):
-    """Turns MemplanError into one line on stderr and exit 2; never shows a traceback
-    (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+    """Turns MemplanError into one line on stderr and exit 2, and click's usage errors into one
+    line too; never shows a traceback (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `memplan`: the help, as click shows it
+                raise
+            click.echo(usage_line(e), err=True)
+            sys.exit(e.exit_code)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            click.echo(usage_line(e), err=True)
+            ctx.exit(e.exit_code)
         except MemplanError as e:
             click.echo(f"memplan: error: {e}", err=True)
             ctx.exit(e.exit_code)

@@ -27,6 +27,12 @@ def api_arguments(flags: dict) -> dict:
     return out
 
 
+def planner_kernels() -> str:
+    from memplan_cli.planners._native import BACKEND
+
+    return BACKEND
+
+
 @click.command("analyze")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
@@ -65,7 +71,8 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
-                         live_by_domain=series if len(series) > 1 else [], timings=a.timings)
+                         live_by_domain=series if len(series) > 1 else [], timings=a.timings,
+                         kernels=planner_kernels() if level >= 2 else "")
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:

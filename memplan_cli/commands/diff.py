@@ -83,7 +83,9 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.option("--fail-on", "fail_on", multiple=True, metavar="KEY:+LIMIT",
               help="Fail (exit 1) when KEY grows by more than LIMIT: total:+5%, planned:+1MiB, back-prop:+0%. "
-                   "KEY: total (= planned), naive, lower_bound, onert, or a category. Repeatable.")
+                   "KEY: total (= planned), naive, lower_bound, onert, or a category (the table's labels, "
+                   "such as 'opt variable', work too). Repeatable. Without --fail-on, diff exits 0 "
+                   "whatever changed.")
 @training_options
 @profile_option(help="Analyse a model TARGET with this profile. Default: the baseline's.")
 @planner_options
@@ -97,7 +99,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     """
     from memplan_cli.api import run_analysis
     from memplan_cli.report import get_reporter
-    from memplan_cli.report.diff import diff_documents, parse_threshold
+    from memplan_cli.report.diff import diff_documents, failure_lines, parse_threshold
     from memplan_cli.report.document import build_document
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import enabled
@@ -121,4 +123,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
                          verbosity=level)
     emit(get_reporter(fmt).diff(doc, opts), output)
     if doc["status"] != "ok":
+        # the reason belongs in the CI log, whatever --format and -o sent elsewhere
+        for line in failure_lines(doc):
+            click.echo(line, err=True)
         click.get_current_context().exit(1)

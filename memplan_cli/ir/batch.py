@@ -119,9 +119,9 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted, old_values
     False: not a shape computation; the op's batch rule applies. The same values at the file's own
     shapes (`old_values`) tell which values the batch changes (`tainted`): a head size sliced from
     a batched tensor's shape is not one of them."""
-    import numpy as np
-
     from memplan_cli.ir import shape_values
+
+    np = shape_values.np  # NumPy loads only if a shape value is computed
 
     if op.type == "Shape" and op.inputs and op.inputs[0] >= 0:
         start, end = op.attrs.get("start", 0), op.attrs.get("end")

@@ -15,7 +15,9 @@ Rules:
 """
 from __future__ import annotations
 
-import numpy as np
+from memplan_cli.lazyimport import deferred
+
+np = deferred("numpy")  # loaded on first use: re-batching a circle / tflite model rarely needs it
 
 def constant_value(operand) -> np.ndarray | None:
     """A constant's kept value in its static shape (None: the loader did not keep it)."""

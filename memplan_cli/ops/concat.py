@@ -124,8 +124,9 @@ def _batch_attrs(op, graph, shapes, batched):
     return None
 
 
+# `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one
 OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check, shape_value=_shape_value,
-             batch=_batch, batch_attrs=_batch_attrs)]
+             batch=_batch, batch_attrs=_batch_attrs, profiles={"torch": {"grad": "view"}})]
 
 
 def _onnx(node) -> Canon:

@@ -120,8 +120,16 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[i][k] + p[k] + p[k + n] for k in range(n))]
 
 
+def _torch(op) -> dict:
+    """`--profile torch` (derivatives.yaml): constant_pad_nd keeps nothing and its backward is a narrow
+    view of the incoming gradient; reflection / replication pads keep their input."""
+    if op.attrs.get("mode", "constant") == "constant":
+        return {"grad": "view"}
+    return {"saves": (("in0", "any"),)}
+
+
 OPS = [OpDef("Pad", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
-             check=check, nondiff_inputs=(1, 2, 3), batch=_batch)]
+             check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

@@ -179,8 +179,11 @@ def _prod_value(op, ins):
     return np.prod(ins[0], axis=ax) if ax else ins[0]
 
 
+# `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
+TORCH = {"Mean": {}, "ReduceSum": {}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
-             shape_value=_prod_value if t == "ReduceProd" else None)
+             shape_value=_prod_value if t == "ReduceProd" else None,
+             profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in TYPES]
 
 

@@ -101,9 +101,12 @@ def _batch(op, graph, shapes, batched):
     return [tuple(t)]
 
 
+# `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
+TORCH = {"view": True, "grad": "view"}
 OPS = [OpDef("Reshape", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
-             shape_value=first_input_value, batch=_batch),
-       OpDef("Flatten", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True)]
+             shape_value=first_input_value, batch=_batch, profiles={"torch": TORCH}),
+       OpDef("Flatten", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
+             profiles={"torch": TORCH})]
 
 
 def _onnx_reshape(node) -> Canon:

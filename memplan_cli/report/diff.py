@@ -23,7 +23,10 @@ KEY_ALIASES = {"total": ("total", "planned"), "planned": ("total", "planned"), "
                "opt_variable": ("category", "opt-variable"), "non_const": ("category", "non-const"),
                "back_prop": ("category", "back-prop")}
 KEY_ALIASES.update({c: ("category", c) for c in CATEGORIES})
-_THRESHOLD_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*:\s*(\+?)\s*([0-9.]+)\s*(%|[A-Za-z]*)\s*$")
+# the table's labels: "opt variable", "total planned", ...
+KEY_ALIASES.update({c.replace("-", " "): ("category", c) for c in CATEGORIES})
+KEY_ALIASES.update({f"total {k}": ("total", k) for k in TOTAL_KEYS})
+_LIMIT_RE = re.compile(r"^\s*(\+?)\s*([0-9.]+)\s*(%|[A-Za-z]*)\s*$")
 
 
 @dataclass(frozen=True)
@@ -43,17 +46,22 @@ class Threshold:
 
 
 def parse_threshold(text: str) -> Threshold:
-    """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key."""
-    m = _THRESHOLD_RE.match(text)
-    if not m:
-        if re.match(r"^\s*[A-Za-z_\-]+\s*:\s*-", text):
-            raise ConfigError(f"--fail-on {text!r}: limits are growth allowances and must not be negative")
+    """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key. KEY is
+    read case-insensitively, with the table's labels ("opt variable", "total planned") accepted."""
+    key, colon, limit_text = text.partition(":")
+    if not colon or not key.strip():
         raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
-    key, _, number, unit = m.groups()
-    target = KEY_ALIASES.get(key.lower())
+    norm = " ".join(key.lower().split())
+    target = KEY_ALIASES.get(norm)
     if target is None:
         keys = ", ".join(["total", "planned", "naive", "lower_bound", "onert", *CATEGORIES])
-        raise ConfigError(f"--fail-on {text!r}: unknown key {key!r} (choose from {keys})")
+        raise ConfigError(f"--fail-on {text!r}: unknown key {key.strip()!r} (choose from {keys})")
+    if limit_text.strip().startswith("-"):
+        raise ConfigError(f"--fail-on {text!r}: limits are growth allowances and must not be negative")
+    m = _LIMIT_RE.match(limit_text)
+    if not m:
+        raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
+    _, number, unit = m.groups()
     if unit == "%":
         try:
             limit = float(number)
@@ -65,6 +73,19 @@ def parse_threshold(text: str) -> Threshold:
     except ValueError as e:
         raise ConfigError(f"--fail-on {text!r}: {e}") from None
     return Threshold(text.strip(), target[0], target[1], float(limit), False)
+
+
+def failure_lines(doc: dict) -> list[str]:
+    """One line per exceeded threshold, for stderr whatever the format: key, baseline, new, limit."""
+    out = []
+    for v in doc["thresholds"]:
+        if v["passed"]:
+            continue
+        o, n = v["old"], v["new"]
+        pct = f" ({percent(n, o):+.2f}%)" if o else ""
+        out.append(f"memplan: regression: {v['name']} grew from {o:,d} B to {n:,d} B{pct}, "
+                   f"over the limit {v['threshold']}")
+    return out
 
 
 def check_report(doc, source: str) -> dict:
@@ -146,7 +167,8 @@ def diff_documents(old: dict, new: dict, thresholds: list[Threshold], *, old_lab
             side = "baseline" if r is None or r["old"] is None else "target"
             raise MemplanError(f"--fail-on {th.text!r}: the {side} report has no {th.name} figure")
         bad = th.exceeded(r["old"], r["new"])
-        verdicts.append({"threshold": th.text, "section": th.section, "name": th.name, "passed": not bad})
+        verdicts.append({"threshold": th.text, "section": th.section, "name": th.name, "old": r["old"],
+                         "new": r["new"], "passed": not bad})
         if bad:
             r["status"] = "regression"
         elif r["status"] != "regression":

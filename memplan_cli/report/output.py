@@ -21,6 +21,9 @@ class RenderOptions:
     # (time domain, bytes live at each of its steps) when the profile has several (report.live)
     live_by_domain: list[tuple[str, list[int]]] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    # which planner kernels ran ("c" or "python"), for -v; never in JSON, which must not depend on
+    # the machine it was made on
+    kernels: str = ""
 
 
 def stream_is_terminal(stream=None) -> bool:

@@ -202,6 +202,8 @@ class TableReporter(Reporter):
             if opts.timings:
                 t = " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in opts.timings.items())
                 con.print(Text(f"time: {t}", style="dim"))
+            if opts.kernels:
+                con.print(Text(f"planner kernels: {kernels_text(opts.kernels)}", style="dim"))
         return con.file.getvalue()
 
     @staticmethod
@@ -538,3 +540,10 @@ def _compare_quiet_line(doc: dict) -> str:
         t = doc["columns"][p]["total"]
         parts.append(f"{p} {t} B" if t is not None else f"{p} n/a")
     return f"{doc['model']['file']}: " + ", ".join(parts) + f", lower bound {doc['lower_bound']} B\n"
+
+
+def kernels_text(backend: str) -> str:
+    """What -v says about the planners' inner loops."""
+    if backend == "c":
+        return "c (compiled at install)"
+    return "python (the C kernels were not built at install: the same plans, more slowly)"

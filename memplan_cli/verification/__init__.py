@@ -59,7 +59,8 @@ class VerifyReport:
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
         lines.append(f"  ran       {r.steps_run} of {self.steps} steps in the arena ({r.arena_bytes:,d} B) and with "
-                     f"one allocation per tensor ({r.reference_bytes:,d} B), {r.seconds:.2f} s")
+                     f"one allocation per tensor ({r.reference_bytes:,d} B)"
+                     + (f", {r.seconds:.2f} s" if level >= 2 else ""))  # seconds vary: only with -v
         where = f" ({r.max_diff_at})" if r.max_diff_at else ""
         lines.append(f"  compared  {r.compared} tensor values step by step; largest difference {r.max_diff:.3g}{where}")
         if r.loss:
