@@ -19,6 +19,7 @@ from memplan_cli.lazyimport import deferred
 
 np = deferred("numpy")  # loaded on first use: re-batching a circle / tflite model rarely needs it
 
+
 def constant_value(operand) -> np.ndarray | None:
     """A constant's kept value in its static shape (None: the loader did not keep it)."""
     if operand.value is None or not operand.is_const:
