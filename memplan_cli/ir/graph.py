@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from memplan_cli.ir.dtypes import dtype_size
 
 
-@dataclass
+@dataclass(slots=True)  # 10^5 of each for a large graph
 class Operand:
     """One tensor of the graph. `shape` is static after loading (dynamic dims resolved)."""
 
@@ -47,7 +47,7 @@ class Operand:
 MAX_OPERAND_BYTES = 2**48
 
 
-@dataclass
+@dataclass(slots=True)
 class Operation:
     """One op. `inputs` may hold -1 for an absent optional input (e.g. no bias)."""
 

@@ -109,13 +109,17 @@ def step_flops(tg) -> StepFlops:
     missing: dict[str, None] = {}
     backed: set[int] = set()
     per_elem = OPTIMIZER_FLOPS.get(getattr(tg.config, "optimizer", "sgd"), 0)
+    # elements of the trained weights, by their forward tensor (one pass, not one per applyGradient)
+    grad_elems: dict[int, int] = {}
+    for v in tg.grad:
+        t = tg.fwd.get(v)
+        if t is not None:
+            grad_elems[t] = grad_elems.get(t, 0) + tg.tensors[tg.fwd[v]].num_elements
     for s in tg.steps:
         if s.op < 0:
             continue
         if s.kind == "applyGradient":
-            written = set(s.writes)
-            out.optimizer_flops += per_elem * sum(tg.tensors[tg.fwd[v]].num_elements for v in tg.grad
-                                                  if tg.fwd.get(v) in written)
+            out.optimizer_flops += per_elem * sum(grad_elems.get(t, 0) for t in set(s.writes))
             continue
         if s.op not in per_op:
             op = g.operations[s.op]
