@@ -15,7 +15,7 @@ import sys
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
-from memplan_cli.ir.shape_values import FOLLOWED
+from memplan_cli.ir.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
 
 # ops whose second input is a small int constant that decides the output shape
@@ -234,7 +234,7 @@ class _Reader:
             ops.append(op)
             pos = SHAPE_CONST_INPUT.get(typ)
             want = [ins[pos]] if pos is not None and len(ins) > pos else []
-            if typ in FOLLOWED and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
+            if follows(typ) and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
                                        for i in outs):
                 want += list(ins)  # an integer op that may compute a shape: its small constants' values
             for i in want:
