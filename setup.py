@@ -3,7 +3,13 @@ there; everything else is in pyproject.toml.
 
 The extension is optional: without a compiler (slim images, Windows or macOS without build tools)
 the build says so and goes on, and memplan runs its NumPy kernels, which give the same plans
-(memplan_cli/planners/_native.py; `memplan analyze -v` says which ran)."""
+(memplan_cli/planners/_native.py; `memplan analyze -v` says which ran).
+
+An in-place build (`pip install -e .`, the README's) also compiles the package's bytecode: pip does so
+for a wheel, not for an editable install, and where PYTHONDONTWRITEBYTECODE is set (CI images, some
+shells) Python would otherwise compile every module's source again on every start."""
+import compileall
+import os
 import sys
 
 from setuptools import Extension, setup
@@ -18,6 +24,9 @@ class OptionalBuildExt(build_ext):
             super().run()
         except Exception as e:  # noqa: BLE001: any compiler or toolchain failure
             self._skip(e)
+        if self.inplace:
+            package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memplan_cli")
+            compileall.compile_dir(package, quiet=1)
 
     def build_extension(self, ext):
         try:
