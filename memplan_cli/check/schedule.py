@@ -30,27 +30,35 @@ def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
 
     written: set[int] = set()
     checked = 0
+    root = tg.root
     for s in tg.steps:
-        acc = [(t, "reads") for t in s.reads] + [(t, "writes") for t in s.writes]
-        acc += [(src, "accumulates from") for src, _, _ in s.accumulate]
-        acc += [(dst, "accumulates into") for _, dst, _ in s.accumulate]
-        for t, how in acc:
-            iv = interval(t)
-            if iv is None or not iv[0] <= s.index <= iv[1]:
-                name = tg.tensors[t].name
-                where = f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
-                if iv is None:
-                    raise ScheduleError(f"{where} {how} {name}, which has no buffer")
-                raise ScheduleError(f"{where} {how} {name} outside its interval [{iv[0]}, {iv[1]}]")
-            checked += 1
+        at = s.index
+        groups = [(s.reads, "reads"), (s.writes, "writes")]
+        if s.accumulate:
+            groups += [([src for src, _, _ in s.accumulate], "accumulates from"),
+                       ([dst for _, dst, _ in s.accumulate], "accumulates into")]
+        for tensors, how in groups:
+            for t in tensors:
+                iv = interval(t)
+                if iv is None or not iv[0] <= at <= iv[1]:
+                    _outside(tg, s, t, how, iv)
+            checked += len(tensors)
         if require_write_first:  # a tensor the step also writes may be its scratch (written, then read)
             _check_written(tg, s, [t for t in s.reads if t not in s.writes], written)
         written.update(s.writes)
-        written.update(tg.root(t) for t in s.writes)
+        written.update(root(t) for t in s.writes)
         if require_write_first:  # accumulation runs after the kernel wrote its contributions
             _check_written(tg, s, [src for src, _, _ in s.accumulate], written)
         written.update(d for _, d, _ in s.accumulate)
     return checked
+
+
+def _outside(tg, s, t, how: str, iv) -> None:
+    name = tg.tensors[t].name
+    where = f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
+    if iv is None:
+        raise ScheduleError(f"{where} {how} {name}, which has no buffer")
+    raise ScheduleError(f"{where} {how} {name} outside its interval [{iv[0]}, {iv[1]}]")
 
 
 def _check_written(tg, s, tensors, written):

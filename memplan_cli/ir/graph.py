@@ -183,6 +183,19 @@ class Graph:
         import heapq
 
         defs = self.defs()
+        # the usual case, in one pass: every op reads only what earlier ops wrote, so lowest index
+        # first is the file's own order (Kahn's algorithm below would return it too)
+        in_order = True
+        for op in self.operations:
+            for i in op.inputs:
+                d = defs.get(i) if i >= 0 else None
+                if d is not None and d >= op.index:
+                    in_order = False
+                    break
+            if not in_order:
+                break
+        if in_order:
+            return list(range(len(self.operations)))
         preds: list[set[int]] = [set() for _ in self.operations]
         succs: list[set[int]] = [set() for _ in self.operations]
         for op in self.operations:

@@ -78,17 +78,7 @@ class UnorderedMap:
         raise OverflowError("unordered_map emulation: too many elements")
 
     def _link(self, k, b):
-        if b in self._bkt:
-            before = self._bkt[b]
-            self._nxt[k] = self._nxt[before]
-            self._nxt[before] = k
-        else:
-            first = self._nxt[_HEAD]
-            self._nxt[k] = first
-            self._nxt[_HEAD] = k
-            if first is not None:
-                self._bkt[self.h(first) % self.nbkt] = k
-            self._bkt[b] = _HEAD
+        _link(self._nxt, self._bkt, self.h, self.nbkt, k, b)
 
     def insert(self, k) -> None:
         nxt = self._nxt
@@ -98,15 +88,17 @@ class UnorderedMap:
             nb = self._grow_to(len(nxt))
             if nb is not None:
                 self._rehash(nb)
-        self._link(k, self.h(k) % self.nbkt)
+                nxt = self._nxt
+        _link(nxt, self._bkt, self.h, self.nbkt, k, self.h(k) % self.nbkt)
 
     def _rehash(self, nb: int) -> None:
         old = list(self)
         self.nbkt = nb
-        self._nxt = {_HEAD: None}
-        self._bkt = {}
+        self._nxt = nxt = {_HEAD: None}
+        self._bkt = bkt = {}
+        h = self.h
         for k in old:
-            self._link(k, self.h(k) % nb)
+            _link(nxt, bkt, h, nb, k, h(k) % nb)
 
     def erase(self, k) -> None:
         if k not in self:
@@ -131,11 +123,29 @@ class UnorderedMap:
         del self._nxt[k]
 
 
+def _link(nxt: dict, bkt: dict, h, nbkt: int, k, b) -> None:
+    """Link node k into bucket b: at the front of the bucket's run, or of the whole list when the
+    bucket is empty (then the old first node's bucket points at k). A function of its containers,
+    not a method: inserts and rehashes call it millions of times on large graphs."""
+    before = bkt.get(b)
+    if before is not None:
+        nxt[k] = nxt[before]
+        nxt[before] = k
+    else:
+        first = nxt[_HEAD]
+        nxt[k] = first
+        nxt[_HEAD] = k
+        if first is not None:
+            bkt[h(first) % nbkt] = k
+        bkt[b] = _HEAD
+
+
 def reinserted(keys, hash_fn=lambda k: k) -> UnorderedMap:
     """A fresh map filled by inserting `keys` in order (how onert copies its containers)."""
     m = UnorderedMap(hash_fn)
+    insert = m.insert
     for k in keys:
-        m.insert(k)
+        insert(k)
     return m
 
 
