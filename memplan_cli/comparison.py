@@ -5,6 +5,7 @@ Columns, in order:
 - naive: every tensor of memplan's training graph its own bytes, with no reuse, no in-place updates
   and no views (`analyze`'s naive column);
 - onert, nntrainer, singa: the profiles that reproduce those runtimes, each with its own planner;
+- torch: what PyTorch eager holds at its peak for the same step on CPU (live bytes, no planner);
 - memplan: memplan's own plan (`analyze`'s planned total).
 A profile that cannot handle the model (onert and an op it cannot train, a capacity over its 32-bit
 limit) gives an unavailable column with the reason; memplan's own failure is the command's error.
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.config import TrainConfig
 
-PROFILES = ("naive", "onert", "nntrainer", "singa", "memplan")
+PROFILES = ("naive", "onert", "nntrainer", "singa", "torch", "memplan")
 
 
 @dataclass
@@ -88,7 +89,7 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
     cols = {"memplan": _column("memplan", mem)}
     cols["naive"] = Column("naive", {c: int(mem.naive_by_category[c]) for c in CATEGORIES}, int(mem.naive_total),
                            None, ["naive"])
-    for prof in ("onert", "nntrainer", "singa"):
+    for prof in ("onert", "nntrainer", "singa", "torch"):
         try:
             a = analyze_graph(graph, config, profile=prof, time_limit=time_limit,
                               profile_options={"onert": onert_options, "nntrainer": nntrainer_options}.get(prof))

@@ -128,7 +128,8 @@ def profile_option(*, multiple: bool = False, default=("memplan",), help: str | 
                             help="Profiles to compare (repeatable); the first one decides --budget's answer.")
     return click.option("-p", "--profile", type=click.Choice(tuple(PROFILE_MODULES)), default=default[0],
                         show_default=True,
-                        help="Whose rules: memplan's own plan, or a reproduction of onert / nntrainer / singa.")
+                        help="Whose rules: memplan's own plan, a reproduction of onert / nntrainer / singa, "
+                             "or PyTorch eager on CPU (torch).")
 
 
 def profile_options(f):

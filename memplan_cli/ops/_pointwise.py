@@ -93,7 +93,18 @@ def opdef(spec: Pointwise) -> OpDef:
         return spec.check(op, operands) if spec.check else None
 
     return OpDef(spec.type, rule=_rule(spec), kernels=_kernels(spec), flops=flops, check=check,
-                 batch="keep", profiles=dict(spec.profiles), doc=spec.doc)
+                 batch="keep", profiles={"torch": torch_facts(spec.type), **spec.profiles}, doc=spec.doc)
+
+
+# `--profile torch` (derivatives.yaml): what eager's op saves for backward; most keep their input,
+# these their result, Neg nothing
+_TORCH_RESULT = ("Exp", "Sqrt", "Rsqrt", "Reciprocal", "Sigmoid", "Tanh")
+
+
+def torch_facts(t: str) -> dict:
+    if t == "Neg":
+        return {}
+    return {"saves": (("out0" if t in _TORCH_RESULT else "in0", "any"),)}
 
 
 # ---- erf without scipy: piecewise polynomials fitted once to math.erf --------------------------

@@ -344,8 +344,14 @@ def _vector_bias(op, operands):
                  and not operands[ins[1 - ins.index(i)]].is_const)
 
 
+# `--profile torch` (derivatives.yaml): add / sub save nothing (a same-shape side gets the incoming
+# gradient itself); mul saves each side for the other's gradient; div saves the divisor, and the
+# dividend when the divisor needs its gradient
+TORCH = {"Add": {"grad": "pass"}, "Sub": {}, "Mul": {"saves": (("in1", "g0"), ("in0", "g1"))},
+         "Div": {"saves": (("in1", "any"), ("in0", "g1"))}}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
-             check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else ())
+             check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
+             profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t, s in SPECS.items()]
 
 

@@ -259,6 +259,22 @@ def flops(op, operands):
     return f, 2 * f
 
 
+# `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU
+# (mkldnn_convolution, measured with torch 2.14's profiler) forward copies the weight, and the input
+# when it requires grad, beside a scratch output; backward copies the incoming gradient, and the input
+# when it requires grad, while it computes the weight's gradient; a strided one computes the input's
+# gradient into a scratch tensor and clones it (not a grouped one)
+
+
+def _torch_bwd_tmp(op) -> tuple:
+    strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
+        and op.type != "DepthwiseConv2D"
+    return (("out0", "in0?g0"), ("in0?g0", "in0?g0") if strided else ("in0?g0",))
+
+
+TORCH = {"saves": (("in0", "any"),), "fwd_tmp": (("in0?g0", "in1"), ("out0",)), "bwd_tmp": _torch_bwd_tmp}
+
+
 def not_2d(t: str, nd: int) -> dict:
     """Profile facts of a window op that is not 2-D: onert (circle) has 2-D windows only."""
     return {"onert": {"refuse": f"{t} over {nd} spatial dimension(s): onert 0.1.0's train backend has 2-D "
@@ -269,7 +285,7 @@ def _def(t, rule):
     nd = int(t[-2])
     return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep",
                  bias_inputs=(2,),
-                 profiles=not_2d(t, nd) if nd != 2 and t in CONV else {})
+                 profiles={**(not_2d(t, nd) if nd != 2 and t in CONV else {}), "torch": TORCH})
 
 
 OPS = [_def(t, _conv_rule) for t in CONV] + [_def("DepthwiseConv2D", _plain_rule)] + \

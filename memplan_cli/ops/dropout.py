@@ -135,8 +135,11 @@ def _flops(op, operands):
     return 2 * n, n
 
 
+# `--profile torch`: on CPU eager takes the unfused path (`_dropout_impl`): a float noise tensor
+# (bernoulli / (1 - p)), multiplied in and saved by the multiplication
+TORCH = {"aux": (("noise", "in0", "float32"),)}
 OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
-             flops=_flops, check=check, batch="keep")]
+             flops=_flops, check=check, batch="keep", profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:

@@ -151,9 +151,13 @@ def _nd_batch(op, graph, shapes, batched):
     return [tuple(ish[:-1]) + tuple(ds[b + ish[-1]:])]
 
 
+# `--profile torch`: embedding / index_select keep only the indices (the table's gradient is a new
+# tensor of its size)
+TORCH = {"saves": (("in1", "any"),)}
 OPS = [OpDef("Gather", rule=rule, kernels={"forward": forward, "calcGradient": _back(lambda c: c.grad(0)),
                                           "calcDerivative": _back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch),
+             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch,
+             profiles={"torch": TORCH}),
        OpDef("GatherND", rule=rule, kernels={"forward": nd_forward, "calcGradient": _nd_back(lambda c: c.grad(0)),
                                              "calcDerivative": _nd_back(lambda c: c.dx(0))},
              flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch)]

@@ -204,9 +204,12 @@ def _batch(op, graph, shapes, batched):
     return [s] + [stat] * (len(op.outputs) - 1)
 
 
+# `--profile torch`: native_layer_norm saves its input, mean and rstd (one per row)
+TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd", "rows", "float32"))}
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
-             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,))]
+             flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
+             profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:

@@ -339,13 +339,16 @@ def _fc_batch(op, graph, shapes, batched):
 
 _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
        "calcDerivative": lambda c: _mm_back(c, False)}
+# `--profile torch`: addmm / mm / bmm save each operand when the other needs its gradient (a frozen
+# weight keeps no input: LoRA's base projections)
+TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
           flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,),
-          profiles={"onert": {"backward": _onert_fc_backward}}),
+          profiles={"onert": {"backward": _onert_fc_backward}, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
-          batch=_mm_batch),
+          batch=_mm_batch, profiles={"torch": TORCH}),
 ]
 
 

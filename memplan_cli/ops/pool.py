@@ -182,10 +182,16 @@ def flops(op, operands):
     return f, f
 
 
+# `--profile torch`: max_pool2d_with_indices saves its input and the int64 argmax indices;
+# avg_pool2d saves its input
+TORCH_MAX = {"saves": (("in0", "any"),), "aux": (("indices", "out0", "int64"),)}
+TORCH_AVG = {"saves": (("in0", "any"),)}
 OPS = [OpDef(t, rule=max_pool_rule, kernels={"forward": max_forward, "calcDerivative": max_derivative},
-             flops=flops, check=check, profiles=not_2d(t, int(t[-2])) if t[-2] != "2" else {}) for t in MAX] + \
+             flops=flops, check=check,
+             profiles={**(not_2d(t, int(t[-2])) if t[-2] != "2" else {}), "torch": TORCH_MAX}) for t in MAX] + \
       [OpDef(t, rule=avg_pool_rule, kernels={"forward": avg_forward, "calcDerivative": avg_derivative},
-             flops=flops, check=check, profiles=not_2d(t, int(t[-2])) if t[-2] != "2" else {}) for t in AVG]
+             flops=flops, check=check,
+             profiles={**(not_2d(t, int(t[-2])) if t[-2] != "2" else {}), "torch": TORCH_AVG}) for t in AVG]
 
 
 # ---- converters -------------------------------------------------------------------------------

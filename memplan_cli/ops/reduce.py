@@ -174,7 +174,10 @@ def _batch(op, graph, shapes, batched):
     return [(shapes[x][0],) + tuple(s[1:]) if s else None]
 
 
-OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch)
+# `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
+TORCH = {"Mean": {}, "ReduceSum": {}}
+OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
+             profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in TYPES]
 
 

@@ -110,12 +110,14 @@ def _onert_backward(op, operands):
     return f"Softmax with beta {beta:g}: its backward ignores beta (wrong gradients)" if beta != 1.0 else None
 
 
+# `--profile torch`: _softmax / _log_softmax save their result
+TORCH = {"saves": (("out0", "any"),)}
 OPS = [OpDef("Softmax", rule=rule, kernels={"forward": softmax_forward, "calcDerivative": softmax_derivative},
              flops=_flops, check=check, batch=_batch,
-             profiles={"onert": {"forward": _onert_forward, "backward_run": _onert_backward}}),
+             profiles={"onert": {"forward": _onert_forward, "backward_run": _onert_backward}, "torch": TORCH}),
        OpDef("LogSoftmax", rule=rule, kernels={"forward": log_softmax_forward,
                                               "calcDerivative": log_softmax_derivative},
-             flops=_flops, check=check, batch=_batch)]
+             flops=_flops, check=check, batch=_batch, profiles={"torch": TORCH})]
 
 
 def _onnx(typ):

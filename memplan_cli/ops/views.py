@@ -98,9 +98,13 @@ def _flops(op, operands):
 
 
 _K = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
-OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch),
-       OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch),
-       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch)]
+TORCH = {"view": True, "grad": "view"}  # `--profile torch`: views share memory, in forward and backward
+OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch,
+             profiles={"torch": TORCH}),
+       OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch,
+             profiles={"torch": TORCH}),
+       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch,
+             profiles={"torch": TORCH})]
 
 
 # ---- converters: axes from the shapes (exact: both shapes are static) ---------------------------

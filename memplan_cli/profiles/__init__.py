@@ -13,6 +13,7 @@ PROFILE_MODULES = {
     "onert": "memplan_cli.profiles.onert",
     "nntrainer": "memplan_cli.profiles.nntrainer",
     "singa": "memplan_cli.profiles.singa",
+    "torch": "memplan_cli.profiles.torch",
 }
 
 

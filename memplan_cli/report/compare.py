@@ -1,6 +1,6 @@
 """The compare document (schemas/compare.schema.json) and its table and CSV views.
 
-One column per system (naive, onert, nntrainer, singa, memplan), one row per category, then the
+One column per system (naive, onert, nntrainer, singa, torch, memplan), one row per category, then the
 totals and their ratios to memplan's plan and to the lower bound (the peak of live bytes under
 memplan's lifetimes). Every figure is an integer number of bytes; ratios are floats rounded to six
 decimals; an unavailable column has null figures and a reason.
@@ -24,6 +24,7 @@ DESCRIPTIONS = {
     "onert": "ONE onert train backend: one arena per category, its own planner",
     "nntrainer": "nntrainer: its lifespans and execution orders, tensor and weight pools",
     "singa": "SINGA graph: no plan, online first-fit pool (its high-water mark)",
+    "torch": "PyTorch eager on CPU: what autograd saves, .grad held to optimizer.step, its peak of live bytes",
     "memplan": "memplan: shortest lifetimes, one arena, offline plan",
 }
 

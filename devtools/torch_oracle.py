@@ -1,0 +1,520 @@
+"""Dev-only oracle for `--profile torch`: what PyTorch eager really allocates for a training step on
+CPU, measured, next to what the profile predicts from the module's ONNX export.
+
+Needs torch (never a memplan dependency); run it with an interpreter that has torch:
+
+    python devtools/torch_oracle.py                 # the whole zoo, table on stdout
+    python devtools/torch_oracle.py mlp cnn_bn -b 4  # some modules, one batch size
+    python devtools/torch_oracle.py --json out.json
+
+For each (module, optimizer, batch) it
+- exports the module with torch.onnx (TorchScript exporter in training mode, so BatchNorm and Dropout
+  stay as they train; `--dynamo` for the dynamo exporter: it folds BatchNorm into Conv);
+- trains three steps `out = m(x); loss = lossfn(out, y); loss.backward(); opt.step();
+  opt.zero_grad(set_to_none=True)` on 1 thread, and measures the third: peak = bytes held by live
+  tensors before the step (parameters, buffers, optimizer state, input and label; unique storages)
+  + the peak of the running sum of the CPU allocator's alloc / free events during the step
+  (`torch.profiler` with `profile_memory=True`), the way shared/research/torch-memory.md describes;
+- measures the same step again under `torch.distributed._tools.mem_tracker.MemTracker` (peak per
+  category: PARAM, BUFFER, OPT, GRAD, ACT, TEMP);
+- runs `memplan analyze --profile torch -f json` on the export (the project's venv, a subprocess)
+  and compares.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---- the zoo ---------------------------------------------------------------------------------
+
+class LoRALinear(nn.Module):
+    """A frozen Linear plus a trained low-rank update B(A(x)) * scale (hand-written, no peft)."""
+
+    def __init__(self, d_in, d_out, r=4, alpha=8):
+        super().__init__()
+        self.base = nn.Linear(d_in, d_out)
+        self.base.weight.requires_grad_(False)
+        self.base.bias.requires_grad_(False)
+        self.lora_A = nn.Linear(d_in, r, bias=False)
+        self.lora_B = nn.Linear(r, d_out, bias=False)
+        nn.init.normal_(self.lora_B.weight, std=0.02)
+        self.scale = alpha / r
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scale
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads, causal=False, lora=0):
+        super().__init__()
+        lin = (lambda a, b: LoRALinear(a, b, lora)) if lora else nn.Linear
+        self.q, self.k, self.v = lin(d, d), nn.Linear(d, d), lin(d, d)
+        self.o = nn.Linear(d, d)
+        self.h, self.causal = heads, causal
+        if lora:
+            for m in (self.k, self.o):
+                m.requires_grad_(False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, hd = self.h, d // self.h
+        q = self.q(x).view(b, s, h, hd).transpose(1, 2)
+        k = self.k(x).view(b, s, h, hd).transpose(1, 2)
+        v = self.v(x).view(b, s, h, hd).transpose(1, 2)
+        a = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd)
+        if self.causal:
+            mask = torch.triu(torch.full((s, s), float("-inf")), diagonal=1)
+            a = a + mask
+        a = torch.softmax(a, dim=-1)
+        y = torch.matmul(a, v).transpose(1, 2).reshape(b, s, d)
+        return self.o(y)
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, causal=False, lora=0, act="gelu"):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.att = Attention(d, heads, causal, lora)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.act = nn.GELU() if act == "gelu" else nn.ReLU()
+        if lora:
+            for m in (self.ln1, self.ln2, self.fc1, self.fc2):
+                m.requires_grad_(False)
+
+    def forward(self, x):
+        x = x + self.att(self.ln1(x))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    """Token ids are not an ONNX-friendly float input for memplan's loaders: the input is an
+    embedded sequence (B, S, D); the head predicts `classes` per token."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50, causal=False, lora=0, act="gelu"):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(d, heads, causal, lora, act) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+        if lora:  # only the adapters train
+            self.ln.requires_grad_(False)
+            self.head.requires_grad_(False)
+
+    def forward(self, x):
+        return self.head(self.ln(self.blocks(x)))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride=1, bn=True):
+        super().__init__()
+        norm = nn.BatchNorm2d if bn else (lambda c: nn.Identity())
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=not bn)
+        self.b1 = norm(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=not bn)
+        self.b2 = norm(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=not bn), norm(cout))
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet(nn.Module):
+    def __init__(self, bn=True, width=16, classes=10):
+        super().__init__()
+        norm = nn.BatchNorm2d if bn else (lambda c: nn.Identity())
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=not bn), norm(width), nn.ReLU(),
+                                  nn.MaxPool2d(2))
+        self.layers = nn.Sequential(BasicBlock(width, width, 1, bn), BasicBlock(width, 2 * width, 2, bn),
+                                    BasicBlock(2 * width, 4 * width, 2, bn))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4 * width, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2 (ReLU6) or EfficientNet (SiLU + squeeze-excite) block."""
+
+    def __init__(self, cin, cout, stride, expand, se=False):
+        super().__init__()
+        mid = cin * expand
+        act = nn.SiLU if se else nn.ReLU6
+        layers = [nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), act(),
+                  nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), act()]
+        self.body = nn.Sequential(*layers)
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(mid, max(1, cin // 4), 1), nn.SiLU(),
+                                nn.Conv2d(max(1, cin // 4), mid, 1), nn.Sigmoid()) if se else None
+        self.proj = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        if self.se is not None:
+            y = y * self.se(y)
+        y = self.proj(y)
+        return x + y if self.res else y
+
+
+class MobileNet(nn.Module):
+    def __init__(self, se=False, classes=10, dropout=0.2):
+        super().__init__()
+        act = nn.SiLU if se else nn.ReLU6
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), act())
+        self.blocks = nn.Sequential(InvertedResidual(16, 16, 1, 1, se), InvertedResidual(16, 24, 2, 4, se),
+                                    InvertedResidual(24, 24, 1, 4, se), InvertedResidual(24, 32, 2, 4, se))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(32, classes))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def _cnn(bn: bool, dropout: float = 0.0):
+    def block(cin, cout):
+        return [nn.Conv2d(cin, cout, 3, padding=1)] + ([nn.BatchNorm2d(cout)] if bn else []) + [nn.ReLU()]
+    layers = block(3, 16) + [nn.MaxPool2d(2)] + block(16, 32) + [nn.MaxPool2d(2)] + block(32, 32)
+    layers += [nn.Flatten(), nn.Linear(32 * 8 * 8, 64), nn.ReLU()]
+    layers += [nn.Dropout(dropout)] if dropout else []
+    return nn.Sequential(*layers, nn.Linear(64, 10))
+
+
+def _mnist():
+    # the Kaggle MNIST CNN's shape (sample_models/mnist), on a 28x28 grey input
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def _kaggle_mnist():
+    # the Kaggle MNIST CNN of sample_models/mnist (484,714 parameters), NCHW, logits out
+    return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+class _Logits(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids).logits
+
+
+def _hf_bert(lora: int):
+    """Hugging Face BertForMaskedLM (hidden 256, 4 layers, 4 heads, vocabulary 8000, eager attention),
+    logits out; with `lora`, LoRA adapters of that rank on query / value and everything else frozen."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    cfg = BertConfig(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=1024, max_position_embeddings=128)
+    cfg._attn_implementation = "eager"
+    m = BertForMaskedLM(cfg)
+    if lora:
+        m.requires_grad_(False)
+        for layer in m.bert.encoder.layer:
+            att = layer.attention.self
+            for name in ("query", "value"):
+                base = getattr(att, name)
+                ad = LoRALinear(base.in_features, base.out_features, lora, 2 * lora)
+                ad.base = base
+                setattr(att, name, ad)
+    return _Logits(m)
+
+
+class LoraMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = LoRALinear(256, 512, 8), LoRALinear(512, 512, 8)
+        self.head = nn.Linear(512, 10)
+        self.head.requires_grad_(False)  # only the adapters train
+
+    def forward(self, x):
+        return self.head(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
+IMG = (3, 32, 32)
+SEQ = (32, 64)
+# name -> (family, builder, input shape without batch, classes per row)
+ZOO = {
+    "mlp": ("mlp", lambda: nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                                         nn.Linear(512, 10)), (256,)),
+    "mlp_gelu_dropout": ("mlp", lambda: nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Dropout(0.1),
+                                                      nn.Linear(512, 10)), (256,)),
+    "mnist_cnn": ("cnn", _mnist, (1, 28, 28)),
+    "kaggle_mnist": ("cnn", _kaggle_mnist, (1, 28, 28)),
+    "cnn": ("cnn", lambda: _cnn(False), IMG),
+    "cnn_bn": ("cnn", lambda: _cnn(True), IMG),
+    "cnn_bn_dropout": ("cnn", lambda: _cnn(True, 0.3), IMG),
+    "resnet_bn": ("residual", lambda: ResNet(True), IMG),
+    "resnet_nobn": ("residual", lambda: ResNet(False), IMG),
+    "mobilenet": ("depthwise", lambda: MobileNet(False), IMG),
+    "efficientnet": ("depthwise", lambda: MobileNet(True), IMG),
+    "encoder": ("transformer", lambda: Transformer(), SEQ),
+    "encoder_relu": ("transformer", lambda: Transformer(act="relu", layers=1), SEQ),
+    "decoder": ("transformer", lambda: Transformer(causal=True), SEQ),
+    "lora_encoder": ("lora", lambda: Transformer(lora=4), SEQ),
+    "lora_decoder": ("lora", lambda: Transformer(causal=True, lora=8), SEQ),
+    "lora_mlp": ("lora", LoraMLP, (256,)),
+}
+# larger real networks, run only when named (`python devtools/torch_oracle.py tv_resnet18 -b 8 -O adam`):
+# the research note's figures (shared/research/torch-memory.md), random init, no downloads
+HEAVY = {
+    "tv_resnet18": ("residual", lambda: __import__("torchvision").models.resnet18(), (3, 224, 224)),
+    "tv_mobilenet_v2": ("depthwise", lambda: __import__("torchvision").models.mobilenet_v2(), (3, 224, 224)),
+    "hf_bert": ("transformer", lambda: _hf_bert(0), ("ids", 128, 8000)),
+    "hf_bert_lora": ("lora", lambda: _hf_bert(8), ("ids", 128, 8000)),
+}
+DEFAULT = list(ZOO)
+ZOO.update(HEAVY)
+# memplan flags that say what the module trains
+FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
+         "hf_bert_lora": ["--train", "ops:*lora*"],
+         "lora_mlp": ["--train", "ops:*lora*"]}
+
+
+def build(name: str, batch: int, seed: int = 0):
+    torch.manual_seed(seed)
+    fam, fn, shape = ZOO[name]
+    model = fn()
+    model.train()
+    if shape[0] == "ids":  # token ids: ("ids", sequence length, vocabulary)
+        x = torch.randint(0, shape[2], (batch, shape[1]))
+    else:
+        x = torch.randn(batch, *shape)
+    with torch.no_grad():
+        out = model(x)
+    classes = out.shape[-1]
+    y = torch.randint(0, classes, out.shape[:-1])
+    return model, x, y
+
+
+# ---- measuring -------------------------------------------------------------------------------
+
+def _loss(out, y):
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def _optimizer(model, name):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3)
+    return torch.optim.SGD(params, lr=1e-3)
+
+
+def _step(model, opt, x, y):
+    out = model(x)
+    loss = _loss(out, y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def _held(model, opt, x, y) -> int:
+    """Bytes of the unique storages alive before the step."""
+    seen, total = set(), 0
+    tensors = list(model.parameters()) + list(model.buffers()) + [x, y]
+    for st in opt.state.values():
+        tensors += [v for v in st.values() if torch.is_tensor(v)]
+    for t in tensors:
+        s = t.untyped_storage()
+        if s.data_ptr() not in seen:
+            seen.add(s.data_ptr())
+            total += s.nbytes()
+    return total
+
+
+def measure(name: str, optimizer: str, batch: int) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    for _ in range(2):
+        _step(model, opt, x, y)
+    gc.collect()
+    held = _held(model, opt, x, y)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        _step(model, opt, x, y)
+    ev = [(e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
+          if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    ev.sort()
+    run = peak = 0
+    for _, _, n in ev:
+        run += n
+        peak = max(peak, run)
+    out = {"held": held, "step_peak": peak, "peak": held + peak, "end_delta": run}
+    out["memtracker"] = memtracker(model, opt, x, y)
+    return out
+
+
+def memtracker(model, opt, x, y) -> dict:
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    mt = MemTracker()
+
+    class _NoHook:
+        def remove(self):
+            pass
+
+    # MemTracker hooks every parameter's gradient, which fails on a frozen one (LoRA): mark those as
+    # hooked already (a private table of torch 2.14's MemTracker; dev-only)
+    for prm in model.parameters():
+        if not prm.requires_grad:
+            mt._param_to_grad_hook_handles[prm] = (_NoHook(), _NoHook())
+    try:
+        mt.track_external(model, opt, x, y)
+        with mt:
+            _step(model, opt, x, y)
+    except RuntimeError as e:
+        return {"error": str(e).splitlines()[0]}
+    snap = mt.get_tracker_snapshot("peak")
+    dev = next(iter(snap))
+    return {str(k): int(v) for k, v in snap[dev].items()}
+
+
+# ---- memplan ---------------------------------------------------------------------------------
+
+def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
+    import warnings
+
+    model, x, _ = build(name, batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
+        else:
+            torch.onnx.export(model, (x,), path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False)
+
+
+def memplan_cmd() -> list[str]:
+    """The interpreter that runs memplan: $MEMPLAN_PYTHON, else the repository's .venv, else this one."""
+    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    py = os.environ.get("MEMPLAN_PYTHON") or (venv if os.path.exists(venv) else sys.executable)
+    return [py, "-m", "memplan_cli"]
+
+
+def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
+    r = subprocess.run(memplan_cmd() + ["analyze", path, "-p", "torch", "-b", str(batch), "-O", optimizer,
+                                        "-l", "cce", "-f", "json", *flags], capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1]}
+    doc = json.loads(r.stdout)
+    return doc.get("figures", {}).get("torch", {}) | {"planned": doc["totals"]["planned"]}
+
+
+# MemTracker's categories -> the profile's split (profiles/torch.py PARTS)
+MT_PARTS = {"parameters": ("PARAM", "BUFFER"), "optimizer": ("OPT",), "gradients": ("GRAD",),
+            "activations": ("ACT",), "temporaries": ("TEMP",), "batch": ("OTH",)}
+
+
+def split_error(split, mt) -> dict | None:
+    """Per part: (profile - MemTracker) / MemTracker's part, and over MemTracker's total; None when
+    either side is missing."""
+    if not split or "Total" not in mt:
+        return None
+    out = {}
+    for part, keys in MT_PARTS.items():
+        m = sum(mt.get(f"_MemRefType.{k}", 0) for k in keys)
+        p = split.get(part, 0)
+        out[part] = {"profile": p, "memtracker": m, "of_part": (p - m) / m if m else (0.0 if p == 0 else None),
+                     "of_total": (p - m) / mt["Total"]}
+    return out
+
+
+def run(names, optimizers, batches, dynamo=False) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            for b in batches:
+                path = os.path.join(tmp, f"{name}_b{b}.onnx")
+                export(name, b, path, dynamo)
+                for o in optimizers:
+                    m = measure(name, o, b)
+                    p = predict(path, o, b, FLAGS.get(name, ()))
+                    row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
+                    if "peak" in p:
+                        row["error"] = p["peak"] / m["peak"] - 1
+                    row["split_error"] = split_error((p.get("tensors") or {}).get("split"), m["memtracker"])
+                    rows.append(row)
+                    print(_line(row), flush=True)
+    return rows
+
+
+def _line(r) -> str:
+    p = r["profile"]
+    pk = p.get("peak")
+    err = f"{100 * r['error']:+6.2f}%" if "error" in r else "   n/a "
+    mt = r["memtracker"]
+    se = r.get("split_error")
+    worst = "split n/a"
+    if se:
+        k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_total"]))
+        worst = f"split worst {k} {100 * v['of_total']:+.2f}% of total"
+    return (f"{r['module']:18s} {r['optimizer']:4s} b{r['batch']:<3d} torch {r['peak']:>12,d}  "
+            f"memtracker {mt.get('Total', 0):>12,d}  profile {pk if pk is not None else p.get('error', '?')!s:>12}  {err}"
+            f"  {worst}")
+
+
+def markdown(rows) -> str:
+    out = ["| module | family | opt | batch | torch allocator peak | profile peak | error | MemTracker peak | "
+           "profile tensor peak | error | worst part (of MemTracker's total) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p, mt = r["profile"], r["memtracker"]
+        tp = (p.get("tensors") or {}).get("peak")
+        mtt = mt.get("Total")
+        se = r.get("split_error")
+        worst = "n/a"
+        if se:
+            k, v = max(se.items(), key=lambda kv: abs(kv[1]["of_total"]))
+            worst = f"{k} {100 * v['of_total']:+.2f} %"
+        terr = f"{100 * (tp / mtt - 1):+.2f} %" if tp and mtt else "n/a"
+        out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
+                   f"{p.get('peak', 0):,d} | {100 * r.get('error', float('nan')):+.2f} % | "
+                   f"{mtt if mtt is None else format(mtt, ',d')} | {tp if tp is None else format(tp, ',d')} | {terr} | "
+                   f"{worst} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
+    ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
+    ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "adam"))
+    ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
+    ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
+    a = ap.parse_args(argv)
+    if a.markdown:
+        with open(a.markdown) as f:
+            print(markdown(json.load(f)))
+        return
+    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    bad = [r for r in rows if abs(r.get("error", 1)) > 0.03]
+    print(f"{len(rows) - len(bad)}/{len(rows)} within 3 %")
+
+
+if __name__ == "__main__":
+    main()

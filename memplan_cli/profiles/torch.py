@@ -1,0 +1,615 @@
+"""`--profile torch`: the bytes PyTorch eager holds during one training step on CPU.
+
+For an ONNX export of a PyTorch module, replays what eager autograd allocates and frees, tensor by
+tensor, in the order it does (shared/research/torch-memory.md says how the figures it targets were
+measured: the peak of the CPU allocator's live bytes during the third step, plus what is held
+before it). It models PyTorch, not memplan's plan: its facts are its own and never read memplan's
+saving rules (passes/ops, Policy); memplan's pass pipeline only says which weights train (LoRA,
+freezing, --trainable-ops) and appends the loss.
+
+Rules (sources: PyTorch's `tools/autograd/derivatives.yaml` for what each op saves, `aten/src/ATen/
+native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engine.cpp`):
+- Held the whole step: every float constant of more than one element (parameters and buffers; a
+  scalar constant is a Python number in eager), the input batch, the label (class indices, int64,
+  one per row, for `cce`; the output's shape and dtype for `mse`), optimizer state (SGD none,
+  momentum one buffer, Adam exp_avg, exp_avg_sq and a 4-byte float32 `step` per trained weight).
+- requires_grad flows forward from trained weights; an op none of whose inputs requires grad
+  records nothing for backward and its outputs are plain values.
+- Forward: each op allocates its outputs (an output no op reads and the graph does not return is an
+  exporter artefact, e.g. BatchNorm's running statistics, updated in place in eager: none). Views
+  (Reshape of a contiguous tensor, Flatten, Squeeze, Unsqueeze, Identity, Transpose) share their
+  input's memory; a Reshape, or a MatMul operand of more than 2 dims, that is a non-contiguous view
+  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
+  after the backward of the last op that saved it.
+- What each op saves, and the auxiliary tensors it makes, are its family's torch facts
+  (`OpDef.profiles["torch"]` in memplan_cli/ops, or `FACTS` below for the few op types outside the
+  registry); an op type without torch facts is refused, naming it.
+- Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
+  `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
+  followed by Add of a constant bias is `linear`.
+- Backward runs the ops in reverse order. Each op allocates the gradients of its inputs that
+  require grad (a view op or a same-shape Add passes the incoming gradient on without a copy); the
+  incoming gradient and the saved tensors are freed after it. A second gradient reaching one value
+  is added into the first in place (the engine's InputBuffer) and freed.
+- Weight gradients are kept in `.grad` until `optimizer.step()`; `zero_grad(set_to_none=True)` frees
+  them after it.
+- Optimizer (CPU tensors take the single-tensor path, foreach is for CUDA): SGD and momentum update
+  in place; Adam makes `exp_avg_sq.sqrt()` and its quotient per weight, and the previous weight's
+  quotient (`denom`) is still alive when the next weight's are made.
+- Cross-entropy: log_softmax's result (saved) and two scalars in forward; backward allocates
+  nll_loss's and log_softmax's gradients (N x C each). The training loop holds the model's output and
+  the loss to the end of the step (`out = model(x); loss = lossfn(out, y)`).
+Not modelled, said in `figures`: allocator slack (the figure is live bytes, the allocator's own
+count), memory allocated outside PyTorch's allocator (some oneDNN scratch), tensors a module's
+Python code keeps longer than its last use (locals live until `forward` returns).
+
+`figures` reports `torch.peak` (bytes) and the split at the peak; `--by-layer` gets ColossalAI's four
+columns as eager has them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memplan_cli.buffers import Buffer, BufferList, Pool, Step
+from memplan_cli.errors import ConfigError, UnsupportedOpError
+
+PLANNER = "best"
+VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose")
+
+# Facts for op types outside the registry (memplan_cli/passes/ops), in the registry's format:
+# - "saves": ((what, when), ...): what in "in0", "in1", "out0"; when "any" (the op records a node),
+#   "g0" / "g1" (input 0 / 1 requires grad);
+# - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
+#   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
+# - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
+#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it).
+FACTS = {
+    "Relu": {"saves": (("out0", "any"),)},  # threshold_backward(grad, result)
+    "Relu6": {"saves": (("in0", "any"),)},  # hardtanh_backward(grad, self)
+    "Clip": {"saves": (("in0", "any"),)},
+    "Sigmoid": {"saves": (("out0", "any"),)},
+    "Tanh": {"saves": (("out0", "any"),)},
+    "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
+    "Concat": {"grad": "view"},  # narrow views of the incoming gradient
+    "Reshape": {"view": True, "grad": "view"},
+    "Flatten": {"view": True, "grad": "view"},
+    "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+}
+FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
+
+
+def facts(op_type: str) -> dict | None:
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    f = (d.profiles or {}).get("torch") if d is not None else None
+    if f is not None:
+        return f
+    return FACTS.get(op_type)
+
+
+@dataclass
+class _Op:
+    """One eager op: an IR op, or a fused pair read back as one (`silu`, `linear`)."""
+
+    index: int  # the IR op whose label it reports under
+    type: str
+    inputs: list
+    outputs: list
+    attrs: dict = field(default_factory=dict)
+    label: str = ""
+    members: tuple = ()
+
+
+def _is_weight(g, defs, v) -> bool:
+    o = g.operands[v]
+    if o.is_const:
+        return True
+    p = defs.get(v)
+    return (p is not None and g.operations[p].type == "Transpose" and len(o.shape) == 2
+            and g.operands[g.operations[p].inputs[0]].is_const)
+
+
+def _fuse(g, uses) -> list[_Op]:
+    """The graph's ops as eager runs them (see the module docstring)."""
+    ops = g.operations
+    gone: set[int] = set()
+    out: list[_Op] = []
+    defs = g.defs()
+    for op in ops:
+        if op.index in gone:
+            continue
+        # x * Sigmoid(x) -> silu(x)
+        if op.type == "Mul" and len(op.inputs) == 2:
+            a, b = op.inputs
+            for x, s in ((a, b), (b, a)):
+                p = defs.get(s)
+                if p is not None and ops[p].type == "Sigmoid" and ops[p].inputs[0] == x and uses[s] == [op.index]:
+                    out = [o for o in out if o.index != p]
+                    out.append(_Op(op.index, "SiLU", [x], list(op.outputs), {}, op.label, (p, op.index)))
+                    break
+            else:
+                out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
+                               (op.index,)))
+            continue
+        # MatMul(x, W) + b -> linear (W a constant, or a transposed view of a 2-D one: a tied weight)
+        if op.type == "MatMul" and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
+            y = op.outputs[0]
+            us = uses[y]
+            if len(us) == 1 and ops[us[0]].type == "Add" and y not in g.outputs:
+                add = ops[us[0]]
+                other = [i for i in add.inputs if i != y]
+                if len(other) == 1 and g.operands[other[0]].is_const and len(g.operands[other[0]].shape) <= 1:
+                    gone.add(add.index)
+                    out.append(_Op(op.index, "Linear", [op.inputs[0], op.inputs[1], other[0]], list(add.outputs),
+                                   {}, op.label, (op.index, add.index)))
+                    continue
+        out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,)))
+    return out
+
+
+def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
+    """A fused activation (TF Lite) is a second eager op: the op writes a pre-activation operand (new,
+    appended to `opd`), the activation reads it."""
+    from memplan_cli.ir.graph import Operand
+
+    out = []
+    for op in ops_:
+        act = (op.attrs.get("activation") or "NONE").upper()
+        if act == "NONE" or act not in FUSED_ACTIVATIONS or len(op.outputs) != 1:
+            out.append(op)
+            continue
+        y = opd[op.outputs[0]]
+        pre = Operand(len(opd), f"{y.name}:pre", tuple(y.shape), y.dtype)
+        opd.append(pre)
+        uses[pre.index] = [op.index]
+        out.append(_Op(op.index, op.type, op.inputs, [pre.index], {**op.attrs, "activation": "NONE"}, op.label,
+                       op.members))
+        out.append(_Op(op.index, FUSED_ACTIVATIONS[act], [pre.index], [y.index], {}, op.label, op.members))
+    return out
+
+
+class _Sim:
+    """The replay: storages with their birth and death steps."""
+
+    def __init__(self):
+        self.steps: list[Step] = []
+        self.store: list[dict] = []  # name, category, bytes, first, last, owner, kind
+
+    def step(self, kind: str, op: int, label: str) -> int:
+        self.steps.append(Step(len(self.steps), kind, op, label))
+        return len(self.steps) - 1
+
+    def new(self, name, category, nbytes, first, owner="", kind="") -> int:
+        self.store.append({"name": name, "category": category, "bytes": int(nbytes), "first": first,
+                           "last": first, "owner": owner, "kind": kind})
+        return len(self.store) - 1
+
+    def touch(self, s: int, step: int) -> None:
+        if s is not None and step > self.store[s]["last"]:
+            self.store[s]["last"] = step
+
+
+def _no_grad(op_type: str) -> bool:
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    return bool(d is not None and d.no_grad)
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class TorchProfile:
+    name = "torch"
+    checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
+               "(devtools/torch_oracle.py, docs/torchprof.md)")
+    OPTIONS = ("planner",)
+
+    def training_graph(self, graph, config):
+        """memplan's training graph: only which weights train and the appended loss are read."""
+        from memplan_cli.passes.pipeline import build_training_graph
+
+        return build_training_graph(graph, config)
+
+    def build(self, graph, config, **options):
+        from memplan_cli.planners import planner_names
+
+        bad = sorted(set(options) - set(self.OPTIONS))
+        if bad:
+            raise ConfigError(f"unknown torch profile option {bad[0]!r} (known: {', '.join(self.OPTIONS)})")
+        planner = options.get("planner") or PLANNER
+        if planner not in planner_names():
+            raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
+        tg = self.training_graph(graph, config)
+        sim, layer = replay(tg, config)
+        kept = [s for s in sim.store if s["bytes"] > 0]
+        bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
+                       key=f"{s['category']}:{i}")
+                for i, s in enumerate(kept)]
+        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)])
+        bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
+        # not dataclass fields: read by `figures`
+        bl.torch_layers = layer
+        bl.torch_parts = [_part(s, sim.steps) for s in kept]
+        return bl
+        return bl
+
+    def figures(self, analysis) -> dict:
+        """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
+        ColossalAI columns."""
+        from memplan_cli.profiles.memplan import peak_figures
+
+        bl = analysis.buffers
+        pf = peak_figures(bl)
+        at = pf.get("peak_step", 0)
+        parts = getattr(bl, "torch_parts", [""] * len(bl.buffers))
+        tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
+        t_parts = [p for p in parts if p != "scratch"]
+        t_at, t_peak = _peak_step(tensors, len(bl.steps))
+        out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
+                         "peak_op": pf.get("peak_op", ""), "peak_kind": pf.get("peak_kind", ""),
+                         "by_category": pf.get("peak_by_category", {}), "split": _split(bl.buffers, parts, at),
+                         # tensor storages only (MemTracker's view): their own peak and its split
+                         "tensors": {"peak": t_peak, "peak_step": t_at, "split": _split(tensors, t_parts, t_at)},
+                         "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
+                                         "scratch); tensors module code keeps past their last use"}}
+        layers = getattr(analysis.buffers, "torch_layers", None)
+        if layers is not None:
+            out["per_layer_extra"] = layers
+        return out
+
+
+# the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
+# TEMP, and OTH for the batch): optimizer temporaries count with its state, as MemTracker counts them;
+# `scratch` is what kernels allocate through the allocator that is no tensor (MemTracker misses it)
+PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries", "batch", "scratch")
+
+
+def _peak_step(bufs, n: int) -> tuple[int, int]:
+    delta = [0] * (n + 1)
+    for b in bufs:
+        delta[b.first] += b.size
+        delta[b.last + 1] -= b.size
+    live, best, at = 0, -1, 0
+    for s in range(n):
+        live += delta[s]
+        if live > best:
+            best, at = live, s
+    return at, max(best, 0)
+
+
+def _split(bufs, parts, at: int) -> dict:
+    """Bytes live at step `at` by part; a weight's gradient is a temporary in the backward step that
+    makes it (it becomes `.grad` when that step returns: MemTracker's view)."""
+    split = dict.fromkeys(PARTS, 0)
+    for b, part in zip(bufs, parts):
+        if b.first <= at <= b.last:
+            split["temporaries" if part == "gradients" and b.first == at else part] += b.size
+    return split
+
+
+def _part(s: dict, steps) -> str:
+    cat = s["category"]
+    if cat == "trainable":
+        return "parameters"
+    if cat == "opt-variable" or steps[s["first"]].kind == "applyGradient":
+        return "optimizer"
+    if cat == "gradient":
+        return "gradients"
+    if s["kind"] == "held":
+        return "batch"
+    if s["kind"] == "scratch":
+        return "scratch"
+    if steps[s["first"]].kind == "forward":
+        return "activations"
+    return "temporaries"
+
+
+def refusal(ops_: list[_Op]) -> str | None:
+    for op in ops_:
+        if op.type != "Loss" and facts(op.type) is None:
+            return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
+                    f"for it is not modelled)")
+        act = (op.attrs.get("activation") or "NONE").upper()
+        if act != "NONE" and act not in FUSED_ACTIVATIONS:
+            return f"torch profile: op {op.label} has a fused activation {act} eager has no op for here"
+    return None
+
+
+def replay(tg, config):
+    """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns)."""
+    from memplan_cli.ir.dtypes import dtype_size
+
+    g = tg.graph
+    uses = g.uses()
+    opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
+    ops_ = _split_activations(_fuse(g, uses), opd, uses)
+    why = refusal(ops_)
+    if why:
+        raise UnsupportedOpError(why)
+    trained = set(tg.grad)
+    sim = _Sim()
+    layer: dict[str, dict[str, int]] = {}
+
+    def cols(label):
+        return layer.setdefault(label, {"fwd_mem_out": 0, "fwd_mem_tmp": 0, "bwd_mem_tmp": 0, "bwd_mem_out": 0})
+
+    # ---- held before the step ----
+    storage: dict[int, int] = {}  # operand -> storage
+    params_order: list[int] = []
+    for o in opd:
+        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and uses.get(o.index):
+            storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+    for v in g.inputs:
+        o = opd[v]
+        if v == tg.label:
+            y_pred = opd[g.operations[tg.loss_op].inputs[0]]
+            if config.loss == "cce":
+                n = _elements(y_pred.shape[:-1]) if len(y_pred.shape) > 1 else 1
+                storage[v] = sim.new("label", "non-const", 8 * n, 0, kind="held")
+            else:
+                storage[v] = sim.new("label", "non-const", y_pred.nbytes, 0, kind="held")
+        else:
+            storage[v] = sim.new(o.name, "non-const", o.nbytes, 0, kind="held")
+    for op in ops_:
+        for v in op.inputs:
+            if v in trained and v not in params_order:
+                params_order.append(v)
+    held = list(range(len(sim.store)))
+    state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
+    for w in params_order:
+        for k in range(state_count):
+            held.append(sim.new(f"{opd[w].name}:state{k}", "opt-variable", opd[w].nbytes, 0, kind="held"))
+        if config.optimizer == "adam":
+            held.append(sim.new(f"{opd[w].name}:step", "opt-variable", 4, 0, kind="held"))
+
+    # ---- forward ----
+    rg: set[int] = set(trained)  # operands that require grad
+    contig: dict[int, bool] = {}
+    node: dict[int, bool] = {}  # fused-op position -> records a backward node
+    saved_by: dict[int, list] = {}  # position -> storages it saved
+    out_store: dict[int, list] = {}
+    fwd_last: dict[int, int] = {}  # storage -> last forward step reading it
+    pos_step: dict[int, int] = {}
+    consumers: dict[int, list[int]] = {}
+    for p, op in enumerate(ops_):
+        for v in op.inputs:
+            if v >= 0:
+                consumers.setdefault(v, []).append(p)
+
+    def _bytes(spec, op, needs):
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient."""
+        spec, _, cond = spec.partition("?")
+        if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
+            return 0
+        k = int(spec[2:]) if spec.startswith("in") else int(spec[3:])
+        v = op.inputs[k] if spec.startswith("in") else op.outputs[k]
+        return opd[v].nbytes if v >= 0 else 0
+
+    def size_of(spec, op):
+        x = opd[op.inputs[0]]
+        if spec == "in0":
+            return _elements(x.shape)
+        if spec == "out0":
+            return _elements(opd[op.outputs[0]].shape)
+        if spec == "channels":
+            return int(x.shape[1]) if len(x.shape) > 1 else 1
+        if spec == "rows":
+            return _elements(x.shape[:-1]) if len(x.shape) > 1 else 1
+        raise ValueError(f"unknown size rule {spec!r}")
+
+    for p, op in enumerate(ops_):
+        s = sim.step("forward", op.index, op.label)
+        pos_step[p] = s
+        c = cols(op.label)
+        ins = [v for v in op.inputs if v >= 0]
+        for v in ins:
+            if v in storage:
+                fwd_last[storage[v]] = s
+        needs = [v in rg for v in op.inputs]
+        f = facts(op.type) or {}
+        rec = any(needs)
+        node[p] = rec
+        saved = []
+        if op.type == "Loss":
+            x = op.inputs[0]
+            if config.loss == "cce":
+                n_el = _elements(opd[x].shape)
+                ls = sim.new(f"{op.label}:log_softmax", "non-const", 4 * n_el, s, op.label, "saved")
+                c["fwd_mem_tmp"] += 4 * n_el
+                saved.append(ls)
+                tw = sim.new(f"{op.label}:total_weight", "non-const", 4, s, op.label, "tmp")
+                c["fwd_mem_tmp"] += 4
+                saved.append(tw)
+            else:
+                saved += [storage[x], storage[op.inputs[1]]]
+            out = sim.new(f"{op.label}:loss", "non-const", 4, s, op.label, "out")
+            c["fwd_mem_out"] += 4
+            storage[op.outputs[0]] = out
+            out_store[p] = [out]
+            rg.add(op.outputs[0])
+            saved_by[p] = saved if rec else []
+            continue
+        # inputs a kernel needs contiguous: a copy of a non-contiguous view
+        copies = {}
+        if op.type == "MatMul":
+            for k, v in enumerate(op.inputs[:2]):
+                # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
+                if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
+                    cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
+                    c["fwd_mem_tmp"] += opd[v].nbytes
+                    copies[f"in{k}"] = cp
+        # outputs
+        outs = []
+        view = f.get("view") and (op.type != "Reshape" and op.type != "Flatten" or contig.get(op.inputs[0], True))
+        if op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) == 0.0:
+            view = True
+        for k, v in enumerate(op.outputs):
+            if not uses.get(v) and v not in g.outputs:
+                continue  # an exporter's extra output (running statistics, a mask): none in eager
+            if view and k == 0:
+                storage[v] = storage.get(op.inputs[0])
+                contig[v] = contig.get(op.inputs[0], True) and op.type != "Transpose"
+            else:
+                storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
+                c["fwd_mem_out"] += opd[v].nbytes
+                contig[v] = True
+            outs.append(v)
+        out_store[p] = [storage[v] for v in outs]
+        if rec and not _no_grad(op.type):
+            for v in outs:
+                rg.add(v)
+        if rec:
+            for what, when in f.get("saves", ()):
+                if when == "any" or (when.startswith("g") and int(when[1:]) < len(needs) and needs[int(when[1:])]):
+                    if what in copies:
+                        saved.append(copies[what])
+                    elif what.startswith("in"):
+                        k = int(what[2:])
+                        if k < len(op.inputs) and op.inputs[k] >= 0 and op.inputs[k] in storage:
+                            saved.append(storage[op.inputs[k]])
+                    elif what.startswith("out"):
+                        k = int(what[3:])
+                        if op.outputs[k] in storage:
+                            saved.append(storage[op.outputs[k]])
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_tmp", ())), default=0)
+            if tmp_b:
+                sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
+                c["fwd_mem_tmp"] += tmp_b
+            for name, spec, dtype in f.get("aux", ()):
+                nb = size_of(spec, op) * dtype_size(dtype)
+                saved.append(sim.new(f"{op.label}:{name}", "extra", nb, s, op.label, "saved"))
+                c["fwd_mem_tmp"] += nb
+        for st in copies.values():
+            if st not in saved:
+                sim.touch(st, s)
+        saved_by[p] = saved if rec else []
+
+    loss_step = len(sim.steps) - 1
+    # the graph's outputs (the loss) are held by the caller
+    for v in g.outputs:
+        if v in storage:
+            fwd_last[storage[v]] = max(fwd_last.get(storage[v], 0), loss_step)
+
+    # ---- backward ----
+    grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
+    grad_contig: dict[int, bool] = {}
+    grads_of_weights: list[int] = []
+    release_at: dict[int, int] = {}  # storage -> backward step that last needs it
+    for p in range(len(ops_) - 1, -1, -1):
+        op = ops_[p]
+        if not node[p]:
+            continue
+        s = sim.step("calcDerivative", op.index, op.label)
+        c = cols(op.label)
+        f = facts(op.type) or {}
+        made: list[int] = []  # storages created by this backward
+        tmp: list[int] = []
+        if op.type == "Loss":
+            one = sim.new("loss:grad", "back-prop", 4, s, op.label, "tmp")
+            tmp.append(one)
+            x = op.inputs[0]
+            nb = opd[x].nbytes
+            t = sim.new(f"{op.label}:nll_grad", "back-prop", nb, s, op.label, "tmp")
+            tmp.append(t)
+            gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
+            made.append(gx)
+            _deliver(sim, grad, grad_contig, x, gx, True, s, opd, made, tmp, op.label, uses)
+        else:
+            outs = [v for v in op.outputs if v in storage]
+            g_out = [grad.get(v) for v in outs]
+            for st in g_out:
+                sim.touch(st, s)
+            incoming_contig = all(grad_contig.get(v, True) for v in outs)
+            mode = f.get("grad", "new")
+            for k, v in enumerate(op.inputs):
+                if v < 0 or v not in rg:
+                    continue
+                if op.type in ("Add", "Sub") and k == 0 or op.type == "Add" and k == 1:
+                    if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
+                        _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig, s, opd, made, tmp, op.label,
+                                 uses, shared=True)
+                        continue
+                if mode in ("view", "pass") and g_out and g_out[0] is not None and (
+                        op.type not in ("Reshape", "Flatten") or incoming_contig):
+                    _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig and op.type != "Transpose", s, opd,
+                             made, tmp, op.label, uses, shared=True)
+                    continue
+                if v in trained:
+                    gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s, op.label, "wgrad")
+                    made.append(gw)
+                    grads_of_weights.append(gw)
+                    if grad.get(v) is not None:  # a weight read twice: accumulated in place
+                        tmp.append(gw)
+                        made.remove(gw)
+                        grads_of_weights.remove(gw)
+                    else:
+                        grad[v] = gw
+                    continue
+                gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+                made.append(gx)
+                _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
+            needs = [v in rg for v in op.inputs]
+            alts = f.get("bwd_tmp", ())
+            alts = alts(op) if callable(alts) else alts
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
+            if tmp_b:
+                tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "scratch"))
+        for st in saved_by[p]:
+            release_at[st] = max(release_at.get(st, 0), s)
+        c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
+        c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp))
+    # ---- lifetimes of forward storages ----
+    for st, last in fwd_last.items():
+        sim.touch(st, last)
+    for st, last in release_at.items():
+        sim.touch(st, last)
+    # ---- optimizer step ----
+    prev = None
+    for w in params_order:
+        s = sim.step("applyGradient", -1, f"step {opd[w].name}")
+        if config.optimizer == "adam":
+            nb = opd[w].nbytes
+            sim.new(f"{opd[w].name}:sqrt", "disposable", nb, s, "", "tmp")
+            d = sim.new(f"{opd[w].name}:denom", "disposable", nb, s, "", "tmp")
+            sim.touch(prev, s)
+            prev = d
+    end = len(sim.steps) - 1
+    # the training loop holds the model's output and the loss (`out = model(x); loss = lossfn(out, y)`)
+    if tg.loss_op is not None:
+        for v in (g.operations[tg.loss_op].inputs[0], g.operations[tg.loss_op].outputs[0]):
+            sim.touch(storage.get(v), end)
+    for st in grads_of_weights:
+        sim.touch(st, end)
+    for st in held:
+        sim.touch(st, end)
+    return sim, layer
+
+
+def _deliver(sim, grad, grad_contig, v, st, is_contig, s, opd, made, tmp, label, uses, shared=False):
+    """Gradient `st` reaches operand `v`: the first is kept, a later one is added into it and freed."""
+    if grad.get(v) is None:
+        grad[v] = st
+        grad_contig[v] = is_contig
+        return
+    if shared:
+        # the incoming gradient itself cannot be added in place into: the sum is a new tensor
+        nb = opd[v].nbytes
+        new = sim.new(f"{opd[v].name}:grad_sum", "back-prop", nb, s, label, "grad")
+        made.append(new)
+        sim.touch(grad[v], s)
+        grad[v] = new
+        grad_contig[v] = True
+        return
+    sim.touch(grad[v], s)
+    if st in made:
+        made.remove(st)
+    tmp.append(st)
+
+
+PROFILE = TorchProfile()

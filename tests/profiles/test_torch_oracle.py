@@ -1,0 +1,22 @@
+"""`--profile torch` against PyTorch itself (needs torch; skipped without it, as in CI): small zoo
+modules are exported, one training step is measured with torch's profiler (allocator events) and
+MemTracker, and the profile's peak must be within 3 % of the allocator's, its tensor peak within 3 %
+of MemTracker's (devtools/torch_oracle.py runs the whole zoo)."""
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torch_oracle = pytest.importorskip("devtools.torch_oracle")
+
+
+@pytest.mark.parametrize("name,optimizer", [("mlp", "adam"), ("cnn_bn", "sgd"), ("resnet_bn", "adam"),
+                                            ("efficientnet", "sgd"), ("decoder", "adam"), ("lora_mlp", "adam")])
+def test_profile_matches_torch(name, optimizer, monkeypatch):
+    monkeypatch.setenv("MEMPLAN_PYTHON", sys.executable)  # memplan from this interpreter
+    (row,) = torch_oracle.run([name], [optimizer], [2])
+    assert "error" in row, row["profile"]
+    assert abs(row["error"]) <= 0.03, row
+    mt = row["memtracker"]
+    if "Total" in mt:  # MemTracker cannot hook frozen parameters (LoRA)
+        assert abs(row["profile"]["tensors"]["peak"] / mt["Total"] - 1) <= 0.03, row
