@@ -27,7 +27,7 @@ std):
   are float constants, else activations that get back-props.
 FLOPs: train forward 7/element (mean, var, normalise, affine), backward 9/element; frozen forward 2,
 backward 5 (1 for dX alone).
-Recompute (memplan's policy `bn_recompute`, passes/bn_recompute.py): in train mode, Y is not kept
+Recompute (memplan's policy `cheap_recompute`, passes/cheap_recompute.py): in train mode, Y is not kept
 for the backward of the ops after BN but recomputed from X, the extras, scale and B (2 FLOPs/element).
 Refused: `spatial` 0 (per-element statistics), a rank < 2
 input, parameters that are not C-vectors.
@@ -116,7 +116,7 @@ def _stats(ctx):
 
 
 def _recomputing(ctx) -> bool:
-    """A train-mode recompute step (passes/bn_recompute.py): it reads the saved statistics instead of
+    """A train-mode recompute step (passes/cheap_recompute.py): it reads the saved statistics instead of
     writing them."""
     t = ctx.extra_id("bn_mean")
     return t is not None and t in ctx._reads and t not in ctx._writes
