@@ -32,8 +32,8 @@ class CheapRecompute:
       after that point anyway (by the op's own backward, typically), none is written between the
       forward pass and that point, and Y is no view's input, not persistent, fed or read after the
       step.
-    - Ops are taken in forward order on the step list as it stands (a recompute reading another
-      candidate's Y would need that one kept: it is not a candidate then).
+    - A recompute may read another recomputed result (a GELU over a BatchNorm's output): that one is
+      recomputed first, at the same point (each at most once).
     - Runs after rematerialization (its recompute steps count as readers) and before aliasing (an op
       may now compute its output over Y in place).
     """
@@ -83,8 +83,7 @@ class CheapRecompute:
                 written_at.setdefault(t, s.index)
             for t in s.touched():
                 first_read.setdefault(t, s.index)
-        plans: dict[int, list] = {}  # first reader step index -> [(op, Y, reads)]
-        chosen: set[int] = set()
+        plans: dict[int, tuple] = {}  # Y -> (op, reads)
         for s in tg.steps[:f]:
             if s.op < 0 or s.op >= len(g.operations):
                 continue
@@ -96,27 +95,40 @@ class CheapRecompute:
             if at is None or y in pinned or y not in s.writes:
                 continue
             reads = self._reads(tg, s.op, s)
-            if reads is None or any(t in chosen for t in reads):
+            if reads is None:
                 continue
-            if any(written_at.get(t, at) < at or (t not in tg.persistent and last.get(t, -1) < at) for t in reads):
+            # a read that is itself recomputed is read from its copy, recomputed first
+            if any(t not in plans and (written_at.get(t, at) < at or (t not in tg.persistent and last.get(t, -1) < at))
+                   for t in reads):
                 continue
-            plans.setdefault(at, []).append((s.op, y, reads))
-            chosen.add(y)
+            plans[y] = (s.op, reads)
         if not plans:
             return False
         old, tg.steps = tg.steps, []
         copy: dict[int, int] = {}
         recomputed = []
-        for s in old:
-            for k, y, reads in plans.get(s.index, []):
-                spec = tg.tensors[y]
-                c = tg.add_tensor(f"{spec.name}@recompute", spec.category, spec.shape, spec.dtype, spec.role, spec.op,
-                                  spec.operand)
-                copy[y] = c
-                st = tg.add_step("forward", k, reads, [c])
-                st.label = f"{st.label} (recompute)"
-                st.subst = {y: c}
-                recomputed.append(spec.name)
+
+        def ensure(y):
+            if y in copy:
+                return
+            k, reads = plans[y]
+            for t in reads:
+                if t in plans:
+                    ensure(t)
+            spec = tg.tensors[y]
+            c = tg.add_tensor(f"{spec.name}@recompute", spec.category, spec.shape, spec.dtype, spec.role, spec.op,
+                              spec.operand)
+            copy[y] = c
+            st = tg.add_step("forward", k, [copy.get(t, t) for t in reads], [c])
+            st.label = f"{st.label} (recompute)"
+            st.subst = {t: copy[t] for t in [*reads, y] if t in copy}
+            recomputed.append(spec.name)
+
+        for i, s in enumerate(old):
+            if i >= f:
+                for t in s.touched():
+                    if t in plans:
+                        ensure(t)
             sub = {t: copy[t] for t in s.touched() if t in copy}
             st = tg.add_step(s.kind, s.op, [sub.get(t, t) for t in s.reads], [sub.get(t, t) for t in s.writes],
                              [(sub.get(a, a), sub.get(b, b), fst) for a, b, fst in s.accumulate])
