@@ -32,16 +32,20 @@ class CheapRecompute:
       after that point anyway (by the op's own backward, typically), none is written between the
       forward pass and that point, and Y is no view's input, not persistent, fed or read after the
       step.
-    - A recompute may read another recomputed result (a GELU over a BatchNorm's output): that one is
-      recomputed first, at the same point (each at most once).
-    - Runs after rematerialization (its recompute steps count as readers) and before aliasing (an op
-      may now compute its output over Y in place).
+    - A recompute may read another recomputable result that is not kept (a ReLU over a BatchNorm's
+      output, a GELU over a recomputed BN output): that one is recomputed first, at the same point
+      (each at most once; chains of at most 8).
+    - Not with a remat plan (`--budget`): remat's problem and its proven bounds model the graph
+      without this pass, so a remat plan runs without it (`enabled`).
+    - Runs after rematerialization and before aliasing (an op may now compute its output over Y in
+      place).
     """
 
     name = "cheap-recompute"
 
-    def __init__(self, policy):
+    def __init__(self, policy, enabled: bool = True):
         self.policy = policy
+        self.enabled = enabled
 
     def _reads(self, tg, k, s):
         """What a recompute of op k's forward step s reads, or None when k is no candidate."""
@@ -63,13 +67,16 @@ class CheapRecompute:
         n = tg.tensors[y].num_elements
         if any(tg.tensors[t].num_elements > n for t in s.reads):
             return None
-        fl = op_flops(op, g.operands)
+        try:
+            fl = op_flops(op, g.operands)
+        except (KeyError, ValueError, TypeError, IndexError):  # a hand-built op without its loader's attrs
+            return None
         if fl is None or fl[0] > CHEAP_FLOPS * n:
             return None
         return list(s.reads)
 
     def run(self, tg) -> bool:
-        if not getattr(self.policy, "cheap_recompute", False):
+        if not self.enabled or not getattr(self.policy, "cheap_recompute", False):
             return False
         g = tg.graph
         f = forward_end(tg)
@@ -83,7 +90,7 @@ class CheapRecompute:
                 written_at.setdefault(t, s.index)
             for t in s.touched():
                 first_read.setdefault(t, s.index)
-        plans: dict[int, tuple] = {}  # Y -> (op, reads)
+        cand: dict[int, tuple] = {}  # Y -> (op, reads): recomputable, whether or not read later
         for s in tg.steps[:f]:
             if s.op < 0 or s.op >= len(g.operations):
                 continue
@@ -91,17 +98,27 @@ class CheapRecompute:
             if not op.outputs or op.outputs[0] in viewed or op.outputs[0] not in tg.fwd:
                 continue
             y = tg.fwd[op.outputs[0]]
-            at = first_read.get(y)
-            if at is None or y in pinned or y not in s.writes:
+            if y in pinned or y not in s.writes:
                 continue
             reads = self._reads(tg, s.op, s)
-            if reads is None:
-                continue
-            # a read that is itself recomputed is read from its copy, recomputed first
-            if any(t not in plans and (written_at.get(t, at) < at or (t not in tg.persistent and last.get(t, -1) < at))
-                   for t in reads):
-                continue
-            plans[y] = (s.op, reads)
+            if reads is not None:
+                cand[y] = (s.op, reads)
+
+        def ok(t, at, seen):
+            """t can be had at step `at`: kept anyway and not yet overwritten, or recomputed from such."""
+            if written_at.get(t, at) < at:
+                return False
+            if t in tg.persistent or last.get(t, -1) >= at:
+                return True
+            if t not in cand or t in seen or len(seen) > 8:  # short chains only
+                return False
+            return all(ok(r, at, seen | {t}) for r in cand[t][1])
+
+        plans: dict[int, tuple] = {}
+        for y in cand:
+            at = first_read.get(y)
+            if at is not None and all(ok(t, at, {y}) for t in cand[y][1]):
+                plans[y] = cand[y]
         if not plans:
             return False
         old, tg.steps = tg.steps, []
@@ -111,9 +128,9 @@ class CheapRecompute:
         def ensure(y):
             if y in copy:
                 return
-            k, reads = plans[y]
+            k, reads = cand[y]
             for t in reads:
-                if t in plans:
+                if t in plans or (t in cand and not (t in tg.persistent or last.get(t, -1) >= at_now[0])):
                     ensure(t)
             spec = tg.tensors[y]
             c = tg.add_tensor(f"{spec.name}@recompute", spec.category, spec.shape, spec.dtype, spec.role, spec.op,
@@ -124,7 +141,9 @@ class CheapRecompute:
             st.subst = {t: copy[t] for t in [*reads, y] if t in copy}
             recomputed.append(spec.name)
 
+        at_now = [0]
         for i, s in enumerate(old):
+            at_now[0] = i
             if i >= f:
                 for t in s.touched():
                     if t in plans:
