@@ -238,6 +238,23 @@ def _hf_bert(lora: int):
     return _Logits(m)
 
 
+class Misc(nn.Module):
+    """Padding, cropping, a where, an expanded gate: the less common ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3)
+        self.pad = nn.ZeroPad2d(1)
+        self.fc = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        y = self.c2(self.pad(torch.tanh(self.c1(x))))
+        y = y[:, :, 1:-1, 1:-1]
+        y = torch.where(y > 0, y, 0.1 * y)
+        g = torch.sigmoid(y.mean((2, 3), keepdim=True))
+        return self.fc(torch.flatten(y * g.expand_as(y), 1))
+
+
 class LoraMLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -272,6 +289,7 @@ ZOO = {
     "lora_encoder": ("lora", lambda: Transformer(lora=4), SEQ),
     "lora_decoder": ("lora", lambda: Transformer(causal=True, lora=8), SEQ),
     "lora_mlp": ("lora", LoraMLP, (256,)),
+    "misc": ("cnn", Misc, (3, 16, 16)),
 }
 # larger real networks, run only when named (`python devtools/torch_oracle.py tv_resnet18 -b 8 -O adam`):
 # the research note's figures (shared/research/torch-memory.md), random init, no downloads
@@ -315,7 +333,7 @@ def _optimizer(model, name):
     params = [p for p in model.parameters() if p.requires_grad]
     if name == "adam":
         return torch.optim.Adam(params, lr=1e-3)
-    return torch.optim.SGD(params, lr=1e-3)
+    return torch.optim.SGD(params, lr=1e-3, momentum=0.9 if name == "momentum" else 0.0)
 
 
 def _step(model, opt, x, y):
@@ -392,7 +410,9 @@ def memtracker(model, opt, x, y) -> dict:
 
 # ---- memplan ---------------------------------------------------------------------------------
 
-def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
+def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
+    """TorchScript exporter in training mode (BatchNorm and Dropout as they train), or in eval mode
+    (`eval_mode`: BatchNorm folded into Conv, Dropout gone), or the dynamo exporter (`dynamo`)."""
     import warnings
 
     model, x, _ = build(name, batch)
@@ -400,6 +420,9 @@ def export(name: str, batch: int, path: str, dynamo: bool = False) -> None:
         warnings.simplefilter("ignore")
         if dynamo:
             torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
+        elif eval_mode:
+            model.eval()
+            torch.onnx.export(model, (x,), path, dynamo=False)
         else:
             torch.onnx.export(model, (x,), path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False)
@@ -440,13 +463,13 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
                 path = os.path.join(tmp, f"{name}_b{b}.onnx")
-                export(name, b, path, dynamo)
+                export(name, b, path, dynamo, eval_mode)
                 for o in optimizers:
                     m = measure(name, o, b)
                     p = predict(path, o, b, FLAGS.get(name, ()))
@@ -499,8 +522,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
-    ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "adam"))
+    ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
+    ap.add_argument("--eval-export", action="store_true",
+                    help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -508,7 +533,7 @@ def main(argv=None):
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
         return
-    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo)
+    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -28,6 +28,16 @@ def describe(g, model: str) -> list[str]:
                          for k, v in tr.items() if v is not None)
         lines.append(f"  training metadata (CIRCLE_TRAINING): {shown}")
     lines.append(f"  activations {g.activation_bytes():,d} B, constants {g.constant_bytes():,d} B")
+    if md.get("parameter_rule") is not None:
+        floats = [o for o in g.operands if o.is_const and o.shape and o.dtype.startswith(("float", "bfloat"))]
+        buffers = [o.name for o in floats if o.computed]
+        assumed = [o.name for o in floats if o.assumed and not o.computed]
+        line = f"  parameters by {md['parameter_rule']}: {len(floats) - len(buffers)} of {len(floats)} float constants"
+        if buffers:
+            line += f"; not parameters: {_fmt_value(buffers, 4)}"
+        if assumed:
+            line += f"; assumed trainable (the file does not tell): {_fmt_value(assumed, 4)}"
+        lines.append(line)
     lines.append("ops:")
     for op in g.operations:
         ins = ", ".join("-" if i < 0 else f"%{i}" for i in op.inputs)

@@ -21,7 +21,7 @@ import numpy as np
 
 from memplan_cli.execute.blas import blas_threads
 from memplan_cli.execute.memory import ArenaMemory, Layout, SeparateMemory
-from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step
+from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step, seeded_source
 
 SOURCE_ROLES = ("input", "label", "weight", "frozen-weight", "constant", "opt-state")
 
@@ -53,6 +53,8 @@ class VerifyResult:
     frozen_unchanged: int = 0  # weights no step updates, checked bit-identical before and after
     # (step, buffer, buffer): placements of one pool sharing bytes while both are live, earliest first
     conflicts: list = field(default_factory=list)
+    # ops without a reference kernel, outside the backward region, run as seeded sources (ops.seeded_source)
+    sources: list = field(default_factory=list)
 
 
 def _diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -210,6 +212,7 @@ class _LockstepRun:
         self.groups = tg.groups()
         self.res = VerifyResult(False, len(tg.steps), 0, 0, 0.0, "", None, 0,
                                 arena_bytes=sum(layout.arenas.values()), conflicts=conflicts(layout))
+        self.res.sources = [op.label for op in tg.graph.operations[:tg.model_ops] if seeded_source(tg, op)]
         self.sources = self._sources()
         self.last_write: dict[int, int] = {}  # root -> arena step that last wrote it
         self.last_write_t: dict[int, int] = {}  # tensor -> step that last wrote it

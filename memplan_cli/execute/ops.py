@@ -9,6 +9,8 @@ applyGradient is generic (the optimizer over every gradient the step reads).
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from memplan_cli.kernels import activation, optim
@@ -257,18 +259,43 @@ def apply_gradient(ctx):
     return done
 
 
+def _kernels_of(op_type: str) -> dict | None:
+    d = registry.get(op_type)
+    return d.kernels if d is not None and d.kernels else None
+
+
+def seeded_source(tg, op) -> bool:
+    """Whether verify runs `op`'s forward as a seeded source: it has no reference kernel (a custom
+    op) and lies outside the backward region, so no gradient passes through it and its outputs are
+    inputs to the trained part, as a graph input is. The plan is checked all the same: the step still
+    reads its inputs from their buffers and writes its outputs into theirs."""
+    h = _kernels_of(op.type)
+    return (h is None or h.get("forward") is None) and op.index not in tg.backward_ops
+
+
+def _seeded_forward(ctx) -> None:
+    """Outputs filled with values seeded by the tensor's name: the same in both runs and every run."""
+    for k, o in enumerate(ctx.op.outputs):
+        y = ctx.y(k, optional=True) if o >= 0 else None
+        if y is None:
+            continue
+        rng = np.random.default_rng(zlib.crc32(ctx.tg.graph.operands[o].name.encode()))
+        y[...] = rng.uniform(0, 1, size=y.shape).astype(y.dtype) if y.dtype.kind == "f" else 0
+
+
 def run_step(ctx) -> None:
     """Run one step's kernel, then its accumulations (dst = src, or dst += src)."""
     s = ctx.step
     if s.kind == "applyGradient":
         apply_gradient(ctx)
     else:
-        d = registry.get(ctx.op.type)
-        h = d.kernels if d is not None and d.kernels else None
+        h = _kernels_of(ctx.op.type)
         fn = h.get(s.kind) if h else None
         if fn is None:
             if s.kind == "calcGradient" and h is not None:
                 fn = None  # an op without weights: nothing to compute
+            elif s.kind == "forward" and seeded_source(ctx.tg, ctx.op):
+                fn = _seeded_forward
             else:
                 raise UnsupportedKernel(f"no reference kernel for {s.kind} of {ctx.op.type} ({ctx.op.label})")
         if fn is not None and not (s.kind == "forward" and forward_keeping_pre_activation(ctx, fn)):

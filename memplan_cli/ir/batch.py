@@ -17,7 +17,8 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
   much the op's batched input grew. The last case adds a warning to the graph.
 Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, FullyConnected, ...) give their own
 rule (`OpDef.batch`).
-Constants never change.
+Constants never change, but for an op's state made at the file's batch (an RNN's initial state:
+its `OpDef.batch` rule re-shapes it; the constant loses any values it had, and is no parameter).
 """
 from __future__ import annotations
 
@@ -107,7 +108,11 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
 
 
 def _copy(graph: Graph, shapes: dict, warnings: list) -> Graph:
-    operands = [replace(o, shape=shapes.get(o.index, o.shape)) for o in graph.operands]
+    def regrown(o):  # a constant made at the file's batch: a fill or state, never a parameter
+        return o.is_const and tuple(shapes.get(o.index, o.shape)) != tuple(o.shape)
+
+    operands = [replace(o, shape=shapes[o.index], value=None, computed=True, assumed=False) if regrown(o)
+                else replace(o, shape=shapes.get(o.index, o.shape)) for o in graph.operands]
     operations = [replace(op, inputs=list(op.inputs), outputs=list(op.outputs), attrs=dict(op.attrs))
                   for op in graph.operations]
     return Graph(operands, operations, list(graph.inputs), list(graph.outputs), name=graph.name,

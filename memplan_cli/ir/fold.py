@@ -45,6 +45,7 @@ class FoldConstants:
                 readers[i] = readers.get(i, 0) + 1
         folded: list[int] = []
         kinds: dict[int, str] = {}  # folded operand -> "fill" | "param" | "buffer"
+        assumed: dict[int, bool] = {}
         for k in g.topological_order():
             op = g.operations[k]
             ins = [i for i in op.inputs if i >= 0]
@@ -54,7 +55,10 @@ class FoldConstants:
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
+            # a fill is a weight by guess; a value computed from parameters is as sure as they are
+            guess = kind == "fill" or any(assumed.get(i, g.operands[i].assumed) for i in ins)
             for o in op.outputs:
+                assumed[o] = guess
                 g.operands[o] = replace(g.operands[o], is_const=True)
                 kinds[o] = kind
             folded.append(k)
@@ -63,6 +67,8 @@ class FoldConstants:
         for o, kind in kinds.items():
             if kind == "buffer" and g.operands[o].dtype.startswith(("float", "bfloat")):
                 g.operands[o] = replace(g.operands[o], computed=True)
+            elif kind in ("param", "fill") and assumed.get(o):
+                g.operands[o] = replace(g.operands[o], assumed=True)
         first = g.operations[min(folded)]
         drop = set(folded)
         kept = [op for op in g.operations if op.index not in drop]

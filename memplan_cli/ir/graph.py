@@ -29,6 +29,9 @@ class Operand:
     # a constant the graph computes from shapes, fills and indices (an attention mask built with
     # ConstantOfShape and ScatterND, folded at load): a buffer, never a trainable parameter
     computed: bool = False
+    # a float constant whose file could not tell whether it is a parameter of the source model
+    # (loaders/params.py): it trains, and reports list it as "assumed trainable"
+    assumed: bool = False
 
     @property
     def num_elements(self) -> int:
@@ -190,8 +193,10 @@ class Graph:
 
     # ---- sizes ---------------------------------------------------------------------------
     def parameter_count(self) -> int:
-        """Elements of float constants (weights and biases; not int shape/axes constants)."""
-        return sum(o.num_elements for o in self.operands if o.is_const and o.dtype.startswith(("float", "bfloat")))
+        """Elements of float constants (weights and biases; not int shape/axes constants, nor the
+        buffers an exporter computed: `Operand.computed`)."""
+        return sum(o.num_elements for o in self.operands
+                   if o.is_const and not o.computed and o.dtype.startswith(("float", "bfloat")))
 
     def activation_bytes(self) -> int:
         """Bytes of every non-constant operand (graph inputs included)."""

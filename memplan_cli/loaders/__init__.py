@@ -58,6 +58,9 @@ def load_model(path: str, *, batch_size: int | None = None):
 
         if FoldConstants().run(graph):
             graph.verify()
+        from memplan_cli.loaders.params import settle
+
+        settle(graph, graph.metadata.get("parameter_rule", ""))
         if batch_size is not None:
             from memplan_cli.ir.batch import rebatch
 

@@ -16,6 +16,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.ir.shape_values import FOLLOWED
+from memplan_cli.loaders.params import is_variable_read
 
 # ops whose second input is a small int constant that decides the output shape
 SHAPE_CONST_INPUT = {"Reshape": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
@@ -118,6 +119,7 @@ class _Reader:
         operations = self.operators(sub, opcodes, operands, buffers)
         name = (sub.Name() or b"").decode("utf-8", "replace")
         g = Graph(operands, operations, inputs, outputs, name=name, source_format=self.fmt, warnings=warnings)
+        g.metadata["parameter_rule"] = "TensorFlow variable reads"
         if self.dynamic:
             g.metadata["dynamic_dims"] = dict(self.dynamic)
         self.training_metadata(model, buffers, g)
@@ -157,7 +159,11 @@ class _Reader:
             is_const = b > 0 and self.buffer_has_data(buffers[b]) and not t.IsVariable()
             if sig and len(sig) == len(shape) and any(d < 0 for d in sig):
                 self.dynamic[j] = tuple(k for k, d in enumerate(sig) if d < 0)
-            out.append(Operand(j, name, shape, dtype, is_const=is_const))
+            # a TF Lite file stores every weight as a plain constant, as it stores a folded mask:
+            # a variable's read in the name or a weight slot tells (loaders/params.py)
+            out.append(Operand(j, name, shape, dtype, is_const=is_const,
+                               assumed=is_const and dtype.startswith(("float", "bfloat"))
+                               and not is_variable_read(name)))
         return out
 
     def buffer_has_data(self, buf) -> bool:
@@ -235,7 +241,10 @@ class _Reader:
                 t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
             return t.value
 
-        node = ops.TfliteNode(builtin, self.generic_options(o), list(ins), list(outs), operands, values)
+        opts = self.generic_options(o)
+        if o.CustomOptionsLength() > 0:  # a custom op's own bytes (mediapipe's: a C struct)
+            opts["custom_options"] = o.CustomOptionsAsNumpy().tobytes()
+        node = ops.TfliteNode(builtin, opts, list(ins), list(outs), operands, values)
         return fn(node)
 
     def generic_options(self, o) -> dict:

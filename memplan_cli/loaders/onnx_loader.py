@@ -215,6 +215,9 @@ class _Builder:
         # coordinate table, batch_norm's mean and variance in weight standardization): buffers
         self.traced: set[str] = set()
         self.constants_are_buffers = model.producer_name == "pytorch"
+        from memplan_cli.loaders.params import onnx_rule
+
+        self.param_rule, self.param_kind = onnx_rule(model)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -227,9 +230,11 @@ class _Builder:
             shape = tuple(int(d) for d in t.dims)
             if any(d <= 0 for d in shape):
                 raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
+            kind = self.param_kind.get(name)
             op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
                          value=_small_int_value(t) or _small_float_value(t),
-                         computed=name in self.traced)
+                         computed=name in self.traced or kind == "buffer",
+                         assumed=kind == "unknown" and name not in self.traced)
         elif name in self.value_info:
             shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
             op = Operand(k, name, shape, dtype)
@@ -275,6 +280,7 @@ class _Builder:
             self.operands[o].is_output = True
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
+        graph.metadata["parameter_rule"] = self.param_rule
         if unused:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")

@@ -91,7 +91,13 @@ def _kernels(op_type: str) -> dict:
     return {"forward": forward, "calcDerivative": backward, "calcGradient": backward}
 
 
-OPS = [OpDef(t, rule=activation, kernels=_kernels(t), flops=_flops, activation=FUSED_NAME.get(t, "CLIP"))
+# `--profile torch` (derivatives.yaml): relu / sigmoid / tanh keep their result, hardtanh (ReLU6, Clip)
+# its input
+TORCH = {"Relu": {"saves": (("out0", "any"),)}, "Sigmoid": {"saves": (("out0", "any"),)},
+         "Tanh": {"saves": (("out0", "any"),)}, "Relu6": {"saves": (("in0", "any"),)},
+         "Clip": {"saves": (("in0", "any"),)}}
+OPS = [OpDef(t, rule=activation, kernels=_kernels(t), flops=_flops, activation=FUSED_NAME.get(t, "CLIP"),
+             profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in ("Relu", "Relu6", "Sigmoid", "Tanh", "Clip")]
 
 

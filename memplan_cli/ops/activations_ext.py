@@ -227,7 +227,8 @@ def _prelu_flops(op, operands):
 OPS = [opdef(s) for s in SPECS] + [
     OpDef("PRelu", rule=prelu_rule, kernels={"forward": prelu_forward, "calcGradient": prelu_gradient,
                                             "calcDerivative": prelu_derivative},
-          flops=_prelu_flops, required_inputs=2, check=prelu_check, batch="keep")]
+          flops=_prelu_flops, required_inputs=2, check=prelu_check, batch="keep",
+          weight_inputs=(1,))]
 
 
 # ---- converters -------------------------------------------------------------------------------

@@ -128,6 +128,10 @@ class OpDef:
     # float constant inputs that are not parameters of this op (an RNN's zero initial states): the
     # backward-insertion guard does not ask its rule to train them
     state_inputs: tuple = ()
+    # input positions that only a layer's own parameters fill (a convolution's filter and bias, a
+    # norm's scale and shift): a float constant read only there is a parameter whatever its name
+    # (loaders/params.py); a Mul's or Add's constant may be a mask or a table, so they declare none
+    weight_inputs: tuple = ()
     # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
     # file's placeholder for it (the converter writes the file's batch) is resolved at load
     changes_batch: bool = False

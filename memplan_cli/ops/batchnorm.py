@@ -222,13 +222,16 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[op.inputs[0]])] + [None] * (len(op.outputs) - 1)
 
 
-# `--profile torch`: native_batch_norm (training) saves its input and save_mean / save_invstd
+# `--profile torch`: native_batch_norm (training) saves its input and save_mean / save_invstd; its
+# backward kernel allocates an input-sized scratch beside the input's gradient (measured, torch 2.14
+# CPU; no tensor MemTracker sees)
 TORCH = {"saves": (("in0", "any"),), "aux": (("save_mean", "channels", "float32"),
-                                             ("save_invstd", "channels", "float32"))}
+                                             ("save_invstd", "channels", "float32")),
+         "bwd_scratch": (("in0?g0",),)}
 OPS = [OpDef("BatchNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
-             bias_inputs=(2,), profiles={"torch": TORCH})]
+             bias_inputs=(2,), weight_inputs=(1, 2), profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:

@@ -102,6 +102,7 @@ def _rule(spec: Spec):
             r.calc_derivative = StepIO(list(dict.fromkeys(reads)), [("bp", t) for t in targets])
             if ctx.policy.inplace:
                 r.inplace += [(("bp", y), ("bp", t)) for t in targets]
+                r.inplace_equal = op.type == "Add"
         if ctx.policy.inplace:
             r.inplace += [(("fwd", i), ("fwd", y)) for i in dict.fromkeys(ins) if not ctx.is_const(i)]
         fused_activation(op, ctx, r, y)
@@ -347,8 +348,18 @@ def _vector_bias(op, operands):
 # `--profile torch` (derivatives.yaml): add / sub save nothing (a same-shape side gets the incoming
 # gradient itself); mul saves each side for the other's gradient; div saves the divisor, and the
 # dividend when the divisor needs its gradient
-TORCH = {"Add": {"grad": "pass"}, "Sub": {}, "Mul": {"saves": (("in1", "g0"), ("in0", "g1"))},
-         "Div": {"saves": (("in1", "any"), ("in0", "g1"))}}
+# a broadcast side's gradient is the full-size product summed down (a temporary of the output's size)
+
+
+def _torch_broadcast_tmp(op, operands) -> tuple:
+    y = tuple(operands[op.outputs[0]].shape)
+    return tuple(("out0?g%d" % k,) for k, v in enumerate(op.inputs[:2])
+                 if v >= 0 and tuple(operands[v].shape) != y)
+
+
+TORCH = {"Add": {"grad": "pass"}, "Sub": {},
+         "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
+         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
              profiles={"torch": TORCH[t]} if t in TORCH else {})

@@ -90,7 +90,8 @@ def _flops(op, operands):
 
 _KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
 # batch: the re-batch rule of Concat (the class-token broadcast) lives in ir/batch.py
-OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check)]
+# `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one
+OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check, profiles={"torch": {"grad": "view"}})]
 
 
 def _onnx(node) -> Canon:

@@ -259,20 +259,63 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU
-# (mkldnn_convolution, measured with torch 2.14's profiler) forward copies the weight, and the input
-# when it requires grad, beside a scratch output; backward copies the incoming gradient, and the input
-# when it requires grad, while it computes the weight's gradient; a strided one computes the input's
-# gradient into a scratch tensor and clones it (not a grouped one)
+# `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU it
+# runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
+# with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
+# 16 (_blocked):
+# - forward copies the input into the blocked layout (only when it has 16 channels or more), the
+#   weight (output channels rounded; input channels too when the input is blocked) and computes into
+#   a blocked scratch output, then copies it out;
+# - backward first makes the input's gradient: copies of the incoming gradient and of the weight
+#   (both blocked), a blocked scratch of the input's gradient, then the result copied out (a strided
+#   ungrouped conv clones it once more); then the weight's gradient: plain copies of the incoming
+#   gradient and of the input (when it requires grad), and the result copied out (a second
+#   weight-sized tensor).
+# Grouped and depthwise convolutions were measured with channel counts that need no rounding.
+BLOCK = 16
 
 
-def _torch_bwd_tmp(op) -> tuple:
+def _round(c: int) -> int:
+    return -(-c // BLOCK) * BLOCK
+
+
+def _blocked(op, operands) -> tuple:
+    """(input, output, weight forward, weight backward) bytes in oneDNN's blocked layouts, and whether
+    the input is blocked."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    cx, cy = int(x.shape[ch]), int(y.shape[ch])
+    o, i = int(w.shape[0]), int(w.shape[1] if ch == 1 else w.shape[-1])
+    grouped = int(op.attrs.get("group", 1)) != 1 or op.type == "DepthwiseConv2D"
+    if grouped:
+        return x.nbytes, y.nbytes, w.nbytes, w.nbytes, True
+    blocked_in = cx >= BLOCK
+    bx = x.nbytes * _round(cx) // cx
+    by = y.nbytes * _round(cy) // cy
+    bw_f = w.nbytes * _round(o) // o * (_round(i) // i if blocked_in else 1)
+    bw_b = w.nbytes * _round(o) // o * _round(i) // i
+    return bx, by, bw_f, bw_b, blocked_in
+
+
+def _torch_fwd(op, operands) -> tuple:
+    bx, by, bw, _, blocked_in = _blocked(op, operands)
+    y = operands[op.outputs[0]].nbytes
+    # the output itself is counted by the profile: scratch beside it, before and after it is made
+    return ((bx if blocked_in else 0, bw, by - y), (by,))
+
+
+def _torch_bwd_dx(op, operands) -> tuple:
+    bx, by, _, bw, _ = _blocked(op, operands)
+    x = operands[op.inputs[0]].nbytes
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
         and op.type != "DepthwiseConv2D"
-    return (("out0", "in0?g0"), ("in0?g0", "in0?g0") if strided else ("in0?g0",))
+    # the input's gradient itself is counted by the profile
+    return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
-TORCH = {"saves": (("in0", "any"),), "fwd_tmp": (("in0?g0", "in1"), ("out0",)), "bwd_tmp": _torch_bwd_tmp}
+# backward runs in two phases (the input's gradient, then the weight's), each with its scratch
+TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _torch_fwd,
+         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"), ("in1",))}
 
 
 def not_2d(t: str, nd: int) -> dict:
@@ -284,7 +327,7 @@ def not_2d(t: str, nd: int) -> dict:
 def _def(t, rule):
     nd = int(t[-2])
     return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep",
-                 bias_inputs=(2,),
+                 bias_inputs=(2,), weight_inputs=(1, 2),
                  profiles={**(not_2d(t, nd) if nd != 2 and t in CONV else {}), "torch": TORCH})
 
 

@@ -127,7 +127,8 @@ def _flops(op, operands):
 
 OPS = [OpDef("InstanceNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
-             flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,))]
+             flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,),
+             weight_inputs=(1, 2))]
 
 
 def _onnx(node) -> Canon:

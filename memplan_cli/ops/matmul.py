@@ -345,10 +345,10 @@ TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
-          flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,),
+          flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
           profiles={"onert": {"backward": _onert_fc_backward}, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
-          batch=_mm_batch, profiles={"torch": TORCH}),
+          batch=_mm_batch, weight_inputs=(1,), profiles={"torch": TORCH}),
 ]
 
 

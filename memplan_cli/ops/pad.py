@@ -3,16 +3,18 @@
 Canonical attributes: `mode` ("constant", "reflect": mirror without repeating the edge, ONNX's and
 TFLite MIRROR_PAD REFLECT; "edge": repeat the border), `pads` (begin..., end... for every axis, as
 ONNX writes them: TFLite's [[before, after], ...] and ONNX opset-18 `axes` are expanded at load),
-`value` (the constant). The operands stay as the file has them (onert keeps the paddings tensor).
+`value` (the constant). A negative pad (constant mode) removes that many elements: a crop, as the
+ONNX spec has it ("add or remove (if negative)"; HF RWKV's time shift). The operands stay as the file has them (onert keeps the paddings tensor).
 
 Training rule (PyTorch derivatives.yaml `constant_pad_nd`: self: constant_pad_nd_backward(grad, pad);
 `reflection_pad2d`/`replication_pad2d`: reflection_pad2d_backward(grad, self, padding), which reads
 only self's shape): backward keeps no activation.
 - calcDerivative: constant: dX is dY with the padding cut off (onert's Depad); reflect / edge: each
   element of dY is added to the input element it was copied from. Reads dY and the paddings constant
-  (as onert's kernel does); dX is smaller than dY, so it gets its own buffer.
+  (as onert's kernel does); dX is smaller than dY, so it gets its own buffer. Where a negative pad
+  cropped the input, dX is 0 (the cropped elements never reached the output).
 FLOPs: forward none (data movement); backward one add per padded element (reflect / edge).
-Refused: negative pads (a crop), ONNX "wrap" mode, TFLite MIRROR_PAD SYMMETRIC, pads that are not
+Refused: negative pads in reflect / edge mode, ONNX "wrap" mode, TFLite MIRROR_PAD SYMMETRIC, pads that are not
 constant.
 """
 from __future__ import annotations
@@ -30,6 +32,12 @@ def widths(op, ndim: int) -> list:
     return [(int(p[k]), int(p[k + ndim])) for k in range(ndim)]
 
 
+def _crop_then_pad(w, shape):
+    """(slices of the input kept, non-negative pad widths) for widths that may be negative."""
+    keep = tuple(slice(max(-b, 0), n - max(-e, 0)) for (b, e), n in zip(w, shape))
+    return keep, [(max(b, 0), max(e, 0)) for b, e in w]
+
+
 def rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     r = OpRule(forward=forward_io(op))
@@ -44,7 +52,8 @@ def forward(ctx):
     mode = ctx.attrs.get("mode", "constant")
     w = widths(ctx.op, x.ndim)
     if mode == "constant":
-        ctx.y()[...] = np.pad(x, w, constant_values=float(ctx.attrs.get("value", 0.0)))
+        keep, w = _crop_then_pad(w, x.shape)
+        ctx.y()[...] = np.pad(x[keep], w, constant_values=float(ctx.attrs.get("value", 0.0)))
     else:
         ctx.y()[...] = np.pad(x, w, mode=mode)
 
@@ -57,7 +66,11 @@ def calc_derivative(ctx):
     mode = ctx.attrs.get("mode", "constant")
     w = widths(ctx.op, dx.ndim)
     if mode == "constant":
-        dx[...] = dy[tuple(slice(b, b + n) for (b, _), n in zip(w, dx.shape))]
+        keep, w = _crop_then_pad(w, dx.shape)
+        if any(b < 0 or e < 0 for b, e in widths(ctx.op, dx.ndim)):
+            dx[...] = 0
+        kept = dx[keep]
+        dx[keep] = dy[tuple(slice(b, b + n) for (b, _), n in zip(w, kept.shape))]
         return
     g = dy
     for ax, (b, e) in enumerate(w):  # the adjoint of np.pad, one axis at a time
@@ -80,8 +93,11 @@ def check(op, operands):
         return "has paddings that are not a constant memplan can read"
     if len(p) != 2 * rank:
         return f"has {len(p)} pads for a rank-{rank} input"
-    if any(v < 0 for v in p):
-        return f"has negative pads {tuple(p)} (a crop)"
+    if any(v < 0 for v in p) and mode != "constant":
+        return f"has negative pads {tuple(p)} (a crop) in {mode} mode"
+    shape = operands[op.inputs[0]].shape
+    if any(max(-p[k], 0) + max(-p[k + rank], 0) > n for k, n in enumerate(shape)):
+        return f"crops more than the input holds (pads {tuple(p)}, input {list(shape)})"
     if mode != "constant":
         for k, n in enumerate(operands[op.inputs[0]].shape):
             if mode == "reflect" and max(p[k], p[k + rank]) >= n:
@@ -104,8 +120,16 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[i][k] + p[k] + p[k + n] for k in range(n))]
 
 
+def _torch(op) -> dict:
+    """`--profile torch` (derivatives.yaml): constant_pad_nd keeps nothing and its backward is a narrow
+    view of the incoming gradient; reflection / replication pads keep their input."""
+    if op.attrs.get("mode", "constant") == "constant":
+        return {"grad": "view"}
+    return {"saves": (("in0", "any"),)}
+
+
 OPS = [OpDef("Pad", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
-             check=check, nondiff_inputs=(1, 2, 3), batch=_batch)]
+             check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

@@ -56,7 +56,10 @@ def _flops(op, operands):
 
 _KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
 # batch: the re-batch rule of Reshape (shape constants, computed shapes) lives in ir/batch.py
-OPS = [OpDef(t, rule=reshape, kernels=_KERNELS, flops=_flops, check=_check) for t in ("Reshape", "Flatten")]
+# `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
+TORCH = {"view": True, "grad": "view"}
+OPS = [OpDef(t, rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, profiles={"torch": TORCH})
+       for t in ("Reshape", "Flatten")]
 
 
 def _onnx_reshape(node) -> Canon:

@@ -183,7 +183,8 @@ def flops(op, operands):
 
 OPS = [OpDef("Resize", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                            "calcGradient": calc_derivative},
-             flops=flops, check=check, batch="keep")]
+             flops=flops, check=check, batch="keep",
+             profiles={"torch": {}})]  # `--profile torch`: upsampling keeps only sizes
 
 
 # ---- converters ---------------------------------------------------------------------------------

@@ -329,6 +329,11 @@ def check(op, operands):
     nd, g = _dirs(op), GATES[op.type]
     if tuple(operands[op.inputs[1]].shape) != (nd, g * hid, inp) or tuple(operands[op.inputs[2]].shape) != (nd, g * hid, hid):
         return "has W / R shapes that do not match hidden_size and direction"
+    state = (nd, batch, hid) if not a.get("layout") else (batch, nd, hid)
+    for k, what in ((5, "initial_h"), (6, "initial_c")):
+        s = _input(op, k)
+        if s >= 0 and tuple(operands[s].shape) != state:
+            return f"has {what} of shape {list(operands[s].shape)}, not {list(state)} (its batch differs from X's)"
     return None
 
 
@@ -348,12 +353,19 @@ def _batch(op, graph, shapes, batched):
     lay = op.attrs.get("layout")
     shp = [(seq, nd, batch, hid) if not lay else (batch, seq, nd, hid),
            (nd, batch, hid) if not lay else (batch, nd, hid), (nd, batch, hid) if not lay else (batch, nd, hid)]
+    # an initial state the exporter made at the file's batch (timm's Sequencer2d: zeros of
+    # (2, B*H, hidden) folded to a constant) follows the new batch: it is a fill, not a parameter
+    for k in (5, 6):
+        s = _input(op, k)
+        if s >= 0 and graph.operands[s].is_const and tuple(shapes[s]) != shp[1]:
+            shapes[s] = shp[1]
     return [shp[k] if o >= 0 else None for k, o in enumerate(op.outputs)]
 
 
 KERNELS = {"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=3, check=check,
-             nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6)) for t in ("LSTM", "GRU", "RNN")]
+             nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6),
+             weight_inputs=(1, 2, 3)) for t in ("LSTM", "GRU", "RNN")]
 
 
 def _onnx(t):

@@ -68,6 +68,9 @@ class OpRule:
     weights: list[int] = field(default_factory=list)
     view: tuple[int, int] | None = None
     inplace: list[tuple[Ref, Ref]] = field(default_factory=list)
+    # every in-place dst of one step holds the same values (an Add's dA = dB = dY): they may share
+    # src's memory together; otherwise one dst per step takes it over (passes/aliasing.py)
+    inplace_equal: bool = False
     note: str = ""
 
     def backward_steps(self):

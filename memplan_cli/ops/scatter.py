@@ -1,4 +1,6 @@
-"""ScatterND (ONNX ScatterND, opsets 11-18; TFLite has no in-place form): Y = a copy of `data` with
+"""ScatterND and ScatterElements (ONNX, opsets 11-18; TFLite has no in-place form).
+
+ScatterND: Y = a copy of `data` with
 the slices named by `indices` (last axis: a prefix of data's axes) replaced by `updates`
 (reduction "none") or added to (reduction "add"). Torch exports write slice assignments with it
 (Swin-T's shifted-window mask: `mask[:, h, w] = k`).
@@ -7,6 +9,13 @@ Training rule (PyTorch derivatives.yaml `index_put` / `index_put_` with accumula
 - data: grad.masked_fill(indices, 0) for "none" (the replaced slices get nothing), grad for "add";
 - updates: grad[indices] (the slices of dY it was written to).
 Backward reads dY and the indices (integers, no gradient): neither data nor updates is kept.
+ScatterElements (torch `select_scatter` / `scatter`: HF RWKV writes each token's output into its
+row): Y = a copy of `data` with Y[..., indices[i, j], ...] (along `axis`) = updates[i, j] (or +=).
+Its rule is ScatterND's, with the element positions the indices name (derivatives.yaml `scatter`:
+self: grad.scatter(dim, index, 0); src: grad.gather(dim, index)). Indices of batch 1 in front of
+batched updates (a re-batched export whose index constant was made at batch 1) apply to every
+sample: a batch-1 file has one row of them, the same for each sample; a constant `data` made at
+the file's batch (zeros the exporter folded) grows with the updates.
 Reductions "mul", "max", "min" are refused (their gradient needs the values; no export met writes them).
 FLOPs: forward |updates| (data copied), backward |updates| (the gather) for updates and |Y| for data.
 """
@@ -34,6 +43,80 @@ def rule(op, ctx) -> OpRule:
     if targets:
         r.calc_derivative = StepIO(list(reads), [("bp", t) for t in targets])
     return r
+
+
+def _elements_where(ctx):
+    """ScatterElements: the element positions in data of every update, as an index tuple."""
+    ax = int(ctx.attrs["axis"])
+    upd_shape = tuple(ctx.tg.graph.operands[ctx.op.inputs[2]].shape)  # backward does not read the updates
+    idx = np.broadcast_to(np.asarray(ctx.x(1)).astype(np.int64), upd_shape)
+    n = ctx.tg.graph.operands[ctx.op.inputs[0]].shape[ax]
+    full = list(np.indices(upd_shape))
+    full[ax] = np.where(idx < 0, idx + n, idx)
+    return tuple(full)
+
+
+def elements_forward(ctx):
+    data, upd = np.asarray(ctx.x(0)), np.asarray(ctx.x(2))
+    where = _elements_where(ctx)
+    out = data.copy()
+    if ctx.attrs.get("reduction", "none") == "add":
+        np.add.at(out, where, upd)
+    else:
+        out[where] = upd
+    ctx.y()[...] = out
+
+
+def elements_backward(ctx):
+    where = _elements_where(ctx)
+    dy = np.asarray(ctx.dy())
+    dd, du = target(ctx, 0), target(ctx, 2)
+    if du is not None:
+        du[...] = dy[where]
+    if dd is not None:
+        g = dy.copy()
+        if ctx.attrs.get("reduction", "none") == "none":
+            g[where] = 0
+        dd[...] = g
+
+
+def elements_check(op, operands):
+    red = op.attrs.get("reduction", "none")
+    if red not in REDUCTIONS:
+        return f"has reduction {red!r} (memplan trains 'none' and 'add')"
+    data, idx, upd = (operands[i] for i in op.inputs[:3])
+    if not idx.dtype.startswith("int"):
+        return f"has indices of type {idx.dtype} (needs integers)"
+    if not len(data.shape) == len(idx.shape) == len(upd.shape):
+        return f"has data, indices and updates of ranks {len(data.shape)}, {len(idx.shape)}, {len(upd.shape)}"
+    if tuple(idx.shape) != tuple(upd.shape) and not (idx.shape[0] == 1 and tuple(idx.shape[1:]) == tuple(upd.shape[1:])):
+        return f"has indices of shape {tuple(idx.shape)} and updates of shape {tuple(upd.shape)}"
+    ax = int(op.attrs.get("axis", 0))
+    if not -len(data.shape) <= ax < len(data.shape):
+        return f"has axis {ax} for a rank-{len(data.shape)} input"
+    if any(u > d for k, (u, d) in enumerate(zip(upd.shape, data.shape)) if k != ax % len(data.shape)):
+        return f"has updates {tuple(upd.shape)} larger than data {tuple(data.shape)} off the axis"
+    return None
+
+
+def _elements_batch(op, graph, shapes, batched):
+    d, idx, upd = op.inputs[:3]
+    old = graph.operands
+    if (upd in batched and d not in batched and old[d].is_const and old[d].shape
+            and old[d].shape[0] == old[upd].shape[0]):
+        # the buffer written into was made at the file's batch (RWKV's zeros, folded): it follows
+        shapes[d] = (shapes[upd][0],) + tuple(shapes[d][1:])
+        batched.add(d)
+    if idx in batched or (upd in batched) != (d in batched):
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: its indices carry the batch, or only one of data "
+                         "and updates does")
+    if upd in batched and shapes[idx][0] != 1:
+        from memplan_cli.ir.graph import GraphError
+
+        raise GraphError(f"cannot re-batch op {op.label}: its indices were made at batch {shapes[idx][0]}")
+    return [tuple(shapes[d]) if d in batched else None]
 
 
 def _where(ctx):
@@ -100,12 +183,22 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("ScatterND", rule=rule, kernels={"forward": forward, "calcDerivative": backward,
                                               "calcGradient": backward},
-             flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch)]
+             flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch),
+       OpDef("ScatterElements", rule=rule, kernels={"forward": elements_forward, "calcDerivative": elements_backward,
+                                                    "calcGradient": elements_backward},
+             flops=flops, check=elements_check, required_inputs=3, nondiff_inputs=(1,), batch=_elements_batch)]
 
 
 def _onnx(node) -> Canon:
     return Canon("ScatterND", {"reduction": str(node.attrs.get("reduction", "none"))})
 
 
-ONNX = {"ScatterND": _onnx}
+def _onnx_elements(node) -> Canon:
+    rank = len(node.shape(0))
+    ax = int(node.attrs.get("axis", 0))
+    return Canon("ScatterElements", {"reduction": str(node.attrs.get("reduction", "none")),
+                                     "axis": ax + rank if ax < 0 else ax})
+
+
+ONNX = {"ScatterND": _onnx, "ScatterElements": _onnx_elements}
 TFLITE = {}

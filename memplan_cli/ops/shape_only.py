@@ -162,7 +162,8 @@ OPS = [
     OpDef("IsInf", rule=plain, kernels={"forward": isinf_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative,
                                                   "calcGradient": cast_derivative},
-          flops=_elementwise_flops, check=_check_cast, batch=_same),
+          flops=_elementwise_flops, check=_check_cast, batch=_same,
+          profiles={"torch": {}}),  # `--profile torch`: `to(dtype)` keeps nothing
 ] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
            no_grad=True, batch=broadcast_batch) for t, fn in BINARY.items()]
 

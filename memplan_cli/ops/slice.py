@@ -312,7 +312,8 @@ OPS = [
           flops=lambda op, operands: (0, 0), check=pack_check, batch=_pack_batch),
     OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative,
                                      "calcGradient": slice_derivative},
-          flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch),
+          flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch,
+          profiles={"torch": {"view": True}}),  # `--profile torch`: a view; slice_backward makes a new tensor
     OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative,
                                      "calcGradient": split_derivative},
           flops=lambda op, operands: (0, 0), check=split_check, batch=_split_batch),

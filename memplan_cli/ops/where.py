@@ -82,7 +82,8 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("Where", rule=rule, kernels={"forward": forward, "calcGradient": _back(lambda c, k: c.grad(k)),
                                          "calcDerivative": _back(lambda c, k: c.dx(k))},
-             flops=_flops, required_inputs=3, check=check, nondiff_inputs=(0,), batch=_batch)]
+             flops=_flops, required_inputs=3, check=check, nondiff_inputs=(0,), batch=_batch,
+             profiles={"torch": {"saves": (("in0", "any"),)}})]  # `--profile torch`: where keeps its condition
 
 
 def _where(node) -> Canon:

@@ -11,8 +11,9 @@ class Aliasing:
     - A rule's in-place pair (src, dst) makes dst share src's memory when the kernel may compute dst
       over src. It is accepted only when every tensor already sharing src's memory is dead after the
       step that writes dst (no later read), every tensor sharing dst's memory starts at that step and
-      none of them is read by it, both have the same byte size, and neither is persistent or read
-      after the training step.
+      none of them is read by it, no other tensor the step writes shares src's memory (unless the rule says all its in-place
+      outputs hold equal values: an Add's dA = dB = dY), both have the
+      same byte size, and neither is persistent or read after the training step.
     - Candidates are taken in step order, so earlier decisions constrain later ones (an Add's two
       input back-props cannot both take over dY).
     """
@@ -60,6 +61,10 @@ class Aliasing:
                 # dst's memory must be new at this step: not also an input the step reads (two graph
                 # inputs both start at step 0; after y took x0's memory, x1 must not take it too)
                 if any(tg.root(t) == rd for t in s.reads):
+                    continue
+                # nor may another output of the step already hold src's memory (a Mul's dA, a
+                # contribution accumulated at this very step, took over dY: dB must not take it too)
+                if not rule.inplace_equal and any(tg.root(t) == rs for t in s.writes if t != dst):
                     continue
                 merge(dst, src)
                 changed = True

@@ -4,7 +4,7 @@ For an ONNX export of a PyTorch module, replays what eager autograd allocates an
 tensor, in the order it does (shared/research/torch-memory.md says how the figures it targets were
 measured: the peak of the CPU allocator's live bytes during the third step, plus what is held
 before it). It models PyTorch, not memplan's plan: its facts are its own and never read memplan's
-saving rules (passes/ops, Policy); memplan's pass pipeline only says which weights train (LoRA,
+saving rules (the ops' `rule`s, Policy); memplan's pass pipeline only says which weights train (LoRA,
 freezing, --trainable-ops) and appends the loss.
 
 Rules (sources: PyTorch's `tools/autograd/derivatives.yaml` for what each op saves, `aten/src/ATen/
@@ -22,8 +22,8 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
   (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
   after the backward of the last op that saved it.
 - What each op saves, and the auxiliary tensors it makes, are its family's torch facts
-  (`OpDef.profiles["torch"]` in memplan_cli/ops, or `FACTS` below for the few op types outside the
-  registry); an op type without torch facts is refused, naming it.
+  (`OpDef.profiles["torch"]` in memplan_cli/ops; `FACTS` below for the two eager ops exporters
+  split); an op type without torch facts is refused, naming it.
 - Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
   `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
   followed by Add of a constant bias is `linear`.
@@ -56,36 +56,39 @@ from memplan_cli.errors import ConfigError, UnsupportedOpError
 PLANNER = "best"
 VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose")
 
-# Facts for op types outside the registry (memplan_cli/passes/ops), in the registry's format:
+# Facts of the eager ops the exporters split (read back by `_fuse`), in the registry's format (an op
+# family declares its own as `OpDef.profiles["torch"]` in memplan_cli/ops):
 # - "saves": ((what, when), ...): what in "in0", "in1", "out0"; when "any" (the op records a node),
 #   "g0" / "g1" (input 0 / 1 requires grad);
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
-#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it).
+#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
+# - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
+#   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
+#   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
+#   function (op, operands) -> that tuple.
 FACTS = {
-    "Relu": {"saves": (("out0", "any"),)},  # threshold_backward(grad, result)
-    "Relu6": {"saves": (("in0", "any"),)},  # hardtanh_backward(grad, self)
-    "Clip": {"saves": (("in0", "any"),)},
-    "Sigmoid": {"saves": (("out0", "any"),)},
-    "Tanh": {"saves": (("out0", "any"),)},
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
-    "Concat": {"grad": "view"},  # narrow views of the incoming gradient
-    "Reshape": {"view": True, "grad": "view"},
-    "Flatten": {"view": True, "grad": "view"},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
 FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
 
 
-def facts(op_type: str) -> dict | None:
+def facts(op) -> dict | None:
+    """The torch facts of `op` (an IR op or an _Op): its family's (a dict, or a function of the op),
+    {} for an op that never carries a gradient (`OpDef.no_grad`: eager records no node), else None."""
     from memplan_cli import ops
 
-    d = ops.get(op_type)
+    d = ops.get(op.type)
     f = (d.profiles or {}).get("torch") if d is not None else None
+    if callable(f):
+        f = f(op)
     if f is not None:
         return f
-    return FACTS.get(op_type)
+    if d is not None and d.no_grad:
+        return {}
+    return FACTS.get(op.type)
 
 
 @dataclass
@@ -209,6 +212,9 @@ class TorchProfile:
     checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
                "(devtools/torch_oracle.py, docs/torchprof.md)")
     OPTIONS = ("planner",)
+    # how its figures were checked (`memplan compare` prints it)
+    checked = ("matched against torch 2.14's CPU allocator and MemTracker on 17 exported modules and 5 larger "
+               "networks (devtools/torch_oracle.py, docs/torchprof.md)")
 
     def training_graph(self, graph, config):
         """memplan's training graph: only which weights train and the appended loss are read."""
@@ -312,7 +318,7 @@ def _part(s: dict, steps) -> str:
 
 def refusal(ops_: list[_Op]) -> str | None:
     for op in ops_:
-        if op.type != "Loss" and facts(op.type) is None:
+        if op.type != "Loss" and facts(op) is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
         act = (op.attrs.get("activation") or "NONE").upper()
@@ -383,7 +389,10 @@ def replay(tg, config):
                 consumers.setdefault(v, []).append(p)
 
     def _bytes(spec, op, needs):
-        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient."""
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
+        bytes already (a family's own function computed them)."""
+        if isinstance(spec, int):
+            return spec
         spec, _, cond = spec.partition("?")
         if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
             return 0
@@ -412,7 +421,7 @@ def replay(tg, config):
             if v in storage:
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
-        f = facts(op.type) or {}
+        f = facts(op) or {}
         rec = any(needs)
         node[p] = rec
         saved = []
@@ -477,7 +486,9 @@ def replay(tg, config):
                         k = int(what[3:])
                         if op.outputs[k] in storage:
                             saved.append(storage[op.outputs[k]])
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in f.get("fwd_tmp", ())), default=0)
+            alts = f.get("fwd_scratch", ())
+            alts = alts(op, opd) if callable(alts) else alts
+            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
             if tmp_b:
                 sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
@@ -507,7 +518,7 @@ def replay(tg, config):
             continue
         s = sim.step("calcDerivative", op.index, op.label)
         c = cols(op.label)
-        f = facts(op.type) or {}
+        f = facts(op) or {}
         made: list[int] = []  # storages created by this backward
         tmp: list[int] = []
         if op.type == "Loss":
@@ -521,10 +532,14 @@ def replay(tg, config):
             made.append(gx)
             _deliver(sim, grad, grad_contig, x, gx, True, s, opd, made, tmp, op.label, uses)
         else:
+            # an op whose kernel computes the input's gradient, then the weight's, with their own
+            # scratch (convolution_backward) gets two steps: the weight's gradient is not yet made
+            # while the input's is
+            s_dw = sim.step("calcGradient", op.index, op.label) if "bwd_scratch_dw" in f else s
             outs = [v for v in op.outputs if v in storage]
             g_out = [grad.get(v) for v in outs]
             for st in g_out:
-                sim.touch(st, s)
+                sim.touch(st, s_dw)
             incoming_contig = all(grad_contig.get(v, True) for v in outs)
             mode = f.get("grad", "new")
             for k, v in enumerate(op.inputs):
@@ -541,7 +556,7 @@ def replay(tg, config):
                              made, tmp, op.label, uses, shared=True)
                     continue
                 if v in trained:
-                    gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s, op.label, "wgrad")
+                    gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
                     made.append(gw)
                     grads_of_weights.append(gw)
                     if grad.get(v) is not None:  # a weight read twice: accumulated in place
@@ -555,15 +570,22 @@ def replay(tg, config):
                 made.append(gx)
                 _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
             needs = [v in rg for v in op.inputs]
-            alts = f.get("bwd_tmp", ())
-            alts = alts(op) if callable(alts) else alts
-            tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
-            if tmp_b:
-                tmp.append(sim.new(f"{op.label}:scratch", "disposable", tmp_b, s, op.label, "scratch"))
+            dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
+            dw = any(v in trained for v in op.inputs)
+            for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
+                                        ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
+                alts = f.get(key, ()) if runs else ()
+                alts = alts(op, opd) if callable(alts) else alts
+                tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
+                if tmp_b:
+                    tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, at, op.label, kind))
+            s = s_dw
         for st in saved_by[p]:
             release_at[st] = max(release_at.get(st, 0), s)
         c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
-        c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp))
+        for st in {sim.store[t]["first"] for t in tmp}:  # temporaries live in one step each
+            c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp
+                                                         if sim.store[t]["first"] == st))
     # ---- lifetimes of forward storages ----
     for st, last in fwd_last.items():
         sim.touch(st, last)

@@ -165,6 +165,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         # no weight gets a gradient (--trainable-ops none, everything frozen): forward pass and loss only
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
+    params = parameters_dict(analysis)
+    if params is not None:
+        doc["parameters"] = params
     on = analysis.onert
     if on is not None:
         doc["onert"] = {"available": on.available, "reason": on.reason}
@@ -191,6 +194,21 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
     return doc
+
+
+def parameters_dict(analysis) -> dict | None:
+    """Which float constants train as parameters by the file's naming rule (loaders/params.py):
+    `assumed_trainable` names those that get a gradient although the file could not tell whether
+    they are parameters of the source model; `not_parameters` counts the computed ones left frozen."""
+    graph = analysis.graph
+    rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
+    if rule is None:
+        return None
+    tg = getattr(analysis.buffers, "training_graph", None)
+    trained = set(tg.grad) if tg is not None else None
+    floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
+    assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]
+    return {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
 
 
 FLOPS_COLUMNS = ("fwd_flops", "bwd_flops")

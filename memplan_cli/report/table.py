@@ -151,6 +151,16 @@ def time_limit_note(doc: dict) -> str:
     return (f"planned under a {tl:g} s time limit: the plan may depend on this machine's speed and load "
             "(without --time-limit every budget counts work, and the same input gives the same plan)")
 
+def assumed_note(doc: dict) -> str:
+    """The note naming the weights that train although the file could not tell they are parameters."""
+    names = (doc.get("parameters") or {}).get("assumed_trainable") or []
+    if not names:
+        return ""
+    return (f"{len(names)} weight(s) assumed trainable: the file does not tell whether they are parameters of "
+            f"the source model ({_names(names, 3)}; all in the JSON report, parameters.assumed_trainable); "
+            "--freeze params:GLOB keeps them frozen")
+
+
 class TableReporter(Reporter):
     name = "table"
 
@@ -163,6 +173,9 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         note = time_limit_note(doc)
+        if note:
+            con.print(Text(f"note: {note}", style="yellow"))
+        note = assumed_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:

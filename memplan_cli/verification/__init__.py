@@ -39,6 +39,7 @@ class VerifyReport:
             "loss": {"arena": r.loss[0], "reference": r.loss[1]} if r.loss else None,
             "weights_updated": r.weights_updated,
             "frozen_weights_unchanged": r.frozen_unchanged,
+            "seeded_sources": list(r.sources),
             "failure": None if r.passed else {"step": r.failed_step, "message": r.message, "buffers": r.buffers,
                                               "overlapping_live_buffers": [{"step": st, "buffers": [a, b]}
                                                                            for st, a, b in r.conflicts]},
@@ -67,6 +68,10 @@ class VerifyReport:
             lines.append(f"  weights   {r.weights_updated} updated, all equal to the reference"
                          + (f"; {r.frozen_unchanged} frozen, bit-identical before and after" if r.frozen_unchanged
                             else ""))
+        if r.sources:
+            lines.append(f"  sources   {len(r.sources)} op(s) without a reference kernel, outside the backward region, "
+                         "wrote seeded values of their outputs' shapes: " + ", ".join(r.sources[:3])
+                         + (" ..." if len(r.sources) > 3 else ""))
         if self.unmapped:
             lines.append(f"  note      {len(self.unmapped)} buffer(s) of the plan hold no tensor the schedule touches: "
                          + ", ".join(self.unmapped[:5]) + (" ..." if len(self.unmapped) > 5 else ""))

@@ -67,14 +67,20 @@ def build(tensors, ops, inputs, outputs, fmt="circle", extra_subgraphs=0) -> byt
         if o["code"] not in codes:
             codes.append(o["code"])
             oc = OperatorCodeT()
-            oc.builtinCode = o["code"]
-            oc.deprecatedBuiltinCode = o["code"] if 0 <= o["code"] < 127 else 127
+            if isinstance(o["code"], str):  # a custom op, by its custom code
+                oc.builtinCode = oc.deprecatedBuiltinCode = OPS.CUSTOM
+                oc.customCode = o["code"]
+            else:
+                oc.builtinCode = o["code"]
+                oc.deprecatedBuiltinCode = o["code"] if 0 <= o["code"] < 127 else 127
             oc.version = 1
             m.operatorCodes.append(oc)
         ot = OperatorT()
         ot.opcodeIndex = codes.index(o["code"])
         ot.inputs, ot.outputs = o["inputs"], o["outputs"]
-        if o["options"] is not None:
+        if isinstance(o["options"], bytes):  # a custom op's custom_options
+            ot.customOptions = list(o["options"])
+        elif o["options"] is not None:
             ot.builtinOptionsType, ot.builtinOptions = o["options_type"], o["options"]
         sg.operators.append(ot)
     m.subgraphs = [sg] + [SubGraphT() for _ in range(extra_subgraphs)]

@@ -36,6 +36,9 @@ CASES = {
     "reflect": ("reflect", (0, 0, 2, 1, 0, 0, 1, 2), (2, 3, 7, 6), 13, None, None),
     "edge": ("edge", (0, 1, 3, 0, 0, 2, 0, 1), (2, 6, 7, 4), 13, None, None),
     "constant_value_axes": ("constant", (1, 2, 0, 1), (2, 3, 5, 6), 18, (2, 3), 1.5),
+    # negative pads crop (the spec: "add or remove (if negative)"), mixed with padding on one axis
+    "crop": ("constant", (0, -1, 1, -1, 0, 0, -2, 2), (2, 2, 3, 4), 13, None, None),
+    "crop_opset10": ("constant", (0, 0, -1, 0, 0, -1, 0, 0), (2, 2, 3, 3), 10, None, None),
 }
 
 
@@ -59,3 +62,20 @@ def test_wrap_mode_is_refused_at_load(tmp_path):
     p = save(tmp_path, _model("wrap", (0, 0, 1, 1, 0, 0, 1, 1), (2, 3, 6, 5), opset=19))
     r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
     assert r.exit_code == 2 and "wrap" in r.output and "Traceback" not in r.output
+
+
+def test_crop_forward_matches_numpy_slicing(tmp_path):
+    from tests.ops.gradcheck import run_forward
+
+    g = load_model(save(tmp_path, _model(*CASES["crop"][:3], 13)))
+    op = g.operations[-1]
+    x = np.arange(72, dtype=np.float64).reshape(2, 3, 4, 3)
+    (y,) = run_forward(op, [x, None], [(2, 2, 3, 4)])
+    want = np.pad(x[:, 1:3, 0:2, 1:3], [(0, 0), (0, 0), (1, 0), (0, 2)])
+    assert np.array_equal(y, want)
+
+
+def test_negative_reflect_pads_are_refused(tmp_path):
+    p = save(tmp_path, _model("reflect", (0, 0, -1, 0, 0, 0, 0, 1), (2, 3, 3, 4), opset=13))
+    r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
+    assert r.exit_code == 2 and "negative pads" in r.output and "Traceback" not in r.output

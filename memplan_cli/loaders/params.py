@@ -1,0 +1,179 @@
+"""Which float constants of a file are the source model's parameters (what a framework trains).
+
+Exporters fold computed tensors into constants that look like weights: torch.onnx writes causal
+masks, rotary cos / sin tables and cached attention biases as float initializers beside the
+parameters. Training those would count gradients and optimizer state no framework keeps.
+
+Rules (the file's producer picks the naming rule; each constant is a parameter, not one, or unknown):
+- torch.onnx dynamo (the graph's `pkg.torch.export.ExportedProgram.graph_signature` lists each
+  PARAMETER, BUFFER and CONSTANT_TENSOR input by target name): an initializer named as a
+  parameter is one; named as a buffer or lifted constant is not. Any other float initializer was
+  folded by the exporter: it is a parameter when a node reading it records (`pkg.torch.onnx.fx_node`)
+  a parameter the file no longer holds under its own name (a weight transposed, a BatchNorm folded
+  into a convolution), or reads it as a weight (MatMul's B) in the module that owned such a
+  parameter. A value of the reader's own decomposition (a mask's fill) is not one. A value folded
+  from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one when every
+  folded parameter was found elsewhere, and unknown otherwise (it may be that parameter, sliced).
+- Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
+  read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
+  `arith.constant`).
+- tf2onnx and TF Lite: a constant read through a `ReadVariableOp` is a variable (a parameter).
+- Anything else (TorchScript's state-dict names, which name buffers too; TF Lite's op-named
+  constants such as `arith.constant`; other producers) cannot be told: it trains, and reports list it as "assumed
+  trainable" (`Operand.assumed`), so a user can `--freeze params:` it.
+"""
+from __future__ import annotations
+
+import re
+
+PARAM, BUFFER, UNKNOWN = "param", "buffer", "unknown"
+
+_SIG_LINE = re.compile(r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target='([^']*)'", re.M)
+_FX_ARG = re.compile(r"%(\w+)")
+
+
+# ONNX inputs that only a layer's weights fill (ops.OpDef.weight_inputs, before canonical conversion)
+_ONNX_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1, 2), "Conv": (1, 2), "ConvTranspose": (1, 2)}
+
+
+def is_variable_read(name: str) -> bool:
+    """TensorFlow names a tensor read from a variable (a Keras weight) `.../ReadVariableOp`; tf2onnx
+    and the TF Lite converter keep the name (joined with ';' when they fold several into one)."""
+    return "ReadVariableOp" in name
+
+
+def _is_float(t) -> bool:
+    return t.data_type in (1, 10, 11, 16)  # float, float16, double, bfloat16
+
+
+def onnx_rule(model) -> tuple[str, dict[str, str]]:
+    """(the naming rule's name, initializer name -> PARAM | BUFFER | UNKNOWN) for an ONNX ModelProto
+    (its Constant nodes count as initializers)."""
+    g = model.graph
+    consts = {t.name: t for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = a.t
+    floats = [name for name, t in consts.items() if _is_float(t)]
+    sig = next((p.value for p in g.metadata_props if p.key == "pkg.torch.export.ExportedProgram.graph_signature"),
+               None)
+    if sig is not None:
+        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig)
+    producer = (model.producer_name or "").lower()
+    if producer == "tf2onnx":
+        return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}
+    name = "TorchScript state-dict names" if producer == "pytorch" else f"none for producer '{model.producer_name}'"
+    return name, {n: UNKNOWN for n in floats}
+
+
+def _meta(node, key: str):
+    return next((p.value for p in node.metadata_props if p.key == key), None)
+
+
+def _module_of(node) -> str | None:
+    """The innermost module path torch.onnx recorded for a node (its name scopes end with the fx
+    node's own name, which is not a module)."""
+    v = _meta(node, "pkg.torch.onnx.name_scopes")
+    if v is None:
+        return None
+    parts = [x.strip().strip("'\"") for x in v.strip("[]").split(",")]
+    return parts[-2] if len(parts) >= 2 else ""
+
+
+def _dynamo(g, floats, sig: str) -> dict[str, str]:
+    placeholders: dict[str, tuple[str, str]] = {}  # placeholder -> (kind, target)
+    for ph, kind, target in _SIG_LINE.findall(sig):
+        placeholders[ph] = (kind, target)
+    params = {t for k, t in placeholders.values() if k == "PARAMETER"}
+    others = {t for k, t in placeholders.values() if k != "PARAMETER"}
+    names = set(floats)
+    # parameters the file no longer holds by name: the exporter folded them into other initializers
+    missing = {ph: t for ph, (k, t) in placeholders.items() if k == "PARAMETER" and t not in names}
+    missing_modules = {t.rsplit(".", 1)[0]: ph for ph, t in missing.items()}
+    readers: dict[str, list] = {}
+    for n in g.node:
+        for i in n.input:
+            if i in names:
+                readers.setdefault(i, []).append(n)
+    out: dict[str, str] = {}
+    accounted: set[str] = set()
+    pending: list[str] = []  # the output of a folded fx node: from what, the file does not say
+    for name in floats:
+        if name in params:
+            out[name] = PARAM
+            continue
+        if name in others:
+            out[name] = BUFFER
+            continue
+        rs = readers.get(name, [])
+        fx = [_meta(n, "pkg.torch.onnx.fx_node") for n in rs]
+        if not fx or any(f is None for f in fx):
+            out[name] = UNKNOWN
+            continue
+        args = set()
+        for f in fx:
+            args |= set(_FX_ARG.findall(f.split("](", 1)[-1]))
+        # a reader that takes a folded parameter (a linear's weight transposed inside its own
+        # decomposition), or reads it as its weight in the module owning a folded one
+        # (FalconLinear's `x @ weight.T`: the transpose was its own fx node)
+        hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
+                                       and any(n.input[k] == name for k in _ONNX_WEIGHT_SLOTS.get(n.op_type, ())
+                                               if k < len(n.input))}
+        if hit:
+            out[name] = PARAM
+            accounted |= hit
+        elif name in args:
+            pending.append(name)
+        else:
+            out[name] = BUFFER  # a value of the reader's own decomposition (a mask's fill)
+    # a parameter stored under another parameter's name (tied weights; equal values the exporter
+    # deduplicated) is found by a node that takes it and reads a parameter
+    for n in g.node:
+        f = _meta(n, "pkg.torch.onnx.fx_node")
+        if f is None:
+            continue
+        refs = set(_FX_ARG.findall(f.split("](", 1)[-1])) & set(missing)
+        if refs - accounted and any(out.get(i) == PARAM for i in n.input):
+            accounted |= refs
+    # a module none of whose parameters the file holds by name, whose nodes read a parameter, reads
+    # it under another name (Falcon's word embeddings, tied to lm_head: the Gather takes lm_head's)
+    module_params: dict[str, set] = {}
+    for ph, (k, t) in placeholders.items():
+        if k == "PARAMETER":
+            module_params.setdefault(t.rsplit(".", 1)[0], set()).add(ph)
+    for n in g.node:
+        m = _module_of(n)
+        own = module_params.get(m)
+        if own and own <= set(missing) and any(out.get(i) == PARAM for i in n.input):
+            accounted |= own
+    # a folded fx value is computed from buffers and constants only when every folded parameter
+    # has been found elsewhere (GPT-2's position rows, sliced at export, are not: unknown)
+    for name in pending:
+        out[name] = BUFFER if set(missing) <= accounted else UNKNOWN
+    return out
+
+
+def weight_slot_operands(graph) -> set[int]:
+    """Operands read only in `OpDef.weight_inputs` positions (and read at all)."""
+    from memplan_cli import ops
+
+    slot: dict[int, bool] = {}
+    for op in graph.operations:
+        d = ops.get(op.type)
+        w = d.weight_inputs if d is not None else ()
+        for k, i in enumerate(op.inputs):
+            if i >= 0:
+                slot[i] = slot.get(i, True) and k in w
+    return {i for i, ok in slot.items() if ok}
+
+
+def settle(graph, rule: str) -> None:
+    """Weight slots decide what the naming rule left unknown; the rule's name goes to the graph's
+    metadata for reports (`parameter_rule`)."""
+    for i in weight_slot_operands(graph):
+        o = graph.operands[i]
+        if o.assumed:
+            o.assumed = False
+    graph.metadata["parameter_rule"] = rule

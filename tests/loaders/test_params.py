@@ -1,0 +1,141 @@
+"""Which float constants are parameters (loaders/params.py): torch.onnx dynamo's graph signature and
+fx_node records, weight slots, tf2onnx's variable reads, and the "assumed trainable" report when
+nothing tells; `--freeze params:` still freezes an assumed one."""
+import json
+
+import numpy as np
+from click.testing import CliRunner
+from onnx import helper
+
+from memplan_cli.cli import main
+from memplan_cli.loaders import load_model
+from tests.ops.gradcheck import onnx_model, save
+
+SIG_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+
+
+def _fx(node, text, scopes=None):
+    node.metadata_props.add(key="pkg.torch.onnx.fx_node", value=text)
+    if scopes is not None:
+        node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=str(scopes))
+    return node
+
+
+def _dynamo_like(all_params_found=True):
+    """x[2,8] -> MatMul(m.fc.weight) -> MatMul(val_3: fc2's weight, transposed at export) ->
+    Mul(unsqueeze_1: a rotary-like table) -> Add(val_9: a mask inside sdpa's decomposition) ->
+    Add(c_bias: a lifted constant)."""
+    rng = np.random.default_rng(0)
+    inits = {"m.fc.weight": rng.normal(size=(8, 8)).astype(np.float32),
+             "val_3": rng.normal(size=(8, 4)).astype(np.float32),
+             "unsqueeze_1": rng.normal(size=(1, 4)).astype(np.float32),
+             "val_9": rng.normal(size=(2, 4)).astype(np.float32),
+             "m.lifted_tensor_0": rng.normal(size=(2, 4)).astype(np.float32)}
+    nodes = [_fx(helper.make_node("MatMul", ["x", "m.fc.weight"], ["a"]),
+                 "%linear : = call_function[target=aten.linear](args = (%x, %p_m_fc_weight), kwargs = {})"),
+             _fx(helper.make_node("MatMul", ["a", "val_3"], ["b"]),
+                 "%linear_1 : = call_function[target=aten.linear](args = (%linear, %p_m_fc2_weight), kwargs = {})"),
+             _fx(helper.make_node("Mul", ["b", "unsqueeze_1"], ["c"]),
+                 "%mul : = call_function[target=aten.mul](args = (%linear_1, %unsqueeze_1), kwargs = {})"),
+             _fx(helper.make_node("Add", ["c", "val_9"], ["d"]),
+                 "%sdpa : = call_function[target=aten.sdpa](args = (%mul, %mul, %mul, %expand), kwargs = {})"),
+             _fx(helper.make_node("Add", ["d", "m.lifted_tensor_0"], ["y"]),
+                 "%add : = call_function[target=aten.add](args = (%sdpa, %c_m_lifted_tensor_0), kwargs = {})")]
+    m = onnx_model(nodes, [("x", (2, 8))], [("y", (2, 4))], inits)
+    sig = ("\n# inputs\np_m_fc_weight: PARAMETER target='m.fc.weight'\n"
+           "p_m_fc2_weight: PARAMETER target='m.fc2.weight'\n"
+           + ("" if all_params_found else "p_m_pos_weight: PARAMETER target='m.pos.weight'\n")
+           + "c_m_lifted_tensor_0: CONSTANT_TENSOR target='m.lifted_tensor_0'\nx: USER_INPUT\n")
+    m.graph.metadata_props.add(key=SIG_KEY, value=sig)
+    m.producer_name = "pytorch"
+    return m
+
+
+def _kinds(g):
+    return {o.name: "buffer" if o.computed else "assumed" if o.assumed else "param"
+            for o in g.operands if o.is_const and o.dtype.startswith("float") and o.shape}
+
+
+def test_dynamo_signature_and_fx_records_tell_parameters(tmp_path):
+    g = load_model(save(tmp_path, _dynamo_like()))
+    assert g.metadata["parameter_rule"] == "torch.onnx dynamo graph signature"
+    assert _kinds(g) == {"m.fc.weight": "param", "val_3": "param", "unsqueeze_1": "buffer", "val_9": "buffer",
+                         "m.lifted_tensor_0": "buffer"}
+
+
+def test_a_folded_value_is_unknown_while_a_parameter_is_unaccounted(tmp_path):
+    # m.pos.weight is in the signature but nowhere in the file: unsqueeze_1 (an fx value folded from
+    # who knows what) may be it, so it trains and is reported
+    g = load_model(save(tmp_path, _dynamo_like(all_params_found=False)))
+    assert _kinds(g)["unsqueeze_1"] == "assumed" and _kinds(g)["val_9"] == "buffer"
+
+
+def _analyze(path, *args):
+    r = CliRunner().invoke(main, ["analyze", path, "-b", "2", "-O", "adam", *args], env={"NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_only_parameters_get_gradients(tmp_path):
+    p = save(tmp_path, _dynamo_like())
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["categories"]["gradient"]["naive"] == 4 * (64 + 32)  # m.fc.weight and val_3: 16-aligned already
+    assert d["parameters"] == {"rule": "torch.onnx dynamo graph signature", "assumed_trainable": [],
+                               "not_parameters": 3}
+    assert "assumed trainable" not in _analyze(p)
+
+
+def test_assumed_trainable_is_reported_and_freezable(tmp_path):
+    p = save(tmp_path, _dynamo_like(all_params_found=False))
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["assumed_trainable"] == ["unsqueeze_1"]
+    assert d["categories"]["gradient"]["naive"] == 4 * (64 + 32) + 16
+    assert "1 weight(s) assumed trainable" in _analyze(p) and "unsqueeze_1" in _analyze(p)
+    frozen = json.loads(_analyze(p, "-f", "json", "--freeze", "params:unsqueeze_*"))
+    assert frozen["categories"]["gradient"]["naive"] == 4 * (64 + 32)
+
+
+def _plain(producer, names):
+    """x[2,8] -> MatMul(w0) -> Mul(w1) -> Add(w2): a weight slot (MatMul's B) and two plain operands."""
+    rng = np.random.default_rng(1)
+    shapes = [(8, 4), (1, 4), (1, 4)]
+    inits = {n: rng.normal(size=s).astype(np.float32) for n, s in zip(names, shapes)}
+    nodes = [helper.make_node("MatMul", ["x", names[0]], ["a"]), helper.make_node("Mul", ["a", names[1]], ["b"]),
+             helper.make_node("Add", ["b", names[2]], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 8))], [("y", (2, 4))], inits)
+    m.producer_name = producer
+    return m
+
+
+def test_torchscript_names_do_not_tell_but_weight_slots_do(tmp_path):
+    g = load_model(save(tmp_path, _plain("pytorch", ["onnx::MatMul_7", "scale", "onnx::Add_9"])))
+    assert g.metadata["parameter_rule"] == "TorchScript state-dict names"
+    assert _kinds(g) == {"onnx::MatMul_7": "param", "scale": "assumed", "onnx::Add_9": "assumed"}
+
+
+def test_tf2onnx_variable_reads_are_parameters(tmp_path):
+    names = ["model/dense/MatMul/ReadVariableOp:0", "model/scale/ReadVariableOp:0", "const_fold_opt__12"]
+    g = load_model(save(tmp_path, _plain("tf2onnx", names)))
+    assert g.metadata["parameter_rule"] == "TensorFlow variable reads"
+    assert _kinds(g) == {names[0]: "param", names[1]: "param", names[2]: "assumed"}
+
+
+def test_tflite_variable_reads_and_weight_slots():
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "corpus", "keras_seq_dense.tflite")
+    g = load_model(path)
+    k = _kinds(g)
+    assert g.metadata["parameter_rule"] == "TensorFlow variable reads"
+    assert k["functional_1/embedding_1/GatherV2/ReadVariableOp"] == "param"  # an Embedding's table: a Gather
+    assert k["functional_1/dense_1/Tensordot/MatMul"] == "param"  # FullyConnected's weights: a weight slot
+    assert k["functional_1/layer_normalization_1/Reshape"] == "assumed"  # gamma reshaped, read by a Mul
+
+
+def test_inspect_names_the_rule_and_what_it_could_not_tell(tmp_path):
+    p = save(tmp_path, _dynamo_like(all_params_found=False))
+    r = CliRunner().invoke(main, ["inspect", p], env={"NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    assert ("parameters by torch.onnx dynamo graph signature: 3 of 5 float constants; not parameters: "
+            "[val_9, m.lifted_tensor_0]; assumed trainable (the file does not tell): [unsqueeze_1]") in r.output
+    assert "100 float parameters" in r.output  # m.fc.weight, val_3, unsqueeze_1: 64 + 32 + 4
