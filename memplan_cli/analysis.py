@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
 from memplan_cli.config import TrainConfig
+from memplan_cli.ir.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan
 
 
@@ -43,6 +44,11 @@ class Analysis:
     # the user's --time-limit in seconds, when given: the plans may then depend on the machine's
     # speed and load (without it every planner budget counts work and the plans are reproducible)
     time_limit: float | None = None
+
+    @property
+    def loss_outputs(self) -> list[str]:
+        """The outputs that carry a loss, by name (the report's config.loss_outputs)."""
+        return loss_output_names(self.graph, self.config)
 
     @property
     def planned_by_category(self) -> dict[str, int]:
@@ -193,6 +199,7 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     from memplan_cli.profiles import get_profile
 
     t0 = time.perf_counter()
+    loss_outputs(graph, config.loss_outputs)  # a --loss-outputs name no output has is an error, whatever the profile
     prof = get_profile(profile)
     bl = prof.build(graph, config, **(profile_options or {}))
     t1 = time.perf_counter()

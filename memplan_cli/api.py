@@ -261,7 +261,7 @@ def _selectors(name: str, v) -> tuple[str, ...] | None:
 
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
            onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
-           lora_targets=None) -> dict:
+           lora_targets=None, loss_outputs=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -274,7 +274,7 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
             "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
             "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
             "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
-            "time_limit": time_limit,
+            "loss_outputs": _selectors("loss_outputs", loss_outputs), "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
 
@@ -289,7 +289,7 @@ def _model_path(model: PathLike) -> str:
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
                       learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None, lora_rank=None, lora_targets=None) -> "TrainConfig":
+                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
     from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
@@ -321,6 +321,9 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     targets = parse_selectors([lora_targets] if isinstance(lora_targets, str) else lora_targets)
     if targets:
         values["lora_targets"], sources["lora_targets"] = targets, "flag"
+    heads = parse_selectors([loss_outputs] if isinstance(loss_outputs, str) else loss_outputs)
+    if heads:
+        values["loss_outputs"], sources["loss_outputs"] = heads, "flag"
     return TrainConfig(**values, sources=sources)
 
 
@@ -352,7 +355,7 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze", "lora_rank", "lora_targets")
+                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -437,14 +440,16 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
-            nntrainer_memory_optimization: bool | str | None = None) -> AnalysisResult:
+            nntrainer_memory_optimization: bool | str | None = None,
+            loss_outputs: str | Iterable[str] | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
     trainable_ops ("all", "none", N: the last N ops, or a list of op indices), batchnorm ("train",
     "frozen"), dropout ("train", "off"), train ("biases", "ops:GLOB"; a list allowed) and freeze
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
-    setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`);
+    setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
+    (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",
@@ -459,7 +464,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets),
+                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs),
              "profile": profile, "planner": planner,
              "nntrainer_memory_optimization": nntrainer_memory_optimization}
     remat = None
@@ -481,7 +486,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             dropout: str | None = None, train: str | Iterable[str] | None = None,
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
-            nntrainer_memory_optimization: bool | str | None = None) -> ComparisonResult:
+            nntrainer_memory_optimization: bool | str | None = None,
+            loss_outputs: str | Iterable[str] | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -491,7 +497,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets)
+                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
@@ -535,20 +541,35 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
     with spinner(f"planning {len(sizes):,} buffers ({name})", progress):
         result = plan_buffers(name, sizes, firsts, lasts, time_limit=time_limit, rounds=rounds,
                               names=names, alignments=aligns)
-    return PlanSummary(plan_report(source, result, alignment), list(result.plan.offsets), table)
+    own_lb = None
+    if table is not None and list(table.sizes) != list(sizes):
+        from memplan_cli.planners.bound import lower_bound
+
+        own_lb = lower_bound(list(table.sizes), firsts, lasts)
+    return PlanSummary(plan_report(source, result, alignment, own_lb), list(result.plan.offsets), table)
 
 
-def plan_report(path: str, r, alignment: int) -> dict:
-    """`memplan plan --format json`'s summary of a `planrun.PlanResult`."""
+def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None) -> dict:
+    """`memplan plan --format json`'s summary of a `planrun.PlanResult`. `own_lower_bound`: the lower
+    bound of the file's own sizes when the planners saw them rounded up to the alignment: the lower
+    bound and "optimal" are then the file's (the rounded problem's optimum can be above the file's:
+    two 1-byte buffers aligned to 16 fit in 17 bytes, rounded they need 32), and `rounded` keeps the
+    planners' figures for the rounded sizes."""
+    lb, status, extra = r.lower_bound, r.status, {}
+    if own_lower_bound is not None:
+        lb = own_lower_bound
+        status = "optimal" if r.arena == lb else "feasible"
+        extra = {"rounded": {"lower_bound": r.lower_bound, "status": r.status}}
     return {
         "file": path,
         "buffers": r.buffers,
         "naive": r.naive,
-        "lower_bound": r.lower_bound,
+        "lower_bound": lb,
         "arena": r.arena,
-        "arena_over_lower_bound": round(r.ratio, 6) if r.ratio is not None else None,
+        "arena_over_lower_bound": round(r.arena / lb, 6) if lb else None,
         "planner": r.plan.planner,
-        "status": r.status,
+        "status": status,
+        **extra,
         "seconds": round(r.seconds, 6),
         # set when the user gave a time limit: the plan may then depend on speed and load
         "time_limit": r.time_limit,

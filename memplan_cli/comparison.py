@@ -61,6 +61,13 @@ class Comparison:
         return next(c for c in self.columns if c.profile == profile)
 
     @property
+    def loss_outputs(self) -> list[str]:
+        """The outputs that carry a loss, by name (the report's config.loss_outputs)."""
+        from memplan_cli.analysis import loss_output_names
+
+        return loss_output_names(self.graph, self.config)
+
+    @property
     def memplan_total(self) -> int:
         return self.column("memplan").total
 

@@ -37,6 +37,8 @@ class TrainConfig:
     # LoRA adapters of this rank on the targeted projections (0: none); targets: op types or globs
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ()
+    # the model outputs that carry a loss (names or globs); empty: every float output
+    loss_outputs: tuple[str, ...] = ()
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -71,8 +73,9 @@ class TrainConfig:
     def selected_ops(self, graph) -> set[int]:
         """The forward ops whose weights may train: `trainable` (all | none | last N | indices), then
         narrowed to the ops matching `--train ops:GLOB` and without those matching `--freeze ops:GLOB`.
-        A glob matches an op's name, its exporter's module scope, its type (canonical or the file's)
-        or `#INDEX`; a glob that matches no op is an error (a typo would otherwise train nothing)."""
+        A glob matches an op's name, its exporter's module scope, its type (canonical, the file's, or
+        one of the file's ops a loader fused into it: `op_types`, `op_names`) or `#INDEX`; a glob that
+        matches no op is an error (a typo would otherwise train nothing)."""
         ops = graph.operations
         selected = self.trainable_ops(len(ops))
         keep = _globs(self.train, "ops:")
@@ -132,13 +135,26 @@ def _globs(items, prefix: str) -> list[str]:
     return [it[len(prefix):] for it in items if it.startswith(prefix)]
 
 
+def op_types(op) -> tuple[str, ...]:
+    """Every type a user may call the op by: memplan's canonical type, the file's (ONNX MatMul, Gemm;
+    TFLite FULLY_CONNECTED) and each op a loader fused into it (`MatMul+Add` -> MatMul, Add)."""
+    fused = [t for s in (op.source_type, str(op.attrs.get("fused_from") or "")) for t in s.split("+")]
+    return tuple(t for t in dict.fromkeys((op.type, op.source_type, *fused)) if t)
+
+
+def op_names(op) -> tuple[str, ...]:
+    """Every name of the op in the file: its own, its exporter's module scope and the names of the
+    nodes a loader fused into it (an ONNX MatMul folded into a FullyConnected with its Add)."""
+    return tuple(s for s in (op.name, op.scope, *(op.attrs.get("fused_names") or ())) if s)
+
+
 def _matching(ops, globs, flag: str) -> set[int]:
     from fnmatch import fnmatchcase
 
     out: set[int] = set()
     for g in globs:
         hit = {op.index for op in ops
-               if any(fnmatchcase(s, g) for s in (op.name, op.scope, op.type, op.source_type, f"#{op.index}") if s)}
+               if any(fnmatchcase(s, g) for s in (*op_names(op), *op_types(op), f"#{op.index}"))}
         if not hit:
             raise ConfigError(f"{flag} ops:{g} matches no op (globs match op names, module scopes, op types "
                               "and #INDEX; `memplan inspect MODEL` lists them)")

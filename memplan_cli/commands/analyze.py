@@ -20,6 +20,7 @@ def api_arguments(flags: dict) -> dict:
         out[k] = tuple(flags.get(k) or ()) or None
     out["lora"] = flags.get("lora_rank")
     out["lora_targets"] = flags.get("lora_targets")
+    out["loss_outputs"] = flags.get("loss_outputs")
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
     out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")

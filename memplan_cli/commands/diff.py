@@ -62,6 +62,10 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
         if flag == "trainable":
             value = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         out[flag] = value
+    # outputs the baseline's user picked (--loss-outputs); the default (every float output) is
+    # resolved again on TARGET, whose outputs may differ
+    if "loss_outputs" not in given and (cfg.get("sources") or {}).get("loss_outputs") == "flag" and cfg.get("loss_outputs"):
+        out["loss_outputs"] = ",".join(cfg["loss_outputs"])
     if "profile" not in given and base.get("profile"):
         out["profile"] = base["profile"]
     popts = cfg.get("profile_options") or {}

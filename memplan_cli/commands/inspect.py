@@ -38,6 +38,14 @@ def describe(g, model: str) -> list[str]:
         if assumed:
             line += f"; assumed trainable (the file does not tell): {_fmt_value(assumed, 4)}"
         lines.append(line)
+    if len(g.outputs) > 1 or md.get("output_names"):
+        from memplan_cli.ir.outputs import output_label
+
+        def shown(o):  # the name --loss-outputs takes (a TF Lite signature's, else the tensor's)
+            op, name = g.operands[o], output_label(g, o)
+            return f"{name} (%{o} {op.dtype})" if name == op.name else f"{name} (%{o} {op.name}, {op.dtype})"
+
+        lines.append(f"  outputs: {', '.join(shown(o) for o in g.outputs)}")
     lines.append("ops:")
     for op in g.operations:
         ins = ", ".join("-" if i < 0 else f"%{i}" for i in op.inputs)

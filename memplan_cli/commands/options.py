@@ -20,7 +20,11 @@ def training_options(f):
         click.option("-O", "--optimizer", type=click.Choice(OPTIMIZERS), default=None,
                      help="Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd."),
         click.option("-l", "--loss", type=click.Choice(LOSSES), default=None,
-                     help="Loss appended after the model output. Default mse."),
+                     help="Loss appended after each output that carries one (see --loss-outputs); the step's "
+                     "loss is their sum. Default mse."),
+        click.option("--loss-outputs", "loss_outputs", default=None, metavar="LIST",
+                     help="The model outputs that carry a loss: names or globs, comma-separated "
+                          "(`memplan inspect MODEL` lists the outputs). Default: every float output."),
         click.option("--learning-rate", type=float, default=None, help="Learning rate (used by `verify`)."),
         click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
                      help="all | none | N (the last N ops, counting every op) | a list like 3,5,8-10. "

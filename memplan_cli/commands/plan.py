@@ -26,16 +26,29 @@ def summary_table(d: dict) -> str:
         ("arena", nb(d["arena"])),
         ("arena/LB", ratio),
         ("planner", d["planner"]),
-        ("status", d["status"] + (" (arena = lower bound)" if d["status"] == "optimal" else "")),
+        ("status", d["status"] + _why_status(d)),
         ("seconds", f"{d['seconds']:.3f}"),
     ]
     if d["alignment"] > 1:
         rows.append(("alignment", f"sizes planned as multiples of {d['alignment']}"))
+    rd = d.get("rounded")
+    if rd:
+        rows.append(("rounded", f"lower bound of the rounded sizes {nb(rd['lower_bound'])}, planner status "
+                                f"{rd['status']} for them; the lower bound and status above are the file's sizes'"))
     if d["time_limit"] is not None:
         rows.append(("note", f"planned under a {d['time_limit']:g} s time limit: the plan may depend on this "
                              "machine's speed and load"))
     w = max(len(k) for k, _ in rows)
     return "".join(f"{k:<{w}}  {v}\n" for k, v in rows)
+
+
+def _why_status(d: dict) -> str:
+    """What an "optimal" rests on: the arena meets the lower bound, or the exact search proved it."""
+    if d["status"] != "optimal":
+        return ""
+    if d["arena"] == d["lower_bound"]:
+        return " (arena = lower bound)"
+    return " (proven by the exact search: no smaller arena holds these buffers)"
 
 
 @click.command("plan")
@@ -65,8 +78,10 @@ def command(buffers, planner, rounds, time_limit, output, fmt):
     gaps, ...) are ignored and copied to the output.
 
     Prints the number of buffers, naive (every buffer its own bytes), the lower bound (the most
-    bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when the arena
-    equals the bound) and its seconds. Without --time-limit the same file gives the same plan on
+    bytes live at one step), the arena, arena/LB, the planner, its status ("optimal" when proven: the
+    arena equals the bound, or the exact search proved no smaller arena holds the buffers; with an
+    alignment column both are the file's own sizes', the rounded sizes' shown apart) and its
+    seconds. Without --time-limit the same file gives the same plan on
     any machine at any load. Every plan is checked by memplan's independent overlap
     verifier before anything is printed or written.
     """

@@ -55,7 +55,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=1)
     train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
-                  "lora_targets")
+                  "lora_targets", "loss_outputs")
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     level = verbosity(quiet, verbose)
@@ -104,7 +104,9 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
             bar.advance(f"{p} batch {b}")
             run(p, b)
     rows = list(done.values())
-    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss,
+    from memplan_cli.ir.outputs import loss_output_names
+
+    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss, "loss_outputs": loss_output_names(graph, base_cfg),
            "trainable_ops": list(base_cfg.trainable) if isinstance(base_cfg.trainable, tuple) else base_cfg.trainable,
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}

@@ -13,19 +13,26 @@ from memplan_cli.kernels.common import store
 EPS = 1e-7
 
 
-def mse_forward(y, t, out):
+def mse_value(y, t):
     d = y - t
-    return store(out, np.full(out.shape, (d * d).mean(), dtype=out.dtype))
+    return (d * d).mean()
+
+
+def mse_forward(y, t, out):
+    return store(out, np.full(out.shape, mse_value(y, t), dtype=out.dtype))
 
 
 def mse_calc_derivative(y, t, out_dy, acc=False):
     return store(out_dy, (y - t) * (2.0 / y.size), acc)
 
 
-def cce_forward(y, t, out):
+def cce_value(y, t):
     batch = y.shape[0] if y.ndim > 1 else 1
-    v = -(t * np.log(np.clip(y, EPS, 1.0))).sum() / batch
-    return store(out, np.full(out.shape, v, dtype=out.dtype))
+    return -(t * np.log(np.clip(y, EPS, 1.0))).sum() / batch
+
+
+def cce_forward(y, t, out):
+    return store(out, np.full(out.shape, cce_value(y, t), dtype=out.dtype))
 
 
 def cce_calc_derivative(y, t, out_dy, acc=False):
@@ -37,4 +44,5 @@ def cce_calc_derivative(y, t, out_dy, acc=False):
 
 
 FORWARD = {"mse": mse_forward, "cce": cce_forward}
+VALUE = {"mse": mse_value, "cce": cce_value}
 DERIVATIVE = {"mse": mse_calc_derivative, "cce": cce_calc_derivative}

@@ -122,8 +122,30 @@ class _Reader:
         g.metadata["parameter_rule"] = "TensorFlow variable reads"
         if self.dynamic:
             g.metadata["dynamic_dims"] = dict(self.dynamic)
+        names = self.signature_outputs(model, set(outputs))
+        if names:
+            g.metadata["output_names"] = names
         self.training_metadata(model, buffers, g)
         return g
+
+    def signature_outputs(self, model, outputs: set[int]) -> dict[int, str]:
+        """Output operand -> its name in subgraph 0's signature (what a TF Lite signature runner calls
+        it, e.g. `output_0` for `StatefulPartitionedCall_1:0`); {} when there is none or it is
+        unreadable (names are labels only: a bad signature never stops the load)."""
+        out: dict[int, str] = {}
+        try:
+            for j in range(self.vec_len(model, 7, 4)):
+                sd = model.SignatureDefs(j)
+                if sd.SubgraphIndex() != 0:
+                    continue
+                for k in range(sd.OutputsLength()):
+                    tm = sd.Outputs(k)
+                    name = (tm.Name() or b"").decode("utf-8")
+                    if tm.TensorIndex() in outputs and name:
+                        out.setdefault(tm.TensorIndex(), name)
+        except (IndexError, struct.error, UnicodeDecodeError, ValueError, _Malformed):
+            return {}
+        return out
 
     def operator_codes(self, model) -> list[str]:
         n = self.vec_len(model, 1, 4)

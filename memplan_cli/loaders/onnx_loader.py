@@ -398,6 +398,8 @@ def _fuse_matmul_add(ops: list[Operation], operands: list[Operand]) -> list[Oper
             continue
         add.type, add.inputs = "FullyConnected", [op.inputs[0], op.inputs[1], b]
         add.attrs = {"activation": "NONE", "fused_from": "MatMul+Add", "trans_b": False}
+        if op.name:  # the file's MatMul node: --lora-targets / ops: globs still match its name
+            add.attrs["fused_names"] = (op.name,)
         add.source_type = "MatMul+Add"
         drop.add(op.index)
     if not drop:

@@ -105,7 +105,8 @@ class OpDef:
     - `required_inputs`: leading inputs that must be present; `check(op, operands) -> reason | None`
       refuses attribute values the rule and kernels do not implement (checked at load).
     - Requires-grad facts: `no_grad` (outputs never carry a gradient: shapes, masks, indices),
-      `nondiff_inputs` (input positions that never receive a back-prop, e.g. indices, shapes).
+      `nondiff_inputs` (input positions that never receive a back-prop, e.g. indices, shapes),
+      `nondiff_outputs` (output positions no gradient flows back from, e.g. running statistics).
     - `batch`: how re-batching a fixed-batch model treats the op: "keep" (dim 0 of every output
       follows the batched inputs), "scale" (dim 0 scaled by the batched input's growth), or a function
       `fn(op, in_shapes, old_out_shapes, old_batch, new_batch) -> new_out_shapes`.
@@ -122,6 +123,9 @@ class OpDef:
     check: Callable | None = None
     no_grad: bool = False
     nondiff_inputs: tuple = ()
+    # output positions that never carry a gradient (BatchNormalization's running statistics): a model
+    # output there gets no loss by default (passes/loss_insertion.py)
+    nondiff_outputs: tuple = ()
     batch: object = "keep"
     profiles: dict = field(default_factory=dict)
     bias_inputs: object = ()

@@ -1,12 +1,14 @@
-"""The loss op the pipeline appends (`passes/loss_insertion.py`): inputs (y_pred, label), output the
-scalar loss; `attrs["loss"]` is mse or cce. No file format has it, so it has no loader converters.
+"""The loss op the pipeline appends (`passes/loss_insertion.py`): inputs (y_pred_1, label_1, y_pred_2,
+label_2, ...), one pair per model output that carries a loss; output the scalar loss, the sum of one
+loss per pair; `attrs["loss"]` is mse or cce. No file format has it, so it has no loader converters.
 
 Rules (MSE and CCE alike):
-- forward reads y_pred and the label, writes the loss;
-- calcDerivative reads y_pred and the label and writes dL/dy_pred (MSE: 2(y_pred - label)/N;
+- forward reads every y_pred and label, writes the loss;
+- calcDerivative reads them and writes each dL/dy_pred (MSE: 2(y_pred - label)/N;
   CCE: -label / y_pred / B); there is no incoming back-prop (the seed is 1).
-- The label gets a back-prop only under `policy.input_backprop` (onert computes one, nothing reads it).
-- In place (`policy.inplace`): dL/dy_pred may overwrite the label, which nothing reads afterwards.
+- A label gets a back-prop only under `policy.input_backprop` (onert computes one, nothing reads it).
+- In place (`policy.inplace`): each dL/dy_pred may overwrite its own label, which nothing reads
+  afterwards.
 Kernels: reduction is onert's default SUM_OVER_BATCH_SIZE (`execute/kernels/loss.py`).
 FLOPs per element of y_pred: MSE 3 forward (difference, square, sum), 2 backward; CCE 3 forward
 (log, product, sum), 2 backward (division, scale).
@@ -22,13 +24,13 @@ from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
 def loss(op, ctx) -> OpRule:
-    y_pred, label = op.inputs[0], op.inputs[1]
+    pairs = list(zip(op.inputs[0::2], op.inputs[1::2]))
     rule = OpRule(forward=forward_io(op))
-    targets = bp_targets(op, ctx, [y_pred, label])
+    targets = bp_targets(op, ctx, op.inputs)
     if targets:
-        rule.calc_derivative = StepIO([("fwd", y_pred), ("fwd", label)], [("bp", t) for t in targets])
-        if ctx.policy.inplace and y_pred in targets:
-            rule.inplace.append((("fwd", label), ("bp", y_pred)))
+        rule.calc_derivative = StepIO([("fwd", i) for i in dict.fromkeys(op.inputs)], [("bp", t) for t in targets])
+        if ctx.policy.inplace:
+            rule.inplace += [(("fwd", label), ("bp", y_pred)) for y_pred, label in pairs if y_pred in targets]
     return rule
 
 
@@ -37,14 +39,26 @@ def _kind(ctx) -> str:
 
 
 def _forward(ctx):
-    kernels.FORWARD[_kind(ctx)](ctx.x(0), ctx.x(1), ctx.y())
+    # the sum of one loss per (y_pred, label) pair, in the pairs' order
+    kind = _kind(ctx)
+    total = None
+    for k in range(0, len(ctx.op.inputs), 2):
+        v = kernels.VALUE[kind](ctx.x(k), ctx.x(k + 1))
+        total = v if total is None else total + v
+    out = ctx.y()
+    store(out, np.full(out.shape, total, dtype=out.dtype))
 
 
 def _backward(ctx):
-    dpred, dlabel = ctx.dx(0), ctx.dx(1)
+    for k in range(0, len(ctx.op.inputs), 2):
+        _pair_backward(ctx, k)
+
+
+def _pair_backward(ctx, k: int):
+    dpred, dlabel = ctx.dx(k), ctx.dx(k + 1)
     if dpred is None and dlabel is None:
         return
-    y, t = ctx.x(0), ctx.x(1)
+    y, t = ctx.x(k), ctx.x(k + 1)
     kind = _kind(ctx)
     gl = None
     if dlabel is not None:  # onert computes and keeps back-prop(y_true): dL/dt
@@ -59,7 +73,7 @@ def _backward(ctx):
 
 
 def _flops(op, operands):
-    n = operands[op.inputs[0]].num_elements
+    n = sum(operands[y].num_elements for y in op.inputs[0::2])  # one loss per (y_pred, label) pair
     return 3 * n, 2 * n
 
 

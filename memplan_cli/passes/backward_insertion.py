@@ -65,9 +65,12 @@ class BackwardInsertion:
             if fn is None:
                 if k in tg.backward_ops:
                     src = f" (source op {op.source_type})" if op.source_type and op.source_type != op.type else ""
+                    heads = tg.info.get("loss_outputs") or []
+                    other = (f", or put the loss on other outputs with --loss-outputs (now {', '.join(heads)})"
+                             if len(heads) > 1 else "")
                     raise UnsupportedOpError(
                         f"op #{k} {op.type}{src} is inside the backward region but memplan has no backward "
-                        f"rule for it (train fewer ops, e.g. --trainable-ops N with N below {tg.model_ops - k})")
+                        f"rule for it (train fewer ops, e.g. --trainable-ops N with N below {tg.model_ops - k}{other})")
                 rule = plain_rule(op)
             else:
                 rule = fn(op, ctx)
@@ -95,7 +98,7 @@ class BackwardInsertion:
                 tg.persistent.add(t)
             else:
                 d = tg.info["defs"].get(o.index, first_use.get(o.index))
-                role = ("label" if o.index == tg.label else "input" if o.index in g.inputs
+                role = ("label" if o.index in (tg.labels or [tg.label]) else "input" if o.index in g.inputs
                         else "loss" if o.index in g.outputs else "activation")
                 t = tg.add_tensor(o.name, "non-const", o.shape, o.dtype, role, d, o.index)
                 if o.index in g.inputs:

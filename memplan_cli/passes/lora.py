@@ -5,7 +5,9 @@ Rules:
   input x and output y agree on every dim but the last. `--lora-targets` picks them: op types (a
   type takes every such op of it and skips the others, e.g. attention's activation products), or
   globs matched against the op's name, its exporter's module scope (torch.onnx dynamo's
-  `pkg.torch.onnx.name_scopes`), W's name and `#INDEX`. The default suits transformers: the attention query
+  `pkg.torch.onnx.name_scopes`), W's name and `#INDEX`. Types are the canonical one, the file's
+  (ONNX MatMul, Gemm; TFLite FULLY_CONNECTED) and those of the ops a loader fused (MatMul+Add: MatMul,
+  Add); names include the fused nodes' (the ONNX MatMul's name), as `memplan inspect` shows them. The default suits transformers: the attention query
   and value projections as Hugging Face, GPT-2, Llama and T5 name them (`DEFAULT_TARGETS`).
 - Each target y = f(x W + b) becomes, as PEFT's `lora.Linear` computes it:
       y0 = x W + b              (the original op, W frozen, its fused activation moved below)
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from memplan_cli.config import op_names, op_types
 from memplan_cli.errors import ConfigError
 from memplan_cli.ir.graph import Operand, Operation
 
@@ -56,12 +59,13 @@ def _why_not(op, operands) -> str | None:
 
 
 def _matches(op, operands, pattern: str, by_type: bool) -> bool:
-    """`by_type`: match the op's type (canonical or the file's); else its name, scope, weight, #INDEX."""
+    """`by_type`: match the op's types (canonical, the file's, the fused-from ops: `op_types`); else
+    its names (own, scope, fused-from nodes: `op_names`), its weight and #INDEX."""
     if by_type:
-        names = (op.type, op.source_type)
+        names = op_types(op)
     else:
         w = operands[op.inputs[1]].name if len(op.inputs) > 1 and op.inputs[1] >= 0 else ""
-        names = (op.name, op.scope, w, f"#{op.index}")
+        names = (*op_names(op), w, f"#{op.index}")
     return any(n and fnmatchcase(n, pattern) for n in names)
 
 

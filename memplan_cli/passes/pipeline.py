@@ -18,7 +18,7 @@ from memplan_cli.passes.backward_region import BackwardRegion
 from memplan_cli.passes.configure import TrainingConfiguration
 from memplan_cli.passes.execution_order import ExecutionOrder
 from memplan_cli.passes.lora import LoRAInsertion
-from memplan_cli.passes.loss_insertion import LossInsertion
+from memplan_cli.passes.loss_insertion import LossInsertion, unreached_weights
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
 from memplan_cli.passes.rematerialize import Rematerialization
@@ -50,4 +50,5 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
         ran.append((p.name, p.run(tg)))
     tg.info["passes"] = ran
     tg.info["policy"] = policy
+    tg.info["frozen_weights"] = unreached_weights(tg)
     return tg

@@ -103,7 +103,8 @@ class TrainingGraph:
     # set by the passes
     model_ops: int = 0  # number of ops of the model (the loss op comes after them)
     loss_op: int | None = None
-    label: int | None = None  # operand index of the label
+    label: int | None = None  # operand index of the (first) label
+    labels: list[int] = field(default_factory=list)  # every label, one per output carrying a loss
     fwd: dict[int, int] = field(default_factory=dict)  # operand -> its forward tensor
     bp: dict[int, int] = field(default_factory=dict)  # operand -> its back-prop tensor
     grad: dict[int, int] = field(default_factory=dict)  # weight operand -> its gradient tensor

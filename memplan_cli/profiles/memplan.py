@@ -37,7 +37,7 @@ def pick_planner(preferred: str | None = None) -> str:
 class MemplanProfile:
     name = "memplan"
     # how its figures were checked (`memplan compare` prints it)
-    checked = "proved by `memplan verify` (a step run inside the plan)"
+    checked = "provable for this model by `memplan verify` (a step run inside the plan; compare does not run it)"
     OPTIONS = ("align", "planner", "one_arena", "remat")
 
     def policy(self, options: dict):

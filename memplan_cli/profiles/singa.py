@@ -253,11 +253,11 @@ class SingaProfile:
         for i in g.inputs:
             if i in tg.fwd:
                 tg.persistent.add(tg.fwd[i])
-        # the model output is returned to the caller with the loss: alive to the end of the step
+        # the model outputs are returned to the caller with the loss: alive to the end of the step
         if tg.loss_op is not None:
-            y_pred = g.operations[tg.loss_op].inputs[0]
-            if y_pred in tg.fwd:
-                tg.live_out.add(tg.fwd[y_pred])
+            for y_pred in g.operations[tg.loss_op].inputs[0::2]:
+                if y_pred in tg.fwd:
+                    tg.live_out.add(tg.fwd[y_pred])
         return tg
 
     def build(self, graph, config, **options):

@@ -110,6 +110,11 @@ def config_differences(old: dict, new: dict) -> list[str]:
               "profile_options"):
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {oc.get(k)} vs {nc.get(k)}")
+    lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
+    # reports before loss_outputs existed put the loss on the first output only
+    if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):
+        notes.append(f"loss_outputs differs: {lo if lo is not None else 'the first output (older report)'} vs "
+                     f"{ln if ln is not None else 'the first output (older report)'}")
     for side, c in (("baseline", oc), ("target", nc)):
         if c.get("time_limit") is not None:
             notes.append(f"the {side} was planned under a {c['time_limit']:g} s time limit: its plan may depend "

@@ -24,6 +24,8 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         "batch_size": cfg.batch_size,
         "optimizer": cfg.optimizer,
         "loss": cfg.loss,
+        # the model outputs that carry a loss (the step's loss is their sum), in the file's order
+        "loss_outputs": list(getattr(analysis, "loss_outputs", None) or []),
         "learning_rate": cfg.learning_rate,
         "trainable_ops": trainable,
         "batchnorm": cfg.batchnorm,
@@ -165,6 +167,10 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         # no weight gets a gradient (--trainable-ops none, everything frozen): forward pass and loss only
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
+    tg = getattr(bl, "training_graph", None)
+    if tg is not None and "frozen_weights" in tg.info:
+        # weights the setup would train that get no gradient, with the reason (outputs without a loss)
+        doc["frozen_weights"] = [dict(w) for w in tg.info["frozen_weights"]]
     params = parameters_dict(analysis)
     if params is not None:
         doc["parameters"] = params

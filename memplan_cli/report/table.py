@@ -129,7 +129,17 @@ def _config_line(doc: dict) -> str:
         peft += f" · LoRA rank {c['lora']['rank']}" + (f" on {','.join(c['lora']['targets'])}" if c["lora"]["targets"]
                                                       else " on the default targets")
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+
+
+def _loss_on(c: dict, shown: int = 6) -> str:
+    """` on OUT1, OUT2` naming the outputs that carry a loss (a summed loss when several)."""
+    names = c.get("loss_outputs") or []
+    if not names:
+        return ""
+    more = f" and {len(names) - shown} more (JSON config.loss_outputs)" if len(names) > shown else ""
+    lead = f" summed over {len(names)} outputs: " if len(names) > 1 else " on "
+    return lead + ", ".join(names[:shown]) + more
 
 
 def _signed(n: int | None) -> str:
@@ -240,6 +250,11 @@ class TableReporter(Reporter):
         if doc.get("forward_only"):
             lines.append("nothing trains (no weight gets a gradient): these figures are the forward pass and "
                          "the loss only")
+        fw = doc.get("frozen_weights") or []
+        if fw:
+            names = ", ".join(w["weight"] for w in fw[:4]) + (f" and {len(fw) - 4} more" if len(fw) > 4 else "")
+            lines.append(f"note: {len(fw)} weight(s) ({human(sum(w['bytes'] for w in fw))}) stay frozen: "
+                         f"{fw[0]['reason']}: {names} (JSON frozen_weights)")
         if naive:
             line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
                     f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")
@@ -255,7 +270,10 @@ class TableReporter(Reporter):
                          f"{(o - planned) * 100 / o:.1f}% less ({ratio(planned, o)} x)")
         elif "onert" in doc and not doc["onert"]["available"]:
             lines.append(f"onert: n/a ({doc['onert']['reason']})")
-        lines.append(f"lower bound: {lb:,d} B ({human(lb)}); arena / lower bound = {ratio(planned, lb)}")
+        # a bound for placing these buffers (sizes, lifetimes, pools): not for training the model any
+        # other way (another schedule, other in-place rules, recomputation)
+        lines.append(f"lower bound: {lb:,d} B ({human(lb)}) for placing these buffers as they are sized and live "
+                     f"here; arena / lower bound = {ratio(planned, lb)}")
         sg = (doc.get("figures") or {}).get("singa")
         if sg:
             how = "online first fit, no plan" if sg.get("planner") == "singa" else f"planner {sg.get('planner')}"
@@ -353,6 +371,9 @@ class TableReporter(Reporter):
             table.add_row(p["name"], p["category"], p["planner"], p.get("status", ""), str(p["buffers"]),
                           fig(p["arena"]), fig(p["lower_bound"]))
         con.print(table)
+        if any(p.get("status") == "optimal" for p in doc["pools"]):
+            con.print("optimal: no placement of that pool's buffers, as sized and live here, takes a smaller arena "
+                      "(its arena meets its lower bound, or the exact search proved it)")
 
     # ---- diff --------------------------------------------------------------------------------
     def diff(self, doc: dict, opts: RenderOptions) -> str:
@@ -405,7 +426,7 @@ class TableReporter(Reporter):
                     f"no batch fits {budget} B ({profiles[0]})\n")
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']} · trainable {c['trainable_ops']}"
+        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
@@ -484,8 +505,9 @@ def render_compare(doc: dict, opts) -> str:
     table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
     con.print(table)
     lb = doc["lower_bound"]
-    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes; "
-              "own lower bound: each system's own pools and lifetimes, perfectly placed")
+    con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes (no placement "
+              "of memplan's buffers goes below it; another schedule or recomputation can); own lower bound: the "
+              "same for each system's own pools and lifetimes")
     for p in profiles:
         c = cols[p]
         if not c["available"]:

@@ -99,7 +99,9 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
     """onert's training graph for `graph` (already re-batched) with weights updated for `trainable_ops`;
     refuses what onert cannot train (`support.check`; `stage="compile"`: only what stops its compile)."""
     if len(graph.outputs) != 1:
-        raise UnsupportedOpError(f"onert trains models with one output; this one has {len(graph.outputs)}")
+        # measured with onert 0.1.0: train_prepare fails, "LossInsertionPass: Not supported multiple outputs"
+        raise UnsupportedOpError(f"onert 0.1.0 trains models with one output; this one has {len(graph.outputs)} "
+                                 "(its LossInsertionPass: \"Not supported multiple outputs\")")
     operands = [TOperand(o.index, o.name, tuple(o.shape), o.nbytes, bool(o.is_const), o.index, o.value)
                 for o in graph.operands]
     ops = [TOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
