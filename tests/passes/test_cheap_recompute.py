@@ -97,3 +97,21 @@ def test_nothing_recomputed_when_its_inputs_are_not_kept(tmp_path):
     on, off = _build(p), _build(p, cheap_recompute=False)
     assert not any(b.name.endswith("@recompute") for b in on.buffers)
     assert [(b.name, b.first, b.last) for b in on.buffers] == [(b.name, b.first, b.last) for b in off.buffers]
+
+
+def test_real_exports_keep_less_and_verify():
+    """Real torch.onnx exports (tests/corpus): TorchScript ConvNeXt (LayerNorm, GELU) and dynamo
+    MobileNetV3 (BatchNorm, Hardswish): recompute steps appear, fewer bytes cross the boundary, and
+    the plan verifies."""
+    import pathlib
+
+    corpus = pathlib.Path(__file__).resolve().parents[1] / "corpus"
+    for name in ("convnext_tiny_ts.onnx", "mobilenet_v3_tiny_dynamo.onnx"):
+        p = str(corpus / name)
+        on, off = _build(p), _build(p, cheap_recompute=False)
+        assert any(s.label.endswith("(recompute)") for s in on.steps), name
+        b_on, b_off = _first_backward(on), _first_backward(off)
+        live_on = sum(b.size for b in on.buffers if b.category == "non-const" and b.first < b_on <= b.last)
+        live_off = sum(b.size for b in off.buffers if b.category == "non-const" and b.first < b_off <= b.last)
+        assert live_on < live_off, name
+        check_verify(p, "-b", "2", "-O", "adam")
