@@ -27,6 +27,9 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
 - Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
   `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
   followed by Add of a constant bias is `linear`.
+- Kernel scratch that is no tensor (oneDNN convolution, batch_norm backward) is each family's fact
+  too; an op whose kernel makes the input's gradient before the weight's (convolution) gets two
+  backward steps.
 - Backward runs the ops in reverse order. Each op allocates the gradients of its inputs that
   require grad (a view op or a same-shape Add passes the incoming gradient on without a copy); the
   incoming gradient and the saved tensors are freed after it. A second gradient reaching one value
@@ -213,7 +216,7 @@ class TorchProfile:
                "(devtools/torch_oracle.py, docs/torchprof.md)")
     OPTIONS = ("planner",)
     # how its figures were checked (`memplan compare` prints it)
-    checked = ("matched against torch 2.14's CPU allocator and MemTracker on 17 exported modules and 5 larger "
+    checked = ("matched against torch 2.14's CPU allocator and MemTracker on 18 exported modules and 5 larger "
                "networks (devtools/torch_oracle.py, docs/torchprof.md)")
 
     def training_graph(self, graph, config):
