@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fine-tuning modes side by side: full fine-tuning vs LoRA r=8 vs bias-only vs last-block-only.
 
-    /work/devenv/bin/python scripts/export_peft_models.py     # once: the two transformers (dev-only)
+    $DEVENV/bin/python scripts/export_peft_models.py     # once: the two transformers (dev-only)
     .venv/bin/python benchmarks/peft_bench.py [--models benchmarks/.peft_models] [--optimizer adam]
 
 For the MobileNetV2 sample (batch 2 and 8) and, when exported, a Llama-style decoder and a BERT-style
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         for seq in (32, 128):
             path = os.path.join(args.models, f"{name}_s{seq}.onnx")
             if not os.path.exists(path):
-                print(f"\n({path} missing: run /work/devenv/bin/python scripts/export_peft_models.py)")
+                print(f"\n({path} missing: run $DEVENV/bin/python scripts/export_peft_models.py)")
                 continue
             for b in (2, 8):
                 table(f"{name} (4 layers, hidden 128), sequence {seq}", path, b, args.optimizer, MODES[name])

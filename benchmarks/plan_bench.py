@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-SHARED = os.environ.get("MEMPLAN_SHARED_BENCHMARKS", "/work/shared/benchmarks")
+SHARED = os.environ.get("MEMPLAN_SHARED_BENCHMARKS", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "benchmarks"))
 SAMPLES = os.path.join(ROOT, "sample_models")
 
 PLANNERS = ("greedy", "exact", "best", "firstfit", "wic", "singa", "nntrainer-v1")

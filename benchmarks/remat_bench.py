@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Rematerialization under a budget: the memory / compute Pareto front per model, against Chen's
-sqrt(n) segments, and the figures issue 16 asks for.
+sqrt(n) segments, and the figures issues 16 and 33 ask for.
 
     .venv/bin/python benchmarks/remat_bench.py [--quick] [--verify-b10]
+    .venv/bin/python benchmarks/remat_bench.py --done33 [--model PATH[:BATCH] ...]
 
 For each model: memplan's plan without remat (planned arena), the floor no plan goes below, Chen's
 segments (lower bound, planned arena, FLOPs), then budgets from the plain arena down (fractions of
@@ -36,7 +37,7 @@ from memplan_cli.config import TrainConfig  # noqa: E402
 from memplan_cli.loaders import load_model  # noqa: E402
 from memplan_cli.remat import chen  # noqa: E402
 from memplan_cli.remat.problem import RematProblem  # noqa: E402
-from memplan_cli.remat.solve import floor, plan_arena, solve  # noqa: E402
+from memplan_cli.remat.solve import close, floor, plan_arena, solve  # noqa: E402
 
 MNIST = os.path.join(REPO, "sample_models", "mnist.circle")
 MOBILENET = os.path.join(REPO, "sample_models", "mobilenetv2.circle")
@@ -74,7 +75,7 @@ def front(name: str, path: str, batch: int, optimizer: str, fractions) -> dict:
     p = RematProblem(g, cfg)
     plain = plan_arena(p, ())
     fl, where = floor(p)
-    c = chen.sqrt_n(p.candidates)
+    c = close(p, chen.sqrt_n(p.narrow))  # Chen's segments over the ops backward reads, chains closed
     c_bound, c_arena = p.bound(c), plan_arena(p, c)
     step = p.flops.total
     c_ratio = (step + p.added_flops(c)) / step
@@ -130,13 +131,55 @@ def verify_budget(path: str, batch: int, optimizer: str, fraction: float) -> dic
             "exit": out.returncode}
 
 
+GPT2_TINY = os.path.join(REPO, "tests", "corpus", "gpt2_tiny_dynamo.onnx")
+
+
+def done33(models) -> None:
+    """Issue 33's figures: at floor + 0.5 x (plain - floor), SGD, the FLOPs ratio (target <= 1.35), the
+    proven bound, the solver's CPU seconds; and the MobileNetV2 sample's two formats at 0.65 x."""
+    print("\n== issue 33: budget = floor + 0.5 x (plain - floor), SGD")
+    print(f"{'model':>34} {'b':>3} {'plain':>12} {'floor':>12} {'budget':>12} {'arena':>12} {'FLOPs x':>8} "
+          f"{'bound x':>8} {'status':>9} {'cpu s':>6}")
+    for path, batch in models:
+        g = load_model(path, batch_size=batch)
+        cfg = TrainConfig(batch_size=batch, optimizer="sgd")
+        p = RematProblem(g, cfg)
+        plain, fl = plan_arena(p, ()), floor(p)[0]
+        budget = fl + (plain - fl) // 2
+        c0 = time.process_time()
+        r = solve(RematProblem(g, cfg), budget)
+        cpu = time.process_time() - c0
+        lo = f"{r.ratio_lower:8.4f}" if r.ratio_lower is not None else f"{'-':>8}"
+        print(f"{os.path.basename(path):>34} {batch:>3} {mib(plain)} {mib(fl)} {mib(budget)} "
+              + (f"{mib(r.arena)} {r.ratio:8.4f}" if r.fits else f"{'none found':>12} {'':>8}")
+              + f" {lo} {r.status:>9} {cpu:6.2f}")
+    arenas = []
+    for path in (MOBILENET, MOBILENET.replace(".circle", ".onnx")):
+        g = load_model(path, batch_size=10)
+        cfg = TrainConfig(batch_size=10, optimizer="sgd")
+        p = RematProblem(g, cfg)
+        r = solve(p, int(plan_arena(p, ()) * 0.65))
+        arenas.append(r.arena if r.fits else None)
+        print(f"MobileNetV2 sample {os.path.basename(path)} b10 SGD at 0.65 x: "
+              + (f"arena {mib(r.arena)}, FLOPs {r.ratio:.4f} x" if r.fits else "nothing fits"))
+    if all(arenas):
+        print(f".circle vs .onnx arena: {abs(arenas[0] - arenas[1]) / max(arenas) * 100:.2f} % apart (target <= 2 %)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="MobileNetV2 only, fewer budgets")
+    ap.add_argument("--done33", action="store_true", help="only issue 33's figures (the samples, the tiny "
+                    "BERT and GPT-2 of tests/corpus, and every --model)")
     ap.add_argument("--verify-b10", action="store_true", help="also verify MobileNetV2 batch 10 (about 1.5 GB)")
     ap.add_argument("--model", action="append", default=[], metavar="PATH[:BATCH]",
                     help="also measure this model (any format memplan reads), at BATCH (default 8); repeatable")
     args = ap.parse_args()
+    extra = [(spec.partition(":")[0], int(spec.partition(":")[2] or 8)) for spec in args.model]
+    if args.done33:
+        done33([(MNIST, 32), (MOBILENET, 10), (MOBILENET.replace(".circle", ".onnx"), 10), (BERT_TINY, 8),
+                (GPT2_TINY, 8)] + extra)
+        return 0
     fr = FRACTIONS[:6] if args.quick else FRACTIONS
     results = [front("mobilenetv2.circle", MOBILENET, 10, "adam", fr)]
     if not args.quick:

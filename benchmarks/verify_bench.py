@@ -40,7 +40,7 @@ ONERT_CASES = [("sgd", 0.01), ("adam", 0.001)]
 
 def verify(model: str, batch: int, optimizer: str, profile: str) -> dict:
     argv = [sys.executable, "-m", "memplan_cli", "verify", model, "-b", str(batch), "-O", optimizer,
-            "--profile", profile, "-f", "json"]
+            "--profile", profile, "-f", "json", "-v"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=out, stderr=err, cwd=REPO)

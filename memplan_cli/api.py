@@ -68,7 +68,7 @@ class PoolFigures:
 
 @dataclass(frozen=True)
 class AnalysisResult:
-    """What `memplan analyze` finds: `report` is its JSON document (schemas/report.schema.json)."""
+    """What `memplan analyze` finds: `report` is its JSON document (memplan_cli/schemas/report.schema.json)."""
 
     report: dict
     # the work behind the report (buffers, plans, the graph); not part of the stable API
@@ -149,7 +149,7 @@ class SystemColumn:
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """What `memplan compare` finds: `report` is its JSON document (schemas/compare.schema.json)."""
+    """What `memplan compare` finds: `report` is its JSON document (memplan_cli/schemas/compare.schema.json)."""
 
     report: dict
     comparison: object = field(repr=False, compare=False, default=None)
@@ -185,6 +185,7 @@ class PlanSummary:
     offsets: list[int]
     # the CSV the buffers came from, when they did (for `offsets_csv`)
     table: object = field(repr=False, compare=False, default=None)
+    seconds: float = field(compare=False, default=0.0)  # the planner's, on this machine
 
     @property
     def arena(self) -> int:
@@ -207,6 +208,14 @@ class PlanSummary:
     def status(self) -> str:
         """The planner's status, "optimal" when the arena equals the lower bound."""
         return self.report["status"]
+
+    def offsets_json(self) -> list[dict]:
+        """Every buffer with its offset, in input order: id, half-open [lower, upper) and size as given."""
+        if self.table is None:
+            return [{"id": str(k), "offset": int(o)} for k, o in enumerate(self.offsets)]
+        t = self.table
+        return [{"id": i, "lower": f, "upper": l + 1, "size": s, "offset": int(o)}
+                for i, f, l, s, o in zip(t.ids, t.firsts, t.lasts, t.sizes, self.offsets)]
 
     def offsets_csv(self) -> str:
         """The input CSV's rows with an `offset` column (`memplan plan -o`); only for CSV input."""
@@ -546,21 +555,28 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
         from memplan_cli.planners.bound import lower_bound
 
         own_lb = lower_bound(list(table.sizes), firsts, lasts)
-    return PlanSummary(plan_report(source, result, alignment, own_lb), list(result.plan.offsets), table)
+    return PlanSummary(plan_report(source, result, alignment, own_lb), list(result.plan.offsets), table,
+                       round(result.seconds, 6))
 
 
 def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None) -> dict:
-    """`memplan plan --format json`'s summary of a `planrun.PlanResult`. `own_lower_bound`: the lower
+    """`memplan plan --format json`'s summary of a `planrun.PlanResult` (no seconds: the same
+    buffers give the same bytes; `PlanSummary.seconds` has them). `own_lower_bound`: the lower
     bound of the file's own sizes when the planners saw them rounded up to the alignment: the lower
     bound and "optimal" are then the file's (the rounded problem's optimum can be above the file's:
     two 1-byte buffers aligned to 16 fit in 17 bytes, rounded they need 32), and `rounded` keeps the
     planners' figures for the rounded sizes."""
+    from memplan_cli.version import __version__
+
     lb, status, extra = r.lower_bound, r.status, {}
     if own_lower_bound is not None:
         lb = own_lower_bound
         status = "optimal" if r.arena == lb else "feasible"
         extra = {"rounded": {"lower_bound": r.lower_bound, "status": r.status}}
     return {
+        "schema_version": 1,
+        "kind": "plan",
+        "memplan_version": __version__,
         "file": path,
         "buffers": r.buffers,
         "naive": r.naive,
@@ -570,7 +586,6 @@ def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None
         "planner": r.plan.planner,
         "status": status,
         **extra,
-        "seconds": round(r.seconds, 6),
         # set when the user gave a time limit: the plan may then depend on speed and load
         "time_limit": r.time_limit,
         "alignment": alignment,
@@ -593,7 +608,16 @@ def _triples(buffers) -> tuple[list[int], list[int], list[int]]:
             raise ConfigError(f"buffer {k}: size, first and last must be ints, got {row!r}")
         if s < 0 or a < 0 or b < a:
             raise ConfigError(f"buffer {k}: needs size >= 0 and 0 <= first <= last, got {row!r}")
+        from memplan_cli.plancsv import MAX_SIZE, MAX_STEP
+
+        if s > MAX_SIZE or b > MAX_STEP:
+            raise ConfigError(f"buffer {k}: size is at most {MAX_SIZE:,d} bytes and steps at most {MAX_STEP:,d}, "
+                              f"got {row!r}")
         sizes.append(s)
         firsts.append(a)
         lasts.append(b)
+    from memplan_cli.plancsv import MAX_TOTAL
+
+    if sum(sizes) > MAX_TOTAL:
+        raise ConfigError(f"the buffers need {sum(sizes):,d} bytes in all, over the {MAX_TOTAL:,d} (2^62) memplan plans")
     return sizes, firsts, lasts

@@ -14,7 +14,7 @@ CATEGORIES = ("non-const", "trainable", "back-prop", "gradient", "opt-variable",
 STEP_KINDS = ("forward", "calcGradient", "calcDerivative", "applyGradient")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     """One step of the execution order. `op` is the op index in the training graph (-1: none)."""
 
@@ -24,7 +24,7 @@ class Step:
     label: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Buffer:
     """One memory request: `size` bytes live over steps [first, last], both inclusive.
 

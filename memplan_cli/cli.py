@@ -2,59 +2,160 @@
 parses its flags and calls the work; this module only wires commands and turns errors into exit codes.
 
 Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over budget (sweep);
-70 internal error (a bug in memplan: please report it).
+74 the report could not be written (a full disk, a closed or full stdout); 141 the reader of stdout
+went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """
 from __future__ import annotations
 
-import importlib.util
+import gc
 import os
 import sys
 
+import click
 
-def _defer_numpy() -> None:
-    """Load NumPy on its first use: flatbuffers and circle-schema import it at module level, but
-    nothing from loading a circle / tflite file to the onert profile's report uses it (see
-    memplan_cli/lazyimport.py). The CLI's choice only: importing memplan_cli as a library does not."""
-    if "numpy" not in sys.modules and importlib.util.find_spec("numpy") is not None:
-        from memplan_cli.lazyimport import defer
+from memplan_cli.errors import MemplanError, one_line
+from memplan_cli.version import __version__
 
-        defer("numpy")
-
-
-_defer_numpy()
-
-import click  # noqa: E402
-
-from memplan_cli.version import __version__  # noqa: E402
-from memplan_cli.errors import MemplanError  # noqa: E402
+# A 100,000-op graph holds millions of small objects: with the default thresholds the cyclic
+# collector rescans them all again and again (45% of the CPU time, measured). Young cycles are still
+# collected; full collections of the long-lived graph practically never run. The CLI's choice only.
+gc.set_threshold(100_000, 50, 10_000)
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
 
+def usage_line(e: click.UsageError) -> str:
+    """click's usage error (three lines: usage, hint, error) as memplan's one line."""
+    where = e.ctx.command_path if e.ctx is not None else "memplan"
+    return f"memplan: error: {e.format_message()} (see '{where} --help')"
+
+
+def _guard_std_fds() -> None:
+    """Give a closed fd 0, 1 or 2 /dev/null, so that no file memplan opens later lands on it (and
+    receives the report or an error line). A closed stdout stays closed for Python: sys.stdout is
+    None and writing the report is then an error (74), not silence."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                got = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if got != fd:  # open() takes the lowest free fd: only if a lower one was also free
+                os.dup2(got, fd)
+                os.close(got)
+
+
+def _on_signal(signum, frame):
+    # unwind like an exception, so write_atomic removes its temporary file
+    raise SystemExit(128 + signum)
+
+
 class MemplanGroup(click.Group):
-    """Turns MemplanError into one line on stderr and exit 2; never shows a traceback
-    (set MEMPLAN_DEBUG=1 to see one for an internal error)."""
+    """Turns MemplanError into one line on stderr and its exit status (2; 74 for output errors), and
+    click's usage errors into one line too; never shows a traceback (set MEMPLAN_DEBUG=1 to see one
+    for an internal error)."""
+
+    def main(self, *args, **kwargs):
+        import signal
+
+        _guard_std_fds()
+        previous = {}
+        for name in ("SIGTERM", "SIGHUP"):
+            sig = getattr(signal, name, None)
+            try:
+                if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                    previous[sig] = signal.signal(sig, _on_signal)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as e:  # click's own output (--help, --version, usage) to a failing stdout
+            _stdout_to_devnull()
+            _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
+            sys.exit(74)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `memplan`: the help, as click shows it
+                raise
+            _echo_error(one_line(usage_line(e)))
+            sys.exit(e.exit_code)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            _echo_error(one_line(usage_line(e)))
+            ctx.exit(e.exit_code)
         except MemplanError as e:
-            click.echo(f"memplan: error: {e}", err=True)
+            _echo_error(f"memplan: error: {one_line(e)}")
             ctx.exit(e.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except KeyboardInterrupt:
-            click.echo("memplan: interrupted", err=True)
+            _echo_error("memplan: interrupted")
             ctx.exit(130)
         except MemoryError:
-            click.echo("memplan: error: out of memory", err=True)
+            _echo_error("memplan: error: out of memory")
             ctx.exit(2)
-        except Exception as e:  # a bug: one line, no traceback, unless asked
-            if os.environ.get("MEMPLAN_DEBUG"):
-                raise
-            click.echo(f"memplan: internal error: {type(e).__name__}: {e} "
-                       "(a bug in memplan; MEMPLAN_DEBUG=1 shows the traceback)", err=True)
-            ctx.exit(70)
+        except RecursionError:
+            _echo_error("memplan: error: the input is nested too deeply for memplan")
+            ctx.exit(2)
+        except OSError as e:
+            if not _from_echo(e):
+                _internal(ctx, e)
+            _stdout_to_devnull()  # a subcommand's --help to a full stdout
+            _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
+            ctx.exit(74)
+        except Exception as e:
+            _internal(ctx, e)
+
+
+def _internal(ctx, e: Exception):
+    """A bug: one line, no traceback, unless asked."""
+    if os.environ.get("MEMPLAN_DEBUG"):
+        raise e
+    _echo_error(f"memplan: internal error: {type(e).__name__}: {one_line(e)} "
+                "(a bug in memplan; MEMPLAN_DEBUG=1 shows the traceback)")
+    ctx.exit(70)
+
+
+def _from_echo(e: BaseException) -> bool:
+    """Whether `e` was raised inside click.echo: help or usage text going to a failing stdout (every
+    report goes through report.output.write_stdout, which raises OutputError itself)."""
+    tb = e.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "echo" and tb.tb_frame.f_globals.get("__name__") == "click.utils":
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _stdout_to_devnull() -> None:
+    """fd 1 onto /dev/null after a failed write, so the interpreter's last flush of what is still
+    buffered succeeds instead of failing again with a second message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _echo_error(line: str) -> None:
+    """One line to stderr; a closed or full stderr must not turn the exit status into a traceback."""
+    try:
+        click.echo(line, err=True)
+    except (OSError, ValueError):
+        pass
 
 
 @click.group(cls=MemplanGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -53,6 +53,9 @@ class TrainConfig:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        lr = self.learning_rate
+        if lr is not None and not (isinstance(lr, (int, float)) and -1e30 < lr < 1e30):  # also NaN, inf
+            raise ConfigError(f"--learning-rate must be a finite number, got {lr!r}")
         if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
             raise ConfigError(f"--lora must be a rank >= 1, got {self.lora_rank!r}")
         if self.lora_targets and not self.lora_rank:

@@ -1,5 +1,15 @@
 """Errors that end a command with exit status 2 and one line on stderr."""
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
+_CONTROL.update({0x0a: "\\n", 0x0d: "\\r", 0x09: " "})
+
+
+def one_line(text) -> str:
+    """`text` with control characters escaped (a newline becomes \\n, ESC \\x1b): messages and reports
+    quote a model's own strings (tensor names, external-data locations), which must neither break
+    the line nor drive the terminal."""
+    return str(text).translate(_CONTROL)
+
 
 class MemplanError(Exception):
     """A problem with the user's input (file, flags). Reported as one line, exit status 2."""
@@ -10,6 +20,13 @@ class MemplanError(Exception):
         self.path = path
         self.message = message  # without the path: for tables that name the file already
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class OutputError(MemplanError):
+    """Writing the report failed: a full disk, an I/O error, a closed or full stdout. Exit status 74
+    (EX_IOERR of sysexits.h): the input was fine, the output was not."""
+
+    exit_code = 74
 
 
 class ModelError(MemplanError):

@@ -99,12 +99,27 @@ def _open_text(path: str) -> str:
         raise CsvError(f"not a text CSV file (byte {e.start} is not UTF-8)", path) from None
 
 
-def _int(text: str, what: str, path: str, line: int) -> int:
+# The planners do int64 arithmetic: a size or alignment above 2^48 bytes (MAX_OPERAND_BYTES, what
+# memplan plans for one tensor) or a step beyond +-2^62 is refused, and so is a set of buffers whose
+# sizes (rounded up to the alignment) add up to more than 2^62.
+MAX_SIZE = 2**48
+MAX_STEP = 2**62
+MAX_TOTAL = 2**62
+
+
+def _int(text: str, what: str, path: str, line: int, limit: int = MAX_STEP) -> int:
     t = text.strip()
+    bound = f"at most {limit:,d} bytes" if limit == MAX_SIZE else f"steps lie within +-{limit:,d}"
+    if len(t) > 24 and t.lstrip("+-").isdigit():  # before int(): Python refuses 4300+ digits itself
+        raise CsvError(f"line {line}: {what} {t[:20]!r}... ({len(t)} digits) is out of range ({bound})", path)
     try:
-        return int(t, 10)
+        v = int(t, 10)
     except ValueError:
-        raise CsvError(f"line {line}: {what} {text!r} is not an integer", path) from None
+        shown = repr(text) if len(text) <= 30 else repr(text[:27]) + "..."
+        raise CsvError(f"line {line}: {what} {shown} is not an integer", path) from None
+    if abs(v) > limit:
+        raise CsvError(f"line {line}: {what} {v:,d} is out of range ({bound})", path)
+    return v
 
 
 def read_buffers_csv(path: str) -> BufferTable:
@@ -161,7 +176,7 @@ def read_buffers_csv(path: str) -> BufferTable:
             if bid in seen:
                 raise CsvError(f"line {line}: duplicate id {bid!r} (first on line {seen[bid]})", path)
             seen[bid] = line
-            size = _int(row[i_sz], "size", path, line)
+            size = _int(row[i_sz], "size", path, line, MAX_SIZE)
             if size < 0:
                 raise CsvError(f"line {line}: negative size {size}", path)
             lo = _int(row[i_lo], header[i_lo].strip(), path, line)
@@ -177,7 +192,7 @@ def read_buffers_csv(path: str) -> BufferTable:
                 last = up - 1
             if i_al is not None:
                 a = row[i_al].strip()
-                al = 1 if a == "" else _int(a, "alignment", path, line)
+                al = 1 if a == "" else _int(a, "alignment", path, line, MAX_SIZE)
                 if al < 1:
                     raise CsvError(f"line {line}: alignment {al} is not a positive integer", path)
                 aligns.append(al)
@@ -191,7 +206,17 @@ def read_buffers_csv(path: str) -> BufferTable:
         raise CsvError(f"line {reader.line_num}: {e}", path) from None
     if not rows:
         raise CsvError("no buffers: the file has a header and nothing else", path)
-    return BufferTable(path, header, rows, lines, ids, sizes, firsts, lasts, aligns, cols.get("offset"))
+    table = BufferTable(path, header, rows, lines, ids, sizes, firsts, lasts, aligns, cols.get("offset"))
+    a = 1
+    for x in set(aligns):
+        a = a * x // math.gcd(a, x)
+        if a > MAX_SIZE:
+            raise CsvError(f"the alignments' least common multiple is over {MAX_SIZE:,d} bytes", path)
+    total = sum(table.planning_sizes())
+    if total > MAX_TOTAL:
+        raise CsvError(f"the buffers need {total:,d} bytes in all, over the {MAX_TOTAL:,d} (2^62) memplan "
+                       "plans", path)
+    return table
 
 
 def format_plan_csv(table: BufferTable, offsets) -> str:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Regenerate the memplan sample models (dev-only: needs tensorflow-cpu).
 
-    python3 -m venv /work/venvs/tf
-    /work/venvs/tf/bin/pip install tensorflow-cpu onnx circle-schema tflite onnxruntime
-    /work/venvs/tf/bin/python sample_models/generate.py [mnist] [mobilenetv2]
+    python3 -m venv $TFENV
+    $TFENV/bin/pip install tensorflow-cpu onnx circle-schema tflite onnxruntime
+    $TFENV/bin/python sample_models/generate.py [mnist] [mobilenetv2]
 
 Writes <name>.tflite, <name>.circle and <name>.onnx next to this file, then
 re-reads them and prints the op census and parameter counts (with

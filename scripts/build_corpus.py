@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Build a corpus of REAL exporter output at small sizes, for scripts/survey_corpus.py (dev-only).
 
-    /work/devenv/bin/python scripts/build_corpus.py                    # everything -> /work/corpus
-    /work/devenv/bin/python scripts/build_corpus.py --only bert,resnet # names containing these
-    /work/devenv/bin/python scripts/build_corpus.py --skip tflite      # families: torchvision timm
+    $DEVENV/bin/python scripts/build_corpus.py                    # everything -> ../corpus
+    $DEVENV/bin/python scripts/build_corpus.py --only bert,resnet # names containing these
+    $DEVENV/bin/python scripts/build_corpus.py --skip tflite      # families: torchvision timm
                                                                        # transformers tflite zoo
 
 Needs a dev environment that memplan never needs at run time: torch, torchvision, timm,
@@ -36,6 +36,9 @@ import shutil
 import sys
 import traceback
 import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devtools.exports import strip_file  # noqa: E402
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -713,6 +716,7 @@ def build_tests(out: str, only=None) -> int:
         path = os.path.join(out, fn)
         with torch.no_grad():
             torch.onnx.export(model, args, path, **kw)
+        strip_file(path)  # committed files carry no path of the exporting machine
         m = onnx.load(path, load_external_data=False)
         opset = max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
         exporter = f"torch.onnx {'dynamo' if kw['dynamo'] else 'TorchScript'} (torch {torch.__version__}), opset {opset}"
@@ -752,7 +756,7 @@ def _write_tests_doc(out, doc) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/work/corpus")
+    ap.add_argument("--out", default="../corpus")
     ap.add_argument("--only", default=None, help="comma-separated substrings of model names")
     ap.add_argument("--skip", default="", help="comma-separated families: torchvision,timm,transformers,wide,tflite,zoo")
     ap.add_argument("--tests", default=None, metavar="DIR",

@@ -26,6 +26,9 @@ import os
 import sys
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devtools.exports import strip_file  # noqa: E402
+
 warnings.filterwarnings("ignore")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -151,27 +154,13 @@ def build_torch(out: str) -> list:
             path = os.path.join(out, fn)
             with torch.no_grad():
                 torch.onnx.export(model, args, path, input_names=["image"], output_names=names, opset_version=20, **kw)
-            strip_stack_traces(path)
+            strip_file(path)
             m = onnx.load(path)
             name = "dynamo" if kw["dynamo"] else "TorchScript"
             doc.append({"file": fn, "source": model.__source__, "params": params,
                         "outputs": [o.name for o in m.graph.output],
                         "exporter": f"torch.onnx {name} (torch {torch.__version__}), opset 20"})
     return doc
-
-
-def strip_stack_traces(path: str) -> None:
-    """Drop torch.onnx's per-node stack traces: they hold the exporting machine's file paths (the
-    module scopes that --lora-targets and ops: globs match stay)."""
-    import onnx
-
-    m = onnx.load(path)
-    for n in m.graph.node:
-        keep = [(p.key, p.value) for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-        del n.metadata_props[:]
-        for k, v in keep:
-            n.metadata_props.add(key=k, value=v)
-    onnx.save(m, path)
 
 
 def main(out: str) -> None:

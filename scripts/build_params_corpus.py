@@ -19,6 +19,9 @@ import os
 import sys
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devtools.exports import strip_stack_traces  # noqa: E402
+
 warnings.filterwarnings("ignore")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -74,10 +77,7 @@ def _shrink(path: str) -> None:
         if t.data_type == onnx.TensorProto.FLOAT and n > 64:
             t.ClearField("raw_data")
             t.ClearField("float_data")
-    for node in m.graph.node:
-        keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-        del node.metadata_props[:]
-        node.metadata_props.extend(keep)
+    strip_stack_traces(m)
     onnx.save(m, path)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export the small transformers the fine-tuning benchmark measures (dev-only: torch, transformers).
 
-    /work/devenv/bin/python scripts/export_peft_models.py [--out benchmarks/.peft_models]
+    $DEVENV/bin/python scripts/export_peft_models.py [--out benchmarks/.peft_models]
 
 Writes, with torch.onnx's dynamo exporter (random weights, every parameter drawn from N(0, 0.02) so
 that no two share a value and the exporter keeps each its own initializer; nothing downloaded), a Llama-style decoder

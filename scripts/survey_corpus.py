@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Survey memplan on a corpus of real exports; write a markdown report (dev-only, not a test).
 
-    python scripts/survey_corpus.py                         # /work/corpus, main's memplan
+    python scripts/survey_corpus.py                         # ../corpus, main's memplan
     python scripts/survey_corpus.py --memplan .venv/bin/memplan --corpus DIR -o notes/survey.md
     python scripts/survey_corpus.py --only bert --no-verify # a few models, quickly
 
@@ -398,9 +398,9 @@ def report(rows: list[dict], pc: list[dict] | None, memplan: str, version: str, 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default="/work/corpus")
-    ap.add_argument("--memplan", default="/work/main/.venv/bin/memplan")
-    ap.add_argument("-o", "--output", default="/work/notes/survey.md")
+    ap.add_argument("--corpus", default="../corpus")
+    ap.add_argument("--memplan", default=".venv/bin/memplan")
+    ap.add_argument("-o", "--output", default="survey.md")
     ap.add_argument("--json", default=None, help="also write the raw rows here")
     ap.add_argument("--only", default=None, help="comma-separated substrings of model names")
     ap.add_argument("--no-verify", action="store_true")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the training-mode flags on every model of a corpus and report crashes (dev-only).
 
-    .venv/bin/python scripts/sweep_modes.py [--corpus /work/corpus] [--memplan .venv/bin/memplan]
+    .venv/bin/python scripts/sweep_modes.py [--corpus ../corpus] [--memplan .venv/bin/memplan]
 
 For each model in the corpus manifest (scripts/build_corpus.py): `analyze --lora 8`, `analyze --train
 biases`, `compare -f json`, `analyze --trainable-ops 3 --by-layer` and `analyze --batchnorm frozen`.
@@ -18,7 +18,7 @@ import subprocess
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default="/work/corpus")
+    ap.add_argument("--corpus", default="../corpus")
     ap.add_argument("--memplan", default=".venv/bin/memplan")
     ap.add_argument("--timeout", type=float, default=240)
     args = ap.parse_args(argv)

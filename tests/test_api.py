@@ -1,4 +1,4 @@
-"""The Python API (`from memplan_cli import analyze, compare, plan`): the README's example runs, the
+"""The Python API (`from memplan_cli import analyze, compare, plan`): docs/api.md's example runs, the
 results carry the commands' own JSON, errors are the CLI's as exceptions, and importing stays light."""
 import json
 import pathlib
@@ -17,16 +17,16 @@ MNIST = "sample_models/mnist.circle"
 
 
 def readme_api_example() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "api.md").read_text()
     section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1, "the README's Python API section has one python block"
+    assert len(blocks) == 1, "docs/api.md's Python API section has one python block"
     return blocks[0]
 
 
 def test_the_readme_example_runs(monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
-    exec(compile(readme_api_example(), "README.md (Python API)", "exec"), {})
+    exec(compile(readme_api_example(), "docs/api.md (Python API)", "exec"), {})
     out = capsys.readouterr().out
     r = analyze(MNIST, batch_size=32, optimizer="adam", loss="cce")
     assert f"planned {r.planned:,} B" in out and "refused: unknown optimizer 'adagrad'" in out

@@ -10,11 +10,12 @@ from click.testing import CliRunner
 from memplan_cli.cli import main
 from tests.report.conftest import fake_profiles  # noqa: F401  (fixture)
 from tests.report.fake_profiles import FakeOnert
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[1]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
 MOBILENET = str(ROOT / "sample_models" / "mobilenetv2.circle")
-SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+SCHEMA = load_schema("report")
 
 
 def run(*args, env=None):

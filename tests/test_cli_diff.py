@@ -2,6 +2,7 @@
 import json
 import pathlib
 
+import pytest
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
@@ -62,8 +63,38 @@ def test_json_diff_of_two_reports(fake_profiles, tmp_path):
     assert (planned["old"], planned["new"]) == (old_doc["totals"]["planned"], new_doc["totals"]["planned"])
     assert planned["delta"] == planned["new"] - planned["old"]
     assert rows[("category", "back-prop")]["status"] == "regression"
+    bp = rows[("category", "back-prop")]
     assert doc["status"] == "regression" and doc["thresholds"] == [
-        {"threshold": "back-prop:+1%", "section": "category", "name": "back-prop", "passed": False}]
+        {"threshold": "back-prop:+1%", "section": "category", "name": "back-prop", "old": bp["old"],
+         "new": bp["new"], "passed": False}]
+    # the reason reaches the log although stdout is JSON: one line per exceeded threshold
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "back-prop" in lines[0] and "back-prop:+1%" in lines[0]
+    assert f"{bp['old']:,d} B" in lines[0] and f"{bp['new']:,d} B" in lines[0]
+
+
+def test_the_reason_for_a_failure_reaches_stderr_when_the_report_goes_to_a_file(fake_profiles, tmp_path):
+    base = baseline(tmp_path, "-b", "2")
+    new = baseline(tmp_path, "-b", "3", name="new.json")
+    out = tmp_path / "diff.json"
+    r = cli("diff", "--baseline", str(base), str(new), "-f", "json", "-o", str(out), "--fail-on", "total:+1%",
+            "--fail-on", "naive:+1%", "--fail-on", "gradient:+1000%")
+    assert r.exit_code == 1 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert [ln.split(" over the limit ")[1] for ln in lines] == ["total:+1%", "naive:+1%"]
+    assert json.loads(out.read_text())["status"] == "regression"
+
+
+@pytest.mark.parametrize("key", ["opt variable", "Opt Variable", "opt-variable", "opt_variable", "total planned"])
+def test_the_table_s_labels_are_keys(fake_profiles, tmp_path, key):
+    base = baseline(tmp_path)
+    assert cli("diff", "--baseline", str(base), str(base), "--fail-on", f"{key}:+0%").exit_code == 0
+
+
+def test_an_unknown_key_is_named_as_such(fake_profiles, tmp_path):
+    base = baseline(tmp_path)
+    r = cli("diff", "--baseline", str(base), str(base), "--fail-on", "opt varable:+1%")
+    assert r.exit_code == 2 and "unknown key 'opt varable'" in r.stderr
 
 
 def test_bad_input_exits_2(fake_profiles, tmp_path):

@@ -339,8 +339,12 @@ def test_over_onerts_32_bit_limit(tmp_path):
 
 @pytest.mark.parametrize("args,words", [
     (["analyze", "{mnist}", "--profile", "onert", "--planner", "greedy"], "onert has no planner 'greedy'"),
-    (["sweep", "{mnist}", "--batch-size", "4"], "sweep takes --batch-sizes"),
     (["sweep", "{mnist}", "--budget", "lots"], "--budget"),
+    (["sweep", "{mnist}", "--budget", "5.5"], "not a whole number of bytes"),
+    (["analyze", "{mnist}", "-q", "-v"], "-q/--quiet and -v/--verbose together"),
+    (["analyze", "{mnist}", "--no-such-flag"], "No such option '--no-such-flag'"),
+    (["analyze", "{mnist}", "-O", "adagrad"], "'adagrad' is not one of"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
 ])
 def test_conflicting_or_malformed_flags_are_one_line(args, words):
     args = [a.format(mnist=os.path.join(SAMPLES, "mnist.circle")) for a in args]

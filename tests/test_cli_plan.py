@@ -16,7 +16,8 @@ from memplan_cli.cli import main
 from memplan_cli.plancsv import read_buffers_csv
 
 ROOT = pathlib.Path(__file__).parents[1]
-CHALLENGE_A = pathlib.Path("/work/shared/benchmarks/minimalloc/A.1048576.csv")
+# the shared reference folder beside the repository (absent in a plain clone: the test skips)
+CHALLENGE_A = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "benchmarks" / "minimalloc" / "A.1048576.csv"
 
 # Hand-computed. Half-open lifetimes: a steps 0-1, b 1-2, c 2-3, d (zero size) step 3.
 # Live bytes per step: 4, 6, 6, 4, so the lower bound is 6 and naive is 10.
@@ -32,6 +33,14 @@ TINY_BUMP = {"a": 0, "b": 4, "c": 6, "d": 0}
 def run(*args):
     r = CliRunner().invoke(main, ["plan", *args], catch_exceptions=False)
     return r.exit_code, r.stdout, r.stderr
+
+
+def run_csv_and_json(src, out, *args):
+    """The plan's CSV to `out` (-o) and the JSON summary on stdout (a second run: the same plan)."""
+    code, _, err = run(src, *args, "-o", str(out))
+    if code:
+        return code, "", err
+    return run(src, *args, "-f", "json")
 
 
 def write(tmp_path, text, name="in.csv"):
@@ -66,7 +75,7 @@ def offsets_of(text: str, key="id") -> dict[str, int]:
 # ---- the hand-computed instance ------------------------------------------------------------------
 def test_tiny_greedy_offsets_exactly(tmp_path):
     src, out = write(tmp_path, TINY), tmp_path / "out.csv"
-    code, stdout, err = run(str(src), "--planner", "greedy", "-o", str(out), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(src), out, "--planner", "greedy")
     assert code == 0, err
     doc = json.loads(stdout)
     assert doc["buffers"] == 4 and doc["naive"] == 10 and doc["lower_bound"] == 6 and doc["arena"] == 6
@@ -80,7 +89,7 @@ def test_tiny_greedy_offsets_exactly(tmp_path):
 
 def test_tiny_bump_offsets_exactly(tmp_path):
     src, out = write(tmp_path, TINY), tmp_path / "out.csv"
-    code, stdout, err = run(str(src), "--planner", "bump", "-o", str(out), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(src), out, "--planner", "bump")
     assert code == 0, err
     doc = json.loads(stdout)
     assert doc["arena"] == 10 and doc["status"] == "feasible"
@@ -100,15 +109,27 @@ def test_table_summary_names_every_figure(tmp_path):
     code, stdout, err = run(str(write(tmp_path, TINY)), "--planner", "greedy")
     assert code == 0 and err == ""
     for word in ("buffers", "naive", "lower bound", "arena", "arena/LB", "1.0000", "planner", "greedy",
-                 "status", "optimal", "seconds"):
+                 "status", "optimal"):
         assert word in stdout, word
+    # seconds change from run to run: only with -v, so the same file prints the same bytes
+    assert "seconds" not in stdout
+    code, again, _ = run(str(write(tmp_path, TINY)), "--planner", "greedy")
+    assert again == stdout
+    code, verbose, _ = run(str(write(tmp_path, TINY)), "--planner", "greedy", "-v")
+    assert "seconds" in verbose and "kernels" in verbose
+
+
+def test_quiet_plan_is_one_line(tmp_path):
+    code, stdout, err = run(str(write(tmp_path, TINY)), "--planner", "greedy", "-q")
+    assert code == 0 and stdout.count("\n") == 1 and "arena 6 B" in stdout
+    assert run(str(write(tmp_path, TINY)), "--planner", "greedy", "-qq")[1] == ""
 
 
 # ---- --output --------------------------------------------------------------------------------------
 @pytest.mark.skipif(not CHALLENGE_A.exists(), reason="shared benchmarks not present")
 def test_output_round_trip_on_minimalloc_a(tmp_path):
     out, again = tmp_path / "a.csv", tmp_path / "again.csv"
-    code, stdout, err = run(str(CHALLENGE_A), "--planner", "greedy", "-o", str(out), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(CHALLENGE_A), out, "--planner", "greedy")
     assert code == 0, err
     arena = json.loads(stdout)["arena"]
     src_lines = CHALLENGE_A.read_text().splitlines()
@@ -121,11 +142,23 @@ def test_output_round_trip_on_minimalloc_a(tmp_path):
     assert pairwise_errors(text) == []
     assert max(int(r["offset"]) + int(r["size"]) for r in csv.DictReader(io.StringIO(text))) == arena
     # a plan memplan wrote can be planned again: the offset column is replaced, not duplicated
-    code, stdout, err = run(str(out), "--planner", "greedy", "-o", str(again), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(out), again, "--planner", "greedy")
     assert code == 0, err
     assert again.read_text() == text
     t = read_buffers_csv(str(again))
     assert len(t.ids) == len(src_lines) - 1 and t.offset_column == 4
+
+
+def test_json_output_holds_every_buffer_s_offset(tmp_path):
+    out = tmp_path / "plan.json"
+    code, stdout, err = run(str(write(tmp_path, TINY)), "--planner", "greedy", "-f", "json", "-o", str(out))
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "plan" and doc["arena"] == 6
+    assert {b["id"]: b["offset"] for b in doc["offsets"]} == TINY_GREEDY
+    # half-open [lower, upper) as in the CSV; the summary on stdout is the same without the offsets
+    assert [(b["lower"], b["upper"], b["size"]) for b in doc["offsets"]] == [(0, 2, 4), (1, 3, 2), (2, 4, 4), (3, 4, 0)]
+    assert json.loads(stdout) == {k: v for k, v in doc.items() if k != "offsets"}
 
 
 def test_output_to_stdout_puts_the_summary_on_stderr(tmp_path):
@@ -157,7 +190,7 @@ def test_extra_columns_are_copied_and_file_order_kept(tmp_path):
 ])
 def test_aliases_give_the_same_plan(tmp_path, header, rows):
     src, out = write(tmp_path, header + "\n" + rows), tmp_path / "out.csv"
-    code, stdout, err = run(str(src), "--planner", "greedy", "-o", str(out), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(src), out, "--planner", "greedy")
     assert code == 0, err
     assert json.loads(stdout)["lower_bound"] == 6
     key = next(csv.reader(io.StringIO(header)))[0]
@@ -168,7 +201,7 @@ def test_aliases_give_the_same_plan(tmp_path, header, rows):
 def test_alignment_is_honoured(tmp_path):
     src = write(tmp_path, "id,lower,upper,size,alignment\na,0,2,3,4\nb,1,3,5,4\nc,2,4,1,\n")
     out = tmp_path / "o.csv"
-    code, stdout, err = run(str(src), "--planner", "greedy", "-o", str(out), "-f", "json")
+    code, stdout, err = run_csv_and_json(str(src), out, "--planner", "greedy")
     assert code == 0, err
     doc = json.loads(stdout)
     assert doc["alignment"] == 4

@@ -5,13 +5,14 @@ Every package and first-level module of memplan_cli has an entry in ALLOWED (a n
 entry names, plus `errors` (what every layer may raise) and the package's `__version__`. From the
 bottom up:
 
-- leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList) and `lazyimport` (the
-  stand-in that defers a library's import to its first use) import nothing of memplan's; `config`
+- leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList), `lazyimport` (the
+  stand-in that defers a library's import to its first use) and `schemas` (the JSON Schemas) import
+  nothing of memplan's; `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `kernels`: NumPy reference kernels (no memplan imports).
 - `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
-  batch rules; ops uses ir and `kernels`.
+  batch rules (and lazyimport for a NumPy that loads on first use); ops uses ir and `kernels`.
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
@@ -27,8 +28,7 @@ bottom up:
 - `api` (the Python API: analyze, compare, plan, verify, and the setup merging the commands share)
   -> analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
   verification.
-- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands,
-  lazyimport;
+- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
   `import memplan_cli` stays light); nothing inside the package imports `__init__`'s names.
 
@@ -51,9 +51,10 @@ ALLOWED = {
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
+    "schemas": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
-    "ir": {"ir", "ops"},
+    "ir": {"ir", "ops", "lazyimport"},
     "ops": {"ops", "ir", "kernels"},
     "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
     "passes": {"passes", "ir", "buffers", "config", "ops"},
@@ -73,7 +74,7 @@ ALLOWED = {
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
                  "remat", "report", "traininfo"},
-    "cli": {"commands", "lazyimport"},
+    "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": {"api", "version"},
 }

@@ -35,3 +35,30 @@ def test_the_circle_loader_reads_only_the_schema_tables_it_needs():
         "print(len(g.operations), len(mods), sum(type(m) is not DeferredModule for m in mods))\n")
     ops, mods, real = map(int, out.split())
     assert ops > 60 and mods > 150 and real < 40
+
+
+def test_importing_memplan_leaves_numpy_whole_for_other_code():
+    # a package's stand-in in sys.modules broke the import of its submodules (numpy.testing)
+    out = _run(
+        "import sys\n"
+        "import memplan_cli.cli\n"
+        "from memplan_cli.cli import main\n"
+        f"sys.argv = ['memplan', 'analyze', {MOBILENET!r}, '-p', 'onert', '-f', 'json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "from memplan_cli.lazyimport import DeferredModule\n"
+        "print(any(isinstance(m, DeferredModule) for n, m in sys.modules.items() if n.split('.')[0] == 'numpy'))\n"
+        "import numpy as np\n"
+        "import onnx\n"
+        "np.testing.assert_equal(1, 1)\n"
+        "print(type(np).__name__)\n")
+    assert out.split("\n")[-3:-1] == ["False", "module"]
+
+
+def test_a_private_stand_in_loads_the_real_module_on_first_read():
+    out = _run(
+        "import sys\n"
+        "from memplan_cli.lazyimport import deferred\n"
+        "c = deferred('colorsys')\n"
+        "print('colorsys' in sys.modules)\n"
+        "print(c.rgb_to_hls(1.0, 0.0, 0.0), 'colorsys' in sys.modules, deferred('colorsys') is sys.modules['colorsys'])\n")
+    assert out.split("\n")[:2] == ["False", "(0.0, 0.5, 1.0) True True"]

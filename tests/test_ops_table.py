@@ -1,4 +1,4 @@
-"""README.md's table of supported ops is generated (scripts/ops_table.py) and must be up to date: adding
+"""docs/ops.md's table of supported ops is generated (scripts/ops_table.py) and must be up to date: adding
 an op to the registry without regenerating it fails here."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_a_new_op_makes_the_readme_stale(monkeypatch):
     from memplan_cli.ops import transpose
 
     s = _script()
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "ops.md").read_text(encoding="utf-8")
     assert s.splice(text, s.render()) == text
     monkeypatch.setattr(transpose, "OPS", transpose.OPS + [ops.OpDef("FakeOp", no_grad=True)])
     monkeypatch.setattr(transpose, "ONNX", {**transpose.ONNX, "FakeOp": lambda node: None})

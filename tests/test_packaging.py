@@ -1,10 +1,17 @@
 """`pip install .` ships memplan_cli and nothing dev-only: the package list setuptools builds the
 wheel from (pyproject's `[tool.setuptools.packages.find]`, the same call setuptools makes) holds no
-test generator, no onert runtime harness and no tests."""
+test generator, no onert runtime harness and no tests; the runtime dependencies are what the
+package imports; and a clone without a C compiler installs and follows the README."""
 import ast
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 
+import pytest
 from setuptools import find_packages
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -37,3 +44,92 @@ def test_no_test_generator_ships():
             if classes & DEV_ONLY_CLASSES:
                 bad.append(f"{f.relative_to(ROOT)}: {sorted(classes & DEV_ONLY_CLASSES)}")
     assert bad == []
+
+
+def test_runtime_dependencies_are_what_the_package_imports():
+    """Every runtime dependency is imported somewhere in memplan_cli (jsonschema and tflite are only
+    the tests'); test-only modules stay out of the package."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    import_names = {"circle-schema": "circle_schema"}
+    imported = set()
+    for f in (ROOT / "memplan_cli").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    for dep in meta["dependencies"]:
+        name = dep.split(">")[0].split("=")[0].split("<")[0].strip()
+        assert import_names.get(name, name) in imported, f"{name} is a dependency but memplan_cli never imports it"
+    assert not (ROOT / "memplan_cli" / "traininfo" / "write.py").exists()
+    assert isinstance(meta["license"], str)  # an SPDX expression: the TOML table is deprecated
+
+
+def _clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "MEMPLAN_", "PYTEST", "VIRTUAL_ENV", "PIP_REQUIRE"))}
+    env.update(extra)
+    return env
+
+
+def _run(cmd, cwd, env, timeout=900):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                       shell=isinstance(cmd, str), executable="/bin/bash" if isinstance(cmd, str) else None)
+    assert r.returncode == 0, f"{cmd}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="the README's commands are for a POSIX shell")
+def test_a_fresh_clone_without_a_compiler_follows_the_readme(tmp_path):
+    """On a clone with no C compiler (CC=/bin/false): the README's first line as written, then a
+    wheel built the same way, installed, and the README's examples run from outside the repository
+    with the installed memplan (pure-Python kernels)."""
+    from tests.docs_examples import environment, examples, run_block, workdir
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to copy the tracked files from")
+    clone = tmp_path / "clone"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split("\0")
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (clone / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, clone / f)
+    env = _clean_env(CC="/bin/false", CXX="/bin/false", LDSHARED="/bin/false")
+    first = (ROOT / "README.md").read_text().split("```bash\n", 1)[1].split("\n", 1)[0]
+    assert first.startswith("python3 -m venv .venv") and "memplan analyze" in first
+    # where Python writes no bytecode, the editable install has compiled it (setup.py), so a start
+    # does not compile every module's source again
+    out = _run(first.replace("python3 ", f"{sys.executable} ", 1), clone, dict(env, PYTHONDONTWRITEBYTECODE="1"))
+    assert "memplan planned" in out and "lower bound" in out
+    assert list((clone / "memplan_cli" / "__pycache__").glob("cli.*.pyc"))
+    assert list((clone / "memplan_cli" / "ops" / "__pycache__").glob("conv.*.pyc"))
+
+    # a wheel, built without a compiler: no compiled kernels, the schemas, nothing dev-only
+    log = _run([str(clone / ".venv" / "bin" / "pip"), "wheel", "-v", "--no-deps", "-w", str(tmp_path / "w"), "."],
+               clone, env)
+    assert "SetuptoolsDeprecationWarning" not in log
+    assert "the C planner kernels were not built" in log
+    wheel = next((tmp_path / "w").glob("memplan-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.endswith((".so", ".pyd"))]
+    assert {"memplan_cli/schemas/report.schema.json", "memplan_cli/schemas/verify.schema.json"} <= set(names)
+    assert not [n for n in names if n.startswith(("tests/", "devtools/")) or n.endswith("traininfo/write.py")]
+    _run([str(clone / ".venv" / "bin" / "pip"), "install", "-q", "--force-reinstall", "--no-deps", str(wheel)],
+         clone, env)
+
+    # from outside the repository, as a user would: the installed package, the README's examples
+    bin_dir = str(clone / ".venv" / "bin")
+    outside = workdir(tmp_path / "outside", clone)
+    where = _run([str(clone / ".venv" / "bin" / "python"), "-c",
+                  "import memplan_cli, memplan_cli.planners._native as n; print(memplan_cli.__file__, n.BACKEND)"],
+                 outside, _clean_env())
+    assert "site-packages" in where and where.split()[-1] == "python"
+    assert "planner kernels: python" in _run("memplan analyze sample_models/mnist.circle -v", outside,
+                                             environment(bin_dir))
+    problems = []
+    for b in examples(clone / "README.md"):
+        if b.skip_reason() is None:
+            problems += run_block(b, outside, environment(bin_dir), python=str(clone / ".venv" / "bin" / "python"))
+    assert not problems, "\n\n".join(problems)

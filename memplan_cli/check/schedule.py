@@ -36,11 +36,11 @@ def check_schedule(tg, intervals, *, require_write_first: bool = True) -> int:
         acc += [(dst, "accumulates into") for _, dst, _ in s.accumulate]
         for t, how in acc:
             iv = interval(t)
-            name = tg.tensors[t].name
-            where = f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
-            if iv is None:
-                raise ScheduleError(f"{where} {how} {name}, which has no buffer")
-            if not iv[0] <= s.index <= iv[1]:
+            if iv is None or not iv[0] <= s.index <= iv[1]:
+                name = tg.tensors[t].name
+                where = f"step {s.index} ({s.kind} of {s.label or 'op ' + str(s.op)})"
+                if iv is None:
+                    raise ScheduleError(f"{where} {how} {name}, which has no buffer")
                 raise ScheduleError(f"{where} {how} {name} outside its interval [{iv[0]}, {iv[1]}]")
             checked += 1
         if require_write_first:  # a tensor the step also writes may be its scratch (written, then read)

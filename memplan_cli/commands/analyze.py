@@ -5,6 +5,8 @@ Parsing only: the work is `memplan_cli.api.analyze` (over `memplan_cli.analysis`
 """
 from __future__ import annotations
 
+import os
+
 import click
 
 from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
@@ -25,6 +27,12 @@ def api_arguments(flags: dict) -> dict:
     out["onert_simd_width"] = int(simd) if simd is not None else None
     out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
+
+
+def planner_kernels() -> str:
+    from memplan_cli.planners._native import BACKEND
+
+    return BACKEND
 
 
 @click.command("analyze")
@@ -65,7 +73,8 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
-                         live_by_domain=series if len(series) > 1 else [], timings=a.timings)
+                         live_by_domain=series if len(series) > 1 else [], timings=a.timings,
+                         kernels=planner_kernels() if level >= 2 else "")
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:
@@ -75,9 +84,16 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
                  f" · {doc['config']['optimizer']}")
         svg = render_svg(tl, title=title, lower_bound=a.lower_bound, planned=a.planned_total,
                          peak_label=doc["peak"]["op"], forward_end=last_forward_step(a.buffers))
-    # everything is computed: only now touch the output files
+    # everything is computed: only now touch the output files, once both are known to be writable
     if svg is not None:
-        write_atomic(timeline_path, svg)
-    emit(text, output)
+        from memplan_cli.report.output import output_target
+
+        if output and output != "-":
+            if os.path.abspath(output_target(output, (model,))) == os.path.abspath(output_target(timeline_path)):
+                from memplan_cli.errors import MemplanError
+
+                raise MemplanError(f"--timeline {timeline_path} and --output {output} name the same file")
+        write_atomic(timeline_path, svg, (model,))
+    emit(text, output, (model,))
     if doc.get("remat") is not None and not doc["remat"]["fits"]:
         click.get_current_context().exit(3)

@@ -22,7 +22,7 @@ from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, S
               help=ONERT_SIMD_HELP)
 @nntrainer_option()
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (schemas/compare.schema.json) or csv for scripts.")
+              show_default=True, help="table for people; json (memplan_cli/schemas/compare.schema.json) or csv for scripts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
               help="Write the comparison to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
@@ -47,4 +47,4 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).compare(doc, opts), output)
+    emit(get_reporter(fmt).compare(doc, opts), output, (model,))

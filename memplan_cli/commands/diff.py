@@ -17,25 +17,82 @@ CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "lo
                "batchnorm": "batchnorm", "dropout": "dropout"}
 
 
+# a report is a few levels deep and holds byte counts below 2^63 (19 digits); anything beyond these
+# is not a report, and refusing it early keeps RecursionError and 4300-digit int parsing out of reach
+MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 24
+
+
+class _NotReport(ValueError):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _NotReport(f"an integer with {digits} digits (a report's byte counts are below 2^63)")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    v = float(text)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise _NotReport(f"the number {text[:30]} is out of range")
+    return v
+
+
+def _parse_constant(name: str):
+    raise _NotReport(f"{name} is not a JSON number")
+
+
+def _depth(doc) -> int:
+    """How deeply lists and objects nest in `doc` (iterative: the depth is the input's to choose)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d > MAX_JSON_DEPTH:
+                return d
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def parse_report_json(text: str, path: str):
+    """The JSON value of `text`, or MemplanError naming `path`: nesting beyond MAX_JSON_DEPTH, integers
+    longer than MAX_INT_DIGITS, NaN / Infinity and overflowing floats are not a report's."""
+    try:
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+    except json.JSONDecodeError as e:
+        raise MemplanError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", path) from None
+    except _NotReport as e:
+        raise MemplanError(f"not a memplan report: {e}", path) from None
+    except RecursionError:
+        raise MemplanError(f"not a memplan report: JSON nested deeper than {MAX_JSON_DEPTH} levels", path) from None
+    if _depth(doc) > MAX_JSON_DEPTH:
+        raise MemplanError(f"not a memplan report: JSON nested deeper than {MAX_JSON_DEPTH} levels", path)
+    return doc
+
+
 def read_report(path: str) -> dict:
     from memplan_cli.inputs import require_regular_file
     from memplan_cli.report.diff import check_report
 
     require_regular_file(path, "JSON report")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise MemplanError("no such file", path) from None
     except IsADirectoryError:
         raise MemplanError("is a directory, not a report", path) from None
-    except UnicodeDecodeError:
-        raise MemplanError("not a JSON report (not UTF-8 text)", path) from None
-    except json.JSONDecodeError as e:
-        raise MemplanError(f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", path) from None
     except OSError as e:
         raise MemplanError(f"cannot read: {e.strerror or e}", path) from None
-    return check_report(doc, path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise MemplanError("not a JSON report (not UTF-8 text)", path) from None
+    return check_report(parse_report_json(text, path), path)
 
 
 def looks_like_json(path: str) -> bool:
@@ -51,8 +108,10 @@ def looks_like_json(path: str) -> bool:
     return head[:1] in (b"{", b"[")
 
 
-def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
-    """The flags to analyse TARGET with: the baseline's configuration, except where a flag was given."""
+def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the baseline") -> dict:
+    """The flags to analyse TARGET with: the baseline's configuration, except where a flag was given.
+    Each value taken from the baseline goes through its flag's own check (the file is input: a
+    batch size of "abc" or -3 there is refused as it would be on the command line)."""
     cfg = base.get("config") or {}
     out = dict(flags)
     for flag, key in CONFIG_KEYS.items():
@@ -60,21 +119,48 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
             continue
         value = cfg[key]
         if flag == "trainable":
-            value = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-        out[flag] = value
+            if isinstance(value, list) and all(type(i) is int for i in value):
+                value = ",".join(map(str, value))
+            elif type(value) in (int, str):
+                value = str(value)
+            else:
+                raise MemplanError(f"config.{key} {_shown(value)} is not a trainable-ops spec", source)
+        out[flag] = _checked(flag, value, f"config.{key}", source)
     # outputs the baseline's user picked (--loss-outputs); the default (every float output) is
-    # resolved again on TARGET, whose outputs may differ
+    # resolved again on TARGET, whose outputs may differ (check_report made it a list of strings)
     if "loss_outputs" not in given and (cfg.get("sources") or {}).get("loss_outputs") == "flag" and cfg.get("loss_outputs"):
-        out["loss_outputs"] = ",".join(cfg["loss_outputs"])
+        out["loss_outputs"] = _checked("loss_outputs", ",".join(cfg["loss_outputs"]), "config.loss_outputs", source)
     if "profile" not in given and base.get("profile"):
-        out["profile"] = base["profile"]
+        out["profile"] = _checked("profile", base["profile"], "profile", source)
     popts = cfg.get("profile_options") or {}
     for flag, key in (("onert_threads", "threads"), ("onert_simd_width", "simd_width")):
         if flag not in given and popts.get(key) is not None:
-            out[flag] = str(popts[key]) if flag == "onert_simd_width" else popts[key]
+            v = popts[key]
+            out[flag] = _checked(flag, str(v) if flag == "onert_simd_width" and type(v) is int else v,
+                                 f"config.profile_options.{key}", source)
     if "nntrainer_memory_optimization" not in given and popts.get("memory_optimization") is not None:
         out["nntrainer_memory_optimization"] = "on" if popts["memory_optimization"] else "off"
     return out
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _checked(flag: str, value, where: str, source: str):
+    """`value` converted by the diff command's own option `flag` (its type and range), or MemplanError."""
+    ctx = click.get_current_context(silent=True)
+    param = next((p for p in command.params if p.name == flag), None)
+    if ctx is None or param is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
+            isinstance(param.type, click.types.IntParamType) and isinstance(value, float)):
+        raise MemplanError(f"{where} {_shown(value)} is not a valid --{param.name.replace('_', '-')}", source)
+    try:
+        return param.type.convert(value, param, ctx)
+    except click.BadParameter as e:
+        raise MemplanError(f"{where} {_shown(value)}: {e.message}", source) from None
 
 
 @click.command("diff")
@@ -83,7 +169,9 @@ def baseline_flags(base: dict, flags: dict, given: set[str]) -> dict:
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.option("--fail-on", "fail_on", multiple=True, metavar="KEY:+LIMIT",
               help="Fail (exit 1) when KEY grows by more than LIMIT: total:+5%, planned:+1MiB, back-prop:+0%. "
-                   "KEY: total (= planned), naive, lower_bound, onert, or a category. Repeatable.")
+                   "KEY: total (= planned), naive, lower_bound, onert, or a category (the table's labels, "
+                   "such as 'opt variable', work too). Repeatable. Without --fail-on, diff exits 0 "
+                   "whatever changed.")
 @training_options
 @profile_option(help="Analyse a model TARGET with this profile. Default: the baseline's.")
 @planner_options
@@ -97,7 +185,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     """
     from memplan_cli.api import run_analysis
     from memplan_cli.report import get_reporter
-    from memplan_cli.report.diff import diff_documents, parse_threshold
+    from memplan_cli.report.diff import diff_documents, failure_lines, parse_threshold
     from memplan_cli.report.document import build_document
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import enabled
@@ -110,7 +198,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     else:
         ctx = click.get_current_context()
         given = {name for name in flags if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
-        run_flags = baseline_flags(base, flags, given)
+        run_flags = baseline_flags(base, flags, given, baseline)
         # compare onert only when the baseline did, so the same rows exist on both sides
         a, prof_opts = run_analysis(target, run_flags, compare_onert="onert" in base.get("totals", {}),
                                     progress=enabled(level))
@@ -119,6 +207,9 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).diff(doc, opts), output)
+    emit(get_reporter(fmt).diff(doc, opts), output, (baseline, target))
     if doc["status"] != "ok":
+        # the reason belongs in the CI log, whatever --format and -o sent elsewhere
+        for line in failure_lines(doc):
+            click.echo(line, err=True)
         click.get_current_context().exit(1)

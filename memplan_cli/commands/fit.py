@@ -9,7 +9,7 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, training_options, verbosity
+from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
 from memplan_cli.errors import ConfigError
 
 NOTHING_FITS = 3
@@ -19,12 +19,14 @@ NOTHING_FITS = 3
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people, json for scripts (schemas/fit.schema.json).")
+@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
+              show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
+                                      "(one row per option) for scripts.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-def command(model, budget, fmt, output, quiet, **flags):
+@click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
+def command(model, budget, fmt, output, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front."""
@@ -34,8 +36,10 @@ def command(model, budget, fmt, output, quiet, **flags):
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.output import emit
+    from memplan_cli.report.progress import enabled, spinner
     from memplan_cli.report.units import parse_size
 
+    level = verbosity(quiet, verbose)
     try:
         limit = parse_size(budget)
     except ValueError as e:
@@ -43,21 +47,43 @@ def command(model, budget, fmt, output, quiet, **flags):
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     try:
-        out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
+        with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
+            out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
     except MemplanError as e:
         raise naming(model, e) from None
     doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)},
-           "budget": limit, "config": {"batch_size": out["batch_size"], "optimizer": cfg.optimizer, "loss": cfg.loss,
-                                       "trainable_ops": list(cfg.trainable) if isinstance(cfg.trainable, tuple)
-                                       else cfg.trainable},
+           "budget": limit, "config": {**config_json(cfg), "batch_size": out["batch_size"]},
            "fits": out["fits"], "options": out["options"]}
-    level = verbosity(quiet, 0)
-    text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc, level)
+    if fmt == "json":
+        text = json.dumps(doc, indent=2) + "\n"
+    elif fmt == "csv":
+        text = render_csv(doc)
+    else:
+        text = render(doc, level)
+        if level >= 2:
+            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.report.table import kernels_text
+
+            text += f"planner kernels: {kernels_text(BACKEND)}\n"
     if level >= 0 or (output and output != "-"):
-        emit(text, output)
+        emit(text, output, (model,))
     if not doc["fits"]:
         click.get_current_context().exit(NOTHING_FITS)
+
+
+def render_csv(doc: dict) -> str:
+    """One row per option; bytes as integers, an empty flops_ratio when memplan has no figure."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["option", "change", "planned", "fits", "flops_ratio", "pareto"])
+    for o in doc["options"]:
+        w.writerow([o["option"], o["change"], o["planned"], int(o["fits"]),
+                    "" if o["flops_ratio"] is None else o["flops_ratio"], int(o["pareto"])])
+    return out.getvalue()
 
 
 def render(doc: dict, level: int) -> str:

@@ -75,6 +75,7 @@ def command(model, batch_size):
     small integer constants that decide shapes. Weights are never read.
     """
     from memplan_cli.loaders import load_model
+    from memplan_cli.report.output import write_stdout
 
     g = load_model(model, batch_size=batch_size)
-    click.echo("\n".join(describe(g, model)))
+    write_stdout("\n".join(describe(g, model)) + "\n")

@@ -14,9 +14,14 @@ from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZER
 def training_options(f):
     """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
     --batchnorm, --dropout."""
+    f = training_options_without_batch(f)
+    return click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
+                        help="Batch size (default: the metadata's, else the model's own).")(f)
+
+
+def training_options_without_batch(f):
+    """training_options but --batch-size (sweep takes a list of them)."""
     opts = [
-        click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
-                     help="Batch size (default: the metadata's, else the model's own)."),
         click.option("-O", "--optimizer", type=click.Choice(OPTIMIZERS), default=None,
                      help="Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd."),
         click.option("-l", "--loss", type=click.Choice(LOSSES), default=None,
@@ -27,8 +32,8 @@ def training_options(f):
                           "(`memplan inspect MODEL` lists the outputs). Default: every float output."),
         click.option("--learning-rate", type=float, default=None, help="Learning rate (used by `verify`)."),
         click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
-                     help="all | none | N (the last N ops, counting every op) | a list like 3,5,8-10. "
-                          "Default: the metadata's list, else all."),
+                     help="all | none | N (the last N ops, counting every op) | -1 (all, onert's "
+                          "convention) | a list like 3,5,8-10. Default: the metadata's list, else all."),
         click.option("--train", "train", multiple=True, metavar="WHAT",
                      help="Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
                           "name, module scope, type or #INDEX matches train). Repeatable; combines with "
@@ -67,7 +72,7 @@ def output_options(f):
 
     opts = [
         click.option("-f", "--format", "fmt", type=click.Choice(tuple(REPORTER_BY_NAME)), default="table",
-                     show_default=True, help="table for people; json (schemas/report.schema.json) or csv for scripts."),
+                     show_default=True, help="table for people; json (memplan_cli/schemas/report.schema.json) or csv for scripts."),
         click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
                      help="Write the report to FILE (atomically: a failed run leaves FILE as it was)."),
         click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
@@ -142,5 +147,20 @@ def profile_options(f):
 
 
 def verbosity(quiet: int, verbose: int) -> int:
-    """One integer from -q / -v counts (check-jsonschema's rule): 1 normal, 0 quiet, -1 silent, 2 verbose."""
+    """One integer from -q / -v counts: 1 normal, 0 quiet, -1 silent, 2 verbose. Both together are
+    refused: one would silently cancel the other."""
+    if quiet and verbose:
+        from memplan_cli.errors import ConfigError
+
+        raise ConfigError("-q/--quiet and -v/--verbose together: choose one")
     return 1 + verbose - quiet
+
+
+def config_json(cfg) -> dict:
+    """A TrainConfig under analyze's JSON names (memplan_cli/report/document.py: config_dict), for
+    the commands that build their own document (verify, fit, sweep)."""
+    trainable = list(cfg.trainable) if isinstance(cfg.trainable, tuple) else cfg.trainable
+    return {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
+            "learning_rate": cfg.learning_rate, "trainable_ops": trainable, "batchnorm": cfg.batchnorm,
+            "dropout": cfg.dropout, "train": list(cfg.train), "freeze": list(cfg.freeze),
+            "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}

@@ -27,8 +27,9 @@ def summary_table(d: dict) -> str:
         ("arena/LB", ratio),
         ("planner", d["planner"]),
         ("status", d["status"] + _why_status(d)),
-        ("seconds", f"{d['seconds']:.3f}"),
     ]
+    if d.get("seconds") is not None:
+        rows.append(("seconds", f"{d['seconds']:.3f}"))
     if d["alignment"] > 1:
         rows.append(("alignment", f"sizes planned as multiples of {d['alignment']}"))
     rd = d.get("rounded")
@@ -65,11 +66,14 @@ def _why_status(d: dict) -> str:
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
 @click.option("-o", "--output", default=None, metavar="FILE",
-              help="Write the buffers with an `offset` column to FILE (atomically; nothing is written on "
-                   "an error). '-' writes them to stdout and the summary to stderr.")
+              help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
+                   "`offset` column, or with -f json the summary and every buffer's offset. '-' writes it to "
+                   "stdout and the summary to stderr.")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="The summary: table for people, json for scripts.")
-def command(buffers, planner, rounds, time_limit, output, fmt):
+              help="table for people; json for scripts (memplan_cli/schemas/plan.schema.json).")
+@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
+@click.option("-v", "--verbose", count=True, help="More output: the planner's seconds and which kernels ran.")
+def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
 
@@ -86,19 +90,38 @@ def command(buffers, planner, rounds, time_limit, output, fmt):
     verifier before anything is printed or written.
     """
     from memplan_cli import api
+    from memplan_cli.commands.options import verbosity
     from memplan_cli.report.output import emit, write_atomic
     from memplan_cli.report.progress import enabled
 
+    level = verbosity(quiet, verbose)
     # a search can take its whole time limit: a spinner after a second, on a terminal only
     result = api.plan(buffers, planner=planner, rounds=rounds, time_limit=time_limit,
-                      progress=enabled(1) and output != "-")
-    doc = result.report
-    text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else summary_table(doc)
+                      progress=enabled(level) and output != "-")
+    doc = dict(result.report)
+    if level >= 2:  # seconds differ from run to run: only when asked
+        doc["seconds"] = result.seconds
+    if fmt == "json":
+        text = json.dumps(doc, indent=2) + "\n"
+        plan_text = json.dumps({**doc, "offsets": result.offsets_json()}, indent=2) + "\n"
+    else:
+        text = summary_table(doc)
+        if level >= 2:
+            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.report.table import kernels_text
+
+            text += f"kernels      {kernels_text(BACKEND)}\n"
+        plan_text = result.offsets_csv() if output else ""
+    if level == 0:
+        text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "
+                f"{doc['status']}\n")
     # everything is computed and verified: only now write
     if output == "-":
-        emit(result.offsets_csv(), None)
-        click.echo(text, err=True, nl=False)
+        emit(plan_text, None)
+        if level >= 0:
+            click.echo(text, err=True, nl=False)
         return
     if output:
-        write_atomic(output, result.offsets_csv())
-    emit(text, None)
+        write_atomic(output, plan_text, (buffers,))
+    if level >= 0:
+        emit(text, None)

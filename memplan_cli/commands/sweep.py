@@ -6,9 +6,9 @@ import os
 
 import click
 
-from memplan_cli.commands.options import (check_planner, config_from_flags, nntrainer_options, onert_options,
-                                          output_options, planner_options, profile_option, training_options,
-                                          verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
+                                          onert_options, output_options, planner_options, profile_option,
+                                          training_options_without_batch, verbosity)
 from memplan_cli.errors import ConfigError, MemplanError
 
 OVER_BUDGET = 3
@@ -17,14 +17,14 @@ DEFAULT_BATCHES = "1,2,4,8,16,32"
 
 @click.command("sweep")
 @click.argument("model", type=click.Path(dir_okay=True))
-@click.option("--batch-sizes", default=None, metavar="LIST",
+@click.option("-b", "--batch-sizes", "--batch-size", "batch_sizes", default=None, metavar="LIST",
               help=f"Batch sizes to analyse, e.g. 1,2,4,8 or 1-16. Default {DEFAULT_BATCHES}; with --budget "
                    "and no list, memplan searches for the largest batch that fits.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (64MiB, 1.5GB, 1048576): report the largest batch whose total fits. "
                    f"Exit {OVER_BUDGET} when none does.")
 @profile_option(multiple=True, default=("memplan", "onert"))
-@training_options
+@training_options_without_batch
 @planner_options
 @output_options
 def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, verbose, **flags):
@@ -41,8 +41,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
     from memplan_cli.report.units import parse_size
 
-    if flags.get("batch_size") is not None:
-        raise ConfigError("sweep takes --batch-sizes (a list), not --batch-size")
+    level = verbosity(quiet, verbose)
     limit = None
     if budget is not None:
         try:
@@ -58,7 +57,6 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
                   "lora_targets", "loss_outputs")
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
-    level = verbosity(quiet, verbose)
     done: dict[tuple[str, int], dict] = {}
 
     def run(profile: str, b: int) -> dict:
@@ -106,14 +104,14 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     rows = list(done.values())
     from memplan_cli.ir.outputs import loss_output_names
 
-    cfg = {"optimizer": base_cfg.optimizer, "loss": base_cfg.loss, "loss_outputs": loss_output_names(graph, base_cfg),
-           "trainable_ops": list(base_cfg.trainable) if isinstance(base_cfg.trainable, tuple) else base_cfg.trainable,
+    cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
+           "loss_outputs": loss_output_names(graph, base_cfg),
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit)
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).sweep(doc, opts), output)
+    emit(get_reporter(fmt).sweep(doc, opts), output, (model,))
     if doc["status"] == "over_budget":
         click.get_current_context().exit(OVER_BUDGET)

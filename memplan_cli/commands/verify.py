@@ -7,13 +7,13 @@ the first step where results diverge and the buffers involved), 2 bad input.
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (check_planner, config_from_flags, nntrainer_options, onert_options,
-                                          profile_options,
-                                          training_options, verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
+                                          onert_options, profile_options, training_options, verbosity)
 
 
 
@@ -21,7 +21,7 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, nntr
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="BLAS threads for the NumPy kernels (1 is deterministic and, on a busy machine, fastest).")
@@ -49,7 +49,9 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     from memplan_cli.verification import verify_model
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import emit
+    from memplan_cli.report.progress import enabled, spinner
 
+    level = verbosity(quiet, verbose)
     check_planner(flags.get("planner"))
     # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
     graph = load_model(model, batch_size=flags.get("batch_size"))
@@ -58,28 +60,32 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
              nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
     remat = None
+    show = enabled(level)
     if budget is not None:
-        remat = _remat_plan(model, graph, cfg, flags, budget)
+        with spinner(f"searching a remat plan for {model} under {budget}", show):
+            remat = _remat_plan(model, graph, cfg, flags, budget)
         if remat["fits"]:
             popts = {"remat": remat["drop"]}
-    level = verbosity(quiet, verbose)
     if remat is not None and not remat["fits"]:
-        text = (json.dumps({"model": model, "remat": remat["section"]}, indent=2) + "\n" if fmt == "json" else
+        text = (json.dumps({**envelope(model, profile, cfg), "passed": None, "remat": remat["section"]}, indent=2)
+                + "\n" if fmt == "json" else
                 f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['section']['reachable']:,d} B,"
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
-            emit(text, output)
+            emit(text, output, (model,))
         click.get_current_context().exit(3)
-    rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
-                       profile_options=popts, seed=seed, threads=threads, check_live=not no_live_check)
-    same = None
-    if remat is not None and remat["drop"] and rep.result.passed:
-        plain = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
-                             time_limit=flags.get("time_limit"), seed=seed, threads=threads,
-                             check_live=not no_live_check)
-        same = _same_step(rep.result, plain.result)
+    with spinner(f"verifying {model} ({profile})", show):
+        rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
+                           time_limit=flags.get("time_limit"), profile_options=popts, seed=seed, threads=threads,
+                           check_live=not no_live_check)
+        same = None
+        if remat is not None and remat["drop"] and rep.result.passed:
+            plain = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
+                                 time_limit=flags.get("time_limit"), seed=seed, threads=threads,
+                                 check_live=not no_live_check)
+            same = _same_step(rep.result, plain.result)
     if fmt == "json":
-        doc = rep.to_json()
+        doc = verify_document(rep, model, timings=level >= 2)
         if remat is not None:
             doc["remat"] = {**remat["section"], "equal_to_plain_step": same is None or same[0],
                             "compared_to_plain_step": same is not None}
@@ -96,9 +102,32 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
     if level >= 0 or (output and output != "-"):
-        emit(text, output)
+        emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
         click.get_current_context().exit(1)
+
+
+def envelope(model: str, profile: str, cfg) -> dict:
+    """What every JSON document of memplan starts with, and the configuration under analyze's names."""
+    from memplan_cli.version import __version__
+    from memplan_cli.analysis import file_sha256
+
+    return {"schema_version": 1, "kind": "verify", "memplan_version": __version__,
+            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)}, "profile": profile,
+            "config": config_json(cfg)}
+
+
+def verify_document(rep, model: str, *, timings: bool) -> dict:
+    """`verify -f json`: the envelope, then the run. Seconds only with -v: without it the same input
+    gives the same bytes."""
+    body = rep.to_json()
+    for k in ("model", "profile", "config"):
+        body.pop(k, None)
+    seconds = body.pop("seconds", None)
+    doc = {**envelope(model, rep.profile, rep.config), **body}
+    if timings:
+        doc["seconds"] = seconds
+    return doc
 
 
 def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:

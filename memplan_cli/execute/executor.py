@@ -367,6 +367,14 @@ class _LockstepRun:
             run_step(ctx_ref)
         except AccessError as e:
             raise VerifyFailure(f"the training graph is inconsistent: {e}", s.index) from None
+        except (TypeError, ValueError) as e:
+            # NumPy refusing an op on bool / int tensors (Relu of a bool): the reference kernels do not
+            # run that op on those dtypes. On floats only it is a bug: raise it as one.
+            odd = sorted({self.tg.tensors[t].dtype for t in s.touched()} - {"float16", "float32", "float64"})
+            if not odd:
+                raise
+            raise UnsupportedKernel(f"{self.where(s)} on {', '.join(odd)} tensors: the NumPy reference kernels "
+                                    f"cannot run it ({type(e).__name__}: {str(e)[:120]})") from None
         ctx = StepContext(self.tg, s, self.arena, self.optimizer, self.learning_rate, state=self.arena_state)
         with np.errstate(all="ignore"):
             try:

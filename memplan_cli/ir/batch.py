@@ -4,19 +4,15 @@ Rules (dim 0 is the batch in both NHWC and NCHW):
 - graph inputs: every non-constant input of rank >= 1 whose dim 0 equals the model's batch gets the new batch;
 - ops that keep the batch at dim 0 (element-wise ops, activations, Softmax, MatMul):
   an output whose old dim 0 followed its inputs' gets the new batch (broadcast: the largest);
-- Concat on axis 0: the sum of the inputs' dim 0; on any other axis: the batch is kept;
-- reductions (ops/reduce.py) over axis 0: the batch is reduced away, the output does not change;
-  otherwise it is kept;
-- Reshape with a known shape constant: a leading entry that is a multiple of the old batch (the
-  batch itself, or the batch times windows / patches, as MobileViT and Swin fold them) scales with it,
-  then -1 (and ONNX's 0, "copy this dim") are resolved against the new element count;
+- every op type of the registry (memplan_cli/ops/) gives its own rule (`OpDef.batch`: Concat sums
+  dim 0 on axis 0, a reduction over axis 0 removes the batch, Reshape scales the batch inside its
+  shape constant, ...) and may add attributes (`OpDef.batch_attrs`: a Concat broadcasting a batch-1
+  class token);
 - shapes computed in the graph (`Shape -> StridedSlice -> Pack -> Reshape`, as the TF Lite converter
   writes a dynamic batch) are followed as values (`shape_values`), so such a Reshape gets the new
   batch; an op that reads such a value and is not followed refuses the re-batch, naming the op;
-- Reshape without a known shape, and any op without a rule: dim 0 of each output is scaled by how
-  much the op's batched input grew. The last case adds a warning to the graph.
-Op-registry families (memplan_cli/ops/: convolutions, pools, Pad, FullyConnected, ...) give their own
-rule (`OpDef.batch`).
+- any op without a rule: dim 0 of each output is scaled by how much the op's batched input grew,
+  with a warning.
 Constants never change, but for an op's state made at the file's batch (an RNN's initial state:
 its `OpDef.batch` rule re-shapes it; the constant loses any values it had, and is no parameter).
 """
@@ -27,14 +23,12 @@ from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph, GraphError
 
-KEEP_BATCH = {# common non-canonical ops that are element-wise or keep dim 0
-              "QUANTIZE", "DEQUANTIZE", "LEAKY_RELU", "ELU", "HARD_SWISH", "LOG_SOFTMAX", "ABS", "NEG",
-              "SQUARE", "SQRT", "RSQRT", "EXP", "LOG", "MAXIMUM", "MINIMUM", "BatchNormalization",
-              "Dropout", "Identity", "Cast", "Erf", "Pow", "GELU", "Gelu", "HardSigmoid", "HardSwish",
-              "LeakyRelu", "Elu", "LogSoftmax", "Exp", "Log", "Sqrt", "Neg", "Abs", "Max", "Min"}
+# source ops no registry family converts (they keep their TFLite name) that keep dim 0: a quantized
+# model's boundary ops; every registry op has its own rule (`OpDef.batch`)
+KEEP_BATCH = {"QUANTIZE", "DEQUANTIZE"}
 
 
-def _numel(shape) -> int:
+def numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
@@ -76,14 +70,14 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
                 continue
             if not any(i in batched for i in op.inputs if i >= 0):
                 continue
-            if op.type == "Concat" and _broadcasts_a_token(op, work, shapes, batched):
-                attr_updates[k] = {"broadcast_batch": True}
-                warnings.append(f"op {op.label}: its batch-1 constant input (a class token the exporter expanded "
-                                f"at batch {old_batch}) is broadcast over batch {batch_size}")
-            rule = _RULES.get(op.type) or _registry_rule(op.type)
+            extra = _registry_batch_attrs(op, work, shapes, batched)
+            if extra is not None:
+                attr_updates[k], why = extra
+                warnings.append(f"op {op.label}: " + why.format(old_batch=old_batch, batch_size=batch_size))
+            rule = _registry_rule(op.type)
             if rule is None:
                 if op.type in KEEP_BATCH:
-                    rule = _keep_batch
+                    rule = keep_batch
                 else:
                     rule = scale_rows
                     warnings.append(f"op {op.label}: no batch rule for {op.source_type or op.type}; "
@@ -125,9 +119,9 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted, old_values
     False: not a shape computation; the op's batch rule applies. The same values at the file's own
     shapes (`old_values`) tell which values the batch changes (`tainted`): a head size sliced from
     a batched tensor's shape is not one of them."""
-    import numpy as np
-
     from memplan_cli.ir import shape_values
+
+    np = shape_values.np  # NumPy loads only if a shape value is computed
 
     if op.type == "Shape" and op.inputs and op.inputs[0] >= 0:
         start, end = op.attrs.get("start", 0), op.attrs.get("end")
@@ -143,11 +137,11 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted, old_values
             src = shapes[op.inputs[0]]
             if op.attrs.get("zero_copies_input"):
                 t = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(t)]
-            n = _numel(src)
+            n = numel(src)
             if t.count(-1) == 1:
-                known = _numel([d for d in t if d != -1])
+                known = numel([d for d in t if d != -1])
                 t[t.index(-1)] = n // known if known > 0 and n % known == 0 else -1
-            if _numel(t) != n or any(d < 0 for d in t):
+            if numel(t) != n or any(d < 0 for d in t):
                 raise GraphError(f"cannot re-batch op {op.label}: the shape it computes, {t}, does not hold "
                                  f"the {n} elements of its input")
         if tuple(t) != tuple(shapes[o]):
@@ -184,7 +178,7 @@ def _batched_inputs(op, shapes, batched):
     return [i for i in op.inputs if i >= 0 and i in batched]
 
 
-def _keep_batch(op, graph, shapes, batched):
+def keep_batch(op, graph, shapes, batched):
     ins = _batched_inputs(op, shapes, batched)
     old0 = max(graph.operands[i].shape[0] for i in ins)
     new0 = max(shapes[i][0] for i in ins)
@@ -198,7 +192,7 @@ def _keep_batch(op, graph, shapes, batched):
 def scale_rows(op, graph, shapes, batched):
     """Dim 0 of each output grows by the factor the op's first batched input grew by."""
     i = _batched_inputs(op, shapes, batched)[0]
-    old, new = _numel(graph.operands[i].shape), _numel(shapes[i])
+    old, new = numel(graph.operands[i].shape), numel(shapes[i])
     out = []
     for o in op.outputs:
         s = graph.operands[o].shape
@@ -213,66 +207,12 @@ def scale_rows(op, graph, shapes, batched):
     return out
 
 
-def _broadcasts_a_token(op, graph, shapes, batched) -> bool:
-    """A Concat off the batch axis of batched inputs and a batch-1 input that does not follow the
-    batch (a class or distillation token from a parameter: at batch 1 the exporter folded its
-    `expand(B, ...)` away)."""
-    s = graph.operands[op.outputs[0]].shape
-    if not s or int(op.attrs.get("axis", 0)) % len(s) == 0:
-        return False
-    ins = [i for i in op.inputs if i >= 0]
-    fixed = [i for i in ins if i not in batched]
-    return bool(fixed) and len(fixed) < len(ins) and all(graph.operands[i].shape and graph.operands[i].shape[0] == 1
-                                                          for i in fixed)
+def _registry_batch_attrs(op, graph, shapes, batched):
+    """(attrs, why) the op's registry entry adds to the re-batched op (`OpDef.batch_attrs`), or None."""
+    from memplan_cli import ops
 
-
-def _concat(op, graph, shapes, batched):
-    s = graph.operands[op.outputs[0]].shape
-    axis = op.attrs.get("axis", 0)
-    if axis < 0:
-        axis += len(s)
-    if axis != 0:
-        return _keep_batch(op, graph, shapes, batched)
-    return [(sum(shapes[i][0] for i in op.inputs if i >= 0),) + tuple(s[1:])]
-
-
-def _reshape(op, graph, shapes, batched):
-    i = op.inputs[0]
-    if i not in batched:
-        return [None]
-    target = None
-    if len(op.inputs) > 1 and op.inputs[1] >= 0:
-        target = graph.operands[op.inputs[1]].value
-    if target is None:
-        target = op.attrs.get("new_shape")
-    if "flatten_axis" in op.attrs:  # ONNX Flatten
-        ax = op.attrs["flatten_axis"]
-        s = shapes[i]
-        return [(_numel(s[:ax]), _numel(s[ax:]))]
-    if target is None:
-        return scale_rows(op, graph, shapes, batched)
-    old_in = graph.operands[i].shape
-    new_in = shapes[i]
-    t = list(target)
-    if t and old_in and old_in[0] != new_in[0] and t[0] > 0 and t[0] % old_in[0] == 0:
-        # row-major: the input's outermost dim (the batch) is an outermost factor of the target's
-        # first dim (the batch itself, or the batch times windows / heads / patches)
-        t[0] = t[0] // old_in[0] * new_in[0]
-    if op.attrs.get("zero_copies_input"):
-        t = [new_in[k] if d == 0 and k < len(new_in) else d for k, d in enumerate(t)]
-    total = _numel(new_in)
-    if t.count(-1) == 1:
-        known = _numel([d for d in t if d != -1])
-        if known <= 0 or total % known:
-            raise GraphError(f"cannot re-batch op {op.label}: shape {list(target)} does not fit {list(new_in)}")
-        t[t.index(-1)] = total // known
-    if _numel(t) != total:
-        # the target names the old batch in another place: fall back to scaling dim 0
-        return scale_rows(op, graph, shapes, batched)
-    return [tuple(t)]
-
-
-_RULES = {"Concat": _concat, "Reshape": _reshape}
+    d = ops.get(op.type)
+    return d.batch_attrs(op, graph, shapes, batched) if d is not None and d.batch_attrs is not None else None
 
 
 def _registry_rule(op_type: str):
@@ -283,7 +223,7 @@ def _registry_rule(op_type: str):
     if d is None or d.batch is None:
         return None
     if d.batch == "keep":
-        return _keep_batch
+        return keep_batch
     if d.batch == "scale":
         return scale_rows
     return d.batch

@@ -80,7 +80,12 @@ class FoldConstants:
         return True
 
 
-MOVES = ("Reshape", "Cast", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Flatten")
+def _moves_data(op_type: str) -> bool:
+    """The op's output is its input's values rearranged or retyped (its registry entry says so)."""
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    return d is not None and d.moves_data
 
 
 def _folded_kind(g: Graph, op, ins, kinds) -> str:
@@ -96,7 +101,7 @@ def _folded_kind(g: Graph, op, ins, kinds) -> str:
 
     if op.type == "ConstantOfShape":
         return "fill"
-    if op.type in MOVES and ins:
+    if _moves_data(op.type) and ins:
         k = kind_of(ins[0])
         return k if k is not None else "buffer"
     seen = {kind_of(i) for i in ins}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from memplan_cli.ir.dtypes import dtype_size
 
 
-@dataclass
+@dataclass(slots=True)  # 10^5 of each for a large graph
 class Operand:
     """One tensor of the graph. `shape` is static after loading (dynamic dims resolved)."""
 
@@ -47,7 +47,7 @@ class Operand:
 MAX_OPERAND_BYTES = 2**48
 
 
-@dataclass
+@dataclass(slots=True)
 class Operation:
     """One op. `inputs` may hold -1 for an absent optional input (e.g. no bias)."""
 
@@ -85,7 +85,25 @@ class Graph:
     warnings: list = field(default_factory=list)
 
     def __post_init__(self):
+        self._printable_names()
         self._unique_operand_names()
+
+    def _printable_names(self) -> None:
+        """Names come from the file: control characters in them (a newline, ESC sequences that clear
+        or retitle a terminal) are shown escaped (\\n, \\x1b) in every report, and the graph says so once."""
+        from memplan_cli.errors import one_line
+
+        changed = 0
+        for x in [*self.operands, *self.operations, self]:
+            for attr in ("name", "source_type", "scope"):
+                v = getattr(x, attr, None)
+                if isinstance(v, str) and not v.isprintable():
+                    new = one_line(v)
+                    if new != v:
+                        setattr(x, attr, new)
+                        changed += 1
+        if changed:
+            self.warnings.append(f"{changed} name(s) in the file hold control characters: shown escaped (\\n, \\x1b)")
 
     def _unique_operand_names(self) -> None:
         """Files may name two tensors alike (TFLite and ONNX allow it). Identity inside memplan is

@@ -15,12 +15,9 @@ Rules:
 """
 from __future__ import annotations
 
-import numpy as np
+from memplan_cli.lazyimport import deferred
 
-MOVES = {"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"}
-ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply"}  # NumPy names: resolved on use, so
-# importing this module does not load NumPy
-FOLLOWED = MOVES | set(ARITH) | {"Div", "Slice", "Pack", "Concat", "Gather", "ReduceProd"}
+np = deferred("numpy")  # loaded on first use: re-batching a circle / tflite model rarely needs it
 
 
 def constant_value(operand) -> np.ndarray | None:
@@ -33,10 +30,22 @@ def constant_value(operand) -> np.ndarray | None:
     return v.reshape(operand.shape)
 
 
+def follows(op_type: str) -> bool:
+    """Whether values of an op of this type are followed (its registry entry's `shape_value`)."""
+    from memplan_cli import ops
+
+    d = ops.get(op_type)
+    return d is not None and d.shape_value is not None
+
+
 def evaluate(op, operands, values: dict) -> np.ndarray | None:
     """The value of `op`'s (single) output, or None when the op is not followed or an input's value is
-    unknown. `values`: operand index -> np.ndarray of values computed so far."""
-    if op.type not in FOLLOWED or len(op.outputs) != 1:
+    unknown. `values`: operand index -> np.ndarray of values computed so far. How an op computes
+    values is its registry entry's `OpDef.shape_value`."""
+    from memplan_cli import ops
+
+    d = ops.get(op.type)
+    if d is None or d.shape_value is None or len(op.outputs) != 1:
         return None
     ins = []
     for i in op.inputs:
@@ -52,37 +61,11 @@ def evaluate(op, operands, values: dict) -> np.ndarray | None:
     out = operands[op.outputs[0]]
     if not out.dtype.startswith(("int", "uint")):
         return None
-    x = ins[0]
-    a = op.attrs
     try:
-        if op.type in MOVES:
-            y = x
-        elif op.type in ARITH:
-            y = getattr(np, ARITH[op.type])(ins[0], ins[1])
-        elif op.type == "Div":
-            y = np.floor_divide(ins[0], ins[1])
-        elif op.type == "Slice":
-            from memplan_cli.ops.slice import window
-
-            p = [a.get(k) for k in ("starts", "ends", "axes", "steps")]
-            for k in range(4):  # ONNX Slice (opset >= 10) gives them as inputs
-                if p[k] is None and k + 1 < len(ins) and ins[k + 1] is not None:
-                    p[k] = [int(d) for d in np.atleast_1d(ins[k + 1]).reshape(-1)]
-            if p[0] is None or p[1] is None:
-                return None
-            y = x[window(x.shape, *p)]
-        elif op.type == "Pack":
-            y = np.stack([v for v in ins if v is not None], axis=int(a.get("axis", 0)))
-        elif op.type == "Concat":
-            y = np.concatenate([np.atleast_1d(v) for v in ins if v is not None], axis=int(a.get("axis", 0)))
-        elif op.type == "Gather":
-            y = np.take(x, ins[1], axis=int(a.get("axis", 0)))
-        else:  # ReduceProd: canonical axes (ops/reduce.py)
-            from memplan_cli.ops.reduce import reduced_axes
-
-            ax = reduced_axes(a, x.ndim)
-            y = np.prod(x, axis=ax) if ax else x
+        y = d.shape_value(op, ins)
     except (ValueError, IndexError, TypeError):
+        return None
+    if y is None:
         return None
     y = np.asarray(y, dtype=np.int64)
     if y.size != out.num_elements:

@@ -15,7 +15,7 @@ import sys
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import Graph, Operand, Operation
-from memplan_cli.ir.shape_values import FOLLOWED
+from memplan_cli.ir.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
 
 # ops whose second input is a small int constant that decides the output shape
@@ -36,13 +36,13 @@ def _defer_schema_tables() -> None:
         return
     import importlib.util
 
-    from memplan_cli.lazyimport import defer_package_modules
+    from memplan_cli.lazyimport import defer_package_modules, numpy_deferred
 
     spec = importlib.util.find_spec("circle_schema")
     if spec is None or not spec.submodule_search_locations:
         return
     root = list(spec.submodule_search_locations)[0]
-    defer_package_modules(os.path.join(root, "v0_10", "circle"), "circle_schema.v0_10.circle")
+    defer_package_modules(os.path.join(root, "v0_10", "circle"), "circle_schema.v0_10.circle", numpy_deferred)
 
 
 def _tables():
@@ -234,7 +234,7 @@ class _Reader:
             ops.append(op)
             pos = SHAPE_CONST_INPUT.get(typ)
             want = [ins[pos]] if pos is not None and len(ins) > pos else []
-            if typ in FOLLOWED and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
+            if follows(typ) and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
                                        for i in outs):
                 want += list(ins)  # an integer op that may compute a shape: its small constants' values
             for i in want:
@@ -344,8 +344,11 @@ def load_flatbuffer(path: str, fmt: str) -> Graph:
         if size < 8:
             raise ModelError(f"truncated {fmt} file ({size} bytes)", path)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    from memplan_cli.lazyimport import numpy_deferred
+
     try:
-        return _Reader(mm, size, path, fmt).graph()
+        with numpy_deferred():  # flatbuffers imports NumPy; reading a model never uses it
+            return _Reader(mm, size, path, fmt).graph()
     except _Malformed as e:
         raise ModelError(f"malformed {fmt} file: {e}", path) from None
     except struct.error:

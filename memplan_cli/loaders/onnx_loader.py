@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
@@ -85,27 +86,103 @@ def _wanted_float_values(model) -> frozenset:
     return frozenset(stripped)
 
 
-def _inline_small_external(model, base_dir: str) -> None:
-    """Read the few bytes of small int tensors stored in external files (shape inference needs them)."""
+class _Refused(Exception):
+    """An external-data location memplan will not open (see `_external_file`)."""
+
+
+def _shown(text: str) -> str:
+    """A string from the model (a location, a tensor name) quoted and cut for one line of output."""
+    return repr(text[:200] + ("..." if len(text) > 200 else ""))
+
+
+def _external_file(base_real: str, location: str) -> tuple[str, tuple[int, int]] | None:
+    """The resolved path and (st_dev, st_ino) of the regular file `location` names inside `base_real`
+    (a folder with its symlinks resolved), or None when there is no such file. Raises _Refused for a
+    location outside that tree (absolute, `..` out of it, a symlink out of it) or one that is not a
+    regular file. The rule onnx's own loader applies (onnx/checker.cc), except that a symlink staying
+    inside the tree is followed. Resolving a link that leads out only lstat()s its path; the file
+    there is never opened."""
+    if not location or "\0" in location:
+        raise _Refused("external data outside the model's folder")
+    if os.path.isabs(location):
+        raise _Refused("external data outside the model's folder (an absolute path)")
+    real = os.path.realpath(os.path.join(base_real, location))
+    if os.path.commonpath([base_real, real]) != base_real or real == base_real:
+        raise _Refused("external data outside the model's folder")
+    try:
+        st = os.stat(real)
+    except (OSError, ValueError):
+        return None  # missing inside the folder: the values are unknown, as for stripped weights
+    if not stat.S_ISREG(st.st_mode):
+        raise _Refused(f"external data is {not_regular(real) or 'not a regular file'}, not a data file")
+    return real, (st.st_dev, st.st_ino)
+
+
+def _read_external(real: str, ident: tuple[int, int], offset: int, nbytes: int) -> bytes | None:
+    """`nbytes` at `offset` of the file checked by `_external_file`, or None when they are not all there.
+    O_NOFOLLOW and O_NONBLOCK with the identity check after opening: a file swapped for a link, a FIFO
+    or a device between the check and the open is refused unread."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != ident:
+            raise _Refused("external data changed while memplan read it")
+        if offset > st.st_size or nbytes > st.st_size - offset:
+            return None
+        raw = os.pread(fd, nbytes, offset)
+        return raw if len(raw) == nbytes else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _inline_small_external(model, base_dir: str) -> list[str]:
+    """Read the few bytes of small int tensors stored in external files (shape inference needs them).
+
+    Only regular files inside the model's folder are opened (`_external_file`); weights are never
+    opened at all. Returns the problems with the locations refused, one line each: the caller goes on
+    without those values when it can still size every tensor, and reports the first one otherwise."""
+    refused = []
+    base_real = os.path.realpath(base_dir)
     for t in model.graph.initializer:
         n = 1
         for d in t.dims:
             n *= d
-        if t.data_location != 1 or t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS:
+        if t.data_location != 1 or t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS or n < 0:
             continue
         info = {e.key: e.value for e in t.external_data}
-        loc = os.path.join(base_dir, info.get("location", ""))
-        if not_regular(loc):
-            continue  # a FIFO or device would block or never end; inference reports the shape
+        loc = info.get("location", "")
         try:
-            with open(loc, "rb") as f:
-                f.seek(int(info.get("offset", 0) or 0))
-                raw = f.read(n * (4 if t.data_type == 6 else 8))
-        except (OSError, ValueError):
+            found = _external_file(base_real, loc)
+        except _Refused as e:
+            refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
+            continue
+        if found is None:
             continue  # inference will report the shape it could not find
+        nbytes = n * (4 if t.data_type == 6 else 8)
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if info.get("length") else nbytes
+        except ValueError:
+            continue
+        if offset < 0 or length != nbytes:
+            continue
+        try:
+            raw = _read_external(*found, offset, nbytes)
+        except _Refused as e:
+            refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
+            continue
+        if raw is None:
+            continue
         del t.external_data[:]
         t.data_location = 0
         t.raw_data = raw
+    return refused
 
 
 def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
@@ -466,12 +543,13 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
     import onnx
     from onnx import shape_inference
 
+    refused: list[str] = []
     try:
         model = _read_stripped(path)
         if not model.graph.node and not model.graph.input:
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
-        _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
+        refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
         dynamic = _fix_inputs(model, init_names, batch_size)
@@ -493,6 +571,9 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
             g.metadata["dynamic_batch"] = True
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
+        g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
         return g
     except _Bad as e:
+        if refused:  # the values left unread may be what shape inference missed: that is the cause
+            raise ModelError(refused[0], path) from None
         raise ModelError(f"invalid onnx file: {e}", path) from None

@@ -127,6 +127,9 @@ class OpDef:
     # output there gets no loss by default (passes/loss_insertion.py)
     nondiff_outputs: tuple = ()
     batch: object = "keep"
+    # `fn(op, graph, shapes, batched) -> (attrs, why) | None`: attributes re-batching adds to the op
+    # (a Concat broadcasting a batch-1 token), with a warning ({old_batch}, {batch_size} filled in)
+    batch_attrs: Callable | None = None
     profiles: dict = field(default_factory=dict)
     bias_inputs: object = ()
     # float constant inputs that are not parameters of this op (an RNN's zero initial states): the
@@ -142,5 +145,12 @@ class OpDef:
     # a standalone activation: the fused-activation name it computes ("RELU", "SIGMOID", ...; "CLIP"
     # for bounds in its attributes), so the executor's mask and pre-activation paths treat it alike
     activation: str | None = None
+    # integer shape arithmetic: `shape_value(op, ins) -> values` computes the output's values from its
+    # inputs' (np.ndarray, None for an absent input) when the op moves or combines the small integer
+    # tensors a graph computes shapes with (`ir/shape_values.py` follows them through a re-batch)
+    shape_value: Callable | None = None
+    # the output is the input's values rearranged or retyped (Reshape, Transpose, Cast, Identity...):
+    # a constant folded through it keeps what it was (a parameter stays one; `ir/fold.py`)
+    moves_data: bool = False
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

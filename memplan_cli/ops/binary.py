@@ -345,6 +345,17 @@ def _vector_bias(op, operands):
                  and not operands[ins[1 - ins.index(i)]].is_const)
 
 
+# integer shape arithmetic (NumPy names, resolved on use: loading the registry does not load NumPy);
+# Div of shape values is a floor division
+_SHAPE_ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "floor_divide"}
+
+
+def _shape_value(name):
+    def value(op, ins):
+        return getattr(np, name)(ins[0], ins[1])
+    return value
+
+
 # `--profile torch` (derivatives.yaml): add / sub save nothing (a same-shape side gets the incoming
 # gradient itself); mul saves each side for the other's gradient; div saves the divisor, and the
 # dividend when the divisor needs its gradient
@@ -362,6 +373,7 @@ TORCH = {"Add": {"grad": "pass"}, "Sub": {},
          "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
+             shape_value=_shape_value(_SHAPE_ARITH[t]) if t in _SHAPE_ARITH else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t, s in SPECS.items()]
 

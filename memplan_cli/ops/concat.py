@@ -90,8 +90,43 @@ def _flops(op, operands):
 
 _KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
 # batch: the re-batch rule of Concat (the class-token broadcast) lives in ir/batch.py
+def _shape_value(op, ins):
+    return np.concatenate([np.atleast_1d(v) for v in ins if v is not None], axis=int(op.attrs.get("axis", 0)))
+
+
+# ---- re-batching ------------------------------------------------------------------------------
+def _batch(op, graph, shapes, batched):
+    """On axis 0 the batch is the sum of the inputs' dim 0; on any other axis it is kept."""
+    from memplan_cli.ir.batch import keep_batch
+
+    s = graph.operands[op.outputs[0]].shape
+    axis = op.attrs.get("axis", 0)
+    if axis < 0:
+        axis += len(s)
+    if axis != 0:
+        return keep_batch(op, graph, shapes, batched)
+    return [(sum(shapes[i][0] for i in op.inputs if i >= 0),) + tuple(s[1:])]
+
+
+def _batch_attrs(op, graph, shapes, batched):
+    """A Concat off the batch axis of batched inputs and a batch-1 input that does not follow the
+    batch (a class or distillation token from a parameter: at batch 1 the exporter folded its
+    `expand(B, ...)` away) broadcasts that input over the batch (`broadcast_batch`)."""
+    s = graph.operands[op.outputs[0]].shape
+    if not s or int(op.attrs.get("axis", 0)) % len(s) == 0:
+        return None
+    ins = [i for i in op.inputs if i >= 0]
+    fixed = [i for i in ins if i not in batched]
+    if fixed and len(fixed) < len(ins) and all(graph.operands[i].shape and graph.operands[i].shape[0] == 1
+                                               for i in fixed):
+        return ({"broadcast_batch": True}, "its batch-1 constant input (a class token the exporter expanded "
+                "at batch {old_batch}) is broadcast over batch {batch_size}")
+    return None
+
+
 # `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one
-OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check, profiles={"torch": {"grad": "view"}})]
+OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check, shape_value=_shape_value,
+             batch=_batch, batch_attrs=_batch_attrs, profiles={"torch": {"grad": "view"}})]
 
 
 def _onnx(node) -> Canon:

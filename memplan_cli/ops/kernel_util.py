@@ -42,6 +42,11 @@ def broadcast_batch(op, graph, shapes, batched):
         return [None]
 
 
+def first_input_value(op, ins):
+    """`OpDef.shape_value` of an op that passes its input's values on (a view, a cast)."""
+    return ins[0]
+
+
 def target(ctx, k: int):
     """Where this backward step writes input k's result: its gradient in calcGradient, its back-prop
     in calcDerivative (None when the step writes neither)."""

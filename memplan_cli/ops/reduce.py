@@ -174,9 +174,15 @@ def _batch(op, graph, shapes, batched):
     return [(shapes[x][0],) + tuple(s[1:]) if s else None]
 
 
+def _prod_value(op, ins):
+    ax = reduced_axes(op.attrs, ins[0].ndim)
+    return np.prod(ins[0], axis=ax) if ax else ins[0]
+
+
 # `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
 TORCH = {"Mean": {}, "ReduceSum": {}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
+             shape_value=_prod_value if t == "ReduceProd" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in TYPES]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from memplan_cli.kernels import shape
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.kernel_util import first_input_value, param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -55,11 +55,58 @@ def _flops(op, operands):
 
 
 _KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
-# batch: the re-batch rule of Reshape (shape constants, computed shapes) lives in ir/batch.py
+
+
+def _batch(op, graph, shapes, batched):
+    """Re-batching: with a known shape constant (or TFLite's `new_shape`), a leading entry that is a
+    multiple of the old batch (the batch itself, or the batch times windows / patches, as MobileViT
+    and Swin fold them) scales with it, then -1 (and ONNX's 0, "copy this dim") are resolved against
+    the new element count; ONNX Flatten splits at its axis; otherwise dim 0 scales with the input.
+    (A shape computed in the graph is followed as a value by `ir/batch.py` before this runs.)"""
+    from memplan_cli.ir.batch import numel, scale_rows
+    from memplan_cli.ir.graph import GraphError
+
+    i = op.inputs[0]
+    if i not in batched:
+        return [None]
+    target = None
+    if len(op.inputs) > 1 and op.inputs[1] >= 0:
+        target = graph.operands[op.inputs[1]].value
+    if target is None:
+        target = op.attrs.get("new_shape")
+    if "flatten_axis" in op.attrs:  # ONNX Flatten
+        ax = op.attrs["flatten_axis"]
+        s = shapes[i]
+        return [(numel(s[:ax]), numel(s[ax:]))]
+    if target is None:
+        return scale_rows(op, graph, shapes, batched)
+    old_in = graph.operands[i].shape
+    new_in = shapes[i]
+    t = list(target)
+    if t and old_in and old_in[0] != new_in[0] and t[0] > 0 and t[0] % old_in[0] == 0:
+        # row-major: the input's outermost dim (the batch) is an outermost factor of the target's
+        # first dim (the batch itself, or the batch times windows / heads / patches)
+        t[0] = t[0] // old_in[0] * new_in[0]
+    if op.attrs.get("zero_copies_input"):
+        t = [new_in[k] if d == 0 and k < len(new_in) else d for k, d in enumerate(t)]
+    total = numel(new_in)
+    if t.count(-1) == 1:
+        known = numel([d for d in t if d != -1])
+        if known <= 0 or total % known:
+            raise GraphError(f"cannot re-batch op {op.label}: shape {list(target)} does not fit {list(new_in)}")
+        t[t.index(-1)] = total // known
+    if numel(t) != total:
+        # the target names the old batch in another place: fall back to scaling dim 0
+        return scale_rows(op, graph, shapes, batched)
+    return [tuple(t)]
+
+
 # `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
 TORCH = {"view": True, "grad": "view"}
-OPS = [OpDef(t, rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, profiles={"torch": TORCH})
-       for t in ("Reshape", "Flatten")]
+OPS = [OpDef("Reshape", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
+             shape_value=first_input_value, batch=_batch, profiles={"torch": TORCH}),
+       OpDef("Flatten", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
+             profiles={"torch": TORCH})]
 
 
 def _onnx_reshape(node) -> Canon:

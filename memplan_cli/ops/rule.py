@@ -45,13 +45,13 @@ class ExtraRequest:
             raise ValueError(f"unknown extra-tensor lifetime {self.lifetime!r}")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepIO:
     reads: list = field(default_factory=list)
     writes: list = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class OpRule:
     """What one op touches in each of its steps (references, see the module docstring).
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import broadcast_batch, param_gradient, target
+from memplan_cli.ops.kernel_util import broadcast_batch, first_input_value, param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -162,7 +162,7 @@ OPS = [
     OpDef("IsInf", rule=plain, kernels={"forward": isinf_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative,
                                                   "calcGradient": cast_derivative},
-          flops=_elementwise_flops, check=_check_cast, batch=_same,
+          flops=_elementwise_flops, check=_check_cast, batch=_same, moves_data=True, shape_value=first_input_value,
           profiles={"torch": {}}),  # `--profile torch`: `to(dtype)` keeps nothing
 ] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
            no_grad=True, batch=broadcast_batch) for t, fn in BINARY.items()]

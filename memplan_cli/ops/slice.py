@@ -306,13 +306,27 @@ def _pack_batch(op, graph, shapes, batched):
     return [tuple(s[:ax] + [len(op.inputs)] + s[ax:])]
 
 
+def _slice_value(op, ins):
+    """Slice of a shape value: starts / ends / axes / steps from the attributes or (ONNX opset >= 10)
+    the inputs' values; None when they are unknown."""
+    p = [op.attrs.get(k) for k in ("starts", "ends", "axes", "steps")]
+    for k in range(4):
+        if p[k] is None and k + 1 < len(ins) and ins[k + 1] is not None:
+            p[k] = [int(d) for d in np.atleast_1d(ins[k + 1]).reshape(-1)]
+    if p[0] is None or p[1] is None:
+        return None
+    return ins[0][window(ins[0].shape, *p)]
+
+
 OPS = [
     OpDef("Pack", rule=pack_rule, kernels={"forward": pack_forward, "calcDerivative": pack_derivative,
                                            "calcGradient": pack_derivative},
-          flops=lambda op, operands: (0, 0), check=pack_check, batch=_pack_batch),
+          flops=lambda op, operands: (0, 0), check=pack_check, batch=_pack_batch,
+          shape_value=lambda op, ins: np.stack([v for v in ins if v is not None], axis=int(op.attrs.get("axis", 0)))),
     OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative,
                                      "calcGradient": slice_derivative},
           flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch,
+          shape_value=_slice_value,
           profiles={"torch": {"view": True}}),  # `--profile torch`: a view; slice_backward makes a new tensor
     OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative,
                                      "calcGradient": split_derivative},

@@ -18,7 +18,7 @@ FLOPs: none.
 from __future__ import annotations
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import param_gradient, target
+from memplan_cli.ops.kernel_util import first_input_value, param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -99,12 +99,11 @@ def _flops(op, operands):
 
 _K = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
 TORCH = {"view": True, "grad": "view"}  # `--profile torch`: views share memory, in forward and backward
-OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch,
-             profiles={"torch": TORCH}),
+_VALUES = {"moves_data": True, "shape_value": first_input_value, "profiles": {"torch": TORCH}}
+OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch, **_VALUES),
        OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch,
-             profiles={"torch": TORCH}),
-       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch,
-             profiles={"torch": TORCH})]
+             **_VALUES),
+       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch, **_VALUES)]
 
 
 # ---- converters: axes from the shapes (exact: both shapes are static) ---------------------------

@@ -33,9 +33,9 @@ class Accumulation:
             rule = tg.rules[k]
             if rule.calc_derivative is None:
                 continue
-            op = g.operations[k]
+            inputs = set(g.operations[k].inputs)  # a set: a Concat may have 10^4 inputs
             for kind, v in rule.calc_derivative.writes:
-                if kind == "bp" and v in op.inputs and v in tg.bp:
+                if kind == "bp" and v in inputs and v in tg.bp:
                     contributors.setdefault(v, []).append(k)
         changed = False
         tg.info["accumulate"] = acc = {}

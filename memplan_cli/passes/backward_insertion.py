@@ -132,9 +132,11 @@ def _apply_ops(tg) -> dict[int, int]:
         if k in tg.trainable_ops and k in tg.backward_ops:
             for w in dict.fromkeys(rule.weights):
                 trained.setdefault(w, []).append(k)
-    out = {}
-    for w, ks in trained.items():
-        readers = [k for k in tg.backward_ops
-                   if any(("fwd", w) in s.reads for s in tg.rules[k].backward_steps())]
-        out[w] = min(ks + readers, key=lambda k: pos[k])
-    return out
+    # one scan of the backward reads, not one per weight (linear in the graph)
+    readers: dict[int, list[int]] = {}
+    for k in tg.backward_ops:
+        for s in tg.rules[k].backward_steps():
+            for r in s.reads:
+                if len(r) == 2 and r[0] == "fwd" and r[1] in trained:
+                    readers.setdefault(r[1], []).append(k)
+    return {w: min(ks + readers.get(w, []), key=lambda k: pos[k]) for w, ks in trained.items()}

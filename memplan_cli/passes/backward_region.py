@@ -24,7 +24,8 @@ class BackwardRegion:
       op with a differentiable input that requires grad. Integer and boolean tensors (shapes,
       indices, masks) never do, nor do the outputs of ops the registry marks `no_grad` (Shape,
       Equal, ConstantOfShape, ...). Graph inputs and the label never do.
-    - An op runs backward when the loss depends on it through differentiable inputs and it trains
+    - An op runs backward when the loss depends on it through differentiable inputs that require
+      grad (no gradient passes through an int or bool tensor) and it trains
       or one of its differentiable inputs requires grad. An operand needs a back-prop when it
       requires grad and a backward op reads it as a differentiable input. Everything else runs
       forward only and keeps nothing for backward (as onert's `essentialBackwardOrder` prunes ops
@@ -62,7 +63,17 @@ class BackwardRegion:
             anc_ops.add(k)
             stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i >= 0 and i in defs]
         tg.info["loss_ancestors"] = sorted(anc_ops)
-        tg.backward_ops = {k for k in anc_ops
+        # a gradient reaches an op only through tensors that require grad: not through a bool / int
+        # tensor (a Cast to bool feeding the loss), so ops behind one run forward only
+        reached: set[int] = set()
+        stack = [tg.loss_op]
+        while stack:
+            k = stack.pop()
+            if k in reached:
+                continue
+            reached.add(k)
+            stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i in defs and i in requires]
+        tg.backward_ops = {k for k in reached
                            if k in tg.trainable_ops or any(i in requires for i in diff.get(k, []))}
         tg.needs_bp = {i for k in tg.backward_ops for i in diff.get(k, []) if i in requires}
         if self.policy.input_backprop:

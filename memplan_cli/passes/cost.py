@@ -9,6 +9,10 @@ Rules:
   backward step (calcGradient or calcDerivative) adds its backward FLOPs once. The registry's
   backward figure covers both backward steps; an op that runs only one of them (the first layer
   needs no dX) is counted with both: at most one forward pass of that op too many.
+- A weight product (the conv and matmul families, whose second input is a constant weight) costs
+  as much for dW as for dX: its backward figure less its forward figure is the weight gradient's
+  share, counted only when the weight gets a gradient (not under `--train biases`, a frozen weight
+  or LoRA), so a step that computes no dW is not charged for it.
 - applyGradient: per element of each updated weight, sgd 2 (w -= lr g), momentum 4, adam 12
   (m: 3, v: 4, the update: 5), as `execute/kernels/optim.py` computes them.
 - A multiply-add counts as 2 FLOPs. Integers, exact for the given shapes.
@@ -81,6 +85,22 @@ class StepFlops:
         return self.forward + self.backward + self.optimizer_flops if self.available else None
 
 
+WEIGHT_PRODUCT_FAMILIES = ("conv", "matmul")
+
+
+def _untrained_weight_share(op, operands, fig, grads) -> int:
+    """The FLOPs of a weight gradient the step does not compute (see the module rules)."""
+    from memplan_cli import ops as registry
+
+    d = registry.get(op.type)
+    if d is None or getattr(d, "family", None) not in WEIGHT_PRODUCT_FAMILIES or len(op.inputs) < 2:
+        return 0
+    w = op.inputs[1]
+    if w < 0 or not operands[w].is_const or w in grads:
+        return 0
+    return max(0, fig[1] - fig[0])
+
+
 def step_flops(tg) -> StepFlops:
     """FLOPs of the training step `tg` runs (see the module rules)."""
     g = tg.graph
@@ -89,13 +109,17 @@ def step_flops(tg) -> StepFlops:
     missing: dict[str, None] = {}
     backed: set[int] = set()
     per_elem = OPTIMIZER_FLOPS.get(getattr(tg.config, "optimizer", "sgd"), 0)
+    # elements of the trained weights, by their forward tensor (one pass, not one per applyGradient)
+    grad_elems: dict[int, int] = {}
+    for v in tg.grad:
+        t = tg.fwd.get(v)
+        if t is not None:
+            grad_elems[t] = grad_elems.get(t, 0) + tg.tensors[tg.fwd[v]].num_elements
     for s in tg.steps:
         if s.op < 0:
             continue
         if s.kind == "applyGradient":
-            written = set(s.writes)
-            out.optimizer_flops += per_elem * sum(tg.tensors[tg.fwd[v]].num_elements for v in tg.grad
-                                                  if tg.fwd.get(v) in written)
+            out.optimizer_flops += per_elem * sum(grad_elems.get(t, 0) for t in set(s.writes))
             continue
         if s.op not in per_op:
             op = g.operations[s.op]
@@ -111,6 +135,6 @@ def step_flops(tg) -> StepFlops:
             row.runs += 1
         elif s.op not in backed:
             backed.add(s.op)
-            row.backward += fig[1]
+            row.backward += fig[1] - _untrained_weight_share(g.operations[s.op], g.operands, fig, tg.grad)
     out.missing = sorted(missing)
     return out

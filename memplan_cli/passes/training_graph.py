@@ -31,7 +31,7 @@ from memplan_cli.ir.dtypes import dtype_size
 from memplan_cli.ops.rule import BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES  # noqa: F401
 
 
-@dataclass
+@dataclass(slots=True)  # one per tensor: 10^5 of them for a large graph
 class TensorSpec:
     id: int
     name: str
@@ -55,7 +55,7 @@ class TensorSpec:
         return self.num_elements * dtype_size(self.dtype)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepSpec:
     index: int
     kind: str
@@ -122,7 +122,7 @@ class TrainingGraph:
         return t.id
 
     def add_step(self, kind, op, reads=(), writes=(), accumulate=()) -> StepSpec:
-        label = self.graph.operations[op].label if op >= 0 else ""
+        label = self.op_label(op)
         s = StepSpec(len(self.steps), kind, op, list(dict.fromkeys(reads)), list(dict.fromkeys(writes)),
                      list(accumulate), label)
         self.steps.append(s)
@@ -180,9 +180,10 @@ class TrainingGraph:
             out[t] = (0, end)
         return out
 
-    def group_lifetimes(self) -> dict[int, tuple[int, int]]:
-        """root -> union of the intervals of the tensors sharing its memory."""
-        lt = self.lifetimes()
+    def group_lifetimes(self, lt: dict | None = None) -> dict[int, tuple[int, int]]:
+        """root -> union of the intervals of the tensors sharing its memory (`lt`: `lifetimes()`,
+        when the caller has it)."""
+        lt = self.lifetimes() if lt is None else lt
         out: dict[int, tuple[int, int]] = {}
         for t, (a, b) in lt.items():
             r = self.root(t)
@@ -224,7 +225,8 @@ class TrainingGraph:
         sizes are the largest member's bytes rounded up to `align`; `owner` is the root's op label.
         """
         pools = pools or [Pool("arena", "non-const", "best")]
-        glt = self.group_lifetimes()
+        lt = self.lifetimes()
+        glt = self.group_lifetimes(lt)
         groups = self.groups()
         buffers = []
         for r, (a, b) in sorted(glt.items(), key=lambda kv: (kv[1][0], kv[0])):
@@ -235,14 +237,14 @@ class TrainingGraph:
                                   owner=self.op_label(t.op), pool=pool, nbytes=nbytes, key=self.tensor_key(r)))
         steps = [Step(s.index, s.kind, s.op, s.label) for s in self.steps]
         info = {"tensors": len(self.tensors), "aliases": len(self.aliases)}
-        return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align),
+        return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align, lt),
                           naive_means=NAIVE_TENSORS)
 
-    def naive_by_category(self, align: int = 16) -> dict[str, int]:
+    def naive_by_category(self, align: int = 16, lt: dict | None = None) -> dict[str, int]:
         """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per
         category: aliases (in-place updates, views) count like any other tensor."""
         out = {c: 0 for c in CATEGORIES}
-        for t in self.lifetimes():
+        for t in self.lifetimes() if lt is None else lt:
             spec = self.tensors[t]
             out[spec.category] += align_up(spec.nbytes, align)
         return out

@@ -27,10 +27,18 @@ Budget (counts work, never seconds, unless the caller gives `time_limit`):
 - The smallest arena wins, ties to the earlier combination, so the result does not depend on
   which thread finishes first.
 
+- When even one combination costs more than the budget (n + P > `work`: tens of thousands of
+  buffers live together, as in a 100,000-op chain), placing by intersecting pairs would be
+  quadratic; greedy then runs the one combination it can place without looking at pairs,
+  start/best-fit, as an allocator replay (`start_best_fit`: O(n log n), the same offsets as the
+  kernel's start/best-fit). This holds with `time_limit` too.
+
 Runs in the compiled kernels (`_native`), on two threads above PARALLEL_ABOVE buffers.
 """
 from __future__ import annotations
 
+import bisect
+import heapq
 import time
 
 import numpy as np
@@ -107,6 +115,65 @@ def combos_within(work: int, n: int, pairs: int, available: int) -> int:
     return min(available, max(1, int(work) // (n + pairs)))
 
 
+def start_best_fit(sizes, firsts, lasts) -> tuple[np.ndarray, int]:
+    """(offsets, arena) of the start order with best fit, without looking at intersecting pairs.
+
+    In start order (first step, then list position) the placed buffers whose lifetimes intersect
+    buffer i are exactly those still live at its first step, so the kernel's best fit among them
+    is an allocator's: the smallest free gap below the top of the live blocks that holds i (ties:
+    the lowest offset), else the top. Frees coalesce with their neighbours. A buffer whose last
+    step is t is still live at step t. Zero-size buffers go at 0 and block nothing."""
+    n = len(sizes)
+    order = sorted(range(n), key=lambda i: (firsts[i], i))
+    offsets = np.zeros(n, np.int64)
+    gaps: list[tuple[int, int]] = []      # (length, start), sorted: best fit is one bisect
+    gap_end: dict[int, int] = {}          # start -> end
+    gap_start: dict[int, int] = {}        # end -> start
+    live: list[tuple[int, int]] = []      # heap of (last, index)
+    top = arena = 0
+
+    def drop_gap(a, b):
+        del gaps[bisect.bisect_left(gaps, (b - a, a))]
+        del gap_end[a], gap_start[b]
+
+    for i in order:
+        fi = firsts[i]
+        while live and live[0][0] < fi:
+            j = heapq.heappop(live)[1]
+            a, b = int(offsets[j]), int(offsets[j]) + sizes[j]
+            if a in gap_start:
+                a0 = gap_start[a]
+                drop_gap(a0, a)
+                a = a0
+            if b == top:
+                top = a
+                continue
+            if b in gap_end:
+                b1 = gap_end[b]
+                drop_gap(b, b1)
+                b = b1
+            bisect.insort(gaps, (b - a, a))
+            gap_end[a], gap_start[b] = b, a
+        s = sizes[i]
+        if s <= 0:
+            continue
+        k = bisect.bisect_left(gaps, (s, -1))
+        if k < len(gaps):
+            length, a = gaps[k]
+            drop_gap(a, a + length)
+            if length > s:
+                bisect.insort(gaps, (length - s, a + s))
+                gap_end[a + s], gap_start[a + length] = a + length, a + s
+            off = a
+        else:
+            off = top
+            top += s
+        offsets[i] = off
+        arena = max(arena, off + s)
+        heapq.heappush(live, (lasts[i], i))
+    return offsets, arena
+
+
 def run_greedy(sizes, firsts, lasts, *, time_limit=None, work=None, combos=COMBOS, threads: int = 2):
     """Returns (offsets, arena, label) of the best combination, label like 'size/first-fit'.
     Without `time_limit`, runs the combinations `work` (default WORK) pays for."""
@@ -115,11 +182,16 @@ def run_greedy(sizes, firsts, lasts, *, time_limit=None, work=None, combos=COMBO
     n = len(sizes)
     if n == 0:
         return np.zeros(0, np.int64), 0, "empty"
+    budget = WORK if work is None else work
+    f, l = compress(firsts, lasts)
+    pairs = overlapping_pairs(f, l)
+    if n + pairs > budget:
+        offs, arena = start_best_fit([int(x) for x in sizes], f.tolist(), l.tolist())
+        return offs, arena, "start/best-fit"
     t0 = time.perf_counter()
     ix = Index(sizes, firsts, lasts)
     if time_limit is None:
-        combos = combos[:combos_within(WORK if work is None else work, n, overlapping_pairs(ix.f, ix.l),
-                                       len(combos))]
+        combos = combos[:combos_within(budget, n, pairs, len(combos))]
     done: dict[int, tuple[int, np.ndarray]] = {}  # combination index -> (arena, offsets)
     lock = threading.Lock()
 

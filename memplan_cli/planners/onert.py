@@ -13,7 +13,13 @@ from __future__ import annotations
 import bisect
 import time
 
+from memplan_cli.errors import MemplanError
 from memplan_cli.planners.base import Plan, register
+
+# plan_wic: the compiled kernel above this many buffers (numpy's import costs more below), and the
+# most intersecting pairs it replays (~1 s of the kernel; a 100,000-op chain has 10^9)
+WIC_NATIVE_ABOVE = 1000
+WIC_WORK = 250_000_000
 
 
 def claim_order(firsts) -> list[int]:
@@ -82,9 +88,26 @@ def plan_wic(sizes, firsts, lasts, *, time_limit=None) -> Plan:
     """onert WIC (weighted interval colouring): buffers taken by size descending, ties in claim
     order (a `std::multimap<size, index, std::greater>`); each goes at the first offset that fits
     among the already-placed buffers it interferes with (lifetimes intersect), walked in offset
-    order. Capacity = max(offset + size)."""
+    order. Capacity = max(offset + size).
+
+    Work: each buffer looks at the placed buffers it interferes with, so the replay costs the
+    number of intersecting pairs. Above WIC_NATIVE_ABOVE buffers it runs in greedy's compiled
+    kernel (its size order with first fit is this order and this rule: the same offsets); above
+    WIC_WORK intersecting pairs (tens of thousands of buffers live together) it refuses with a
+    MemplanError rather than run for minutes, deterministically (it counts pairs, not seconds)."""
     t0 = time.perf_counter()
     n = len(sizes)
+    if n > WIC_NATIVE_ABOVE:
+        from memplan_cli.planners.greedy import FIRST, Index, compress, order_of, overlapping_pairs
+
+        pairs = overlapping_pairs(*compress(firsts, lasts))
+        if pairs > WIC_WORK:
+            raise MemplanError(
+                f"onert's WIC planner, replayed, would compare {pairs:,} pairs of buffers whose lifetimes "
+                f"intersect, above memplan's work budget of {WIC_WORK:,}")
+        ix = Index(sizes, firsts, lasts)
+        offs, cap = ix.place(order_of("size", ix.s, ix.f, ix.l), FIRST)
+        return Plan(tuple(int(x) for x in offs), int(cap), "wic", "feasible", time.perf_counter() - t0)
     rank = {i: r for r, i in enumerate(claim_order(firsts))}
     order = sorted(range(n), key=lambda i: (-sizes[i], rank[i]))
     # placed buffers bucketed by first step would be faster; onert graphs are small

@@ -2,13 +2,16 @@
 training step fits, at the least added FLOPs.
 
 - `problem.RematProblem`: one model + setup; builds the training graph once up to its execution
-  order, then any plan (a set of dropped ops) through the rematerialization and aliasing passes
-  (`passes/rematerialize.py`), and scores it: the lower bound of its buffer list and its FLOPs.
-- `chen.py`: Chen et al.'s sqrt(n) segments, the baseline.
-- `relax.py`: a MILP relaxation (HiGHS) that never counts more bytes than a plan needs: its optimum
-  is a proven lower bound on the added FLOPs (or proves nothing fits), its least peak a proven
-  bound on how low any plan goes.
-- `solve.py`: the solver (enumeration on small instances; otherwise the relaxation, each answer
-  scored for real, with a seeded local search as the fallback, reported with the bound), then plan,
-  check the planned arena against the budget, tighten, repeat.
+  order, then any plan (ops kept, recomputed once or before each use; chains recomputed from kept
+  tensors) through the rematerialization and aliasing passes (`passes/rematerialize.py`), and
+  scores it: the lower bound of its buffer list and the FLOPs of its recompute steps.
+- `full.py`: a relaxation of the whole remat space (any forward op recomputed any number of times):
+  the floor no plan goes below and a proven lower bound on the added FLOPs (HiGHS), the only source
+  of "proven" / "optimal".
+- `chen.py`: Chen et al.'s sqrt(n) segments, the baseline and a seed.
+- `relax.py`: a MILP of the single-recompute space (HiGHS), no longer used by the search (measured:
+  its plans never beat the greedy's); `benchmarks/remat_backends.py` still compares solvers on it.
+- `solve.py`: the search (seeds closed over chains, a greedy that cuts where the plan is over the
+  target, a local search, all bounded by counts of plan evaluations), then plan the arena, check it
+  against the budget, tighten, repeat.
 """

@@ -4,9 +4,11 @@ Rules:
 - The training graph is built once up to its execution order (the expensive part: rules, tensors,
   steps); each plan forks it and runs the rematerialization and aliasing passes, so a plan costs a
   few milliseconds to score.
-- Candidates are `passes.rematerialize.droppable` (ops whose results backward needs and that can
-  run again), in forward order. A dropped op runs its forward once more, so its cost is exactly its
-  forward FLOPs (`passes/cost.py`), and a plan's added FLOPs are the sum over its dropped ops.
+- Candidates are `passes.rematerialize.candidates` (ops that can run again and whose results a later
+  step reads), in forward order; `narrow` the subset whose results backward reads (Chen's segments
+  run over those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
+  or before every use; its added FLOPs are the forward FLOPs (`passes/cost.py`) of every recompute
+  step the pass inserts (chains and repeats included).
 - A plan's memory figure here is the lower bound of its buffer list (most bytes live at one step);
   the solver plans the arena and checks it against the budget itself.
 """
@@ -19,7 +21,7 @@ from memplan_cli.passes.cheap_recompute import CheapRecompute
 from memplan_cli.passes.cost import op_flops, step_flops
 from memplan_cli.passes.pipeline import passes
 from memplan_cli.passes.policy import Policy
-from memplan_cli.passes.rematerialize import Rematerialization, droppable
+from memplan_cli.passes.rematerialize import Rematerialization, candidates, droppable, each_ok
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 from memplan_cli.planners.bound import lower_bound
@@ -40,7 +42,12 @@ class RematProblem:
         tg.info["passes"] = ran
         tg.info["policy"] = self.policy
         self._base = tg
-        self.candidates: list[int] = droppable(tg)
+        self.candidates: list[int] = candidates(tg)
+        self.narrow: list[int] = droppable(tg)
+        self.each_ok: set[int] = each_ok(tg) & set(self.candidates)
+        self._added: dict[frozenset, int] = {}
+        self._profiles: dict[frozenset, list] = {}
+        self._steps_built = 0
         full = self.build(())
         self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
         self.cost: dict[int, int | None] = {}
@@ -49,6 +56,21 @@ class RematProblem:
             f = op_flops(g.operations[k], g.operands)
             self.cost[k] = None if f is None else f[0]
         self._bounds: dict[frozenset, int] = {}
+        writer = {t: s.op for s in tg.steps if s.kind == "forward" for t in s.writes}
+        # op -> the candidates whose results its forward step reads (for chains)
+        self.fwd_reads: dict[int, list[int]] = {
+            s.op: sorted({writer[t] for t in s.reads if writer.get(t) in self.cost and writer[t] != s.op})
+            for s in tg.steps if s.kind == "forward"}
+        self._full = None
+
+    @property
+    def full(self):
+        """The relaxation of the whole remat space (`full.py`), built once."""
+        if self._full is None:
+            from memplan_cli.remat import full
+
+            self._full = full.build(self)
+        return self._full
 
     @property
     def flops_available(self) -> bool:
@@ -74,13 +96,29 @@ class RematProblem:
         key = frozenset(drop)
         v = self._bounds.get(key)
         if v is None:
-            v = self._bounds[key] = self._lean_bound(self.build(key))
+            tg = self.build(key)
+            self._steps_built += len(tg.steps)
+            vals = self._intervals(tg)
+            self._last = (key, tg, vals)  # the greedy asks for the same plan's holders next
+            n = len(tg.steps)
+            delta = [0] * (n + 1)
+            for size, a, b, _ in vals:
+                delta[a] += size
+                delta[b + 1] -= size
+            prof, cur = [], 0
+            for t in range(n):
+                cur += delta[t]
+                prof.append(cur)
+            self._profiles[key] = prof
+            v = self._bounds[key] = max(prof, default=0)
+            rec = (tg.info.get("remat") or {}).get("recomputes", [])
+            self._added[key] = sum(self.cost[k] or 0 for k in rec)
         return v
 
-    def _lean_bound(self, tg) -> int:
-        """`lower_bound` of `tg.to_buffer_list(align)` without building the Buffer objects: the same
-        intervals (alias groups' unions, persistent over every step, live-out to the end) and sizes
-        (the largest member, aligned); tests/remat checks the two agree."""
+    def _intervals(self, tg):
+        """(aligned size, first, last, members) per buffer of `tg.to_buffer_list(align)`, without
+        building the Buffer objects: alias groups' unions, persistent over every step, live-out to
+        the end; the largest member sizes the buffer."""
         from memplan_cli.passes.training_graph import align_up
 
         first: dict[int, int] = {}
@@ -104,17 +142,75 @@ class RematProblem:
             n = tg.tensors[t].nbytes
             cur = iv.get(r)
             if cur is None:
-                iv[r] = [a, b, n]
+                iv[r] = [a, b, n, [t]]
             else:
                 cur[0], cur[1], cur[2] = min(cur[0], a), max(cur[1], b), max(cur[2], n)
+                cur[3].append(t)
         for t, r in al.items():  # a member no step touches still sizes its group's buffer
             if r in iv and t not in first:
                 iv[r][2] = max(iv[r][2], tg.tensors[t].nbytes)
-        vals = list(iv.values())
-        return lower_bound([align_up(v[2], self.align) for v in vals], [v[0] for v in vals], [v[1] for v in vals])
+        return [(align_up(v[2], self.align), v[0], v[1], v[3]) for v in iv.values()]
+
+    def _lean_bound(self, tg) -> int:
+        """`lower_bound` of `tg.to_buffer_list(align)` (tests/remat checks the two agree)."""
+        vals = self._intervals(tg)
+        return lower_bound([v[0] for v in vals], [v[1] for v in vals], [v[2] for v in vals])
+
+    def holders(self, drop, target: int) -> dict[int, int]:
+        """Candidate ops whose results (originals or copies) plan `drop` holds, untouched, at a step
+        where more than `target` bytes are live: op -> bytes x such steps (where to cut next)."""
+        key = frozenset(drop)
+        last = getattr(self, "_last", None)
+        if last is not None and last[0] == key:
+            tg, vals = last[1], last[2]
+        else:
+            tg = self.build(key)
+            vals = self._intervals(tg)
+        n = len(tg.steps)
+        delta = [0] * (n + 1)
+        for size, a, b, _ in vals:
+            delta[a] += size
+            delta[b + 1] -= size
+        over, cur = [], 0
+        for t in range(n):
+            cur += delta[t]
+            if cur > target:
+                over.append(t)
+        if not over:
+            return {}
+        writer = {w: s.op for s in tg.steps if s.kind == "forward" for w in s.writes}
+        touched = {t: set(tg.steps[t].touched()) for t in over}
+        out: dict[int, int] = {}
+        import bisect
+
+        for size, a, b, mem in vals:
+            ks = {writer.get(u) for u in mem} & set(self.cost)
+            if not ks:
+                continue
+            lo, hi = bisect.bisect_left(over, a), bisect.bisect_right(over, b)
+            hits = sum(1 for t in over[lo:hi] if not (touched[t] & set(mem)))
+            if hits:
+                for k in ks:
+                    out[k] = out.get(k, 0) + size * hits
+        return out
+
+    def excess(self, drop, target: int) -> int:
+        """Bytes over `target` summed over the steps of plan `drop` (how far it is from fitting)."""
+        key = frozenset(drop)
+        self.bound(key)
+        return sum(v - target for v in self._profiles[key] if v > target)
 
     def added_flops(self, drop) -> int:
-        return sum(self.cost[k] or 0 for k in drop)
+        """FLOPs of every recompute step plan `drop` inserts (cached with its bound)."""
+        key = frozenset(drop)
+        if key not in self._added:
+            self.bound(key)
+        return self._added[key]
+
+    @property
+    def effort(self) -> float:
+        """Work spent scoring plans, in plans the size of the plain step (deterministic, not time)."""
+        return self._steps_built / max(len(self._base.steps), 1)
 
     @property
     def evaluations(self) -> int:

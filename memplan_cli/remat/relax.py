@@ -1,5 +1,6 @@
-"""A MILP relaxation of the remat problem: a proven lower bound on the added FLOPs any plan under a
-memory target needs, and the plans that meet it (solved with HiGHS).
+"""A MILP of the single-recompute remat space (each op whose results backward reads kept or recomputed
+once, from kept inputs): the search's seeds (solved with HiGHS). It bounds that narrower space only,
+so nothing is called proven from it; proofs come from `full.py`, the relaxation of the whole space.
 
 The true figure of a plan D (a set of dropped candidate ops) is the lower bound of the buffer list
 the rematerialization and aliasing passes build for it. The model counts, at each step t of the
@@ -68,7 +69,7 @@ def build(problem, target: int) -> Relaxation:
     steps = tg.steps
     f = forward_end(tg)
     end = len(steps) - 1
-    cands = list(problem.candidates)
+    cands = list(problem.narrow)
     cset = set(cands)
     fwd = {s.op: s for s in steps[:f]}
     writer: dict[int, int] = {}
@@ -299,7 +300,7 @@ def linear_model(problem, rel: Relaxation, target: int, rows=None, cuts=(), peak
     """Min sum(cost_k x_k) subject to `rows` (indices into rel.rows; default all): any subset is a
     relaxation too. `cuts`: plans excluded (no-good cuts). `peak`: instead, min P subject to every
     row <= P (the least peak any plan reaches; `target` is ignored)."""
-    cands = list(problem.candidates)
+    cands = list(problem.narrow)
     col = {k: i for i, k in enumerate(cands)}
     nx = len(cands)
     use = [rel.rows[i] for i in (range(len(rel.rows)) if rows is None else rows)]
@@ -423,30 +424,3 @@ def solve_highs(lm: LinearModel, max_nodes: int = MAX_NODES, abs_gap: float = 0.
         value = sol[lm.peak] if lm.peak is not None else sum(c for k, c in zip(lm.cands, lm.cost) if k in drop)
         exact = value <= lower * (1 + 1e-9) + 1e-6
     return MilpAnswer(drop, lower, exact, nodes)
-
-
-
-def least_peak(problem, rounds: int = 20, first_rows: int = 24):
-    """The fewest live bytes any remat plan can reach, proven: (bound in bytes, the model's plan).
-
-    Min P subject to every row <= P, rows entering lazily (each answer's dual bound stands, as in
-    the solver's loop) until the model's plan overflows no row left out. The caller scores the plan
-    for real: its true bound is at least the returned one."""
-    rel = build(problem, 0)
-    if not rel.rows:
-        return 0, frozenset()
-    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
-    active = set(order[:first_rows])
-    lower, plan = 0.0, frozenset()
-    for _ in range(rounds):
-        ans = solve_highs(linear_model(problem, rel, 0, rows=sorted(active), peak=True))
-        if ans.drop is None:
-            break
-        lower, plan = max(lower, ans.lower), ans.drop
-        vals = row_units(rel, plan)
-        worst = max(vals[i] for i in active)
-        over = [i for i in order if i not in active and vals[i] > worst]
-        if not over:
-            break
-        active |= set(over[:first_rows])
-    return int(math.ceil(lower - 1e-6)) * rel.unit, plan

@@ -3,41 +3,42 @@
 Rules:
 - Search on the lower bound (most bytes live at one step), then plan the arena with the memplan
   profile's planner and check it; when the arena exceeds the budget (fragmentation), tighten the
-  search target by the excess and search again (at most `ROUNDS` times).
-- Exact by enumeration when there are at most `EXACT_MAX` candidates: plans in order of added
-  FLOPs (ties: fewer dropped ops, then op indices), the first that fits is optimal
-  (status "optimal").
-- Otherwise a MILP relaxation first (`remat/relax.py`, HiGHS): its optimum is a proven lower bound
-  on the added FLOPs of any plan that fits (its infeasibility proves that none does). Its plan is
-  scored; when it fits, it is optimal (status "optimal"); when it does not, a no-good cut excludes
-  it and the model is solved again (at most `MILP_ROUNDS` times, each bounded by a node count).
-- When that does not close, a local search, deterministic and bounded by a count of plan
-  evaluations (work, never seconds), seeded also with the relaxation's plans: start from the cheapest plan that fits among Chen-style segmentations of every length
-  (drop all but every L-th candidate, L = 1..n) and dropping every candidate (when none fits, from
-  the lowest of them toggle one candidate at a time while that lowers the bound); then repeatedly keep
-  a dropped op again (most expensive first) or move a dropped op to a neighbouring candidate when
-  that is cheaper, while the plan still fits. Status "feasible", with the relaxation's lower bound
+  search target by the excess and search again (at most `ROUNDS` times, all within `WORK`: plans
+  scored, each weighted by its steps over the plain step's, so the work bounds the time).
+- The space: every candidate kept, recomputed once, or recomputed before each use, chains
+  recomputed from kept tensors (`passes/rematerialize.py`).
+- Proofs come only from the relaxation of the whole remat space (`remat/full.py`): the floor (no
+  plan's live bytes go below it: a budget under it is answered at once, "below the floor") and a
+  lower bound on the added FLOPs of any plan whose live bytes fit (HiGHS, a node limit). A plan
+  whose added FLOPs meet that bound is "optimal"; otherwise "feasible", with the bound
   (`lower_flops`): the gap to the optimum is at most added - lower.
-- No plan fits: the answer says the smallest bound found (`reachable`, including the relaxation's
-  plan of least peak, whose optimum proves `reachable_lower_bound`), and the floor
-  no plan can go below (`floor`): the persistent bytes plus the largest working set one step touches
-  (a backward step needs its inputs and outputs live whatever is recomputed).
+- The plans: seeds (a greedy that cuts where the plan is over the target; the relaxation's own plan,
+  recomputed once and before each use; Chen-style segmentations of a few lengths; every candidate
+  dropped), each closed over its chains (`close`: a producer whose result only recomputes
+  read is dropped too). The cheapest that fits is improved by a local search, deterministic and
+  bounded by a count of plan evaluations (work, never seconds): keep an op again, or recompute it
+  once instead of before each use, while the plan still fits, until it is within `GAP` of the step's
+  FLOPs of the proven bound. When no seed fits, a descent lowers
+  the bound one candidate at a time first.
+- No plan found: the answer says the smallest bound found (`reachable`), the floor
+  (`reachable_lower_bound`, `floor`) and that it is not proven that none fits.
 - The step's FLOPs must be known for every candidate (`passes/cost.py`); otherwise the solver
   refuses (it cannot rank plans by compute), naming the op types.
 """
 from __future__ import annotations
 
-import itertools
+import math
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
 from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
-EXACT_MAX = 12
 ROUNDS = 6
-MILP_ROUNDS = 20
-WORK = 600  # plan evaluations per search
+WORK = 600  # work per solve (every search round together), in plans the size of the plain step:
+# each plan scored costs its steps / the plain step's steps (a plan recomputing much costs more)
+TRIES = 8  # greedy: candidate cuts scored per step
+GAP = 1e-3  # the local search stops within this fraction of the step's FLOPs of the proven bound
 
 
 @dataclass
@@ -73,39 +74,17 @@ class RematResult:
 
 
 def floor(problem: RematProblem) -> tuple[int, str]:
-    """Persistent bytes + the largest set of non-persistent buffers one step touches (every plan)."""
-    tg = problem.build(())
-    bl = tg.to_buffer_list(align=problem.align)
-    size = {b.ident: b.size for b in bl.buffers}
-    pers = {tg.root(t) for t in tg.persistent}
-    base = sum(size.get(tg.tensor_key(r), 0) for r in pers)
-    best, where = 0, ""
-    for s in tg.steps:
-        roots = {tg.root(t) for t in s.touched()} - pers
-        ws = sum(size.get(tg.tensor_key(r), 0) for r in roots)
-        if ws > best:
-            best, where = ws, f"step {s.index} ({s.kind} of {s.label})"
-    return base + best, where
+    """What no plan's live bytes go below (`full.py`): persistent state plus the most one step needs
+    whatever is recomputed (its working set and the values no recompute can replace), and where."""
+    return problem.full.floor
 
 
 def _reachable(problem: RematProblem, res: RematResult, plans) -> None:
-    """Nothing fits: the fewest live bytes found (`reachable`) among `plans` and the plan of least
-    peak in the MILP relaxation, whose optimum also proves that no plan goes below
-    `reachable_lower_bound`."""
-    plans = list(plans)
-    if len(problem.candidates) > EXACT_MAX:
-        try:
-            from memplan_cli.remat import relax
-
-            lb, plan = relax.least_peak(problem)
-            plans.append(plan)
-            res.reachable_lower_bound = lb
-        except ImportError:
-            pass
+    """Nothing fits: the fewest live bytes found (`reachable`) among `plans`; no plan goes below the
+    floor (`reachable_lower_bound`, proven by the relaxation of the whole space)."""
     best = min(plans, key=lambda d: (problem.bound(d), _key(problem, d)))
     res.reachable_drop, res.reachable = best, problem.bound(best)
-    if len(problem.candidates) <= EXACT_MAX and res.lower_flops == NONE_FITS:
-        res.reachable_lower_bound = min(problem._bounds.values())  # every plan was scored
+    res.reachable_lower_bound = floor(problem)[0]
     res.evaluations = problem.evaluations
 
 
@@ -113,122 +92,170 @@ def _key(problem, drop):
     return (problem.added_flops(drop), len(drop), sorted(drop))
 
 
+def close(problem: RematProblem, plan) -> frozenset:
+    """Add to `plan` the producers whose results only recomputes read after the forward pass (a
+    Conv before a dropped ReLU, a Pad before a dropped conv): keeping them would hold their results
+    for the recompute, so the chain recomputes from the kept tensors before it."""
+    from memplan_cli.passes.rematerialize import plan_ops
+
+    narrow = set(problem.narrow)
+    fwd = problem.fwd_reads
+    out = set(plan)
+    ops = set(plan_ops(out))
+    changed = True
+    while changed:
+        changed = False
+        for d in sorted(ops):
+            for j in fwd.get(d, ()):
+                if j in problem.cost and j not in narrow and j not in ops:
+                    out.add(j)
+                    ops.add(j)
+                    changed = True
+    return frozenset(out)
+
+
+def _moves(problem: RematProblem, plan: frozenset):
+    """Plans one step from `plan`: each candidate kept, recomputed once or before each use."""
+    from memplan_cli.passes.rematerialize import each
+
+    for k in problem.candidates:
+        e = each(k)
+        state = e if e in plan else (k if k in plan else None)
+        base = plan - {k, e}
+        for nxt in (None, k, e):
+            if nxt == state or (nxt == e and k not in problem.each_ok):
+                continue
+            yield base if nxt is None else base | {nxt}
+
+
+def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = frozenset()) -> frozenset:
+    """Cut where the plan is over `target`: among the ops whose results it holds there untouched
+    (`RematProblem.holders`, the `TRIES` holding most), drop one (with its chain, `close`) or
+    recompute a dropped one before each use instead of once, whichever removes most excess bytes
+    per added FLOP; repeat until the plan fits, nothing helps or `work` plans are scored."""
+    from memplan_cli.passes.rematerialize import each
+
+    n0 = problem.effort
+    while problem.bound(plan) > target and problem.effort - n0 < work:
+        held = problem.holders(plan, target)
+        trials = []
+        for k in sorted(held, key=lambda k: (-held[k], k))[:TRIES]:
+            if k not in plan and each(k) not in plan:
+                trials.append(close(problem, plan | {k}))
+            elif k in plan and k in problem.each_ok:
+                trials.append((plan - {k}) | {each(k)})
+        ex, fl = problem.excess(plan, target), problem.added_flops(plan)
+        best, score = None, 0.0
+        for trial in trials:
+            if problem.effort - n0 >= work:
+                break
+            gain = ex - problem.excess(trial, target)
+            if gain <= 0:
+                continue
+            sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
+            if sc > score:
+                best, score = trial, sc
+        if best is None:
+            break
+        plan = best
+    return plan
+
+
 def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozenset | None, str, int | None]:
-    """The cheapest plan whose lower bound is <= target: (plan, "optimal" | "feasible", lower), or
-    (None, "", lower). `lower`: proven least added FLOPs of a plan under target (None: not known;
-    a huge value when no plan can fit)."""
-    cands = problem.candidates
+    """The cheapest plan found whose lower bound is <= target: (plan, "optimal" | "feasible", lower),
+    or (None, "", lower). `lower`: proven least added FLOPs of any plan of the whole space under
+    target (`full.py`; None: not known; NONE_FITS when no plan can fit)."""
+    from memplan_cli.passes.rematerialize import each
+
     if problem.bound(()) <= target:
         return frozenset(), "optimal", 0
-    if len(cands) <= EXACT_MAX:
-        plans = [frozenset(c) for r in range(1, len(cands) + 1) for c in itertools.combinations(cands, r)]
-        plans.sort(key=lambda d: _key(problem, d))
-        for d in plans:
-            if problem.bound(d) <= target:
-                return d, "optimal", problem.added_flops(d)
-        return None, "", NONE_FITS
-    start = problem.evaluations
-    lower, tried = None, []
+    start = problem.effort
+    lower, hint = None, frozenset()
     try:
-        lower, tried, proven_none, found, exact = _milp(problem, target)
-    except ImportError:  # no HiGHS: local search alone, no bound
-        lower, tried, proven_none, found, exact = None, [], False, None, False
-    if proven_none:
-        return None, "", NONE_FITS
-    if found is not None and exact:
-        return found, "optimal", problem.added_flops(found)
-    if found is not None:  # fits, within the solver's gap of the bound: no local search needed
-        return found, "feasible", int(lower * (1 - 1e-9))
-    lower_int = None if lower is None else int(lower * (1 - 1e-9))  # the solver's tolerance
-    seeds = ([chen.segments(cands, n) for n in range(2, len(cands) + 1)] + [frozenset(cands)] + tried)
+        from memplan_cli.remat import full
+
+        b = full.lower_flops(problem, problem.full, target)
+        if b.lower == float("inf"):
+            return None, "", NONE_FITS
+        lower, hint = int(b.lower * (1 - 1e-9)), b.ops
+    except ImportError:  # no HiGHS: the search alone, no bound
+        pass
+    narrow = problem.narrow
+    seeds = [greedy(problem, target, work // 2)]
+    seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
+    n = len(narrow)
+    for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
+        seeds.append(close(problem, chen.segments(narrow, length)))
+    seeds.append(_every(problem))
+    seeds = list(dict.fromkeys(seeds))
     fitting = [d for d in seeds if problem.bound(d) <= target]
     if not fitting:
-        low = descend(problem, min(seeds, key=lambda d: (problem.bound(d), _key(problem, d))), target,
-                      work // 2)
+        low = min(seeds, key=lambda d: (problem.bound(d), _key(problem, d)))
+        low = greedy(problem, target, work // 4, low)
         if problem.bound(low) > target:
-            return None, "", lower_int
+            low = descend(problem, low, target, work // 4)
+        if problem.bound(low) > target:
+            return None, "", lower
         fitting = [low]
     best = min(fitting, key=lambda d: _key(problem, d))
-    pos = {c: i for i, c in enumerate(cands)}
     improved = True
-    while improved and problem.evaluations - start < work:
-        if lower_int is not None and problem.added_flops(best) <= lower_int:
+    close_enough = lower + GAP * problem.flops.total if lower is not None else -1
+    while improved and problem.effort - start < work:
+        if problem.added_flops(best) <= close_enough:
             break
         improved = False
-        for c in sorted(best, key=lambda k: (-(problem.cost[k] or 0), k)):
-            if problem.evaluations - start >= work:
+        cur = _key(problem, best)
+        # cheaper neighbours first: keep an op again, or recompute it once instead of before each use
+        for trial in sorted(_moves(problem, best), key=lambda d: _cheap(problem, best, d)):
+            if _cheap(problem, best, trial) >= (0,):
                 break
-            trial = best - {c}
-            if problem.bound(trial) <= target:
+            if problem.effort - start >= work:
+                break
+            if problem.bound(trial) <= target and _key(problem, trial) < cur:
                 best, improved = trial, True
-                continue
-            for j in (pos[c] - 1, pos[c] + 1):  # move the drop to a cheaper neighbour
-                if 0 <= j < len(cands) and cands[j] not in best and (problem.cost[cands[j]] or 0) < (problem.cost[c] or 0):
-                    trial = (best - {c}) | {cands[j]}
-                    if problem.bound(trial) <= target:
-                        best, improved = trial, True
-                        break
-    if lower_int is not None and problem.added_flops(best) <= lower_int:
-        return best, "optimal", lower_int
-    return best, "feasible", lower_int
+                break
+    if lower is not None and problem.added_flops(best) <= lower:
+        return best, "optimal", lower
+    return best, "feasible", lower
+
+
+def _cheap(problem, plan, trial):
+    """Sort key of a move from `plan`: the FLOPs it saves at most (negative first); >= (0,): none."""
+    d = set(trial) ^ set(plan)
+    removed = [k for k in d if k in plan]
+    gain = sum(problem.cost.get(k if k >= 0 else -1 - k) or 0 for k in removed)
+    if len(trial) >= len(plan) and not any(k < 0 for k in removed):
+        return (0,)
+    return (-gain, sorted(trial))
 
 
 NONE_FITS = 1 << 62  # `lower` when no plan can fit (proven)
-FIRST_ROWS = 24  # the relaxation starts from the steps that can exceed the budget most
-
-
-def _milp(problem: RematProblem, target: int):
-    """The relaxation's loop: (lower, plans tried, proven that none fits, a fitting plan or None, it
-    is optimal).
-
-    Rows (steps) are added lazily: solve on a few, add the steps the answer overflows in the full
-    model, solve again (every subset is a relaxation, so each lower bound stands). A plan meeting
-    the full model is scored for real; when it fits it is optimal, else a no-good cut excludes it.
-    At most MILP_ROUNDS solves."""
-    from memplan_cli.remat import relax
-
-    rel = relax.build(problem, target)
-    cap = target // rel.unit
-    order = sorted(range(len(rel.rows)), key=lambda i: (-rel.rows[i].most, i))
-    active = sorted(order[:FIRST_ROWS])
-    lower, tried = None, []
-    for _ in range(MILP_ROUNDS):
-        ans = relax.solve_model(problem, rel, target, rows=active, cuts=tried)
-        if ans.optimal or ans.drop is not None:
-            lower = ans.lower if lower is None else max(lower, ans.lower)
-        if ans.drop is None:
-            return lower, tried, ans.optimal, None, False
-        vals = relax.row_units(rel, ans.drop)
-        over = [i for i in order if vals[i] > cap and i not in set(active)]
-        if over:
-            active = sorted(set(active) | set(over[:FIRST_ROWS]))
-            continue
-        if problem.bound(ans.drop) <= target:
-            return lower, tried + [ans.drop], False, ans.drop, ans.optimal
-        tried.append(ans.drop)
-        if not ans.optimal:
-            break
-    return lower, tried, False, None, False
 
 
 def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
-    """Lower the bound from `start`: toggle one candidate at a time (forward order), keep a change that
-    lowers the bound (or keeps it and costs less), until the bound is <= target, nothing improves or
-    `work` plans are scored."""
-    best, n0 = start, problem.evaluations
+    """Lower the bound from `start`: one candidate at a time (forward order) kept, recomputed once or
+    before each use; keep a change that lowers the bound (or keeps it and costs less), until the bound
+    is <= target, nothing improves or `work` plans are scored."""
+    best, n0 = start, problem.effort
     improved = True
-    while improved and problem.bound(best) > target and problem.evaluations - n0 < work:
+    while improved and problem.bound(best) > target and problem.effort - n0 < work:
         improved = False
-        for c in problem.candidates:
-            if problem.evaluations - n0 >= work:
+        for trial in list(_moves(problem, best)):
+            if problem.effort - n0 >= work:
                 break
-            trial = best ^ {c}
             bt, bb = problem.bound(trial), problem.bound(best)
             if bt < bb or (bt == bb and _key(problem, trial) < _key(problem, best)):
                 best, improved = trial, True
                 if bt <= target:
                     return best
     return best
+
+
+def _every(problem: RematProblem) -> frozenset:
+    """Every candidate dropped, recomputed before each use where it can be: the least memory, roughly."""
+    from memplan_cli.passes.rematerialize import each
+
+    return frozenset(each(k) if k in problem.each_ok else k for k in problem.candidates)
 
 
 def plan_arena(problem: RematProblem, drop) -> int:
@@ -254,13 +281,17 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         # proven: no plan goes below the floor. The smallest reachable: the plain plan or every
         # candidate dropped, whichever bounds lower (two evaluations, not a search)
         res.status, res.floor, res.floor_step = "infeasible", fl[0], fl[1]
-        res.notes.append(f"the budget is below the floor {fl[0]:,d} B (persistent state plus the largest "
-                         f"working set of one step, {fl[1]}): no plan fits")
-        _reachable(problem, res, [frozenset(), frozenset(problem.candidates)])
+        res.notes.append(f"the budget is below the floor {fl[0]:,d} B (persistent state plus what one step "
+                         f"needs whatever is recomputed, {fl[1]}): no plan fits, proven")
+        _reachable(problem, res, [frozenset(), _every(problem)])
         return res
+    spent = problem.effort
     for rnd in range(1, ROUNDS + 1):
+        left = work - (problem.effort - spent)  # one work budget for every round
+        if left <= 0:
+            break
         res.rounds = rnd
-        drop, status, lower = search(problem, target, work)
+        drop, status, lower = search(problem, target, left)
         if rnd == 1:
             res.lower_flops = lower  # proven for the budget (later rounds search a tighter target)
         if drop is None:
@@ -282,12 +313,13 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
     if not res.fits:
         res.status = "infeasible"
         res.floor, res.floor_step = fl
-        _reachable(problem, res, [frozenset(problem.candidates), chen.sqrt_n(problem.candidates)]
-                   + list(problem._bounds))
+        _reachable(problem, res, [_every(problem)] + list(problem._bounds))
         if res.lower_flops == NONE_FITS:
-            res.notes.append("proven: no plan's live bytes fit the budget (" + (
-                "every plan was scored)" if len(problem.candidates) <= EXACT_MAX else
-                "the MILP relaxation, which never counts more than a plan needs, has no solution)"))
+            res.notes.append("proven: no plan's live bytes fit the budget (the relaxation of the whole remat "
+                             "space, which never counts more than a plan needs, has no solution)")
+        else:
+            res.notes.append(f"no plan found within the search's work budget ({WORK} plans per search); "
+                             f"not proven that none fits (no plan goes below {res.reachable_lower_bound:,d} B)")
     if res.lower_flops == NONE_FITS:
         res.lower_flops = None
     return res

@@ -23,7 +23,10 @@ KEY_ALIASES = {"total": ("total", "planned"), "planned": ("total", "planned"), "
                "opt_variable": ("category", "opt-variable"), "non_const": ("category", "non-const"),
                "back_prop": ("category", "back-prop")}
 KEY_ALIASES.update({c: ("category", c) for c in CATEGORIES})
-_THRESHOLD_RE = re.compile(r"^\s*([A-Za-z_\-]+)\s*:\s*(\+?)\s*([0-9.]+)\s*(%|[A-Za-z]*)\s*$")
+# the table's labels: "opt variable", "total planned", ...
+KEY_ALIASES.update({c.replace("-", " "): ("category", c) for c in CATEGORIES})
+KEY_ALIASES.update({f"total {k}": ("total", k) for k in TOTAL_KEYS})
+_LIMIT_RE = re.compile(r"^\s*(\+?)\s*([0-9.]+)\s*(%|[A-Za-z]*)\s*$")
 
 
 @dataclass(frozen=True)
@@ -43,17 +46,22 @@ class Threshold:
 
 
 def parse_threshold(text: str) -> Threshold:
-    """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key."""
-    m = _THRESHOLD_RE.match(text)
-    if not m:
-        if re.match(r"^\s*[A-Za-z_\-]+\s*:\s*-", text):
-            raise ConfigError(f"--fail-on {text!r}: limits are growth allowances and must not be negative")
+    """`total:+5%` -> Threshold. Raises ConfigError (exit 2) on bad syntax or an unknown key. KEY is
+    read case-insensitively, with the table's labels ("opt variable", "total planned") accepted."""
+    key, colon, limit_text = text.partition(":")
+    if not colon or not key.strip():
         raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
-    key, _, number, unit = m.groups()
-    target = KEY_ALIASES.get(key.lower())
+    norm = " ".join(key.lower().split())
+    target = KEY_ALIASES.get(norm)
     if target is None:
         keys = ", ".join(["total", "planned", "naive", "lower_bound", "onert", *CATEGORIES])
-        raise ConfigError(f"--fail-on {text!r}: unknown key {key!r} (choose from {keys})")
+        raise ConfigError(f"--fail-on {text!r}: unknown key {key.strip()!r} (choose from {keys})")
+    if limit_text.strip().startswith("-"):
+        raise ConfigError(f"--fail-on {text!r}: limits are growth allowances and must not be negative")
+    m = _LIMIT_RE.match(limit_text)
+    if not m:
+        raise ConfigError(f"--fail-on {text!r}: expected KEY:+LIMIT, e.g. total:+5% or planned:+1MiB")
+    _, number, unit = m.groups()
     if unit == "%":
         try:
             limit = float(number)
@@ -67,6 +75,19 @@ def parse_threshold(text: str) -> Threshold:
     return Threshold(text.strip(), target[0], target[1], float(limit), False)
 
 
+def failure_lines(doc: dict) -> list[str]:
+    """One line per exceeded threshold, for stderr whatever the format: key, baseline, new, limit."""
+    out = []
+    for v in doc["thresholds"]:
+        if v["passed"]:
+            continue
+        o, n = v["old"], v["new"]
+        pct = f" ({percent(n, o):+.2f}%)" if o else ""
+        out.append(f"memplan: regression: {v['name']} grew from {o:,d} B to {n:,d} B{pct}, "
+                   f"over the limit {v['threshold']}")
+    return out
+
+
 def check_report(doc, source: str) -> dict:
     """Raise MemplanError naming `source` unless `doc` has what a diff reads (integers in bytes)."""
     if not isinstance(doc, dict):
@@ -77,44 +98,73 @@ def check_report(doc, source: str) -> dict:
         if not isinstance(doc.get(key), dict):
             raise MemplanError(f"not a memplan report (no {key!r} object)", source)
     sv = doc.get("schema_version")
-    if sv != 1:
-        raise MemplanError(f"unsupported report schema_version {sv!r} (this memplan reads 1)", source)
+    if type(sv) is not int or sv != 1:
+        raise MemplanError(f"unsupported report schema_version {_brief(sv)} (this memplan reads 1)", source)
+    for key in ("model", "config"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise MemplanError(f"not a memplan report ({key!r} is not an object)", source)
+    for key in ("file", "sha256"):
+        if not isinstance((doc.get("model") or {}).get(key, ""), str):
+            raise MemplanError(f"model.{key} must be a string", source)
+    if not isinstance(doc.get("profile", ""), str):
+        raise MemplanError("profile must be a string", source)
+    cfg = doc.get("config") or {}
+    if cfg.get("profile_options") is not None and not isinstance(cfg["profile_options"], dict):
+        raise MemplanError("config.profile_options must be an object", source)
+    if cfg.get("sources") is not None and not isinstance(cfg["sources"], dict):
+        raise MemplanError("config.sources must be an object", source)
+    lo = cfg.get("loss_outputs")
+    if lo is not None and not (isinstance(lo, list) and all(isinstance(x, str) for x in lo)):
+        raise MemplanError("config.loss_outputs must be a list of output names", source)
+    tl = cfg.get("time_limit")
+    if tl is not None and (isinstance(tl, bool) or not isinstance(tl, (int, float)) or not tl > 0):
+        raise MemplanError("config.time_limit must be a number of seconds > 0 or null", source)
     for c in CATEGORIES:
         row = doc["categories"].get(c)
         if not isinstance(row, dict) or not all(_is_bytes(row.get(f)) for f in ("planned", "naive")):
-            raise MemplanError(f"categories.{c} must hold integer 'planned' and 'naive' bytes", source)
+            raise MemplanError(f"categories.{c} must hold integer 'planned' and 'naive' bytes (0 to 2^63 - 1)",
+                               source)
     for k in ("naive", "planned", "lower_bound"):
         if not _is_bytes(doc["totals"].get(k)):
-            raise MemplanError(f"totals.{k} must be an integer number of bytes", source)
+            raise MemplanError(f"totals.{k} must be an integer number of bytes (0 to 2^63 - 1)", source)
     if "onert" in doc["totals"] and not _is_bytes(doc["totals"]["onert"]):
-        raise MemplanError("totals.onert must be an integer number of bytes", source)
+        raise MemplanError("totals.onert must be an integer number of bytes (0 to 2^63 - 1)", source)
     return doc
 
 
 def _is_bytes(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return type(v) is int and 0 <= v < 2**63
+
+
+def _brief(v) -> str:
+    """A report's value for one line of a note: the report is input, so long or odd values are cut and
+    escaped (repr), plain ones shown as they are."""
+    if v is None or type(v) in (int, float, bool):
+        return str(v)
+    text = v if isinstance(v, str) and v.isprintable() else repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _side(doc: dict, label: str) -> dict:
-    return {"source": label, "file": doc.get("model", {}).get("file", ""),
-            "sha256": doc.get("model", {}).get("sha256", ""), "profile": doc.get("profile", ""),
-            "config": doc.get("config", {})}
+    model = doc.get("model") or {}
+    return {"source": label, "file": model.get("file", ""), "sha256": model.get("sha256", ""),
+            "profile": doc.get("profile", ""), "config": doc.get("config") or {}}
 
 
 def config_differences(old: dict, new: dict) -> list[str]:
     notes = []
     if old.get("profile") != new.get("profile"):
-        notes.append(f"profile differs: {old.get('profile')} vs {new.get('profile')}")
-    oc, nc = old.get("config", {}), new.get("config", {})
+        notes.append(f"profile differs: {_brief(old.get('profile'))} vs {_brief(new.get('profile'))}")
+    oc, nc = old.get("config") or {}, new.get("config") or {}
     for k in ("batch_size", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm", "dropout", "planner",
               "profile_options"):
         if oc.get(k) != nc.get(k):
-            notes.append(f"{k} differs: {oc.get(k)} vs {nc.get(k)}")
+            notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
     lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
     # reports before loss_outputs existed put the loss on the first output only
     if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):
-        notes.append(f"loss_outputs differs: {lo if lo is not None else 'the first output (older report)'} vs "
-                     f"{ln if ln is not None else 'the first output (older report)'}")
+        notes.append(f"loss_outputs differs: {_brief(lo) if lo is not None else 'the first output (older report)'} vs "
+                     f"{_brief(ln) if ln is not None else 'the first output (older report)'}")
     for side, c in (("baseline", oc), ("target", nc)):
         if c.get("time_limit") is not None:
             notes.append(f"the {side} was planned under a {c['time_limit']:g} s time limit: its plan may depend "
@@ -146,7 +196,8 @@ def diff_documents(old: dict, new: dict, thresholds: list[Threshold], *, old_lab
             side = "baseline" if r is None or r["old"] is None else "target"
             raise MemplanError(f"--fail-on {th.text!r}: the {side} report has no {th.name} figure")
         bad = th.exceeded(r["old"], r["new"])
-        verdicts.append({"threshold": th.text, "section": th.section, "name": th.name, "passed": not bad})
+        verdicts.append({"threshold": th.text, "section": th.section, "name": th.name, "old": r["old"],
+                         "new": r["new"], "passed": not bad})
         if bad:
             r["status"] = "regression"
         elif r["status"] != "regression":

@@ -10,6 +10,9 @@ from memplan_cli.errors import ConfigError
 MAX_SEARCH_BATCH = 1 << 16
 
 
+MAX_SWEEP_BATCHES = 1024
+
+
 def parse_batch_sizes(text: str) -> list[int]:
     """"1,2,4,8" -> [1, 2, 4, 8] (sorted, unique); ranges "1-4" allowed."""
     out: set[int] = set()
@@ -20,6 +23,9 @@ def parse_batch_sizes(text: str) -> list[int]:
                 continue
             if "-" in part:
                 a, b = part.split("-", 1)
+                if int(b) - int(a) >= MAX_SWEEP_BATCHES:
+                    raise ConfigError(f"--batch-sizes {text!r}: a range of more than {MAX_SWEEP_BATCHES} batch sizes "
+                                      "(each is one analysis)")
                 out.update(range(int(a), int(b) + 1))
             else:
                 out.add(int(part))

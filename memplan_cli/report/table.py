@@ -65,15 +65,15 @@ def flops_line(fl: dict) -> str:
             f"{flops_short(fl['optimizer'])}")
 
 
-STATUS_WORDS = {"optimal": "optimal (proven: no cheaper plan fits)",
+STATUS_WORDS = {"optimal": "optimal (proven: no plan that recomputes any forward op any number of times is cheaper)",
                 "feasible": "feasible (no optimality proof)"}
 
 
 def _status(r: dict) -> str:
     if r["status"] == "feasible" and "added_flops_lower_bound" in r:
         gap = r["added_flops"] - r["added_flops_lower_bound"]
-        return (f"feasible, within {flops_short(gap)} of the optimum (proven least FLOPs "
-                f"{r['flops_ratio_lower_bound']:.3f} x)")
+        return (f"feasible, within {flops_short(gap)} FLOPs of the bound (no plan fits below "
+                f"{r['flops_ratio_lower_bound']:.3f} x the step's FLOPs, proven)")
     return STATUS_WORDS.get(r["status"], r["status"])
 
 
@@ -91,8 +91,9 @@ def remat_lines(r: dict) -> list[str]:
                 f"{len(r['reachable_ops'])} op(s)" + (
                     f"; no plan goes below {r['reachable_lower_bound']:,d} B ({human(r['reachable_lower_bound'])}), "
                     "proven" if "reachable_lower_bound" in r else ""),
-                f"  floor: {r['floor']:,d} B ({human(r['floor'])}): weights and optimizer state plus the largest "
-                f"working set of one step, at {r['floor_step']}; no recomputation goes below it"]
+                f"  floor: {r['floor']:,d} B ({human(r['floor'])}): persistent state plus what one step needs "
+                f"whatever is recomputed (its working set and the values no recompute can replace), at "
+                f"{r['floor_step']}; no plan goes below it, proven"]
     if not r["recomputed_ops"]:
         return [head + f"fits without recomputation (planned {human(r['arena'])})"]
     added, step = r["added_flops"], r["step_flops"]
@@ -202,6 +203,8 @@ class TableReporter(Reporter):
             if opts.timings:
                 t = " · ".join(f"{k} {v * 1000:.0f} ms" for k, v in opts.timings.items())
                 con.print(Text(f"time: {t}", style="dim"))
+            if opts.kernels:
+                con.print(Text(f"planner kernels: {kernels_text(opts.kernels)}", style="dim"))
         return con.file.getvalue()
 
     @staticmethod
@@ -538,3 +541,10 @@ def _compare_quiet_line(doc: dict) -> str:
         t = doc["columns"][p]["total"]
         parts.append(f"{p} {t} B" if t is not None else f"{p} n/a")
     return f"{doc['model']['file']}: " + ", ".join(parts) + f", lower bound {doc['lower_bound']} B\n"
+
+
+def kernels_text(backend: str) -> str:
+    """What -v says about the planners' inner loops."""
+    if backend == "c":
+        return "c (compiled at install)"
+    return "python (the C kernels were not built at install: the same plans, more slowly)"

@@ -33,13 +33,22 @@ def human(n: int | None) -> str:
 def parse_size(text: str) -> int:
     """Bytes from "1048576", "64MiB", "1.5 GB", "512k" (SI for k/M/G, binary for Ki/Mi/Gi).
 
+    Bytes are whole: a fraction of a byte without a unit ("5.5") is refused; with a unit, a
+    fraction of a byte is dropped ("1.1KiB" is 1126 B, never rounded up past what was given).
     Raises ValueError naming the text when it is not a size.
     """
+    from fractions import Fraction
+
     m = _SIZE_RE.match(text)
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"{text!r} is not a size (examples: 1048576, 64MiB, 1.5GB)")
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    return int(round(value))
+    unit = _UNITS[m.group(2).lower()]
+    value = Fraction(m.group(1)) * unit
+    if unit == 1 and value.denominator != 1:
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    if value >= 2**80:  # no memory is that large; a float of it would overflow downstream
+        raise ValueError(f"{text!r} is too large a size")
+    return int(value)  # exact, rounded down
 
 
 def percent(new: int, old: int) -> float | None:

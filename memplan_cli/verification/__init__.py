@@ -59,7 +59,8 @@ class VerifyReport:
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
         lines.append(f"  ran       {r.steps_run} of {self.steps} steps in the arena ({r.arena_bytes:,d} B) and with "
-                     f"one allocation per tensor ({r.reference_bytes:,d} B), {r.seconds:.2f} s")
+                     f"one allocation per tensor ({r.reference_bytes:,d} B)"
+                     + (f", {r.seconds:.2f} s" if level >= 2 else ""))  # seconds vary: only with -v
         where = f" ({r.max_diff_at})" if r.max_diff_at else ""
         lines.append(f"  compared  {r.compared} tensor values step by step; largest difference {r.max_diff:.3g}{where}")
         if r.loss:
@@ -115,12 +116,59 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
+    from memplan_cli.errors import naming
+
     graph = load_model(path, batch_size=config.batch_size)
-    a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
-                      profile_options=profile_options, path=path)
+    try:
+        a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
+                          profile_options=profile_options, path=path)
+    except MemplanError as e:  # about this model: say which file, as analyze does
+        raise naming(path, e) from None
     t1 = time.perf_counter()
     return verify_analysis(a, path, seed=seed, threads=threads, check_live=check_live,
                            timings={"plan": t1 - t0})
+
+
+# dtypes the NumPy reference run has no array type for: analyze sizes them, verify cannot run them
+_NOT_RUNNABLE = {"bfloat16": "NumPy has no bfloat16 type", "string": "strings are not numbers"}
+NUMPY_MAX_RANK = 64  # NumPy 2's limit on an array's dimensions (32 before 2.0)
+
+
+def _check_dtypes(tg, path: str) -> None:
+    """MemplanError (exit 2) naming the first tensor the reference kernels cannot hold: a dtype NumPy
+    lacks, or more dimensions than a NumPy array may have."""
+    import numpy as np
+
+    max_rank = 32 if int(np.__version__.split(".")[0]) < 2 else NUMPY_MAX_RANK
+    for spec in tg.tensors:
+        if len(spec.shape) > max_rank:
+            raise MemplanError(f"cannot verify {path or 'the model'}: tensor {spec.name!r} has {len(spec.shape)} "
+                               f"dimensions, more than a NumPy array holds ({max_rank}); `memplan analyze` still "
+                               "sizes it")
+        why = _NOT_RUNNABLE.get(spec.dtype)
+        if why is None and spec.dtype not in ("int4", "uint4"):
+            try:
+                np.dtype(spec.dtype)
+            except TypeError:
+                why = "NumPy has no such type"
+        if why:
+            raise MemplanError(f"cannot verify {path or 'the model'}: tensor {spec.name!r} is {spec.dtype} ({why}); "
+                               "`memplan analyze` still sizes it")
+
+
+def _check_memory(need: int, path: str) -> None:
+    """Refuse before allocating when the run cannot fit in this machine's memory: filling arrays that
+    overcommit allowed would end in the OOM killer, not an error."""
+    import os
+
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > phys:
+        raise MemplanError(f"cannot verify {path or 'the model'}: the step needs {need:,d} bytes (the planned "
+                           f"arenas plus a reference copy of every tensor), more than this machine's {phys:,d} "
+                           "bytes of memory; `memplan analyze` still sizes it")
 
 
 def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1, check_live: bool = True,
@@ -141,8 +189,11 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     if tg is None:
         raise MemplanError(f"profile {a.profile!r} does not expose the training graph it planned, so its plan "
                            "cannot be executed")
+    _check_dtypes(tg, path)
     if layout is None:
         layout = layout_from_pools(tg, a.pools, a.profile)
+    need = sum(layout.arenas.values()) + sum(spec.nbytes for spec in tg.tensors)
+    _check_memory(need, path)
     t1 = time.perf_counter()
     cfg = a.config
     try:
@@ -150,6 +201,9 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
                       check_live=check_live, threads=threads, feeds=feeds)
     except UnsupportedKernel as e:
         raise MemplanError(f"cannot verify {path or 'the model'}: {e}") from None
+    except MemoryError:
+        raise MemplanError(f"cannot verify {path or 'the model'}: the step needs {need:,d} bytes (the planned "
+                           "arenas plus a reference copy of every tensor), more than could be allocated") from None
     timings = dict(timings or {})
     timings["run"] = time.perf_counter() - t1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,

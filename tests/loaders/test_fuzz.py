@@ -9,7 +9,7 @@ import pytest
 from scripts.fuzz_loaders import fuzz_one
 from tests.loaders import fbmodels as fb
 from tests.loaders import onnxmodels as om
-from memplan_cli.traininfo.write import add_training_metadata
+from devtools.traininfo_write import add_training_metadata
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "sample_models")
 

@@ -1,7 +1,7 @@
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
-from memplan_cli.traininfo.write import add_training_metadata
+from devtools.traininfo_write import add_training_metadata
 from tests.loaders import fbmodels as fb
 
 

@@ -4,7 +4,7 @@ from memplan_cli.commands.options import config_from_flags
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from memplan_cli.traininfo import TrainInfoError, read_training_metadata
-from memplan_cli.traininfo.write import add_training_metadata, build_training_metadata
+from devtools.traininfo_write import add_training_metadata, build_training_metadata
 from tests.loaders import fbmodels as fb
 
 

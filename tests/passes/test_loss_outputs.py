@@ -152,8 +152,9 @@ def test_report_names_the_loss_outputs_and_the_frozen_weights(tmp_path):
     assert d["categories"]["gradient"]["naive"] == sum((4 * n + 15) // 16 * 16 for n in (30, 24, 12))
     code, out, err = _cli("analyze", path, "-O", "adam", "-f", "json", "--loss-outputs", "y1")
     d = json.loads(out)
-    with open("schemas/report.schema.json") as f:
-        jsonschema.validate(d, json.load(f))
+    from memplan_cli.schemas import load_schema
+
+    jsonschema.validate(d, load_schema("report"))
     assert d["config"]["loss_outputs"] == ["y1"] and d["config"]["sources"]["loss_outputs"] == "flag"
     assert [w["weight"] for w in d["frozen_weights"]] == ["w2"]
     code, out, err = _cli("analyze", path, "--loss-outputs", "y1")

@@ -11,6 +11,7 @@ import jsonschema
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
 MOBILENET = str(ROOT / "sample_models" / "mobilenetv2.circle")
@@ -71,7 +72,7 @@ def test_a_time_limit_is_reported(monkeypatch):
     out = analyze("--time-limit", "0.5")
     doc = json.loads(out)
     assert doc["config"]["time_limit"] == 0.5
-    schema = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+    schema = load_schema("report")
     jsonschema.validate(doc, schema)
     # the racing clock leaves greedy one combination and no search: a worse plan than the default
     assert doc["totals"]["planned"] > doc["totals"]["lower_bound"]

@@ -153,9 +153,9 @@ def test_singa_on_mnist_through_the_cli():
     r = CliRunner().invoke(main, ["analyze", MNIST, "-p", "singa", "-b", "4", "-O", "adam", "-f", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    with open(os.path.join(ROOT, "schemas", "report.schema.json")) as f:
-        schema = json.load(f)
-    jsonschema.validate(doc, schema)
+    from memplan_cli.schemas import load_schema
+
+    jsonschema.validate(doc, load_schema("report"))
     s = doc["figures"]["singa"]
     assert s["high_water"] == doc["totals"]["planned"] == doc["pools"][0]["arena"]
     assert s["lower_bound"] == doc["totals"]["lower_bound"] <= s["high_water"]

@@ -142,7 +142,7 @@ def test_cli_analyze_and_compare(tmp_path):
     c = CliRunner().invoke(main, ["compare", str(path), "-l", "cce", "-f", "json"])
     assert c.exit_code == 0, c.output
     cmp = json.loads(c.output)
-    jsonschema.validate(cmp, json.loads((ROOT / "schemas" / "compare.schema.json").read_text()))
+    jsonschema.validate(cmp, json.loads((ROOT / "memplan_cli" / "schemas" / "compare.schema.json").read_text()))
     assert cmp["columns"]["torch"]["total"] == doc["figures"]["torch"]["peak"]
 
 

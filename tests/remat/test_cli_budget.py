@@ -9,10 +9,11 @@ from click.testing import CliRunner
 
 from memplan_cli.cli import main
 from tests.remat.test_rematerialize import chain_file
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
-SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+SCHEMA = load_schema("report")
 
 
 def run(*args):

@@ -12,11 +12,12 @@ from memplan_cli.config import TrainConfig
 from memplan_cli.loaders import load_model
 from memplan_cli.passes import cost
 from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
 MOBILENET = str(ROOT / "sample_models" / "mobilenetv2.circle")
-SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+SCHEMA = load_schema("report")
 
 
 def _small(batch=2):

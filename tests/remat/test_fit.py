@@ -8,10 +8,11 @@ from click.testing import CliRunner
 
 from memplan_cli.cli import main
 from tests.remat.test_rematerialize import chain_file
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
-SCHEMA = json.loads((ROOT / "schemas" / "fit.schema.json").read_text())
+SCHEMA = load_schema("fit")
 
 
 def run(cmd, *args):

@@ -18,9 +18,10 @@ from memplan_cli.report import get_reporter
 from memplan_cli.report.compare import compare_document
 from memplan_cli.report.output import RenderOptions
 from memplan_cli.report.units import human
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
-SCHEMA = json.loads((ROOT / "schemas" / "compare.schema.json").read_text())
+SCHEMA = load_schema("compare")
 SAMPLES = ROOT / "sample_models"
 CASES = [("mnist.circle", "2"), ("mnist.circle", "8"), ("mobilenetv2.circle", "1"), ("mobilenetv2.circle", "4")]
 

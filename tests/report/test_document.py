@@ -11,8 +11,9 @@ from memplan_cli.config import TrainConfig
 from memplan_cli.report.document import build_document, normalise_alloc_lines
 from memplan_cli.report.jsonfmt import dumps
 from tests.report.conftest import tiny_graph
+from memplan_cli.schemas import load_schema
 
-SCHEMA = json.loads((pathlib.Path(__file__).parents[2] / "schemas" / "report.schema.json").read_text())
+SCHEMA = load_schema("report")
 
 
 def _analysis(profile="memplan", **cfg):

@@ -33,3 +33,46 @@ def test_display_starts_only_after_the_delay(monkeypatch):
     time.sleep(0.2)
     d.end()
     assert slow.events == ["start", "stop"]
+
+
+import contextlib  # noqa: E402
+import pathlib  # noqa: E402
+
+import pytest  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+
+MNIST = str(pathlib.Path(__file__).parents[2] / "sample_models" / "mnist.circle")
+
+
+@pytest.mark.parametrize("args", [
+    ["verify", MNIST, "-b", "2"],
+    ["fit", MNIST, "--budget", "4MiB"],
+    ["sweep", MNIST, "-b", "1,2", "-p", "memplan"],
+    ["compare", MNIST],
+    ["analyze", MNIST, "-b", "8", "--budget", "3MiB"],
+])
+def test_every_long_command_shows_progress_on_a_terminal_unless_quiet(monkeypatch, args):
+    from memplan_cli.cli import main
+
+    shown = []
+
+    @contextlib.contextmanager
+    def spinner(text, on):
+        shown.append(on)
+        yield
+
+    class Bar(progress.Bar):
+        def __init__(self, total, text, on):
+            shown.append(on)
+            super().__init__(total, text, False)
+
+    # a terminal, as far as memplan can tell; the display itself is rich's
+    monkeypatch.setattr(progress, "enabled", lambda level: level >= 1)
+    monkeypatch.setattr(progress, "spinner", spinner)
+    monkeypatch.setattr(progress, "Bar", Bar)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code in (0, 3), r.output
+    assert True in shown
+    shown.clear()
+    CliRunner().invoke(main, [*args, "-q"])
+    assert True not in shown

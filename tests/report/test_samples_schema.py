@@ -9,9 +9,10 @@ from click.testing import CliRunner
 
 from memplan_cli.cli import main
 from memplan_cli.profiles import available_profiles
+from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
-SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+SCHEMA = load_schema("report")
 SAMPLES = sorted(p.name for p in (ROOT / "sample_models").iterdir() if p.suffix in (".circle", ".tflite", ".onnx"))
 
 

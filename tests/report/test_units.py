@@ -28,3 +28,14 @@ def test_percent_is_relative_change_and_undefined_from_zero():
     assert percent(0, 0) == 0.0
     assert percent(1, 0) is None
 
+
+
+@pytest.mark.parametrize("text", ["5.5", "0.5", "1.25B"])
+def test_a_fraction_of_a_byte_is_refused(text):
+    with pytest.raises(ValueError, match="not a whole number of bytes"):
+        parse_size(text)
+
+
+def test_a_fraction_of_a_byte_under_a_unit_is_dropped():
+    assert parse_size("1.1KiB") == 1126  # 1126.4
+    assert parse_size("5.0") == 5

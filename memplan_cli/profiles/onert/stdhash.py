@@ -91,11 +91,13 @@ class UnorderedMap:
             self._bkt[b] = _HEAD
 
     def insert(self, k) -> None:
-        if k in self:
+        nxt = self._nxt
+        if k in nxt and k is not _HEAD:
             return
-        nb = self._grow_to(len(self) + 1)
-        if nb is not None:
-            self._rehash(nb)
+        if len(nxt) > self._next_resize:  # len(self) + 1 elements: _grow_to may rehash
+            nb = self._grow_to(len(nxt))
+            if nb is not None:
+                self._rehash(nb)
         self._link(k, self.h(k) % self.nbkt)
 
     def _rehash(self, nb: int) -> None:

@@ -1,4 +1,4 @@
-"""Write circle training metadata into a circle model (used by tests and by users preparing fixtures)."""
+"""Write circle training metadata into a circle model (dev-only: tests and fixtures; not shipped)."""
 from __future__ import annotations
 
 import flatbuffers

@@ -1,0 +1,61 @@
+"""One JSON convention for every command that prints JSON: `schema_version`, `kind` and
+`memplan_version` first, analyze's names for the training setup, and a schema per kind shipped in
+the package (memplan_cli/schemas/KIND.schema.json) that the document validates against."""
+import json
+import pathlib
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli.cli import main
+from memplan_cli.schemas import load_schema, schema_path
+
+ROOT = pathlib.Path(__file__).parents[2]
+MNIST = str(ROOT / "sample_models" / "mnist.circle")
+SCHEMA_OF = {"analysis": "report"}  # kinds whose schema has another name
+TRAINING_NAMES = {"optimizer", "loss", "learning_rate", "trainable_ops", "batchnorm", "dropout", "train",
+                  "freeze", "lora"}
+
+
+def run(*args) -> dict:
+    r = CliRunner().invoke(main, list(args))
+    assert r.exit_code in (0, 1, 3), r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("json")
+    base = tmp / "base.json"
+    CliRunner().invoke(main, ["analyze", MNIST, "-b", "2", "-f", "json", "-o", str(base)])
+    csv = tmp / "b.csv"
+    csv.write_text("id,lower,upper,size\na,0,2,4\nb,1,3,2\n")
+    return {
+        "analyze": run("analyze", MNIST, "-b", "2", "-f", "json"),
+        "compare": run("compare", MNIST, "-b", "2", "-f", "json"),
+        "diff": run("diff", "--baseline", str(base), MNIST, "-b", "3", "-f", "json", "--fail-on", "total:+1%"),
+        "sweep": run("sweep", MNIST, "-b", "1,2", "-f", "json"),
+        "verify": run("verify", MNIST, "-b", "2", "-f", "json"),
+        "fit": run("fit", MNIST, "--budget", "4MiB", "-f", "json"),
+        "plan": run("plan", str(csv), "-f", "json"),
+    }
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare", "diff", "sweep", "verify", "fit", "plan"])
+def test_every_json_document_has_the_envelope_and_its_schema(docs, command):
+    doc = docs[command]
+    assert list(doc)[:3] == ["schema_version", "kind", "memplan_version"]
+    name = SCHEMA_OF.get(doc["kind"], doc["kind"])
+    assert schema_path(name).is_file()
+    jsonschema.validate(doc, load_schema(name))
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare", "sweep", "verify", "fit"])
+def test_the_training_setup_has_analyze_s_names(docs, command):
+    assert TRAINING_NAMES <= set(docs[command]["config"])
+
+
+def test_a_schema_rejects_a_document_of_another_kind(docs):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(docs["verify"], load_schema("fit"))
