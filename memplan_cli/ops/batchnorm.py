@@ -27,6 +27,8 @@ std):
   are float constants, else activations that get back-props.
 FLOPs: train forward 7/element (mean, var, normalise, affine), backward 9/element; frozen forward 2,
 backward 5 (1 for dX alone).
+Recompute (memplan's policy `cheap_recompute`, passes/cheap_recompute.py): in train mode, Y is not kept
+for the backward of the ops after BN but recomputed from X, the extras, scale and B (2 FLOPs/element).
 Refused: `spatial` 0 (per-element statistics), a rank < 2
 input, parameters that are not C-vectors.
 """
@@ -113,10 +115,22 @@ def _stats(ctx):
     return m, s
 
 
+def _recomputing(ctx) -> bool:
+    """A train-mode recompute step (passes/cheap_recompute.py): it reads the saved statistics instead of
+    writing them."""
+    t = ctx.extra_id("bn_mean")
+    return t is not None and t in ctx._reads and t not in ctx._writes
+
+
 def forward(ctx):
     x = np.asarray(ctx.x(0))
-    scale, bias, rm, rv = (np.asarray(ctx.x(k)) for k in (1, 2, 3, 4))
+    scale, bias = np.asarray(ctx.x(1)), np.asarray(ctx.x(2))
     eps = _eps(ctx)
+    if _recomputing(ctx):  # Y from the saved statistics: the same arithmetic as the forward step
+        mu, inv = _stats(ctx)
+        ctx.y()[...] = (x - _bc(mu, x.ndim)) * _bc(inv * scale, x.ndim) + _bc(bias, x.ndim)
+        return
+    rm, rv = np.asarray(ctx.x(3)), np.asarray(ctx.x(4))
     if mode(_cfg(ctx)) == "frozen":
         mu, var = rm, rv
     else:
@@ -128,15 +142,14 @@ def forward(ctx):
     inv = _invstd(var, eps)
     ctx.y()[...] = (x - _bc(mu, x.ndim)) * _bc(inv * scale, x.ndim) + _bc(bias, x.ndim)
     outs = ctx.op.outputs
-    if len(outs) > 1:
-        mom = float(ctx.attrs.get("momentum", 0.9))
-        train = mode(_cfg(ctx)) != "frozen"
-        for k, (stored, batch) in enumerate(((rm, mu), (rv, var)), start=1):
-            if k < len(outs):
-                ctx.y(k)[...] = mom * stored + (1 - mom) * batch if train else stored
-        for k, v in ((3, mu), (4, var)):
-            if k < len(outs):
-                ctx.y(k)[...] = v
+    mom = float(ctx.attrs.get("momentum", 0.9))
+    train = mode(_cfg(ctx)) != "frozen"
+    values = {1: mom * rm + (1 - mom) * mu if train else rm, 2: mom * rv + (1 - mom) * var if train else rv,
+              3: mu, 4: var}
+    for k in range(1, len(outs)):
+        out = ctx.y(k, optional=True)  # a frozen-mode recompute step writes Y alone
+        if out is not None:
+            out[...] = values[k]
 
 
 def _xhat(ctx, x, mu, inv):

@@ -1,7 +1,8 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
     LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
-    -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> Aliasing
+    -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> CheapRecompute
+    -> Aliasing
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
 into a BufferList (`TrainingGraph.to_buffer_list`).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from memplan_cli.passes.accumulation import Accumulation
 from memplan_cli.passes.activation_masks import ActivationMasks
 from memplan_cli.passes.aliasing import Aliasing
+from memplan_cli.passes.cheap_recompute import CheapRecompute
 from memplan_cli.passes.backward_insertion import BackwardInsertion
 from memplan_cli.passes.backward_region import BackwardRegion
 from memplan_cli.passes.configure import TrainingConfiguration
@@ -28,7 +30,7 @@ def passes(policy: Policy, rules: dict, remat=(), config=None) -> list:
     lora = LoRAInsertion(getattr(config, "lora_rank", 0), getattr(config, "lora_targets", ()))
     return [lora, TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
             ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
-            Rematerialization(remat), Aliasing()]
+            Rematerialization(remat), CheapRecompute(policy), Aliasing()]
 
 
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,

@@ -36,6 +36,11 @@ class Policy:
     # Each gradient is applied right after its op's backward (its buffer dies there). Off: all
     # updates after the whole backward pass (every gradient alive at once).
     apply_immediately: bool = True
+    # A forward result that later ops read in backward is recomputed right before its first backward
+    # reader when that is cheap and reads only what backward keeps anyway (a training-mode BatchNorm
+    # output from its input and statistics, a GELU output from its input; passes/cheap_recompute.py).
+    # Off: it is kept from forward to backward (PyTorch, onert).
+    cheap_recompute: bool = True
 
     @classmethod
     def names(cls) -> list[str]:
@@ -46,4 +51,4 @@ class Policy:
         """Every saving rule off."""
         return cls(inplace=False, alias_reshape=False, add_keeps_nothing=False, input_backprop=True,
                    transpose_extras=True, opt_state_all_constants=True, accumulate_in_place=False,
-                   maxpool_recompute=False, relu_mask=False, apply_immediately=True)
+                   maxpool_recompute=False, relu_mask=False, apply_immediately=True, cheap_recompute=False)

@@ -212,6 +212,8 @@ def _elements(shape) -> int:
 
 class TorchProfile:
     name = "torch"
+    checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
+               "(devtools/torch_oracle.py, docs/torchprof.md)")
     OPTIONS = ("planner",)
     # how its figures were checked (`memplan compare` prints it)
     checked = ("matched against torch 2.14's CPU allocator and MemTracker on 18 exported modules and 5 larger "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 
 from memplan_cli.passes.aliasing import Aliasing
+from memplan_cli.passes.cheap_recompute import CheapRecompute
 from memplan_cli.passes.cost import op_flops, step_flops
 from memplan_cli.passes.pipeline import passes
 from memplan_cli.passes.policy import Policy
@@ -35,7 +36,7 @@ class RematProblem:
         tg = TrainingGraph(graph, config)
         ran = []
         for p in passes(self.policy, default_rules(), config=config):
-            if isinstance(p, (Rematerialization, Aliasing)):
+            if isinstance(p, (Rematerialization, CheapRecompute, Aliasing)):  # a remat plan runs without cheap recompute
                 continue
             ran.append((p.name, p.run(tg)))
         tg.info["passes"] = ran
