@@ -65,7 +65,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
         with spinner(f"searching a remat plan for {model} under {budget}", show):
             remat = _remat_plan(model, graph, cfg, flags, budget)
         if remat["fits"]:
-            popts = {"remat": remat["drop"]}
+            popts = remat["options"]
     if remat is not None and not remat["fits"]:
         text = (json.dumps({**envelope(model, profile, cfg), "passed": None, "remat": remat["section"]}, indent=2)
                 + "\n" if fmt == "json" else
@@ -135,7 +135,9 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.errors import ConfigError, MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
-    from memplan_cli.remat.solve import solve
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.remat.solve import (drop_proofs_about_another_step, figures_of_the_step_run,
+                                         fits_without_remat, remat_plan_as_run, solve)
     from memplan_cli.report.units import parse_size
 
     try:
@@ -146,11 +148,23 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     try:
         problem = RematProblem(graph, cfg)
-        res = solve(problem, budget)
+        plain = analyze_graph(graph, cfg)  # memplan's own plan: cheap recompute included
+        opts = {}
+        if plain.planned_total <= budget:
+            res = fits_without_remat(problem, plain, budget)
+        else:
+            res = solve(problem, budget)
+            if res.fits:
+                opts, ran = remat_plan_as_run(graph, cfg, res)
+                if opts.get("cheap_recompute", True):
+                    drop_proofs_about_another_step(res, problem, plain)
+                figures_of_the_step_run(res, plain, ran)
+            else:
+                drop_proofs_about_another_step(res, problem, plain)
     except MemplanError as e:
         raise naming(model, e) from None
     tg = problem.build(res.drop) if res.fits else None
-    return {"fits": res.fits, "drop": sorted(res.drop), "section": remat_section(res, problem, tg)}
+    return {"fits": res.fits, "drop": sorted(res.drop), "options": opts, "section": remat_section(res, problem, tg)}
 
 
 def _same_step(a, b) -> tuple[bool, str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from memplan_cli.analysis import analyze_graph
 from memplan_cli.passes.cost import step_flops
 from memplan_cli.remat.problem import RematProblem
-from memplan_cli.remat.solve import solve
+from memplan_cli.remat.solve import drop_proofs_about_another_step, solve
 
 
 def _flops(a) -> int | None:
@@ -96,6 +96,7 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
 
     problem = RematProblem(graph, config)
     res = solve(problem, budget)
+    drop_proofs_about_another_step(res, problem, at_batch(batch))
     if res.fits:
         row("remat", f"recompute {len(res.drop)} op(s) at batch {batch}", planned=res.arena,
             flops=f0 + res.added_flops if f0 else None,
@@ -145,6 +146,7 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
         if not r["fits"]:
             ps = RematProblem(graph, cs)
             rs = solve(ps, budget)
+            drop_proofs_about_another_step(rs, ps, a)
             if rs.fits:
                 fs = _flops(a)
                 row("sgd + remat", f"SGD and recompute {len(rs.drop)} op(s)", planned=rs.arena, cfg=cs,

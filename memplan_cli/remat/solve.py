@@ -323,3 +323,69 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
     if res.lower_flops == NONE_FITS:
         res.lower_flops = None
     return res
+
+
+# ---- memplan's own plan runs cheap recompute (passes/cheap_recompute.py); the remat problem does not
+def _step_flops(analysis) -> int | None:
+    from memplan_cli.passes.cost import step_flops
+
+    tg = getattr(analysis.buffers, "training_graph", None)
+    f = step_flops(tg) if tg is not None else None
+    return f.total if f is not None and f.available else None
+
+
+def figures_of_the_step_run(res, plain, a) -> None:
+    """A fitting remat plan's arena, bound and FLOPs as memplan runs it: the solver's are of the
+    step without cheap recompute; the ratio is to memplan's own plain step."""
+    res.arena, res.bound = a.planned_total, a.lower_bound
+    base, run = _step_flops(plain), _step_flops(a)
+    if base is not None and run is not None:
+        if res.lower_flops is not None:  # the proven least added FLOPs, rebased on the same step
+            res.lower_flops = max(0, res.lower_flops + res.step_flops - base)
+        res.step_flops, res.added_flops = base, run - base
+
+
+def fits_without_remat(problem, plain, limit: int):
+    """memplan's own plan (cheap recompute included) fits the budget: nothing is recomputed for it.
+    The remat problem models the step without cheap recompute (its plain arena can be above the
+    budget), so its search is not asked: it would recompute for a budget already met."""
+    res = RematResult(limit, True, status="optimal", bound=plain.lower_bound, arena=plain.planned_total,
+                      step_flops=_step_flops(plain) or problem.flops.total, lower_flops=0,
+                      evaluations=problem.evaluations)
+    res.notes.append("memplan's plan without recomputation fits the budget: nothing to recompute")
+    return res
+
+
+def drop_proofs_about_another_step(res, problem, plain) -> None:
+    """The remat problem models the step without cheap recompute (passes/cheap_recompute.py), which
+    the plan then runs with. Where that pass changes memplan's own plan, the solver's proofs (least
+    added FLOPs, "no plan fits") are about another step than the one memplan runs: they are dropped,
+    and the report says so. The floor (persistent state plus one step's working set) holds either way."""
+    if plain.planned_total >= plan_arena(problem, frozenset()):
+        return  # cheap recompute changes nothing here: the proofs are about this very step
+    if res.status == "optimal":
+        res.status = "feasible"
+    res.lower_flops = None
+    res.reachable_lower_bound = None
+    if res.fits or res.budget >= res.floor:
+        res.notes = [n for n in res.notes if not n.startswith("proven: no plan's live bytes fit")
+                     and not n.startswith("no plan found within")]
+        if not res.fits:
+            res.notes.append(f"no plan found within the search's work budget ({WORK} plans per search); not "
+                             "proven that none fits")
+        res.notes.append("no optimality proof: the solver's bounds model the step without cheap recompute, "
+                         "which memplan's plan runs with (it only shrinks the arena)")
+
+
+def remat_plan_as_run(graph, cfg, res, **analyze_kw):
+    """(profile options, Analysis) of a fitting remat plan as memplan runs it: with cheap recompute
+    when the arena then stays within the budget (the pass usually shrinks it), else without it,
+    which is exactly the step the solver planned and proved things about."""
+    from memplan_cli.analysis import analyze_graph
+
+    opts = {"remat": sorted(res.drop)}
+    a = analyze_graph(graph, cfg, profile_options=opts, **analyze_kw)
+    if a.planned_total > res.budget:
+        opts = {**opts, "cheap_recompute": False}
+        a = analyze_graph(graph, cfg, profile_options=opts, **analyze_kw)
+    return opts, a

@@ -179,9 +179,9 @@ def test_bias_only_on_a_model_without_biases_is_refused():
 def test_lora_combines_with_a_remat_budget():
     """The remat problem sees the adapters (its ops are the training graph's): a budget under the
     LoRA plan is planned, and verify runs the remat plan bit for bit."""
-    from tests.remat.plain import plain_without_cheap_recompute
+    from tests.remat.plain import plain_plan
 
-    plain = plain_without_cheap_recompute(BERT, 16, lora_rank=4)  # what remat starts from
+    plain = plain_plan(BERT, 16, lora_rank=4)  # what memplan plans without a budget
     r = analyze(BERT, batch_size=16, optimizer="adam", lora=4, budget=plain * 97 // 100)
     assert r.report["remat"]["fits"] and r.planned <= plain * 97 // 100
     v = _cli("verify", BERT, "-b", "16", "-O", "adam", "--lora", "4", "--budget", str(plain * 97 // 100))

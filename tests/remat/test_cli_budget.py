@@ -93,15 +93,50 @@ def test_verify_runs_remat_plans_of_small_transformers():
     bit for bit equal to the step without remat."""
     import pathlib
 
-    from tests.remat.plain import plain_without_cheap_recompute
+    from tests.remat.plain import plain_plan
 
     corpus = pathlib.Path(__file__).parents[1] / "corpus"
     for name in ("bert_tiny_dynamo.onnx", "llama_tiny_dynamo.onnx"):
         model = str(corpus / name)
-        plain = plain_without_cheap_recompute(model, 16)  # what remat starts from
+        plain = plain_plan(model, 16)  # what memplan plans without a budget
         budget = str(plain * 9 // 10)
         r = verify(model, "-b", "16", "-O", "adam", "--budget", budget, "-f", "json")
         assert r.exit_code == 0, r.output
         doc = json.loads(r.stdout)
         assert doc["passed"] and doc["remat"]["fits"] and len(doc["remat"]["recomputed_ops"]) > 0, name
         assert doc["remat"]["equal_to_plain_step"] and doc["arena_bytes"] <= int(budget)
+
+
+def test_claims_are_about_the_step_memplan_runs():
+    """memplan's own plan runs cheap recompute (passes/cheap_recompute.py); the remat problem models
+    the step without it. A budget that plan already meets recomputes nothing; below it, the solver's
+    proofs (least added FLOPs) are about another step, so none is printed, and the figures are the
+    plan's as it runs."""
+    import pathlib
+
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.api import analyze, config_from_flags
+    from memplan_cli.loaders import load_model
+    from tests.remat.plain import plain_plan
+
+    model = str(pathlib.Path(__file__).parents[1] / "corpus" / "keras_mobile_block.tflite")
+    plain = plain_plan(model, 16)
+    g = load_model(model, batch_size=16)
+    without = analyze_graph(g, config_from_flags(g.metadata, batch_size=16, optimizer="adam"),
+                            profile_options={"cheap_recompute": False}).planned_total
+    assert plain < without  # the pass changes this model's plan
+    r = analyze(model, batch_size=16, optimizer="adam", budget=(plain + without) // 2)
+    rm = r.report["remat"]
+    assert rm["fits"] and rm["recomputed_ops"] == [] and r.planned == plain
+    for frac in (9, 8, 7):
+        budget = plain * frac // 10
+        r = analyze(model, batch_size=16, optimizer="adam", budget=budget)
+        rm = r.report["remat"]
+        if not rm["fits"]:
+            assert "added_flops_lower_bound" not in rm and "reachable_lower_bound" not in rm
+            continue
+        # the figures are the plan's as it runs, within the budget
+        assert rm["recomputed_ops"] and rm["arena"] == r.planned <= budget
+        # a proof only where the plan runs without cheap recompute (exactly the solver's step)
+        ran_cheap = bool(r.analysis.buffers.training_graph.info.get("cheap_recompute"))
+        assert not (ran_cheap and ("added_flops_lower_bound" in rm or rm["status"] == "optimal"))
