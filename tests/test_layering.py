@@ -90,21 +90,30 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: pathlib.Path, name: str | None = None) -> set[str]:
-    """Every absolute module name `path` (module `name`, by default from its place under PKG)
-    imports, relative imports resolved against its package. `from a import b` yields `a` and
-    `a.b` (b may be a submodule)."""
-    out = set()
+def _imports(path: pathlib.Path, name: str):
+    """(node, module) for every import statement of `path` (module `name`): an ImportFrom's module
+    with relative imports resolved against its package, None for a plain Import."""
     is_pkg = path.name == "__init__.py"
-    here = (name or _module_name(path)).split(".")
+    here = name.split(".")
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = here if is_pkg else here[:-1]
                 base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
+                yield node, ".".join(base + ([node.module] if node.module else []))
             else:
-                mod = node.module
+                yield node, node.module
+        elif isinstance(node, ast.Import):
+            yield node, None
+
+
+def imported_modules(path: pathlib.Path, name: str | None = None) -> set[str]:
+    """Every absolute module name `path` (module `name`, by default from its place under PKG)
+    imports, relative imports resolved against its package. `from a import b` yields `a` and
+    `a.b` (b may be a submodule)."""
+    out = set()
+    for node, mod in _imports(path, name or _module_name(path)):
+        if isinstance(node, ast.ImportFrom):
             out.add(mod)
             out.update(f"{mod}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
@@ -190,16 +199,8 @@ def _module_graph() -> dict[str, set[str]]:
     graph = {}
     for name, f in files.items():
         deps = set()
-        is_pkg = f.name == "__init__.py"
-        here = name.split(".")
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node, mod in _imports(f, name):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = here if is_pkg else here[:-1]
-                    base = base[:len(base) - (node.level - 1)]
-                    mod = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    mod = node.module
                 for a in node.names:
                     deps.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in files else mod)
             elif isinstance(node, ast.Import):
