@@ -20,6 +20,23 @@ def param_gradient(op, ctx, rule: OpRule, x: int, reads: list) -> None:
         rule.calc_gradient = StepIO(list(reads), [("grad", x)])
 
 
+def view_rule(op, ctx) -> OpRule:
+    """The rule of an op whose output is its input's bytes seen in another shape (Reshape, Squeeze,
+    Identity, ...): with `policy.alias_reshape` Y is a view of X (never of a persistent weight) and
+    dX a view of dY; otherwise copies. Nothing is kept for backward; a parameter kept unfolded as the
+    input (a shared weight) trains through it."""
+    x, y = op.inputs[0], op.outputs[0]
+    r = OpRule(forward=forward_io(op))
+    if ctx.policy.alias_reshape and not ctx.is_const(x):
+        r.view = (y, x)
+    if bp_targets(op, ctx, [x]):
+        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
+        if ctx.policy.alias_reshape:
+            r.inplace.append((("bp", y), ("bp", x)))
+    param_gradient(op, ctx, r, x, [("bp", y)])
+    return r
+
+
 def dy_only_rule(op, ctx) -> OpRule:
     """The rule of a one-input op whose backward is a fixed linear map of dY alone (a permutation, a
     broadcast's sum, a resampling): calcDerivative reads dY and writes dX, nothing is kept; a

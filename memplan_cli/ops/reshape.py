@@ -16,21 +16,9 @@ from __future__ import annotations
 
 from memplan_cli.kernels import shape
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import first_input_value, param_gradient, target
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.kernel_util import first_input_value, target, view_rule
 
 
-def reshape(op, ctx) -> OpRule:
-    x, y = op.inputs[0], op.outputs[0]
-    rule = OpRule(forward=forward_io(op))
-    if ctx.policy.alias_reshape and not ctx.is_const(x):  # never a view of a (persistent) weight
-        rule.view = (y, x)
-    if bp_targets(op, ctx, [x]):
-        rule.calc_derivative = StepIO([("bp", y)], [("bp", x)])
-        if ctx.policy.alias_reshape:
-            rule.inplace.append((("bp", y), ("bp", x)))
-    param_gradient(op, ctx, rule, x, [("bp", y)])  # a shared weight kept unfolded trains through it
-    return rule
 
 
 def _check(op, operands) -> str | None:
@@ -103,9 +91,9 @@ def _batch(op, graph, shapes, batched):
 
 # `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
 TORCH = {"view": True, "grad": "view"}
-OPS = [OpDef("Reshape", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
+OPS = [OpDef("Reshape", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
              shape_value=first_input_value, batch=_batch, profiles={"torch": TORCH}),
-       OpDef("Flatten", rule=reshape, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
+       OpDef("Flatten", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
              profiles={"torch": TORCH})]
 
 

@@ -18,21 +18,7 @@ FLOPs: none.
 from __future__ import annotations
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import first_input_value, param_gradient, target
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
-
-
-def view_rule(op, ctx) -> OpRule:
-    x, y = op.inputs[0], op.outputs[0]
-    r = OpRule(forward=forward_io(op))
-    if ctx.policy.alias_reshape and not ctx.is_const(x):  # never a view of a (persistent) weight
-        r.view = (y, x)
-    if bp_targets(op, ctx, [x]):
-        r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
-        if ctx.policy.alias_reshape:
-            r.inplace.append((("bp", y), ("bp", x)))
-    param_gradient(op, ctx, r, x, [("bp", y)])
-    return r
+from memplan_cli.ops.kernel_util import first_input_value, target, view_rule
 
 
 def forward(ctx):

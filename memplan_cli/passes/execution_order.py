@@ -32,6 +32,22 @@ def resolve(tg, k: int, ref) -> int:
     raise ValueError(f"unknown rule reference {ref!r} in op #{k}")
 
 
+def inplace_results(tg, steps) -> set[tuple[int, int]]:
+    """(step, tensor) for every result a step's rule may compute over one of its reads (an in-place
+    pair whose output the step writes over an input it reads, in another buffer)."""
+    out: set[tuple[int, int]] = set()
+    for s in steps:
+        rule = tg.rules.get(s.op)
+        for src_ref, dst_ref in (rule.inplace if rule is not None else ()):
+            try:
+                src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
+            except KeyError:
+                continue
+            if dst in s.writes and src in s.reads and tg.root(src) != tg.root(dst):
+                out.add((s.index, dst))
+    return out
+
+
 class ExecutionOrder:
     """Rules (nntrainer's four-part order):
     - Forward steps: every op, the loss last, in the graph's deterministic topological order.

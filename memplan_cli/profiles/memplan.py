@@ -110,25 +110,32 @@ def flops_figures(bl) -> dict:
     return {"flops": out}
 
 
+def peak_step(bufs, n: int) -> tuple[int, int]:
+    """(step, bytes) of the first step with the most live bytes among `bufs` over steps 0..n-1
+    (bytes -1 when n is 0)."""
+    delta = [0] * (n + 1)
+    for b in bufs:
+        delta[b.first] += b.size
+        delta[b.last + 1] -= b.size
+    live, best, at = 0, -1, 0
+    for s in range(n):
+        live += delta[s]
+        if live > best:
+            best, at = live, s
+    return at, best
+
+
 def peak_figures(bl) -> dict:
     n = len(bl.steps)
     if not n or not bl.buffers:
         return {}
-    delta = [0] * (n + 1)
-    for b in bl.buffers:
-        delta[b.first] += b.size
-        delta[b.last + 1] -= b.size
-    live, best, peak_step = 0, -1, 0
-    for s in range(n):
-        live += delta[s]
-        if live > best:
-            best, peak_step = live, s
+    at, best = peak_step(bl.buffers, n)
     by_cat = {c: 0 for c in CATEGORIES}
     for b in bl.buffers:
-        if b.first <= peak_step <= b.last:
+        if b.first <= at <= b.last:
             by_cat[b.category] += b.size
-    st = bl.steps[peak_step]
-    return {"peak_step": peak_step, "peak_kind": st.kind, "peak_op": st.label, "peak_live_bytes": best,
+    st = bl.steps[at]
+    return {"peak_step": at, "peak_kind": st.kind, "peak_op": st.label, "peak_live_bytes": best,
             "peak_by_category": by_cat}
 
 

@@ -251,7 +251,7 @@ class TorchProfile:
     def figures(self, analysis) -> dict:
         """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
         ColossalAI columns."""
-        from memplan_cli.profiles.memplan import peak_figures
+        from memplan_cli.profiles.memplan import peak_figures, peak_step
 
         bl = analysis.buffers
         pf = peak_figures(bl)
@@ -259,7 +259,8 @@ class TorchProfile:
         parts = getattr(bl, "torch_parts", [""] * len(bl.buffers))
         tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
         t_parts = [p for p in parts if p != "scratch"]
-        t_at, t_peak = _peak_step(tensors, len(bl.steps))
+        t_at, t_peak = peak_step(tensors, len(bl.steps))
+        t_peak = max(t_peak, 0)
         out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
                          "peak_op": pf.get("peak_op", ""), "peak_kind": pf.get("peak_kind", ""),
                          "by_category": pf.get("peak_by_category", {}), "split": _split(bl.buffers, parts, at),
@@ -277,19 +278,6 @@ class TorchProfile:
 # TEMP, and OTH for the batch): optimizer temporaries count with its state, as MemTracker counts them;
 # `scratch` is what kernels allocate through the allocator that is no tensor (MemTracker misses it)
 PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries", "batch", "scratch")
-
-
-def _peak_step(bufs, n: int) -> tuple[int, int]:
-    delta = [0] * (n + 1)
-    for b in bufs:
-        delta[b.first] += b.size
-        delta[b.last + 1] -= b.size
-    live, best, at = 0, -1, 0
-    for s in range(n):
-        live += delta[s]
-        if live > best:
-            best, at = live, s
-    return at, max(best, 0)
 
 
 def _split(bufs, parts, at: int) -> dict:

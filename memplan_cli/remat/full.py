@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memplan_cli.passes.execution_order import resolve
+from memplan_cli.passes.execution_order import inplace_results
 from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
@@ -75,16 +75,7 @@ def build(problem) -> Full:
         rd = set(s.reads) | {a for a, _, _ in s.accumulate} | {d for _, d, first in s.accumulate if not first}
         for t in s.touched():
             acc.setdefault(t, []).append((s.index, t in rd))
-    born: set[tuple[int, int]] = set()  # (step, tensor) results that may be computed in place
-    for s in steps:
-        rule = tg.rules.get(s.op)
-        for src_ref, dst_ref in (rule.inplace if rule is not None else ()):
-            try:
-                src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
-            except KeyError:
-                continue
-            if dst in s.writes and src in s.reads and tg.root(src) != tg.root(dst):
-                born.add((s.index, dst))
+    born = inplace_results(tg, steps)  # (step, tensor) results that may be computed in place
     pers = set(tg.persistent)
     size = {t: align_up(tg.tensors[t].nbytes, problem.align) for t in acc}
     for t in pers:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memplan_cli.passes.execution_order import resolve
+from memplan_cli.passes.execution_order import inplace_results
 from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
@@ -105,16 +105,8 @@ def build(problem, target: int) -> Relaxation:
     members: dict[int, list[int]] = {}
     for t in first:
         members.setdefault(tg.root(t), []).append(t)
-    born_inplace: set[tuple[int, int]] = set()  # (step, group) excluded at that step
-    for s in steps:
-        rule = tg.rules.get(s.op)
-        for src_ref, dst_ref in (rule.inplace if rule is not None else ()):
-            try:
-                src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
-            except KeyError:
-                continue
-            if dst in s.writes and src in s.reads and tg.root(src) != tg.root(dst):
-                born_inplace.add((s.index, tg.root(dst)))
+    # (step, group) excluded at that step
+    born_inplace = {(k, tg.root(dst)) for k, dst in inplace_results(tg, steps)}
 
     # extensions: a recompute step reads its forward inputs again, so a kept input lives on to the
     # recompute (before fb_d) when d is dropped: (d, writer of v or None) over (last[v], fb_d)
