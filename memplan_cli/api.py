@@ -409,8 +409,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
-    from memplan_cli.remat.solve import (drop_proofs_about_another_step, figures_of_the_step_run,
-                                         fits_without_remat, remat_plan_as_run, solve)
+    from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.report.progress import spinner
     from memplan_cli.report.units import parse_size
 
@@ -432,19 +431,8 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
             problem = RematProblem(graph, cfg)
             plain = analyze_graph(graph, cfg, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
                                   path=model)
-            if plain.planned_total <= limit:
-                res, a = fits_without_remat(problem, plain, limit), plain
-            else:
-                res = solve(problem, limit)
-                a = plain
-                if res.fits:
-                    opts, a = remat_plan_as_run(graph, cfg, res, planner=flags.get("planner"),
-                                                time_limit=flags.get("time_limit"), path=model)
-                    if opts.get("cheap_recompute", True):
-                        drop_proofs_about_another_step(res, problem, plain)
-                    figures_of_the_step_run(res, plain, a)
-                else:
-                    drop_proofs_about_another_step(res, problem, plain)
+            res, _, a = solve_as_run(graph, cfg, problem, plain, limit, planner=flags.get("planner"),
+                                     time_limit=flags.get("time_limit"), path=model)
         except MemplanError as e:
             raise naming(model, e) from None
         a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),

@@ -136,8 +136,7 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
     from memplan_cli.analysis import analyze_graph
-    from memplan_cli.remat.solve import (drop_proofs_about_another_step, figures_of_the_step_run,
-                                         fits_without_remat, remat_plan_as_run, solve)
+    from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.report.units import parse_size
 
     try:
@@ -149,18 +148,7 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     try:
         problem = RematProblem(graph, cfg)
         plain = analyze_graph(graph, cfg)  # memplan's own plan: cheap recompute included
-        opts = {}
-        if plain.planned_total <= budget:
-            res = fits_without_remat(problem, plain, budget)
-        else:
-            res = solve(problem, budget)
-            if res.fits:
-                opts, ran = remat_plan_as_run(graph, cfg, res)
-                if opts.get("cheap_recompute", True):
-                    drop_proofs_about_another_step(res, problem, plain)
-                figures_of_the_step_run(res, plain, ran)
-            else:
-                drop_proofs_about_another_step(res, problem, plain)
+        res, opts, _ = solve_as_run(graph, cfg, problem, plain, budget)
     except MemplanError as e:
         raise naming(model, e) from None
     tg = problem.build(res.drop) if res.fits else None

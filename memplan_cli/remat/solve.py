@@ -389,3 +389,21 @@ def remat_plan_as_run(graph, cfg, res, **analyze_kw):
         opts = {**opts, "cheap_recompute": False}
         a = analyze_graph(graph, cfg, profile_options=opts, **analyze_kw)
     return opts, a
+
+
+def solve_as_run(graph, cfg, problem: RematProblem, plain, budget: int, **analyze_kw):
+    """The remat answer for `budget` about the step memplan runs: (RematResult, profile options,
+    Analysis of the plan as run). `graph`, `cfg`: the model and setup `problem` was built from;
+    `plain`: memplan's own plan without a budget (cheap recompute included). It fits: nothing is recomputed. Else the solver's plan, run as `remat_plan_as_run`
+    says, with its proofs kept only where they concern that very step."""
+    if plain.planned_total <= budget:
+        return fits_without_remat(problem, plain, budget), {}, plain
+    res = solve(problem, budget)
+    if not res.fits:
+        drop_proofs_about_another_step(res, problem, plain)
+        return res, {}, plain
+    opts, a = remat_plan_as_run(graph, cfg, res, **analyze_kw)
+    if opts.get("cheap_recompute", True):
+        drop_proofs_about_another_step(res, problem, plain)
+    figures_of_the_step_run(res, plain, a)
+    return res, opts, a
