@@ -7,9 +7,12 @@ went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """
 from __future__ import annotations
 
+import errno
 import gc
+import io
 import os
 import sys
+import warnings
 
 import click
 
@@ -47,6 +50,22 @@ def _guard_std_fds() -> None:
                 os.close(got)
 
 
+class _ClosedStdout(io.TextIOBase):
+    """sys.stdout when memplan started with fd 1 closed (`>&-`). Python leaves sys.stdout None, and
+    click then prints --help and --version nowhere with exit 0; every write here fails instead, as a
+    write to a closed descriptor does (exit 74)."""
+
+    @property
+    def closed(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
 def _on_signal(signum, frame):
     # unwind like an exception, so write_atomic removes its temporary file
     raise SystemExit(128 + signum)
@@ -61,6 +80,9 @@ class MemplanGroup(click.Group):
         import signal
 
         _guard_std_fds()
+        closed_stdout = sys.stdout is None
+        if closed_stdout:  # started with fd 1 closed: --help and --version must fail too, not print nowhere
+            sys.stdout = _ClosedStdout()
         previous = {}
         for name in ("SIGTERM", "SIGHUP"):
             sig = getattr(signal, name, None)
@@ -70,12 +92,19 @@ class MemplanGroup(click.Group):
             except ValueError:  # not the main thread: leave signals alone
                 pass
         try:
-            return super().main(*args, **kwargs)
+            with warnings.catch_warnings():
+                # stderr carries one line per error: a library's warning (NumPy's "invalid value
+                # encountered in cast" on a model's integer tensors) must not add a second
+                if not os.environ.get("MEMPLAN_DEBUG"):
+                    warnings.simplefilter("ignore")
+                return super().main(*args, **kwargs)
         except OSError as e:  # click's own output (--help, --version, usage) to a failing stdout
             _stdout_to_devnull()
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
             sys.exit(74)
         finally:
+            if closed_stdout and isinstance(sys.stdout, _ClosedStdout):
+                sys.stdout = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 

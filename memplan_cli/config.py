@@ -1,6 +1,7 @@
 """The training setup: what a step trains and how. Filled from circle training metadata, then flags (flags win)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from memplan_cli.errors import ConfigError
@@ -182,27 +183,45 @@ def parse_selectors(values) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+MAX_OP_RANGE = 1_000_000  # op indices one --trainable-ops list may name (LLM exports have 10^4-10^5 ops)
+_INT_RE = re.compile(r"-?[0-9]{1,24}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
+
+
+def _cut(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
 def parse_trainable(text: str) -> str | int | tuple[int, ...]:
     """`all`, `none`, `N` (last N ops) or a comma list of op indices `3,5,7` (ranges `3-7` allowed)."""
     s = text.strip().lower()
     if s in ("all", "none"):
         return s
+    if len(s) > 100_000:
+        raise ConfigError(f"--trainable-ops: {len(s):,d} characters is more than a list of op indices needs")
+    expected = f"--trainable-ops {_cut(text)!r}: expected all, none, N or a list like 3,5,8-10"
     if s.lstrip("-").isdigit() and "," not in s:
+        if not _INT_RE.fullmatch(s):
+            raise ConfigError(f"{expected} (a number of at most 24 digits)")
         n = int(s)
         if n < -1:  # -1 is onert's "all"; other negatives mean nothing
             raise ConfigError(f"--trainable-ops {text!r}: N must be >= 0 (or -1, onert's 'all')")
         return n
-    out: list[int] = []
-    try:
-        for part in s.split(","):
-            part = part.strip()
-            if "-" in part[1:]:
-                a, b = part.split("-", 1)
-                out.extend(range(int(a), int(b) + 1))
-            elif part:
-                out.append(int(part))
-    except ValueError:
-        raise ConfigError(f"--trainable-ops {text!r}: expected all, none, N or a list like 3,5,8-10") from None
+    out: set[int] = set()
+    for part in s.split(","):
+        part = part.strip()
+        a, b = part.split("-", 1) if "-" in part[1:] else (part, part)
+        if not part:
+            continue
+        if not (_INT_RE.fullmatch(a.strip()) and _INT_RE.fullmatch(b.strip())):
+            raise ConfigError(expected)
+        lo, hi = int(a), int(b)
+        # a range is materialised: bounded, as no model has this many ops (0-999999999 ate all memory)
+        if hi - lo >= MAX_OP_RANGE:
+            raise ConfigError(f"--trainable-ops {_cut(text)!r}: the range {lo}-{hi} names more than "
+                              f"{MAX_OP_RANGE:,d} ops")
+        out.update(range(lo, hi + 1))
+        if len(out) > MAX_OP_RANGE:
+            raise ConfigError(f"--trainable-ops {_cut(text)!r} names more than {MAX_OP_RANGE:,d} ops")
     if not out:
-        raise ConfigError(f"--trainable-ops {text!r} names no op")
+        raise ConfigError(f"--trainable-ops {_cut(text)!r} names no op")
     return tuple(sorted(set(out)))

@@ -138,7 +138,9 @@ def write_atomic(path: str, text: str, inputs: Iterable[str] = ()) -> None:
     except OSError as e:
         raise MemplanError(f"cannot write {path}: {e.strerror or e}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        # backslashreplace: a name that is not UTF-8 (a file name's undecodable bytes, kept by Python
+        # as lone surrogates) is written as \udcff, which is still valid UTF-8 (and valid JSON)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
             f.write(text)
         os.chmod(tmp, _file_mode(target))  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp, target)
@@ -178,7 +180,11 @@ def write_stdout(text: str) -> None:
     if stream is None or getattr(stream, "closed", False):
         raise OutputError("cannot write the report: stdout is closed")
     try:
-        stream.write(text)
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # nothing was written: a stdout encoding without these characters
+            enc = getattr(stream, "encoding", None) or "utf-8"
+            stream.write(text.encode(enc, "backslashreplace").decode(enc))
         stream.flush()
     except BrokenPipeError:
         _stdout_to_devnull()

@@ -43,6 +43,8 @@ def parse_size(text: str) -> int:
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"{text!r} is not a size (examples: 1048576, 64MiB, 1.5GB)")
     unit = _UNITS[m.group(2).lower()]
+    if len(m.group(1)) > 40:  # 2^80 has 25 digits; a longer number is refused before it is parsed
+        raise ValueError(f"{text[:40]!r}... is too large a size")
     value = Fraction(m.group(1)) * unit
     if unit == 1 and value.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of bytes")

@@ -51,6 +51,8 @@ def read_training_metadata(data: bytes) -> tuple[dict, list[str]]:
             opts = SGDOptions() if opt_type == 1 else AdamOptions()
             opts.Init(table.Bytes, table.Pos)
             lr = float(f"{opts.LearningRate():.7g}")  # a float32 in the file: drop the binary tail
+            if not -1e30 < lr < 1e30:  # NaN and inf too: the bound --learning-rate has (config.py)
+                raise TrainInfoError(f"{METADATA_NAME} learning rate {lr!r} is not a finite number below 1e30")
         loss_code = mt.Lossfn()
         loss = LOSSES.get(loss_code)
         if loss is None:

@@ -156,19 +156,57 @@ def _check_dtypes(tg, path: str) -> None:
                                "`memplan analyze` still sizes it")
 
 
-def _check_memory(need: int, path: str) -> None:
-    """Refuse before allocating when the run cannot fit in this machine's memory: filling arrays that
-    overcommit allowed would end in the OOM killer, not an error."""
+def _memory_limits() -> list[tuple[int, str]]:
+    """What this process may allocate, each with what sets it: the machine's memory, a container's
+    limit (cgroup v2 memory.max, v1 memory.limit_in_bytes) and `ulimit -v` / `-d` less what the
+    process maps already. Limits only, never current use by others, so the answer does not depend
+    on the load of the machine."""
     import os
+    import resource
 
+    out = []
     try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        out.append((os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"))
     except (ValueError, OSError, AttributeError):
+        pass
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(f) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            out.append((int(text), "the container's memory limit (cgroup)"))
+    mapped = 0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    mapped = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for name, flag in (("RLIMIT_AS", "ulimit -v"), ("RLIMIT_DATA", "ulimit -d")):
+        try:
+            soft = resource.getrlimit(getattr(resource, name))[0]
+        except (AttributeError, ValueError, OSError):
+            continue
+        if soft != resource.RLIM_INFINITY:
+            out.append((max(0, soft - mapped), f"what `{flag}` leaves this process"))
+    return out
+
+
+def _check_memory(need: int, path: str) -> None:
+    """Refuse before allocating when the run cannot fit in the memory this process may use: filling
+    arrays that overcommit allowed would end in the OOM killer (or, under a limit, a MemoryError
+    after minutes of filling), not an error."""
+    limits = _memory_limits()
+    if not limits:
         return
-    if need > phys:
+    limit, what = min(limits)
+    if need > limit:
         raise MemplanError(f"cannot verify {path or 'the model'}: the step needs {need:,d} bytes (the planned "
-                           f"arenas plus a reference copy of every tensor), more than this machine's {phys:,d} "
-                           "bytes of memory; `memplan analyze` still sizes it")
+                           f"arenas plus a reference copy of every tensor), more than {what} ({limit:,d} "
+                           "bytes); `memplan analyze` still sizes it")
 
 
 def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1, check_live: bool = True,

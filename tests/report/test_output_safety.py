@@ -198,6 +198,15 @@ def test_a_closed_stdout_is_exit_74_with_one_line(args):
     assert r.stderr.strip().splitlines() == ["memplan: error: cannot write the report: stdout is closed"]
 
 
+@pytest.mark.parametrize("args", [["--help"], ["analyze", "--help"], ["--version"]])
+def test_help_and_version_to_a_closed_stdout_are_exit_74(args):
+    # they printed nowhere and exited 0 (click's echo skips a None sys.stdout)
+    r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "memplan_cli", *args],
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 74, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "stdout is closed" in r.stderr, r.stderr
+
+
 def test_with_stdout_closed_a_file_output_still_works_and_gets_no_stray_output(tmp_path):
     out = tmp_path / "r.json"
     r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "memplan_cli", "analyze", MNIST,
