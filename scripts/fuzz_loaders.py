@@ -3,8 +3,12 @@
 that every load ends with a verified Graph or a ModelError, never another exception, within 5 s.
 
     .venv/bin/python scripts/fuzz_loaders.py [--runs N] [--seed S] [--batch-size B] [FILE ...]
+    .venv/bin/python scripts/fuzz_loaders.py --exhaustive [--analyze] FILE ...
 
 Without files it fuzzes the sample models. Prints the outcome counts and the slowest run.
+--exhaustive replaces the random mutations by every one of a fixed set at every offset: each byte set
+to 0x00, 0x7f, 0x80 and 0xff, and each aligned 32-bit word to 0x7fffffff, 0x80000000 and 0xffffffff
+(a flatbuffer's offsets, lengths and indices are 32-bit words), plus every truncation.
 The test suite runs a short, seeded version of the same loop (tests/loaders/test_fuzz.py).
 """
 from __future__ import annotations
@@ -43,6 +47,23 @@ def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
     return kind, bytes(b)
 
 
+BYTES = (0x00, 0x7f, 0x80, 0xff)
+WORDS = (0x7fffffff, 0x80000000, 0xffffffff)
+
+
+def systematic(data: bytes):
+    """Every fixed mutation of `data` (see --exhaustive), as (kind, bytes)."""
+    for i in range(len(data)):
+        for v in BYTES:
+            if data[i] != v:
+                yield "byte", data[:i] + bytes([v]) + data[i + 1:]
+    for i in range(0, len(data) - 3, 4):
+        for v in WORDS:
+            yield "word", data[:i] + v.to_bytes(4, "little") + data[i + 4:]
+    for n in range(len(data)):
+        yield "truncate", data[:n]
+
+
 class Hang(Exception):
     pass
 
@@ -53,13 +74,13 @@ def _alarm(signum, frame):
 
 def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_size: int | None = 3,
              analyze: bool = False):
-    """Mutate once and load; with `analyze`, a model that loads is also analysed the way
-    `memplan analyze` does (memplan profile with the onert comparison, then the JSON document).
+    """Mutate once and load (`rng` None: `data` is a (kind, bytes) from `systematic`); with `analyze`,
+    a model that loads is also analysed the way `memplan analyze` does (memplan profile with the onert comparison, then the JSON document).
     Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
     from memplan_cli.errors import MemplanError
     from memplan_cli.loaders import load_model
 
-    kind, b = mutate(data, rng)
+    kind, b = mutate(data, rng) if rng is not None else data
     p = os.path.join(folder, "fuzz" + suffix)
     with open(p, "wb") as f:
         f.write(b)
@@ -101,6 +122,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=3, help="also load re-batched (0: no)")
     ap.add_argument("--analyze", action="store_true", help="also analyse every model that loads")
+    ap.add_argument("--exhaustive", action="store_true", help="every fixed mutation at every offset instead "
+                    "of --runs random ones (use small files: 7 loads per byte)")
     a = ap.parse_args(argv)
     files = a.files or [os.path.join(REPO, "sample_models", f"{n}.{x}") for n in ("mnist", "mobilenetv2")
                         for x in ("circle", "tflite", "onnx")]
@@ -111,15 +134,18 @@ def main(argv=None) -> int:
             rng = random.Random(f"{a.seed}:{os.path.basename(path)}")
             counts: dict[str, int] = {}
             slowest = 0.0
-            for _ in range(a.runs):
-                kind, outcome, secs = fuzz_one(data, os.path.splitext(path)[1], rng, folder, a.batch_size or None,
-                                                a.analyze)
+            cases = systematic(data) if a.exhaustive else (None for _ in range(a.runs))
+            runs = 0
+            for case in cases:
+                runs += 1
+                kind, outcome, secs = fuzz_one(case or data, os.path.splitext(path)[1], None if case else rng,
+                                                folder, a.batch_size or None, a.analyze)
                 slowest = max(slowest, secs)
                 key = outcome if outcome in ("ok", "error") else f"FAIL {kind}: {outcome[:160]}"
                 counts[key] = counts.get(key, 0) + 1
             bad = {k: v for k, v in counts.items() if k.startswith("FAIL")}
             failures += sum(bad.values())
-            print(f"{os.path.basename(path)}: {a.runs} runs, loaded {counts.get('ok', 0)}, "
+            print(f"{os.path.basename(path)}: {runs} runs, loaded {counts.get('ok', 0)}, "
                   f"ModelError {counts.get('error', 0)}, failures {sum(bad.values())}, slowest {slowest:.3f} s")
             for k, v in sorted(bad.items(), key=lambda kv: -kv[1])[:10]:
                 print(f"  {v:5d} {k}")

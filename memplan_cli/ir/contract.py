@@ -29,8 +29,9 @@ def problems(op, operands) -> str | None:
 
 
 def check_operands_are_defined(graph) -> str | None:
-    """A non-constant operand that some op reads must be a graph input or some op's output: an
-    operand with neither data nor a producer has no value (a corrupt buffer index, for one)."""
+    """A non-constant operand that some op or the loss reads (a graph output) must be a graph input or
+    some op's output: an operand with neither data nor a producer has no value (a corrupt buffer
+    index, for one)."""
     defined = set(graph.inputs)
     for op in graph.operations:
         defined.update(i for i in op.outputs if i >= 0)
@@ -40,4 +41,8 @@ def check_operands_are_defined(graph) -> str | None:
                 o = graph.operands[i]
                 return (f"op {op.label} reads operand {i} ({o.name}), which is neither constant, "
                         "a graph input, nor any op's output")
+    for i in graph.outputs:  # the loss reads it: an output nothing computes has no value either
+        if 0 <= i < len(graph.operands) and not graph.operands[i].is_const and i not in defined:
+            return (f"graph output {i} ({graph.operands[i].name}) is neither constant, a graph input, "
+                    "nor any op's output")
     return None

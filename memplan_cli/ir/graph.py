@@ -45,6 +45,9 @@ class Operand:
 # Planners and reports do int64 arithmetic on sums of sizes: a per-operand cap of 2^48 bytes
 # keeps any training step's total far below 2^63 for every graph that fits in memory.
 MAX_OPERAND_BYTES = 2**48
+# A tensor of more dims is refused at load: the product of 100,000 huge dims is a bigint whose
+# computation took minutes. No exporter writes more than a few dozen; NumPy stops at 64.
+MAX_RANK = 1024
 
 
 @dataclass(slots=True)
@@ -149,6 +152,9 @@ class Graph:
         for k, o in enumerate(self.operands):
             if o.index != k:
                 raise GraphError(f"operand at position {k} has index {o.index}")
+            if len(o.shape) > MAX_RANK:
+                raise GraphError(f"operand {o.index} ({o.name}) has {len(o.shape):,d} dimensions, over the "
+                                 f"{MAX_RANK} memplan reads")
             if any(d < 0 for d in o.shape):
                 raise GraphError(f"operand {o.index} ({o.name}) has a negative dimension {list(o.shape)}")
             if o.nbytes > MAX_OPERAND_BYTES:

@@ -14,7 +14,7 @@ import sys
 
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import Graph, Operand, Operation
+from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
 from memplan_cli.ir.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
 
@@ -166,6 +166,9 @@ class _Reader:
         for j in range(n):
             t = sub.Tensors(j)
             name = (t.Name() or b"").decode("utf-8", "replace") or f"t{j}"
+            if self.vec_len(t, 0, 4) > MAX_RANK:  # before the product of its dims is ever taken
+                raise _Malformed(f"tensor {j} ({name}) has {self.vec_len(t, 0, 4):,d} dimensions, over the "
+                                 f"{MAX_RANK} memplan reads")
             shape = tuple(self.ints(t, 0))
             sig = self.ints(t, 7)  # shape_signature: -1 marks a dynamic dim
             dtype = self.dtypes.get(t.Type())

@@ -14,7 +14,8 @@ import stat
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import Graph, Operand, Operation
+from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.loaders.onnx_strip import elements
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
@@ -150,9 +151,7 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
     refused = []
     base_real = os.path.realpath(base_dir)
     for t in model.graph.initializer:
-        n = 1
-        for d in t.dims:
-            n *= d
+        n = elements(t.dims, MAX_VALUE_ELEMENTS)
         if t.data_location != 1 or t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS or n < 0:
             continue
         info = {e.key: e.value for e in t.external_data}
@@ -223,6 +222,8 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
         raise _Bad(f"no shape for {what} (shape inference could not infer it)")
+    if len(tt.shape.dim) > MAX_RANK:
+        raise _Bad(f"{what} has {len(tt.shape.dim):,d} dimensions, over the {MAX_RANK} memplan reads")
     shape = []
     for k, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
@@ -237,9 +238,7 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
 def _small_int_value(t) -> tuple | None:
     from onnx import numpy_helper
 
-    n = 1
-    for d in t.dims:
-        n *= d
+    n = elements(t.dims, MAX_VALUE_ELEMENTS)
     if t.data_type not in (6, 7) or n > MAX_VALUE_ELEMENTS or t.data_location == 1:
         return None
     try:
@@ -254,10 +253,9 @@ def _small_float_value(t) -> tuple | None:
     values: random ones turn NF-ResNet's signal-preserving scales into growth that overflows."""
     from onnx import numpy_helper
 
-    n = 1
-    for d in t.dims:
-        n *= int(d)
     from memplan_cli.loaders.onnx_strip import MAX_KEEP_CONSTANT
+
+    n = elements(t.dims, MAX_KEEP_CONSTANT)
 
     if t.data_type not in (1, 10, 11) or t.data_location == 1 or n > MAX_KEEP_CONSTANT:
         return None
@@ -304,6 +302,8 @@ class _Builder:
         k = len(self.operands)
         if name in self.consts:
             t = self.consts[name]
+            if len(t.dims) > MAX_RANK:
+                raise _Bad(f"initializer '{name}' has {len(t.dims):,d} dimensions, over the {MAX_RANK} memplan reads")
             shape = tuple(int(d) for d in t.dims)
             if any(d <= 0 for d in shape):
                 raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
@@ -400,9 +400,7 @@ class _Builder:
         t = self.consts.get(name)
         if t is None or t.data_location == 1:
             return None
-        n = 1
-        for d in t.dims:
-            n *= d
+        n = elements(t.dims, MAX_VALUE_ELEMENTS)
         if n > MAX_VALUE_ELEMENTS:
             return None
         try:
@@ -522,11 +520,73 @@ def _upgrade_opset(model):
     from onnx import version_converter
 
     try:
-        return version_converter.convert_version(model, UPGRADE_TO)
+        return _contained(lambda m: version_converter.convert_version(m, UPGRADE_TO), model, "version converter")
     except Exception as e:  # the converter raises RuntimeError / ValueError / its own errors
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise _Bad(f"opset {v} model: onnx.version_converter could not convert it to opset {UPGRADE_TO} "
                    f"({first[:200]})") from None
+
+
+def _contained(fn, model, what: str):
+    """`fn(model)` (a ModelProto in, a ModelProto out) run in a forked child. onnx's shape inference
+    and version converter are C++: on some malformed graphs (a Split with more outputs than its
+    num_outputs) an assertion aborts the whole process, which no `except` can catch. In a child, a
+    crash becomes one line naming what crashed. An exception inside `fn` comes back as RuntimeError
+    with its first line. Without fork (not POSIX), `fn` runs here."""
+    import signal
+    import struct
+
+    if not hasattr(os, "fork"):
+        return fn(model)
+    import onnx
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns, never runs the parent's cleanup (os._exit)
+        code = 0
+        try:
+            os.close(r)
+            quiet = os.open(os.devnull, os.O_WRONLY)  # the assertion's own message would be a second line
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            try:
+                payload = b"M" + fn(model).SerializeToString()
+            except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as text
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                payload = b"E" + first.encode("utf-8", "replace")
+            with os.fdopen(w, "wb") as f:
+                f.write(struct.pack("<Q", len(payload)) + payload)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    status = None
+    try:
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        status = os.waitpid(pid, 0)[1]
+    finally:
+        if status is None:  # interrupted while the child ran: stop it
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        raise _Bad(f"onnx's {what} crashed ({name}) on this graph: a malformed node or attribute")
+    if len(data) < 9 or struct.unpack_from("<Q", data)[0] != len(data) - 8:
+        raise _Bad(f"onnx's {what} ended without an answer (exit status {os.waitstatus_to_exitcode(status)})")
+    if data[8:9] == b"E":
+        raise RuntimeError(data[9:].decode("utf-8", "replace"))
+    out = onnx.ModelProto()
+    out.ParseFromString(data[9:])
+    return out
 
 
 def _has_unknown_shapes(model) -> bool:
@@ -555,7 +615,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         dynamic = _fix_inputs(model, init_names, batch_size)
         def infer(m):
             try:
-                return shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+                return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
+                                                                       data_prop=True), m, "shape inference")
             except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as e:
                 raise _Bad(f"shape inference failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
                     from None

@@ -21,6 +21,22 @@ _INT_TYPES = {6, 7}
 _DATA_FIELDS = {4, 5, 6, 7, 9, 10, 11}
 
 
+def elements(dims, cap: int) -> int:
+    """The product of `dims`, or cap + 1 once it passes `cap`: a file may give a tensor 100,000 huge
+    dims, whose exact product is a bigint that took minutes to compute. 0 with a 0 dim, -1 with a
+    negative one."""
+    if any(d == 0 for d in dims):
+        return 0
+    if any(d < 0 for d in dims):
+        return -1
+    n = 1
+    for d in dims:
+        n *= d
+        if n > cap:
+            return cap + 1
+    return n
+
+
 class ProtobufError(ValueError):
     """The bytes are not a well-formed protobuf message."""
 
@@ -100,9 +116,7 @@ def _tensor(buf, start, end, keep=frozenset(), small=False) -> bytes:
                 dims.append(_varint(buf, vs, ve)[0])
         elif num == 2:
             dtype = _varint(buf, vs, ve)[0]
-    n = 1
-    for d in dims:
-        n *= d
+    n = elements(dims, MAX_KEEP_CONSTANT)
     # scalars too: Clip's bounds decide whether it is a Relu6
     keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP) or \
         (small and n <= MAX_KEEP_CONSTANT)

@@ -295,6 +295,13 @@ def mm_flops(op, operands):
     return f + bias, 2 * f + bias
 
 
+def fc_check(op, operands):
+    w = operands[op.inputs[1]].shape
+    if len(w) != 2:  # TFLite stores [O, I]; the ONNX fusion and Gemm give 2-D weights too
+        return f"has a weight of shape {tuple(w)} (a FullyConnected weight is 2-D)"
+    return None
+
+
 def fc_flops(op, operands):
     w = operands[op.inputs[1]].shape
     o, i = (w[0], w[1]) if len(w) == 2 else (w[-1], math.prod(w[:-1]))
@@ -345,7 +352,7 @@ TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
-          flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
+          flops=fc_flops, required_inputs=2, check=fc_check, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
           profiles={"onert": {"backward": _onert_fc_backward}, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), profiles={"torch": TORCH}),
