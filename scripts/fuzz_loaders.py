@@ -77,7 +77,7 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
     """Mutate once and load (`rng` None: `data` is a (kind, bytes) from `systematic`); with `analyze`,
     a model that loads is also analysed the way `memplan analyze` does (memplan profile with the onert comparison, then the JSON document).
     Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
-    from memplan_cli.errors import MemplanError
+    from memplan_cli.errors import MemplanError, one_line
     from memplan_cli.loaders import load_model
 
     kind, b = mutate(data, rng) if rng is not None else data
@@ -95,7 +95,8 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
             _analyze(p, batch_size)
         outcome = "ok"
     except MemplanError as e:
-        outcome = "error" if p in str(e) and "\n" not in str(e) else f"bad message: {e!r}"
+        # the CLI prints one_line(e): a name from the file with a newline in it stays on the line
+        outcome = "error" if p in str(e) and "\n" not in one_line(e) else f"bad message: {e!r}"
     except Hang:
         outcome = "hang (> 5 s)"
     except Exception as e:  # noqa: BLE001 - any other exception is the finding
