@@ -3,12 +3,13 @@
 that every load ends with a verified Graph or a ModelError, never another exception, within 5 s.
 
     .venv/bin/python scripts/fuzz_loaders.py [--runs N] [--seed S] [--batch-size B] [FILE ...]
-    .venv/bin/python scripts/fuzz_loaders.py --exhaustive [--analyze] FILE ...
+    .venv/bin/python scripts/fuzz_loaders.py --exhaustive [--analyze] [FILE ...]
 
 Without files it fuzzes the sample models. Prints the outcome counts and the slowest run.
 --exhaustive replaces the random mutations by every one of a fixed set at every offset: each byte set
 to 0x00, 0x7f, 0x80 and 0xff, and each aligned 32-bit word to 0x7fffffff, 0x80000000 and 0xffffffff
-(a flatbuffer's offsets, lengths and indices are 32-bit words), plus every truncation.
+(a flatbuffer's offsets, lengths and indices are 32-bit words), plus every truncation; without
+files, of the tests' tiny CNN as circle, tflite and ONNX.
 The test suite runs a short, seeded version of the same loop (tests/loaders/test_fuzz.py).
 """
 from __future__ import annotations
@@ -116,6 +117,23 @@ def _analyze(path: str, batch_size: int | None) -> None:
     build_document(a, by_layer=True)
 
 
+def _tiny_models(folder: str) -> list[str]:
+    """The tests' tiny CNN (tests/loaders: 5 ops, 3-4 KB) as circle, tflite and ONNX files in `folder`:
+    --exhaustive's default, as the sample models would take 7 loads for each of millions of bytes."""
+    import onnx
+
+    from tests.loaders import fbmodels, onnxmodels
+
+    out = []
+    for fmt in ("circle", "tflite"):
+        out.append(os.path.join(folder, f"tiny_cnn.{fmt}"))
+        with open(out[-1], "wb") as f:
+            f.write(fbmodels.tiny_cnn(fmt))
+    out.append(os.path.join(folder, "tiny_cnn.onnx"))
+    onnx.save(onnxmodels.tiny_cnn(), out[-1])
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*")
@@ -130,6 +148,8 @@ def main(argv=None) -> int:
                         for x in ("circle", "tflite", "onnx")]
     failures = 0
     with tempfile.TemporaryDirectory() as folder:
+        if a.exhaustive and not a.files:
+            files = _tiny_models(folder)
         for path in files:
             data = open(path, "rb").read()
             rng = random.Random(f"{a.seed}:{os.path.basename(path)}")
