@@ -301,6 +301,12 @@ HEAVY = {
 }
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
+try:  # vision networks (torchvision / timm), run with --vision or by name
+    from devtools.torch_vision_zoo import VISION
+except ImportError:
+    sys.path.insert(0, ROOT)
+    from devtools.torch_vision_zoo import VISION
+ZOO.update(VISION)
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"],
@@ -463,15 +469,26 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None) -> list[dict]:
+    """`cache`: a JSON file of earlier measurements (torch's side only: the same module, optimizer and
+    batch measure the same), read and extended, so that re-checking the profile re-measures nothing."""
     rows = []
+    seen = {}
+    if cache and os.path.exists(cache):
+        with open(cache) as f:
+            seen = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
                 path = os.path.join(tmp, f"{name}_b{b}.onnx")
                 export(name, b, path, dynamo, eval_mode)
                 for o in optimizers:
-                    m = measure(name, o, b)
+                    key = f"{name}/{o}/{b}"
+                    m = seen.get(key) or measure(name, o, b)
+                    if cache and key not in seen:
+                        seen[key] = m
+                        with open(cache, "w") as f:
+                            json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
                     row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
                     if "peak" in p:
@@ -526,6 +543,9 @@ def main(argv=None):
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--eval-export", action="store_true",
                     help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
+    ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
+    ap.add_argument("--cache", metavar="MEASURED.json",
+                    help="reuse (and add to) torch's measurements kept in this file")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -533,7 +553,9 @@ def main(argv=None):
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
         return
-    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export)
+    names = list(a.modules) + (list(VISION) if a.vision else [])
+    rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,
+               a.cache)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

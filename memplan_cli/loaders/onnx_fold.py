@@ -17,7 +17,9 @@ Rules:
   integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer) are known too, so the
   integer results computed from them fold; the float nodes themselves are never folded into
   initializers (a float initializer would read as a weight), and are removed once nothing else
-  reads them.
+  reads them. Except a float value read only as a Resize's (Upsample's) scales: a scale is no
+  weight, and shape inference needs it (TorchScript's `interpolate(scale_factor=..)` without constant
+  folding concatenates the scales from Constants).
 - Random ops are never evaluated. A node the reference cannot run is left as it is.
 - Folded nodes are removed; each of their outputs still read by a remaining node (or a graph output)
   becomes an initializer. Shape inference then runs again, and the pass repeats while it folds
@@ -107,6 +109,13 @@ def fold_round(model, opset: int) -> int:
     shapes = _static_shapes(model)
     known = _known_initializers(model)
     folded, new_values, scalar_nodes = [], {}, []
+    readers: dict[str, set] = {}
+    for n in model.graph.node:
+        for k, i in enumerate(n.input):
+            readers.setdefault(i, set()).add((n.op_type, k))
+    for o in model.graph.output:
+        readers.setdefault(o.name, set()).add(("", -1))
+    scales_only = {name for name, rs in readers.items() if rs <= {("Resize", 2), ("Upsample", 1)}}
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -124,13 +133,14 @@ def fold_round(model, opset: int) -> int:
             outs = _evaluate(node, known, opset)
         if outs is None or len(outs) != len(node.output):
             continue
-        if all(_small_float(o) for o in outs):  # known, never folded (see the rules)
+        if all(_small_float(o) for o in outs) and not all(not n or n in scales_only for n in node.output):
+            # known, never folded (see the rules)
             for name, v in zip(node.output, outs):
                 if name:
                     known[name] = v
             scalar_nodes.append(node)
             continue
-        if not all(_small_int(o) for o in outs):
+        if not all(_small_int(o) or _small_float(o) for o in outs):
             continue
         for name, v in zip(node.output, outs):
             if name:

@@ -297,7 +297,44 @@ def _blocked(op, operands) -> tuple:
     return bx, by, bw_f, bw_b, blocked_in
 
 
+def torch_backend(op, operands) -> str:
+    """The CPU kernel eager picks for this convolution (ATen's ConvParams::use_mkldnn, checked against
+    torch 2.14's `torch._C._select_conv_backend` over a grid of shapes on one thread, the oracle's
+    setting): "mkldnn" unless a 1x1, unstrided, undilated kernel runs on a batch under 16 (the slow
+    path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
+    (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated.
+    1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
+        return "mkldnn"
+    x = operands[op.inputs[0]]
+    n = int(x.shape[0])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    strided = any(int(v) > 1 for v in op.attrs.get("stride", (1,)))
+    dilated = any(int(v) > 1 for v in op.attrs.get("dilation", (1,)))
+    grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
+    if (strided or dilated or n >= 16 or (kh, kw) != (1, 1)) and \
+            (grouped or (kh > 3 and kw > 3) or n > 1 or x.num_elements > 20480):
+        return "mkldnn"
+    if op.type == "ConvTranspose2D":
+        return "slow_transposed"
+    return "slow_dilated" if dilated else "slow"
+
+
+def _columns(op, operands) -> int:
+    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for a 1x1 kernel."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    if (kh, kw) == (1, 1):
+        return 0
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
+    return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
+
+
 def _torch_fwd(op, operands) -> tuple:
+    be = torch_backend(op, operands)
+    if be == "slow":
+        return ((_columns(op, operands),),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -305,6 +342,8 @@ def _torch_fwd(op, operands) -> tuple:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     bx, by, _, bw, _ = _blocked(op, operands)
     x = operands[op.inputs[0]].nbytes
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
@@ -313,9 +352,23 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _torch_bwd_dw(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    return (("out0", "in0?g0"), ("in1",))
+
+
+def _torch_refuse(op, operands) -> str | None:
+    be = torch_backend(op, operands)
+    if be in ("slow_dilated", "slow_transposed"):
+        return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
+                f"whose memory was not measured")
+    return None
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _torch_fwd,
-         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"), ("in1",))}
+         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": _torch_bwd_dw, "refuse": _torch_refuse}
 
 
 def not_2d(t: str, nd: int) -> dict:

@@ -70,7 +70,8 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
-#   function (op, operands) -> that tuple.
+#   function (op, operands) -> that tuple;
+# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
@@ -307,11 +308,16 @@ def _part(s: dict, steps) -> str:
     return "temporaries"
 
 
-def refusal(ops_: list[_Op]) -> str | None:
+def refusal(ops_: list[_Op], operands=None) -> str | None:
     for op in ops_:
-        if op.type != "Loss" and facts(op) is None:
+        f = facts(op) if op.type != "Loss" else {}
+        if f is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
+        # a family's own refusal in a situation its facts do not cover (e.g. a CPU kernel not measured)
+        why = f.get("refuse") and operands is not None and f["refuse"](op, operands)
+        if why:
+            return f"torch profile: op {op.label} ({op.type}): {why}"
         act = (op.attrs.get("activation") or "NONE").upper()
         if act != "NONE" and act not in FUSED_ACTIVATIONS:
             return f"torch profile: op {op.label} has a fused activation {act} eager has no op for here"
@@ -326,7 +332,7 @@ def replay(tg, config):
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _split_activations(_fuse(g, uses), opd, uses)
-    why = refusal(ops_)
+    why = refusal(ops_, opd)
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
