@@ -308,10 +308,15 @@ def _part(s: dict, steps) -> str:
     return "temporaries"
 
 
-def refusal(ops_: list[_Op], operands=None) -> str | None:
+def refusal(ops_: list[_Op], operands=None, source_format: str = "onnx") -> str | None:
     for op in ops_:
         f = facts(op) if op.type != "Loss" else {}
         if f is None:
+            if source_format in ("tflite", "circle"):
+                # a TF Lite file is no PyTorch export: its ops are read only where each is one eager op
+                return (f"torch profile: op {op.label} ({op.type}) of a {source_format} file has no PyTorch "
+                        f"counterpart: the torch profile is for exports of PyTorch modules (ONNX); a "
+                        f"{source_format} model is read only where every op is one eager op")
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
         # a family's own refusal in a situation its facts do not cover (e.g. a CPU kernel not measured)
@@ -332,7 +337,7 @@ def replay(tg, config):
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _split_activations(_fuse(g, uses), opd, uses)
-    why = refusal(ops_, opd)
+    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
@@ -374,6 +379,8 @@ def replay(tg, config):
     # ---- forward ----
     rg: set[int] = set(trained)  # operands that require grad
     contig: dict[int, bool] = {}
+    cl: dict[int, bool] = {}  # channels-last memory format (see _memory_format)
+    noncontig_in: set[int] = set()  # positions whose input 0 was non-contiguous
     node: dict[int, bool] = {}  # fused-op position -> records a backward node
     saved_by: dict[int, list] = {}  # position -> storages it saved
     out_store: dict[int, list] = {}
@@ -467,6 +474,11 @@ def replay(tg, config):
                 contig[v] = True
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
+        _memory_format(op, opd, contig, cl)
+        if rec and f.get("copies_noncontiguous") and not contig.get(op.inputs[0], True):
+            noncontig_in.add(p)
+            sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
+            c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
         if rec and not _no_grad(op.type):
             for v in outs:
                 rg.add(v)
@@ -569,6 +581,9 @@ def replay(tg, config):
             needs = [v in rg for v in op.inputs]
             dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
             dw = any(v in trained for v in op.inputs)
+            if p in noncontig_in:  # the saved non-contiguous input is made contiguous again
+                tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
+                                   "scratch"))
             for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                         ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
                 alts = f.get(key, ()) if runs else ()
@@ -608,6 +623,45 @@ def replay(tg, config):
     for st in held:
         sim.touch(st, end)
     return sim, layer
+
+
+# ops whose output takes its memory format from its inputs (TensorIterator: the first input of the
+# output's shape decides), and convolutions, whose oneDNN kernel keeps a channels-last input's format
+_FORMAT_KEEPING = {"Relu", "Relu6", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Gelu", "SiLU",
+                   "HardSwish", "HardSigmoid", "Elu", "LeakyRelu", "Dropout", "BatchNormalization", "Erf", "Neg",
+                   "Exp", "Sqrt", "Abs", "Softplus", "Mish"}
+_CONV = ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D")
+
+
+def _memory_format(op, opd, contig, cl) -> None:
+    """Channels-last tensors: `permute(0, 3, 1, 2)` of contiguous NHWC data (a LayerNorm over channels,
+    as ConvNeXt writes it) is a channels-last view; elementwise ops keep the format of their first
+    full-size input; `permute(0, 2, 3, 1)` of a channels-last tensor is contiguous again. A channels-last
+    tensor is not contiguous (a Reshape copies it). A convolution of one runs oneDNN's channels-last
+    kernels, whose memory differs and was not worked out: refused."""
+    x = op.inputs[0] if op.inputs else -1
+    if x < 0:
+        return
+    ys = [v for v in op.outputs if v in contig]
+    if op.type == "Transpose" and len(opd[x].shape) == 4 and ys:
+        perm = tuple(op.attrs.get("perm") or ())
+        if perm == (0, 3, 1, 2) and contig.get(x, True):
+            cl[ys[0]] = True
+        elif perm == (0, 2, 3, 1) and cl.get(x):
+            contig[ys[0]] = True
+        return
+    if op.type in _CONV and cl.get(x):
+        raise UnsupportedOpError(
+            f"torch profile: op {op.label} ({op.type}) convolves a channels-last tensor (a permuted view, as "
+            f"ConvNeXt's LayerNorm over channels leaves it): eager's channels-last oneDNN kernels allocate "
+            f"memory that was not worked out")
+    if op.type in _FORMAT_KEEPING and ys:
+        shape = tuple(opd[ys[0]].shape)
+        first = next((v for v in op.inputs if v >= 0 and tuple(opd[v].shape) == shape), None)
+        if first is not None and cl.get(first):
+            for v in ys:
+                cl[v] = True
+                contig[v] = False
 
 
 def _deliver(sim, grad, grad_contig, v, st, is_contig, s, opd, made, tmp, label, uses, shared=False):
