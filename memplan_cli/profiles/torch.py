@@ -182,8 +182,6 @@ class _Sim:
     def __init__(self):
         self.steps: list[Step] = []
         self.store: list[dict] = []  # name, category, bytes, first, last, owner, kind
-        # gradient sums added in place (step, bytes, label): out of place under MemTracker (see figures)
-        self.accum: list[tuple] = []
 
     def step(self, kind: str, op: int, label: str) -> int:
         self.steps.append(Step(len(self.steps), kind, op, label))
@@ -248,7 +246,6 @@ class TorchProfile:
         # not dataclass fields: read by `figures`
         bl.torch_layers = layer
         bl.torch_parts = [_part(s, sim.steps) for s in kept]
-        bl.torch_accum = list(sim.accum)
         return bl
 
     def figures(self, analysis) -> dict:
@@ -262,13 +259,6 @@ class TorchProfile:
         parts = getattr(bl, "torch_parts", [""] * len(bl.buffers))
         tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
         t_parts = [p for p in parts if p != "scratch"]
-        # MemTracker's view: under its dispatch mode the autograd engine no longer holds the only
-        # reference to a gradient, so a second gradient reaching a value is summed out of place (a new
-        # tensor beside both addends for that step; measured on resnet_bn, torch 2.14: every in-place
-        # accumulation of the plain run becomes an `add.Tensor`)
-        for s, nb, label in getattr(bl, "torch_accum", ()):
-            tensors.append(Buffer(f"{label}:grad_sum", "back-prop", nb, s, s, label))
-            t_parts.append("temporaries")
         t_at, t_peak = peak_step(tensors, len(bl.steps))
         t_peak = max(t_peak, 0)
         out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
@@ -689,7 +679,6 @@ def _deliver(sim, grad, grad_contig, v, st, is_contig, s, opd, made, tmp, label,
         grad_contig[v] = True
         return
     sim.touch(grad[v], s)
-    sim.accum.append((s, opd[v].nbytes, label))
     if st in made:
         made.remove(st)
     tmp.append(st)

@@ -1,6 +1,6 @@
 """The torch profile's facts for vision networks, on tiny hand-built ONNX graphs (torch-free): which
 CPU convolution kernel eager picks, upsampling, pixel shuffle, channels-last refusals, LayerNorm of a
-permuted view, gradient sums as MemTracker sees them, TF Lite files. Each expected figure follows
+permuted view, TF Lite files. Each expected figure follows
 from the facts (measured with torch 2.14's allocator events, docs/torchprof.md); the oracle
 (devtools/torch_oracle.py --vision) checks whole networks against torch itself."""
 import pathlib
@@ -160,19 +160,6 @@ def test_layer_norm_of_a_permuted_view_copies_it(tmp_path):
 def test_conv_of_a_channels_last_tensor_is_refused(tmp_path):
     with pytest.raises(UnsupportedOpError, match="channels-last"):
         _cols(_ln_over_channels(tmp_path, True))
-
-
-def test_gradient_sum_is_a_tensor_for_memtracker(tmp_path):
-    # r feeds two convolutions: its second gradient is added into the first in place (the allocator
-    # sees nothing new), but under MemTracker the sum is a new tensor for that step
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("Conv", ["r", "w1"], ["a"]), helper.make_node("Conv", ["r", "w2"], ["b"]),
-             helper.make_node("Add", ["a", "b"], ["y"])]
-    path = _save(tmp_path, nodes, (2, 4, 4, 4), (2, 4, 4, 4), [("w", (4, 4, 1, 1)), ("w1", (4, 4, 1, 1)),
-                                                                ("w2", (4, 4, 1, 1))])
-    a, _ = _cols(path)
-    sums = a.buffers.torch_accum
-    assert [nb for _, nb, _ in sums] == [2 * 4 * 4 * 4 * 4]
 
 
 def test_tflite_op_without_a_pytorch_counterpart_is_refused_as_such():
