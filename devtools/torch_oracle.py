@@ -302,11 +302,12 @@ HEAVY = {
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
 try:  # vision networks (torchvision / timm), run with --vision or by name
-    from devtools.torch_vision_zoo import VISION
+    from devtools.torch_vision_zoo import LARGE, VISION
 except ImportError:
     sys.path.insert(0, ROOT)
-    from devtools.torch_vision_zoo import VISION
+    from devtools.torch_vision_zoo import LARGE, VISION
 ZOO.update(VISION)
+ZOO.update(LARGE)
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"],

@@ -1,6 +1,7 @@
 """Vision networks for devtools/torch_oracle.py (dev-only, needs torch / torchvision / timm): real
 architectures as users build them, random init, no downloads, on small inputs so each measurement
-takes seconds. Names start with `vis_`; `python devtools/torch_oracle.py --vision` runs them all.
+takes seconds. Names start with `vis_`; `python devtools/torch_oracle.py --vision` runs VISION (LARGE
+only when named).
 """
 from __future__ import annotations
 
@@ -60,6 +61,12 @@ class SegNet(nn.Module):
 
 
 IMG = (3, 64, 64)
+# the classifiers of these two need 224 x 224 (their adaptive pooling to 7x7 / 6x6 must divide the
+# features for the TorchScript exporter): run only when named, at batch 2 (0.5 to 2.9 GB)
+LARGE = {
+    "vis_vgg11_bn": ("cnn", _tv("vgg11_bn", num_classes=10), (3, 224, 224)),
+    "vis_alexnet": ("cnn", _tv("alexnet", num_classes=10), (3, 224, 224)),
+}
 # name -> (family, builder, input shape without batch)
 VISION = {
     "vis_squeezenet1_1": ("cnn", _tv("squeezenet1_1", num_classes=10), IMG),
@@ -72,8 +79,6 @@ VISION = {
     "vis_regnet_x_400mf": ("residual", _tv("regnet_x_400mf", num_classes=10), IMG),
     "vis_resnet50": ("residual", _tv("resnet50", num_classes=10), IMG),
     "vis_resnext50_32x4d": ("residual", _tv("resnext50_32x4d", num_classes=10), IMG),
-    "vis_vgg11_bn": ("cnn", _tv("vgg11_bn", num_classes=10), (3, 224, 224)),  # adaptive pool to 7x7
-    "vis_alexnet": ("cnn", _tv("alexnet", num_classes=10), (3, 224, 224)),  # adaptive pool to 6x6
     "vis_convnext_atto": ("convnext", _timm("convnext_atto", num_classes=10), IMG),
     "vis_segnet": ("segmentation", SegNet, (3, 32, 32)),
     "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),  # refused
