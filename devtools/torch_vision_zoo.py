@@ -79,6 +79,13 @@ VISION = {
     "vis_regnet_x_400mf": ("residual", _tv("regnet_x_400mf", num_classes=10), IMG),
     "vis_resnet50": ("residual", _tv("resnet50", num_classes=10), IMG),
     "vis_resnext50_32x4d": ("residual", _tv("resnext50_32x4d", num_classes=10), IMG),
+    # more of torchvision's families, not tuned on (added after the facts above were settled)
+    "vis_resnet18": ("residual", _tv("resnet18", num_classes=10), IMG),
+    "vis_mobilenet_v2": ("depthwise", _tv("mobilenet_v2", num_classes=10), IMG),
+    "vis_mobilenet_v3_large": ("depthwise", _tv("mobilenet_v3_large", num_classes=10), IMG),
+    "vis_regnet_y_400mf": ("residual", _tv("regnet_y_400mf", num_classes=10), IMG),
+    "vis_inception_v3": ("concat", _tv("inception_v3", num_classes=10, aux_logits=False, init_weights=True),
+                         (3, 80, 80)),
     "vis_convnext_atto": ("convnext", _timm("convnext_atto", num_classes=10), IMG),
     "vis_segnet": ("segmentation", SegNet, (3, 32, 32)),
     "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),  # refused
