@@ -415,6 +415,51 @@ def memtracker(model, opt, x, y) -> dict:
     return {str(k): int(v) for k, v in snap[dev].items()}
 
 
+def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
+    """What MemTracker holds at its peak on the third step: the op running then, and each tensor
+    storage (bytes, MemTracker's category, the op that made it). Hooks private parts of torch 2.14's
+    MemTracker (dev-only)."""
+    from torch.distributed._tools import mem_tracker as MT
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    for _ in range(2):
+        _step(model, opt, x, y)
+    gc.collect()
+    cur, best = ["(before any op)"], {"total": -1}
+
+    class Tracker(MT.MemTracker):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            cur[0] = str(func)
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+        def _update_peak_stats(self, peak_state):
+            super()._update_peak_stats(peak_state)
+            for snap in self._curr_mem_snap.values():
+                if snap[MT._TOTAL_KEY] > best["total"]:
+                    best.update(total=snap[MT._TOTAL_KEY], op=cur[0], live=sorted(
+                        ((w.mem_consumed, str(w.reftype).split(".")[-1], getattr(w, "made_by", "(held)"))
+                         for w, _ in self._WINFO.values()), key=lambda t: -t[0]))
+
+    create = MT._WeakRefInfo.create_winfo
+
+    def create_noting(st, device, reftype, callback=None):  # each storage notes the op that made it
+        made = create(st, device, reftype, callback)
+        made[0].made_by = cur[0]
+        return made
+
+    MT._WeakRefInfo.create_winfo = staticmethod(create_noting)
+    try:
+        mt = Tracker()
+        mt.track_external(model, opt, x, y)
+        with mt:
+            _step(model, opt, x, y)
+    finally:
+        MT._WeakRefInfo.create_winfo = create
+    return best
+
+
 # ---- memplan ---------------------------------------------------------------------------------
 
 def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
@@ -551,12 +596,21 @@ def main(argv=None):
     ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
     ap.add_argument("--cache", metavar="MEASURED.json",
                     help="reuse (and add to) torch's measurements kept in this file")
+    ap.add_argument("--memtracker-peak", action="store_true",
+                    help="print what MemTracker holds at its peak (one module, optimizer and batch)")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
     if a.markdown:
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
+        return
+    if a.memtracker_peak:
+        p = memtracker_peak(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
+        print(f"MemTracker peak {p['total']:,d} B during {p['op']}")
+        for nb, kind, made_by in p["live"]:
+            if kind not in ("PARAM", "BUFFER", "OPT"):
+                print(f"  {nb:>12,d}  {kind:5s}  made by {made_by}")
         return
     names = list(a.modules) + (list(VISION) if a.vision else [])
     rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,
