@@ -75,7 +75,11 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # random masks (stochastic depth and dropout as the dynamo exporter writes them, `rand < p`): eager's
+    # `empty(..).bernoulli_(p)` allocates the mask alone and records no node
+    **{t: {} for t in ("RandomUniformLike", "RandomUniform", "RandomNormalLike", "RandomNormal", "Bernoulli")},
 }
+_RANDOM = ("RandomUniformLike", "RandomUniform", "RandomNormalLike", "RandomNormal", "Bernoulli")
 FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
 
 
@@ -201,7 +205,7 @@ def _no_grad(op_type: str) -> bool:
     from memplan_cli import ops
 
     d = ops.get(op_type)
-    return bool(d is not None and d.no_grad)
+    return bool(d is not None and d.no_grad) or op_type in _RANDOM
 
 
 def _elements(shape) -> int:
@@ -425,7 +429,7 @@ def replay(tg, config):
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
         f = facts(op) or {}
-        rec = any(needs)
+        rec = any(needs) and op.type not in _RANDOM  # a random mask never carries a gradient
         node[p] = rec
         saved = []
         if op.type == "Loss":

@@ -167,3 +167,24 @@ def test_tflite_op_without_a_pytorch_counterpart_is_refused_as_such():
                                   "-l", "cce"])
     assert r.exit_code == 2
     assert "no PyTorch counterpart" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_random_mask_allocates_its_output_and_carries_no_gradient(tmp_path):
+    # stochastic depth as the dynamo exporter writes it: rand_like(...) < p -> float -> / p -> x * mask
+    p = numpy_helper.from_array(np.array(0.8, np.float32), "p")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("RandomUniformLike", ["c"], ["r"]),  # reads a tensor that requires grad
+             helper.make_node("Less", ["r", "p"], ["keep"]),
+             helper.make_node("Cast", ["keep"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["m", "p"], ["mask"]),
+             helper.make_node("Mul", ["c", "mask"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4, 4])],
+                              [numpy_helper.from_array(np.zeros((4, 4, 1, 1), np.float32), "w"), p])
+    path = tmp_path / "sd.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    _, cols = _cols(str(path))
+    r = _col(cols, "RandomUniformLike")
+    assert r["fwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_out"] == 0 and r["bwd_mem_tmp"] == 0
+    # the product's backward makes the gradient of c only (512 B), none for the mask
+    assert _col(cols, "Mul")["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4
