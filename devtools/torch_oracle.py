@@ -565,11 +565,16 @@ def _line(r) -> str:
 
 
 def markdown(rows) -> str:
-    out = ["| module | family | opt | batch | torch allocator peak | profile peak | error | MemTracker peak | "
-           "profile tensor peak | error | worst part (of MemTracker's total) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| module | family | optimizer | batch | torch allocator peak | `--profile torch` | error | MemTracker peak | "
+           "profile tensor peak | error | largest split gap (of MemTracker's total) |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         p, mt = r["profile"], r["memtracker"]
+        if "peak" not in p:  # refused: the profile's one line, without the file name
+            why = p.get("error", "").split("torch profile: ")[-1]
+            out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
+                       f"refused | | {mt.get('Total', 0):,d} | | | {why} |")
+            continue
         tp = (p.get("tensors") or {}).get("peak")
         mtt = mt.get("Total")
         se = r.get("split_error")
