@@ -231,7 +231,8 @@ TORCH = {"saves": (("in0", "any"),), "aux": (("save_mean", "channels", "float32"
 OPS = [OpDef("BatchNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
-             bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4), profiles={"torch": TORCH})]
+             bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4), profiles={"torch": TORCH},
+             recompute_stats=("bn_mean", "bn_invstd"), recompute_frozen_inputs=5)]
 
 
 def _onnx(node) -> Canon:

@@ -53,6 +53,7 @@ from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
 
 ARITH = ("Add", "Sub", "Mul", "Div")
+ADD_TYPE, MUL_TYPE = "Add", "Mul"  # what LoRA's adapters compute with (passes/lora.py)
 Y = "y"  # in a spec's `needs`: the op's output
 
 

@@ -458,4 +458,6 @@ def _tflite_transpose_conv(node) -> Canon | None:
 
 
 ONNX = {"Conv": _onnx_conv, "ConvTranspose": _onnx_conv_transpose}
+# ONNX inputs only a layer's weights fill (loaders/params.py reads them before conversion)
+ONNX_FACTS = {"Conv": {"weight_inputs": (1, 2)}, "ConvTranspose": {"weight_inputs": (1, 2)}}
 TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise, "TRANSPOSE_CONV": _tflite_transpose_conv}

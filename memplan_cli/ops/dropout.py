@@ -139,7 +139,7 @@ def _flops(op, operands):
 # (bernoulli / (1 - p)), multiplied in and saved by the multiplication
 TORCH = {"aux": (("noise", "in0", "float32"),)}
 OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
-             flops=_flops, check=check, batch="keep", profiles={"torch": TORCH})]
+             flops=_flops, check=check, batch="keep", random=True, profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:
@@ -156,3 +156,7 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"Dropout": _onnx}
+# ONNX ops whose values are drawn at random: never folded to a constant, never recomputed (the ones
+# without a family here keep their ONNX type)
+ONNX_FACTS = {t: {"random": True} for t in ("RandomNormal", "RandomNormalLike", "RandomUniform",
+                                             "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout")}

@@ -178,5 +178,7 @@ def _tflite(mode_of):
 
 ONNX = {"Pad": _onnx}
 # MIRROR_PAD mode 0 is REFLECT (no edge repeat); SYMMETRIC (1) repeats the edge: not implemented
+# PADV2 (a constant value beside the paddings) has no converter: kept, its paddings read at load
+TFLITE_FACTS = {"PADV2": {"shape_const_input": 1}}
 TFLITE = {"PAD": _tflite(lambda n: "constant"),
           "MIRROR_PAD": _tflite(lambda n: "reflect" if int(n.options.get("mode", 0)) == 0 else None)}

@@ -182,7 +182,7 @@ def _prod_value(op, ins):
 # `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
 TORCH = {"Mean": {}, "ReduceSum": {}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
-             shape_value=_prod_value if t == "ReduceProd" else None,
+             shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in TYPES]
 
@@ -234,6 +234,9 @@ ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum
         "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
         "ReduceProd": _onnx_reduce("ReduceProd"), "ReduceL2": _onnx_reduce("ReduceL2"),
         "GlobalAveragePool": _onnx_global_average}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"SUM": {"shape_const_input": 1}, "REDUCE_MAX": {"shape_const_input": 1}}
 TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
           "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin"),
           "REDUCE_PROD": _tflite_reduce("ReduceProd")}

@@ -92,7 +92,8 @@ def _batch(op, graph, shapes, batched):
 # `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
 TORCH = {"view": True, "grad": "view"}
 OPS = [OpDef("Reshape", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
-             shape_value=first_input_value, batch=_batch, profiles={"torch": TORCH}),
+             shape_value=first_input_value, batch=_batch, shape_const_input=1, role="reshape",
+             profiles={"torch": TORCH}),
        OpDef("Flatten", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
              profiles={"torch": TORCH})]
 

@@ -70,3 +70,6 @@ def _tflite(node) -> Canon | None:
 
 ONNX = {"Transpose": _onnx}
 TFLITE = {"TRANSPOSE": _tflite}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"TRANSPOSE": {"shape_const_input": 1}}
