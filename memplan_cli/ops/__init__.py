@@ -14,6 +14,10 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   (a builtin kept unconverted whose input holds a small shape-deciding constant), "shape_float_inputs"
   (ONNX inputs whose small float values decide an output shape), "shape_of" (ONNX Shape / Size:
   its value is the input's static shape);
+- `PROFILES` (optional): profile name -> op type -> that profile's facts about the op (what
+  `profiles/onert`, `singa`, `nntrainer` read); merged into the OpDef's `profiles` at load, so a
+  family may keep them beside its OPS or in one table; an op type no family defines (a source op
+  kept unconverted, e.g. ONNX Gemm when its converter declines) keeps its facts here too;
 - `ONNX_FUSIONS` (optional): `fn(ops, operands) -> ops` run on an ONNX model's converted ops (a
   MatMul and its bias Add read as one FullyConnected).
 
@@ -50,6 +54,7 @@ def _load() -> dict:
     tflite: dict[str, object] = {}
     facts: dict[str, dict] = {"onnx": {}, "tflite": {}}
     fusions: list = []
+    profile_tables: list = []
     owner: dict[str, str] = {}
     for mod in family_modules():
         fam = mod.__name__.rsplit(".", 1)[-1]
@@ -70,7 +75,19 @@ def _load() -> dict:
                     raise RuntimeError(f"{k}'s {fmt} facts are declared by two op families (ops.{fam} and another)")
                 facts[fmt][k] = f
         fusions += list(getattr(mod, "ONNX_FUSIONS", ()))
-    _LOADED = {"ops": ops, "onnx": onnx, "tflite": tflite, "facts": facts, "fusions": tuple(fusions)}
+        profile_tables += [(fam, prof, t, f) for prof, table in getattr(mod, "PROFILES", {}).items()
+                           for t, f in table.items()]
+    unregistered: dict[str, dict] = {}
+    for fam, prof, t, f in profile_tables:
+        have = ops[t].profiles if t in ops else unregistered.setdefault(prof, {})
+        if (prof if t in ops else t) in have:
+            raise RuntimeError(f"{prof} facts of {t} are declared twice (ops.{fam} and another)")
+        if t in ops:
+            ops[t].profiles = {**have, prof: f}  # a copy: some families share one dict among OpDefs
+        else:
+            have[t] = f
+    _LOADED = {"ops": ops, "onnx": onnx, "tflite": tflite, "facts": facts, "fusions": tuple(fusions),
+               "profiles": unregistered}
     return _LOADED
 
 
@@ -118,6 +135,15 @@ def is_random(op_type: str) -> bool:
     ONNX op kept unconverted whose facts say so."""
     d = get(op_type)
     return d.random if d is not None else bool(source_facts("onnx", op_type).get("random"))
+
+
+def profile_facts(profile: str, op_type: str) -> dict | None:
+    """What the op families declare for `profile` about `op_type` (`OpDef.profiles[profile]`, or a
+    source op type's entry in a family's PROFILES), or None."""
+    d = get(op_type)
+    if d is not None:
+        return (d.profiles or {}).get(profile)
+    return _load()["profiles"].get(profile, {}).get(op_type)
 
 
 def onnx_fusions() -> tuple:

@@ -23,7 +23,7 @@ from memplan_cli.kernels.activation import MASK_BOUNDS, between
 from memplan_cli.kernels.common import store
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
 from memplan_cli.ops.kernel_util import param_gradient
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io
 
 # standalone op type -> the fused-activation name its kernels share (Clip has its own bounds)
 FUSED_NAME = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
@@ -125,3 +125,35 @@ def _scalar(node, k: int) -> float | None:
 
 ONNX = {"Relu": _same("Relu"), "Sigmoid": _same("Sigmoid"), "Tanh": _same("Tanh"), "Clip": _onnx_clip}
 TFLITE = {"RELU": _same("Relu"), "RELU6": _same("Relu6"), "LOGISTIC": _same("Sigmoid"), "TANH": _same("Tanh")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+
+
+def _singa_relu(op, ctx):
+    """SINGA's standalone ReLU keeps its input X (`ReLUBackward(dy, x)`), not Y."""
+    r = activation(op, ctx)
+    x, y = op.inputs[0], op.outputs[0]
+    if r.calc_derivative is not None:
+        r.calc_derivative.reads = [("fwd", x) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
+    return r
+
+
+def _singa_clip(op, ctx):
+    """SINGA's standalone ReLU6 / Clip keeps a float mask of |X| made in forward (its `Clip.mask`)."""
+    r = activation(op, ctx)
+    x, y = op.inputs[0], op.outputs[0]
+    if r.calc_derivative is not None:
+        o = ctx.operand(x)
+        k = len(r.extras)
+        r.extras.append(ExtraRequest("clip_mask", tuple(o.shape), "float32", FORWARD_TO_BACKWARD))
+        r.forward.writes.append(("extra", k))
+        r.calc_derivative.reads = [("extra", k) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
+    return r
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"Relu": {"operator": "ReLU", "rule": _singa_relu},
+                      "Relu6": {"operator": "Clip(0, 6)", "rule": _singa_clip},
+                      "Clip": {"operator": "Clip", "rule": _singa_clip},
+                      "Sigmoid": {"operator": "Sigmoid"}, "Tanh": {"operator": "Tanh"}}}

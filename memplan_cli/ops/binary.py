@@ -427,3 +427,21 @@ ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max")
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
           "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
           "MAXIMUM": _same("Max"), "MINIMUM": _same("Min"), "ADD_N": _same("Sum")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+_ADD = next(d for d in OPS if d.type == ADD_TYPE)
+
+
+def _singa_add(op, ctx):
+    """SINGA's Add returns dy itself as both inputs' back-prop (`dx0, dx1 = dy, dy`)."""
+    r = _ADD.rule(op, ctx)
+    if r.calc_derivative is not None:
+        y = op.outputs[0]
+        r.inplace += [(("bp", y), w) for w in r.calc_derivative.writes if w[0] == "bp"]
+    return r
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"Add": {"operator": "Add", "rule": _singa_add}, "Sub": {"operator": "Sub"},
+                      "Mul": {"operator": "Mul"}, "Div": {"operator": "Div"}}}

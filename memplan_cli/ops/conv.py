@@ -461,3 +461,8 @@ ONNX = {"Conv": _onnx_conv, "ConvTranspose": _onnx_conv_transpose}
 # ONNX inputs only a layer's weights fill (loaders/params.py reads them before conversion)
 ONNX_FACTS = {"Conv": {"weight_inputs": (1, 2)}, "ConvTranspose": {"weight_inputs": (1, 2)}}
 TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise, "TRANSPOSE_CONV": _tflite_transpose_conv}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (memplan's rule keeps what it keeps)
+PROFILES = {"singa": {"Conv2D": {"operator": "Conv2d"}, "DepthwiseConv2D": {"operator": "Conv2d (group)"}}}

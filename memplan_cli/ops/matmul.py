@@ -438,3 +438,9 @@ def _tfl_fully_connected(node) -> Canon:
 
 
 TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul, "FULLY_CONNECTED": _tfl_fully_connected}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (ONNX Gemm: when its converter declines)
+PROFILES = {"singa": {"FullyConnected": {"operator": "Linear (Matmul, AddBias)"}, "Gemm": {"operator": "Gemm"},
+                      "MatMul": {"operator": "Matmul"}}}

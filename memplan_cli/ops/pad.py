@@ -182,3 +182,8 @@ ONNX = {"Pad": _onnx}
 TFLITE_FACTS = {"PADV2": {"shape_const_input": 1}}
 TFLITE = {"PAD": _tflite(lambda n: "constant"),
           "MIRROR_PAD": _tflite(lambda n: "reflect" if int(n.options.get("mode", 0)) == 0 else None)}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Pad": {"operator": "Pad"}}}

@@ -240,3 +240,21 @@ def _tflite_pool(kind):
 
 ONNX = {"MaxPool": _onnx_pool("Max"), "AveragePool": _onnx_pool("Avg"), "GlobalMaxPool": _onnx_global_max}
 TFLITE = {"MAX_POOL_2D": _tflite_pool("Max"), "AVERAGE_POOL_2D": _tflite_pool("Avg")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+
+
+def _singa_pool(op, ctx):
+    """SINGA's max and average pooling keep X and Y (`self.cache = (x, y)`); no argmax buffer."""
+    x, y = op.inputs[0], op.outputs[0]
+    rule = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        rule.calc_derivative = StepIO([("bp", y), ("fwd", x), ("fwd", y)], [("bp", x)])
+    fused_activation(op, ctx, rule, y)
+    return rule
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"MaxPool2D": {"operator": "MaxPool2d", "rule": _singa_pool},
+                      "AvgPool2D": {"operator": "AvgPool2d", "rule": _singa_pool}}}

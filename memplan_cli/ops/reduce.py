@@ -240,3 +240,10 @@ TFLITE_FACTS = {"SUM": {"shape_const_input": 1}, "REDUCE_MAX": {"shape_const_inp
 TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
           "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin"),
           "REDUCE_PROD": _tflite_reduce("ReduceProd")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (ONNX GlobalAveragePool: when its
+# converter declines)
+PROFILES = {"singa": {"Mean": {"operator": "GlobalAveragePool / ReduceMean"},
+                      "GlobalAveragePool": {"operator": "GlobalAveragePool"}}}

@@ -113,3 +113,8 @@ def _tflite_reshape(node) -> Canon:
 
 ONNX = {"Reshape": _onnx_reshape, "Flatten": _onnx_flatten}
 TFLITE = {"RESHAPE": _tflite_reshape}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Reshape": {"operator": "Reshape"}, "Flatten": {"operator": "Flatten"}}}

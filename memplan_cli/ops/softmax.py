@@ -140,3 +140,8 @@ def _tflite(typ):
 
 ONNX = {"Softmax": _onnx("Softmax"), "LogSoftmax": _onnx("LogSoftmax")}
 TFLITE = {"SOFTMAX": _tflite("Softmax"), "LOG_SOFTMAX": _tflite("LogSoftmax")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Softmax": {"operator": "SoftMax"}}}
