@@ -157,3 +157,18 @@ PROFILES = {"singa": {"Relu": {"operator": "ReLU", "rule": _singa_relu},
                       "Relu6": {"operator": "Clip(0, 6)", "rule": _singa_clip},
                       "Clip": {"operator": "Clip", "rule": _singa_clip},
                       "Sigmoid": {"operator": "Sigmoid"}, "Tanh": {"operator": "Tanh"}}}
+
+
+def _onert_relu_usedef(op, c):
+    c.use(op.outputs[0])
+    for i in dict.fromkeys(op.inputs):
+        if i >= 0:
+            c.bp_def(i)
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Relu": {"usedef": _onert_relu_usedef}, "Relu6": {"usedef": _onert_relu_usedef}}

@@ -48,6 +48,8 @@ import numpy as np
 
 from memplan_cli.kernels import activation
 from memplan_cli.kernels.common import reduce_to_shape, store
+from memplan_cli.ops import _onert as onert
+from memplan_cli.ops._onert import AfterCompile
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
@@ -445,3 +447,37 @@ def _singa_add(op, ctx):
 # singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
 PROFILES = {"singa": {"Add": {"operator": "Add", "rule": _singa_add}, "Sub": {"operator": "Sub"},
                       "Mul": {"operator": "Mul"}, "Div": {"operator": "Div"}}}
+
+
+def _onert_binary_bwd(op, operands):
+    if op.type == "Div":
+        return AfterCompile("Div: \"Unsupported Binary Arithmetic Operation\" in its backward")
+    for i in op.inputs:
+        if i >= 0 and operands[i].is_const:
+            return AfterCompile(f"{op.type} with a constant input ({operands[i].name}): onert crashes "
+                                f"(SIGSEGV) in its backward, which has no back-prop tensor for a constant")
+    shapes = {onert.shape(operands, i) for i in op.inputs if i >= 0} | {onert.shape(operands, op.outputs[0])}
+    if len(shapes) > 1:
+        shown = " and ".join(str(onert.shape(operands, i)) for i in op.inputs)
+        return AfterCompile(f"{op.type} broadcasting {shown}: its backward needs equal shapes (\"Shape of "
+                            f"lhs, rhs, incoming, lhs_grad, and rhs_grad must match\")")
+    return None
+
+
+def _onert_binary_usedef(op, c):
+    if op.act != "NONE":
+        c.use(op.outputs[0])
+    for i in dict.fromkeys(op.inputs):
+        if i >= 0:
+            c.use(i)
+            c.bp_def(i)
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {t: {"backward": _onert_binary_bwd, "usedef": _onert_binary_usedef,
+                         "kernel_buffers": lambda op, ir, threads, simd_width: onert.act_buffers(op, ir)}
+                     for t in ARITH}

@@ -99,3 +99,15 @@ def _singa_loss(op, ctx):
 
 # singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
 PROFILES = {"singa": {"Loss": {"operator": "MeanSquareError / SoftMaxCrossEntropy", "rule": _singa_loss}}}
+
+
+def _onert_loss_usedef(op, c):
+    for i in dict.fromkeys(op.inputs):
+        c.use(i)
+    c.bp_def(op.inputs[0])
+    c.bp_def(op.inputs[1])
+    c.drop_incoming(op.outputs[0])  # the loss is where back-prop starts
+
+
+# onert (profiles/onert/): its training use-defs; the loss reads no optional input
+PROFILES["onert"] = {"Loss": {"usedef": _onert_loss_usedef, "optional_inputs": True}}

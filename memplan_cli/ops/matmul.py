@@ -31,6 +31,7 @@ import numpy as np
 
 from memplan_cli.kernels import activation, fc
 from memplan_cli.kernels.common import reduce_to_shape, store
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
 from memplan_cli.ops.binary import ADD_TYPE
 from memplan_cli.ops.kernel_util import tflite_activation
@@ -320,6 +321,17 @@ def _onert_fc_backward(op, operands):
     return f"FullyConnected with a rank-{r} input: its backward takes rank 2 only" if r != 2 else None
 
 
+def _onert_fc_buffers(op, ir, threads, simd_width):
+    x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
+    nb = lambda i: ir.operands[i].nbytes  # noqa: E731
+    return [("W^T", nb(w)), ("X^T", nb(x)), ("dY^T", nb(y))] + onert.act_buffers(op, ir)
+
+
+# onert: FullyConnected's facts (see ops/conv.py); the only op whose optional inputs its loader accepts
+ONERT_FC = {"backward": _onert_fc_backward, "kernel_buffers": _onert_fc_buffers, "usedef": onert.weighted_usedef,
+            "weighted": True, "optional_inputs": True}
+
+
 def _fc_batch(op, graph, shapes, batched):
     """FullyConnected keeps the input's leading dims (ONNX MatMul+Add, TFLite keep_num_dims) or
     flattens the input to rows of the weight's width (TFLite): rows follow the element count."""
@@ -355,7 +367,7 @@ OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
           flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
-          lora_layout=_fc_lora_layout, profiles={"onert": {"backward": _onert_fc_backward}, "torch": TORCH}),
+          lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", profiles={"torch": TORCH}),
 ]

@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
@@ -247,3 +248,10 @@ TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
 # converter declines)
 PROFILES = {"singa": {"Mean": {"operator": "GlobalAveragePool / ReduceMean"},
                       "GlobalAveragePool": {"operator": "GlobalAveragePool"}}}
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Mean": {"usedef": onert.first_input_usedef}}
