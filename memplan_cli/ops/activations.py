@@ -172,3 +172,11 @@ def _onert_relu_usedef(op, c):
 # train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
 # "weighted": the backward region is cut to ops reachable from these
 PROFILES["onert"] = {"Relu": {"usedef": _onert_relu_usedef}, "Relu6": {"usedef": _onert_relu_usedef}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cross_entropy": the loss nntrainer fuses the op into when it ends a model trained with cce
+PROFILES["nntrainer"] = {"Relu": {"layer": "activation (relu)", "kind": "activation"},
+                         "Sigmoid": {"layer": "activation (sigmoid)", "kind": "activation",
+                                     "cross_entropy": "cross_sigmoid"},
+                         "Tanh": {"layer": "activation (tanh)", "kind": "activation"}}

@@ -246,3 +246,18 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"BatchNormalization": _onnx}
+
+
+def _nntrainer_check(graph, op, batchnorm):
+    if batchnorm == "frozen":
+        return f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics (no --batchnorm frozen)"
+    if not all(i >= 0 and graph.operands[i].is_const for i in op.inputs[1:5]):
+        return f"nntrainer profile: op {op.label}: batch_normalization needs constant scale, bias, mean and var"
+    return None
+
+
+# ---- other runtimes' profiles (profiles/nntrainer.py): what they know of this op -------------------
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES = {"nntrainer": {"BatchNormalization": {"layer": "batch_normalization", "kind": "batch_normalization",
+                                                "check": _nntrainer_check}}}

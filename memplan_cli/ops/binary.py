@@ -481,3 +481,16 @@ def _onert_binary_usedef(op, c):
 PROFILES["onert"] = {t: {"backward": _onert_binary_bwd, "usedef": _onert_binary_usedef,
                          "kernel_buffers": lambda op, ir, threads, simd_width: onert.act_buffers(op, ir)}
                      for t in ARITH}
+
+
+def _nntrainer_add(graph, op, batchnorm):
+    shapes = [graph.operands[i].shape for i in op.inputs if i >= 0]
+    if any(graph.operands[i].is_const for i in op.inputs if i >= 0) or len(set(shapes)) != 1:
+        return (f"nntrainer profile: op {op.label} (Add) adds a constant or broadcasts: nntrainer's "
+                f"addition layer adds layer outputs of one shape")
+    return None
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Add": {"layer": "addition", "kind": "addition", "check": _nntrainer_add}}

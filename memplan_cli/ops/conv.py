@@ -530,3 +530,35 @@ PROFILES["onert"] = {
     "DepthwiseConv2D": {"forward": _onert_conv_fwd, "backward": _onert_conv_bwd,
                         "kernel_buffers": _onert_depthwise_buffers, "usedef": onert.weighted_usedef, "weighted": True},
 }
+
+
+def _nntrainer_spatial(graph, op, batchnorm):
+    """nntrainer's convolution and pooling layers are 2-D."""
+    x = graph.operands[op.inputs[0]].shape
+    if len(x) != 4:
+        return f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); nntrainer's are 2-D"
+    return None
+
+
+def _nntrainer_groups(graph, op) -> int:
+    w = graph.operands[op.inputs[1]].shape
+    x = graph.operands[op.inputs[0]].shape
+    groups = int(op.attrs.get("group", 1) or 1)
+    if groups == 1 and len(w) == 4 and len(x) == 4:
+        c_in, w_in = (x[1], w[1]) if op.attrs.get("layout") == "NCHW" else (x[-1], w[-1])
+        groups = c_in // w_in if w_in and c_in != w_in else 1
+    return groups
+
+
+def _nntrainer_grouped(graph, op):
+    groups = _nntrainer_groups(graph, op)
+    return f"a grouped ({groups} groups)" if groups != 1 else None
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cannot_train": fn(graph, op) -> what convolution nntrainer itself cannot train (named first)
+PROFILES["nntrainer"] = {
+    "Conv2D": {"layer": "conv2d", "kind": "conv2d", "check": _nntrainer_spatial, "cannot_train": _nntrainer_grouped},
+    "DepthwiseConv2D": {"cannot_train": lambda graph, op: "a depthwise"},
+}

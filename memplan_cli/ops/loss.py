@@ -111,3 +111,7 @@ def _onert_loss_usedef(op, c):
 
 # onert (profiles/onert/): its training use-defs; the loss reads no optional input
 PROFILES["onert"] = {"Loss": {"usedef": _onert_loss_usedef, "optional_inputs": True}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Loss": {"layer": "loss (mse, cross_softmax, cross_sigmoid)"}}

@@ -456,3 +456,7 @@ TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul, "FULLY_CONNECTED": _tfl_fully_conne
 # singa: the SINGA autograd operator memplan models the op as (ONNX Gemm: when its converter declines)
 PROFILES = {"singa": {"FullyConnected": {"operator": "Linear (Matmul, AddBias)"}, "Gemm": {"operator": "Gemm"},
                       "MatMul": {"operator": "Matmul"}}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"FullyConnected": {"layer": "fully_connected", "kind": "fully_connected"}}

@@ -289,3 +289,21 @@ PROFILES["onert"] = {
     "AvgPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": lambda op, ir, threads, simd_width: onert.act_buffers(op, ir),
                   "usedef": _onert_pool_usedef},
 }
+
+
+def _nntrainer_spatial(graph, op, batchnorm):
+    """nntrainer's convolution and pooling layers are 2-D."""
+    x = graph.operands[op.inputs[0]].shape
+    if len(x) != 4:
+        return f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); nntrainer's are 2-D"
+    return None
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# GlobalMaxPool (an ONNX source type): nntrainer's global_max keeps input-sized indices
+PROFILES["nntrainer"] = {
+    "MaxPool2D": {"layer": "pooling2d (max)", "kind": "pooling2d", "check": _nntrainer_spatial},
+    "AvgPool2D": {"layer": "pooling2d (average)", "kind": "pooling2d", "check": _nntrainer_spatial},
+    "GlobalMaxPool": {"indices": "input"},
+}

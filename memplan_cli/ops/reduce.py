@@ -255,3 +255,19 @@ PROFILES = {"singa": {"Mean": {"operator": "GlobalAveragePool / ReduceMean"},
 # train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
 # "weighted": the backward region is cut to ops reachable from these
 PROFILES["onert"] = {"Mean": {"usedef": onert.first_input_usedef}}
+
+
+def _nntrainer_global_average(graph, op, batchnorm):
+    """nntrainer's pooling2d global_average averages over the two spatial axes only."""
+    x = graph.operands[op.inputs[0]].shape
+    spatial = (1, 2) if op.attrs.get("layout") == "NHWC" else (2, 3)
+    if len(x) == 4 and tuple(sorted(a % 4 for a in (op.attrs.get("axes") or ()))) == spatial:
+        return None
+    return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
+            f"nntrainer's pooling2d global_average does only that")
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Mean": {"layer": "pooling2d (global_average)", "kind": "pooling2d",
+                                  "check": _nntrainer_global_average}}

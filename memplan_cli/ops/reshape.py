@@ -155,3 +155,7 @@ def _onert_reshape_fwd(op, operands):
 # train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
 # "weighted": the backward region is cut to ops reachable from these
 PROFILES["onert"] = {"Reshape": {"forward": _onert_reshape_fwd, "usedef": onert.first_input_usedef}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Reshape": {"layer": "flatten / reshape", "kind": "reshape"}}

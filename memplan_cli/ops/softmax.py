@@ -147,3 +147,9 @@ TFLITE = {"SOFTMAX": _tflite("Softmax"), "LOG_SOFTMAX": _tflite("LogSoftmax")}
 # ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
 # singa: the SINGA autograd operator memplan models the op as
 PROFILES = {"singa": {"Softmax": {"operator": "SoftMax"}}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cross_entropy": the loss nntrainer fuses the op into when it ends a model trained with cce
+PROFILES["nntrainer"] = {"Softmax": {"layer": "activation (softmax)", "kind": "activation",
+                                     "cross_entropy": "cross_softmax"}}
