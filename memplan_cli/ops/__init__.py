@@ -146,6 +146,14 @@ def profile_facts(profile: str, op_type: str) -> dict | None:
     return _load()["profiles"].get(profile, {}).get(op_type)
 
 
+def fused_activation_ops() -> dict:
+    """Fused activation name (`ir/vocab.py` ACTIVATIONS: "RELU", "TANH", ...) -> the standalone op
+    type computing it (`OpDef.activation`): what a runtime without fused activations runs instead."""
+    from memplan_cli.ir.vocab import ACTIVATIONS
+
+    return {d.activation: t for t, d in _load()["ops"].items() if d.activation in ACTIVATIONS}
+
+
 def onnx_fusions() -> tuple:
     """`fn(ops, operands) -> ops` the families run on an ONNX model's converted ops, in module order
     (MatMul + bias Add -> FullyConnected, as TF Lite has it)."""

@@ -26,6 +26,7 @@ from memplan_cli.ops.kernel_util import param_gradient
 from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io
 
 # standalone op type -> the fused-activation name its kernels share (Clip has its own bounds)
+SIGMOID_TYPE = "Sigmoid"  # `--profile torch` reads x * sigmoid(x) as one eager silu
 FUSED_NAME = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
 _FLOPS = {"Relu": (1, 1), "Relu6": (2, 2), "Clip": (2, 2), "Sigmoid": (4, 3), "Tanh": (5, 3)}
 

@@ -371,7 +371,7 @@ def _torch_broadcast_tmp(op, operands) -> tuple:
                  if v >= 0 and tuple(operands[v].shape) != y)
 
 
-TORCH = {"Add": {"grad": "pass"}, "Sub": {},
+TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
          "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,

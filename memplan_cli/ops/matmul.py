@@ -369,7 +369,8 @@ OPS = [
           flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
           lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
-          batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", profiles={"torch": TORCH}),
+          batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO",
+          profiles={"torch": {**TORCH, "contiguous_inputs": 2}}),
 ]
 
 

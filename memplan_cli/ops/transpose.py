@@ -53,7 +53,7 @@ def _batch(op, graph, shapes, batched):
 OPS = [OpDef("Transpose", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                                     "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, nondiff_inputs=(1,), batch=_batch, moves_data=True,
-             profiles={"torch": {"view": True, "grad": "view"}})]  # `--profile torch`: a strided view
+             profiles={"torch": {"view": True, "grad": "view", "strided": True}})]  # `--profile torch`: a strided view
 
 
 def _onnx(node) -> Canon:

@@ -55,9 +55,12 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
+from memplan_cli.ops.activations import SIGMOID_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.loss import LOSS_TYPE
+from memplan_cli.ops.matmul import MATMUL_TYPE
 
 PLANNER = "best"
-VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose")
 
 # Facts of the eager ops the exporters split (read back by `_fuse`), in the registry's format (an op
 # family declares its own as `OpDef.profiles["torch"]` in memplan_cli/ops):
@@ -67,6 +70,11 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
+# - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
+#   a contiguous input only, a copy otherwise (reshape), and so is its gradient; "view_if": fn(op) ->
+#   output 0 is input 0 itself (dropout with p = 0); "grad_shared": input positions whose gradient is
+#   the incoming one itself when their shapes agree (add, sub's first); "contiguous_inputs": the
+#   first N inputs go to BLAS contiguous when batched (a copy of a non-contiguous view);
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
@@ -75,7 +83,13 @@ FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
-FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
+
+
+def _fused_activations() -> dict:
+    """Fused activation -> the eager op that computes it (the registry's standalone activation op)."""
+    from memplan_cli import ops
+
+    return ops.fused_activation_ops()
 
 
 def facts(op) -> dict | None:
@@ -112,7 +126,7 @@ def _is_weight(g, defs, v) -> bool:
     if o.is_const:
         return True
     p = defs.get(v)
-    return (p is not None and g.operations[p].type == "Transpose" and len(o.shape) == 2
+    return (p is not None and (facts(g.operations[p]) or {}).get("strided") and len(o.shape) == 2
             and g.operands[g.operations[p].inputs[0]].is_const)
 
 
@@ -126,11 +140,11 @@ def _fuse(g, uses) -> list[_Op]:
         if op.index in gone:
             continue
         # x * Sigmoid(x) -> silu(x)
-        if op.type == "Mul" and len(op.inputs) == 2:
+        if op.type == MUL_TYPE and len(op.inputs) == 2:
             a, b = op.inputs
             for x, s in ((a, b), (b, a)):
                 p = defs.get(s)
-                if p is not None and ops[p].type == "Sigmoid" and ops[p].inputs[0] == x and uses[s] == [op.index]:
+                if p is not None and ops[p].type == SIGMOID_TYPE and ops[p].inputs[0] == x and uses[s] == [op.index]:
                     out = [o for o in out if o.index != p]
                     out.append(_Op(op.index, "SiLU", [x], list(op.outputs), {}, op.label, (p, op.index)))
                     break
@@ -139,10 +153,10 @@ def _fuse(g, uses) -> list[_Op]:
                                (op.index,)))
             continue
         # MatMul(x, W) + b -> linear (W a constant, or a transposed view of a 2-D one: a tied weight)
-        if op.type == "MatMul" and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
+        if op.type == MATMUL_TYPE and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
             y = op.outputs[0]
             us = uses[y]
-            if len(us) == 1 and ops[us[0]].type == "Add" and y not in g.outputs:
+            if len(us) == 1 and ops[us[0]].type == ADD_TYPE and y not in g.outputs:
                 add = ops[us[0]]
                 other = [i for i in add.inputs if i != y]
                 if len(other) == 1 and g.operands[other[0]].is_const and len(g.operands[other[0]].shape) <= 1:
@@ -162,7 +176,7 @@ def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
     out = []
     for op in ops_:
         act = (op.attrs.get("activation") or "NONE").upper()
-        if act == "NONE" or act not in FUSED_ACTIVATIONS or len(op.outputs) != 1:
+        if act == "NONE" or act not in _fused_activations() or len(op.outputs) != 1:
             out.append(op)
             continue
         y = opd[op.outputs[0]]
@@ -171,7 +185,7 @@ def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
         uses[pre.index] = [op.index]
         out.append(_Op(op.index, op.type, op.inputs, [pre.index], {**op.attrs, "activation": "NONE"}, op.label,
                        op.members))
-        out.append(_Op(op.index, FUSED_ACTIVATIONS[act], [pre.index], [y.index], {}, op.label, op.members))
+        out.append(_Op(op.index, _fused_activations()[act], [pre.index], [y.index], {}, op.label, op.members))
     return out
 
 
@@ -309,11 +323,11 @@ def _part(s: dict, steps) -> str:
 
 def refusal(ops_: list[_Op]) -> str | None:
     for op in ops_:
-        if op.type != "Loss" and facts(op) is None:
+        if op.type != LOSS_TYPE and facts(op) is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
         act = (op.attrs.get("activation") or "NONE").upper()
-        if act != "NONE" and act not in FUSED_ACTIVATIONS:
+        if act != "NONE" and act not in _fused_activations():
             return f"torch profile: op {op.label} has a fused activation {act} eager has no op for here"
     return None
 
@@ -416,7 +430,7 @@ def replay(tg, config):
         rec = any(needs)
         node[p] = rec
         saved = []
-        if op.type == "Loss":
+        if op.type == LOSS_TYPE:
             x = op.inputs[0]
             if config.loss == "cce":
                 n_el = _elements(opd[x].shape)
@@ -437,8 +451,8 @@ def replay(tg, config):
             continue
         # inputs a kernel needs contiguous: a copy of a non-contiguous view
         copies = {}
-        if op.type == "MatMul":
-            for k, v in enumerate(op.inputs[:2]):
+        if f.get("contiguous_inputs"):
+            for k, v in enumerate(op.inputs[:f["contiguous_inputs"]]):
                 # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
                 if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
@@ -446,15 +460,15 @@ def replay(tg, config):
                     copies[f"in{k}"] = cp
         # outputs
         outs = []
-        view = f.get("view") and (op.type != "Reshape" and op.type != "Flatten" or contig.get(op.inputs[0], True))
-        if op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) == 0.0:
+        view = f.get("view") and (not f.get("view_needs_contiguous") or contig.get(op.inputs[0], True))
+        if f.get("view_if") is not None and f["view_if"](op):
             view = True
         for k, v in enumerate(op.outputs):
             if not uses.get(v) and v not in g.outputs:
                 continue  # an exporter's extra output (running statistics, a mask): none in eager
             if view and k == 0:
                 storage[v] = storage.get(op.inputs[0])
-                contig[v] = contig.get(op.inputs[0], True) and op.type != "Transpose"
+                contig[v] = contig.get(op.inputs[0], True) and not f.get("strided")
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
@@ -512,7 +526,7 @@ def replay(tg, config):
         f = facts(op) or {}
         made: list[int] = []  # storages created by this backward
         tmp: list[int] = []
-        if op.type == "Loss":
+        if op.type == LOSS_TYPE:
             one = sim.new("loss:grad", "back-prop", 4, s, op.label, "tmp")
             tmp.append(one)
             x = op.inputs[0]
@@ -536,14 +550,14 @@ def replay(tg, config):
             for k, v in enumerate(op.inputs):
                 if v < 0 or v not in rg:
                     continue
-                if op.type in ("Add", "Sub") and k == 0 or op.type == "Add" and k == 1:
+                if k in f.get("grad_shared", ()):
                     if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
                         _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig, s, opd, made, tmp, op.label,
                                  uses, shared=True)
                         continue
                 if mode in ("view", "pass") and g_out and g_out[0] is not None and (
-                        op.type not in ("Reshape", "Flatten") or incoming_contig):
-                    _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig and op.type != "Transpose", s, opd,
+                        not f.get("view_needs_contiguous") or incoming_contig):
+                    _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig and not f.get("strided"), s, opd,
                              made, tmp, op.label, uses, shared=True)
                     continue
                 if v in trained:
