@@ -80,7 +80,8 @@ def _load() -> dict:
     unregistered: dict[str, dict] = {}
     for fam, prof, t, f in profile_tables:
         have = ops[t].profiles if t in ops else unregistered.setdefault(prof, {})
-        if (prof if t in ops else t) in have:
+        key = prof if t in ops else t
+        if key in have and have[key] is not f:  # the same table met again (a reload) is no conflict
             raise RuntimeError(f"{prof} facts of {t} are declared twice (ops.{fam} and another)")
         if t in ops:
             ops[t].profiles = {**have, prof: f}  # a copy: some families share one dict among OpDefs
