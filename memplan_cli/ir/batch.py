@@ -214,11 +214,9 @@ def _registry_batch_attrs(op, graph, shapes, batched):
 
 
 def _role(op_type: str) -> str:
-    """The op's structural role (`OpDef.role`: "shape_of", "reshape", "fill", ...), "" for none."""
     from memplan_cli import ops
 
-    d = ops.get(op_type)
-    return d.role if d is not None else ""
+    return ops.role(op_type)
 
 
 def _source_keeps_batch(op_type: str) -> bool:

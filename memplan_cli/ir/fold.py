@@ -81,11 +81,9 @@ class FoldConstants:
 
 
 def _role(op_type: str) -> str:
-    """The op's structural role in the registry (`OpDef.role`: "fill", "identity", ...)."""
     from memplan_cli import ops
 
-    d = ops.get(op_type)
-    return d.role if d is not None else ""
+    return ops.role(op_type)
 
 
 def _moves_data(op_type: str) -> bool:

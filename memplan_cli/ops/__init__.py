@@ -131,6 +131,13 @@ def types_with(field_name: str) -> tuple:
     return tuple(t for t, d in _load()["ops"].items() if getattr(d, field_name))
 
 
+def role(op_type: str) -> str:
+    """The op's structural role (`OpDef.role`: "shape_of", "reshape", "fill", "identity"); "" for none
+    and for an op type no family defines."""
+    d = get(op_type)
+    return d.role if d is not None else ""
+
+
 def is_random(op_type: str) -> bool:
     """The op's forward is not a function of its reads: a registered op's `OpDef.random`, or an
     ONNX op kept unconverted whose facts say so."""

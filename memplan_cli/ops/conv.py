@@ -532,7 +532,7 @@ PROFILES["onert"] = {
 }
 
 
-def _nntrainer_spatial(graph, op, batchnorm):
+def nntrainer_spatial(graph, op, batchnorm):
     """nntrainer's convolution and pooling layers are 2-D."""
     x = graph.operands[op.inputs[0]].shape
     if len(x) != 4:
@@ -559,6 +559,6 @@ def _nntrainer_grouped(graph, op):
 # "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
 # "cannot_train": fn(graph, op) -> what convolution nntrainer itself cannot train (named first)
 PROFILES["nntrainer"] = {
-    "Conv2D": {"layer": "conv2d", "kind": "conv2d", "check": _nntrainer_spatial, "cannot_train": _nntrainer_grouped},
+    "Conv2D": {"layer": "conv2d", "kind": "conv2d", "check": nntrainer_spatial, "cannot_train": _nntrainer_grouped},
     "DepthwiseConv2D": {"cannot_train": lambda graph, op: "a depthwise"},
 }

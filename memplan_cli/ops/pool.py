@@ -32,7 +32,7 @@ from memplan_cli.ops._window import Window, _tuple, avg_pool, avg_pool_backward,
     max_pool_backward, to_cf, to_cl
 from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
-from memplan_cli.ops.conv import _tflite_act, _tflite_window, not_2d, onnx_window
+from memplan_cli.ops.conv import _tflite_act, _tflite_window, not_2d, nntrainer_spatial, onnx_window
 from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
     fused_activation
 
@@ -291,19 +291,11 @@ PROFILES["onert"] = {
 }
 
 
-def _nntrainer_spatial(graph, op, batchnorm):
-    """nntrainer's convolution and pooling layers are 2-D."""
-    x = graph.operands[op.inputs[0]].shape
-    if len(x) != 4:
-        return f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); nntrainer's are 2-D"
-    return None
-
-
 # nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
 # "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
 # GlobalMaxPool (an ONNX source type): nntrainer's global_max keeps input-sized indices
 PROFILES["nntrainer"] = {
-    "MaxPool2D": {"layer": "pooling2d (max)", "kind": "pooling2d", "check": _nntrainer_spatial},
-    "AvgPool2D": {"layer": "pooling2d (average)", "kind": "pooling2d", "check": _nntrainer_spatial},
+    "MaxPool2D": {"layer": "pooling2d (max)", "kind": "pooling2d", "check": nntrainer_spatial},
+    "AvgPool2D": {"layer": "pooling2d (average)", "kind": "pooling2d", "check": nntrainer_spatial},
     "GlobalMaxPool": {"indices": "input"},
 }
