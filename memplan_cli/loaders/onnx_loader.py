@@ -75,7 +75,8 @@ def _wanted_float_values(model) -> frozenset:
     from memplan_cli import ops as registry
 
     names = {n.input[k] for n in model.graph.node if n.domain in ("", "ai.onnx")
-             for k in registry.source_facts("onnx", n.op_type).get("shape_float_inputs", ()) if k < len(n.input) and n.input[k]}
+             for k in registry.source_facts("onnx", n.op_type).get("shape_float_inputs", ())
+             if k < len(n.input) and n.input[k]}
     if not names:
         return frozenset()
     stripped = {t.name for t in model.graph.initializer if t.name in names and t.data_type not in (6, 7)}

@@ -101,6 +101,11 @@ def act_buffers(op, ir) -> list:
     return [("act dY", ir.operands[op.outputs[0]].nbytes)] if op.act != "NONE" else []
 
 
+def act_only_buffers(op, ir, threads, simd_width) -> list:
+    """A kernel whose only private buffer is its fused activation's (AvgPool2D, Add, Sub, Mul, Div)."""
+    return act_buffers(op, ir)
+
+
 def weighted_usedef(op, c) -> None:
     """Conv2D / DepthwiseConv2D / FullyConnected (UseDefGenerator): the backward reads X and W (and Y
     under a fused activation), defines X's back-prop and the gradients of W and the bias."""

@@ -250,7 +250,8 @@ ONNX = {"BatchNormalization": _onnx}
 
 def _nntrainer_check(graph, op, batchnorm):
     if batchnorm == "frozen":
-        return f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics (no --batchnorm frozen)"
+        return (f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics "
+                f"(no --batchnorm frozen)")
     if not all(i >= 0 and graph.operands[i].is_const for i in op.inputs[1:5]):
         return f"nntrainer profile: op {op.label}: batch_normalization needs constant scale, bias, mean and var"
     return None

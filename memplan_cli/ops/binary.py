@@ -479,7 +479,7 @@ def _onert_binary_usedef(op, c):
 # train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
 # "weighted": the backward region is cut to ops reachable from these
 PROFILES["onert"] = {t: {"backward": _onert_binary_bwd, "usedef": _onert_binary_usedef,
-                         "kernel_buffers": lambda op, ir, threads, simd_width: onert.act_buffers(op, ir)}
+                         "kernel_buffers": onert.act_only_buffers}
                      for t in ARITH}
 
 

@@ -536,7 +536,8 @@ def nntrainer_spatial(graph, op, batchnorm):
     """nntrainer's convolution and pooling layers are 2-D."""
     x = graph.operands[op.inputs[0]].shape
     if len(x) != 4:
-        return f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); nntrainer's are 2-D"
+        return (f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); "
+                f"nntrainer's are 2-D")
     return None
 
 

@@ -286,8 +286,7 @@ def _onert_pool_usedef(op, c):
 # "weighted": the backward region is cut to ops reachable from these
 PROFILES["onert"] = {
     "MaxPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": _onert_maxpool_buffers, "usedef": _onert_pool_usedef},
-    "AvgPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": lambda op, ir, threads, simd_width: onert.act_buffers(op, ir),
-                  "usedef": _onert_pool_usedef},
+    "AvgPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": onert.act_only_buffers, "usedef": _onert_pool_usedef},
 }
 
 

@@ -25,7 +25,8 @@ def _mod(name, **attrs):
 def test_profiles_merge_into_each_opdef_without_touching_a_shared_dict(families):
     shared = {"torch": {"view": True}}
     a, b = OpDef("A", profiles=shared), OpDef("B", profiles=shared)
-    families(_mod("fam", OPS=[a, b], PROFILES={"onert": {"A": {"weighted": True}}, "singa": {"Src": {"operator": "X"}}}))
+    families(_mod("fam", OPS=[a, b],
+                  PROFILES={"onert": {"A": {"weighted": True}}, "singa": {"Src": {"operator": "X"}}}))
     assert ops.profile_facts("onert", "A") == {"weighted": True}
     assert ops.profile_facts("torch", "A") == {"view": True}
     assert ops.profile_facts("onert", "B") is None  # B shared A's dict: the merge copied it
