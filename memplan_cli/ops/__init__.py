@@ -13,7 +13,8 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   parameters fill), "random" (the forward is not a function of its reads), "shape_const_input"
   (a builtin kept unconverted whose input holds a small shape-deciding constant), "shape_float_inputs"
   (ONNX inputs whose small float values decide an output shape), "shape_of" (ONNX Shape / Size:
-  its value is the input's static shape);
+  its value is the input's static shape), "keeps_batch" (a builtin kept unconverted that keeps
+  dim 0 when the model is re-batched);
 - `PROFILES` (optional): profile name -> op type -> that profile's facts about the op (what
   `profiles/onert`, `singa`, `nntrainer` read); merged into the OpDef's `profiles` at load, so a
   family may keep them beside its OPS or in one table; an op type no family defines (a source op
@@ -33,7 +34,8 @@ import pkgutil
 from memplan_cli.ops.base import Canon, OnnxNode, OpDef, TfliteNode
 
 __all__ = ["Canon", "OnnxNode", "OpDef", "TfliteNode", "get", "all_ops", "onnx_converter",
-           "tflite_converter", "family_modules", "source_facts", "source_types", "types_with"]
+           "tflite_converter", "family_modules", "source_facts", "types_with", "profile_facts", "role",
+           "is_random", "fused_activation_ops", "onnx_fusions", "bias_operands"]
 
 _LOADED: dict | None = None
 _SKIP = {"base", "rule", "kernel_util"}
@@ -119,11 +121,6 @@ def bias_operands(graph) -> set[int]:
 def source_facts(fmt: str, op_type: str) -> dict:
     """What the op families declare about a source op type ("onnx" or "tflite"; see the module doc)."""
     return _load()["facts"][fmt].get(op_type, {})
-
-
-def source_types(fmt: str, key: str) -> tuple:
-    """The source op types of format `fmt` whose facts have `key` set, in declaration order."""
-    return tuple(t for t, f in _load()["facts"][fmt].items() if f.get(key))
 
 
 def types_with(field_name: str) -> tuple:

@@ -53,7 +53,6 @@ def test_source_facts_and_registry_questions(families):
     assert ops.is_random("R") and ops.is_random("Noise") and not ops.is_random("L") and not ops.is_random("Mm")
     assert ops.source_facts("onnx", "Mm") == {"weight_inputs": (1,)}
     assert ops.source_facts("tflite", "KEEP") == {"keeps_batch": True} and ops.source_facts("tflite", "Mm") == {}
-    assert ops.source_types("onnx", "random") == ("Noise",)
     assert ops.types_with("lora_layout") == ("L",)
 
 
