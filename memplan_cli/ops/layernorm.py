@@ -223,7 +223,7 @@ TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
-             weight_inputs=(1, 2), profiles={"torch": TORCH})]
+             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"))]
 
 
 def _onnx(node) -> Canon:

@@ -264,4 +264,9 @@ def _tflite(mode):
 
 
 ONNX = {"Resize": _onnx, "Upsample": _onnx}
+# input positions whose small float values decide the output's shape: the ONNX loader keeps those
+# few bytes of a stripped model for shape inference
+# scales_input: the input that holds the scales, folded at load when Constants build it
+ONNX_FACTS = {"Resize": {"shape_float_inputs": (1, 2), "scales_input": 2},
+              "Upsample": {"shape_float_inputs": (1,), "scales_input": 1}}
 TFLITE = {"RESIZE_NEAREST_NEIGHBOR": _tflite("nearest"), "RESIZE_BILINEAR": _tflite("linear")}
