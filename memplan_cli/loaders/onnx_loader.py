@@ -513,6 +513,9 @@ def _contained(fn, model, what: str):
             quiet = os.open(os.devnull, os.O_WRONLY)  # the assertion's own message would be a second line
             os.dup2(quiet, 1)
             os.dup2(quiet, 2)
+            import faulthandler  # enabled on another fd (pytest's, PYTHONFAULTHANDLER), it would dump there
+
+            faulthandler.disable()
             try:
                 payload = b"M" + fn(model).SerializeToString()
             except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as text
