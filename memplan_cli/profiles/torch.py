@@ -216,7 +216,9 @@ def _no_grad(op_type: str) -> bool:
     from memplan_cli import ops
 
     d = ops.get(op_type)
-    return bool(d is not None and d.no_grad) or bool((ops.profile_facts("torch", op_type) or {}).get("draws"))
+    if d is not None:
+        return bool(d.no_grad)
+    return bool((ops.profile_facts("torch", op_type) or {}).get("draws"))
 
 
 def _elements(shape) -> int:
