@@ -366,8 +366,12 @@ class _Builder:
     def shaped_outputs(self, node, read: set) -> list[str]:
         """The node's outputs, without trailing ones nothing reads that shape inference left without
         a shape (opset <= 11 Dropout's mask, whose shape opset 9 does not infer): an optional output
-        nobody uses is absent, not an error. An output something reads still needs its shape."""
-        names = [n for n in node.output if n]
+        nobody uses is absent, not an error. An output something reads still needs its shape. An
+        output left out before a later one (an LSTM without Y but with Y_h) stays in its place as
+        absent (-1), so positions keep their meaning."""
+        names = list(node.output)
+        while names and not names[-1]:
+            names.pop()
         while len(names) > 1 and names[-1] not in read and names[-1] not in self.consts:
             vi = self.value_info.get(names[-1])
             if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):

@@ -379,8 +379,23 @@ def _onnx(t):
             if k in a and (k != "input_forget" or a[k]):
                 attrs[k] = a[k] if k != "activations" else tuple(s.decode() if isinstance(s, bytes) else s
                                                                    for s in a[k])
+        if node.outputs and node.outputs[0] < 0 and len(node.outputs) > 1:
+            return Canon(t, attrs, outputs=[_hidden_states(node, attrs)] + list(node.outputs[1:]))
         return Canon(t, attrs)
     return convert
+
+
+def _hidden_states(node, attrs) -> int:
+    """A node that leaves out Y (keeping only Y_h / Y_c) still computes it, and backward reads it:
+    Y becomes an internal tensor of the graph, named after the node."""
+    from memplan_cli.ir.graph import Operand
+
+    xs, x = node.shape(0), node.input(0)
+    nd, hid = 2 if attrs["direction"] == "bidirectional" else 1, int(attrs["hidden_size"] or 0)
+    shape = (xs[0], nd, xs[1], hid) if not attrs["layout"] else (xs[0], xs[1], nd, hid)
+    k = len(node.operands)
+    node.operands.append(Operand(k, f"{node.name or node.op_type}:Y", shape, x.dtype))
+    return k
 
 
 ONNX = {t: _onnx(t) for t in ("LSTM", "GRU", "RNN")}
