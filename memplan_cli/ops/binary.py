@@ -1,7 +1,8 @@
 """Elementwise arithmetic of two (or, for Sum / Max / Min, more) inputs with numpy broadcasting in both
 directions: Add, Sub, Mul, Div (ONNX Add/Sub/Mul/Div, TFLite ADD/SUB/MUL/DIV with their fused
 activation), Pow (ONNX Pow, TFLite POW), SquaredDifference (TFLite SQUARED_DIFFERENCE), Sum (ONNX
-Sum, TFLite ADD_N: any number of inputs), Max / Min (ONNX Max/Min, TFLite MAXIMUM/MINIMUM).
+Sum, TFLite ADD_N: any number of inputs), MeanOf (ONNX Mean: their elementwise mean), Max / Min (ONNX
+Max/Min, TFLite MAXIMUM/MINIMUM).
 
 Training rules (PyTorch derivatives.yaml; each side reads only what its own formula needs, and only
 when that side needs a gradient or back-prop):
@@ -16,7 +17,7 @@ when that side needs a gradient or back-prop):
   keeps X. `pow.Tensor_Tensor` (any other exponent: an activation, or a learned tensor): self keeps X
   and the exponent; exponent: pow_backward_exponent(grad, self, exponent, result) = grad·Y·log X
   (0 where X = 0 and exponent >= 0), keeps X, the exponent and Y.
-- Sum (a chain of `add`): every input's gradient is dY: backward keeps nothing.
+- Sum (a chain of `add`): every input's gradient is dY: backward keeps nothing. MeanOf: dY / n.
 - SquaredDifference (no derivatives.yaml entry; TensorFlow's `_SquaredDifferenceGrad`): dA = 2(A-B)·dY,
   dB = -dA: either side keeps both inputs.
 - `maximum` / `minimum`: the gradient goes to the input that is the result, split evenly on ties
@@ -260,6 +261,10 @@ SPECS["SquaredDifference"] = Spec("SquaredDifference", lambda xs, a, t: np.squar
 SPECS["Sum"] = Spec("Sum", lambda xs, a, t: _sum_all(xs), lambda op, k: [],
                     lambda dz, want, xs, y, a: [dz if w else None for w in want], (1, lambda op, k: 1),
                     min_inputs=1, max_inputs=64)
+# ONNX Mean: the elementwise mean of its inputs (not TF Lite's MEAN, a reduction: canonical "Mean")
+SPECS["MeanOf"] = Spec("MeanOf", lambda xs, a, t: _sum_all(xs) / len(xs), lambda op, k: [],
+                       lambda dz, want, xs, y, a: [dz / len(want) if w else None for w in want],
+                       (1, lambda op, k: 1), min_inputs=1, max_inputs=64)
 for _t, (_f, _g) in (("Max", _MAX), ("Min", _MIN)):
     SPECS[_t] = Spec(_t, _f, lambda op, k: list(range(len(op.inputs))), _g,
                      (1, lambda op, k: 3), min_inputs=1, max_inputs=64)
@@ -422,7 +427,7 @@ def _same(t):
 
 
 ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max"), "Min": _same("Min"),
-        "Sum": _same("Sum")}
+        "Sum": _same("Sum"), "Mean": _same("MeanOf")}
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
           "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
           "MAXIMUM": _same("Max"), "MINIMUM": _same("Min"), "ADD_N": _same("Sum")}
