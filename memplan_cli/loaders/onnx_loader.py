@@ -534,11 +534,14 @@ def _upgrade_opset(model):
 
 
 def _has_unknown_shapes(model) -> bool:
-    """Whether shape inference left a node output without a static shape."""
+    """Whether shape inference left a node output without a static shape, or with no elements (a
+    TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
+    folding removes it)."""
     shaped = {}
     for vi in list(model.graph.value_info) + list(model.graph.output):
         t = vi.type.tensor_type
-        shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
+        shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0
+                                                      for d in t.shape.dim)
     return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
 
 
