@@ -169,11 +169,27 @@ def weight_slot_operands(graph) -> set[int]:
     return {i for i, ok in slot.items() if ok}
 
 
+def _embedding_tables(graph) -> set[tuple]:
+    """Shapes of the 2-D float constants a Gather reads rows of (token embeddings)."""
+    out = set()
+    for op in graph.operations:
+        if op.type == "Gather" and op.inputs and op.inputs[0] >= 0:
+            t = graph.operands[op.inputs[0]]
+            if t.is_const and len(t.shape) == 2 and t.dtype.startswith("float"):
+                out.add(tuple(t.shape))
+    return out
+
+
 def settle(graph, rule: str) -> None:
     """Weight slots decide what the naming rule left unknown; the rule's name goes to the graph's
-    metadata for reports (`parameter_rule`)."""
+    metadata for reports (`parameter_rule`). One exception stays unknown: a weight whose shape is an
+    embedding table's transposed. It is either an untied output projection or the table's own
+    transposed copy (tied weights, which TorchScript's constant folding writes as a new constant
+    `onnx::MatMul_N`: training it too would count the table twice). The file cannot tell without
+    reading the weights, so it trains and is listed as assumed."""
+    tables = _embedding_tables(graph)
     for i in weight_slot_operands(graph):
         o = graph.operands[i]
-        if o.assumed:
+        if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables):
             o.assumed = False
     graph.metadata["parameter_rule"] = rule

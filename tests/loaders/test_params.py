@@ -139,3 +139,26 @@ def test_inspect_names_the_rule_and_what_it_could_not_tell(tmp_path):
     assert ("parameters by torch.onnx dynamo graph signature: 3 of 5 float constants; not parameters: "
             "[val_9, m.lifted_tensor_0]; assumed trainable (the file does not tell): [unsqueeze_1]") in r.output
     assert "100 float parameters" in r.output  # m.fc.weight, val_3, unsqueeze_1: 64 + 32 + 4
+
+
+def test_a_weight_shaped_like_an_embedding_table_transposed_stays_assumed(tmp_path):
+    """TorchScript's constant folding writes a tied lm_head (the embedding table, transposed) as a new
+    constant `onnx::MatMul_N`: a weight slot, so it trained beside the table and the gradient bytes
+    counted the table twice (T5, Marian, ALBERT MLM, Mamba: 1.3-1.5 x torch's parameters). An untied
+    output projection has the same shape and name; the file cannot tell them apart without reading
+    weights, so that one weight stays "assumed trainable" (listed, freezable). A weight of any other
+    shape is still decided by its slot."""
+    rng = np.random.default_rng(2)
+    inits = {"emb.weight": rng.normal(size=(50, 8)).astype(np.float32),
+             "onnx::MatMul_7": rng.normal(size=(8, 8)).astype(np.float32),
+             "onnx::MatMul_9": rng.normal(size=(8, 50)).astype(np.float32)}
+    nodes = [helper.make_node("Gather", ["emb.weight", "ids"], ["h"]),
+             helper.make_node("MatMul", ["h", "onnx::MatMul_7"], ["a"]),
+             helper.make_node("MatMul", ["a", "onnx::MatMul_9"], ["y"])]
+    m = onnx_model(nodes, [("ids", (2, 6), 7)], [("y", (2, 6, 50))], inits)
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    kinds = _kinds(load_model(p))
+    assert kinds["onnx::MatMul_7"] == "param" and kinds["onnx::MatMul_9"] == "assumed"
+    r = CliRunner().invoke(main, ["analyze", p, "-f", "json"], env={"NO_COLOR": "1"})
+    assert "onnx::MatMul_9" in json.loads(r.output)["parameters"]["assumed_trainable"]
