@@ -348,6 +348,9 @@ class _Builder:
                 outs = outs if canon.outputs is None else canon.outputs
             else:
                 typ, attrs = self.canonical(node)
+            # an absent output no converter filled (ONNX Attention's ("Y", "", "", "qk_matmul_output")
+            # in an op memplan does not know) is left out, as before
+            outs = [o for o in outs if o >= 0]
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node)))
         from memplan_cli import ops as registry
@@ -370,7 +373,7 @@ class _Builder:
         a shape (opset <= 11 Dropout's mask, whose shape opset 9 does not infer): an optional output
         nobody uses is absent, not an error. An output something reads still needs its shape. An
         output left out before a later one (an LSTM without Y but with Y_h) stays in its place as
-        absent (-1), so positions keep their meaning."""
+        absent (-1) for the op's converter, so positions keep their meaning."""
         names = list(node.output)
         while names and not names[-1]:
             names.pop()

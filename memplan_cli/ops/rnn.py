@@ -379,23 +379,30 @@ def _onnx(t):
             if k in a and (k != "input_forget" or a[k]):
                 attrs[k] = a[k] if k != "activations" else tuple(s.decode() if isinstance(s, bytes) else s
                                                                    for s in a[k])
-        if node.outputs and node.outputs[0] < 0 and len(node.outputs) > 1:
-            return Canon(t, attrs, outputs=[_hidden_states(node, attrs)] + list(node.outputs[1:]))
+        if any(o < 0 for o in node.outputs):
+            return Canon(t, attrs, outputs=_fill_absent(node, attrs))
         return Canon(t, attrs)
     return convert
 
 
-def _hidden_states(node, attrs) -> int:
-    """A node that leaves out Y (keeping only Y_h / Y_c) still computes it, and backward reads it:
-    Y becomes an internal tensor of the graph, named after the node."""
+def _fill_absent(node, attrs) -> list[int]:
+    """A node that leaves out an output before a later one (onnx's tests write `("", Y_h, Y_c)`) still
+    computes it, and backward reads Y: each becomes an internal tensor of the graph, named after the
+    node, so the outputs keep their positions."""
     from memplan_cli.ir.graph import Operand
 
     xs, x = node.shape(0), node.input(0)
-    nd, hid = 2 if attrs["direction"] == "bidirectional" else 1, int(attrs["hidden_size"] or 0)
-    shape = (xs[0], nd, xs[1], hid) if not attrs["layout"] else (xs[0], xs[1], nd, hid)
-    k = len(node.operands)
-    node.operands.append(Operand(k, f"{node.name or node.op_type}:Y", shape, x.dtype))
-    return k
+    nd, hid, lay = 2 if attrs["direction"] == "bidirectional" else 1, int(attrs["hidden_size"] or 0), attrs["layout"]
+    seq, batch = (xs[0], xs[1]) if not lay else (xs[1], xs[0])
+    shapes = [(seq, nd, batch, hid) if not lay else (batch, seq, nd, hid)] + [(nd, batch, hid) if not lay else
+                                                                              (batch, nd, hid)] * 2
+    outs = list(node.outputs)
+    for k, o in enumerate(outs):
+        if o < 0:
+            outs[k] = len(node.operands)
+            node.operands.append(Operand(outs[k], f"{node.name or node.op_type}:{('Y', 'Y_h', 'Y_c')[k]}", shapes[k],
+                                         x.dtype))
+    return outs
 
 
 ONNX = {t: _onnx(t) for t in ("LSTM", "GRU", "RNN")}

@@ -145,3 +145,29 @@ def test_a_node_without_y_keeps_y_h_in_its_place(tmp_path, t, direction, layout)
     for a, w in zip(got[1:], want):
         np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
     check_verify(p)
+
+
+def test_an_lstm_without_y_h_keeps_y_c_in_its_place(tmp_path):
+    """("Y", "", "Y_c"): Y_h becomes an internal tensor, Y_c stays output 2 (not read as Y_h)."""
+    S, B, I, H = 3, 2, 3, 4
+    inits = _weights("LSTM", 1, H, I, seed=5)
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "", "Yc"], hidden_size=H)
+    m = onnx_model([node], [("x", (S, B, I))], [("Y", (S, 1, B, H)), ("Yc", (1, B, H))], inits)
+    p = save(tmp_path, m)
+    g = load_model(p)
+    op = next(o for o in g.operations if o.type == "LSTM")
+    assert [g.operands[o].name for o in op.outputs] == ["Y", "LSTM:Y_h", "Yc"]
+    check_verify(p)
+
+
+def test_an_unknown_op_with_an_absent_output_between_others_loads(tmp_path):
+    """ONNX Attention (opset 23) writes ("Y", "", "", "qk_matmul_output"); memplan has no converter for it:
+    its absent outputs are left out (a seeded source in verify)."""
+    q = (2, 3, 4, 8)
+    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y", "", "", "qk"], qk_matmul_output_mode=0)
+    m = onnx_model([node], [("Q", q), ("K", q), ("V", q)], [("Y", q), ("qk", (2, 3, 4, 4))], {}, opset=23)
+    m.ir_version = 10
+    p = save(tmp_path, m)
+    op = load_model(p).operations[0]
+    assert op.type == "Attention" and len(op.outputs) == 2 and min(op.outputs) >= 0
+    check_verify(p)
