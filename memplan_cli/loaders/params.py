@@ -175,12 +175,15 @@ def weight_slot_operands(graph) -> set[int]:
 
 
 def _embedding_tables(graph) -> set[tuple]:
-    """Shapes of the 2-D float constants a Gather reads rows of (token embeddings)."""
+    """Shapes of the 2-D float constants an op reads rows of (`OpDef.table_inputs`: token embeddings)."""
+    from memplan_cli import ops
+
     out = set()
     for op in graph.operations:
-        if op.type == "Gather" and op.inputs and op.inputs[0] >= 0:
-            t = graph.operands[op.inputs[0]]
-            if t.is_const and len(t.shape) == 2 and t.dtype.startswith("float"):
+        d = ops.get(op.type)
+        for k in (d.table_inputs if d is not None else ()):
+            t = graph.operands[op.inputs[k]] if k < len(op.inputs) and op.inputs[k] >= 0 else None
+            if t is not None and t.is_const and len(t.shape) == 2 and t.dtype.startswith("float"):
                 out.add(tuple(t.shape))
     return out
 
