@@ -14,6 +14,8 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   parameter. A value of the reader's own decomposition (a mask's fill) is not one. A value folded
   from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one when every
   folded parameter was found elsewhere, and unknown otherwise (it may be that parameter, sliced).
+  A second constant folded from the same parameters in the same shape (a layer used twice, ALBERT's
+  shared layers: one transposed weight per use) is a copy, not another parameter.
 - Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
   read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
   `arith.constant`).
@@ -104,6 +106,8 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
                 readers.setdefault(i, []).append(n)
     out: dict[str, str] = {}
     accounted: set[str] = set()
+    claimed: dict[frozenset, set] = {}  # folded parameters -> shapes of the constants folded from them
+    dims = {t.name: tuple(int(d) for d in t.dims) for t in g.initializer}
     pending: list[str] = []  # the output of a folded fx node: from what, the file does not say
     for name in floats:
         if name in params:
@@ -126,9 +130,15 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
         hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
                                        and any(n.input[k] == name for k in _onnx_weight_slots(n.op_type)
                                                if k < len(n.input))}
-        if hit:
+        shape = dims.get(name, ())
+        if hit and any(s in claimed.get(frozenset(hit), ()) for s in (shape, shape[::-1])):
+            # the same folded parameters again, in the same shape: a layer used twice (ALBERT's shared
+            # layers) folds its transposed weight once per use; the parameter trains once, as in torch
+            out[name] = BUFFER
+        elif hit:
             out[name] = PARAM
             accounted |= hit
+            claimed.setdefault(frozenset(hit), set()).add(shape)
         elif name in args:
             pending.append(name)
         else:

@@ -162,3 +162,22 @@ def test_a_weight_shaped_like_an_embedding_table_transposed_stays_assumed(tmp_pa
     assert kinds["onnx::MatMul_7"] == "param" and kinds["onnx::MatMul_9"] == "assumed"
     r = CliRunner().invoke(main, ["analyze", p, "-f", "json"], env={"NO_COLOR": "1"})
     assert "onnx::MatMul_9" in json.loads(r.output)["parameters"]["assumed_trainable"]
+
+
+def test_a_shared_layer_folded_once_per_use_trains_once(tmp_path):
+    """ALBERT applies one layer twice; torch.onnx dynamo folds its transposed weight once per use
+    (val_3, val_7: both from m.layer.weight, same shape). It trained twice: the gradient bytes of a
+    tiny ALBERT masked-LM were 1.16 x torch's parameters. The second copy is not another parameter."""
+    rng = np.random.default_rng(4)
+    inits = {"val_3": rng.normal(size=(8, 8)).astype(np.float32), "val_7": rng.normal(size=(8, 8)).astype(np.float32)}
+    fx = "%linear{k} : = call_function[target=aten.linear](args = (%{a}, %p_m_layer_weight), kwargs = {{}})"
+    nodes = [_fx(helper.make_node("MatMul", ["x", "val_3"], ["a"]), fx.format(k="", a="x")),
+             _fx(helper.make_node("MatMul", ["a", "val_7"], ["y"]), fx.format(k="_1", a="linear"))]
+    m = onnx_model(nodes, [("x", (2, 8))], [("y", (2, 8))], inits)
+    m.graph.metadata_props.add(key=SIG_KEY, value="\n# inputs\np_m_layer_weight: PARAMETER target='m.layer.weight'\n"
+                                                  "x: USER_INPUT\n")
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    assert _kinds(load_model(p)) == {"val_3": "param", "val_7": "buffer"}
+    r = CliRunner().invoke(main, ["analyze", p, "-f", "json"], env={"NO_COLOR": "1"})
+    assert json.loads(r.output)["categories"]["gradient"]["naive"] == 8 * 8 * 4
