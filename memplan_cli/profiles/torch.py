@@ -210,6 +210,63 @@ def _elements(shape) -> int:
     return n
 
 
+def _cstr(shape) -> tuple:
+    """Contiguous strides (in elements) of `shape`."""
+    out, n = [], 1
+    for d in reversed(tuple(shape)):
+        out.append(n)
+        n *= int(d)
+    return tuple(reversed(out))
+
+
+def _is_contig(shape, strides) -> bool:
+    """torch's is_contiguous: sizes of 1 have any stride."""
+    return all(st == c for d, st, c in zip(shape, strides, _cstr(shape)) if int(d) != 1)
+
+
+def _view_stride(old, oldst, new):
+    """The strides of `old` (strides `oldst`) viewed as `new`, or None when no view exists and reshape
+    copies (ATen's computeStride)."""
+    old, oldst, new = tuple(int(d) for d in old), tuple(oldst), tuple(int(d) for d in new)
+    if _elements(old) == 0 or not old:
+        return _cstr(new)
+    newst = [0] * len(new)
+    view_d = len(new) - 1
+    chunk = oldst[-1]
+    t_n = v_n = 1
+    for d in range(len(old) - 1, -1, -1):
+        t_n *= old[d]
+        if d == 0 or (old[d - 1] != 1 and oldst[d - 1] != t_n * chunk):
+            while view_d >= 0 and (v_n < t_n or new[view_d] == 1):
+                newst[view_d] = v_n * chunk
+                v_n *= new[view_d]
+                view_d -= 1
+            if v_n != t_n:
+                return None
+            if d > 0:
+                chunk = oldst[d - 1]
+                t_n = v_n = 1
+    return tuple(newst) if view_d == -1 else None
+
+
+def _out_strides(op, opd, st, k=0):
+    """Strides of view op `op`'s output k, given its input's strides `st`; None: the op copies."""
+    x, y = tuple(opd[op.inputs[0]].shape), tuple(opd[op.outputs[k]].shape)
+    if op.type == "Transpose":
+        perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
+        return tuple(st[int(i)] for i in perm)
+    if op.type == "Expand":  # broadcast dims get stride 0
+        pad = (0,) * (len(y) - len(x))
+        full = pad + tuple(st)
+        xs = (1,) * (len(y) - len(x)) + x
+        return tuple(0 if xs[i] == 1 and y[i] != 1 else full[i] for i in range(len(y)))
+    if op.type in ("Slice", "Split") and len(x) == len(y):
+        return tuple(st)  # a narrow keeps its input's strides
+    if x == y:
+        return tuple(st)
+    return _view_stride(x, st, y)
+
+
 class TorchProfile:
     name = "torch"
     checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
@@ -367,7 +424,10 @@ def replay(tg, config):
 
     # ---- forward ----
     rg: set[int] = set(trained)  # operands that require grad
-    contig: dict[int, bool] = {}
+    strides: dict[int, tuple] = {}  # operand -> strides of a view (absent: contiguous)
+
+    def contig(v) -> bool:
+        return v not in strides or _is_contig(opd[v].shape, strides[v])
     node: dict[int, bool] = {}  # fused-op position -> records a backward node
     saved_by: dict[int, list] = {}  # position -> storages it saved
     out_store: dict[int, list] = {}
@@ -387,9 +447,13 @@ def replay(tg, config):
         spec, _, cond = spec.partition("?")
         if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
             return 0
+        mask = spec.startswith("mask:")  # a bool tensor of that many elements
+        spec = spec[5:] if mask else spec
         k = int(spec[2:]) if spec.startswith("in") else int(spec[3:])
         v = op.inputs[k] if spec.startswith("in") else op.outputs[k]
-        return opd[v].nbytes if v >= 0 else 0
+        if v < 0:
+            return 0
+        return _elements(opd[v].shape) if mask else opd[v].nbytes
 
     def size_of(spec, op):
         x = opd[op.inputs[0]]
@@ -440,25 +504,30 @@ def replay(tg, config):
         if op.type == "MatMul":
             for k, v in enumerate(op.inputs[:2]):
                 # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
-                if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
+                if v >= 0 and not contig(v) and len(opd[v].shape) > 2:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp
         # outputs
         outs = []
-        view = f.get("view") and (op.type != "Reshape" and op.type != "Flatten" or contig.get(op.inputs[0], True))
+        view = bool(f.get("view"))
         if op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) == 0.0:
             view = True
+        x0 = op.inputs[0] if op.inputs else -1
         for k, v in enumerate(op.outputs):
             if not uses.get(v) and v not in g.outputs:
                 continue  # an exporter's extra output (running statistics, a mask): none in eager
-            if view and k == 0:
-                storage[v] = storage.get(op.inputs[0])
-                contig[v] = contig.get(op.inputs[0], True) and op.type != "Transpose"
+            vs = None
+            if view and (k == 0 or f.get("view") == "all"):
+                # a reshape that no view can express copies (contiguous result)
+                vs = _out_strides(op, opd, strides.get(x0) or _cstr(opd[x0].shape), k)
+            if vs is not None:
+                storage[v] = storage.get(x0)
+                if not _is_contig(opd[v].shape, vs):
+                    strides[v] = vs
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
-                contig[v] = True
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
         if rec and not _no_grad(op.type):
@@ -500,7 +569,7 @@ def replay(tg, config):
 
     # ---- backward ----
     grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
-    grad_contig: dict[int, bool] = {}
+    grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
     grads_of_weights: list[int] = []
     release_at: dict[int, int] = {}  # storage -> backward step that last needs it
     for p in range(len(ops_) - 1, -1, -1):
@@ -566,6 +635,8 @@ def replay(tg, config):
             for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                         ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
                 alts = f.get(key, ()) if runs else ()
+                if alts == "unused_outputs":  # zeros for each output that got no gradient
+                    alts = ((sum(opd[v].nbytes for v in op.outputs if v >= 0 and grad.get(v) is None),),)
                 alts = alts(op, opd) if callable(alts) else alts
                 tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
                 if tmp_b:

@@ -1,0 +1,130 @@
+"""Transformer and sequence modules for the torch oracle (devtools/torch_oracle.py; dev-only, needs
+torch, transformers and timm): the repository's own real exports run in eager at the same config, and
+small Hugging Face / timm / torch.nn networks as users export them. Random init, nothing downloaded.
+
+Each entry is (family, builder, input shape without batch) as in torch_oracle.ZOO; token ids are
+("ids", sequence length, vocabulary). FILES names the committed export an entry is checked against
+(memplan re-batches it) instead of a fresh export.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _wrap(model, key="logits"):
+    import torch
+
+    class W(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, *args):
+            out = self.m(*args, return_dict=True)
+            return out[key]
+
+    return W()
+
+
+def _hf(cfg_name, model_name, key="logits", attn="eager", **kw):
+    """A transformers model from a small config; `attn` is the attention implementation eager runs
+    ("eager": the matmul / softmax path the exporters write; "sdpa": torch's fused kernel)."""
+    def make():
+        import transformers as tr
+
+        cfg = getattr(tr, cfg_name)(**kw)
+        cfg._attn_implementation = attn
+        return _wrap(getattr(tr, model_name)(cfg), key)
+    return make
+
+
+def _timm(name, **kw):
+    def make():
+        import timm
+
+        return timm.create_model(name, pretrained=False, **kw)
+    return make
+
+
+# the repository's tiny exports (scripts/build_corpus.py test_models, scripts/build_params_corpus.py),
+# same configs; exported in eval mode by dynamo, so the dropout of GPT-2 / CLIP is not in the file:
+# these run with their dropout probabilities at 0 in eager (see docs/torchprof.md)
+_SMALL = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+              max_position_embeddings=16, use_cache=False)
+_IDS8 = ("ids", 8, 100)
+CORPUS = {
+    "tx_gpt2_file": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=100, n_embd=32, n_layer=1,
+                                        n_head=2, n_positions=16, use_cache=False, resid_pdrop=0.0,
+                                        embd_pdrop=0.0, attn_pdrop=0.0), _IDS8),
+    "tx_llama_file": ("transformer", _hf("LlamaConfig", "LlamaForCausalLM", vocab_size=100, hidden_size=32,
+                                         intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                         num_key_value_heads=2, max_position_embeddings=16, use_cache=False), _IDS8),
+    "tx_clip_text_file": ("transformer", _hf("CLIPTextConfig", "CLIPTextModel", "pooler_output", vocab_size=100,
+                                             hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=2, max_position_embeddings=16), _IDS8),
+    "tx_qwen3_file": ("transformer", _hf("Qwen3Config", "Qwen3ForCausalLM", intermediate_size=64,
+                                         num_key_value_heads=2, head_dim=8, **_SMALL), _IDS8),
+    "tx_gpt_neox_file": ("transformer", _hf("GPTNeoXConfig", "GPTNeoXForCausalLM", intermediate_size=64,
+                                            rotary_pct=0.25, **_SMALL), _IDS8),
+    "tx_falcon_file": ("transformer", _hf("FalconConfig", "FalconForCausalLM",
+                                          **{k: v for k, v in _SMALL.items() if k != "max_position_embeddings"}),
+                       _IDS8),
+    "tx_rwkv_file": ("sequence", _hf("RwkvConfig", "RwkvForCausalLM", vocab_size=100, hidden_size=32,
+                                     attention_hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                     context_length=16, rescale_every=0, use_cache=False), _IDS8),
+    "tx_tinyvit_file": ("vision-transformer", _timm("tiny_vit_5m_224", num_classes=4, embed_dims=(8, 16, 16, 24),
+                                                    depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2),
+                                                    window_sizes=(4, 4, 4, 2)), (3, 64, 64)),
+    "tx_levit_file": ("vision-transformer", _timm("levit_128s", img_size=64, num_classes=4, embed_dim=(16, 24, 32),
+                                                  key_dim=4, num_heads=(1, 2, 2), depth=(1, 1, 1)), (3, 64, 64)),
+    "tx_sequencer2d_file": ("sequence", _timm("sequencer2d_s", img_size=64, num_classes=4, layers=(1, 1, 1, 1),
+                                              embed_dims=(8, 8, 8, 8), hidden_sizes=(4, 4, 4, 4),
+                                              mlp_ratios=(1.0, 1.0, 1.0, 1.0)), (3, 64, 64)),
+}
+FILES = {"tx_gpt2_file": "tests/corpus/gpt2_tiny_dynamo.onnx", "tx_llama_file": "tests/corpus/llama_tiny_dynamo.onnx",
+         "tx_clip_text_file": "tests/corpus/clip_text_tiny_dynamo.onnx"}
+FILES.update({k: f"tests/corpus/params/{k[3:-5]}_tiny_dynamo.onnx" for k in CORPUS if k not in FILES})
+
+def _lstm(kind="LSTM", vocab=1000, d=64, hidden=96, layers=1, classes=20):
+    """Embedding -> torch.nn.LSTM / GRU (batch_first) -> a Linear head per step."""
+    import torch.nn as nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.rnn = getattr(nn, kind)(d, hidden, num_layers=layers, batch_first=True)
+            self.head = nn.Linear(hidden, classes)
+
+        def forward(self, ids):
+            return self.head(self.rnn(self.emb(ids))[0])
+    return M()
+
+
+_GPT2 = dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128, use_cache=False)
+_LLAMA = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=128, use_cache=False)
+_BERT = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+             max_position_embeddings=128)
+_IDS32 = ("ids", 32, 1000)
+SEQ = {
+    # "eager" attention: the matmul / softmax path the export shows; "sdpa": transformers' default
+    "tx_gpt2": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", **_GPT2), _IDS32),
+    "tx_gpt2_sdpa": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", attn="sdpa", **_GPT2), _IDS32),
+    "tx_llama": ("transformer", _hf("LlamaConfig", "LlamaForCausalLM", **_LLAMA), _IDS32),
+    "tx_llama_sdpa": ("transformer", _hf("LlamaConfig", "LlamaForCausalLM", attn="sdpa", **_LLAMA), _IDS32),
+    "tx_qwen3": ("transformer", _hf("Qwen3Config", "Qwen3ForCausalLM", head_dim=16, **_LLAMA), _IDS32),
+    "tx_bert": ("transformer", _hf("BertConfig", "BertForMaskedLM", **_BERT), _IDS32),
+    "tx_distilbert": ("transformer", _hf("DistilBertConfig", "DistilBertForMaskedLM", vocab_size=1000, dim=64,
+                                         n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=128),
+                      _IDS32),
+    "tx_vit": ("vision-transformer", _timm("vit_tiny_patch16_224", img_size=64, depth=2, num_classes=10),
+               (3, 64, 64)),
+    "tx_lstm": ("sequence", lambda: _lstm("LSTM"), _IDS32),
+    "tx_gru": ("sequence", lambda: _lstm("GRU"), _IDS32),
+}
+FLAGS = {}
+ZOO = {**CORPUS, **SEQ}
