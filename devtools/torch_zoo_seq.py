@@ -104,6 +104,40 @@ def _lstm(kind="LSTM", vocab=1000, d=64, hidden=96, layers=1, classes=20):
     return M()
 
 
+def _sdpa_lm(p=0.0, d=64, heads=4, layers=2, vocab=500, causal=True):
+    """A hand-written pre-norm decoder on F.scaled_dot_product_attention (dropout `p` inside it and after
+    the projections): what torch users write without transformers."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.drop = nn.Dropout(p)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p if self.training else 0.0, is_causal=causal)
+            x = x + self.drop(self.o(y.transpose(1, 2).reshape(b, n, d)))
+            return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.blocks = nn.Sequential(*[Block() for _ in range(layers)])
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab)
+
+        def forward(self, ids):
+            return self.head(self.ln(self.blocks(self.emb(ids))))
+    return LM()
+
+
 _GPT2 = dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128, use_cache=False)
 _LLAMA = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=128, use_cache=False)
@@ -111,6 +145,10 @@ _BERT = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention
              max_position_embeddings=128)
 _IDS32 = ("ids", 32, 1000)
 SEQ = {
+    "tx_sdpa": ("transformer", lambda: _sdpa_lm(0.0), ("ids", 64, 500)),
+    "tx_sdpa_drop": ("transformer", lambda: _sdpa_lm(0.1), ("ids", 64, 500)),
+    "tx_gpt2_sdpa_nodrop": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", attn="sdpa", resid_pdrop=0.0,
+                                               embd_pdrop=0.0, attn_pdrop=0.0, **_GPT2), _IDS32),
     # "eager" attention: the matmul / softmax path the export shows; "sdpa": transformers' default
     "tx_gpt2": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", **_GPT2), _IDS32),
     "tx_gpt2_sdpa": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", attn="sdpa", **_GPT2), _IDS32),

@@ -71,8 +71,33 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple.
+def _flash_blocks(op, operands) -> tuple:
+    """The CPU flash kernel's block sizes (ATen FlashAttentionKernel.cpp): q 256 / 64 / 32 rows for a
+    query length of 768+ / 192+ / less, kv 512 columns, each capped at the length."""
+    q, k = operands[op.inputs[0]].shape, operands[op.inputs[1]].shape
+    sq, skv, d = int(q[-2]), int(k[-2]), int(q[-1])
+    qs = min(sq, 256 if sq >= 768 else 64 if sq >= 192 else 32)
+    return qs, min(skv, 512), d
+
+
+def _flash_fwd(op, operands) -> tuple:
+    qs, kvs, d = _flash_blocks(op, operands)  # per thread: scores, row max, row sum, an output block
+    return ((4 * (qs * kvs + 2 * qs + qs * d),),)
+
+
+def _flash_bwd(op, operands) -> tuple:
+    qs, kvs, _ = _flash_blocks(op, operands)  # per thread: scores and their gradient; the row sums
+    return ((4 * (2 * qs * kvs) + 4 * qs,),)
+
+
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
+    # _scaled_dot_product_flash_attention_for_cpu (torch 2.14, measured; scratch for one thread): saves q,
+    # k, v (k / v with their own heads: grouped-query attention is not repeated), the output (laid out
+    # like q) and a float32 logsumexp per query row; backward makes zeroed gradients of q, k, v
+    "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
+             "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
+             "fwd_scratch": _flash_fwd, "bwd_scratch": _flash_bwd},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
 FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
@@ -116,13 +141,152 @@ def _is_weight(g, defs, v) -> bool:
             and g.operands[g.operations[p].inputs[0]].is_const)
 
 
+def _scalar(g, v) -> bool:
+    return v >= 0 and _elements(g.operands[v].shape) == 1
+
+
+def _attention(g, uses, defs) -> dict:
+    """torch.onnx's decomposition of `F.scaled_dot_product_attention` read back as the one eager op:
+    MatMul(q * s, k^T * s) (both operands scaled by a one-element factor: sdpa's math, never a
+    hand-written attention), [+ mask], Softmax (last axis), [Where(IsNaN(p), 0, p): its _safe_softmax],
+    [Dropout], MatMul with v; k^T through the Reshape / Transpose views the decomposition writes, k and
+    v through its grouped-query repeat (Unsqueeze, Expand, Reshape). Returns {index of the last MatMul:
+    (members, q, k, v, mask or -1, softmax output, dropout op or None)}."""
+    ops = g.operations
+    found = {}
+
+    def only(v, users=1):
+        return v >= 0 and len(uses.get(v, ())) == users and v not in g.outputs
+
+    def unrepeat(v, chain):
+        """The grouped-query repeat (x[:, :, None].expand(...).reshape(...)) undone: sdpa's enable_gqa."""
+        found = []
+        p = defs.get(v)
+        if p is not None and ops[p].type == "Reshape" and only(v):
+            found.append(p)
+            v = ops[p].inputs[0]
+        pe = defs.get(v)
+        if pe is None or ops[pe].type != "Expand" or not only(v):
+            return v if not found else ops[found[0]].outputs[0]
+        u = ops[pe].inputs[0]
+        pu = defs.get(u)
+        x = ops[pu].inputs[0] if pu is not None else -1
+        if pu is None or ops[pu].type != "Unsqueeze" or not only(u) or len(g.operands[x].shape) != 4 \
+                or tuple(int(a) % 5 for a in ops[pu].attrs.get("axes", ())) != (2,):
+            return v if not found else ops[found[0]].outputs[0]
+        chain += found + [pe, pu]
+        return x
+
+    for m2 in ops:
+        if m2.type != "MatMul" or len(m2.inputs) != 2:
+            continue
+        members = [m2.index]
+        p = m2.inputs[0]
+        drop = None
+        if defs.get(p) is not None and ops[defs[p]].type == "Dropout" and only(p):
+            members.append(defs[p])
+            if float(ops[defs[p]].attrs.get("ratio", 0.5)) > 0:
+                drop = ops[defs[p]]
+            p = ops[defs[p]].inputs[0]
+        if defs.get(p) is not None and ops[defs[p]].type == "Where" and only(p):
+            w = ops[defs[p]]
+            c, sm = w.inputs[0], w.inputs[2] if len(w.inputs) > 2 else -1
+            pc = defs.get(c)
+            if pc is None or ops[pc].type != "IsNaN" or ops[pc].inputs[0] != sm or not only(c) \
+                    or sorted(uses.get(sm, ())) != sorted((pc, w.index)):
+                continue
+            members += [w.index, pc]
+            p = sm
+        elif not only(p):
+            continue
+        ps = defs.get(p)
+        if ps is None or ops[ps].type != "Softmax":
+            continue
+        ax = ops[ps].attrs.get("axes", ops[ps].attrs.get("axis", -1))
+        ax = tuple(ax) if isinstance(ax, (tuple, list)) else (ax,)
+        if tuple(int(a) % len(g.operands[p].shape) for a in ax) != (len(g.operands[p].shape) - 1,):
+            continue
+        members.append(ps)
+        sm_out = p
+        x = ops[ps].inputs[0]
+        mask = -1
+        px = defs.get(x)
+        if px is not None and ops[px].type == "Add" and only(x):
+            a, b = ops[px].inputs[:2]
+            if defs.get(a) is not None and ops[defs[a]].type == "MatMul":
+                x, mask = a, b
+            elif defs.get(b) is not None and ops[defs[b]].type == "MatMul":
+                x, mask = b, a
+            else:
+                continue
+            members.append(px)
+        p1 = defs.get(x)
+        if p1 is None or ops[p1].type != "MatMul" or not only(x):
+            continue
+        m1 = ops[p1]
+        sides = []
+        for v in m1.inputs[:2]:
+            pm = defs.get(v)
+            if pm is None or ops[pm].type != "Mul" or not only(v):
+                break
+            a, b = ops[pm].inputs[:2]
+            if _scalar(g, b) and not _scalar(g, a):
+                sides.append((pm, a))
+            elif _scalar(g, a) and not _scalar(g, b):
+                sides.append((pm, b))
+            else:
+                break
+        if len(sides) != 2:
+            continue
+        members += [p1, sides[0][0], sides[1][0]]
+        q = sides[0][1]
+        qs = tuple(g.operands[q].shape)
+        # back through the views of k^T to the nearest k of (..., S_kv, head dim), repeat undone
+        chain: list[int] = []
+        k, v = -1, sides[1][1]
+        while k < 0:
+            p = defs.get(v)
+            if p is None or ops[p].type not in ("Reshape", "Transpose") or not only(v):
+                break
+            chain.append(p)
+            v = ops[p].inputs[0]
+            rep: list[int] = []
+            c = unrepeat(v, rep)
+            ks = tuple(g.operands[c].shape)
+            if len(ks) == len(qs) and ks[-1] == qs[-1] and ks[:-3] == qs[:-3]:
+                k = c
+                chain += rep
+        if k < 0:
+            continue
+        vchain: list[int] = []
+        v = unrepeat(m2.inputs[1], vchain)
+        found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop)
+    return found
+
+
 def _fuse(g, uses) -> list[_Op]:
     """The graph's ops as eager runs them (see the module docstring)."""
     ops = g.operations
     gone: set[int] = set()
     out: list[_Op] = []
     defs = g.defs()
+    attention = _attention(g, uses, defs)
+    dropout = any(op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
+    if any(a[6] is not None for a in attention.values()):
+        dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
+    for m2, (members, q, k, v, mask, sm_out, drop) in attention.items():
+        if drop is None:
+            # no dropout in the graph: eager ran the fused CPU kernel (_scaled_dot_product_flash_attention_
+            # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
+            # torch.onnx's dynamo exporter drops it (TorchScript writes it): refused
+            gone.update(members)
     for op in ops:
+        if op.index in attention and op.index in gone:
+            members, q, k, v, mask, _, _ = attention[op.index]
+            ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
+            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), {}, op.label,
+                           tuple(sorted(members))))
+            continue
         if op.index in gone:
             continue
         # x * Sigmoid(x) -> silu(x)
@@ -267,6 +431,65 @@ def _out_strides(op, opd, st, k=0):
     return _view_stride(x, st, y)
 
 
+# ops eager runs through TensorIterator: the output takes the layout of its inputs (the first one that
+# orders two axes decides), so an elementwise op on a transposed view writes a transposed result
+POINTWISE = frozenset(("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg", "Sqrt", "Rsqrt", "Reciprocal", "Exp",
+                       "Log", "Sin", "Cos", "Tanh", "Sigmoid", "Relu", "Relu6", "Clip", "Erf", "Gelu", "SiLU",
+                       "Abs", "Cast", "Where", "LeakyRelu", "HardSwish", "HardSigmoid", "Softplus", "Elu",
+                       "Dropout"))
+
+
+def _ti_strides(out_shape, ins) -> tuple:
+    """The output strides TensorIterator gives an elementwise op of inputs `ins` ((shape, strides)
+    pairs): dimensions sorted by the inputs' strides (broadcast ones skipped), a dense result."""
+    out_shape = tuple(int(d) for d in out_shape)
+    nd = len(out_shape)
+    al = []
+    for shp, st in ins:
+        pad = nd - len(shp)
+        al.append([0] * pad + [0 if int(shp[i]) == 1 and out_shape[pad + i] != 1 else st[i]
+                               for i in range(len(shp))])
+    perm = list(range(nd - 1, -1, -1))  # perm[0] is the fastest axis
+
+    def should_swap(d0, d1):
+        for st in al:
+            a, b = st[d0], st[d1]
+            if a == 0 or b == 0:
+                continue
+            if a != b:
+                return -1 if a < b else 1
+            if out_shape[d0] > out_shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    st, n = [0] * nd, 1
+    for d in perm:
+        st[d] = n
+        n *= out_shape[d]
+    return tuple(st)
+
+
+def _bmm_copies(shape, st) -> bool:
+    """A matmul operand of 3+ dims is folded to (batch, m, n) (a reshape: a copy when no view exists);
+    bmm takes a row- or column-major matrix as it is and copies any other layout."""
+    shape = tuple(int(d) for d in shape)
+    b = _elements(shape[:-2])
+    f = _view_stride(shape, st, (b,) + shape[-2:])
+    if f is None:
+        return True
+    m, n = shape[-2:]
+    return not ((f[-1] == 1 or n == 1) and f[-2] >= max(n, 1) or (f[-2] == 1 or m == 1) and f[-1] >= max(m, 1))
+
+
 class TorchProfile:
     name = "torch"
     checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
@@ -366,6 +589,10 @@ def _part(s: dict, steps) -> str:
 
 def refusal(ops_: list[_Op]) -> str | None:
     for op in ops_:
+        if op.type == "SDPA?":
+            return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout: the "
+                    f"export does not say whether its own dropout was on (torch.onnx's dynamo exporter drops "
+                    f"it), and eager's CPU kernel differs (fused without dropout, the math path with it)")
         if op.type != "Loss" and facts(op) is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
@@ -396,8 +623,9 @@ def replay(tg, config):
     # ---- held before the step ----
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
+    read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
     for o in opd:
-        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and uses.get(o.index):
+        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
     for v in g.inputs:
         o = opd[v]
@@ -504,15 +732,13 @@ def replay(tg, config):
         if op.type == "MatMul":
             for k, v in enumerate(op.inputs[:2]):
                 # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
-                if v >= 0 and not contig(v) and len(opd[v].shape) > 2:
+                if v >= 0 and not contig(v) and len(opd[v].shape) > 2 and _bmm_copies(opd[v].shape, strides[v]):
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp
         # outputs
         outs = []
         view = bool(f.get("view"))
-        if op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) == 0.0:
-            view = True
         x0 = op.inputs[0] if op.inputs else -1
         for k, v in enumerate(op.outputs):
             if not uses.get(v) and v not in g.outputs:
@@ -528,6 +754,14 @@ def replay(tg, config):
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
+                # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
+                if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
+                    strides[v] = strides[x0]
+                elif op.type in POINTWISE and k == 0 and any(i in strides for i in op.inputs if i >= 0):
+                    lay = _ti_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or _cstr(opd[i].shape))
+                                                     for i in op.inputs if i >= 0])
+                    if not _is_contig(opd[v].shape, lay):
+                        strides[v] = lay
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
         if rec and not _no_grad(op.type):
