@@ -51,28 +51,29 @@ def _timm(name, **kw):
 
 # the repository's tiny exports (scripts/build_corpus.py test_models, scripts/build_params_corpus.py),
 # same configs; exported in eval mode by dynamo, so the dropout of GPT-2 / CLIP is not in the file:
-# these run with their dropout probabilities at 0 in eager (see docs/torchprof.md)
+# these run with their dropout probabilities at 0 in eager, with transformers' default attention (sdpa)
+# as when they were exported (see docs/torchprof.md)
 _SMALL = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
               max_position_embeddings=16, use_cache=False)
 _IDS8 = ("ids", 8, 100)
 CORPUS = {
-    "tx_gpt2_file": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=100, n_embd=32, n_layer=1,
+    "tx_gpt2_file": ("transformer", _hf("GPT2Config", "GPT2LMHeadModel", attn="sdpa", vocab_size=100, n_embd=32, n_layer=1,
                                         n_head=2, n_positions=16, use_cache=False, resid_pdrop=0.0,
                                         embd_pdrop=0.0, attn_pdrop=0.0), _IDS8),
-    "tx_llama_file": ("transformer", _hf("LlamaConfig", "LlamaForCausalLM", vocab_size=100, hidden_size=32,
+    "tx_llama_file": ("transformer", _hf("LlamaConfig", "LlamaForCausalLM", attn="sdpa", vocab_size=100, hidden_size=32,
                                          intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
                                          num_key_value_heads=2, max_position_embeddings=16, use_cache=False), _IDS8),
-    "tx_clip_text_file": ("transformer", _hf("CLIPTextConfig", "CLIPTextModel", "pooler_output", vocab_size=100,
+    "tx_clip_text_file": ("transformer", _hf("CLIPTextConfig", "CLIPTextModel", "pooler_output", attn="sdpa", vocab_size=100,
                                              hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                              num_attention_heads=2, max_position_embeddings=16), _IDS8),
-    "tx_qwen3_file": ("transformer", _hf("Qwen3Config", "Qwen3ForCausalLM", intermediate_size=64,
+    "tx_qwen3_file": ("transformer", _hf("Qwen3Config", "Qwen3ForCausalLM", attn="sdpa", intermediate_size=64,
                                          num_key_value_heads=2, head_dim=8, **_SMALL), _IDS8),
-    "tx_gpt_neox_file": ("transformer", _hf("GPTNeoXConfig", "GPTNeoXForCausalLM", intermediate_size=64,
+    "tx_gpt_neox_file": ("transformer", _hf("GPTNeoXConfig", "GPTNeoXForCausalLM", attn="sdpa", intermediate_size=64,
                                             rotary_pct=0.25, **_SMALL), _IDS8),
-    "tx_falcon_file": ("transformer", _hf("FalconConfig", "FalconForCausalLM",
+    "tx_falcon_file": ("transformer", _hf("FalconConfig", "FalconForCausalLM", attn="sdpa",
                                           **{k: v for k, v in _SMALL.items() if k != "max_position_embeddings"}),
                        _IDS8),
-    "tx_rwkv_file": ("sequence", _hf("RwkvConfig", "RwkvForCausalLM", vocab_size=100, hidden_size=32,
+    "tx_rwkv_file": ("sequence", _hf("RwkvConfig", "RwkvForCausalLM", attn="sdpa", vocab_size=100, hidden_size=32,
                                      attention_hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                      context_length=16, rescale_every=0, use_cache=False), _IDS8),
     "tx_tinyvit_file": ("vision-transformer", _timm("tiny_vit_5m_224", num_classes=4, embed_dims=(8, 16, 16, 24),

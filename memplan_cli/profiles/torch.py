@@ -593,6 +593,9 @@ def refusal(ops_: list[_Op]) -> str | None:
             return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout: the "
                     f"export does not say whether its own dropout was on (torch.onnx's dynamo exporter drops "
                     f"it), and eager's CPU kernel differs (fused without dropout, the math path with it)")
+        why = (facts(op) or {}).get("refuse") if op.type != "Loss" else None
+        if why:
+            return f"torch profile: op {op.label} ({op.type}): {why}"
         if op.type != "Loss" and facts(op) is None:
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
@@ -853,10 +856,23 @@ def replay(tg, config):
                     gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
                     made.append(gw)
                     grads_of_weights.append(gw)
-                    if grad.get(v) is not None:  # a weight read twice: accumulated in place
+                    if grad.get(v) is not None and grad_contig.get(v, True):
+                        # a weight read twice: the second gradient is added into the first in place
                         tmp.append(gw)
                         made.remove(gw)
                         grads_of_weights.remove(gw)
+                    elif grad.get(v) is not None:
+                        # the first is a transposed view (a tied weight's, through its Transpose): the sum
+                        # is a new tensor, both addends freed (the engine's InputBuffer, measured)
+                        tmp.append(gw)
+                        made.remove(gw)
+                        grads_of_weights.remove(gw)
+                        sim.touch(grad[v], s_dw)
+                        new = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
+                        made.append(new)
+                        grads_of_weights.append(new)
+                        grad[v] = new
+                        grad_contig[v] = True
                     else:
                         grad[v] = gw
                     continue
