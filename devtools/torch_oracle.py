@@ -430,7 +430,7 @@ def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bo
     if name in FILES:
         shutil.copyfile(os.path.join(ROOT, FILES[name]), path)
         return
-    model, x, _ = build(name, batch)
+    model, x, _ = build(_seq.EXPORT_AS.get(name, name), batch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:

@@ -139,6 +139,26 @@ def _sdpa_lm(p=0.0, d=64, heads=4, layers=2, vocab=500, causal=True):
     return LM()
 
 
+def _lora(make, names=("q_proj", "v_proj"), r=8):
+    """`make`'s module with the hand-written LoRA Linear (devtools/torch_oracle.py: PEFT's lora.Linear
+    without dropout, alpha = 2r) on the Linear layers named `names`; every other weight frozen."""
+    def build():
+        import torch.nn as nn
+
+        from devtools.torch_oracle import LoRALinear
+
+        m = make()
+        m.requires_grad_(False)
+        for mod in list(m.modules()):
+            for name, child in list(mod.named_children()):
+                if name in names and isinstance(child, nn.Linear):
+                    ad = LoRALinear(child.in_features, child.out_features, r, 2 * r)
+                    ad.base = child
+                    setattr(mod, name, ad)
+        return m
+    return build
+
+
 _GPT2 = dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128, use_cache=False)
 _LLAMA = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=128, use_cache=False)
@@ -165,5 +185,10 @@ SEQ = {
     "tx_lstm": ("sequence", lambda: _lstm("LSTM"), _IDS32),
     "tx_gru": ("sequence", lambda: _lstm("GRU"), _IDS32),
 }
-FLAGS = {}
+# LoRA: adapters in the export (only they train), or the base model exported and `--lora 8` adding them
+SEQ["tx_llama_lora"] = ("lora", _lora(SEQ["tx_llama_sdpa"][1]), _IDS32)
+SEQ["tx_llama_lora_flag"] = ("lora", _lora(SEQ["tx_llama_sdpa"][1]), _IDS32)
+FLAGS = {"tx_llama_lora": ["--train", "ops:*lora*"], "tx_llama_lora_flag": ["--lora", "8"]}
+# modules whose export is another's (the base model of a `--lora` run)
+EXPORT_AS = {"tx_llama_lora_flag": "tx_llama_sdpa"}
 ZOO = {**CORPUS, **SEQ}

@@ -264,12 +264,37 @@ def _attention(g, uses, defs) -> dict:
     return found
 
 
+def _eager_order(g, defs) -> list:
+    """The ops in the order eager runs them: the graph's own, except that an op listed after one that
+    reads its result (the adapters `--lora` appends) runs just before that reader, after its own
+    inputs' producers (PEFT's lora.Linear: the base projection, then A, B, the scale and the sum)."""
+    ops = g.operations
+    done: set[int] = set()
+    order = []
+    for top in ops:
+        stack = [(top.index, False)]
+        while stack:
+            i, ready = stack.pop()
+            if i in done:
+                continue
+            if ready:
+                done.add(i)
+                order.append(ops[i])
+                continue
+            stack.append((i, True))
+            for v in reversed(ops[i].inputs):
+                p = defs.get(v) if v >= 0 else None
+                if p is not None and p not in done:
+                    stack.append((p, False))
+    return order
+
+
 def _fuse(g, uses) -> list[_Op]:
     """The graph's ops as eager runs them (see the module docstring)."""
+    defs = g.defs()
     ops = g.operations
     gone: set[int] = set()
     out: list[_Op] = []
-    defs = g.defs()
     attention = _attention(g, uses, defs)
     dropout = any(op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
@@ -280,7 +305,7 @@ def _fuse(g, uses) -> list[_Op]:
             # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
             # torch.onnx's dynamo exporter drops it (TorchScript writes it): refused
             gone.update(members)
-    for op in ops:
+    for op in _eager_order(g, defs):
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _ = attention[op.index]
             ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])

@@ -178,3 +178,16 @@ def test_recurrent_layers_are_refused_with_the_reason(tmp_path):
                [("W", _w(1, 12, 4)), ("R", _w(1, 12, 3))])
     with pytest.raises(UnsupportedOpError, match="oneDNN's fused RNN"):
         _run(g)
+
+
+def test_lora_adapters_run_beside_their_projection(tmp_path):
+    # `--lora` appends the adapter ops to the graph; eager runs them right after the projection they
+    # patch, so the model's output requires grad and backward reaches A's gradient (4 x 2 floats,
+    # 32 B) and, at B, B's (2 x 4, 32 B) and that of x A (2 x 2, 16 B) through the head
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "wq"], ["h"], name="q_proj"),
+                          helper.make_node("Relu", ["h"], ["r"], name="act"),
+                          helper.make_node("MatMul", ["r", "wo"], ["y"], name="head")],
+               [("x", F, [2, 4])], [("y", [2, 3])], [("wq", _w(4, 4)), ("wo", _w(4, 3))])
+    a = _run(g, lora_rank=2)
+    assert _cols(a, "q_proj.lora_A")["bwd_mem_out"] == 32 and _cols(a, "q_proj.lora_B")["bwd_mem_out"] == 48
+    assert _cols(a, "q_proj")["bwd_mem_out"] == 0  # the frozen projection's input needs no gradient
