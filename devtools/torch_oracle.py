@@ -524,7 +524,15 @@ def markdown(rows) -> str:
            "profile tensor peak | error | worst part (of MemTracker's total) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "export_error" in r:
+            out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | not exported: "
+                       f"{r['export_error'][:80]} |  |  |  |  |  |  |")
+            continue
         p, mt = r["profile"], r["memtracker"]
+        if "peak" not in p:
+            out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
+                       f"refused: {p.get('error', '?').split('torch profile: ')[-1][:90]} |  |  |  |  |  |")
+            continue
         tp = (p.get("tensors") or {}).get("peak")
         mtt = mt.get("Total")
         se = r.get("split_error")

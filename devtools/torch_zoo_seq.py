@@ -185,6 +185,9 @@ SEQ = {
     "tx_lstm": ("sequence", lambda: _lstm("LSTM"), _IDS32),
     "tx_gru": ("sequence", lambda: _lstm("GRU"), _IDS32),
 }
+# longer sequences: the attention's S x S terms grow
+SEQ["tx_llama_sdpa_s128"] = ("transformer", SEQ["tx_llama_sdpa"][1], ("ids", 128, 1000))
+SEQ["tx_gpt2_s128"] = ("transformer", SEQ["tx_gpt2"][1], ("ids", 128, 1000))
 # LoRA: adapters in the export (only they train), or the base model exported and `--lora 8` adding them
 SEQ["tx_llama_lora"] = ("lora", _lora(SEQ["tx_llama_sdpa"][1]), _IDS32)
 SEQ["tx_llama_lora_flag"] = ("lora", _lora(SEQ["tx_llama_sdpa"][1]), _IDS32)
