@@ -27,6 +27,7 @@ import gc
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -525,13 +526,16 @@ def markdown(rows) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "export_error" in r:
+            why = re.split(r" to ONNX| is not supported", r["export_error"])[0].split(": ", 1)[-1]
             out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | not exported: "
-                       f"{r['export_error'][:80]} |  |  |  |  |  |  |")
+                       f"{why} |  |  |  |  |  |  |")
             continue
         p, mt = r["profile"], r["memtracker"]
         if "peak" not in p:
+            why = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", p.get("error", "?").split("torch profile: ")[-1])
+            why = re.split(r"[:,]", why.group(1) if why else "?")[0]
             out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
-                       f"refused: {p.get('error', '?').split('torch profile: ')[-1][:90]} |  |  |  |  |  |")
+                       f"refused: {why} |  |  |  |  |  |")
             continue
         tp = (p.get("tensors") or {}).get("peak")
         mtt = mt.get("Total")

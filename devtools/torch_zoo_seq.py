@@ -36,7 +36,8 @@ def _hf(cfg_name, model_name, key="logits", attn="eager", **kw):
         import transformers as tr
 
         cfg = getattr(tr, cfg_name)(**kw)
-        cfg._attn_implementation = attn
+        if attn:  # None: the model has no attention to choose (RWKV)
+            cfg._attn_implementation = attn
         return _wrap(getattr(tr, model_name)(cfg), key)
     return make
 
@@ -73,7 +74,7 @@ CORPUS = {
     "tx_falcon_file": ("transformer", _hf("FalconConfig", "FalconForCausalLM", attn="sdpa",
                                           **{k: v for k, v in _SMALL.items() if k != "max_position_embeddings"}),
                        _IDS8),
-    "tx_rwkv_file": ("sequence", _hf("RwkvConfig", "RwkvForCausalLM", attn="sdpa", vocab_size=100, hidden_size=32,
+    "tx_rwkv_file": ("sequence", _hf("RwkvConfig", "RwkvForCausalLM", attn=None, vocab_size=100, hidden_size=32,
                                      attention_hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                      context_length=16, rescale_every=0, use_cache=False), _IDS8),
     "tx_tinyvit_file": ("vision-transformer", _timm("tiny_vit_5m_224", num_classes=4, embed_dims=(8, 16, 16, 24),
@@ -185,6 +186,9 @@ SEQ = {
     "tx_lstm": ("sequence", lambda: _lstm("LSTM"), _IDS32),
     "tx_gru": ("sequence", lambda: _lstm("GRU"), _IDS32),
 }
+# the corpus's timm vision transformers exported afresh (training mode, BatchNorm kept)
+SEQ["tx_tinyvit"] = ("vision-transformer", CORPUS["tx_tinyvit_file"][1], (3, 64, 64))
+SEQ["tx_levit"] = ("vision-transformer", CORPUS["tx_levit_file"][1], (3, 64, 64))
 # longer sequences: the attention's S x S terms grow
 SEQ["tx_llama_sdpa_s128"] = ("transformer", SEQ["tx_llama_sdpa"][1], ("ids", 128, 1000))
 SEQ["tx_gpt2_s128"] = ("transformer", SEQ["tx_gpt2"][1], ("ids", 128, 1000))
