@@ -186,6 +186,25 @@ SEQ = {
     "tx_lstm": ("sequence", lambda: _lstm("LSTM"), _IDS32),
     "tx_gru": ("sequence", lambda: _lstm("GRU"), _IDS32),
 }
+def _torch_encoder(p=0.1, act="relu", d=64, heads=4, layers=2, vocab=500, norm_first=False):
+    """torch.nn.TransformerEncoder (batch_first) on an embedding, a Linear head per token."""
+    import torch.nn as nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            layer = nn.TransformerEncoderLayer(d, heads, 2 * d, p, act, batch_first=True, norm_first=norm_first)
+            self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = nn.Linear(d, vocab)
+
+        def forward(self, ids):
+            return self.head(self.enc(self.emb(ids)))
+    return M()
+
+
+SEQ["tx_nn_encoder"] = ("transformer", lambda: _torch_encoder(0.1), ("ids", 64, 500))
+SEQ["tx_nn_encoder_nodrop"] = ("transformer", lambda: _torch_encoder(0.0, "gelu", norm_first=True), ("ids", 64, 500))
 # the corpus's timm vision transformers exported afresh (training mode, BatchNorm kept)
 SEQ["tx_tinyvit"] = ("vision-transformer", CORPUS["tx_tinyvit_file"][1], (3, 64, 64))
 SEQ["tx_levit"] = ("vision-transformer", CORPUS["tx_levit_file"][1], (3, 64, 64))

@@ -74,8 +74,7 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 def _flash_blocks(op, operands) -> tuple:
     """The CPU flash kernel's block sizes (ATen FlashAttentionKernel.cpp): q 256 / 64 / 32 rows for a
     query length of 768+ / 192+ / less, kv 512 columns, each capped at the length."""
-    q, k = operands[op.inputs[0]].shape, operands[op.inputs[1]].shape
-    sq, skv, d = int(q[-2]), int(k[-2]), int(q[-1])
+    sq, skv, d = op.attrs["q_len"], op.attrs["kv_len"], op.attrs["head_dim"]
     qs = min(sq, 256 if sq >= 768 else 64 if sq >= 192 else 32)
     return qs, min(skv, 512), d
 
@@ -243,7 +242,8 @@ def _attention(g, uses, defs) -> dict:
         qs = tuple(g.operands[q].shape)
         # back through the views of k^T to the nearest k of (..., S_kv, head dim), repeat undone
         chain: list[int] = []
-        k, v = -1, sides[1][1]
+        kt = sides[1][1]
+        k, v = -1, kt
         while k < 0:
             p = defs.get(v)
             if p is None or ops[p].type not in ("Reshape", "Transpose") or not only(v):
@@ -256,11 +256,14 @@ def _attention(g, uses, defs) -> dict:
             if len(ks) == len(qs) and ks[-1] == qs[-1] and ks[:-3] == qs[:-3]:
                 k = c
                 chain += rep
+        if k < 0 and chain and _elements(g.operands[v].shape) == _elements(g.operands[kt].shape):
+            k = v  # the views start from a folded (batch x heads, S, d) k (nn.MultiheadAttention's)
         if k < 0:
             continue
         vchain: list[int] = []
         v = unrepeat(m2.inputs[1], vchain)
-        found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop)
+        found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop,
+                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1])})
     return found
 
 
@@ -299,7 +302,7 @@ def _fuse(g, uses) -> list[_Op]:
     dropout = any(op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
-    for m2, (members, q, k, v, mask, sm_out, drop) in attention.items():
+    for m2, (members, q, k, v, mask, sm_out, drop, _) in attention.items():
         if drop is None:
             # no dropout in the graph: eager ran the fused CPU kernel (_scaled_dot_product_flash_attention_
             # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
@@ -307,9 +310,9 @@ def _fuse(g, uses) -> list[_Op]:
             gone.update(members)
     for op in _eager_order(g, defs):
         if op.index in attention and op.index in gone:
-            members, q, k, v, mask, _, _ = attention[op.index]
+            members, q, k, v, mask, _, _, sizes = attention[op.index]
             ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
-            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), {}, op.label,
+            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), sizes, op.label,
                            tuple(sorted(members))))
             continue
         if op.index in gone:

@@ -191,3 +191,32 @@ def test_lora_adapters_run_beside_their_projection(tmp_path):
     a = _run(g, lora_rank=2)
     assert _cols(a, "q_proj.lora_A")["bwd_mem_out"] == 32 and _cols(a, "q_proj.lora_B")["bwd_mem_out"] == 48
     assert _cols(a, "q_proj")["bwd_mem_out"] == 0  # the frozen projection's input needs no gradient
+
+
+def test_sdpa_with_a_folded_key(tmp_path):
+    # nn.MultiheadAttention's decomposition reaches k^T through a (batch x heads, S, d) k that is never
+    # 4-D: still the fused kernel (no score tensor), with k's sizes taken from k^T
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q0"], name="q_proj"),
+             helper.make_node("Reshape", ["q0", "s4"], ["q1"], name="q_view"),
+             helper.make_node("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3], name="q_heads"),
+             helper.make_node("MatMul", ["x", "wk"], ["k0"], name="k_proj"),
+             helper.make_node("Reshape", ["k0", "s3"], ["k1"], name="k_view"),
+             helper.make_node("Transpose", ["k1"], ["k2"], perm=[1, 0, 2], name="k_heads"),
+             helper.make_node("Transpose", ["k2"], ["k3"], perm=[0, 2, 1], name="k_t"),
+             helper.make_node("Reshape", ["k3", "s4t"], ["kt"], name="k_4d"),
+             helper.make_node("MatMul", ["x", "wv"], ["v0"], name="v_proj"),
+             helper.make_node("Reshape", ["v0", "s4"], ["v1"], name="v_view"),
+             helper.make_node("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3], name="v_heads"),
+             helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
+             helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
+             helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["probs", "v"], ["o"], name="sdpa"),
+             helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3], name="merge"),
+             helper.make_node("Reshape", ["ot", "s3o"], ["y"], name="flat")]
+    inits = [("wq", _w(16, 16)), ("wk", _w(16, 16)), ("wv", _w(16, 16)), ("s4", np.array([1, 4, 2, 8], np.int64)),
+             ("s3", np.array([4, 2, 8], np.int64)), ("s4t", np.array([1, 2, 8, 4], np.int64)),
+             ("s", np.float32(8 ** -0.25)), ("s3o", np.array([1, 4, 16], np.int64))]
+    a = _run(_model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits))
+    assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
+    assert _cols(a, "sdpa")["fwd_mem_tmp"] == 32 + 224  # logsumexp and the one-thread scratch, as above
