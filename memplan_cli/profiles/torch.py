@@ -760,10 +760,17 @@ def replay(tg, config):
             continue
         # inputs a kernel needs contiguous: a copy of a non-contiguous view
         copies = {}
-        if op.type == "MatMul":
+        if op.type in ("MatMul", "Linear", "FullyConnected"):
+            w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
             for k, v in enumerate(op.inputs[:2]):
-                # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
-                if v >= 0 and not contig(v) and len(opd[v].shape) > 2 and _bmm_copies(opd[v].shape, strides[v]):
+                if v < 0 or contig(v) or len(opd[v].shape) <= 2:
+                    continue  # a 2-D transposed operand goes to BLAS as it is
+                shp = opd[v].shape
+                if k == 0 and w2d:  # against a 2-D weight all leading dims fold into rows: a reshape
+                    copy = _view_stride(shp, strides[v], (_elements(shp[:-1]), int(shp[-1]))) is None
+                else:
+                    copy = op.type == "MatMul" and _bmm_copies(shp, strides[v])
+                if copy:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp

@@ -220,3 +220,4 @@ def test_sdpa_with_a_folded_key(tmp_path):
     a = _run(_model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits))
     assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
     assert _cols(a, "sdpa")["fwd_mem_tmp"] == 32 + 224  # logsumexp and the one-thread scratch, as above
+
