@@ -302,6 +302,13 @@ HEAVY = {
 }
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
+try:  # vision networks (torchvision / timm), run with --vision or by name
+    from devtools.torch_vision_zoo import LARGE, VISION
+except ImportError:
+    sys.path.insert(0, ROOT)
+    from devtools.torch_vision_zoo import LARGE, VISION
+ZOO.update(VISION)
+ZOO.update(LARGE)
 # transformer and sequence networks, the repository's own exports among them (`--set seq`)
 try:
     from devtools import torch_zoo_seq as _seq
@@ -420,6 +427,51 @@ def memtracker(model, opt, x, y) -> dict:
     return {str(k): int(v) for k, v in snap[dev].items()}
 
 
+def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
+    """What MemTracker holds at its peak on the third step: the op running then, and each tensor
+    storage (bytes, MemTracker's category, the op that made it). Hooks private parts of torch 2.14's
+    MemTracker (dev-only)."""
+    from torch.distributed._tools import mem_tracker as MT
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    for _ in range(2):
+        _step(model, opt, x, y)
+    gc.collect()
+    cur, best = ["(before any op)"], {"total": -1}
+
+    class Tracker(MT.MemTracker):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            cur[0] = str(func)
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+        def _update_peak_stats(self, peak_state):
+            super()._update_peak_stats(peak_state)
+            for snap in self._curr_mem_snap.values():
+                if snap[MT._TOTAL_KEY] > best["total"]:
+                    best.update(total=snap[MT._TOTAL_KEY], op=cur[0], live=sorted(
+                        ((w.mem_consumed, str(w.reftype).split(".")[-1], getattr(w, "made_by", "(held)"))
+                         for w, _ in self._WINFO.values()), key=lambda t: -t[0]))
+
+    create = MT._WeakRefInfo.create_winfo
+
+    def create_noting(st, device, reftype, callback=None):  # each storage notes the op that made it
+        made = create(st, device, reftype, callback)
+        made[0].made_by = cur[0]
+        return made
+
+    MT._WeakRefInfo.create_winfo = staticmethod(create_noting)
+    try:
+        mt = Tracker()
+        mt.track_external(model, opt, x, y)
+        with mt:
+            _step(model, opt, x, y)
+    finally:
+        MT._WeakRefInfo.create_winfo = create
+    return best
+
+
 # ---- memplan ---------------------------------------------------------------------------------
 
 def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
@@ -479,8 +531,14 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None) -> list[dict]:
+    """`cache`: a JSON file of earlier measurements (torch's side only: the same module, optimizer and
+    batch measure the same), read and extended, so that re-checking the profile re-measures nothing."""
     rows = []
+    seen = {}
+    if cache and os.path.exists(cache):
+        with open(cache) as f:
+            seen = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
@@ -494,7 +552,12 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]
                               "export_error": f"{type(e).__name__}: {why}"} for o in optimizers]
                     continue
                 for o in optimizers:
-                    m = measure(name, o, b)
+                    key = f"{name}/{o}/{b}"
+                    m = seen.get(key) or measure(name, o, b)
+                    if cache and key not in seen:
+                        seen[key] = m
+                        with open(cache, "w") as f:
+                            json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
                     row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
                     if "peak" in p:
@@ -521,9 +584,9 @@ def _line(r) -> str:
 
 
 def markdown(rows) -> str:
-    out = ["| module | family | opt | batch | torch allocator peak | profile peak | error | MemTracker peak | "
-           "profile tensor peak | error | worst part (of MemTracker's total) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| module | family | optimizer | batch | torch allocator peak | `--profile torch` | error | MemTracker peak | "
+           "profile tensor peak | error | largest split gap (of MemTracker's total) |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "export_error" in r:
             why = re.split(r" to ONNX| is not supported", r["export_error"])[0].split(": ", 1)[-1]
@@ -561,6 +624,11 @@ def main(argv=None):
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--eval-export", action="store_true",
                     help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
+    ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
+    ap.add_argument("--cache", metavar="MEASURED.json",
+                    help="reuse (and add to) torch's measurements kept in this file")
+    ap.add_argument("--memtracker-peak", action="store_true",
+                    help="print what MemTracker holds at its peak (one module, optimizer and batch)")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -568,7 +636,16 @@ def main(argv=None):
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
         return
-    rows = run(a.modules or SETS.get(a.set) or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export)
+    if a.memtracker_peak:
+        p = memtracker_peak(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
+        print(f"MemTracker peak {p['total']:,d} B during {p['op']}")
+        for nb, kind, made_by in p["live"]:
+            if kind not in ("PARAM", "BUFFER", "OPT"):
+                print(f"  {nb:>12,d}  {kind:5s}  made by {made_by}")
+        return
+    names = list(a.modules) + (list(VISION) if a.vision else []) + SETS.get(a.set, [])
+    rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,
+               a.cache)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
