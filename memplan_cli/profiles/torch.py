@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
-from memplan_cli.ops._torch import CONVOLUTIONS, FORMAT_KEEPING, TRANSPOSE
+from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT_KEEPING, NARROWS, SDPA, TRANSPOSE,
+                                    WEIGHT_MATMULS)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -179,37 +180,37 @@ def _attention(g, uses, defs) -> dict:
         """The grouped-query repeat (x[:, :, None].expand(...).reshape(...)) undone: sdpa's enable_gqa."""
         found = []
         p = defs.get(v)
-        if p is not None and ops[p].type == "Reshape" and only(v):
+        if p is not None and ops[p].type == SDPA["reshape"] and only(v):
             found.append(p)
             v = ops[p].inputs[0]
         pe = defs.get(v)
-        if pe is None or ops[pe].type != "Expand" or not only(v):
+        if pe is None or ops[pe].type != SDPA["expand"] or not only(v):
             return v if not found else ops[found[0]].outputs[0]
         u = ops[pe].inputs[0]
         pu = defs.get(u)
         x = ops[pu].inputs[0] if pu is not None else -1
-        if pu is None or ops[pu].type != "Unsqueeze" or not only(u) or len(g.operands[x].shape) != 4 \
+        if pu is None or ops[pu].type != SDPA["unsqueeze"] or not only(u) or len(g.operands[x].shape) != 4 \
                 or tuple(int(a) % 5 for a in ops[pu].attrs.get("axes", ())) != (2,):
             return v if not found else ops[found[0]].outputs[0]
         chain += found + [pe, pu]
         return x
 
     for m2 in ops:
-        if m2.type != "MatMul" or len(m2.inputs) != 2:
+        if m2.type != SDPA["matmul"] or len(m2.inputs) != 2:
             continue
         members = [m2.index]
         p = m2.inputs[0]
         drop = None
-        if defs.get(p) is not None and ops[defs[p]].type == "Dropout" and only(p):
+        if defs.get(p) is not None and ops[defs[p]].type == SDPA["dropout"] and only(p):
             members.append(defs[p])
             if float(ops[defs[p]].attrs.get("ratio", 0.5)) > 0:
                 drop = ops[defs[p]]
             p = ops[defs[p]].inputs[0]
-        if defs.get(p) is not None and ops[defs[p]].type == "Where" and only(p):
+        if defs.get(p) is not None and ops[defs[p]].type == SDPA["where"] and only(p):
             w = ops[defs[p]]
             c, sm = w.inputs[0], w.inputs[2] if len(w.inputs) > 2 else -1
             pc = defs.get(c)
-            if pc is None or ops[pc].type != "IsNaN" or ops[pc].inputs[0] != sm or not only(c) \
+            if pc is None or ops[pc].type != SDPA["isnan"] or ops[pc].inputs[0] != sm or not only(c) \
                     or sorted(uses.get(sm, ())) != sorted((pc, w.index)):
                 continue
             members += [w.index, pc]
@@ -217,7 +218,7 @@ def _attention(g, uses, defs) -> dict:
         elif not only(p):
             continue
         ps = defs.get(p)
-        if ps is None or ops[ps].type != "Softmax":
+        if ps is None or ops[ps].type != SDPA["softmax"]:
             continue
         ax = ops[ps].attrs.get("axes", ops[ps].attrs.get("axis", -1))
         ax = tuple(ax) if isinstance(ax, (tuple, list)) else (ax,)
@@ -228,23 +229,23 @@ def _attention(g, uses, defs) -> dict:
         x = ops[ps].inputs[0]
         mask = -1
         px = defs.get(x)
-        if px is not None and ops[px].type == "Add" and only(x):
+        if px is not None and ops[px].type == SDPA["mask"] and only(x):
             a, b = ops[px].inputs[:2]
-            if defs.get(a) is not None and ops[defs[a]].type == "MatMul":
+            if defs.get(a) is not None and ops[defs[a]].type == SDPA["matmul"]:
                 x, mask = a, b
-            elif defs.get(b) is not None and ops[defs[b]].type == "MatMul":
+            elif defs.get(b) is not None and ops[defs[b]].type == SDPA["matmul"]:
                 x, mask = b, a
             else:
                 continue
             members.append(px)
         p1 = defs.get(x)
-        if p1 is None or ops[p1].type != "MatMul" or not only(x):
+        if p1 is None or ops[p1].type != SDPA["matmul"] or not only(x):
             continue
         m1 = ops[p1]
         sides = []
         for v in m1.inputs[:2]:
             pm = defs.get(v)
-            if pm is None or ops[pm].type != "Mul" or not only(v):
+            if pm is None or ops[pm].type != SDPA["scale"] or not only(v):
                 break
             a, b = ops[pm].inputs[:2]
             if _scalar(g, b) and not _scalar(g, a):
@@ -264,7 +265,7 @@ def _attention(g, uses, defs) -> dict:
         k, v = -1, kt
         while k < 0:
             p = defs.get(v)
-            if p is None or ops[p].type not in ("Reshape", "Transpose") or not only(v):
+            if p is None or ops[p].type not in SDPA["views"] or not only(v):
                 break
             chain.append(p)
             v = ops[p].inputs[0]
@@ -317,7 +318,7 @@ def _fuse(g, uses) -> list[_Op]:
     gone: set[int] = set()
     out: list[_Op] = []
     attention = _attention(g, uses, defs)
-    dropout = any(op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
+    dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
     for m2, (members, q, k, v, mask, sm_out, drop, _) in attention.items():
@@ -463,27 +464,19 @@ def _view_stride(old, oldst, new):
 def _out_strides(op, opd, st, k=0):
     """Strides of view op `op`'s output k, given its input's strides `st`; None: the op copies."""
     x, y = tuple(opd[op.inputs[0]].shape), tuple(opd[op.outputs[k]].shape)
-    if op.type == "Transpose":
+    if op.type == TRANSPOSE:
         perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
         return tuple(st[int(i)] for i in perm)
-    if op.type == "Expand":  # broadcast dims get stride 0
+    if op.type == EXPAND:  # broadcast dims get stride 0
         pad = (0,) * (len(y) - len(x))
         full = pad + tuple(st)
         xs = (1,) * (len(y) - len(x)) + x
         return tuple(0 if xs[i] == 1 and y[i] != 1 else full[i] for i in range(len(y)))
-    if op.type in ("Slice", "Split") and len(x) == len(y):
+    if op.type in NARROWS and len(x) == len(y):
         return tuple(st)  # a narrow keeps its input's strides
     if x == y:
         return tuple(st)
     return _view_stride(x, st, y)
-
-
-# ops eager runs through TensorIterator: the output takes the layout of its inputs (the first one that
-# orders two axes decides), so an elementwise op on a transposed view writes a transposed result
-POINTWISE = frozenset(("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Neg", "Sqrt", "Rsqrt", "Reciprocal", "Exp",
-                       "Log", "Sin", "Cos", "Tanh", "Sigmoid", "Relu", "Relu6", "Clip", "Erf", "Gelu", "SiLU",
-                       "Abs", "Cast", "Where", "LeakyRelu", "HardSwish", "HardSigmoid", "Softplus", "Elu",
-                       "Dropout"))
 
 
 def _ti_strides(out_shape, ins) -> tuple:
@@ -788,7 +781,7 @@ def replay(tg, config):
             continue
         # inputs a kernel needs contiguous: a copy of a non-contiguous view
         copies = {}
-        if f.get("contiguous_inputs") or op.type in ("Linear", "FullyConnected"):
+        if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
             w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
             for k, v in enumerate(op.inputs[:2]):
                 if v < 0 or is_c(v) or len(opd[v].shape) <= 2:
@@ -826,7 +819,7 @@ def replay(tg, config):
                 # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
                 if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
                     strides[v] = strides[x0]
-                elif op.type in POINTWISE and k == 0 and any(i in strides for i in op.inputs if i >= 0):
+                elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
                     lay = _ti_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or _cstr(opd[i].shape))
                                                      for i in op.inputs if i >= 0])
                     if not _is_contig(opd[v].shape, lay):
