@@ -66,7 +66,7 @@ class TrainIR:
     backward_order: list  # essential backward order
     backward_enabled: set
     weight_update: set
-    # (operand, is_forward) -> set of (op, is_forward)
+    # (operand, is_forward) -> set of (op, is_forward) (UseDefs: empty when absent)
     uses: dict = field(default_factory=dict)
     defs: dict = field(default_factory=dict)
     x_inputs: list = field(default_factory=list)
@@ -199,36 +199,50 @@ def _truncate(border, ops, n_operands, alive_cond) -> list:
     return [k for k in border if k in alive]
 
 
+class UseDefs(dict):
+    """(operand, is_forward) -> set of (op, is_forward); an operand with none reads as an empty
+    set without being stored (a large graph has four per operand, most of them empty)."""
+
+    def __missing__(self, key):
+        return _NONE
+
+    def add(self, key, value) -> None:
+        s = self.get(key)
+        if s is None:
+            self[key] = {value}
+        else:
+            s.add(value)
+
+
+_NONE = frozenset()
+
+
 def _usedefs(ir: TrainIR) -> None:
     """Training use-def chains, as UseDefGenerator builds them."""
-    uses: dict = {}
-    defs: dict = {}
-    for o in ir.operands:
-        for fwd in (True, False):
-            uses[(o.index, fwd)] = set()
-            defs[(o.index, fwd)] = set()
+    uses, defs = UseDefs(), UseDefs()
     for op in ir.ops:
+        f = (op.index, True)
         for o in op.outputs:
             if o >= 0:
-                defs[(o, True)].add((op.index, True))
+                defs.add((o, True), f)
         for i in op.inputs:
             if i >= 0:
-                uses[(i, True)].add((op.index, True))
+                uses.add((i, True), f)
 
     const = {o.index for o in ir.operands if o.is_const}
 
     def use(operand, k):
-        uses[(operand, True)].add((k, False))
+        uses.add((operand, True), (k, False))
 
     def bp_def(operand, k):
         if operand not in const:
-            defs[(operand, False)].add((k, False))
+            defs.add((operand, False), (k, False))
 
     for k in ir.backward_order:
         op = ir.ops[k]
         b = (k, False)
         out = op.outputs[0]
-        uses[(out, False)].add(b)  # the incoming back-prop
+        uses.add((out, False), b)  # the incoming back-prop
         t = op.type
         ins = [i for i in op.inputs]
         if t in WEIGHTED:
@@ -238,9 +252,9 @@ def _usedefs(ir: TrainIR) -> None:
             if op.act != "NONE":
                 use(out, k)
             bp_def(x, k)
-            defs[(w, False)].add(b)
+            defs.add((w, False), b)
             if len(ins) > 2 and ins[2] >= 0:
-                defs[(ins[2], False)].add(b)
+                defs.add((ins[2], False), b)
         elif t in BINARY:
             if op.act != "NONE":
                 use(out, k)
@@ -270,5 +284,5 @@ def _usedefs(ir: TrainIR) -> None:
                 use(i, k)
             bp_def(ins[0], k)
             bp_def(ins[1], k)
-            uses[(out, False)].discard(b)
+            uses[(out, False)] = uses[(out, False)] - {b}
     ir.uses, ir.defs = uses, defs
