@@ -301,6 +301,13 @@ HEAVY = {
 }
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
+try:  # vision networks (torchvision / timm), run with --vision or by name
+    from devtools.torch_vision_zoo import LARGE, VISION
+except ImportError:
+    sys.path.insert(0, ROOT)
+    from devtools.torch_vision_zoo import LARGE, VISION
+ZOO.update(VISION)
+ZOO.update(LARGE)
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"],
@@ -408,6 +415,51 @@ def memtracker(model, opt, x, y) -> dict:
     return {str(k): int(v) for k, v in snap[dev].items()}
 
 
+def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
+    """What MemTracker holds at its peak on the third step: the op running then, and each tensor
+    storage (bytes, MemTracker's category, the op that made it). Hooks private parts of torch 2.14's
+    MemTracker (dev-only)."""
+    from torch.distributed._tools import mem_tracker as MT
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    for _ in range(2):
+        _step(model, opt, x, y)
+    gc.collect()
+    cur, best = ["(before any op)"], {"total": -1}
+
+    class Tracker(MT.MemTracker):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            cur[0] = str(func)
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+        def _update_peak_stats(self, peak_state):
+            super()._update_peak_stats(peak_state)
+            for snap in self._curr_mem_snap.values():
+                if snap[MT._TOTAL_KEY] > best["total"]:
+                    best.update(total=snap[MT._TOTAL_KEY], op=cur[0], live=sorted(
+                        ((w.mem_consumed, str(w.reftype).split(".")[-1], getattr(w, "made_by", "(held)"))
+                         for w, _ in self._WINFO.values()), key=lambda t: -t[0]))
+
+    create = MT._WeakRefInfo.create_winfo
+
+    def create_noting(st, device, reftype, callback=None):  # each storage notes the op that made it
+        made = create(st, device, reftype, callback)
+        made[0].made_by = cur[0]
+        return made
+
+    MT._WeakRefInfo.create_winfo = staticmethod(create_noting)
+    try:
+        mt = Tracker()
+        mt.track_external(model, opt, x, y)
+        with mt:
+            _step(model, opt, x, y)
+    finally:
+        MT._WeakRefInfo.create_winfo = create
+    return best
+
+
 # ---- memplan ---------------------------------------------------------------------------------
 
 def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
@@ -463,15 +515,30 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False, eval_mode=False) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None) -> list[dict]:
+    """`cache`: a JSON file of earlier measurements (torch's side only: the same module, optimizer and
+    batch measure the same), read and extended, so that re-checking the profile re-measures nothing."""
     rows = []
+    seen = {}
+    if cache and os.path.exists(cache):
+        with open(cache) as f:
+            seen = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
                 path = os.path.join(tmp, f"{name}_b{b}.onnx")
-                export(name, b, path, dynamo, eval_mode)
+                try:
+                    export(name, b, path, dynamo, eval_mode)
+                except Exception as e:  # an exporter that cannot export the module (Dropout2d, TorchScript)
+                    print(f"{name:18s} b{b:<3d} export failed: {str(e).splitlines()[0][:120]}", flush=True)
+                    continue
                 for o in optimizers:
-                    m = measure(name, o, b)
+                    key = f"{name}/{o}/{b}"
+                    m = seen.get(key) or measure(name, o, b)
+                    if cache and key not in seen:
+                        seen[key] = m
+                        with open(cache, "w") as f:
+                            json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
                     row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
                     if "peak" in p:
@@ -498,11 +565,16 @@ def _line(r) -> str:
 
 
 def markdown(rows) -> str:
-    out = ["| module | family | opt | batch | torch allocator peak | profile peak | error | MemTracker peak | "
-           "profile tensor peak | error | worst part (of MemTracker's total) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| module | family | optimizer | batch | torch allocator peak | `--profile torch` | error | MemTracker peak | "
+           "profile tensor peak | error | largest split gap (of MemTracker's total) |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         p, mt = r["profile"], r["memtracker"]
+        if "peak" not in p:  # refused: the profile's one line, without the file name
+            why = p.get("error", "").split("torch profile: ")[-1]
+            out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
+                       f"refused | | {mt.get('Total', 0):,d} | | | {why} |")
+            continue
         tp = (p.get("tensors") or {}).get("peak")
         mtt = mt.get("Total")
         se = r.get("split_error")
@@ -526,6 +598,11 @@ def main(argv=None):
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
     ap.add_argument("--eval-export", action="store_true",
                     help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
+    ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
+    ap.add_argument("--cache", metavar="MEASURED.json",
+                    help="reuse (and add to) torch's measurements kept in this file")
+    ap.add_argument("--memtracker-peak", action="store_true",
+                    help="print what MemTracker holds at its peak (one module, optimizer and batch)")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -533,7 +610,16 @@ def main(argv=None):
         with open(a.markdown) as f:
             print(markdown(json.load(f)))
         return
-    rows = run(a.modules or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export)
+    if a.memtracker_peak:
+        p = memtracker_peak(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
+        print(f"MemTracker peak {p['total']:,d} B during {p['op']}")
+        for nb, kind, made_by in p["live"]:
+            if kind not in ("PARAM", "BUFFER", "OPT"):
+                print(f"  {nb:>12,d}  {kind:5s}  made by {made_by}")
+        return
+    names = list(a.modules) + (list(VISION) if a.vision else [])
+    rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,
+               a.cache)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

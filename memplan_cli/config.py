@@ -18,6 +18,15 @@ TRAIN_SELECTORS = ("biases", "ops:")
 FREEZE_SELECTORS = ("ops:", "params:")
 
 
+def check_selector(flag: str, item: str) -> str:
+    """`item` if it is a valid value of `flag` (--train or --freeze), else ConfigError."""
+    allowed = TRAIN_SELECTORS if flag == "--train" else FREEZE_SELECTORS
+    if not any((item == a and not a.endswith(":")) or (a.endswith(":") and item.startswith(a) and len(item) > len(a))
+               for a in allowed):
+        raise ConfigError(f"{flag} {item!r}: expected {' | '.join(a + 'GLOB' if a.endswith(':') else a for a in allowed)}")
+    return item
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Defaults follow onert's `nnfw_train_info` (batch 1, SGD, MSE, lr 0.001, all ops trainable here)."""
@@ -60,12 +69,10 @@ class TrainConfig:
             raise ConfigError(f"--lora must be a rank >= 1, got {self.lora_rank!r}")
         if self.lora_targets and not self.lora_rank:
             raise ConfigError("--lora-targets needs --lora RANK")
-        for flag, items, allowed in (("--train", self.train, TRAIN_SELECTORS),
-                                     ("--freeze", self.freeze, FREEZE_SELECTORS)):
-            for it in items:
-                if not any((it == a and not a.endswith(":")) or (a.endswith(":") and it.startswith(a) and len(it) > len(a))
-                           for a in allowed):
-                    raise ConfigError(f"{flag} {it!r}: expected {' | '.join(a + 'GLOB' if a.endswith(':') else a for a in allowed)}")
+        for it in self.train:
+            check_selector("--train", it)
+        for it in self.freeze:
+            check_selector("--freeze", it)
 
     @property
     def param_level(self) -> bool:

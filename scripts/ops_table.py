@@ -8,8 +8,9 @@
 One row per op family: a module of the registry (`memplan_cli/ops/<family>.py`). Columns:
 - ONNX / TFLite-circle: the source op types that load as the family's ops (the registry's converters).
 - memplan: the family's ops that train ("no gradient": shape / mask / index ops, forward only).
-- onert, nntrainer, singa: the family's ops the profile knows (`profiles/onert/support.py` facts,
-  `nntrainer.LAYERS`, `singa.OPERATORS`, or an op's `OpDef.profiles`); other ops are refused.
+- onert, nntrainer, singa: the family's ops the profile knows (the family's own
+  `OpDef.profiles["onert" / "nntrainer" / "singa"]` facts, as each profile reads them); other ops
+  are refused.
 """
 from __future__ import annotations
 

@@ -134,3 +134,45 @@ def test_a_model_target_is_analysed_with_the_baseline_profile_and_options(fake_p
     assert doc["target"]["profile"] == "onert" and doc["notes"] == []
     assert FakeOnert.last_options == {"planner": "bump", "threads": 3, "simd_width": 4}
     assert all(row["delta"] == 0 for row in doc["rows"])
+
+
+ONNX_MNIST = str(ROOT / "sample_models" / "mnist.onnx")
+
+
+@pytest.mark.parametrize("flags", [("--train", "ops:Gemm", "--freeze", "ops:#1"),
+                                   ("--train", "biases"),
+                                   ("--lora", "4", "--lora-targets", "Gemm")],
+                         ids=["train-freeze", "biases", "lora"])
+def test_a_model_target_is_analysed_with_the_baseline_s_fine_tuning(tmp_path, flags):
+    """What trains is part of the configuration: a fine-tuning baseline is compared with the same
+    fine-tuning of the target, not with full training (which plans more and would fail the gate)."""
+    path = tmp_path / "base.json"
+    r = cli("analyze", ONNX_MNIST, "-b", "2", "-f", "json", "-o", str(path), *flags)
+    assert r.exit_code == 0, r.output
+    full = cli("analyze", ONNX_MNIST, "-b", "2", "-f", "json")
+    assert json.loads(full.stdout)["totals"]["planned"] != json.loads(path.read_text())["totals"]["planned"]
+    r = cli("diff", "--baseline", str(path), ONNX_MNIST, "-f", "json", "--fail-on", "total:+0%")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["notes"] == [] and all(row["delta"] == 0 for row in doc["rows"])
+
+
+def test_a_flag_given_to_diff_wins_over_the_baseline_s_fine_tuning(tmp_path):
+    path = tmp_path / "base.json"
+    assert cli("analyze", ONNX_MNIST, "-b", "2", "-f", "json", "-o", str(path), "--train", "biases").exit_code == 0
+    r = cli("diff", "--baseline", str(path), ONNX_MNIST, "-f", "json", "--train", "ops:Gemm")
+    assert r.exit_code == 0, r.output
+    assert any(n.startswith("train differs") for n in json.loads(r.stdout)["notes"])
+
+
+@pytest.mark.parametrize("key,value", [("train", "biases"), ("train", [3]), ("lora", {"rank": "4"}),
+                                       ("lora", {"rank": 0}), ("freeze", ["nonsense-spec"])])
+def test_a_baseline_s_bad_fine_tuning_is_refused_in_one_line(tmp_path, key, value):
+    path = tmp_path / "base.json"
+    assert cli("analyze", ONNX_MNIST, "-b", "2", "-f", "json", "-o", str(path)).exit_code == 0
+    doc = json.loads(path.read_text())
+    doc["config"][key] = value
+    path.write_text(json.dumps(doc))
+    r = cli("diff", "--baseline", str(path), ONNX_MNIST)
+    assert r.exit_code == 2, r.output
+    assert str(path) in r.output and "Traceback" not in r.output and r.output.count("\n") == 1

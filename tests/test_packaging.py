@@ -133,3 +133,26 @@ def test_a_fresh_clone_without_a_compiler_follows_the_readme(tmp_path):
         if b.skip_reason() is None:
             problems += run_block(b, outside, environment(bin_dir), python=str(clone / ".venv" / "bin" / "python"))
     assert not problems, "\n\n".join(problems)
+
+
+def _tracked_files() -> list[tuple[str, str]]:
+    """(git mode, path) of every file in the repository's index; skips outside a git checkout."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run([git, "ls-files", "-s", "-z"], cwd=ROOT, capture_output=True, check=True)
+    rows = []
+    for entry in out.stdout.decode().split("\0"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            rows.append((meta.split()[0], path))
+    return rows
+
+
+def test_the_repository_tracks_no_symlink_and_no_environment():
+    """A clone must not depend on the machine it was made on: a committed symlink (a `.venv` that
+    pointed into a developer's worktree once slipped in) names a path of that machine."""
+    rows = _tracked_files()
+    assert rows, "git ls-files found nothing"
+    assert [p for mode, p in rows if mode == "120000"] == []
+    assert [p for _, p in rows if p.split("/")[0] in {".venv", "venv", "build", "dist"}] == []

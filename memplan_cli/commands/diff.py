@@ -130,6 +130,25 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
     # resolved again on TARGET, whose outputs may differ (check_report made it a list of strings)
     if "loss_outputs" not in given and (cfg.get("sources") or {}).get("loss_outputs") == "flag" and cfg.get("loss_outputs"):
         out["loss_outputs"] = _checked("loss_outputs", ",".join(cfg["loss_outputs"]), "config.loss_outputs", source)
+    # what trains (--train, --freeze, --lora): a baseline of a fine-tuning run is compared with the
+    # same fine-tuning of TARGET, not with full training
+    for flag in ("train", "freeze"):
+        value = cfg.get(flag)
+        if flag in given or value in (None, []):
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise MemplanError(f"config.{flag} {_shown(value)} is not a list of --{flag} values", source)
+        out[flag] = tuple(_selector(flag, v, source) for v in value)
+    lora = cfg.get("lora")
+    if lora is not None and "lora_rank" not in given:
+        if not isinstance(lora, dict) or type(lora.get("rank")) is not int:
+            raise MemplanError(f"config.lora {_shown(lora)} is not an object with an integer rank", source)
+        out["lora_rank"] = _checked("lora_rank", lora["rank"], "config.lora.rank", source)
+        targets = lora.get("targets")
+        if "lora_targets" not in given and (cfg.get("sources") or {}).get("lora_targets") == "flag" and targets:
+            if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+                raise MemplanError(f"config.lora.targets {_shown(targets)} is not a list of names", source)
+            out["lora_targets"] = _checked("lora_targets", ",".join(targets), "config.lora.targets", source)
     if "profile" not in given and base.get("profile"):
         out["profile"] = _checked("profile", base["profile"], "profile", source)
     popts = cfg.get("profile_options") or {}
@@ -141,6 +160,15 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
     if "nntrainer_memory_optimization" not in given and popts.get("memory_optimization") is not None:
         out["nntrainer_memory_optimization"] = "on" if popts["memory_optimization"] else "off"
     return out
+
+
+def _selector(flag: str, value: str, source: str) -> str:
+    from memplan_cli.config import ConfigError, check_selector
+
+    try:
+        return check_selector(f"--{flag}", value)
+    except ConfigError as e:
+        raise MemplanError(f"config.{flag}: {e}", source) from None
 
 
 def _shown(value) -> str:

@@ -23,9 +23,6 @@ from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph, GraphError
 
-# source ops no registry family converts (they keep their TFLite name) that keep dim 0: a quantized
-# model's boundary ops; every registry op has its own rule (`OpDef.batch`)
-KEEP_BATCH = {"QUANTIZE", "DEQUANTIZE"}
 
 
 def numel(shape) -> int:
@@ -76,7 +73,7 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
                 warnings.append(f"op {op.label}: " + why.format(old_batch=old_batch, batch_size=batch_size))
             rule = _registry_rule(op.type)
             if rule is None:
-                if op.type in KEEP_BATCH:
+                if _source_keeps_batch(op.type):
                     rule = keep_batch
                 else:
                     rule = scale_rows
@@ -123,17 +120,18 @@ def _follow_values(op, work: Graph, shapes, batched, values, tainted, old_values
 
     np = shape_values.np  # NumPy loads only if a shape value is computed
 
-    if op.type == "Shape" and op.inputs and op.inputs[0] >= 0:
+    role = _role(op.type)
+    if role == "shape_of" and op.inputs and op.inputs[0] >= 0:
         start, end = op.attrs.get("start", 0), op.attrs.get("end")
         s = np.asarray(shapes[op.inputs[0]], dtype=np.int64)
         v = s[start:end] if end is not None else s[start:]
         s0 = np.asarray(work.operands[op.inputs[0]].shape, dtype=np.int64)
         old = s0[start:end] if end is not None else s0[start:]
-    elif op.type in ("Reshape", "ConstantOfShape") and op.inputs[-1] in values and len(op.outputs) == 1:
+    elif role in ("reshape", "fill") and op.inputs[-1] in values and len(op.outputs) == 1:
         # the shape operand is a computed value: it gives the output's shape (-1 and ONNX's 0 resolved)
         t = [int(d) for d in values[op.inputs[-1]].reshape(-1)]
         o = op.outputs[0]
-        if op.type == "Reshape":
+        if role == "reshape":
             src = shapes[op.inputs[0]]
             if op.attrs.get("zero_copies_input"):
                 t = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(t)]
@@ -213,6 +211,20 @@ def _registry_batch_attrs(op, graph, shapes, batched):
 
     d = ops.get(op.type)
     return d.batch_attrs(op, graph, shapes, batched) if d is not None and d.batch_attrs is not None else None
+
+
+def _role(op_type: str) -> str:
+    from memplan_cli import ops
+
+    return ops.role(op_type)
+
+
+def _source_keeps_batch(op_type: str) -> bool:
+    """A source op no registry family converts (it keeps its TFLite name) that keeps dim 0: a
+    quantized model's boundary ops (their family's "keeps_batch" fact)."""
+    from memplan_cli import ops
+
+    return bool(ops.source_facts("tflite", op_type).get("keeps_batch"))
 
 
 def _registry_rule(op_type: str):

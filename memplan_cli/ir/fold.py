@@ -80,6 +80,12 @@ class FoldConstants:
         return True
 
 
+def _role(op_type: str) -> str:
+    from memplan_cli import ops
+
+    return ops.role(op_type)
+
+
 def _moves_data(op_type: str) -> bool:
     """The op's output is its input's values rearranged or retyped (its registry entry says so)."""
     from memplan_cli import ops
@@ -99,7 +105,7 @@ def _folded_kind(g: Graph, op, ins, kinds) -> str:
             return "param"
         return None  # an integer or a scalar constant
 
-    if op.type == "ConstantOfShape":
+    if _role(op.type) == "fill":
         return "fill"
     if _moves_data(op.type) and ins:
         k = kind_of(ins[0])
@@ -112,13 +118,13 @@ def _alias_constant_identities(g: Graph, outputs: set) -> bool:
     """Remove each Identity whose input is a constant; its readers read that constant."""
     alias: dict[int, int] = {}
     for op in g.operations:
-        if (op.type == "Identity" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
+        if (_role(op.type) == "identity" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
                 and (g.operands[op.inputs[0]].is_const or op.inputs[0] in alias) and op.outputs[0] not in outputs):
             src = op.inputs[0]
             alias[op.outputs[0]] = alias.get(src, src)  # a chain of Identities ends at the constant
     if not alias:
         return False
-    kept = [op for op in g.operations if not (op.type == "Identity" and op.outputs and op.outputs[0] in alias)]
+    kept = [op for op in g.operations if not (_role(op.type) == "identity" and op.outputs and op.outputs[0] in alias)]
     for n, op in enumerate(kept):
         op.index = n
         op.inputs = [alias.get(i, i) for i in op.inputs]

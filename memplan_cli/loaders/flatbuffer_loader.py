@@ -18,11 +18,17 @@ from memplan_cli.ir.graph import Graph, Operand, Operation
 from memplan_cli.ir.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
 
-# ops whose second input is a small int constant that decides the output shape
-SHAPE_CONST_INPUT = {"Reshape": 1, "Mean": 1, "PADV2": 1, "SUM": 1, "REDUCE_MAX": 1,
-                     "TRANSPOSE": 1, "EXPAND_DIMS": 1, "TILE": 1}
 MAX_VALUE_ELEMENTS = 64  # an int constant bigger than this is data, not a shape
 EXTENDED_CODE = 127  # deprecated_builtin_code when the real code is only in builtin_code
+
+
+def _shape_const_input(typ: str) -> int | None:
+    """The input holding a small int constant that decides the op's output shape (a Reshape's shape,
+    a Mean's axes: `OpDef.shape_const_input`; a builtin kept unconverted: its family's facts)."""
+    from memplan_cli import ops
+
+    d = ops.get(typ)
+    return d.shape_const_input if d is not None else ops.source_facts("tflite", typ).get("shape_const_input")
 
 
 def _enum_names(cls) -> dict[int, str]:
@@ -232,7 +238,7 @@ class _Reader:
                 outs = outs if canon.outputs is None else canon.outputs
             op = Operation(j, typ, ins, outs, attrs, source_type=src)
             ops.append(op)
-            pos = SHAPE_CONST_INPUT.get(typ)
+            pos = _shape_const_input(typ)
             want = [ins[pos]] if pos is not None and len(ins) > pos else []
             if follows(typ) and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
                                        for i in outs):

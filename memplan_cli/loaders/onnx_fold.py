@@ -17,7 +17,9 @@ Rules:
   integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer) are known too, so the
   integer results computed from them fold; the float nodes themselves are never folded into
   initializers (a float initializer would read as a weight), and are removed once nothing else
-  reads them.
+  reads them. Except a float value read only as a Resize's (Upsample's) scales: a scale is no
+  weight, and shape inference needs it (TorchScript's `interpolate(scale_factor=..)` without constant
+  folding concatenates the scales from Constants).
 - Random ops are never evaluated. A node the reference cannot run is left as it is.
 - Folded nodes are removed; each of their outputs still read by a remaining node (or a graph output)
   becomes an initializer. Shape inference then runs again, and the pass repeats while it folds
@@ -28,10 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from memplan_cli import ops
+
 MAX_ELEMENTS = 4096
 MAX_FLOAT_ELEMENTS = 16
-_RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial",
-           "Dropout"}
 
 
 def _small_int(arr) -> bool:
@@ -72,12 +74,13 @@ def _known_initializers(model) -> dict[str, np.ndarray]:
     return known
 
 
-def _shape_value(node, shapes):
-    """Shape / Size of a statically shaped tensor (Shape's start/end attributes, opset 15+)."""
+def _shape_value(node, shapes, kind: str):
+    """Shape / Size (`kind` "dims" / "count": the op family's `shape_of` fact) of a statically shaped
+    tensor (Shape's start/end attributes, opset 15+)."""
     s = shapes.get(node.input[0])
     if s is None:
         return None
-    if node.op_type == "Size":
+    if kind == "count":
         return np.array(int(np.prod(s)) if s else 1, dtype=np.int64)
     start, end = 0, len(s)
     for a in node.attribute:
@@ -107,6 +110,14 @@ def fold_round(model, opset: int) -> int:
     shapes = _static_shapes(model)
     known = _known_initializers(model)
     folded, new_values, scalar_nodes = [], {}, []
+    readers: dict[str, set] = {}
+    for n in model.graph.node:
+        for k, i in enumerate(n.input):
+            readers.setdefault(i, set()).add((n.op_type, k))
+    for o in model.graph.output:
+        readers.setdefault(o.name, set()).add(("", -1))
+    scales_only = {name for name, rs in readers.items()
+                   if all(k >= 0 and ops.source_facts("onnx", t).get("scales_input") == k for t, k in rs)}
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -115,22 +126,24 @@ def fold_round(model, opset: int) -> int:
             if out and (_small_int(out[0]) or _small_float(out[0])):
                 known[node.output[0]] = out[0]
             continue
-        if node.op_type in ("Shape", "Size"):
-            v = _shape_value(node, shapes)
+        facts = ops.source_facts("onnx", node.op_type)
+        if facts.get("shape_of"):
+            v = _shape_value(node, shapes, facts["shape_of"])
             outs = None if v is None else [v]
-        elif node.op_type in _RANDOM or not all(not i or i in known for i in node.input) or not node.input:
+        elif facts.get("random") or not all(not i or i in known for i in node.input) or not node.input:
             continue
         else:
             outs = _evaluate(node, known, opset)
         if outs is None or len(outs) != len(node.output):
             continue
-        if all(_small_float(o) for o in outs):  # known, never folded (see the rules)
+        if all(_small_float(o) for o in outs) and not all(not n or n in scales_only for n in node.output):
+            # known, never folded (see the rules)
             for name, v in zip(node.output, outs):
                 if name:
                     known[name] = v
             scalar_nodes.append(node)
             continue
-        if not all(_small_int(o) for o in outs):
+        if not all(_small_int(o) or _small_float(o) for o in outs):
             continue
         for name, v in zip(node.output, outs):
             if name:

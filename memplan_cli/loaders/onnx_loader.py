@@ -72,14 +72,13 @@ def _read_stripped(path: str):
         mm.close()
 
 
-# op type -> input positions whose small float values decide an output shape
-_SHAPE_FLOAT_INPUTS = {"Resize": (1, 2), "Upsample": (1,)}
-
-
 def _wanted_float_values(model) -> frozenset:
     """Names of the small float constants the stripped model lacks that shape inference needs."""
+    from memplan_cli import ops as registry
+
     names = {n.input[k] for n in model.graph.node if n.domain in ("", "ai.onnx")
-             for k in _SHAPE_FLOAT_INPUTS.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
+             for k in registry.source_facts("onnx", n.op_type).get("shape_float_inputs", ())
+             if k < len(n.input) and n.input[k]}
     if not names:
         return frozenset()
     stripped = {t.name for t in model.graph.initializer if t.name in names and t.data_type not in (6, 7)}
@@ -353,7 +352,10 @@ class _Builder:
                 typ, attrs = self.canonical(node)
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node)))
-        ops = _fuse_matmul_add(ops, self.operands)
+        from memplan_cli import ops as registry
+
+        for fuse in registry.onnx_fusions():
+            ops = fuse(ops, self.operands)
         outputs = [self.operand(vo.name) for vo in g.output]
         for o in outputs:
             self.operands[o].is_output = True
@@ -449,44 +451,6 @@ def _name_scope(node) -> str:
 
 def _int_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
-
-
-def _fuse_matmul_add(ops: list[Operation], operands: list[Operand]) -> list[Operation]:
-    """MatMul(x, W const) followed only by Add(_, b const 1-D) -> FullyConnected(x, W, b), as tflite has it.
-
-    The MatMul's output tensor disappears (it was an activation only ONNX has).
-    """
-    uses: dict[int, list[int]] = {}
-    for op in ops:
-        for i in op.inputs:
-            uses.setdefault(i, []).append(op.index)
-    drop: set[int] = set()
-    for op in ops:
-        if op.type != "MatMul" or op.attrs or len(op.inputs) != 2 or not operands[op.inputs[1]].is_const:
-            continue
-        if len(operands[op.inputs[1]].shape) != 2:
-            continue
-        y = op.outputs[0]
-        if operands[y].is_output or len(uses.get(y, [])) != 1:
-            continue
-        add = ops[uses[y][0]]
-        if add.type != "Add" or len(add.inputs) != 2:
-            continue
-        b = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
-        if not operands[b].is_const or len(operands[b].shape) != 1:
-            continue
-        add.type, add.inputs = "FullyConnected", [op.inputs[0], op.inputs[1], b]
-        add.attrs = {"activation": "NONE", "fused_from": "MatMul+Add", "trans_b": False}
-        if op.name:  # the file's MatMul node: --lora-targets / ops: globs still match its name
-            add.attrs["fused_names"] = (op.name,)
-        add.source_type = "MatMul+Add"
-        drop.add(op.index)
-    if not drop:
-        return ops
-    kept = [op for op in ops if op.index not in drop]
-    for k, op in enumerate(kept):
-        op.index = k
-    return kept
 
 
 def _drop_unused_operands(g: Graph) -> Graph:

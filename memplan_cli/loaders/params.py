@@ -32,8 +32,13 @@ _SIG_LINE = re.compile(r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target='([^'
 _FX_ARG = re.compile(r"%(\w+)")
 
 
-# ONNX inputs that only a layer's weights fill (ops.OpDef.weight_inputs, before canonical conversion)
-_ONNX_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1, 2), "Conv": (1, 2), "ConvTranspose": (1, 2)}
+
+def _onnx_weight_slots(op_type: str) -> tuple:
+    """ONNX inputs that only a layer's weights fill (the op family's "weight_inputs" fact: its
+    OpDef.weight_inputs before canonical conversion)."""
+    from memplan_cli import ops
+
+    return ops.source_facts("onnx", op_type).get("weight_inputs", ())
 
 
 def is_variable_read(name: str) -> bool:
@@ -119,7 +124,7 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
         # decomposition), or reads it as its weight in the module owning a folded one
         # (FalconLinear's `x @ weight.T`: the transpose was its own fx node)
         hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
-                                       and any(n.input[k] == name for k in _ONNX_WEIGHT_SLOTS.get(n.op_type, ())
+                                       and any(n.input[k] == name for k in _onnx_weight_slots(n.op_type)
                                                if k < len(n.input))}
         if hit:
             out[name] = PARAM

@@ -23,9 +23,10 @@ from memplan_cli.kernels.activation import MASK_BOUNDS, between
 from memplan_cli.kernels.common import store
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
 from memplan_cli.ops.kernel_util import param_gradient
-from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
+from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io
 
 # standalone op type -> the fused-activation name its kernels share (Clip has its own bounds)
+SIGMOID_TYPE = "Sigmoid"  # `--profile torch` reads x * sigmoid(x) as one eager silu
 FUSED_NAME = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
 _FLOPS = {"Relu": (1, 1), "Relu6": (2, 2), "Clip": (2, 2), "Sigmoid": (4, 3), "Tanh": (5, 3)}
 
@@ -125,3 +126,58 @@ def _scalar(node, k: int) -> float | None:
 
 ONNX = {"Relu": _same("Relu"), "Sigmoid": _same("Sigmoid"), "Tanh": _same("Tanh"), "Clip": _onnx_clip}
 TFLITE = {"RELU": _same("Relu"), "RELU6": _same("Relu6"), "LOGISTIC": _same("Sigmoid"), "TANH": _same("Tanh")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+
+
+def _singa_relu(op, ctx):
+    """SINGA's standalone ReLU keeps its input X (`ReLUBackward(dy, x)`), not Y."""
+    r = activation(op, ctx)
+    x, y = op.inputs[0], op.outputs[0]
+    if r.calc_derivative is not None:
+        r.calc_derivative.reads = [("fwd", x) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
+    return r
+
+
+def _singa_clip(op, ctx):
+    """SINGA's standalone ReLU6 / Clip keeps a float mask of |X| made in forward (its `Clip.mask`)."""
+    r = activation(op, ctx)
+    x, y = op.inputs[0], op.outputs[0]
+    if r.calc_derivative is not None:
+        o = ctx.operand(x)
+        k = len(r.extras)
+        r.extras.append(ExtraRequest("clip_mask", tuple(o.shape), "float32", FORWARD_TO_BACKWARD))
+        r.forward.writes.append(("extra", k))
+        r.calc_derivative.reads = [("extra", k) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
+    return r
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"Relu": {"operator": "ReLU", "rule": _singa_relu},
+                      "Relu6": {"operator": "Clip(0, 6)", "rule": _singa_clip},
+                      "Clip": {"operator": "Clip", "rule": _singa_clip},
+                      "Sigmoid": {"operator": "Sigmoid"}, "Tanh": {"operator": "Tanh"}}}
+
+
+def _onert_relu_usedef(op, c):
+    c.use(op.outputs[0])
+    for i in dict.fromkeys(op.inputs):
+        if i >= 0:
+            c.bp_def(i)
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Relu": {"usedef": _onert_relu_usedef}, "Relu6": {"usedef": _onert_relu_usedef}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cross_entropy": the loss nntrainer fuses the op into when it ends a model trained with cce
+PROFILES["nntrainer"] = {"Relu": {"layer": "activation (relu)", "kind": "activation"},
+                         "Sigmoid": {"layer": "activation (sigmoid)", "kind": "activation",
+                                     "cross_entropy": "cross_sigmoid"},
+                         "Tanh": {"layer": "activation (tanh)", "kind": "activation"}}

@@ -152,5 +152,24 @@ class OpDef:
     # the output is the input's values rearranged or retyped (Reshape, Transpose, Cast, Identity...):
     # a constant folded through it keeps what it was (a parameter stays one; `ir/fold.py`)
     moves_data: bool = False
+    # a structural part the op plays for the graph-wide passes (ir/batch.py, ir/fold.py): "shape_of"
+    # (its output is its input's shape, `start` / `end` attributes), "reshape" (its last input's
+    # values give its output's shape, -1 and ONNX's 0 resolved), "fill" (its last input's values give
+    # the shape of the constant it writes), "identity" (its output is its input); "" for none
+    role: str = ""
+    # `fn(op) -> "IO" | "OI"`: LoRA (`--lora`) may adapt the op, whose input 1 is its weight stored
+    # [in, out] ("IO") or [out, in] ("OI"); None: LoRA does not adapt it (passes/lora.py)
+    lora_layout: Callable | None = None
+    # the forward is not a function of its reads (Dropout's mask): never recomputed, never folded
+    random: bool = False
+    # a normalisation whose output is an affine function of its input and the two statistics its
+    # backward keeps (these extras' names): cheap to recompute (passes/cheap_recompute.py)
+    recompute_stats: tuple = ()
+    # with `--batchnorm frozen` the output is recomputed from the op's first N inputs (its stored
+    # statistics); 0: no such mode
+    recompute_frozen_inputs: int = 0
+    # input position of a small integer constant that decides the output's shape (a Reshape's shape,
+    # a Mean's axes): a TF Lite loader reads its values at load (loaders/flatbuffer_loader.py)
+    shape_const_input: int | None = None
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

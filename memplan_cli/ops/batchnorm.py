@@ -231,7 +231,8 @@ TORCH = {"saves": (("in0", "any"),), "aux": (("save_mean", "channels", "float32"
 OPS = [OpDef("BatchNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
-             bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4), profiles={"torch": TORCH})]
+             bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4), profiles={"torch": TORCH},
+             recompute_stats=("bn_mean", "bn_invstd"), recompute_frozen_inputs=5)]
 
 
 def _onnx(node) -> Canon:
@@ -245,3 +246,19 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"BatchNormalization": _onnx}
+
+
+def _nntrainer_check(graph, op, batchnorm):
+    if batchnorm == "frozen":
+        return (f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics "
+                f"(no --batchnorm frozen)")
+    if not all(i >= 0 and graph.operands[i].is_const for i in op.inputs[1:5]):
+        return f"nntrainer profile: op {op.label}: batch_normalization needs constant scale, bias, mean and var"
+    return None
+
+
+# ---- other runtimes' profiles (profiles/nntrainer.py): what they know of this op -------------------
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES = {"nntrainer": {"BatchNormalization": {"layer": "batch_normalization", "kind": "batch_normalization",
+                                                "check": _nntrainer_check}}}

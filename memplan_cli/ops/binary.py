@@ -48,11 +48,14 @@ import numpy as np
 
 from memplan_cli.kernels import activation
 from memplan_cli.kernels.common import reduce_to_shape, store
+from memplan_cli.ops import _onert as onert
+from memplan_cli.ops._onert import AfterCompile
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_activation
 
 ARITH = ("Add", "Sub", "Mul", "Div")
+ADD_TYPE, MUL_TYPE = "Add", "Mul"  # what LoRA's adapters compute with (passes/lora.py)
 Y = "y"  # in a spec's `needs`: the op's output
 
 
@@ -368,7 +371,7 @@ def _torch_broadcast_tmp(op, operands) -> tuple:
                  if v >= 0 and tuple(operands[v].shape) != y)
 
 
-TORCH = {"Add": {"grad": "pass"}, "Sub": {},
+TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
          "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
@@ -426,3 +429,68 @@ ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max")
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
           "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
           "MAXIMUM": _same("Max"), "MINIMUM": _same("Min"), "ADD_N": _same("Sum")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+_ADD = next(d for d in OPS if d.type == ADD_TYPE)
+
+
+def _singa_add(op, ctx):
+    """SINGA's Add returns dy itself as both inputs' back-prop (`dx0, dx1 = dy, dy`)."""
+    r = _ADD.rule(op, ctx)
+    if r.calc_derivative is not None:
+        y = op.outputs[0]
+        r.inplace += [(("bp", y), w) for w in r.calc_derivative.writes if w[0] == "bp"]
+    return r
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"Add": {"operator": "Add", "rule": _singa_add}, "Sub": {"operator": "Sub"},
+                      "Mul": {"operator": "Mul"}, "Div": {"operator": "Div"}}}
+
+
+def _onert_binary_bwd(op, operands):
+    if op.type == "Div":
+        return AfterCompile("Div: \"Unsupported Binary Arithmetic Operation\" in its backward")
+    for i in op.inputs:
+        if i >= 0 and operands[i].is_const:
+            return AfterCompile(f"{op.type} with a constant input ({operands[i].name}): onert crashes "
+                                f"(SIGSEGV) in its backward, which has no back-prop tensor for a constant")
+    shapes = {onert.shape(operands, i) for i in op.inputs if i >= 0} | {onert.shape(operands, op.outputs[0])}
+    if len(shapes) > 1:
+        shown = " and ".join(str(onert.shape(operands, i)) for i in op.inputs)
+        return AfterCompile(f"{op.type} broadcasting {shown}: its backward needs equal shapes (\"Shape of "
+                            f"lhs, rhs, incoming, lhs_grad, and rhs_grad must match\")")
+    return None
+
+
+def _onert_binary_usedef(op, c):
+    if op.act != "NONE":
+        c.use(op.outputs[0])
+    for i in dict.fromkeys(op.inputs):
+        if i >= 0:
+            c.use(i)
+            c.bp_def(i)
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {t: {"backward": _onert_binary_bwd, "usedef": _onert_binary_usedef,
+                         "kernel_buffers": onert.act_only_buffers}
+                     for t in ARITH}
+
+
+def _nntrainer_add(graph, op, batchnorm):
+    shapes = [graph.operands[i].shape for i in op.inputs if i >= 0]
+    if any(graph.operands[i].is_const for i in op.inputs if i >= 0) or len(set(shapes)) != 1:
+        return (f"nntrainer profile: op {op.label} (Add) adds a constant or broadcasts: nntrainer's "
+                f"addition layer adds layer outputs of one shape")
+    return None
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Add": {"layer": "addition", "kind": "addition", "check": _nntrainer_add}}

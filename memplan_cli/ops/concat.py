@@ -139,3 +139,8 @@ def _tflite(node) -> Canon:
 
 ONNX = {"Concat": _onnx}
 TFLITE = {"CONCATENATION": _tflite}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Concat": {"operator": "Concat"}}}

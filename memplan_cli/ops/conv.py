@@ -34,6 +34,8 @@ import numpy as np
 
 from memplan_cli.ops._window import Window, _tuple, channels_first, conv_backward_input, \
     conv_backward_weight, conv_forward, to_cf, to_cl
+from memplan_cli.ops import _onert as onert
+from memplan_cli.ops._onert import VERSION, AfterCompile
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
@@ -297,7 +299,44 @@ def _blocked(op, operands) -> tuple:
     return bx, by, bw_f, bw_b, blocked_in
 
 
+def torch_backend(op, operands) -> str:
+    """The CPU kernel eager picks for this convolution (ATen's ConvParams::use_mkldnn, checked against
+    torch 2.14's `torch._C._select_conv_backend` over a grid of shapes on one thread, the oracle's
+    setting): "mkldnn" unless a 1x1, unstrided, undilated kernel runs on a batch under 16 (the slow
+    path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
+    (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated.
+    1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
+        return "mkldnn"
+    x = operands[op.inputs[0]]
+    n = int(x.shape[0])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    strided = any(int(v) > 1 for v in op.attrs.get("stride", (1,)))
+    dilated = any(int(v) > 1 for v in op.attrs.get("dilation", (1,)))
+    grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
+    if (strided or dilated or n >= 16 or (kh, kw) != (1, 1)) and \
+            (grouped or (kh > 3 and kw > 3) or n > 1 or x.num_elements > 20480):
+        return "mkldnn"
+    if op.type == "ConvTranspose2D":
+        return "slow_transposed"
+    return "slow_dilated" if dilated else "slow"
+
+
+def _columns(op, operands) -> int:
+    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for a 1x1 kernel."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    if (kh, kw) == (1, 1):
+        return 0
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
+    return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
+
+
 def _torch_fwd(op, operands) -> tuple:
+    be = torch_backend(op, operands)
+    if be == "slow":
+        return ((_columns(op, operands),),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -305,6 +344,8 @@ def _torch_fwd(op, operands) -> tuple:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     bx, by, _, bw, _ = _blocked(op, operands)
     x = operands[op.inputs[0]].nbytes
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
@@ -313,9 +354,27 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _torch_bwd_dw(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    return (("out0", "in0?g0"), ("in1",))
+
+
+def _torch_refuse(op, operands) -> str | None:
+    if op.type in TRANSPOSED:
+        # oneDNN's transposed convolution allocates a scratchpad whose size varies with the shape in a
+        # way not worked out (measured: 37,016 B for 32->32 2x2 stride 2, 12,928 B for 8->8 3x3)
+        return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
+    be = torch_backend(op, operands)
+    if be in ("slow_dilated", "slow_transposed"):
+        return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
+                f"whose memory was not measured")
+    return None
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _torch_fwd,
-         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": (("out0", "in0?g0"), ("in1",))}
+         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": _torch_bwd_dw, "refuse": _torch_refuse}
 
 
 def not_2d(t: str, nd: int) -> dict:
@@ -458,4 +517,106 @@ def _tflite_transpose_conv(node) -> Canon | None:
 
 
 ONNX = {"Conv": _onnx_conv, "ConvTranspose": _onnx_conv_transpose}
+# ONNX inputs only a layer's weights fill (loaders/params.py reads them before conversion)
+ONNX_FACTS = {"Conv": {"weight_inputs": (1, 2)}, "ConvTranspose": {"weight_inputs": (1, 2)}}
 TFLITE = {"CONV_2D": _tflite_conv, "DEPTHWISE_CONV_2D": _tflite_depthwise, "TRANSPOSE_CONV": _tflite_transpose_conv}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (memplan's rule keeps what it keeps)
+PROFILES = {"singa": {"Conv2D": {"operator": "Conv2d"}, "DepthwiseConv2D": {"operator": "Conv2d (group)"}}}
+
+
+def _onert_conv_fwd(op, operands):
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        return (f"{op.type} without a bias input: onert 0.1.0's loader rejects an absent optional input "
+                f"(\"loader doesn't support optional input tensor yet\")")
+    r = onert.window(op, operands)
+    if r:
+        return r
+    if op.type == "Conv2D":
+        x, w = onert.shape(operands, op.inputs[0]), onert.shape(operands, op.inputs[1])
+        groups = int(op.attrs.get("group", op.attrs.get("groups", 1)) or 1)
+        w_in = w[-1] if onert.channels_last(op) else w[1]
+        if groups == 1 and w_in and onert.channels(op, x) != w_in:
+            groups = onert.channels(op, x) // w_in
+        if groups != 1:
+            return AfterCompile(f"grouped Conv2D ({groups} groups): {VERSION} compiles it but trains it "
+                                f"wrongly (measured: loss 46.05 where TF Lite gives 2.34 on a RegNet-X "
+                                f"export)")
+    return None
+
+
+def _onert_conv_bwd(op, operands):
+    if any(v != 1 for v in onert.dilation(op)):
+        return f"dilated {op.type} (dilation {onert.dilation(op)}): \"Unsupported dilation yet\" in its backward"
+    if op.type == "DepthwiseConv2D":
+        s = onert.pair(op.attrs.get("stride", op.attrs.get("strides")), 2)
+        if s[0] != s[1]:
+            return AfterCompile(f"DepthwiseConv2D with strides {s}: \"Not support different length "
+                                f"strides\" in its backward")
+    return None
+
+
+def _onert_conv_buffers(op, ir, threads, simd_width):
+    w, y = op.inputs[1], op.outputs[0]
+    nb = ir.operands[w].nbytes
+    return [("W^T", nb), ("conv dY", ir.operands[y].nbytes), ("dW^T", nb)] + onert.act_buffers(op, ir)
+
+
+def _onert_depthwise_buffers(op, ir, threads, simd_width):
+    """Filter-dim buffers [T, P], padded filter [B, kh*kw, P], filter buffers [T, kh*kw, P], floats;
+    T = threads + 1, P = C_out rounded up to the SIMD width (onert takes both from its host)."""
+    wshape = ir.operands[op.inputs[1]].shape
+    kh, kw, c_out = wshape[1], wshape[2], wshape[3]
+    batch = ir.operands[op.inputs[0]].shape[0]
+    p = (c_out + simd_width - 1) // simd_width * simd_width
+    tt = threads + 1
+    return onert.act_buffers(op, ir) + [("filter dim buffers", tt * p * 4), ("padded filter", batch * kh * kw * p * 4),
+                                        ("filter buffers", tt * kh * kw * p * 4)]
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {
+    "Conv2D": {"forward": _onert_conv_fwd, "backward": _onert_conv_bwd, "kernel_buffers": _onert_conv_buffers,
+               "usedef": onert.weighted_usedef, "weighted": True},
+    "DepthwiseConv2D": {"forward": _onert_conv_fwd, "backward": _onert_conv_bwd,
+                        "kernel_buffers": _onert_depthwise_buffers, "usedef": onert.weighted_usedef, "weighted": True},
+}
+
+
+def nntrainer_spatial(graph, op, batchnorm):
+    """nntrainer's convolution and pooling layers are 2-D."""
+    x = graph.operands[op.inputs[0]].shape
+    if len(x) != 4:
+        return (f"nntrainer profile: op {op.label} ({op.type}) works over {len(x) - 2} spatial dimension(s); "
+                f"nntrainer's are 2-D")
+    return None
+
+
+def _nntrainer_groups(graph, op) -> int:
+    w = graph.operands[op.inputs[1]].shape
+    x = graph.operands[op.inputs[0]].shape
+    groups = int(op.attrs.get("group", 1) or 1)
+    if groups == 1 and len(w) == 4 and len(x) == 4:
+        c_in, w_in = (x[1], w[1]) if op.attrs.get("layout") == "NCHW" else (x[-1], w[-1])
+        groups = c_in // w_in if w_in and c_in != w_in else 1
+    return groups
+
+
+def _nntrainer_grouped(graph, op):
+    groups = _nntrainer_groups(graph, op)
+    return f"a grouped ({groups} groups)" if groups != 1 else None
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cannot_train": fn(graph, op) -> what convolution nntrainer itself cannot train (named first)
+PROFILES["nntrainer"] = {
+    "Conv2D": {"layer": "conv2d", "kind": "conv2d", "check": nntrainer_spatial, "cannot_train": _nntrainer_grouped},
+    "DepthwiseConv2D": {"cannot_train": lambda graph, op: "a depthwise"},
+}

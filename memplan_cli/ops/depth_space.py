@@ -88,7 +88,20 @@ def _batch(op, graph, shapes, batched):
 
 
 KERNELS = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
-OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=lambda op, operands: (0, 0), check=check, batch=_batch)
+
+
+def _torch_refuse(op, operands) -> str | None:
+    if op.type == "DepthToSpace" and op.attrs.get("mode") == "CRD" and op.attrs.get("layout") == "NCHW":
+        return None
+    return f"{op.type} in {op.attrs.get('mode')} mode over {op.attrs.get('layout')}: no eager op does it alone"
+
+
+# `--profile torch`: pixel_shuffle (DepthToSpace CRD over NCHW, as torch.onnx exports it) allocates its
+# output and saves nothing; its backward (pixel_unshuffle) allocates the input's gradient (measured,
+# torch 2.14). Other forms are no single eager op.
+TORCH = {"refuse": _torch_refuse}
+OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=lambda op, operands: (0, 0), check=check, batch=_batch,
+             profiles={"torch": TORCH})
        for t in ("DepthToSpace", "SpaceToDepth")]
 
 

@@ -137,9 +137,9 @@ def _flops(op, operands):
 
 # `--profile torch`: on CPU eager takes the unfused path (`_dropout_impl`): a float noise tensor
 # (bernoulli / (1 - p)), multiplied in and saved by the multiplication
-TORCH = {"aux": (("noise", "in0", "float32"),)}
+TORCH = {"aux": (("noise", "in0", "float32"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
 OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
-             flops=_flops, check=check, batch="keep", profiles={"torch": TORCH})]
+             flops=_flops, check=check, batch="keep", random=True, profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:
@@ -156,3 +156,11 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"Dropout": _onnx}
+# ONNX ops whose values are drawn at random: never folded to a constant, never recomputed (the ones
+# without a family here keep their ONNX type)
+ONNX_FACTS = {t: {"random": True} for t in ("RandomNormal", "RandomNormalLike", "RandomUniform",
+                                             "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout")}
+# random masks (stochastic depth and dropout as the dynamo exporter writes them, `rand < p`): eager's
+# `empty(..).bernoulli_(p)` allocates the mask alone and records no autograd node
+PROFILES = {"torch": {t: {"draws": True} for t in ("RandomUniformLike", "RandomUniform", "RandomNormalLike",
+                                                    "RandomNormal", "Bernoulli")}}

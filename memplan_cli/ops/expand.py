@@ -109,3 +109,6 @@ def _tile(node) -> Canon:
 
 ONNX = {"Expand": _expand, "Tile": _tile}
 TFLITE = {"BROADCAST_TO": _expand, "TILE": _tile}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"TILE": {"shape_const_input": 1}}

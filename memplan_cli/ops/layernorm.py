@@ -216,11 +216,14 @@ def _batch(op, graph, shapes, batched):
 
 
 # `--profile torch`: native_layer_norm saves its input, mean and rstd (one per row)
-TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd", "rows", "float32"))}
+# a non-contiguous input (a permuted view: LayerNorm over channels) is copied contiguous in forward and
+# again in backward (measured, torch 2.14: +X in native_layer_norm and in its backward, freed there)
+TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd", "rows", "float32")),
+         "copies_noncontiguous": True}
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
-             weight_inputs=(1, 2), profiles={"torch": TORCH})]
+             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"))]
 
 
 def _onnx(node) -> Canon:

@@ -77,5 +77,41 @@ def _flops(op, operands):
     return 3 * n, 2 * n
 
 
-OPS = [OpDef("Loss", rule=loss, kernels={"forward": _forward, "calcDerivative": _backward}, flops=_flops,
+LOSS_TYPE = "Loss"  # the op passes/loss_insertion.py appends (and profiles model as the loss layer)
+OPS = [OpDef(LOSS_TYPE, rule=loss, kernels={"forward": _forward, "calcDerivative": _backward}, flops=_flops,
              required_inputs=2)]
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+
+
+def _singa_loss(op, ctx):
+    """SINGA's losses take the target as a constructor argument: no back-prop for the label."""
+    r = loss(op, ctx)
+    label = op.inputs[1]
+    if r.calc_derivative is not None:
+        r.calc_derivative.writes = [w for w in r.calc_derivative.writes if w != ("bp", label)]
+        if not r.calc_derivative.writes:
+            r.calc_derivative = None
+    r.inplace = [p for p in r.inplace if ("bp", label) not in p]
+    return r
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"Loss": {"operator": "MeanSquareError / SoftMaxCrossEntropy", "rule": _singa_loss}}}
+
+
+def _onert_loss_usedef(op, c):
+    for i in dict.fromkeys(op.inputs):
+        c.use(i)
+    c.bp_def(op.inputs[0])
+    c.bp_def(op.inputs[1])
+    c.drop_incoming(op.outputs[0])  # the loss is where back-prop starts
+
+
+# onert (profiles/onert/): its training use-defs; the loss reads no optional input
+PROFILES["onert"] = {"Loss": {"usedef": _onert_loss_usedef, "optional_inputs": True}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Loss": {"layer": "loss (mse, cross_softmax, cross_sigmoid)"}}

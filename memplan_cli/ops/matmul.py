@@ -31,7 +31,9 @@ import numpy as np
 
 from memplan_cli.kernels import activation, fc
 from memplan_cli.kernels.common import reduce_to_shape, store
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
+from memplan_cli.ops.binary import ADD_TYPE
 from memplan_cli.ops.kernel_util import tflite_activation
 from memplan_cli.ops.rule import (BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io,
                                   fused_activation)
@@ -319,6 +321,17 @@ def _onert_fc_backward(op, operands):
     return f"FullyConnected with a rank-{r} input: its backward takes rank 2 only" if r != 2 else None
 
 
+def _onert_fc_buffers(op, ir, threads, simd_width):
+    x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
+    nb = lambda i: ir.operands[i].nbytes  # noqa: E731
+    return [("W^T", nb(w)), ("X^T", nb(x)), ("dY^T", nb(y))] + onert.act_buffers(op, ir)
+
+
+# onert: FullyConnected's facts (see ops/conv.py); the only op whose optional inputs its loader accepts
+ONERT_FC = {"backward": _onert_fc_backward, "kernel_buffers": _onert_fc_buffers, "usedef": onert.weighted_usedef,
+            "weighted": True, "optional_inputs": True}
+
+
 def _fc_batch(op, graph, shapes, batched):
     """FullyConnected keeps the input's leading dims (ONNX MatMul+Add, TFLite keep_num_dims) or
     flattens the input to rows of the weight's width (TFLite): rows follow the element count."""
@@ -342,13 +355,22 @@ _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
 # `--profile torch`: addmm / mm / bmm save each operand when the other needs its gradient (a frozen
 # weight keeps no input: LoRA's base projections)
 TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
+MATMUL_TYPE = "MatMul"  # what LoRA's adapters compute with (passes/lora.py)
+
+
+def _fc_lora_layout(op) -> str:
+    """TFLite's FullyConnected and Gemm(transB=1) store W as [out, in]; MatMul+Add fused as [in, out]."""
+    return "OI" if op.attrs.get("trans_b", op.attrs.get("transB")) not in (0, False) else "IO"
+
+
 OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
           flops=fc_flops, required_inputs=2, batch=_fc_batch, bias_inputs=(2,), weight_inputs=(1, 2),
-          profiles={"onert": {"backward": _onert_fc_backward}, "torch": TORCH}),
+          lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH}),
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
-          batch=_mm_batch, weight_inputs=(1,), profiles={"torch": TORCH}),
+          batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO",
+          profiles={"torch": {**TORCH, "contiguous_inputs": 2}}),
 ]
 
 
@@ -377,6 +399,51 @@ def _tfl_batch_matmul(node) -> Canon:
 
 
 ONNX = {"MatMul": _onnx_matmul, "Gemm": _onnx_gemm}
+FC_TYPE = "FullyConnected"
+
+
+def fuse_matmul_add(ops: list, operands: list) -> list:
+    """MatMul(x, W const) followed only by Add(_, b const 1-D) -> FullyConnected(x, W, b), as tflite has it.
+
+    The MatMul's output tensor disappears (it was an activation only ONNX has).
+    """
+    uses: dict[int, list[int]] = {}
+    for op in ops:
+        for i in op.inputs:
+            uses.setdefault(i, []).append(op.index)
+    drop: set[int] = set()
+    for op in ops:
+        if op.type != MATMUL_TYPE or op.attrs or len(op.inputs) != 2 or not operands[op.inputs[1]].is_const:
+            continue
+        if len(operands[op.inputs[1]].shape) != 2:
+            continue
+        y = op.outputs[0]
+        if operands[y].is_output or len(uses.get(y, [])) != 1:
+            continue
+        add = ops[uses[y][0]]
+        if add.type != ADD_TYPE or len(add.inputs) != 2:
+            continue
+        b = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
+        if not operands[b].is_const or len(operands[b].shape) != 1:
+            continue
+        add.type, add.inputs = FC_TYPE, [op.inputs[0], op.inputs[1], b]
+        add.attrs = {"activation": "NONE", "fused_from": "MatMul+Add", "trans_b": False}
+        if op.name:  # the file's MatMul node: --lora-targets / ops: globs still match its name
+            add.attrs["fused_names"] = (op.name,)
+        add.source_type = "MatMul+Add"
+        drop.add(op.index)
+    if not drop:
+        return ops
+    kept = [op for op in ops if op.index not in drop]
+    for k, op in enumerate(kept):
+        op.index = k
+    return kept
+
+
+# run by the ONNX loader on its converted ops, in order
+ONNX_FUSIONS = (fuse_matmul_add,)
+# ONNX inputs only a layer's weights fill (loaders/params.py reads them before conversion)
+ONNX_FACTS = {"MatMul": {"weight_inputs": (1,)}, "Gemm": {"weight_inputs": (1, 2)}}
 def _tfl_fully_connected(node) -> Canon:
     attrs = {"keep_num_dims": bool(node.options["keep_num_dims"])} if "keep_num_dims" in node.options else {}
     attrs["activation"] = tflite_activation(node)
@@ -384,3 +451,13 @@ def _tfl_fully_connected(node) -> Canon:
 
 
 TFLITE = {"BATCH_MATMUL": _tfl_batch_matmul, "FULLY_CONNECTED": _tfl_fully_connected}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (ONNX Gemm: when its converter declines)
+PROFILES = {"singa": {"FullyConnected": {"operator": "Linear (Matmul, AddBias)"}, "Gemm": {"operator": "Gemm"},
+                      "MatMul": {"operator": "Matmul"}}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"FullyConnected": {"layer": "fully_connected", "kind": "fully_connected"}}

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from memplan_cli.ops import _onert as onert
+from memplan_cli.ops._onert import VERSION
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
@@ -178,5 +180,40 @@ def _tflite(mode_of):
 
 ONNX = {"Pad": _onnx}
 # MIRROR_PAD mode 0 is REFLECT (no edge repeat); SYMMETRIC (1) repeats the edge: not implemented
+# PADV2 (a constant value beside the paddings) has no converter: kept, its paddings read at load
+TFLITE_FACTS = {"PADV2": {"shape_const_input": 1}}
 TFLITE = {"PAD": _tflite(lambda n: "constant"),
           "MIRROR_PAD": _tflite(lambda n: "reflect" if int(n.options.get("mode", 0)) == 0 else None)}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Pad": {"operator": "Pad"}}}
+
+
+def _onert_pad_fwd(op, operands):
+    mode = str(op.attrs.get("mode", "constant")).lower()
+    if mode != "constant":
+        return f"Pad in {mode} mode: {VERSION} pads with a constant only (MIRROR_PAD is not loaded)"
+    rank = len(onert.shape(operands, op.inputs[0]))
+    if rank > 4:
+        return f"Pad of a rank-{rank} tensor: \"Padding for rank > 4 NYI\""
+    pads = op.attrs.get("pads")
+    if pads is None and len(op.inputs) > 1 and op.inputs[1] >= 0:
+        pads = getattr(operands[op.inputs[1]], "value", None)
+    if pads is not None and any(p < 0 for p in pads):
+        return "Pad with negative amounts (a crop): circle's PAD adds only"
+    return None
+
+
+def _onert_pad_usedef(op, c):
+    c.use(op.inputs[1])
+    c.bp_def(op.inputs[0])
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Pad": {"forward": _onert_pad_fwd, "usedef": _onert_pad_usedef}}

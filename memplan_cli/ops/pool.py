@@ -30,8 +30,9 @@ import numpy as np
 
 from memplan_cli.ops._window import Window, _tuple, avg_pool, avg_pool_backward, channels_first, max_pool, \
     max_pool_backward, to_cf, to_cl
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef, UnsupportedKernel
-from memplan_cli.ops.conv import _tflite_act, _tflite_window, not_2d, onnx_window
+from memplan_cli.ops.conv import _tflite_act, _tflite_window, not_2d, nntrainer_spatial, onnx_window
 from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, StepIO, bp_targets, forward_io, \
     fused_activation
 
@@ -240,3 +241,60 @@ def _tflite_pool(kind):
 
 ONNX = {"MaxPool": _onnx_pool("Max"), "AveragePool": _onnx_pool("Avg"), "GlobalMaxPool": _onnx_global_max}
 TFLITE = {"MAX_POOL_2D": _tflite_pool("Max"), "AVERAGE_POOL_2D": _tflite_pool("Avg")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+
+
+def _singa_pool(op, ctx):
+    """SINGA's max and average pooling keep X and Y (`self.cache = (x, y)`); no argmax buffer."""
+    x, y = op.inputs[0], op.outputs[0]
+    rule = OpRule(forward=forward_io(op))
+    if bp_targets(op, ctx, [x]):
+        rule.calc_derivative = StepIO([("bp", y), ("fwd", x), ("fwd", y)], [("bp", x)])
+    fused_activation(op, ctx, rule, y)
+    return rule
+
+
+# singa: the SINGA autograd operator memplan models the op as, and SINGA's own rule
+PROFILES = {"singa": {"MaxPool2D": {"operator": "MaxPool2d", "rule": _singa_pool},
+                      "AvgPool2D": {"operator": "AvgPool2d", "rule": _singa_pool}}}
+
+
+def _onert_pool_fwd(op, operands):
+    if any(v != 1 for v in onert.dilation(op)):
+        return f"dilated {op.type} (dilation {onert.dilation(op)}): circle's pooling has no dilation"
+    if op.type == "AvgPool2D" and op.attrs.get("count_include_pad") and any(op.attrs.get("pads") or ()):
+        return "AvgPool2D counting padding (count_include_pad): circle's average excludes it"
+    return onert.window(op, operands)
+
+
+def _onert_maxpool_buffers(op, ir, threads, simd_width):
+    return [("argmax", ir.operands[op.outputs[0]].nbytes)] + onert.act_buffers(op, ir)
+
+
+def _onert_pool_usedef(op, c):
+    if op.act != "NONE":
+        c.use(op.outputs[0])
+    c.bp_def(op.inputs[0])
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {
+    "MaxPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": _onert_maxpool_buffers, "usedef": _onert_pool_usedef},
+    "AvgPool2D": {"forward": _onert_pool_fwd, "kernel_buffers": onert.act_only_buffers, "usedef": _onert_pool_usedef},
+}
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# GlobalMaxPool (an ONNX source type): nntrainer's global_max keeps input-sized indices
+PROFILES["nntrainer"] = {
+    "MaxPool2D": {"layer": "pooling2d (max)", "kind": "pooling2d", "check": nntrainer_spatial},
+    "AvgPool2D": {"layer": "pooling2d (average)", "kind": "pooling2d", "check": nntrainer_spatial},
+    "GlobalMaxPool": {"indices": "input"},
+}

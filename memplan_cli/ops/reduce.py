@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
@@ -182,7 +183,7 @@ def _prod_value(op, ins):
 # `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
 TORCH = {"Mean": {}, "ReduceSum": {}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
-             shape_value=_prod_value if t == "ReduceProd" else None,
+             shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t in TYPES]
 
@@ -234,6 +235,39 @@ ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum
         "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
         "ReduceProd": _onnx_reduce("ReduceProd"), "ReduceL2": _onnx_reduce("ReduceL2"),
         "GlobalAveragePool": _onnx_global_average}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"SUM": {"shape_const_input": 1}, "REDUCE_MAX": {"shape_const_input": 1}}
 TFLITE = {"MEAN": _tflite_reduce("Mean"), "SUM": _tflite_reduce("ReduceSum"),
           "REDUCE_MAX": _tflite_reduce("ReduceMax"), "REDUCE_MIN": _tflite_reduce("ReduceMin"),
           "REDUCE_PROD": _tflite_reduce("ReduceProd")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as (ONNX GlobalAveragePool: when its
+# converter declines)
+PROFILES = {"singa": {"Mean": {"operator": "GlobalAveragePool / ReduceMean"},
+                      "GlobalAveragePool": {"operator": "GlobalAveragePool"}}}
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Mean": {"usedef": onert.first_input_usedef}}
+
+
+def _nntrainer_global_average(graph, op, batchnorm):
+    """nntrainer's pooling2d global_average averages over the two spatial axes only."""
+    x = graph.operands[op.inputs[0]].shape
+    spatial = (1, 2) if op.attrs.get("layout") == "NHWC" else (2, 3)
+    if len(x) == 4 and tuple(sorted(a % 4 for a in (op.attrs.get("axes") or ()))) == spatial:
+        return None
+    return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
+            f"nntrainer's pooling2d global_average does only that")
+
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Mean": {"layer": "pooling2d (global_average)", "kind": "pooling2d",
+                                  "check": _nntrainer_global_average}}

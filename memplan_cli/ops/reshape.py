@@ -14,7 +14,10 @@ FLOPs: 0 (bytes move or are viewed).
 """
 from __future__ import annotations
 
+import math
+
 from memplan_cli.kernels import shape
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import first_input_value, target, view_rule
 
@@ -90,9 +93,10 @@ def _batch(op, graph, shapes, batched):
 
 
 # `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
-TORCH = {"view": True, "grad": "view"}
+TORCH = {"view": True, "grad": "view", "view_needs_contiguous": True}
 OPS = [OpDef("Reshape", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
-             shape_value=first_input_value, batch=_batch, profiles={"torch": TORCH}),
+             shape_value=first_input_value, batch=_batch, shape_const_input=1, role="reshape",
+             profiles={"torch": TORCH}),
        OpDef("Flatten", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
              profiles={"torch": TORCH})]
 
@@ -112,3 +116,46 @@ def _tflite_reshape(node) -> Canon:
 
 ONNX = {"Reshape": _onnx_reshape, "Flatten": _onnx_flatten}
 TFLITE = {"RESHAPE": _tflite_reshape}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Reshape": {"operator": "Reshape"}, "Flatten": {"operator": "Flatten"}}}
+
+
+def _onert_reshape_fwd(op, operands):
+    """onert's shape inference for a Reshape with a constant shape (`util/ShapeInference.cc`
+    inferReshapeShape): one -1 takes the rest; when the element counts still differ, a leading 1
+    becomes the input's dim 0 if that makes them equal, else "Reshape: 2nd param is not compatible
+    with the shape of input" (measured: [4, 8] after a [1, 4, 8] input, at batch 2)."""
+    if len(op.inputs) < 2 or op.inputs[1] < 0:
+        return None
+    v = getattr(operands[op.inputs[1]], "value", None)
+    if not v:
+        return None
+    x = onert.shape(operands, op.inputs[0])
+    n = math.prod(x)
+    zero_copies = op.attrs.get("zero_copies_input")  # ONNX: a 0 copies the input's dim
+    ret = [x[k] if d == 0 and zero_copies and k < len(x) else d for k, d in enumerate(v)]
+    if sum(d < 0 for d in ret) > 1:
+        return f"Reshape to {tuple(v)}: more than one -1"
+    if any(d < 0 for d in ret):
+        rest = math.prod(d for d in ret if d >= 0)
+        ret = [n // rest if d < 0 and rest else d for d in ret]
+    total = math.prod(ret)
+    if total == n or (ret and ret[0] == 1 and x and total * x[0] == n):
+        return None
+    return (f"Reshape to the constant shape {tuple(v)}, which does not hold its input {x}: onert re-batches "
+            f"only a leading 1 (\"Reshape: 2nd param is not compatible with the shape of input\")")
+
+
+# onert (profiles/onert/): "forward" / "backward": fn(op, operands) -> why onert refuses at load or
+# compile (backward: only when the op's backward runs), an `AfterCompile` reason when onert finds it
+# only after it compiles; "kernel_buffers": fn(op, ir, threads, simd_width) -> [(name, bytes)] its
+# train kernel allocates; "usedef": fn(op, chains), its backward's training use-defs;
+# "weighted": the backward region is cut to ops reachable from these
+PROFILES["onert"] = {"Reshape": {"forward": _onert_reshape_fwd, "usedef": onert.first_input_usedef}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+PROFILES["nntrainer"] = {"Reshape": {"layer": "flatten / reshape", "kind": "reshape"}}

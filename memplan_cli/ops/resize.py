@@ -181,10 +181,20 @@ def flops(op, operands):
     return fwd, bwd
 
 
+def _torch_refuse(op, operands) -> str | None:
+    if op.attrs.get("mode") == "cubic" or len(operands[op.inputs[0]].shape) != 4:
+        return (f"{op.attrs.get('mode')} resizing of a rank-{len(operands[op.inputs[0]].shape)} tensor: eager's "
+                f"kernel for it was not measured (nearest and bilinear over 2-D images were)")
+    return None
+
+
+# `--profile torch`: upsample_nearest2d / upsample_bilinear2d keep only sizes; on CPU the forward
+# copies its input and computes into a second output-sized buffer beside the output (measured, torch
+# 2.14: +Y, +X, +Y, -Y, -X for 7 shapes); backward allocates the input's gradient only
+TORCH = {"fwd_scratch": (("in0", "out0"),), "refuse": _torch_refuse}
 OPS = [OpDef("Resize", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                            "calcGradient": calc_derivative},
-             flops=flops, check=check, batch="keep",
-             profiles={"torch": {}})]  # `--profile torch`: upsampling keeps only sizes
+             flops=flops, check=check, batch="keep", profiles={"torch": TORCH})]
 
 
 # ---- converters ---------------------------------------------------------------------------------
@@ -254,4 +264,9 @@ def _tflite(mode):
 
 
 ONNX = {"Resize": _onnx, "Upsample": _onnx}
+# input positions whose small float values decide the output's shape: the ONNX loader keeps those
+# few bytes of a stripped model for shape inference
+# scales_input: the input that holds the scales, folded at load when Constants build it
+ONNX_FACTS = {"Resize": {"shape_float_inputs": (1, 2), "scales_input": 2},
+              "Upsample": {"shape_float_inputs": (1,), "scales_input": 1}}
 TFLITE = {"RESIZE_NEAREST_NEIGHBOR": _tflite("nearest"), "RESIZE_BILINEAR": _tflite("linear")}

@@ -56,28 +56,35 @@ def _elements_where(ctx):
     return tuple(full)
 
 
-def elements_forward(ctx):
-    data, upd = np.asarray(ctx.x(0)), np.asarray(ctx.x(2))
-    where = _elements_where(ctx)
-    out = data.copy()
+def _scatter(ctx, where, updates):
+    """Y = the data with `updates` written at `where` (added, with reduction "add")."""
+    out = np.asarray(ctx.x(0)).copy()
     if ctx.attrs.get("reduction", "none") == "add":
-        np.add.at(out, where, upd)
+        np.add.at(out, where, updates)
     else:
-        out[where] = upd
+        out[where] = updates
     ctx.y()[...] = out
 
 
-def elements_backward(ctx):
-    where = _elements_where(ctx)
+def _scatter_backward(ctx, where):
+    """d(updates) = dY at `where`; d(data) = dY, but 0 where the updates overwrote it."""
     dy = np.asarray(ctx.dy())
     dd, du = target(ctx, 0), target(ctx, 2)
     if du is not None:
-        du[...] = dy[where]
+        du[...] = dy[where].reshape(du.shape)
     if dd is not None:
         g = dy.copy()
         if ctx.attrs.get("reduction", "none") == "none":
             g[where] = 0
         dd[...] = g
+
+
+def elements_forward(ctx):
+    _scatter(ctx, _elements_where(ctx), np.asarray(ctx.x(2)))
+
+
+def elements_backward(ctx):
+    _scatter_backward(ctx, _elements_where(ctx))
 
 
 def elements_check(op, operands):
@@ -127,28 +134,12 @@ def _where(ctx):
 
 
 def forward(ctx):
-    data, upd = np.asarray(ctx.x(0)), np.asarray(ctx.x(2))
     where, shape, k = _where(ctx)
-    out = data.copy()
-    u = upd.reshape((-1,) + shape[k:])
-    if ctx.attrs.get("reduction", "none") == "add":
-        np.add.at(out, where, u)
-    else:
-        out[where] = u
-    ctx.y()[...] = out
+    _scatter(ctx, where, np.asarray(ctx.x(2)).reshape((-1,) + shape[k:]))
 
 
 def backward(ctx):
-    where, shape, k = _where(ctx)
-    dy = np.asarray(ctx.dy())
-    dd, du = target(ctx, 0), target(ctx, 2)
-    if du is not None:
-        du[...] = dy[where].reshape(du.shape)
-    if dd is not None:
-        g = dy.copy()
-        if ctx.attrs.get("reduction", "none") == "none":
-            g[where] = 0
-        dd[...] = g
+    _scatter_backward(ctx, _where(ctx)[0])
 
 
 def check(op, operands):

@@ -151,10 +151,11 @@ def _check_const(op, operands):
 
 
 OPS = [
-    OpDef("Shape", rule=shape_only, kernels={"forward": shape_fwd}, flops=_zero, no_grad=True, batch=_shape_batch),
+    OpDef("Shape", rule=shape_only, kernels={"forward": shape_fwd}, flops=_zero, no_grad=True, batch=_shape_batch,
+          role="shape_of"),
     OpDef("Size", rule=shape_only, kernels={"forward": size_fwd}, flops=_zero, no_grad=True, batch=_shape_batch),
     OpDef("ConstantOfShape", rule=plain, kernels={"forward": const_fwd}, flops=_zero, no_grad=True,
-          check=_check_const, batch=_fixed),
+          check=_check_const, batch=_fixed, role="fill"),
     OpDef("Range", rule=plain, kernels={"forward": range_fwd}, flops=_zero, required_inputs=3, no_grad=True,
           batch=_fixed),
     OpDef("Not", rule=plain, kernels={"forward": not_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
@@ -201,6 +202,9 @@ def _onnx_cast(node) -> Canon:
     return Canon("Cast", {})  # the target type is the output operand's dtype
 
 
+# what ONNX's own constant folding (loaders/onnx_fold.py) computes from a static shape: the dims or
+# their count
+ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
         "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "IsNaN": _same_type("IsNaN"),
         "IsInf": _onnx_isinf,

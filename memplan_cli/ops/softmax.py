@@ -19,6 +19,7 @@ import numpy as np
 
 from memplan_cli.kernels import softmax as sm
 from memplan_cli.kernels.common import store
+from memplan_cli.ops import _onert as onert
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
@@ -114,7 +115,8 @@ def _onert_backward(op, operands):
 TORCH = {"saves": (("out0", "any"),)}
 OPS = [OpDef("Softmax", rule=rule, kernels={"forward": softmax_forward, "calcDerivative": softmax_derivative},
              flops=_flops, check=check, batch=_batch,
-             profiles={"onert": {"forward": _onert_forward, "backward_run": _onert_backward}, "torch": TORCH}),
+             profiles={"onert": {"forward": _onert_forward, "backward_run": _onert_backward,
+                                 "usedef": onert.output_usedef}, "torch": TORCH}),
        OpDef("LogSoftmax", rule=rule, kernels={"forward": log_softmax_forward,
                                               "calcDerivative": log_softmax_derivative},
              flops=_flops, check=check, batch=_batch, profiles={"torch": TORCH})]
@@ -140,3 +142,14 @@ def _tflite(typ):
 
 ONNX = {"Softmax": _onnx("Softmax"), "LogSoftmax": _onnx("LogSoftmax")}
 TFLITE = {"SOFTMAX": _tflite("Softmax"), "LOG_SOFTMAX": _tflite("LogSoftmax")}
+
+
+# ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----
+# singa: the SINGA autograd operator memplan models the op as
+PROFILES = {"singa": {"Softmax": {"operator": "SoftMax"}}}
+
+# nntrainer (profiles/nntrainer.py): "layer", the nntrainer 0.6.0 layer the profile models the op as;
+# "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
+# "cross_entropy": the loss nntrainer fuses the op into when it ends a model trained with cce
+PROFILES["nntrainer"] = {"Softmax": {"layer": "activation (softmax)", "kind": "activation",
+                                     "cross_entropy": "cross_softmax"}}

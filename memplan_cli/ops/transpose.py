@@ -53,7 +53,7 @@ def _batch(op, graph, shapes, batched):
 OPS = [OpDef("Transpose", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                                     "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, nondiff_inputs=(1,), batch=_batch, moves_data=True,
-             profiles={"torch": {"view": True, "grad": "view"}})]  # `--profile torch`: a strided view
+             profiles={"torch": {"view": True, "grad": "view", "strided": True}})]  # `--profile torch`: a strided view
 
 
 def _onnx(node) -> Canon:
@@ -70,3 +70,6 @@ def _tflite(node) -> Canon | None:
 
 ONNX = {"Transpose": _onnx}
 TFLITE = {"TRANSPOSE": _tflite}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"TRANSPOSE": {"shape_const_input": 1}}

@@ -89,7 +89,8 @@ _VALUES = {"moves_data": True, "shape_value": first_input_value, "profiles": {"t
 OPS = [OpDef("Squeeze", rule=view_rule, kernels=_K, flops=_flops, check=squeeze_check, batch=_squeeze_batch, **_VALUES),
        OpDef("Unsqueeze", rule=view_rule, kernels=_K, flops=_flops, check=unsqueeze_check, batch=_unsqueeze_batch,
              **_VALUES),
-       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch, **_VALUES)]
+       OpDef("Identity", rule=view_rule, kernels=_K, flops=_flops, check=_same_size, batch=_identity_batch,
+             role="identity", **_VALUES)]
 
 
 # ---- converters: axes from the shapes (exact: both shapes are static) ---------------------------
@@ -152,3 +153,6 @@ def _tfl_expand_dims(node) -> Canon:
 
 ONNX = {"Squeeze": _onnx_squeeze, "Unsqueeze": _onnx_unsqueeze, "Identity": _onnx_identity}
 TFLITE = {"SQUEEZE": _tfl_squeeze, "EXPAND_DIMS": _tfl_expand_dims}
+# its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
+# input still read at load (loaders/flatbuffer_loader.py)
+TFLITE_FACTS = {"EXPAND_DIMS": {"shape_const_input": 1}}

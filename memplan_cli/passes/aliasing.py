@@ -1,7 +1,7 @@
 """Pass 8: views and in-place updates (tensors that share memory)."""
 from __future__ import annotations
 
-from memplan_cli.passes.execution_order import resolve
+from memplan_cli.passes.execution_order import inplace_pairs
 
 
 class Aliasing:
@@ -42,32 +42,24 @@ class Aliasing:
                 if y in tg.fwd and x in tg.fwd and tg.root(tg.fwd[x]) != tg.root(tg.fwd[y]):
                     merge(tg.fwd[y], tg.fwd[x])
                     changed = True
-        for s in tg.steps:
-            rule = tg.rules[s.op]
-            for src_ref, dst_ref in rule.inplace:
-                try:
-                    src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
-                except KeyError:
-                    continue
-                if dst not in s.writes or src not in s.reads:
-                    continue
-                rs, rd = tg.root(src), tg.root(dst)
-                if rs == rd or rs in pinned or rd in pinned:
-                    continue
-                if tg.tensors[src].nbytes != tg.tensors[dst].nbytes:
-                    continue
-                if rs not in iv or rd not in iv or iv[rs][1] > s.index or iv[rd][0] < s.index:
-                    continue
-                # dst's memory must be new at this step: not also an input the step reads (two graph
-                # inputs both start at step 0; after y took x0's memory, x1 must not take it too)
-                if any(tg.root(t) == rd for t in s.reads):
-                    continue
-                # nor may another output of the step already hold src's memory (a Mul's dA, a
-                # contribution accumulated at this very step, took over dY: dB must not take it too)
-                if not rule.inplace_equal and any(tg.root(t) == rs for t in s.writes if t != dst):
-                    continue
-                merge(dst, src)
-                changed = True
+        for s, rule, src, dst in inplace_pairs(tg, tg.steps):
+            rs, rd = tg.root(src), tg.root(dst)
+            if rs in pinned or rd in pinned:
+                continue
+            if tg.tensors[src].nbytes != tg.tensors[dst].nbytes:
+                continue
+            if rs not in iv or rd not in iv or iv[rs][1] > s.index or iv[rd][0] < s.index:
+                continue
+            # dst's memory must be new at this step: not also an input the step reads (two graph
+            # inputs both start at step 0; after y took x0's memory, x1 must not take it too)
+            if any(tg.root(t) == rd for t in s.reads):
+                continue
+            # nor may another output of the step already hold src's memory (a Mul's dA, a
+            # contribution accumulated at this very step, took over dY: dB must not take it too)
+            if not rule.inplace_equal and any(tg.root(t) == rs for t in s.writes if t != dst):
+                continue
+            merge(dst, src)
+            changed = True
         # point every alias straight at its root: long in-place chains stay cheap to resolve
         tg.aliases = {t: tg.root(t) for t in tg.aliases}
         tg.info["aliases"] = len(tg.aliases)

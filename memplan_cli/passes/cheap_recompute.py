@@ -2,17 +2,12 @@
 keeps anyway instead of being kept across the forward/backward boundary."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.passes.cost import op_flops
 from memplan_cli.passes.rematerialize import forward_end
 
 # forward FLOPs per output element at most for a recompute to count as cheap (GELU, exact: 24)
 CHEAP_FLOPS = 32
-# normalisations whose backward keeps their input and per-row / per-channel statistics (extras): the
-# output is an affine function of those (the kernels' recompute mode)
-STATS = {"BatchNormalization": ("bn_mean", "bn_invstd"), "LayerNormalization": ("ln_mean", "ln_invstd")}
-# ops whose forward is not a function of its reads
-RANDOM = ("Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-          "Multinomial")
 
 
 class CheapRecompute:
@@ -51,17 +46,18 @@ class CheapRecompute:
         """What a recompute of op k's forward step s reads, or None when k is no candidate."""
         g = tg.graph
         op = g.operations[k]
-        if op.type in STATS:
-            roles = [f"extra:{w}" for w in STATS[op.type]]
+        d = ops.get(op.type)
+        if d is not None and d.recompute_stats:  # a normalisation: see OpDef.recompute_stats
+            roles = [f"extra:{w}" for w in d.recompute_stats]
             stats = [t for t in tg.extras.get(k, []) if tg.tensors[t].role in roles]
             if len(stats) == 2:
                 return [tg.fwd[i] for i in op.inputs[:3] if i >= 0] + stats
-            if op.type == "BatchNormalization" and getattr(tg.config, "batchnorm", "train") == "frozen":
-                return [tg.fwd[i] for i in op.inputs[:5]]
+            if d.recompute_frozen_inputs and getattr(tg.config, "batchnorm", "train") == "frozen":
+                return [tg.fwd[i] for i in op.inputs[:d.recompute_frozen_inputs]]
             return None
         if tg.rules[k].view is not None:  # a view shares its input's memory: nothing to save
             return None
-        if len(s.writes) != 1 or op.type in RANDOM or (op.attrs.get("activation") or "NONE") != "NONE":
+        if len(s.writes) != 1 or ops.is_random(op.type) or (op.attrs.get("activation") or "NONE") != "NONE":
             return None
         y = s.writes[0]
         n = tg.tensors[y].num_elements

@@ -32,10 +32,10 @@ def resolve(tg, k: int, ref) -> int:
     raise ValueError(f"unknown rule reference {ref!r} in op #{k}")
 
 
-def inplace_results(tg, steps) -> set[tuple[int, int]]:
-    """(step, tensor) for every result a step's rule may compute over one of its reads (an in-place
-    pair whose output the step writes over an input it reads, in another buffer)."""
-    out: set[tuple[int, int]] = set()
+def inplace_pairs(tg, steps):
+    """(step, rule, src, dst) for each in-place pair of a step's rule whose output dst the step writes
+    over an input src it reads, in another buffer. A generator: memory shared is judged as each pair
+    comes (aliasing merges buffers between pairs)."""
     for s in steps:
         rule = tg.rules.get(s.op)
         for src_ref, dst_ref in (rule.inplace if rule is not None else ()):
@@ -44,8 +44,13 @@ def inplace_results(tg, steps) -> set[tuple[int, int]]:
             except KeyError:
                 continue
             if dst in s.writes and src in s.reads and tg.root(src) != tg.root(dst):
-                out.add((s.index, dst))
-    return out
+                yield s, rule, src, dst
+
+
+def inplace_results(tg, steps) -> set[tuple[int, int]]:
+    """(step, tensor) for every result a step's rule may compute over one of its reads (an in-place
+    pair whose output the step writes over an input it reads, in another buffer)."""
+    return {(s.index, dst) for s, _, _, dst in inplace_pairs(tg, steps)}
 
 
 class ExecutionOrder:

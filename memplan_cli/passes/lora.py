@@ -26,27 +26,27 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from memplan_cli import ops as registry
 from memplan_cli.config import op_names, op_types
 from memplan_cli.errors import ConfigError
 from memplan_cli.ir.graph import Operand, Operation
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.matmul import MATMUL_TYPE
 
 # q / v projections: Hugging Face BERT (attention.self.query / value), Llama and Mistral (q_proj /
 # v_proj), GPT-2 (c_attn, the fused qkv projection), T5 (SelfAttention.q / .v), ViT (attention.query)
 DEFAULT_TARGETS = ("*q_proj*", "*v_proj*", "*query*", "*value*", "*c_attn*", "*Attention.q.*", "*Attention.v.*",
                    "*Attention/q/*", "*Attention/v/*")
-ADAPTABLE = ("MatMul", "FullyConnected")
 
 
-def _weight_layout(op) -> str:
-    """FullyConnected from TFLite / Gemm(transB=1) stores W as [out, in]; MatMul and MatMul+Add as [in, out]."""
-    if op.type == "FullyConnected" and op.attrs.get("trans_b", op.attrs.get("transB")) not in (0, False):
-        return "OI"
-    return "IO"
+def _adaptable(op_type: str) -> bool:
+    d = registry.get(op_type)
+    return d is not None and d.lora_layout is not None
 
 
 def _why_not(op, operands) -> str | None:
-    if op.type not in ADAPTABLE:
-        return f"is a {op.type}; LoRA adapts {' and '.join(ADAPTABLE)} ops"
+    if not _adaptable(op.type):
+        return f"is a {op.type}; LoRA adapts {' and '.join(registry.types_with('lora_layout'))} ops"
     if len(op.inputs) < 2 or op.inputs[1] < 0:
         return "has no weight"
     w = operands[op.inputs[1]]
@@ -82,7 +82,7 @@ def lora_targets(graph, patterns) -> list[int]:
         why = _why_not(op, graph.operands)
         if why is None:
             out.append(op.index)
-        elif explicit and by_name and op.type in ADAPTABLE:
+        elif explicit and by_name and _adaptable(op.type):
             # named on purpose and cannot take one: say so (a type such as MatMul also matches
             # attention's activation x activation products, which are skipped)
             raise ConfigError(f"--lora-targets: op {op.label} {why}")
@@ -128,7 +128,7 @@ class LoRAInsertion:
             op.attrs = dict(op.attrs)
             x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
             ws = g.operands[w].shape
-            n_in, n_out = (ws[1], ws[0]) if _weight_layout(op) == "OI" else (ws[0], ws[1])
+            n_in, n_out = (ws[1], ws[0]) if registry.get(op.type).lora_layout(op) == "OI" else (ws[0], ws[1])
             lead = g.operands[y].shape[:-1]
             dt = g.operands[w].dtype
             tag = op.name or f"op{k}"
@@ -144,10 +144,10 @@ class LoRAInsertion:
             op.outputs = [y0 if o == y else o for o in op.outputs]
             if "activation" in op.attrs:
                 op.attrs["activation"] = "NONE"
-            add_op("MatMul", [x, a_w], [a], label=f"{tag}.lora_A")
-            add_op("MatMul", [a, b_w], [u], label=f"{tag}.lora_B")
-            add_op("Mul", [u, scale], [s], {"activation": "NONE"}, label=f"{tag}.lora_scaling")
-            add_op("Add", [y0, s], [y], {"activation": act}, label=f"{tag}.lora_add")
+            add_op(MATMUL_TYPE, [x, a_w], [a], label=f"{tag}.lora_A")
+            add_op(MATMUL_TYPE, [a, b_w], [u], label=f"{tag}.lora_B")
+            add_op(MUL_TYPE, [u, scale], [s], {"activation": "NONE"}, label=f"{tag}.lora_scaling")
+            add_op(ADD_TYPE, [y0, s], [y], {"activation": act}, label=f"{tag}.lora_add")
             adapters.append({"op": op.label, "A": a_w, "B": b_w, "in": n_in, "out": n_out})
         tg.info["lora"] = {"rank": r, "alpha": self.alpha, "adapters": adapters, "frozen": originals}
         return True

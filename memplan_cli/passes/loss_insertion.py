@@ -5,6 +5,7 @@ import copy
 
 from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ir.outputs import loss_outputs, output_label  # noqa: F401  (re-exported for the passes' users)
+from memplan_cli.ops.loss import LOSS_TYPE
 
 # why a weight gets no gradient although its op trains (report: table note and JSON `frozen_weights`)
 NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss, or only shapes and indices)"
@@ -51,7 +52,7 @@ class LossInsertion:
             if g.operands[o].is_output and o not in preds:
                 g.operands[o] = copy.copy(g.operands[o])
                 g.operands[o].is_output = False
-        op = Operation(len(g.operations), "Loss", inputs, [loss.index], {"loss": tg.config.loss},
+        op = Operation(len(g.operations), LOSS_TYPE, inputs, [loss.index], {"loss": tg.config.loss},
                        source_type=tg.config.loss.upper(), name=tg.config.loss)
         g.operations.append(op)
         g.inputs = list(g.inputs) + labels

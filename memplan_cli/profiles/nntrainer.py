@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ops.loss import LOSS_TYPE
 
 # lifespan bits (nntrainer tensor_wrap_specs.h)
 FORWARD, CALC_DERIV, CALC_GRAD, CALC_AGRAD = 0b1, 0b10, 0b100, 0b1000
@@ -72,21 +73,13 @@ ELEMENT = 4  # FP32
 NAIVE_NNTRAINER = ("every tensor nntrainer requests its own bytes; its views (in-place activation, batch "
                    "normalization, flatten and multiout outputs) share their source's bytes")
 
-ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "Softmax"}
-FUSED_TO_OP = {"RELU": "Relu", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
-# op type -> the nntrainer 0.6.0 layer this profile models it as; every other op is refused. An op
-# of the registry may declare its own: `OpDef.profiles["nntrainer"] = {"layer": name, "in_place":
-# bool, "weights": bool}` (then modelled with nntrainer's default requests).
-LAYERS = {
-    "Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d (max)",
-    "AvgPool2D": "pooling2d (average)", "Mean": "pooling2d (global_average)", "Add": "addition", "Relu": "activation (relu)",
-    "Sigmoid": "activation (sigmoid)", "Tanh": "activation (tanh)", "Softmax": "activation (softmax)",
-    "Reshape": "flatten / reshape", "BatchNormalization": "batch_normalization",
-    "Loss": "loss (mse, cross_softmax, cross_sigmoid)",
-}
-KIND = {"Conv2D": "conv2d", "FullyConnected": "fully_connected", "MaxPool2D": "pooling2d",
-        "AvgPool2D": "pooling2d", "Mean": "pooling2d", "Add": "addition", "Reshape": "reshape",
-        "BatchNormalization": "batch_normalization", **{a: "activation" for a in ACTIVATIONS}}
+# Each op family declares the nntrainer 0.6.0 layer this profile models its ops as (memplan_cli/ops/:
+# `OpDef.profiles["nntrainer"]`): "layer" (its name; every op without one is refused), "kind" (the
+# layer type this profile models in detail: conv2d, fully_connected, pooling2d, addition, reshape,
+# batch_normalization, activation), "check": fn(graph, op, batchnorm) -> why the layer cannot take
+# this op, "cannot_train": fn(graph, op) -> what convolution nntrainer itself cannot train,
+# "cross_entropy": the loss a model-ending op fuses into; an op without a "kind" may declare
+# "in_place" and "weights" (bools), modelled with nntrainer's default requests.
 WEIGHT_NAMES = {"conv2d": ("filter", "bias"), "fully_connected": ("weight", "bias")}
 # batch_normalization's weights in nntrainer's order, as ONNX input positions, and whether they learn
 BN_WEIGHTS = (("moving_mean", 3, False), ("moving_variance", 4, False), ("gamma", 1, True), ("beta", 2, True))
@@ -122,24 +115,31 @@ def fused_activation(op) -> str:
     return "NONE"
 
 
-def _facts(op_type: str) -> dict | None:
+def _all_facts(op_type: str) -> dict:
     from memplan_cli import ops
 
-    d = ops.get(op_type)
-    f = (d.profiles or {}).get("nntrainer") if d is not None else None
-    if f is not None:
-        return f if f.get("layer") else None
-    return {"layer": LAYERS[op_type]} if op_type in LAYERS else None
+    return ops.profile_facts("nntrainer", op_type) or {}
 
 
-def _groups(graph, op) -> int:
-    w = graph.operands[op.inputs[1]].shape
-    x = graph.operands[op.inputs[0]].shape
-    groups = int(op.attrs.get("group", 1) or 1)
-    if groups == 1 and len(w) == 4 and len(x) == 4:
-        c_in, w_in = (x[1], w[1]) if op.attrs.get("layout") == "NCHW" else (x[-1], w[-1])
-        groups = c_in // w_in if w_in and c_in != w_in else 1
-    return groups
+def _facts(op_type: str) -> dict | None:
+    f = _all_facts(op_type)
+    return f if f.get("layer") else None
+
+
+def _kind(op_type: str) -> str | None:
+    return _all_facts(op_type).get("kind")
+
+
+def _cross_entropy(op) -> str | None:
+    """The cross-entropy loss nntrainer fuses a model-ending op into (cross_softmax, cross_sigmoid)."""
+    return _all_facts(op.type).get("cross_entropy")
+
+
+def fused_to_op() -> dict:
+    """Fused activation -> the op type of the activation layer nntrainer realizes it as."""
+    from memplan_cli import ops
+
+    return {d.activation: t for t, d in ops.all_ops().items() if d.activation and _kind(t) == "activation"}
 
 
 def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
@@ -147,8 +147,9 @@ def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
     the library itself cannot train (depthwise / grouped convolutions) is named before what the
     profile does not model."""
     for op in graph.operations:
-        if op.type == "DepthwiseConv2D" or (op.type == "Conv2D" and _groups(graph, op) != 1):
-            what = "a depthwise" if op.type == "DepthwiseConv2D" else f"a grouped ({_groups(graph, op)} groups)"
+        cannot = _all_facts(op.type).get("cannot_train")
+        what = cannot(graph, op) if cannot is not None else None
+        if what:
             return (f"nntrainer profile: op {op.label} is {what} convolution: nntrainer 0.6.0 cannot train it "
                     f"(conv2d has no groups; its depthwise_conv2d layer has no implementation)")
     for op in graph.operations:
@@ -156,42 +157,24 @@ def refusal(graph, loss: str = "mse", batchnorm: str = "train") -> str | None:
             return (f"nntrainer profile: op {op.label} ({op.type}) has no nntrainer layer memplan models "
                     f"(its tensor requests are unknown)")
         act = fused_activation(op)
-        if act != "NONE" and act not in FUSED_TO_OP:
+        if act != "NONE" and act not in fused_to_op():
             return f"nntrainer profile: op {op.label} has a fused activation {act} nntrainer does not have"
         if len(op.outputs) != 1:
             return f"nntrainer profile: op {op.label} ({op.type}) has {len(op.outputs)} outputs; the profile models one"
-        if op.type == "Add":
-            shapes = [graph.operands[i].shape for i in op.inputs if i >= 0]
-            if any(graph.operands[i].is_const for i in op.inputs if i >= 0) or len(set(shapes)) != 1:
-                return (f"nntrainer profile: op {op.label} (Add) adds a constant or broadcasts: nntrainer's "
-                        f"addition layer adds layer outputs of one shape")
-        if op.type == "Mean" and not _global_average(graph, op):
-            return (f"nntrainer profile: op {op.label} (Mean) does not average over the two spatial axes: "
-                    f"nntrainer's pooling2d global_average does only that")
-        if op.type in ("Conv2D", "MaxPool2D", "AvgPool2D") and len(graph.operands[op.inputs[0]].shape) != 4:
-            return (f"nntrainer profile: op {op.label} ({op.type}) works over "
-                    f"{len(graph.operands[op.inputs[0]].shape) - 2} spatial dimension(s); nntrainer's are 2-D")
-        if op.type == "BatchNormalization":
-            if batchnorm == "frozen":
-                return f"nntrainer profile: op {op.label}: nntrainer's batch_normalization trains with batch statistics (no --batchnorm frozen)"
-            if not all(i >= 0 and graph.operands[i].is_const for i in op.inputs[1:5]):
-                return f"nntrainer profile: op {op.label}: batch_normalization needs constant scale, bias, mean and var"
-    outs = [o for o in graph.outputs if not any(op.type == "Loss" and o in op.outputs for op in graph.operations)]
+        check = _facts(op.type).get("check")
+        why = check(graph, op, batchnorm) if check is not None else None
+        if why:
+            return why
+    outs = [o for o in graph.outputs if not any(op.type == LOSS_TYPE and o in op.outputs for op in graph.operations)]
     if len(graph.outputs) > 1:
         return (f"nntrainer profile: the model has {len(graph.outputs)} outputs; the profile models one output "
                 f"and its loss")
     if loss == "cce" and outs:
         p = next((op for op in graph.operations if outs[0] in op.outputs), None)
-        if p is None or p.type not in ("Softmax", "Sigmoid") or fused_activation(p) != "NONE":
+        if p is None or not _cross_entropy(p) or fused_activation(p) != "NONE":
             return ("nntrainer profile: nntrainer's cross-entropy loss needs the model to end in a Softmax or "
                     "Sigmoid (it fuses them into cross_softmax / cross_sigmoid)")
     return None
-
-
-def _global_average(graph, op) -> bool:
-    x = graph.operands[op.inputs[0]].shape
-    spatial = (1, 2) if op.attrs.get("layout") == "NHWC" else (2, 3)
-    return len(x) == 4 and tuple(sorted(a % 4 for a in (op.attrs.get("axes") or ()))) == spatial
 
 
 def _weights(graph, op, kind) -> list:
@@ -215,10 +198,10 @@ def build_nodes(graph, trainable_ops: set[int], loss: str = "mse") -> list[Node]
     """nntrainer's layers for a forward graph (see module doc), with their execution orders."""
     ops = graph.operations
     producer = {o: op.index for op in ops for o in op.outputs}
-    given_loss = next((op for op in ops if op.type == "Loss"), None)
+    given_loss = next((op for op in ops if op.type == LOSS_TYPE), None)
     loss_in = given_loss.inputs[0] if given_loss is not None else graph.outputs[0]
     merged = None
-    if loss == "cce" and loss_in in producer and ops[producer[loss_in]].type in ("Softmax", "Sigmoid"):
+    if loss == "cce" and loss_in in producer and _cross_entropy(ops[producer[loss_in]]):
         merged = ops[producer[loss_in]]
     skip = {op.index for op in (merged, given_loss) if op is not None}
     loss_reads = merged.inputs[0] if merged is not None else loss_in
@@ -252,7 +235,7 @@ def build_nodes(graph, trainable_ops: set[int], loss: str = "mse") -> list[Node]
             produced(i, nodes[-1].name)
     for k in walk:
         op = ops[k]
-        kind = KIND.get(op.type) or (_facts(op.type) or {}).get("layer", op.type)
+        kind = _kind(op.type) or (_facts(op.type) or {}).get("layer", op.type)
         label = op.name or f"{op.type}{k}"
         ins = [source(i, (k, pos)) for pos, i in enumerate(op.inputs) if i >= 0 and not graph.operands[i].is_const]
         weights = _weights(graph, op, kind)
@@ -260,12 +243,12 @@ def build_nodes(graph, trainable_ops: set[int], loss: str = "mse") -> list[Node]
         nodes.append(Node(label, kind, op.type, k, ins, list(op.outputs), tr, weights))
         act = fused_activation(op)
         if act != "NONE":
-            nodes.append(Node(f"{label}/activation_realized", "activation", FUSED_TO_OP[act], -1,
+            nodes.append(Node(f"{label}/activation_realized", "activation", fused_to_op()[act], -1,
                               [(len(nodes) - 1, 0)], list(op.outputs), True))
         produced(op.outputs[0], label)
-    kind = {"Softmax": "cross_softmax", "Sigmoid": "cross_sigmoid"}[merged.type] if merged is not None else "mse"
+    kind = _cross_entropy(merged) if merged is not None else "mse"
     out = merged.outputs[0] if merged is not None else loss_in
-    nodes.append(Node(f"{kind}0", "loss", "Loss", merged.index if merged is not None else -1,
+    nodes.append(Node(f"{kind}0", "loss", LOSS_TYPE, merged.index if merged is not None else -1,
                       [source(loss_reads, ("loss", 0))], [out], True))
     nodes = sort_like_nntrainer(nodes)
     set_execution_orders(nodes)
@@ -379,7 +362,7 @@ def _in_place(nodes: list[Node], memory_optimization: bool) -> list[bool]:
     for n in nodes:
         own = ("RESTRICTING" if n.kind in RESTRICTING else
                "NON_RESTRICTING" if n.kind in NON_RESTRICTING or (_facts(n.type) or {}).get("in_place") and
-               n.type not in KIND else "NONE")
+               _kind(n.type) is None else "NONE")
         from_restricting = any(types[s] == "RESTRICTING" for s, _ in n.inputs)
         if not memory_optimization or own == "NONE":
             t = "NONE"
@@ -409,7 +392,8 @@ def _layer_tensors(graph, n: Node) -> list[tuple]:
     """A layer's own tensors: (name, elements, lifespan bits)."""
     if n.kind == "pooling2d":
         op = graph.operations[n.op]
-        global_max = op.source_type == "GlobalMaxPool"  # nntrainer's global_max keeps input-sized indices
+        # nntrainer's global_max keeps input-sized indices (the source op's facts say so)
+        global_max = _all_facts(op.source_type).get("indices") == "input"
         return [("helper_idx", _elements(graph, op.inputs[0] if global_max else n.outputs[0]), ITERATION)]
     if n.kind == "batch_normalization":
         op = graph.operations[n.op]
@@ -493,7 +477,7 @@ def nntrainer_loss(graph, config) -> str:
         return loss
     ops = graph.operations
     last = next((op for op in ops if graph.outputs and graph.outputs[0] in op.outputs), None)
-    if last is not None and last.type in ("Softmax", "Sigmoid") and fused_activation(last) == "NONE":
+    if last is not None and _cross_entropy(last) and fused_activation(last) == "NONE":
         return "cce"
     return loss
 

@@ -40,7 +40,7 @@ Rules, with where each comes from (SINGA sources: `python/singa/autograd.py`, `o
   and the loss returned to the caller (live until the end of the step).
 - Sizes: cnmem, SINGA's CUDA memory pool, rounds every allocation up to 512 bytes
   (CNMEM_GRANULARITY); option `align` changes it.
-- Known ops (`OPERATORS`, or a registry op's `profiles["singa"]`): an op without a SINGA operator the
+- Known ops (each op family's `profiles["singa"]`, memplan_cli/ops/): an op without a SINGA operator the
   profile models is refused with the op named (`refusal`), never given memplan's rule silently.
 Not modelled: cuDNN / im2col workspaces, the optimizer's temporaries, the MSE loss reusing its error
 tensor as dx; cnmem picks the best-fitting free block where the `singa` planner takes the first
@@ -106,93 +106,17 @@ def _keep_pre_activation(op, ctx, rule) -> None:
         s.reads = [("extra", k) if r == ("fwd", y) else r for r in s.reads]
 
 
-def _relu(op, ctx):
-    """Standalone ReLU keeps its input X (`ReLUBackward(dy, x)`), not Y."""
-    from memplan_cli.ops.activations import activation
-
-    r = activation(op, ctx)
-    x, y = op.inputs[0], op.outputs[0]
-    if r.calc_derivative is not None:
-        r.calc_derivative.reads = [("fwd", x) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
-    return r
-
-
-def _clip(op, ctx):
-    """Standalone ReLU6 / Clip keeps a float mask of |X| made in forward (SINGA's `Clip.mask`)."""
-    from memplan_cli.ops.activations import activation
-    from memplan_cli.passes.rules import FORWARD_TO_BACKWARD, ExtraRequest
-
-    r = activation(op, ctx)
-    x, y = op.inputs[0], op.outputs[0]
-    if r.calc_derivative is not None:
-        o = ctx.operand(x)
-        k = len(r.extras)
-        r.extras.append(ExtraRequest("clip_mask", tuple(o.shape), "float32", FORWARD_TO_BACKWARD))
-        r.forward.writes.append(("extra", k))
-        r.calc_derivative.reads = [("extra", k) if ref == ("fwd", y) else ref for ref in r.calc_derivative.reads]
-    return r
-
-
-def _pool(op, ctx):
-    """Max and average pooling keep X and Y (`self.cache = (x, y)`); no argmax buffer."""
-    from memplan_cli.ops.rule import bp_targets, forward_io
-    from memplan_cli.passes.rules import OpRule, StepIO, fused_activation
-
-    x, y = op.inputs[0], op.outputs[0]
-    rule = OpRule(forward=forward_io(op))
-    if bp_targets(op, ctx, [x]):
-        rule.calc_derivative = StepIO([("bp", y), ("fwd", x), ("fwd", y)], [("bp", x)])
-    fused_activation(op, ctx, rule, y)
-    return rule
-
-
-def _add(base):
-    def rule(op, ctx):
-        """SINGA's Add returns dy itself as both inputs' back-prop (`dx0, dx1 = dy, dy`)."""
-        r = base(op, ctx)
-        if r.calc_derivative is not None:
-            y = op.outputs[0]
-            r.inplace += [(("bp", y), w) for w in r.calc_derivative.writes if w[0] == "bp"]
-        return r
-    return rule
-
-
-def _loss(base):
-    def rule(op, ctx):
-        """SINGA's losses take the target as a constructor argument: no back-prop for the label."""
-        r = base(op, ctx)
-        label = op.inputs[1]
-        if r.calc_derivative is not None:
-            r.calc_derivative.writes = [w for w in r.calc_derivative.writes if w != ("bp", label)]
-            if not r.calc_derivative.writes:
-                r.calc_derivative = None
-        r.inplace = [p for p in r.inplace if ("bp", label) not in p]
-        return r
-    return rule
-
-
-# op type -> SINGA's autograd operator (python/singa/autograd.py) this profile models it as; every other op
-# is refused (what SINGA's operator keeps for backward is not modelled). An op of the registry may
-# declare its own: `OpDef.profiles["singa"] = {"operator": name}` when memplan's rule keeps what that
-# operator keeps, plus `"rule": fn(op, ctx)` for SINGA's own.
-OPERATORS = {
-    "Conv2D": "Conv2d", "DepthwiseConv2D": "Conv2d (group)", "FullyConnected": "Linear (Matmul, AddBias)",
-    "Gemm": "Gemm", "MatMul": "Matmul", "MaxPool2D": "MaxPool2d", "AvgPool2D": "AvgPool2d",
-    "Mean": "GlobalAveragePool / ReduceMean", "GlobalAveragePool": "GlobalAveragePool",
-    "Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Relu": "ReLU", "Relu6": "Clip(0, 6)",
-    "Clip": "Clip", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Softmax": "SoftMax", "Reshape": "Reshape",
-    "Flatten": "Flatten", "Pad": "Pad", "Concat": "Concat", "Loss": "MeanSquareError / SoftMaxCrossEntropy",
-}
+# op type -> SINGA's autograd operator (python/singa/autograd.py) this profile models it as: each op
+# family declares its own, `profiles["singa"] = {"operator": name}` when memplan's rule keeps what that
+# operator keeps, plus `"rule": fn(op, ctx)` for SINGA's own (memplan_cli/ops/); every other op is
+# refused (what SINGA's operator keeps for backward is not modelled).
 
 
 def _facts(op_type: str) -> dict | None:
     from memplan_cli import ops
 
-    d = ops.get(op_type)
-    f = (d.profiles or {}).get("singa") if d is not None else None
-    if f is not None:
-        return f if f.get("operator") else None
-    return {"operator": OPERATORS[op_type]} if op_type in OPERATORS else None
+    f = ops.profile_facts("singa", op_type)
+    return f if f is not None and f.get("operator") else None
 
 
 def refusal(graph) -> str | None:
@@ -213,9 +137,6 @@ def rules() -> dict:
     from memplan_cli.passes.rules import default_rules
 
     table = default_rules()
-    table.update({"Relu": _relu, "Relu6": _clip, "Clip": _clip, "MaxPool2D": _pool, "AvgPool2D": _pool})
-    table["Loss"] = _loss(table["Loss"])
-    table["Add"] = _add(table["Add"])
     from memplan_cli import ops
 
     for t, d in ops.all_ops().items():  # SINGA's own rule, where a registry op declares one

@@ -55,9 +55,13 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
+from memplan_cli.ops._torch import CONVOLUTIONS, FORMAT_KEEPING, TRANSPOSE
+from memplan_cli.ops.activations import SIGMOID_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.loss import LOSS_TYPE
+from memplan_cli.ops.matmul import MATMUL_TYPE
 
 PLANNER = "best"
-VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose")
 
 # Facts of the eager ops the exporters split (read back by `_fuse`), in the registry's format (an op
 # family declares its own as `OpDef.profiles["torch"]` in memplan_cli/ops):
@@ -67,15 +71,27 @@ VIEW_TYPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
+# - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
+#   a contiguous input only, a copy otherwise (reshape), and so is its gradient; "view_if": fn(op) ->
+#   output 0 is input 0 itself (dropout with p = 0); "grad_shared": input positions whose gradient is
+#   the incoming one itself when their shapes agree (add, sub's first); "contiguous_inputs": the
+#   first N inputs go to BLAS contiguous when batched (a copy of a non-contiguous view);
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
-#   function (op, operands) -> that tuple.
+#   function (op, operands) -> that tuple;
+# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
-FUSED_ACTIVATIONS = {"RELU": "Relu", "RELU6": "Relu6", "TANH": "Tanh", "SIGMOID": "Sigmoid"}
+
+
+def _fused_activations() -> dict:
+    """Fused activation -> the eager op that computes it (the registry's standalone activation op)."""
+    from memplan_cli import ops
+
+    return ops.fused_activation_ops()
 
 
 def facts(op) -> dict | None:
@@ -91,7 +107,7 @@ def facts(op) -> dict | None:
         return f
     if d is not None and d.no_grad:
         return {}
-    return FACTS.get(op.type)
+    return FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
 
 
 @dataclass
@@ -112,7 +128,7 @@ def _is_weight(g, defs, v) -> bool:
     if o.is_const:
         return True
     p = defs.get(v)
-    return (p is not None and g.operations[p].type == "Transpose" and len(o.shape) == 2
+    return (p is not None and (facts(g.operations[p]) or {}).get("strided") and len(o.shape) == 2
             and g.operands[g.operations[p].inputs[0]].is_const)
 
 
@@ -126,11 +142,11 @@ def _fuse(g, uses) -> list[_Op]:
         if op.index in gone:
             continue
         # x * Sigmoid(x) -> silu(x)
-        if op.type == "Mul" and len(op.inputs) == 2:
+        if op.type == MUL_TYPE and len(op.inputs) == 2:
             a, b = op.inputs
             for x, s in ((a, b), (b, a)):
                 p = defs.get(s)
-                if p is not None and ops[p].type == "Sigmoid" and ops[p].inputs[0] == x and uses[s] == [op.index]:
+                if p is not None and ops[p].type == SIGMOID_TYPE and ops[p].inputs[0] == x and uses[s] == [op.index]:
                     out = [o for o in out if o.index != p]
                     out.append(_Op(op.index, "SiLU", [x], list(op.outputs), {}, op.label, (p, op.index)))
                     break
@@ -139,10 +155,10 @@ def _fuse(g, uses) -> list[_Op]:
                                (op.index,)))
             continue
         # MatMul(x, W) + b -> linear (W a constant, or a transposed view of a 2-D one: a tied weight)
-        if op.type == "MatMul" and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
+        if op.type == MATMUL_TYPE and len(op.inputs) == 2 and _is_weight(g, defs, op.inputs[1]):
             y = op.outputs[0]
             us = uses[y]
-            if len(us) == 1 and ops[us[0]].type == "Add" and y not in g.outputs:
+            if len(us) == 1 and ops[us[0]].type == ADD_TYPE and y not in g.outputs:
                 add = ops[us[0]]
                 other = [i for i in add.inputs if i != y]
                 if len(other) == 1 and g.operands[other[0]].is_const and len(g.operands[other[0]].shape) <= 1:
@@ -162,7 +178,7 @@ def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
     out = []
     for op in ops_:
         act = (op.attrs.get("activation") or "NONE").upper()
-        if act == "NONE" or act not in FUSED_ACTIVATIONS or len(op.outputs) != 1:
+        if act == "NONE" or act not in _fused_activations() or len(op.outputs) != 1:
             out.append(op)
             continue
         y = opd[op.outputs[0]]
@@ -171,7 +187,7 @@ def _split_activations(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
         uses[pre.index] = [op.index]
         out.append(_Op(op.index, op.type, op.inputs, [pre.index], {**op.attrs, "activation": "NONE"}, op.label,
                        op.members))
-        out.append(_Op(op.index, FUSED_ACTIVATIONS[act], [pre.index], [y.index], {}, op.label, op.members))
+        out.append(_Op(op.index, _fused_activations()[act], [pre.index], [y.index], {}, op.label, op.members))
     return out
 
 
@@ -200,7 +216,7 @@ def _no_grad(op_type: str) -> bool:
     from memplan_cli import ops
 
     d = ops.get(op_type)
-    return bool(d is not None and d.no_grad)
+    return bool(d is not None and d.no_grad) or bool((ops.profile_facts("torch", op_type) or {}).get("draws"))
 
 
 def _elements(shape) -> int:
@@ -245,7 +261,6 @@ class TorchProfile:
         # not dataclass fields: read by `figures`
         bl.torch_layers = layer
         bl.torch_parts = [_part(s, sim.steps) for s in kept]
-        return bl
         return bl
 
     def figures(self, analysis) -> dict:
@@ -307,13 +322,23 @@ def _part(s: dict, steps) -> str:
     return "temporaries"
 
 
-def refusal(ops_: list[_Op]) -> str | None:
+def refusal(ops_: list[_Op], operands=None, source_format: str = "onnx") -> str | None:
     for op in ops_:
-        if op.type != "Loss" and facts(op) is None:
+        f = facts(op) if op.type != LOSS_TYPE else {}
+        if f is None:
+            if source_format in ("tflite", "circle"):
+                # a TF Lite file is no PyTorch export: its ops are read only where each is one eager op
+                return (f"torch profile: op {op.label} ({op.type}) of a {source_format} file has no PyTorch "
+                        f"counterpart: the torch profile is for exports of PyTorch modules (ONNX); a "
+                        f"{source_format} model is read only where every op is one eager op")
             return (f"torch profile: op {op.label} ({op.type}) has no torch facts (what eager autograd saves "
                     f"for it is not modelled)")
+        # a family's own refusal in a situation its facts do not cover (e.g. a CPU kernel not measured)
+        why = f.get("refuse") and operands is not None and f["refuse"](op, operands)
+        if why:
+            return f"torch profile: op {op.label} ({op.type}): {why}"
         act = (op.attrs.get("activation") or "NONE").upper()
-        if act != "NONE" and act not in FUSED_ACTIVATIONS:
+        if act != "NONE" and act not in _fused_activations():
             return f"torch profile: op {op.label} has a fused activation {act} eager has no op for here"
     return None
 
@@ -326,7 +351,7 @@ def replay(tg, config):
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _split_activations(_fuse(g, uses), opd, uses)
-    why = refusal(ops_)
+    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
@@ -368,6 +393,8 @@ def replay(tg, config):
     # ---- forward ----
     rg: set[int] = set(trained)  # operands that require grad
     contig: dict[int, bool] = {}
+    cl: dict[int, bool] = {}  # channels-last memory format (see _memory_format)
+    noncontig_in: set[int] = set()  # positions whose input 0 was non-contiguous
     node: dict[int, bool] = {}  # fused-op position -> records a backward node
     saved_by: dict[int, list] = {}  # position -> storages it saved
     out_store: dict[int, list] = {}
@@ -413,10 +440,10 @@ def replay(tg, config):
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
         f = facts(op) or {}
-        rec = any(needs)
+        rec = any(needs) and not f.get("draws")  # a random mask never carries a gradient
         node[p] = rec
         saved = []
-        if op.type == "Loss":
+        if op.type == LOSS_TYPE:
             x = op.inputs[0]
             if config.loss == "cce":
                 n_el = _elements(opd[x].shape)
@@ -437,8 +464,8 @@ def replay(tg, config):
             continue
         # inputs a kernel needs contiguous: a copy of a non-contiguous view
         copies = {}
-        if op.type == "MatMul":
-            for k, v in enumerate(op.inputs[:2]):
+        if f.get("contiguous_inputs"):
+            for k, v in enumerate(op.inputs[:f["contiguous_inputs"]]):
                 # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
                 if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
@@ -446,21 +473,26 @@ def replay(tg, config):
                     copies[f"in{k}"] = cp
         # outputs
         outs = []
-        view = f.get("view") and (op.type != "Reshape" and op.type != "Flatten" or contig.get(op.inputs[0], True))
-        if op.type == "Dropout" and float(op.attrs.get("ratio", 0.5)) == 0.0:
+        view = f.get("view") and (not f.get("view_needs_contiguous") or contig.get(op.inputs[0], True))
+        if f.get("view_if") is not None and f["view_if"](op):
             view = True
         for k, v in enumerate(op.outputs):
             if not uses.get(v) and v not in g.outputs:
                 continue  # an exporter's extra output (running statistics, a mask): none in eager
             if view and k == 0:
                 storage[v] = storage.get(op.inputs[0])
-                contig[v] = contig.get(op.inputs[0], True) and op.type != "Transpose"
+                contig[v] = contig.get(op.inputs[0], True) and not f.get("strided")
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
                 contig[v] = True
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
+        _memory_format(op, opd, contig, cl)
+        if rec and f.get("copies_noncontiguous") and not contig.get(op.inputs[0], True):
+            noncontig_in.add(p)
+            sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
+            c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
         if rec and not _no_grad(op.type):
             for v in outs:
                 rg.add(v)
@@ -512,7 +544,7 @@ def replay(tg, config):
         f = facts(op) or {}
         made: list[int] = []  # storages created by this backward
         tmp: list[int] = []
-        if op.type == "Loss":
+        if op.type == LOSS_TYPE:
             one = sim.new("loss:grad", "back-prop", 4, s, op.label, "tmp")
             tmp.append(one)
             x = op.inputs[0]
@@ -536,14 +568,14 @@ def replay(tg, config):
             for k, v in enumerate(op.inputs):
                 if v < 0 or v not in rg:
                     continue
-                if op.type in ("Add", "Sub") and k == 0 or op.type == "Add" and k == 1:
+                if k in f.get("grad_shared", ()):
                     if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
                         _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig, s, opd, made, tmp, op.label,
                                  uses, shared=True)
                         continue
                 if mode in ("view", "pass") and g_out and g_out[0] is not None and (
-                        op.type not in ("Reshape", "Flatten") or incoming_contig):
-                    _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig and op.type != "Transpose", s, opd,
+                        not f.get("view_needs_contiguous") or incoming_contig):
+                    _deliver(sim, grad, grad_contig, v, g_out[0], incoming_contig and not f.get("strided"), s, opd,
                              made, tmp, op.label, uses, shared=True)
                     continue
                 if v in trained:
@@ -563,6 +595,9 @@ def replay(tg, config):
             needs = [v in rg for v in op.inputs]
             dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
             dw = any(v in trained for v in op.inputs)
+            if p in noncontig_in:  # the saved non-contiguous input is made contiguous again
+                tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
+                                   "scratch"))
             for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                         ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
                 alts = f.get(key, ()) if runs else ()
@@ -602,6 +637,37 @@ def replay(tg, config):
     for st in held:
         sim.touch(st, end)
     return sim, layer
+
+
+def _memory_format(op, opd, contig, cl) -> None:
+    """Channels-last tensors: `permute(0, 3, 1, 2)` of contiguous NHWC data (a LayerNorm over channels,
+    as ConvNeXt writes it) is a channels-last view; elementwise ops keep the format of their first
+    full-size input; `permute(0, 2, 3, 1)` of a channels-last tensor is contiguous again. A channels-last
+    tensor is not contiguous (a Reshape copies it). A convolution of one runs oneDNN's channels-last
+    kernels, whose memory differs and was not worked out: refused."""
+    x = op.inputs[0] if op.inputs else -1
+    if x < 0:
+        return
+    ys = [v for v in op.outputs if v in contig]
+    if op.type == TRANSPOSE and len(opd[x].shape) == 4 and ys:
+        perm = tuple(op.attrs.get("perm") or ())
+        if perm == (0, 3, 1, 2) and contig.get(x, True):
+            cl[ys[0]] = True
+        elif perm == (0, 2, 3, 1) and cl.get(x):
+            contig[ys[0]] = True
+        return
+    if op.type in CONVOLUTIONS and cl.get(x):
+        raise UnsupportedOpError(
+            f"torch profile: op {op.label} ({op.type}) convolves a channels-last tensor (a permuted view, as "
+            f"ConvNeXt's LayerNorm over channels leaves it): eager's channels-last oneDNN kernels allocate "
+            f"memory that was not worked out")
+    if op.type in FORMAT_KEEPING and ys:
+        shape = tuple(opd[ys[0]].shape)
+        first = next((v for v in op.inputs if v >= 0 and tuple(opd[v].shape) == shape), None)
+        if first is not None and cl.get(first):
+            for v in ys:
+                cl[v] = True
+                contig[v] = False
 
 
 def _deliver(sim, grad, grad_contig, v, st, is_contig, s, opd, made, tmp, label, uses, shared=False):

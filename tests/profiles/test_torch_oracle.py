@@ -12,7 +12,10 @@ torch_oracle = pytest.importorskip("devtools.torch_oracle")
 
 
 @pytest.mark.parametrize("name,optimizer", [("mlp", "adam"), ("cnn_bn", "sgd"), ("resnet_bn", "adam"),
-                                            ("efficientnet", "sgd"), ("decoder", "adam"), ("lora_mlp", "adam")])
+                                            ("efficientnet", "sgd"), ("decoder", "adam"), ("lora_mlp", "adam"),
+                                            # vision networks (devtools/torch_vision_zoo.py): upsampling,
+                                            # pixel shuffle, ceil_mode pooling; the slow 1x1 conv path
+                                            ("vis_segnet", "adam"), ("vis_shufflenet_v2_x0_5", "sgd")])
 def test_profile_matches_torch(name, optimizer, monkeypatch):
     # memplan from this interpreter, unless told (a torch-only interpreter runs memplan from another)
     monkeypatch.setenv("MEMPLAN_PYTHON", os.environ.get("MEMPLAN_PYTHON", sys.executable))

@@ -81,11 +81,11 @@ def test_frozen_weight_keeps_no_input():
     assert cols["#1 FullyConnected (fc2)"]["bwd_mem_out"] == 24  # w2's gradient only, no dh
 
 
-def _pool_net():
-    """x (1,2,4,4) -> Conv(w (3,2,3,3)) -> c -> MaxPool 2x2 -> p (1,3,2,2) -> Reshape -> f (1,12)."""
-    g = Graph([Operand(0, "x", (1, 2, 4, 4), is_input=True), Operand(1, "w", (3, 2, 3, 3), is_const=True),
-               Operand(2, "c", (1, 3, 4, 4)), Operand(3, "p", (1, 3, 2, 2)),
-               Operand(4, "shape", (2,), "int64", is_const=True, value=(1, 12)), Operand(5, "f", (1, 12), is_output=True)],
+def _pool_net(n=1):
+    """x (n,2,4,4) -> Conv(w (3,2,3,3)) -> c -> MaxPool 2x2 -> p (n,3,2,2) -> Reshape -> f (n,12)."""
+    g = Graph([Operand(0, "x", (n, 2, 4, 4), is_input=True), Operand(1, "w", (3, 2, 3, 3), is_const=True),
+               Operand(2, "c", (n, 3, 4, 4)), Operand(3, "p", (n, 3, 2, 2)),
+               Operand(4, "shape", (2,), "int64", is_const=True, value=(n, 12)), Operand(5, "f", (n, 12), is_output=True)],
               [Operation(0, "Conv2D", [0, 1], [2], {"padding": "SAME", "pads": (1, 1, 1, 1), "stride": (1, 1),
                                                    "dilation": (1, 1), "kernel": (3, 3), "group": 1,
                                                    "layout": "NCHW"}, name="conv"),
@@ -103,13 +103,22 @@ def test_maxpool_keeps_int64_indices_and_reshape_is_a_view():
     assert pool["fwd_mem_out"] == 12 * 4 and pool["fwd_mem_tmp"] == 12 * 8
     assert pool["bwd_mem_out"] == 48 * 4  # the gradient of c
     assert cols["#2 Reshape (flat)"]["fwd_mem_out"] == 0
-    # oneDNN rounds channels up to 16: the 2-channel input stays plain (no copy), the weight copy has
-    # 16 output channels (216 * 16 / 3 = 1152) and the scratch output 16 channels (1024), of which
-    # the output's own 192 are counted apart: 1152 + 1024 - 192 = 1984 (> the 1024 of scratch and
-    # output together). The input needs no gradient: backward makes only the weight's, beside a copy
-    # of the incoming gradient (192) or of the weight's gradient (216)
+    # one small sample through a 3x3 kernel: eager runs the slow im2col path, whose columns
+    # (N x C*KH*KW x OH*OW = 1 x 18 x 16 floats = 1152 B) are made in forward and again beside the
+    # weight's gradient (216) in backward; the input needs no gradient
     conv = cols["#0 Conv2D (conv)"]
-    assert conv["fwd_mem_tmp"] == 1984 and conv["bwd_mem_tmp"] == 216 and conv["bwd_mem_out"] == 216
+    assert conv["fwd_mem_tmp"] == 1152 and conv["bwd_mem_tmp"] == 1152 and conv["bwd_mem_out"] == 216
+
+
+def test_onednn_conv_scratch_at_batch_2():
+    # the same net on 2 samples runs oneDNN, which rounds channels up to 16: the 2-channel input stays
+    # plain (no copy), the weight copy has 16 output channels (216 * 16 / 3 = 1152) and the scratch
+    # output 16 channels (2 x 1024), of which the output's own 384 are counted apart:
+    # 1152 + 2048 - 384 = 2816 (> the 2048 of scratch and output together). Backward makes only the
+    # weight's gradient, beside a copy of the incoming gradient (384) or of the weight's gradient (216)
+    cols = _analyze(_pool_net(2)).extras["per_layer_extra"]
+    conv = cols["#0 Conv2D (conv)"]
+    assert conv["fwd_mem_tmp"] == 2816 and conv["bwd_mem_tmp"] == 384 and conv["bwd_mem_out"] == 216
 
 
 def test_op_without_torch_facts_is_refused():

@@ -1,7 +1,8 @@
 """Kernel-private buffers: each training kernel's own Allocator (one ALLOC line each, exact bytes).
 
-Rules (onert 0.1.0 `backend/train/ops/*Layer.cc`, measured on the PyPI wheel), per op in the order
-kernels are generated (the whole lowered graph's topological order), for ops whose backward runs:
+Rules (onert 0.1.0 `backend/train/ops/*Layer.cc`, measured on the PyPI wheel; each op family's
+`profiles["onert"]["kernel_buffers"]`), per op in the order kernels are generated (the whole lowered
+graph's topological order), for ops whose backward runs:
 - FullyConnected: W^T (|W|), X^T (|X|), dY^T (|Y|), then act (|Y|) if a fused activation.
 - Conv2D: W^T (|W|), conv back-prop out (|Y|, never used), dW^T (|W|), then act (|Y|) if fused.
 - DepthwiseConv2D: act (|Y|) if fused, filter-dim buffers [T, P], padded filter [B, kh*kw, P],
@@ -12,49 +13,19 @@ kernels are generated (the whole lowered graph's topological order), for ops who
 from __future__ import annotations
 
 
-
-def _round_up(n, m):
-    return (n + m - 1) // m * m
-
-
 def kernel_buffers(ir, *, threads: int, simd_width: int) -> list[tuple[str, int, str]]:
-    """(name, bytes, op label) in onert's print order."""
+    """(name, bytes, op label) in onert's print order: each op family's onert "kernel_buffers"."""
+    from memplan_cli import ops
+
     out = []
     enabled = set(ir.backward_order)
-    nb = lambda i: ir.operands[i].nbytes  # noqa: E731
     for k in ir.kernel_order or ir.forward_order:
         op = ir.ops[k]
         if k not in enabled:
             continue
-        t, lab = op.type, op.label
-        y = op.outputs[0]
-        act = op.act != "NONE"
-        if t == "FullyConnected":
-            out += [("W^T", nb(op.inputs[1]), lab), ("X^T", nb(op.inputs[0]), lab), ("dY^T", nb(y), lab)]
-            if act:
-                out.append(("act dY", nb(y), lab))
-        elif t == "Conv2D":
-            out += [("W^T", nb(op.inputs[1]), lab), ("conv dY", nb(y), lab), ("dW^T", nb(op.inputs[1]), lab)]
-            if act:
-                out.append(("act dY", nb(y), lab))
-        elif t == "DepthwiseConv2D":
-            if act:
-                out.append(("act dY", nb(y), lab))
-            wshape = ir.operands[op.inputs[1]].shape
-            kh, kw, c_out = wshape[1], wshape[2], wshape[3]
-            batch = ir.operands[op.inputs[0]].shape[0]
-            p = _round_up(c_out, simd_width)
-            tt = threads + 1
-            out += [("filter dim buffers", tt * p * 4, lab),
-                    ("padded filter", batch * kh * kw * p * 4, lab),
-                    ("filter buffers", tt * kh * kw * p * 4, lab)]
-        elif t == "MaxPool2D":
-            out.append(("argmax", nb(y), lab))
-            if act:
-                out.append(("act dY", nb(y), lab))
-        elif t in ("AvgPool2D", "Add", "Sub", "Mul", "Div"):
-            if act:
-                out.append(("act dY", nb(y), lab))
+        fn = (ops.profile_facts("onert", op.type) or {}).get("kernel_buffers")
+        if fn is not None:
+            out += [(name, n, op.label) for name, n in fn(op, ir, threads, simd_width)]
     return out
 
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.onert import support
 from memplan_cli.profiles.onert.stdhash import OnertReplay, reverse_postorder
 
-WEIGHTED = ("Conv2D", "DepthwiseConv2D", "FullyConnected")
-BINARY = ("Add", "Sub", "Mul", "Div")
 
 
 def activation(op) -> str:
@@ -136,7 +135,7 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
     batch = yp.shape[0] if yp.shape else 1
     loss_out = TOperand(len(operands), "loss", (batch,), 4 * batch, False, -1)
     operands.append(loss_out)
-    loss = TOp(len(ops), "Loss", [y_pred, y_true.index], [loss_out.index], {}, f"#{len(ops)} Loss")
+    loss = TOp(len(ops), LOSS_TYPE, [y_pred, y_true.index], [loss_out.index], {}, f"#{len(ops)} {LOSS_TYPE}")
     ops.append(loss)
 
     replay = OnertReplay(n_tensors, set(range(n_tensors)) - used, list(graph.inputs), y_pred,
@@ -151,7 +150,7 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
         enabled = {op.index for op in ops if op.index >= first}
     border = _btopol_sort(ops, operands)
     border = _truncate(border, ops, len(operands), lambda k: k in enabled)
-    border = _truncate(border, ops, len(operands), lambda k: ops[k].type in WEIGHTED)
+    border = _truncate(border, ops, len(operands), lambda k: _weighted(ops[k].type))
 
     ir = TrainIR(operands, ops, forward_order, border, enabled, set(trainable_ops),
                  x_inputs=list(graph.inputs), y_true=y_true.index, loss_out=loss_out.index)
@@ -217,6 +216,40 @@ class UseDefs(dict):
 _NONE = frozenset()
 
 
+def _weighted(op_type: str) -> bool:
+    """Conv2D / DepthwiseConv2D / FullyConnected: the backward region is cut to ops reachable forward
+    from one (its family's onert "weighted" fact)."""
+    from memplan_cli import ops as registry
+
+    return bool((registry.profile_facts("onert", op_type) or {}).get("weighted"))
+
+
+class _Chains:
+    """What an op family's onert "usedef" fact records for the backward of op k."""
+
+    def __init__(self, k, uses, defs, const):
+        self.b, self.uses, self.defs, self.const = (k, False), uses, defs, const
+
+    def use(self, operand) -> None:
+        """The backward reads the forward value."""
+        self.uses.add((operand, True), self.b)
+
+    def bp_def(self, operand) -> None:
+        """The backward defines the operand's back-prop (none for a constant)."""
+        if operand not in self.const:
+            self.defs.add((operand, False), self.b)
+
+    def grad_def(self, operand) -> None:
+        """The backward defines the operand's gradient (a weight's, a bias's)."""
+        self.defs.add((operand, False), self.b)
+
+    def drop_incoming(self, operand) -> None:
+        """The backward reads no incoming back-prop of the operand (the loss starts it)."""
+        s = self.uses.get((operand, False))
+        if s:
+            s.discard(self.b)
+
+
 def _usedefs(ir: TrainIR) -> None:
     """Training use-def chains, as UseDefGenerator builds them."""
     uses, defs = UseDefs(), UseDefs()
@@ -230,59 +263,12 @@ def _usedefs(ir: TrainIR) -> None:
                 uses.add((i, True), f)
 
     const = {o.index for o in ir.operands if o.is_const}
-
-    def use(operand, k):
-        uses.add((operand, True), (k, False))
-
-    def bp_def(operand, k):
-        if operand not in const:
-            defs.add((operand, False), (k, False))
+    from memplan_cli import ops as registry
 
     for k in ir.backward_order:
         op = ir.ops[k]
-        b = (k, False)
-        out = op.outputs[0]
-        uses.add((out, False), b)  # the incoming back-prop
-        t = op.type
-        ins = [i for i in op.inputs]
-        if t in WEIGHTED:
-            x, w = ins[0], ins[1]
-            use(x, k)
-            use(w, k)
-            if op.act != "NONE":
-                use(out, k)
-            bp_def(x, k)
-            defs.add((w, False), b)
-            if len(ins) > 2 and ins[2] >= 0:
-                defs.add((ins[2], False), b)
-        elif t in BINARY:
-            if op.act != "NONE":
-                use(out, k)
-            for i in dict.fromkeys(ins):
-                if i >= 0:
-                    use(i, k)
-                    bp_def(i, k)
-        elif t in ("Relu", "Relu6"):
-            use(out, k)
-            for i in dict.fromkeys(ins):
-                if i >= 0:
-                    bp_def(i, k)
-        elif t in ("MaxPool2D", "AvgPool2D"):
-            if op.act != "NONE":
-                use(out, k)
-            bp_def(ins[0], k)
-        elif t in ("Mean", "Reshape"):
-            bp_def(ins[0], k)
-        elif t == "Softmax":
-            use(out, k)
-            bp_def(ins[0], k)
-        elif t == "Pad":
-            use(ins[1], k)
-            bp_def(ins[0], k)
-        elif t == "Loss":
-            for i in dict.fromkeys(ins):
-                use(i, k)
-            bp_def(ins[0], k)
-            bp_def(ins[1], k)
-            uses[(out, False)] = uses[(out, False)] - {b}
+        uses.add((op.outputs[0], False), (k, False))  # the incoming back-prop
+        usedef = (registry.profile_facts("onert", op.type) or {}).get("usedef")
+        if usedef is not None:  # the op family's onert facts (UseDefGenerator::visit)
+            usedef(op, _Chains(k, uses, defs, const))
     ir.uses, ir.defs = uses, defs

@@ -1,0 +1,190 @@
+"""The torch profile's facts for vision networks, on tiny hand-built ONNX graphs (torch-free): which
+CPU convolution kernel eager picks, upsampling, pixel shuffle, channels-last refusals, LayerNorm of a
+permuted view, TF Lite files. Each expected figure follows
+from the facts (measured with torch 2.14's allocator events, docs/torchprof.md); the oracle
+(devtools/torch_oracle.py --vision) checks whole networks against torch itself."""
+import pathlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli.analysis import analyze
+from memplan_cli.cli import main
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ir.graph import Operand, Operation
+from memplan_cli.ops.conv import torch_backend
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _save(tmp_path, nodes, x_shape, y_shape, inits=(), name="m.onnx"):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in inits])
+    path = tmp_path / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def _cols(path, **cfg):
+    a = analyze(path, TrainConfig(**{"loss": "cce", **cfg}), profile="torch")
+    return a, a.extras["per_layer_extra"]
+
+
+def _col(cols, op_type):
+    return next(v for k, v in cols.items() if k.split()[1] == op_type)
+
+
+def _conv_op(n, c, h, k, o, stride=1, group=1, dilation=1):
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // group, k, k), is_const=True),
+           Operand(2, "y", (n, o, h, h))]
+    op = Operation(0, "Conv2D", [0, 1], [2], {"kernel": (k, k), "stride": (stride, stride),
+                                              "dilation": (dilation, dilation), "group": group, "layout": "NCHW"})
+    return op, opd
+
+
+@pytest.mark.parametrize("shape,backend", [
+    # (N, C, H, K, O[, stride, group]) -> what torch 2.14's `torch._C._select_conv_backend` picked on one thread
+    ((2, 192, 2, 1, 1024), "slow"), ((16, 192, 2, 1, 1024), "mkldnn"), ((2, 16, 8, 1, 16, 2), "mkldnn"),
+    ((1, 3, 8, 3, 8), "slow"), ((1, 16, 8, 3, 16), "slow"), ((2, 3, 64, 3, 16), "mkldnn"),
+    ((1, 24, 8, 3, 24, 1, 24), "mkldnn"), ((2, 24, 8, 3, 24, 1, 24), "mkldnn")])
+def test_conv_kernel_choice_matches_torch(shape, backend):
+    op, opd = _conv_op(*shape)
+    assert torch_backend(op, opd) == backend
+
+
+def test_1x1_conv_on_a_small_batch_has_no_scratch(tmp_path):
+    # the slow path of a 1x1 kernel is one GEMM: no scratch in forward nor backward; on 16 samples
+    # oneDNN computes into a blocked scratch output as large as the output (8 channels: the input
+    # stays plain; the weight copy, 16 x 8 floats, is smaller)
+    def cols(n):
+        path = _save(tmp_path, [helper.make_node("Conv", ["x", "w"], ["y"])], (n, 8, 4, 4), (n, 16, 4, 4),
+                     [("w", (16, 8, 1, 1))], f"c{n}.onnx")
+        return _col(_cols(path)[1], "Conv2D")
+    small, big = cols(2), cols(16)
+    assert small["fwd_mem_tmp"] == 0 and small["bwd_mem_tmp"] == 0
+    assert big["fwd_mem_tmp"] == 16 * 16 * 4 * 4 * 4
+
+
+def _resize_net(tmp_path, mode, name="r.onnx"):
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Constant", [], ["s"], value=scales),
+             helper.make_node("Resize", ["c", "", "s"], ["y"], mode=mode)]
+    return _save(tmp_path, nodes, (2, 4, 4, 4), (2, 4, 8, 8), [("w", (4, 4, 1, 1))], name)
+
+
+def test_upsampling_copies_its_input_beside_a_second_output(tmp_path):
+    # upsample_nearest2d / bilinear: +Y (the output), +X (a copy of the input), +Y, then both freed
+    for mode in ("nearest", "linear"):
+        _, cols = _cols(_resize_net(tmp_path, mode))
+        r = _col(cols, "Resize")
+        assert r["fwd_mem_out"] == 2 * 4 * 8 * 8 * 4
+        assert r["fwd_mem_tmp"] == 2 * 4 * 4 * 4 * 4 + 2 * 4 * 8 * 8 * 4
+        assert r["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_tmp"] == 0
+
+
+def test_bicubic_is_refused(tmp_path):
+    with pytest.raises(UnsupportedOpError, match="cubic resizing"):
+        _cols(_resize_net(tmp_path, "cubic"))
+
+
+def test_resize_scales_computed_from_constants_are_folded(tmp_path):
+    # TorchScript without constant folding concatenates interpolate's scales from two Constants
+    mk = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.float32)))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), mk("a", [1, 1]), mk("b", [2, 2]),
+             helper.make_node("Concat", ["a", "b"], ["s"], axis=0),
+             helper.make_node("Resize", ["c", "", "s"], ["y"], mode="nearest")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.zeros((4, 4, 1, 1), np.float32), "w")])
+    path = tmp_path / "s.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    a, _ = _cols(str(path))
+    y = next(o for o in a.graph.operands if o.name == "y")
+    assert tuple(y.shape) == (2, 4, 8, 8)
+
+
+def _d2s(tmp_path, mode):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("DepthToSpace", ["c"], ["y"], blocksize=2, mode=mode)]
+    return _save(tmp_path, nodes, (2, 8, 4, 4), (2, 2, 8, 8), [("w", (8, 8, 1, 1))], f"d2s_{mode}.onnx")
+
+
+def test_pixel_shuffle_allocates_its_output_only(tmp_path):
+    _, cols = _cols(_d2s(tmp_path, "CRD"))
+    d = _col(cols, "DepthToSpace")
+    assert d["fwd_mem_out"] == 2 * 8 * 4 * 4 * 4 and d["fwd_mem_tmp"] == 0
+    assert d["bwd_mem_out"] == 2 * 8 * 4 * 4 * 4  # pixel_unshuffle of the incoming gradient
+
+
+def test_depth_to_space_dcr_is_refused(tmp_path):
+    with pytest.raises(UnsupportedOpError, match="DCR mode"):
+        _cols(_d2s(tmp_path, "DCR"))
+
+
+def test_transposed_conv_is_refused(tmp_path):
+    path = _save(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])],
+                 (2, 4, 4, 4), (2, 4, 8, 8), [("w", (4, 4, 2, 2))])
+    with pytest.raises(UnsupportedOpError, match="transposed convolution"):
+        _cols(path)
+
+
+def _ln_over_channels(tmp_path, then_conv):
+    """Conv -> permute to NHWC -> LayerNorm over channels -> permute back [-> Conv 3x3]."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1),
+             helper.make_node("Transpose", ["n"], ["y" if not then_conv else "p"], perm=[0, 3, 1, 2])]
+    if then_conv:
+        nodes.append(helper.make_node("Conv", ["p", "w2"], ["y"], pads=[1, 1, 1, 1]))
+    return _save(tmp_path, nodes, (2, 8, 4, 4), (2, 8, 4, 4),
+                 [("w", (8, 8, 1, 1)), ("g", (8,)), ("b", (8,)), ("w2", (8, 8, 3, 3))], f"ln{int(then_conv)}.onnx")
+
+
+def test_layer_norm_of_a_permuted_view_copies_it(tmp_path):
+    # native_layer_norm makes the permuted input contiguous (+X, freed in the op) beside its output,
+    # mean and rstd; its backward copies the saved view again
+    _, cols = _cols(_ln_over_channels(tmp_path, False))
+    ln = _col(cols, "LayerNormalization")
+    x = 2 * 8 * 4 * 4 * 4
+    assert ln["fwd_mem_out"] == x and ln["fwd_mem_tmp"] == x + 2 * (2 * 4 * 4 * 4)
+    assert ln["bwd_mem_tmp"] >= x
+
+
+def test_conv_of_a_channels_last_tensor_is_refused(tmp_path):
+    with pytest.raises(UnsupportedOpError, match="channels-last"):
+        _cols(_ln_over_channels(tmp_path, True))
+
+
+def test_tflite_op_without_a_pytorch_counterpart_is_refused_as_such():
+    r = CliRunner().invoke(main, ["analyze", str(ROOT / "tests" / "multihead" / "keras_two_head.tflite"), "-p", "torch",
+                                  "-l", "cce"])
+    assert r.exit_code == 2
+    assert "no PyTorch counterpart" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_random_mask_allocates_its_output_and_carries_no_gradient(tmp_path):
+    # stochastic depth as the dynamo exporter writes it: rand_like(...) < p -> float -> / p -> x * mask
+    p = numpy_helper.from_array(np.array(0.8, np.float32), "p")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("RandomUniformLike", ["c"], ["r"]),  # reads a tensor that requires grad
+             helper.make_node("Less", ["r", "p"], ["keep"]),
+             helper.make_node("Cast", ["keep"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["m", "p"], ["mask"]),
+             helper.make_node("Mul", ["c", "mask"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4, 4])],
+                              [numpy_helper.from_array(np.zeros((4, 4, 1, 1), np.float32), "w"), p])
+    path = tmp_path / "sd.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    _, cols = _cols(str(path))
+    r = _col(cols, "RandomUniformLike")
+    assert r["fwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_out"] == 0 and r["bwd_mem_tmp"] == 0
+    # the product's backward makes the gradient of c only (512 B), none for the mask
+    assert _col(cols, "Mul")["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4
