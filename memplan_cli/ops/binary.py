@@ -371,9 +371,32 @@ def _torch_broadcast_tmp(op, operands) -> tuple:
                  if v >= 0 and tuple(operands[v].shape) != y)
 
 
+def _torch_pow(op) -> dict | None:
+    """pow(x, scalar) saves x; its backward `grad * (e * x.pow(e - 1))` makes two input-sized
+    temporaries (measured). A tensor exponent (pow.Tensor_Tensor) is not modelled."""
+    if len(op.inputs) != 1:
+        return None
+    return {"saves": (("in0", "any"),), "bwd_tmp": (("in0", "in0"),)}
+
+
+def _torch_minmax_tmp(op, operands) -> tuple:
+    """maximum / minimum backward, per input needing its gradient, one after the other (measured):
+    a bool mask, `grad / 2`, an equality mask, then `where(...)` (the gradient itself, or a full-size
+    temporary summed down for a broadcast side)."""
+    y = tuple(operands[op.outputs[0]].shape)
+    return tuple((f"mask:out0?g{k}", f"out0?g{k}", f"mask:out0?g{k}")
+                 + ((f"out0?g{k}",) if tuple(operands[v].shape) != y else ())
+                 for k, v in enumerate(op.inputs[:2]) if v >= 0)
+
+
+# maximum / minimum (two inputs) save both
+_TORCH_MINMAX = {"saves": (("in0", "any"), ("in1", "any")), "bwd_tmp": _torch_minmax_tmp}
 TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
-         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
+         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
+         "Pow": _torch_pow,
+         "Max": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None,
+         "Min": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
              shape_value=_shape_value(_SHAPE_ARITH[t]) if t in _SHAPE_ARITH else None,

@@ -161,7 +161,10 @@ OPS = [OpDef("Gather", rule=rule, kernels={"forward": forward, "calcGradient": _
              profiles={"torch": TORCH}),
        OpDef("GatherND", rule=rule, kernels={"forward": nd_forward, "calcGradient": _nd_back(lambda c: c.grad(0)),
                                              "calcDerivative": _nd_back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch)]
+             flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch,
+             # `--profile torch`: advanced indexing (aten::index) keeps its index tensors; its backward
+             # scatters into a zeroed tensor of the input's size (measured)
+             profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:

@@ -363,9 +363,17 @@ def _batch(op, graph, shapes, batched):
 
 
 KERNELS = {"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
+# `--profile torch`: refused, said why (measured with torch 2.14 on CPU): nn.LSTM runs oneDNN's fused
+# RNN (mkldnn_rnn_layer), whose saved workspace and scratch follow oneDNN's internal padding (not
+# proportional to batch x sequence x hidden); nn.GRU / nn.RNN run one cell per time step
+_WHY = {"LSTM": "eager's CPU LSTM is oneDNN's fused RNN, whose workspace (kept for backward) and scratch are "
+               "sized by oneDNN's internals, not modelled",
+        "GRU": "eager's CPU GRU runs one cell per time step; its saved tensors are not modelled",
+        "RNN": "eager's CPU RNN runs one cell per time step; its saved tensors are not modelled"}
+TORCH = {t: {"refuse": lambda op, operands, why=why: why} for t, why in _WHY.items()}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=3, check=check,
              nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6),
-             weight_inputs=(1, 2, 3)) for t in ("LSTM", "GRU", "RNN")]
+             weight_inputs=(1, 2, 3), profiles={"torch": TORCH[t]}) for t in ("LSTM", "GRU", "RNN")]
 
 
 def _onnx(t):
