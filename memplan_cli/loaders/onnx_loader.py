@@ -47,7 +47,7 @@ def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
 
-    from memplan_cli.loaders.onnx_strip import ProtobufError, strip_model
+    from memplan_cli.loaders.onnx_strip import ProtobufError, SubgraphBudgetError, strip_model
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -66,6 +66,8 @@ def _read_stripped(path: str):
         return model
     except ProtobufError as e:
         raise _Bad(f"not a valid protobuf ({e}): truncated or not an ONNX model") from None
+    except SubgraphBudgetError as e:
+        raise ModelError(str(e), path) from None
     finally:
         mm.close()
 
