@@ -279,6 +279,38 @@ def _attr(node) -> dict:
     return out
 
 
+def _outer_reads(node) -> list[str]:
+    """The names `node`'s subgraphs (If branches, Loop and Scan bodies, nested at any depth) read from
+    the scope around the node, in order of first read: inputs the node takes without listing them.
+    Each subgraph is walked once; what it leaves unresolved goes up one level."""
+    from onnx import AttributeProto
+
+    def subgraphs(n):
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                yield a.g
+            elif a.type == AttributeProto.GRAPHS:
+                yield from a.graphs
+
+    def unresolved(graph) -> dict:
+        defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+        defined |= {t.values.name for t in graph.sparse_initializer}
+        out: dict[str, None] = {}
+        for n in graph.node:
+            names = list(n.input)
+            for sub in subgraphs(n):
+                names += unresolved(sub)
+            out.update((x, None) for x in names if x and x not in defined)
+            defined.update(n.output)
+        out.update((vo.name, None) for vo in graph.output if vo.name not in defined)
+        return out
+
+    found: dict[str, None] = {}
+    for sub in subgraphs(node):
+        found.update(unresolved(sub))
+    return list(found)
+
+
 class _Builder:
     def __init__(self, model):
         self.model = model
@@ -350,6 +382,9 @@ class _Builder:
                 outs = outs if canon.outputs is None else canon.outputs
             else:
                 typ, attrs = self.canonical(node)
+                # what an If / Loop / Scan body reads from around it is an input too: it lives until
+                # the node runs, and a gradient through it meets an op memplan cannot train
+                ins += [self.operand(n) for n in _outer_reads(node) if n not in node.input]
             # an absent output no converter filled (ONNX Attention's ("Y", "", "", "qk_matmul_output")
             # in an op memplan does not know) is left out, as before
             outs = [o for o in outs if o >= 0]
