@@ -2,7 +2,7 @@
 """Time and memory grow linearly with the graph: `memplan analyze` and `memplan plan` on large
 synthetic inputs, with the seconds and peak RSS of each run.
 
-    .venv/bin/python benchmarks/scale_bench.py [--only chain,concat,llama,csv,big] [--chain 1000,10000,100000]
+    .venv/bin/python benchmarks/scale_bench.py [--only chain,concat,llama,csv,big,nested] [--chain 1000,10000,100000]
                                                 [--keep] [--dir DIR] [-- extra analyze flags]
 
 Cases (issue 28), every model built with onnx.helper and no weight bytes unless said:
@@ -16,7 +16,10 @@ Cases (issue 28), every model built with onnx.helper and no weight bytes unless 
   <= 10 s;
 - csv: `memplan plan` on a 1,000,000-row buffer CSV (seeded random lifetimes and sizes); <= 60 s;
 - big: a single-file ONNX of 2 GiB: 8 MatMul / Add layers whose 8192 x 8192 weights are real zero
-  bytes inside the protobuf (written field by field: python protobuf cannot serialize 2 GiB); <= 10 s.
+  bytes inside the protobuf (written field by field: python protobuf cannot serialize 2 GiB); <= 10 s;
+- nested D: one If whose then and else branches each hold an If, D levels deep (the file doubles per
+  level: 2^(D+1) - 2 nodes inside subgraphs); the time grows with the file, not faster; past 100,000
+  nodes inside subgraphs (D >= 16) memplan refuses in one line, exit 2 (expected, not a failure).
 
 Each run is a fresh `python -m memplan_cli` process (its peak RSS from wait4); inputs are generated
 in another child first, so the parent stays small, into a temporary folder removed afterwards
@@ -191,6 +194,28 @@ def make_llama(folder: str, layers: int = 32, hidden: int = 4096, seq: int = 512
     return path, params[0]
 
 
+def make_nested(folder: str, depth: int, width: int = 4) -> str:
+    """x[1, width] -> one If whose then and else branches each hold an If, `depth` levels deep."""
+    from onnx import TensorProto, helper
+
+    def level(d, tag):
+        out = f"y{tag}"
+        if d == 0:
+            return helper.make_node("Relu", ["x"], [out], name=f"relu{tag}")
+        branches = [helper.make_graph([level(d - 1, tag + b)], f"g{tag}{b}", [],
+                                      [helper.make_tensor_value_info(f"y{tag}{b}", TensorProto.FLOAT, [1, width])])
+                    for b in ("t", "e")]
+        return helper.make_node("If", ["c"], [out], name=f"if{tag}", then_branch=branches[0],
+                                else_branch=branches[1])
+
+    g = helper.make_graph([level(depth, "")], "nested",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width]),
+                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])])
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                 os.path.join(folder, f"nested{depth}.onnx"))
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -288,16 +313,19 @@ def _generate_here(kind: str, size: int, folder: str) -> None:
         print(make_csv(folder, size))
     elif kind == "big":
         print(*make_big(folder, layers=size))
+    elif kind == "nested":
+        print(make_nested(folder, size))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", default="chain,concat,llama,csv,big", help="comma-separated cases")
+    ap.add_argument("--only", default="chain,concat,llama,csv,big,nested", help="comma-separated cases")
     ap.add_argument("--chain", default="1000,10000,100000", help="chain lengths (ops)")
     ap.add_argument("--concat", default="20000", help="Concat input counts")
     ap.add_argument("--llama-layers", type=int, default=32)
     ap.add_argument("--csv-rows", type=int, default=1_000_000)
     ap.add_argument("--big-layers", type=int, default=8, help="8192 x 8192 float layers (256 MiB each)")
+    ap.add_argument("--nested", default="12,14,15,18", help="If nesting depths")
     ap.add_argument("--keep", action="store_true", help="keep the generated inputs")
     ap.add_argument("--dir", default=None, help="folder for the inputs (default: a new temporary one)")
     ap.add_argument("--generate", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
@@ -320,7 +348,10 @@ def main() -> int:
         cases.append((f"plan csv {a.csv_rows:,}", "csv", a.csv_rows))
     if "big" in only:
         cases.append((f"big onnx {a.big_layers} x 256 MiB", "big", a.big_layers))
+    if "nested" in only:
+        cases += [(f"nested If depth {d}", "nested", d) for d in map(int, a.nested.split(","))]
     results: dict[tuple[str, int], tuple[int, float, float]] = {}
+    sizes: dict[tuple[str, int], int] = {}
     failed = False
     try:
         print(f"inputs under {folder}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -330,9 +361,13 @@ def main() -> int:
             args = ["plan", path] if kind == "csv" else ["analyze", path, *a.extra]
             code, wall, secs, rss, err = run(args)
             results[(kind, size)] = (code, secs, rss)
+            sizes[(kind, size)] = os.path.getsize(path)
             print(f"{label:<26} {os.path.getsize(path) / 1e6:>9.1f} {code:>4} {wall:>8.2f} {secs:>8.2f} {rss:>12.0f}",
                   flush=True)
-            if code != 0:
+            refused = kind == "nested" and code == 2 and "work budget" in err  # the subgraph budget: expected
+            if refused:
+                print(f"  refused: {err[-200:]}")
+            elif code != 0:
                 print(f"  stderr: {err[-300:]}")
                 failed = True
             if not a.keep:
@@ -351,6 +386,12 @@ def main() -> int:
                 checks.append(("1,000,000-row CSV plans <= 60 s", secs <= 60))
             if kind == "big" and size >= 8:
                 checks.append(("2 GiB single-file ONNX <= 10 s", secs <= 10))
+        nested = sorted((s, r) for (k, s), r in results.items() if k == "nested" and r[0] == 0)
+        if len(nested) >= 2:  # time per file byte: linear in the file, whatever the depth
+            (d0, r0), (d1, r1) = nested[-2], nested[-1]  # the largest two: the start-up cost counts least
+            growth = (r1[1] / r0[1]) / (sizes[("nested", d1)] / sizes[("nested", d0)])
+            checks.append((f"nested If: CPU time grows {growth:.2f} x as fast as the file (depth {d0} -> {d1}) <= 1.5",
+                           growth <= 1.5))
         for what, ok in checks:
             print(f"target {what}: {'met' if ok else 'NOT met'}")
         return 0 if not failed and all(ok for _w, ok in checks) else 1

@@ -1,3 +1,3 @@
-from memplan_cli.cli import main
+from memplan_cli.cli import run
 
-main()
+run()

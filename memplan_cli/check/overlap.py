@@ -32,11 +32,14 @@ def check_plan(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]
     def nm(i: int) -> str:
         return f"buffer {names[i]!r}" if names is not None else f"buffer {i}"
 
+    # Python ints once (the inputs may be numpy arrays): the sweep below reads each several times
+    offsets, sizes = [int(x) for x in offsets], [int(x) for x in sizes]
+    firsts, lasts = [int(x) for x in firsts], [int(x) for x in lasts]
     for i in range(n):
-        o, s = int(offsets[i]), int(sizes[i])
+        o, s = offsets[i], sizes[i]
         if s < 0:
             raise PlanError(f"{nm(i)} has negative size {s}")
-        if int(firsts[i]) > int(lasts[i]):
+        if firsts[i] > lasts[i]:
             raise PlanError(f"{nm(i)} has first step {firsts[i]} after last step {lasts[i]}")
         if o < 0:
             raise PlanError(f"{nm(i)} has negative offset {o}")
@@ -44,27 +47,28 @@ def check_plan(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]
             raise PlanError(f"{nm(i)} ends at {o + s}, past the arena of {arena} bytes")
 
     # events: at step t, buffers ending at t-1 leave before buffers starting at t enter
-    starts = sorted((int(firsts[i]), i) for i in range(n) if sizes[i] > 0)
-    ends = sorted((int(lasts[i]), i) for i in range(n) if sizes[i] > 0)
+    starts = sorted((firsts[i], i) for i in range(n) if sizes[i] > 0)
+    ends = sorted((lasts[i], i) for i in range(n) if sizes[i] > 0)
     live: list[tuple[int, int]] = []   # (offset, index), ordered
-    e = 0
+    bisect_left = bisect.bisect_left
+    e, n_ends = 0, len(ends)
     for t, i in starts:
-        while e < len(ends) and ends[e][0] < t:
+        while e < n_ends and ends[e][0] < t:
             _, j = ends[e]
-            k = bisect.bisect_left(live, (int(offsets[j]), j))
-            del live[k]
+            del live[bisect_left(live, (offsets[j], j))]
             e += 1
-        key = (int(offsets[i]), i)
-        k = bisect.bisect_left(live, key)
-        oi, ei = key[0], key[0] + int(sizes[i])
+        key = (offsets[i], i)
+        k = bisect_left(live, key)
+        oi = key[0]
+        ei = oi + sizes[i]
         if k > 0:
             ob, j = live[k - 1]
-            if ob + int(sizes[j]) > oi:
-                raise PlanError(_clash(nm(j), nm(i), ob, ob + int(sizes[j]), oi, ei))
+            if ob + sizes[j] > oi:
+                raise PlanError(_clash(nm(j), nm(i), ob, ob + sizes[j], oi, ei))
         if k < len(live):
             oa, j = live[k]
             if oa < ei:
-                raise PlanError(_clash(nm(i), nm(j), oi, ei, oa, oa + int(sizes[j])))
+                raise PlanError(_clash(nm(i), nm(j), oi, ei, oa, oa + sizes[j]))
         live.insert(k, key)
 
 

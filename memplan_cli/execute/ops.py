@@ -298,9 +298,13 @@ def run_step(ctx) -> None:
                 fn = _seeded_forward
             else:
                 raise UnsupportedKernel(f"no reference kernel for {s.kind} of {ctx.op.type} ({ctx.op.label})")
-        if fn is not None and not (s.kind == "forward" and forward_keeping_pre_activation(ctx, fn)):
+        if fn is _seeded_forward:
+            # an op memplan has no kernel for: its `activation` attribute (ONNX CausalConvWithState's
+            # "silu") is its own business, not a fused activation memplan applies or masks
             fn(ctx)
-        if s.kind == "forward":
+        elif fn is not None and not (s.kind == "forward" and forward_keeping_pre_activation(ctx, fn)):
+            fn(ctx)
+        if s.kind == "forward" and fn is not _seeded_forward:
             write_relu_mask(ctx)
     for src, dst, first in s.accumulate:
         a, d = ctx.tensor(src), ctx.tensor(dst)

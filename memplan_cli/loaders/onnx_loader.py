@@ -48,7 +48,7 @@ def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
 
-    from memplan_cli.loaders.onnx_strip import ProtobufError, strip_model
+    from memplan_cli.loaders.onnx_strip import ProtobufError, SubgraphBudgetError, strip_model
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -67,6 +67,8 @@ def _read_stripped(path: str):
         return model
     except ProtobufError as e:
         raise _Bad(f"not a valid protobuf ({e}): truncated or not an ONNX model") from None
+    except SubgraphBudgetError as e:
+        raise ModelError(str(e), path) from None
     finally:
         mm.close()
 
@@ -275,6 +277,38 @@ def _attr(node) -> dict:
     return out
 
 
+def _outer_reads(node) -> list[str]:
+    """The names `node`'s subgraphs (If branches, Loop and Scan bodies, nested at any depth) read from
+    the scope around the node, in order of first read: inputs the node takes without listing them.
+    Each subgraph is walked once; what it leaves unresolved goes up one level."""
+    from onnx import AttributeProto
+
+    def subgraphs(n):
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                yield a.g
+            elif a.type == AttributeProto.GRAPHS:
+                yield from a.graphs
+
+    def unresolved(graph) -> dict:
+        defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+        defined |= {t.values.name for t in graph.sparse_initializer}
+        out: dict[str, None] = {}
+        for n in graph.node:
+            names = list(n.input)
+            for sub in subgraphs(n):
+                names += unresolved(sub)
+            out.update((x, None) for x in names if x and x not in defined)
+            defined.update(n.output)
+        out.update((vo.name, None) for vo in graph.output if vo.name not in defined)
+        return out
+
+    found: dict[str, None] = {}
+    for sub in subgraphs(node):
+        found.update(unresolved(sub))
+    return list(found)
+
+
 class _Builder:
     def __init__(self, model):
         self.model = model
@@ -348,6 +382,12 @@ class _Builder:
                 outs = outs if canon.outputs is None else canon.outputs
             else:
                 typ, attrs = self.canonical(node)
+                # what an If / Loop / Scan body reads from around it is an input too: it lives until
+                # the node runs, and a gradient through it meets an op memplan cannot train
+                ins += [self.operand(n) for n in _outer_reads(node) if n not in node.input]
+            # an absent output no converter filled (ONNX Attention's ("Y", "", "", "qk_matmul_output")
+            # in an op memplan does not know) is left out, as before
+            outs = [o for o in outs if o >= 0]
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node)))
         from memplan_cli import ops as registry
@@ -368,8 +408,12 @@ class _Builder:
     def shaped_outputs(self, node, read: set) -> list[str]:
         """The node's outputs, without trailing ones nothing reads that shape inference left without
         a shape (opset <= 11 Dropout's mask, whose shape opset 9 does not infer): an optional output
-        nobody uses is absent, not an error. An output something reads still needs its shape."""
-        names = [n for n in node.output if n]
+        nobody uses is absent, not an error. An output something reads still needs its shape. An
+        output left out before a later one (an LSTM without Y but with Y_h) stays in its place as
+        absent (-1) for the op's converter, so positions keep their meaning."""
+        names = list(node.output)
+        while names and not names[-1]:
+            names.pop()
         while len(names) > 1 and names[-1] not in read and names[-1] not in self.consts:
             vi = self.value_info.get(names[-1])
             if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
@@ -557,11 +601,14 @@ def _contained(fn, model, what: str):
 
 
 def _has_unknown_shapes(model) -> bool:
-    """Whether shape inference left a node output without a static shape."""
+    """Whether shape inference left a node output without a static shape, or with no elements (a
+    TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
+    folding removes it)."""
     shaped = {}
     for vi in list(model.graph.value_info) + list(model.graph.output):
         t = vi.type.tensor_type
-        shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
+        shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0
+                                                      for d in t.shape.dim)
     return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
 
 

@@ -21,6 +21,12 @@ _INT_TYPES = {6, 7}
 _DATA_FIELDS = {4, 5, 6, 7, 9, 10, 11}
 
 
+# nodes inside subgraphs (If / Loop / Scan bodies, at any depth) memplan reads at most: it analyses
+# none of them (they only feed shape inference), and branches nested in branches double the file per
+# level; a 100,000-op main graph is the largest memplan is built for (docs/scale.md)
+MAX_SUBGRAPH_NODES = 100_000
+
+
 def elements(dims, cap: int) -> int:
     """The product of `dims`, or cap + 1 once it passes `cap`: a file may give a tensor 100,000 huge
     dims, whose exact product is a bigint that took minutes to compute. 0 with a 0 dim, -1 with a
@@ -39,6 +45,10 @@ def elements(dims, cap: int) -> int:
 
 class ProtobufError(ValueError):
     """The bytes are not a well-formed protobuf message."""
+
+
+class SubgraphBudgetError(ValueError):
+    """The subgraphs hold more nodes than MAX_SUBGRAPH_NODES."""
 
 
 def _varint(buf, pos: int, end: int) -> tuple[int, int]:
@@ -95,11 +105,55 @@ def fields(buf, start: int, end: int):
         pos = vend
 
 
-def _len_field(num: int, payload: bytes) -> bytes:
-    return _encode_varint((num << 3) | 2) + _encode_varint(len(payload)) + payload
+class _Out:
+    """The stripped message as a list of pieces joined once at the end: runs of the input copied
+    unchanged (contiguous ones merged into one slice) and new length prefixes. Building each nested
+    message as its own bytes and copying it into its parent would copy a subgraph once per level
+    it is nested in (quadratic for If / Loop branches nested in branches)."""
+
+    __slots__ = ("buf", "parts", "size", "run_start", "run_end", "depth", "subgraph_nodes")
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.parts: list = []
+        self.size = 0  # bytes in `parts` plus the pending run
+        self.run_start = self.run_end = 0
+        self.depth = 0  # subgraphs the walk is inside
+        self.subgraph_nodes = 0
+
+    def copy(self, start: int, end: int) -> None:
+        """Append buf[start:end] unchanged."""
+        if start != self.run_end:
+            self._flush()
+            self.run_start = start
+        self.run_end = end
+        self.size += end - start
+
+    def _flush(self) -> None:
+        if self.run_end > self.run_start:
+            self.parts.append(self.buf[self.run_start:self.run_end])
+        self.run_start = self.run_end = 0
+
+    def nested(self, num: int, emit, *args) -> None:
+        """A length-delimited field `num` whose payload `emit(self, *args)` appends."""
+        self._flush()
+        at = len(self.parts)
+        self.parts.append(b"")
+        before = self.size
+        emit(self, *args)
+        self._flush()
+        head = _encode_varint((num << 3) | 2) + _encode_varint(self.size - before)
+        self.parts[at] = head
+        self.size += len(head)
+
+    def data(self) -> bytes:
+        self._flush()
+        return b"".join(self.parts)
 
 
-def _tensor(buf, start, end, keep=frozenset(), small=False) -> bytes:
+def _keeps_data(buf, start, end, keep, small) -> bool:
+    """Whether a TensorProto keeps its data: small int tensors, scalars, small tensors named in
+    `keep`, and (`small`) a Constant node's value of up to MAX_KEEP_CONSTANT elements."""
     dims: list[int] = []
     dtype = 0
     name = None
@@ -118,74 +172,96 @@ def _tensor(buf, start, end, keep=frozenset(), small=False) -> bytes:
             dtype = _varint(buf, vs, ve)[0]
     n = elements(dims, MAX_KEEP_CONSTANT)
     # scalars too: Clip's bounds decide whether it is a Relu6
-    keep_data = (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP) or \
+    return (dtype in _INT_TYPES and n <= MAX_KEEP) or n <= 1 or (name in keep and n <= MAX_KEEP) or \
         (small and n <= MAX_KEEP_CONSTANT)
-    out = bytearray()
-    for num, _wt, fs, _vs, ve in fields(buf, start, end):
-        if num in _DATA_FIELDS and not keep_data:
-            continue
-        out += buf[fs:ve]
-    return bytes(out)
 
 
-def _attribute(buf, start, end) -> bytes:
-    out = bytearray()
-    for num, _wt, fs, vs, ve in fields(buf, start, end):
+def _tensor_field(out: _Out, num, fs, vs, ve, keep=frozenset(), small=False) -> None:
+    if _keeps_data(out.buf, vs, ve, keep, small):
+        out.copy(fs, ve)
+    else:
+        out.nested(num, _tensor_without_data, vs, ve)
+
+
+def _tensor_without_data(out: _Out, start, end) -> None:
+    for num, _wt, fs, _vs, ve in fields(out.buf, start, end):
+        if num not in _DATA_FIELDS:
+            out.copy(fs, ve)
+
+
+def _rewrites(buf, start, end) -> bool:
+    """Whether an AttributeProto holds a tensor or a graph (which stripping rewrites)."""
+    return any(num in (5, 6, 10, 11) for num, _wt, _fs, _vs, _ve in fields(buf, start, end))
+
+
+def _attribute(out: _Out, start, end) -> None:
+    for num, _wt, fs, vs, ve in fields(out.buf, start, end):
         if num in (5, 10):  # t, tensors: a Constant node's small value is kept (verify runs with it)
-            out += _len_field(num, _tensor(buf, vs, ve, small=True))
+            _tensor_field(out, num, fs, vs, ve, small=True)
         elif num in (6, 11):  # g, graphs
-            out += _len_field(num, _graph(buf, vs, ve))
+            out.depth += 1
+            out.nested(num, _graph, vs, ve)
+            out.depth -= 1
         else:
-            out += buf[fs:ve]
-    return bytes(out)
+            out.copy(fs, ve)
 
 
-def _node(buf, start, end, keep=frozenset()) -> bytes:
-    if keep and any(num == 2 and bytes(buf[vs:ve]).decode("utf-8", "replace") in keep
-                    for num, _wt, _fs, vs, ve in fields(buf, start, end)):
-        return bytes(buf[start:end])  # a Constant whose small value is wanted (its output is in keep)
-    out = bytearray()
-    for num, _wt, fs, vs, ve in fields(buf, start, end):
-        if num == 5:  # attribute
-            out += _len_field(num, _attribute(buf, vs, ve))
+def _node_field(out: _Out, num, fs, vs, ve, keep=frozenset()) -> None:
+    buf = out.buf
+    fl = list(fields(buf, vs, ve))
+    if keep and any(n == 2 and bytes(buf[a:b]).decode("utf-8", "replace") in keep for n, _wt, _fs, a, b in fl):
+        out.copy(fs, ve)  # a Constant whose small value is wanted (its output is in keep)
+        return
+    if not any(n == 5 and _rewrites(buf, a, b) for n, _wt, _fs, a, b in fl):
+        out.copy(fs, ve)
+        return
+    out.nested(num, _node, fl)
+
+
+def _node(out: _Out, fl) -> None:
+    for num, _wt, fs, vs, ve in fl:
+        if num == 5 and _rewrites(out.buf, vs, ve):  # attribute
+            out.nested(num, _attribute, vs, ve)
         else:
-            out += buf[fs:ve]
-    return bytes(out)
+            out.copy(fs, ve)
 
 
-def _graph(buf, start, end, keep=frozenset()) -> bytes:
-    out = bytearray()
-    for num, _wt, fs, vs, ve in fields(buf, start, end):
+def _graph(out: _Out, start, end, keep=frozenset()) -> None:
+    for num, _wt, fs, vs, ve in fields(out.buf, start, end):
         if num == 5:  # initializer
-            out += _len_field(num, _tensor(buf, vs, ve, keep))
+            _tensor_field(out, num, fs, vs, ve, keep)
         elif num == 1:  # node
-            out += _len_field(num, _node(buf, vs, ve, keep))
+            if out.depth:
+                out.subgraph_nodes += 1
+                if out.subgraph_nodes > MAX_SUBGRAPH_NODES:
+                    raise SubgraphBudgetError(
+                        f"the model's subgraphs (If / Loop / Scan bodies) hold more than {MAX_SUBGRAPH_NODES:,} nodes: "
+                        f"over memplan's work budget (memplan analyses no op inside a subgraph)")
+            _node_field(out, num, fs, vs, ve, keep)
         elif num == 15:  # sparse_initializer: values (1) and indices (2) are TensorProtos
-            out += _len_field(num, _sparse(buf, vs, ve))
+            out.nested(num, _sparse, vs, ve)
         else:
-            out += buf[fs:ve]
-    return bytes(out)
+            out.copy(fs, ve)
 
 
-def _sparse(buf, start, end) -> bytes:
-    out = bytearray()
-    for num, _wt, fs, vs, ve in fields(buf, start, end):
+def _sparse(out: _Out, start, end) -> None:
+    for num, _wt, fs, vs, ve in fields(out.buf, start, end):
         if num in (1, 2):
-            out += _len_field(num, _tensor(buf, vs, ve))
+            _tensor_field(out, num, fs, vs, ve)
         else:
-            out += buf[fs:ve]
-    return bytes(out)
+            out.copy(fs, ve)
 
 
 def strip_model(buf, size: int, keep=frozenset()) -> tuple[bytes, bool]:
     """(ModelProto bytes without weight data, whether the message had a graph field). The top-level
-    graph's tensors named in `keep` keep their data when small (<= MAX_KEEP elements)."""
-    out = bytearray()
+    graph's tensors named in `keep` keep their data when small (<= MAX_KEEP elements). Linear in
+    the file's size, however deeply subgraphs nest."""
+    out = _Out(buf)
     has_graph = False
     for num, wt, fs, vs, ve in fields(buf, 0, size):
         if num == 7 and wt == 2:
             has_graph = True
-            out += _len_field(7, _graph(buf, vs, ve, keep))
+            out.nested(7, _graph, vs, ve, keep)
         else:
-            out += buf[fs:ve]
-    return bytes(out), has_graph
+            out.copy(fs, ve)
+    return out.data(), has_graph

@@ -14,6 +14,8 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   parameter. A value of the reader's own decomposition (a mask's fill) is not one. A value folded
   from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one when every
   folded parameter was found elsewhere, and unknown otherwise (it may be that parameter, sliced).
+  A second constant folded from the same parameters in the same shape (a layer used twice, ALBERT's
+  shared layers: one transposed weight per use) is a copy, not another parameter.
 - Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
   read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
   `arith.constant`).
@@ -104,6 +106,8 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
                 readers.setdefault(i, []).append(n)
     out: dict[str, str] = {}
     accounted: set[str] = set()
+    claimed: dict[frozenset, set] = {}  # folded parameters -> shapes of the constants folded from them
+    dims = {t.name: tuple(int(d) for d in t.dims) for t in g.initializer}
     pending: list[str] = []  # the output of a folded fx node: from what, the file does not say
     for name in floats:
         if name in params:
@@ -126,9 +130,15 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
         hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
                                        and any(n.input[k] == name for k in _onnx_weight_slots(n.op_type)
                                                if k < len(n.input))}
-        if hit:
+        shape = dims.get(name, ())
+        if hit and any(s in claimed.get(frozenset(hit), ()) for s in (shape, shape[::-1])):
+            # the same folded parameters again, in the same shape: a layer used twice (ALBERT's shared
+            # layers) folds its transposed weight once per use; the parameter trains once, as in torch
+            out[name] = BUFFER
+        elif hit:
             out[name] = PARAM
             accounted |= hit
+            claimed.setdefault(frozenset(hit), set()).add(shape)
         elif name in args:
             pending.append(name)
         else:
@@ -174,11 +184,30 @@ def weight_slot_operands(graph) -> set[int]:
     return {i for i, ok in slot.items() if ok}
 
 
+def _embedding_tables(graph) -> set[tuple]:
+    """Shapes of the 2-D float constants an op reads rows of (`OpDef.table_inputs`: token embeddings)."""
+    from memplan_cli import ops
+
+    out = set()
+    for op in graph.operations:
+        d = ops.get(op.type)
+        for k in (d.table_inputs if d is not None else ()):
+            t = graph.operands[op.inputs[k]] if k < len(op.inputs) and op.inputs[k] >= 0 else None
+            if t is not None and t.is_const and len(t.shape) == 2 and t.dtype.startswith("float"):
+                out.add(tuple(t.shape))
+    return out
+
+
 def settle(graph, rule: str) -> None:
     """Weight slots decide what the naming rule left unknown; the rule's name goes to the graph's
-    metadata for reports (`parameter_rule`)."""
+    metadata for reports (`parameter_rule`). One exception stays unknown: a weight whose shape is an
+    embedding table's transposed. It is either an untied output projection or the table's own
+    transposed copy (tied weights, which TorchScript's constant folding writes as a new constant
+    `onnx::MatMul_N`: training it too would count the table twice). The file cannot tell without
+    reading the weights, so it trains and is listed as assumed."""
+    tables = _embedding_tables(graph)
     for i in weight_slot_operands(graph):
         o = graph.operands[i]
-        if o.assumed:
+        if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables):
             o.assumed = False
     graph.metadata["parameter_rule"] = rule

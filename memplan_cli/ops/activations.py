@@ -1,5 +1,5 @@
 """Standalone activations: Relu, Relu6 (and ONNX Clip(0, 6)), Sigmoid, Tanh, Clip (ONNX Relu,
-Sigmoid, Tanh, Clip; TFLite RELU, RELU6, LOGISTIC, TANH).
+Sigmoid, Tanh, Clip; TFLite RELU, RELU6, LOGISTIC, TANH, and RELU_N1_TO_1 / RELU_0_TO_1 as Clip).
 
 Rules:
 - Every one of them has a derivative that is a function of its output Y (ReLU: Y > 0; ReLU6:
@@ -125,7 +125,17 @@ def _scalar(node, k: int) -> float | None:
 
 
 ONNX = {"Relu": _same("Relu"), "Sigmoid": _same("Sigmoid"), "Tanh": _same("Tanh"), "Clip": _onnx_clip}
-TFLITE = {"RELU": _same("Relu"), "RELU6": _same("Relu6"), "LOGISTIC": _same("Sigmoid"), "TANH": _same("Tanh")}
+
+
+def _tflite_bounded(lo: float, hi: float):
+    # TF Lite's standalone RELU_N1_TO_1 / RELU_0_TO_1 (what the converter makes of tf.clip_by_value)
+    def conv(node) -> Canon:
+        return Canon("Clip", {"min": lo, "max": hi}, inputs=node.inputs[:1])
+    return conv
+
+
+TFLITE = {"RELU": _same("Relu"), "RELU6": _same("Relu6"), "LOGISTIC": _same("Sigmoid"), "TANH": _same("Tanh"),
+          "RELU_N1_TO_1": _tflite_bounded(-1.0, 1.0), "RELU_0_TO_1": _tflite_bounded(0.0, 1.0)}
 
 
 # ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----

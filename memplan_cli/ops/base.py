@@ -139,6 +139,9 @@ class OpDef:
     # norm's scale and shift): a float constant read only there is a parameter whatever its name
     # (loaders/params.py); a Mul's or Add's constant may be a mask or a table, so they declare none
     weight_inputs: tuple = ()
+    # input positions whose constant is a lookup table the op reads rows of (Gather's embedding): a
+    # weight shaped like a table transposed may be its tied copy (loaders/params.py)
+    table_inputs: tuple = ()
     # dim 0 of the output is not the input's batch (SpaceToBatchND moves blocks into it): a TF Lite
     # file's placeholder for it (the converter writes the file's batch) is resolved at load
     changes_batch: bool = False

@@ -1,7 +1,8 @@
 """Elementwise arithmetic of two (or, for Sum / Max / Min, more) inputs with numpy broadcasting in both
 directions: Add, Sub, Mul, Div (ONNX Add/Sub/Mul/Div, TFLite ADD/SUB/MUL/DIV with their fused
 activation), Pow (ONNX Pow, TFLite POW), SquaredDifference (TFLite SQUARED_DIFFERENCE), Sum (ONNX
-Sum, TFLite ADD_N: any number of inputs), Max / Min (ONNX Max/Min, TFLite MAXIMUM/MINIMUM).
+Sum, TFLite ADD_N: any number of inputs), MeanOf (ONNX Mean: their elementwise mean), Max / Min (ONNX
+Max/Min, TFLite MAXIMUM/MINIMUM).
 
 Training rules (PyTorch derivatives.yaml; each side reads only what its own formula needs, and only
 when that side needs a gradient or back-prop):
@@ -16,7 +17,7 @@ when that side needs a gradient or back-prop):
   keeps X. `pow.Tensor_Tensor` (any other exponent: an activation, or a learned tensor): self keeps X
   and the exponent; exponent: pow_backward_exponent(grad, self, exponent, result) = grad·Y·log X
   (0 where X = 0 and exponent >= 0), keeps X, the exponent and Y.
-- Sum (a chain of `add`): every input's gradient is dY: backward keeps nothing.
+- Sum (a chain of `add`): every input's gradient is dY: backward keeps nothing. MeanOf: dY / n.
 - SquaredDifference (no derivatives.yaml entry; TensorFlow's `_SquaredDifferenceGrad`): dA = 2(A-B)·dY,
   dB = -dA: either side keeps both inputs.
 - `maximum` / `minimum`: the gradient goes to the input that is the result, split evenly on ties
@@ -263,6 +264,10 @@ SPECS["SquaredDifference"] = Spec("SquaredDifference", lambda xs, a, t: np.squar
 SPECS["Sum"] = Spec("Sum", lambda xs, a, t: _sum_all(xs), lambda op, k: [],
                     lambda dz, want, xs, y, a: [dz if w else None for w in want], (1, lambda op, k: 1),
                     min_inputs=1, max_inputs=64)
+# ONNX Mean: the elementwise mean of its inputs (not TF Lite's MEAN, a reduction: canonical "Mean")
+SPECS["MeanOf"] = Spec("MeanOf", lambda xs, a, t: _sum_all(xs) / len(xs), lambda op, k: [],
+                       lambda dz, want, xs, y, a: [dz / len(want) if w else None for w in want],
+                       (1, lambda op, k: 1), min_inputs=1, max_inputs=64)
 for _t, (_f, _g) in (("Max", _MAX), ("Min", _MIN)):
     SPECS[_t] = Spec(_t, _f, lambda op, k: list(range(len(op.inputs))), _g,
                      (1, lambda op, k: 3), min_inputs=1, max_inputs=64)
@@ -371,9 +376,32 @@ def _torch_broadcast_tmp(op, operands) -> tuple:
                  if v >= 0 and tuple(operands[v].shape) != y)
 
 
+def _torch_pow(op) -> dict | None:
+    """pow(x, scalar) saves x; its backward `grad * (e * x.pow(e - 1))` makes two input-sized
+    temporaries (measured). A tensor exponent (pow.Tensor_Tensor) is not modelled."""
+    if len(op.inputs) != 1:
+        return None
+    return {"saves": (("in0", "any"),), "bwd_tmp": (("in0", "in0"),)}
+
+
+def _torch_minmax_tmp(op, operands) -> tuple:
+    """maximum / minimum backward, per input needing its gradient, one after the other (measured):
+    a bool mask, `grad / 2`, an equality mask, then `where(...)` (the gradient itself, or a full-size
+    temporary summed down for a broadcast side)."""
+    y = tuple(operands[op.outputs[0]].shape)
+    return tuple((f"mask:out0?g{k}", f"out0?g{k}", f"mask:out0?g{k}")
+                 + ((f"out0?g{k}",) if tuple(operands[v].shape) != y else ())
+                 for k, v in enumerate(op.inputs[:2]) if v >= 0)
+
+
+# maximum / minimum (two inputs) save both
+_TORCH_MINMAX = {"saves": (("in0", "any"), ("in1", "any")), "bwd_tmp": _torch_minmax_tmp}
 TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
-         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp}}
+         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
+         "Pow": _torch_pow,
+         "Max": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None,
+         "Min": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
              shape_value=_shape_value(_SHAPE_ARITH[t]) if t in _SHAPE_ARITH else None,
@@ -425,7 +453,7 @@ def _same(t):
 
 
 ONNX = {**{t: _onnx_arith for t in ARITH}, "Pow": _onnx_pow, "Max": _same("Max"), "Min": _same("Min"),
-        "Sum": _same("Sum")}
+        "Sum": _same("Sum"), "Mean": _same("MeanOf")}
 TFLITE = {"ADD": _tflite_arith("Add"), "SUB": _tflite_arith("Sub"), "MUL": _tflite_arith("Mul"),
           "DIV": _tflite_arith("Div"), "POW": _tflite_pow, "SQUARED_DIFFERENCE": _same("SquaredDifference"),
           "MAXIMUM": _same("Max"), "MINIMUM": _same("Min"), "ADD_N": _same("Sum")}

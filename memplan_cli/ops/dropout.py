@@ -138,8 +138,17 @@ def _flops(op, operands):
 # `--profile torch`: on CPU eager takes the unfused path (`_dropout_impl`): a float noise tensor
 # (bernoulli / (1 - p)), multiplied in and saved by the multiplication
 TORCH = {"aux": (("noise", "in0", "float32"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
+
+
+def _torch(op) -> dict:
+    """p = 0 returns its input (measured: nothing allocated, nothing saved), a view both ways."""
+    if float(op.attrs.get("ratio", DEFAULT_RATIO)) == 0.0:
+        return {"view": True, "grad": "view"}
+    return TORCH
+
+
 OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
-             flops=_flops, check=check, batch="keep", random=True, profiles={"torch": TORCH})]
+             flops=_flops, check=check, batch="keep", random=True, profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

@@ -156,12 +156,15 @@ def _nd_batch(op, graph, shapes, batched):
 TORCH = {"saves": (("in1", "any"),)}
 OPS = [OpDef("Gather", rule=rule, kernels={"forward": forward, "calcGradient": _back(lambda c: c.grad(0)),
                                           "calcDerivative": _back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch,
+             flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch, table_inputs=(0,),
              shape_value=lambda op, ins: np.take(ins[0], ins[1], axis=int(op.attrs.get("axis", 0))),
              profiles={"torch": TORCH}),
        OpDef("GatherND", rule=rule, kernels={"forward": nd_forward, "calcGradient": _nd_back(lambda c: c.grad(0)),
                                              "calcDerivative": _nd_back(lambda c: c.dx(0))},
-             flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch)]
+             flops=_flops, required_inputs=2, check=nd_check, nondiff_inputs=(1,), batch=_nd_batch,
+             # `--profile torch`: advanced indexing (aten::index) keeps its index tensors; its backward
+             # scatters into a zeroed tensor of the input's size (measured)
+             profiles={"torch": TORCH})]
 
 
 def _onnx(node) -> Canon:

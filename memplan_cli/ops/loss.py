@@ -43,10 +43,16 @@ def _forward(ctx):
     kind = _kind(ctx)
     total = None
     for k in range(0, len(ctx.op.inputs), 2):
-        v = kernels.VALUE[kind](ctx.x(k), ctx.x(k + 1))
+        v = kernels.VALUE[kind](_numeric(ctx.x(k)), _numeric(ctx.x(k + 1)))
         total = v if total is None else total + v
     out = ctx.y()
     store(out, np.full(out.shape, total, dtype=out.dtype))
+
+
+def _numeric(a):
+    # a model whose outputs are all bool (a comparison) still gets its loss (nothing trains): NumPy
+    # cannot subtract bools, so they count as 0 / 1
+    return a.astype(np.float32) if a.dtype == np.bool_ else a
 
 
 def _backward(ctx):

@@ -191,8 +191,10 @@ def _mm_back(ctx, want_grad: bool):
         wt = ctx.extra("W^T")
         if wt is not None:
             xb = _through_transpose(wt, ctx.x(1))
-    if ctx.operand_in(0) == ctx.operand_in(1) and len(outs) > 1:
-        raise UnsupportedKernel(f"MatMul of an operand with itself ({ctx.op.label})")
+    # x @ x (Keras' Attention of a sequence with itself): both sides' results land in x's one buffer,
+    # so they are summed before it is written
+    same = ctx.operand_in(0) == ctx.operand_in(1) and {0, 1} <= {k for k, _ in outs}
+    total = None
     for k, out in outs:
         if k == 2:
             store(out, reduce_to_shape(dz, out.shape))
@@ -201,8 +203,13 @@ def _mm_back(ctx, want_grad: bool):
         shape_a, shape_b = (ctx.tg.graph.operands[ctx.operand_in(j)].shape for j in (0, 1))
         a = _adj(ctx.x(0) if xa is None else xa, ta) if k == 1 else _adj(np.broadcast_to(False, shape_a), ta)
         b = _adj(ctx.x(1) if xb is None else xb, tb) if k == 0 else _adj(np.broadcast_to(False, shape_b), tb)
-        g = operand_grad(dz, a, b, k)
-        store(out, _adj(g, ta if k == 0 else tb))
+        g = _adj(operand_grad(dz, a, b, k), ta if k == 0 else tb)
+        if same:
+            total = g if total is None else total + g
+            if k == 1:
+                store(out, total)
+            continue
+        store(out, g)
 
 
 def operand_grad(dy, a, b, k: int) -> np.ndarray:

@@ -363,9 +363,17 @@ def _batch(op, graph, shapes, batched):
 
 
 KERNELS = {"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative}
+# `--profile torch`: refused, said why (measured with torch 2.14 on CPU): nn.LSTM runs oneDNN's fused
+# RNN (mkldnn_rnn_layer), whose saved workspace and scratch follow oneDNN's internal padding (not
+# proportional to batch x sequence x hidden); nn.GRU / nn.RNN run one cell per time step
+_WHY = {"LSTM": "eager's CPU LSTM is oneDNN's fused RNN, whose workspace (kept for backward) and scratch are "
+               "sized by oneDNN's internals, not modelled",
+        "GRU": "eager's CPU GRU runs one cell per time step; its saved tensors are not modelled",
+        "RNN": "eager's CPU RNN runs one cell per time step; its saved tensors are not modelled"}
+TORCH = {t: {"refuse": lambda op, operands, why=why: why} for t, why in _WHY.items()}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=3, check=check,
              nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6),
-             weight_inputs=(1, 2, 3)) for t in ("LSTM", "GRU", "RNN")]
+             weight_inputs=(1, 2, 3), profiles={"torch": TORCH[t]}) for t in ("LSTM", "GRU", "RNN")]
 
 
 def _onnx(t):
@@ -379,8 +387,30 @@ def _onnx(t):
             if k in a and (k != "input_forget" or a[k]):
                 attrs[k] = a[k] if k != "activations" else tuple(s.decode() if isinstance(s, bytes) else s
                                                                    for s in a[k])
+        if any(o < 0 for o in node.outputs):
+            return Canon(t, attrs, outputs=_fill_absent(node, attrs))
         return Canon(t, attrs)
     return convert
+
+
+def _fill_absent(node, attrs) -> list[int]:
+    """A node that leaves out an output before a later one (onnx's tests write `("", Y_h, Y_c)`) still
+    computes it, and backward reads Y: each becomes an internal tensor of the graph, named after the
+    node, so the outputs keep their positions."""
+    from memplan_cli.ir.graph import Operand
+
+    xs, x = node.shape(0), node.input(0)
+    nd, hid, lay = 2 if attrs["direction"] == "bidirectional" else 1, int(attrs["hidden_size"] or 0), attrs["layout"]
+    seq, batch = (xs[0], xs[1]) if not lay else (xs[1], xs[0])
+    shapes = [(seq, nd, batch, hid) if not lay else (batch, seq, nd, hid)] + [(nd, batch, hid) if not lay else
+                                                                              (batch, nd, hid)] * 2
+    outs = list(node.outputs)
+    for k, o in enumerate(outs):
+        if o < 0:
+            outs[k] = len(node.operands)
+            node.operands.append(Operand(outs[k], f"{node.name or node.op_type}:{('Y', 'Y_h', 'Y_c')[k]}", shapes[k],
+                                         x.dtype))
+    return outs
 
 
 ONNX = {t: _onnx(t) for t in ("LSTM", "GRU", "RNN")}

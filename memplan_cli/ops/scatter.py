@@ -172,12 +172,22 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[d]) if d in batched else None]
 
 
+def _torch(op) -> dict | None:
+    """`--profile torch`: scatter / select_scatter (no reduction) copy the input and keep only the index;
+    their backward makes the input's gradient (input-sized) and the updates' (updates-sized),
+    measured. A reduction is not modelled."""
+    if str(op.attrs.get("reduction", "none")) != "none":
+        return None
+    return {"saves": (("in1", "any"),)}
+
+
 OPS = [OpDef("ScatterND", rule=rule, kernels={"forward": forward, "calcDerivative": backward,
                                               "calcGradient": backward},
              flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch),
        OpDef("ScatterElements", rule=rule, kernels={"forward": elements_forward, "calcDerivative": elements_backward,
                                                     "calcGradient": elements_backward},
-             flops=flops, check=elements_check, required_inputs=3, nondiff_inputs=(1,), batch=_elements_batch)]
+             flops=flops, check=elements_check, required_inputs=3, nondiff_inputs=(1,), batch=_elements_batch,
+             profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

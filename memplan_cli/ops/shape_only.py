@@ -1,7 +1,7 @@
 """Ops that compute shapes, masks, indices and constants: Shape, Size, ConstantOfShape, Range,
 comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual, NotEqual), logic (Not, And, Or, Xor),
 IsNaN / IsInf (boolean masks: torch.onnx's dynamo export of an attention mask guards with IsNaN) and
-Cast.
+Cast (ONNX CastLike too: a Cast to its second input's dtype, which gives only the type).
 
 Rules:
 - Their outputs are integers or booleans (or a constant fill), so no gradient ever flows through
@@ -202,11 +202,16 @@ def _onnx_cast(node) -> Canon:
     return Canon("Cast", {})  # the target type is the output operand's dtype
 
 
+def _onnx_cast_like(node) -> Canon:
+    # CastLike(x, like): a Cast to like's dtype (the output's); `like` gives only its type
+    return Canon("Cast", {}, inputs=node.inputs[:1])
+
+
 # what ONNX's own constant folding (loaders/onnx_fold.py) computes from a static shape: the dims or
 # their count
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
-        "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "IsNaN": _same_type("IsNaN"),
+        "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "CastLike": _onnx_cast_like, "IsNaN": _same_type("IsNaN"),
         "IsInf": _onnx_isinf,
         **{t: _same_type(t) for t in BINARY if t != "NotEqual"}}
 

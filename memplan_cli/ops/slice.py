@@ -330,7 +330,10 @@ OPS = [
           profiles={"torch": {"view": True}}),  # `--profile torch`: a view; slice_backward makes a new tensor
     OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative,
                                      "calcGradient": split_derivative},
-          flops=lambda op, operands: (0, 0), check=split_check, batch=_split_batch),
+          flops=lambda op, operands: (0, 0), check=split_check, batch=_split_batch,
+          # `--profile torch`: split's outputs are views; its backward allocates zeros for each output
+          # that got no gradient, then concatenates them into the input's gradient (measured)
+          profiles={"torch": {"view": "all", "bwd_tmp": "unused_outputs"}}),
 ]
 
 

@@ -75,9 +75,9 @@ class StepSpec:
 
     def touched(self) -> list[int]:
         """Every tensor the step accesses (reads, writes and accumulations), each once, in order."""
-        out = list(self.reads) + list(self.writes)
+        out = [*self.reads, *self.writes]
         for s, d, _ in self.accumulate:
-            out += [s, d]
+            out += (s, d)
         return list(dict.fromkeys(out))
 
 
@@ -159,12 +159,15 @@ class TrainingGraph:
         """
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        for s in self.steps:
-            for t in s.touched():
-                first.setdefault(t, s.index)
-        for s in reversed(self.steps):
-            for t in s.touched():
-                last.setdefault(t, s.index)
+        touched = [(s.index, s.touched()) for s in self.steps]
+        for at, ts in touched:
+            for t in ts:
+                if t not in first:
+                    first[t] = at
+        for at, ts in reversed(touched):
+            for t in ts:
+                if t not in last:
+                    last[t] = at
         return first, last
 
     def lifetimes(self) -> dict[int, tuple[int, int]]:

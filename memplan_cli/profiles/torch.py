@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
-from memplan_cli.ops._torch import CONVOLUTIONS, FORMAT_KEEPING, TRANSPOSE
+from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT_KEEPING, NARROWS, SDPA, TRANSPOSE,
+                                    WEIGHT_MATMULS)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -81,8 +82,34 @@ PLANNER = "best"
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
+
+
+def _flash_blocks(op, operands) -> tuple:
+    """The CPU flash kernel's block sizes (ATen FlashAttentionKernel.cpp): q 256 / 64 / 32 rows for a
+    query length of 768+ / 192+ / less, kv 512 columns, each capped at the length."""
+    sq, skv, d = op.attrs["q_len"], op.attrs["kv_len"], op.attrs["head_dim"]
+    qs = min(sq, 256 if sq >= 768 else 64 if sq >= 192 else 32)
+    return qs, min(skv, 512), d
+
+
+def _flash_fwd(op, operands) -> tuple:
+    qs, kvs, d = _flash_blocks(op, operands)  # per thread: scores, row max, row sum, an output block
+    return ((4 * (qs * kvs + 2 * qs + qs * d),),)
+
+
+def _flash_bwd(op, operands) -> tuple:
+    qs, kvs, _ = _flash_blocks(op, operands)  # per thread: scores and their gradient; the row sums
+    return ((4 * (2 * qs * kvs) + 4 * qs,),)
+
+
 FACTS = {
     "SiLU": {"saves": (("in0", "any"),)},  # silu_backward(grad, self)
+    # _scaled_dot_product_flash_attention_for_cpu (torch 2.14, measured; scratch for one thread): saves q,
+    # k, v (k / v with their own heads: grouped-query attention is not repeated), the output (laid out
+    # like q) and a float32 logsumexp per query row; backward makes zeroed gradients of q, k, v
+    "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
+             "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
+             "fwd_scratch": _flash_fwd, "bwd_scratch": _flash_bwd},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
 }
 
@@ -132,13 +159,181 @@ def _is_weight(g, defs, v) -> bool:
             and g.operands[g.operations[p].inputs[0]].is_const)
 
 
+def _scalar(g, v) -> bool:
+    return v >= 0 and _elements(g.operands[v].shape) == 1
+
+
+def _attention(g, uses, defs) -> dict:
+    """torch.onnx's decomposition of `F.scaled_dot_product_attention` read back as the one eager op:
+    MatMul(q * s, k^T * s) (both operands scaled by a one-element factor: sdpa's math, never a
+    hand-written attention), [+ mask], Softmax (last axis), [Where(IsNaN(p), 0, p): its _safe_softmax],
+    [Dropout], MatMul with v; k^T through the Reshape / Transpose views the decomposition writes, k and
+    v through its grouped-query repeat (Unsqueeze, Expand, Reshape). Returns {index of the last MatMul:
+    (members, q, k, v, mask or -1, softmax output, dropout op or None)}."""
+    ops = g.operations
+    found = {}
+
+    def only(v, users=1):
+        return v >= 0 and len(uses.get(v, ())) == users and v not in g.outputs
+
+    def unrepeat(v, chain):
+        """The grouped-query repeat (x[:, :, None].expand(...).reshape(...)) undone: sdpa's enable_gqa."""
+        found = []
+        p = defs.get(v)
+        if p is not None and ops[p].type == SDPA["reshape"] and only(v):
+            found.append(p)
+            v = ops[p].inputs[0]
+        pe = defs.get(v)
+        if pe is None or ops[pe].type != SDPA["expand"] or not only(v):
+            return v if not found else ops[found[0]].outputs[0]
+        u = ops[pe].inputs[0]
+        pu = defs.get(u)
+        x = ops[pu].inputs[0] if pu is not None else -1
+        if pu is None or ops[pu].type != SDPA["unsqueeze"] or not only(u) or len(g.operands[x].shape) != 4 \
+                or tuple(int(a) % 5 for a in ops[pu].attrs.get("axes", ())) != (2,):
+            return v if not found else ops[found[0]].outputs[0]
+        chain += found + [pe, pu]
+        return x
+
+    for m2 in ops:
+        if m2.type != SDPA["matmul"] or len(m2.inputs) != 2:
+            continue
+        members = [m2.index]
+        p = m2.inputs[0]
+        drop = None
+        if defs.get(p) is not None and ops[defs[p]].type == SDPA["dropout"] and only(p):
+            members.append(defs[p])
+            if float(ops[defs[p]].attrs.get("ratio", 0.5)) > 0:
+                drop = ops[defs[p]]
+            p = ops[defs[p]].inputs[0]
+        if defs.get(p) is not None and ops[defs[p]].type == SDPA["where"] and only(p):
+            w = ops[defs[p]]
+            c, sm = w.inputs[0], w.inputs[2] if len(w.inputs) > 2 else -1
+            pc = defs.get(c)
+            if pc is None or ops[pc].type != SDPA["isnan"] or ops[pc].inputs[0] != sm or not only(c) \
+                    or sorted(uses.get(sm, ())) != sorted((pc, w.index)):
+                continue
+            members += [w.index, pc]
+            p = sm
+        elif not only(p):
+            continue
+        ps = defs.get(p)
+        if ps is None or ops[ps].type != SDPA["softmax"]:
+            continue
+        ax = ops[ps].attrs.get("axes", ops[ps].attrs.get("axis", -1))
+        ax = tuple(ax) if isinstance(ax, (tuple, list)) else (ax,)
+        if tuple(int(a) % len(g.operands[p].shape) for a in ax) != (len(g.operands[p].shape) - 1,):
+            continue
+        members.append(ps)
+        sm_out = p
+        x = ops[ps].inputs[0]
+        mask = -1
+        px = defs.get(x)
+        if px is not None and ops[px].type == SDPA["mask"] and only(x):
+            a, b = ops[px].inputs[:2]
+            if defs.get(a) is not None and ops[defs[a]].type == SDPA["matmul"]:
+                x, mask = a, b
+            elif defs.get(b) is not None and ops[defs[b]].type == SDPA["matmul"]:
+                x, mask = b, a
+            else:
+                continue
+            members.append(px)
+        p1 = defs.get(x)
+        if p1 is None or ops[p1].type != SDPA["matmul"] or not only(x):
+            continue
+        m1 = ops[p1]
+        sides = []
+        for v in m1.inputs[:2]:
+            pm = defs.get(v)
+            if pm is None or ops[pm].type != SDPA["scale"] or not only(v):
+                break
+            a, b = ops[pm].inputs[:2]
+            if _scalar(g, b) and not _scalar(g, a):
+                sides.append((pm, a))
+            elif _scalar(g, a) and not _scalar(g, b):
+                sides.append((pm, b))
+            else:
+                break
+        if len(sides) != 2:
+            continue
+        members += [p1, sides[0][0], sides[1][0]]
+        q = sides[0][1]
+        qs = tuple(g.operands[q].shape)
+        # back through the views of k^T to the nearest k of (..., S_kv, head dim), repeat undone
+        chain: list[int] = []
+        kt = sides[1][1]
+        k, v = -1, kt
+        while k < 0:
+            p = defs.get(v)
+            if p is None or ops[p].type not in SDPA["views"] or not only(v):
+                break
+            chain.append(p)
+            v = ops[p].inputs[0]
+            rep: list[int] = []
+            c = unrepeat(v, rep)
+            ks = tuple(g.operands[c].shape)
+            if len(ks) == len(qs) and ks[-1] == qs[-1] and ks[:-3] == qs[:-3]:
+                k = c
+                chain += rep
+        if k < 0 and chain and _elements(g.operands[v].shape) == _elements(g.operands[kt].shape):
+            k = v  # the views start from a folded (batch x heads, S, d) k (nn.MultiheadAttention's)
+        if k < 0:
+            continue
+        vchain: list[int] = []
+        v = unrepeat(m2.inputs[1], vchain)
+        found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop,
+                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1])})
+    return found
+
+
+def _eager_order(g, defs) -> list:
+    """The ops in the order eager runs them: the graph's own, except that an op listed after one that
+    reads its result (the adapters `--lora` appends) runs just before that reader, after its own
+    inputs' producers (PEFT's lora.Linear: the base projection, then A, B, the scale and the sum)."""
+    ops = g.operations
+    done: set[int] = set()
+    order = []
+    for top in ops:
+        stack = [(top.index, False)]
+        while stack:
+            i, ready = stack.pop()
+            if i in done:
+                continue
+            if ready:
+                done.add(i)
+                order.append(ops[i])
+                continue
+            stack.append((i, True))
+            for v in reversed(ops[i].inputs):
+                p = defs.get(v) if v >= 0 else None
+                if p is not None and p not in done:
+                    stack.append((p, False))
+    return order
+
+
 def _fuse(g, uses) -> list[_Op]:
     """The graph's ops as eager runs them (see the module docstring)."""
+    defs = g.defs()
     ops = g.operations
     gone: set[int] = set()
     out: list[_Op] = []
-    defs = g.defs()
-    for op in ops:
+    attention = _attention(g, uses, defs)
+    dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
+    if any(a[6] is not None for a in attention.values()):
+        dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
+    for m2, (members, q, k, v, mask, sm_out, drop, _) in attention.items():
+        if drop is None:
+            # no dropout in the graph: eager ran the fused CPU kernel (_scaled_dot_product_flash_attention_
+            # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
+            # torch.onnx's dynamo exporter drops it (TorchScript writes it): refused
+            gone.update(members)
+    for op in _eager_order(g, defs):
+        if op.index in attention and op.index in gone:
+            members, q, k, v, mask, _, _, sizes = attention[op.index]
+            ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
+            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), sizes, op.label,
+                           tuple(sorted(members))))
+            continue
         if op.index in gone:
             continue
         # x * Sigmoid(x) -> silu(x)
@@ -226,6 +421,114 @@ def _elements(shape) -> int:
     for d in shape:
         n *= int(d)
     return n
+
+
+def _cstr(shape) -> tuple:
+    """Contiguous strides (in elements) of `shape`."""
+    out, n = [], 1
+    for d in reversed(tuple(shape)):
+        out.append(n)
+        n *= int(d)
+    return tuple(reversed(out))
+
+
+def _is_contig(shape, strides) -> bool:
+    """torch's is_contiguous: sizes of 1 have any stride."""
+    return all(st == c for d, st, c in zip(shape, strides, _cstr(shape)) if int(d) != 1)
+
+
+def _view_stride(old, oldst, new):
+    """The strides of `old` (strides `oldst`) viewed as `new`, or None when no view exists and reshape
+    copies (ATen's computeStride)."""
+    old, oldst, new = tuple(int(d) for d in old), tuple(oldst), tuple(int(d) for d in new)
+    if _elements(old) == 0 or not old:
+        return _cstr(new)
+    newst = [0] * len(new)
+    view_d = len(new) - 1
+    chunk = oldst[-1]
+    t_n = v_n = 1
+    for d in range(len(old) - 1, -1, -1):
+        t_n *= old[d]
+        if d == 0 or (old[d - 1] != 1 and oldst[d - 1] != t_n * chunk):
+            while view_d >= 0 and (v_n < t_n or new[view_d] == 1):
+                newst[view_d] = v_n * chunk
+                v_n *= new[view_d]
+                view_d -= 1
+            if v_n != t_n:
+                return None
+            if d > 0:
+                chunk = oldst[d - 1]
+                t_n = v_n = 1
+    return tuple(newst) if view_d == -1 else None
+
+
+def _out_strides(op, opd, st, k=0):
+    """Strides of view op `op`'s output k, given its input's strides `st`; None: the op copies."""
+    x, y = tuple(opd[op.inputs[0]].shape), tuple(opd[op.outputs[k]].shape)
+    if op.type == TRANSPOSE:
+        perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
+        return tuple(st[int(i)] for i in perm)
+    if op.type == EXPAND:  # broadcast dims get stride 0
+        pad = (0,) * (len(y) - len(x))
+        full = pad + tuple(st)
+        xs = (1,) * (len(y) - len(x)) + x
+        return tuple(0 if xs[i] == 1 and y[i] != 1 else full[i] for i in range(len(y)))
+    if op.type in NARROWS and len(x) == len(y):
+        return tuple(st)  # a narrow keeps its input's strides
+    if x == y:
+        return tuple(st)
+    return _view_stride(x, st, y)
+
+
+def _ti_strides(out_shape, ins) -> tuple:
+    """The output strides TensorIterator gives an elementwise op of inputs `ins` ((shape, strides)
+    pairs): dimensions sorted by the inputs' strides (broadcast ones skipped), a dense result."""
+    out_shape = tuple(int(d) for d in out_shape)
+    nd = len(out_shape)
+    al = []
+    for shp, st in ins:
+        pad = nd - len(shp)
+        al.append([0] * pad + [0 if int(shp[i]) == 1 and out_shape[pad + i] != 1 else st[i]
+                               for i in range(len(shp))])
+    perm = list(range(nd - 1, -1, -1))  # perm[0] is the fastest axis
+
+    def should_swap(d0, d1):
+        for st in al:
+            a, b = st[d0], st[d1]
+            if a == 0 or b == 0:
+                continue
+            if a != b:
+                return -1 if a < b else 1
+            if out_shape[d0] > out_shape[d1]:
+                return 1
+        return 0
+
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    st, n = [0] * nd, 1
+    for d in perm:
+        st[d] = n
+        n *= out_shape[d]
+    return tuple(st)
+
+
+def _bmm_copies(shape, st) -> bool:
+    """A matmul operand of 3+ dims is folded to (batch, m, n) (a reshape: a copy when no view exists);
+    bmm takes a row- or column-major matrix as it is and copies any other layout."""
+    shape = tuple(int(d) for d in shape)
+    b = _elements(shape[:-2])
+    f = _view_stride(shape, st, (b,) + shape[-2:])
+    if f is None:
+        return True
+    m, n = shape[-2:]
+    return not ((f[-1] == 1 or n == 1) and f[-2] >= max(n, 1) or (f[-2] == 1 or m == 1) and f[-1] >= max(m, 1))
 
 
 class TorchProfile:
@@ -326,6 +629,10 @@ def _part(s: dict, steps) -> str:
 
 def refusal(ops_: list[_Op], operands=None, source_format: str = "onnx") -> str | None:
     for op in ops_:
+        if op.type == "SDPA?":
+            return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout: the "
+                    f"export does not say whether its own dropout was on (torch.onnx's dynamo exporter drops "
+                    f"it), and eager's CPU kernel differs (fused without dropout, the math path with it)")
         f = facts(op) if op.type != LOSS_TYPE else {}
         if f is None:
             if source_format in ("tflite", "circle"):
@@ -366,8 +673,9 @@ def replay(tg, config):
     # ---- held before the step ----
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
+    read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
     for o in opd:
-        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and uses.get(o.index):
+        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
     for v in g.inputs:
         o = opd[v]
@@ -397,6 +705,10 @@ def replay(tg, config):
     contig: dict[int, bool] = {}
     cl: dict[int, bool] = {}  # channels-last memory format (see _memory_format)
     noncontig_in: set[int] = set()  # positions whose input 0 was non-contiguous
+    strides: dict[int, tuple] = {}  # operand -> strides of a view or a strided result (absent: contiguous)
+
+    def is_c(v) -> bool:
+        return v not in strides or _is_contig(opd[v].shape, strides[v])
     node: dict[int, bool] = {}  # fused-op position -> records a backward node
     saved_by: dict[int, list] = {}  # position -> storages it saved
     out_store: dict[int, list] = {}
@@ -416,9 +728,13 @@ def replay(tg, config):
         spec, _, cond = spec.partition("?")
         if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
             return 0
+        mask = spec.startswith("mask:")  # a bool tensor of that many elements
+        spec = spec[5:] if mask else spec
         k = int(spec[2:]) if spec.startswith("in") else int(spec[3:])
         v = op.inputs[k] if spec.startswith("in") else op.outputs[k]
-        return opd[v].nbytes if v >= 0 else 0
+        if v < 0:
+            return 0
+        return _elements(opd[v].shape) if mask else opd[v].nbytes
 
     def size_of(spec, op):
         x = opd[op.inputs[0]]
@@ -466,28 +782,50 @@ def replay(tg, config):
             continue
         # inputs a kernel needs contiguous: a copy of a non-contiguous view
         copies = {}
-        if f.get("contiguous_inputs"):
-            for k, v in enumerate(op.inputs[:f["contiguous_inputs"]]):
-                # a 2-D transposed operand goes to BLAS as it is; a batched one is reshaped, a copy
-                if v >= 0 and not contig.get(v, True) and len(opd[v].shape) > 2:
+        if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
+            w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
+            for k, v in enumerate(op.inputs[:2]):
+                if v < 0 or is_c(v) or len(opd[v].shape) <= 2:
+                    continue  # a 2-D transposed operand goes to BLAS as it is
+                shp = opd[v].shape
+                if k == 0 and w2d:  # against a 2-D weight all leading dims fold into rows: a reshape
+                    copy = _view_stride(shp, strides[v], (_elements(shp[:-1]), int(shp[-1]))) is None
+                else:
+                    copy = bool(f.get("contiguous_inputs")) and _bmm_copies(shp, strides[v])
+                if copy:
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp
         # outputs
         outs = []
-        view = f.get("view") and (not f.get("view_needs_contiguous") or contig.get(op.inputs[0], True))
+        view = bool(f.get("view"))
         if f.get("view_if") is not None and f["view_if"](op):
             view = True
+        x0 = op.inputs[0] if op.inputs else -1
         for k, v in enumerate(op.outputs):
             if not uses.get(v) and v not in g.outputs:
                 continue  # an exporter's extra output (running statistics, a mask): none in eager
-            if view and k == 0:
-                storage[v] = storage.get(op.inputs[0])
-                contig[v] = contig.get(op.inputs[0], True) and not f.get("strided")
+            vs = None
+            if view and (k == 0 or f.get("view") == "all"):
+                # a reshape that no view can express copies (contiguous result)
+                vs = _out_strides(op, opd, strides.get(x0) or _cstr(opd[x0].shape), k)
+            if vs is not None:
+                storage[v] = storage.get(x0)
+                if not _is_contig(opd[v].shape, vs):
+                    strides[v] = vs
+                contig[v] = _is_contig(opd[v].shape, vs)
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
-                contig[v] = True
+                # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
+                if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
+                    strides[v] = strides[x0]
+                elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
+                    lay = _ti_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or _cstr(opd[i].shape))
+                                                     for i in op.inputs if i >= 0])
+                    if not _is_contig(opd[v].shape, lay):
+                        strides[v] = lay
+                contig[v] = v not in strides
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
         _memory_format(op, opd, contig, cl)
@@ -534,7 +872,7 @@ def replay(tg, config):
 
     # ---- backward ----
     grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
-    grad_contig: dict[int, bool] = {}
+    grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
     grads_of_weights: list[int] = []
     release_at: dict[int, int] = {}  # storage -> backward step that last needs it
     for p in range(len(ops_) - 1, -1, -1):
@@ -584,10 +922,23 @@ def replay(tg, config):
                     gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
                     made.append(gw)
                     grads_of_weights.append(gw)
-                    if grad.get(v) is not None:  # a weight read twice: accumulated in place
+                    if grad.get(v) is not None and grad_contig.get(v, True):
+                        # a weight read twice: the second gradient is added into the first in place
                         tmp.append(gw)
                         made.remove(gw)
                         grads_of_weights.remove(gw)
+                    elif grad.get(v) is not None:
+                        # the first is a transposed view (a tied weight's, through its Transpose): the sum
+                        # is a new tensor, both addends freed (the engine's InputBuffer, measured)
+                        tmp.append(gw)
+                        made.remove(gw)
+                        grads_of_weights.remove(gw)
+                        sim.touch(grad[v], s_dw)
+                        new = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
+                        made.append(new)
+                        grads_of_weights.append(new)
+                        grad[v] = new
+                        grad_contig[v] = True
                     else:
                         grad[v] = gw
                     continue
@@ -603,6 +954,8 @@ def replay(tg, config):
             for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                         ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
                 alts = f.get(key, ()) if runs else ()
+                if alts == "unused_outputs":  # zeros for each output that got no gradient
+                    alts = ((sum(opd[v].nbytes for v in op.outputs if v >= 0 and grad.get(v) is None),),)
                 alts = alts(op, opd) if callable(alts) else alts
                 tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
                 if tmp_b:

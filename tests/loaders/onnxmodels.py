@@ -39,3 +39,23 @@ def save(tmp_path, name, m: onnx.ModelProto, **kw) -> str:
     p = str(tmp_path / name)
     onnx.save(m, p, **kw)
     return p
+
+
+def nested_if(depth: int, width: int = 4) -> onnx.ModelProto:
+    """x[1, width] -> one If whose then and else branches each hold an If, `depth` levels deep: the
+    file doubles per level (2^(depth+1) - 2 nodes inside subgraphs). A Relu of the outer x at the leaves."""
+    def level(d, tag):
+        out = f"y{tag}"
+        if d == 0:
+            return helper.make_node("Relu", ["x"], [out], name=f"relu{tag}")
+        branches = [helper.make_graph([level(d - 1, tag + b)], f"g{tag}{b}", [],
+                                      [helper.make_tensor_value_info(f"y{tag}{b}", TensorProto.FLOAT, [1, width])])
+                    for b in ("t", "e")]
+        return helper.make_node("If", ["c"], [out], name=f"if{tag}", then_branch=branches[0],
+                                else_branch=branches[1])
+
+    g = helper.make_graph([level(depth, "")], "nested",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width]),
+                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])

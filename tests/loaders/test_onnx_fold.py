@@ -119,3 +119,21 @@ def test_an_index_table_the_stripper_left_out_is_unknown_not_an_error():
     stripped = onnx.load_from_string(strip_model(data, len(data))[0])
     known = _known_initializers(stripped)
     assert "idx" not in known and list(known["shape"]) == [2, 3]
+
+
+def test_an_empty_slice_of_a_shape_vector_folds_away(tmp_path):
+    """TorchScript writes `x.reshape(*x.shape[:0], -1, 4)` (timm's hiera and gcvit) as
+    Slice(Shape(x), 0, 0) -> an int64 vector with no elements -> Concat into the Reshape target. Every
+    shape is static, yet the empty vector was refused ("has a zero dimension 0"); it folds away."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("Shape", ["a"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "zero", "ax0"], ["none"]),
+             helper.make_node("Concat", ["none", "tail"], ["target"], axis=0),
+             helper.make_node("Reshape", ["a", "target"], ["y"])]
+    inits = {"p": np.ones((1, 3, 4), np.float32), "zero": i64([0]), "ax0": i64([0]), "tail": i64([-1, 4])}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 4))], [("y", (6, 4))], inits))
+    g = load_model(p)
+    assert [o.type for o in g.operations] == ["Add", "Reshape"]
+    assert {o.name: tuple(o.shape) for o in g.operands}["y"] == (6, 4)
+    check_verify(p)

@@ -139,3 +139,45 @@ def test_inspect_names_the_rule_and_what_it_could_not_tell(tmp_path):
     assert ("parameters by torch.onnx dynamo graph signature: 3 of 5 float constants; not parameters: "
             "[val_9, m.lifted_tensor_0]; assumed trainable (the file does not tell): [unsqueeze_1]") in r.output
     assert "100 float parameters" in r.output  # m.fc.weight, val_3, unsqueeze_1: 64 + 32 + 4
+
+
+def test_a_weight_shaped_like_an_embedding_table_transposed_stays_assumed(tmp_path):
+    """TorchScript's constant folding writes a tied lm_head (the embedding table, transposed) as a new
+    constant `onnx::MatMul_N`: a weight slot, so it trained beside the table and the gradient bytes
+    counted the table twice (T5, Marian, ALBERT MLM, Mamba: 1.3-1.5 x torch's parameters). An untied
+    output projection has the same shape and name; the file cannot tell them apart without reading
+    weights, so that one weight stays "assumed trainable" (listed, freezable). A weight of any other
+    shape is still decided by its slot."""
+    rng = np.random.default_rng(2)
+    inits = {"emb.weight": rng.normal(size=(50, 8)).astype(np.float32),
+             "onnx::MatMul_7": rng.normal(size=(8, 8)).astype(np.float32),
+             "onnx::MatMul_9": rng.normal(size=(8, 50)).astype(np.float32)}
+    nodes = [helper.make_node("Gather", ["emb.weight", "ids"], ["h"]),
+             helper.make_node("MatMul", ["h", "onnx::MatMul_7"], ["a"]),
+             helper.make_node("MatMul", ["a", "onnx::MatMul_9"], ["y"])]
+    m = onnx_model(nodes, [("ids", (2, 6), 7)], [("y", (2, 6, 50))], inits)
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    kinds = _kinds(load_model(p))
+    assert kinds["onnx::MatMul_7"] == "param" and kinds["onnx::MatMul_9"] == "assumed"
+    r = CliRunner().invoke(main, ["analyze", p, "-f", "json"], env={"NO_COLOR": "1"})
+    assert "onnx::MatMul_9" in json.loads(r.output)["parameters"]["assumed_trainable"]
+
+
+def test_a_shared_layer_folded_once_per_use_trains_once(tmp_path):
+    """ALBERT applies one layer twice; torch.onnx dynamo folds its transposed weight once per use
+    (val_3, val_7: both from m.layer.weight, same shape). It trained twice: the gradient bytes of a
+    tiny ALBERT masked-LM were 1.16 x torch's parameters. The second copy is not another parameter."""
+    rng = np.random.default_rng(4)
+    inits = {"val_3": rng.normal(size=(8, 8)).astype(np.float32), "val_7": rng.normal(size=(8, 8)).astype(np.float32)}
+    fx = "%linear{k} : = call_function[target=aten.linear](args = (%{a}, %p_m_layer_weight), kwargs = {{}})"
+    nodes = [_fx(helper.make_node("MatMul", ["x", "val_3"], ["a"]), fx.format(k="", a="x")),
+             _fx(helper.make_node("MatMul", ["a", "val_7"], ["y"]), fx.format(k="_1", a="linear"))]
+    m = onnx_model(nodes, [("x", (2, 8))], [("y", (2, 8))], inits)
+    m.graph.metadata_props.add(key=SIG_KEY, value="\n# inputs\np_m_layer_weight: PARAMETER target='m.layer.weight'\n"
+                                                  "x: USER_INPUT\n")
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    assert _kinds(load_model(p)) == {"val_3": "param", "val_7": "buffer"}
+    r = CliRunner().invoke(main, ["analyze", p, "-f", "json"], env={"NO_COLOR": "1"})
+    assert json.loads(r.output)["categories"]["gradient"]["naive"] == 8 * 8 * 4

@@ -207,7 +207,7 @@ REFUSED = {
     "div_tensors": (div_tensors, -1, "Div: ", ("fails", "Unsupported Binary Arithmetic Operation")),
     "reshape_fixed_rows": (reshape_rows([4, 8]), -1, "Reshape to the constant shape (4, 8)",
                            ("fails", "Reshape: 2nd param is not compatible with the shape of input")),
-    "relu_n1_to_1": (relu_n1_to_1, -1, "RELU_N1_TO_1 has no kernel",
+    "relu_n1_to_1": (relu_n1_to_1, -1, "Clip has no kernel",  # memplan trains RELU_N1_TO_1 as Clip(-1, 1)
                      ("fails", "This layer suppports only ReLU(0-inf) and ReLU6(0-6)")),
 }
 

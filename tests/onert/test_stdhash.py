@@ -145,3 +145,28 @@ def test_replay_is_fast_on_a_large_graph():
     r = replay_of(m)
     assert time.perf_counter() - t0 < 5
     assert len(r.planner_order) == len(r.kernel_order) == len(m.ops) + 1
+
+
+def _node_by_node(keys, hash_fn):
+    m = UnorderedMap(hash_fn)
+    for k in keys:
+        m.insert(k)
+    return m
+
+
+@pytest.mark.parametrize("n", [1, 2, 13, 14, 30, 700, 1999, 2001, 6000, 12000])
+def test_reinserted_per_bucket_count_equals_node_by_node(n):
+    # reinserted() computes the order per bucket count (numpy above 2,000 keys); after it, the map
+    # must behave as one filled key by key, also for later erases and inserts
+    rnd = random.Random(n)
+    for keys, h in (([rnd.randrange(1 << 20) for _ in range(n)], lambda k: k),
+                    ([(rnd.randrange(1 << 14), rnd.random() < 0.5) for _ in range(n)], training_hash)):
+        a, b = _node_by_node(keys, h), reinserted(keys, h)
+        assert (a.nbkt, len(a), a.keys()) == (b.nbkt, len(b), b.keys())
+        more = [k for k in ([rnd.randrange(1 << 20) for _ in range(n // 2 + 2)] if h is not training_hash
+                            else [(rnd.randrange(1 << 14), True) for _ in range(n // 2 + 2)])]
+        for m in (a, b):
+            m.erase(keys[0])
+            for k in more:
+                m.insert(k)
+        assert (a.nbkt, a.keys()) == (b.nbkt, b.keys())

@@ -258,3 +258,24 @@ def test_tflite_add_n(tmp_path):
     assert [o.type for o in load_model(p).operations].count("Sum") == 1
     assert check_gradients(p) >= 24
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_onnx_mean_is_the_elementwise_mean_of_its_inputs(tmp_path, n):
+    """ONNX Mean averages its inputs elementwise, broadcasting (it was read as TF Lite's reducing MEAN
+    and refused): forward, each side's gradient dY / n with broadcast sides summed back, verify."""
+    from memplan_cli.ops.binary import SPECS
+
+    ins = ["a", "p", "r"][:n]
+    inits = {"q": np.ones((1, 4), np.float32), "p": np.ones((3, 1), np.float32), "r": np.ones((4,), np.float32)}
+    inits = {k: v for k, v in inits.items() if k in ("q", *ins)}
+    shape = (2, 1, 4) if n == 1 else (2, 3, 4)
+    nodes = [helper.make_node("Add", ["x", "q"], ["a"]), helper.make_node("Mean", ins, ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 1, 4))], [("y", shape)], inits))
+    assert [o.type for o in load_model(p).operations] == ["Add", "MeanOf"]
+    xs = [RNG.uniform(0, 1, (2, 1, 4)), RNG.uniform(0, 1, (3, 1)), RNG.uniform(0, 1, (4,))][:n]
+    want = np.mean(np.stack(np.broadcast_arrays(*xs)), axis=0)  # the ONNX spec's definition
+    np.testing.assert_allclose(SPECS["MeanOf"].forward(xs, {}, None), want, rtol=1e-12)
+    feeds = {k: v for k, v in FEEDS.items() if k in ("x", "q", *ins)}
+    assert check_gradients(p, feeds=feeds) >= 4
+    check_verify(p, "-b", "2")

@@ -121,3 +121,20 @@ def test_a_parameter_as_the_data_operand_of_a_fused_linear_trains(tmp_path):
     p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 3, 4))], [("y", (2, 3, 3, 4))], inits))
     assert check_gradients(p) >= 40
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_matmul_of_an_operand_with_itself(tmp_path, trans):
+    """a @ a (and a @ a^T: Keras' Attention()([h, h]) converts to BATCH_MATMUL(h, h, adj_y)): both
+    sides' gradients go to a's one back-prop, summed (verify refused it: "MatMul of an operand with
+    itself"); checked against finite differences."""
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"])]
+    if trans:
+        nodes.append(helper.make_node("Gemm", ["a", "a"], ["y"], transB=1))
+    else:
+        nodes.append(helper.make_node("MatMul", ["a", "a"], ["y"]))
+    shape = (4, 4) if trans else (2, 4, 4)
+    p = save(tmp_path, onnx_model(nodes, [("x", shape)], [("y", (4, 4) if trans else shape)],
+                                  {"p": np.linspace(-1, 1, 16).reshape(4, 4).astype(np.float32)}))
+    assert check_gradients(p) >= 8
+    check_verify(p)

@@ -184,3 +184,23 @@ def test_argmax_pool_and_unpool_train_and_verify(tmp_path):
 def test_overlapping_unpool_windows_stay_custom(tmp_path):
     g = load_model(write(tmp_path, "m.tflite", _segnet(padding=2, stride=1, filt=2, hw=4)))
     assert g.operations[3].type == "MaxUnpooling2D"
+
+
+@pytest.mark.parametrize("act", ["silu", "swish"])
+def test_a_seeded_sources_activation_attribute_is_its_own(tmp_path, act):
+    """An op memplan has no kernel for (onnx's CausalConvWithState, opset 27, activation="silu") runs
+    seeded in verify; its `activation` attribute is not a fused activation memplan applies (verify
+    stopped with an internal error on "silu")."""
+    from onnx import helper
+
+    from tests.ops.gradcheck import onnx_model, save
+
+    nodes = [helper.make_node("CausalConvWithState", ["x", "k"], ["u", "s"], activation=act),
+             helper.make_node("Mul", ["u", "w"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 4, 8)), ("k", (4, 1, 4))], [("y", (2, 4, 8)), ("u", (2, 4, 8)), ("s", (2, 4, 3))],
+                   {"w": np.full((1, 4, 8), 0.5, np.float32)}, opset=27)
+    m.ir_version = 13
+    p = save(tmp_path, m)
+    for args in ((), ("-O", "adam", "-b", "3")):
+        doc = check_verify(p, *args)
+        assert doc["seeded_sources"] == ["#0 CausalConvWithState"]

@@ -119,3 +119,55 @@ def test_a_constant_initial_state_is_not_a_parameter(tmp_path):
     want = sum((n * 4 + 15) // 16 * 16 for n in (4 * 5 * 3, 4 * 5 * 5, 8 * 5))
     assert doc["categories"]["gradient"]["naive"] == want
     check_verify(p, "-b", "2")  # h0 of batch 1 broadcasts over the re-batched samples
+
+
+@pytest.mark.parametrize("t,direction,layout", [("LSTM", "reverse", 0), ("GRU", "bidirectional", 0),
+                                                ("RNN", "bidirectional", 1)])
+def test_a_node_without_y_keeps_y_h_in_its_place(tmp_path, t, direction, layout):
+    """onnx's own backend tests write `LSTM(...) -> ("", Y_h, Y_c)`: Y left out. Y_h must stay output 1
+    (read as Y it was mis-sized and verify crashed); Y becomes an internal tensor backward reads."""
+    S, B, I, H = 4, 2, 3, 5
+    nd = 2 if direction == "bidirectional" else 1
+    inits = _weights(t, nd, H, I, seed=3)
+    outs = ["", "Yh"] + (["Yc"] if t == "LSTM" else [])
+    node = helper.make_node(t, ["x", "W", "R", "B"], outs, **_attrs(t, direction, layout, 1, H))
+    hs = (nd, B, H) if not layout else (B, nd, H)
+    m = onnx_model([node], [("x", (S, B, I) if not layout else (B, S, I))], [(o, hs) for o in outs if o], inits)
+    xv = np.random.default_rng(4).normal(size=(S, B, I) if not layout else (B, S, I)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": xv})
+    p = save(tmp_path, m)
+    op = next(o for o in load_model(p).operations if o.type == t)
+    g = load_model(p)
+    assert [g.operands[o].name for o in op.outputs[1:]] == [o for o in outs if o]
+    assert g.operands[op.outputs[0]].shape == ((S, nd, B, H) if not layout else (B, S, nd, H))
+    got = run_forward(op, [xv, inits["W"], inits["R"], inits["B"]], [(S, nd, B, H) if not layout else (B, S, nd, H)]
+                      + [w.shape for w in want], np.float32)
+    for a, w in zip(got[1:], want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6)
+    check_verify(p)
+
+
+def test_an_lstm_without_y_h_keeps_y_c_in_its_place(tmp_path):
+    """("Y", "", "Y_c"): Y_h becomes an internal tensor, Y_c stays output 2 (not read as Y_h)."""
+    S, B, I, H = 3, 2, 3, 4
+    inits = _weights("LSTM", 1, H, I, seed=5)
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "", "Yc"], hidden_size=H)
+    m = onnx_model([node], [("x", (S, B, I))], [("Y", (S, 1, B, H)), ("Yc", (1, B, H))], inits)
+    p = save(tmp_path, m)
+    g = load_model(p)
+    op = next(o for o in g.operations if o.type == "LSTM")
+    assert [g.operands[o].name for o in op.outputs] == ["Y", "LSTM:Y_h", "Yc"]
+    check_verify(p)
+
+
+def test_an_unknown_op_with_an_absent_output_between_others_loads(tmp_path):
+    """ONNX Attention (opset 23) writes ("Y", "", "", "qk_matmul_output"); memplan has no converter for it:
+    its absent outputs are left out (a seeded source in verify)."""
+    q = (2, 3, 4, 8)
+    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y", "", "", "qk"], qk_matmul_output_mode=0)
+    m = onnx_model([node], [("Q", q), ("K", q), ("V", q)], [("Y", q), ("qk", (2, 3, 4, 4))], {}, opset=23)
+    m.ir_version = 10
+    p = save(tmp_path, m)
+    op = load_model(p).operations[0]
+    assert op.type == "Attention" and len(op.outputs) == 2 and min(op.outputs) >= 0
+    check_verify(p)

@@ -127,3 +127,18 @@ def test_size_and_constant_fill(tmp_path):
     p = save(tmp_path, m)
     assert check_gradients(p) >= 3
     check_verify(p)
+
+
+def test_castlike_is_a_cast_to_its_second_inputs_type(tmp_path):
+    """ONNX CastLike (onnxscript's function bodies use it) was refused inside the backward region: it is
+    a Cast whose target type comes from `like`; `like` is read for its type only (no gradient)."""
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("CastLike", ["a", "like"], ["c"]),
+             helper.make_node("Mul", ["c", "w"], ["y"])]
+    inits = {"p": np.full((1, 4), 0.5, np.float32), "like": np.zeros((1,), np.float64),
+             "w": np.full((1, 4), 2.0, np.float64)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 4))], [("y", (2, 4), TensorProto.DOUBLE)], inits))
+    g = load_model(p)
+    cast = next(o for o in g.operations if o.source_type == "CastLike")
+    assert cast.type == "Cast" and len(cast.inputs) == 1 and g.operands[cast.outputs[0]].dtype == "float64"
+    assert check_gradients(p) >= 4
+    check_verify(p, "-b", "2")

@@ -46,14 +46,39 @@ class UnorderedMap:
         self._next_resize = 0
         self._nxt: dict = {_HEAD: None}
         self._bkt: dict = {}  # bucket -> node before the bucket's first node
+        # a map filled by `reinserted` keeps only its keys in order until it is changed: most are
+        # only iterated, and the linked list costs a dict entry per key
+        self._order: list | None = None
+
+    def _linked(self) -> None:
+        """Build the linked list and buckets from `_order` (before a change)."""
+        order, self._order = self._order, None
+        nxt = self._nxt = dict(zip(order, order[1:]))
+        nxt[order[-1]] = None
+        nxt[_HEAD] = order[0]
+        h, nb = self.h, self.nbkt
+        bkt = self._bkt = {}
+        prev = _HEAD
+        for k in order:  # runs are contiguous: a bucket's first node follows its `before`
+            b = h(k) % nb
+            if b not in bkt:
+                bkt[b] = prev
+            prev = k
 
     def __len__(self) -> int:
+        if self._order is not None:
+            return len(self._order)
         return len(self._nxt) - 1
 
     def __contains__(self, k) -> bool:
+        if self._order is not None:
+            self._linked()
         return k in self._nxt and k is not _HEAD
 
     def __iter__(self):
+        if self._order is not None:
+            yield from self._order
+            return
         k = self._nxt[_HEAD]
         while k is not None:
             yield k
@@ -81,6 +106,8 @@ class UnorderedMap:
         _link(self._nxt, self._bkt, self.h, self.nbkt, k, b)
 
     def insert(self, k) -> None:
+        if self._order is not None:
+            self._linked()
         nxt = self._nxt
         if k in nxt and k is not _HEAD:
             return
@@ -140,13 +167,92 @@ def _link(nxt: dict, bkt: dict, h, nbkt: int, k, b) -> None:
         bkt[b] = _HEAD
 
 
+def _growth_steps() -> list:
+    """[(n, buckets)]: inserting the n-th key into a fresh map first rehashes to `buckets`."""
+    m, steps, n = UnorderedMap(), [], 1
+    while True:
+        try:
+            nb = m._grow_to(n)
+        except OverflowError:
+            return steps
+        if nb is not None:
+            steps.append((n, nb))
+            m.nbkt = nb
+        n = max(n + 1, m._next_resize + 1)
+
+
+_STEPS = _growth_steps()
+
+
 def reinserted(keys, hash_fn=lambda k: k) -> UnorderedMap:
-    """A fresh map filled by inserting `keys` in order (how onert copies its containers)."""
+    """A fresh map filled by inserting `keys` in order (how onert copies its containers).
+
+    Computed per bucket count rather than node by node: between two rehashes every link follows
+    one rule (a key into an empty bucket goes to the front of the list, otherwise to the front of
+    its bucket's run), so the list is the buckets' runs, the bucket filled last first, each run's
+    keys newest first; a rehash links the old list's keys in list order the same way. Tested
+    against the node-by-node map (tests/onert/test_stdhash.py)."""
+    keys = list(dict.fromkeys(keys))  # inserting a present key changes nothing
     m = UnorderedMap(hash_fn)
-    insert = m.insert
-    for k in keys:
-        insert(k)
+    n = len(keys)
+    if not n:
+        return m
+    if n > _STEPS[-1][1]:
+        raise OverflowError("unordered_map emulation: too many elements")
+    if n == 1:
+        m.nbkt = m._next_resize = _STEPS[0][1]
+        m._order = keys
+        return m
+    if n > _NUMPY_FROM:
+        m._order, m.nbkt = _order_np(keys, hash_fn, n)
+        m._next_resize = m.nbkt
+        return m
+    order: list = []
+    for j, (start, nb) in enumerate(_STEPS):
+        if start > n:
+            break
+        end = _STEPS[j + 1][0] - 1 if j + 1 < len(_STEPS) else n
+        runs: dict = {}
+        for k in order + keys[start - 1:end]:
+            b = hash_fn(k) % nb
+            r = runs.get(b)
+            if r is None:
+                runs[b] = [k]
+            else:
+                r.append(k)
+        order = [k for r in reversed(runs.values()) for k in reversed(r)]
+        m.nbkt = m._next_resize = nb  # what _grow_to leaves after each rehash
+    m._order = order
     return m
+
+
+_NUMPY_FROM = 2000  # keys; below, numpy's per-call cost is more than the Python loop's
+
+
+def _order_np(keys: list, hash_fn, n: int) -> tuple[list, int]:
+    """`reinserted`'s order and bucket count with numpy: per bucket count, a stable sort of the
+    sequence reversed by the bucket's first appearance, latest first."""
+    import numpy as np
+
+    if hash_fn is training_hash:
+        hv = [(o << 16) | (1 if f else 0) for o, f in keys]
+    else:
+        hv = [hash_fn(k) for k in keys]
+    h = np.array(hv, dtype=np.uint64)
+    order = np.empty(0, dtype=np.int64)
+    last = 0
+    for j, (start, nb) in enumerate(_STEPS):
+        if start > n:
+            break
+        last = nb
+        end = min(_STEPS[j + 1][0] - 1, n) if j + 1 < len(_STEPS) else n
+        seq = np.concatenate([order, np.arange(start - 1, end, dtype=np.int64)])
+        b = (h[seq] % np.uint64(nb)).astype(np.int64)
+        used, at = np.unique(b, return_index=True)  # each bucket's first position in seq
+        first = np.zeros(nb, dtype=np.int64)
+        first[used] = at
+        order = seq[::-1][np.argsort(-first[b[::-1]], kind="stable")]
+    return [keys[i] for i in order.tolist()], last
 
 
 def training_hash(key) -> int:
@@ -231,10 +337,7 @@ class OnertReplay:
         operands.insert(loss_out)
         ops = reinserted(reinserted(range(m_ops)))
         ops.insert(loss_op)
-        uses: dict = {}
-        for k in range(m_ops + 1):
-            for i in ins[k]:
-                uses.setdefault(i, UnorderedMap()).insert(k)
+        uses = _use_sets(range(m_ops + 1), ins)
         # 3: the lowered graph
         operands = reinserted(operands)
         ops = reinserted(ops)
@@ -270,10 +373,7 @@ class OnertReplay:
         self.kernel_order = [k for k in whole if k <= loss_op]  # Linear::linearize, minus Permutes
         # 4-5: the train backend's partial graph and its TrainableGraph copy
         train_ops = [k for k in ops if k <= loss_op]
-        puses: dict = {}
-        for k in train_ops:
-            for i in ins[k]:
-                puses.setdefault(i, UnorderedMap()).insert(k)
+        puses = _use_sets(train_ops, ins)
         tops = reinserted(reinserted(train_ops))
         self.planner_order = dfs_topological(list(tops), puses, outs)
         builtin = set(inputs) | {y_true, permuted[y_pred]}
@@ -287,6 +387,19 @@ class OnertReplay:
         want[permuted[y_true]] = "y_true"
         # [(onert operand index, graph input index | "y_true")] in claim order
         self.zero_def = [(k[0], want[k[0]]) for k in defs_map if k[0] in want]
+
+
+def _use_sets(op_order, ins) -> dict:
+    """{operand: its use set}, each op added to its inputs' sets in `op_order`."""
+    keys: dict = {}
+    for k in op_order:
+        for i in ins[k]:
+            r = keys.get(i)
+            if r is None:
+                keys[i] = [k]
+            else:
+                r.append(k)
+    return {i: reinserted(r) for i, r in keys.items()}
 
 
 def unordered_order(ir, candidates):

@@ -65,7 +65,7 @@ class TrainIR:
     backward_order: list  # essential backward order
     backward_enabled: set
     weight_update: set
-    # (operand, is_forward) -> set of (op, is_forward)
+    # (operand, is_forward) -> set of (op, is_forward) (UseDefs: empty when absent)
     uses: dict = field(default_factory=dict)
     defs: dict = field(default_factory=dict)
     x_inputs: list = field(default_factory=list)
@@ -198,6 +198,24 @@ def _truncate(border, ops, n_operands, alive_cond) -> list:
     return [k for k in border if k in alive]
 
 
+class UseDefs(dict):
+    """(operand, is_forward) -> set of (op, is_forward); an operand with none reads as an empty
+    set without being stored (a large graph has four per operand, most of them empty)."""
+
+    def __missing__(self, key):
+        return _NONE
+
+    def add(self, key, value) -> None:
+        s = self.get(key)
+        if s is None:
+            self[key] = {value}
+        else:
+            s.add(value)
+
+
+_NONE = frozenset()
+
+
 def _weighted(op_type: str) -> bool:
     """Conv2D / DepthwiseConv2D / FullyConnected: the backward region is cut to ops reachable forward
     from one (its family's onert "weighted" fact)."""
@@ -214,44 +232,42 @@ class _Chains:
 
     def use(self, operand) -> None:
         """The backward reads the forward value."""
-        self.uses[(operand, True)].add(self.b)
+        self.uses.add((operand, True), self.b)
 
     def bp_def(self, operand) -> None:
         """The backward defines the operand's back-prop (none for a constant)."""
         if operand not in self.const:
-            self.defs[(operand, False)].add(self.b)
+            self.defs.add((operand, False), self.b)
 
     def grad_def(self, operand) -> None:
         """The backward defines the operand's gradient (a weight's, a bias's)."""
-        self.defs[(operand, False)].add(self.b)
+        self.defs.add((operand, False), self.b)
 
     def drop_incoming(self, operand) -> None:
         """The backward reads no incoming back-prop of the operand (the loss starts it)."""
-        self.uses[(operand, False)].discard(self.b)
+        s = self.uses.get((operand, False))
+        if s:
+            s.discard(self.b)
 
 
 def _usedefs(ir: TrainIR) -> None:
     """Training use-def chains, as UseDefGenerator builds them."""
-    uses: dict = {}
-    defs: dict = {}
-    for o in ir.operands:
-        for fwd in (True, False):
-            uses[(o.index, fwd)] = set()
-            defs[(o.index, fwd)] = set()
+    uses, defs = UseDefs(), UseDefs()
     for op in ir.ops:
+        f = (op.index, True)
         for o in op.outputs:
             if o >= 0:
-                defs[(o, True)].add((op.index, True))
+                defs.add((o, True), f)
         for i in op.inputs:
             if i >= 0:
-                uses[(i, True)].add((op.index, True))
+                uses.add((i, True), f)
 
     const = {o.index for o in ir.operands if o.is_const}
     from memplan_cli import ops as registry
 
     for k in ir.backward_order:
         op = ir.ops[k]
-        uses[(op.outputs[0], False)].add((k, False))  # the incoming back-prop
+        uses.add((op.outputs[0], False), (k, False))  # the incoming back-prop
         usedef = (registry.profile_facts("onert", op.type) or {}).get("usedef")
         if usedef is not None:  # the op family's onert facts (UseDefGenerator::visit)
             usedef(op, _Chains(k, uses, defs, const))

@@ -1,0 +1,223 @@
+"""The torch profile's facts for transformer and sequence ops, on tiny hand-built ONNX graphs (no torch
+needed). Each expected figure follows from a fact read off torch 2.14's allocator events
+(devtools/torch_oracle.py checks whole networks against the real thing when torch is installed)."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper, save
+
+from memplan_cli.analysis import analyze_graph
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.loaders import load_model
+
+F = TensorProto.FLOAT
+
+
+def _model(tmp_path, nodes, inputs, outputs, inits=(), name="m"):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return load_model(str(path))
+
+
+def _run(g, **cfg):
+    return analyze_graph(g, TrainConfig(**{"loss": "cce", **cfg}), profile="torch")
+
+
+def _cols(a, name):
+    return next(v for k, v in a.extras["per_layer_extra"].items() if k.endswith(f"({name})"))
+
+
+def _w(*shape):
+    return np.full(shape, 0.1, np.float32)
+
+
+def test_pow_backward_makes_two_input_sized_temporaries(tmp_path):
+    # pow(h, 2)'s backward is grad * (2 * h.pow(1)): h.pow(1) and 2 * it (32 B each) live while the
+    # gradient of h (32 B) is made; forward keeps h
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Pow", ["h", "two"], ["y"], name="pow")],
+               [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4)), ("two", np.float32(2.0))])
+    c = _cols(_run(g), "pow")
+    assert c["bwd_mem_tmp"] == 64 and c["bwd_mem_out"] == 32 and c["fwd_mem_out"] == 32
+
+
+def test_elementwise_max_keeps_both_and_masks_each_side(tmp_path):
+    # maximum's backward, per side: a bool mask (8 B), grad / 2 (32 B), an equality mask (8 B), then
+    # where(): that side's gradient (32 B); the sides run one after the other
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+                          helper.make_node("MatMul", ["x", "w2"], ["b"], name="mm2"),
+                          helper.make_node("Max", ["a", "b"], ["y"], name="max")],
+               [("x", F, [2, 4])], [("y", [2, 4])], [("w1", _w(4, 4)), ("w2", _w(4, 4))])
+    c = _cols(_run(g), "max")
+    assert c["bwd_mem_tmp"] == 48 and c["bwd_mem_out"] == 64
+
+
+def test_split_outputs_are_views_and_a_missing_gradient_is_zeros(tmp_path):
+    # split makes no tensor; its backward concatenates the outputs' gradients, zeros (16 B) for the
+    # third output nothing read, into h's gradient (48 B)
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Split", ["h", "sizes"], ["a", "b", "c"], axis=1, name="split"),
+                          helper.make_node("Mul", ["a", "b"], ["y"], name="mul")],
+               [("x", F, [2, 4])], [("y", [2, 2])], [("w", _w(4, 6)), ("sizes", np.array([2, 2, 2], np.int64))])
+    c = _cols(_run(g), "split")
+    assert c["fwd_mem_out"] == 0 and c["bwd_mem_tmp"] == 16 and c["bwd_mem_out"] == 48
+
+
+def test_reshape_copies_only_when_no_view_exists(tmp_path):
+    # after a transpose, flattening the two swapped axes has no view (a 96 B copy); splitting the last
+    # axis of a narrowed tensor has one
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Transpose", ["h"], ["t"], perm=[0, 2, 1], name="tr"),
+                          helper.make_node("Reshape", ["t", "s12"], ["f"], name="flat"),
+                          helper.make_node("Slice", ["h", "st", "en", "ax"], ["n"], name="narrow"),
+                          helper.make_node("Reshape", ["n", "s222"], ["r"], name="view"),
+                          helper.make_node("Reshape", ["r", "s8"], ["r8"], name="back"),
+                          helper.make_node("Concat", ["f", "r8"], ["y"], axis=1, name="cat")],
+               [("x", F, [2, 3, 4])], [("y", [2, 20])],
+               [("w", _w(4, 4)), ("s12", np.array([2, 12], np.int64)), ("st", np.array([0], np.int64)),
+                ("en", np.array([2], np.int64)), ("ax", np.array([1], np.int64)),
+                ("s222", np.array([2, 2, 2, 2], np.int64)), ("s8", np.array([2, 8], np.int64))])
+    a = _run(g)
+    assert _cols(a, "flat")["fwd_mem_out"] == 96
+    assert _cols(a, "view")["fwd_mem_out"] == 0
+
+
+def test_elementwise_result_keeps_a_transposed_layout(tmp_path):
+    # TensorIterator writes t * 2 in t's (transposed) layout: flattening it then copies (96 B)
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Transpose", ["h"], ["t"], perm=[0, 2, 1], name="tr"),
+                          helper.make_node("Mul", ["t", "two"], ["m"], name="scale"),
+                          helper.make_node("Reshape", ["m", "s12"], ["y"], name="flat")],
+               [("x", F, [2, 3, 4])], [("y", [2, 12])],
+               [("w", _w(4, 4)), ("two", np.float32(2.0)), ("s12", np.array([2, 12], np.int64))])
+    assert _cols(_run(g), "flat")["fwd_mem_out"] == 96
+
+
+def test_dropout_of_zero_is_its_input(tmp_path):
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Dropout", ["h", "r"], ["y"], name="drop")],
+               [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4)), ("r", np.float32(0.0))])
+    c = _cols(_run(g), "drop")
+    assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
+
+
+def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
+    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8)."""
+    nodes = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"], name="qkv"),
+             helper.make_node("Reshape", ["qkv", "s5"], ["r5"], name="view"),
+             helper.make_node("Transpose", ["r5"], ["p"], perm=[2, 0, 3, 1, 4], name="permute"),
+             helper.make_node("Split", ["p"], ["q1", "k1", "v1"], axis=0, num_outputs=3, name="unbind"),
+             helper.make_node("Squeeze", ["q1", "a0"], ["q"], name="sq_q"),
+             helper.make_node("Squeeze", ["k1", "a0"], ["k"], name="sq_k"),
+             helper.make_node("Squeeze", ["v1", "a0"], ["v"], name="sq_v"),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+             helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
+             helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
+             helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax")]
+    last = "probs"
+    for op, attrs in after_softmax:
+        nodes.append(helper.make_node(op, [last, "r"], [f"{last}_d"], name="attn_drop", **attrs))
+        last = f"{last}_d"
+    nodes += [helper.make_node("MatMul", [last, "v"], ["o"], name="sdpa"),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3], name="merge"),
+              helper.make_node("Reshape", ["ot", "s3"], ["y0"], name="flat")]
+    nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
+    inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
+             ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1))]
+    return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
+
+
+def test_sdpa_decomposition_is_the_fused_cpu_kernel(tmp_path):
+    # no (1, 2, 4, 4) score tensor: the kernel makes the output (256 B), a float logsumexp per query
+    # row (1 * 2 * 4 * 4 = 32 B) and, for one thread, a scratch of q block 4 x kv block 4 scores, two
+    # row vectors and a 4 x 8 output block ((16 + 8 + 32) * 4 = 224 B); backward makes q, k and v's
+    # gradients (256 B each) beside a scratch of scores and their gradient plus the row sums
+    # ((2 * 16 + 4) * 4 = 144 B)
+    a = _run(_attention(tmp_path))
+    c = _cols(a, "sdpa")
+    assert c["fwd_mem_out"] == 256 and c["fwd_mem_tmp"] == 32 + 224
+    assert c["bwd_mem_out"] == 3 * 256 and c["bwd_mem_tmp"] == 144
+    assert not any(b.name in ("scores", "probs", "qs", "ks") for b in a.buffers.buffers)
+    # the output is laid out like q (a transposed view of the projection): merging the heads is a view
+    assert _cols(a, "flat")["fwd_mem_out"] == 0
+
+
+def test_sdpa_with_its_dropout_written_is_the_math_path(tmp_path):
+    # TorchScript writes sdpa's dropout: eager took the math path, op by op
+    a = _run(_attention(tmp_path, after_softmax=[("Dropout", {})]))
+    assert any(b.name == "probs" for b in a.buffers.buffers)
+
+
+def test_sdpa_in_a_model_with_dropout_is_refused(tmp_path):
+    # a dropout elsewhere and none in the attention: dynamo's export (which drops sdpa's dropout) cannot
+    # say whether eager ran the fused kernel or the math path
+    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")])
+    with pytest.raises(UnsupportedOpError, match="scaled_dot_product_attention in a model with dropout"):
+        _run(g)
+
+
+def test_tied_weight_gradients_sum_out_of_place(tmp_path):
+    # the embedding table W (40 B) also projects back (h @ W^T): its first gradient comes through the
+    # transpose, a non-contiguous view the engine does not add into: the embedding's backward makes
+    # its own (40 B, a temporary) and the sum (40 B, W's .grad)
+    g = _model(tmp_path, [helper.make_node("Gather", ["W", "ids"], ["h"], name="emb"),
+                          helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0], name="tie"),
+                          helper.make_node("MatMul", ["h", "Wt"], ["y"], name="head")],
+               [("ids", TensorProto.INT64, [2, 3])], [("y", [2, 3, 5])], [("W", _w(5, 2))])
+    c = _cols(_run(g), "emb")
+    assert c["bwd_mem_out"] == 40 and c["bwd_mem_tmp"] == 40
+
+
+def test_recurrent_layers_are_refused_with_the_reason(tmp_path):
+    nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=3, name="lstm")]
+    g = _model(tmp_path, nodes, [("x", F, [5, 2, 4])], [("y", [5, 1, 2, 3])],
+               [("W", _w(1, 12, 4)), ("R", _w(1, 12, 3))])
+    with pytest.raises(UnsupportedOpError, match="oneDNN's fused RNN"):
+        _run(g)
+
+
+def test_lora_adapters_run_beside_their_projection(tmp_path):
+    # `--lora` appends the adapter ops to the graph; eager runs them right after the projection they
+    # patch, so the model's output requires grad and backward reaches A's gradient (4 x 2 floats,
+    # 32 B) and, at B, B's (2 x 4, 32 B) and that of x A (2 x 2, 16 B) through the head
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "wq"], ["h"], name="q_proj"),
+                          helper.make_node("Relu", ["h"], ["r"], name="act"),
+                          helper.make_node("MatMul", ["r", "wo"], ["y"], name="head")],
+               [("x", F, [2, 4])], [("y", [2, 3])], [("wq", _w(4, 4)), ("wo", _w(4, 3))])
+    a = _run(g, lora_rank=2)
+    assert _cols(a, "q_proj.lora_A")["bwd_mem_out"] == 32 and _cols(a, "q_proj.lora_B")["bwd_mem_out"] == 48
+    assert _cols(a, "q_proj")["bwd_mem_out"] == 0  # the frozen projection's input needs no gradient
+
+
+def test_sdpa_with_a_folded_key(tmp_path):
+    # nn.MultiheadAttention's decomposition reaches k^T through a (batch x heads, S, d) k that is never
+    # 4-D: still the fused kernel (no score tensor), with k's sizes taken from k^T
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q0"], name="q_proj"),
+             helper.make_node("Reshape", ["q0", "s4"], ["q1"], name="q_view"),
+             helper.make_node("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3], name="q_heads"),
+             helper.make_node("MatMul", ["x", "wk"], ["k0"], name="k_proj"),
+             helper.make_node("Reshape", ["k0", "s3"], ["k1"], name="k_view"),
+             helper.make_node("Transpose", ["k1"], ["k2"], perm=[1, 0, 2], name="k_heads"),
+             helper.make_node("Transpose", ["k2"], ["k3"], perm=[0, 2, 1], name="k_t"),
+             helper.make_node("Reshape", ["k3", "s4t"], ["kt"], name="k_4d"),
+             helper.make_node("MatMul", ["x", "wv"], ["v0"], name="v_proj"),
+             helper.make_node("Reshape", ["v0", "s4"], ["v1"], name="v_view"),
+             helper.make_node("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3], name="v_heads"),
+             helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
+             helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
+             helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["probs", "v"], ["o"], name="sdpa"),
+             helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3], name="merge"),
+             helper.make_node("Reshape", ["ot", "s3o"], ["y"], name="flat")]
+    inits = [("wq", _w(16, 16)), ("wk", _w(16, 16)), ("wv", _w(16, 16)), ("s4", np.array([1, 4, 2, 8], np.int64)),
+             ("s3", np.array([4, 2, 8], np.int64)), ("s4t", np.array([1, 2, 8, 4], np.int64)),
+             ("s", np.float32(8 ** -0.25)), ("s3o", np.array([1, 4, 16], np.int64))]
+    a = _run(_model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits))
+    assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
+    assert _cols(a, "sdpa")["fwd_mem_tmp"] == 32 + 224  # logsumexp and the one-thread scratch, as above
+
