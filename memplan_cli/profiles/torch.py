@@ -533,12 +533,10 @@ def _bmm_copies(shape, st) -> bool:
 
 class TorchProfile:
     name = "torch"
-    checked = ("matched against torch 2.14's CPU allocator peak on a zoo of exported modules "
-               "(devtools/torch_oracle.py, docs/torchprof.md)")
-    OPTIONS = ("planner",)
     # how its figures were checked (`memplan compare` prints it)
-    checked = ("matched against torch 2.14's CPU allocator and MemTracker on 18 exported modules and 5 larger "
-               "networks (devtools/torch_oracle.py, docs/torchprof.md)")
+    checked = ("matched against torch 2.14's CPU allocator and MemTracker on zoos of CNN, vision, transformer "
+               "and LoRA exports (devtools/torch_oracle.py; docs/torchprof.md has each figure and what is refused)")
+    OPTIONS = ("planner",)
 
     def training_graph(self, graph, config):
         """memplan's training graph: only which weights train and the appended loss are read."""
