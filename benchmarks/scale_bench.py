@@ -195,25 +195,13 @@ def make_llama(folder: str, layers: int = 32, hidden: int = 4096, seq: int = 512
 
 
 def make_nested(folder: str, depth: int, width: int = 4) -> str:
-    """x[1, width] -> one If whose then and else branches each hold an If, `depth` levels deep."""
-    from onnx import TensorProto, helper
+    """x[1, width] -> one If whose then and else branches each hold an If, `depth` levels deep (the
+    tests' model builder, tests/loaders/onnxmodels.py nested_if)."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from tests.loaders.onnxmodels import nested_if
 
-    def level(d, tag):
-        out = f"y{tag}"
-        if d == 0:
-            return helper.make_node("Relu", ["x"], [out], name=f"relu{tag}")
-        branches = [helper.make_graph([level(d - 1, tag + b)], f"g{tag}{b}", [],
-                                      [helper.make_tensor_value_info(f"y{tag}{b}", TensorProto.FLOAT, [1, width])])
-                    for b in ("t", "e")]
-        return helper.make_node("If", ["c"], [out], name=f"if{tag}", then_branch=branches[0],
-                                else_branch=branches[1])
-
-    g = helper.make_graph([level(depth, "")], "nested",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width]),
-                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])])
-    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
-                 os.path.join(folder, f"nested{depth}.onnx"))
+    return _save(nested_if(depth, width), os.path.join(folder, f"nested{depth}.onnx"))
 
 
 def _varint(n: int) -> bytes:
