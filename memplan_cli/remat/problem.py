@@ -100,15 +100,7 @@ class RematProblem:
             self._steps_built += len(tg.steps)
             vals = self._intervals(tg)
             self._last = (key, tg, vals)  # the greedy asks for the same plan's holders next
-            n = len(tg.steps)
-            delta = [0] * (n + 1)
-            for size, a, b, _ in vals:
-                delta[a] += size
-                delta[b + 1] -= size
-            prof, cur = [], 0
-            for t in range(n):
-                cur += delta[t]
-                prof.append(cur)
+            prof = _live_bytes(vals, len(tg.steps))
             self._profiles[key] = prof
             v = self._bounds[key] = max(prof, default=0)
             rec = (tg.info.get("remat") or {}).get("recomputes", [])
@@ -166,16 +158,8 @@ class RematProblem:
         else:
             tg = self.build(key)
             vals = self._intervals(tg)
-        n = len(tg.steps)
-        delta = [0] * (n + 1)
-        for size, a, b, _ in vals:
-            delta[a] += size
-            delta[b + 1] -= size
-        over, cur = [], 0
-        for t in range(n):
-            cur += delta[t]
-            if cur > target:
-                over.append(t)
+        prof = self._profiles.get(key) or _live_bytes(vals, len(tg.steps))
+        over = [t for t, live in enumerate(prof) if live > target]
         if not over:
             return {}
         writer = {w: s.op for s in tg.steps if s.kind == "forward" for w in s.writes}
@@ -215,3 +199,16 @@ class RematProblem:
     @property
     def evaluations(self) -> int:
         return len(self._bounds)
+
+
+def _live_bytes(vals, n: int) -> list[int]:
+    """Bytes live at each of `n` steps, from (size, first, last, members) intervals: one sweep."""
+    delta = [0] * (n + 1)
+    for size, a, b, _ in vals:
+        delta[a] += size
+        delta[b + 1] -= size
+    out, cur = [], 0
+    for t in range(n):
+        cur += delta[t]
+        out.append(cur)
+    return out
