@@ -378,15 +378,22 @@ def _held(model, opt, x, y) -> int:
     return total
 
 
-def measure(name: str, optimizer: str, batch: int) -> dict:
-    from torch.profiler import ProfilerActivity, profile
-
+def _before_third_step(name: str, optimizer: str, batch: int):
+    """The module, its optimizer and its batch after two training steps on one thread: the third
+    step is the one measured (Adam's state exists by then)."""
     torch.set_num_threads(1)
     model, x, y = build(name, batch)
     opt = _optimizer(model, optimizer)
     for _ in range(2):
         _step(model, opt, x, y)
     gc.collect()
+    return model, opt, x, y
+
+
+def measure(name: str, optimizer: str, batch: int) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    model, opt, x, y = _before_third_step(name, optimizer, batch)
     held = _held(model, opt, x, y)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _step(model, opt, x, y)
@@ -433,12 +440,7 @@ def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
     MemTracker (dev-only)."""
     from torch.distributed._tools import mem_tracker as MT
 
-    torch.set_num_threads(1)
-    model, x, y = build(name, batch)
-    opt = _optimizer(model, optimizer)
-    for _ in range(2):
-        _step(model, opt, x, y)
-    gc.collect()
+    model, opt, x, y = _before_third_step(name, optimizer, batch)
     cur, best = ["(before any op)"], {"total": -1}
 
     class Tracker(MT.MemTracker):
