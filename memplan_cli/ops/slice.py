@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.concat import concat
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
@@ -254,15 +255,9 @@ def _split_sizes(node, axis: int) -> list[int]:
 
 # ---- Pack ---------------------------------------------------------------------------------------
 def pack_rule(op, ctx) -> OpRule:
-    y = op.outputs[0]
-    r = OpRule(forward=forward_io(op))
-    targets = bp_targets(op, ctx)
-    if targets:
-        r.calc_derivative = StepIO([("bp", y)], [("bp", t) for t in targets])
-    r.weights = [i for i in dict.fromkeys(op.inputs) if i >= 0 and ctx.is_param(i)]
-    if r.weights and ctx.trains(op):
-        r.calc_gradient = StepIO([("bp", y)], [("grad", w) for w in r.weights])
-    return r
+    """Concat's rule: a stack is a concatenation along a new axis (dY splits back into the inputs'
+    back-props; parameters stacked in train through it); PACK has no fused activation."""
+    return concat(op, ctx)
 
 
 def pack_forward(ctx):
