@@ -53,26 +53,25 @@ class BackwardRegion:
                 if diff[k] or k in tg.trainable_ops:
                     requires.update(o for o in op.outputs
                                     if not g.operands[o].is_const and is_float(g.operands[o]))
-        # ops the loss depends on through differentiable inputs: walk back from the loss op
-        anc_ops: set[int] = set()
-        stack = [tg.loss_op]
-        while stack:
-            k = stack.pop()
-            if k in anc_ops:
-                continue
-            anc_ops.add(k)
-            stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i >= 0 and i in defs]
-        tg.info["loss_ancestors"] = sorted(anc_ops)
+        def walk_back(through: set[int] | None) -> set[int]:
+            """The ops reached from the loss op back through differentiable inputs (those in `through`
+            only, unless it is None)."""
+            seen: set[int] = set()
+            stack = [tg.loss_op]
+            while stack:
+                k = stack.pop()
+                if k in seen:
+                    continue
+                seen.add(k)
+                stack += [defs[i] for i in diff.get(k, g.operations[k].inputs)
+                          if i in defs and (through is None or i in through)]
+            return seen
+
+        # ops the loss depends on through differentiable inputs
+        tg.info["loss_ancestors"] = sorted(walk_back(None))
         # a gradient reaches an op only through tensors that require grad: not through a bool / int
         # tensor (a Cast to bool feeding the loss), so ops behind one run forward only
-        reached: set[int] = set()
-        stack = [tg.loss_op]
-        while stack:
-            k = stack.pop()
-            if k in reached:
-                continue
-            reached.add(k)
-            stack += [defs[i] for i in diff.get(k, g.operations[k].inputs) if i in defs and i in requires]
+        reached = walk_back(requires)
         tg.backward_ops = {k for k in reached
                            if k in tg.trainable_ops or any(i in requires for i in diff.get(k, []))}
         tg.needs_bp = {i for k in tg.backward_ops for i in diff.get(k, []) if i in requires}
