@@ -239,6 +239,24 @@ def _hf_bert(lora: int):
     return _Logits(m)
 
 
+def _hf_bert_cls(peft_rank: int):
+    """The research note's BERT (shared/research/torch-memory.md): Hugging Face
+    BertForSequenceClassification (hidden 256, 4 layers, 4 heads, vocabulary 8000, its default 512
+    positions and 2 labels, eager attention). With `peft_rank`, peft's own LoRA of that rank on query /
+    value (its defaults otherwise: alpha 8, no dropout), the rest frozen, as peft leaves it."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    cfg = BertConfig(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=1024)
+    cfg._attn_implementation = "eager"
+    m = BertForSequenceClassification(cfg)
+    if peft_rank:
+        from peft import LoraConfig, get_peft_model
+
+        m = get_peft_model(m, LoraConfig(r=peft_rank, target_modules=["query", "value"]))
+    return _Logits(m)
+
+
 class Misc(nn.Module):
     """Padding, cropping, a where, an expanded gate: the less common ops."""
 
@@ -299,6 +317,8 @@ HEAVY = {
     "tv_mobilenet_v2": ("depthwise", lambda: __import__("torchvision").models.mobilenet_v2(), (3, 224, 224)),
     "hf_bert": ("transformer", lambda: _hf_bert(0), ("ids", 128, 8000)),
     "hf_bert_lora": ("lora", lambda: _hf_bert(8), ("ids", 128, 8000)),
+    "hf_bert_cls": ("transformer", lambda: _hf_bert_cls(0), ("ids", 128, 8000)),
+    "hf_bert_cls_peft": ("lora", lambda: _hf_bert_cls(8), ("ids", 128, 8000)),  # needs peft
 }
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
@@ -319,7 +339,7 @@ ZOO.update(_seq.ZOO)
 SETS = {"seq": list(_seq.ZOO)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
-         "hf_bert_lora": ["--train", "ops:*lora*"],
+         "hf_bert_lora": ["--train", "ops:*lora*"], "hf_bert_cls_peft": ["--train", "ops:*lora*"],
          "lora_mlp": ["--train", "ops:*lora*"]}
 FLAGS.update(_seq.FLAGS)
 # modules checked against a committed export (memplan re-batches it) instead of a fresh one
