@@ -327,7 +327,9 @@ try:  # vision networks (torchvision / timm), run with --vision or by name
 except ImportError:
     sys.path.insert(0, ROOT)
     from devtools.torch_vision_zoo import LARGE, VISION
+from devtools.torch_vision_zoo import CONVNEXT  # noqa: E402 (on the path by now)
 ZOO.update(VISION)
+ZOO.update(CONVNEXT)
 ZOO.update(LARGE)
 # transformer and sequence networks, the repository's own exports among them (`--set seq`)
 try:
@@ -336,7 +338,7 @@ except ImportError:  # run as a script: devtools/ is on the path, the repository
     sys.path.insert(0, ROOT)
     from devtools import torch_zoo_seq as _seq
 ZOO.update(_seq.ZOO)
-SETS = {"seq": list(_seq.ZOO)}
+SETS = {"seq": list(_seq.ZOO), "convnext": ["vis_convnext_atto"] + list(CONVNEXT)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"], "hf_bert_cls_peft": ["--train", "ops:*lora*"],
@@ -640,7 +642,8 @@ def markdown(rows) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
-    ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence networks)")
+    ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence networks; convnext: ConvNeXt's "
+                         "channels-last convolutions)")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")

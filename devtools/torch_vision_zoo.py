@@ -91,3 +91,13 @@ VISION = {
     "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),  # refused
     "vis_segnet_drop2d": ("segmentation", lambda: SegNet(bn=False, dropout2d=True), (3, 32, 32)),  # --dynamo
 }
+
+# ConvNeXt and its channels-last convolutions (LayerNorm over channels leaves a channels-last tensor):
+# timm's small ones (1x1 convolutions as the MLP: conv_mlp) and the larger design (a Linear MLP on the
+# permuted NHWC view, as torchvision writes it); `python devtools/torch_oracle.py --set convnext`
+CONVNEXT = {
+    "cl_convnext_femto": ("convnext", _timm("convnext_femto", num_classes=10), IMG),
+    "cl_convnext_pico": ("convnext", _timm("convnext_pico", num_classes=10), (3, 48, 48)),
+    "cl_tv_convnext_tiny": ("convnext", _tv("convnext_tiny", num_classes=10), IMG),
+    "cl_timm_convnext_tiny": ("convnext", _timm("convnext_tiny", num_classes=10), (3, 32, 32)),
+}

@@ -333,7 +333,94 @@ def _columns(op, operands) -> int:
     return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
 
 
+# A channels-last input (NHWC strides: ConvNeXt's LayerNorm over channels leaves one) makes oneDNN run
+# its channels-last kernels, whose output is channels-last too (the profile sets the op's
+# attrs["memory_format"]). Measured with torch 2.14's profiler (allocator events per op, one thread,
+# AVX-512), over batch 1-16, 2-56 pixels a side, 16-768 channels:
+# - ungrouped (1x1, 3x3, 2x2 / 4x4 strided): a weight that is not channels-last already (a kernel
+#   larger than 1x1) is first copied channels-last, and that copy lives through the op, forward and
+#   backward. Forward: the output, a scratchpad of CL_FWD_PAD bytes and the weight reordered (output
+#   channels rounded up to 16, to 32 when strided). Backward, the input's gradient: the weight
+#   reordered (input channels rounded to 16, to 32 when strided) and a scratchpad of CL_BWD_PAD bytes;
+#   strided, a scratchpad of CL_BWD_STRIDED bytes plus one sample's incoming gradient rounded up to
+#   16 KiB (batch-independent). Then the weight's gradient: the weight reordered (both
+#   channel counts rounded to 16), the bias's gradient twice, the weight's gradient twice.
+# - depthwise (channels-last): forward only reorders the weight (channels rounded to 16), no input or
+#   output copy; backward reorders it again for the input's gradient; the weight's gradient of a kernel
+#   larger than 3x3 goes through a scratch of CL_DW_SCRATCH x the weight (whatever the batch and image
+#   size), beside (16 x channels + 32) floats, the bias's gradient twice and the weight's twice; a 3x3
+#   one through a weight-sized buffer instead.
+# A 1x1 convolution on the slow path (batch under 16) allocates only its results, as in NCHW.
+# Not measured, refused: the slow path of a larger kernel, other grouped convolutions and depth
+# multipliers other than 1 (their channels-last kernels allocate otherwise: a depth multiplier of 2
+# reorders its weight into 256 x its size in forward already).
+CL_FWD_PAD, CL_BWD_PAD, CL_BWD_STRIDED, CL_DW_SCRATCH = 8216, 8344, 20504, 256
+
+
+def _round_to(c: int, b: int) -> int:
+    return -(-c // b) * b
+
+
+def _channels_last(op) -> bool:
+    return op.attrs.get("memory_format") == "channels_last"
+
+
+def _cl_parts(op, operands) -> dict:
+    """Byte sizes of the channels-last kernels' buffers (see above)."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    o, i = int(w.shape[0]), int(w.shape[1])
+    k = w.num_elements // max(o * i, 1)
+    e = w.nbytes // max(w.num_elements, 1)
+    b = operands[op.inputs[2]].nbytes if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+    strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
+    r = 32 if strided else 16
+    per_sample = y.nbytes // max(int(y.shape[0]), 1)
+    return {"w": w.nbytes, "b": b, "k": k, "c": o,
+            "w_cl": w.nbytes if k > 1 and i > 1 else 0,  # weight.contiguous(channels_last)
+            "fwd_w": _round_to(o, r) * i * k * e, "bwd_w": o * _round_to(i, r) * k * e,
+            "dw_w": _round_to(o, BLOCK) * _round_to(i, BLOCK) * k * e,
+            "bwd_pad": CL_BWD_STRIDED + _round_to(per_sample, 16384) if strided else CL_BWD_PAD}
+
+
+def _cl_fwd(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ()  # 1x1 (the others are refused): the output only
+    p = _cl_parts(op, operands)
+    if op.type == "DepthwiseConv2D":
+        return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
+    return ((p["w_cl"], CL_FWD_PAD, p["fwd_w"]),)
+
+
+def _cl_bwd_dx(op, operands) -> tuple:
+    if torch_backend(op, operands) == "slow":
+        return ()
+    p = _cl_parts(op, operands)
+    if op.type == "DepthwiseConv2D":
+        return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
+    return ((p["w_cl"], p["bwd_w"], p["bwd_pad"]),)
+
+
+def _cl_bwd_dw(op, operands) -> tuple:
+    """Beside the weight's and the bias's gradients (the profile counts those)."""
+    if torch_backend(op, operands) == "slow":
+        return ()
+    p = _cl_parts(op, operands)
+    w, b = p["w"], p["b"]
+    if op.type == "DepthwiseConv2D":
+        kh, kw = (int(v) for v in op.attrs["kernel"])
+        if max(kh, kw) <= 3:
+            return ((_round_to(p["c"], BLOCK) * p["k"] * (w // max(p["c"] * p["k"], 1)), b, w),)
+        big = CL_DW_SCRATCH * w
+        # with a bias: (16 x channels + 32) floats beside the scratch and the bias's gradient, before
+        # the results are made
+        early = (16 * p["c"] + 32) * 4 - w if b else 0
+        return ((big, b, w), (big, max(early, 0)))
+    return ((p["w_cl"], p["dw_w"], b, w),)
+
+
 def _torch_fwd(op, operands) -> tuple:
+    if _channels_last(op):
+        return _cl_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
@@ -344,6 +431,8 @@ def _torch_fwd(op, operands) -> tuple:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if _channels_last(op):
+        return _cl_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     bx, by, _, bw, _ = _blocked(op, operands)
@@ -355,6 +444,8 @@ def _torch_bwd_dx(op, operands) -> tuple:
 
 
 def _torch_bwd_dw(op, operands) -> tuple:
+    if _channels_last(op):
+        return _cl_bwd_dw(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
     return (("out0", "in0?g0"), ("in1",))
@@ -366,6 +457,17 @@ def _torch_refuse(op, operands) -> str | None:
         # way not worked out (measured: 37,016 B for 32->32 2x2 stride 2, 12,928 B for 8->8 3x3)
         return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
     be = torch_backend(op, operands)
+    if _channels_last(op):
+        kh, kw = (int(v) for v in op.attrs["kernel"])
+        grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
+        if be != "mkldnn" and (kh, kw) != (1, 1):
+            return "eager runs this channels-last convolution on its slow path, whose memory was not measured"
+        if grouped and (op.type != "DepthwiseConv2D" or int(op.attrs.get("depth_multiplier", 1)) != 1):
+            return ("a grouped channels-last convolution other than depthwise with one output per channel: "
+                    "its oneDNN kernel's memory was not measured")
+        if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
+            return "a dilated, transposed or not 2-D channels-last convolution: its memory was not measured"
+        return None
     if be in ("slow_dilated", "slow_transposed"):
         return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
                 f"whose memory was not measured")

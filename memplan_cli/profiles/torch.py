@@ -826,7 +826,7 @@ def replay(tg, config):
                 contig[v] = v not in strides
             outs.append(v)
         out_store[p] = [storage[v] for v in outs]
-        _memory_format(op, opd, contig, cl)
+        _memory_format(op, opd, contig, cl, strides)
         if rec and f.get("copies_noncontiguous") and not contig.get(op.inputs[0], True):
             noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
@@ -992,12 +992,26 @@ def replay(tg, config):
     return sim, layer
 
 
-def _memory_format(op, opd, contig, cl) -> None:
+def _cl_2d(shape, st) -> bool:
+    """ATen's is_channels_last_strides_2d_s4: strides that suggest channels-last (ambiguous ones, such
+    as (N, 1, 1, 1), count as contiguous)."""
+    if len(shape) != 4 or st[1] == 0:
+        return False
+    low = 0
+    for d in (1, 3, 2, 0):
+        if int(shape[d]) == 0 or st[d] < low or (d == 0 and low == st[1]):
+            return False
+        low = st[d] * (int(shape[d]) if int(shape[d]) > 1 else 1)
+    return True
+
+
+def _memory_format(op, opd, contig, cl, strides=None) -> None:
     """Channels-last tensors: `permute(0, 3, 1, 2)` of contiguous NHWC data (a LayerNorm over channels,
     as ConvNeXt writes it) is a channels-last view; elementwise ops keep the format of their first
     full-size input; `permute(0, 2, 3, 1)` of a channels-last tensor is contiguous again. A channels-last
     tensor is not contiguous (a Reshape copies it). A convolution of one runs oneDNN's channels-last
-    kernels, whose memory differs and was not worked out: refused."""
+    kernels (its family's facts read attrs["memory_format"]) and writes a channels-last output; one its
+    facts do not cover is refused."""
     x = op.inputs[0] if op.inputs else -1
     if x < 0:
         return
@@ -1009,11 +1023,24 @@ def _memory_format(op, opd, contig, cl) -> None:
         elif perm == (0, 2, 3, 1) and cl.get(x):
             contig[ys[0]] = True
         return
-    if op.type in CONVOLUTIONS and cl.get(x):
-        raise UnsupportedOpError(
-            f"torch profile: op {op.label} ({op.type}) convolves a channels-last tensor (a permuted view, as "
-            f"ConvNeXt's LayerNorm over channels leaves it): eager's channels-last oneDNN kernels allocate "
-            f"memory that was not worked out")
+    if op.type in CONVOLUTIONS and (cl.get(x) or (strides is not None and x in strides
+                                                 and _cl_2d(opd[x].shape, strides[x]))):
+        op.attrs["memory_format"] = "channels_last"
+        f = facts(op) or {}
+        why = f.get("refuse") and f["refuse"](op, opd)
+        if why:
+            raise UnsupportedOpError(f"torch profile: op {op.label} ({op.type}) convolves a channels-last tensor "
+                                     f"(as ConvNeXt's LayerNorm over channels leaves it): {why}")
+        for v in ys:
+            shape = tuple(opd[v].shape)
+            if len(shape) == 4 and strides is not None:
+                n, c, h, w = (int(d) for d in shape)
+                st = (h * w * c, 1, w * c, c)
+                if not _is_contig(shape, st):
+                    strides[v] = st
+                    cl[v] = True
+                    contig[v] = False
+        return
     if op.type in FORMAT_KEEPING and ys:
         shape = tuple(opd[ys[0]].shape)
         first = next((v for v in op.inputs if v >= 0 and tuple(opd[v].shape) == shape), None)

@@ -1,0 +1,134 @@
+"""The torch profile's channels-last convolutions (ConvNeXt), torch-free: the kernel facts of
+memplan_cli/ops/conv.py against torch 2.14's allocator events, and how the profile finds a
+channels-last input and lays out what follows. The expected figures were read off torch's allocator
+events per op (torch.profiler, one thread: the input's and output's own bytes left out, see
+docs/torchprof.md "Channels-last convolutions"); devtools/torch_oracle.py --set convnext checks whole
+networks."""
+import numpy as np
+import pytest
+
+from memplan_cli.analysis import analyze
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ir.graph import Operand, Operation
+from memplan_cli.ops.conv import _torch_bwd_dw, _torch_bwd_dx, _torch_fwd
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _cl_conv(n, c, h, k, o, s=1, group=1, bias=True):
+    """A channels-last 2-D convolution as the profile sees it (padding k // 2 unstrided, none strided)."""
+    oh = h if s == 1 else (h - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // group, k, k), is_const=True),
+           Operand(2, "y", (n, o, oh, oh)), Operand(3, "b", (o,), is_const=True)]
+    dw = group > 1 and group == c and o == c
+    attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": group, "layout": "NCHW",
+             "memory_format": "channels_last"}
+    if dw:
+        attrs["depth_multiplier"] = 1
+    op = Operation(0, "DepthwiseConv2D" if dw else "Conv2D", [0, 1, 3] if bias else [0, 1, -1], [2], attrs)
+    return op, opd
+
+
+def _most(alts):
+    return max((sum(a) for a in alts), default=0)
+
+
+# (N, C, H, K, O, stride, group, bias) -> bytes measured with torch 2.14 beyond the op's own results:
+# forward (beside the output), the input's gradient (beside it), the weight's gradient (beside the input's,
+# the weight's and the bias's gradients)
+MEASURED = [
+    ((2, 32, 16, 7, 32, 1, 32, True), 6272, 6272, 1612032),        # ConvNeXt's depthwise 7x7
+    ((4, 40, 16, 7, 40, 1, 40, True), 9408, 9408, 2015040),        # 40 channels: the reorders round to 48
+    ((2, 32, 16, 7, 32, 1, 32, False), 6272, 6272, 1611904),
+    ((2, 32, 16, 4, 32, 1, 32, True), 2048, 2048, 526464),
+    ((2, 32, 16, 3, 32, 1, 32, True), 1152, 1152, 2432),           # 3x3: no large scratch
+    ((2, 32, 16, 3, 32, 1, 1, True), 81944, 82072, 110720),
+    ((2, 40, 16, 3, 40, 1, 1, True), 134936, 135064, 198304),
+    ((2, 32, 16, 3, 64, 1, 1, False), 155672, 155800, 221184),
+    ((2, 40, 16, 2, 80, 2, 1, True), 120856, 186392, 164160),      # ConvNeXt's downsampling
+    ((2, 40, 16, 2, 40, 2, 1, True), 74776, 103448, 88224),
+    ((2, 24, 16, 3, 48, 2, 1, True), 104984, 133656, 138432),
+    ((16, 32, 8, 1, 64, 1, 1, True), 16408, 16536, 16640),         # 1x1 on oneDNN (batch 16)
+    ((2, 32, 16, 1, 64, 1, 1, True), 0, 0, 0),                     # 1x1 on the slow path
+]
+
+
+@pytest.mark.parametrize("cfg,fwd,dx,dw", MEASURED)
+def test_channels_last_conv_scratch_matches_torch(cfg, fwd, dx, dw):
+    op, opd = _cl_conv(*cfg)
+    assert (_most(_torch_fwd(op, opd)), _most(_torch_bwd_dx(op, opd)), _most(_torch_bwd_dw(op, opd))) == (fwd, dx, dw)
+
+
+def _save(tmp_path, nodes, x_shape, y_shape, inits, name="m.onnx"):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in inits])
+    path = tmp_path / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def _ln2d(src, dst, c):
+    """LayerNorm over channels as ConvNeXt writes it: permute to NHWC, normalise, permute back."""
+    return [helper.make_node("Transpose", [src], [f"{dst}_t"], perm=[0, 2, 3, 1]),
+            helper.make_node("LayerNormalization", [f"{dst}_t", f"g{c}", f"b{c}"], [f"{dst}_n"], axis=-1),
+            helper.make_node("Transpose", [f"{dst}_n"], [dst], perm=[0, 3, 1, 2])]
+
+
+def _block(tmp_path, group=32, name="b.onnx"):
+    """stem conv -> LayerNorm2d (a channels-last view) -> 7x7 conv (depthwise unless `group`) -> permute to
+    NHWC -> LayerNorm -> permute back -> + the channels-last input: torchvision's CNBlock, its MLP left out."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], strides=[4, 4])] + _ln2d("s", "p", 32)
+    nodes += [helper.make_node("Conv", ["p", "w1", "b1"], ["d"], pads=[3, 3, 3, 3], group=group),
+              helper.make_node("Transpose", ["d"], ["dt"], perm=[0, 2, 3, 1]),
+              helper.make_node("LayerNormalization", ["dt", "g32", "b32"], ["dn"], axis=-1),
+              helper.make_node("Transpose", ["dn"], ["db"], perm=[0, 3, 1, 2]),
+              helper.make_node("Add", ["db", "p"], ["y"])]
+    return _save(tmp_path, nodes, (2, 3, 64, 64), (2, 32, 16, 16),
+                 [("w0", (32, 3, 4, 4)), ("g32", (32,)), ("b32", (32,)), ("w1", (32, 32 // group, 7, 7)),
+                  ("b1", (32,))], name)
+
+
+def _cols(path, **cfg):
+    a = analyze(path, TrainConfig(**{"loss": "mse", **cfg}), profile="torch")
+    return a, a.extras["per_layer_extra"]
+
+
+def _col(cols, op_type, k=0):
+    return [v for key, v in cols.items() if key.split()[1] == op_type][k]
+
+
+def test_depthwise_conv_of_a_channels_last_view_has_the_channels_last_facts(tmp_path):
+    _, cols = _cols(_block(tmp_path), batch_size=2)
+    dw = _col(cols, "DepthwiseConv2D")
+    assert dw["fwd_mem_tmp"] == 6272  # the weight reordered: no input copy, no blocked output
+    assert dw["bwd_mem_tmp"] == 1612032
+    # its output is channels-last: permuted to NHWC it is contiguous, so this LayerNorm copies
+    # nothing, while the first one (of the NCHW stem's output) copies its input in forward
+    x = 2 * 32 * 16 * 16 * 4
+    stats = 2 * 2 * 16 * 16 * 4
+    assert _col(cols, "LayerNormalization", 0)["fwd_mem_tmp"] == x + stats
+    assert _col(cols, "LayerNormalization", 1)["fwd_mem_tmp"] == stats
+
+
+@pytest.mark.parametrize("group", [4, 1])
+def test_grouped_channels_last_conv_is_refused_ungrouped_is_not(tmp_path, group):
+    path = _block(tmp_path, group, f"g{group}.onnx")
+    if group == 1:
+        _, cols = _cols(path, batch_size=2)
+        assert _col(cols, "Conv2D", 1)["fwd_mem_tmp"] == 2 * 32 * 32 * 49 * 4 + 8216  # the weight twice
+        return
+    with pytest.raises(UnsupportedOpError, match="channels-last convolution other than depthwise"):
+        _cols(path, batch_size=2)
+
+
+def test_channels_last_conv_on_the_slow_path_is_refused(tmp_path):
+    # one sample, a 3x3 kernel on a small image: eager's slow path, not measured channels-last
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], strides=[4, 4])] + _ln2d("s", "p", 8)
+    nodes.append(helper.make_node("Conv", ["p", "w1"], ["y"], pads=[1, 1, 1, 1]))
+    path = _save(tmp_path, nodes, (1, 3, 16, 16), (1, 8, 4, 4),
+                 [("w0", (8, 3, 4, 4)), ("g8", (8,)), ("b8", (8,)), ("w1", (8, 8, 3, 3))])
+    with pytest.raises(UnsupportedOpError, match="slow path"):
+        _cols(path, batch_size=1)
