@@ -809,8 +809,8 @@ def replay(tg, config):
                 vs = _out_strides(op, opd, strides.get(x0) or _cstr(opd[x0].shape), k)
             if vs is not None:
                 storage[v] = storage.get(x0)
-                if not _is_contig(opd[v].shape, vs):
-                    strides[v] = vs
+                if not _is_contig(opd[v].shape, vs) or _cl_2d(opd[v].shape, vs):
+                    strides[v] = vs  # kept when contiguous too if a convolution would read it channels-last
                 contig[v] = _is_contig(opd[v].shape, vs)
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
@@ -1023,8 +1023,8 @@ def _memory_format(op, opd, contig, cl, strides=None) -> None:
         elif perm == (0, 2, 3, 1) and cl.get(x):
             contig[ys[0]] = True
         return
-    if op.type in CONVOLUTIONS and (cl.get(x) or (strides is not None and x in strides
-                                                 and _cl_2d(opd[x].shape, strides[x]))):
+    if op.type in CONVOLUTIONS and (cl.get(x) if strides is None else
+                                    x in strides and _cl_2d(opd[x].shape, strides[x])):
         op.attrs["memory_format"] = "channels_last"
         f = facts(op) or {}
         why = f.get("refuse") and f["refuse"](op, opd)
@@ -1036,15 +1036,15 @@ def _memory_format(op, opd, contig, cl, strides=None) -> None:
             if len(shape) == 4 and strides is not None:
                 n, c, h, w = (int(d) for d in shape)
                 st = (h * w * c, 1, w * c, c)
-                if not _is_contig(shape, st):
-                    strides[v] = st
-                    cl[v] = True
-                    contig[v] = False
+                strides[v] = st  # channels-last even where it is contiguous too (1 x 1 pixels)
+                cl[v] = True
+                contig[v] = _is_contig(shape, st)
         return
     if op.type in FORMAT_KEEPING and ys:
         shape = tuple(opd[ys[0]].shape)
         first = next((v for v in op.inputs if v >= 0 and tuple(opd[v].shape) == shape), None)
-        if first is not None and cl.get(first):
+        # (strides known: a result with 1 x 1 pixels is contiguous, TensorIterator's (C, 1, 1, 1))
+        if first is not None and cl.get(first) and (strides is None or ys[0] in strides):
             for v in ys:
                 cl[v] = True
                 contig[v] = False

@@ -132,3 +132,25 @@ def test_channels_last_conv_on_the_slow_path_is_refused(tmp_path):
                  [("w0", (8, 3, 4, 4)), ("g8", (8,)), ("b8", (8,)), ("w1", (8, 8, 3, 3))])
     with pytest.raises(UnsupportedOpError, match="slow path"):
         _cols(path, batch_size=1)
+
+
+@pytest.mark.parametrize("add_between", [False, True])
+def test_one_pixel_output_of_a_channels_last_conv_stays_channels_last(tmp_path, add_between):
+    # torch 2.14: a channels-last convolution's (N, C, 1, 1) output has strides (C, 1, C, C), which a
+    # depthwise convolution reads channels-last (measured: 256 x its weight as scratch, ConvNeXt's last
+    # stage at a small input); an elementwise op's result has (C, 1, 1, 1): contiguous, NCHW kernels
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], strides=[4, 4])] + _ln2d("s", "p", 32)
+    nodes.append(helper.make_node("Conv", ["p", "w1", "b64"], ["d"], strides=[2, 2]))
+    if add_between:
+        nodes.append(helper.make_node("Add", ["d", "b64r"], ["d2"]))
+    nodes.append(helper.make_node("Conv", ["d2" if add_between else "d", "w2", "b64"], ["y"], pads=[3, 3, 3, 3],
+                                  group=64))
+    path = _save(tmp_path, nodes, (2, 3, 8, 8), (2, 64, 1, 1),
+                 [("w0", (32, 3, 4, 4)), ("g32", (32,)), ("b32", (32,)), ("w1", (64, 32, 2, 2)), ("b64", (64,)),
+                  ("b64r", (1, 64, 1, 1)), ("w2", (64, 1, 7, 7))], f"px{int(add_between)}.onnx")
+    _, cols = _cols(path, batch_size=2)
+    tmp = _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"]
+    if add_between:
+        assert tmp < 64 * 49 * 4 * 256
+    else:
+        assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
