@@ -350,9 +350,10 @@ def _columns(op, operands) -> int:
 #   larger than 3x3 goes through a scratch of CL_DW_SCRATCH x the weight (whatever the batch and image
 #   size), beside (16 x channels + 32) floats, the bias's gradient twice and the weight's twice; a 3x3
 #   one through a weight-sized buffer instead.
-# A 1x1 convolution on the slow path (batch under 16) allocates only its results, as in NCHW.
-# Not measured, refused: the slow path of a larger kernel, other grouped convolutions and depth
-# multipliers other than 1 (their channels-last kernels allocate otherwise: a depth multiplier of 2
+# On the slow path (a 1x1 kernel on a batch under 16, a small kernel on one small sample) it makes the
+# channels-last weight copy, then im2col's columns (none for 1x1) in forward and again beside the
+# weight's gradient, as in NCHW.
+# Not measured, refused: other grouped convolutions and depth multipliers other than 1 (their channels-last kernels allocate otherwise: a depth multiplier of 2
 # reorders its weight into 256 x its size in forward already).
 CL_FWD_PAD, CL_BWD_PAD, CL_BWD_STRIDED, CL_DW_SCRATCH = 8216, 8344, 20504, 256
 
@@ -383,18 +384,18 @@ def _cl_parts(op, operands) -> dict:
 
 
 def _cl_fwd(op, operands) -> tuple:
-    if torch_backend(op, operands) == "slow":
-        return ()  # 1x1 (the others are refused): the output only
     p = _cl_parts(op, operands)
+    if torch_backend(op, operands) == "slow":
+        return ((p["w_cl"], _columns(op, operands)),)
     if op.type == "DepthwiseConv2D":
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], CL_FWD_PAD, p["fwd_w"]),)
 
 
 def _cl_bwd_dx(op, operands) -> tuple:
-    if torch_backend(op, operands) == "slow":
-        return ()
     p = _cl_parts(op, operands)
+    if torch_backend(op, operands) == "slow":
+        return ((p["w_cl"],),)
     if op.type == "DepthwiseConv2D":
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], p["bwd_w"], p["bwd_pad"]),)
@@ -402,9 +403,9 @@ def _cl_bwd_dx(op, operands) -> tuple:
 
 def _cl_bwd_dw(op, operands) -> tuple:
     """Beside the weight's and the bias's gradients (the profile counts those)."""
-    if torch_backend(op, operands) == "slow":
-        return ()
     p = _cl_parts(op, operands)
+    if torch_backend(op, operands) == "slow":
+        return ((p["w_cl"], _columns(op, operands)),)
     w, b = p["w"], p["b"]
     if op.type == "DepthwiseConv2D":
         kh, kw = (int(v) for v in op.attrs["kernel"])
@@ -458,10 +459,7 @@ def _torch_refuse(op, operands) -> str | None:
         return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
     be = torch_backend(op, operands)
     if _channels_last(op):
-        kh, kw = (int(v) for v in op.attrs["kernel"])
         grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
-        if be != "mkldnn" and (kh, kw) != (1, 1):
-            return "eager runs this channels-last convolution on its slow path, whose memory was not measured"
         if grouped and (op.type != "DepthwiseConv2D" or int(op.attrs.get("depth_multiplier", 1)) != 1):
             return ("a grouped channels-last convolution other than depthwise with one output per channel: "
                     "its oneDNN kernel's memory was not measured")
