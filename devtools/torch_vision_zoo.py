@@ -100,4 +100,8 @@ CONVNEXT = {
     "cl_convnext_pico": ("convnext", _timm("convnext_pico", num_classes=10), (3, 48, 48)),
     "cl_tv_convnext_tiny": ("convnext", _tv("convnext_tiny", num_classes=10), IMG),
     "cl_timm_convnext_tiny": ("convnext", _timm("convnext_tiny", num_classes=10), (3, 32, 32)),
+    # friends: ConvNeXt V2 (global response norm: an L2 norm over the pixels), EdgeNeXt (channels-last
+    # depthwise convolutions beside cross-covariance attention)
+    "cl_convnextv2_atto": ("convnext", _timm("convnextv2_atto", num_classes=10), IMG),
+    "cl_edgenext_xx_small": ("convnext", _timm("edgenext_xx_small", num_classes=10), IMG),
 }

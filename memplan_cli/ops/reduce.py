@@ -181,7 +181,10 @@ def _prod_value(op, ins):
 
 
 # `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
-TORCH = {"Mean": {}, "ReduceSum": {}}
+# linalg_vector_norm (ReduceL2: ConvNeXt V2's global response norm) keeps its input and result; its
+# backward makes self / norm and a bool mask of norm == 0 beside the input's gradient (measured, torch 2.14)
+TORCH = {"Mean": {}, "ReduceSum": {},
+         "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {})

@@ -146,3 +146,20 @@ def test_one_pixel_output_of_a_channels_last_conv_stays_channels_last(tmp_path, 
         assert tmp < 64 * 49 * 4 * 256
     else:
         assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
+
+
+def test_l2_norm_keeps_input_and_result_and_makes_a_quotient_and_a_mask(tmp_path):
+    # ConvNeXt V2's global response norm: x.norm(p=2, dim=(1, 2), keepdim=True) of an NHWC tensor;
+    # measured (torch 2.14) for (2, 8, 8, 32): backward makes self / norm (16,384 B) and norm == 0
+    # (64 bools) beside the input's gradient (16,384 B); forward the norm only (256 B)
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"]),
+             helper.make_node("ReduceL2", ["m"], ["n"], axes=[1, 2], keepdims=1),
+             helper.make_node("Mul", ["n", "two"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 8, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, 1, 32])],
+                              [numpy_helper.from_array(np.full((2, 8, 8, 32), 2, np.float32), "two")])
+    path = tmp_path / "l2.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    a = analyze(str(path), TrainConfig(loss="mse", batch_size=2), profile="torch")
+    n = _col(a.extras["per_layer_extra"], "ReduceL2")
+    assert (n["fwd_mem_out"], n["bwd_mem_tmp"], n["bwd_mem_out"]) == (256, 16384 + 64, 16384)
