@@ -327,9 +327,10 @@ try:  # vision networks (torchvision / timm), run with --vision or by name
 except ImportError:
     sys.path.insert(0, ROOT)
     from devtools.torch_vision_zoo import LARGE, VISION
-from devtools.torch_vision_zoo import CONVNEXT  # noqa: E402 (on the path by now)
+from devtools.torch_vision_zoo import CONVNEXT, CONVNEXT_LARGE  # noqa: E402 (on the path by now)
 ZOO.update(VISION)
 ZOO.update(CONVNEXT)
+ZOO.update(CONVNEXT_LARGE)
 ZOO.update(LARGE)
 # transformer and sequence networks, the repository's own exports among them (`--set seq`)
 try:
@@ -642,8 +643,8 @@ def markdown(rows) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
-    ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence networks; convnext: ConvNeXt's "
-                         "channels-last convolutions)")
+    ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence "
+                                                        "networks; convnext: channels-last convolutions)")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")

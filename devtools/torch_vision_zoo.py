@@ -105,3 +105,8 @@ CONVNEXT = {
     "cl_convnextv2_atto": ("convnext", _timm("convnextv2_atto", num_classes=10), IMG),
     "cl_edgenext_xx_small": ("convnext", _timm("edgenext_xx_small", num_classes=10), IMG),
 }
+# at the resolution they were designed for (0.3 to 1.5 GB, minutes a step): run only when named
+CONVNEXT_LARGE = {
+    "cl_convnext_atto_224": ("convnext", _timm("convnext_atto", num_classes=10), (3, 224, 224)),
+    "cl_tv_convnext_tiny_224": ("convnext", _tv("convnext_tiny", num_classes=10), (3, 224, 224)),
+}

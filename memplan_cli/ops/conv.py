@@ -353,8 +353,9 @@ def _columns(op, operands) -> int:
 # On the slow path (a 1x1 kernel on a batch under 16, a small kernel on one small sample) it makes the
 # channels-last weight copy, then im2col's columns (none for 1x1) in forward and again beside the
 # weight's gradient, as in NCHW.
-# Not measured, refused: other grouped convolutions and depth multipliers other than 1 (their channels-last kernels allocate otherwise: a depth multiplier of 2
-# reorders its weight into 256 x its size in forward already).
+# Not measured, refused: other grouped convolutions and depth multipliers other than 1 (their
+# channels-last kernels allocate otherwise: a depth multiplier of 2 reorders its weight into 256 x its
+# size in forward already).
 CL_FWD_PAD, CL_BWD_PAD, CL_BWD_STRIDED, CL_DW_SCRATCH = 8216, 8344, 20504, 256
 
 
@@ -463,6 +464,8 @@ def _torch_refuse(op, operands) -> str | None:
         if grouped and (op.type != "DepthwiseConv2D" or int(op.attrs.get("depth_multiplier", 1)) != 1):
             return ("a grouped channels-last convolution other than depthwise with one output per channel: "
                     "its oneDNN kernel's memory was not measured")
+        if grouped and be != "mkldnn":  # a 1x1 depthwise kernel: one slow convolution per channel
+            return "a channels-last depthwise convolution on eager's slow path: its memory was not measured"
         if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
             return "a dilated, transposed or not 2-D channels-last convolution: its memory was not measured"
         return None
