@@ -339,7 +339,7 @@ ZOO.update(_seq.ZOO)
 SETS = {"seq": list(_seq.ZOO)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
-         "hf_bert_lora": ["--train", "ops:*lora*"], "hf_bert_cls_peft": ["--train", "ops:*lora*"],
+         "hf_bert_lora": ["--train", "ops:*lora*"],
          "lora_mlp": ["--train", "ops:*lora*"]}
 FLAGS.update(_seq.FLAGS)
 # modules checked against a committed export (memplan re-batches it) instead of a fresh one
