@@ -650,6 +650,8 @@ def markdown(rows) -> str:
         p, mt = r["profile"], r["memtracker"]
         if "peak" not in p:
             why = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", p.get("error", "?").split("torch profile: ")[-1])
+            if not why:  # not the profile's refusal: memplan's own error, after the file's name
+                why = re.match(r"(.*)", p.get("error", "?").split(".onnx: ")[-1])
             why = re.split(r"[:,]", why.group(1) if why else "?")[0]
             out.append(f"| {r['module']} | {r['family']} | {r['optimizer']} | {r['batch']} | {r['peak']:,d} | "
                        f"refused: {why} |  |  |  |  |  |")
