@@ -92,10 +92,46 @@ VISION = {
     "vis_segnet_drop2d": ("segmentation", lambda: SegNet(bn=False, dropout2d=True), (3, 32, 32)),  # --dynamo
 }
 
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over channels as ConvNeXt writes it: permute to NHWC, normalise, permute back (the
+    result is a channels-last view)."""
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class MiniConvNeXt(nn.Module):
+    """A two-stage ConvNeXt (hand-written, torch only): a 4x4 stem, LayerNorm over channels, a block
+    with a Linear MLP on the NHWC view (torchvision's), a 2x2 strided downsampling and a block whose MLP
+    is two 1x1 convolutions (timm's conv_mlp), each with a layer scale and the residual add."""
+
+    def __init__(self, dims=(16, 32), classes=10):
+        super().__init__()
+        a, b = dims
+        self.stem = nn.Sequential(nn.Conv2d(3, a, 4, 4), LayerNorm2d(a))
+        self.dw1, self.ln1 = nn.Conv2d(a, a, 7, padding=3, groups=a), nn.LayerNorm(a)
+        self.mlp1 = nn.Sequential(nn.Linear(a, 4 * a), nn.GELU(), nn.Linear(4 * a, a))
+        self.g1 = nn.Parameter(torch.full((a, 1, 1), 1e-6))
+        self.down = nn.Sequential(LayerNorm2d(a), nn.Conv2d(a, b, 2, 2))
+        self.dw2, self.ln2 = nn.Conv2d(b, b, 7, padding=3, groups=b), LayerNorm2d(b)
+        self.mlp2 = nn.Sequential(nn.Conv2d(b, 4 * b, 1), nn.GELU(), nn.Conv2d(4 * b, b, 1))
+        self.g2 = nn.Parameter(torch.full((1, b, 1, 1), 1e-6))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(b), nn.Linear(b, classes))
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.mlp1(self.ln1(self.dw1(x).permute(0, 2, 3, 1))).permute(0, 3, 1, 2)
+        x = x + self.g1 * y
+        x = self.down(x)
+        x = x + self.mlp2(self.ln2(self.dw2(x))) * self.g2
+        return self.head(x)
+
+
 # ConvNeXt and its channels-last convolutions (LayerNorm over channels leaves a channels-last tensor):
 # timm's small ones (1x1 convolutions as the MLP: conv_mlp) and the larger design (a Linear MLP on the
 # permuted NHWC view, as torchvision writes it); `python devtools/torch_oracle.py --set convnext`
 CONVNEXT = {
+    "cl_mini": ("convnext", MiniConvNeXt, (3, 32, 32)),
     "cl_convnext_femto": ("convnext", _timm("convnext_femto", num_classes=10), IMG),
     "cl_convnext_pico": ("convnext", _timm("convnext_pico", num_classes=10), (3, 48, 48)),
     "cl_tv_convnext_tiny": ("convnext", _tv("convnext_tiny", num_classes=10), IMG),

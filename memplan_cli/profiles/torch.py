@@ -944,6 +944,13 @@ def replay(tg, config):
                 gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
                 made.append(gx)
                 _deliver(sim, grad, grad_contig, v, gx, True, s, opd, made, tmp, op.label, uses)
+            if s_dw != s:
+                # the engine adds an input's gradient into an earlier one when the op's backward returns,
+                # after the weight's gradient is made: it lives through both steps (measured, ConvNeXt's
+                # depthwise convolution beside the residual)
+                for t in tmp:
+                    if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
+                        sim.touch(t, s_dw)
             needs = [v in rg for v in op.inputs]
             dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
             dw = any(v in trained for v in op.inputs)

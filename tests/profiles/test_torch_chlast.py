@@ -164,3 +164,15 @@ def test_l2_norm_keeps_input_and_result_and_makes_a_quotient_and_a_mask(tmp_path
     a = analyze(str(path), TrainConfig(loss="mse", batch_size=2), profile="torch")
     n = _col(a.extras["per_layer_extra"], "ReduceL2")
     assert (n["fwd_mem_out"], n["bwd_mem_tmp"], n["bwd_mem_out"]) == (256, 16384 + 64, 16384)
+
+
+def test_an_input_gradient_added_into_an_earlier_one_lives_until_the_op_returns(tmp_path):
+    # the residual's gradient reaches p first; the depthwise convolution's own gradient of p is made
+    # before its weight's gradient and added into p's when convolution_backward returns (measured,
+    # torch 2.14: it is live during the weight-gradient scratch, ConvNeXt's peak)
+    a, _ = _cols(_block(tmp_path), batch_size=2)
+    steps = a.buffers.steps
+    dw = [s.index for s in steps if "DepthwiseConv2D" in s.label and s.kind in ("calcDerivative", "calcGradient")]
+    assert [steps[i].kind for i in dw] == ["calcDerivative", "calcGradient"]
+    gx = [b for b in a.buffers.buffers if b.name == "p:grad" and b.first == dw[0]]
+    assert len(gx) == 1 and gx[0].last == dw[1]
