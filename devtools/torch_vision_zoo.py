@@ -140,6 +140,8 @@ CONVNEXT = {
     # depthwise convolutions beside cross-covariance attention)
     "cl_convnextv2_atto": ("convnext", _timm("convnextv2_atto", num_classes=10), IMG),
     "cl_edgenext_xx_small": ("convnext", _timm("edgenext_xx_small", num_classes=10), IMG),
+    # MetaFormer's ConvFormer: a depthwise 7x7 convolution of a permuted NHWC view between Linear layers
+    "cl_convformer_s18": ("convnext", _timm("convformer_s18", num_classes=10), IMG),
 }
 # at the resolution they were designed for (0.3 to 1.5 GB, minutes a step): run only when named
 CONVNEXT_LARGE = {
