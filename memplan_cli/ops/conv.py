@@ -294,7 +294,7 @@ def _blocked(op, operands) -> tuple:
     blocked_in = cx >= BLOCK
     bx = x.nbytes * _round(cx) // cx
     by = y.nbytes * _round(cy) // cy
-    bw_f = w.nbytes * _round(o) // o * (_round(i) // i if blocked_in else 1)
+    bw_f = w.nbytes * _round(o) * (_round(i) if blocked_in else i) // (o * i)
     bw_b = w.nbytes * _round(o) // o * _round(i) // i
     return bx, by, bw_f, bw_b, blocked_in
 
@@ -340,12 +340,64 @@ def _torch_fwd(op, operands) -> tuple:
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
-    return ((bx if blocked_in else 0, bw, by - y), (by,))
+    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands)), (by,))
+
+
+def _rtus(op, operands) -> int:
+    """A strided 1x1 convolution (jit_1x1) first gathers the strided input of one image into a
+    unit-stride buffer (oneDNN's rtus): input channels rounded up to 16 x OH x OW floats, plus 128 B
+    of alignment (measured, 16 to 64 channels)."""
+    if not (_ungrouped(op) and _strided(op) and tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)):
+        return 0
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    c, cy = int(x.shape[ch]), int(y.shape[ch])
+    if c < BLOCK:
+        return 0
+    return 4 * _round(c) * (y.num_elements // (int(y.shape[0]) * cy)) + 128
+
+
+def _ungrouped(op) -> bool:
+    return int(op.attrs.get("group", 1) or 1) == 1 and op.type == "Conv2D"
+
+
+def _strided(op) -> bool:
+    return any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
+
+
+def _brgconv_scratch(op, operands) -> int:
+    """Bytes of the scratchpad oneDNN's strided backward-data kernel (brgconv_strided) books on one
+    thread (jit_brgemm_conv_bwd_utils init_scratchpad, each piece plus 4,096 B of alignment): a
+    4 KB brgemm batch, the incoming gradient's padded copy (ohp x owp x O floats, rounded up to
+    4,096 floats), a 4 KB mask, and 24 B (measured, constant)."""
+    y = operands[op.outputs[0]]
+    x = operands[op.inputs[0]]
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    o = int(y.shape[ch])
+    oh, ow = (int(v) for v in (y.shape[2:4] if ch == 1 else y.shape[1:3]))
+    ih, iw = (int(v) for v in (x.shape[2:4] if ch == 1 else x.shape[1:3]))
+    (kh, kw), (sh, sw) = (tuple(int(v) for v in op.attrs[k]) for k in ("kernel", "stride"))
+    pads = tuple(int(v) for v in op.attrs.get("pads") or (0, 0, 0, 0))
+    # the forward's end padding as oneDNN derives it from the sizes; the padded rows / columns of the
+    # incoming gradient: (kernel - 1 - pad) // stride at each end
+    b_pad = max(0, (oh - 1) * sh + kh - ih - pads[0])
+    r_pad = max(0, (ow - 1) * sw + kw - iw - pads[1])
+    ohp = oh + max(0, kh - 1 - pads[0]) // sh + max(0, kh - 1 - b_pad) // sh
+    owp = ow + max(0, kw - 1 - pads[1]) // sw + max(0, kw - 1 - r_pad) // sw
+    page = 4096
+    return (page + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _ungrouped(op) and _strided(op):
+        # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
+        # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
+        # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
+        x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+        i = int(w.shape[1] if op.attrs.get("layout", "NCHW") == "NCHW" else w.shape[-1])
+        return ((y.nbytes, w.nbytes * _round(i) // i, _brgconv_scratch(op, operands)), (x.nbytes, x.nbytes))
     bx, by, _, bw, _ = _blocked(op, operands)
     x = operands[op.inputs[0]].nbytes
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
@@ -354,9 +406,58 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _gemm_weights(op, operands) -> bool:
+    """oneDNN's weight-gradient kernel for AVX-512 takes kernels up to 14 wide (jit_avx512_common
+    bwd_weights init_conf; its `is_hw_transp` case aside); wider ones fall back to the gemm kernel
+    (measured: 15, 16, 17 and 32 wide, 1 to 64 input channels)."""
+    kw = int(op.attrs["kernel"][1])
+    return _ungrouped(op) and kw > 14
+
+
+def _gemm_weights_scratch(op, operands) -> int:
+    """Bytes of gemm_convolution_bwd_weights' scratchpad on one thread (gemm_convolution_utils
+    init_conf, f32, channels first): the weight reduction buffer, booked as float elements of the
+    weights' size in bytes, so 4 x the weight; the im2col columns (C x KH x KW x OH x OW floats, per
+    image), unless a 1x1 unstrided kernel needs none; 128 B of alignment each."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    c, n = int(x.shape[ch]), int(x.shape[0])
+    col = 0
+    if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c:
+        col = 4 * c * kh * kw * (y.num_elements // (n * int(y.shape[ch]))) + 128
+    return 4 * w.nbytes + 128 + col
+
+
+def _weights_layout(op, operands) -> tuple:
+    """(incoming gradient, input, weight) bytes as the weight-gradient kernel reads them: AVX-512's
+    blocks of 16 channels; its first-convolution kernel reads an input of 1 to 3 channels as it is;
+    4 to 15 input channels take the AVX2 kernel, with blocks of 8 (measured, oneDNN 3.12)."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    cx, cy = int(x.shape[ch]), int(y.shape[ch])
+    o, i = int(w.shape[0]), int(w.shape[1] if ch == 1 else w.shape[-1])
+    if cx <= 3:
+        return y.nbytes * _round(cy) // cy, 0, w.nbytes * _round(o) // o
+    blk = BLOCK if cx >= BLOCK else 8
+    rnd = (lambda v: -(-v // blk) * blk)
+    return y.nbytes * rnd(cy) // cy, x.nbytes * rnd(cx) // cx, w.nbytes * rnd(o) // o * rnd(i) // i
+
+
 def _torch_bwd_dw(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    if _gemm_weights(op, operands):
+        # the weight's gradient made in place of the result beside the scratchpad, then copied out
+        return ((_gemm_weights_scratch(op, operands),), ("in1",))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    if _ungrouped(op) and (not one or int(operands[op.inputs[0]].shape[ch]) >= BLOCK):
+        # blocked copies of the incoming gradient and of the input (whether or not it needs a
+        # gradient), the blocked result beside the gradient; then the result copied out
+        gy, gx, gw = _weights_layout(op, operands)
+        w = operands[op.inputs[1]].nbytes
+        return ((gy, gx, gw - w, _rtus(op, operands)), (gw,))
     return (("out0", "in0?g0"), ("in1",))
 
 
@@ -365,6 +466,16 @@ def _torch_refuse(op, operands) -> str | None:
         # oneDNN's transposed convolution allocates a scratchpad whose size varies with the shape in a
         # way not worked out (measured: 37,016 B for 32->32 2x2 stride 2, 12,928 B for 8->8 3x3)
         return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
+    k = tuple(int(v) for v in op.attrs["kernel"])
+    if max(k) >= 14 and torch_backend(op, operands) == "mkldnn" and not (
+            _ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
+            and not any(int(p) for p in op.attrs.get("pads") or ())):
+        # measured: unpadded patchify kernels (stride = kernel) up to 32 wide; oneDNN takes its gemm
+        # kernels for other wide ones (forward when padded, the input's gradient from 14 wide)
+        return (f"a {k[0]}x{k[1]} kernel other than an unpadded patchify (stride = kernel): oneDNN's gemm "
+                f"convolution kernels, whose memory was not measured")
+    if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()):
+        return "a padded, strided 1x1 kernel: oneDNN runs it with kernels whose memory was not measured"
     be = torch_backend(op, operands)
     if be in ("slow_dilated", "slow_transposed"):
         return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
