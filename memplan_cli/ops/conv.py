@@ -352,8 +352,9 @@ def _rtus(op, operands) -> int:
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     c, cy = int(x.shape[ch]), int(y.shape[ch])
-    if c < BLOCK:
-        return 0
+    sizes = x.shape[2:4] if ch == 1 else x.shape[1:3]
+    if c < BLOCK or any(int(v) % int(st) for v, st in zip(sizes, op.attrs["stride"])):
+        return 0  # an input the stride does not divide runs the general jit kernel (measured: no rtus)
     return 4 * _round(c) * (y.num_elements // (int(y.shape[0]) * cy)) + 128
 
 
