@@ -172,7 +172,10 @@ def predict(c: dict, y_shape) -> dict:
 
     fwd = best(f["fwd_scratch"](op, opd))
     dx = opd[0].nbytes if xgrad else 0
-    sdx = best(f["bwd_scratch_dx"](op, opd)) if xgrad else 0
+    try:
+        sdx = best(f["bwd_scratch_dx"](op, opd)) if xgrad else 0
+    except Exception as e:  # the profile refuses this input gradient (UnsupportedOpError)
+        return {"refused": str(e)}
     dw = opd[1].nbytes + (opd[2].nbytes if c.get("bias", 1) else 0)
     sdw = best(f["bwd_scratch_dw"](op, opd))
     return {"fwd_scratch": fwd, "bwd_peak": max(dx + sdx, dx + dw + sdw), "type": typ}

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._window import Window, _tuple, channels_first, conv_backward_input, \
     conv_backward_weight, conv_forward, to_cf, to_cl
 from memplan_cli.ops import _onert as onert
@@ -386,13 +387,22 @@ def _brgconv_scratch(op, operands) -> int:
     ohp = oh + max(0, kh - 1 - pads[0]) // sh + max(0, kh - 1 - b_pad) // sh
     owp = ow + max(0, kw - 1 - pads[1]) // sw + max(0, kw - 1 - r_pad) // sw
     page = 4096
-    return (page + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24
+    out = 0
+    if iw % sw:  # an input width the stride does not divide: a buffer of output rows (exec_trans)
+        c = int(x.shape[ch])
+        out = 4 * -(-iw * sw * c // page) * page + page
+    return (page + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24 + out
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     if _ungrouped(op) and _strided(op):
+        if max(int(v) for v in op.attrs["kernel"]) > 7:
+            label = getattr(op, "label", "") or f"{op.type}"
+            raise UnsupportedOpError(
+                f"torch profile: op {label} ({op.type}): the input's gradient of a strided kernel wider than 7 "
+                f"(oneDNN's brgconv_strided, whose scratchpad for such kernels was not worked out)")
         # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
         # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
         # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
