@@ -209,6 +209,13 @@ SETS = {
 }
 # channel counts around oneDNN's blocking (16 on AVX-512, 8 on AVX2) and its first-convolution kernels
 SETS["channels"] = _grid(n=[2], c=[1, 2, 4, 6, 8, 12, 20, 24, 40], h=[16], o=[16, 24], k=[3], s=[1, 2], p=[1], xgrad=[0, 1])
+# DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
+SETS["transposed_nets"] = [dict(c, t=1) for c in (
+    dict(n=2, c=100, h=1, o=64, k=4, s=1, p=0), dict(n=4, c=64, h=1, o=128, k=4, s=1, p=0),
+    dict(n=2, c=64, h=8, o=3, k=4, s=2, p=1), dict(n=2, c=32, h=16, o=1, k=4, s=2, p=1),
+    dict(n=2, c=128, h=4, o=64, k=4, s=2, p=1), dict(n=2, c=48, h=8, o=24, k=2, s=2, p=0),
+    dict(n=2, c=24, h=8, o=12, k=2, s=2, p=0), dict(n=2, c=64, h=8, o=3, k=3, s=1, p=1),
+    dict(n=2, c=40, h=7, o=20, k=3, s=2, p=1, op=1), dict(n=3, c=16, h=5, o=8, k=2, s=2, p=0))]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 
@@ -223,6 +230,8 @@ def row(c, verbose) -> dict:
     p = predict(c, m["y_shape"])
     r = {"cfg": c, "measured": {k: m[k] for k in ("fwd_scratch", "bwd_peak", "impl_fwd", "impl_bwd")},
          "profile": p}
+    if c.get("t"):
+        r["events"] = {"fwd": m["fwd"], "bwd": m["bwd"]}
     if "refused" not in p:
         r["fwd_gap"] = p["fwd_scratch"] - m["fwd_scratch"]
         r["bwd_gap"] = p["bwd_peak"] - m["bwd_peak"]

@@ -335,6 +335,8 @@ def _columns(op, operands) -> int:
 
 
 def _torch_fwd(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
@@ -367,13 +369,13 @@ def _strided(op) -> bool:
     return any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
 
 
-def _brgconv_scratch(op, operands) -> int:
+def _brgconv_scratch(op, operands, x=None, y=None) -> int:
     """Bytes of the scratchpad oneDNN's strided backward-data kernel (brgconv_strided) books on one
     thread (jit_brgemm_conv_bwd_utils init_scratchpad, each piece plus 4,096 B of alignment): a
     4 KB brgemm batch, the incoming gradient's padded copy (ohp x owp x O floats, rounded up to
     4,096 floats), a 4 KB mask, and 24 B (measured, constant)."""
-    y = operands[op.outputs[0]]
-    x = operands[op.inputs[0]]
+    y = y if y is not None else operands[op.outputs[0]]  # a transposed convolution passes its roles
+    x = x if x is not None else operands[op.inputs[0]]
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     o = int(y.shape[ch])
     oh, ow = (int(v) for v in (y.shape[2:4] if ch == 1 else y.shape[1:3]))
@@ -395,6 +397,8 @@ def _brgconv_scratch(op, operands) -> int:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     if _ungrouped(op) and _strided(op):
@@ -456,6 +460,8 @@ def _weights_layout(op, operands) -> tuple:
 
 
 def _torch_bwd_dw(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_bwd_dw(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
     if _gemm_weights(op, operands):
@@ -472,11 +478,69 @@ def _torch_bwd_dw(op, operands) -> tuple:
     return (("out0", "in0?g0"), ("in1",))
 
 
+# A transposed convolution (oneDNN's deconvolution) runs as the convolution whose input gradient it
+# is: its forward is that convolution's backward-data kernel, its input's gradient that
+# convolution's forward, its weight's gradient that convolution's weight gradient with the roles of
+# input and incoming gradient swapped. Weights [C_in, C_out, KH, KW]: the convolution maps C_out to
+# C_in. Measured (devtools/torch_conv_sweep.py --set transposed), groups 1 only.
+def _t_roles(op, operands):
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    return x, y, w, int(x.shape[ch]), int(y.shape[ch])
+
+
+def _tconv_fwd(op, operands) -> tuple:
+    x, y, w, c, o = _t_roles(op, operands)
+    if _strided(op):
+        # brgconv_strided (+128 B: the deconvolution's nested scratchpad): the input copied as it is,
+        # the weight with C_out rounded up to 16; then the output copied out and cloned
+        # an output width the stride does not divide takes oneDNN's generic wrapper (conv:any), which
+        # adds an output-sized buffer (+128 B)
+        ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+        ow = int(y.shape[-1] if ch == 1 else y.shape[-2])
+        extra = y.nbytes + 128 if ow % int(op.attrs["stride"][1]) else 0
+        return ((x.nbytes, w.nbytes * _round(o) // o, _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra),
+                (y.nbytes, y.nbytes))
+    # the jit backward-data kernel: blocked copies of input and weight, a blocked output
+    bx, by = x.nbytes * _round(c) // c, y.nbytes * _round(o) // o
+    # with a bias, a second blocked output (+128 B of alignment) beside them (measured)
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    return ((bx, w.nbytes * _round(c) * _round(o) // (c * o), by - y.nbytes, by + 128 if bias else 0), (by,))
+
+
+def _tconv_bwd_dx(op, operands) -> tuple:
+    # the convolution's forward from the incoming gradient: copied blocked when it has 16 channels or
+    # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
+    x, y, w, c, o = _t_roles(op, operands)
+    blocked = o >= BLOCK
+    bx = x.nbytes * _round(c) // c
+    bw = w.nbytes * _round(c) * (_round(o) if blocked else o) // (c * o)
+    return (((y.nbytes * _round(o) // o) if blocked else 0, bw, bx - x.nbytes), (bx,))
+
+
+def _tconv_bwd_dw(op, operands) -> tuple:
+    # the convolution's weight gradient: the input plays its incoming gradient, the incoming gradient
+    # its input (blocked as _weights_layout says, by C_out)
+    x, y, w, c, o = _t_roles(op, operands)
+    if o <= 3:
+        gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
+    else:
+        blk = BLOCK if o >= BLOCK else 8
+        rnd = (lambda v: -(-v // blk) * blk)
+        gy, gx, gw = x.nbytes * rnd(c) // c, y.nbytes * rnd(o) // o, w.nbytes * rnd(c) * rnd(o) // (c * o)
+    return ((gy, gx, gw - w.nbytes), (gw,))
+
+
 def _torch_refuse(op, operands) -> str | None:
     if op.type in TRANSPOSED:
-        # oneDNN's transposed convolution allocates a scratchpad whose size varies with the shape in a
-        # way not worked out (measured: 37,016 B for 32->32 2x2 stride 2, 12,928 B for 8->8 3x3)
-        return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
+        if op.type != "ConvTranspose2D" or int(op.attrs.get("group", 1) or 1) != 1:
+            return "a grouped or non-2-D transposed convolution: oneDNN's memory for it was not measured"
+        if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
+            return "a dilated transposed convolution: oneDNN's memory for it was not measured"
+        k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+        if max(k) > 4 or max(st) > 2:
+            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
+                    f"measured for kernels up to 4 and strides up to 2 only")
     k = tuple(int(v) for v in op.attrs["kernel"])
     if max(k) >= 14 and torch_backend(op, operands) == "mkldnn" and not (
             _ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k

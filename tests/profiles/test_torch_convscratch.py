@@ -149,3 +149,52 @@ def test_wide_padded_kernel_is_refused_by_the_profile(tmp_path):
         np.zeros((24, 16, 15, 15), np.float32), "w")]), opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(UnsupportedOpError, match="gemm"):
         analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+
+
+def _tconv(n, c, h, o, k, s=1, p=0, op=0, bias=True):
+    oh = (h - 1) * s - 2 * p + k + op
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, o, k, k), is_const=True), Operand(2, "b", (o,), is_const=True),
+           Operand(3, "y", (n, o, oh, oh))]
+    t = Operation(0, "ConvTranspose2D", [0, 1, 2] if bias else [0, 1], [3],
+                  {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": 1, "layout": "NCHW",
+                   "pads": (p, p, p, p), "output_padding": (op, op)})
+    return t, opd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # (n, c, h, o, k, s, p, op) -> forward scratch beside the output, backward peak (xgrad=1), measured:
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..,op=..,t=1"`
+    ((2, 32, 8, 32, 2, 2, 0, 0), 131_072, 114_816),   # U-Net's 2x2 stride-2 up-convolution
+    ((2, 64, 8, 3, 4, 2, 1, 0), 151_704, 77_836),     # DCGAN's last layer (3 channels)
+    ((2, 100, 1, 64, 4, 1, 0, 0), 467_968, 869_664 - 256),  # DCGAN's first, from a 1x1 latent (less db's copy)
+    ((2, 8, 8, 8, 3, 2, 0, 0), 84_824, 29_024),  # an odd output width (17): oneDNN's generic wrapper
+    ((2, 40, 7, 20, 3, 2, 1, 1), 98_776, 140_048)])
+def test_transposed_conv_scratch(cfg, fwd, bwd):
+    t, opd = _tconv(*cfg)
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    if bwd is not None:
+        assert _bwd_peak(t, opd, True) == bwd
+
+
+def test_stride_1_transposed_conv_bias_buffer():
+    # n=2,c=16,h=8,o=8,k=3,s=1,p=1,t=1: 8,320 B more with a bias than without (21,504 measured)
+    with_b, opd = _tconv(2, 16, 8, 8, 3, 1, 1)
+    without, opd2 = _tconv(2, 16, 8, 8, 3, 1, 1, bias=False)
+    assert _best(conv._torch_fwd(without, opd2), opd2, without, True) == 21_504
+    assert _best(conv._torch_fwd(with_b, opd), opd, with_b, True) == 21_504 + 8_320
+
+
+def test_transposed_conv_reaches_the_report(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 16, 32])
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"], strides=[2, 2], kernel_shape=[2, 2]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    inits = [numpy_helper.from_array(np.zeros((32, 32, 2, 2), np.float32), "w"),
+             numpy_helper.from_array(np.zeros((32,), np.float32), "b")]
+    path = tmp_path / "up.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+    col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "ConvTranspose2D")
+    assert col["fwd_mem_tmp"] == 131_072  # the output's copy and clone (measured)
