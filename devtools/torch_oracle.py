@@ -329,6 +329,9 @@ except ImportError:
     from devtools.torch_vision_zoo import LARGE, VISION
 ZOO.update(VISION)
 ZOO.update(LARGE)
+from devtools.torch_vision_zoo import CONVSCRATCH  # patchify stems, transposed convolutions (--set convscratch)
+
+ZOO.update(CONVSCRATCH)
 # transformer and sequence networks, the repository's own exports among them (`--set seq`)
 try:
     from devtools import torch_zoo_seq as _seq
@@ -336,7 +339,7 @@ except ImportError:  # run as a script: devtools/ is on the path, the repository
     sys.path.insert(0, ROOT)
     from devtools import torch_zoo_seq as _seq
 ZOO.update(_seq.ZOO)
-SETS = {"seq": list(_seq.ZOO)}
+SETS = {"seq": list(_seq.ZOO), "convscratch": list(CONVSCRATCH)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"], "hf_bert_cls_peft": ["--train", "ops:*lora*"],
