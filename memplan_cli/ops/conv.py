@@ -290,6 +290,10 @@ def _blocked(op, operands) -> tuple:
     cx, cy = int(x.shape[ch]), int(y.shape[ch])
     o, i = int(w.shape[0]), int(w.shape[1] if ch == 1 else w.shape[-1])
     grouped = int(op.attrs.get("group", 1)) != 1 or op.type == "DepthwiseConv2D"
+    if op.type == "DepthwiseConv2D":
+        # jit_dw rounds the channels up to 16 too (measured: 24 channels copied as 32)
+        bx, by, bw = x.nbytes * _round(cx) // cx, y.nbytes * _round(cy) // cy, w.nbytes * _round(o) // o
+        return bx, by, bw, bw, True
     if grouped:
         return x.nbytes, y.nbytes, w.nbytes, w.nbytes, True
     blocked_in = cx >= BLOCK
@@ -426,7 +430,9 @@ def _gemm_weights(op, operands) -> bool:
     bwd_weights init_conf; its `is_hw_transp` case aside); wider ones fall back to the gemm kernel
     (measured: 15, 16, 17 and 32 wide, 1 to 64 input channels)."""
     kw = int(op.attrs["kernel"][1])
-    return _ungrouped(op) and kw > 14
+    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
+    return (_ungrouped(op) and kw > 14) or (
+        op.type == "DepthwiseConv2D" and tuple(int(v) for v in op.attrs["kernel"]) != (3, 3))
 
 
 def _gemm_weights_scratch(op, operands) -> int:
@@ -437,9 +443,10 @@ def _gemm_weights_scratch(op, operands) -> int:
     x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     kh, kw = (int(v) for v in op.attrs["kernel"])
-    c, n = int(x.shape[ch]), int(x.shape[0])
+    grp = int(x.shape[ch]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    c, n = int(x.shape[ch]) // grp, int(x.shape[0])  # per group
     col = 0
-    if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c:
+    if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c * grp:
         col = 4 * c * kh * kw * (y.num_elements // (n * int(y.shape[ch]))) + 128
     return 4 * w.nbytes + 128 + col
 
@@ -469,6 +476,10 @@ def _torch_bwd_dw(op, operands) -> tuple:
         return ((_gemm_weights_scratch(op, operands),), ("in1",))
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    if op.type == "DepthwiseConv2D":
+        # jit_dw: copies of the incoming gradient and of the input, the result, blocked by 16
+        bx, by, _, bw, _ = _blocked(op, operands)
+        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,))
     if _ungrouped(op) and (not one or int(operands[op.inputs[0]].shape[ch]) >= BLOCK):
         # blocked copies of the incoming gradient and of the input (whether or not it needs a
         # gradient), the blocked result beside the gradient; then the result copied out

@@ -198,3 +198,29 @@ def test_transposed_conv_reaches_the_report(tmp_path):
     a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
     col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "ConvTranspose2D")
     assert col["fwd_mem_tmp"] == 131_072  # the output's copy and clone (measured)
+
+
+def _dw(n, c, h, k, s=1):
+    p = k // 2
+    oh = (h + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, 1, k, k), is_const=True), Operand(2, "b", (c,), is_const=True),
+           Operand(3, "y", (n, c, oh, oh))]
+    op = Operation(0, "DepthwiseConv2D", [0, 1, 2], [3], {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1),
+                                                          "group": c, "layout": "NCHW", "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,peak", [
+    # n, c, h, k, s -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=..,s=..,p=<k//2>,g=<c>"`
+    ((2, 16, 32, 5, 1), 263_744), ((2, 96, 8, 7, 2), 147_008), ((2, 96, 32, 3, 1), 2_363_136),
+    ((2, 24, 32, 3, 1), 722_144), ((2, 24, 32, 7, 2), 458_752)])
+def test_depthwise_scratch(cfg, peak):
+    # 5x5 and 7x7 take the gemm weight gradient (jit_dw's is 3x3 only); 24 channels are blocked as 32
+    op, opd = _dw(*cfg)
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_depthwise_5x5_weight_gradient_is_gemm():
+    # n=2,c=16,h=32,k=5: 4 x the weight (6,400) + one channel's im2col (25 x 1,024 floats), 128 B each
+    op, opd = _dw(2, 16, 32, 5)
+    assert conv._gemm_weights(op, opd) and conv._gemm_weights_scratch(op, opd) == 109_056
