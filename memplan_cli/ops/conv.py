@@ -274,7 +274,9 @@ def flops(op, operands):
 #   ungrouped conv clones it once more); then the weight's gradient: plain copies of the incoming
 #   gradient and of the input (when it requires grad), and the result copied out (a second
 #   weight-sized tensor).
-# Grouped and depthwise convolutions were measured with channel counts that need no rounding.
+# Grouped (not depthwise) convolutions were measured with channel counts that need no rounding.
+# Other kernels (gemm, brgconv_strided, jit_1x1, AVX2, transposed): the functions below, measured with
+# devtools/torch_conv_sweep.py (docs/torchprof.md, "Convolution kernels").
 BLOCK = 16
 
 
