@@ -209,6 +209,10 @@ SETS = {
 }
 # channel counts around oneDNN's blocking (16 on AVX-512, 8 on AVX2) and its first-convolution kernels
 SETS["channels"] = _grid(n=[2], c=[1, 2, 4, 6, 8, 12, 20, 24, 40], h=[16], o=[16, 24], k=[3], s=[1, 2], p=[1], xgrad=[0, 1])
+# grouped (ResNeXt / RegNet): channels per group 4 to 32, dilation
+SETS["grouped"] = [dict(n=2, c=c, h=8, o=c, k=3, s=s, p=1, g=c // cpg) for c in (64, 96, 128) for cpg in (4, 8, 16, 24, 32)
+                   if c % cpg == 0 for s in (1, 2)] + \
+    [dict(n=2, c=c, h=16, o=32, k=3, p=2, d=2, xgrad=xg) for c in (16, 32) for xg in (0, 1)]
 # DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
 SETS["transposed_nets"] = [dict(c, t=1) for c in (
     dict(n=2, c=100, h=1, o=64, k=4, s=1, p=0), dict(n=4, c=64, h=1, o=128, k=4, s=1, p=0),

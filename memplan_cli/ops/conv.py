@@ -434,8 +434,16 @@ def _gemm_weights(op, operands) -> bool:
     (measured: 15, 16, 17 and 32 wide, 1 to 64 input channels)."""
     kw = int(op.attrs["kernel"][1])
     # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
-    return (_ungrouped(op) and kw > 14) or (
-        op.type == "DepthwiseConv2D" and tuple(int(v) for v in op.attrs["kernel"]) != (3, 3))
+    if op.type == "DepthwiseConv2D":
+        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3)
+    grp = int(op.attrs.get("group", 1) or 1)
+    if grp > 1:
+        # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
+        # ResNeXt's first stage has, takes gemm; 16 and 24 per group do not)
+        x, w = operands[op.inputs[0]], operands[op.inputs[1]]
+        ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+        return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+    return kw > 14
 
 
 def _gemm_weights_scratch(op, operands) -> int:

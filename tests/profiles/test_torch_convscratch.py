@@ -224,3 +224,17 @@ def test_depthwise_5x5_weight_gradient_is_gemm():
     # n=2,c=16,h=32,k=5: 4 x the weight (6,400) + one channel's im2col (25 x 1,024 floats), 128 B each
     op, opd = _dw(2, 16, 32, 5)
     assert conv._gemm_weights(op, opd) and conv._gemm_weights_scratch(op, opd) == 109_056
+
+
+@pytest.mark.parametrize("cfg,peak,gemm", [
+    # n, c, h, groups, stride -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=3,s=..,p=1,g=.."`
+    ((2, 64, 8, 16, 1), 88_576, True), ((2, 128, 8, 32, 1), 167_680, True),   # 4 channels per group
+    ((2, 48, 8, 2, 1), 115_392, False), ((2, 96, 8, 12, 1), 175_488, False)])  # 24 and 8 per group
+def test_grouped_weight_gradient_kernel(cfg, peak, gemm):
+    n, c, h, g, s = cfg
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, c // g, 3, 3), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, (h - 1) // s + 1, (h - 1) // s + 1))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (3, 3), "stride": (s, s), "dilation": (1, 1), "group": g,
+                                                 "layout": "NCHW", "pads": (1, 1, 1, 1)})
+    assert conv._gemm_weights(op, opd) == gemm
+    assert _bwd_peak(op, opd, True) == peak
