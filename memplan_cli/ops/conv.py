@@ -271,9 +271,8 @@ def flops(op, operands):
 #   a blocked scratch output, then copies it out;
 # - backward first makes the input's gradient: copies of the incoming gradient and of the weight
 #   (both blocked), a blocked scratch of the input's gradient, then the result copied out (a strided
-#   ungrouped conv clones it once more); then the weight's gradient: plain copies of the incoming
-#   gradient and of the input (when it requires grad), and the result copied out (a second
-#   weight-sized tensor).
+#   ungrouped conv clones it once more); then the weight's gradient: copies of the incoming
+#   gradient and of the input, and the result copied out (a second weight-sized tensor).
 # Grouped (not depthwise) convolutions were measured with channel counts that need no rounding.
 # Other kernels (gemm, brgconv_strided, jit_1x1, AVX2, transposed): the functions below, measured with
 # devtools/torch_conv_sweep.py (docs/torchprof.md, "Convolution kernels").
@@ -429,9 +428,12 @@ def _torch_bwd_dx(op, operands) -> tuple:
 
 
 def _gemm_weights(op, operands) -> bool:
-    """oneDNN's weight-gradient kernel for AVX-512 takes kernels up to 14 wide (jit_avx512_common
-    bwd_weights init_conf; its `is_hw_transp` case aside); wider ones fall back to the gemm kernel
-    (measured: 15, 16, 17 and 32 wide, 1 to 64 input channels)."""
+    """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
+    to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
+    only, and grouped kernels need channels per group in blocks of 8 (measured: 15 to 32 wide with 1
+    to 64 input channels; depthwise 5x5 and 7x7; 4 channels per group). 2-D only."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D"):
+        return False
     kw = int(op.attrs["kernel"][1])
     # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
     if op.type == "DepthwiseConv2D":
