@@ -40,8 +40,8 @@ class SegNet(nn.Module):
                                 nn.Dropout2d(0.1) if dropout2d else nn.Identity())
         self.p2 = nn.AvgPool2d(2)
         self.mid = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
-        # ConvTranspose2d is refused by the profile (its oneDNN scratch was not worked out): with
-        # `convt`, the module checks that refusal; without, bilinear upsampling takes its place
+        # with `convt`, a ConvTranspose2d (oneDNN's deconvolution, docs/torchprof.md "Convolution
+        # kernels"); without, bilinear upsampling takes its place
         self.up_t = nn.ConvTranspose2d(32, 32, 2, stride=2) if convt else nn.Upsample(scale_factor=2, mode="bilinear")
         self.d2 = nn.Sequential(nn.Conv2d(64, 16, 3, padding=1), nn.ReLU())
         self.d1 = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU())
@@ -88,7 +88,7 @@ VISION = {
                          (3, 80, 80)),
     "vis_convnext_atto": ("convnext", _timm("convnext_atto", num_classes=10), IMG),
     "vis_segnet": ("segmentation", SegNet, (3, 32, 32)),
-    "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),  # refused
+    "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),
     "vis_segnet_drop2d": ("segmentation", lambda: SegNet(bn=False, dropout2d=True), (3, 32, 32)),  # --dynamo
 }
 
@@ -153,5 +153,4 @@ CONVSCRATCH = {
     "cs_patch32_224": ("vision-transformer", lambda: Patchify(768, 32), (3, 224, 224)),
     "cs_unet": ("segmentation", UNet, (3, 32, 32)),
     "cs_dcgan": ("generative", GanPair, (32, 1, 1)),
-    "cs_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),
 }
