@@ -213,6 +213,33 @@ SETS["channels"] = _grid(n=[2], c=[1, 2, 4, 6, 8, 12, 20, 24, 40], h=[16], o=[16
 SETS["grouped"] = [dict(n=2, c=c, h=8, o=c, k=3, s=s, p=1, g=c // cpg) for c in (64, 96, 128) for cpg in (4, 8, 16, 24, 32)
                    if c % cpg == 0 for s in (1, 2)] + \
     [dict(n=2, c=c, h=16, o=32, k=3, p=2, d=2, xgrad=xg) for c in (16, 32) for xg in (0, 1)]
+
+
+def _random(count, seed=0):
+    """Shapes drawn at random (fixed seed): checks the rules on shapes they were not derived from."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        c = rnd.choice([3, 8, 16, 24, 32, 40, 48, 64, 96, 112, 128])
+        k = rnd.choice([1, 1, 3, 3, 3, 5, 7])
+        s = rnd.choice([1, 1, 2])
+        h = rnd.choice([7, 8, 13, 14, 16, 28, 32])
+        dw = k > 1 and c > 3 and rnd.random() < 0.3
+        o = c if dw else rnd.choice([8, 16, 24, 32, 48, 64, 96, 128])
+        cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=c, h=h, o=o, k=k, s=s, p=k // 2,
+                   xgrad=int(rnd.random() < 0.8))
+        if dw:
+            cfg["g"] = c
+        if k == 1 and s > 1:
+            cfg["p"] = 0
+        out.append(cfg)
+    return out
+
+
+SETS["random"] = _random(150)
+SETS["random_b"] = _random(150, seed=1)  # drawn after the rules were fixed on "random"
 # DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
 SETS["transposed_nets"] = [dict(c, t=1) for c in (
     dict(n=2, c=100, h=1, o=64, k=4, s=1, p=0), dict(n=4, c=64, h=1, o=128, k=4, s=1, p=0),

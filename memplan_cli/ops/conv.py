@@ -298,7 +298,7 @@ def _blocked(op, operands) -> tuple:
     if grouped:
         return x.nbytes, y.nbytes, w.nbytes, w.nbytes, True
     # jit_1x1 blocks the input whatever its channels (measured: 3, 8 and 12 channels copied as 16)
-    blocked_in = cx >= BLOCK or tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    blocked_in = cx >= BLOCK or _jit_1x1(op, operands)
     bx = x.nbytes * _round(cx) // cx
     by = y.nbytes * _round(cy) // cy
     bw_f = w.nbytes * _round(o) * (_round(i) if blocked_in else i) // (o * i)
@@ -330,10 +330,11 @@ def torch_backend(op, operands) -> str:
 
 
 def _columns(op, operands) -> int:
-    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for a 1x1 kernel."""
+    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for an unstrided,
+    unpadded 1x1 kernel (a strided one gathers its input: measured)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     kh, kw = (int(v) for v in op.attrs["kernel"])
-    if (kh, kw) == (1, 1):
+    if (kh, kw) == (1, 1) and not _strided(op) and not any(int(p) for p in op.attrs.get("pads") or ()):
         return 0
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
@@ -356,15 +357,22 @@ def _rtus(op, operands) -> int:
     """A strided 1x1 convolution (jit_1x1) first gathers the strided input of one image into a
     unit-stride buffer (oneDNN's rtus): input channels rounded up to 16 x OH x OW floats, plus 128 B
     of alignment (measured, 3 to 64 channels)."""
-    if not (_ungrouped(op) and _strided(op) and tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)):
+    if not (_ungrouped(op) and _strided(op) and _jit_1x1(op, operands)):
         return 0
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     c, cy = int(x.shape[ch]), int(y.shape[ch])
-    sizes = x.shape[2:4] if ch == 1 else x.shape[1:3]
-    if any(int(v) % int(st) for v, st in zip(sizes, op.attrs["stride"])):
-        return 0  # an input the stride does not divide runs the general jit kernel (measured: no rtus)
     return 4 * _round(c) * (y.num_elements // (int(y.shape[0]) * cy)) + 128
+
+
+def _jit_1x1(op, operands) -> bool:
+    """oneDNN's 1x1 kernel: a 1x1 convolution, unless strided over an input the stride does not
+    divide (then the general jit kernel runs; measured)."""
+    if tuple(int(v) for v in op.attrs["kernel"]) != (1, 1):
+        return False
+    x = operands[op.inputs[0]]
+    sizes = x.shape[2:4] if op.attrs.get("layout", "NCHW") == "NCHW" else x.shape[1:3]
+    return not any(int(v) % int(st) for v, st in zip(sizes, op.attrs.get("stride", (1, 1))))
 
 
 def _ungrouped(op) -> bool:
@@ -498,7 +506,7 @@ def _torch_bwd_dw(op, operands) -> tuple:
         # gradient), the blocked result beside the gradient; then the result copied out. jit_1x1
         # blocks by 16 whatever the channels
         gy, gx, gw = _weights_layout(op, operands)
-        if one:
+        if one and _jit_1x1(op, operands):
             gx, gy, _, gw, _ = _blocked(op, operands)
         w = operands[op.inputs[1]].nbytes
         return ((gy, gx, gw - w, _rtus(op, operands)), (gw,))
