@@ -400,6 +400,9 @@ class _Builder:
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
         graph.metadata["parameter_rule"] = self.param_rule
+        rewrites = _export_rewrites(self.model)
+        if rewrites is not None:
+            graph.metadata["torch_export"] = rewrites
         if unused:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")
@@ -487,6 +490,28 @@ def _name_scope(node) -> str:
                 return parts[-1]
             return ".".join(parts)
     return ""
+
+
+REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
+SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+
+
+def _export_rewrites(model) -> dict | None:
+    """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
+    (profiles/torch_export.py reads it back): the graph signature (each parameter and buffer by
+    target) and each node the optimizer rewrote: its name, the rule names and the fx node it came
+    from. None for a file without a graph signature."""
+    sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
+    if sig is None:
+        return None
+    nodes = []
+    for node in model.graph.node:
+        md = {p.key: p.value for p in node.metadata_props}
+        if REWRITE_TAG in md:
+            nodes.append({"node": node.name, "op_type": node.op_type,
+                          "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
+                          "fx_node": md.get("pkg.torch.onnx.fx_node", "")})
+    return {"signature": sig, "rewritten": nodes}
 
 
 def _int_list(v) -> bool:

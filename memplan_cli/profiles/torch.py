@@ -539,10 +539,12 @@ class TorchProfile:
     OPTIONS = ("planner",)
 
     def training_graph(self, graph, config):
-        """memplan's training graph: only which weights train and the appended loss are read."""
+        """memplan's training graph: only which weights train and the appended loss are read. What the
+        dynamo exporter's optimizer folded away is put back first (profiles/torch_export.py)."""
         from memplan_cli.passes.pipeline import build_training_graph
+        from memplan_cli.profiles.torch_export import eager_graph
 
-        return build_training_graph(graph, config)
+        return build_training_graph(eager_graph(graph), config)
 
     def build(self, graph, config, **options):
         from memplan_cli.planners import planner_names
