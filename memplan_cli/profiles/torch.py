@@ -673,7 +673,9 @@ def replay(tg, config):
     # ---- held before the step ----
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
-    read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
+    # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
+    # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
+    read = {v for op in ops_ if not (facts(op) or {}).get("shape_only") for v in op.inputs}
     for o in opd:
         if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
