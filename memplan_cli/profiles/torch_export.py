@@ -50,7 +50,8 @@ _BN_ARGS = {"_native_batch_norm_legit_functional.default": (1, 2, 3, 4, 7),
             "batch_norm.default": (1, 2, 3, 4, 7)}
 # convolution and linear overloads: positions of (bias, padding)
 _CONV_ARGS = {"conv1d.default": (2, 4), "conv2d.default": (2, 4), "conv3d.default": (2, 4),
-              "convolution.default": (2, 4), "linear.default": (2, None)}
+              "convolution.default": (2, 4), "linear.default": (2, None),
+              "addmm.default": (0, None)}  # addmm(bias, x, weight): transformers' Conv1D (GPT-2)
 _AVOID = "export with torch.onnx.export(..., dynamo=True, optimize=False) to keep what eager runs"
 
 
