@@ -462,6 +462,18 @@ class _Builder:
 
     def constant_node(self, node) -> None:
         a = {x.name: x for x in node.attribute}
+        if "value" not in a and node.output:
+            # value_int(s) / value_float(s): torch.onnx's dynamo export without its optimizer writes them
+            from onnx import TensorProto, helper
+
+            for key, dtype in (("value_int", TensorProto.INT64), ("value_ints", TensorProto.INT64),
+                               ("value_float", TensorProto.FLOAT), ("value_floats", TensorProto.FLOAT)):
+                if key in a:
+                    v = helper.get_attribute_value(a[key])
+                    scalar = not key.endswith("s")
+                    t = helper.make_tensor(node.output[0], dtype, [] if scalar else [len(v)], [v] if scalar else v)
+                    a["value"] = helper.make_attribute("value", t)
+                    break
         if "value" not in a or not node.output:
             raise _Bad(f"Constant node '{node.name or node.output[0]}' without a tensor value is not supported")
         t = a["value"].t
