@@ -400,9 +400,6 @@ class _Builder:
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
         graph.metadata["parameter_rule"] = self.param_rule
-        rewrites = _export_rewrites(self.model)
-        if rewrites is not None:
-            graph.metadata["torch_export"] = rewrites
         if unused:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")
@@ -511,19 +508,35 @@ SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
     (profiles/torch_export.py reads it back): the graph signature (each parameter and buffer by
-    target) and each node the optimizer rewrote: its name, the rule names and the fx node it came
+    target); each node the optimizer rewrote: its name, the rule names and the fx node it came from;
+    the parameters each node's fx node takes (by placeholder); what each folded constant was computed
     from. None for a file without a graph signature."""
     sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
     if sig is None:
         return None
-    nodes = []
+    import re
+
+    from memplan_cli.loaders.params import _FX_ARG, _SIG_LINE
+
+    params = {ph for ph, kind, _ in _SIG_LINE.findall(sig) if kind == "PARAMETER"}
+    nodes, reads = [], {}
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
+        fx = md.get("pkg.torch.onnx.fx_node", "")
         if REWRITE_TAG in md:
             nodes.append({"node": node.name, "op_type": node.op_type,
                           "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
-                          "fx_node": md.get("pkg.torch.onnx.fx_node", "")})
-    return {"signature": sig, "rewritten": nodes}
+                          "fx_node": fx})
+        ph = tuple(a for a in _FX_ARG.findall(fx.split("](", 1)[-1]) if a in params)
+        if ph and node.name:
+            reads[node.name] = ph
+    # what each folded constant was computed from (the optimizer's constant folding records it)
+    folded = {}
+    for vi in model.graph.value_info:
+        for p in vi.metadata_props:
+            if p.key == "pkg.onnxscript.optimizer.folded_from":
+                folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
+    return {"signature": sig, "rewritten": nodes, "param_args": reads, "folded_from": folded}
 
 
 def _int_list(v) -> bool:
@@ -660,6 +673,7 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         if not model.graph.node and not model.graph.input:
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
+        rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
@@ -679,6 +693,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
         g = _drop_unused_operands(_Builder(model).build())
+        if rewrites is not None:
+            g.metadata["torch_export"] = rewrites
         if dynamic:
             g.metadata["dynamic_batch"] = True
         if _default_opset(model) != old_opset:

@@ -147,9 +147,10 @@ def eager_graph(graph):
         if other:
             raise _refuse(op, other[0], "what eager runs there is not read back")
         todo.append((op, rules, rec["fx_node"]))
-    if not todo:
-        return graph
     sig = _Signature(md.get("signature", ""))
+    merged = _merged(graph, sig, md)
+    if not todo and not merged:
+        return graph
     g = copy.copy(graph)
     g.operands, g.operations = list(graph.operands), list(graph.operations)
     g.inputs, g.outputs = list(graph.inputs), list(graph.outputs)
@@ -160,6 +161,17 @@ def eager_graph(graph):
         g.operands.append(o)
         return o.index
 
+    # a parameter the optimizer merged into an equal one (all zero biases, all unit norm weights of a
+    # random init) is its own tensor in eager: each stand-in read gets the parameter it stands for
+    copies: dict[str, int] = {}
+    for k, slots in merged.items():
+        op = g.operations[k] = copy.copy(g.operations[k])
+        op.inputs = list(op.inputs)
+        for pos, target in slots:
+            stand_in = g.operands[op.inputs[pos]]
+            if target not in copies:
+                copies[target] = operand(target, stand_in.shape, stand_in.dtype, const=True)
+            op.inputs[pos] = copies[target]
     before: dict[int, list] = {}  # op index -> ops eager runs just before it (a pad), after it (batch_norm)
     after: dict[int, list] = {}
 
@@ -225,6 +237,30 @@ def eager_graph(graph):
         op.index = k
         g.operations.append(op)
     return g
+
+
+def _merged(graph, sig, md) -> dict[int, list]:
+    """{op index: [(input position, the parameter target it stands for)]}: an op reads a parameter
+    (by name) its fx node does not take, while a parameter its fx node takes is nowhere in the file (not
+    by name, not folded into another constant): the optimizer merged equal initializers. Matched in
+    order when the counts agree; otherwise left as the file has it."""
+    reads = md.get("param_args") or {}
+    if not reads:
+        return {}
+    present = {o.name for o in graph.operands if o.is_const}
+    folded = {t for srcs in (md.get("folded_from") or {}).values() for t in srcs}
+    out = {}
+    for op in graph.operations:
+        args = reads.get(op.name)
+        if not args:
+            continue
+        own = {sig.target[a] for a in args}
+        lost = [sig.target[a] for a in args if sig.target[a] not in present and sig.target[a] not in folded]
+        stand_ins = [k for k, v in enumerate(op.inputs) if v >= 0 and graph.operands[v].is_const
+                     and graph.operands[v].name in sig.params and graph.operands[v].name not in own]
+        if lost and len(lost) == len(stand_ins):
+            out[op.index] = list(zip(stand_ins, lost))
+    return out
 
 
 def _unfold_pad(g, op, target, args, operand, insert) -> None:
