@@ -538,6 +538,8 @@ def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bo
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
+            if eval_mode:  # --dynamo --eval-export: the dynamo exporter on the module in eval mode
+                model.eval()
             torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
         elif eval_mode:
             model.eval()
