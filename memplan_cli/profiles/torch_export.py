@@ -125,7 +125,7 @@ def eager_graph(graph):
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
     the file does not record well enough."""
     md = (graph.metadata or {}).get("torch_export")
-    if not md or not md.get("rewritten"):
+    if not md or not (md.get("rewritten") or md.get("param_args")):
         return graph
     from memplan_cli.ir.graph import Operand, Operation
 

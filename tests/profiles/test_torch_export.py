@@ -206,3 +206,34 @@ def test_a_random_draw_from_a_constant_shape_is_no_constant(tmp_path):
     assert [op.type for op in g.operations][:1] == ["RandomUniformLike"]
     a = analyze_graph(g, TrainConfig(loss="cce"), profile="torch")
     assert not any(b.name == "shape_of_h" for b in a.buffers.buffers)
+
+
+
+def _two_linears(tmp_path, name, merged: bool, second="%p_l2_bias"):
+    """Two 16 -> 16 Linears; `merged`: the optimizer kept one of the two equal (zero) biases."""
+    b2 = "l1.bias" if merged else "l2.bias"
+    nodes = [helper.make_node("Gemm", ["x", "l1.weight", "l1.bias"], ["h"], transB=1, name="node_linear"),
+             helper.make_node("Relu", ["h"], ["r"], name="node_relu"),
+             helper.make_node("Gemm", ["r", "l2.weight", b2], ["y"], transB=1, name="node_linear_1")]
+    for n, args in ((nodes[0], "%x, %p_l1_weight, %p_l1_bias"), (nodes[2], f"%relu, %p_l2_weight, {second}")):
+        p = n.metadata_props.add()
+        p.key, p.value = FX, _fx("linear.default", args)
+    inits = [("l1.weight", _w(16, 16)), ("l1.bias", _w(16)), ("l2.weight", _w(16, 16))] + \
+        ([] if merged else [("l2.bias", _w(16))])
+    params = ["l1.weight", "l1.bias", "l2.weight"] + (["l2.bias"] if second == "%p_l2_bias" else [])
+    return _save(tmp_path, name, nodes, inits, [2, 16], [2, 16], _signature(params))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_parameter_merged_into_an_equal_one_is_its_own_tensor(tmp_path, optimizer):
+    # random init: both biases are zeros, the optimizer keeps one; eager holds, differentiates and
+    # updates each
+    want = _peak(_two_linears(tmp_path, "apart", merged=False), optimizer=optimizer)
+    assert _peak(_two_linears(tmp_path, "merged", merged=True), optimizer=optimizer) == want
+
+
+def test_a_tied_parameter_stays_one(tmp_path):
+    # the second layer's aten call takes the first one's bias itself (tied): one tensor, as in eager
+    tied = _peak(_two_linears(tmp_path, "tied", merged=True, second="%p_l1_bias"), optimizer="adam")
+    apart = _peak(_two_linears(tmp_path, "apart", merged=False), optimizer="adam")
+    assert tied[1]["parameters"] == apart[1]["parameters"] - 16 * 4
