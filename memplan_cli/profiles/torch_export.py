@@ -270,6 +270,9 @@ def _unfold_pad(g, op, target, args, operand, insert) -> None:
     pos = _CONV_ARGS.get(target)
     x = g.operands[op.inputs[0]]
     nd = len(x.shape) - 2
+    if target in _BN_ARGS:
+        raise _refuse(op, PAD_FOLD, "its aten call is the batch_norm it also absorbed, so the convolution's own "
+                                    "padding is not recorded")
     if pos is None or pos[1] is None or args is None or "pads" not in op.attrs or nd < 1:
         raise _refuse(op, PAD_FOLD, f"its call ({target or 'unreadable'}) is not read back")
     own = _ints(args[pos[1]], nd) if len(args) > pos[1] else (0,) * nd
