@@ -125,7 +125,7 @@ def eager_graph(graph):
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
     the file does not record well enough."""
     md = (graph.metadata or {}).get("torch_export")
-    if not md or not (md.get("rewritten") or md.get("param_args")):
+    if not md:
         return graph
     from memplan_cli.ir.graph import Operand, Operation
 
@@ -149,7 +149,8 @@ def eager_graph(graph):
         todo.append((op, rules, rec["fx_node"]))
     sig = _Signature(md.get("signature", ""))
     merged = _merged(graph, sig, md)
-    if not todo and not merged:
+    views = _folded_views(graph, sig, md)
+    if not todo and not merged and not views:
         return graph
     g = copy.copy(graph)
     g.operands, g.operations = list(graph.operands), list(graph.operations)
@@ -177,6 +178,17 @@ def eager_graph(graph):
 
     def add(where, at, typ, ins, outs, attrs, name):
         where.setdefault(at, []).append(Operation(-1, typ, ins, outs, dict(attrs), source_type=typ, name=name))
+
+    # a parameter's transpose folded into a second constant (a tied weight: the LM head reads the
+    # embedding table transposed) is a view of that parameter in eager, not a second tensor
+    for c, p in views.items():
+        readers = [op for op in g.operations if c in op.inputs]
+        t = operand(f"{g.operands[p].name}:transposed", g.operands[c].shape, g.operands[c].dtype)
+        add(before, readers[0].index, "Transpose", [p], [t], {"perm": (1, 0)}, f"{g.operands[p].name}.T")
+        for op in readers:
+            k = op.index
+            op = g.operations[k] = copy.copy(g.operations[k])
+            op.inputs = [t if v == c else v for v in op.inputs]
 
     for op0, rules, fx in sorted(todo, key=lambda t: t[0].index):
         op = g.operations[op0.index] = copy.copy(op0)
@@ -260,6 +272,24 @@ def _merged(graph, sig, md) -> dict[int, list]:
                      and graph.operands[v].name in sig.params and graph.operands[v].name not in own]
         if lost and len(lost) == len(stand_ins):
             out[op.index] = list(zip(stand_ins, lost))
+    return out
+
+
+def _folded_views(graph, sig, md) -> dict[int, int]:
+    """{folded constant: the parameter it is the transpose of}: a 2-D constant folded from one
+    parameter alone that the file also holds by name, in the transposed shape."""
+    folded = md.get("folded_from") or {}
+    by_name = {o.name: o.index for o in graph.operands if o.is_const}
+    read = {v for op in graph.operations for v in op.inputs if v >= 0}
+    out = {}
+    for name, srcs in folded.items():
+        c = by_name.get(name)
+        if c is None or c not in read or len(srcs) != 1 or srcs[0] not in sig.params or srcs[0] not in by_name:
+            continue
+        p = by_name[srcs[0]]
+        cs, ps = tuple(graph.operands[c].shape), tuple(graph.operands[p].shape)
+        if len(cs) == 2 and cs == ps[::-1] and graph.operands[c].dtype == graph.operands[p].dtype:
+            out[c] = p
     return out
 
 
