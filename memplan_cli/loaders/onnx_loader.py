@@ -513,10 +513,10 @@ SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
-    (profiles/torch_export.py reads it back): the graph signature (each parameter and buffer by
-    target); each node the optimizer rewrote: its name, the rule names and the fx node it came from;
-    the parameters each node's fx node takes (by placeholder); what each folded constant was computed
-    from. None for a file without a graph signature."""
+    (profiles/torch_export.py reads it back): the graph signature (placeholder -> (PARAMETER |
+    BUFFER | CONSTANT_TENSOR, target)); each node the optimizer rewrote: its name, the rule names and
+    the fx node it came from; the parameters each node's fx node takes (by placeholder); what each
+    folded constant was computed from. None for a file without a graph signature."""
     sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
     if sig is None:
         return None
@@ -524,7 +524,8 @@ def _export_rewrites(model) -> dict | None:
 
     from memplan_cli.loaders.params import _FX_ARG, _SIG_LINE
 
-    params = {ph for ph, kind, _ in _SIG_LINE.findall(sig) if kind == "PARAMETER"}
+    placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
+    params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
     nodes, reads = [], {}
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
@@ -542,7 +543,7 @@ def _export_rewrites(model) -> dict | None:
         for p in vi.metadata_props:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
-    return {"signature": sig, "rewritten": nodes, "param_args": reads, "folded_from": folded}
+    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded}
 
 
 def _int_list(v) -> bool:

@@ -31,6 +31,10 @@ import copy
 import re
 
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ops._torch import TRANSPOSE
+from memplan_cli.ops.batchnorm import BN_TYPE
+from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
+from memplan_cli.ops.pad import PAD_TYPE
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -99,14 +103,9 @@ def _ints(text: str, n: int) -> tuple | None:
 
 
 class _Signature:
-    def __init__(self, text: str):
-        from memplan_cli.loaders.params import _SIG_LINE
-
-        self.kind = {}
-        self.target = {}
-        for ph, kind, target in _SIG_LINE.findall(text):
-            self.kind[ph] = kind
-            self.target[ph] = target
+    def __init__(self, placeholders: dict):
+        self.kind = {ph: kt[0] for ph, kt in placeholders.items()}
+        self.target = {ph: kt[1] for ph, kt in placeholders.items()}
         self.params = {t for ph, t in self.target.items() if self.kind[ph] == "PARAMETER"}
 
     def of(self, arg: str, kind: str) -> str | None:
@@ -147,7 +146,7 @@ def eager_graph(graph):
         if other:
             raise _refuse(op, other[0], "what eager runs there is not read back")
         todo.append((op, rules, rec["fx_node"]))
-    sig = _Signature(md.get("signature", ""))
+    sig = _Signature(md.get("signature") or {})
     merged = _merged(graph, sig, md)
     views = _folded_views(graph, sig, md)
     if not todo and not merged and not views:
@@ -184,7 +183,7 @@ def eager_graph(graph):
     for c, p in views.items():
         readers = [op for op in g.operations if c in op.inputs]
         t = operand(f"{g.operands[p].name}:transposed", g.operands[c].shape, g.operands[c].dtype)
-        add(before, readers[0].index, "Transpose", [p], [t], {"perm": (1, 0)}, f"{g.operands[p].name}.T")
+        add(before, readers[0].index, TRANSPOSE, [p], [t], {"perm": (1, 0)}, f"{g.operands[p].name}.T")
         for op in readers:
             k = op.index
             op = g.operations[k] = copy.copy(g.operations[k])
@@ -198,7 +197,7 @@ def eager_graph(graph):
         y = op.outputs[0]
         ys = g.operands[y].shape
         channels = int(ys[1]) if len(ys) > 1 else 0
-        bias_shape = (int(ys[-1]),) if op.type in ("FullyConnected", "MatMul") else (channels,)
+        bias_shape = (int(ys[-1]),) if op.type in (FC_TYPE, MATMUL_TYPE) else (channels,)
         fold = next((r for r in rules if r in BN_FOLDS), None)
         if fold is not None:
             pos = _BN_ARGS.get(target)
@@ -226,7 +225,7 @@ def eager_graph(graph):
             ins = [pre, operand(w, (channels,), const=True), operand(b, (channels,), const=True),
                    operand(rm, (channels,), const=True, buffer=True), operand(rv, (channels,), const=True, buffer=True)]
             eps = float(args[pos[4]]) if len(args) > pos[4] and re.fullmatch(r"[-+.\deE]+", args[pos[4]]) else 1e-5
-            add(after, op.index, "BatchNormalization", ins, [y], {"epsilon": eps, "momentum": 0.9}, w.rsplit(".", 1)[0])
+            add(after, op.index, BN_TYPE, ins, [y], {"epsilon": eps, "momentum": 0.9}, w.rsplit(".", 1)[0])
         elif any(r in BIAS_REMOVALS for r in rules):
             rule = next(r for r in rules if r in BIAS_REMOVALS)
             pos = _CONV_ARGS.get(target)
@@ -314,7 +313,7 @@ def _unfold_pad(g, op, target, args, operand, insert) -> None:
         raise _refuse(op, PAD_FOLD, f"its pads {list(pads)} are smaller than its own padding {list(own)}")
     shape = tuple(x.shape[:2]) + tuple(int(x.shape[2 + k]) + extra[k] + extra[nd + k] for k in range(nd))
     padded = operand(f"{x.name}:padded", shape, x.dtype)
-    insert("Pad", [op.inputs[0]], [padded], {"mode": "constant", "pads": (0, 0) + extra[:nd] + (0, 0) + extra[nd:],
+    insert(PAD_TYPE, [op.inputs[0]], [padded], {"mode": "constant", "pads": (0, 0) + extra[:nd] + (0, 0) + extra[nd:],
                                              "value": 0.0}, f"{op.name}:pad")
     op.inputs[0] = padded
     op.attrs["pads"] = own + own
