@@ -10,20 +10,25 @@ profile the graph eager PyTorch runs. The other profiles analyse the file as it 
 Rules (what eager runs, from what the file records):
 - FuseBatchNormIntoConv / Gemm / ConvTranspose: the node's fx node is the batch_norm call. Eager runs
   the convolution (or linear), then batch_norm with its own weight and bias (trained), running_mean
-  and running_var (buffers): a BatchNormalization op is appended after it, whose facts are the
-  registry's. The convolution has a bias in eager only when the graph signature lists one for the
-  module that owns its weight (the optimizer adds a folded bias, or removes a zero one).
+  and running_var (buffers): a BatchNormalization op right after it, whose facts are the registry's.
+  The convolution has a bias in eager only when the graph signature lists one for the module that
+  owns its weight (the optimizer adds a folded bias, or removes a zero one).
 - RemoveOptionalBiasFrom*: a bias the fx node passes as a parameter was all zeros (a fresh zero
   init); eager still holds, differentiates and updates it: the bias comes back.
 - FuseConvPad: the fx node is the convolution with its own padding; what the file's pads hold beyond
   it was a zero constant pad (`nn.ZeroPad2d`, `F.pad`), which eager allocates and the convolution
-  saves: a constant Pad op is appended before it.
+  saves: a constant Pad op right before it.
+- Merged initializers: an op reads a parameter its fx node does not take while a parameter its fx
+  node takes is nowhere in the file: each stand-in read gets the parameter it stands for.
+- A 2-D constant folded from one parameter alone (`pkg.onnxscript.optimizer.folded_from`) that the
+  file also holds, in the transposed shape (a tied LM head), is a Transpose view of that parameter.
 - Rules that only rewrite views, shapes or attributes (HARMLESS) change nothing eager allocates.
 - Anything else the file records (another rule, a BatchNorm without affine weights or running
   statistics, arguments that cannot be read) is refused in one line naming the node and the rule,
   with the export flag that avoids it (`optimize=False`).
 New ops are inserted where eager runs them (batch_norm right after its convolution, not just before
-the convolution's first reader: the downsampling branch of a residual block runs between them).
+the convolution's first reader: the downsampling branch of a residual block runs between them); the
+file's ops after one move up by one index.
 """
 from __future__ import annotations
 
