@@ -539,10 +539,12 @@ class TorchProfile:
     OPTIONS = ("planner",)
 
     def training_graph(self, graph, config):
-        """memplan's training graph: only which weights train and the appended loss are read."""
+        """memplan's training graph: only which weights train and the appended loss are read. What the
+        dynamo exporter's optimizer folded away is put back first (profiles/torch_export.py)."""
         from memplan_cli.passes.pipeline import build_training_graph
+        from memplan_cli.profiles.torch_export import eager_graph
 
-        return build_training_graph(graph, config)
+        return build_training_graph(eager_graph(graph), config)
 
     def build(self, graph, config, **options):
         from memplan_cli.planners import planner_names
@@ -672,7 +674,9 @@ def replay(tg, config):
     # ---- held before the step ----
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
-    read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
+    # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
+    # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
+    read = {v for op in ops_ if not (facts(op) or {}).get("shape_only") for v in op.inputs}
     for o in opd:
         if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
@@ -757,7 +761,9 @@ def replay(tg, config):
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
         f = facts(op) or {}
-        rec = any(needs) and not f.get("draws")  # a random mask never carries a gradient
+        # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
+        # requires grad records no node: no phantom gradient back into its input)
+        rec = any(needs) and not f.get("draws") and not _no_grad(op.type)
         node[p] = rec
         saved = []
         if op.type == LOSS_TYPE:
