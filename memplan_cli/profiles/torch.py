@@ -51,12 +51,13 @@ columns as eager has them.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
 from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT_KEEPING, NARROWS, SDPA, TRANSPOSE,
-                                    WEIGHT_MATMULS)
+                                    GATHER, WEIGHT_MATMULS, parse_call, sdpa_dropout)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -111,6 +112,11 @@ FACTS = {
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": _flash_fwd, "bwd_scratch": _flash_bwd},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # a copy the dynamo export dropped (`_lost_clones`): a new contiguous tensor, saves nothing; its
+    # backward hands the incoming gradient on (CloneBackward0)
+    "Clone": {"grad": "pass"},
+    # select (`_selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
+    "Select": {"view": True},
 }
 
 
@@ -282,8 +288,16 @@ def _attention(g, uses, defs) -> dict:
         vchain: list[int] = []
         v = unrepeat(m2.inputs[1], vchain)
         found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop,
-                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1])})
+                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1]),
+                            "dropout_p": _recorded_dropout(ops, (m2.index, ps, p1))})
     return found
+
+
+def _recorded_dropout(ops, members) -> float | None:
+    """sdpa's dropout_p as the dynamo exporter recorded it beside its decomposition's ops (their `call`):
+    None when an op has no such record (TorchScript, or metadata stripped) or they disagree."""
+    ps = {sdpa_dropout(ops[i].call) for i in members}
+    return ps.pop() if len(ps) == 1 else None
 
 
 def _eager_order(g, defs) -> list:
@@ -321,18 +335,30 @@ def _fuse(g, uses) -> list[_Op]:
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
-    for m2, (members, q, k, v, mask, sm_out, drop, _) in attention.items():
-        if drop is None:
-            # no dropout in the graph: eager ran the fused CPU kernel (_scaled_dot_product_flash_attention_
-            # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
-            # torch.onnx's dynamo exporter drops it (TorchScript writes it): refused
+    math: dict[int, float] = {}  # the last MatMul of an sdpa whose recorded dropout_p is on -> p
+    for m2, (members, q, k, v, mask, sm_out, drop, sizes) in attention.items():
+        p = sizes["dropout_p"]
+        if drop is None and p is not None and p > 0:
+            # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager takes the math
+            # path (the CPU flash kernel takes no dropout), op by op as the decomposition, with its dropout
+            math[m2] = p
+        elif drop is None:
+            # no dropout in the graph (or a recorded dropout_p of 0): eager ran the fused CPU kernel
+            # (_scaled_dot_product_flash_attention_for_cpu). With dropout elsewhere and nothing recorded,
+            # the export cannot say whether sdpa's own dropout was on (TorchScript writes it): refused
             gone.update(members)
     for op in _eager_order(g, defs):
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]
             ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
-            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), sizes, op.label,
-                           tuple(sorted(members))))
+            known = sizes["dropout_p"] is not None
+            out.append(_Op(op.index, "SDPA" if known or not dropout else "SDPA?", ins, list(op.outputs), sizes,
+                           op.label, tuple(sorted(members))))
+            continue
+        if op.index in math:
+            out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs),
+                           {**op.attrs, "sdpa_dropout": math[op.index], "sdpa_probs": attention[op.index][5]},
+                           op.label, (op.index,)))
             continue
         if op.index in gone:
             continue
@@ -362,6 +388,73 @@ def _fuse(g, uses) -> list[_Op]:
                                    {}, op.label, (op.index, add.index)))
                     continue
         out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,)))
+    return out
+
+
+def _selects(ops_: list[_Op], opd: list) -> list[_Op]:
+    """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    out = []
+    for op in ops_:
+        if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
+                and not opd[op.inputs[0]].is_const:
+            op = _Op(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
+                     op.label, op.members)
+        out.append(op)
+    return out
+
+
+def _lost_clones(ops_: list[_Op], g, opd: list, uses: dict) -> list[_Op]:
+    """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
+    call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
+    records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
+    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy.
+    Only ops that read their input 0 from outside their own call's decomposition are matched."""
+    from memplan_cli.ir.graph import Operand
+
+    calls = [parse_call(op.call) if op.call else None for op in g.operations]
+    names = {c[0] for c in calls if c}
+    defs = g.defs()
+    made: dict[str, int] = {}
+    out = []
+    for op in ops_:
+        c = calls[op.index]
+        x = op.inputs[0] if op.inputs else -1
+        arg = c[2][0] if c and c[2] else ""
+        p = defs.get(x)
+        if x < 0 or not re.fullmatch(r"%clone(_\d+)?", arg) or arg[1:] in names or (
+                p is not None and calls[p] and calls[p][0] == c[0]):
+            out.append(op)
+            continue
+        if arg not in made:
+            y = Operand(len(opd), f"{opd[x].name}:clone", tuple(opd[x].shape), opd[x].dtype)
+            opd.append(y)
+            made[arg] = y.index
+            out.append(_Op(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
+        uses.setdefault(made[arg], []).append(op.index)
+        out.append(_Op(op.index, op.type, [made[arg]] + op.inputs[1:], op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
+def _sdpa_dropouts(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
+    """sdpa's own dropout on the math path (`_fuse` marks the MatMul with v): a Dropout of the
+    attention probabilities, on a new operand (appended to `opd`), read by that MatMul instead."""
+    from memplan_cli.ir.graph import Operand
+
+    out = []
+    for op in ops_:
+        p = op.attrs.get("sdpa_dropout")
+        if p is None:
+            out.append(op)
+            continue
+        x = opd[op.attrs["sdpa_probs"]]
+        y = Operand(len(opd), f"{x.name}:dropout", tuple(x.shape), x.dtype)
+        opd.append(y)
+        uses[y.index] = [op.index]
+        out.append(_Op(op.index, "Dropout", [x.index], [y.index], {"ratio": p}, op.label, op.members))
+        attrs = {k: v for k, v in op.attrs.items() if not k.startswith("sdpa_")}
+        out.append(_Op(op.index, op.type, [y.index if v == x.index else v for v in op.inputs], op.outputs, attrs,
+                       op.label, op.members))
     return out
 
 
@@ -468,6 +561,9 @@ def _out_strides(op, opd, st, k=0):
     if op.type == TRANSPOSE:
         perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
         return tuple(st[int(i)] for i in perm)
+    if op.type == "Select":  # the selected dim goes
+        ax = int(op.attrs.get("axis", 0)) % len(x)
+        return tuple(st[:ax]) + tuple(st[ax + 1:])
     if op.type == EXPAND:  # broadcast dims get stride 0
         pad = (0,) * (len(y) - len(x))
         full = pad + tuple(st)
@@ -657,7 +753,8 @@ def replay(tg, config):
     g = tg.graph
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
-    ops_ = _split_activations(_fuse(g, uses), opd, uses)
+    ops_ = _selects(_lost_clones(_fuse(g, uses), g, opd, uses), opd)
+    ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
     why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)

@@ -221,3 +221,85 @@ def test_sdpa_with_a_folded_key(tmp_path):
     assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
     assert _cols(a, "sdpa")["fwd_mem_tmp"] == 32 + 224  # logsumexp and the one-thread scratch, as above
 
+
+
+def _record(node, call):
+    """What torch.onnx's dynamo exporter records beside a node (`pkg.torch.onnx.fx_node`)."""
+    node.metadata_props.add(key="pkg.torch.onnx.fx_node", value=f"%{call.split(' = ')[0]} : [num_users=1] = "
+                            f"call_function[target=torch.ops.{call.split(' = ')[1].split('(')[0]}]"
+                            f"({call.split('(', 1)[1]}")
+    return node
+
+
+def _recorded_attention(tmp_path, p, name):
+    """_attention's graph with a dropout elsewhere and sdpa's call recorded beside its decomposition."""
+    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")], name=name)
+    import onnx
+
+    path = tmp_path / f"{name}.onnx"
+    m = onnx.load(str(path))
+    call = (f"sdpa = aten.scaled_dot_product_attention.default(args = (%q, %k, %v, None, {p}), "
+            f"kwargs = {{scale: 0.35}})")
+    for n in m.graph.node:
+        if n.name in ("scale_q", "scale_k", "scores", "softmax", "sdpa"):
+            _record(n, call)
+    onnx.save(m, str(path))
+    del g
+    return load_model(str(path))
+
+
+def test_sdpa_recorded_dropout_is_the_math_path(tmp_path):
+    # dynamo writes no Dropout for sdpa's own but records dropout_p = 0.1 beside its ops: eager's CPU
+    # flash kernel takes no dropout, so the math path ran: the (1, 2, 4, 4) probabilities (128 B) are
+    # kept, and the dropout makes its output and float noise (128 B each) before the matmul with v
+    a = _run(_recorded_attention(tmp_path, 0.1, "rec"))
+    assert any(b.name == "probs" for b in a.buffers.buffers)
+    c = _cols(a, "sdpa")
+    assert c["fwd_mem_out"] == 128 + 256 and c["fwd_mem_tmp"] == 128
+
+
+def test_sdpa_recorded_dropout_of_zero_is_the_fused_kernel(tmp_path):
+    # a recorded dropout_p of 0 says the fused kernel ran, a dropout elsewhere notwithstanding
+    a = _run(_recorded_attention(tmp_path, 0.0, "rec0"))
+    assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
+
+
+def test_select_is_a_view_and_a_lost_clone_a_copy(tmp_path):
+    # h (2, 3, 4: 96 B) is permuted, then its first row picked (Gather of a 0-d index: eager's select,
+    # a view); its backward makes a zeroed gradient of the input's size (96 B)
+    def graph(name, call=None):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Transpose", ["h"], ["t"], perm=[1, 0, 2], name="perm"),
+                 helper.make_node("Gather", ["t", "i"], ["s"], axis=0, name="select"),
+                 helper.make_node("Relu", ["s"], ["y"], name="act")]
+        if call:
+            _record(nodes[2], call)
+        return _model(tmp_path, nodes, [("x", F, [2, 3, 4])], [("y", [2, 4])],
+                      [("w", _w(4, 4)), ("i", np.array(0, np.int64))], name)
+    c = _cols(_run(graph("sel")), "select")
+    assert c["fwd_mem_out"] == 0 and c["bwd_mem_out"] == 96
+    # the call dynamo recorded reads `%clone`, an aten.clone (`.contiguous()`) the file dropped: eager
+    # selected from a contiguous copy of the permuted h (96 B), made before the select
+    a = _run(graph("clone", "select = aten.select.int(args = (%clone, 0, 0), kwargs = {})"))
+    assert _cols(a, "select")["fwd_mem_out"] == 96
+
+
+def test_cumsum_backward_makes_two_temporaries(tmp_path):
+    # torch.cumsum's backward flips the gradient and sums it: two temporaries of the input's size
+    # (32 B each) besides its gradient (32 B); forward keeps nothing
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("CumSum", ["h", "ax"], ["y"], name="cumsum")],
+               [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4)), ("ax", np.array(1, np.int64))])
+    c = _cols(_run(g), "cumsum")
+    assert c["bwd_mem_tmp"] == 64 and c["bwd_mem_out"] == 32 and c["fwd_mem_tmp"] == 0
+
+
+def test_gather_elements_keeps_its_index_for_a_gradient(tmp_path):
+    # torch.gather keeps its int64 index (2 x 4: 64 B) while the data needs a gradient
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Cast", ["i32"], ["idx"], to=TensorProto.INT64, name="cast"),
+                          helper.make_node("GatherElements", ["h", "idx"], ["y"], axis=1, name="gather")],
+               [("x", F, [2, 4]), ("i32", TensorProto.INT32, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4))])
+    a = _run(g)
+    idx = next(b for b in a.buffers.buffers if b.name == "idx")
+    assert idx.size == 64 and a.buffers.steps[idx.last].kind == "calcDerivative"
