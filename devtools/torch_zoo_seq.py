@@ -301,3 +301,26 @@ TC = {
 TC["tc_t5_s128"] = ("transformer", TC["tc_t5"][1], ("ids", 128, 1000))
 TC["tc_bert_sdpa_s128"] = ("transformer", TC["tc_bert_sdpa"][1], ("ids", 128, 1000))
 ZOO.update(TC)
+
+
+def _peft(make, targets, dropout=0.0, r=8):
+    """`make`'s module with peft's own LoRA (rank `r`, alpha 16, `lora_dropout` `dropout`) on the modules
+    named `targets`; peft freezes everything else."""
+    def build():
+        from peft import LoraConfig, get_peft_model
+
+        w = make()
+        w.m = get_peft_model(w.m, LoraConfig(r=r, lora_alpha=16, lora_dropout=dropout, target_modules=list(targets)))
+        return w
+    return build
+
+
+TC["tc_llama_peft"] = ("lora", _peft(_hf_default("LlamaConfig", "LlamaForCausalLM", **_LLAMA), ("q_proj", "v_proj")),
+                       _IDS32)
+TC["tc_llama_peft_drop"] = ("lora", _peft(_hf_default("LlamaConfig", "LlamaForCausalLM", **_LLAMA),
+                                          ("q_proj", "v_proj"), 0.05), _IDS32)
+TC["tc_gpt2_peft"] = ("lora", _peft(_hf_default("GPT2Config", "GPT2LMHeadModel", **_GPT2), ("c_attn",)), _IDS32)
+TC["tc_t5_peft"] = ("lora", _peft(_hf_pair("T5Config", "T5ForConditionalGeneration", dec_len=16, **_T5), ("q", "v")),
+                    _IDS32)
+FLAGS.update({k: ["--train", "ops:*lora*"] for k in TC if k.endswith(("_peft", "_peft_drop"))})
+ZOO.update(TC)

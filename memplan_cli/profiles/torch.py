@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
 from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT_KEEPING, NARROWS, SDPA, TRANSPOSE,
-                                    GATHER, WEIGHT_MATMULS, parse_call, sdpa_dropout)
+                                    GATHER, SDPA_CALLS, WEIGHT_MATMULS, parse_call, sdpa_dropout)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -115,6 +115,10 @@ FACTS = {
     # a copy the dynamo export dropped (`_lost_clones`): a new contiguous tensor, saves nothing; its
     # backward hands the incoming gradient on (CloneBackward0)
     "Clone": {"grad": "pass"},
+    # _safe_softmax (sdpa's math path, measured): keeps its result; forward makes a bool isneginf mask
+    # of its input and a bool per row (both freed in the op)
+    "SafeSoftmax": {"saves": (("out0", "any"),), "fwd_scratch": lambda op, opd: ((
+        _elements(opd[op.inputs[0]].shape) + _elements(opd[op.inputs[0]].shape[:-1]),),)},
     # select (`_selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
     "Select": {"view": True},
 }
@@ -260,9 +264,13 @@ def _attention(g, uses, defs) -> dict:
                 sides.append((pm, b))
             else:
                 break
+        if len(sides) != 2 and sdpa_dropout(m1.call) is not None:
+            # the exporter leaves out the factors for a scale of 1 (OPT scales q itself); its recorded
+            # call says the MatMul is sdpa's
+            sides = [(None, m1.inputs[0]), (None, m1.inputs[1])]
         if len(sides) != 2:
             continue
-        members += [p1, sides[0][0], sides[1][0]]
+        members += [p1] + [pm for pm, _ in sides if pm is not None]
         q = sides[0][1]
         qs = tuple(g.operands[q].shape)
         # back through the views of k^T to the nearest k of (..., S_kv, head dim), repeat undone
@@ -336,12 +344,17 @@ def _fuse(g, uses) -> list[_Op]:
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
     math: dict[int, float] = {}  # the last MatMul of an sdpa whose recorded dropout_p is on -> p
+    safe: dict[int, int] = {}  # its Softmax -> the output of the Where(IsNaN) after it
     for m2, (members, q, k, v, mask, sm_out, drop, sizes) in attention.items():
         p = sizes["dropout_p"]
         if drop is None and p is not None and p > 0:
             # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager takes the math
             # path (the CPU flash kernel takes no dropout), op by op as the decomposition, with its dropout
             math[m2] = p
+            nan = [i for i in members if ops[i].type in (SDPA["where"], SDPA["isnan"])]
+            if nan:  # Softmax, IsNaN, Where: the math path's one _safe_softmax
+                gone.update(nan)
+                safe[defs[sm_out]] = ops[m2].inputs[0]
         elif drop is None:
             # no dropout in the graph (or a recorded dropout_p of 0): eager ran the fused CPU kernel
             # (_scaled_dot_product_flash_attention_for_cpu). With dropout elsewhere and nothing recorded,
@@ -357,8 +370,12 @@ def _fuse(g, uses) -> list[_Op]:
             continue
         if op.index in math:
             out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs),
-                           {**op.attrs, "sdpa_dropout": math[op.index], "sdpa_probs": attention[op.index][5]},
+                           {**op.attrs, "sdpa_dropout": math[op.index], "sdpa_probs": op.inputs[0]},
                            op.label, (op.index,)))
+            continue
+        if op.index in safe:
+            out.append(_Op(op.index, "SafeSoftmax", list(op.inputs), [safe[op.index]], dict(op.attrs), op.label,
+                           (op.index,)))
             continue
         if op.index in gone:
             continue
@@ -769,8 +786,10 @@ def replay(tg, config):
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
     read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
+    computed = _folded_values(g, trained)
     for o in opd:
-        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
+        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read \
+                and o.index not in computed:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
     for v in g.inputs:
         o = opd[v]
@@ -849,6 +868,8 @@ def replay(tg, config):
         c = cols(op.label)
         ins = [v for v in op.inputs if v >= 0]
         for v in ins:
+            if v in computed and v not in storage:  # eager computes it here, a forward value
+                storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
             if v in storage:
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
@@ -1087,6 +1108,29 @@ def replay(tg, config):
     for st in held:
         sim.touch(st, end)
     return sim, layer
+
+
+def _folded_values(g, trained) -> set[int]:
+    """Constants that are values eager computes during forward (a mask, a position bias, rotary
+    tables), folded by the dynamo exporter: an op's recorded call reads the constant by its own name
+    (`%expand_2`: an fx node, never a parameter `%p_...` or a buffer `%b_...`). Those that do not
+    train are forward values (made at their first reader, freed after their last), not held the
+    whole step."""
+    names: set[str] = set()
+    masks: set[int] = set()
+    for op in g.operations:
+        if op.call:
+            names.update(re.findall(r"%(\w+)", op.call.partition(" = ")[2].partition("(")[2]))
+            # the mask of sdpa's decomposition (its Add reads it): one eager builds in the call (is_causal)
+            # or receives as a computed value, unless the call reads a parameter, buffer or constant
+            c = parse_call(op.call) if op.type == SDPA["mask"] else None
+            if c and c[1] in SDPA_CALLS:
+                arg = c[2][3] if len(c[2]) > 3 and c[1] != "aten._scaled_dot_product_flash_attention_for_cpu" \
+                    else c[3].get("attn_mask", "None")
+                if not arg.startswith(("%p_", "%b_", "%c_")):
+                    masks.update(i for i in op.inputs if i >= 0 and g.operands[i].is_const)
+    return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks)
+            and o.index not in trained}
 
 
 def _memory_format(op, opd, contig, cl) -> None:

@@ -104,8 +104,9 @@ def test_dropout_of_zero_is_its_input(tmp_path):
     assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
 
 
-def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
-    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8)."""
+def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False):
+    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
+    with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added."""
     nodes = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"], name="qkv"),
              helper.make_node("Reshape", ["qkv", "s5"], ["r5"], name="view"),
              helper.make_node("Transpose", ["r5"], ["p"], perm=[2, 0, 3, 1, 4], name="permute"),
@@ -117,8 +118,14 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
              helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
              helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
              helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
-             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax")]
+             helper.make_node("Softmax", ["scores_m" if mask else "scores"], ["probs"], axis=-1, name="softmax")]
+    if mask:
+        nodes.insert(-1, helper.make_node("Add", ["scores", "m"], ["scores_m"], name="mask"))
     last = "probs"
+    if safe:
+        nodes += [helper.make_node("IsNaN", ["probs"], ["nan"], name="isnan"),
+                  helper.make_node("Where", ["nan", "zero", "probs"], ["probs_s"], name="where")]
+        last = "probs_s"
     for op, attrs in after_softmax:
         nodes.append(helper.make_node(op, [last, "r"], [f"{last}_d"], name="attn_drop", **attrs))
         last = f"{last}_d"
@@ -127,7 +134,8 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
               helper.make_node("Reshape", ["ot", "s3"], ["y0"], name="flat")]
     nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
     inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
-             ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1))]
+             ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1)),
+             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32))]
     return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
 
 
@@ -231,17 +239,17 @@ def _record(node, call):
     return node
 
 
-def _recorded_attention(tmp_path, p, name):
+def _recorded_attention(tmp_path, p, name, mask_arg="None", **kw):
     """_attention's graph with a dropout elsewhere and sdpa's call recorded beside its decomposition."""
-    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")], name=name)
+    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")], name=name, **kw)
     import onnx
 
     path = tmp_path / f"{name}.onnx"
     m = onnx.load(str(path))
-    call = (f"sdpa = aten.scaled_dot_product_attention.default(args = (%q, %k, %v, None, {p}), "
+    call = (f"sdpa = aten.scaled_dot_product_attention.default(args = (%q, %k, %v, {mask_arg}, {p}), "
             f"kwargs = {{scale: 0.35}})")
     for n in m.graph.node:
-        if n.name in ("scale_q", "scale_k", "scores", "softmax", "sdpa"):
+        if n.name in ("scale_q", "scale_k", "scores", "softmax", "sdpa", "mask", "isnan", "where"):
             _record(n, call)
     onnx.save(m, str(path))
     del g
@@ -303,3 +311,21 @@ def test_gather_elements_keeps_its_index_for_a_gradient(tmp_path):
     a = _run(g)
     idx = next(b for b in a.buffers.buffers if b.name == "idx")
     assert idx.size == 64 and a.buffers.steps[idx.last].kind == "calcDerivative"
+
+
+def test_sdpa_math_path_safe_softmax_and_its_mask(tmp_path):
+    # the math path's _safe_softmax is one op: it keeps its result only (128 B), the IsNaN mask is no
+    # saved tensor but a forward scratch beside an isneginf mask and a bool per row (32 + 8 B); the
+    # constant mask the call received as a computed value (`%mask_1`) is a forward value, not held
+    # (a hand-built file does not say it is no parameter: frozen here, as dynamo's signature says)
+    a = _run(_recorded_attention(tmp_path, 0.1, "safe", mask_arg="%mask_1", safe=True, mask=True),
+             freeze=("params:m",))
+    assert not any(b.name == "nan" for b in a.buffers.buffers)
+    assert _cols(a, "softmax")["fwd_mem_out"] == 128 and _cols(a, "softmax")["fwd_mem_tmp"] == 40
+    m = next(b for b in a.buffers.buffers if b.name == "m")
+    assert a.buffers.steps[m.first].kind == "forward" and a.buffers.steps[m.last].kind == "forward"
+    # a mask the call reads from a buffer (`%b_...`) is held the whole step
+    a = _run(_recorded_attention(tmp_path, 0.1, "safe_b", mask_arg="%b_mask", safe=True, mask=True),
+             freeze=("params:m",))
+    m = next(b for b in a.buffers.buffers if b.name == "m")
+    assert m.first == 0 and m.last == len(a.buffers.steps) - 1
