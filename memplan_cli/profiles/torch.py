@@ -453,6 +453,42 @@ def _lost_clones(ops_: list[_Op], g, opd: list, uses: dict) -> list[_Op]:
     return out
 
 
+def _merged_dropouts(ops_: list[_Op], g, opd: list, uses: dict) -> list[_Op]:
+    """Dropouts of one input the dynamo exporter merged into one (its optimizer folds equal nodes; peft's
+    lora_dropout of q_proj and of v_proj): the ops reading the Dropout's output record it under
+    different names (`%getitem`, `%getitem_2`), one per draw eager made. Each further name is another
+    Dropout of the same input (a new operand, appended to `opd`), run before its first reader."""
+    from memplan_cli.ir.graph import Operand
+
+    drops = {o: op for op in ops_ if op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0
+             for o in op.outputs[:1]}
+    if not drops:
+        return ops_
+    # names of values an op of the file computes (a Dropout's own output is read as an unrecorded
+    # `%getitem`): a reader naming one of these reads another value at input 0
+    recorded = {c.partition(" = ")[0] for c in (op.call for op in g.operations) if c}
+    first: dict[int, str] = {}
+    made: dict[tuple, int] = {}
+    out = []
+    for op in ops_:
+        x = op.inputs[0] if op.inputs else -1
+        c = parse_call(g.operations[op.index].call) if x in drops and g.operations[op.index].call else None
+        arg = c[2][0] if c and c[2] else ""
+        if not arg.startswith("%") or arg[1:] in recorded or first.setdefault(x, arg) == arg:
+            out.append(op)
+            continue
+        if (x, arg) not in made:
+            d = drops[x]
+            y = Operand(len(opd), f"{opd[x].name}:{arg[1:]}", tuple(opd[x].shape), opd[x].dtype)
+            opd.append(y)
+            made[(x, arg)] = y.index
+            out.append(_Op(op.index, d.type, list(d.inputs), [y.index], dict(d.attrs), d.label, d.members))
+        uses.setdefault(made[(x, arg)], []).append(op.index)
+        out.append(_Op(op.index, op.type, [made[(x, arg)]] + op.inputs[1:], op.outputs, op.attrs, op.label,
+                       op.members))
+    return out
+
+
 def _sdpa_dropouts(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
     """sdpa's own dropout on the math path (`_fuse` marks the MatMul with v): a Dropout of the
     attention probabilities, on a new operand (appended to `opd`), read by that MatMul instead."""
@@ -770,7 +806,7 @@ def replay(tg, config):
     g = tg.graph
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
-    ops_ = _selects(_lost_clones(_fuse(g, uses), g, opd, uses), opd)
+    ops_ = _selects(_merged_dropouts(_lost_clones(_fuse(g, uses), g, opd, uses), g, opd, uses), opd)
     ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
     why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:

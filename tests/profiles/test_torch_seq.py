@@ -329,3 +329,23 @@ def test_sdpa_math_path_safe_softmax_and_its_mask(tmp_path):
              freeze=("params:m",))
     m = next(b for b in a.buffers.buffers if b.name == "m")
     assert m.first == 0 and m.last == len(a.buffers.steps) - 1
+
+
+def test_dropouts_the_export_merged_are_separate_draws(tmp_path):
+    # peft's lora_dropout of q_proj and of v_proj: two draws of one input, which dynamo's optimizer
+    # merged into one Dropout; its readers record them as `%getitem` and `%getitem_2`: eager made two
+    # outputs and two float noise tensors (32 B each)
+    def graph(name, second):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Dropout", ["h", "r"], ["d"], name="drop"),
+                 _record(helper.make_node("MatMul", ["d", "wa"], ["a"], name="a"),
+                         "linear = aten.linear.default(args = (%getitem, %p_wa), kwargs = {})"),
+                 _record(helper.make_node("MatMul", ["d", "wb"], ["b"], name="b"),
+                         f"linear_1 = aten.linear.default(args = (%{second}, %p_wb), kwargs = {{}})"),
+                 helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+        return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 4])],
+                      [("w", _w(4, 4)), ("wa", _w(4, 4)), ("wb", _w(4, 4)), ("r", np.float32(0.1))], name)
+    noise = [b for b in _run(graph("two", "getitem_2")).buffers.buffers if b.name.endswith(":noise")]
+    assert [b.size for b in noise] == [32, 32]
+    noise = [b for b in _run(graph("one", "getitem")).buffers.buffers if b.name.endswith(":noise")]
+    assert [b.size for b in noise] == [32]
