@@ -822,7 +822,11 @@ def replay(tg, config):
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
     read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
-    computed = _folded_values(g, trained)
+    masks = _sdpa_masks(g)
+    # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
+    # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
+    trained -= {m for m in masks if opd[m].assumed}
+    computed = _folded_values(g, trained, masks)
     for o in opd:
         if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read \
                 and o.index not in computed:
@@ -1146,25 +1150,31 @@ def replay(tg, config):
     return sim, layer
 
 
-def _folded_values(g, trained) -> set[int]:
+def _sdpa_masks(g) -> set[int]:
+    """Constants the Add of sdpa's decomposition reads, where its recorded call builds the mask itself
+    (is_causal) or receives a computed value (an fx node, not a parameter `%p_...`, buffer `%b_...` or
+    constant `%c_...`): a value eager computes during the step."""
+    masks: set[int] = set()
+    for op in g.operations:
+        c = parse_call(op.call) if op.call and op.type == SDPA["mask"] else None
+        if c and c[1] in SDPA_CALLS:
+            arg = c[2][3] if len(c[2]) > 3 and c[1] != "aten._scaled_dot_product_flash_attention_for_cpu" \
+                else c[3].get("attn_mask", "None")
+            if not arg.startswith(("%p_", "%b_", "%c_")):
+                masks.update(i for i in op.inputs if i >= 0 and g.operands[i].is_const)
+    return masks
+
+
+def _folded_values(g, trained, masks) -> set[int]:
     """Constants that are values eager computes during forward (a mask, a position bias, rotary
     tables), folded by the dynamo exporter: an op's recorded call reads the constant by its own name
-    (`%expand_2`: an fx node, never a parameter `%p_...` or a buffer `%b_...`). Those that do not
-    train are forward values (made at their first reader, freed after their last), not held the
-    whole step."""
+    (`%expand_2`: an fx node, never a parameter `%p_...` or a buffer `%b_...`), or an sdpa mask
+    (`_sdpa_masks`). Those that do not train are forward values (made at their first reader, freed
+    after their last), not held the whole step."""
     names: set[str] = set()
-    masks: set[int] = set()
     for op in g.operations:
         if op.call:
             names.update(re.findall(r"%(\w+)", op.call.partition(" = ")[2].partition("(")[2]))
-            # the mask of sdpa's decomposition (its Add reads it): one eager builds in the call (is_causal)
-            # or receives as a computed value, unless the call reads a parameter, buffer or constant
-            c = parse_call(op.call) if op.type == SDPA["mask"] else None
-            if c and c[1] in SDPA_CALLS:
-                arg = c[2][3] if len(c[2]) > 3 and c[1] != "aten._scaled_dot_product_flash_attention_for_cpu" \
-                    else c[3].get("attn_mask", "None")
-                if not arg.startswith(("%p_", "%b_", "%c_")):
-                    masks.update(i for i in op.inputs if i >= 0 and g.operands[i].is_const)
     return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks)
             and o.index not in trained}
 

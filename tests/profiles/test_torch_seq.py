@@ -349,3 +349,14 @@ def test_dropouts_the_export_merged_are_separate_draws(tmp_path):
     assert [b.size for b in noise] == [32, 32]
     noise = [b for b in _run(graph("one", "getitem")).buffers.buffers if b.name.endswith(":noise")]
     assert [b.size for b in noise] == [32]
+
+
+def test_sdpa_mask_received_as_a_computed_value_does_not_train(tmp_path):
+    # T5's position bias reaches sdpa as its mask; dynamo folds it, with the bias table, into a
+    # constant memplan's parameter rules cannot place (assumed trainable). The recorded call receives
+    # it as a computed value (`%clone`): in eager no parameter, so no gradient and no optimizer state
+    g = _recorded_attention(tmp_path, 0.1, "t5", mask_arg="%clone", safe=True, mask=True)
+    g.operands[next(o.index for o in g.operands if o.name == "m")].assumed = True
+    a = _run(g, optimizer="adam")
+    names = {b.name for b in a.buffers.buffers}
+    assert "m" in names and not any(n.startswith("m:") for n in names)
