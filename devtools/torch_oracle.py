@@ -339,7 +339,7 @@ ZOO.update(_seq.ZOO)
 SETS = {"seq": [n for n in _seq.ZOO if n not in _seq.TC], "tc": list(_seq.TC)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
-         "hf_bert_lora": ["--train", "ops:*lora*"], "hf_bert_cls_peft": ["--train", "ops:*lora*"],
+         "hf_bert_lora": ["--train", "ops:*lora*"],
          "lora_mlp": ["--train", "ops:*lora*"]}
 FLAGS.update(_seq.FLAGS)
 # modules checked against a committed export (memplan re-batches it) instead of a fresh one
@@ -432,17 +432,7 @@ def measure(name: str, optimizer: str, batch: int) -> dict:
 def memtracker(model, opt, x, y) -> dict:
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    mt = MemTracker()
-
-    class _NoHook:
-        def remove(self):
-            pass
-
-    # MemTracker hooks every parameter's gradient, which fails on a frozen one (LoRA): mark those as
-    # hooked already (a private table of torch 2.14's MemTracker; dev-only)
-    for prm in model.parameters():
-        if not prm.requires_grad:
-            mt._param_to_grad_hook_handles[prm] = (_NoHook(), _NoHook())
+    mt = _frozen_hooked(MemTracker(), model)
     try:
         mt.track_external(model, opt, x, y)
         with mt:
@@ -452,6 +442,20 @@ def memtracker(model, opt, x, y) -> dict:
     snap = mt.get_tracker_snapshot("peak")
     dev = next(iter(snap))
     return {str(k): int(v) for k, v in snap[dev].items()}
+
+
+class _NoHook:
+    def remove(self):
+        pass
+
+
+def _frozen_hooked(mt, model):
+    """MemTracker hooks every parameter's gradient, which fails on a frozen one (LoRA): mark those as
+    hooked already (a private table of torch 2.14's MemTracker; dev-only)."""
+    for prm in model.parameters():
+        if not prm.requires_grad:
+            mt._param_to_grad_hook_handles[prm] = (_NoHook(), _NoHook())
+    return mt
 
 
 def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
@@ -485,13 +489,38 @@ def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
 
     MT._WeakRefInfo.create_winfo = staticmethod(create_noting)
     try:
-        mt = Tracker()
+        mt = _frozen_hooked(Tracker(), model)
         mt.track_external(model, opt, x, y)
         with mt:
             _step(model, opt, x, y)
     finally:
         MT._WeakRefInfo.create_winfo = create
     return best
+
+
+def phase_peaks(name: str, optimizer: str, batch: int) -> dict:
+    """torch's peak in the forward pass (with the loss) and in backward plus `optimizer.step()`, each
+    the bytes held before the step plus the running sum of the allocator's events up to there: where
+    two peaks are close, which one wins decides the split at the peak."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model, opt, x, y = _before_third_step(name, optimizer, batch)
+    held = _held(model, opt, x, y)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with torch.profiler.record_function("memplan::forward"):
+            loss = _loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    res = prof.profiler.kineto_results
+    fwd_end = next(e.end_ns() for e in res.events() if e.name() == "memplan::forward")
+    run, peaks = 0, {"forward": 0, "backward": 0}
+    for t, n in sorted((e.start_ns(), e.nbytes()) for e in res.events()
+                       if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU):
+        run += n
+        part = "forward" if t <= fwd_end else "backward"
+        peaks[part] = max(peaks[part], run)
+    return {k: held + v for k, v in peaks.items()}
 
 
 # ---- memplan ---------------------------------------------------------------------------------
@@ -651,6 +680,8 @@ def main(argv=None):
                     help="reuse (and add to) torch's measurements kept in this file")
     ap.add_argument("--memtracker-peak", action="store_true",
                     help="print what MemTracker holds at its peak (one module, optimizer and batch)")
+    ap.add_argument("--phases", action="store_true",
+                    help="print torch's peak in forward and in backward + step (one module, optimizer and batch)")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
@@ -664,6 +695,10 @@ def main(argv=None):
         for nb, kind, made_by in p["live"]:
             if kind not in ("PARAM", "BUFFER", "OPT"):
                 print(f"  {nb:>12,d}  {kind:5s}  made by {made_by}")
+        return
+    if a.phases:
+        p = phase_peaks(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
+        print(f"forward peak {p['forward']:,d} B, backward + step peak {p['backward']:,d} B")
         return
     names = list(a.modules) + (list(VISION) if a.vision else []) + SETS.get(a.set, [])
     rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,

@@ -321,10 +321,13 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("trainable", trainable, parse_trainable)
     pick("batchnorm", batchnorm)
     pick("dropout", dropout)
-    for key, v in (("train", train), ("freeze", freeze)):  # flags only: no metadata says this
+    for key, v in (("train", train), ("freeze", freeze)):
         sel = parse_selectors(v)
         if sel:
             values[key], sources[key] = sel, "flag"
+        elif key == "train" and md.get("train") and not lora_rank:
+            # an ONNX file's peft adapters (loaders/params.py); --lora freezes every weight of the file
+            values[key], sources[key] = tuple(md["train"]), "metadata"
     if lora_rank:
         values["lora_rank"], sources["lora_rank"] = lora_rank, "flag"
     targets = parse_selectors([lora_targets] if isinstance(lora_targets, str) else lora_targets)

@@ -14,8 +14,8 @@ LOSSES = ("mse", "cce")
 BATCHNORM_MODES = ("train", "frozen")
 # Dropout in a training step: drop with its ratio (train), or an identity (off)
 DROPOUT_MODES = ("train", "off")
-# fine-tuning selectors: --train biases | ops:GLOB, --freeze ops:GLOB | params:GLOB
-TRAIN_SELECTORS = ("biases", "ops:")
+# fine-tuning selectors: --train biases | ops:GLOB | params:GLOB, --freeze ops:GLOB | params:GLOB
+TRAIN_SELECTORS = ("biases", "ops:", "params:")
 FREEZE_SELECTORS = ("ops:", "params:")
 
 
@@ -40,7 +40,8 @@ class TrainConfig:
     trainable: str | int | tuple[int, ...] = "all"
     batchnorm: str = "train"
     dropout: str = "train"
-    # fine-tuning modes: "biases" (only biases train), "ops:GLOB" (only the ops matching train)
+    # fine-tuning modes: "biases" (only biases train), "ops:GLOB" (only the ops matching train),
+    # "params:GLOB" (only the weights so named train)
     train: tuple[str, ...] = ()
     # "ops:GLOB" (these ops train nothing), "params:GLOB" (these weights stay frozen)
     freeze: tuple[str, ...] = ()
@@ -79,7 +80,8 @@ class TrainConfig:
     def param_level(self) -> bool:
         """Whether some weights of a trained op stay frozen (bias-only, frozen by name): runtimes that
         train whole ops (onert, nntrainer) cannot express it."""
-        return "biases" in self.train or any(f.startswith("params:") for f in self.freeze) or self.lora_rank > 0
+        return ("biases" in self.train or any(f.startswith("params:") for f in (*self.train, *self.freeze))
+                or self.lora_rank > 0)
 
     def selected_ops(self, graph) -> set[int]:
         """The forward ops whose weights may train: `trainable` (all | none | last N | indices), then
@@ -99,7 +101,8 @@ class TrainConfig:
 
     def frozen_params(self, graph, biases: set[int]) -> set[int]:
         """Operand indices of the weights that stay frozen: every one but `biases` (the op registry's
-        `bias_operands`) with `--train biases`, and those whose name matches `--freeze params:GLOB`."""
+        `bias_operands`) with `--train biases`, every one whose name matches no `--train params:GLOB`
+        when some are given, and those whose name matches `--freeze params:GLOB`."""
         from fnmatch import fnmatchcase
 
         frozen: set[int] = set()
@@ -109,8 +112,18 @@ class TrainConfig:
                 raise ConfigError("--train biases: the model has no biases (no op's bias input is a constant): "
                                   "nothing would train")
             frozen |= {o.index for o in consts if o.index not in biases}
+        keep = _globs(self.train, "params:")
+        if keep:
+            trained: set[int] = set()
+            for g in keep:
+                hit = {o.index for o in consts if any(fnmatchcase(n, g) for n in (o.name, *o.sources))}
+                if not hit:
+                    raise ConfigError(f"--train params:{g} matches no weight of the model (`memplan inspect MODEL` "
+                                      "lists them)")
+                trained |= hit
+            frozen |= {o.index for o in consts} - trained
         for g in _globs(self.freeze, "params:"):
-            hit = {o.index for o in consts if fnmatchcase(o.name, g)}
+            hit = {o.index for o in consts if any(fnmatchcase(n, g) for n in (o.name, *o.sources))}
             if not hit:
                 raise ConfigError(f"--freeze params:{g} matches no weight of the model")
             frozen |= hit

@@ -26,7 +26,9 @@ def describe(g, model: str) -> list[str]:
     if tr:
         shown = " ".join(f"{k}={v if not isinstance(v, tuple) else _fmt_value(v)}"
                          for k, v in tr.items() if v is not None)
-        lines.append(f"  training metadata (CIRCLE_TRAINING): {shown}")
+        label = "training metadata (CIRCLE_TRAINING)" if g.source_format != "onnx" else \
+            "what trains, by the file's peft LoRA adapter names (--train overrides)"
+        lines.append(f"  {label}: {shown}")
     lines.append(f"  activations {g.activation_bytes():,d} B, constants {g.constant_bytes():,d} B")
     if md.get("parameter_rule") is not None:
         floats = [o for o in g.operands if o.is_const and o.shape and o.dtype.startswith(("float", "bfloat"))]

@@ -36,8 +36,9 @@ def training_options_without_batch(f):
                           "convention) | a list like 3,5,8-10. Default: the metadata's list, else all."),
         click.option("--train", "train", multiple=True, metavar="WHAT",
                      help="Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
-                          "name, module scope, type or #INDEX matches train). Repeatable; combines with "
-                          "--trainable-ops and --freeze."),
+                          "name, module scope, type or #INDEX matches train) | params:GLOB (only the weights "
+                          "so named train). Repeatable; combines with --trainable-ops and --freeze. Default: "
+                          "the adapters of a file with peft's LoRA weights (lora_A / lora_B), else all."),
         click.option("--freeze", "freeze", multiple=True, metavar="WHAT",
                      help="ops:GLOB (these ops train nothing) | params:GLOB (the weights so named stay "
                           "frozen). Repeatable."),

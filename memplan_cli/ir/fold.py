@@ -57,9 +57,13 @@ class FoldConstants:
             kind = _folded_kind(g, op, ins, kinds)
             # a fill is a weight by guess; a value computed from parameters is as sure as they are
             guess = kind == "fill" or any(assumed.get(i, g.operands[i].assumed) for i in ins)
+            sources = tuple(dict.fromkeys(s for i in ins if kinds.get(i, "param") == "param"
+                                          and g.operands[i].dtype.startswith(("float", "bfloat"))
+                                          and len(g.operands[i].shape) > 0
+                                          for s in (g.operands[i].sources or (g.operands[i].name,))))
             for o in op.outputs:
                 assumed[o] = guess
-                g.operands[o] = replace(g.operands[o], is_const=True)
+                g.operands[o] = replace(g.operands[o], is_const=True, sources=sources)
                 kinds[o] = kind
             folded.append(k)
         if not folded:

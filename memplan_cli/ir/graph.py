@@ -32,6 +32,9 @@ class Operand:
     # a float constant whose file could not tell whether it is a parameter of the source model
     # (loaders/params.py): it trains, and reports list it as "assumed trainable"
     assumed: bool = False
+    # the file's parameters a constant folded at load was computed from (a weight the exporter
+    # transposed: TorchScript's `Transpose_output_0`), so `params:` globs find it by their names
+    sources: tuple[str, ...] = ()
 
     @property
     def num_elements(self) -> int:

@@ -325,7 +325,7 @@ class _Builder:
         self.constants_are_buffers = model.producer_name == "pytorch"
         from memplan_cli.loaders.params import onnx_rule
 
-        self.param_rule, self.param_kind = onnx_rule(model)
+        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -344,7 +344,8 @@ class _Builder:
             op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
                          value=_small_int_value(t) or _small_float_value(t),
                          computed=name in self.traced or kind == "buffer",
-                         assumed=kind == "unknown" and name not in self.traced)
+                         assumed=kind == "unknown" and name not in self.traced,
+                         sources=self.param_sources.get(name, ()))
         elif name in self.value_info:
             shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
             op = Operand(k, name, shape, dtype)
@@ -400,6 +401,11 @@ class _Builder:
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
         graph.metadata["parameter_rule"] = self.param_rule
+        from memplan_cli.loaders.params import peft_train_globs
+
+        peft = peft_train_globs([t.name for t in g.initializer] + [s for v in self.param_sources.values() for s in v])
+        if peft:  # what trains, as the file's peft adapters say (flags win, as over circle metadata)
+            graph.metadata["training"] = {"train": peft}
         if unused:
             graph.warnings.append(f"{len(unused)} initializer(s) no node uses were left out "
                                   f"(first: '{unused[0]}')")

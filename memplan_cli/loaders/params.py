@@ -20,6 +20,10 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   read only there is a parameter whatever its name (TorchScript's `onnx::MatMul_12`, TF Lite's
   `arith.constant`).
 - tf2onnx and TF Lite: a constant read through a `ReadVariableOp` is a variable (a parameter).
+- peft's adapter weights (`<module>.lora_A.<adapter>.weight`, `lora_B`, `lora_embedding_A` / `_B`,
+  DoRA's `lora_magnitude_vector`, and the trained copies under `modules_to_save.<adapter>`) are
+  parameters whatever the producer: peft names nothing else so. A file that holds them is a LoRA
+  fine-tuning export: only they train, as in peft (`peft_train_globs`; a --train flag overrides).
 - Anything else (TorchScript's state-dict names, which name buffers too; TF Lite's op-named
   constants such as `arith.constant`; other producers) cannot be told: it trains, and reports list it as "assumed
   trainable" (`Operand.assumed`), so a user can `--freeze params:` it.
@@ -30,6 +34,10 @@ import re
 
 PARAM, BUFFER, UNKNOWN = "param", "buffer", "unknown"
 
+# peft's names for what it trains (its tuners' parameter prefixes for LoRA and DoRA, and the trained
+# copies of `modules_to_save`); a dot on both sides: a module *named* lora_A elsewhere is not peft's
+_PEFT_ADAPTER = re.compile(r"(?:^|\.)(lora_A|lora_B|lora_embedding_A|lora_embedding_B|lora_magnitude_vector)\.")
+_PEFT_SAVED = re.compile(r"(?:^|\.)modules_to_save\.")
 _SIG_LINE = re.compile(r"^(\w+): (PARAMETER|BUFFER|CONSTANT_TENSOR) target='([^']*)'", re.M)
 _FX_ARG = re.compile(r"%(\w+)")
 
@@ -53,9 +61,26 @@ def _is_float(t) -> bool:
     return t.data_type in (1, 10, 11, 16)  # float, float16, double, bfloat16
 
 
-def onnx_rule(model) -> tuple[str, dict[str, str]]:
-    """(the naming rule's name, initializer name -> PARAM | BUFFER | UNKNOWN) for an ONNX ModelProto
-    (its Constant nodes count as initializers)."""
+def peft_train_globs(names) -> tuple[str, ...]:
+    """`--train params:` globs selecting peft's trained weights among `names` (initializer names),
+    or () when none is named as a LoRA adapter: then the file is not a peft LoRA export."""
+    kinds = sorted({m.group(1) for n in names for m in [_PEFT_ADAPTER.search(n)] if m})
+    if not kinds:
+        return ()
+    saved = ("params:*.modules_to_save.*",) if any(_PEFT_SAVED.search(n) for n in names) else ()
+    return tuple(f"params:*{k}.*" for k in kinds) + saved
+
+
+def _peft_params(floats) -> set[str]:
+    if not any(_PEFT_ADAPTER.search(n) for n in floats):
+        return set()
+    return {n for n in floats if _PEFT_ADAPTER.search(n) or _PEFT_SAVED.search(n)}
+
+
+def onnx_rule(model) -> tuple[str, dict[str, str], dict[str, tuple]]:
+    """(the naming rule's name, initializer name -> PARAM | BUFFER | UNKNOWN, initializer name -> the
+    source model's parameters it was folded from, when the file says) for an ONNX ModelProto (its
+    Constant nodes count as initializers)."""
     g = model.graph
     consts = {t.name: t for t in g.initializer}
     for n in g.node:
@@ -67,12 +92,14 @@ def onnx_rule(model) -> tuple[str, dict[str, str]]:
     sig = next((p.value for p in g.metadata_props if p.key == "pkg.torch.export.ExportedProgram.graph_signature"),
                None)
     if sig is not None:
-        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig)
+        sources: dict[str, tuple] = {}
+        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig, sources), sources
     producer = (model.producer_name or "").lower()
     if producer == "tf2onnx":
-        return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}
+        return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}, {}
     name = "TorchScript state-dict names" if producer == "pytorch" else f"none for producer '{model.producer_name}'"
-    return name, {n: UNKNOWN for n in floats}
+    peft = _peft_params(floats)
+    return name, {n: PARAM if n in peft else UNKNOWN for n in floats}, {}
 
 
 def _meta(node, key: str):
@@ -89,7 +116,9 @@ def _module_of(node) -> str | None:
     return parts[-2] if len(parts) >= 2 else ""
 
 
-def _dynamo(g, floats, sig: str) -> dict[str, str]:
+def _dynamo(g, floats, sig: str, sources: dict) -> dict[str, str]:
+    """The kinds by the graph signature; `sources` gets, for each folded parameter, the targets of the
+    parameters it was folded from."""
     placeholders: dict[str, tuple[str, str]] = {}  # placeholder -> (kind, target)
     for ph, kind, target in _SIG_LINE.findall(sig):
         placeholders[ph] = (kind, target)
@@ -137,6 +166,7 @@ def _dynamo(g, floats, sig: str) -> dict[str, str]:
             out[name] = BUFFER
         elif hit:
             out[name] = PARAM
+            sources[name] = tuple(sorted(placeholders[ph][1] for ph in hit))
             accounted |= hit
             claimed.setdefault(frozenset(hit), set()).add(shape)
         elif name in args:

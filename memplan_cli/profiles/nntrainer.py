@@ -497,7 +497,8 @@ class NntrainerProfile:
                                      f"it has sgd, adam and adamw)")
         if config.param_level:
             raise UnsupportedOpError("nntrainer trains whole layers (every weight of a trainable layer): the weight-level "
-                                     "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
+                                     "modes (--train biases | params:GLOB, --freeze params:GLOB, --lora, a file's "
+                                     "peft adapters) need the memplan profile")
         nodes = build_nodes(graph, config.selected_ops(graph), loss)
         bl = self.buffers_from_nodes(graph, nodes, config.optimizer_state_count, planner, memory_optimization)
         bl.info["loss_layer"] = nodes[-1].name[:-1]

@@ -712,6 +712,7 @@ class TorchProfile:
         bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
         # not dataclass fields: read by `figures`
         bl.torch_layers = layer
+        bl.training_graph = tg  # which weights train (the report's assumed-trainable list reads it)
         bl.torch_parts = [_part(s, sim.steps) for s in kept]
         return bl
 

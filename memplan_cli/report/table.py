@@ -162,6 +162,16 @@ def time_limit_note(doc: dict) -> str:
     return (f"planned under a {tl:g} s time limit: the plan may depend on this machine's speed and load "
             "(without --time-limit every budget counts work, and the same input gives the same plan)")
 
+def train_from_file_note(doc: dict) -> str:
+    """The note a report carries when the file, not a flag, said which weights train (an ONNX export
+    holding peft's LoRA adapters: loaders/params.py)."""
+    c = doc.get("config") or {}
+    if (c.get("sources") or {}).get("train") != "metadata" or not c.get("train"):
+        return ""
+    return (f"the file holds peft LoRA adapters: only they train ({', '.join(c['train'])}), as peft trains them; "
+            "--train overrides")
+
+
 def assumed_note(doc: dict) -> str:
     """The note naming the weights that train although the file could not tell they are parameters."""
     names = (doc.get("parameters") or {}).get("assumed_trainable") or []
@@ -186,9 +196,9 @@ class TableReporter(Reporter):
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
-        note = assumed_note(doc)
-        if note:
-            con.print(Text(f"note: {note}", style="yellow"))
+        for note in (train_from_file_note(doc), assumed_note(doc)):
+            if note:
+                con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:
             self._alloc_tables(con, doc)
         self._category_table(con, doc)

@@ -46,7 +46,8 @@ class OnertProfile:
             raise MemplanError("--onert-threads and --onert-simd-width must be >= 1")
         if config.param_level:
             raise UnsupportedOpError("onert 0.1.0 trains whole ops (every weight of a trainable op): the weight-level "
-                                     "modes (--train biases, --freeze params:GLOB, --lora) need the memplan profile")
+                                     "modes (--train biases | params:GLOB, --freeze params:GLOB, --lora, a file's "
+                                     "peft adapters) need the memplan profile")
         ir = build_train_ir(graph, config.selected_ops(graph), stage)
         trainable = tensorplan.plan_trainable(ir)
         per_cat = {
