@@ -322,5 +322,5 @@ TC["tc_llama_peft_drop"] = ("lora", _peft(_hf_default("LlamaConfig", "LlamaForCa
 TC["tc_gpt2_peft"] = ("lora", _peft(_hf_default("GPT2Config", "GPT2LMHeadModel", **_GPT2), ("c_attn",)), _IDS32)
 TC["tc_t5_peft"] = ("lora", _peft(_hf_pair("T5Config", "T5ForConditionalGeneration", dec_len=16, **_T5), ("q", "v")),
                     _IDS32)
-FLAGS.update({k: ["--train", "ops:*lora*"] for k in TC if k.endswith(("_peft", "_peft_drop"))})
+# no flags: memplan trains only the adapters of a peft export by itself
 ZOO.update(TC)
