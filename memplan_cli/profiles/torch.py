@@ -504,7 +504,7 @@ def _sdpa_dropouts(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
         y = Operand(len(opd), f"{x.name}:dropout", tuple(x.shape), x.dtype)
         opd.append(y)
         uses[y.index] = [op.index]
-        out.append(_Op(op.index, "Dropout", [x.index], [y.index], {"ratio": p}, op.label, op.members))
+        out.append(_Op(op.index, SDPA["dropout"], [x.index], [y.index], {"ratio": p}, op.label, op.members))
         attrs = {k: v for k, v in op.attrs.items() if not k.startswith("sdpa_")}
         out.append(_Op(op.index, op.type, [y.index if v == x.index else v for v in op.inputs], op.outputs, attrs,
                        op.label, op.members))
