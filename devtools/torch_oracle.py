@@ -320,8 +320,43 @@ HEAVY = {
     "hf_bert_cls": ("transformer", lambda: _hf_bert_cls(0), ("ids", 128, 8000)),
     "hf_bert_cls_peft": ("lora", lambda: _hf_bert_cls(8), ("ids", 128, 8000)),  # needs peft
 }
+
+
+class _PadConv(nn.Module):
+    """Asymmetric zero pads before convolutions with their own padding (the dynamo exporter folds both)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 10 * 11, 10)
+
+    def forward(self, x):
+        y = F.relu(self.c1(F.pad(x, (1, 2, 0, 1))))
+        y = F.relu(self.bn(self.c2(nn.functional.pad(y, (1, 1, 1, 1)))))
+        return self.fc(torch.flatten(y, 1))
+
+
+def _warm(m, shape):
+    """Running statistics moved off their initial values (the exporter then writes a folded bias)."""
+    with torch.no_grad():
+        m(torch.randn(4, *shape))
+    return m
+
+
+# what the dynamo exporter's optimizer folds, beyond the zoo (run only when named): BatchNorm after a
+# Linear and after a convolution with a bias (warm statistics), asymmetric zero pads
+DYNFOLD = {
+    "dyn_mlp_bn": ("mlp", lambda: nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(),
+                                                nn.Linear(128, 10)), (64,)),
+    "dyn_conv_bias_bn": ("cnn", lambda: _warm(nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2),
+        nn.BatchNorm2d(32), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 7 * 7, 10)), (3, 16, 16)), (3, 16, 16)),
+    "dyn_pad_conv": ("cnn", _PadConv, (3, 16, 16)),
+}
 DEFAULT = list(ZOO)
 ZOO.update(HEAVY)
+ZOO.update(DYNFOLD)
 try:  # vision networks (torchvision / timm), run with --vision or by name
     from devtools.torch_vision_zoo import LARGE, VISION
 except ImportError:
@@ -525,6 +560,9 @@ def phase_peaks(name: str, optimizer: str, batch: int) -> dict:
 
 # ---- memplan ---------------------------------------------------------------------------------
 
+OPTIMIZE = True  # the dynamo exporter's optimizer (--no-optimize: off)
+
+
 def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bool = False) -> None:
     """TorchScript exporter in training mode (BatchNorm and Dropout as they train), or in eval mode
     (`eval_mode`: BatchNorm folded into Conv, Dropout gone), or the dynamo exporter (`dynamo`)."""
@@ -538,7 +576,9 @@ def export(name: str, batch: int, path: str, dynamo: bool = False, eval_mode: bo
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
-            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
+            if eval_mode:  # --dynamo --eval-export: the dynamo exporter on the module in eval mode
+                model.eval()
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, optimize=OPTIMIZE)
         elif eval_mode:
             model.eval()
             torch.onnx.export(model, (x,), path, dynamo=False)
@@ -673,6 +713,8 @@ def main(argv=None):
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
+    ap.add_argument("--no-optimize", action="store_true",
+                    help="with --dynamo: torch.onnx.export(..., optimize=False), the exporter's optimizer off")
     ap.add_argument("--eval-export", action="store_true",
                     help="export in eval mode (TorchScript): BatchNorm folded, Dropout gone; torch still trains")
     ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
@@ -685,6 +727,8 @@ def main(argv=None):
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--markdown", metavar="ROWS.json", help="print the rows of an earlier --json run as a table")
     a = ap.parse_args(argv)
+    global OPTIMIZE
+    OPTIMIZE = not a.no_optimize
     if a.markdown:
         with open(a.markdown) as f:
             print(markdown(json.load(f)))

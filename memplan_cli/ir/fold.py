@@ -5,7 +5,8 @@ Rules:
   shape, Range on constant bounds) is removed; its outputs become constants. Folding repeats down
   the chain, so a `Constant -> ConstantOfShape -> Mul -> Conv` weight becomes one constant: a
   trainable weight of the Conv, not an activation with no gradient.
-- An op whose output is a graph output is kept (the model's result must stay computed).
+- An op whose output is a graph output is kept (the model's result must stay computed), and so is a
+  random op (`OpDef.random`: RandomUniformLike of a constant shape draws anew each step).
 - An op that reads a float constant (of more than one element) that another op also reads (a tied
   embedding table, one bias used twice), or whose outputs hold another number of elements than that
   constant (a Gather of position rows from a table, an Expand of a class token to the batch, a
@@ -30,6 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph
+from memplan_cli.ops import is_random
 
 
 class FoldConstants:
@@ -50,6 +52,8 @@ class FoldConstants:
             op = g.operations[k]
             ins = [i for i in op.inputs if i >= 0]
             if any(not g.operands[i].is_const for i in ins) or any(o in outputs for o in op.outputs):
+                continue
+            if is_random(op.type):  # a new draw each step (dropout's mask from a constant shape): no constant
                 continue
             if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kinds.get(i, "param") == "param"],
                                                    readers):

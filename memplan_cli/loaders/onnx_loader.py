@@ -465,6 +465,18 @@ class _Builder:
 
     def constant_node(self, node) -> None:
         a = {x.name: x for x in node.attribute}
+        if "value" not in a and node.output:
+            # value_int(s) / value_float(s): torch.onnx's dynamo export without its optimizer writes them
+            from onnx import TensorProto, helper
+
+            for key, dtype in (("value_int", TensorProto.INT64), ("value_ints", TensorProto.INT64),
+                               ("value_float", TensorProto.FLOAT), ("value_floats", TensorProto.FLOAT)):
+                if key in a:
+                    v = helper.get_attribute_value(a[key])
+                    scalar = not key.endswith("s")
+                    t = helper.make_tensor(node.output[0], dtype, [] if scalar else [len(v)], [v] if scalar else v)
+                    a["value"] = helper.make_attribute("value", t)
+                    break
         if "value" not in a or not node.output:
             raise _Bad(f"Constant node '{node.name or node.output[0]}' without a tensor value is not supported")
         t = a["value"].t
@@ -507,6 +519,45 @@ def _fx_call(node) -> str:
             target, _, args = rest.partition("]")
             return f"{head.split(' : ')[0].lstrip('%')} = {target.removeprefix('torch.ops.')}{args}"
     return ""
+
+
+REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
+SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+
+
+def _export_rewrites(model) -> dict | None:
+    """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
+    (profiles/torch_export.py reads it back): the graph signature (placeholder -> (PARAMETER |
+    BUFFER | CONSTANT_TENSOR, target)); each node the optimizer rewrote: its name, the rule names and
+    the fx node it came from; the parameters each node's fx node takes (by placeholder); what each
+    folded constant was computed from. None for a file without a graph signature."""
+    sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
+    if sig is None:
+        return None
+    import re
+
+    from memplan_cli.loaders.params import _FX_ARG, _SIG_LINE
+
+    placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
+    params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
+    nodes, reads = [], {}
+    for node in model.graph.node:
+        md = {p.key: p.value for p in node.metadata_props}
+        fx = md.get("pkg.torch.onnx.fx_node", "")
+        if REWRITE_TAG in md:
+            nodes.append({"node": node.name, "op_type": node.op_type,
+                          "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
+                          "fx_node": fx})
+        ph = tuple(a for a in _FX_ARG.findall(fx.split("](", 1)[-1]) if a in params)
+        if ph and node.name:
+            reads[node.name] = ph
+    # what each folded constant was computed from (the optimizer's constant folding records it)
+    folded = {}
+    for vi in model.graph.value_info:
+        for p in vi.metadata_props:
+            if p.key == "pkg.onnxscript.optimizer.folded_from":
+                folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
+    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded}
 
 
 def _int_list(v) -> bool:
@@ -643,6 +694,7 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         if not model.graph.node and not model.graph.input:
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
+        rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
@@ -662,6 +714,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
         g = _drop_unused_operands(_Builder(model).build())
+        if rewrites is not None:
+            g.metadata["torch_export"] = rewrites
         if dynamic:
             g.metadata["dynamic_batch"] = True
         if _default_opset(model) != old_opset:

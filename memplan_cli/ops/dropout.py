@@ -173,3 +173,6 @@ ONNX_FACTS = {t: {"random": True} for t in ("RandomNormal", "RandomNormalLike", 
 # `empty(..).bernoulli_(p)` allocates the mask alone and records no autograd node
 PROFILES = {"torch": {t: {"draws": True} for t in ("RandomUniformLike", "RandomUniform", "RandomNormalLike",
                                                     "RandomNormal", "Bernoulli")}}
+# the *Like ops read their input's shape alone: eager's `empty_like(x)` (the mask's own allocation)
+for _t in ("RandomUniformLike", "RandomNormalLike"):
+    PROFILES["torch"][_t] = {"draws": True, "shape_only": True}

@@ -130,7 +130,8 @@ def _torch(op) -> dict:
     return {"saves": (("in0", "any"),)}
 
 
-OPS = [OpDef("Pad", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
+PAD_TYPE = "Pad"  # `--profile torch` puts back a zero pad the dynamo exporter folded (profiles/torch_export.py)
+OPS = [OpDef(PAD_TYPE, rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
              check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch})]
 
 

@@ -688,10 +688,12 @@ class TorchProfile:
     OPTIONS = ("planner",)
 
     def training_graph(self, graph, config):
-        """memplan's training graph: only which weights train and the appended loss are read."""
+        """memplan's training graph: only which weights train and the appended loss are read. What the
+        dynamo exporter's optimizer folded away is put back first (profiles/torch_export.py)."""
         from memplan_cli.passes.pipeline import build_training_graph
+        from memplan_cli.profiles.torch_export import eager_graph
 
-        return build_training_graph(graph, config)
+        return build_training_graph(eager_graph(graph), config)
 
     def build(self, graph, config, **options):
         from memplan_cli.planners import planner_names
@@ -822,7 +824,9 @@ def replay(tg, config):
     # ---- held before the step ----
     storage: dict[int, int] = {}  # operand -> storage
     params_order: list[int] = []
-    read = {v for op in ops_ for v in op.inputs}  # a constant only fused-away ops read is none in eager
+    # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
+    # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
+    read = {v for op in ops_ if not (facts(op) or {}).get("shape_only") for v in op.inputs}
     masks = _sdpa_masks(g)
     # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
     # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)

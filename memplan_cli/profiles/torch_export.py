@@ -1,0 +1,329 @@
+"""What torch.onnx's dynamo exporter optimized away, read back for `--profile torch` only.
+
+The dynamo exporter (torch.onnx's default since torch 2.9) runs onnxscript's optimizer, which rewrites
+the graph even for a module in training mode. Each node it rewrote records the rule names
+(`pkg.onnxscript.rewriter.rule_name`) and the fx node it came from (`pkg.torch.onnx.fx_node`: the
+aten call and its arguments), and the graph records its signature (each parameter and buffer by
+target). The ONNX loader keeps these in `Graph.metadata["torch_export"]`; `eager_graph` gives the torch
+profile the graph eager PyTorch runs. The other profiles analyse the file as it is.
+
+Rules (what eager runs, from what the file records):
+- FuseBatchNormIntoConv / Gemm / ConvTranspose: the node's fx node is the batch_norm call. Eager runs
+  the convolution (or linear), then batch_norm with its own weight and bias (trained), running_mean
+  and running_var (buffers): a BatchNormalization op right after it, whose facts are the registry's.
+  The convolution has a bias in eager only when the graph signature lists one for the module that
+  owns its weight (the optimizer adds a folded bias, or removes a zero one).
+- RemoveOptionalBiasFrom*: a bias the fx node passes as a parameter was all zeros (a fresh zero
+  init); eager still holds, differentiates and updates it: the bias comes back.
+- FuseConvPad: the fx node is the convolution with its own padding; what the file's pads hold beyond
+  it was a zero constant pad (`nn.ZeroPad2d`, `F.pad`), which eager allocates and the convolution
+  saves: a constant Pad op right before it.
+- Merged initializers: an op reads a parameter its fx node does not take while a parameter its fx
+  node takes is nowhere in the file: each stand-in read gets the parameter it stands for.
+- A 2-D constant folded from one parameter alone (`pkg.onnxscript.optimizer.folded_from`) that the
+  file also holds, in the transposed shape (a tied LM head), is a Transpose view of that parameter.
+- Rules that only rewrite views, shapes or attributes (HARMLESS) change nothing eager allocates.
+- Anything else the file records (another rule, a BatchNorm without affine weights or running
+  statistics, arguments that cannot be read) is refused in one line naming the node and the rule,
+  with the export flag that avoids it (`optimize=False`).
+New ops are inserted where eager runs them (batch_norm right after its convolution, not just before
+the convolution's first reader: the downsampling branch of a residual block runs between them); the
+file's ops after one move up by one index.
+"""
+from __future__ import annotations
+
+import copy
+import re
+
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ops._torch import TRANSPOSE
+from memplan_cli.ops.batchnorm import BN_TYPE
+from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
+from memplan_cli.ops.pad import PAD_TYPE
+
+# rewrites of views, shapes and attributes only: eager's memory is the same
+HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
+                      "UnsqueezeUnsqueeze", "Flatten2Reshape", "MaterializeReshapeShape", "ExpandIdentity",
+                      "CastIdentity", "SlicesSplit", "NormalizePadFormatConv"})
+BN_FOLDS = frozenset({"FuseBatchNormIntoConv", "FuseBatchNormIntoGemm", "FuseBatchNormIntoConvTranspose"})
+BIAS_REMOVALS = frozenset({"RemoveOptionalBiasFromConv", "RemoveOptionalBiasFromGemm",
+                           "RemoveOptionalBiasFromConvTranspose"})
+PAD_FOLD = "FuseConvPad"
+HANDLED = BN_FOLDS | BIAS_REMOVALS | {PAD_FOLD}
+
+# batch_norm's aten overloads: positions of (weight, bias, running_mean, running_var) and eps
+_BN_ARGS = {"_native_batch_norm_legit_functional.default": (1, 2, 3, 4, 7),
+            "_native_batch_norm_legit_no_training.default": (1, 2, 3, 4, 6),
+            "_native_batch_norm_legit.default": (1, 2, 3, 4, 7),
+            "native_batch_norm.default": (1, 2, 3, 4, 7),
+            "batch_norm.default": (1, 2, 3, 4, 7)}
+# convolution and linear overloads: positions of (bias, padding)
+_CONV_ARGS = {"conv1d.default": (2, 4), "conv2d.default": (2, 4), "conv3d.default": (2, 4),
+              "convolution.default": (2, 4), "linear.default": (2, None),
+              "addmm.default": (0, None)}  # addmm(bias, x, weight): transformers' Conv1D (GPT-2)
+_AVOID = "export with torch.onnx.export(..., dynamo=True, optimize=False) to keep what eager runs"
+
+
+def _target(fx: str) -> str:
+    m = re.search(r"target=(?:torch\.ops\.)?aten\.([\w.]+)\]", fx)
+    return m.group(1) if m else ""
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _args(fx: str) -> list[str] | None:
+    """The fx node's positional arguments as text (`%p_1_weight`, `None`, `[1, 1]`, `1e-05`)."""
+    m = re.search(r"\]\(args = \((.*)\), kwargs = \{(.*)\}\)\s*$", fx.strip(), re.S)
+    if not m or m.group(2).strip():
+        return None  # keyword arguments: not read
+    return _split_top(m.group(1))
+
+
+def _ints(text: str, n: int) -> tuple | None:
+    """An int or a list of ints, as the fx node prints it, for n dims."""
+    t = text.strip()
+    if re.fullmatch(r"-?\d+", t):
+        return (int(t),) * n
+    if t.startswith("[") and t.endswith("]"):
+        vals = [v.strip() for v in t[1:-1].split(",") if v.strip()]
+        if all(re.fullmatch(r"-?\d+", v) for v in vals):
+            vals = [int(v) for v in vals]
+            return tuple(vals * n) if len(vals) == 1 else tuple(vals) if len(vals) == n else None
+    return None
+
+
+class _Signature:
+    def __init__(self, placeholders: dict):
+        self.kind = {ph: kt[0] for ph, kt in placeholders.items()}
+        self.target = {ph: kt[1] for ph, kt in placeholders.items()}
+        self.params = {t for ph, t in self.target.items() if self.kind[ph] == "PARAMETER"}
+
+    def of(self, arg: str, kind: str) -> str | None:
+        """The target of placeholder `%name` when it is a `kind` (PARAMETER, BUFFER), else None."""
+        ph = arg[1:] if arg.startswith("%") else None
+        return self.target[ph] if ph in self.kind and self.kind[ph] == kind else None
+
+
+def _refuse(op, rule: str, why: str) -> UnsupportedOpError:
+    return UnsupportedOpError(f"torch profile: op {op.label}: the dynamo exporter's optimizer rewrote it "
+                              f"({rule}) and {why}; {_AVOID}")
+
+
+def eager_graph(graph):
+    """`graph` with what the dynamo exporter's optimizer removed put back as eager runs it (a copy),
+    or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
+    the file does not record well enough."""
+    md = (graph.metadata or {}).get("torch_export")
+    if not md:
+        return graph
+    from memplan_cli.ir.graph import Operand, Operation
+
+    by_name: dict[str, list] = {}
+    for op in graph.operations:
+        by_name.setdefault(op.name, []).append(op)
+    todo = []
+    for rec in md["rewritten"]:
+        rules = tuple(rec["rules"])
+        if all(r in HARMLESS for r in rules):
+            continue
+        ops = by_name.get(rec["node"], [])
+        if len(ops) != 1 or not rec["node"]:
+            raise UnsupportedOpError(f"torch profile: node '{rec['node']}' ({rec['op_type']}) was rewritten by the "
+                                     f"dynamo exporter's optimizer ({', '.join(rules)}) and is not one op of the "
+                                     f"graph; {_AVOID}")
+        op = ops[0]
+        other = [r for r in rules if r not in HANDLED and r not in HARMLESS]
+        if other:
+            raise _refuse(op, other[0], "what eager runs there is not read back")
+        todo.append((op, rules, rec["fx_node"]))
+    sig = _Signature(md.get("signature") or {})
+    merged = _merged(graph, sig, md)
+    views = _folded_views(graph, sig, md)
+    if not todo and not merged and not views:
+        return graph
+    g = copy.copy(graph)
+    g.operands, g.operations = list(graph.operands), list(graph.operations)
+    g.inputs, g.outputs = list(graph.inputs), list(graph.outputs)
+    g.metadata = dict(graph.metadata)
+
+    def operand(name, shape, dtype="float32", const=False, buffer=False):
+        o = Operand(len(g.operands), name, tuple(int(d) for d in shape), dtype, is_const=const, computed=buffer)
+        g.operands.append(o)
+        return o.index
+
+    # a parameter the optimizer merged into an equal one (all zero biases, all unit norm weights of a
+    # random init) is its own tensor in eager: each stand-in read gets the parameter it stands for
+    copies: dict[str, int] = {}
+    for k, slots in merged.items():
+        op = g.operations[k] = copy.copy(g.operations[k])
+        op.inputs = list(op.inputs)
+        for pos, target in slots:
+            stand_in = g.operands[op.inputs[pos]]
+            if target not in copies:
+                copies[target] = operand(target, stand_in.shape, stand_in.dtype, const=True)
+            op.inputs[pos] = copies[target]
+    before: dict[int, list] = {}  # op index -> ops eager runs just before it (a pad), after it (batch_norm)
+    after: dict[int, list] = {}
+
+    def add(where, at, typ, ins, outs, attrs, name):
+        where.setdefault(at, []).append(Operation(-1, typ, ins, outs, dict(attrs), source_type=typ, name=name))
+
+    # a parameter's transpose folded into a second constant (a tied weight: the LM head reads the
+    # embedding table transposed) is a view of that parameter in eager, not a second tensor
+    for c, p in views.items():
+        readers = [op for op in g.operations if c in op.inputs]
+        t = operand(f"{g.operands[p].name}:transposed", g.operands[c].shape, g.operands[c].dtype)
+        add(before, readers[0].index, TRANSPOSE, [p], [t], {"perm": (1, 0)}, f"{g.operands[p].name}.T")
+        for op in readers:
+            k = op.index
+            op = g.operations[k] = copy.copy(g.operations[k])
+            op.inputs = [t if v == c else v for v in op.inputs]
+
+    for op0, rules, fx in sorted(todo, key=lambda t: t[0].index):
+        op = g.operations[op0.index] = copy.copy(op0)
+        op.inputs, op.attrs = list(op.inputs), dict(op.attrs)
+        args = _args(fx)
+        target = _target(fx)
+        y = op.outputs[0]
+        ys = g.operands[y].shape
+        channels = int(ys[1]) if len(ys) > 1 else 0
+        bias_shape = (int(ys[-1]),) if op.type in (FC_TYPE, MATMUL_TYPE) else (channels,)
+        fold = next((r for r in rules if r in BN_FOLDS), None)
+        if fold is not None:
+            pos = _BN_ARGS.get(target)
+            if pos is None or args is None or len(args) <= max(pos):
+                raise _refuse(op, fold, f"its batch_norm call ({target or 'unreadable'}) is not read back")
+            w, b = (sig.of(args[k], "PARAMETER") for k in pos[:2])
+            rm, rv = (sig.of(args[k], "BUFFER") for k in pos[2:4])
+            if not (w and b and rm and rv):
+                raise _refuse(op, fold, "its BatchNorm has no affine weight or no running statistics, which "
+                                        "was not worked out")
+            wname = g.operands[op.inputs[1]].name if len(op.inputs) > 1 and op.inputs[1] >= 0 else ""
+            if wname not in sig.params:
+                raise _refuse(op, fold, f"its weight '{wname}' is no parameter of the graph signature, so "
+                                        f"whether eager's layer had a bias is not known")
+            own_bias = wname.rsplit(".", 1)[0] + ".bias" if "." in wname else "bias"
+            while len(op.inputs) < 3:
+                op.inputs.append(-1)
+            if own_bias in sig.params:
+                if op.inputs[2] < 0:
+                    op.inputs[2] = operand(own_bias, bias_shape, const=True)
+            else:
+                op.inputs[2] = -1  # the folded bias: eager's layer has none
+            pre = operand(f"{g.operands[y].name}:pre_batch_norm", ys, g.operands[y].dtype)
+            op.outputs = [pre if v == y else v for v in op.outputs]
+            ins = [pre, operand(w, (channels,), const=True), operand(b, (channels,), const=True),
+                   operand(rm, (channels,), const=True, buffer=True), operand(rv, (channels,), const=True, buffer=True)]
+            eps = float(args[pos[4]]) if len(args) > pos[4] and re.fullmatch(r"[-+.\deE]+", args[pos[4]]) else 1e-5
+            add(after, op.index, BN_TYPE, ins, [y], {"epsilon": eps, "momentum": 0.9}, w.rsplit(".", 1)[0])
+        elif any(r in BIAS_REMOVALS for r in rules):
+            rule = next(r for r in rules if r in BIAS_REMOVALS)
+            pos = _CONV_ARGS.get(target)
+            if pos is None or args is None:
+                raise _refuse(op, rule, f"its call ({target or 'unreadable'}) is not read back")
+            bias = sig.of(args[pos[0]], "PARAMETER") if len(args) > pos[0] else None
+            while len(op.inputs) < 3:
+                op.inputs.append(-1)
+            if bias and op.inputs[2] < 0:
+                op.inputs[2] = operand(bias, bias_shape, const=True)
+        if PAD_FOLD in rules:
+            _unfold_pad(g, op, target, args, operand, lambda *a: add(before, op.index, *a))
+    # in the order eager runs them; the file's ops after an inserted one move up (their labels too)
+    ops = []
+    for op in g.operations:
+        ops += before.get(op.index, []) + [op] + after.get(op.index, [])
+    g.operations = []
+    for k, op in enumerate(ops):
+        op = copy.copy(op)
+        op.index = k
+        g.operations.append(op)
+    return g
+
+
+def _merged(graph, sig, md) -> dict[int, list]:
+    """{op index: [(input position, the parameter target it stands for)]}: an op reads a parameter
+    (by name) its fx node does not take, while a parameter its fx node takes is nowhere in the file (not
+    by name, not folded into another constant): the optimizer merged equal initializers. Matched in
+    order when the counts agree; otherwise left as the file has it."""
+    reads = md.get("param_args") or {}
+    if not reads:
+        return {}
+    present = {o.name for o in graph.operands if o.is_const}
+    folded = {t for srcs in (md.get("folded_from") or {}).values() for t in srcs}
+    out = {}
+    for op in graph.operations:
+        args = reads.get(op.name)
+        if not args:
+            continue
+        own = {sig.target[a] for a in args}
+        lost = [sig.target[a] for a in args if sig.target[a] not in present and sig.target[a] not in folded]
+        stand_ins = [k for k, v in enumerate(op.inputs) if v >= 0 and graph.operands[v].is_const
+                     and graph.operands[v].name in sig.params and graph.operands[v].name not in own]
+        if lost and len(lost) == len(stand_ins):
+            out[op.index] = list(zip(stand_ins, lost))
+    return out
+
+
+def _folded_views(graph, sig, md) -> dict[int, int]:
+    """{folded constant: the parameter it is the transpose of}: a 2-D constant folded from one
+    parameter alone that the file also holds by name, in the transposed shape."""
+    folded = md.get("folded_from") or {}
+    by_name = {o.name: o.index for o in graph.operands if o.is_const}
+    read = {v for op in graph.operations for v in op.inputs if v >= 0}
+    out = {}
+    for name, srcs in folded.items():
+        c = by_name.get(name)
+        if c is None or c not in read or len(srcs) != 1 or srcs[0] not in sig.params or srcs[0] not in by_name:
+            continue
+        p = by_name[srcs[0]]
+        cs, ps = tuple(graph.operands[c].shape), tuple(graph.operands[p].shape)
+        if len(cs) == 2 and cs == ps[::-1] and graph.operands[c].dtype == graph.operands[p].dtype:
+            out[c] = p
+    return out
+
+
+def _unfold_pad(g, op, target, args, operand, insert) -> None:
+    """Conv(x) with pads = its own padding + a zero pad's: Pad(x) -> Conv with its own padding."""
+    from memplan_cli.ops.conv import same_pads
+
+    pos = _CONV_ARGS.get(target)
+    x = g.operands[op.inputs[0]]
+    nd = len(x.shape) - 2
+    if target in _BN_ARGS:
+        raise _refuse(op, PAD_FOLD, "its aten call is the batch_norm it also absorbed, so the convolution's own "
+                                    "padding is not recorded")
+    if pos is None or pos[1] is None or args is None or "pads" not in op.attrs or nd < 1:
+        raise _refuse(op, PAD_FOLD, f"its call ({target or 'unreadable'}) is not read back")
+    own = _ints(args[pos[1]], nd) if len(args) > pos[1] else (0,) * nd
+    if own is None:
+        raise _refuse(op, PAD_FOLD, f"its own padding ({args[pos[1]]}) is not read back")
+    pads = tuple(int(p) for p in op.attrs["pads"])
+    extra = tuple(p - q for p, q in zip(pads, own + own))
+    if any(e < 0 for e in extra):
+        raise _refuse(op, PAD_FOLD, f"its pads {list(pads)} are smaller than its own padding {list(own)}")
+    shape = tuple(x.shape[:2]) + tuple(int(x.shape[2 + k]) + extra[k] + extra[nd + k] for k in range(nd))
+    padded = operand(f"{x.name}:padded", shape, x.dtype)
+    insert(PAD_TYPE, [op.inputs[0]], [padded], {"mode": "constant", "pads": (0, 0) + extra[:nd] + (0, 0) + extra[nd:],
+                                             "value": 0.0}, f"{op.name}:pad")
+    op.inputs[0] = padded
+    op.attrs["pads"] = own + own
+    if "padding" in op.attrs:
+        kernel, stride = op.attrs.get("kernel", ()), op.attrs.get("stride", (1,) * nd)
+        dil = op.attrs.get("dilation", (1,) * nd)
+        op.attrs["padding"] = "VALID" if not any(own) else \
+            "SAME" if own + own == same_pads(shape[2:], kernel, stride, dil) else "EXPLICIT"

@@ -1,0 +1,271 @@
+"""`--profile torch` on what the dynamo exporter's optimizer rewrote (profiles/torch_export.py), on tiny
+hand-built ONNX graphs that carry the metadata torch.onnx writes (no torch needed): a file whose
+optimizer folded a BatchNorm, a zero pad or a zero bias away gives the figure of the same module
+exported with them in place (the TorchScript training export, which devtools/torch_oracle.py matched
+to torch 2.14's allocator); the other profiles analyse the file as it is."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper, save
+
+from memplan_cli.analysis import analyze_graph
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.loaders import load_model
+
+F = TensorProto.FLOAT
+RULE = "pkg.onnxscript.rewriter.rule_name"
+FX = "pkg.torch.onnx.fx_node"
+SIG = "pkg.torch.export.ExportedProgram.graph_signature"
+
+
+def _w(*shape):
+    return np.full(shape, 0.1, np.float32)
+
+
+def _fx(target, args):
+    return f"%out : [num_users=1] = call_function[target=torch.ops.aten.{target}](args = ({args}), kwargs = {{}})"
+
+
+def _signature(params=(), buffers=()):
+    lines = ["", "# inputs"]
+    lines += [f"p_{t.replace('.', '_')}: PARAMETER target='{t}'" for t in params]
+    lines += [f"b_{t.replace('.', '_')}: BUFFER target='{t}' persistent=True" for t in buffers]
+    return "\n".join(lines + ["x: USER_INPUT", ""])
+
+
+def _save(tmp_path, name, nodes, inits, x_shape, y_shape, sig=None, meta=None):
+    """meta: node name -> (rule names, fx node text)."""
+    for n in nodes:
+        if meta and n.name in meta:
+            for key, value in zip((RULE, FX), meta[n.name]):
+                p = n.metadata_props.add()
+                p.key, p.value = key, value
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, x_shape)],
+                              [helper.make_tensor_value_info("y", F, y_shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    if sig is not None:
+        p = graph.metadata_props.add()
+        p.key, p.value = SIG, sig
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+def _peak(path, profile="torch", **cfg):
+    a = analyze_graph(load_model(path), TrainConfig(**{"loss": "cce", **cfg}), profile=profile)
+    if profile == "torch":
+        t = a.extras["torch"]
+        return t["peak"], t["split"], t["tensors"]["peak"]
+    return a.buffers.info, sorted((b.name, b.size, b.first, b.last) for b in a.buffers.buffers)
+
+
+HEAD = [helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1, name="fc")]
+HEAD_INITS = [("fc.weight", _w(10, 288)), ("fc.bias", _w(10))]
+BN_ARGS = "%conv2d, %p_1_weight, %p_1_bias, %b_1_running_mean, %b_1_running_var, True, 0.1, 1e-05"
+
+
+def _with_bn(tmp_path, conv_bias: bool):
+    """Conv (3 -> 8, 3x3) -> BatchNorm -> ReLU -> Linear, as the TorchScript training export writes it."""
+    conv_in = ["x", "0.weight"] + (["0.bias"] if conv_bias else [])
+    nodes = [helper.make_node("Conv", conv_in, ["c0"], kernel_shape=[3, 3], name="conv"),
+             helper.make_node("BatchNormalization", ["c0", "1.weight", "1.bias", "1.running_mean", "1.running_var"],
+                              ["c", "rm", "rv"], training_mode=1, name="bn")] + HEAD
+    inits = [("0.weight", _w(8, 3, 3, 3))] + ([("0.bias", _w(8))] if conv_bias else []) + \
+        [(f"1.{k}", _w(8)) for k in ("weight", "bias", "running_mean", "running_var")] + HEAD_INITS
+    return _save(tmp_path, f"bn{int(conv_bias)}", nodes, inits, [2, 3, 8, 8], [2, 10])
+
+
+def _folded(tmp_path, conv_bias: bool, file_bias: bool, rules="FuseBatchNormIntoConv, RemoveOptionalBiasFromConv",
+            bn_args=BN_ARGS, name="folded"):
+    """The dynamo export of the same module: the BatchNorm folded into the Conv (`file_bias`: the
+    optimizer left a folded bias on it)."""
+    conv_in = ["x", "0.weight"] + (["0.weight_bias"] if file_bias else [])
+    nodes = [helper.make_node("Conv", conv_in, ["c"], kernel_shape=[3, 3], name="node_Conv_1")] + HEAD
+    inits = [("0.weight", _w(8, 3, 3, 3))] + ([("0.weight_bias", _w(8))] if file_bias else []) + HEAD_INITS
+    params = ["0.weight"] + (["0.bias"] if conv_bias else []) + ["1.weight", "1.bias", "fc.weight", "fc.bias"]
+    sig = _signature(params, ["1.running_mean", "1.running_var", "1.num_batches_tracked"])
+    meta = {"node_Conv_1": (rules, _fx("_native_batch_norm_legit_functional.default", bn_args))}
+    return _save(tmp_path, name, nodes, inits, [2, 3, 8, 8], [2, 10], sig, meta)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("file_bias", [False, True])
+def test_batchnorm_folded_into_a_bias_free_conv_is_put_back(tmp_path, optimizer, file_bias):
+    # the folded bias (present or removed) is no parameter of eager's bias-free conv
+    want = _peak(_with_bn(tmp_path, conv_bias=False), optimizer=optimizer)
+    got = _peak(_folded(tmp_path, conv_bias=False, file_bias=file_bias), optimizer=optimizer)
+    assert got == want
+
+
+@pytest.mark.parametrize("file_bias", [False, True])
+def test_a_conv_bias_the_signature_lists_stays_or_comes_back(tmp_path, file_bias):
+    want = _peak(_with_bn(tmp_path, conv_bias=True), optimizer="adam")
+    got = _peak(_folded(tmp_path, conv_bias=True, file_bias=file_bias, rules="FuseBatchNormIntoConv"),
+                optimizer="adam")
+    assert got == want
+
+
+def test_the_folded_file_is_analysed_as_it_is_by_the_other_profiles(tmp_path):
+    folded = _folded(tmp_path, conv_bias=False, file_bias=True)
+    plain = _save(tmp_path, "plain", [helper.make_node("Conv", ["x", "0.weight", "0.weight_bias"], ["c"],
+                                                       kernel_shape=[3, 3], name="node_Conv_1")] + HEAD,
+                  [("0.weight", _w(8, 3, 3, 3)), ("0.weight_bias", _w(8))] + HEAD_INITS, [2, 3, 8, 8], [2, 10],
+                  sig=_signature(["0.weight", "0.weight_bias", "1.weight", "1.bias", "fc.weight", "fc.bias"]))
+    assert _peak(folded, "memplan") == _peak(plain, "memplan")
+    # and -p torch does see the difference: eager runs the batch_norm the file lost
+    assert _peak(folded)[0] > _peak(plain)[0]
+
+
+def test_batchnorm_without_affine_weights_is_refused(tmp_path):
+    args = "%conv2d, None, None, %b_1_running_mean, %b_1_running_var, True, 0.1, 1e-05"
+    path = _folded(tmp_path, conv_bias=False, file_bias=False, bn_args=args)
+    with pytest.raises(UnsupportedOpError, match=r"node_Conv_1.*FuseBatchNormIntoConv.*optimize=False"):
+        _peak(path)
+
+
+def test_a_rewrite_not_read_back_is_refused_naming_the_rule(tmp_path):
+    path = _folded(tmp_path, conv_bias=False, file_bias=False, rules="FuseSuccessiveRelu")
+    with pytest.raises(UnsupportedOpError, match=r"op #0 Conv2D \(node_Conv_1\).*FuseSuccessiveRelu.*optimize=False"):
+        _peak(path)
+
+
+def test_view_and_shape_rewrites_change_nothing(tmp_path):
+    plain = _save(tmp_path, "plain", [helper.make_node("Conv", ["x", "0.weight"], ["c"], kernel_shape=[3, 3],
+                                                       name="node_Conv_1")] + HEAD,
+                  [("0.weight", _w(8, 3, 3, 3))] + HEAD_INITS, [2, 3, 8, 8], [2, 10],
+                  sig=_signature(["0.weight", "fc.weight", "fc.bias"]))
+    tagged = _save(tmp_path, "tagged", [helper.make_node("Conv", ["x", "0.weight"], ["c"], kernel_shape=[3, 3],
+                                                         name="node_Conv_1")] + HEAD,
+                   [("0.weight", _w(8, 3, 3, 3))] + HEAD_INITS, [2, 3, 8, 8], [2, 10],
+                   sig=_signature(["0.weight", "fc.weight", "fc.bias"]),
+                   meta={"node_Conv_1": ("NormalizePadFormatConv", _fx("conv2d.default", "%x, %p_0_weight"))})
+    assert _peak(tagged) == _peak(plain)
+
+
+def _pad_nodes(fused: bool):
+    if fused:  # the optimizer moved the ZeroPad2d(1) into the conv's pads (its own padding is 1 too)
+        return [helper.make_node("Conv", ["x", "0.weight", "0.bias"], ["c"], kernel_shape=[3, 3], pads=[2, 2, 2, 2],
+                                 name="node_Conv_2")]
+    return [helper.make_node("Pad", ["x", "pads"], ["xp"], mode="constant", name="pad"),
+            helper.make_node("Conv", ["xp", "0.weight", "0.bias"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                             name="conv")]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_zero_pad_folded_into_a_conv_is_put_back(tmp_path, optimizer):
+    # eager allocates the padded tensor and the convolution saves it (measured: `misc` with dynamo)
+    head = [helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+            helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1, name="fc")]
+    inits = [("0.weight", _w(8, 8, 3, 3)), ("0.bias", _w(8)), ("fc.weight", _w(10, 8 * 12 * 12)), ("fc.bias", _w(10))]
+    pads = ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    want = _peak(_save(tmp_path, "pad", _pad_nodes(False) + head, inits + [pads], [2, 8, 10, 10], [2, 10]),
+                 optimizer=optimizer)
+    sig = _signature(["0.weight", "0.bias", "fc.weight", "fc.bias"])
+    meta = {"node_Conv_2": ("FuseConvPad", _fx("conv2d.default", "%pad, %p_0_weight, %p_0_bias, [1, 1], [1, 1]"))}
+    got = _peak(_save(tmp_path, "fused", _pad_nodes(True) + head, inits, [2, 8, 10, 10], [2, 10], sig, meta),
+                optimizer=optimizer)
+    assert got == want
+    # a conv without its own padding in the call (the default, 0) takes the whole pad back
+    meta = {"node_Conv_2": ("FuseConvPad", _fx("conv2d.default", "%pad, %p_0_weight, %p_0_bias"))}
+    got = _peak(_save(tmp_path, "fused0", _pad_nodes(True) + head, inits, [2, 8, 10, 10], [2, 10], sig, meta),
+                optimizer=optimizer)
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["xp"], mode="constant", name="pad"),
+             helper.make_node("Conv", ["xp", "0.weight", "0.bias"], ["c"], kernel_shape=[3, 3], name="conv")] + head
+    pads = ("pads", np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64))
+    assert got == _peak(_save(tmp_path, "pad2", nodes, inits + [pads], [2, 8, 10, 10], [2, 10]), optimizer=optimizer)
+
+
+def test_a_zero_bias_the_optimizer_removed_still_trains(tmp_path):
+    # torchvision initialises Linear biases to zero; eager holds, differentiates and updates them
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "fc.weight", "fc.bias"], ["y"], transB=1, name="fc")]
+    want = _peak(_save(tmp_path, "bias", nodes, [("fc.weight", _w(10, 32)), ("fc.bias", _w(10))], [2, 32], [2, 10]),
+                 optimizer="adam")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "fc.weight"], ["y"], transB=1, name="node_Gemm_1")]
+    meta = {"node_Gemm_1": ("RemoveOptionalBiasFromGemm", _fx("linear.default", "%relu, %p_fc_weight, %p_fc_bias"))}
+    got = _peak(_save(tmp_path, "nobias", nodes, [("fc.weight", _w(10, 32))], [2, 32], [2, 10],
+                      _signature(["fc.weight", "fc.bias"]), meta), optimizer="adam")
+    assert got == want
+
+
+def test_a_random_draw_from_a_constant_shape_is_no_constant(tmp_path):
+    # the dynamo exporter writes dropout as RandomUniformLike(empty_like(x)) < p, and constant folding
+    # makes empty_like(x) a constant: the draw is still made each step (not folded), and -p torch holds
+    # no tensor for the constant (eager's empty_like is the mask itself)
+    nodes = [helper.make_node("RandomUniformLike", ["shape_of_h"], ["u"], name="rand"),
+             helper.make_node("Less", ["u", "p"], ["keep"], name="lt"),
+             helper.make_node("Cast", ["keep"], ["m"], to=F, name="cast"),
+             helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Mul", ["h", "m"], ["y"], name="drop")]
+    inits = [("shape_of_h", np.zeros((2, 16), np.float32)), ("p", np.float32(0.9)), ("w", _w(16, 16))]
+    g = load_model(_save(tmp_path, "drop", nodes, inits, [2, 16], [2, 16]))
+    assert [op.type for op in g.operations][:1] == ["RandomUniformLike"]
+    a = analyze_graph(g, TrainConfig(loss="cce"), profile="torch")
+    assert not any(b.name == "shape_of_h" for b in a.buffers.buffers)
+
+
+
+def _two_linears(tmp_path, name, merged: bool, second="%p_l2_bias"):
+    """Two 16 -> 16 Linears; `merged`: the optimizer kept one of the two equal (zero) biases."""
+    b2 = "l1.bias" if merged else "l2.bias"
+    nodes = [helper.make_node("Gemm", ["x", "l1.weight", "l1.bias"], ["h"], transB=1, name="node_linear"),
+             helper.make_node("Relu", ["h"], ["r"], name="node_relu"),
+             helper.make_node("Gemm", ["r", "l2.weight", b2], ["y"], transB=1, name="node_linear_1")]
+    for n, args in ((nodes[0], "%x, %p_l1_weight, %p_l1_bias"), (nodes[2], f"%relu, %p_l2_weight, {second}")):
+        p = n.metadata_props.add()
+        p.key, p.value = FX, _fx("linear.default", args)
+    inits = [("l1.weight", _w(16, 16)), ("l1.bias", _w(16)), ("l2.weight", _w(16, 16))] + \
+        ([] if merged else [("l2.bias", _w(16))])
+    params = ["l1.weight", "l1.bias", "l2.weight"] + (["l2.bias"] if second == "%p_l2_bias" else [])
+    return _save(tmp_path, name, nodes, inits, [2, 16], [2, 16], _signature(params))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_parameter_merged_into_an_equal_one_is_its_own_tensor(tmp_path, optimizer):
+    # random init: both biases are zeros, the optimizer keeps one; eager holds, differentiates and
+    # updates each
+    want = _peak(_two_linears(tmp_path, "apart", merged=False), optimizer=optimizer)
+    assert _peak(_two_linears(tmp_path, "merged", merged=True), optimizer=optimizer) == want
+
+
+def test_a_tied_parameter_stays_one(tmp_path):
+    # the second layer's aten call takes the first one's bias itself (tied): one tensor, as in eager
+    tied = _peak(_two_linears(tmp_path, "tied", merged=True, second="%p_l1_bias"), optimizer="adam")
+    apart = _peak(_two_linears(tmp_path, "apart", merged=False), optimizer="adam")
+    assert tied[1]["parameters"] == apart[1]["parameters"] - 16 * 4
+
+
+def _tied(tmp_path, name, folded: bool):
+    """Token embedding tied to the LM head: the head reads the table transposed, through a Transpose,
+    or (`folded`) through the constant the optimizer folded it into."""
+    head_w = "val_9" if folded else "emb_t"
+    nodes = [helper.make_node("Gather", ["emb.weight", "x"], ["e"], name="node_embedding"),
+             helper.make_node("Relu", ["e"], ["r"], name="node_relu")]
+    if not folded:
+        nodes.append(helper.make_node("Transpose", ["emb.weight"], ["emb_t"], perm=[1, 0], name="node_t"))
+    nodes.append(helper.make_node("MatMul", ["r", head_w], ["y"], name="node_linear"))
+    inits = [("emb.weight", _w(50, 16))] + ([("val_9", _w(16, 50))] if folded else [])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 8])],
+                              [helper.make_tensor_value_info("y", F, [2, 8, 50])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    p = graph.metadata_props.add()
+    p.key, p.value = SIG, _signature(["emb.weight"])
+    if folded:
+        vi = helper.make_tensor_value_info("val_9", F, [16, 50])
+        m = vi.metadata_props.add()
+        m.key, m.value = "pkg.onnxscript.optimizer.folded_from", "['emb.weight']"
+        graph.value_info.append(vi)
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_tied_weight_folded_into_its_transpose_is_a_view(tmp_path, optimizer):
+    # Falcon's export: the LM head's transposed table became a second constant; eager has one table
+    want = _peak(_tied(tmp_path, "view", folded=False), optimizer=optimizer)
+    assert _peak(_tied(tmp_path, "folded", folded=True), optimizer=optimizer) == want
