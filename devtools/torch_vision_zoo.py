@@ -40,8 +40,8 @@ class SegNet(nn.Module):
                                 nn.Dropout2d(0.1) if dropout2d else nn.Identity())
         self.p2 = nn.AvgPool2d(2)
         self.mid = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
-        # ConvTranspose2d is refused by the profile (its oneDNN scratch was not worked out): with
-        # `convt`, the module checks that refusal; without, bilinear upsampling takes its place
+        # with `convt`, a ConvTranspose2d (oneDNN's deconvolution, docs/torchprof.md "Convolution
+        # kernels"); without, bilinear upsampling takes its place
         self.up_t = nn.ConvTranspose2d(32, 32, 2, stride=2) if convt else nn.Upsample(scale_factor=2, mode="bilinear")
         self.d2 = nn.Sequential(nn.Conv2d(64, 16, 3, padding=1), nn.ReLU())
         self.d1 = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU())
@@ -88,6 +88,69 @@ VISION = {
                          (3, 80, 80)),
     "vis_convnext_atto": ("convnext", _timm("convnext_atto", num_classes=10), IMG),
     "vis_segnet": ("segmentation", SegNet, (3, 32, 32)),
-    "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),  # refused
+    "vis_segnet_convt": ("segmentation", lambda: SegNet(convt=True), (3, 32, 32)),
     "vis_segnet_drop2d": ("segmentation", lambda: SegNet(bn=False, dropout2d=True), (3, 32, 32)),  # --dynamo
+}
+
+
+# ---- convolution scratch (devtools/torch_oracle.py --set convscratch): patchify stems at real sizes,
+# transposed convolutions in a U-Net and a DCGAN-style generator with its classifier
+
+class Patchify(nn.Module):
+    """A ViT / Swin / DINOv2 patch embedding at 224 x 224 with a mean-pooled linear head."""
+
+    def __init__(self, dim, patch, classes=10):
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, patch, patch)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        return self.head(self.proj(x).flatten(2).mean(2))
+
+
+class UNet(nn.Module):
+    """Two levels down (conv, BN, ReLU, max pool), up with ConvTranspose2d(2, stride 2), skips."""
+
+    def __init__(self, classes=4, w=16):
+        super().__init__()
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+                                 nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+        self.d1, self.d2, self.mid = block(3, w), block(w, 2 * w), block(2 * w, 4 * w)
+        self.u2, self.c2 = nn.ConvTranspose2d(4 * w, 2 * w, 2, 2), block(4 * w, 2 * w)
+        self.u1, self.c1 = nn.ConvTranspose2d(2 * w, w, 2, 2), block(2 * w, w)
+        self.head = nn.Conv2d(w, classes, 1)
+
+    def forward(self, x):
+        a = self.d1(x)
+        b = self.d2(F.max_pool2d(a, 2))
+        m = self.mid(F.max_pool2d(b, 2))
+        u = self.c2(torch.cat([self.u2(m), b], 1))
+        u = self.c1(torch.cat([self.u1(u), a], 1))
+        return self.head(u).permute(0, 2, 3, 1)
+
+
+class GanPair(nn.Module):
+    """A DCGAN generator (latent 1x1 -> 4x4 -> 8x8 -> 16x16 image, ConvTranspose2d 4x4) and a classifier
+    of its images, trained together (the input is the latent)."""
+
+    def __init__(self, nz=32, classes=10):
+        super().__init__()
+        self.g = nn.Sequential(nn.ConvTranspose2d(nz, 64, 4, 1, 0, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                               nn.ConvTranspose2d(64, 32, 4, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                               nn.ConvTranspose2d(32, 3, 4, 2, 1, bias=False), nn.Tanh())
+        self.d = nn.Sequential(nn.Conv2d(3, 32, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(32, 64, 4, 2, 1),
+                               nn.BatchNorm2d(64), nn.LeakyReLU(0.2), nn.Flatten(), nn.Linear(64 * 4 * 4, classes))
+
+    def forward(self, z):
+        return self.d(self.g(z))
+
+
+CONVSCRATCH = {
+    "cs_patch16_224": ("vision-transformer", lambda: Patchify(768, 16), (3, 224, 224)),
+    "cs_patch14_224": ("vision-transformer", lambda: Patchify(384, 14), (3, 224, 224)),
+    "cs_patch4_224": ("vision-transformer", lambda: Patchify(96, 4), (3, 224, 224)),
+    "cs_patch32_224": ("vision-transformer", lambda: Patchify(768, 32), (3, 224, 224)),
+    "cs_unet": ("segmentation", UNet, (3, 32, 32)),
+    "cs_dcgan": ("generative", GanPair, (32, 1, 1)),
 }

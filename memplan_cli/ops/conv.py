@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._window import Window, _tuple, channels_first, conv_backward_input, \
     conv_backward_weight, conv_forward, to_cf, to_cl
 from memplan_cli.ops import _onert as onert
@@ -270,10 +271,11 @@ def flops(op, operands):
 #   a blocked scratch output, then copies it out;
 # - backward first makes the input's gradient: copies of the incoming gradient and of the weight
 #   (both blocked), a blocked scratch of the input's gradient, then the result copied out (a strided
-#   ungrouped conv clones it once more); then the weight's gradient: plain copies of the incoming
-#   gradient and of the input (when it requires grad), and the result copied out (a second
-#   weight-sized tensor).
-# Grouped and depthwise convolutions were measured with channel counts that need no rounding.
+#   ungrouped conv clones it once more); then the weight's gradient: copies of the incoming
+#   gradient and of the input, and the result copied out (a second weight-sized tensor).
+# Grouped (not depthwise) convolutions were measured with channel counts that need no rounding.
+# Other kernels (gemm, brgconv_strided, jit_1x1, AVX2, transposed): the functions below, measured with
+# devtools/torch_conv_sweep.py (docs/torchprof.md, "Convolution kernels").
 BLOCK = 16
 
 
@@ -289,12 +291,17 @@ def _blocked(op, operands) -> tuple:
     cx, cy = int(x.shape[ch]), int(y.shape[ch])
     o, i = int(w.shape[0]), int(w.shape[1] if ch == 1 else w.shape[-1])
     grouped = int(op.attrs.get("group", 1)) != 1 or op.type == "DepthwiseConv2D"
+    if op.type == "DepthwiseConv2D":
+        # jit_dw rounds the channels up to 16 too (measured: 24 channels copied as 32)
+        bx, by, bw = x.nbytes * _round(cx) // cx, y.nbytes * _round(cy) // cy, w.nbytes * _round(o) // o
+        return bx, by, bw, bw, True
     if grouped:
         return x.nbytes, y.nbytes, w.nbytes, w.nbytes, True
-    blocked_in = cx >= BLOCK
+    # jit_1x1 blocks the input whatever its channels (measured: 3, 8 and 12 channels copied as 16)
+    blocked_in = cx >= BLOCK or _jit_1x1(op, operands)
     bx = x.nbytes * _round(cx) // cx
     by = y.nbytes * _round(cy) // cy
-    bw_f = w.nbytes * _round(o) // o * (_round(i) // i if blocked_in else 1)
+    bw_f = w.nbytes * _round(o) * (_round(i) if blocked_in else i) // (o * i)
     bw_b = w.nbytes * _round(o) // o * _round(i) // i
     return bx, by, bw_f, bw_b, blocked_in
 
@@ -323,10 +330,11 @@ def torch_backend(op, operands) -> str:
 
 
 def _columns(op, operands) -> int:
-    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for a 1x1 kernel."""
+    """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for an unstrided,
+    unpadded 1x1 kernel (a strided one gathers its input: measured)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     kh, kw = (int(v) for v in op.attrs["kernel"])
-    if (kh, kw) == (1, 1):
+    if (kh, kw) == (1, 1) and not _strided(op) and not any(int(p) for p in op.attrs.get("pads") or ()):
         return 0
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
@@ -334,18 +342,91 @@ def _columns(op, operands) -> int:
 
 
 def _torch_fwd(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
-    return ((bx if blocked_in else 0, bw, by - y), (by,))
+    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands)), (by,))
+
+
+def _rtus(op, operands) -> int:
+    """A strided 1x1 convolution (jit_1x1) first gathers the strided input of one image into a
+    unit-stride buffer (oneDNN's rtus): input channels rounded up to 16 x OH x OW floats, plus 128 B
+    of alignment (measured, 3 to 64 channels)."""
+    if not (_ungrouped(op) and _strided(op) and _jit_1x1(op, operands)):
+        return 0
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    c, cy = int(x.shape[ch]), int(y.shape[ch])
+    return 4 * _round(c) * (y.num_elements // (int(y.shape[0]) * cy)) + 128
+
+
+def _jit_1x1(op, operands) -> bool:
+    """oneDNN's 1x1 kernel: a 1x1 convolution, unless strided over an input the stride does not
+    divide (then the general jit kernel runs; measured)."""
+    if tuple(int(v) for v in op.attrs["kernel"]) != (1, 1):
+        return False
+    x = operands[op.inputs[0]]
+    sizes = x.shape[2:4] if op.attrs.get("layout", "NCHW") == "NCHW" else x.shape[1:3]
+    return not any(int(v) % int(st) for v, st in zip(sizes, op.attrs.get("stride", (1, 1))))
+
+
+def _ungrouped(op) -> bool:
+    return int(op.attrs.get("group", 1) or 1) == 1 and op.type == "Conv2D"
+
+
+def _strided(op) -> bool:
+    return any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
+
+
+def _brgconv_scratch(op, operands, x=None, y=None) -> int:
+    """Bytes of the scratchpad oneDNN's strided backward-data kernel (brgconv_strided) books on one
+    thread (jit_brgemm_conv_bwd_utils init_scratchpad, each piece plus 4,096 B of alignment): a
+    4 KB brgemm batch, the incoming gradient's padded copy (ohp x owp x O floats, rounded up to
+    4,096 floats), a 4 KB mask, and 24 B (measured, constant)."""
+    y = y if y is not None else operands[op.outputs[0]]  # a transposed convolution passes its roles
+    x = x if x is not None else operands[op.inputs[0]]
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    o = int(y.shape[ch])
+    oh, ow = (int(v) for v in (y.shape[2:4] if ch == 1 else y.shape[1:3]))
+    ih, iw = (int(v) for v in (x.shape[2:4] if ch == 1 else x.shape[1:3]))
+    (kh, kw), (sh, sw) = (tuple(int(v) for v in op.attrs[k]) for k in ("kernel", "stride"))
+    pads = tuple(int(v) for v in op.attrs.get("pads") or (0, 0, 0, 0))
+    # the forward's end padding as oneDNN derives it from the sizes; the padded rows / columns of the
+    # incoming gradient: (kernel - 1 - pad) // stride at each end
+    b_pad = max(0, (oh - 1) * sh + kh - ih - pads[0])
+    r_pad = max(0, (ow - 1) * sw + kw - iw - pads[1])
+    ohp = oh + max(0, kh - 1 - pads[0]) // sh + max(0, kh - 1 - b_pad) // sh
+    owp = ow + max(0, kw - 1 - pads[1]) // sw + max(0, kw - 1 - r_pad) // sw
+    page = 4096
+    out = 0
+    if iw % sw:  # an input width the stride does not divide: a buffer of output rows (exec_trans)
+        c = int(x.shape[ch])
+        out = 4 * -(-iw * sw * c // page) * page + page
+    return (page + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24 + out
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _ungrouped(op) and _strided(op):
+        if max(int(v) for v in op.attrs["kernel"]) > 7:
+            label = getattr(op, "label", "") or f"{op.type}"
+            raise UnsupportedOpError(
+                f"torch profile: op {label} ({op.type}): the input's gradient of a strided kernel wider than 7 "
+                f"(oneDNN's brgconv_strided, whose scratchpad for such kernels was not worked out)")
+        # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
+        # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
+        # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
+        x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+        i = int(w.shape[1] if op.attrs.get("layout", "NCHW") == "NCHW" else w.shape[-1])
+        return ((y.nbytes, w.nbytes * _round(i) // i, _brgconv_scratch(op, operands)), (x.nbytes, x.nbytes))
     bx, by, _, bw, _ = _blocked(op, operands)
     x = operands[op.inputs[0]].nbytes
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,))) and int(op.attrs.get("group", 1)) == 1 \
@@ -354,17 +435,157 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _gemm_weights(op, operands) -> bool:
+    """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
+    to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
+    only, and grouped kernels need channels per group in blocks of 8 (measured: 15 to 32 wide with 1
+    to 64 input channels; depthwise 5x5 and 7x7; 4 channels per group). 2-D only."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D"):
+        return False
+    kw = int(op.attrs["kernel"][1])
+    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
+    if op.type == "DepthwiseConv2D":
+        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3)
+    grp = int(op.attrs.get("group", 1) or 1)
+    if grp > 1:
+        # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
+        # ResNeXt's first stage has, takes gemm; 16 and 24 per group do not)
+        x, w = operands[op.inputs[0]], operands[op.inputs[1]]
+        ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+        return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+    return kw > 14
+
+
+def _gemm_weights_scratch(op, operands) -> int:
+    """Bytes of gemm_convolution_bwd_weights' scratchpad on one thread (gemm_convolution_utils
+    init_conf, f32, channels first): the weight reduction buffer, booked as float elements of the
+    weights' size in bytes, so 4 x the weight; the im2col columns (C x KH x KW x OH x OW floats, per
+    image), unless a 1x1 unstrided kernel needs none; 128 B of alignment each."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    grp = int(x.shape[ch]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    c, n = int(x.shape[ch]) // grp, int(x.shape[0])  # per group
+    col = 0
+    if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c * grp:
+        col = 4 * c * kh * kw * (y.num_elements // (n * int(y.shape[ch]))) + 128
+    return 4 * w.nbytes + 128 + col
+
+
+def _weights_layout(op, operands) -> tuple:
+    """(incoming gradient, input, weight) bytes as the weight-gradient kernel reads them: AVX-512's
+    blocks of 16 channels; its first-convolution kernel reads an input of 1 to 3 channels as it is;
+    4 to 15 input channels take the AVX2 kernel, with blocks of 8 (measured, oneDNN 3.12)."""
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    cx, cy = int(x.shape[ch]), int(y.shape[ch])
+    o, i = int(w.shape[0]), int(w.shape[1] if ch == 1 else w.shape[-1])
+    if cx <= 3:
+        return y.nbytes * _round(cy) // cy, 0, w.nbytes * _round(o) // o
+    blk = BLOCK if cx >= BLOCK else 8
+    rnd = (lambda v: -(-v // blk) * blk)
+    return y.nbytes * rnd(cy) // cy, x.nbytes * rnd(cx) // cx, w.nbytes * rnd(o) // o * rnd(i) // i
+
+
 def _torch_bwd_dw(op, operands) -> tuple:
+    if op.type in TRANSPOSED:
+        return _tconv_bwd_dw(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    if _gemm_weights(op, operands):
+        # the weight's gradient made in place of the result beside the scratchpad, then copied out
+        return ((_gemm_weights_scratch(op, operands),), ("in1",))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    if op.type == "DepthwiseConv2D":
+        # jit_dw: copies of the incoming gradient and of the input, the result, blocked by 16
+        bx, by, _, bw, _ = _blocked(op, operands)
+        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,))
+    if _ungrouped(op):
+        # blocked copies of the incoming gradient and of the input (whether or not it needs a
+        # gradient), the blocked result beside the gradient; then the result copied out. jit_1x1
+        # blocks by 16 whatever the channels
+        gy, gx, gw = _weights_layout(op, operands)
+        if one and _jit_1x1(op, operands):
+            gx, gy, _, gw, _ = _blocked(op, operands)
+        w = operands[op.inputs[1]].nbytes
+        return ((gy, gx, gw - w, _rtus(op, operands)), (gw,))
     return (("out0", "in0?g0"), ("in1",))
+
+
+# A transposed convolution (oneDNN's deconvolution) runs as the convolution whose input gradient it
+# is: its forward is that convolution's backward-data kernel, its input's gradient that
+# convolution's forward, its weight's gradient that convolution's weight gradient with the roles of
+# input and incoming gradient swapped. Weights [C_in, C_out, KH, KW]: the convolution maps C_out to
+# C_in. Measured (devtools/torch_conv_sweep.py --set transposed), groups 1 only.
+def _t_roles(op, operands):
+    x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    return x, y, w, int(x.shape[ch]), int(y.shape[ch])
+
+
+def _tconv_fwd(op, operands) -> tuple:
+    x, y, w, c, o = _t_roles(op, operands)
+    if _strided(op):
+        # brgconv_strided (+128 B: the deconvolution's nested scratchpad): the input copied as it is,
+        # the weight with C_out rounded up to 16; then the output copied out and cloned
+        # an output width the stride does not divide takes oneDNN's generic wrapper (conv:any), which
+        # adds an output-sized buffer (+128 B)
+        ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+        ow = int(y.shape[-1] if ch == 1 else y.shape[-2])
+        extra = y.nbytes + 128 if ow % int(op.attrs["stride"][1]) else 0
+        return ((x.nbytes, w.nbytes * _round(o) // o, _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra),
+                (y.nbytes, y.nbytes))
+    # the jit backward-data kernel: blocked copies of input and weight, a blocked output
+    bx, by = x.nbytes * _round(c) // c, y.nbytes * _round(o) // o
+    # with a bias, a second blocked output (+128 B of alignment) beside them (measured)
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    return ((bx, w.nbytes * _round(c) * _round(o) // (c * o), by - y.nbytes, by + 128 if bias else 0), (by,))
+
+
+def _tconv_bwd_dx(op, operands) -> tuple:
+    # the convolution's forward from the incoming gradient: copied blocked when it has 16 channels or
+    # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
+    x, y, w, c, o = _t_roles(op, operands)
+    blocked = o >= BLOCK
+    bx = x.nbytes * _round(c) // c
+    bw = w.nbytes * _round(c) * (_round(o) if blocked else o) // (c * o)
+    return (((y.nbytes * _round(o) // o) if blocked else 0, bw, bx - x.nbytes), (bx,))
+
+
+def _tconv_bwd_dw(op, operands) -> tuple:
+    # the convolution's weight gradient: the input plays its incoming gradient, the incoming gradient
+    # its input (blocked as _weights_layout says, by C_out)
+    x, y, w, c, o = _t_roles(op, operands)
+    if o <= 3:
+        gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
+    else:
+        blk = BLOCK if o >= BLOCK else 8
+        rnd = (lambda v: -(-v // blk) * blk)
+        gy, gx, gw = x.nbytes * rnd(c) // c, y.nbytes * rnd(o) // o, w.nbytes * rnd(c) * rnd(o) // (c * o)
+    return ((gy, gx, gw - w.nbytes), (gw,))
 
 
 def _torch_refuse(op, operands) -> str | None:
     if op.type in TRANSPOSED:
-        # oneDNN's transposed convolution allocates a scratchpad whose size varies with the shape in a
-        # way not worked out (measured: 37,016 B for 32->32 2x2 stride 2, 12,928 B for 8->8 3x3)
-        return "eager's transposed convolution (oneDNN) allocates scratch that was not worked out"
+        if op.type != "ConvTranspose2D" or int(op.attrs.get("group", 1) or 1) != 1:
+            return "a grouped or non-2-D transposed convolution: oneDNN's memory for it was not measured"
+        if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
+            return "a dilated transposed convolution: oneDNN's memory for it was not measured"
+        k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+        if max(k) > 4 or max(st) > 2:
+            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
+                    f"measured for kernels up to 4 and strides up to 2 only")
+    k = tuple(int(v) for v in op.attrs["kernel"])
+    if max(k) >= 14 and torch_backend(op, operands) == "mkldnn" and not (
+            _ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
+            and not any(int(p) for p in op.attrs.get("pads") or ())):
+        # measured: unpadded patchify kernels (stride = kernel) up to 32 wide; oneDNN takes its gemm
+        # kernels for other wide ones (forward when padded, the input's gradient from 14 wide)
+        return (f"a {k[0]}x{k[1]} kernel other than an unpadded patchify (stride = kernel): oneDNN's gemm "
+                f"convolution kernels, whose memory was not measured")
+    if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()):
+        return "a padded, strided 1x1 kernel: oneDNN runs it with kernels whose memory was not measured"
     be = torch_backend(op, operands)
     if be in ("slow_dilated", "slow_transposed"):
         return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "

@@ -919,7 +919,9 @@ def replay(tg, config):
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
         f = facts(op) or {}
-        rec = any(needs) and not f.get("draws")  # a random mask never carries a gradient
+        # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
+        # requires grad records no node: no phantom gradient back into its input)
+        rec = any(needs) and not f.get("draws") and not _no_grad(op.type)
         node[p] = rec
         saved = []
         if op.type == LOSS_TYPE:

@@ -1,0 +1,314 @@
+"""Dev-only: what eager PyTorch's CPU convolution allocates, one op at a time, next to what
+`--profile torch` counts for it (memplan_cli/ops/conv.py). Needs torch; never a memplan dependency.
+
+    python devtools/torch_conv_sweep.py                    # the default sweep, a table on stdout
+    python devtools/torch_conv_sweep.py --set patchify     # one set (see SETS)
+    python devtools/torch_conv_sweep.py --one "n=2,c=3,h=64,o=192,k=16,s=16,xgrad=0" --events
+
+For each convolution (batch n, channels c -> o, square input h, square kernel k, stride s, padding p,
+groups g, dilation d; `t=1` a transposed convolution with output_padding `op`; `xgrad=0` an input
+that needs no gradient, as an image) it runs forward and backward twice on one thread, then measures
+the third time with `torch.profiler`'s CPU memory events, phase by phase:
+- forward: the peak of the running sum of allocations during the op, less the output (the scratch
+  beside it);
+- backward: the peak of the running sum during `y.backward(gy)` (gy made before), which the profile
+  counts as max(dx + scratch_dx, dx + dW + db + scratch_dW).
+With `--verbose` it also prints oneDNN's implementation of each primitive (ONEDNN_VERBOSE).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+from types import SimpleNamespace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the profiler's start / stop lines on stderr
+
+
+# ---- torch's side ------------------------------------------------------------------------------
+
+def _events(fn):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    ev = [(e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
+          if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    ev.sort()
+    return [n for _, _, n in ev]
+
+
+def _peak(ev) -> int:
+    run = peak = 0
+    for n in ev:
+        run += n
+        peak = max(peak, run)
+    return peak
+
+
+class _Stdout:
+    """oneDNN's verbose lines (C stdout) of a block, captured through the file descriptor."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        self.f = tempfile.TemporaryFile(mode="w+")
+        self.saved = os.dup(1)
+        os.dup2(self.f.fileno(), 1)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        self.f.seek(0)
+        self.lines = [ln.strip() for ln in self.f if ",exec," in ln]
+        self.f.close()
+
+
+def _impls(lines) -> list[str]:
+    """`kind:impl` of each convolution primitive run (reorders left out)."""
+    out = []
+    for ln in lines:
+        f = ln.split(",")
+        if len(f) > 7 and f[5] in ("convolution", "deconvolution"):
+            out.append(f"{f[7]}:{f[6]}")
+    return out
+
+
+def measure(c: dict, verbose: bool = False) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
+    s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
+    x = torch.randn(n, ci, h, h, requires_grad=bool(c.get("xgrad", 1)))
+    if c.get("t"):
+        w = torch.randn(ci, o // g, k, k, requires_grad=True)
+    else:
+        w = torch.randn(o, ci // g, k, k, requires_grad=True)
+    b = torch.randn(o, requires_grad=True) if c.get("bias", 1) else None
+
+    def f():
+        if c.get("t"):
+            return F.conv_transpose2d(x, w, b, s, p, c.get("op", 0), g, d)
+        return F.conv2d(x, w, b, s, p, d, g)
+
+    for _ in range(2):
+        y = f()
+        y.backward(torch.ones_like(y))
+    x.grad = w.grad = None
+    if b is not None:
+        b.grad = None
+    held = {}
+    if verbose:
+        torch._C._verbose.mkldnn_set_verbose(1)
+    with _Stdout() as out_f:
+        fwd = _events(lambda: held.setdefault("y", f()))
+    y = held["y"]
+    gy = torch.randn_like(y)
+    with _Stdout() as out_b:
+        bwd = _events(lambda: y.backward(gy))
+    if verbose:
+        torch._C._verbose.mkldnn_set_verbose(0)
+    return {"fwd": fwd, "bwd": bwd, "y_shape": list(y.shape), "fwd_scratch": _peak(fwd) - 4 * y.numel(),
+            "bwd_peak": _peak(bwd), "impl_fwd": _impls(out_f.lines), "impl_bwd": _impls(out_b.lines)}
+
+
+# ---- the profile's side --------------------------------------------------------------------------
+
+class _Operand(SimpleNamespace):
+    @property
+    def num_elements(self):
+        out = 1
+        for v in self.shape:
+            out *= int(v)
+        return out
+
+    @property
+    def nbytes(self):
+        return 4 * self.num_elements
+
+
+def predict(c: dict, y_shape) -> dict:
+    """The profile's scratch for this convolution (memplan_cli/ops/conv.py's torch facts), phase by
+    phase as profiles/torch.py counts them; or its refusal."""
+    sys.path.insert(0, ROOT)
+    from memplan_cli.ops import conv
+
+    n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
+    s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
+    t = bool(c.get("t"))
+    wshape = (ci, o // g, k, k) if t else (o, ci // g, k, k)
+    opd = [_Operand(shape=(n, ci, h, h)), _Operand(shape=wshape), _Operand(shape=(o,)), _Operand(shape=tuple(y_shape))]
+    typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 and not t else "Conv2D")
+    attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW",
+             "pads": (p, p, p, p), "output_padding": (c.get("op", 0),) * 2}
+    op = SimpleNamespace(type=typ, inputs=[0, 1, 2] if c.get("bias", 1) else [0, 1], outputs=[3], attrs=attrs)
+    f = conv.TORCH
+    why = f["refuse"](op, opd)
+    if why:
+        return {"refused": why}
+    xgrad = bool(c.get("xgrad", 1))
+    needs = [xgrad, True, True]
+
+    def size(spec):
+        if isinstance(spec, int):
+            return spec
+        spec, _, cond = spec.partition("?")
+        if cond and not needs[int(cond[1:])]:
+            return 0
+        v = op.inputs[int(spec[2:])] if spec.startswith("in") else op.outputs[int(spec[3:])]
+        return opd[v].nbytes
+
+    def best(alts):
+        return max((sum(size(x) for x in alt) for alt in alts), default=0)
+
+    fwd = best(f["fwd_scratch"](op, opd))
+    dx = opd[0].nbytes if xgrad else 0
+    try:
+        sdx = best(f["bwd_scratch_dx"](op, opd)) if xgrad else 0
+    except Exception as e:  # the profile refuses this input gradient (UnsupportedOpError)
+        return {"refused": str(e)}
+    dw = opd[1].nbytes + (opd[2].nbytes if c.get("bias", 1) else 0)
+    sdw = best(f["bwd_scratch_dw"](op, opd))
+    return {"fwd_scratch": fwd, "bwd_peak": max(dx + sdx, dx + dw + sdw), "type": typ}
+
+
+# ---- sweeps --------------------------------------------------------------------------------------
+
+def _grid(**axes):
+    keys = list(axes)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(axes[k] for k in keys))]
+
+
+SETS = {
+    # patchify stems (ViT / DeiT / Swin / ConvNeXt): the image needs no gradient
+    "patchify": [dict(cfg, s=cfg["k"]) for cfg in
+                 _grid(n=[1, 2, 4], c=[3], h=[64], o=[96, 192], k=[4, 8, 14, 16, 32], xgrad=[0])
+                 + _grid(n=[2], c=[3], h=[224], o=[768], k=[14, 16, 32], xgrad=[0])
+                 + _grid(n=[2], c=[3], h=[224], o=[96], k=[4], xgrad=[0])
+                 + _grid(n=[2], c=[3, 8, 16, 64], h=[32], o=[64], k=[2, 4, 8, 16], xgrad=[0, 1])],
+    # kernel sizes around oneDNN's limits, stride = kernel or 1
+    "kernel": [dict(n=2, c=c, h=32, o=32, k=k, s=s, xgrad=xg) for c in (3, 16) for k in (7, 11, 13, 14, 15, 17)
+               for s in (1, k) for xg in (0, 1)],
+    # small strided stems (LeViT, MobileNet, ResNet): 3x3 stride 2 pad 1, input gradient or not
+    "stem": _grid(n=[2, 4], c=[3, 8, 16, 32], h=[16, 32, 64], o=[16, 32], k=[3], s=[2], p=[1], xgrad=[0, 1]),
+    "strided": _grid(n=[2], c=[16, 24, 32, 64], h=[8, 16, 32], o=[16, 32, 64], k=[1, 3], s=[2], p=[0, 1],
+                     xgrad=[1]),
+    "depthwise": [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 96) for h in (8, 32)
+                  for k in (3, 5, 7) for s in (1, 2)],
+    "transposed": _grid(n=[2, 4], c=[8, 16, 32], h=[8, 16], o=[8, 16, 32], k=[2, 3, 4], s=[1, 2], p=[0, 1], op=[0],
+                        t=[1]) + _grid(n=[2], c=[16, 32], h=[8], o=[16, 32], k=[3, 4], s=[2], p=[1], op=[1], t=[1]),
+}
+# channel counts around oneDNN's blocking (16 on AVX-512, 8 on AVX2) and its first-convolution kernels
+SETS["channels"] = _grid(n=[2], c=[1, 2, 4, 6, 8, 12, 20, 24, 40], h=[16], o=[16, 24], k=[3], s=[1, 2], p=[1], xgrad=[0, 1])
+# grouped (ResNeXt / RegNet): channels per group 4 to 32, dilation
+SETS["grouped"] = [dict(n=2, c=c, h=8, o=c, k=3, s=s, p=1, g=c // cpg) for c in (64, 96, 128) for cpg in (4, 8, 16, 24, 32)
+                   if c % cpg == 0 for s in (1, 2)] + \
+    [dict(n=2, c=c, h=16, o=32, k=3, p=2, d=2, xgrad=xg) for c in (16, 32) for xg in (0, 1)]
+
+
+def _random(count, seed=0):
+    """Shapes drawn at random (fixed seed): checks the rules on shapes they were not derived from."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        c = rnd.choice([3, 8, 16, 24, 32, 40, 48, 64, 96, 112, 128])
+        k = rnd.choice([1, 1, 3, 3, 3, 5, 7])
+        s = rnd.choice([1, 1, 2])
+        h = rnd.choice([7, 8, 13, 14, 16, 28, 32])
+        dw = k > 1 and c > 3 and rnd.random() < 0.3
+        o = c if dw else rnd.choice([8, 16, 24, 32, 48, 64, 96, 128])
+        cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=c, h=h, o=o, k=k, s=s, p=k // 2,
+                   xgrad=int(rnd.random() < 0.8))
+        if dw:
+            cfg["g"] = c
+        if k == 1 and s > 1:
+            cfg["p"] = 0
+        out.append(cfg)
+    return out
+
+
+SETS["random"] = _random(150)
+SETS["random_b"] = _random(150, seed=1)  # drawn after the rules were fixed on "random"
+# DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
+SETS["transposed_nets"] = [dict(c, t=1) for c in (
+    dict(n=2, c=100, h=1, o=64, k=4, s=1, p=0), dict(n=4, c=64, h=1, o=128, k=4, s=1, p=0),
+    dict(n=2, c=64, h=8, o=3, k=4, s=2, p=1), dict(n=2, c=32, h=16, o=1, k=4, s=2, p=1),
+    dict(n=2, c=128, h=4, o=64, k=4, s=2, p=1), dict(n=2, c=48, h=8, o=24, k=2, s=2, p=0),
+    dict(n=2, c=24, h=8, o=12, k=2, s=2, p=0), dict(n=2, c=64, h=8, o=3, k=3, s=1, p=1),
+    dict(n=2, c=40, h=7, o=20, k=3, s=2, p=1, op=1), dict(n=3, c=16, h=5, o=8, k=2, s=2, p=0))]
+SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
+
+
+def _key(c) -> str:
+    return ",".join(f"{k}={v}" for k, v in c.items())
+
+
+def row(c, verbose) -> dict:
+    if c.get("t") and c.get("op", 0) and c.get("s", 1) <= c.get("op", 0):
+        return {"cfg": c, "skip": "output_padding must be smaller than the stride"}
+    m = measure(c, verbose)
+    p = predict(c, m["y_shape"])
+    r = {"cfg": c, "measured": {k: m[k] for k in ("fwd_scratch", "bwd_peak", "impl_fwd", "impl_bwd")},
+         "profile": p}
+    if c.get("t"):
+        r["events"] = {"fwd": m["fwd"], "bwd": m["bwd"]}
+    if "refused" not in p:
+        r["fwd_gap"] = p["fwd_scratch"] - m["fwd_scratch"]
+        r["bwd_gap"] = p["bwd_peak"] - m["bwd_peak"]
+    return r
+
+
+def _print(r):
+    m, p = r["measured"], r["profile"]
+    gaps = "refused" if "refused" in p else f"fwd {r['fwd_gap']:+,d}  bwd {r['bwd_gap']:+,d}"
+    impls = " ".join(m["impl_fwd"] + m["impl_bwd"])
+    print(f"{_key(r['cfg']):48s} fwd {m['fwd_scratch']:>10,d}  bwd {m['bwd_peak']:>11,d}  {gaps:28s} {impls}",
+          flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", default="all", choices=sorted(SETS))
+    ap.add_argument("--one", help="one convolution, e.g. \"n=2,c=3,h=64,o=192,k=16,s=16,xgrad=0\"")
+    ap.add_argument("--events", action="store_true", help="print the allocator events of --one")
+    ap.add_argument("--verbose", action="store_true", help="name oneDNN's implementation of each primitive")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--only-gaps", action="store_true", help="print only rows where the profile differs")
+    a = ap.parse_args(argv)
+    if a.one:
+        c = {k: int(v) for k, v in (kv.split("=") for kv in a.one.split(","))}
+        r = row(c, a.verbose)
+        _print(r)
+        if a.events:
+            m = measure(c)
+            print("fwd", m["fwd"])
+            print("bwd", m["bwd"])
+        return
+    rows = []
+    for c in SETS[a.set]:
+        r = row(c, a.verbose)
+        if "skip" in r:
+            continue
+        rows.append(r)
+        if not a.only_gaps or r.get("fwd_gap") or r.get("bwd_gap") or "refused" in r["profile"]:
+            _print(r)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    exact = [r for r in rows if r.get("fwd_gap") == 0 and r.get("bwd_gap") == 0]
+    print(f"{len(exact)}/{len(rows)} exact")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""The torch profile's convolution scratch (memplan_cli/ops/conv.py), torch-free: oneDNN's gemm
+weight-gradient kernel for kernels wider than 14 (ViT's patch embedding), the strided input-gradient
+kernel (brgconv_strided), the blocked copies the weight-gradient kernel reads, the strided 1x1 rtus
+buffer, and the kernels refused. Every expected figure was measured with torch 2.14 / oneDNN 3.12 on
+one thread: `python devtools/torch_conv_sweep.py --one "<the config named in the test>" --events`."""
+import numpy as np
+import pytest
+
+from memplan_cli.analysis import analyze
+from memplan_cli.config import TrainConfig
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ir.graph import Operand, Operation
+from memplan_cli.ops import conv
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _op(n, c, h, o, k, s=1, p=0):
+    oh = (h + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c, k, k), is_const=True), Operand(2, "b", (o,), is_const=True),
+           Operand(3, "y", (n, o, oh, oh))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": 1,
+                                                 "layout": "NCHW", "pads": (p, p, p, p)})
+    return op, opd
+
+
+def _best(alts, opd, op, xgrad):
+    """The largest alternative in bytes, as profiles/torch.py counts it."""
+    def size(spec):
+        if isinstance(spec, int):
+            return spec
+        spec, _, cond = spec.partition("?")
+        if cond and not xgrad:
+            return 0
+        v = op.inputs[int(spec[2:])] if spec.startswith("in") else op.outputs[int(spec[3:])]
+        return opd[v].nbytes
+    return max(sum(size(x) for x in alt) for alt in alts)
+
+
+def _bwd_peak(op, opd, xgrad):
+    """Backward's allocations above the incoming gradient: max(dX + dX scratch, dX + dW + db + dW scratch)."""
+    dx = opd[0].nbytes if xgrad else 0
+    sdx = _best(conv._torch_bwd_dx(op, opd), opd, op, xgrad) if xgrad else 0
+    return max(dx + sdx, dx + opd[1].nbytes + opd[2].nbytes + _best(conv._torch_bwd_dw(op, opd), opd, op, xgrad))
+
+
+def test_patchify_weight_gradient_takes_the_gemm_kernel():
+    # n=2,c=3,h=64,o=192,k=16,s=16,xgrad=0 (timm vit_tiny's patch embedding at 64 x 64): dW in the
+    # plain layout (589,824), gemm's scratchpad (4 x the weight + the im2col columns, 2,408,704), db
+    op, opd = _op(2, 3, 64, 192, 16, 16)
+    assert conv._gemm_weights_scratch(op, opd) == 2_408_704
+    assert _bwd_peak(op, opd, False) == 2_999_296
+
+
+@pytest.mark.parametrize("cfg,peak", [
+    # n, c, h, o, k (stride = kernel): kernels up to 14 wide keep the jit kernel (no gemm scratch)
+    ((2, 3, 224, 768, 32), 47_791_360), ((2, 64, 32, 64, 16), 21_234_176), ((1, 3, 64, 96, 16), 1_524_352)])
+def test_gemm_weight_gradient_scratch_follows_weight_and_columns(cfg, peak):
+    n, c, h, o, k = cfg
+    op, opd = _op(n, c, h, o, k, k)
+    assert _bwd_peak(op, opd, False) == peak
+
+
+def test_kernels_up_to_14_wide_keep_the_jit_weight_gradient():
+    # n=2,c=3,h=224,o=768,k=14,s=14,xgrad=0: 3,618,816 measured, 3,072 of it the bias's copies
+    op, opd = _op(2, 3, 224, 768, 14, 14)
+    assert not conv._gemm_weights(op, opd)
+    assert _bwd_peak(op, opd, False) == 3_618_816 - 3_072
+
+
+def test_strided_input_gradient_is_unrounded_beside_its_scratchpad():
+    # n=2,c=2,h=32,o=4,k=3,s=2,p=1 (LeViT's stem): dY as it is (8,192), W with 16 input channels
+    # (2,304), dX unrounded (16,384), the scratchpad (36,888)
+    op, opd = _op(2, 2, 32, 4, 3, 2, 1)
+    assert conv._brgconv_scratch(op, opd) == 36_888
+    assert _bwd_peak(op, opd, True) == 63_768
+    # n=4,c=3,h=64,o=16,k=3,s=2,p=1: the gradient's copy and clone (3 x dX) is the peak
+    op, opd = _op(4, 3, 64, 16, 3, 2, 1)
+    assert _bwd_peak(op, opd, True) == 589_824
+
+
+@pytest.mark.parametrize("cfg,scratch", [((2, 3, 32, 16, 3, 2, 1), 53_272), ((4, 3, 64, 16, 3, 2, 1), 102_424),
+                                         ((2, 16, 32, 64, 2, 2, 0), 86_040), ((2, 64, 16, 128, 1, 2, 0), 53_272)])
+def test_strided_input_gradient_scratchpad_grows_with_the_padded_gradient(cfg, scratch):
+    assert conv._brgconv_scratch(*_op(*cfg)) == scratch
+
+
+def test_weight_gradient_copies_a_blocked_input_that_needs_no_gradient():
+    # n=2,c=16,h=32,o=64,k=2,s=2,xgrad=0: dY and X copied (131,072 each), then dW (16,384), db
+    op, opd = _op(2, 16, 32, 64, 2, 2)
+    assert _bwd_peak(op, opd, False) == 278_784
+    # n=2,c=3,...: a 3-channel input is read as it is; dY with its 2 channels rounded to 16
+    op, opd = _op(2, 3, 64, 2, 3, 2, 1)
+    assert _bwd_peak(op, opd, False) == 133_000 - 192  # less the padded bias copy (not counted)
+
+
+def test_avx2_weight_gradient_blocks_by_8():
+    # n=2,c=4,h=16,o=8,k=3,s=2,p=1: 4 to 15 input channels take the AVX2 kernel, blocks of 8
+    op, opd = _op(2, 4, 16, 8, 3, 2, 1)
+    gy, gx, gw = conv._weights_layout(op, opd)
+    assert (gy, gx, gw) == (4_096, 16_384, 2_304)
+
+
+def test_strided_1x1_gathers_its_input():
+    # n=2,c=24,h=16,o=32,k=1,s=2,p=0: forward scratch 77,952 (rtus 8,320, X blocked to 32 channels
+    # 65,536, W 4,096)
+    op, opd = _op(2, 24, 16, 32, 1, 2)
+    assert conv._rtus(op, opd) == 8_320
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 77_952
+
+
+def test_input_channels_not_a_multiple_of_16_round_the_weight_copy():
+    # n=2,c=24,h=16,o=24,k=3,s=1,p=1: W copied as 32 x 32 x 3 x 3 (36,864), forward scratch 119,040
+    # less the padded bias (256)
+    op, opd = _op(2, 24, 16, 24, 3, 1, 1)
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 119_040 - 256
+
+
+@pytest.mark.parametrize("cfg,why", [((2, 16, 32, 24, 15, 1, 7), "gemm"), ((2, 3, 32, 32, 14, 1, 0), "gemm"),
+                                     ((2, 16, 16, 16, 1, 2, 1), "padded, strided 1x1")])
+def test_unmeasured_kernels_are_refused(cfg, why):
+    op, opd = _op(*cfg)
+    assert why in conv._torch_refuse(op, opd)
+
+
+def test_patchify_conv_scratch_reaches_the_report(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 64, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4, 192])
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[16, 16]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    inits = [numpy_helper.from_array(np.zeros((192, 3, 16, 16), np.float32), "w"),
+             numpy_helper.from_array(np.zeros((192,), np.float32), "b")]
+    path = tmp_path / "patch.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+    col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "Conv2D")
+    assert col["bwd_mem_tmp"] == 2_408_704
+
+
+def test_wide_padded_kernel_is_refused_by_the_profile(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32, 32, 24])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[7, 7, 7, 7]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = tmp_path / "wide.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(
+        np.zeros((24, 16, 15, 15), np.float32), "w")]), opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UnsupportedOpError, match="gemm"):
+        analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+
+
+def _tconv(n, c, h, o, k, s=1, p=0, op=0, bias=True):
+    oh = (h - 1) * s - 2 * p + k + op
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, o, k, k), is_const=True), Operand(2, "b", (o,), is_const=True),
+           Operand(3, "y", (n, o, oh, oh))]
+    t = Operation(0, "ConvTranspose2D", [0, 1, 2] if bias else [0, 1], [3],
+                  {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": 1, "layout": "NCHW",
+                   "pads": (p, p, p, p), "output_padding": (op, op)})
+    return t, opd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # (n, c, h, o, k, s, p, op) -> forward scratch beside the output, backward peak (xgrad=1), measured:
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..,op=..,t=1"`
+    ((2, 32, 8, 32, 2, 2, 0, 0), 131_072, 114_816),   # U-Net's 2x2 stride-2 up-convolution
+    ((2, 64, 8, 3, 4, 2, 1, 0), 151_704, 77_836),     # DCGAN's last layer (3 channels)
+    ((2, 100, 1, 64, 4, 1, 0, 0), 467_968, 869_664 - 256),  # DCGAN's first, from a 1x1 latent (less db's copy)
+    ((2, 8, 8, 8, 3, 2, 0, 0), 84_824, 29_024),  # an odd output width (17): oneDNN's generic wrapper
+    ((2, 40, 7, 20, 3, 2, 1, 1), 98_776, 140_048)])
+def test_transposed_conv_scratch(cfg, fwd, bwd):
+    t, opd = _tconv(*cfg)
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    if bwd is not None:
+        assert _bwd_peak(t, opd, True) == bwd
+
+
+def test_stride_1_transposed_conv_bias_buffer():
+    # n=2,c=16,h=8,o=8,k=3,s=1,p=1,t=1: 8,320 B more with a bias than without (21,504 measured)
+    with_b, opd = _tconv(2, 16, 8, 8, 3, 1, 1)
+    without, opd2 = _tconv(2, 16, 8, 8, 3, 1, 1, bias=False)
+    assert _best(conv._torch_fwd(without, opd2), opd2, without, True) == 21_504
+    assert _best(conv._torch_fwd(with_b, opd), opd, with_b, True) == 21_504 + 8_320
+
+
+def test_transposed_conv_reaches_the_report(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 16, 32])
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"], strides=[2, 2], kernel_shape=[2, 2]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    inits = [numpy_helper.from_array(np.zeros((32, 32, 2, 2), np.float32), "w"),
+             numpy_helper.from_array(np.zeros((32,), np.float32), "b")]
+    path = tmp_path / "up.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+    col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "ConvTranspose2D")
+    assert col["fwd_mem_tmp"] == 131_072  # the output's copy and clone (measured)
+
+
+def _dw(n, c, h, k, s=1):
+    p = k // 2
+    oh = (h + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, 1, k, k), is_const=True), Operand(2, "b", (c,), is_const=True),
+           Operand(3, "y", (n, c, oh, oh))]
+    op = Operation(0, "DepthwiseConv2D", [0, 1, 2], [3], {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1),
+                                                          "group": c, "layout": "NCHW", "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,peak", [
+    # n, c, h, k, s -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=..,s=..,p=<k//2>,g=<c>"`
+    ((2, 16, 32, 5, 1), 263_744), ((2, 96, 8, 7, 2), 147_008), ((2, 96, 32, 3, 1), 2_363_136),
+    ((2, 24, 32, 3, 1), 722_144), ((2, 24, 32, 7, 2), 458_752)])
+def test_depthwise_scratch(cfg, peak):
+    # 5x5 and 7x7 take the gemm weight gradient (jit_dw's is 3x3 only); 24 channels are blocked as 32
+    op, opd = _dw(*cfg)
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_depthwise_5x5_weight_gradient_is_gemm():
+    # n=2,c=16,h=32,k=5: 4 x the weight (6,400) + one channel's im2col (25 x 1,024 floats), 128 B each
+    op, opd = _dw(2, 16, 32, 5)
+    assert conv._gemm_weights(op, opd) and conv._gemm_weights_scratch(op, opd) == 109_056
+
+
+@pytest.mark.parametrize("cfg,peak,gemm", [
+    # n, c, h, groups, stride -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=3,s=..,p=1,g=.."`
+    ((2, 64, 8, 16, 1), 88_576, True), ((2, 128, 8, 32, 1), 167_680, True),   # 4 channels per group
+    ((2, 48, 8, 2, 1), 115_392, False), ((2, 96, 8, 12, 1), 175_488, False)])  # 24 and 8 per group
+def test_grouped_weight_gradient_kernel(cfg, peak, gemm):
+    n, c, h, g, s = cfg
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, c // g, 3, 3), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, (h - 1) // s + 1, (h - 1) // s + 1))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (3, 3), "stride": (s, s), "dilation": (1, 1), "group": g,
+                                                 "layout": "NCHW", "pads": (1, 1, 1, 1)})
+    assert conv._gemm_weights(op, opd) == gemm
+    assert _bwd_peak(op, opd, True) == peak
