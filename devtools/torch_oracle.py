@@ -377,7 +377,8 @@ except ImportError:  # run as a script: devtools/ is on the path, the repository
     sys.path.insert(0, ROOT)
     from devtools import torch_zoo_seq as _seq
 ZOO.update(_seq.ZOO)
-SETS = {"seq": list(_seq.ZOO), "convscratch": list(CONVSCRATCH), "convnext": ["vis_convnext_atto"] + list(CONVNEXT)}
+SETS = {"seq": [n for n in _seq.ZOO if n not in _seq.TC], "tc": list(_seq.TC), "convscratch": list(CONVSCRATCH),
+        "convnext": ["vis_convnext_atto"] + list(CONVNEXT)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
          "hf_bert_lora": ["--train", "ops:*lora*"],
@@ -718,7 +719,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
     ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence "
-                                                        "networks; convnext: channels-last convolutions)")
+                                                        "networks; tc: more Hugging Face families; convscratch: "
+                                                        "convolution networks; convnext: channels-last convolutions)")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")

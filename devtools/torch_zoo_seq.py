@@ -218,3 +218,109 @@ FLAGS = {"tx_llama_lora": ["--train", "ops:*lora*"], "tx_llama_lora_flag": ["--l
 # modules whose export is another's (the base model of a `--lora` run)
 EXPORT_AS = {"tx_llama_lora_flag": "tx_llama_sdpa"}
 ZOO = {**CORPUS, **SEQ}
+
+# ---- transformer coverage (`--set tc`): Hugging Face families as users export them, small configs
+# (hidden 64, 2 layers, 4 heads), each with its default attention unless named otherwise
+
+
+def _hf_pair(cfg_name, model_name, key="logits", dec_len=None, **kw):
+    """An encoder-decoder from a small config, on one ids input: the decoder reads the first
+    `dec_len` ids (all when None) as its decoder_input_ids."""
+    def make():
+        import torch
+        import transformers as tr
+
+        m = getattr(tr, model_name)(getattr(tr, cfg_name)(**kw))
+
+        class W(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids):
+                dec = ids if dec_len is None else ids[:, :dec_len]
+                return self.m(input_ids=ids, decoder_input_ids=dec, return_dict=True)[key]
+        return W()
+    return make
+
+
+def _hf_default(cfg_name, model_name, key="logits", **kw):
+    """A transformers model with its default attention (whatever transformers picks: sdpa today)."""
+    def make():
+        import transformers as tr
+
+        return _wrap(getattr(tr, model_name)(getattr(tr, cfg_name)(**kw)), key)
+    return make
+
+
+_T5 = dict(vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+           relative_attention_num_buckets=32, decoder_start_token_id=0, use_cache=False)
+_ENC = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=130)
+_DEC = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=128, use_cache=False)
+_IMG32 = (3, 32, 32)
+TC = {
+    "tc_t5": ("transformer", _hf_pair("T5Config", "T5ForConditionalGeneration", dec_len=16, **_T5), _IDS32),
+    "tc_t5_gated": ("transformer", _hf_pair("T5Config", "T5ForConditionalGeneration", dec_len=16,
+                                            feed_forward_proj="gated-gelu", **_T5), _IDS32),
+    "tc_t5_enc": ("transformer", _hf_default("T5Config", "T5EncoderModel", "last_hidden_state", **_T5), _IDS32),
+    "tc_roberta": ("transformer", _hf_default("RobertaConfig", "RobertaForMaskedLM", **_ENC), _IDS32),
+    "tc_albert": ("transformer", _hf_default("AlbertConfig", "AlbertForMaskedLM", embedding_size=32, **_ENC), _IDS32),
+    "tc_electra": ("transformer", _hf_default("ElectraConfig", "ElectraForMaskedLM", embedding_size=32, **_ENC),
+                   _IDS32),
+    "tc_bert_sdpa": ("transformer", _hf_default("BertConfig", "BertForMaskedLM", **_BERT), _IDS32),
+    "tc_opt": ("transformer", _hf_default("OPTConfig", "OPTForCausalLM", vocab_size=1000, hidden_size=64,
+                                          ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+                                          word_embed_proj_dim=64, max_position_embeddings=128, use_cache=False),
+               _IDS32),
+    "tc_gpt_neo": ("transformer", _hf_default("GPTNeoConfig", "GPTNeoForCausalLM", vocab_size=1000, hidden_size=64,
+                                              num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]],
+                                              window_size=16, intermediate_size=128, max_position_embeddings=128,
+                                              use_cache=False), _IDS32),
+    "tc_mistral": ("transformer", _hf_default("MistralConfig", "MistralForCausalLM", num_key_value_heads=2,
+                                              sliding_window=16, **_DEC), _IDS32),
+    "tc_phi": ("transformer", _hf_default("PhiConfig", "PhiForCausalLM", partial_rotary_factor=0.5, **_DEC), _IDS32),
+    "tc_gemma": ("transformer", _hf_default("GemmaConfig", "GemmaForCausalLM", num_key_value_heads=1, head_dim=16,
+                                            **_DEC), _IDS32),
+    "tc_vit": ("vision-transformer", _hf_default("ViTConfig", "ViTForImageClassification", image_size=32,
+                                                 patch_size=8, num_labels=10, **{k: v for k, v in _ENC.items()
+                                                                                 if k not in ("vocab_size",
+                                                                                              "max_position_embeddings")}),
+               _IMG32),
+    "tc_deit": ("vision-transformer", _hf_default("DeiTConfig", "DeiTForImageClassification", image_size=32,
+                                                  patch_size=8, num_labels=10, **{k: v for k, v in _ENC.items()
+                                                                                  if k not in ("vocab_size",
+                                                                                               "max_position_embeddings")}),
+                _IMG32),
+    "tc_swin": ("vision-transformer", _hf_default("SwinConfig", "SwinForImageClassification", image_size=32,
+                                                  patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+                                                  window_size=4, num_labels=10), _IMG32),
+}
+# sequence 128
+TC["tc_t5_s128"] = ("transformer", TC["tc_t5"][1], ("ids", 128, 1000))
+TC["tc_bert_sdpa_s128"] = ("transformer", TC["tc_bert_sdpa"][1], ("ids", 128, 1000))
+ZOO.update(TC)
+
+
+def _peft(make, targets, dropout=0.0, r=8):
+    """`make`'s module with peft's own LoRA (rank `r`, alpha 16, `lora_dropout` `dropout`) on the modules
+    named `targets`; peft freezes everything else."""
+    def build():
+        from peft import LoraConfig, get_peft_model
+
+        w = make()
+        w.m = get_peft_model(w.m, LoraConfig(r=r, lora_alpha=16, lora_dropout=dropout, target_modules=list(targets)))
+        return w
+    return build
+
+
+TC["tc_llama_peft"] = ("lora", _peft(_hf_default("LlamaConfig", "LlamaForCausalLM", **_LLAMA), ("q_proj", "v_proj")),
+                       _IDS32)
+TC["tc_llama_peft_drop"] = ("lora", _peft(_hf_default("LlamaConfig", "LlamaForCausalLM", **_LLAMA),
+                                          ("q_proj", "v_proj"), 0.05), _IDS32)
+TC["tc_gpt2_peft"] = ("lora", _peft(_hf_default("GPT2Config", "GPT2LMHeadModel", **_GPT2), ("c_attn",)), _IDS32)
+TC["tc_t5_peft"] = ("lora", _peft(_hf_pair("T5Config", "T5ForConditionalGeneration", dec_len=16, **_T5), ("q", "v")),
+                    _IDS32)
+# no flags: memplan trains only the adapters of a peft export by itself
+ZOO.update(TC)

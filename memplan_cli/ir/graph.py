@@ -66,6 +66,9 @@ class Operation:
     name: str = ""
     # the module path an exporter recorded for the op (torch.onnx's name scopes), for matching by name
     scope: str = ""
+    # the eager call torch.onnx's dynamo exporter recorded for the op (`pkg.torch.onnx.fx_node`: the aten
+    # target and its arguments), "" when absent; `--profile torch` reads arguments the ONNX ops lost
+    call: str = ""
 
     @property
     def label(self) -> str:

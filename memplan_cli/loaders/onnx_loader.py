@@ -390,7 +390,7 @@ class _Builder:
             # in an op memplan does not know) is left out, as before
             outs = [o for o in outs if o >= 0]
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
-                                 scope=_name_scope(node)))
+                                 scope=_name_scope(node), call=_fx_call(node)))
         from memplan_cli import ops as registry
 
         for fuse in registry.onnx_fusions():
@@ -504,6 +504,20 @@ def _name_scope(node) -> str:
             if all(b.startswith(a) for a, b in zip(parts, parts[1:])):
                 return parts[-1]
             return ".".join(parts)
+    return ""
+
+
+def _fx_call(node) -> str:
+    """The aten call torch.onnx's dynamo exporter recorded for a node (`pkg.torch.onnx.fx_node`, e.g.
+    "%y : [num_users=1] = call_function[target=torch.ops.aten.x.default](args = (...), kwargs = {})"),
+    as "y = aten.x.default(args = (...), kwargs = {})"; "" when absent."""
+    for p in node.metadata_props:
+        if p.key == "pkg.torch.onnx.fx_node":
+            head, found, rest = p.value.partition("call_function[target=")
+            if not found:
+                return ""
+            target, _, args = rest.partition("]")
+            return f"{head.split(' : ')[0].lstrip('%')} = {target.removeprefix('torch.ops.')}{args}"
     return ""
 
 

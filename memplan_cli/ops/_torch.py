@@ -26,5 +26,59 @@ NARROWS = ("Slice", "Split")
 SDPA = {"matmul": "MatMul", "scale": "Mul", "mask": "Add", "softmax": "Softmax", "where": "Where",
         "isnan": "IsNaN", "dropout": "Dropout", "reshape": "Reshape", "unsqueeze": "Unsqueeze", "expand": EXPAND,
         "views": ("Reshape", TRANSPOSE)}
+# a Gather of one index from an activation is eager's select, a view (profiles/torch.py `_selects`)
+GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)
 WEIGHT_MATMULS = ("Linear", "FullyConnected")
+
+# the aten calls F.scaled_dot_product_attention reaches, and where each takes dropout_p (position, name):
+# the dynamo exporter records the call beside each op of its decomposition (Operation.call) but
+# writes no Dropout for it
+SDPA_CALLS = {"aten.scaled_dot_product_attention": 4, "aten._scaled_dot_product_attention_math": 4,
+              "aten._scaled_dot_product_flash_attention_for_cpu": 3}
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at the commas outside brackets."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def parse_call(call: str) -> tuple[str, str, list, dict] | None:
+    """A recorded call (`Operation.call`, "y = aten.x.default(args = (%a, 1), kwargs = {k: v})") as
+    (name, target without its overload, positional args, kwargs), all as text; None when malformed."""
+    name, _, rest = call.partition(" = ")
+    target, _, rest = rest.partition("(")
+    if not rest.startswith("args = ("):
+        return None
+    args_text, _, kw_text = rest[len("args = ("):].partition("), kwargs = {")
+    kwargs = dict(kv.split(": ", 1) for kv in _split_top(kw_text.rstrip(")").rstrip("}")) if ": " in kv)
+    return name, target.rsplit(".", 1)[0] if target.count(".") > 1 else target, _split_top(args_text), kwargs
+
+
+def sdpa_dropout(call: str) -> float | None:
+    """The dropout_p of a recorded scaled-dot-product-attention call (`Operation.call`, e.g.
+    "sdpa = aten.scaled_dot_product_attention.default(args = (%q, %k, %v, None, 0.1), kwargs = {scale: 0.25})"),
+    its default 0.0 when not passed; None when `call` is no such call or its dropout_p is no number."""
+    parsed = parse_call(call)
+    pos = SDPA_CALLS.get(parsed[1]) if parsed else None
+    if pos is None:
+        return None
+    _, _, args, kwargs = parsed
+    value = kwargs.get("dropout_p", args[pos] if len(args) > pos else "0.0")
+    try:
+        return float(value)
+    except ValueError:
+        return None

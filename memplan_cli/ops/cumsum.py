@@ -7,6 +7,9 @@ Training rule (PyTorch derivatives.yaml `cumsum`: self: cumsum_backward(grad, di
 dY in the other direction): calcDerivative reads dY only, keeps nothing. Integer CumSum carries no
 gradient (requires-grad analysis).
 FLOPs: forward |X| additions, backward |X|.
+`--profile torch` (torch.cumsum, measured on torch 2.14 CPU): saves nothing; backward makes two
+temporaries the size of X besides dX (the flipped gradient and its running sum). An exclusive or
+reversed CumSum has no one eager op: refused.
 """
 from __future__ import annotations
 
@@ -58,9 +61,16 @@ def _flops(op, operands):
     return n, n
 
 
+def _torch_refuse(op, operands):
+    if op.attrs.get("exclusive") or op.attrs.get("reverse"):
+        return "an exclusive or reversed cumsum is no one eager op (torch.cumsum is neither)"
+    return None
+
+
+TORCH = {"bwd_tmp": (("in0", "in0"),), "refuse": _torch_refuse}
 OPS = [OpDef("CumSum", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                            "calcGradient": calc_derivative},
-             flops=_flops, check=check, batch="keep")]
+             flops=_flops, check=check, batch="keep", profiles={"torch": TORCH})]
 
 
 def _canon(node, axis_values, exclusive, reverse) -> Canon:

@@ -51,12 +51,13 @@ columns as eager has them.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import ConfigError, UnsupportedOpError
 from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT_KEEPING, NARROWS, SDPA, TRANSPOSE,
-                                    WEIGHT_MATMULS)
+                                    GATHER, SDPA_CALLS, WEIGHT_MATMULS, parse_call, sdpa_dropout)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -111,6 +112,15 @@ FACTS = {
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": _flash_fwd, "bwd_scratch": _flash_bwd},
     "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # a copy the dynamo export dropped (`_lost_clones`): a new contiguous tensor, saves nothing; its
+    # backward hands the incoming gradient on (CloneBackward0)
+    "Clone": {"grad": "pass"},
+    # _safe_softmax (sdpa's math path, measured): keeps its result; forward makes a bool isneginf mask
+    # of its input and a bool per row (both freed in the op)
+    "SafeSoftmax": {"saves": (("out0", "any"),), "fwd_scratch": lambda op, opd: ((
+        _elements(opd[op.inputs[0]].shape) + _elements(opd[op.inputs[0]].shape[:-1]),),)},
+    # select (`_selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
+    "Select": {"view": True},
 }
 
 
@@ -254,9 +264,13 @@ def _attention(g, uses, defs) -> dict:
                 sides.append((pm, b))
             else:
                 break
+        if len(sides) != 2 and sdpa_dropout(m1.call) is not None:
+            # the exporter leaves out the factors for a scale of 1 (OPT scales q itself); its recorded
+            # call says the MatMul is sdpa's
+            sides = [(None, m1.inputs[0]), (None, m1.inputs[1])]
         if len(sides) != 2:
             continue
-        members += [p1, sides[0][0], sides[1][0]]
+        members += [p1] + [pm for pm, _ in sides if pm is not None]
         q = sides[0][1]
         qs = tuple(g.operands[q].shape)
         # back through the views of k^T to the nearest k of (..., S_kv, head dim), repeat undone
@@ -282,8 +296,16 @@ def _attention(g, uses, defs) -> dict:
         vchain: list[int] = []
         v = unrepeat(m2.inputs[1], vchain)
         found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop,
-                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1])})
+                           {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1]),
+                            "dropout_p": _recorded_dropout(ops, (m2.index, ps, p1))})
     return found
+
+
+def _recorded_dropout(ops, members) -> float | None:
+    """sdpa's dropout_p as the dynamo exporter recorded it beside its decomposition's ops (their `call`):
+    None when an op has no such record (TorchScript, or metadata stripped) or they disagree."""
+    ps = {sdpa_dropout(ops[i].call) for i in members}
+    return ps.pop() if len(ps) == 1 else None
 
 
 def _eager_order(g, defs) -> list:
@@ -321,18 +343,39 @@ def _fuse(g, uses) -> list[_Op]:
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
-    for m2, (members, q, k, v, mask, sm_out, drop, _) in attention.items():
-        if drop is None:
-            # no dropout in the graph: eager ran the fused CPU kernel (_scaled_dot_product_flash_attention_
-            # for_cpu). With dropout elsewhere, the export cannot say whether sdpa's own dropout was on:
-            # torch.onnx's dynamo exporter drops it (TorchScript writes it): refused
+    math: dict[int, float] = {}  # the last MatMul of an sdpa whose recorded dropout_p is on -> p
+    safe: dict[int, int] = {}  # its Softmax -> the output of the Where(IsNaN) after it
+    for m2, (members, q, k, v, mask, sm_out, drop, sizes) in attention.items():
+        p = sizes["dropout_p"]
+        if drop is None and p is not None and p > 0:
+            # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager takes the math
+            # path (the CPU flash kernel takes no dropout), op by op as the decomposition, with its dropout
+            math[m2] = p
+            nan = [i for i in members if ops[i].type in (SDPA["where"], SDPA["isnan"])]
+            if nan:  # Softmax, IsNaN, Where: the math path's one _safe_softmax
+                gone.update(nan)
+                safe[defs[sm_out]] = ops[m2].inputs[0]
+        elif drop is None:
+            # no dropout in the graph (or a recorded dropout_p of 0): eager ran the fused CPU kernel
+            # (_scaled_dot_product_flash_attention_for_cpu). With dropout elsewhere and nothing recorded,
+            # the export cannot say whether sdpa's own dropout was on (TorchScript writes it): refused
             gone.update(members)
     for op in _eager_order(g, defs):
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]
             ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
-            out.append(_Op(op.index, "SDPA" if not dropout else "SDPA?", ins, list(op.outputs), sizes, op.label,
-                           tuple(sorted(members))))
+            known = sizes["dropout_p"] is not None
+            out.append(_Op(op.index, "SDPA" if known or not dropout else "SDPA?", ins, list(op.outputs), sizes,
+                           op.label, tuple(sorted(members))))
+            continue
+        if op.index in math:
+            out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs),
+                           {**op.attrs, "sdpa_dropout": math[op.index], "sdpa_probs": op.inputs[0]},
+                           op.label, (op.index,)))
+            continue
+        if op.index in safe:
+            out.append(_Op(op.index, "SafeSoftmax", list(op.inputs), [safe[op.index]], dict(op.attrs), op.label,
+                           (op.index,)))
             continue
         if op.index in gone:
             continue
@@ -362,6 +405,109 @@ def _fuse(g, uses) -> list[_Op]:
                                    {}, op.label, (op.index, add.index)))
                     continue
         out.append(_Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,)))
+    return out
+
+
+def _selects(ops_: list[_Op], opd: list) -> list[_Op]:
+    """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    out = []
+    for op in ops_:
+        if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
+                and not opd[op.inputs[0]].is_const:
+            op = _Op(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
+                     op.label, op.members)
+        out.append(op)
+    return out
+
+
+def _lost_clones(ops_: list[_Op], g, opd: list, uses: dict) -> list[_Op]:
+    """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
+    call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
+    records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
+    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy.
+    Only ops that read their input 0 from outside their own call's decomposition are matched."""
+    from memplan_cli.ir.graph import Operand
+
+    calls = [parse_call(op.call) if op.call else None for op in g.operations]
+    names = {c[0] for c in calls if c}
+    defs = g.defs()
+    made: dict[str, int] = {}
+    out = []
+    for op in ops_:
+        c = calls[op.index]
+        x = op.inputs[0] if op.inputs else -1
+        arg = c[2][0] if c and c[2] else ""
+        p = defs.get(x)
+        if x < 0 or not re.fullmatch(r"%clone(_\d+)?", arg) or arg[1:] in names or (
+                p is not None and calls[p] and calls[p][0] == c[0]):
+            out.append(op)
+            continue
+        if arg not in made:
+            y = Operand(len(opd), f"{opd[x].name}:clone", tuple(opd[x].shape), opd[x].dtype)
+            opd.append(y)
+            made[arg] = y.index
+            out.append(_Op(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
+        uses.setdefault(made[arg], []).append(op.index)
+        out.append(_Op(op.index, op.type, [made[arg]] + op.inputs[1:], op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
+def _merged_dropouts(ops_: list[_Op], g, opd: list, uses: dict) -> list[_Op]:
+    """Dropouts of one input the dynamo exporter merged into one (its optimizer folds equal nodes; peft's
+    lora_dropout of q_proj and of v_proj): the ops reading the Dropout's output record it under
+    different names (`%getitem`, `%getitem_2`), one per draw eager made. Each further name is another
+    Dropout of the same input (a new operand, appended to `opd`), run before its first reader."""
+    from memplan_cli.ir.graph import Operand
+
+    drops = {o: op for op in ops_ if op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0
+             for o in op.outputs[:1]}
+    if not drops:
+        return ops_
+    # names of values an op of the file computes (a Dropout's own output is read as an unrecorded
+    # `%getitem`): a reader naming one of these reads another value at input 0
+    recorded = {c.partition(" = ")[0] for c in (op.call for op in g.operations) if c}
+    first: dict[int, str] = {}
+    made: dict[tuple, int] = {}
+    out = []
+    for op in ops_:
+        x = op.inputs[0] if op.inputs else -1
+        c = parse_call(g.operations[op.index].call) if x in drops and g.operations[op.index].call else None
+        arg = c[2][0] if c and c[2] else ""
+        if not arg.startswith("%") or arg[1:] in recorded or first.setdefault(x, arg) == arg:
+            out.append(op)
+            continue
+        if (x, arg) not in made:
+            d = drops[x]
+            y = Operand(len(opd), f"{opd[x].name}:{arg[1:]}", tuple(opd[x].shape), opd[x].dtype)
+            opd.append(y)
+            made[(x, arg)] = y.index
+            out.append(_Op(op.index, d.type, list(d.inputs), [y.index], dict(d.attrs), d.label, d.members))
+        uses.setdefault(made[(x, arg)], []).append(op.index)
+        out.append(_Op(op.index, op.type, [made[(x, arg)]] + op.inputs[1:], op.outputs, op.attrs, op.label,
+                       op.members))
+    return out
+
+
+def _sdpa_dropouts(ops_: list[_Op], opd: list, uses: dict) -> list[_Op]:
+    """sdpa's own dropout on the math path (`_fuse` marks the MatMul with v): a Dropout of the
+    attention probabilities, on a new operand (appended to `opd`), read by that MatMul instead."""
+    from memplan_cli.ir.graph import Operand
+
+    out = []
+    for op in ops_:
+        p = op.attrs.get("sdpa_dropout")
+        if p is None:
+            out.append(op)
+            continue
+        x = opd[op.attrs["sdpa_probs"]]
+        y = Operand(len(opd), f"{x.name}:dropout", tuple(x.shape), x.dtype)
+        opd.append(y)
+        uses[y.index] = [op.index]
+        out.append(_Op(op.index, SDPA["dropout"], [x.index], [y.index], {"ratio": p}, op.label, op.members))
+        attrs = {k: v for k, v in op.attrs.items() if not k.startswith("sdpa_")}
+        out.append(_Op(op.index, op.type, [y.index if v == x.index else v for v in op.inputs], op.outputs, attrs,
+                       op.label, op.members))
     return out
 
 
@@ -468,6 +614,9 @@ def _out_strides(op, opd, st, k=0):
     if op.type == TRANSPOSE:
         perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
         return tuple(st[int(i)] for i in perm)
+    if op.type == "Select":  # the selected dim goes
+        ax = int(op.attrs.get("axis", 0)) % len(x)
+        return tuple(st[:ax]) + tuple(st[ax + 1:])
     if op.type == EXPAND:  # broadcast dims get stride 0
         pad = (0,) * (len(y) - len(x))
         full = pad + tuple(st)
@@ -660,7 +809,8 @@ def replay(tg, config):
     g = tg.graph
     uses = g.uses()
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
-    ops_ = _split_activations(_fuse(g, uses), opd, uses)
+    ops_ = _selects(_merged_dropouts(_lost_clones(_fuse(g, uses), g, opd, uses), g, opd, uses), opd)
+    ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
     why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)
@@ -677,8 +827,14 @@ def replay(tg, config):
     # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
     # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
     read = {v for op in ops_ if not (facts(op) or {}).get("shape_only") for v in op.inputs}
+    masks = _sdpa_masks(g)
+    # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
+    # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
+    trained -= {m for m in masks if opd[m].assumed}
+    computed = _folded_values(g, trained, masks)
     for o in opd:
-        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read:
+        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read \
+                and o.index not in computed:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
     for v in g.inputs:
         o = opd[v]
@@ -757,6 +913,8 @@ def replay(tg, config):
         c = cols(op.label)
         ins = [v for v in op.inputs if v >= 0]
         for v in ins:
+            if v in computed and v not in storage:  # eager computes it here, a forward value
+                storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
             if v in storage:
                 fwd_last[storage[v]] = s
         needs = [v in rg for v in op.inputs]
@@ -1017,6 +1175,35 @@ def _cl_2d(shape, st) -> bool:
             return False
         low = st[d] * (int(shape[d]) if int(shape[d]) > 1 else 1)
     return True
+
+
+def _sdpa_masks(g) -> set[int]:
+    """Constants the Add of sdpa's decomposition reads, where its recorded call builds the mask itself
+    (is_causal) or receives a computed value (an fx node, not a parameter `%p_...`, buffer `%b_...` or
+    constant `%c_...`): a value eager computes during the step."""
+    masks: set[int] = set()
+    for op in g.operations:
+        c = parse_call(op.call) if op.call and op.type == SDPA["mask"] else None
+        if c and c[1] in SDPA_CALLS:
+            arg = c[2][3] if len(c[2]) > 3 and c[1] != "aten._scaled_dot_product_flash_attention_for_cpu" \
+                else c[3].get("attn_mask", "None")
+            if not arg.startswith(("%p_", "%b_", "%c_")):
+                masks.update(i for i in op.inputs if i >= 0 and g.operands[i].is_const)
+    return masks
+
+
+def _folded_values(g, trained, masks) -> set[int]:
+    """Constants that are values eager computes during forward (a mask, a position bias, rotary
+    tables), folded by the dynamo exporter: an op's recorded call reads the constant by its own name
+    (`%expand_2`: an fx node, never a parameter `%p_...` or a buffer `%b_...`), or an sdpa mask
+    (`_sdpa_masks`). Those that do not train are forward values (made at their first reader, freed
+    after their last), not held the whole step."""
+    names: set[str] = set()
+    for op in g.operations:
+        if op.call:
+            names.update(re.findall(r"%(\w+)", op.call.partition(" = ")[2].partition("(")[2]))
+    return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks)
+            and o.index not in trained}
 
 
 def _memory_format(op, opd, contig, cl, strides=None) -> None:

@@ -38,3 +38,17 @@ def test_llama_lora_flag():
     pytest.importorskip("onnxscript")
     (row,) = torch_oracle.run(["tx_llama_lora_flag"], ["sgd"], [2], dynamo=True)
     _check(row)
+
+
+def test_sdpa_dropout_recorded_by_dynamo():
+    # sdpa's own dropout, which the dynamo export writes no Dropout for: the math path eager runs
+    pytest.importorskip("onnxscript")
+    (row,) = torch_oracle.run(["tx_sdpa_drop"], ["sgd"], [2], dynamo=True)
+    _check(row)
+
+
+def test_torch_encoder_with_dropout_dynamo():
+    # nn.TransformerEncoder: the packed q/k/v `.contiguous()` copy the export dropped, and its selects
+    pytest.importorskip("onnxscript")
+    (row,) = torch_oracle.run(["tx_nn_encoder"], ["sgd"], [2], dynamo=True)
+    _check(row)

@@ -104,8 +104,9 @@ def test_dropout_of_zero_is_its_input(tmp_path):
     assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
 
 
-def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
-    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8)."""
+def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False):
+    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
+    with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added."""
     nodes = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"], name="qkv"),
              helper.make_node("Reshape", ["qkv", "s5"], ["r5"], name="view"),
              helper.make_node("Transpose", ["r5"], ["p"], perm=[2, 0, 3, 1, 4], name="permute"),
@@ -117,8 +118,14 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
              helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
              helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
              helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
-             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax")]
+             helper.make_node("Softmax", ["scores_m" if mask else "scores"], ["probs"], axis=-1, name="softmax")]
+    if mask:
+        nodes.insert(-1, helper.make_node("Add", ["scores", "m"], ["scores_m"], name="mask"))
     last = "probs"
+    if safe:
+        nodes += [helper.make_node("IsNaN", ["probs"], ["nan"], name="isnan"),
+                  helper.make_node("Where", ["nan", "zero", "probs"], ["probs_s"], name="where")]
+        last = "probs_s"
     for op, attrs in after_softmax:
         nodes.append(helper.make_node(op, [last, "r"], [f"{last}_d"], name="attn_drop", **attrs))
         last = f"{last}_d"
@@ -127,7 +134,8 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att"):
               helper.make_node("Reshape", ["ot", "s3"], ["y0"], name="flat")]
     nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
     inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
-             ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1))]
+             ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1)),
+             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32))]
     return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
 
 
@@ -221,3 +229,134 @@ def test_sdpa_with_a_folded_key(tmp_path):
     assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
     assert _cols(a, "sdpa")["fwd_mem_tmp"] == 32 + 224  # logsumexp and the one-thread scratch, as above
 
+
+
+def _record(node, call):
+    """What torch.onnx's dynamo exporter records beside a node (`pkg.torch.onnx.fx_node`)."""
+    node.metadata_props.add(key="pkg.torch.onnx.fx_node", value=f"%{call.split(' = ')[0]} : [num_users=1] = "
+                            f"call_function[target=torch.ops.{call.split(' = ')[1].split('(')[0]}]"
+                            f"({call.split('(', 1)[1]}")
+    return node
+
+
+def _recorded_attention(tmp_path, p, name, mask_arg="None", **kw):
+    """_attention's graph with a dropout elsewhere and sdpa's call recorded beside its decomposition."""
+    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")], name=name, **kw)
+    import onnx
+
+    path = tmp_path / f"{name}.onnx"
+    m = onnx.load(str(path))
+    call = (f"sdpa = aten.scaled_dot_product_attention.default(args = (%q, %k, %v, {mask_arg}, {p}), "
+            f"kwargs = {{scale: 0.35}})")
+    for n in m.graph.node:
+        if n.name in ("scale_q", "scale_k", "scores", "softmax", "sdpa", "mask", "isnan", "where"):
+            _record(n, call)
+    onnx.save(m, str(path))
+    del g
+    return load_model(str(path))
+
+
+def test_sdpa_recorded_dropout_is_the_math_path(tmp_path):
+    # dynamo writes no Dropout for sdpa's own but records dropout_p = 0.1 beside its ops: eager's CPU
+    # flash kernel takes no dropout, so the math path ran: the (1, 2, 4, 4) probabilities (128 B) are
+    # kept, and the dropout makes its output and float noise (128 B each) before the matmul with v
+    a = _run(_recorded_attention(tmp_path, 0.1, "rec"))
+    assert any(b.name == "probs" for b in a.buffers.buffers)
+    c = _cols(a, "sdpa")
+    assert c["fwd_mem_out"] == 128 + 256 and c["fwd_mem_tmp"] == 128
+
+
+def test_sdpa_recorded_dropout_of_zero_is_the_fused_kernel(tmp_path):
+    # a recorded dropout_p of 0 says the fused kernel ran, a dropout elsewhere notwithstanding
+    a = _run(_recorded_attention(tmp_path, 0.0, "rec0"))
+    assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
+
+
+def test_select_is_a_view_and_a_lost_clone_a_copy(tmp_path):
+    # h (2, 3, 4: 96 B) is permuted, then its first row picked (Gather of a 0-d index: eager's select,
+    # a view); its backward makes a zeroed gradient of the input's size (96 B)
+    def graph(name, call=None):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Transpose", ["h"], ["t"], perm=[1, 0, 2], name="perm"),
+                 helper.make_node("Gather", ["t", "i"], ["s"], axis=0, name="select"),
+                 helper.make_node("Relu", ["s"], ["y"], name="act")]
+        if call:
+            _record(nodes[2], call)
+        return _model(tmp_path, nodes, [("x", F, [2, 3, 4])], [("y", [2, 4])],
+                      [("w", _w(4, 4)), ("i", np.array(0, np.int64))], name)
+    c = _cols(_run(graph("sel")), "select")
+    assert c["fwd_mem_out"] == 0 and c["bwd_mem_out"] == 96
+    # the call dynamo recorded reads `%clone`, an aten.clone (`.contiguous()`) the file dropped: eager
+    # selected from a contiguous copy of the permuted h (96 B), made before the select
+    a = _run(graph("clone", "select = aten.select.int(args = (%clone, 0, 0), kwargs = {})"))
+    assert _cols(a, "select")["fwd_mem_out"] == 96
+
+
+def test_cumsum_backward_makes_two_temporaries(tmp_path):
+    # torch.cumsum's backward flips the gradient and sums it: two temporaries of the input's size
+    # (32 B each) besides its gradient (32 B); forward keeps nothing
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("CumSum", ["h", "ax"], ["y"], name="cumsum")],
+               [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4)), ("ax", np.array(1, np.int64))])
+    c = _cols(_run(g), "cumsum")
+    assert c["bwd_mem_tmp"] == 64 and c["bwd_mem_out"] == 32 and c["fwd_mem_tmp"] == 0
+
+
+def test_gather_elements_keeps_its_index_for_a_gradient(tmp_path):
+    # torch.gather keeps its int64 index (2 x 4: 64 B) while the data needs a gradient
+    g = _model(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                          helper.make_node("Cast", ["i32"], ["idx"], to=TensorProto.INT64, name="cast"),
+                          helper.make_node("GatherElements", ["h", "idx"], ["y"], axis=1, name="gather")],
+               [("x", F, [2, 4]), ("i32", TensorProto.INT32, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4))])
+    a = _run(g)
+    idx = next(b for b in a.buffers.buffers if b.name == "idx")
+    assert idx.size == 64 and a.buffers.steps[idx.last].kind == "calcDerivative"
+
+
+def test_sdpa_math_path_safe_softmax_and_its_mask(tmp_path):
+    # the math path's _safe_softmax is one op: it keeps its result only (128 B), the IsNaN mask is no
+    # saved tensor but a forward scratch beside an isneginf mask and a bool per row (32 + 8 B); the
+    # constant mask the call received as a computed value (`%mask_1`) is a forward value, not held
+    # (a hand-built file does not say it is no parameter: frozen here, as dynamo's signature says)
+    a = _run(_recorded_attention(tmp_path, 0.1, "safe", mask_arg="%mask_1", safe=True, mask=True),
+             freeze=("params:m",))
+    assert not any(b.name == "nan" for b in a.buffers.buffers)
+    assert _cols(a, "softmax")["fwd_mem_out"] == 128 and _cols(a, "softmax")["fwd_mem_tmp"] == 40
+    m = next(b for b in a.buffers.buffers if b.name == "m")
+    assert a.buffers.steps[m.first].kind == "forward" and a.buffers.steps[m.last].kind == "forward"
+    # a mask the call reads from a buffer (`%b_...`) is held the whole step
+    a = _run(_recorded_attention(tmp_path, 0.1, "safe_b", mask_arg="%b_mask", safe=True, mask=True),
+             freeze=("params:m",))
+    m = next(b for b in a.buffers.buffers if b.name == "m")
+    assert m.first == 0 and m.last == len(a.buffers.steps) - 1
+
+
+def test_dropouts_the_export_merged_are_separate_draws(tmp_path):
+    # peft's lora_dropout of q_proj and of v_proj: two draws of one input, which dynamo's optimizer
+    # merged into one Dropout; its readers record them as `%getitem` and `%getitem_2`: eager made two
+    # outputs and two float noise tensors (32 B each)
+    def graph(name, second):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Dropout", ["h", "r"], ["d"], name="drop"),
+                 _record(helper.make_node("MatMul", ["d", "wa"], ["a"], name="a"),
+                         "linear = aten.linear.default(args = (%getitem, %p_wa), kwargs = {})"),
+                 _record(helper.make_node("MatMul", ["d", "wb"], ["b"], name="b"),
+                         f"linear_1 = aten.linear.default(args = (%{second}, %p_wb), kwargs = {{}})"),
+                 helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+        return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 4])],
+                      [("w", _w(4, 4)), ("wa", _w(4, 4)), ("wb", _w(4, 4)), ("r", np.float32(0.1))], name)
+    noise = [b for b in _run(graph("two", "getitem_2")).buffers.buffers if b.name.endswith(":noise")]
+    assert [b.size for b in noise] == [32, 32]
+    noise = [b for b in _run(graph("one", "getitem")).buffers.buffers if b.name.endswith(":noise")]
+    assert [b.size for b in noise] == [32]
+
+
+def test_sdpa_mask_received_as_a_computed_value_does_not_train(tmp_path):
+    # T5's position bias reaches sdpa as its mask; dynamo folds it, with the bias table, into a
+    # constant memplan's parameter rules cannot place (assumed trainable). The recorded call receives
+    # it as a computed value (`%clone`): in eager no parameter, so no gradient and no optimizer state
+    g = _recorded_attention(tmp_path, 0.1, "t5", mask_arg="%clone", safe=True, mask=True)
+    g.operands[next(o.index for o in g.operands if o.name == "m")].assumed = True
+    a = _run(g, optimizer="adam")
+    names = {b.name for b in a.buffers.buffers}
+    assert "m" in names and not any(n.startswith("m:") for n in names)
