@@ -193,9 +193,22 @@ def _dynamo(g, floats, sig: str, sources: dict) -> dict[str, str]:
         own = module_params.get(m)
         if own and own <= set(missing) and any(out.get(i) == PARAM for i in n.input):
             accounted |= own
-    # a folded fx value is computed from buffers and constants only when every folded parameter
-    # has been found elsewhere (GPT-2's position rows, sliced at export, are not: unknown)
+    # a folded fx value read in a module whose own parameter the file no longer holds was computed
+    # from it (Gemma's RMSNorm scale `1 + weight`, one constant for every norm once the exporter merged
+    # the equal values): that parameter, changed
+    still: list[str] = []
     for name in pending:
+        owners = {ph for n in readers.get(name, []) for ph in module_params.get(_module_of(n), ())
+                  if ph in missing and ph not in accounted}
+        if owners:
+            out[name] = PARAM
+            sources[name] = tuple(sorted(placeholders[ph][1] for ph in owners))
+            accounted |= owners
+        else:
+            still.append(name)
+    # any other is computed from buffers and constants only when every folded parameter has been
+    # found elsewhere (GPT-2's position rows, sliced at export, are not: unknown)
+    for name in still:
         out[name] = BUFFER if set(missing) <= accounted else UNKNOWN
     return out
 
