@@ -125,12 +125,18 @@ def _config_line(doc: dict) -> str:
     tr = ",".join(map(str, tr)) if isinstance(tr, list) else tr
     planner = f" · planner {c['planner']}" if c.get("planner") else ""
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
-    peft = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
-    if c.get("lora"):
-        peft += f" · LoRA rank {c['lora']['rank']}" + (f" on {','.join(c['lora']['targets'])}" if c["lora"]["targets"]
-                                                      else " on the default targets")
+    peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
             f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+
+
+def fine_tuning_part(c: dict) -> str:
+    """` · train ... · freeze ... · LoRA rank R on ...`: the fine-tuning setup of a report's config."""
+    part = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
+    if c.get("lora"):
+        part += f" · LoRA rank {c['lora']['rank']}" + (f" on {','.join(c['lora']['targets'])}" if c["lora"]["targets"]
+                                                      else " on the default targets")
+    return part
 
 
 def _loss_on(c: dict, shown: int = 6) -> str:

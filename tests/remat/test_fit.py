@@ -74,3 +74,8 @@ def test_fit_lists_the_fine_tuning_modes_beside_full_training():
     names = {o["option"] for o in json.loads(run("fit", MNIST, "-O", "adam", "--budget", "1GiB", "-f",
                                                  "json").stdout)["options"]}
     assert "lora" not in names and "bias-only" in names
+
+
+def test_fits_header_names_the_fine_tuning_setup_it_plans():
+    out = run("fit", MNIST, "-b", "8", "--budget", "1GiB", "--train", "biases").output
+    assert out.splitlines()[0].startswith("mnist.circle · batch 8 · sgd · mse · trainable all · train biases · budget ")
