@@ -38,7 +38,7 @@ SDPA_CALLS = {"aten.scaled_dot_product_attention": 4, "aten._scaled_dot_product_
               "aten._scaled_dot_product_flash_attention_for_cpu": 3}
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str) -> list[str]:
     """`text` split at the commas outside brackets."""
     out, depth, cur = [], 0, []
     for ch in text:
@@ -64,8 +64,8 @@ def parse_call(call: str) -> tuple[str, str, list, dict] | None:
     if not rest.startswith("args = ("):
         return None
     args_text, _, kw_text = rest[len("args = ("):].partition("), kwargs = {")
-    kwargs = dict(kv.split(": ", 1) for kv in _split_top(kw_text.rstrip(")").rstrip("}")) if ": " in kv)
-    return name, target.rsplit(".", 1)[0] if target.count(".") > 1 else target, _split_top(args_text), kwargs
+    kwargs = dict(kv.split(": ", 1) for kv in split_top(kw_text.rstrip(")").rstrip("}")) if ": " in kv)
+    return name, target.rsplit(".", 1)[0] if target.count(".") > 1 else target, split_top(args_text), kwargs
 
 
 def sdpa_dropout(call: str) -> float | None:

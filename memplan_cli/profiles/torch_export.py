@@ -36,7 +36,7 @@ import copy
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import TRANSPOSE
+from memplan_cli.ops._torch import TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
 from memplan_cli.ops.pad import PAD_TYPE
@@ -69,29 +69,12 @@ def _target(fx: str) -> str:
     return m.group(1) if m else ""
 
 
-def _split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
 def _args(fx: str) -> list[str] | None:
     """The fx node's positional arguments as text (`%p_1_weight`, `None`, `[1, 1]`, `1e-05`)."""
     m = re.search(r"\]\(args = \((.*)\), kwargs = \{(.*)\}\)\s*$", fx.strip(), re.S)
     if not m or m.group(2).strip():
         return None  # keyword arguments: not read
-    return _split_top(m.group(1))
+    return split_top(m.group(1))
 
 
 def _ints(text: str, n: int) -> tuple | None:
