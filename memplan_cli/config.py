@@ -103,8 +103,6 @@ class TrainConfig:
         """Operand indices of the weights that stay frozen: every one but `biases` (the op registry's
         `bias_operands`) with `--train biases`, every one whose name matches no `--train params:GLOB`
         when some are given, and those whose name matches `--freeze params:GLOB`."""
-        from fnmatch import fnmatchcase
-
         frozen: set[int] = set()
         consts = [o for o in graph.operands if o.is_const]
         if "biases" in self.train:
@@ -116,14 +114,14 @@ class TrainConfig:
         if keep:
             trained: set[int] = set()
             for g in keep:
-                hit = {o.index for o in consts if any(fnmatchcase(n, g) for n in (o.name, *o.sources))}
+                hit = _named(consts, g)
                 if not hit:
                     raise ConfigError(f"--train params:{g} matches no weight of the model (`memplan inspect MODEL` "
                                       "lists them)")
                 trained |= hit
             frozen |= {o.index for o in consts} - trained
         for g in _globs(self.freeze, "params:"):
-            hit = {o.index for o in consts if any(fnmatchcase(n, g) for n in (o.name, *o.sources))}
+            hit = _named(consts, g)
             if not hit:
                 raise ConfigError(f"--freeze params:{g} matches no weight of the model")
             frozen |= hit
@@ -153,6 +151,14 @@ class TrainConfig:
         if bad:
             raise ConfigError(f"trainable op index {bad[0]} is out of range (the model has {num_ops} ops)")
         return set(t)
+
+
+def _named(consts, glob: str) -> set[int]:
+    """Indices of the constants `glob` names: by their own name, or by a parameter a constant folded
+    at load was computed from (`Operand.sources`)."""
+    from fnmatch import fnmatchcase
+
+    return {o.index for o in consts if any(fnmatchcase(n, glob) for n in (o.name, *o.sources))}
 
 
 def _globs(items, prefix: str) -> list[str]:

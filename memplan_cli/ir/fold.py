@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli.ir.graph import Graph
-from memplan_cli.ops import is_random
+from memplan_cli import ops
+from memplan_cli.ops import is_random, role
 
 
 class FoldConstants:
@@ -88,16 +89,8 @@ class FoldConstants:
         return True
 
 
-def _role(op_type: str) -> str:
-    from memplan_cli import ops
-
-    return ops.role(op_type)
-
-
 def _moves_data(op_type: str) -> bool:
     """The op's output is its input's values rearranged or retyped (its registry entry says so)."""
-    from memplan_cli import ops
-
     d = ops.get(op_type)
     return d is not None and d.moves_data
 
@@ -113,7 +106,7 @@ def _folded_kind(g: Graph, op, ins, kinds) -> str:
             return "param"
         return None  # an integer or a scalar constant
 
-    if _role(op.type) == "fill":
+    if role(op.type) == "fill":
         return "fill"
     if _moves_data(op.type) and ins:
         k = kind_of(ins[0])
@@ -126,13 +119,13 @@ def _alias_constant_identities(g: Graph, outputs: set) -> bool:
     """Remove each Identity whose input is a constant; its readers read that constant."""
     alias: dict[int, int] = {}
     for op in g.operations:
-        if (_role(op.type) == "identity" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
+        if (role(op.type) == "identity" and len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
                 and (g.operands[op.inputs[0]].is_const or op.inputs[0] in alias) and op.outputs[0] not in outputs):
             src = op.inputs[0]
             alias[op.outputs[0]] = alias.get(src, src)  # a chain of Identities ends at the constant
     if not alias:
         return False
-    kept = [op for op in g.operations if not (_role(op.type) == "identity" and op.outputs and op.outputs[0] in alias)]
+    kept = [op for op in g.operations if not (role(op.type) == "identity" and op.outputs and op.outputs[0] in alias)]
     for n, op in enumerate(kept):
         op.index = n
         op.inputs = [alias.get(i, i) for i in op.inputs]
