@@ -16,6 +16,8 @@ from memplan_cli.ops.conv import _torch_bwd_dw, _torch_bwd_dx, _torch_fwd
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from tests.profiles.test_torch_vision import _save  # noqa: E402
+
 
 def _cl_conv(n, c, h, k, o, s=1, group=1, bias=True):
     """A channels-last 2-D convolution as the profile sees it (padding k // 2 unstrided, none strided)."""
@@ -62,15 +64,6 @@ MEASURED = [
 def test_channels_last_conv_scratch_matches_torch(cfg, fwd, dx, dw):
     op, opd = _cl_conv(*cfg)
     assert (_most(_torch_fwd(op, opd)), _most(_torch_bwd_dx(op, opd)), _most(_torch_bwd_dw(op, opd))) == (fwd, dx, dw)
-
-
-def _save(tmp_path, nodes, x_shape, y_shape, inits, name="m.onnx"):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
-                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in inits])
-    path = tmp_path / name
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
 
 
 def _ln2d(src, dst, c):

@@ -3,7 +3,6 @@ weight-gradient kernel for kernels wider than 14 (ViT's patch embedding), the st
 kernel (brgconv_strided), the blocked copies the weight-gradient kernel reads, the strided 1x1 rtus
 buffer, and the kernels refused. Every expected figure was measured with torch 2.14 / oneDNN 3.12 on
 one thread: `python devtools/torch_conv_sweep.py --one "<the config named in the test>" --events`."""
-import numpy as np
 import pytest
 
 from memplan_cli.analysis import analyze
@@ -13,7 +12,9 @@ from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ops import conv
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
+
+from tests.profiles.test_torch_vision import _save  # noqa: E402
 
 
 def _op(n, c, h, o, k, s=1, p=0):
@@ -125,30 +126,21 @@ def test_unmeasured_kernels_are_refused(cfg, why):
 
 
 def test_patchify_conv_scratch_reaches_the_report(tmp_path):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 64, 64])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 4, 192])
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[16, 16]),
              helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
-    inits = [numpy_helper.from_array(np.zeros((192, 3, 16, 16), np.float32), "w"),
-             numpy_helper.from_array(np.zeros((192,), np.float32), "b")]
-    path = tmp_path / "patch.onnx"
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+    path = _save(tmp_path, nodes, (2, 3, 64, 64), (2, 4, 4, 192), [("w", (192, 3, 16, 16)), ("b", (192,))],
+                 "patch.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
     col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "Conv2D")
     assert col["bwd_mem_tmp"] == 2_408_704
 
 
 def test_wide_padded_kernel_is_refused_by_the_profile(tmp_path):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 32, 32])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32, 32, 24])
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[7, 7, 7, 7]),
              helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
-    path = tmp_path / "wide.onnx"
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(
-        np.zeros((24, 16, 15, 15), np.float32), "w")]), opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 24), [("w", (24, 16, 15, 15))], "wide.onnx")
     with pytest.raises(UnsupportedOpError, match="gemm"):
-        analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+        analyze(path, TrainConfig(loss="cce"), profile="torch")
 
 
 def _tconv(n, c, h, o, k, s=1, p=0, op=0, bias=True):
@@ -186,16 +178,10 @@ def test_stride_1_transposed_conv_bias_buffer():
 
 
 def test_transposed_conv_reaches_the_report(tmp_path):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 16, 32])
     nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["c"], strides=[2, 2], kernel_shape=[2, 2]),
              helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
-    inits = [numpy_helper.from_array(np.zeros((32, 32, 2, 2), np.float32), "w"),
-             numpy_helper.from_array(np.zeros((32,), np.float32), "b")]
-    path = tmp_path / "up.onnx"
-    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    a = analyze(str(path), TrainConfig(loss="cce"), profile="torch")
+    path = _save(tmp_path, nodes, (2, 32, 8, 8), (2, 16, 16, 32), [("w", (32, 32, 2, 2)), ("b", (32,))], "up.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
     col = next(v for k, v in a.extras["per_layer_extra"].items() if k.split()[1] == "ConvTranspose2D")
     assert col["fwd_mem_tmp"] == 131_072  # the output's copy and clone (measured)
 
