@@ -270,12 +270,14 @@ def _selectors(name: str, v) -> tuple[str, ...] | None:
 
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
            onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
-           lora_targets=None, loss_outputs=None) -> dict:
+           lora_targets=None, loss_outputs=None, precision=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
     if onert_simd_width is not None and onert_simd_width not in (4, 8, 16):
         raise ConfigError(f"onert_simd_width must be 4, 8 or 16, got {onert_simd_width!r}")
+    if precision is not None and not isinstance(precision, str):
+        raise ConfigError(f"precision must be a string (32-true, bf16-mixed, ...), got {precision!r}")
     if learning_rate is not None and not isinstance(learning_rate, (int, float)):
         raise ConfigError(f"learning_rate must be a number, got {learning_rate!r}")
     return {"batch_size": _positive("batch_size", batch_size), "optimizer": optimizer, "loss": loss,
@@ -283,7 +285,8 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
             "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
             "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
             "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
-            "loss_outputs": _selectors("loss_outputs", loss_outputs), "time_limit": time_limit,
+            "loss_outputs": _selectors("loss_outputs", loss_outputs), "precision": precision,
+            "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
 
@@ -298,7 +301,8 @@ def _model_path(model: PathLike) -> str:
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
                       learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None) -> "TrainConfig":
+                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None,
+                      precision=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
     from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
@@ -321,6 +325,7 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
     pick("trainable", trainable, parse_trainable)
     pick("batchnorm", batchnorm)
     pick("dropout", dropout)
+    pick("precision", precision)
     for key, v in (("train", train), ("freeze", freeze)):
         sel = parse_selectors(v)
         if sel:
@@ -367,7 +372,7 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs")
+                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs", "precision")
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -453,7 +458,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
             nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> AnalysisResult:
+            loss_outputs: str | Iterable[str] | None = None, precision: str | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
@@ -462,6 +467,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
     setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
     (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
+    precision ("32-true", the default, "bf16-mixed", "16-mixed", "bf16-true", "16-true": `--precision`);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",
@@ -476,7 +482,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs),
+                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs,
+                      precision),
              "profile": profile, "planner": planner,
              "nntrainer_memory_optimization": nntrainer_memory_optimization}
     remat = None
@@ -499,7 +506,7 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
             nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> ComparisonResult:
+            loss_outputs: str | Iterable[str] | None = None, precision: str | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
@@ -509,7 +516,8 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs)
+                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs,
+                   precision)
     graph = load_model(path, batch_size=flags["batch_size"])
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])

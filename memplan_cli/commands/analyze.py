@@ -16,7 +16,7 @@ def api_arguments(flags: dict) -> dict:
     """The API's keyword arguments for the parsed flags of analyze / compare (same names but
     trainable_ops; the SIMD width is a choice string on the command line)."""
     out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
-                                 "time_limit", "onert_threads", "profile", "planner") if k in flags}
+                                 "precision", "time_limit", "onert_threads", "profile", "planner") if k in flags}
     out["trainable_ops"] = flags.get("trainable")
     for k in ("train", "freeze"):  # click gives () when the flag is absent
         out[k] = tuple(flags.get(k) or ()) or None

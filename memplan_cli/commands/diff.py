@@ -14,7 +14,7 @@ from memplan_cli.errors import MemplanError
 # flag name -> the baseline config key it overrides
 CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
                "learning_rate": "learning_rate", "trainable": "trainable_ops", "planner": "planner",
-               "batchnorm": "batchnorm", "dropout": "dropout"}
+               "batchnorm": "batchnorm", "dropout": "dropout", "precision": "precision"}
 
 
 # a report is a few levels deep and holds byte counts below 2^63 (19 digits); anything beyond these

@@ -87,11 +87,11 @@ def render_csv(doc: dict) -> str:
 
 
 def render(doc: dict, level: int) -> str:
-    from memplan_cli.report.table import fine_tuning_part
+    from memplan_cli.report.table import fine_tuning_part, precision_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
     if level == 0:

@@ -8,12 +8,12 @@ import click
 
 # the work the commands share lives in the API; re-exported under their old names here
 from memplan_cli.api import check_planner, config_from_flags, nntrainer_options, onert_options  # noqa: F401
-from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
+from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS, PRECISIONS
 
 
 def training_options(f):
     """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
-    --batchnorm, --dropout."""
+    --batchnorm, --dropout, --precision."""
     f = training_options_without_batch(f)
     return click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                         help="Batch size (default: the metadata's, else the model's own).")(f)
@@ -55,6 +55,11 @@ def training_options_without_batch(f):
         click.option("--dropout", type=click.Choice(DROPOUT_MODES), default=None,
                      help="Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
                           "backward, default) or off (an identity, as with dropout disabled)."),
+        click.option("--precision", type=click.Choice(PRECISIONS), default=None,
+                     help="Numeric precision, PyTorch Lightning's names: 32-true (float32, default); "
+                          "bf16-mixed / 16-mixed (float32 weights, gradients and optimizer state, the "
+                          "forward in bfloat16 / float16 where autocast casts down; 16-mixed adds the "
+                          "gradient scaler); bf16-true / 16-true (every tensor in that dtype)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -164,4 +169,5 @@ def config_json(cfg) -> dict:
     return {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
             "learning_rate": cfg.learning_rate, "trainable_ops": trainable, "batchnorm": cfg.batchnorm,
             "dropout": cfg.dropout, "train": list(cfg.train), "freeze": list(cfg.freeze),
-            "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}
+            "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None,
+            "precision": cfg.precision}

@@ -54,7 +54,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=1)
     train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
-                  "lora_targets", "loss_outputs")
+                  "lora_targets", "loss_outputs", "precision")
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}

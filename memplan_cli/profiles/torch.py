@@ -682,6 +682,8 @@ def _bmm_copies(shape, st) -> bool:
 
 class TorchProfile:
     name = "torch"
+    precisions = ("32-true",)
+    precision_note = "matched against float32 runs only (autocast and bf16 runs are not modelled yet)"
     # how its figures were checked (`memplan compare` prints it)
     checked = ("matched against torch 2.14's CPU allocator and MemTracker on zoos of CNN, vision, transformer "
                "and LoRA exports (devtools/torch_oracle.py; docs/torchprof.md has each figure and what is refused)")

@@ -127,7 +127,15 @@ def _config_line(doc: dict) -> str:
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}"
+            f"{planner}{opts}")
+
+
+def precision_part(c: dict) -> str:
+    """` · bf16-mixed`: the precision of a report's config; nothing at 32-true (float32 throughout, as
+    every report before --precision was)."""
+    p = c.get("precision") or "32-true"
+    return "" if p == "32-true" else f" · {p}"
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -346,14 +354,20 @@ class TableReporter(Reporter):
         table = Table(title="per layer (bytes)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
                       padding=(0, 1), pad_edge=False, collapse_padding=True)
         table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
+        dtypes = any("dtype" in row for row in bl["rows"])  # mixed precision: dtypes differ op to op
+        if dtypes:
+            table.add_column("dtype", no_wrap=True)
         for c in cols:
             table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
         top = bl.get("largest_at_peak")
         for row in bl["rows"]:
             style = "bold yellow" if row["op"] == top else None
-            table.add_row(row["op"], *(short(row.get(c, 0)) for c in cols), style=style)
+            lead = [row["op"]] + ([row.get("dtype", "")] if dtypes else [])
+            table.add_row(*lead, *(short(row.get(c, 0)) for c in cols), style=style)
         con.print(table)
         legend = LAYER_LEGEND
+        if dtypes:
+            legend += "; dtype: the op's output (float32 where autocast keeps it, else the low dtype)"
         if any(c.startswith(("fwd_mem", "bwd_mem")) for c in cols):
             legend += "; fwd/bwd out/tmp: ColossalAI's per-node figures"
         con.print(Text(legend, style="dim"))
@@ -445,7 +459,8 @@ class TableReporter(Reporter):
                     f"no batch fits {budget} B ({profiles[0]})\n")
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
+        con.print(Text(f"{doc['model']['file']}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
+                       f"trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
