@@ -598,7 +598,7 @@ def phase_peaks(name: str, optimizer: str, batch: int) -> dict:
     model, opt, x, y = _before_third_step(name, optimizer, batch)
     held = _held(model, opt, x, y)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with torch.profiler.record_function("memplan::forward"):
+        with torch.profiler.record_function("memplan::forward"), _autocast():
             loss = _loss(model(x), y)
         loss.backward()
         opt.step()

@@ -54,10 +54,13 @@ class PrecisionDtypes:
                 if o.dtype == "float32":
                     retype(o.index, low)
             return True
+        producer = {i: op for op in g.operations for i in op.outputs if i >= 0}
         for op in g.operations:
             policy = ops.autocast_policy(op)
             if policy == "fixed":
                 continue
+            if policy == "bias":
+                policy = "lower" if self._bias_of_lower(op, g.operands, producer) else ""
             dtype = self._output_dtype(policy, [g.operands[i] for i in op.inputs if i >= 0], low)
             if dtype is None:
                 continue
@@ -67,6 +70,16 @@ class PrecisionDtypes:
                 if i >= 0 and k not in keep and _is_float(g.operands[i].dtype) and g.operands[i].dtype != "float64":
                     retype(i, dtype)
         return True
+
+    @staticmethod
+    def _bias_of_lower(op, operands, producer) -> bool:
+        """Whether `op` adds a bias constant (its family's `bias_inputs`) to a cast-down op's output."""
+        d = ops.get(op.type)
+        bias = d.bias_inputs(op, operands) if d is not None and callable(d.bias_inputs) else ()
+        if len(bias) != 1 or len(op.inputs) != 2:
+            return False
+        other = producer.get(op.inputs[1 - bias[0]])
+        return other is not None and ops.autocast_policy(other) == "lower"
 
     @staticmethod
     def _output_dtype(policy: str, inputs, low: str) -> str | None:

@@ -126,7 +126,8 @@ def test_every_op_family_declares_autocasts_policy_where_pytorch_has_one():
     want = {"Conv2D": "lower", "DepthwiseConv2D": "lower", "ConvTranspose2D": "lower", "FullyConnected": "lower",
             "MatMul": "lower", "Einsum": "lower", "PRelu": "lower", "LSTM": "lower", "Loss": "fp32",
             "MaxPool3D": "fp32", "AvgPool3D": "fp32", "ReduceProd": "fp32", "MaxPool2D": "",
-            "LayerNormalization": "first", "BatchNormalization": "first", "Softmax": "", "Add": "", "Cast": "fixed"}
+            "LayerNormalization": "first", "BatchNormalization": "first", "Softmax": "", "Add": "bias", "Mul": "",
+            "Cast": "fixed"}
     for t, policy in want.items():
         assert ops.autocast_policy(Operation(0, t, [], [])) == policy, t
     assert ops.autocast_policy(Operation(0, "Pad", [], [], {"mode": "reflect"})) == "fp32"
@@ -146,13 +147,26 @@ def test_the_report_says_which_precision():
     assert d["config"]["precision"] == "32-true"
 
 
-@pytest.mark.parametrize("profile", ["onert", "nntrainer", "singa", "torch"])
-def test_profiles_that_train_float32_only_refuse_in_one_line(profile):
-    r = CliRunner().invoke(main, ["analyze", MNIST, "-b", "8", "-p", profile, "--precision", "bf16-true"],
+@pytest.mark.parametrize("profile, precision", [("onert", "bf16-true"), ("nntrainer", "bf16-mixed"),
+                                                ("singa", "16-true"), ("torch", "16-mixed")])
+def test_profiles_refuse_a_precision_they_do_not_reproduce_in_one_line(profile, precision):
+    r = CliRunner().invoke(main, ["analyze", MNIST, "-b", "8", "-p", profile, "--precision", precision],
                            env={"NO_COLOR": "1"})
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and "--precision bf16-true" in lines[0] and "float32" in lines[0], r.output
+    assert len(lines) == 1 and f"--precision {precision}" in lines[0] and "float32" in lines[0], r.output
+
+
+def test_the_torch_profile_under_bf16():
+    fp = analyze(BERT, batch_size=2, optimizer="adam", profile="torch").report
+    bf = analyze(BERT, batch_size=2, optimizer="adam", profile="torch", precision="bf16-true").report
+    mixed = analyze(BERT, batch_size=2, optimizer="adam", profile="torch", precision="bf16-mixed").report
+    # model.to(bfloat16): parameters and Adam's state halve (its float32 `step` counters stay)
+    assert bf["categories"]["trainable"]["naive"] * 2 == fp["categories"]["trainable"]["naive"]
+    assert bf["totals"]["planned"] < 0.6 * fp["totals"]["planned"]
+    # autocast: float32 parameters and state, plus the weights' bfloat16 copies
+    assert mixed["categories"]["trainable"]["naive"] == fp["categories"]["trainable"]["naive"]
+    assert mixed["categories"]["opt-variable"]["naive"] == fp["categories"]["opt-variable"]["naive"]
 
 
 def test_the_default_onert_column_and_compare_show_na_with_the_reason():
