@@ -769,6 +769,25 @@ def markdown(rows) -> str:
     return "\n".join(out)
 
 
+def precision_markdown(rows) -> str:
+    """The --precision table: PyTorch's measured peak, `--profile torch` and its error, memplan's own plan
+    and its ratio to PyTorch's peak (issue 43's target: at most 0.9)."""
+    out = ["| module | family | precision | optimizer | batch | torch allocator peak | `--profile torch` | error | "
+           "memplan planned | memplan / torch |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "export_error" in r:
+            continue
+        p = r["profile"]
+        prof = f"{p['peak']:,d}" if "peak" in p else "refused: " + re.split(r"[:;]", p.get("error", "?").split(
+            "torch profile: ")[-1].split(") under ")[-1])[0]
+        err = f"{100 * r['error']:+.2f} %" if "error" in r else ""
+        mp = r.get("memplan_planned")
+        ratio = f"{mp / r['peak']:.3f}" if mp else "n/a"
+        out.append(f"| {r['module']} | {r['family']} | {r.get('precision', '32-true')} | {r['optimizer']} | {r['batch']} | "
+                   f"{r['peak']:,d} | {prof} | {err} | {format(mp, ',d') if mp else 'n/a'} | {ratio} |")
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
@@ -800,7 +819,8 @@ def main(argv=None):
     PRECISION = a.precision
     if a.markdown:
         with open(a.markdown) as f:
-            print(markdown(json.load(f)))
+            rows = json.load(f)
+        print(precision_markdown(rows) if any("precision" in r for r in rows) else markdown(rows))
         return
     if a.memtracker_peak:
         p = memtracker_peak(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])

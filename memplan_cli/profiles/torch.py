@@ -71,7 +71,8 @@ PLANNER = "best"
 # - "saves": ((what, when), ...): what in "in0", "in1", "out0"; when "any" (the op records a node),
 #   "g0" / "g1" (input 0 / 1 requires grad);
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
-#   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
+#   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim); dtype
+#   "in0": input 0's (a bfloat16 step's);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
 # - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
@@ -1026,7 +1027,7 @@ def replay(tg, config):
                 sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
             for name, spec, dtype in f.get("aux", ()):
-                nb = size_of(spec, op) * dtype_size(dtype)
+                nb = size_of(spec, op) * dtype_size(opd[op.inputs[0]].dtype if dtype == "in0" else dtype)
                 saved.append(sim.new(f"{op.label}:{name}", "extra", nb, s, op.label, "saved"))
                 c["fwd_mem_tmp"] += nb
         for st in copies.values():
@@ -1066,6 +1067,7 @@ def replay(tg, config):
             gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
             made.append(gx)
             _deliver(sim, grad, grad_contig, x, gx, True, s, opd, made, tmp, op.label, uses)
+            ac.after_loss_backward(sim, op, s, gx, tmp)
         else:
             # an op whose kernel computes the input's gradient, then the weight's, with their own
             # scratch (convolution_backward) gets two steps: the weight's gradient is not yet made

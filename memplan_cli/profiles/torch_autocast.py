@@ -122,6 +122,18 @@ class Autocast:
             return []
         return [sim.new(f"{label}:log_softmax_grad", "back-prop", self._elements(x) * 4, s, label, "tmp")]
 
+    def after_loss_backward(self, sim, op, s, gx, tmp) -> None:
+        """The logits' `_to_copy` node runs after the loss's backward (nll_loss's gradient freed by
+        then): the bfloat16 gradient is made there, beside log_softmax's float32 one."""
+        if not self.on or self.opd[op.inputs[0]].dtype == "float32":
+            return
+        s_cast = sim.step("calcDerivative", op.index, op.label)
+        sim.store[gx]["first"] = s_cast
+        sim.touch(gx, s_cast)
+        for t in tmp:
+            if sim.store[t]["name"].endswith(":log_softmax_grad"):
+                sim.touch(t, s_cast)
+
     def after_backward(self, sim, op, p, s, needs, made, tmp) -> int:
         """The `_to_copy` nodes of the op's cast inputs run next, in a step of their own (the op's saved
         tensors are freed by then): each makes its input's float32 gradient from the bfloat16 one the op
