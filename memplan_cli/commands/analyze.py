@@ -9,7 +9,7 @@ import os
 
 import click
 
-from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
+from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
 
 
 def api_arguments(flags: dict) -> dict:
@@ -41,7 +41,7 @@ def planner_kernels() -> str:
 @profile_options
 @output_options
 @click.option("--by-layer", is_flag=True, help="Add the per-layer view: what each op brings and its share of the peak.")
-@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.svg",
+@click.option("--timeline", "timeline_path", type=output_path(), default=None, metavar="FILE.svg",
               help="Draw live memory over the steps, stacked by category, to an SVG file.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (192MiB, 1.5GB, 1048576): plan with the cheapest rematerialization (forward "

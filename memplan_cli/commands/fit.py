@@ -9,7 +9,7 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
+from memplan_cli.commands.options import config_from_flags, config_json, output_path, training_options, verbosity
 from memplan_cli.errors import ConfigError
 
 NOTHING_FITS = 3
@@ -22,7 +22,7 @@ NOTHING_FITS = 3
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
               show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
                                       "(one row per option) for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")

@@ -9,6 +9,8 @@ import json
 
 import click
 
+from memplan_cli.commands.options import output_path
+
 
 def summary_table(d: dict) -> str:
     from memplan_cli.report.units import human
@@ -65,7 +67,7 @@ def _why_status(d: dict) -> str:
               help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
-@click.option("-o", "--output", default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(), default=None, metavar="FILE",
               help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
                    "`offset` column, or with -f json the summary and every buffer's offset. '-' writes it to "
                    "stdout and the summary to stderr.")

@@ -13,7 +13,7 @@ import click
 
 from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, profile_options, training_options, verbosity)
+                                          onert_options, output_path, profile_options, training_options, verbosity)
 
 
 
@@ -30,7 +30,7 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
                    "then show in the data (freed buffers are filled with NaN).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people, json for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: pools and timings.")
