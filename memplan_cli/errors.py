@@ -1,4 +1,11 @@
-"""Errors that end a command with exit status 2 and one line on stderr."""
+"""Errors that end a command with exit status 2 and one line on stderr, and the other exit statuses
+the commands share (README, "Exit status"; memplan_cli/cli.py turns errors into theirs)."""
+
+# the check ran and failed: `verify` (the plan does not hold), `diff` (a threshold is exceeded)
+EXIT_FAILED = 1
+# the budget cannot be met: no batch (sweep), no remat plan (analyze, verify), no option (fit)
+# fits. A budget that is no size, or 0 bytes, is bad input (2: memplan_cli/sizes.parse_budget).
+EXIT_OVER_BUDGET = 3
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
 _CONTROL.update({0x0a: "\\n", 0x0d: "\\r", 0x09: " "})
