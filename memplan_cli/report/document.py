@@ -125,7 +125,7 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
-    """The JSON report of `analysis` (see memplan_cli/schemas/report.schema.json)."""
+    """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
     from memplan_cli.report.layers import per_layer
 
     bl = analysis.buffers
