@@ -82,7 +82,21 @@ def check(op, operands):
         return f"has batch_dims={op.attrs['batch_dims']} (only 0 is implemented)"
     if operands[op.inputs[1]].dtype not in ("int32", "int64", "int16", "int8", "uint8"):
         return f"has indices of dtype {operands[op.inputs[1]].dtype}"
-    return None
+    return constant_index_problem(operands[op.inputs[1]], operands[op.inputs[0]].shape, a % max(rank, 1))
+
+
+def constant_index_problem(idx, data_shape, axis: int) -> str | None:
+    """A constant index outside [-n, n) of the data's axis: no runtime can run the op (onnx says so;
+    NumPy raised IndexError in `verify`, or wrapped a too-negative one silently)."""
+    if idx.value is None or not data_shape or not 0 <= axis < len(data_shape):
+        return None
+    n = data_shape[axis]
+    if not isinstance(n, int) or n < 0:
+        return None
+    bad = next((v for v in idx.value if isinstance(v, int) and not -n <= v < n), None)
+    if bad is None:
+        return None
+    return f"has a constant index {bad} outside axis {axis} of its data (size {n}): no runtime can run it"
 
 
 def _flops(op, operands):
