@@ -62,7 +62,7 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
 
             text += f"planner kernels: {kernels_text(BACKEND)}\n"
     if level >= 0 or (output and output != "-"):
-        emit(text, output, (model,))
+        emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
         click.get_current_context().exit(EXIT_OVER_BUDGET)
 
