@@ -1,7 +1,8 @@
 """Command-line entry point. Kept thin: each command lives in `memplan_cli/commands/<name>.py`,
 parses its flags and calls the work; this module only wires commands and turns errors into exit codes.
 
-Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over budget (sweep);
+Exit codes (memplan_cli/errors.py names 1 and 3): 0 ok; 1 a failed check (diff thresholds, verify);
+2 bad input or usage (also --budget 0); 3 over budget (analyze / verify / sweep --budget, fit);
 74 the report could not be written (a full disk, a closed or full stdout); 141 the reader of stdout
 went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """

@@ -10,6 +10,7 @@ import os
 import click
 
 from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 def api_arguments(flags: dict) -> dict:
@@ -96,4 +97,4 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
         write_atomic(timeline_path, svg, (model,))
     emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if doc.get("remat") is not None and not doc["remat"]["fits"]:
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)

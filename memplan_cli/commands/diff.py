@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
                                           verbosity)
-from memplan_cli.errors import MemplanError, printable
+from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
 
 # flag name -> the baseline config key it overrides
 CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
@@ -240,4 +240,4 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
         # the reason belongs in the CI log, whatever --format and -o sent elsewhere
         for line in failure_lines(doc):
             click.echo(printable(line), err=True)
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAILED)

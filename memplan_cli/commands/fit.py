@@ -10,9 +10,7 @@ import click
 
 from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import config_from_flags, config_json, output_path, training_options, verbosity
-from memplan_cli.errors import ConfigError
-
-NOTHING_FITS = 3
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 @click.command("fit")
@@ -37,13 +35,10 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.output import emit
     from memplan_cli.report.progress import enabled, spinner
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
     level = verbosity(quiet, verbose)
-    try:
-        limit = parse_size(budget)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
+    limit = parse_budget(budget)
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     try:
@@ -69,7 +64,7 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
-        click.get_current_context().exit(NOTHING_FITS)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
 
 
 def render_csv(doc: dict) -> str:
