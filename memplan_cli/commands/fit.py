@@ -10,9 +10,7 @@ import click
 
 from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
-from memplan_cli.errors import ConfigError
-
-NOTHING_FITS = 3
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 # the flags a printed command carries, in the order it carries them: (parameter, flag, repeatable)
@@ -95,13 +93,10 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import enabled, spinner
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
     level = verbosity(quiet, verbose)
-    try:
-        limit = parse_size(budget)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
+    limit = parse_budget(budget)
     graph = load_model(model, batch_size=flags.get("batch_size"))
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     try:
@@ -128,16 +123,18 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
         to_file = bool(output and output != "-")
         opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                              verbosity=level)
-        text = render(doc, opts)
+        from memplan_cli.report import printable_doc
+
+        text = render(printable_doc(doc), opts)  # the file's own strings, escaped for a terminal
         if level >= 2:
             from memplan_cli.planners._native import BACKEND
             from memplan_cli.report.table import kernels_text
 
             text += f"planner kernels: {kernels_text(BACKEND)}\n"
     if level >= 0 or (output and output != "-"):
-        emit(text, output, (model,))
+        emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
-        click.get_current_context().exit(NOTHING_FITS)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
 
 
 def render_csv(doc: dict) -> str:

@@ -5,6 +5,8 @@ import os
 
 import click
 
+from memplan_cli.errors import printable
+
 
 def _fmt_value(v, shown: int = 8) -> str:
     """A constant's values; a long one (a traced buffer) shows its first few and its length."""
@@ -77,7 +79,9 @@ def describe(g, model: str, values: int = 8) -> list[str]:
                      f"{o.name}{val}")
     for w in g.warnings:
         lines.append(f"warning: {w}")
-    return lines
+    # every line quotes the file (names, custom op codes, signature names, the producer, string
+    # attributes): shown with errors.printable's escapes, one line each
+    return [printable(line) for line in lines]
 
 
 def _input_batch(g) -> int | None:
@@ -161,4 +165,4 @@ def command(model, batch_size, fmt, output, quiet, verbose):
             lines = lines[:1]
         text = wrap_text("\n".join(lines), terminal_width(to_file=to_file)) + "\n"
     if level >= 0 or to_file:
-        emit(text, output, (model,))
+        emit(text, output, (model,), data="json" if fmt == "json" else "")

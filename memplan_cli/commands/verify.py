@@ -12,6 +12,7 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
+from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
                                           onert_options, profile_options, training_options, verbosity)
 
@@ -73,7 +74,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
     with spinner(f"verifying {model} ({profile})", show):
         rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
                            time_limit=flags.get("time_limit"), profile_options=popts, seed=seed, threads=threads,
@@ -106,7 +107,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAILED)
 
 
 def envelope(model: str, profile: str, cfg) -> dict:
@@ -139,12 +140,9 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.remat.section import remat_section
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.remat.solve import solve_as_run
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
-    try:
-        budget = parse_size(budget_text)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
+    budget = parse_budget(budget_text)
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     try:
