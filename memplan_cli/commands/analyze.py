@@ -72,7 +72,7 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
         raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
                            f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings,
                          kernels=planner_kernels() if level >= 2 else "")

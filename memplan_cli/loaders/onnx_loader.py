@@ -189,7 +189,7 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
     return refused
 
 
-def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
+def _fix_inputs(model, init_names: set[str], batch_size: int | None, symbolic_default: int | None = None):
     """Give every graph input a static shape. Returns whether the batch dim was symbolic."""
     dynamic = False
     for vi in model.graph.input:
@@ -210,11 +210,11 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
             if k != 0:
                 raise _Bad(f"graph input '{vi.name}' has a symbolic dimension {label} at position {k}; "
                            "memplan needs static shapes (only the batch dim may be symbolic)")
-            if batch_size is None:
+            if batch_size is None and symbolic_default is None:
                 raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
                            "pass --batch-size")
-            d.dim_value = batch_size
-            dynamic = True
+            dynamic = dynamic or d.dim_param or True  # the file's name for it, when it has one
+            d.dim_value = batch_size if batch_size is not None else symbolic_default
     # inferred shapes must come from the fixed inputs, not from stale symbolic annotations
     del model.graph.value_info[:]
     for vo in model.graph.output:
@@ -774,8 +774,9 @@ def _has_unknown_shapes(model) -> bool:
     return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
 
 
-def load_onnx(path: str, batch_size: int | None = None) -> Graph:
-    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`."""
+def load_onnx(path: str, batch_size: int | None = None, symbolic_default: int | None = None) -> Graph:
+    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`, else
+    `symbolic_default` (for showing the file: `inspect`), else the file is refused."""
     import onnx
     from onnx import shape_inference
 
@@ -789,7 +790,7 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
-        dynamic = _fix_inputs(model, init_names, batch_size)
+        dynamic = _fix_inputs(model, init_names, batch_size, symbolic_default)
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -809,6 +810,8 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
             g.metadata["torch_export"] = rewrites
         if dynamic:
             g.metadata["dynamic_batch"] = True
+            if isinstance(dynamic, str):
+                g.metadata["batch_symbol"] = dynamic
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -10,8 +11,11 @@ from typing import Iterable
 
 from memplan_cli.errors import MemplanError, OutputError, printable
 
-# width used when the output is not a terminal (files, pipes, CI logs): wide enough for the tables
-PLAIN_WIDTH = 120
+# the narrowest view the tables are designed (and tested) for: a narrower terminal wraps lines, which
+# keeps every figure whole, where rendering narrower would cut them
+MIN_WIDTH = 80
+# width when the output is not a terminal (files, pipes, CI logs) and COLUMNS is unset
+PLAIN_WIDTH = 80
 
 
 @dataclass
@@ -51,13 +55,47 @@ def use_color(choice: str, *, to_file: bool = False, stream=None) -> bool:
     return stream_is_terminal(stream)
 
 
-def terminal_width(stream=None) -> int:
-    if stream_is_terminal(stream):
+def _columns_env() -> int | None:
+    try:
+        n = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def terminal_width(stream=None, *, to_file: bool = False) -> int:
+    """The width a table view is laid out for: COLUMNS when set (as shells and `shutil` read it), else
+    the terminal's width, else PLAIN_WIDTH for a pipe or a file; never below MIN_WIDTH. A file written
+    with -o never takes the width of the terminal memplan happens to run in."""
+    width = _columns_env()
+    if width is None and not to_file and stream_is_terminal(stream):
         try:
-            return max(60, os.get_terminal_size().columns)
-        except OSError:
-            pass
-    return PLAIN_WIDTH
+            width = os.get_terminal_size((stream or sys.stdout).fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            width = None
+    return max(MIN_WIDTH, width or PLAIN_WIDTH)
+
+
+# a listing line `  key      value`: its continuation lines go under the value
+_KEYED = re.compile(r"^(\s*\S+(?: \S+)?\s{2,})(?=\S)")
+
+
+def wrap_text(text: str, width: int = MIN_WIDTH) -> str:
+    """Plain-text views (verify, plan, fit's notes, inspect) laid out for `width` columns: a longer
+    line breaks at spaces and continues indented under its value (a `  key   value` line) or two
+    columns deeper than it starts. Only a word longer than a whole line (a path) is ever split."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        m = _KEYED.match(line)
+        indent = len(m.group(1)) if m and len(m.group(1)) < width // 2 else len(line) - len(line.lstrip()) + 2
+        out.extend(textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False,
+                                 drop_whitespace=True) or [""])
+    return "\n".join(out)
 
 
 def _file_mode(path: str) -> int:
