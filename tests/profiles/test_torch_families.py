@@ -99,3 +99,19 @@ def test_div_whose_divisor_needs_its_gradient_holds_four_output_sized_tensors(tm
     a, cols = _cols(_model(tmp_path, nodes, (4, 64, 16), (4, 64, 16), inits), batch_size=4)
     div = next(v for k, v in cols.items() if k.split()[1] == "Div")
     assert div["bwd_mem_out"] + div["bwd_mem_tmp"] == 4 * 16384
+
+
+def test_dropout_on_a_parameter_trains_it(tmp_path):
+    # DeBERTa reads its relative-position table through Dropout: the table is the op's weight, its
+    # gradient is dX (memplan's rule and the torch profile alike); eager's unfused dropout keeps a
+    # float noise tensor of the table's size
+    nodes = [helper.make_node("Dropout", ["rel", "p"], ["d"]),
+             helper.make_node("MatMul", ["x", "d"], ["y"])]
+    path = _model(tmp_path, nodes, (4, 8, 16), (4, 8, 32),
+                  {"rel": np.ones((16, 32), np.float32), "p": np.array(0.1, np.float32)})
+    a, cols = _cols(path, batch_size=4)
+    names = {b.name: b.size for b in a.buffers.buffers}
+    assert names["rel:grad"] == 16 * 32 * 4
+    assert next(v for k, v in cols.items() if k.split()[1] == "Dropout")["fwd_mem_tmp"] == 16 * 32 * 4
+    m = analyze(path, TrainConfig(loss="mse", batch_size=4))
+    assert any(b.name.startswith("rel") and b.category == "gradient" for b in m.buffers.buffers)
