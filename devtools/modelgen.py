@@ -235,7 +235,8 @@ class ModelBuilder:
         shp = self.const([len(new_shape)], "int32", np.array(new_shape, np.int32))
         o = ReshapeOptionsT()
         o.newShape = list(new_shape)
-        return self._op(22, [x, shp], ns, BuiltinOptions.ReshapeOptions, o)
+        dtype = {code: name for name, code in TYPE.items()}[self.tensors[x].type]  # a reshape keeps it
+        return self._op(22, [x, shp], ns, BuiltinOptions.ReshapeOptions, o, out_dtype=dtype)
 
     def pad(self, x, paddings, value=None) -> int:
         """PAD, or PADV2 filling with `value` (a float32 scalar constant) when one is given."""

@@ -1,4 +1,5 @@
-"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER): Y = take(data, indices, axis); and GatherND
+"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER, and EMBEDDING_LOOKUP(ids, table), litert-torch's
+nn.Embedding, as Gather(table, ids) on axis 0): Y = take(data, indices, axis); and GatherND
 (ONNX GatherND, TFLite GATHER_ND): Y[i] = data[b..., indices[b..., i, :]] (torch's advanced indexing
 `x[torch.arange(B), input_ids.argmax(-1)]` in CLIP's pooling, a relative-position bias table read at a
 [N, N, 2] index in SwinV2 / VGG's exports).
@@ -196,5 +197,19 @@ def _onnx_nd(node) -> Canon:
     return Canon("GatherND", {"batch_dims": int(node.attrs.get("batch_dims", 0))})
 
 
+def _tflite_embedding(node) -> Canon:
+    """EMBEDDING_LOOKUP(ids, table) (litert-torch's nn.Embedding): rows of the table, a Gather on
+    axis 0 with the operands the other way round."""
+    return Canon("Gather", {"axis": 0}, inputs=[node.inputs[1], node.inputs[0]])
+
+
 ONNX = {"Gather": _onnx, "GatherND": _onnx_nd}
-TFLITE = {"GATHER": _tflite, "GATHER_ND": lambda node: Canon("GatherND", {"batch_dims": 0})}
+TFLITE = {"GATHER": _tflite, "GATHER_ND": lambda node: Canon("GatherND", {"batch_dims": 0}),
+          "EMBEDDING_LOOKUP": _tflite_embedding}
+
+
+# onert 0.1.0 loads EMBEDDING_LOOKUP (and GATHER) but its train backend has no kernel for it: the
+# compile fails wherever the op is, also before the trained ops (measured: "EmbeddingLookup operation
+# is not trainable yet", tests/ops/test_gather.py)
+PROFILES = {"onert": {"Gather": {"refuse": "onert 0.1.0's train backend has no Gather / EmbeddingLookup kernel: "
+                                           "\"... operation is not trainable yet\" (onert fails to compile)"}}}
