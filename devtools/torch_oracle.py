@@ -778,8 +778,9 @@ def precision_markdown(rows) -> str:
         if "export_error" in r:
             continue
         p = r["profile"]
-        prof = f"{p['peak']:,d}" if "peak" in p else "refused: " + re.split(r"[:;]", p.get("error", "?").split(
-            "torch profile: ")[-1].split(") under ")[-1])[0]
+        msg = p.get("error", "?").split("torch profile: ")[-1]
+        why = re.split(r"[;,]", msg.split(": ", 1)[-1] if "under --precision" in msg else msg)[0]
+        prof = f"{p['peak']:,d}" if "peak" in p else f"refused: {why}"
         err = f"{100 * r['error']:+.2f} %" if "error" in r else ""
         mp = r.get("memplan_planned")
         ratio = f"{mp / r['peak']:.3f}" if mp else "n/a"

@@ -17,7 +17,8 @@ from memplan_cli.errors import EXIT_OVER_BUDGET
 COMMAND_FLAGS = (("batch_size", "-b", False), ("optimizer", "-O", False), ("loss", "-l", False),
                  ("loss_outputs", "--loss-outputs", False), ("trainable", "-t", False), ("train", "--train", True),
                  ("freeze", "--freeze", True), ("lora_rank", "--lora", False), ("lora_targets", "--lora-targets", False),
-                 ("batchnorm", "--batchnorm", False), ("dropout", "--dropout", False), ("budget", "--budget", False))
+                 ("batchnorm", "--batchnorm", False), ("dropout", "--dropout", False),
+                 ("precision", "--precision", False), ("budget", "--budget", False))
 
 
 def option_changes(o: dict, budget: str) -> dict | None:

@@ -201,3 +201,10 @@ def test_verify_proves_the_plan_with_the_real_element_sizes(model, precision):
     assert rep.result.weights_updated > 0 and rep.result.compared > 0
     r = _cli("verify", model, "-b", "2", "-O", "adam", "--precision", precision, "-f", "json")
     assert r.exit_code == 0 and json.loads(r.output)["config"]["precision"] == precision
+
+
+def test_fits_printed_commands_keep_the_precision():
+    r = _cli("fit", MNIST, "-b", "8", "--budget", "6MiB", "--precision", "bf16-true", "-f", "json")
+    assert r.exit_code == 0, r.output
+    cmds = [o["command"] for o in json.loads(r.output)["options"] if o.get("command")]
+    assert cmds and all("--precision bf16-true" in c for c in cmds)
