@@ -9,7 +9,8 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
+from memplan_cli.commands.options import (config_from_flags, config_json, output_options, training_options,
+                                          verbosity)
 from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
@@ -17,13 +18,9 @@ from memplan_cli.errors import EXIT_OVER_BUDGET
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
-                                      "(one row per option) for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
+@output_options(formats=("table", "json", "csv"), format_help="table for people; json (memplan_cli/schemas/fit.schema.json) "
+                "or csv (one row per option) for scripts.", output_help="Write the report to FILE (atomically).",
+                color=False, verbose_help="More output: which planner kernels ran.")
 def command(model, budget, fmt, output, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
@@ -40,7 +37,7 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
     level = verbosity(quiet, verbose)
     limit = parse_budget(budget)
     graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
             out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
