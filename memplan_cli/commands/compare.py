@@ -41,6 +41,6 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     level = verbosity(quiet, verbose)
     doc = api.compare(model, **api_arguments(flags), progress=enabled(level)).report
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).compare(doc, opts), output, (model,), data=fmt if fmt != "table" else "")

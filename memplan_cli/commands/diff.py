@@ -242,7 +242,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
         new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
     doc = diff_documents(base, new, thresholds, old_label=baseline, new_label=target)
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).diff(doc, opts), output, (baseline, target), data=fmt if fmt != "table" else "")
     if doc["status"] != "ok":

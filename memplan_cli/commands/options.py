@@ -42,7 +42,38 @@ def training_options(f=None, *, exclude: tuple[str, ...] = ()):
     return add(f) if f is not None else add
 
 
+def training_words(values: dict) -> list[str]:
+    """The command-line words that give `values` (training flag name -> the flag's value; None or an
+    empty list: not given), in TRAINING_FLAGS' order, each flag by its first declaration (-b, -O,
+    --train ...); a repeatable flag once per value, a list of op indices as 3,5,8."""
+    words: list[str] = []
+    for flag in TRAINING_FLAGS:
+        v = values.get(flag.name)
+        if v is None or v == ():
+            continue
+        if flag.kind == "trainable" and isinstance(v, (list, tuple)):
+            v = ",".join(map(str, v))
+        for one in (v if flag.multiple else (v,)):
+            words += [flag.decls[0], str(one)]
+    return words
+
+
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------
+
+
+class OutputPath(click.Path):
+    """A file to write (`-o`, `--timeline`): click's Path, and an empty name is refused (exit 2)
+    instead of being taken for "no file" and sending the report to stdout."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "":
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def output_path(**kw) -> OutputPath:
+    return OutputPath(dir_okay=False, **kw)
+
 
 COLOR_CHOICES = ("auto", "always", "never")
 SIMD_WIDTHS = ("4", "8", "16")
@@ -57,7 +88,7 @@ def output_options(f=None, *, formats: tuple[str, ...] | None = None, format_hel
                    verbose_help: str = "More output: pools, planners and timings."):
     """Adds -f/--format, -o/--output, --color, -q/--quiet, -v/--verbose: every command's, declared here
     only. `formats`: the -f choices (default: the reporter registry's); `output_help` None: no -o
-    (the command declares none); `output_type` False: -o takes any text (plan's "-"); `color`
+    (the command declares none); `output_type` False: -o need not be writable yet (plan's "-"); `color`
     False: no --color (the command prints no table colours). `@output_options` or
     `@output_options(formats=..., ...)`."""
     def add(f):
@@ -67,7 +98,7 @@ def output_options(f=None, *, formats: tuple[str, ...] | None = None, format_hel
                              default="table", show_default=True, help=format_help)]
         if output_help is not None:
             opts.append(click.option("-o", "--output", default=None, metavar="FILE", help=output_help,
-                                     type=click.Path(dir_okay=False, writable=True) if output_type else None))
+                                     type=output_path(writable=True) if output_type else output_path()))
         if color:
             opts.append(click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
                                      help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset."))

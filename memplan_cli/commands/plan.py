@@ -69,9 +69,9 @@ def _why_status(d: dict) -> str:
 @output_options(formats=("table", "json"), format_help="table for people; json for scripts "
                 "(memplan_cli/schemas/plan.schema.json).",
                 output_help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
-                            "`offset` column, or with -f json the summary and every buffer's offset. '-' writes it to "
-                            "stdout and the summary to stderr.", output_type=False, color=False,
-                verbose_help="More output: the planner's seconds and which kernels ran.")
+                            "`offset` column (the summary is still printed), or with -f json the summary and every "
+                            "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.",
+                output_type=False, color=False, verbose_help="More output: the planner's seconds and which kernels ran.")
 def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
@@ -90,7 +90,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """
     from memplan_cli import api
     from memplan_cli.commands.options import verbosity
-    from memplan_cli.report.output import emit, write_atomic
+    from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
     from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
@@ -105,6 +105,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         plan_text = json.dumps({**doc, "offsets": result.offsets_json()}, indent=2) + "\n"
     else:
         text = summary_table(doc)
+        text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
             from memplan_cli.planners._native import BACKEND
             from memplan_cli.report.table import kernels_text
@@ -122,5 +123,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         return
     if output:
         write_atomic(output, plan_text, (buffers,))
-    if level >= 0:
+    # with -f json the file holds the summary too: nothing to print, as with every other command's -o;
+    # the CSV plan holds only offsets, so the table summary still goes to stdout
+    if level >= 0 and not (output and fmt == "json"):
         emit(text, None)

@@ -47,7 +47,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     """
     from memplan_cli.verification import verify_model
     from memplan_cli.loaders import load_model
-    from memplan_cli.report.output import emit
+    from memplan_cli.report.output import emit, terminal_width, wrap_text
     from memplan_cli.report.progress import enabled, spinner
 
     level = verbosity(quiet, verbose)
@@ -100,6 +100,8 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                          else f"; DIFFERS from the step without remat: {same[1]}")
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
+    if fmt == "table":
+        text = wrap_text(text, terminal_width(to_file=bool(output and output != "-")))
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
