@@ -111,7 +111,8 @@ class TestStringsFromTheFileAreEscaped:
             assert printable(c) == f"\\u{ord(c):04x}"
         assert printable("résumé 名前 x-y_z:0") == "résumé 名前 x-y_z:0"
 
-    def test_onnx_producer_name_in_inspect(self, tmp_path):
+    def test_onnx_producer_name_in_inspect(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("COLUMNS", "300")  # the line unwrapped (inspect wraps at 80 columns otherwise)
         code, out, err = run(["inspect", producer_model(tmp_path)])
         assert code == 0, err
         assert not raw_in(out), out
