@@ -5,6 +5,7 @@ import os
 
 import click
 
+from memplan_cli.commands.options import output_path
 from memplan_cli.errors import printable
 
 
@@ -137,7 +138,7 @@ def inspect_document(g, model: str) -> dict:
               help="Re-batch the model first (a symbolic batch is shown at batch 1 without it).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people; json (memplan_cli/schemas/inspect.schema.json) for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the listing to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: every value of the small constants.")
