@@ -7,8 +7,8 @@ import json
 import click
 from click.core import ParameterSource
 
-from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
-                                          verbosity)
+from memplan_cli.commands.options import (defaults_from, output_options, planner_options, profile_option,
+                                          training_options, verbosity)
 from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
 
 # flag name -> the baseline config key it overrides
@@ -118,6 +118,11 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
         if flag in given or key not in cfg or cfg[key] is None:
             continue
         value = cfg[key]
+        if flag == "learning_rate":  # no flag of diff's (it runs no step): kept so the setups agree
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise MemplanError(f"config.{key} {_shown(value)} is not a learning rate", source)
+            out[flag] = float(value)
+            continue
         if flag == "trainable":
             if isinstance(value, list) and all(type(i) is int for i in value):
                 value = ",".join(map(str, value))
@@ -191,7 +196,8 @@ def _checked(flag: str, value, where: str, source: str):
         raise MemplanError(f"{where} {_shown(value)}: {e.message}", source) from None
 
 
-@click.command("diff")
+@defaults_from("the baseline's")
+@click.command("diff", short_help="A model or report against a saved report, with CI thresholds.")
 @click.option("--baseline", required=True, type=click.Path(), metavar="BASE.json",
               help="A report written by `memplan analyze --format json`.")
 @click.argument("target", type=click.Path(dir_okay=True))

@@ -12,8 +12,8 @@ from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZER
 
 
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
-    --batchnorm, --dropout."""
+    """Adds --batch-size, --optimizer, --loss, --trainable-ops, --train, --freeze, --batchnorm, --dropout
+    (--learning-rate only where it acts: `learning_rate_option`, on verify)."""
     f = training_options_without_batch(f)
     return click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                         help="Batch size (default: the metadata's, else the model's own).")(f)
@@ -30,7 +30,6 @@ def training_options_without_batch(f):
         click.option("--loss-outputs", "loss_outputs", default=None, metavar="LIST",
                      help="The model outputs that carry a loss: names or globs, comma-separated "
                           "(`memplan inspect MODEL` lists the outputs). Default: every float output."),
-        click.option("--learning-rate", type=float, default=None, help="Learning rate (used by `verify`)."),
         click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
                      help="all | none | N (the last N ops, counting every op) | -1 (all, onert's "
                           "convention) | a list like 3,5,8-10. Default: the metadata's list, else all."),
@@ -59,6 +58,29 @@ def training_options_without_batch(f):
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+def learning_rate_option(f):
+    """--learning-rate: only `verify` runs a step, so only there does the rate change anything."""
+    return click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=None,
+                        help="Learning rate of the step run (default: the metadata's, else 0.001).")(f)
+
+
+# what the training flags' help says of their defaults, and what a command that takes its setup from
+# a baseline report (diff) says instead
+_DEFAULT_RE = __import__("re").compile(r"(?:\s*\(default: [^)]*\)|\s*Default[: ][^.]*(?:\.[^ ][^.]*)*\.)")
+
+
+def defaults_from(source: str):
+    """A decorator (applied after the options) that restates every option's default as `source`'s
+    ("Default: the baseline's."): `diff` analyses TARGET with the baseline's setup, not the defaults."""
+    def apply(cmd):
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.help and (_DEFAULT_RE.search(p.help) or ", default)" in p.help):
+                p.help = _DEFAULT_RE.sub("", p.help.replace(", default)", ")")).rstrip(".") + f". Default: {source}."
+                p.show_default = False
+        return cmd
+    return apply
 
 
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------

@@ -13,14 +13,16 @@ import click
 
 from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
-from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, profile_options, training_options, verbosity)
+from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, learning_rate_option,
+                                          nntrainer_options, onert_options, profile_options, training_options,
+                                          verbosity)
 
 
 
-@click.command("verify")
+@click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
+@learning_rate_option
 @profile_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
