@@ -27,6 +27,12 @@ from memplan_cli.version import __version__
 # the same peak RSS: memplan makes few cycles). The CLI's choice only.
 gc.set_threshold(1_000_000, 50, 10_000)
 
+# OpenBLAS starts one thread per core when NumPy is imported, and when the system refuses one it
+# prints four lines and raises SIGINT (memplan said "interrupted", exit 130, with no Ctrl-C).
+# `verify` runs its kernels on 1 BLAS thread unless --threads asks for more (execute/blas.py), so
+# the pool NumPy's import would start is never used: start none.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
 
@@ -172,6 +178,11 @@ class MemplanGroup(click.Group):
         except RecursionError:
             _echo_error("memplan: error: the input is nested too deeply for memplan")
             ctx.exit(2)
+        except RuntimeError as e:
+            if "can't start new thread" not in str(e):
+                _internal(ctx, e)
+            _echo_error(f"memplan: error: {THREAD_REFUSED}")
+            ctx.exit(2)
         except OSError as e:
             if not _from_echo(e):
                 _internal(ctx, e)
@@ -182,6 +193,10 @@ class MemplanGroup(click.Group):
             ctx.exit(74)
         except Exception as e:
             _internal(ctx, e)
+
+
+THREAD_REFUSED = ("cannot start a thread: the system refused it (a limit on processes, ulimit -u, or on "
+                  "memory, ulimit -v / -s)")
 
 
 def _internal(ctx, e: Exception):

@@ -9,24 +9,16 @@ import os
 
 import click
 
+from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
 from memplan_cli.errors import EXIT_OVER_BUDGET
-from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
 
 
 def api_arguments(flags: dict) -> dict:
-    """The API's keyword arguments for the parsed flags of analyze / compare (same names but
-    trainable_ops; the SIMD width is a choice string on the command line)."""
-    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
-                                 "time_limit", "onert_threads", "profile", "planner") if k in flags}
-    out["trainable_ops"] = flags.get("trainable")
-    for k in ("train", "freeze"):  # click gives () when the flag is absent
-        out[k] = tuple(flags.get(k) or ()) or None
-    out["lora"] = flags.get("lora_rank")
-    out["lora_targets"] = flags.get("lora_targets")
-    out["loss_outputs"] = flags.get("loss_outputs")
+    """The API's keyword arguments for the parsed flags of analyze / compare (the training flags' and
+    the API's names are one; the SIMD width is a choice string on the command line)."""
+    out = dict(flags)
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
-    out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
 
 
@@ -42,7 +34,7 @@ def planner_kernels() -> str:
 @profile_options
 @output_options
 @click.option("--by-layer", is_flag=True, help="Add the per-layer view: what each op brings and its share of the peak.")
-@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.svg",
+@click.option("--timeline", "timeline_path", type=output_path(), default=None, metavar="FILE.svg",
               help="Draw live memory over the steps, stacked by category, to an SVG file.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (192MiB, 1.5GB, 1048576): plan with the cheapest rematerialization (forward "

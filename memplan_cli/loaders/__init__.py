@@ -84,6 +84,9 @@ def load_model(path: str, *, batch_size: int | None = None, symbolic_default: in
         raise
     except GraphError as e:
         raise ModelError(f"invalid {fmt} graph: {e}", path) from None
+    except OSError as e:  # the file went away or became unreadable after its first bytes were read
+        why = "it was removed while memplan read it" if isinstance(e, FileNotFoundError) else e.strerror or e
+        raise ModelError(f"cannot read: {why}", path) from None
     except Exception as e:  # malformed bytes surface as many exception types inside the parsers
         raise ModelError(f"malformed {fmt} file ({type(e).__name__}: {e})", path) from None
     return graph
