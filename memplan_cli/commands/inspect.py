@@ -132,7 +132,7 @@ def inspect_document(g, model: str) -> dict:
     }
 
 
-@click.command("inspect")
+@click.command("inspect", short_help="The ops and operands of a model: shapes, dtypes and sizes.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
               help="Re-batch the model first (a symbolic batch is shown at batch 1 without it).")
