@@ -92,7 +92,7 @@ def _onnx2tf_sample_images(folder: str) -> None:
         np.save(p, np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32))
 
 
-def export(out: str, batch: int, size: int, only, converters) -> None:
+def export(out: str, batch: int, size: int, only, converters, onnx_exporter: str = "dynamo") -> None:
     os.makedirs(out, exist_ok=True)
     info = {}
     for name in only:
@@ -114,9 +114,9 @@ def export(out: str, batch: int, size: int, only, converters) -> None:
 
             o = os.path.join(out, f"{name}_b{batch}.onnx")
             d = os.path.join(out, f"{name}_b{batch}_onnx2tf")
-            # TorchScript for the CNNs; dynamo for GPT-2 (TorchScript has no ONNX form of transformers 5's
-            # aten::diff in its mask)
-            dynamo = name == "gpt2_tiny"
+            # dynamo by default: TorchScript has no ONNX form of transformers 5's aten::diff (GPT-2's mask), and
+            # onnx2tf fails on its shufflenet (the channel shuffle's computed shapes leave a dim unknown)
+            dynamo = onnx_exporter == "dynamo"
             torch.onnx.export(m, (x,), o, dynamo=dynamo, opset_version=18 if dynamo else 17, input_names=["x"],
                               output_names=["y"], **({"external_data": False} if dynamo else {}))
             _onnx2tf_sample_images(out)
@@ -207,6 +207,7 @@ def main(argv=None) -> None:
     e.add_argument("--size", type=int, default=96, help="image side for the CNNs")
     e.add_argument("--only", default=",".join(NAMES))
     e.add_argument("--converters", default="litert-torch,onnx2tf")
+    e.add_argument("--onnx-exporter", choices=("dynamo", "torchscript"), default="dynamo", help="for onnx2tf")
     c = sub.add_parser("check")
     c.add_argument("files", nargs="+")
     c.add_argument("--batch", type=int, default=4)
@@ -214,7 +215,7 @@ def main(argv=None) -> None:
     k.add_argument("out")
     a = ap.parse_args(argv)
     if a.cmd == "export":
-        export(a.out, a.batch, a.size, a.only.split(","), a.converters.split(","))
+        export(a.out, a.batch, a.size, a.only.split(","), a.converters.split(","), a.onnx_exporter)
     elif a.cmd == "corpus":
         corpus(a.out)
     else:
