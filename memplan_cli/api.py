@@ -68,7 +68,7 @@ class PoolFigures:
 
 @dataclass(frozen=True)
 class AnalysisResult:
-    """What `memplan analyze` finds: `report` is its JSON document (memplan_cli/schemas/report.schema.json)."""
+    """What `memplan analyze` finds: `report` is its JSON document (schemas/analysis.schema.json)."""
 
     report: dict
     # the work behind the report (buffers, plans, the graph); not part of the stable API
@@ -149,7 +149,7 @@ class SystemColumn:
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """What `memplan compare` finds: `report` is its JSON document (memplan_cli/schemas/compare.schema.json)."""
+    """What `memplan compare` finds: `report` is its JSON document (schemas/compare.schema.json)."""
 
     report: dict
     comparison: object = field(repr=False, compare=False, default=None)
@@ -414,16 +414,9 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     from memplan_cli.remat.section import remat_section
     from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.report.progress import spinner
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
-    if isinstance(budget, bool) or not isinstance(budget, (int, str)):
-        raise ConfigError(f"budget must be a size (bytes or text such as '192MiB'), got {budget!r}")
-    try:
-        limit = parse_size(budget) if isinstance(budget, str) else budget
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
-    if limit < 1:
-        raise ConfigError(f"--budget must be > 0 bytes, got {budget!r}")
+    limit = parse_budget(budget)
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     check_planner(flags.get("planner"))
