@@ -137,11 +137,11 @@ def render(doc: dict, opts) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from memplan_cli.report.table import _console, exact_note, fig, fine_tuning_part, fitted
+    from memplan_cli.report.table import _console, exact_note, fig, fine_tuning_part, fitted, precision_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
     if opts.verbosity == 0:
