@@ -402,7 +402,8 @@ TRAINING_FLAGS = (
                  "(`memplan inspect MODEL` lists the outputs). Default: every float output.",
                  metavar="LIST", records_default=False, json_resolved=True),
     TrainingFlag("learning_rate", ("--learning-rate",), "number", "learning_rate", "learning_rate",
-                 "Learning rate (used by `verify`).", metadata_key="learning_rate"),
+                 "Learning rate of the step verify runs (default: the metadata's, else 0.001).",
+                 metadata_key="learning_rate"),
     TrainingFlag("trainable_ops", ("-t", "--trainable-ops"), "trainable", "trainable", "trainable_ops",
                  "all | none | N (the last N ops, counting every op) | -1 (all, onert's "
                  "convention) | a list like 3,5,8-10. Default: the metadata's list, else all.",

@@ -54,7 +54,7 @@ def shell_lines(command: str, width: int, indent: int) -> list[str]:
     return lines
 
 
-@click.command("fit")
+@click.command("fit", short_help="How to make one step fit a budget, and the command for each way.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
@@ -109,10 +109,10 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
 
         text = render(printable_doc(doc), opts)  # the file's own strings, escaped for a terminal
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"planner kernels: {kernels_text(BACKEND)}\n"
+            text += f"planner kernels: {kernels_text(kernels_note())}\n"
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:

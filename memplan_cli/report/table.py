@@ -570,12 +570,22 @@ class TableReporter(Reporter):
         budget = doc["budget"]
         profiles = doc["profiles"]
         answer = doc["largest_fitting"]
-        if opts.verbosity == 0:
-            if budget is None:
-                return "".join(f"{r['profile']} batch {r['batch_size']}: {r['planned']}\n" for r in doc["rows"])
-            best = answer.get(profiles[0])
-            return (f"largest batch under {budget} B ({profiles[0]}): {best}\n" if best is not None else
-                    f"no batch fits {budget} B ({profiles[0]})\n")
+        unable = {p for p in profiles if all(r["planned"] is None for r in doc["rows"] if r["profile"] == p)}
+        if opts.verbosity == 0:  # one line per profile
+            lines = []
+            for p in profiles:
+                if p in unable:
+                    lines.append(f"{p}: n/a")
+                elif budget is None:
+                    rows = sorted((r for r in doc["rows"] if r["profile"] == p), key=lambda r: r["batch_size"])
+                    lines.append(f"{p}: " + ", ".join(
+                        f"batch {r['batch_size']} {r['planned']} B" if r["planned"] is not None
+                        else f"batch {r['batch_size']} n/a" for r in rows))
+                elif answer.get(p) is not None:
+                    lines.append(f"{p}: largest batch under {budget} B: {answer[p]}")
+                else:
+                    lines.append(f"{p}: no batch fits {budget} B")
+            return "\n".join(lines) + "\n"
         con = _console(opts)
         c = doc["config"]
         con.print(Text(f"{doc['model']['file']}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
@@ -628,6 +638,8 @@ class TableReporter(Reporter):
         if budget is not None:
             for p in profiles:
                 best = answer.get(p)
+                if p in unable:
+                    continue  # its n/a line above says why: no batch is an answer it can give
                 if best is None:
                     con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
                 else:
@@ -722,7 +734,10 @@ def _compare_quiet_line(doc: dict) -> str:
 
 
 def kernels_text(backend: str) -> str:
-    """What -v says about the planners' inner loops."""
+    """What -v says about the planners' inner loops: `backend` is planners._native.kernels_note()'s
+    sentence (the bare names "c" / "python" of older callers are still read)."""
     if backend == "c":
         return "c (compiled at install)"
-    return "python (the C kernels were not built at install: the same plans, more slowly)"
+    if backend == "python":
+        return "python (the C kernels did not run: the same plans, more slowly)"
+    return backend
