@@ -6,25 +6,25 @@ import os
 
 import click
 
+from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
                                           onert_options, output_options, planner_options, profile_option,
-                                          training_options_without_batch, verbosity)
-from memplan_cli.errors import ConfigError, MemplanError
+                                          training_options, verbosity)
+from memplan_cli.errors import EXIT_OVER_BUDGET, MemplanError
 
-OVER_BUDGET = 3
 DEFAULT_BATCHES = "1,2,4,8,16,32"
 
 
-@click.command("sweep")
+@click.command("sweep", short_help="Training memory per batch size and profile; the largest fitting.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-sizes", "--batch-size", "batch_sizes", default=None, metavar="LIST",
               help=f"Batch sizes to analyse, e.g. 1,2,4,8 or 1-16. Default {DEFAULT_BATCHES}; with --budget "
                    "and no list, memplan searches for the largest batch that fits.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (64MiB, 1.5GB, 1048576): report the largest batch whose total fits. "
-                   f"Exit {OVER_BUDGET} when none does.")
+                   f"Exit {EXIT_OVER_BUDGET} when none does.")
 @profile_option(multiple=True, default=("memplan", "onert"))
-@training_options_without_batch
+@training_options(exclude=("batch_size",))
 @planner_options
 @output_options
 def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, verbose, **flags):
@@ -39,23 +39,16 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import Bar, enabled
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
     level = verbosity(quiet, verbose)
-    limit = None
-    if budget is not None:
-        try:
-            limit = parse_size(budget)
-        except ValueError as e:
-            raise ConfigError(f"--budget: {e}") from None
+    limit = None if budget is None else parse_budget(budget)
     for p in profiles:
         check_planner(flags.get("planner"), p)
     profiles = list(dict.fromkeys(profiles))
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=1)
-    train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
-                  "lora_targets", "loss_outputs")
-    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
+    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
 
@@ -105,13 +98,13 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     from memplan_cli.ir.outputs import loss_output_names
 
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
-           "loss_outputs": loss_output_names(graph, base_cfg),
+           "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit)
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).sweep(doc, opts), output, (model,), data=fmt if fmt != "table" else "")
     if doc["status"] == "over_budget":
-        click.get_current_context().exit(OVER_BUDGET)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)

@@ -26,8 +26,10 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def load_model(path: str, *, batch_size: int | None = None):
-    """Load `path` (any supported format) and return a verified Graph, re-batched if asked."""
+def load_model(path: str, *, batch_size: int | None = None, symbolic_default: int | None = None):
+    """Load `path` (any supported format) and return a verified Graph, re-batched if asked. An ONNX
+    file's symbolic batch takes `batch_size`, else `symbolic_default` (metadata `batch_symbol` names
+    it), else the file is refused."""
     from memplan_cli.ir.graph import GraphError
 
     require_regular_file(path, "model file", ModelError)
@@ -47,7 +49,8 @@ def load_model(path: str, *, batch_size: int | None = None):
         else:
             from memplan_cli.loaders.flatbuffer_loader import load_flatbuffer as load
         # ONNX takes the batch size at load time: it resolves a symbolic batch dim before shape inference
-        graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size)
+        graph = (load(path, fmt) if fmt != "onnx" else
+                 load(path, batch_size=batch_size, symbolic_default=symbolic_default))
         graph.source_format = fmt
         if _placeholder_shapes(graph):
             from memplan_cli.ir.batch import rebatch
@@ -81,6 +84,9 @@ def load_model(path: str, *, batch_size: int | None = None):
         raise
     except GraphError as e:
         raise ModelError(f"invalid {fmt} graph: {e}", path) from None
+    except OSError as e:  # the file went away or became unreadable after its first bytes were read
+        why = "it was removed while memplan read it" if isinstance(e, FileNotFoundError) else e.strerror or e
+        raise ModelError(f"cannot read: {why}", path) from None
     except Exception as e:  # malformed bytes surface as many exception types inside the parsers
         raise ModelError(f"malformed {fmt} file ({type(e).__name__}: {e})", path) from None
     return graph
