@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence, Union
+from typing import Iterable, Mapping, Sequence, Union
 
 from memplan_cli.errors import ConfigError
 
@@ -268,9 +268,22 @@ def _selectors(name: str, v) -> tuple[str, ...] | None:
     return items
 
 
+def _dims(dims) -> tuple[tuple[str, int], ...] | None:
+    """The API's `dims` ({"seq": 128}: the symbolic dimensions bound by name) as --dim values."""
+    from memplan_cli.config import parse_dims
+
+    if dims is None:
+        return None
+    if not isinstance(dims, Mapping) or not all(isinstance(k, str) for k in dims):
+        raise ConfigError(f"dims must be a mapping of dimension names to sizes, got {dims!r}")
+    for k, v in dims.items():
+        _positive(f"dims[{k!r}]", v)
+    return parse_dims(dims.items())
+
+
 def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
            onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
-           lora_targets=None, loss_outputs=None) -> dict:
+           lora_targets=None, loss_outputs=None, dims=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -284,7 +297,8 @@ def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm,
             "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
             "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
             "loss_outputs": _selectors("loss_outputs", loss_outputs), "time_limit": time_limit,
-            "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
+            "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width,
+            "dims": _dims(dims)}
 
 
 def _model_path(model: PathLike) -> str:
@@ -298,10 +312,11 @@ def _model_path(model: PathLike) -> str:
 
 def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
                       learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None) -> "TrainConfig":
+                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None,
+                      dims=None) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
     flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
-    from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
+    from memplan_cli.config import TrainConfig, parse_dims, parse_selectors, parse_trainable
 
     md = (graph_metadata or {}).get("training") or {}
     values, sources = {}, {}
@@ -315,6 +330,8 @@ def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, 
             sources[key] = "default"
 
     pick("batch_size", batch_size)
+    if dims:
+        values["dims"], sources["dims"] = parse_dims(dims), "flag"
     pick("optimizer", optimizer)
     pick("loss", loss)
     pick("learning_rate", learning_rate)
@@ -367,7 +384,16 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 
 TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs")
+                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs", "dims")
+
+
+def load_for(model: str, flags: dict):
+    """MODEL loaded at the flags' batch size and --dim bindings (an ONNX model's symbolic dims are
+    bound before shape inference, so they are needed at load)."""
+    from memplan_cli.config import parse_dims
+    from memplan_cli.loaders import load_model
+
+    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dims")))
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -378,14 +404,13 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     for the others it replaces every pool's planner.
     """
     from memplan_cli.analysis import analyze as analyze_model
-    from memplan_cli.loaders import load_model
     from memplan_cli.report.progress import spinner
 
     profile = flags.get("profile") or "memplan"
     planner = flags.get("planner")
     check_planner(planner, profile)
     # the batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None
@@ -409,7 +434,6 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     plain step when nothing fits."""
     from memplan_cli.analysis import analyze_graph, compare_with_onert
     from memplan_cli.errors import MemplanError, naming
-    from memplan_cli.loaders import load_model
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
     from memplan_cli.remat.solve import solve_as_run
@@ -427,7 +451,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     check_planner(flags.get("planner"))
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
         try:
@@ -453,7 +477,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
             nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> AnalysisResult:
+            loss_outputs: str | Iterable[str] | None = None,
+            dims: Mapping[str, int] | None = None) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
@@ -462,6 +487,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
     setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
     (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
+    dims ({"seq": 128}, `--dim seq=128`): the symbolic dimensions other than the batch, bound by name;
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",
@@ -476,7 +502,8 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
 
     path = _model_path(model)
     flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs),
+                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs,
+                      dims),
              "profile": profile, "planner": planner,
              "nntrainer_memory_optimization": nntrainer_memory_optimization}
     remat = None
@@ -499,18 +526,19 @@ def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
             freeze: str | Iterable[str] | None = None, lora: int | None = None,
             lora_targets: str | Iterable[str] | None = None,
             nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> ComparisonResult:
+            loss_outputs: str | Iterable[str] | None = None,
+            dims: Mapping[str, int] | None = None) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
-    from memplan_cli.loaders import load_model
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 
     path = _model_path(model)
     flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs)
-    graph = load_model(path, batch_size=flags["batch_size"])
+                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs,
+                      dims)
+    graph = load_for(path, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):

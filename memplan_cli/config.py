@@ -33,6 +33,8 @@ class TrainConfig:
     """Defaults follow onert's `nnfw_train_info` (batch 1, SGD, MSE, lr 0.001, all ops trainable here)."""
 
     batch_size: int | None = None  # None: the model's own batch (or the metadata's)
+    # symbolic dimensions other than the batch, bound by name (--dim NAME=VALUE), sorted by name
+    dims: tuple[tuple[str, int], ...] = ()
     optimizer: str = "sgd"
     loss: str = "mse"
     learning_rate: float = 0.001
@@ -64,6 +66,9 @@ class TrainConfig:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        for name, value in self.dims:
+            if not name or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--dim {name}={value}: expected NAME=N with N >= 1")
         lr = self.learning_rate
         if lr is not None and not (isinstance(lr, (int, float)) and -1e30 < lr < 1e30):  # also NaN, inf
             raise ConfigError(f"--learning-rate must be a finite number, got {lr!r}")
@@ -207,6 +212,34 @@ def parse_selectors(values) -> tuple[str, ...]:
                 p = prefix + p  # `ops:*q_proj*,*v_proj*`: the prefix carries over
             out.append(p)
     return tuple(dict.fromkeys(out))
+
+
+MAX_DIM_VALUE = 1 << 40  # a dimension beyond this sizes no tensor memplan could plan
+
+
+def parse_dims(values, *, lists: bool = False) -> tuple[tuple[str, int | tuple[int, ...]], ...]:
+    """--dim NAME=VALUE (repeatable; ONNX Runtime's free-dimension override by name) as
+    ((name, value), ...) sorted by name. `lists`: a value may be a comma list (sweep's
+    `--dim seq=128,256`), given as a tuple. A name given twice is refused."""
+    out: dict[str, int | tuple[int, ...]] = {}
+    for v in values or ():
+        # a (name, value) pair: the API's dims mapping, or a setup parsed already
+        text = f"{v[0]}={','.join(map(str, v[1])) if isinstance(v[1], tuple) else v[1]}" \
+            if isinstance(v, tuple) and len(v) == 2 else str(v)
+        name, sep, val = text.partition("=")
+        name = name.strip()
+        parts = [p.strip() for p in val.split(",")] if lists else [val.strip()]
+        if not sep or not name or not all(_INT_RE.fullmatch(p) for p in parts):
+            raise ConfigError(f"--dim {_cut(text)!r}: expected NAME=N" + (" or NAME=N1,N2,..." if lists else "")
+                              + " (a symbolic dimension of the model and a whole number)")
+        nums = tuple(int(p) for p in parts)
+        bad = [n for n in nums if not 1 <= n <= MAX_DIM_VALUE]
+        if bad:
+            raise ConfigError(f"--dim {_cut(text)!r}: a dimension must be between 1 and {MAX_DIM_VALUE:,d}")
+        if name in out:
+            raise ConfigError(f"--dim {name} is given twice")
+        out[name] = nums if lists else nums[0]
+    return tuple(sorted(out.items()))
 
 
 MAX_OP_RANGE = 1_000_000  # op indices one --trainable-ops list may name (LLM exports have 10^4-10^5 ops)

@@ -23,6 +23,10 @@ def api_arguments(flags: dict) -> dict:
     out["lora"] = flags.get("lora_rank")
     out["lora_targets"] = flags.get("lora_targets")
     out["loss_outputs"] = flags.get("loss_outputs")
+    if flags.get("dims"):  # --dim NAME=N texts, checked here, as the API's {name: size}
+        from memplan_cli.config import parse_dims
+
+        out["dims"] = dict(parse_dims(flags["dims"]))
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
     out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")

@@ -139,6 +139,17 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise MemplanError(f"config.{flag} {_shown(value)} is not a list of --{flag} values", source)
         out[flag] = tuple(_selector(flag, v, source) for v in value)
+    # the symbolic dimensions the baseline bound (--dim): TARGET is analysed at the same sizes
+    dims = cfg.get("dims")
+    if "dims" not in given and dims:
+        if not isinstance(dims, dict) or not all(isinstance(k, str) and type(v) is int for k, v in dims.items()):
+            raise MemplanError(f"config.dims {_shown(dims)} is not an object of dimension names and sizes", source)
+        from memplan_cli.config import ConfigError, parse_dims
+
+        try:
+            out["dims"] = tuple(f"{k}={v}" for k, v in parse_dims(dims.items()))
+        except ConfigError as e:
+            raise MemplanError(f"config.dims: {e}", source) from None
     lora = cfg.get("lora")
     if lora is not None and "lora_rank" not in given:
         if not isinstance(lora, dict) or type(lora.get("rank")) is not int:

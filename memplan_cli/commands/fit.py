@@ -19,6 +19,9 @@ NOTHING_FITS = 3
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
+@click.option("--max-dim", "max_dim", default=None, metavar="NAME",
+              help="Also find the largest size of the symbolic dimension NAME (a sequence length) that fits "
+                   "without remat at the batch asked; the setup's own size comes from --dim NAME=N.")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
               show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
                                       "(one row per option) for scripts.")
@@ -26,13 +29,14 @@ NOTHING_FITS = 3
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
-def command(model, budget, fmt, output, quiet, verbose, **flags):
+def command(model, budget, max_dim, fmt, output, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front."""
     from memplan_cli.version import __version__
     from memplan_cli.analysis import file_sha256
     from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.api import load_for
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.output import emit
@@ -44,11 +48,12 @@ def command(model, budget, fmt, output, quiet, verbose, **flags):
         limit = parse_size(budget)
     except ValueError as e:
         raise ConfigError(f"--budget: {e}") from None
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
-            out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
+            out = fit_options(lambda b, dims: load_model(model, batch_size=b, dims=dims), cfg, limit,
+                              max_dim=max_dim)
     except MemplanError as e:
         raise naming(model, e) from None
     doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
@@ -87,11 +92,11 @@ def render_csv(doc: dict) -> str:
 
 
 def render(doc: dict, level: int) -> str:
-    from memplan_cli.report.table import fine_tuning_part
+    from memplan_cli.report.table import dims_part, fine_tuning_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{dims_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
     if level == 0:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli.commands.options import dim_option
+
 
 def _fmt_value(v, shown: int = 8) -> str:
     """A constant's values; a long one (a traced buffer) shows its first few and its length."""
@@ -22,6 +24,9 @@ def describe(g, model: str) -> list[str]:
         lines.append(f"  batch size {md['batch_size']} (the file has {md.get('source_batch_size')})")
     if md.get("dynamic_dims") or md.get("dynamic_batch"):
         lines.append("  the file marks the batch dimension as dynamic")
+    if md.get("symbolic_dims"):  # bound by --dim before shape inference
+        lines.append("  symbolic dimensions bound: " + ", ".join(
+            f"{name}={value} (graph input '{inp}', position {k})" for name, inp, k, value in md["symbolic_dims"]))
     tr = md.get("training")
     if tr:
         shown = " ".join(f"{k}={v if not isinstance(v, tuple) else _fmt_value(v)}"
@@ -69,7 +74,8 @@ def describe(g, model: str) -> list[str]:
 @click.command("inspect")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None, help="Re-batch the model first.")
-def command(model, batch_size):
+@dim_option()
+def command(model, batch_size, dims):
     """List the ops and operands of MODEL with shapes, dtypes and sizes.
 
     Shows what memplan read from the file: canonical op types (the file's name in brackets when it
@@ -79,5 +85,7 @@ def command(model, batch_size):
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import write_stdout
 
-    g = load_model(model, batch_size=batch_size)
+    from memplan_cli.config import parse_dims
+
+    g = load_model(model, batch_size=batch_size, dims=parse_dims(dims))
     write_stdout("\n".join(describe(g, model)) + "\n")

@@ -11,10 +11,20 @@ from memplan_cli.api import check_planner, config_from_flags, nntrainer_options,
 from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
 
 
+DIM_HELP = ("NAME=N: a symbolic dimension other than the batch, bound by name before shape inference "
+            "(ONNX Runtime's free-dimension override), e.g. --dim seq=512. Repeatable; every symbolic "
+            "dimension but the batch (-b) must be bound (`memplan inspect MODEL` names them).")
+
+
+def dim_option():
+    return click.option("--dim", "dims", multiple=True, metavar="NAME=N", help=DIM_HELP)
+
+
 def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
-    --batchnorm, --dropout."""
+    """Adds --batch-size, --dim, --optimizer, --loss, --learning-rate, --trainable-ops, --train,
+    --freeze, --batchnorm, --dropout."""
     f = training_options_without_batch(f)
+    f = dim_option()(f)
     return click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
                         help="Batch size (default: the metadata's, else the model's own).")(f)
 
@@ -161,7 +171,7 @@ def config_json(cfg) -> dict:
     """A TrainConfig under analyze's JSON names (memplan_cli/report/document.py: config_dict), for
     the commands that build their own document (verify, fit, sweep)."""
     trainable = list(cfg.trainable) if isinstance(cfg.trainable, tuple) else cfg.trainable
-    return {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
+    return {"batch_size": cfg.batch_size, "dims": dict(cfg.dims), "optimizer": cfg.optimizer, "loss": cfg.loss,
             "learning_rate": cfg.learning_rate, "trainable_ops": trainable, "batchnorm": cfg.batchnorm,
             "dropout": cfg.dropout, "train": list(cfg.train), "freeze": list(cfg.freeze),
             "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}

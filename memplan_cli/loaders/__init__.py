@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import require_regular_file
+from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 
 FORMATS = ("circle", "tflite", "onnx")
 
@@ -26,8 +27,9 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def load_model(path: str, *, batch_size: int | None = None):
-    """Load `path` (any supported format) and return a verified Graph, re-batched if asked."""
+def load_model(path: str, *, batch_size: int | None = None, dims=None):
+    """Load `path` (any supported format) and return a verified Graph, re-batched if asked. `dims`:
+    the symbolic dimensions other than the batch, bound by name ({name: value} or (name, value) pairs)."""
     from memplan_cli.ir.graph import GraphError
 
     require_regular_file(path, "model file", ModelError)
@@ -46,9 +48,12 @@ def load_model(path: str, *, batch_size: int | None = None):
             from memplan_cli.loaders.onnx_loader import load_onnx as load
         else:
             from memplan_cli.loaders.flatbuffer_loader import load_flatbuffer as load
-        # ONNX takes the batch size at load time: it resolves a symbolic batch dim before shape inference
-        graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size)
+        dims = dict(dims or {})
+        # ONNX takes the batch size and dims at load time: they resolve symbolic dims before shape inference
+        graph = load(path, fmt) if fmt != "onnx" else load(path, batch_size=batch_size, dims=dims)
         graph.source_format = fmt
+        if fmt != "onnx":
+            _bind_flatbuffer_dims(graph, dims)
         if _placeholder_shapes(graph):
             from memplan_cli.ir.batch import rebatch
 
@@ -74,6 +79,8 @@ def load_model(path: str, *, batch_size: int | None = None):
                                  "analyse it at its own batch)", path) from None
     except ModelError:
         raise
+    except DimsError as e:
+        raise ModelError(str(e), path) from None
     except GraphError as e:
         raise ModelError(f"invalid {fmt} graph: {e}", path) from None
     except Exception as e:  # malformed bytes surface as many exception types inside the parsers
@@ -98,3 +105,36 @@ def _placeholder_shapes(graph) -> bool:
 def _file_batch(graph) -> int | str:
     data = [i for i in graph.inputs if not graph.operands[i].is_const and graph.operands[i].shape]
     return graph.operands[data[0]].shape[0] if data else "?"
+
+
+def _flatbuffer_dims(graph) -> list:
+    """A TF Lite / circle file's dynamic input dims (-1 in shape_signature) as (name, input, position,
+    is_batch); a dim beyond the batch is named after the input's signature name (else its tensor's)."""
+    dyn = graph.metadata.get("dynamic_dims") or {}
+    names = graph.metadata.get("input_names") or {}
+    found = []
+    for i in graph.inputs:
+        o = graph.operands[i]
+        if o.is_const:
+            continue
+        for k in dyn.get(i, ()):
+            found.append((symbolic_dim_name(names.get(i, o.name), k), names.get(i, o.name), k, k == 0))
+    return found
+
+
+def _bind_flatbuffer_dims(graph, dims: dict) -> None:
+    """A dynamic dimension beyond the batch in a TF Lite / circle file: the converter wrote a
+    placeholder size (usually 1) there and in every tensor it reaches, and memplan re-propagates
+    only the batch through such a graph (ir/batch.py). Rather than analyse the placeholder size, it
+    names the dimension (what --dim would bind) and refuses, bound or not."""
+    found = _flatbuffer_dims(graph)
+    check_dims(dims, found)
+    others = [f for f in found if not f[3]]
+    if not others:
+        return
+    name, inp, k, _ = others[0]
+    bound = f"--dim {name}={dims[name]}: " if name in dims else ""
+    raise DimsError(f"{bound}graph input '{inp}' has a dynamic dimension at position {k} (-1 in its "
+                    f"shape_signature; memplan calls it '{name}'): memplan re-sizes only the batch inside a "
+                    "TF Lite / circle graph, whose converter wrote a placeholder size for that dimension in "
+                    "every tensor it reaches; convert the model with it fixed")

@@ -22,6 +22,8 @@ def config_dict(analysis, *, planner: str | None = None, profile_options: dict |
         trainable = list(trainable)
     return {
         "batch_size": cfg.batch_size,
+        # the symbolic dimensions other than the batch, bound by --dim (name -> size); {} when none
+        "dims": dict(cfg.dims),
         "optimizer": cfg.optimizer,
         "loss": cfg.loss,
         # the model outputs that carry a loss (the step's loss is their sum), in the file's order

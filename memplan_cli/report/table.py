@@ -127,7 +127,12 @@ def _config_line(doc: dict) -> str:
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch}{dims_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+
+
+def dims_part(c: dict) -> str:
+    """` · seq=512`: the symbolic dimensions a report's config bound (--dim)."""
+    return "".join(f" · {k}={v}" for k, v in (c.get("dims") or {}).items())
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -434,28 +439,33 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
+        from memplan_cli.report.sweep import swept_value
+
         budget = doc["budget"]
         profiles = doc["profiles"]
         answer = doc["largest_fitting"]
+        swept = doc["config"].get("swept_dim")  # --dim NAME=LIST: NAME's sizes instead of batches
+        what = swept or "batch"
         if opts.verbosity == 0:
             if budget is None:
-                return "".join(f"{r['profile']} batch {r['batch_size']}: {r['planned']}\n" for r in doc["rows"])
+                return "".join(f"{r['profile']} {what} {swept_value(r, swept)}: {r['planned']}\n" for r in doc["rows"])
             best = answer.get(profiles[0])
-            return (f"largest batch under {budget} B ({profiles[0]}): {best}\n" if best is not None else
-                    f"no batch fits {budget} B ({profiles[0]})\n")
+            return (f"largest {what} under {budget} B ({profiles[0]}): {best}\n" if best is not None else
+                    f"no {what} fits {budget} B ({profiles[0]})\n")
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
+        fixed = f" · batch {c['batch_sizes'][0]}" if swept else ""
+        con.print(Text(f"{doc['model']['file']}{fixed}{dims_part({'dims': {k: v for k, v in (c.get('dims') or {}).items() if k != swept}})} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
         table = Table(header_style="bold")
-        table.add_column("batch", justify="right")
+        table.add_column(what, justify="right")
         for p in profiles:
             table.add_column(f"{p} planned", justify="right")
         table.add_column(f"{profiles[0]} lower bound", justify="right")
-        by = {(r["profile"], r["batch_size"]): r for r in doc["rows"]}
-        batches = sorted({r["batch_size"] for r in doc["rows"]})
+        by = {(r["profile"], swept_value(r, swept)): r for r in doc["rows"]}
+        batches = sorted({swept_value(r, swept) for r in doc["rows"]})
         for b in batches:
             cells = [str(b)]
             for p in profiles:
@@ -481,9 +491,9 @@ class TableReporter(Reporter):
             for p in profiles:
                 best = answer.get(p)
                 if best is None:
-                    con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
+                    con.print(Text(f"{p}: no {what} fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
                 else:
-                    con.print(Text(f"{p}: largest batch that fits {human(budget)}: {best}",
+                    con.print(Text(f"{p}: largest {what} that fits {human(budget)}: {best}",
                                    style="bold green" if p == profiles[0] else ""))
             if c.get("searched"):
                 con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))
