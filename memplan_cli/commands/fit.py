@@ -116,5 +116,6 @@ def render(doc: dict, level: int) -> str:
     lines.append("FLOPs/sample: per sample, as a multiple of the step as asked; Pareto *: of the options that fit "
                  "and train the same ops at the same batch, none needs less memory and no more compute, or less "
                  "compute and no more memory")
+    lines += [f"{o['option']}: {o['note']}" for o in doc["options"] if o.get("note")]
     lines.append(f"{len(fitting)} option(s) fit" if fitting else "nothing fits")
     return "\n".join(lines) + "\n"

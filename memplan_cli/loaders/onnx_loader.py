@@ -712,6 +712,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
     from onnx import shape_inference
 
     refused: list[str] = []
+    symbolic: list = []
     try:
         model = _read_stripped(path)
         if not model.graph.node and not model.graph.input:
@@ -752,4 +753,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause
             raise ModelError(refused[0], path) from None
+        if symbolic:  # the sizes bound may be ones the model cannot take (beyond a position table)
+            bound = " ".join(f"--dim {name}={value}" for name, _, _, value in symbolic)
+            raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "
+                             "this size", path) from None
         raise ModelError(f"invalid onnx file: {e}", path) from None

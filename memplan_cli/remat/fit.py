@@ -205,15 +205,17 @@ def _longest_dim(row, load, config, batch: int, budget: int, name: str) -> None:
         best = _largest(fits, 1, asked) if asked > 1 else None
     if best is None:  # the figure of the smallest size tried that loads (the size asked always does)
         v = 1 if at(1) is not None else asked
-        why = f" (at {name} 1 the model does not load: {refused[1]})" if 1 in refused else ""
+        why, note = ((f" ({name} 1 does not load)", {"note": f"at {name} 1: {refused[1]}"}) if 1 in refused
+                     else ("", {}))
         row("longest dim", f"no {name} fits without remat{why}", at(v), cfg_at(v), None, fits=False,
-            extra={"dims": {name: v}})
+            extra={"dims": {name: v}, **note})
         return
     stop = min((v for v in refused if v > best), default=None)
-    why = f" (at {name} {stop} the model does not load: {refused[stop]})" if stop is not None else ""
+    why = f" ({name} {stop} does not load)" if stop is not None else ""
+    note = {"note": f"at {name} {stop}: {refused[stop]}"} if stop is not None else {}
     a = at(best)
     row("longest dim", f"{name} {best} without remat{why}", a, cfg_at(best), _flops(a),
-        extra={"dims": {name: best}})
+        extra={"dims": {name: best}, **note})
 
 
 def _fine_tuning(cfg) -> list[str]:

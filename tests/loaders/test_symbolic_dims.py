@@ -206,3 +206,36 @@ def test_a_tflite_dynamic_dimension_beyond_the_batch_is_named_and_refused(tmp_pa
     t = [fb.tensor("x", [1, 4], signature=[-1, 4]), fb.tensor("y", [1, 4], signature=[-1, 4])]
     p = fb.write(tmp_path, "b.tflite", fb.build(t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1], fmt="tflite"))
     assert load_model(p, batch_size=3).operands[1].shape == (3, 4)
+
+
+CORPUS = "tests/corpus"
+
+
+def _categories(*args):
+    r = run("analyze", *args, "-O", "adam", "-l", "cce", "-f", "json")
+    assert r.exit_code == 0, r.output
+    return {k: v["planned"] for k, v in json.loads(r.stdout)["categories"].items()}
+
+
+def test_a_real_dynamo_export_with_a_symbolic_sequence_matches_the_fixed_export():
+    """gpt2_tiny_seq_dynamo.onnx is gpt2_tiny_dynamo.onnx's model exported with dynamic_shapes. At
+    seq 8 every category is the fixed export's, but for the Adam state of the position table: the
+    fixed export folds `wpe[0:8]` into a [1, 8, 32] constant, so it trains 8 positions, the
+    symbolic one all 16 (as PyTorch does): 2 states x 8 x 32 x 4 B more."""
+    bound = _categories(f"{CORPUS}/gpt2_tiny_seq_dynamo.onnx", "-b", "1", "--dim", "seq=8")
+    fixed = _categories(f"{CORPUS}/gpt2_tiny_dynamo.onnx", "-b", "1")
+    assert bound["opt-variable"] - fixed["opt-variable"] == 2 * 8 * 32 * 4
+    assert {k: v for k, v in bound.items() if k not in ("opt-variable", "trainable")} == \
+        {k: v for k, v in fixed.items() if k not in ("opt-variable", "trainable")}
+
+
+def test_a_real_torchscript_export_refuses_a_size_beyond_its_position_table():
+    r = run("analyze", f"{CORPUS}/bert_tiny_seq_ts.onnx", "-b", "2", "--dim", "seq=16", "-q")
+    assert r.exit_code == 0, r.output
+    r = run("analyze", f"{CORPUS}/bert_tiny_seq_ts.onnx", "-b", "2", "--dim", "seq=17")
+    assert r.exit_code == 2 and "with --dim seq=17" in r.stderr and "may not take this size" in r.stderr
+    r = run("fit", f"{CORPUS}/bert_tiny_seq_ts.onnx", "-b", "2", "--dim", "seq=8", "--max-dim", "seq",
+            "--budget", "64MiB", "-f", "json")
+    assert r.exit_code == 0, r.output
+    row = next(o for o in json.loads(r.stdout)["options"] if o["option"] == "longest dim")
+    assert row["dims"] == {"seq": 16} and "seq 17" in row["change"] and "at seq 17" in row["note"]
