@@ -68,7 +68,7 @@ class PoolFigures:
 
 @dataclass(frozen=True)
 class AnalysisResult:
-    """What `memplan analyze` finds: `report` is its JSON document (memplan_cli/schemas/report.schema.json)."""
+    """What `memplan analyze` finds: `report` is its JSON document (schemas/analysis.schema.json)."""
 
     report: dict
     # the work behind the report (buffers, plans, the graph); not part of the stable API
@@ -149,7 +149,7 @@ class SystemColumn:
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """What `memplan compare` finds: `report` is its JSON document (memplan_cli/schemas/compare.schema.json)."""
+    """What `memplan compare` finds: `report` is its JSON document (schemas/compare.schema.json)."""
 
     report: dict
     comparison: object = field(repr=False, compare=False, default=None)

@@ -68,6 +68,29 @@ class _ClosedStdout(io.TextIOBase):
         raise OSError(errno.EBADF, "stdout is closed")
 
 
+def _checked_stdout() -> None:
+    """Give the process's stdout a buffered layer if it has none (PYTHONUNBUFFERED=1, as CI images
+    often set): unbuffered, Python's text layer drops what a short write leaves (a file-size limit,
+    a nearly full disk) and the run exits 0 with half a report. A BufferedWriter writes the rest
+    and raises the error (EFBIG, ENOSPC), so the run ends in 74."""
+    s = sys.stdout
+    if s is None or s is not sys.__stdout__ or isinstance(getattr(s, "buffer", None), io.BufferedWriter):
+        return
+    try:
+        fd = s.fileno()
+        raw = io.FileIO(fd, "w", closefd=False)
+    except (OSError, ValueError, AttributeError):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=s.encoding, errors=s.errors,
+                                  line_buffering=s.line_buffering)
+
+
+def _reader_gone() -> None:
+    """The reader of stdout went away: end as SIGPIPE would (141), nothing on stderr."""
+    _stdout_to_devnull()
+    sys.exit(141)
+
+
 def _on_signal(signum, frame):
     # unwind like an exception, so write_atomic removes its temporary file
     raise SystemExit(128 + signum)
@@ -85,6 +108,7 @@ class MemplanGroup(click.Group):
         closed_stdout = sys.stdout is None
         if closed_stdout:  # started with fd 1 closed: --help and --version must fail too, not print nowhere
             sys.stdout = _ClosedStdout()
+        _checked_stdout()
         previous = {}
         for name in ("SIGTERM", "SIGHUP"):
             sig = getattr(signal, name, None)
@@ -100,6 +124,14 @@ class MemplanGroup(click.Group):
                 if not os.environ.get("MEMPLAN_DEBUG"):
                     warnings.simplefilter("ignore")
                 return super().main(*args, **kwargs)
+        except SystemExit as e:
+            # click answers EPIPE on its own output (--help, --version) with exit 1 and wrappers
+            # that silence the last flush; memplan's rule for a reader that went away is 141
+            if e.code == 1 and type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+                _reader_gone()
+            raise
+        except BrokenPipeError:
+            _reader_gone()
         except OSError as e:  # click's own output (--help, --version, usage) to a failing stdout
             _stdout_to_devnull()
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
@@ -142,6 +174,8 @@ class MemplanGroup(click.Group):
         except OSError as e:
             if not _from_echo(e):
                 _internal(ctx, e)
+            if isinstance(e, BrokenPipeError):
+                _reader_gone()
             _stdout_to_devnull()  # a subcommand's --help to a full stdout
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
             ctx.exit(74)

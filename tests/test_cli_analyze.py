@@ -15,7 +15,7 @@ from memplan_cli.schemas import load_schema
 ROOT = pathlib.Path(__file__).parents[1]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
 MOBILENET = str(ROOT / "sample_models" / "mobilenetv2.circle")
-SCHEMA = load_schema("report")
+SCHEMA = load_schema("analysis")
 
 
 def run(*args, env=None):

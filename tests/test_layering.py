@@ -6,8 +6,8 @@ entry names, plus `errors` (what every layer may raise) and the package's `__ver
 bottom up:
 
 - leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList), `lazyimport` (the
-  stand-in that defers a library's import to its first use) and `schemas` (the JSON Schemas) import
-  nothing of memplan's; `config`
+  stand-in that defers a library's import to its first use) import nothing of memplan's; nor does
+  `schemas` (the JSON Schemas, at the repository's top level, shipped as memplan_cli.schemas); `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `kernels`: NumPy reference kernels (no memplan imports).
@@ -51,7 +51,6 @@ ALLOWED = {
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
-    "schemas": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
     "ir": {"ir", "ops", "lazyimport"},
@@ -162,6 +161,10 @@ def test_no_import_runs_back_up(layer):
         if extra:
             bad[str(f.relative_to(PKG))] = sorted(extra)
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
+
+
+def test_the_schemas_package_imports_nothing_of_memplan():
+    assert memplan_imports(PKG.parent / "schemas" / "__init__.py", "memplan_cli.schemas") == set()
 
 
 def test_the_package_never_imports_dev_only_code():

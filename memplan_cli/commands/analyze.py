@@ -98,6 +98,6 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
 
                 raise MemplanError(f"--timeline {timeline_path} and --output {output} name the same file")
         write_atomic(timeline_path, svg, (model,))
-    emit(text, output, (model,))
+    emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if doc.get("remat") is not None and not doc["remat"]["fits"]:
         click.get_current_context().exit(3)

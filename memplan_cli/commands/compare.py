@@ -47,4 +47,4 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).compare(doc, opts), output, (model,))
+    emit(get_reporter(fmt).compare(doc, opts), output, (model,), data=fmt if fmt != "table" else "")

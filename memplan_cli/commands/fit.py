@@ -72,7 +72,7 @@ def command(model, budget, max_dim, fmt, output, quiet, verbose, **flags):
 
             text += f"planner kernels: {kernels_text(BACKEND)}\n"
     if level >= 0 or (output and output != "-"):
-        emit(text, output, (model,))
+        emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
         click.get_current_context().exit(NOTHING_FITS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from memplan_cli.commands.options import dim_option
+from memplan_cli.errors import printable
 
 
 def _fmt_value(v, shown: int = 8) -> str:
@@ -68,7 +69,9 @@ def describe(g, model: str) -> list[str]:
                      f"{o.name}{val}")
     for w in g.warnings:
         lines.append(f"warning: {w}")
-    return lines
+    # every line quotes the file (names, custom op codes, signature names, the producer, string
+    # attributes): shown with errors.printable's escapes, one line each
+    return [printable(line) for line in lines]
 
 
 @click.command("inspect")

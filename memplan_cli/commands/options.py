@@ -83,7 +83,7 @@ def output_options(f):
 
     opts = [
         click.option("-f", "--format", "fmt", type=click.Choice(tuple(REPORTER_BY_NAME)), default="table",
-                     show_default=True, help="table for people; json (memplan_cli/schemas/report.schema.json) or csv for scripts."),
+                     show_default=True, help="table for people; json (memplan_cli/schemas/analysis.schema.json) or csv for scripts."),
         click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
                      help="Write the report to FILE (atomically: a failed run leaves FILE as it was)."),
         click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,

@@ -117,7 +117,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
                 f"{doc['status']}\n")
     # everything is computed and verified: only now write
     if output == "-":
-        emit(plan_text, None)
+        emit(plan_text, None, data="csv")
         if level >= 0:
             click.echo(text, err=True, nl=False)
         return

@@ -150,6 +150,6 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
                          verbosity=level)
-    emit(get_reporter(fmt).sweep(doc, opts), output, (model,))
+    emit(get_reporter(fmt).sweep(doc, opts), output, (model,), data=fmt if fmt != "table" else "")
     if doc["status"] == "over_budget":
         click.get_current_context().exit(OVER_BUDGET)

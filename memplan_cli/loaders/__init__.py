@@ -77,6 +77,11 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None):
                 raise ModelError(f"cannot re-batch to batch {batch_size}: {e} (the file fixes batch "
                                  f"{_file_batch(old)} inside the graph; export it with a dynamic batch axis, or "
                                  "analyse it at its own batch)", path) from None
+        from memplan_cli import ops
+
+        folds = ops.parameter_folds(graph)  # a converter's merge of a norm's scale/shift: said in reports
+        if folds:
+            graph.metadata["merged_parameters"] = folds
     except ModelError:
         raise
     except DimsError as e:

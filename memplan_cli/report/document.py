@@ -127,7 +127,7 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
-    """The JSON report of `analysis` (see memplan_cli/schemas/report.schema.json)."""
+    """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
     from memplan_cli.report.layers import per_layer
 
     bl = analysis.buffers
@@ -207,7 +207,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
 def parameters_dict(analysis) -> dict | None:
     """Which float constants train as parameters by the file's naming rule (loaders/params.py):
     `assumed_trainable` names those that get a gradient although the file could not tell whether
-    they are parameters of the source model; `not_parameters` counts the computed ones left frozen."""
+    they are parameters of the source model; `not_parameters` counts the computed ones left frozen;
+    `merged_normalizations` lists the normalisations whose scale and shift a converter merged into
+    the next layer's trained weight (no gradient of their own)."""
     graph = analysis.graph
     rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
     if rule is None:
@@ -216,7 +218,14 @@ def parameters_dict(analysis) -> dict | None:
     trained = set(tg.grad) if tg is not None else None
     floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
     assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]
-    return {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
+    out = {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
+    merged = [{"norm": m["norm"], "op": m["op"], "into": list(m["into"]),
+               "weights": [graph.operands[w].name for w in m["weights"]]}
+              for m in graph.metadata.get("merged_parameters", ())
+              if trained is None or any(w in trained for w in m["weights"])]
+    if merged:
+        out["merged_normalizations"] = merged
+    return out
 
 
 FLOPS_COLUMNS = ("fwd_flops", "bwd_flops")

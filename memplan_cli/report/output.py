@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from memplan_cli.errors import MemplanError, OutputError
+from memplan_cli.errors import MemplanError, OutputError, printable
 
 # width used when the output is not a terminal (files, pipes, CI logs): wide enough for the tables
 PLAIN_WIDTH = 120
@@ -154,12 +154,13 @@ def write_atomic(path: str, text: str, inputs: Iterable[str] = ()) -> None:
         raise
 
 
-def emit(text: str, output: str | None, inputs: Iterable[str] = ()) -> None:
-    """The report to `output` (atomically; never onto one of `inputs`) or to stdout."""
-    if output and output != "-":
+def emit(text: str, output: str | None, inputs: Iterable[str] = (), data: str = "") -> None:
+    """The report to `output` (atomically; never onto one of `inputs`) or to stdout. `data`: "csv"
+    or "json", which keep a file's strings exactly, escaped only when stdout is a terminal."""
+    if output is not None and output != "-":
         write_atomic(output, text, inputs)
     else:
-        write_stdout(text)
+        write_stdout(text, data)
 
 
 def _stdout_to_devnull() -> None:
@@ -173,10 +174,29 @@ def _stdout_to_devnull() -> None:
         pass
 
 
-def write_stdout(text: str) -> None:
+def for_terminal(text: str, data: str) -> str:
+    """`text` in format `data` ("csv", "json"), which holds a file's strings exactly, with each
+    string made `errors.printable`, for a terminal (a CSV field's newline too)."""
+    if data == "csv":
+        import csv
+        import io
+
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        for row in csv.reader(io.StringIO(text, newline="")):
+            w.writerow([printable(f) for f in row])
+        return out.getvalue()
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def write_stdout(text: str, data: str = "") -> None:
     """`text` to stdout. A reader that went away (`memplan ... | head`) ends the run quietly with
-    141, as for SIGPIPE; a closed (`>&-`) or failing (`> /dev/full`) stdout is an OutputError (74)."""
+    141, as for SIGPIPE; a closed (`>&-`) or failing (`> /dev/full`) stdout is an OutputError (74).
+    `data` (CSV, JSON: exact strings) is escaped line by line when stdout is a terminal; a table is
+    made printable where it is built."""
     stream = sys.stdout
+    if data and stream is not None and stream_is_terminal(stream):
+        text = for_terminal(text, data)
     if stream is None or getattr(stream, "closed", False):
         raise OutputError("cannot write the report: stdout is closed")
     try:

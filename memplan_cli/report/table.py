@@ -193,6 +193,19 @@ def assumed_note(doc: dict) -> str:
             "--freeze params:GLOB keeps them frozen")
 
 
+def merged_norm_note(doc: dict) -> str:
+    """The note naming normalisations whose scale and shift a converter merged into the next layer."""
+    merged = (doc.get("parameters") or {}).get("merged_normalizations") or []
+    if not merged:
+        return ""
+    m = merged[0]
+    first = f"{m['norm']} at op {m['op'].split(' ')[0]} feeds {', '.join(m['into'])}"
+    more = f" and {len(merged) - 1} more (parameters.merged_normalizations in the JSON report)" if len(merged) > 1 else ""
+    return (f"{len(merged)} normalisation(s) without a scale or shift of their own ({first}{more}): a converter "
+            "merges those into the next layer's weight and bias (litert-torch does), so they get no gradient of "
+            "their own")
+
+
 class TableReporter(Reporter):
     name = "table"
 
@@ -207,7 +220,7 @@ class TableReporter(Reporter):
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
-        for note in (train_from_file_note(doc), assumed_note(doc)):
+        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc)):
             if note:
                 con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:

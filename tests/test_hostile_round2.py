@@ -1,0 +1,237 @@
+"""Hostile input, round 2 (issue 40): one test class per defect class. Each class failed before its
+fix: a string from the file reached the terminal raw, a short write on stdout read as success, or
+the run ended in exit 70, a signal or a misleading message. Files are built in tmp_path; what needs
+a real process (a terminal, a file-size limit, a closed pipe, a deleted working directory) runs
+`python -m memplan_cli`."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import flatbuffers
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from memplan_cli.cli import main
+from tests.loaders import fbmodels as fb
+from tests.loaders import onnxmodels as om
+
+vi = h.make_tensor_value_info
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# ESC ] (retitle the terminal), BEL, a bidi override, a C1 CSI, a newline, a line separator, an isolate
+HOSTILE = "a\x1b]0;pwn\x07\u202eb\x9bc\nd\u2028e\u2066f"
+# what a terminal must never receive from a file
+RAW = ("\x1b", "\x07", "\u202e", "\x9b", "\u2028", "\u2066")
+
+
+def run(args):
+    r = CliRunner().invoke(main, args, catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def memplan(args, **kw):
+    kw.setdefault("capture_output", True)
+    return subprocess.run([sys.executable, "-m", "memplan_cli", *args], text=True, timeout=300,
+                          cwd=kw.pop("cwd", ROOT), **kw)
+
+
+def on_terminal(args, cwd=ROOT) -> tuple[int, str]:
+    """`memplan ARGS` with stdout on a pseudo-terminal: its exit status and what the terminal got."""
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "memplan_cli", *args], stdout=follower,
+                             stderr=subprocess.DEVNULL, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+        os.close(follower)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            got += chunk
+        return p.wait(timeout=300), got.decode("utf-8", "replace")
+    finally:
+        os.close(leader)
+
+
+def raw_in(text: str) -> list[str]:
+    return [c for c in RAW if c in text]
+
+
+def producer_model(tmp_path) -> str:
+    m = om.tiny_cnn()
+    m.producer_name = HOSTILE
+    return om.save(tmp_path, "m.onnx", m)
+
+
+def signature_model(tmp_path) -> str:
+    """The tiny CNN as TF Lite with a signature whose input and output names are HOSTILE."""
+    from circle_schema.v0_10.circle.Model import ModelT
+    from circle_schema.v0_10.circle.SignatureDef import SignatureDefT
+    from circle_schema.v0_10.circle.TensorMap import TensorMapT
+
+    mt = ModelT.InitFromPackedBuf(fb.tiny_cnn("tflite"), 0)
+    sd = SignatureDefT()
+    sd.signatureKey, sd.subgraphIndex = HOSTILE, 0
+    tin, tout = TensorMapT(), TensorMapT()
+    tin.name, tin.tensorIndex = HOSTILE + "in", mt.subgraphs[0].inputs[0]
+    tout.name, tout.tensorIndex = HOSTILE + "out", mt.subgraphs[0].outputs[0]
+    sd.inputs, sd.outputs = [tin], [tout]
+    mt.signatureDefs = [sd]
+    b = flatbuffers.Builder(1024)
+    b.Finish(mt.Pack(b), file_identifier=b"TFL3")
+    p = tmp_path / "sig.tflite"
+    p.write_bytes(bytes(b.Output()))
+    return str(p)
+
+
+def custom_op_model(tmp_path) -> str:
+    data = fb.build([fb.tensor("x", [2, 4]), fb.tensor("y", [2, 4])], [fb.op(HOSTILE, [0], [1])], [0], [1],
+                    fmt="tflite")
+    p = tmp_path / "custom.tflite"
+    p.write_bytes(data)
+    return str(p)
+
+
+# ---- 1. strings from the file reach the terminal raw ---------------------------------------------
+class TestStringsFromTheFileAreEscaped:
+    def test_the_rule_escapes_controls_bidi_and_separators(self):
+        from memplan_cli.errors import printable
+
+        assert printable(HOSTILE) == "a\\x1b]0;pwn\\x07\\u202eb\\x9bc\\nd\\u2028e\\u2066f"
+        for c in ["\u200e", "\u200f", "\u061c", *map(chr, range(0x202a, 0x202f)), *map(chr, range(0x2066, 0x206a))]:
+            assert printable(c) == f"\\u{ord(c):04x}"
+        assert printable("résumé 名前 x-y_z:0") == "résumé 名前 x-y_z:0"
+
+    def test_onnx_producer_name_in_inspect(self, tmp_path):
+        code, out, err = run(["inspect", producer_model(tmp_path)])
+        assert code == 0, err
+        assert not raw_in(out), out
+        assert "producer 'a\\x1b]0;pwn\\x07\\u202eb" in out
+
+    @pytest.mark.parametrize("cmd", [["inspect"], ["analyze"], ["compare"], ["analyze", "--by-layer"]])
+    def test_tflite_signature_names(self, tmp_path, cmd):
+        code, out, err = run([*cmd, signature_model(tmp_path)])
+        assert code == 0, err
+        assert not raw_in(out), (cmd, out)
+        assert "\\x1b]0;pwn" in out
+
+    def test_custom_op_code_in_inspect(self, tmp_path):
+        code, out, err = run(["inspect", custom_op_model(tmp_path)])
+        assert not raw_in(out + err), out + err
+        assert "\\x1b]0;pwn" in out + err
+
+    def test_bidi_in_tensor_names(self, tmp_path):
+        m = om.model([h.make_node("Relu", ["x\u202e"], ["y\u2067"], name="r\u200f")],
+                     [vi("x\u202e", T.FLOAT, [2, 4])], [vi("y\u2067", T.FLOAT, [2, 4])], [])
+        p = om.save(tmp_path, "m.onnx", m)
+        for cmd in (["inspect"], ["analyze"], ["analyze", "--by-layer"], ["verify"], ["compare"]):
+            code, out, err = run([*cmd, p])
+            assert code == 0, err
+            assert not any(c in out + err for c in "\u202e\u2067\u200f"), cmd
+
+    def test_train_ops_error_echo(self, tmp_path):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        code, out, err = run(["analyze", p, "--train", "ops:\u202eevil\x1b[2J"])
+        assert code == 2
+        assert not raw_in(err) and "\\u202eevil\\x1b[2J" in err, err
+
+    def test_plan_csv_ids_on_a_terminal_are_escaped_and_exact_elsewhere(self, tmp_path):
+        csv_path = tmp_path / "b.csv"
+        csv_path.write_text(f'id,lower,upper,size\n"{HOSTILE}",0,2,8\nplain,1,3,8\n', encoding="utf-8")
+        code, shown = on_terminal(["plan", str(csv_path), "-o", "-"])
+        assert code == 0
+        assert not raw_in(shown), shown
+        assert "a\\x1b]0;pwn\\x07\\u202eb\\x9bc\\nd" in shown
+        r = memplan(["plan", str(csv_path), "-o", "-"])  # a pipe: the CSV as the file has it
+        assert r.returncode == 0 and f'"{HOSTILE}",0,2,8,0' in r.stdout
+        out = tmp_path / "p.csv"
+        assert memplan(["plan", str(csv_path), "-o", str(out)]).returncode == 0
+        assert f'"{HOSTILE}",0,2,8,0' in out.read_text(encoding="utf-8")
+
+    def test_json_keeps_the_exact_string_and_is_inert(self, tmp_path):
+        code, out, err = run(["analyze", signature_model(tmp_path), "-f", "json"])
+        assert code == 0, err
+        assert not raw_in(out)
+        assert json.loads(out)["config"]["loss_outputs"] == [HOSTILE + "out"]
+
+
+# ---- 2. a short write on stdout read as success ------------------------------------------------
+def _file_size_limit(limit: int):
+    import resource
+
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+class TestStdoutWriteFailures:
+    @pytest.mark.parametrize("unbuffered", ["1", ""])
+    @pytest.mark.parametrize("args", [["analyze", "{m}", "-f", "json", "--by-layer"], ["analyze", "--help"]])
+    def test_a_file_size_limit_on_stdout_is_74(self, tmp_path, args, unbuffered):
+        m = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        out = tmp_path / "r.json"
+        env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+        with open(out, "w") as f:
+            r = memplan([a.format(m=m) for a in args], stdout=f, stderr=subprocess.PIPE,
+                        preexec_fn=_file_size_limit(1024), env=env, capture_output=False)
+        assert out.stat().st_size == 1024  # the limit was reached: the report did not fit
+        assert r.returncode == 74, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "stdout" in r.stderr, r.stderr
+
+    @pytest.mark.parametrize("args", [["--help"], ["--version"], ["analyze", "--help"], ["inspect", "{m}"],
+                                      ["analyze", "{m}"]])
+    def test_a_reader_that_went_away_is_141(self, tmp_path, args):
+        m = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before memplan writes a byte
+        try:
+            r = memplan([a.format(m=m) for a in args], stdout=write_end, stderr=subprocess.PIPE,
+                        capture_output=False)
+        finally:
+            os.close(write_end)
+        assert r.returncode == 141, r.stderr
+        assert r.stderr == ""
+
+    @pytest.mark.parametrize("args", [["--help"], ["--version"], ["analyze", "--help"], ["inspect", "{m}"]])
+    def test_a_full_stdout_is_74(self, tmp_path, args):
+        m = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full")
+        with open("/dev/full", "w") as full:
+            r = memplan([a.format(m=m) for a in args], stdout=full, stderr=subprocess.PIPE, capture_output=False)
+        assert r.returncode == 74, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ---- 3. verify's exit 70 on constant out-of-range indices ----------------------------------------
+class TestConstantIndicesOutOfRange:
+    @pytest.mark.parametrize("op, index", [("Gather", [0, 7]), ("Gather", [0, -5]), ("GatherElements", [[0, 9, 1]])])
+    def test_refused_by_analyze_and_verify_alike(self, tmp_path, op, index):
+        import numpy as np
+        from onnx import numpy_helper as nh
+
+        m = om.model([h.make_node(op, ["x", "i"], ["y"], axis=0)], [vi("x", T.FLOAT, [4, 3])],
+                     [vi("y", T.FLOAT, None)], [nh.from_array(np.array(index, dtype=np.int64), "i")])
+        p = om.save(tmp_path, "m.onnx", m)
+        for cmd in ("analyze", "verify"):
+            code, out, err = run([cmd, p])
+            assert code == 2, (cmd, err)
+            assert len(err.strip().splitlines()) == 1 and p in err and "outside axis 0" in err, err
+
+    def test_indices_in_range_still_verify(self, tmp_path):
+        import numpy as np
+        from onnx import numpy_helper as nh
+
+        m = om.model([h.make_node("Gather", ["x", "i"], ["y"], axis=0)], [vi("x", T.FLOAT, [4, 3])],
+                     [vi("y", T.FLOAT, None)], [nh.from_array(np.array([0, 3, -4], dtype=np.int64), "i")])
+        code, out, err = run(["verify", om.save(tmp_path, "m.onnx", m)])
+        assert code == 0, err
