@@ -239,3 +239,34 @@ def test_a_real_torchscript_export_refuses_a_size_beyond_its_position_table():
     assert r.exit_code == 0, r.output
     row = next(o for o in json.loads(r.stdout)["options"] if o["option"] == "longest dim")
     assert row["dims"] == {"seq": 16} and "seq 17" in row["change"] and "at seq 17" in row["note"]
+
+
+def test_one_name_binds_every_input_that_carries_it(tmp_path):
+    """ids and attention_mask both [batch, seq]: one --dim seq=N sizes both (ONNX Runtime's override
+    by name); a third input's unnamed dim is named after it, and both must be bound."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.FLOAT, ["batch", "seq", 4])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.FLOAT, ["batch", "seq", 4])
+    extra = helper.make_tensor_value_info("extra", TensorProto.FLOAT, ["batch", "", 4])
+    extra.type.tensor_type.shape.dim[1].ClearField("dim_param")
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Mul", ["ids", "attention_mask"], ["m"]),
+             helper.make_node("Concat", ["m", "extra"], ["y"], axis=1)]
+    m = helper.make_model(helper.make_graph(nodes, "two", [ids, mask, extra], [out]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = str(tmp_path / "two.onnx")
+    onnx.save(m, p)
+    with pytest.raises(ModelError, match=r"'seq' \(graph input 'ids', position 1\); 'extra_dim1' .*"
+                                         r"--dim seq=N --dim extra_dim1=N"):
+        load_model(p, batch_size=2)
+    g = load_model(p, batch_size=2, dims={"seq": 6, "extra_dim1": 3})
+    assert [g.operands[i].shape for i in g.inputs] == [(2, 6, 4), (2, 6, 4), (2, 3, 4)]
+    assert g.operands[g.outputs[0]].shape == (2, 9, 4)
+
+
+@pytest.mark.parametrize("dims", [{"seq": 0}, {"seq": "16"}, {3: 16}, ["seq=16"], {"seq": True}])
+def test_the_api_checks_its_dims_argument(files, dims):
+    from memplan_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="dims"):
+        api.analyze(files["sym"], batch_size=2, dims=dims)
