@@ -438,16 +438,9 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     from memplan_cli.remat.section import remat_section
     from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.report.progress import spinner
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
-    if isinstance(budget, bool) or not isinstance(budget, (int, str)):
-        raise ConfigError(f"budget must be a size (bytes or text such as '192MiB'), got {budget!r}")
-    try:
-        limit = parse_size(budget) if isinstance(budget, str) else budget
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
-    if limit < 1:
-        raise ConfigError(f"--budget must be > 0 bytes, got {budget!r}")
+    limit = parse_budget(budget)
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     check_planner(flags.get("planner"))

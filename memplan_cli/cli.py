@@ -1,7 +1,8 @@
 """Command-line entry point. Kept thin: each command lives in `memplan_cli/commands/<name>.py`,
 parses its flags and calls the work; this module only wires commands and turns errors into exit codes.
 
-Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over budget (sweep);
+Exit codes (memplan_cli/errors.py names 1 and 3): 0 ok; 1 a failed check (diff thresholds, verify);
+2 bad input or usage (also --budget 0); 3 over budget (analyze / verify / sweep --budget, fit);
 74 the report could not be written (a full disk, a closed or full stdout); 141 the reader of stdout
 went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """
@@ -25,6 +26,12 @@ from memplan_cli.version import __version__
 # generations, whose collections cost another 3 s of 22 on a 100,000-op chain at 100,000 (measured,
 # the same peak RSS: memplan makes few cycles). The CLI's choice only.
 gc.set_threshold(1_000_000, 50, 10_000)
+
+# OpenBLAS starts one thread per core when NumPy is imported, and when the system refuses one it
+# prints four lines and raises SIGINT (memplan said "interrupted", exit 130, with no Ctrl-C).
+# `verify` runs its kernels on 1 BLAS thread unless --threads asks for more (execute/blas.py), so
+# the pool NumPy's import would start is never used: start none.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
@@ -171,6 +178,11 @@ class MemplanGroup(click.Group):
         except RecursionError:
             _echo_error("memplan: error: the input is nested too deeply for memplan")
             ctx.exit(2)
+        except RuntimeError as e:
+            if "can't start new thread" not in str(e):
+                _internal(ctx, e)
+            _echo_error(f"memplan: error: {THREAD_REFUSED}")
+            ctx.exit(2)
         except OSError as e:
             if not _from_echo(e):
                 _internal(ctx, e)
@@ -181,6 +193,10 @@ class MemplanGroup(click.Group):
             ctx.exit(74)
         except Exception as e:
             _internal(ctx, e)
+
+
+THREAD_REFUSED = ("cannot start a thread: the system refused it (a limit on processes, ulimit -u, or on "
+                  "memory, ulimit -v / -s)")
 
 
 def _internal(ctx, e: Exception):

@@ -1,6 +1,13 @@
-"""Errors that end a command with exit status 2 and one line on stderr."""
+"""Errors that end a command with exit status 2 and one line on stderr, and the other exit statuses
+the commands share (README, "Exit status"; memplan_cli/cli.py turns errors into theirs)."""
 
 import unicodedata
+
+# the check ran and failed: `verify` (the plan does not hold), `diff` (a threshold is exceeded)
+EXIT_FAILED = 1
+# the budget cannot be met: no batch (sweep), no remat plan (analyze, verify), no option (fit)
+# fits. A budget that is no size, or 0 bytes, is bad input (2: memplan_cli/sizes.parse_budget).
+EXIT_OVER_BUDGET = 3
 
 # What a terminal must never receive from a file: C0 and C1 controls (ESC, BEL, CSI, a newline),
 # format characters (the bidi overrides U+202A-202E and isolates U+2066-2069, U+200E/F marks, zero

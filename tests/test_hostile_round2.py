@@ -235,3 +235,210 @@ class TestConstantIndicesOutOfRange:
                      [vi("y", T.FLOAT, None)], [nh.from_array(np.array([0, 3, -4], dtype=np.int64), "i")])
         code, out, err = run(["verify", om.save(tmp_path, "m.onnx", m)])
         assert code == 0, err
+
+
+# ---- 3. the remaining exit-70 paths, signals and misleading messages -----------------------------
+def _range_model(tmp_path) -> str:
+    import numpy as np
+    from onnx import numpy_helper as nh
+
+    g = h.make_graph([h.make_node("Range", ["s", "l", "d"], ["r"], name="big_range"),
+                      h.make_node("Cast", ["r"], ["rf"], to=T.FLOAT), h.make_node("Add", ["x", "rf"], ["y"])], "g",
+                     [vi("x", T.FLOAT, [1])], [vi("y", T.FLOAT, None)],
+                     [nh.from_array(np.array(0, np.int64), "s"), nh.from_array(np.array(2**40, np.int64), "l"),
+                      nh.from_array(np.array(1, np.int64), "d")])
+    p = tmp_path / "range.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), p)
+    assert p.stat().st_size < 250
+    return str(p)
+
+
+class TestShapeInferenceMemory:
+    def test_a_200_byte_range_of_2_40_is_one_line_naming_the_op(self, tmp_path):
+        p = _range_model(tmp_path)
+        r = memplan(["analyze", p])  # unbounded before: 15-21 GB until the kernel killed it
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and p in r.stderr
+        assert "memory limit" in r.stderr and "'big_range' (Range)" in r.stderr, r.stderr
+
+    def test_the_child_limit_is_what_it_maps_plus_a_budget(self):
+        from memplan_cli.loaders import onnx_loader
+
+        def limits(model):
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+            raise ValueError(f"limit {soft}")
+
+        with pytest.raises(RuntimeError, match=r"^limit (\d+)$") as e:
+            onnx_loader._contained(limits, onnx.ModelProto(), "shape inference")
+        soft = int(str(e.value).split()[1])
+        assert onnx_loader.CHILD_MEMORY < soft < 1 << 46
+
+
+class TestProcessLimits:
+    def test_fork_refused_is_not_a_malformed_file(self, tmp_path, monkeypatch):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+
+        def refused():
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(os, "fork", refused)
+        code, out, err = run(["analyze", p])
+        assert code == 2, err
+        assert len(err.strip().splitlines()) == 1 and p in err
+        assert "cannot start a process" in err and "malformed" not in err, err
+
+    def test_thread_creation_refused_is_not_an_interrupt(self, tmp_path):
+        import resource
+
+        if not sys.platform.startswith("linux"):
+            pytest.skip("thread stacks sized by RLIMIT_STACK: Linux")
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+
+        def no_threads():  # every new thread's 8 GB stack is more than the 6 GB address space allows
+            resource.setrlimit(resource.RLIMIT_STACK, (8 << 30, resource.RLIM_INFINITY))
+            resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        for args in (["verify", p, "-q"], ["verify", p, "-q", "--threads", "2"]):
+            r = memplan(args, preexec_fn=no_threads, env=env)
+            assert r.returncode in (0, 2), (args, r.returncode, r.stderr)  # 130 ("interrupted") before
+            assert "interrupted" not in r.stderr and "OpenBLAS" not in r.stderr, r.stderr
+            if r.returncode == 2:
+                assert len(r.stderr.strip().splitlines()) == 1 and "cannot start a thread" in r.stderr
+
+    def test_python_thread_refused_is_one_line(self, tmp_path, monkeypatch):
+        # the planners' worker threads: RuntimeError("can't start new thread") was an internal error
+        from memplan_cli import api
+
+        def refused(*a, **k):
+            raise RuntimeError("can't start new thread")
+
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        monkeypatch.setattr(api, "analyze", refused)
+        code, out, err = run(["analyze", p])
+        assert code == 2, err
+        assert "cannot start a thread" in err and "internal error" not in err
+
+
+class TestAFileChangedWhileRead:
+    SCRIPT = ("import mmap, os, sys\n"
+              "path = sys.argv[1]\n"
+              "real = mmap.mmap\n"
+              "def truncating(fd, length, *a, **k):\n"
+              "    m = real(fd, length, *a, **k)\n"
+              "    os.truncate(path, 0)  # another process cut the file while memplan has it mapped\n"
+              "    return m\n"
+              "mmap.mmap = truncating\n"
+              "from memplan_cli.cli import main\n"
+              "main(['inspect', path])\n")
+
+    @pytest.mark.parametrize("fmt", ["circle", "tflite", "onnx"])
+    def test_truncated_while_mapped_is_one_line_not_sigbus(self, tmp_path, fmt):
+        p = tmp_path / f"m.{fmt}"
+        if fmt == "onnx":
+            m = om.tiny_cnn()
+            m.graph.doc_string = "x" * 20000  # pages past the first: the strip walks into them
+            onnx.save(m, p)
+        else:
+            p.write_bytes(fb.tiny_cnn(fmt) + b"\0" * 20000)
+        r = subprocess.run([sys.executable, "-c", self.SCRIPT, str(p)], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        assert r.returncode == 2, (r.returncode, r.stderr)  # -7 (SIGBUS), exit 135 in a shell, before
+        assert r.stderr.strip().splitlines() == [f"memplan: error: {p}: the file changed while memplan read it "
+                                                 "(truncated or rewritten by another process)"]
+
+    def test_a_model_removed_after_its_first_bytes_is_named(self, tmp_path, monkeypatch):
+        from memplan_cli.loaders import onnx_loader
+
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        real = onnx_loader._read_stripped
+
+        def vanish(path):
+            os.unlink(path)
+            return real(path)
+
+        monkeypatch.setattr(onnx_loader, "_read_stripped", vanish)
+        code, out, err = run(["analyze", p])
+        assert code == 2 and p in err and "removed while memplan read it" in err, err
+
+
+class TestOutputPaths:
+    @pytest.mark.parametrize("flag", ["-o", "--timeline"])
+    def test_an_empty_path_is_refused(self, tmp_path, flag):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        code, out, err = run(["analyze", p, flag, ""])
+        assert code == 2 and "empty path" in err, err
+        assert out == ""  # not the report on stdout
+
+    @pytest.mark.parametrize("cmd", [["plan", "{csv}"], ["verify", "{m}"], ["compare", "{m}"], ["fit", "{m}", "1MiB"]])
+    def test_an_empty_output_is_refused_by_every_command(self, tmp_path, cmd):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        csv_path = tmp_path / "b.csv"
+        csv_path.write_text("id,lower,upper,size\na,0,2,8\n")
+        code, out, err = run([a.format(m=p, csv=csv_path) for a in cmd] + ["-o", ""])
+        assert code == 2 and "empty path" in err, err
+
+    @pytest.mark.parametrize("flag", ["-o", "--timeline"])
+    def test_a_deleted_working_directory_is_named(self, tmp_path, flag):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        r = memplan(["analyze", p, flag, "r.out"], cwd=str(gone), preexec_fn=lambda: os.rmdir(gone))
+        assert r.returncode == 2, r.stderr  # 70 (FileNotFoundError from getcwd) before
+        assert len(r.stderr.strip().splitlines()) == 1 and "working directory was deleted" in r.stderr
+
+
+# ---- 4. -o failures get their exit status by cause, not by step ---------------------------------
+class TestOutputExitCodesByCause:
+    """ENOSPC is 74 whether the temporary file cannot be made (no free inodes) or its write fails (no
+    free blocks); a path that cannot name a file is 2 whichever step finds it out."""
+
+    @staticmethod
+    def _analyze(tmp_path, target):
+        p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        return run(["analyze", p, "-o", str(target)])
+
+    @pytest.mark.parametrize("step", ["mkstemp", "write", "replace"])
+    @pytest.mark.parametrize("err, code", [(28, 74), (122, 74), (27, 74), (30, 74), (13, 74), (5, 74), (20, 2)])
+    def test_by_errno_at_every_step(self, tmp_path, monkeypatch, step, err, code):
+        import tempfile
+
+        def fail(*a, **k):
+            raise OSError(err, os.strerror(err))
+
+        class Failing:
+            def __init__(self, fd, *a, **k):
+                self.fd = fd
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                os.close(self.fd)
+
+            write = fail
+
+        if step == "mkstemp":
+            monkeypatch.setattr(tempfile, "mkstemp", fail)
+        elif step == "write":
+            real_fdopen = os.fdopen
+            monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k:
+                                Failing(fd) if mode == "w" else real_fdopen(fd, mode, *a, **k))
+        else:
+            monkeypatch.setattr(os, "replace", fail)
+        target = tmp_path / "r.txt"
+        got, out, errtext = self._analyze(tmp_path, target)
+        monkeypatch.undo()
+        assert got == code, (step, err, errtext)
+        assert len(errtext.strip().splitlines()) == 1 and os.strerror(err) in errtext
+        assert not target.exists() and not list(tmp_path.glob(".memplan-*"))
+
+    @pytest.mark.parametrize("name", ["r.json/", "file/r.json", "missing/r.json"])
+    def test_a_path_that_names_no_file_is_2(self, tmp_path, name):
+        (tmp_path / "file").write_text("x")
+        (tmp_path / "r.json").write_text("x")
+        code, out, err = self._analyze(tmp_path, os.path.join(str(tmp_path), name))  # pathlib drops a trailing /
+        assert code == 2, err  # "r.json/" was 74 ("Not a directory") while "file/r.json" was 2
+        assert len(err.strip().splitlines()) == 1

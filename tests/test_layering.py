@@ -6,7 +6,8 @@ entry names, plus `errors` (what every layer may raise) and the package's `__ver
 bottom up:
 
 - leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList), `lazyimport` (the
-  stand-in that defers a library's import to its first use) import nothing of memplan's; nor does
+  stand-in that defers a library's import to its first use) import nothing of memplan's, nor does
+  `sizes` (sizes as text, the one budget parser) but errors; nor does
   `schemas` (the JSON Schemas, at the repository's top level, shipped as memplan_cli.schemas); `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
@@ -16,7 +17,7 @@ bottom up:
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
-  passes; planners know nothing of models); `report` -> buffers only.
+  passes; planners know nothing of models); `report` -> buffers and sizes only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
@@ -51,6 +52,7 @@ ALLOWED = {
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
+    "sizes": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
     "ir": {"ir", "ops", "lazyimport"},
@@ -59,7 +61,7 @@ ALLOWED = {
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
-    "report": {"report", "buffers"},
+    "report": {"report", "buffers", "sizes"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
     "plancsv": {"inputs", "planrun"},
@@ -69,10 +71,10 @@ ALLOWED = {
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "api": {"analysis", "buffers", "comparison", "config", "loaders", "planners", "planrun", "plancsv",
-            "profiles", "remat", "report", "verification"},
+            "profiles", "remat", "report", "sizes", "verification"},
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
-                 "remat", "report", "traininfo"},
+                 "remat", "report", "sizes", "traininfo"},
     "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": {"api", "version"},

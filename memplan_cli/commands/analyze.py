@@ -9,7 +9,8 @@ import os
 
 import click
 
-from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
+from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 def api_arguments(flags: dict) -> dict:
@@ -45,7 +46,7 @@ def planner_kernels() -> str:
 @profile_options
 @output_options
 @click.option("--by-layer", is_flag=True, help="Add the per-layer view: what each op brings and its share of the peak.")
-@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.svg",
+@click.option("--timeline", "timeline_path", type=output_path(), default=None, metavar="FILE.svg",
               help="Draw live memory over the steps, stacked by category, to an SVG file.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (192MiB, 1.5GB, 1048576): plan with the cheapest rematerialization (forward "
@@ -75,7 +76,7 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
         raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
                            f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings,
                          kernels=planner_kernels() if level >= 2 else "")
@@ -100,4 +101,4 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
         write_atomic(timeline_path, svg, (model,))
     emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if doc.get("remat") is not None and not doc["remat"]["fits"]:
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)

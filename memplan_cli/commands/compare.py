@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, nntrainer_option,
-                                          training_options, verbosity)
+                                          output_path, training_options, verbosity)
 
 @click.command("compare")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -23,7 +23,7 @@ from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, S
 @nntrainer_option()
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
               show_default=True, help="table for people; json (memplan_cli/schemas/compare.schema.json) or csv for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the comparison to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
               help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset.")
@@ -45,6 +45,6 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     level = verbosity(quiet, verbose)
     doc = api.compare(model, **api_arguments(flags), progress=enabled(level)).report
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).compare(doc, opts), output, (model,), data=fmt if fmt != "table" else "")

@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
                                           verbosity)
-from memplan_cli.errors import MemplanError, printable
+from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
 
 # flag name -> the baseline config key it overrides
 CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
@@ -244,11 +244,11 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
         new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
     doc = diff_documents(base, new, thresholds, old_label=baseline, new_label=target)
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).diff(doc, opts), output, (baseline, target), data=fmt if fmt != "table" else "")
     if doc["status"] != "ok":
         # the reason belongs in the CI log, whatever --format and -o sent elsewhere
         for line in failure_lines(doc):
             click.echo(printable(line), err=True)
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAILED)

@@ -73,6 +73,21 @@ def training_options_without_batch(f):
 
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------
 
+
+class OutputPath(click.Path):
+    """A file to write (`-o`, `--timeline`): click's Path, and an empty name is refused (exit 2)
+    instead of being taken for "no file" and sending the report to stdout."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "":
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def output_path(**kw) -> OutputPath:
+    return OutputPath(dir_okay=False, **kw)
+
+
 COLOR_CHOICES = ("auto", "always", "never")
 SIMD_WIDTHS = ("4", "8", "16")
 
@@ -84,7 +99,7 @@ def output_options(f):
     opts = [
         click.option("-f", "--format", "fmt", type=click.Choice(tuple(REPORTER_BY_NAME)), default="table",
                      show_default=True, help="table for people; json (memplan_cli/schemas/analysis.schema.json) or csv for scripts."),
-        click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+        click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
                      help="Write the report to FILE (atomically: a failed run leaves FILE as it was)."),
         click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
                      help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset."),

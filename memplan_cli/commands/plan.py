@@ -9,6 +9,8 @@ import json
 
 import click
 
+from memplan_cli.commands.options import output_path
+
 
 def summary_table(d: dict) -> str:
     from memplan_cli.report.units import human
@@ -65,10 +67,10 @@ def _why_status(d: dict) -> str:
               help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
-@click.option("-o", "--output", default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(), default=None, metavar="FILE",
               help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
-                   "`offset` column, or with -f json the summary and every buffer's offset. '-' writes it to "
-                   "stdout and the summary to stderr.")
+                   "`offset` column (the summary is still printed), or with -f json the summary and every "
+                   "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people; json for scripts (memplan_cli/schemas/plan.schema.json).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
@@ -91,7 +93,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """
     from memplan_cli import api
     from memplan_cli.commands.options import verbosity
-    from memplan_cli.report.output import emit, write_atomic
+    from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
     from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
@@ -106,6 +108,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         plan_text = json.dumps({**doc, "offsets": result.offsets_json()}, indent=2) + "\n"
     else:
         text = summary_table(doc)
+        text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
             from memplan_cli.planners._native import BACKEND
             from memplan_cli.report.table import kernels_text
@@ -123,5 +126,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         return
     if output:
         write_atomic(output, plan_text, (buffers,))
-    if level >= 0:
+    # with -f json the file holds the summary too: nothing to print, as with every other command's -o;
+    # the CSV plan holds only offsets, so the table summary still goes to stdout
+    if level >= 0 and not (output and fmt == "json"):
         emit(text, None)

@@ -10,9 +10,8 @@ import click
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
                                           onert_options, output_options, planner_options, profile_option,
                                           training_options_without_batch, verbosity)
-from memplan_cli.errors import ConfigError, MemplanError
+from memplan_cli.errors import EXIT_OVER_BUDGET, ConfigError, MemplanError
 
-OVER_BUDGET = 3
 DEFAULT_BATCHES = "1,2,4,8,16,32"
 
 
@@ -23,7 +22,7 @@ DEFAULT_BATCHES = "1,2,4,8,16,32"
                    "and no list, memplan searches for the largest batch that fits.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (64MiB, 1.5GB, 1048576): report the largest batch whose total fits. "
-                   f"Exit {OVER_BUDGET} when none does.")
+                   f"Exit {EXIT_OVER_BUDGET} when none does.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N[,N...]",
               help="Bind a symbolic dimension other than the batch (--dim seq=512; repeatable; `memplan inspect "
                    "MODEL` names them). A list (--dim seq=128,256,512) sweeps its sizes instead of batch sizes, "
@@ -44,15 +43,10 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import Bar, enabled
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
     level = verbosity(quiet, verbose)
-    limit = None
-    if budget is not None:
-        try:
-            limit = parse_size(budget)
-        except ValueError as e:
-            raise ConfigError(f"--budget: {e}") from None
+    limit = None if budget is None else parse_budget(budget)
     for p in profiles:
         check_planner(flags.get("planner"), p)
     profiles = list(dict.fromkeys(profiles))
@@ -148,8 +142,8 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit,
                          swept)
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level)
     emit(get_reporter(fmt).sweep(doc, opts), output, (model,), data=fmt if fmt != "table" else "")
     if doc["status"] == "over_budget":
-        click.get_current_context().exit(OVER_BUDGET)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)

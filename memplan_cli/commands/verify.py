@@ -12,8 +12,9 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
+from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, profile_options, training_options, verbosity)
+                                          onert_options, output_path, profile_options, training_options, verbosity)
 
 
 
@@ -30,7 +31,7 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
                    "then show in the data (freed buffers are filled with NaN).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people, json for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the report to FILE (atomically).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: pools and timings.")
@@ -48,7 +49,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     """
     from memplan_cli.verification import verify_model
     from memplan_cli.api import load_for
-    from memplan_cli.report.output import emit
+    from memplan_cli.report.output import emit, terminal_width, wrap_text
     from memplan_cli.report.progress import enabled, spinner
 
     level = verbosity(quiet, verbose)
@@ -73,7 +74,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
     with spinner(f"verifying {model} ({profile})", show):
         rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
                            time_limit=flags.get("time_limit"), profile_options=popts, seed=seed, threads=threads,
@@ -101,10 +102,12 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                          else f"; DIFFERS from the step without remat: {same[1]}")
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
+    if fmt == "table":
+        text = wrap_text(text, terminal_width(to_file=bool(output and output != "-")))
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAILED)
 
 
 def envelope(model: str, profile: str, cfg) -> dict:
@@ -137,12 +140,9 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.remat.section import remat_section
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.remat.solve import solve_as_run
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
-    try:
-        budget = parse_size(budget_text)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
+    budget = parse_budget(budget_text)
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     try:

@@ -359,8 +359,10 @@ def load_flatbuffer(path: str, fmt: str) -> Graph:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     from memplan_cli.lazyimport import numpy_deferred
 
+    from memplan_cli.loaders.mapped import sigbus_named
+
     try:
-        with numpy_deferred():  # flatbuffers imports NumPy; reading a model never uses it
+        with numpy_deferred(), sigbus_named(path):  # flatbuffers imports NumPy; reading a model never uses it
             return _Reader(mm, size, path, fmt).graph()
     except _Malformed as e:
         raise ModelError(f"malformed {fmt} file: {e}", path) from None

@@ -70,7 +70,8 @@ PLANNER = "best"
 # - "saves": ((what, when), ...): what in "in0", "in1", "out0"; when "any" (the op records a node),
 #   "g0" / "g1" (input 0 / 1 requires grad);
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
-#   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim);
+#   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim),
+#   "groups" (input 0's samples times attrs["groups"]);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
 # - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
@@ -301,6 +302,71 @@ def _attention(g, uses, defs) -> dict:
     return found
 
 
+def _group_norms(g, uses, defs) -> dict:
+    """torch's GroupNorm as both exporters write it, read back as eager's one `native_group_norm`:
+    Reshape(x, (N, G, -1)) -> InstanceNormalization(scale, bias: constants of G) -> Reshape to x's
+    shape -> [Mul by a per-channel weight] -> [Add of a per-channel bias] (each weight a constant of
+    C values, or an Unsqueeze of one to (C, 1, ...)). Returns {index of the last op: (members, x,
+    weight or -1, bias or -1, G)}."""
+    ops = g.operations
+    found = {}
+
+    def only(v):
+        return v >= 0 and len(uses.get(v, ())) == 1 and v not in g.outputs
+
+    def per_channel(v, c):
+        """The constant behind `v` (itself, or the input of the Unsqueeze that makes it) when it holds one
+        value per channel and broadcasts over the spatial dims; with the Unsqueeze's index or None."""
+        o = g.operands[v]
+        p = defs.get(v)
+        if not o.is_const and p is not None and ops[p].type == "Unsqueeze" and only(v):
+            w = ops[p].inputs[0]
+            if g.operands[w].is_const and _elements(g.operands[w].shape) == c:
+                return w, p
+        if o.is_const and _elements(o.shape) == c and (len(o.shape) <= 1 or int(o.shape[0]) == c):
+            return v, None
+        return -1, None
+
+    for inorm in ops:
+        if inorm.type != "InstanceNormalization" or len(inorm.inputs) < 3:
+            continue
+        r1 = defs.get(inorm.inputs[0])
+        if r1 is None or ops[r1].type != "Reshape" or not only(inorm.inputs[0]):
+            continue
+        x = ops[r1].inputs[0]
+        xs, rs = tuple(g.operands[x].shape), tuple(g.operands[inorm.inputs[0]].shape)
+        if len(xs) < 3 or len(rs) != 3 or rs[0] != xs[0] or int(xs[1]) % int(rs[1]):
+            continue
+        if not all(g.operands[i].is_const for i in inorm.inputs[1:3]):
+            continue
+        y = inorm.outputs[0]
+        us = uses.get(y, ())
+        if not only(y) or ops[us[0]].type != "Reshape" or tuple(g.operands[ops[us[0]].outputs[0]].shape) != xs:
+            continue
+        members = [r1, inorm.index, us[0]]
+        out = ops[us[0]].outputs[0]
+        c = int(xs[1])
+        w = b = -1
+        for kind in ("Mul", "Add"):
+            nxt = uses.get(out, ())
+            if not only(out) or ops[nxt[0]].type != kind or len(ops[nxt[0]].inputs) != 2:
+                break
+            op = ops[nxt[0]]
+            other = op.inputs[1] if op.inputs[0] == out else op.inputs[0]
+            v, unsq = per_channel(other, c)
+            if v < 0:
+                break
+            members += [op.index] + ([unsq] if unsq is not None else [])
+            if kind == "Mul":
+                w = v
+            else:
+                b = v
+            out = op.outputs[0]
+        found[max(m for m in members if ops[m].outputs and out in ops[m].outputs)] = (
+            tuple(members), x, w, b, int(rs[1]), out)
+    return found
+
+
 def _recorded_dropout(ops, members) -> float | None:
     """sdpa's dropout_p as the dynamo exporter recorded it beside its decomposition's ops (their `call`):
     None when an op has no such record (TorchScript, or metadata stripped) or they disagree."""
@@ -340,6 +406,9 @@ def _fuse(g, uses) -> list[_Op]:
     gone: set[int] = set()
     out: list[_Op] = []
     attention = _attention(g, uses, defs)
+    group_norms = _group_norms(g, uses, defs)
+    for members, *_ in group_norms.values():
+        gone.update(members)
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
@@ -361,6 +430,10 @@ def _fuse(g, uses) -> list[_Op]:
             # the export cannot say whether sdpa's own dropout was on (TorchScript writes it): refused
             gone.update(members)
     for op in _eager_order(g, defs):
+        if op.index in group_norms:
+            members, x, w, b, groups, y = group_norms[op.index]
+            out.append(_Op(op.index, "GroupNorm", [x, w, b], [y], {"groups": groups}, op.label, members))
+            continue
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]
             ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
@@ -903,6 +976,8 @@ def replay(tg, config):
             return _elements(opd[op.outputs[0]].shape)
         if spec == "channels":
             return int(x.shape[1]) if len(x.shape) > 1 else 1
+        if spec == "groups":  # (N, G): one per sample and group (group_norm's statistics)
+            return int(x.shape[0]) * int(op.attrs["groups"])
         if spec == "rows":
             return _elements(x.shape[:-1]) if len(x.shape) > 1 else 1
         raise ValueError(f"unknown size rule {spec!r}")
@@ -1126,7 +1201,7 @@ def replay(tg, config):
                 alts = f.get(key, ()) if runs else ()
                 if alts == "unused_outputs":  # zeros for each output that got no gradient
                     alts = ((sum(opd[v].nbytes for v in op.outputs if v >= 0 and grad.get(v) is None),),)
-                alts = alts(op, opd) if callable(alts) else alts
+                alts = _alternatives(alts, op, opd, needs) if callable(alts) else alts
                 tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
                 if tmp_b:
                     tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, at, op.label, kind))
@@ -1162,6 +1237,12 @@ def replay(tg, config):
     for st in held:
         sim.touch(st, end)
     return sim, layer
+
+
+def _alternatives(fn, op, opd, needs) -> tuple:
+    """A family's backward size function: (op, operands), or (op, operands, needs) where what backward
+    makes depends on which inputs need their gradient (needs[k]: input k requires grad)."""
+    return fn(op, opd, needs) if fn.__code__.co_argcount >= 3 else fn(op, opd)
 
 
 def _cl_2d(shape, st) -> bool:

@@ -44,16 +44,29 @@ def get_reporter(name: str) -> Reporter:
     return _Printable(reporter) if name == "table" else reporter
 
 
-def printable_doc(value):
-    """`value` (a report document) with every string in it, keys included, made `printable`: a
+def printable_doc(doc):
+    """`doc` (a report document) with every string in it, keys included, made `printable`: a
     document holds strings from files (tensor and output names, a baseline report's fields), and a
     table is for a terminal. JSON and CSV render the document as it is."""
+    import json
+
+    try:  # one pass in C: a document without a character to escape (nearly every one) is kept
+        text = json.dumps(doc, ensure_ascii=False, check_circular=False, default=repr)
+    except (TypeError, ValueError):
+        text = None
+    # json.dumps writes C0 controls as escapes, so any backslash sends the document to the walk
+    if text is not None and "\\" not in text and text.isprintable():
+        return doc
+    return _walk(doc)
+
+
+def _walk(value):
     if isinstance(value, str):
         return printable(value)
     if isinstance(value, dict):
-        return {printable_doc(k): printable_doc(v) for k, v in value.items()}
+        return {_walk(k): _walk(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(printable_doc(v) for v in value)
+        return type(value)(_walk(v) for v in value)
     return value
 
 

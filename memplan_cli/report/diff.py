@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.errors import ConfigError, MemplanError
-from memplan_cli.report.units import parse_size, percent
+from memplan_cli.report.units import percent
+from memplan_cli.sizes import parse_size
 
 TOTAL_KEYS = ("naive", "planned", "lower_bound", "onert")
 KEY_ALIASES = {"total": ("total", "planned"), "planned": ("total", "planned"), "naive": ("total", "naive"),

@@ -23,6 +23,7 @@ class VerifyReport:
     result: VerifyResult
     unmapped: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    model_batch: int | None = None  # the batch the graph was run at when no flag chose one
 
     def to_json(self) -> dict:
         r = self.result
@@ -54,7 +55,8 @@ class VerifyReport:
             tail = (f"largest difference {r.max_diff:.3g}" if r.passed
                     else f"step {r.failed_step}: {', '.join(r.buffers)}")
             return f"{verdict} {self.model} ({self.profile}): {tail}\n"
-        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {c.batch_size or 'model'}, "
+        batch = c.batch_size if c.batch_size is not None else f"{self.model_batch or '?'} (the model's)"
+        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {batch}, "
                  f"{c.optimizer}, {c.loss}, learning rate {c.learning_rate:g}"]
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
@@ -247,4 +249,13 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
               "buffers": len(p.buffers)} for p in a.pools]
     return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
-                        list(layout.unmapped), timings)
+                        list(layout.unmapped), timings, _input_batch(a.graph))
+
+
+def _input_batch(graph) -> int | None:
+    """The first dimension of the graph's first input (the batch it was run at), if it has one."""
+    try:
+        shape = graph.operands[graph.inputs[0]].shape
+        return int(shape[0]) if shape else None
+    except (AttributeError, IndexError, TypeError):
+        return None

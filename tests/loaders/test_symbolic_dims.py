@@ -132,8 +132,17 @@ def test_the_binding_is_in_the_header_the_json_and_inspect(files):
     assert "batch 2 · seq=16 ·" in r.stdout.splitlines()[0]
     doc = json.loads(run("analyze", files["sym"], "-b", "2", "--dim", "seq=16", "-f", "json").stdout)
     assert doc["config"]["dims"] == {"seq": 16} and doc["config"]["sources"]["dims"] == "flag"
-    r = run("inspect", files["sym"], "-b", "2", "--dim", "seq=16")
-    assert r.exit_code == 0 and "symbolic dimensions bound: seq=16 (graph input 'ids', position 1)" in r.stdout
+    # inspect lists the symbolic dimensions: bound, or shown at 1 (as a symbolic batch is) and said so
+    r = run("inspect", files["sym"], "-b", "2", "--dim", "seq=16", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, load_schema("inspect"))
+    assert doc["dims"] == [{"name": "seq", "input": "ids", "position": 1, "size": 16, "bound": True}]
+    r = run("inspect", files["sym"], "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["dims"] == [{"name": "seq", "input": "ids", "position": 1, "size": 1, "bound": False}]
+    r = CliRunner().invoke(main, ["inspect", files["sym"]], env={"COLUMNS": "200"})
+    assert "seq (symbolic: dim 1 of graph input 'ids'): shapes shown at 1; --dim seq=N binds it" in r.stdout
 
 
 def test_verify_compare_and_diff_take_the_binding(files, tmp_path):
@@ -202,6 +211,11 @@ def test_a_tflite_dynamic_dimension_beyond_the_batch_is_named_and_refused(tmp_pa
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "convert the model with it fixed" in r.stderr
     r = run("analyze", p, "-b", "2", "--dim", "tokens_dim0=16")
     assert r.exit_code == 2 and "-b 16" in r.stderr
+    # inspect shows the file at the converter's placeholder size, and says the dimension is unbound
+    r = run("inspect", p, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["dims"] == [{"name": "tokens_dim1", "input": "tokens", "position": 1, "size": 1,
+                                             "bound": False}]
     # a file whose only dynamic dim is the batch loads as before
     t = [fb.tensor("x", [1, 4], signature=[-1, 4]), fb.tensor("y", [1, 4], signature=[-1, 4])]
     p = fb.write(tmp_path, "b.tflite", fb.build(t, [fb.op(fb.OPS.RELU, [0], [1])], [0], [1], fmt="tflite"))

@@ -38,10 +38,11 @@ def docs(tmp_path_factory):
         "verify": run("verify", MNIST, "-b", "2", "-f", "json"),
         "fit": run("fit", MNIST, "--budget", "4MiB", "-f", "json"),
         "plan": run("plan", str(csv), "-f", "json"),
+        "inspect": run("inspect", MNIST, "-f", "json"),
     }
 
 
-@pytest.mark.parametrize("command", ["analyze", "compare", "diff", "sweep", "verify", "fit", "plan"])
+@pytest.mark.parametrize("command", ["analyze", "compare", "diff", "sweep", "verify", "fit", "plan", "inspect"])
 def test_every_json_document_has_the_envelope_and_its_schema(docs, command):
     doc = docs[command]
     assert list(doc)[:3] == ["schema_version", "kind", "memplan_version"]
