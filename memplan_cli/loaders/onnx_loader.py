@@ -851,6 +851,9 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause
             raise ModelError(refused[0], path) from None
+        unbound = [(name, inp, k, False) for name, inp, k, _, given in symbolic if not given]
+        if unbound:  # shown at symbolic_default (inspect), the model did not take that size: ask for it
+            raise ModelError(unbound_dims(unbound), path) from None
         bound = " ".join(f"--dim {name}={value}" for name, _, _, value, given in symbolic if given)
         if bound:  # the sizes bound may be ones the model cannot take (beyond a position table)
             raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "

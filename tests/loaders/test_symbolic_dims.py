@@ -193,6 +193,11 @@ def test_fit_finds_the_longest_sequence_that_fits(files):
     jsonschema.validate(doc, load_schema("fit"))
     row = next(o for o in doc["options"] if o["option"] == "longest dim")
     assert row["dims"] == {"seq": 40} and row["planned"] == budget and row["fits"] and not row["pareto"]
+    # its command applies it: run as printed, it plans the option's figure
+    assert "--dim seq=40" in row["command"] and "--max-dim" not in row["command"]
+    words = [w.strip("'") for w in row["command"].split()[2:]]
+    q = run("analyze", *words, "-f", "json")
+    assert q.exit_code == 0 and json.loads(q.stdout)["totals"]["planned"] == budget
     assert doc["config"]["dims"] == {"seq": 16}
     r = run("fit", files["sym"], "-b", "2", "--dim", "seq=16", "--max-dim", "len", "--budget", "1MiB")
     assert r.exit_code == 2 and "--dim len=N" in r.stderr
