@@ -133,11 +133,14 @@ def _takes(fn, name: str) -> bool:
         return False
 
 
-def checked_by(profile: str) -> str:
-    """How a profile's figures were checked (its `checked` line), for reports that name it."""
+def checked_by(profile: str, extras: dict | None = None) -> str:
+    """How a profile's figures were checked (its `checked` line), for reports that name it; a profile
+    that can say it for this model (its `checked_for(extras)`, from the figures of its analysis) does."""
     from memplan_cli.profiles import get_profile
 
-    return getattr(get_profile(profile), "checked", "")
+    prof = get_profile(profile)
+    line = prof.checked_for(extras) if extras is not None and hasattr(prof, "checked_for") else ""
+    return line or getattr(prof, "checked", "")
 
 
 def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,

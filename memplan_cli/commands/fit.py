@@ -9,27 +9,21 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, config_json, output_path, training_options, verbosity
+from memplan_cli.commands.options import (config_from_flags, config_json, output_options, training_options,
+                                          training_words, verbosity)
 from memplan_cli.errors import EXIT_OVER_BUDGET
-
-
-# the flags a printed command carries, in the order it carries them: (parameter, flag, repeatable)
-COMMAND_FLAGS = (("batch_size", "-b", False), ("dims", "--dim", True), ("optimizer", "-O", False), ("loss", "-l", False),
-                 ("loss_outputs", "--loss-outputs", False), ("trainable", "-t", False), ("train", "--train", True),
-                 ("freeze", "--freeze", True), ("lora_rank", "--lora", False), ("lora_targets", "--lora-targets", False),
-                 ("batchnorm", "--batchnorm", False), ("dropout", "--dropout", False), ("budget", "--budget", False))
 
 
 def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | None:
     """The flags (parameter -> value) that apply option `o` on top of the setup as asked (`dims`: its
-    --dim bindings); None when there is no setup to apply (no remat plan fits, no size loads)."""
+    --dim bindings); None when there is no setup to apply (no remat plan fits)."""
     dims = dims or {}
     name = o["option"]
     if name in ("remat", "sgd + remat") and not o["fits"]:
         return None
     return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
-            "frozen prefix": {"trainable": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
-            "lora": {"lora_rank": 8}, "sgd": {"optimizer": "sgd"},
+            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
+            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
             "sgd + remat": {"optimizer": "sgd", "budget": budget},
             # --dim NAME=N with the size found, beside the other dims as given
             "longest dim": {"dims": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
@@ -41,15 +35,9 @@ def analyze_command(model: str, given: dict, changes: dict) -> str:
     import shlex
 
     flags = {**given, **changes}
-    words = ["memplan", "analyze", shlex.quote(model)]
-    for param, flag, repeated in COMMAND_FLAGS:
-        v = flags.get(param)
-        if v is None or v == ():
-            continue
-        if param == "trainable" and isinstance(v, (list, tuple)):
-            v = ",".join(map(str, v))
-        for one in (v if repeated else (v,)):
-            words += [flag, shlex.quote(str(one))]
+    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    if flags.get("budget") is not None:
+        words += ["--budget", shlex.quote(str(flags["budget"]))]
     return " ".join(words)
 
 
@@ -77,15 +65,9 @@ def shell_lines(command: str, width: int, indent: int) -> list[str]:
 @click.option("--max-dim", "max_dim", default=None, metavar="NAME",
               help="Also find the largest size of the symbolic dimension NAME (a sequence length) that fits "
                    "without remat at the batch asked; the setup's own size comes from --dim NAME=N.")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
-                                      "(one row per option) for scripts.")
-@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
-              help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset.")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
+@output_options(formats=("table", "json", "csv"), format_help="table for people; json (memplan_cli/schemas/fit.schema.json) "
+                "or csv (one row per option) for scripts.", output_help="Write the report to FILE (atomically).",
+                verbose_help="More output: which planner kernels ran.")
 def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
@@ -106,7 +88,7 @@ def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags)
     level = verbosity(quiet, verbose)
     limit = parse_budget(budget)
     graph = load_for(model, flags)
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
             out = fit_options(lambda b, dims: load_model(model, batch_size=b, dims=dims), cfg, limit,

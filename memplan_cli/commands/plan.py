@@ -9,8 +9,7 @@ import json
 
 import click
 
-from memplan_cli.commands.options import output_path
-
+from memplan_cli.commands.options import output_options
 
 def summary_table(d: dict) -> str:
     from memplan_cli.report.units import human
@@ -67,14 +66,12 @@ def _why_status(d: dict) -> str:
               help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
-@click.option("-o", "--output", type=output_path(), default=None, metavar="FILE",
-              help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
-                   "`offset` column (the summary is still printed), or with -f json the summary and every "
-                   "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people; json for scripts (memplan_cli/schemas/plan.schema.json).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: the planner's seconds and which kernels ran.")
+@output_options(formats=("table", "json"), format_help="table for people; json for scripts "
+                "(memplan_cli/schemas/plan.schema.json).",
+                output_help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
+                            "`offset` column (the summary is still printed), or with -f json the summary and every "
+                            "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.",
+                output_type=False, color=False, verbose_help="More output: the planner's seconds and which kernels ran.")
 def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).

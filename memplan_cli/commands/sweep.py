@@ -7,9 +7,10 @@ import os
 
 import click
 
+from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
                                           onert_options, output_options, planner_options, profile_option,
-                                          training_options_without_batch, verbosity)
+                                          training_options, verbosity)
 from memplan_cli.errors import EXIT_OVER_BUDGET, ConfigError, MemplanError
 
 DEFAULT_BATCHES = "1,2,4,8,16,32"
@@ -25,10 +26,10 @@ DEFAULT_BATCHES = "1,2,4,8,16,32"
                    f"Exit {EXIT_OVER_BUDGET} when none does.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N[,N...]",
               help="Bind a symbolic dimension other than the batch (--dim seq=512; repeatable; `memplan inspect "
-                   "MODEL` names them). A list (--dim seq=128,256,512) sweeps its sizes instead of batch sizes, "
+                   "MODEL` lists them). A list (--dim seq=128,256,512) sweeps its sizes instead of batch sizes, "
                    "at one batch (-b N, default the model's); with --budget, the largest listed size that fits.")
 @profile_option(multiple=True, default=("memplan", "onert"))
-@training_options_without_batch
+@training_options(exclude=("batch_size", "dims"))
 @planner_options
 @output_options
 def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quiet, verbose, **flags):
@@ -71,10 +72,8 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
         from memplan_cli.report.document import _input_batch
 
         fixed_batch = _input_batch(graph) or 1
-    train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
-                  "lora_targets", "loss_outputs")
-    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys},
-                                 dims=tuple(fixed_dims.items()))
+    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
+                                 dims=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
 
@@ -85,7 +84,6 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
                              else base_cfg.dims)
         if (profile, v) in done:
             return done[(profile, v)]
-            return done[(profile, b)]
         try:
             if profile == "onert":  # --planner is onert's own planner there (see analyze.run_analysis)
                 popts, planner = {**ont, **({"planner": flags["planner"]} if flags.get("planner") else {})}, None
@@ -133,7 +131,7 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
     from memplan_cli.ir.outputs import loss_output_names
 
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
-           "loss_outputs": loss_output_names(graph, base_cfg),
+           "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont,
            "batch_sizes": [fixed_batch] if swept else batches, "searched": searching}
     if swept:  # the sizes of the swept dimension (rows' dims), its name in config.swept_dim

@@ -125,6 +125,14 @@ FACTS = {
 }
 
 
+# The general rule, for an op whose family has no torch facts: what most of derivatives.yaml's formulas
+# do (the backward is a function of the op's inputs: each is saved) and what every backward does (each
+# input that needs one gets a new gradient); no kernel temporaries. Such an op is estimated, not
+# measured: the report names it and its bytes at the peak (`figures.torch.coverage`).
+GENERAL = {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("in3", "any"))}
+ESTIMATED = "torch_estimated"  # attrs key marking an op the general rule covers
+
+
 def _fused_activations() -> dict:
     """Fused activation -> the eager op that computes it (the registry's standalone activation op)."""
     from memplan_cli import ops
@@ -145,7 +153,10 @@ def facts(op) -> dict | None:
         return f
     if d is not None and d.no_grad:
         return {}
-    return FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
+    f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
+    if f is None and (getattr(op, "attrs", None) or {}).get(ESTIMATED):
+        return GENERAL
+    return f
 
 
 @dataclass
@@ -611,6 +622,7 @@ class _Sim:
     def __init__(self):
         self.steps: list[Step] = []
         self.store: list[dict] = []  # name, category, bytes, first, last, owner, kind
+        self.coverage: dict = {"ops": 0, "estimated": {}}  # eager ops replayed; estimated label -> type
 
     def step(self, kind: str, op: int, label: str) -> int:
         self.steps.append(Step(len(self.steps), kind, op, label))
@@ -760,6 +772,11 @@ class TorchProfile:
                "and LoRA exports (devtools/torch_oracle.py; docs/torchprof.md has each figure and what is refused)")
     OPTIONS = ("planner",)
 
+    def checked_for(self, extras: dict) -> str:
+        """For this model: how many of its eager ops measured rules cover (not the zoos it was checked on)."""
+        cov = (extras.get("torch") or {}).get("coverage")
+        return coverage_line(cov) if cov else ""
+
     def training_graph(self, graph, config):
         """memplan's training graph: only which weights train and the appended loss are read. What the
         dynamo exporter's optimizer folded away is put back first (profiles/torch_export.py)."""
@@ -789,6 +806,7 @@ class TorchProfile:
         bl.torch_layers = layer
         bl.training_graph = tg  # which weights train (the report's assumed-trainable list reads it)
         bl.torch_parts = [_part(s, sim.steps) for s in kept]
+        bl.torch_coverage = sim.coverage
         return bl
 
     def figures(self, analysis) -> dict:
@@ -809,12 +827,45 @@ class TorchProfile:
                          "by_category": pf.get("peak_by_category", {}), "split": _split(bl.buffers, parts, at),
                          # tensor storages only (MemTracker's view): their own peak and its split
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": _split(tensors, t_parts, t_at)},
+                         "coverage": _coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use"}}
         layers = getattr(analysis.buffers, "torch_layers", None)
         if layers is not None:
             out["per_layer_extra"] = layers
         return out
+
+
+# a profile whose estimated ops hold more than this share of the peak says so in the table's header
+ESTIMATED_SHARE = 0.02
+
+
+def _coverage(bl, at: int, peak: int) -> dict:
+    """How sure the figure is: of the eager ops replayed, how many a measured rule covers, and the ops
+    the general rule estimated (`GENERAL`), each with the bytes it made (outputs, saved tensors,
+    temporaries, gradients from its backward) that are live at the peak."""
+    cov = getattr(bl, "torch_coverage", None) or {"ops": 0, "estimated": {}}
+    est = cov["estimated"]
+    at_peak = dict.fromkeys(est, 0)
+    for b in bl.buffers:
+        if b.owner in at_peak and b.first <= at <= b.last:
+            at_peak[b.owner] += b.size
+    total = sum(at_peak.values())
+    return {"ops": cov["ops"], "measured": cov["ops"] - len(est),
+            "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label]} for label in est],
+            "estimated_bytes_at_peak": total,
+            "estimated_share": round(total / peak, 4) if peak else 0.0,
+            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+
+
+def coverage_line(cov: dict) -> str:
+    """`memplan compare`'s line for this model: how many of its ops measured rules cover."""
+    line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
+    if cov["estimated"]:
+        types = sorted({e["type"] for e in cov["estimated"]})
+        line += (f"; {len(cov['estimated'])} estimated by the general rule ({', '.join(types)}), "
+                 f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+    return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
@@ -857,6 +908,9 @@ def refusal(ops_: list[_Op], operands=None, source_format: str = "onnx") -> str 
                     f"export does not say whether its own dropout was on (torch.onnx's dynamo exporter drops "
                     f"it), and eager's CPU kernel differs (fused without dropout, the math path with it)")
         f = facts(op) if op.type != LOSS_TYPE else {}
+        if f is None and source_format not in ("tflite", "circle"):
+            op.attrs[ESTIMATED] = True  # the general rule covers it; the report names it
+            continue
         if f is None:
             if source_format in ("tflite", "circle"):
                 # a TF Lite file is no PyTorch export: its ops are read only where each is one eager op
@@ -889,6 +943,7 @@ def replay(tg, config):
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
     sim = _Sim()
+    sim.coverage = {"ops": len(ops_), "estimated": {op.label: op.type for op in ops_ if op.attrs.get(ESTIMATED)}}
     layer: dict[str, dict[str, int]] = {}
 
     def cols(label):

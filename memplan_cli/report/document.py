@@ -10,37 +10,23 @@ import os
 
 from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
+from memplan_cli.config import config_json
 from memplan_cli.report.live import peak_summary, timeline
 
 SCHEMA_VERSION = 1
 
 
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
-    cfg = analysis.config
-    trainable = cfg.trainable
-    if isinstance(trainable, tuple):
-        trainable = list(trainable)
     return {
-        "batch_size": cfg.batch_size,
-        # the symbolic dimensions other than the batch, bound by --dim (name -> size); {} when none
-        "dims": dict(cfg.dims),
-        "optimizer": cfg.optimizer,
-        "loss": cfg.loss,
-        # the model outputs that carry a loss (the step's loss is their sum), in the file's order
-        "loss_outputs": list(getattr(analysis, "loss_outputs", None) or []),
-        "learning_rate": cfg.learning_rate,
-        "trainable_ops": trainable,
-        "batchnorm": cfg.batchnorm,
-        "dropout": cfg.dropout,
-        "train": list(cfg.train),
-        "freeze": list(cfg.freeze),
-        "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None,
+        # the training setup (config.TRAINING_FLAGS); loss_outputs: the model outputs that carry a
+        # loss (the step's loss is their sum), in the file's order
+        **config_json(analysis.config, loss_outputs=getattr(analysis, "loss_outputs", None) or []),
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
         "time_limit": getattr(analysis, "time_limit", None),
         "profile_options": {k: v for k, v in sorted((profile_options or {}).items()) if v is not None},
-        "sources": dict(sorted(cfg.sources.items())),
+        "sources": dict(sorted(analysis.config.sources.items())),
     }
 
 

@@ -184,6 +184,18 @@ def dims_part(c: dict) -> str:
     return "".join(f" · {k}={v}" for k, v in (c.get("dims") or {}).items())
 
 
+def torch_estimate_note(doc: dict) -> str:
+    """The torch profile's header line when ops without a measured rule hold a share of the peak
+    (`figures.torch.coverage.says_so`): those ops, by type, and their bytes there."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    if not cov.get("says_so"):
+        return ""
+    types = sorted({e["type"] for e in cov["estimated"]})
+    return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
+            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) no measured rule "
+            f"covers ({', '.join(types)}; JSON figures.torch.coverage)")
+
+
 def fine_tuning_part(c: dict) -> str:
     """` · train ... · freeze ... · LoRA rank R on ...`: the fine-tuning setup of a report's config."""
     part = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
@@ -276,6 +288,9 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
+        est = torch_estimate_note(doc)
+        if est:
+            con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))

@@ -283,7 +283,7 @@ def test_one_name_binds_every_input_that_carries_it(tmp_path):
     assert g.operands[g.outputs[0]].shape == (2, 9, 4)
 
 
-@pytest.mark.parametrize("dims", [{"seq": 0}, {"seq": "16"}, {3: 16}, ["seq=16"], {"seq": True}])
+@pytest.mark.parametrize("dims", [{"seq": 0}, {"seq": "16"}, {3: 16}, "seq=16", {"seq": True}])
 def test_the_api_checks_its_dims_argument(files, dims):
     from memplan_cli.errors import ConfigError
 
