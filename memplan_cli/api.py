@@ -308,7 +308,7 @@ def load_for(model: str, flags: dict):
     from memplan_cli.config import parse_dims
     from memplan_cli.loaders import load_model
 
-    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dims")))
+    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):

@@ -424,7 +424,7 @@ class TrainingFlag:
 TRAINING_FLAGS = (
     TrainingFlag("batch_size", ("-b", "--batch-size"), "count", "batch_size", "batch_size",
                  "Batch size (default: the metadata's, else the model's own).", metadata_key="batch_size"),
-    TrainingFlag("dims", ("--dim",), "dims", "dims", "dims",
+    TrainingFlag("dim", ("--dim",), "dims", "dims", "dims",
                  "NAME=N: a symbolic dimension other than the batch, bound by name before shape inference "
                  "(ONNX Runtime's free-dimension override), e.g. --dim seq=512. Repeatable; every symbolic "
                  "dimension but the batch (-b) must be bound (`memplan inspect MODEL` lists them).",

@@ -26,7 +26,7 @@ def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | Non
             "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
             "sgd + remat": {"optimizer": "sgd", "budget": budget},
             # --dim NAME=N with the size found, beside the other dims as given
-            "longest dim": {"dims": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
+            "longest dim": {"dim": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
             }.get(name)
 
 

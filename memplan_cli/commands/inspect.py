@@ -149,7 +149,7 @@ def inspect_document(g, model: str) -> dict:
               help="Write the listing to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: every value of the small constants.")
-def command(model, batch_size, dims, fmt, output, quiet, verbose):
+def command(model, batch_size, dim, fmt, output, quiet, verbose):
     """List the ops and operands of MODEL with shapes, dtypes and sizes.
 
     Shows what memplan read from the file: canonical op types (the file's name in brackets when it
@@ -166,7 +166,7 @@ def command(model, batch_size, dims, fmt, output, quiet, verbose):
 
     level = verbosity(quiet, verbose)
     # an unbound symbolic dimension is shown at 1, as the batch is, and said so
-    g = load_model(model, batch_size=batch_size, dims=parse_dims(dims), symbolic_default=1)
+    g = load_model(model, batch_size=batch_size, dims=parse_dims(dim), symbolic_default=1)
     to_file = bool(output and output != "-")
     if fmt == "json":
         text = json.dumps(inspect_document(g, model), indent=2) + "\n"

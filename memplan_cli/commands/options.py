@@ -31,7 +31,7 @@ def training_option(flag):
 
 def dim_option():
     """--dim alone (inspect binds symbolic dimensions too, and trains nothing)."""
-    return training_option(next(f for f in TRAINING_FLAGS if f.name == "dims"))
+    return training_option(next(f for f in TRAINING_FLAGS if f.name == "dim"))
 
 
 def training_options(f=None, *, exclude: tuple[str, ...] = ()):

@@ -24,15 +24,15 @@ DEFAULT_BATCHES = "1,2,4,8,16,32"
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (64MiB, 1.5GB, 1048576): report the largest batch whose total fits. "
                    f"Exit {EXIT_OVER_BUDGET} when none does.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=N[,N...]",
+@click.option("--dim", "dim", multiple=True, metavar="NAME=N[,N...]",
               help="Bind a symbolic dimension other than the batch (--dim seq=512; repeatable; `memplan inspect "
                    "MODEL` lists them). A list (--dim seq=128,256,512) sweeps its sizes instead of batch sizes, "
                    "at one batch (-b N, default the model's); with --budget, the largest listed size that fits.")
 @profile_option(multiple=True, default=("memplan", "onert"))
-@training_options(exclude=("batch_size", "dims"))
+@training_options(exclude=("batch_size", "dim"))
 @planner_options
 @output_options
-def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quiet, verbose, **flags):
+def command(model, batch_sizes, budget, profiles, dim, fmt, output, color, quiet, verbose, **flags):
     """Training memory of MODEL for several batch sizes, for each profile.
 
     A profile that cannot handle the model (e.g. onert and an op it cannot train) shows n/a with
@@ -53,7 +53,7 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
     profiles = list(dict.fromkeys(profiles))
     from memplan_cli.config import parse_dims
 
-    dim_lists = dict(parse_dims(dims, lists=True))
+    dim_lists = dict(parse_dims(dim, lists=True))
     listed = [k for k, v in dim_lists.items() if len(v) > 1]
     if len(listed) > 1:
         raise ConfigError(f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
@@ -73,7 +73,7 @@ def command(model, batch_sizes, budget, profiles, dims, fmt, output, color, quie
 
         fixed_batch = _input_batch(graph) or 1
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
-                                 dims=fixed_dims)
+                                 dim=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
 

@@ -118,7 +118,7 @@ def test_a_dim_the_model_does_not_have_and_the_batch_are_refused(files):
 @pytest.mark.parametrize("n", [16, 64])
 @pytest.mark.parametrize("profile", ["memplan", "torch"])
 def test_bound_at_n_the_figures_are_those_of_the_model_fixed_at_n(files, n, profile):
-    bound = api.analyze(files["sym"], batch_size=2, dims={"seq": n}, optimizer="adam", profile=profile,
+    bound = api.analyze(files["sym"], batch_size=2, dim={"seq": n}, optimizer="adam", profile=profile,
                         compare_onert=False).report
     fixed = api.analyze(files[n], batch_size=2, optimizer="adam", profile=profile, compare_onert=False).report
     assert bound["totals"] == fixed["totals"] and bound["categories"] == fixed["categories"]
@@ -182,7 +182,7 @@ def test_sweep_sweeps_a_dimension_like_batch_sizes(files):
 
 
 def test_fit_finds_the_longest_sequence_that_fits(files):
-    at = {n: api.analyze(files["sym"], batch_size=2, dims={"seq": n}, optimizer="adam",
+    at = {n: api.analyze(files["sym"], batch_size=2, dim={"seq": n}, optimizer="adam",
                          compare_onert=False).planned for n in (40, 41)}
     budget = at[40]  # memory grows with seq: 40 fits, 41 does not
     assert at[41] > budget
@@ -287,5 +287,5 @@ def test_one_name_binds_every_input_that_carries_it(tmp_path):
 def test_the_api_checks_its_dims_argument(files, dims):
     from memplan_cli.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="dims"):
-        api.analyze(files["sym"], batch_size=2, dims=dims)
+    with pytest.raises(ConfigError, match="dim"):
+        api.analyze(files["sym"], batch_size=2, dim=dims)
