@@ -22,7 +22,8 @@ NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_si
 # a value of each flag, as a user gives it on the command line (click's values)
 GIVEN = {"batch_size": 3, "dim": ("seq=16",), "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
          "learning_rate": 0.5, "trainable_ops": "1,3-4", "batchnorm": "frozen", "dropout": "off",
-         "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*"}
+         "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*",
+         "precision": "bf16-mixed"}
 
 
 def _json_keys(keys) -> set[str]:
@@ -96,7 +97,7 @@ def test_flags_win_over_metadata_over_defaults():
     assert (cfg.optimizer, cfg.batch_size, cfg.trainable, cfg.train) == ("adam", 7, (1, 2), ("ops:a",))
     assert cfg.sources == {"optimizer": "flag", "batch_size": "metadata", "trainable": "metadata",
                            "train": "metadata", "loss": "default", "learning_rate": "default",
-                           "batchnorm": "default", "dropout": "default"}
+                           "batchnorm": "default", "dropout": "default", "precision": "default"}
     # --lora freezes every weight of the file: a peft file's adapters are not what trains then
     assert merge_setup(md, {"lora": 2}).train == ()
 

@@ -19,9 +19,9 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
 
 
 
-@click.command("verify")
+@click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
-@training_options
+@training_options(runs_a_step=True)
 @profile_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")

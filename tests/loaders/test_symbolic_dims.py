@@ -176,7 +176,7 @@ def test_sweep_sweeps_a_dimension_like_batch_sizes(files):
     budget = doc["rows"][0]["planned"]
     r = run("sweep", files["sym"], "-b", "2", "--dim", "seq=16,64", "-p", "memplan", "-O", "adam",
             "--budget", str(budget), "-q")
-    assert r.exit_code == 0 and r.stdout == f"largest seq under {budget} B (memplan): 16\n"
+    assert r.exit_code == 0 and r.stdout == f"memplan: largest seq under {budget} B: 16\n"
     r = run("sweep", files["sym"], "-b", "2,4", "--dim", "seq=16,64")
     assert r.exit_code == 2 and "one batch size" in r.stderr
 
