@@ -18,9 +18,10 @@ from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[1]
 # keys of a JSON `config` that are no training flag's (the planner, its options, where values came from)
-NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_sizes", "searched"}
+NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_sizes", "searched",
+                "swept_dim", "dim_sizes"}
 # a value of each flag, as a user gives it on the command line (click's values)
-GIVEN = {"batch_size": 3, "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
+GIVEN = {"batch_size": 3, "dim": ("seq=16",), "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
          "learning_rate": 0.5, "trainable_ops": "1,3-4", "batchnorm": "frozen", "dropout": "off",
          "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*",
          "precision": "bf16-mixed"}
