@@ -373,7 +373,8 @@ class TestOutputPaths:
         assert code == 2 and "empty path" in err, err
         assert out == ""  # not the report on stdout
 
-    @pytest.mark.parametrize("cmd", [["plan", "{csv}"], ["verify", "{m}"], ["compare", "{m}"], ["fit", "{m}", "1MiB"]])
+    @pytest.mark.parametrize("cmd", [["plan", "{csv}"], ["verify", "{m}"], ["compare", "{m}"], ["fit", "{m}", "--budget", "1MiB"],
+                                     ["inspect", "{m}"], ["sweep", "{m}", "--batch-sizes", "1,2"], ["diff", "--baseline", "{m}", "{m}"]])
     def test_an_empty_output_is_refused_by_every_command(self, tmp_path, cmd):
         p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
         csv_path = tmp_path / "b.csv"

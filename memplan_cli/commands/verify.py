@@ -46,14 +46,14 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     where results diverge and the buffers involved (exit status 1).
     """
     from memplan_cli.verification import verify_model
-    from memplan_cli.loaders import load_model
+    from memplan_cli.api import load_for
     from memplan_cli.report.output import emit, terminal_width, wrap_text
     from memplan_cli.report.progress import enabled, spinner
 
     level = verbosity(quiet, verbose)
     check_planner(flags.get("planner"))
     # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     profile = flags.get("profile") or "memplan"
     popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else

@@ -178,8 +178,8 @@ def _batch(op, graph, shapes, batched):
         if graph.operands[x].shape[0] == 1 and shapes[x][0] != 1 and len(axes) < rank:
             from memplan_cli.ir.graph import GraphError
 
-            raise GraphError(f"op {op.label} reduces over axes {axes} of a batch-1 input: over the batch, or "
-                             "a squeeze of it (how litert-torch writes a LayerNorm); the file cannot tell")
+            raise GraphError(f"op {op.label} reduces over axes {axes} of an input whose dim 0 is 1: over the "
+                             "batch, or a squeeze of it (how litert-torch writes a LayerNorm); the file cannot tell")
         return [None]
     s = graph.operands[op.outputs[0]].shape
     return [(shapes[x][0],) + tuple(s[1:]) if s else None]
@@ -197,7 +197,8 @@ TORCH = {"Mean": {}, "ReduceSum": {},
          "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
-             profiles={"torch": TORCH[t]} if t in TORCH else {})
+             profiles={"torch": TORCH[t]} if t in TORCH else {},
+             autocast="fp32" if t == "ReduceProd" else "")  # prod: autocast's fp32 list
        for t in TYPES]
 
 
