@@ -1,6 +1,8 @@
 """Builds the planners' compiled kernels (memplan_cli/planners/_kernels.c) when a C compiler is
 there; everything else is in pyproject.toml.
 
+It also names the packages: memplan_cli's, and memplan_cli.schemas from the top-level schemas/.
+
 The extension is optional: without a compiler (slim images, Windows or macOS without build tools)
 the build says so and goes on, and memplan runs its NumPy kernels, which give the same plans
 (memplan_cli/planners/_native.py; `memplan analyze -v` says which ran).
@@ -12,7 +14,7 @@ import compileall
 import os
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -40,6 +42,13 @@ class OptionalBuildExt(build_ext):
               "memplan uses its pure-Python kernels (the same plans, more slowly)", file=sys.stderr)
 
 
-setup(ext_modules=[Extension("memplan_cli.planners._kernels", sources=["memplan_cli/planners/_kernels.c"],
-                             optional=True)],
-      cmdclass={"build_ext": OptionalBuildExt})
+# the JSON Schemas live at the top level (schemas/, one per document kind, as the design card lays
+# out) and ship in the wheel as the package memplan_cli.schemas
+PACKAGE_DIR = {"memplan_cli.schemas": "schemas"}
+PACKAGES = find_packages(os.path.dirname(os.path.abspath(__file__)), include=["memplan_cli", "memplan_cli.*"]) + list(PACKAGE_DIR)
+
+if __name__ == "__main__":  # setuptools runs it so; tests/test_packaging.py reads PACKAGES
+    setup(packages=PACKAGES, package_dir=PACKAGE_DIR,
+          ext_modules=[Extension("memplan_cli.planners._kernels", sources=["memplan_cli/planners/_kernels.c"],
+                                 optional=True)],
+          cmdclass={"build_ext": OptionalBuildExt})

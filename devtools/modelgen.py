@@ -235,16 +235,22 @@ class ModelBuilder:
         shp = self.const([len(new_shape)], "int32", np.array(new_shape, np.int32))
         o = ReshapeOptionsT()
         o.newShape = list(new_shape)
-        return self._op(22, [x, shp], ns, BuiltinOptions.ReshapeOptions, o)
+        dtype = {code: name for name, code in TYPE.items()}[self.tensors[x].type]  # a reshape keeps it
+        return self._op(22, [x, shp], ns, BuiltinOptions.ReshapeOptions, o, out_dtype=dtype)
 
-    def pad(self, x, paddings) -> int:
+    def pad(self, x, paddings, value=None) -> int:
+        """PAD, or PADV2 filling with `value` (a float32 scalar constant) when one is given."""
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
         from circle_schema.v0_10.circle.PadOptions import PadOptionsT
+        from circle_schema.v0_10.circle.PadV2Options import PadV2OptionsT
 
         s = self.shape(x)
         p = self.const([len(s), 2], "int32", np.array(paddings, np.int32))
         out = [d + a + b for d, (a, b) in zip(s, paddings)]
-        return self._op(34, [x, p], out, BuiltinOptions.PadOptions, PadOptionsT())
+        if value is None:
+            return self._op(34, [x, p], out, BuiltinOptions.PadOptions, PadOptionsT())
+        v = self.const([], "float32", np.array(value, np.float32))
+        return self._op(60, [x, p, v], out, BuiltinOptions.PadV2Options, PadV2OptionsT())
 
     def mean(self, x, axes, keep_dims=False) -> int:
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions
@@ -312,7 +318,7 @@ class ModelBuilder:
 # circle builtin code -> memplan canonical op type
 _CANON = {0: "Add", 1: "AvgPool2D", 2: "Concat", 3: "Conv2D", 4: "DepthwiseConv2D",
           9: "FullyConnected", 14: "Sigmoid", 17: "MaxPool2D", 18: "Mul", 19: "Relu", 21: "Relu6", 22: "Reshape",
-          25: "Softmax", 28: "Tanh", 34: "Pad", 40: "Mean", 41: "Sub", 42: "Div"}
+          25: "Softmax", 28: "Tanh", 34: "Pad", 40: "Mean", 41: "Sub", 42: "Div", 60: "Pad"}
 _ACT_NAME = {v: k for k, v in ACT.items()}
 
 
@@ -348,9 +354,10 @@ def to_graph(mb: ModelBuilder, batch: int = 1):
             attrs["kernel"] = (o.filterHeight, o.filterWidth)
         if code in (1, 3, 4, 17):
             attrs["layout"] = "NHWC"
-        if code == 34:  # the paddings constant [[before, after], ...]
+        if code in (34, 60):  # the paddings constant [[before, after], ...]; PADV2's fill
             p = mb.buffers[mb.tensors[op.inputs[1]].buffer].data.view(np.int32).reshape(-1, 2)
-            attrs.update(mode="constant", value=0.0, pads=tuple(int(v) for v in p[:, 0]) +
+            value = float(mb.buffers[mb.tensors[op.inputs[2]].buffer].data.view(np.float32)[0]) if code == 60 else 0.0
+            attrs.update(mode="constant", value=value, pads=tuple(int(v) for v in p[:, 0]) +
                          tuple(int(v) for v in p[:, 1]))
         if o is not None and hasattr(o, "dilationHFactor"):
             attrs["dilation"] = (o.dilationHFactor, o.dilationWFactor)

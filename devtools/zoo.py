@@ -2,11 +2,13 @@
 
 Shared by tests and benchmarks: residual blocks (one with a projection shortcut), depthwise convs, average pooling (with and
 without a fused activation), Sub/Mul/Div (constant and activation operands), standalone
-ReLU/ReLU6, Pad, Mean, two non-trivial branches, a shared constant and an unused tensor, two model
+ReLU/ReLU6, Pad (PAD, and PADV2 before a VALID max-pool), Mean, two non-trivial branches, a shared constant and an unused tensor, two model
 inputs, an unread model input, a MobileNetV2 block, a graph whose two onert topological orders
 differ. `UNTRAINABLE` holds models onert 0.1.0 refuses to train.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from devtools.modelgen import ModelBuilder
 
@@ -112,6 +114,20 @@ def pooling() -> ModelBuilder:
     return m
 
 
+def padded_max_pool() -> ModelBuilder:
+    """A padded max-pool as litert-torch and onnx2tf write torch's MaxPool2d(3, 2, padding=1): PADV2
+    filled with the lowest float32, then a VALID pool (resnet's stem)."""
+    m = ModelBuilder()
+    x = m.input([1, 10, 10, 3])
+    y = m.conv2d(x, 4, 3, stride=2, activation="RELU")
+    y = m.pad(y, [[0, 0], [1, 1], [1, 1], [0, 0]], value=float(np.finfo(np.float32).min))
+    y = m.max_pool(y, 3, 2, padding="VALID")
+    y = m.conv2d(y, 6, 3)
+    y = m.reshape(y, [-1, 54])
+    m.output(m.fully_connected(y, 4))
+    return m
+
+
 def arithmetic() -> ModelBuilder:
     """Mul and Div of two activations, Sub with the constant first, Add with a fused RELU6."""
     m = ModelBuilder()
@@ -199,7 +215,7 @@ def branch_orders() -> ModelBuilder:
 
 
 ZOO = {"tiny_cnn": tiny_cnn, "depthwise": depthwise, "residual": residual, "resnet_projection": resnet_projection,
-       "elementwise": elementwise, "two_branches": two_branches, "pooling": pooling,
+       "elementwise": elementwise, "two_branches": two_branches, "pooling": pooling, "padded_max_pool": padded_max_pool,
        "arithmetic": arithmetic, "shared_const": shared_const, "two_inputs": two_inputs, "dead_input": dead_input,
        "mobilenet_block": mobilenet_block, "branch_orders": branch_orders}
 

@@ -1,7 +1,8 @@
 """Command-line entry point. Kept thin: each command lives in `memplan_cli/commands/<name>.py`,
 parses its flags and calls the work; this module only wires commands and turns errors into exit codes.
 
-Exit codes: 0 ok; 1 regression (diff thresholds); 2 bad input or usage; 3 over budget (sweep);
+Exit codes (memplan_cli/errors.py names 1 and 3): 0 ok; 1 a failed check (diff thresholds, verify);
+2 bad input or usage (also --budget 0); 3 over budget (analyze / verify / sweep --budget, fit);
 74 the report could not be written (a full disk, a closed or full stdout); 141 the reader of stdout
 went away (as SIGPIPE); 70 internal error (a bug in memplan: please report it).
 """
@@ -25,6 +26,12 @@ from memplan_cli.version import __version__
 # generations, whose collections cost another 3 s of 22 on a 100,000-op chain at 100,000 (measured,
 # the same peak RSS: memplan makes few cycles). The CLI's choice only.
 gc.set_threshold(1_000_000, 50, 10_000)
+
+# OpenBLAS starts one thread per core when NumPy is imported, and when the system refuses one it
+# prints four lines and raises SIGINT (memplan said "interrupted", exit 130, with no Ctrl-C).
+# `verify` runs its kernels on 1 BLAS thread unless --threads asks for more (execute/blas.py), so
+# the pool NumPy's import would start is never used: start none.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 COMMAND_MODULES = ("analyze", "inspect", "diff", "sweep", "verify", "plan", "compare", "fit")
 
@@ -68,6 +75,29 @@ class _ClosedStdout(io.TextIOBase):
         raise OSError(errno.EBADF, "stdout is closed")
 
 
+def _checked_stdout() -> None:
+    """Give the process's stdout a buffered layer if it has none (PYTHONUNBUFFERED=1, as CI images
+    often set): unbuffered, Python's text layer drops what a short write leaves (a file-size limit,
+    a nearly full disk) and the run exits 0 with half a report. A BufferedWriter writes the rest
+    and raises the error (EFBIG, ENOSPC), so the run ends in 74."""
+    s = sys.stdout
+    if s is None or s is not sys.__stdout__ or isinstance(getattr(s, "buffer", None), io.BufferedWriter):
+        return
+    try:
+        fd = s.fileno()
+        raw = io.FileIO(fd, "w", closefd=False)
+    except (OSError, ValueError, AttributeError):
+        return
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=s.encoding, errors=s.errors,
+                                  line_buffering=s.line_buffering)
+
+
+def _reader_gone() -> None:
+    """The reader of stdout went away: end as SIGPIPE would (141), nothing on stderr."""
+    _stdout_to_devnull()
+    sys.exit(141)
+
+
 def _on_signal(signum, frame):
     # unwind like an exception, so write_atomic removes its temporary file
     raise SystemExit(128 + signum)
@@ -85,6 +115,7 @@ class MemplanGroup(click.Group):
         closed_stdout = sys.stdout is None
         if closed_stdout:  # started with fd 1 closed: --help and --version must fail too, not print nowhere
             sys.stdout = _ClosedStdout()
+        _checked_stdout()
         previous = {}
         for name in ("SIGTERM", "SIGHUP"):
             sig = getattr(signal, name, None)
@@ -100,6 +131,14 @@ class MemplanGroup(click.Group):
                 if not os.environ.get("MEMPLAN_DEBUG"):
                     warnings.simplefilter("ignore")
                 return super().main(*args, **kwargs)
+        except SystemExit as e:
+            # click answers EPIPE on its own output (--help, --version) with exit 1 and wrappers
+            # that silence the last flush; memplan's rule for a reader that went away is 141
+            if e.code == 1 and type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+                _reader_gone()
+            raise
+        except BrokenPipeError:
+            _reader_gone()
         except OSError as e:  # click's own output (--help, --version, usage) to a failing stdout
             _stdout_to_devnull()
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
@@ -139,14 +178,25 @@ class MemplanGroup(click.Group):
         except RecursionError:
             _echo_error("memplan: error: the input is nested too deeply for memplan")
             ctx.exit(2)
+        except RuntimeError as e:
+            if "can't start new thread" not in str(e):
+                _internal(ctx, e)
+            _echo_error(f"memplan: error: {THREAD_REFUSED}")
+            ctx.exit(2)
         except OSError as e:
             if not _from_echo(e):
                 _internal(ctx, e)
+            if isinstance(e, BrokenPipeError):
+                _reader_gone()
             _stdout_to_devnull()  # a subcommand's --help to a full stdout
             _echo_error(f"memplan: error: cannot write to stdout: {e.strerror or e}")
             ctx.exit(74)
         except Exception as e:
             _internal(ctx, e)
+
+
+THREAD_REFUSED = ("cannot start a thread: the system refused it (a limit on processes, ulimit -u, or on "
+                  "memory, ulimit -v / -s)")
 
 
 def _internal(ctx, e: Exception):

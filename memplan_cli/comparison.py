@@ -105,7 +105,7 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
         else:
             cols[prof] = _column(prof, a)
     for prof in ("onert", "nntrainer", "singa", "torch", "memplan"):
-        cols[prof].checked = checked_by(prof)
+        cols[prof].checked = checked_by(prof, cols[prof].extras if cols[prof].available else None)
     return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
                       int(mem.lower_bound), onert_options, time_limit)
 
@@ -116,7 +116,7 @@ def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
-    graph = load_model(path, batch_size=config.batch_size)
+    graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     try:
         return compare_graph(graph, config, path=path, onert_options=onert_options, time_limit=time_limit,
                              nntrainer_options=nntrainer_options)

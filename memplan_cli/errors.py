@@ -1,14 +1,43 @@
-"""Errors that end a command with exit status 2 and one line on stderr."""
+"""Errors that end a command with exit status 2 and one line on stderr, and the other exit statuses
+the commands share (README, "Exit status"; memplan_cli/cli.py turns errors into theirs)."""
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
-_CONTROL.update({0x0a: "\\n", 0x0d: "\\r", 0x09: " "})
+import unicodedata
+
+# the check ran and failed: `verify` (the plan does not hold), `diff` (a threshold is exceeded)
+EXIT_FAILED = 1
+# the budget cannot be met: no batch (sweep), no remat plan (analyze, verify), no option (fit)
+# fits. A budget that is no size, or 0 bytes, is bad input (2: memplan_cli/sizes.parse_budget).
+EXIT_OVER_BUDGET = 3
+
+# What a terminal must never receive from a file: C0 and C1 controls (ESC, BEL, CSI, a newline),
+# format characters (the bidi overrides U+202A-202E and isolates U+2066-2069, U+200E/F marks, zero
+# width characters), line and paragraph separators, and lone surrogates (a file name's odd bytes).
+_ESCAPED_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+_SHORT = {0x0a: "\\n", 0x0d: "\\r", 0x09: " "}
 
 
-def one_line(text) -> str:
-    """`text` with control characters escaped (a newline becomes \\n, ESC \\x1b): messages and reports
-    quote a model's own strings (tensor names, external-data locations), which must neither break
-    the line nor drive the terminal."""
-    return str(text).translate(_CONTROL)
+def _escape(c: str) -> str:
+    o = ord(c)
+    if o in _SHORT:
+        return _SHORT[o]
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def printable(text) -> str:
+    """`text` safe to print on a terminal, on one line: every character a terminal would act on
+    instead of showing (a newline, ESC sequences that clear or retitle it, BEL, C1 controls, bidi
+    overrides that reorder what follows) is written as an escape (\\n, \\x1b, \\u202e); a tab
+    becomes a space. The one rule for every string from a file (names, producer, signatures, custom
+    op codes, CSV ids, metadata) shown to a person: messages, tables and `inspect`. JSON and CSV
+    files keep the exact strings."""
+    s = str(text)
+    if s.isprintable():  # the common case, in C
+        return s
+    return "".join(_escape(c) if unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in s)
+
+
+# the name the error paths have always used
+one_line = printable
 
 
 class MemplanError(Exception):

@@ -115,7 +115,7 @@ def workdir(tmp: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.Path:
 def environment(bin_dir: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMPLAN_", "PYTEST", "COV_"))}
     env["PATH"] = (bin_dir or os.path.dirname(sys.executable)) + os.pathsep + env.get("PATH", "")
-    env.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120", "PYTHONHASHSEED": "0"})
+    env.update({"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "80", "PYTHONHASHSEED": "0"})
     return env
 
 

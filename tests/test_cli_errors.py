@@ -6,6 +6,7 @@ truncations straight through `load_model` (the CLI adds nothing per file but the
 from __future__ import annotations
 
 import os
+import re
 import random
 
 import numpy as np
@@ -209,7 +210,7 @@ def _byte_size_overflows(tmp):
 
 
 CORPUS = [_missing, _directory, _empty, _wrong_identifier, _random_bytes, _random_after_onnx_tag,
-          _protobuf_not_a_model, _onnx_input_without_shape, _onnx_uninferable_op, _onnx_symbolic_batch,
+          _protobuf_not_a_model, _onnx_input_without_shape, _onnx_uninferable_op,
           _onnx_symbolic_height, _onnx_zero_dim, _onnx_negative_dim, _circle_zero_dim, _tflite_negative_dim,
           _tensor_index_out_of_range, _graph_output_out_of_range, _opcode_index_out_of_range,
           _buffer_index_out_of_range, _cycle, _no_subgraph, _tiny_file, _byte_size_overflows]
@@ -219,6 +220,15 @@ CORPUS = [_missing, _directory, _empty, _wrong_identifier, _random_bytes, _rando
 def test_bad_input_is_one_line_exit_2(tmp_path, case):
     path, words = case(tmp_path)
     assert_one_line_error(path, match=words)
+
+
+def test_a_symbolic_batch_is_refused_by_analyze_and_shown_by_inspect(tmp_path):
+    path, words = _onnx_symbolic_batch(tmp_path)
+    assert_one_line_error(path, match=words, commands=("analyze", "verify"))
+    code, out, err = run(["inspect", str(path)])
+    assert code == 0 and "batch (symbolic: batch): shapes shown at batch 1" in out, err
+    code, out, err = run(["inspect", str(path), "-b", "1"])  # its Reshape fixes batch 1 inside the graph
+    assert code == 0 and "batch size 1 (symbolic: batch)" in out and "the file has" not in out, err
 
 
 def test_bad_input_with_a_batch_size_too(tmp_path):
@@ -308,6 +318,29 @@ def test_op_without_backward_rule_inside_the_backward_region(tmp_path):
     # training only the last op keeps RFFT2D out of the backward region: then it is fine
     code, out, err = run(["analyze", str(p), "--trainable-ops", "1", "-q"])
     assert code == 0 and "planned" in out, err
+
+
+def test_the_trainable_ops_advice_is_accepted_as_given(tmp_path):
+    """Two ops without a backward rule: the advice skips past both (the first one's bound alone, -t 3,
+    would be refused again for the second), and the N it names is accepted."""
+    from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
+
+    t = [fb.tensor("x", [1, 4]), fb.tensor("w1", [4, 4], data="fill"), fb.tensor("h", [1, 4]),
+         fb.tensor("e", [1, 4]), fb.tensor("w2", [4, 4], data="fill"), fb.tensor("h2", [1, 4]),
+         fb.tensor("e2", [1, 4]), fb.tensor("w3", [3, 4], data="fill"), fb.tensor("y", [1, 3])]
+    fc = lambda i, w, o: fb.op(fb.OPS.FULLY_CONNECTED, [i, w, -1], [o], fb.fc_opts(), BO.FullyConnectedOptions)
+    ops = [fc(0, 1, 2), fb.op(fb.OPS.RFFT2D, [2], [3]), fc(3, 4, 5), fb.op(fb.OPS.RFFT2D, [5], [6]), fc(6, 7, 8)]
+    p = _fb(tmp_path, "two_rfft.circle", t, ops, [0], [8])
+    for command in ("analyze", "verify", "sweep"):
+        extra = []
+        code, _, err = run([command, str(p), *extra])
+        assert code == 2 and "op #1 RFFT2D is inside the backward region" in err, err
+        n = re.search(r"--trainable-ops (\d+), the last \1 ops, is accepted", err)
+        assert n, err
+        code, out, err = run([command, str(p), "--trainable-ops", n.group(1), *extra])
+        assert code == 0, err
+    code, _, err = run(["analyze", str(p), "--trainable-ops", "3"])  # the first op's bound alone
+    assert code == 2 and "op #3 RFFT2D" in err
 
 
 @pytest.mark.parametrize("flags,words", [

@@ -156,9 +156,12 @@ def test_json_output_holds_every_buffer_s_offset(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["kind"] == "plan" and doc["arena"] == 6
     assert {b["id"]: b["offset"] for b in doc["offsets"]} == TINY_GREEDY
-    # half-open [lower, upper) as in the CSV; the summary on stdout is the same without the offsets
+    # half-open [lower, upper) as in the CSV; the summary is the same without the offsets, and with
+    # -o nothing is printed (as with every command's -o)
     assert [(b["lower"], b["upper"], b["size"]) for b in doc["offsets"]] == [(0, 2, 4), (1, 3, 2), (2, 4, 4), (3, 4, 0)]
-    assert json.loads(stdout) == {k: v for k, v in doc.items() if k != "offsets"}
+    assert stdout == ""
+    code, summary, err = run(str(write(tmp_path, TINY)), "--planner", "greedy", "-f", "json")
+    assert json.loads(summary) == {k: v for k, v in doc.items() if k != "offsets"}
 
 
 def test_output_to_stdout_puts_the_summary_on_stderr(tmp_path):

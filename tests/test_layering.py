@@ -6,8 +6,9 @@ entry names, plus `errors` (what every layer may raise) and the package's `__ver
 bottom up:
 
 - leaves: `errors`, `version`, `buffers` (the waist: Buffer, Step, Pool, BufferList), `lazyimport` (the
-  stand-in that defers a library's import to its first use) and `schemas` (the JSON Schemas) import
-  nothing of memplan's; `config`
+  stand-in that defers a library's import to its first use) import nothing of memplan's, nor does
+  `sizes` (sizes as text, the one budget parser) but errors; nor does
+  `schemas` (the JSON Schemas, at the repository's top level, shipped as memplan_cli.schemas); `config`
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `kernels`: NumPy reference kernels (no memplan imports).
@@ -16,7 +17,7 @@ bottom up:
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
-  passes; planners know nothing of models); `report` -> buffers only.
+  passes; planners know nothing of models); `report` -> buffers, sizes and config (the training flags' JSON names) only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
@@ -51,7 +52,7 @@ ALLOWED = {
     "config": set(),
     "inputs": set(),
     "lazyimport": set(),
-    "schemas": set(),
+    "sizes": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
     "ir": {"ir", "ops", "lazyimport"},
@@ -60,7 +61,7 @@ ALLOWED = {
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
-    "report": {"report", "buffers"},
+    "report": {"report", "buffers", "config", "sizes"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
     "plancsv": {"inputs", "planrun"},
@@ -70,10 +71,10 @@ ALLOWED = {
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "api": {"analysis", "buffers", "comparison", "config", "loaders", "planners", "planrun", "plancsv",
-            "profiles", "remat", "report", "verification"},
+            "profiles", "remat", "report", "sizes", "verification"},
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
-                 "remat", "report", "traininfo"},
+                 "remat", "report", "sizes", "traininfo"},
     "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": {"api", "version"},
@@ -162,6 +163,10 @@ def test_no_import_runs_back_up(layer):
         if extra:
             bad[str(f.relative_to(PKG))] = sorted(extra)
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
+
+
+def test_the_schemas_package_imports_nothing_of_memplan():
+    assert memplan_imports(PKG.parent / "schemas" / "__init__.py", "memplan_cli.schemas") == set()
 
 
 def test_the_package_never_imports_dev_only_code():

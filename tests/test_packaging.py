@@ -1,8 +1,9 @@
 """`pip install .` ships memplan_cli and nothing dev-only: the package list setuptools builds the
-wheel from (pyproject's `[tool.setuptools.packages.find]`, the same call setuptools makes) holds no
+wheel from (setup.py's PACKAGES: memplan_cli's packages and the top-level schemas/) holds no
 test generator, no onert runtime harness and no tests; the runtime dependencies are what the
 package imports; and a clone without a C compiler installs and follows the README."""
 import ast
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -12,17 +13,28 @@ import tomllib
 import zipfile
 
 import pytest
-from setuptools import find_packages
 
 ROOT = pathlib.Path(__file__).parents[1]
 DEV_ONLY_MODULES = {"modelgen", "zoo", "onert_runtime", "onert_check", "runtime"}
 DEV_ONLY_CLASSES = {"ModelBuilder"}
 
 
+def _setup_py():
+    """setup.py as a module, without running setup() (it runs only as __main__)."""
+    spec = importlib.util.spec_from_file_location("memplan_setup_py", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def shipped_packages() -> list[str]:
-    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-    return find_packages(where=str(ROOT / find.get("where", ["."])[0]),
-                         include=find.get("include", ["*"]), exclude=find.get("exclude", []))
+    return list(_setup_py().PACKAGES)
+
+
+def package_dir(pkg: str) -> pathlib.Path:
+    """Where a shipped package's files are in the repository (setup.py's package_dir mapping)."""
+    mapped = _setup_py().PACKAGE_DIR
+    return ROOT / mapped[pkg] if pkg in mapped else ROOT.joinpath(*pkg.split("."))
 
 
 def test_only_memplan_cli_ships():
@@ -36,7 +48,7 @@ def test_only_memplan_cli_ships():
 def test_no_test_generator_ships():
     bad = []
     for pkg in shipped_packages():
-        d = ROOT.joinpath(*pkg.split("."))
+        d = package_dir(pkg)
         for f in sorted(d.glob("*.py")):
             if f.stem in DEV_ONLY_MODULES or pkg.split(".")[-1] in {"testing", "tests"}:
                 bad.append(str(f.relative_to(ROOT)))
@@ -114,7 +126,7 @@ def test_a_fresh_clone_without_a_compiler_follows_the_readme(tmp_path):
     wheel = next((tmp_path / "w").glob("memplan-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.endswith((".so", ".pyd"))]
-    assert {"memplan_cli/schemas/report.schema.json", "memplan_cli/schemas/verify.schema.json"} <= set(names)
+    assert {"memplan_cli/schemas/analysis.schema.json", "memplan_cli/schemas/verify.schema.json"} <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "devtools/")) or n.endswith("traininfo/write.py")]
     _run([str(clone / ".venv" / "bin" / "pip"), "install", "-q", "--force-reinstall", "--no-deps", str(wheel)],
          clone, env)
@@ -156,3 +168,36 @@ def test_the_repository_tracks_no_symlink_and_no_environment():
     assert rows, "git ls-files found nothing"
     assert [p for mode, p in rows if mode == "120000"] == []
     assert [p for _, p in rows if p.split("/")[0] in {".venv", "venv", "build", "dist"}] == []
+
+
+# what the repository's root holds; anything else there is a stray file (a report written with
+# `-o` into the checkout once got committed as `adam`)
+ROOT_FILES = {"README.md", "pyproject.toml", "setup.py", "requirements-dev.txt", ".gitignore"}
+
+
+def _looks_like_report(path: pathlib.Path) -> bool:
+    """A memplan report: JSON with memplan's envelope, or a table's header line ('MODEL (FORMAT, N
+    ops) · profile ...')."""
+    try:
+        head = path.read_bytes()[:4096].decode("utf-8", "replace")
+    except OSError:
+        return False
+    return '"memplan_version"' in head or " · profile " in head.split("\n", 1)[0]
+
+
+def test_no_stray_file_at_the_root():
+    tracked_root = sorted(p for _, p in _tracked_files() if "/" not in p)
+    assert [p for p in tracked_root if p not in ROOT_FILES] == []
+    # untracked ones too: a report written there is one `git add .` from being committed
+    reports = [p.name for p in ROOT.iterdir() if p.is_file() and p.name not in ROOT_FILES and _looks_like_report(p)]
+    assert reports == []
+
+
+def test_the_stray_file_check_sees_a_report(tmp_path):
+    table = tmp_path / "adam"
+    table.write_text("bert_tiny_dynamo.onnx (onnx, 38 ops) · profile memplan · batch 2 · sgd\n")
+    doc = tmp_path / "out"
+    doc.write_text('{\n  "schema_version": 1,\n  "kind": "analysis",\n  "memplan_version": "0.1.0"\n}\n')
+    other = tmp_path / "notes"
+    other.write_text("a note\n")
+    assert [_looks_like_report(p) for p in (table, doc, other)] == [True, True, False]

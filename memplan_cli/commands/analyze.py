@@ -9,39 +9,32 @@ import os
 
 import click
 
-from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
+from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 def api_arguments(flags: dict) -> dict:
-    """The API's keyword arguments for the parsed flags of analyze / compare (same names but
-    trainable_ops; the SIMD width is a choice string on the command line)."""
-    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
-                                 "time_limit", "onert_threads", "profile", "planner") if k in flags}
-    out["trainable_ops"] = flags.get("trainable")
-    for k in ("train", "freeze"):  # click gives () when the flag is absent
-        out[k] = tuple(flags.get(k) or ()) or None
-    out["lora"] = flags.get("lora_rank")
-    out["lora_targets"] = flags.get("lora_targets")
-    out["loss_outputs"] = flags.get("loss_outputs")
+    """The API's keyword arguments for the parsed flags of analyze / compare (the training flags' and
+    the API's names are one; the SIMD width is a choice string on the command line)."""
+    out = dict(flags)
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
-    out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
 
 
 def planner_kernels() -> str:
-    from memplan_cli.planners._native import BACKEND
+    from memplan_cli.planners._native import kernels_note
 
-    return BACKEND
+    return kernels_note()
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Memory of one training step by category; what a plan saves.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options
 @output_options
 @click.option("--by-layer", is_flag=True, help="Add the per-layer view: what each op brings and its share of the peak.")
-@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.svg",
+@click.option("--timeline", "timeline_path", type=output_path(), default=None, metavar="FILE.svg",
               help="Draw live memory over the steps, stacked by category, to an SVG file.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Memory budget (192MiB, 1.5GB, 1048576): plan with the cheapest rematerialization (forward "
@@ -71,7 +64,7 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
         raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
                            f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
-    opts = RenderOptions(color=use_color(color, to_file=to_file), width=120 if to_file else terminal_width(),
+    opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings,
                          kernels=planner_kernels() if level >= 2 else "")
@@ -94,6 +87,6 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
 
                 raise MemplanError(f"--timeline {timeline_path} and --output {output} name the same file")
         write_atomic(timeline_path, svg, (model,))
-    emit(text, output, (model,))
+    emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if doc.get("remat") is not None and not doc["remat"]["fits"]:
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)

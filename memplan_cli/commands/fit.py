@@ -9,67 +9,123 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, config_json, training_options, verbosity
-from memplan_cli.errors import ConfigError
+from memplan_cli.commands.options import (config_from_flags, config_json, output_options, training_options,
+                                          training_words, verbosity)
+from memplan_cli.errors import EXIT_OVER_BUDGET
 
-NOTHING_FITS = 3
+
+def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | None:
+    """The flags (parameter -> value) that apply option `o` on top of the setup as asked (`dims`: its
+    --dim bindings); None when there is no setup to apply (no remat plan fits)."""
+    dims = dims or {}
+    name = o["option"]
+    if name in ("remat", "sgd + remat") and not o["fits"]:
+        return None
+    return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
+            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
+            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
+            "sgd + remat": {"optimizer": "sgd", "budget": budget},
+            # --dim NAME=N with the size found, beside the other dims as given
+            "longest dim": {"dim": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
+            }.get(name)
 
 
-@click.command("fit")
+def analyze_command(model: str, given: dict, changes: dict) -> str:
+    """`memplan analyze MODEL ...`: the flags the user gave, with `changes` applied, shell-quoted."""
+    import shlex
+
+    flags = {**given, **changes}
+    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    if flags.get("budget") is not None:
+        words += ["--budget", shlex.quote(str(flags["budget"]))]
+    return " ".join(words)
+
+
+def shell_lines(command: str, width: int, indent: int) -> list[str]:
+    """`command` broken at spaces into lines of at most `width` columns, each but the last ending in
+    ` \\` (a shell line continuation, so the lines still paste as one command)."""
+    import re
+
+    # a flag and its value stay on one line
+    words, lines, line = re.split(r" (?=--?[A-Za-z])", command), [], ""
+    for w in words:
+        if line and len(line) + 1 + len(w) + 2 > width - indent:
+            lines.append(line + " \\")
+            line = "    " + w
+        else:
+            line = f"{line} {w}" if line else w
+    lines.append(line)
+    return lines
+
+
+@click.command("fit", short_help="How to make one step fit a budget, and the command for each way.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
-                                      "(one row per option) for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
-def command(model, budget, fmt, output, quiet, verbose, **flags):
+@click.option("--max-dim", "max_dim", default=None, metavar="NAME",
+              help="Also find the largest size of the symbolic dimension NAME (a sequence length) that fits "
+                   "without remat at the batch asked; the setup's own size comes from --dim NAME=N.")
+@output_options(formats=("table", "json", "csv"), format_help="table for people; json (memplan_cli/schemas/fit.schema.json) "
+                "or csv (one row per option) for scripts.", output_help="Write the report to FILE (atomically).",
+                verbose_help="More output: which planner kernels ran.")
+def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
-    combinations on the memory / compute Pareto front."""
+    combinations on the memory / compute Pareto front. Each option comes with the `memplan analyze`
+    command that applies it (and prints its figure)."""
+    from click.core import ParameterSource
+
     from memplan_cli.version import __version__
     from memplan_cli.analysis import file_sha256
+    from memplan_cli.api import load_for
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
-    from memplan_cli.report.output import emit
+    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
     from memplan_cli.report.progress import enabled, spinner
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
     level = verbosity(quiet, verbose)
-    try:
-        limit = parse_size(budget)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
-    graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    limit = parse_budget(budget)
+    graph = load_for(model, flags)
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
-            out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
+            out = fit_options(lambda b, dims: load_model(model, batch_size=b, dims=dims), cfg, limit,
+                              max_dim=max_dim)
     except MemplanError as e:
         raise naming(model, e) from None
+    ctx = click.get_current_context()
+    given = {k: v for k, v in flags.items() if k != "learning_rate"
+             and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+    options = []
+    for o in out["options"]:
+        changes = option_changes(o, budget, dict(cfg.dims))
+        options.append({**o, "command": None if changes is None else analyze_command(model, given, changes)})
     doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)},
            "budget": limit, "config": {**config_json(cfg), "batch_size": out["batch_size"]},
-           "fits": out["fits"], "options": out["options"]}
+           "fits": out["fits"], "options": options}
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"
     elif fmt == "csv":
         text = render_csv(doc)
     else:
-        text = render(doc, level)
+        to_file = bool(output and output != "-")
+        opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
+                             verbosity=level)
+        from memplan_cli.report import printable_doc
+
+        text = render(printable_doc(doc), opts)  # the file's own strings, escaped for a terminal
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"planner kernels: {kernels_text(BACKEND)}\n"
+            text += f"planner kernels: {kernels_text(kernels_note())}\n"
     if level >= 0 or (output and output != "-"):
-        emit(text, output, (model,))
+        emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
-        click.get_current_context().exit(NOTHING_FITS)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
 
 
 def render_csv(doc: dict) -> str:
@@ -79,37 +135,80 @@ def render_csv(doc: dict) -> str:
 
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["option", "change", "planned", "fits", "flops_ratio", "pareto"])
+    w.writerow(["option", "change", "planned", "fits", "flops_ratio", "pareto", "command"])
     for o in doc["options"]:
         w.writerow([o["option"], o["change"], o["planned"], int(o["fits"]),
-                    "" if o["flops_ratio"] is None else o["flops_ratio"], int(o["pareto"])])
+                    "" if o["flops_ratio"] is None else o["flops_ratio"], int(o["pareto"]), o["command"] or ""])
     return out.getvalue()
 
 
-def render(doc: dict, level: int) -> str:
-    from memplan_cli.report.table import fine_tuning_part
+def render(doc: dict, opts) -> str:
+    from rich.table import Table
+    from rich.text import Text
+
+    from memplan_cli.report.table import _console, exact_note, fig, dims_part, fine_tuning_part, fitted, precision_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{dims_part(c)}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
-    if level == 0:
+    if opts.verbosity == 0:
         return f"{doc['model']['file']}: {len(fitting)} option(s) fit {human(doc['budget'])}\n"
-    rows = [("option", "change", "planned", "fits", "FLOPs/sample", "Pareto")]
+    con = _console(opts)
+    con.print(Text(head, style="bold"))
+
+    def build(cell):
+        table = Table(header_style="bold")
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("option", no_wrap=True)
+        table.add_column("change", overflow="fold")
+        table.add_column("planned", justify="right", no_wrap=True)
+        table.add_column("fits", no_wrap=True)
+        table.add_column("FLOPs/\nsample", justify="right", no_wrap=True)
+        table.add_column("Pareto", justify="center", no_wrap=True)
+        for k, o in enumerate(doc["options"], 1):
+            table.add_row(str(k), o["option"], o["change"], cell(o["planned"]),
+                          Text("yes", style="green") if o["fits"] else Text("no", style="red"),
+                          f"{o['flops_ratio']:.3f} x" if o["flops_ratio"] is not None else "n/a",
+                          "*" if o["pareto"] else "")
+        return table
+
+    # the change column wraps; the figures never do
+    variants = (lambda: build(fig), lambda: build(human))
+    table, k = fitted(con, [lambda v=v: _shrunk(con, v) for v in variants])
+    con.print(table)
+    if k:
+        con.print(exact_note(con, variants[0]()))
+    con.print("FLOPs/sample: per sample, as a multiple of the step as asked; Pareto *: of the options that fit "
+              "and train the same ops at the same batch, none needs less memory and no more compute, or less "
+              "compute and no more memory")
     for o in doc["options"]:
-        rows.append((o["option"], o["change"], f"{o['planned']:,d} ({human(o['planned'])})",
-                     "yes" if o["fits"] else "no",
-                     f"{o['flops_ratio']:.3f} x" if o["flops_ratio"] is not None else "n/a",
-                     "*" if o["pareto"] else ""))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [head]
-    for k, r in enumerate(rows):
-        lines.append("  ".join(r[i].ljust(w[i]) if i in (0, 1, 3, 5) else r[i].rjust(w[i]) for i in range(len(r))).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * x for x in w))
-    lines.append("FLOPs/sample: per sample, as a multiple of the step as asked; Pareto *: of the options that fit "
-                 "and train the same ops at the same batch, none needs less memory and no more compute, or less "
-                 "compute and no more memory")
-    lines.append(f"{len(fitting)} option(s) fit" if fitting else "nothing fits")
-    return "\n".join(lines) + "\n"
+        if o.get("note"):
+            con.print(Text(f"{o['option']}: {o['note']}"))
+    con.print(f"{len(fitting)} option(s) fit" if fitting else "nothing fits")
+    commands = [(k, o["command"]) for k, o in enumerate(doc["options"], 1) if o["command"]]
+    if commands:
+        con.print("the command that applies each option (and prints its figure):")
+        for k, cmd in commands:
+            lead = f"{k:>3}  "
+            for j, line in enumerate(shell_lines(cmd, con.width, len(lead))):
+                con.print(Text((lead if j == 0 else " " * len(lead)) + line), overflow="ignore", crop=False,
+                          soft_wrap=True)
+    return con.file.getvalue()
+
+
+def _shrunk(con, build):
+    """`build()`'s table as wide as the console allows, its change column wrapping to make room."""
+    from memplan_cli.report.table import natural_width
+
+    table = build()
+    if natural_width(con, table) > con.width:
+        table.columns[2].width = max(12, con.width - (natural_width(con, _with_change_width(build, 1)) - 1))
+    return table
+
+
+def _with_change_width(build, width):
+    table = build()
+    table.columns[2].width = width
+    return table

@@ -9,6 +9,7 @@ import json
 
 import click
 
+from memplan_cli.commands.options import output_options
 
 def summary_table(d: dict) -> str:
     from memplan_cli.report.units import human
@@ -52,7 +53,7 @@ def _why_status(d: dict) -> str:
     return " (proven by the exact search: no smaller arena holds these buffers)"
 
 
-@click.command("plan")
+@click.command("plan", short_help="Offsets for a buffer list (MiniMalloc's CSV format).")
 @click.argument("buffers", metavar="BUFFERS.csv")
 @click.option("--planner", default=None, metavar="NAME",
               help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
@@ -65,14 +66,12 @@ def _why_status(d: dict) -> str:
               help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
-@click.option("-o", "--output", default=None, metavar="FILE",
-              help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
-                   "`offset` column, or with -f json the summary and every buffer's offset. '-' writes it to "
-                   "stdout and the summary to stderr.")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people; json for scripts (memplan_cli/schemas/plan.schema.json).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: the planner's seconds and which kernels ran.")
+@output_options(formats=("table", "json"), format_help="table for people; json for scripts "
+                "(memplan_cli/schemas/plan.schema.json).",
+                output_help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
+                            "`offset` column (the summary is still printed), or with -f json the summary and every "
+                            "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.",
+                output_type=False, color=False, verbose_help="More output: the planner's seconds and which kernels ran.")
 def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
@@ -91,7 +90,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """
     from memplan_cli import api
     from memplan_cli.commands.options import verbosity
-    from memplan_cli.report.output import emit, write_atomic
+    from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
     from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
@@ -106,22 +105,25 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         plan_text = json.dumps({**doc, "offsets": result.offsets_json()}, indent=2) + "\n"
     else:
         text = summary_table(doc)
+        text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"kernels      {kernels_text(BACKEND)}\n"
+            text += f"kernels      {kernels_text(kernels_note())}\n"
         plan_text = result.offsets_csv() if output else ""
     if level == 0:
         text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "
                 f"{doc['status']}\n")
     # everything is computed and verified: only now write
     if output == "-":
-        emit(plan_text, None)
+        emit(plan_text, None, data="csv")
         if level >= 0:
             click.echo(text, err=True, nl=False)
         return
     if output:
         write_atomic(output, plan_text, (buffers,))
-    if level >= 0:
+    # with -f json the file holds the summary too: nothing to print, as with every other command's -o;
+    # the CSV plan holds only offsets, so the table summary still goes to stdout
+    if level >= 0 and not (output and fmt == "json"):
         emit(text, None)

@@ -12,14 +12,16 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
+from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, profile_options, training_options, verbosity)
+                                          onert_options, output_options, profile_options, training_options,
+                                          verbosity)
 
 
 
-@click.command("verify")
+@click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
-@training_options
+@training_options(runs_a_step=True)
 @profile_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
@@ -28,12 +30,9 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
 @click.option("--no-live-check", is_flag=True,
               help="Skip the up-front check that every buffer a step touches is live; lifetime bugs must "
                    "then show in the data (freed buffers are filled with NaN).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people, json for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: pools and timings.")
+@output_options(formats=("table", "json"), format_help="table for people, json for scripts.",
+                output_help="Write the report to FILE (atomically).", color=False,
+                verbose_help="More output: pools and timings.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Verify the cheapest remat plan that fits SIZE (as `analyze --budget`), and check that its loss "
                    "and updated weights equal the step without remat bit for bit; exit 3 when no plan fits.")
@@ -47,15 +46,15 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     where results diverge and the buffers involved (exit status 1).
     """
     from memplan_cli.verification import verify_model
-    from memplan_cli.loaders import load_model
-    from memplan_cli.report.output import emit
+    from memplan_cli.api import load_for
+    from memplan_cli.report.output import emit, terminal_width, wrap_text
     from memplan_cli.report.progress import enabled, spinner
 
     level = verbosity(quiet, verbose)
     check_planner(flags.get("planner"))
     # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    graph = load_for(model, flags)
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     profile = flags.get("profile") or "memplan"
     popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
              nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
@@ -75,7 +74,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))
-        click.get_current_context().exit(3)
+        click.get_current_context().exit(EXIT_OVER_BUDGET)
     with spinner(f"verifying {model} ({profile})", show):
         # a remat plan runs in the arena the solver planned (work budget, never the clock)
         rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
@@ -105,10 +104,12 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                          else f"; DIFFERS from the step without remat: {same[1]}")
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
+    if fmt == "table":
+        text = wrap_text(text, terminal_width(to_file=bool(output and output != "-")))
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))
     if not rep.result.passed or (same is not None and not same[0]):
-        click.get_current_context().exit(1)
+        click.get_current_context().exit(EXIT_FAILED)
 
 
 def envelope(model: str, profile: str, cfg) -> dict:
@@ -140,12 +141,9 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
     from memplan_cli.remat.solve import solve_as_run
-    from memplan_cli.report.units import parse_size
+    from memplan_cli.sizes import parse_budget
 
-    try:
-        budget = parse_size(budget_text)
-    except ValueError as e:
-        raise ConfigError(f"--budget: {e}") from None
+    budget = parse_budget(budget_text)
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     try:

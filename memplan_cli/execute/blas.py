@@ -43,6 +43,24 @@ def get_threads() -> int | None:
     return int(g()) if g else None
 
 
+def _can_start_threads(k: int) -> None:
+    """Start and end `k` threads, so that a refusal is a RuntimeError here: OpenBLAS, refused a
+    thread, prints four lines and raises SIGINT (which read as a Ctrl-C)."""
+    import threading
+
+    release = threading.Event()
+    started = []
+    try:
+        for _ in range(k):
+            t = threading.Thread(target=release.wait, daemon=True)
+            t.start()
+            started.append(t)
+    finally:
+        release.set()
+        for t in started:
+            t.join()
+
+
 @contextlib.contextmanager
 def blas_threads(n: int | None):
     """Run the body with `n` BLAS threads (None: leave as is), restoring the previous count."""
@@ -52,6 +70,8 @@ def blas_threads(n: int | None):
         yield
         return
     before = int(getter())
+    if n > before:
+        _can_start_threads(n - 1)
     setter(int(n))
     try:
         yield

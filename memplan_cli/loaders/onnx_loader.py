@@ -2,8 +2,9 @@
 
 Operands are numbered in order of first appearance: graph inputs, then each node's inputs and outputs;
 initializers and Constant nodes become constant operands (a Constant node is not an op, as in tflite
-where such values are plain tensors). Layout is NCHW (attrs["layout"]). Only the batch dim (dim 0 of a
-graph input) may be symbolic, and only when a batch size is given.
+where such values are plain tensors). Layout is NCHW (attrs["layout"]). A symbolic dim 0 of a graph
+input is the batch (it takes the batch size); any other symbolic dim must be bound by name (--dim),
+before shape inference, so every shape and shape value the graph computes follows it.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.onnx_strip import elements
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
@@ -48,13 +50,15 @@ def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
 
+    from memplan_cli.loaders.mapped import sigbus_named
     from memplan_cli.loaders.onnx_strip import ProtobufError, SubgraphBudgetError, strip_model
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        data, has_graph = strip_model(mm, size)
+        with sigbus_named(path):
+            data, has_graph = strip_model(mm, size)
         if not has_graph:
             raise _Bad("a protobuf without a graph: not an ONNX model")
         try:
@@ -63,7 +67,9 @@ def _read_stripped(path: str):
             raise _Bad(f"not an ONNX model (protobuf decode failed: {e})") from None
         keep = _wanted_float_values(model)
         if keep:  # a second pass keeps those few bytes (Resize's scales: shape inference needs them)
-            model = onnx.load_from_string(strip_model(mm, size, keep)[0])
+            with sigbus_named(path):
+                data = strip_model(mm, size, keep)[0]
+            model = onnx.load_from_string(data)
         return model
     except ProtobufError as e:
         raise _Bad(f"not a valid protobuf ({e}): truncated or not an ONNX model") from None
@@ -185,9 +191,16 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
     return refused
 
 
-def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
-    """Give every graph input a static shape. Returns whether the batch dim was symbolic."""
-    dynamic = False
+def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict | None = None,
+                symbolic_default: int | None = None) -> tuple[bool | str, list]:
+    """Give every graph input a static shape before shape inference: a symbolic dim 0 is the batch
+    (`batch_size`), any other symbolic dim takes its value from `dims` (name -> value, ONNX Runtime's
+    free-dimension override by name; an unnamed one is called `<input>_dim<position>`). An unbound
+    one takes `symbolic_default` (for showing the file: `inspect`), else the file is refused. Returns
+    whether the batch dim was symbolic (its name when the file gives one) and the other symbolic
+    dims as (name, input, position, value, bound)."""
+    dims = dict(dims or {})
+    found = []  # (name, input, position, is_batch)
     for vi in model.graph.input:
         if vi.name in init_names:
             continue
@@ -202,21 +215,37 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None) -> bool:
                     raise _Bad(f"graph input '{vi.name}' has a {'zero' if d.dim_value == 0 else 'negative'} "
                                f"dimension {d.dim_value} at position {k}")
                 continue
-            label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
-            if k != 0:
-                raise _Bad(f"graph input '{vi.name}' has a symbolic dimension {label} at position {k}; "
-                           "memplan needs static shapes (only the batch dim may be symbolic)")
-            if batch_size is None:
-                raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
-                           "pass --batch-size")
-            d.dim_value = batch_size
-            dynamic = True
+            found.append((d.dim_param or symbolic_dim_name(vi.name, k), vi.name, k, k == 0))
+    batch_names = {name for name, _, _, is_batch in found if is_batch}
+    check_dims(dims, found)
+    unbound = [f for f in found if f[0] not in batch_names and f[0] not in dims]
+    if unbound and symbolic_default is None:
+        raise DimsError(unbound_dims(unbound))
+    dynamic = False
+    symbolic = []
+    for vi in model.graph.input:
+        if vi.name in init_names:
+            continue
+        for k, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            name = d.dim_param or symbolic_dim_name(vi.name, k)
+            if name in batch_names:
+                if batch_size is None and symbolic_default is None:
+                    label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
+                    raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
+                               "pass --batch-size")
+                dynamic = dynamic or d.dim_param or True  # the file's name for it, when it has one
+                d.dim_value = batch_size if batch_size is not None else symbolic_default
+            else:
+                d.dim_value = dims.get(name, symbolic_default)
+                symbolic.append((name, vi.name, k, d.dim_value, name in dims))
     # inferred shapes must come from the fixed inputs, not from stale symbolic annotations
     del model.graph.value_info[:]
     for vo in model.graph.output:
         if vo.type.HasField("tensor_type"):
             vo.type.tensor_type.ClearField("shape")
-    return dynamic
+    return dynamic, symbolic
 
 
 def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
@@ -600,10 +629,79 @@ def _upgrade_opset(model):
 
     try:
         return _contained(lambda m: version_converter.convert_version(m, UPGRADE_TO), model, "version converter")
+    except ProcessLimitError:
+        raise
     except Exception as e:  # the converter raises RuntimeError / ValueError / its own errors
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise _Bad(f"opset {v} model: onnx.version_converter could not convert it to opset {UPGRADE_TO} "
                    f"({first[:200]})") from None
+
+
+class ProcessLimitError(Exception):
+    """The system refused a process (fork) or a pipe: a limit of this machine, not a fault of the
+    model (not "malformed"). One line, exit 2."""
+
+
+# What onnx's shape inference and version converter may allocate beyond what the process already
+# maps: 1 GiB plus 16 times the graph (they work on the graph without its weights, so real models
+# need megabytes). A 200-byte model with Range(0, 2**40, 1) made data propagation grow to 15-21 GB
+# until the kernel killed memplan.
+CHILD_MEMORY = 1 << 30
+CHILD_MEMORY_PER_GRAPH_BYTE = 16
+OUT_OF_MEMORY = "out of memory"
+
+
+def _limit_address_space(extra: int) -> None:
+    """In the child: an address-space limit (RLIMIT_AS) of what it maps now plus `extra`, never above
+    a limit already set. Best effort: without /proc or `resource` the child runs unlimited."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", "rb") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = mapped + extra
+        for cap in (soft, hard):
+            if cap != resource.RLIM_INFINITY:
+                want = min(want, cap)
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    except (OSError, ValueError, ImportError, AttributeError):
+        pass
+
+
+def _memory_hog(model) -> str:
+    """`: op 'NAME' (Range) makes N elements`, naming the op whose constant inputs ask onnx's data
+    propagation for a huge tensor (Range's count, ConstantOfShape's shape), when one does."""
+    from onnx import numpy_helper
+
+    consts = {}
+    for t in model.graph.initializer:
+        if t.data_type in (6, 7) and len(t.dims) <= 1 and sum(t.dims or [1]) <= 64:
+            try:
+                consts[t.name] = [int(v) for v in numpy_helper.to_array(t).reshape(-1)]
+            except Exception:  # noqa: BLE001 - stripped or odd data: not the one
+                pass
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.t.data_type in (6, 7) and sum(a.t.dims or [1]) <= 64:
+                    try:
+                        consts[n.output[0]] = [int(v) for v in numpy_helper.to_array(a.t).reshape(-1)]
+                    except Exception:  # noqa: BLE001
+                        pass
+    for n in model.graph.node:
+        ins = [consts.get(i) for i in n.input]
+        count = None
+        if n.op_type == "Range" and len(ins) == 3 and all(v is not None and len(v) == 1 for v in ins):
+            (start,), (limit,), (delta,) = ins
+            count = max(0, -((start - limit) // delta)) if delta else None
+        elif n.op_type == "ConstantOfShape" and ins and ins[0] is not None:
+            count = 1
+            for d in ins[0]:
+                count *= max(d, 0)
+        if count is not None and count > 1 << 24:
+            return f": op {_shown(n.name or n.output[0] if n.output else n.name)} ({n.op_type}) makes {count:,} elements"
+    return ""
 
 
 def _contained(fn, model, what: str):
@@ -619,12 +717,24 @@ def _contained(fn, model, what: str):
         return fn(model)
     import onnx
 
-    r, w = os.pipe()
-    pid = os.fork()
+    budget = CHILD_MEMORY + CHILD_MEMORY_PER_GRAPH_BYTE * model.ByteSize()
+    try:
+        r, w = os.pipe()
+    except OSError as e:
+        raise ProcessLimitError(f"cannot start a process to run onnx's {what}: {e.strerror or e} "
+                                "(too many open files)") from None
+    try:
+        pid = os.fork()
+    except OSError as e:
+        os.close(r)
+        os.close(w)
+        raise ProcessLimitError(f"cannot start a process to run onnx's {what}: {e.strerror or e} (a limit on "
+                                "processes, ulimit -u, or on memory)") from None
     if pid == 0:  # the child: never returns, never runs the parent's cleanup (os._exit)
         code = 0
         try:
             os.close(r)
+            _limit_address_space(budget)
             quiet = os.open(os.devnull, os.O_WRONLY)  # the assertion's own message would be a second line
             os.dup2(quiet, 1)
             os.dup2(quiet, 2)
@@ -635,6 +745,8 @@ def _contained(fn, model, what: str):
                 payload = b"M" + fn(model).SerializeToString()
             except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as text
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                if isinstance(e, MemoryError) or "bad_alloc" in first:
+                    first = OUT_OF_MEMORY
                 payload = b"E" + first.encode("utf-8", "replace")
             with os.fdopen(w, "wb") as f:
                 f.write(struct.pack("<Q", len(payload)) + payload)
@@ -665,7 +777,11 @@ def _contained(fn, model, what: str):
     if len(data) < 9 or struct.unpack_from("<Q", data)[0] != len(data) - 8:
         raise _Bad(f"onnx's {what} ended without an answer (exit status {os.waitstatus_to_exitcode(status)})")
     if data[8:9] == b"E":
-        raise RuntimeError(data[9:].decode("utf-8", "replace"))
+        text = data[9:].decode("utf-8", "replace")
+        if text == OUT_OF_MEMORY:
+            raise _Bad(f"onnx's {what} went over its memory limit ({budget >> 20:,} MiB) on this graph"
+                       f"{_memory_hog(model)}")
+        raise RuntimeError(text)
     out = onnx.ModelProto()
     out.ParseFromString(data[9:])
     return out
@@ -683,12 +799,16 @@ def _has_unknown_shapes(model) -> bool:
     return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
 
 
-def load_onnx(path: str, batch_size: int | None = None) -> Graph:
-    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`."""
+def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None,
+              symbolic_default: int | None = None) -> Graph:
+    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`, any
+    other symbolic dim its value in `dims` (name -> value); one left unbound takes `symbolic_default`
+    (for showing the file: `inspect`), else the file is refused."""
     import onnx
     from onnx import shape_inference
 
     refused: list[str] = []
+    symbolic: list = []
     try:
         model = _read_stripped(path)
         if not model.graph.node and not model.graph.input:
@@ -698,7 +818,7 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
-        dynamic = _fix_inputs(model, init_names, batch_size)
+        dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default)
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -718,11 +838,26 @@ def load_onnx(path: str, batch_size: int | None = None) -> Graph:
             g.metadata["torch_export"] = rewrites
         if dynamic:
             g.metadata["dynamic_batch"] = True
+            if isinstance(dynamic, str):
+                g.metadata["batch_symbol"] = dynamic
+        if symbolic:
+            g.metadata["symbolic_dims"] = symbolic
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
         return g
+    except DimsError as e:
+        raise ModelError(str(e), path) from None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause
             raise ModelError(refused[0], path) from None
+        unbound = [(name, inp, k, False) for name, inp, k, _, given in symbolic if not given]
+        if unbound:  # shown at symbolic_default (inspect), the model did not take that size: ask for it
+            raise ModelError(unbound_dims(unbound), path) from None
+        bound = " ".join(f"--dim {name}={value}" for name, _, _, value, given in symbolic if given)
+        if bound:  # the sizes bound may be ones the model cannot take (beyond a position table)
+            raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "
+                             "this size", path) from None
         raise ModelError(f"invalid onnx file: {e}", path) from None
+    except ProcessLimitError as e:
+        raise ModelError(str(e), path) from None

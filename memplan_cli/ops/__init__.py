@@ -20,7 +20,10 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   family may keep them beside its OPS or in one table; an op type no family defines (a source op
   kept unconverted, e.g. ONNX Gemm when its converter declines) keeps its facts here too;
 - `ONNX_FUSIONS` (optional): `fn(ops, operands) -> ops` run on an ONNX model's converted ops (a
-  MatMul and its bias Add read as one FullyConnected).
+  MatMul and its bias Add read as one FullyConnected);
+- `PARAMETER_FOLDS` (optional): `fn(graph) -> [dict]`, where a converter visibly merged a layer's
+  parameters into another's (a decomposed LayerNorm's scale and shift into the next FullyConnected):
+  what the loaders record for reports (`graph.metadata["merged_parameters"]`).
 
 Modules are discovered by name, in sorted order, so adding an op touches one module and its test.
 Nothing here imports loaders, passes or profiles: the registry sits right above `ir`, and the rule
@@ -35,7 +38,7 @@ from memplan_cli.ops.base import Canon, OnnxNode, OpDef, TfliteNode
 
 __all__ = ["Canon", "OnnxNode", "OpDef", "TfliteNode", "get", "all_ops", "onnx_converter",
            "tflite_converter", "family_modules", "source_facts", "types_with", "profile_facts", "role",
-           "is_random", "fused_activation_ops", "onnx_fusions", "bias_operands"]
+           "is_random", "fused_activation_ops", "onnx_fusions", "bias_operands", "parameter_folds"]
 
 _LOADED: dict | None = None
 _SKIP = {"base", "rule", "kernel_util"}
@@ -56,6 +59,7 @@ def _load() -> dict:
     tflite: dict[str, object] = {}
     facts: dict[str, dict] = {"onnx": {}, "tflite": {}}
     fusions: list = []
+    folds: list = []
     profile_tables: list = []
     owner: dict[str, str] = {}
     for mod in family_modules():
@@ -77,6 +81,7 @@ def _load() -> dict:
                     raise RuntimeError(f"{k}'s {fmt} facts are declared by two op families (ops.{fam} and another)")
                 facts[fmt][k] = f
         fusions += list(getattr(mod, "ONNX_FUSIONS", ()))
+        folds += list(getattr(mod, "PARAMETER_FOLDS", ()))
         profile_tables += [(fam, prof, t, f) for prof, table in getattr(mod, "PROFILES", {}).items()
                            for t, f in table.items()]
     unregistered: dict[str, dict] = {}
@@ -90,7 +95,7 @@ def _load() -> dict:
         else:
             have[t] = f
     _LOADED = {"ops": ops, "onnx": onnx, "tflite": tflite, "facts": facts, "fusions": tuple(fusions),
-               "profiles": unregistered}
+               "folds": tuple(folds), "profiles": unregistered}
     return _LOADED
 
 
@@ -135,6 +140,15 @@ def role(op_type: str) -> str:
     return d.role if d is not None else ""
 
 
+def autocast_policy(op) -> str:
+    """The dtype policy of `op` under mixed precision (`OpDef.autocast`, resolved for this op):
+    "lower", "fp32", "first", "fixed" or "" (type promotion); "" for an op type no family defines."""
+    d = get(op.type)
+    if d is None:
+        return ""
+    return d.autocast(op) if callable(d.autocast) else d.autocast
+
+
 def is_random(op_type: str) -> bool:
     """The op's forward is not a function of its reads: a registered op's `OpDef.random`, or an
     ONNX op kept unconverted whose facts say so."""
@@ -163,6 +177,12 @@ def onnx_fusions() -> tuple:
     """`fn(ops, operands) -> ops` the families run on an ONNX model's converted ops, in module order
     (MatMul + bias Add -> FullyConnected, as TF Lite has it)."""
     return _load()["fusions"]
+
+
+def parameter_folds(graph) -> list[dict]:
+    """Where a converter visibly merged a layer's parameters into another's (each family's
+    `PARAMETER_FOLDS`), in module order."""
+    return [f for fn in _load()["folds"] for f in fn(graph)]
 
 
 def onnx_converter(op_type: str):

@@ -394,17 +394,34 @@ def _torch_minmax_tmp(op, operands) -> tuple:
                  for k, v in enumerate(op.inputs[:2]) if v >= 0)
 
 
+def _torch_div_tmp(op, operands, needs) -> tuple:
+    """div backward (derivatives.yaml, div_tensor_other_backward: `-grad * ((self / other) / other)`)
+    makes the divisor's gradient first: `self / other`, its quotient by `other` and `-grad`, each of the
+    output's size, beside the full-size product (the gradient itself, or summed down for a broadcast
+    divisor); they are freed before `grad / other` (the dividend's gradient) is made (measured, torch
+    2.14). The profile allocates both gradients in one step: the temporary is what eager's peak of
+    four output-sized tensors holds beyond them."""
+    y = operands[op.outputs[0]]
+    if len(needs) < 2 or not needs[1] or op.inputs[1] < 0:
+        return _torch_broadcast_tmp(op, operands)
+    grads = operands[op.inputs[1]].nbytes + (operands[op.inputs[0]].nbytes if needs[0] else 0)
+    return ((max(4 * y.nbytes - grads, 0),),)
+
+
 # maximum / minimum (two inputs) save both
 _TORCH_MINMAX = {"saves": (("in0", "any"), ("in1", "any")), "bwd_tmp": _torch_minmax_tmp}
 TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
-         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
+         "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_div_tmp},
          "Pow": _torch_pow,
          "Max": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None,
          "Min": lambda op: _TORCH_MINMAX if len(op.inputs) == 2 else None}
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
              shape_value=_shape_value(_SHAPE_ARITH[t]) if t in _SHAPE_ARITH else None,
+             # an exporter's MatMul + Add of a bias is one linear (addmm) in eager: after a cast-down op
+             # the bias add runs in its dtype (passes/precision.py); otherwise type promotion
+             autocast="bias" if t == "Add" else "",
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t, s in SPECS.items()]
 

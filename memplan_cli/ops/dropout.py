@@ -20,6 +20,8 @@ result1, scale), result1 being the mask, a bool tensor: 1 byte per element):
   only, never X or Y. In place (`policy.inplace`): Y over a dead X, dX over a dead dY.
 - identity (off, ratio 0): as Identity: Y a view of X (`policy.alias_reshape`), dX a view of dY;
   nothing kept. A mask output is all true.
+- A parameter read through dropout (DeBERTa's relative-position embedding) is the op's weight: its
+  gradient is dX, made in calcGradient from the same mask.
 - The mask output carries no gradient. The mask is drawn from a generator seeded by the op's index,
   so a step is deterministic (verify and finite differences rerun forward with the same mask).
 FLOPs (per element): dropping: forward 2 (draw and compare, scale), backward 1; identity: none.
@@ -46,19 +48,24 @@ def drops(op, cfg) -> bool:
 
 def rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
-    r = OpRule(forward=forward_io(op))
+    # a parameter read through dropout (DeBERTa's relative-position table): its gradient is dX
+    weights = [x] if ctx.is_param(x) else []
+    r = OpRule(forward=forward_io(op), weights=weights)
+    trains = bool(weights) and ctx.trains(op)
     has_bp = bool(bp_targets(op, ctx, [x]))
     if not drops(op, ctx.tg.config):
         if ctx.policy.alias_reshape and not ctx.is_const(x):
             r.view = (y, x)
+        if trains:
+            r.calc_gradient = StepIO([("bp", y)], [("grad", x)])
         if has_bp:
             r.calc_derivative = StepIO([("bp", y)], [("bp", x)])
             if ctx.policy.alias_reshape:
                 r.inplace.append((("bp", y), ("bp", x)))
         return r
-    if ctx.policy.inplace:
+    if ctx.policy.inplace and not ctx.is_const(x):
         r.inplace.append((("fwd", x), ("fwd", y)))
-    if not has_bp:
+    if not has_bp and not trains:
         return r
     if len(op.outputs) > 1 and op.outputs[1] >= 0:
         mask = ("fwd", op.outputs[1])
@@ -66,6 +73,9 @@ def rule(op, ctx) -> OpRule:
         r.extras = [ExtraRequest("dropout_mask", tuple(ctx.operand(x).shape), "bool", FORWARD_TO_BACKWARD)]
         r.forward.writes.append(("extra", 0))
         mask = ("extra", 0)
+    if trains:
+        r.calc_gradient = StepIO([mask, ("bp", y)], [("grad", x)])
+        return r
     r.calc_derivative = StepIO([mask, ("bp", y)], [("bp", x)])
     if ctx.policy.inplace:
         r.inplace.append((("bp", y), ("bp", x)))
@@ -104,8 +114,15 @@ def forward(ctx):
     y[...] = (x * keep * _scale(ratio)).reshape(y.shape)
 
 
+def calc_gradient(ctx):
+    _input_grad(ctx, ctx.grad(0))
+
+
 def calc_derivative(ctx):
-    dx = ctx.dx(0)
+    _input_grad(ctx, ctx.dx(0))
+
+
+def _input_grad(ctx, dx):
     if dx is None:
         return
     dy = np.asarray(ctx.dy())
@@ -137,7 +154,7 @@ def _flops(op, operands):
 
 # `--profile torch`: on CPU eager takes the unfused path (`_dropout_impl`): a float noise tensor
 # (bernoulli / (1 - p)), multiplied in and saved by the multiplication
-TORCH = {"aux": (("noise", "in0", "float32"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
+TORCH = {"aux": (("noise", "in0", "in0"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
 
 
 def _torch(op) -> dict:
@@ -147,7 +164,8 @@ def _torch(op) -> dict:
     return TORCH
 
 
-OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative},
+OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcGradient": calc_gradient,
+                                            "calcDerivative": calc_derivative},
              flops=_flops, check=check, batch="keep", random=True, profiles={"torch": _torch})]
 
 

@@ -1,4 +1,5 @@
-"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER): Y = take(data, indices, axis); and GatherND
+"""Gather (ONNX Gather, opsets 1-13; TFLite GATHER, and EMBEDDING_LOOKUP(ids, table), litert-torch's
+nn.Embedding, as Gather(table, ids) on axis 0): Y = take(data, indices, axis); and GatherND
 (ONNX GatherND, TFLite GATHER_ND): Y[i] = data[b..., indices[b..., i, :]] (torch's advanced indexing
 `x[torch.arange(B), input_ids.argmax(-1)]` in CLIP's pooling, a relative-position bias table read at a
 [N, N, 2] index in SwinV2 / VGG's exports).
@@ -81,7 +82,21 @@ def check(op, operands):
         return f"has batch_dims={op.attrs['batch_dims']} (only 0 is implemented)"
     if operands[op.inputs[1]].dtype not in ("int32", "int64", "int16", "int8", "uint8"):
         return f"has indices of dtype {operands[op.inputs[1]].dtype}"
-    return None
+    return constant_index_problem(operands[op.inputs[1]], operands[op.inputs[0]].shape, a % max(rank, 1))
+
+
+def constant_index_problem(idx, data_shape, axis: int) -> str | None:
+    """A constant index outside [-n, n) of the data's axis: no runtime can run the op (onnx says so;
+    NumPy raised IndexError in `verify`, or wrapped a too-negative one silently)."""
+    if idx.value is None or not data_shape or not 0 <= axis < len(data_shape):
+        return None
+    n = data_shape[axis]
+    if not isinstance(n, int) or n < 0:
+        return None
+    bad = next((v for v in idx.value if isinstance(v, int) and not -n <= v < n), None)
+    if bad is None:
+        return None
+    return f"has a constant index {bad} outside axis {axis} of its data (size {n}): no runtime can run it"
 
 
 def _flops(op, operands):
@@ -182,5 +197,19 @@ def _onnx_nd(node) -> Canon:
     return Canon("GatherND", {"batch_dims": int(node.attrs.get("batch_dims", 0))})
 
 
+def _tflite_embedding(node) -> Canon:
+    """EMBEDDING_LOOKUP(ids, table) (litert-torch's nn.Embedding): rows of the table, a Gather on
+    axis 0 with the operands the other way round."""
+    return Canon("Gather", {"axis": 0}, inputs=[node.inputs[1], node.inputs[0]])
+
+
 ONNX = {"Gather": _onnx, "GatherND": _onnx_nd}
-TFLITE = {"GATHER": _tflite, "GATHER_ND": lambda node: Canon("GatherND", {"batch_dims": 0})}
+TFLITE = {"GATHER": _tflite, "GATHER_ND": lambda node: Canon("GatherND", {"batch_dims": 0}),
+          "EMBEDDING_LOOKUP": _tflite_embedding}
+
+
+# onert 0.1.0 loads EMBEDDING_LOOKUP (and GATHER) but its train backend has no kernel for it: the
+# compile fails wherever the op is, also before the trained ops (measured: "EmbeddingLookup operation
+# is not trainable yet", tests/ops/test_gather.py)
+PROFILES = {"onert": {"Gather": {"refuse": "onert 0.1.0's train backend has no Gather / EmbeddingLookup kernel: "
+                                           "\"... operation is not trainable yet\" (onert fails to compile)"}}}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.gather import constant_index_problem
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
@@ -66,7 +67,7 @@ def check(op, operands):
         return f"gathers a rank-{len(ix)} index from a rank-{len(xs)} input"
     if not 0 <= int(op.attrs.get("axis", 0)) < max(len(xs), 1):
         return f"gathers along axis {op.attrs.get('axis')} of a rank-{len(xs)} input"
-    return None
+    return constant_index_problem(operands[op.inputs[1]], xs, int(op.attrs.get("axis", 0)))
 
 
 def _flops(op, operands):

@@ -128,7 +128,7 @@ def _flops(op, operands):
 OPS = [OpDef("InstanceNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,),
-             weight_inputs=(1, 2))]
+             weight_inputs=(1, 2), autocast="first")]  # group_norm / instance_norm: follow their input
 
 
 def _onnx(node) -> Canon:
@@ -136,3 +136,23 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"InstanceNormalization": _onnx}
+
+
+# `--profile torch`: torch's GroupNorm (F.group_norm) is one eager op, `native_group_norm`, which
+# both exporters write as Reshape (N, G, -1) -> InstanceNormalization (ones / zeros of G) -> Reshape
+# back -> Mul by the weight -> Add of the bias (profiles/torch.py `_group_norms` reads it back).
+# derivatives.yaml: native_group_norm saves its input, the weight, mean and rstd ((N, G) each, of the
+# input's dtype); native_group_norm_backward (CPU kernel, group_norm_kernel.cpp) makes the input's
+# gradient, the weight's and the bias's, and two (N, C) accumulators `ds` / `db` freed in the op
+# (measured, torch 2.14: x-sized output, 2 x N·G floats in forward; the gradients and 2 x N·C floats
+# in backward, whether or not the input needs its gradient).
+def _torch_group_norm_scratch(op, operands) -> tuple:
+    x = operands[op.inputs[0]]
+    n, c = (int(d) for d in x.shape[:2])
+    return ((2 * n * c * 4,),)
+
+
+TORCH_GROUP_NORM = {"saves": (("in0", "any"),),
+                    "aux": (("mean", "groups", "float32"), ("rstd", "groups", "float32")),
+                    "bwd_scratch": _torch_group_norm_scratch}
+PROFILES = {"torch": {"GroupNorm": TORCH_GROUP_NORM}}

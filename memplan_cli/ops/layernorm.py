@@ -223,7 +223,8 @@ TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
-             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"))]
+             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"),
+             autocast="first")]  # on no CPU autocast list: the output keeps its input's dtype
 
 
 def _onnx(node) -> Canon:
@@ -237,3 +238,113 @@ def _onnx(node) -> Canon:
 
 
 ONNX = {"LayerNormalization": _onnx}
+
+
+# ---- a normalisation a converter decomposed, its scale and shift merged into the next layer ------
+# TF Lite has no layer-norm builtin: litert-torch and the TF converter write LayerNorm / RMSNorm as
+# MEAN, SQUARED_DIFFERENCE (or SUB and a square), ADD epsilon, RSQRT (or SQRT and a division), MUL,
+# ADD; and the converter's optimiser moves a constant Mul / Add that feeds a FullyConnected or a
+# convolution into that layer's weight and bias (litert-torch 0.10 names such a weight after both
+# modules, "...LayerNorm_ln;;...Linear_fc"). A file whose normalisation has no per-channel constant
+# after it and feeds only weighted layers trains those layers' merged weights: the norm's own scale
+# and shift (if the source model had any) get no gradient of their own.
+_SQUARES = ("SquaredDifference", "Square", "Pow", "Mul")
+_NORM_STEPS = ("Add", "Sub", "Mul", "Div", "Neg", "Rsqrt", "Sqrt", "Reciprocal", "Reshape", "Squeeze",
+               "Unsqueeze", "Identity", "Mean")
+_ONE_DATA_INPUT = ("Reshape", "Squeeze", "Unsqueeze", "Identity", "Mean")  # the rest: shapes, axes
+_WEIGHTED = ("FullyConnected", "MatMul", "Conv1D", "Conv2D", "Conv3D")
+
+
+def _scalar_const(operands, i) -> bool:
+    return operands[i].is_const and operands[i].num_elements == 1
+
+
+def _through_views(graph, defs, i):
+    """The operand a chain of Reshape / Squeeze / Unsqueeze / Identity reads, from its end `i`."""
+    while i in defs and graph.operations[defs[i]].type in ("Reshape", "Squeeze", "Unsqueeze", "Identity"):
+        i = graph.operations[defs[i]].inputs[0]
+    return i
+
+
+def _statistics(graph, defs, root):
+    """(kind, input, stats operands) when `root` (an Rsqrt's or Sqrt's input) is mean(square) + eps
+    of a centred input (LayerNorm) or of the input itself (RMSNorm); None otherwise."""
+    ops, operands = graph.operations, graph.operands
+    stats = {root}
+    i = root
+    if i in defs and ops[defs[i]].type == "Add":  # + epsilon
+        a = ops[defs[i]]
+        rest = [k for k in a.inputs if k >= 0 and not _scalar_const(operands, k)]
+        if len(rest) != 1:
+            return None
+        i = rest[0]
+        stats.add(i)
+    i = _through_views(graph, defs, i)
+    if i not in defs or ops[defs[i]].type != "Mean":
+        return None
+    stats.add(i)
+    sq = _through_views(graph, defs, ops[defs[i]].inputs[0])
+    if sq not in defs or ops[defs[sq]].type not in _SQUARES:
+        return None
+    s = ops[defs[sq]]
+    stats.add(sq)
+    act = [k for k in s.inputs if k >= 0 and not _scalar_const(operands, k)]
+    if s.type == "SquaredDifference":
+        if len(act) != 2:
+            return None
+        x, m = act
+        if _through_views(graph, defs, m) not in defs or ops[defs[_through_views(graph, defs, m)]].type != "Mean":
+            x, m = m, x
+        mm = _through_views(graph, defs, m)
+        if mm not in defs or ops[defs[mm]].type != "Mean" or _through_views(graph, defs, ops[defs[mm]].inputs[0]) != \
+                _through_views(graph, defs, x):
+            return None
+        return "LayerNorm", x, stats | {m, mm}
+    if len(set(act)) != 1 or (s.type == "Pow" and len(s.inputs) < 2) or (s.type == "Mul" and len(act) != 2):
+        return None
+    d = act[0]
+    if d in defs and ops[defs[d]].type == "Sub":  # x - mean(x)
+        x, m = ops[defs[d]].inputs[:2]
+        mm = _through_views(graph, defs, m)
+        if mm in defs and ops[defs[mm]].type == "Mean" and \
+                _through_views(graph, defs, ops[defs[mm]].inputs[0]) == _through_views(graph, defs, x):
+            return "LayerNorm", x, stats | {d, m, mm}
+    return "RMSNorm", d, stats
+
+
+def merged_normalizations(graph) -> list[dict]:
+    """Each decomposed LayerNorm / RMSNorm without a scale or shift of its own whose output feeds
+    only weighted layers (with constant weights): {"norm", "op" (its rsqrt's label), "into" (the
+    layers' labels), "weights" (their weight operands' indices)}."""
+    ops, operands = graph.operations, graph.operands
+    defs, uses = graph.defs(), graph.uses()
+    out = []
+    for r in ops:
+        if r.type not in ("Rsqrt", "Sqrt"):
+            continue
+        found = _statistics(graph, defs, r.inputs[0])
+        if found is None:
+            continue
+        kind, x, stats = found
+        region = stats | {x, r.outputs[0]}
+        normalised = {r.outputs[0]}
+        for op in ops[r.index + 1:]:  # the file's order is topological (loaders verify it)
+            if op.type not in _NORM_STEPS:
+                continue
+            ins = [op.inputs[0]] if op.type in _ONE_DATA_INPUT else \
+                [k for k in op.inputs if k >= 0 and not _scalar_const(operands, k)]
+            if ins and all(k in region for k in ins) and any(k in normalised for k in ins):
+                region.update(op.outputs)
+                normalised.update(op.outputs)
+        frontier = {u for t in normalised for u in uses.get(t, []) if not set(ops[u].outputs) <= normalised}
+        if not frontier or any(t in graph.outputs for t in normalised):
+            continue
+        layers = [ops[u] for u in sorted(frontier)]
+        if all(op.type in _WEIGHTED and len(op.inputs) > 1 and op.inputs[0] in normalised and
+               op.inputs[1] >= 0 and operands[op.inputs[1]].is_const for op in layers):
+            out.append({"norm": kind, "op": r.label, "into": [op.label for op in layers],
+                        "weights": [op.inputs[1] for op in layers]})
+    return out
+
+
+PARAMETER_FOLDS = (merged_normalizations,)

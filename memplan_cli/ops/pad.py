@@ -1,4 +1,9 @@
-"""Pad in constant, reflect and edge modes (ONNX Pad, opsets 1-21; TFLite PAD, MIRROR_PAD).
+"""Pad in constant, reflect and edge modes (ONNX Pad, opsets 1-21; TFLite PAD, PADV2, MIRROR_PAD).
+
+TFLite PADV2 is PAD with its fill as a third input, a float scalar constant read at load: how
+litert-torch and onnx2tf write a padded max-pool (the lowest float32 or -inf, then a VALID pool). onert
+0.1.0 loads PADV2 as its Pad, whose train kernel takes the fill (backend/train/ops/PadLayer), and
+trains it with the ALLOC lines of PAD (tests/onert/test_against_runtime.py, zoo `padded_max_pool`).
 
 Canonical attributes: `mode` ("constant", "reflect": mirror without repeating the edge, ONNX's and
 TFLite MIRROR_PAD REFLECT; "edge": repeat the border), `pads` (begin..., end... for every axis, as
@@ -93,6 +98,8 @@ def check(op, operands):
     p = op.attrs.get("pads")
     if p is None:
         return "has paddings that are not a constant memplan can read"
+    if op.attrs.get("value", 0.0) is None:
+        return "has a pad value that is not a constant scalar memplan can read"
     if len(p) != 2 * rank:
         return f"has {len(p)} pads for a rank-{rank} input"
     if any(v < 0 for v in p) and mode != "constant":
@@ -132,7 +139,9 @@ def _torch(op) -> dict:
 
 PAD_TYPE = "Pad"  # `--profile torch` puts back a zero pad the dynamo exporter folded (profiles/torch_export.py)
 OPS = [OpDef(PAD_TYPE, rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
-             check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch})]
+             check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch},
+             # reflection_pad*d, replication_pad*d: autocast's fp32 list; constant_pad_nd is on none
+             autocast=lambda op: "" if op.attrs.get("mode", "constant") == "constant" else "fp32")]
 
 
 def _onnx(node) -> Canon:
@@ -173,17 +182,25 @@ def _tflite(mode_of):
         if mode is None:
             return None
         rank = len(v) // 2
-        return Canon("Pad", {"mode": mode, "value": 0.0,
-                             "pads": tuple(int(v[2 * k]) for k in range(rank)) +
-                             tuple(int(v[2 * k + 1]) for k in range(rank))})
+        attrs = {"mode": mode, "value": 0.0,
+                 "pads": tuple(int(v[2 * k]) for k in range(rank)) + tuple(int(v[2 * k + 1]) for k in range(rank))}
+        if node.builtin == "PADV2":
+            # input 2: the fill, a float32 scalar; litert-torch and onnx2tf write a padded max-pool as
+            # PADV2 with the lowest float (or -inf) and a VALID pool
+            c = node.values(2) if node.input(2) is not None and node.input(2).num_elements == 1 else None
+            if c is None:
+                attrs["value"] = None  # computed at run time (or not a scalar): refused by check
+            else:
+                attrs["value"] = float(c[0])
+        return Canon("Pad", attrs)
     return conv
 
 
 ONNX = {"Pad": _onnx}
-# MIRROR_PAD mode 0 is REFLECT (no edge repeat); SYMMETRIC (1) repeats the edge: not implemented
-# PADV2 (a constant value beside the paddings) has no converter: kept, its paddings read at load
+# MIRROR_PAD mode 0 is REFLECT (no edge repeat); SYMMETRIC (1) repeats the edge: not implemented.
+# PADV2 is PAD with its fill as input 2; its paddings and fill are read at load.
 TFLITE_FACTS = {"PADV2": {"shape_const_input": 1}}
-TFLITE = {"PAD": _tflite(lambda n: "constant"),
+TFLITE = {"PAD": _tflite(lambda n: "constant"), "PADV2": _tflite(lambda n: "constant"),
           "MIRROR_PAD": _tflite(lambda n: "reflect" if int(n.options.get("mode", 0)) == 0 else None)}
 
 

@@ -165,11 +165,21 @@ def flops(op, operands):
 
 
 def _batch(op, graph, shapes, batched):
-    """Reducing over the batch axis leaves the output as it is; otherwise dim 0 follows the input."""
+    """Reducing over the batch axis leaves the output as it is; otherwise dim 0 follows the input.
+    A file of batch 1 that reduces dim 0 with other axes kept is refused: at batch 1 that is either a
+    statistic over the batch or a squeeze a converter wrote (litert-torch's LayerNorm: MEAN over axes
+    (0, 2) of [1, S, C]), and the file cannot tell which."""
     x = op.inputs[0]
     if x not in batched:
         return [None]
-    if 0 in reduced_axes(op.attrs, len(graph.operands[x].shape)):
+    rank = len(graph.operands[x].shape)
+    axes = reduced_axes(op.attrs, rank)
+    if 0 in axes:
+        if graph.operands[x].shape[0] == 1 and shapes[x][0] != 1 and len(axes) < rank:
+            from memplan_cli.ir.graph import GraphError
+
+            raise GraphError(f"op {op.label} reduces over axes {axes} of an input whose dim 0 is 1: over the "
+                             "batch, or a squeeze of it (how litert-torch writes a LayerNorm); the file cannot tell")
         return [None]
     s = graph.operands[op.outputs[0]].shape
     return [(shapes[x][0],) + tuple(s[1:]) if s else None]
@@ -187,7 +197,8 @@ TORCH = {"Mean": {}, "ReduceSum": {},
          "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
-             profiles={"torch": TORCH[t]} if t in TORCH else {})
+             profiles={"torch": TORCH[t]} if t in TORCH else {},
+             autocast="fp32" if t == "ReduceProd" else "")  # prod: autocast's fp32 list
        for t in TYPES]
 
 

@@ -68,9 +68,12 @@ class BackwardInsertion:
                     heads = tg.info.get("loss_outputs") or []
                     other = (f", or put the loss on other outputs with --loss-outputs (now {', '.join(heads)})"
                              if len(heads) > 1 else "")
-                    raise UnsupportedOpError(
+                    e = UnsupportedOpError(
                         f"op #{k} {op.type}{src} is inside the backward region but memplan has no backward "
-                        f"rule for it (train fewer ops, e.g. --trainable-ops N with N below {tg.model_ops - k}{other})")
+                        f"rule for it (train fewer ops with --trainable-ops N{other})")
+                    # build_training_graph replaces the hint by an N it has checked (`trainable_hint`)
+                    e.op_index, e.hint_tail = k, other
+                    raise e
                 rule = plain_rule(op)
             else:
                 rule = fn(op, ctx)

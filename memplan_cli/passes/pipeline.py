@@ -1,14 +1,16 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
-    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
-    -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> CheapRecompute
-    -> Aliasing
+    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> PrecisionDtypes -> BackwardRegion
+    -> BackwardInsertion -> ActivationMasks -> Accumulation -> OptimizerState -> ExecutionOrder
+    -> Rematerialization (only with a plan) -> CheapRecompute -> Aliasing -> CastCopies
+    (PrecisionDtypes and CastCopies change nothing at --precision 32-true)
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
 into a BufferList (`TrainingGraph.to_buffer_list`).
 """
 from __future__ import annotations
 
+from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.passes.accumulation import Accumulation
 from memplan_cli.passes.activation_masks import ActivationMasks
 from memplan_cli.passes.aliasing import Aliasing
@@ -21,24 +23,57 @@ from memplan_cli.passes.lora import LoRAInsertion
 from memplan_cli.passes.loss_insertion import LossInsertion, unreached_weights
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
+from memplan_cli.passes.precision import CastCopies, PrecisionDtypes
 from memplan_cli.passes.rematerialize import Rematerialization
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 
 
+# how many smaller N `trainable_hint` tries (each one builds the training graph once more)
+HINT_TRIES = 8
+
+
+def trainable_hint(e: UnsupportedOpError, graph, config, model_ops: int, build) -> UnsupportedOpError:
+    """`e` (an op without a backward rule) with advice that holds: the largest --trainable-ops N that
+    keeps that op out of the backward region, lowered past every other such op until `build` accepts
+    the setup. Advice that would only lead to a second refusal is never given."""
+    if not isinstance(config.trainable, (str, int)) or config.trainable == "none":
+        return e
+    base = e.message.rsplit(" (train fewer ops", 1)[0]
+    k, tail = e.op_index, e.hint_tail
+    for _ in range(HINT_TRIES):
+        n = model_ops - k - 1
+        if n < 1:
+            break
+        try:
+            build(config.with_(trainable=n))
+        except UnsupportedOpError as again:
+            if getattr(again, "op_index", None) is None or again.op_index <= k:
+                break
+            k = again.op_index
+            continue
+        except Exception:  # another refusal: advise nothing rather than a step that fails elsewhere
+            break
+        return UnsupportedOpError(f"{base} (train fewer ops: --trainable-ops {n}, the last {n} ops, is "
+                                  f"accepted{tail})", e.path)
+    return UnsupportedOpError(f"{base} (no --trainable-ops N keeps every op without a backward rule out of "
+                              f"the backward region{tail})", e.path)
+
+
 def passes(policy: Policy, rules: dict, remat=(), config=None) -> list:
     lora = LoRAInsertion(getattr(config, "lora_rank", 0), getattr(config, "lora_targets", ()))
-    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
-            ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
-            Rematerialization(remat), CheapRecompute(policy), Aliasing()]
+    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), PrecisionDtypes(), BackwardRegion(policy),
+            BackwardInsertion(policy, rules), ActivationMasks(policy), Accumulation(policy), OptimizerState(policy),
+            ExecutionOrder(policy), Rematerialization(remat), CheapRecompute(policy), Aliasing(), CastCopies()]
 
 
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,
-                         backward_order: list[int] | None = None, remat=()) -> TrainingGraph:
+                         backward_order: list[int] | None = None, remat=(), advise: bool = True) -> TrainingGraph:
     """Run every pass. `rules` entries override the default per-op rules by op type.
     `backward_order`: op indices in the order a runtime runs backward (onert's), else the reverse
     forward order. `remat`: the forward ops whose results are dropped and recomputed
-    (passes/rematerialize.py)."""
+    (passes/rematerialize.py). `advise`: an op without a backward rule is refused with a
+    --trainable-ops N that was checked to be accepted (trainable_hint)."""
     policy = policy or Policy()
     table = default_rules()
     table.update(rules or {})
@@ -46,8 +81,16 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
     if backward_order:
         tg.info["backward_order"] = list(backward_order)
     ran = []
-    for p in passes(policy, table, remat, config):
-        ran.append((p.name, p.run(tg)))
+    try:
+        for p in passes(policy, table, remat, config):
+            ran.append((p.name, p.run(tg)))
+    except UnsupportedOpError as e:
+        if getattr(e, "op_index", None) is None or not advise:
+            raise
+        raise trainable_hint(e, graph, config, tg.model_ops,
+                             lambda cfg: build_training_graph(graph, cfg, policy=policy, rules=rules,
+                                                              backward_order=backward_order, remat=remat,
+                                                              advise=False)) from None
     tg.info["passes"] = ran
     tg.info["policy"] = policy
     tg.info["frozen_weights"] = unreached_weights(tg)

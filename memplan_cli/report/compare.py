@@ -1,4 +1,4 @@
-"""The compare document (memplan_cli/schemas/compare.schema.json) and its table and CSV views.
+"""The compare document (schemas/compare.schema.json) and its table and CSV views.
 
 One column per system (naive, onert, nntrainer, singa, torch, memplan), one row per category, then the
 totals and their ratios to memplan's plan and to the lower bound (the peak of live bytes under

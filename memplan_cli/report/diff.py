@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.errors import ConfigError, MemplanError
-from memplan_cli.report.units import parse_size, percent
+from memplan_cli.report.units import percent
+from memplan_cli.sizes import parse_size
 
 TOTAL_KEYS = ("naive", "planned", "lower_bound", "onert")
 KEY_ALIASES = {"total": ("total", "planned"), "planned": ("total", "planned"), "naive": ("total", "naive"),
@@ -116,6 +117,8 @@ def check_report(doc, source: str) -> dict:
     lo = cfg.get("loss_outputs")
     if lo is not None and not (isinstance(lo, list) and all(isinstance(x, str) for x in lo)):
         raise MemplanError("config.loss_outputs must be a list of output names", source)
+    if cfg.get("precision") is not None and not isinstance(cfg["precision"], str):
+        raise MemplanError("config.precision must be a string", source)
     tl = cfg.get("time_limit")
     if tl is not None and (isinstance(tl, bool) or not isinstance(tl, (int, float)) or not tl > 0):
         raise MemplanError("config.time_limit must be a number of seconds > 0 or null", source)
@@ -156,10 +159,16 @@ def config_differences(old: dict, new: dict) -> list[str]:
     if old.get("profile") != new.get("profile"):
         notes.append(f"profile differs: {_brief(old.get('profile'))} vs {_brief(new.get('profile'))}")
     oc, nc = old.get("config") or {}, new.get("config") or {}
-    for k in ("batch_size", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm", "dropout", "planner",
-              "profile_options"):
+    for k in ("batch_size", "dims", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm",
+              "dropout", "planner", "profile_options"):
+        if k == "dims" and (oc.get(k) or {}) == (nc.get(k) or {}):
+            continue  # a report from before --dim bound none
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
+    # reports before --precision existed were float32 throughout
+    po, pn = oc.get("precision") or "32-true", nc.get("precision") or "32-true"
+    if po != pn:
+        notes.append(f"precision differs: {_brief(po)} vs {_brief(pn)}")
     lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
     # reports before loss_outputs existed put the loss on the first output only
     if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):

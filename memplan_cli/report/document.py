@@ -10,35 +10,23 @@ import os
 
 from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
+from memplan_cli.config import config_json
 from memplan_cli.report.live import peak_summary, timeline
 
 SCHEMA_VERSION = 1
 
 
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
-    cfg = analysis.config
-    trainable = cfg.trainable
-    if isinstance(trainable, tuple):
-        trainable = list(trainable)
     return {
-        "batch_size": cfg.batch_size,
-        "optimizer": cfg.optimizer,
-        "loss": cfg.loss,
-        # the model outputs that carry a loss (the step's loss is their sum), in the file's order
-        "loss_outputs": list(getattr(analysis, "loss_outputs", None) or []),
-        "learning_rate": cfg.learning_rate,
-        "trainable_ops": trainable,
-        "batchnorm": cfg.batchnorm,
-        "dropout": cfg.dropout,
-        "train": list(cfg.train),
-        "freeze": list(cfg.freeze),
-        "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None,
+        # the training setup (config.TRAINING_FLAGS); loss_outputs: the model outputs that carry a
+        # loss (the step's loss is their sum), in the file's order
+        **config_json(analysis.config, loss_outputs=getattr(analysis, "loss_outputs", None) or []),
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
         "time_limit": getattr(analysis, "time_limit", None),
         "profile_options": {k: v for k, v in sorted((profile_options or {}).items()) if v is not None},
-        "sources": dict(sorted(cfg.sources.items())),
+        "sources": dict(sorted(analysis.config.sources.items())),
     }
 
 
@@ -125,8 +113,8 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
-    """The JSON report of `analysis` (see memplan_cli/schemas/report.schema.json)."""
-    from memplan_cli.report.layers import per_layer
+    """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
+    from memplan_cli.report.layers import add_dtypes, per_layer
 
     bl = analysis.buffers
     naive = analysis.naive_by_category
@@ -197,6 +185,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
+        tg = getattr(bl, "training_graph", None)
+        if tg is not None and getattr(analysis.config, "mixed", False):  # dtypes differ op to op
+            add_dtypes(doc["by_layer"], tg.graph)
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
     return doc
@@ -205,7 +196,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
 def parameters_dict(analysis) -> dict | None:
     """Which float constants train as parameters by the file's naming rule (loaders/params.py):
     `assumed_trainable` names those that get a gradient although the file could not tell whether
-    they are parameters of the source model; `not_parameters` counts the computed ones left frozen."""
+    they are parameters of the source model; `not_parameters` counts the computed ones left frozen;
+    `merged_normalizations` lists the normalisations whose scale and shift a converter merged into
+    the next layer's trained weight (no gradient of their own)."""
     graph = analysis.graph
     rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
     if rule is None:
@@ -214,7 +207,14 @@ def parameters_dict(analysis) -> dict | None:
     trained = set(tg.grad) if tg is not None else None
     floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
     assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]
-    return {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
+    out = {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
+    merged = [{"norm": m["norm"], "op": m["op"], "into": list(m["into"]),
+               "weights": [graph.operands[w].name for w in m["weights"]]}
+              for m in graph.metadata.get("merged_parameters", ())
+              if trained is None or any(w in trained for w in m["weights"])]
+    if merged:
+        out["merged_normalizations"] = merged
+    return out
 
 
 FLOPS_COLUMNS = ("fwd_flops", "bwd_flops")

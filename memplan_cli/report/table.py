@@ -45,6 +45,13 @@ def short(n: int) -> str:
     return str(n)
 
 
+def short_units(n: int) -> str:
+    """`short` where a zero is a figure (0), not an empty cell, and None is n/a."""
+    if n is None:
+        return "n/a"
+    return short(n) if n else "0"
+
+
 def flops_short(n: int) -> str:
     """FLOPs in decimal units: `1.2G`, `310M`, `-` for zero."""
     if not n:
@@ -109,6 +116,48 @@ def remat_lines(r: dict) -> list[str]:
     return out
 
 
+def fitted(con: Console, variants) -> tuple[Table, int]:
+    """The first of `variants` (callables building the same table, from the fullest to the most
+    compact) whose natural width fits the console, and its index; the last one when none does.
+    This is how a table meets a narrow terminal: by dropping detail in a designed order (exact bytes
+    first), never by rich cutting a cell to a digit and an ellipsis."""
+    table = None
+    for k, build in enumerate(variants):
+        table = build()
+        if natural_width(con, table) <= con.width:
+            return table, k
+    return table, len(variants) - 1
+
+
+def natural_width(con: Console, table: Table) -> int:
+    """The width `table` takes when nothing limits it (a measure at the console's own width is capped there)."""
+    return con.measure(table, options=con.options.update_width(1 << 16)).maximum
+
+
+def exact_note(con: Console, wide_table: Table) -> Text:
+    """The line under a table whose cells dropped their exact bytes to fit."""
+    return Text(f"sizes rounded to fit {con.width} columns; exact bytes: -f json, -f csv or "
+                f"COLUMNS={natural_width(con, wide_table)}", style="dim")
+
+
+def _op_table(title: str, op_width: int | None) -> Table:
+    """A per-op table: the op column first (wrapped to `op_width`, folding a long name onto more
+    lines: the figures beside it are never cut), the caller's figure columns after it."""
+    table = Table(title=title or None, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
+                  padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("op", overflow="fold", width=op_width)
+    return table
+
+
+def op_column_width(con: Console, build, least: int = 12) -> int | None:
+    """The width of the first column of `build(width)` that makes the table fit the console: all the
+    room the other columns leave (at least `least`), or None (its natural width) when it fits as is."""
+    if natural_width(con, build(None)) <= con.width:
+        return None
+    rest = natural_width(con, build(1)) - 1
+    return max(least, con.width - rest)
+
+
 def ratio(a: int, b: int) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
@@ -129,7 +178,32 @@ def _config_line(doc: dict) -> str:
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch}{dims_part(c)}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}"
+            f"{planner}{opts}")
+
+
+def precision_part(c: dict) -> str:
+    """` · bf16-mixed`: the precision of a report's config; nothing at 32-true (float32 throughout, as
+    every report before --precision was)."""
+    p = c.get("precision") or "32-true"
+    return "" if p == "32-true" else f" · {p}"
+
+
+def dims_part(c: dict) -> str:
+    """` · seq=512`: the symbolic dimensions a report's config bound (--dim)."""
+    return "".join(f" · {k}={v}" for k, v in (c.get("dims") or {}).items())
+
+
+def torch_estimate_note(doc: dict) -> str:
+    """The torch profile's header line when ops without a measured rule hold a share of the peak
+    (`figures.torch.coverage.says_so`): those ops, by type, and their bytes there."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    if not cov.get("says_so"):
+        return ""
+    types = sorted({e["type"] for e in cov["estimated"]})
+    return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
+            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) no measured rule "
+            f"covers ({', '.join(types)}; JSON figures.torch.coverage)")
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -155,6 +229,16 @@ def _signed(n: int | None) -> str:
     if n is None:
         return "n/a"
     return f"{n:+,d}  ({'+' if n > 0 else '-' if n < 0 else '±'}{human(abs(n))})"
+
+
+def _signed_human(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    return f"{'+' if n > 0 else '-' if n < 0 else '±'}{human(abs(n))}"
+
+
+def _human_or_na(n: int | None) -> str:
+    return "n/a" if n is None else human(n)
 
 
 def _pct(p: float | None) -> str:
@@ -190,6 +274,19 @@ def assumed_note(doc: dict) -> str:
             "--freeze params:GLOB keeps them frozen")
 
 
+def merged_norm_note(doc: dict) -> str:
+    """The note naming normalisations whose scale and shift a converter merged into the next layer."""
+    merged = (doc.get("parameters") or {}).get("merged_normalizations") or []
+    if not merged:
+        return ""
+    m = merged[0]
+    first = f"{m['norm']} at op {m['op'].split(' ')[0]} feeds {', '.join(m['into'])}"
+    more = f" and {len(merged) - 1} more (parameters.merged_normalizations in the JSON report)" if len(merged) > 1 else ""
+    return (f"{len(merged)} normalisation(s) without a scale or shift of their own ({first}{more}): a converter "
+            "merges those into the next layer's weight and bias (litert-torch does), so they get no gradient of "
+            "their own")
+
+
 class TableReporter(Reporter):
     name = "table"
 
@@ -201,10 +298,13 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
+        est = torch_estimate_note(doc)
+        if est:
+            con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
-        for note in (train_from_file_note(doc), assumed_note(doc)):
+        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc)):
             if note:
                 con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:
@@ -246,24 +346,32 @@ class TableReporter(Reporter):
     def _category_table(self, con: Console, doc: dict) -> None:
         has_onert = "onert" in doc["totals"]
         prof = doc["profile"]
-        table = Table(title=None, header_style="bold", show_footer=True)
-        table.add_column("category", footer="total")
-        t = doc["totals"]
-        table.add_column("naive", justify="right", footer=fig(t["naive"]))
-        if has_onert:
-            table.add_column("onert", justify="right", footer=fig(t["onert"]))
-        table.add_column(f"{prof} planned", justify="right", footer=Text(fig(t["planned"]), style="bold green"))
-        table.add_column("live at peak", justify="right", footer=fig(doc["peak"]["bytes"]))
-        onert_cats = (doc.get("onert") or {}).get("categories", {})
-        for c in CATEGORIES:
-            row = doc["categories"][c]
-            cells = [LABELS[c], fig(row["naive"])]
+
+        def build(cell):
+            table = Table(title=None, header_style="bold", show_footer=True)
+            table.add_column("category", footer="total", no_wrap=True)
+            t = doc["totals"]
+            table.add_column("naive", justify="right", footer=cell(t["naive"]), no_wrap=True)
             if has_onert:
-                cells.append(fig(onert_cats.get(c, 0)))
-            cells.append(fig(row["planned"]))
-            cells.append(fig(doc["peak"]["categories"].get(c, 0)))
-            table.add_row(*cells)
+                table.add_column("onert", justify="right", footer=cell(t["onert"]), no_wrap=True)
+            table.add_column(f"{prof} planned", justify="right", footer=Text(cell(t["planned"]), style="bold green"))
+            table.add_column("live at peak", justify="right", footer=cell(doc["peak"]["bytes"]), no_wrap=True)
+            onert_cats = (doc.get("onert") or {}).get("categories", {})
+            for c in CATEGORIES:
+                row = doc["categories"][c]
+                cells = [LABELS[c], cell(row["naive"])]
+                if has_onert:
+                    cells.append(cell(onert_cats.get(c, 0)))
+                cells.append(cell(row["planned"]))
+                cells.append(cell(doc["peak"]["categories"].get(c, 0)))
+                table.add_row(*cells)
+            return table
+
+        variants = (lambda: build(fig), lambda: build(human))
+        table, k = fitted(con, variants)
         con.print(table)
+        if k:
+            con.print(exact_note(con, variants[0]()))
 
     def _summary(self, con: Console, doc: dict, opts: RenderOptions) -> None:
         t = doc["totals"]
@@ -347,17 +455,33 @@ class TableReporter(Reporter):
         bl = doc["by_layer"]
         flops_cols = [c for c in bl["columns"] if c.endswith("_flops")]
         cols = [c for c in bl["columns"] if c not in flops_cols]
-        table = Table(title="per layer (bytes)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
-                      padding=(0, 1), pad_edge=False, collapse_padding=True)
-        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
-        for c in cols:
-            table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
         top = bl.get("largest_at_peak")
-        for row in bl["rows"]:
-            style = "bold yellow" if row["op"] == top else None
-            table.add_row(row["op"], *(short(row.get(c, 0)) for c in cols), style=style)
-        con.print(table)
+        dtypes = any("dtype" in row for row in bl["rows"])  # mixed precision: dtypes differ op to op
+
+        def build(title, some, op_width=None):
+            table = _op_table(title, op_width)
+            if dtypes:
+                table.add_column("dtype", no_wrap=True)
+            for c in some:
+                table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
+            for row in bl["rows"]:
+                style = "bold yellow" if row["op"] == top else None
+                lead = [row["op"]] + ([row.get("dtype", "")] if dtypes else [])
+                table.add_row(*lead, *(short(row.get(c, 0)) for c in some), style=style)
+            return table
+
+        # one table when it fits; else the categories and the per-node figures (ColossalAI's) apart,
+        # each with the op names wrapped in the room the figures leave
+        own = [c for c in cols if c in LAYER_HEADERS and not c.startswith(("fwd_mem", "bwd_mem"))]
+        groups = [("per layer (bytes)", cols)]
+        if natural_width(con, build("", cols)) > con.width and own != cols:
+            groups = [("per layer (bytes)", own),
+                      ("per layer (bytes, per-node figures)", [c for c in cols if c not in own])]
+        for title, some in groups:
+            con.print(build(title, some, op_column_width(con, lambda w, some=some: build(title, some, w))))
         legend = LAYER_LEGEND
+        if dtypes:
+            legend += "; dtype: the op's output (float32 where autocast keeps it, else the low dtype)"
         if any(c.startswith(("fwd_mem", "bwd_mem")) for c in cols):
             legend += "; fwd/bwd out/tmp: ColossalAI's per-node figures"
         con.print(Text(legend, style="dim"))
@@ -370,17 +494,19 @@ class TableReporter(Reporter):
 
     @staticmethod
     def _flops_table(con: Console, bl: dict, fl: dict) -> None:
-        table = Table(title="per layer (FLOPs)", header_style="bold", title_justify="left", box=box.SIMPLE_HEAD,
-                      padding=(0, 1), pad_edge=False, collapse_padding=True)
-        table.add_column("op", no_wrap=True, overflow="ellipsis", max_width=32)
-        for name in ("forward", "backward", "share"):
-            table.add_column(name, justify="right", no_wrap=True)
         step = fl["step"] or 1
-        for row in bl["rows"]:
-            f, b = row.get("fwd_flops", 0), row.get("bwd_flops", 0)
-            if f or b:
-                table.add_row(row["op"], flops_short(f), flops_short(b), f"{(f + b) * 100 / step:.1f}%")
-        con.print(table)
+
+        def build(op_width=None):
+            table = _op_table("per layer (FLOPs)", op_width)
+            for name in ("forward", "backward", "share"):
+                table.add_column(name, justify="right", no_wrap=True)
+            for row in bl["rows"]:
+                f, b = row.get("fwd_flops", 0), row.get("bwd_flops", 0)
+                if f or b:
+                    table.add_row(row["op"], flops_short(f), flops_short(b), f"{(f + b) * 100 / step:.1f}%")
+            return table
+
+        con.print(build(op_column_width(con, build)))
         con.print(Text("forward: every run of the op's forward step; share: of the step's FLOPs; decimal units",
                        style="dim"))
         con.print(flops_line(fl))
@@ -414,19 +540,31 @@ class TableReporter(Reporter):
         con.print(Text(f"baseline {b['source']} ({b['profile']})  ->  target {t['source']} ({t['profile']})", style="bold"))
         for note in doc["notes"]:
             con.print(Text(f"note: {note}", style="yellow"))
-        table = Table(header_style="bold")
-        for name, j in (("", "left"), ("old", "right"), ("new", "right"), ("delta", "right"), ("%", "right"),
-                        ("threshold", "left")):
-            table.add_column(name, justify=j)
-        for r in doc["rows"]:
-            if r["section"] == "total" and r["name"] == "naive":
-                table.add_section()
-            name = LABELS.get(r["name"], r["name"]) if r["section"] == "category" else f"total {r['name']}"
-            delta_style = "red" if (r["delta"] or 0) > 0 else "green" if (r["delta"] or 0) < 0 else None
-            status = {"regression": Text("FAIL", style="bold red"), "ok": Text("ok", style="green")}.get(r["status"], "")
-            table.add_row(name, fig(r["old"]), fig(r["new"]), Text(_signed(r["delta"]), style=delta_style or ""),
-                          _pct(r["percent"]), status)
+
+        def build(cell, signed, boxed=True):
+            table = (Table(header_style="bold") if boxed else
+                     Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                           collapse_padding=True))
+            for name, j in (("", "left"), ("old", "right"), ("new", "right"), ("delta", "right"), ("%", "right"),
+                            ("threshold", "left")):
+                table.add_column(name, justify=j, no_wrap=True)
+            for r in doc["rows"]:
+                if r["section"] == "total" and r["name"] == "naive":
+                    table.add_section()
+                name = LABELS.get(r["name"], r["name"]) if r["section"] == "category" else f"total {r['name']}"
+                delta_style = "red" if (r["delta"] or 0) > 0 else "green" if (r["delta"] or 0) < 0 else None
+                status = {"regression": Text("FAIL", style="bold red"),
+                          "ok": Text("ok", style="green")}.get(r["status"], "")
+                table.add_row(name, cell(r["old"]), cell(r["new"]), Text(signed(r["delta"]), style=delta_style or ""),
+                              _pct(r["percent"]), status)
+            return table
+
+        variants = (lambda: build(fig, _signed), lambda: build(_human_or_na, _signed_human),
+                    lambda: build(_human_or_na, _signed_human, boxed=False))
+        table, k = fitted(con, variants)
         con.print(table)
+        if k:
+            con.print(exact_note(con, variants[0]()))
         for v in doc["thresholds"]:
             mark = Text("pass", style="green") if v["passed"] else Text("FAIL", style="bold red")
             con.print(Text.assemble("threshold ", v["threshold"], ": ", mark))
@@ -438,43 +576,74 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
+        from memplan_cli.report.sweep import swept_value
+
         budget = doc["budget"]
         profiles = doc["profiles"]
         answer = doc["largest_fitting"]
-        if opts.verbosity == 0:
-            if budget is None:
-                return "".join(f"{r['profile']} batch {r['batch_size']}: {r['planned']}\n" for r in doc["rows"])
-            best = answer.get(profiles[0])
-            return (f"largest batch under {budget} B ({profiles[0]}): {best}\n" if best is not None else
-                    f"no batch fits {budget} B ({profiles[0]})\n")
+        swept = doc["config"].get("swept_dim")  # --dim NAME=LIST: NAME's sizes instead of batches
+        what = swept or "batch"
+        unable = {p for p in profiles if all(r["planned"] is None for r in doc["rows"] if r["profile"] == p)}
+        if opts.verbosity == 0:  # one line per profile
+            lines = []
+            for p in profiles:
+                if p in unable:
+                    lines.append(f"{p}: n/a")
+                elif budget is None:
+                    rows = sorted((r for r in doc["rows"] if r["profile"] == p), key=lambda r: swept_value(r, swept))
+                    lines.append(f"{p}: " + ", ".join(
+                        f"{what} {swept_value(r, swept)} {r['planned']} B" if r["planned"] is not None
+                        else f"{what} {swept_value(r, swept)} n/a" for r in rows))
+                elif answer.get(p) is not None:
+                    lines.append(f"{p}: largest {what} under {budget} B: {answer[p]}")
+                else:
+                    lines.append(f"{p}: no {what} fits {budget} B")
+            return "\n".join(lines) + "\n"
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
+        fixed = f" · batch {c['batch_sizes'][0]}" if swept else ""
+        bound = dims_part({"dims": {k: v for k, v in (c.get("dims") or {}).items() if k != swept}})
+        con.print(Text(f"{doc['model']['file']}{fixed}{bound}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
+                       f"trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
-        table = Table(header_style="bold")
-        table.add_column("batch", justify="right")
-        for p in profiles:
-            table.add_column(f"{p} planned", justify="right")
-        table.add_column(f"{profiles[0]} lower bound", justify="right")
-        by = {(r["profile"], r["batch_size"]): r for r in doc["rows"]}
-        batches = sorted({r["batch_size"] for r in doc["rows"]})
-        for b in batches:
-            cells = [str(b)]
+
+        def build(cell, boxed=True):
+            table = (Table(header_style="bold") if boxed else
+                     Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                           collapse_padding=True))
+            sep = " " if boxed else "\n"  # the narrow variants head each column on two lines
+            table.add_column(what, justify="right", no_wrap=True)
             for p in profiles:
-                r = by.get((p, b))
-                if r is None:
-                    cells.append("")
-                elif r["planned"] is None:
-                    cells.append(Text("n/a", style="dim"))
-                else:
-                    style = "" if r.get("fits") is None else ("green" if r["fits"] else "red")
-                    cells.append(Text(fig(r["planned"]), style=style))
-            first = by.get((profiles[0], b))
-            cells.append(fig(first["lower_bound"]) if first and first["lower_bound"] is not None else "")
-            table.add_row(*cells)
+                table.add_column(f"{p}{sep}planned", justify="right", no_wrap=True)
+            table.add_column(f"{profiles[0]}{sep}lower bound", justify="right", no_wrap=True)
+            by = {(r["profile"], swept_value(r, swept)): r for r in doc["rows"]}
+            batches = sorted({swept_value(r, swept) for r in doc["rows"]})
+            for b in batches:
+                cells = [str(b)]
+                for p in profiles:
+                    r = by.get((p, b))
+                    if r is None:
+                        cells.append("")
+                    elif r["planned"] is None:
+                        cells.append(Text("n/a", style="dim"))
+                    else:
+                        style = "" if r.get("fits") is None else ("green" if r["fits"] else "red")
+                        cells.append(Text(cell(r["planned"]), style=style))
+                first = by.get((profiles[0], b))
+                cells.append(cell(first["lower_bound"]) if first and first["lower_bound"] is not None else "")
+                table.add_row(*cells)
+            return table
+
+        variants = (lambda: build(fig), lambda: build(human), lambda: build(human, boxed=False),
+                    lambda: build(short_units, boxed=False))
+        table, k = fitted(con, variants)
         con.print(table)
+        if k:
+            con.print(exact_note(con, variants[0]()))
+        if k == len(variants) - 1:
+            con.print(Text("K, M, G: KiB, MiB, GiB", style="dim"))
         errors = {}
         for r in doc["rows"]:
             if r.get("error"):
@@ -484,10 +653,12 @@ class TableReporter(Reporter):
         if budget is not None:
             for p in profiles:
                 best = answer.get(p)
+                if p in unable:
+                    continue  # its n/a line above says why: no batch is an answer it can give
                 if best is None:
-                    con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
+                    con.print(Text(f"{p}: no {what} fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
                 else:
-                    con.print(Text(f"{p}: largest batch that fits {human(budget)}: {best}",
+                    con.print(Text(f"{p}: largest {what} that fits {human(budget)}: {best}",
                                    style="bold green" if p == profiles[0] else ""))
             if c.get("searched"):
                 con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))
@@ -513,20 +684,34 @@ def render_compare(doc: dict, opts) -> str:
         con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
     profiles = doc["profiles"]
     cols = doc["columns"]
-    table = Table(header_style="bold")
-    table.add_column("category")
-    for p in profiles:
-        table.add_column(p, justify="right", style="bold green" if p == "memplan" else None)
-    for c in CATEGORIES:
-        table.add_row(LABELS[c], *(cell(cols[p]["categories"][c]) if cols[p]["available"] else "n/a"
-                                   for p in profiles))
-    table.add_section()
-    table.add_row(Text("total", style="bold"), *(Text(cell(cols[p]["total"]), style="bold") for p in profiles))
-    table.add_row("own lower bound", *(cell(cols[p]["lower_bound"]) if cols[p]["lower_bound"] is not None else "-"
+
+    def build(cell, boxed=True):
+        table = (Table(header_style="bold") if boxed else
+                 Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                       collapse_padding=True))
+        table.add_column("category", no_wrap=True)
+        for p in profiles:
+            table.add_column(p, justify="right", style="bold green" if p == "memplan" else None, no_wrap=True)
+        for c in CATEGORIES:
+            table.add_row(LABELS[c], *(cell(cols[p]["categories"][c]) if cols[p]["available"] else "n/a"
                                        for p in profiles))
-    table.add_row("× memplan plan", *(_ratio(cols[p]["ratio_to_memplan"]) for p in profiles))
-    table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
+        table.add_section()
+        table.add_row(Text("total", style="bold"), *(Text(cell(cols[p]["total"]), style="bold") for p in profiles))
+        table.add_row("own lower bound", *(cell(cols[p]["lower_bound"]) if cols[p]["lower_bound"] is not None
+                                           else "-" for p in profiles))
+        table.add_row("× memplan plan", *(_ratio(cols[p]["ratio_to_memplan"]) for p in profiles))
+        table.add_row("× lower bound", *(_ratio(cols[p]["ratio_to_lower_bound"]) for p in profiles))
+        return table
+
+    # narrower: exact bytes go (-v), then the boxes, then units shrink to one letter
+    variants = ([lambda: build(fig)] if exact else []) + [
+        lambda: build(human), lambda: build(human, boxed=False), lambda: build(short_units, boxed=False)]
+    table, k = fitted(con, variants)
     con.print(table)
+    if exact and k:
+        con.print(exact_note(con, variants[0]()))
+    if variants[k] is variants[-1] and len(variants) > 1:
+        con.print(Text("K, M, G: KiB, MiB, GiB", style="dim"))
     lb = doc["lower_bound"]
     con.print(f"lower bound: {lb:,d} B ({human(lb)}), the peak of live bytes under memplan's lifetimes (no placement "
               "of memplan's buffers goes below it; another schedule or recomputation can); own lower bound: the "
@@ -564,7 +749,10 @@ def _compare_quiet_line(doc: dict) -> str:
 
 
 def kernels_text(backend: str) -> str:
-    """What -v says about the planners' inner loops."""
+    """What -v says about the planners' inner loops: `backend` is planners._native.kernels_note()'s
+    sentence (the bare names "c" / "python" of older callers are still read)."""
     if backend == "c":
         return "c (compiled at install)"
-    return "python (the C kernels were not built at install: the same plans, more slowly)"
+    if backend == "python":
+        return "python (the C kernels did not run: the same plans, more slowly)"
+    return backend

@@ -23,6 +23,7 @@ class VerifyReport:
     result: VerifyResult
     unmapped: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    model_batch: int | None = None  # the batch the graph was run at when no flag chose one
 
     def to_json(self) -> dict:
         r = self.result
@@ -54,7 +55,9 @@ class VerifyReport:
             tail = (f"largest difference {r.max_diff:.3g}" if r.passed
                     else f"step {r.failed_step}: {', '.join(r.buffers)}")
             return f"{verdict} {self.model} ({self.profile}): {tail}\n"
-        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {c.batch_size or 'model'}, "
+        batch = c.batch_size if c.batch_size is not None else f"{self.model_batch or '?'} (the model's)"
+        precision = "" if getattr(c, "precision", "32-true") == "32-true" else f", {c.precision}"
+        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {batch}{precision}, "
                  f"{c.optimizer}, {c.loss}, learning rate {c.learning_rate:g}"]
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
@@ -118,7 +121,7 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
     t0 = time.perf_counter()
     from memplan_cli.errors import naming
 
-    graph = load_model(path, batch_size=config.batch_size)
+    graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     try:
         a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
                           profile_options=profile_options, path=path)
@@ -129,8 +132,8 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
                            timings={"plan": t1 - t0})
 
 
-# dtypes the NumPy reference run has no array type for: analyze sizes them, verify cannot run them
-_NOT_RUNNABLE = {"bfloat16": "NumPy has no bfloat16 type", "string": "strings are not numbers"}
+# dtypes the reference run has no array type for: analyze sizes them, verify cannot run them
+_NOT_RUNNABLE = {"string": "strings are not numbers"}
 NUMPY_MAX_RANK = 64  # NumPy 2's limit on an array's dimensions (32 before 2.0)
 
 
@@ -146,7 +149,7 @@ def _check_dtypes(tg, path: str) -> None:
                                f"dimensions, more than a NumPy array holds ({max_rank}); `memplan analyze` still "
                                "sizes it")
         why = _NOT_RUNNABLE.get(spec.dtype)
-        if why is None and spec.dtype not in ("int4", "uint4"):
+        if why is None and spec.dtype not in ("int4", "uint4", "bfloat16"):  # execute/memory.py maps these
             try:
                 np.dtype(spec.dtype)
             except TypeError:
@@ -247,4 +250,13 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
               "buffers": len(p.buffers)} for p in a.pools]
     return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
-                        list(layout.unmapped), timings)
+                        list(layout.unmapped), timings, _input_batch(a.graph))
+
+
+def _input_batch(graph) -> int | None:
+    """The first dimension of the graph's first input (the batch it was run at), if it has one."""
+    try:
+        shape = graph.operands[graph.inputs[0]].shape
+        return int(shape[0]) if shape else None
+    except (AttributeError, IndexError, TypeError):
+        return None

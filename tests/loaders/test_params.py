@@ -134,7 +134,7 @@ def test_tflite_variable_reads_and_weight_slots():
 
 def test_inspect_names_the_rule_and_what_it_could_not_tell(tmp_path):
     p = save(tmp_path, _dynamo_like(all_params_found=False))
-    r = CliRunner().invoke(main, ["inspect", p], env={"NO_COLOR": "1"})
+    r = CliRunner().invoke(main, ["inspect", p], env={"NO_COLOR": "1", "COLUMNS": "300"})
     assert r.exit_code == 0, r.output
     assert ("parameters by torch.onnx dynamo graph signature: 3 of 5 float constants; not parameters: "
             "[val_9, m.lifted_tensor_0]; assumed trainable (the file does not tell): [unsqueeze_1]") in r.output

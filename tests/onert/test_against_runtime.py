@@ -35,6 +35,7 @@ ZOO_CASES = [
     ("elementwise", 2, "sgd", -1, "bump"), ("elementwise", 5, "adam", 3, "wic"), ("elementwise", 2, "adam", 1, "firstfit"),
     ("two_branches", 2, "adam", -1, "wic"), ("two_branches", 5, "sgd", -1, "firstfit"), ("two_branches", 1, "sgd", 3, "bump"),
     ("pooling", 4, "adam", -1, "firstfit"), ("pooling", 2, "sgd", 4, "wic"),
+    ("padded_max_pool", 4, "adam", -1, "wic"), ("padded_max_pool", 3, "sgd", 4, "bump"),
     ("arithmetic", 3, "sgd", -1, "firstfit"), ("arithmetic", 2, "adam", -1, "bump"),
     ("shared_const", 2, "adam", -1, "wic"), ("shared_const", 3, "sgd", -1, "firstfit"),
     ("two_inputs", 2, "sgd", -1, "firstfit"), ("two_inputs", 4, "adam", 2, "wic"),

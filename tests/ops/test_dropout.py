@@ -145,3 +145,16 @@ def test_zoo_light_models_with_dropout_analyse(name):
         for op in (o for o in tg.graph.operations if o.type == "Dropout"):
             r = tg.rules[op.index]
             assert bool(r.kept_forward() or r.extras) == kept
+
+
+@pytest.mark.parametrize("ratio", [0.4, 0.0])
+def test_a_parameter_read_through_dropout_trains(tmp_path, ratio):
+    # DeBERTa's relative-position table goes through Dropout before use: the table is the op's weight
+    # (gradient dY·mask/(1 - ratio), from the same mask), checked by finite differences and verify
+    inits = {"rel": np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32), "r": np.array(ratio, np.float32)}
+    nodes = [helper.make_node("Dropout", ["rel", "r"], ["d"]), helper.make_node("Mul", ["x", "d"], ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("x", X)], [("y", X)], inits, opset=13))
+    tg = training_graph(p)
+    assert _op(tg).inputs[0] in tg.grad
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")

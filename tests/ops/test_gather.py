@@ -97,3 +97,78 @@ def test_rebatch_follows_the_indices(tmp_path):
 def test_pytorch_converted_embedding():
     d = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/pytorch-converted/test_Embedding/model.onnx")
     check_verify(d, "-b", "1", "-O", "sgd")
+
+
+# ---- TF Lite EMBEDDING_LOOKUP(ids, table): litert-torch's nn.Embedding -----------------------------
+TFL_IDS = np.array([[1, 7, 1], [3, 0, 9]], np.int32)  # a repeated row: its gradients add up
+
+
+def _embedding_lookup(path, rows=10):
+    """ids [2, 3] -> RESHAPE [6] -> EMBEDDING_LOOKUP(ids, table [rows, 4]) -> FULLY_CONNECTED(5), as
+    litert-torch writes an nn.Embedding (ids flattened to one axis)."""
+    from devtools.modelgen import ModelBuilder
+
+    m = ModelBuilder(seed=4)
+    ids = m._tensor([2, 3], "int32", name="ids")
+    m.inputs.append(ids)
+    flat = m.reshape(ids, [6])
+    table = m.const([rows, 4])
+    e = m._op(7, [flat, table], [6, 4])  # EMBEDDING_LOOKUP
+    m.output(m.fully_connected(e, 5))
+    return m.save(path)
+
+
+def test_embedding_lookup_is_a_gather_of_the_table(tmp_path):
+    p = _embedding_lookup(str(tmp_path / "emb.tflite"))
+    g = load_model(p)
+    op = next(o for o in g.operations if o.type == "Gather")
+    assert op.source_type == "EMBEDDING_LOOKUP" and op.attrs == {"axis": 0}
+    table, ids = op.inputs
+    assert g.operands[table].shape == (10, 4) and g.operands[ids].dtype == "int32"
+    tg = training_graph(p)
+    assert table in tg.grad and ids not in tg.bp  # the whole table's gradient; ids carry none
+
+
+def test_embedding_lookup_gradients_scatter_add_into_the_table(tmp_path):
+    p = _embedding_lookup(str(tmp_path / "emb.tflite"))
+    assert check_gradients(p, feeds={"ids": TFL_IDS}) >= 20
+
+
+def test_embedding_lookup_verify(tmp_path):
+    doc = check_verify(_embedding_lookup(str(tmp_path / "emb.tflite")), "-O", "adam")
+    assert doc["passed"]
+
+
+def test_embedding_lookup_forward_takes_rows(tmp_path):
+    from tests.ops.gradcheck import run_forward
+
+    op = next(o for o in load_model(_embedding_lookup(str(tmp_path / "emb.tflite"))).operations if o.type == "Gather")
+    table = np.arange(40, dtype=np.float64).reshape(10, 4)
+    ids = TFL_IDS.reshape(-1)
+    (y,) = run_forward(op, [table, ids], [(6, 4)])
+    assert np.array_equal(y, table[ids])
+
+
+@pytest.mark.onert
+def test_onert_cannot_train_embedding_lookup(tmp_path):
+    """onert 0.1.0 fails to compile EMBEDDING_LOOKUP even when only the layer after it trains; the onert
+    profile refuses it in one line."""
+    from click.testing import CliRunner
+
+    from devtools.onert_runtime import available, run_onert
+    from memplan_cli.cli import main
+
+    from devtools.modelgen import ModelBuilder
+
+    m = ModelBuilder(seed=2)  # onert feeds float inputs only: constant ids, a batch-1 float input
+    x = m.input([1, 12])
+    ids = m.const([3], "int32", np.array([1, 7, 1], np.int32))
+    e = m.reshape(m._op(7, [ids, m.const([10, 4])], [3, 4]), [1, 12])
+    m.output(m.fully_connected(m.add(x, e), 5))
+    p = m.save(str(tmp_path / "emb.circle"))
+    r = CliRunner().invoke(main, ["analyze", p, "-p", "onert", "--trainable-ops", "1"], env={"NO_COLOR": "1"})
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "EmbeddingLookup" in r.stderr
+    if not available():
+        pytest.skip("onert 0.1.0 is not installed: the refusal is not checked against the runtime")
+    got = run_onert(p, batch=1, trainable_ops=1, steps=1)
+    assert not got["ok"] and "EmbeddingLookup operation is not trainable yet" in (got["error"] or "")

@@ -4,6 +4,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from click.testing import CliRunner
+
+from memplan_cli.cli import main
 from memplan_cli.errors import MemplanError, ModelError
 from memplan_cli.loaders import load_model
 from tests.execute.helpers import run_backward
@@ -99,3 +102,62 @@ def test_a_loss_through_the_mean_output_is_refused(tmp_path):
 def test_refusals(tmp_path, attrs, pshape, why):
     with pytest.raises(ModelError, match=why):
         load_model(save(tmp_path, _model(-1, pshape=pshape, **attrs)))
+
+
+# ---- a converter's decomposed norm whose scale and shift it merged into the next layer -----------
+def _decomposed_norm(path, kind="layer", affine=False, tail="fc"):
+    """x [4, 8] -> FC -> the TF Lite converter's LayerNorm over the features (MEAN, SQUARED_DIFFERENCE,
+    MEAN, ADD eps, RSQRT, MUL, MUL, SUB, ADD; litert-torch's form) or RMSNorm (MUL x x, MEAN, ADD,
+    RSQRT, MUL) -> [MUL gamma, ADD beta when `affine`] -> FULLY_CONNECTED (`tail` "output": none)."""
+    from devtools.modelgen import ModelBuilder
+
+    m = ModelBuilder(seed=6)
+    x = m.fully_connected(m.input([4, 8]), 8)
+    eps = m.const([], value=np.array(1e-5, np.float32))
+    if kind == "layer":
+        mean = m.mean(x, [1], keep_dims=True)
+        var = m.mean(m._op(99, [x, mean], [4, 8]), [1], keep_dims=True)  # SQUARED_DIFFERENCE
+    else:
+        var = m.mean(m.mul(x, x), [1], keep_dims=True)
+    r = m._op(76, [m.add(var, eps)], [4, 1])  # RSQRT
+    y = m.mul(x, r)
+    if kind == "layer":
+        y = m.add(y, m.sub(m.const([], value=np.array(0.0, np.float32)), m.mul(r, mean)))
+    if affine:
+        y = m.add(m.mul(y, m.const([8])), m.const([8]))
+    m.output(m.fully_connected(y, 4) if tail == "fc" else y)
+    return m.save(path)
+
+
+@pytest.mark.parametrize("kind,norm", [("layer", "LayerNorm"), ("rms", "RMSNorm")])
+def test_merged_normalization_is_noted(tmp_path, kind, norm):
+    import jsonschema
+
+    from memplan_cli.schemas import load_schema
+    from tests.ops.gradcheck import analyze_json
+
+    p = _decomposed_norm(str(tmp_path / "n.tflite"), kind)
+    doc = analyze_json(p, "-O", "adam")
+    jsonschema.validate(doc, load_schema("analysis"))
+    (m,) = doc["parameters"]["merged_normalizations"]
+    assert m["norm"] == norm and m["op"].endswith("Rsqrt") and len(m["into"]) == 1 and "FullyConnected" in m["into"][0]
+    r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert r.exit_code == 0 and f"normalisation(s) without a scale or shift of their own ({norm} at op" in r.output
+    assert "get no gradient of their own" in r.output
+    # the merged weight trains, and only it: not frozen, the note goes once it no longer trains
+    frozen = analyze_json(p, "--freeze", "params:" + m["weights"][0])
+    assert "merged_normalizations" not in frozen["parameters"]
+
+
+@pytest.mark.parametrize("affine,tail", [(True, "fc"), (False, "output")])
+def test_norm_with_its_own_scale_or_no_next_layer_is_not_noted(tmp_path, affine, tail):
+    from tests.ops.gradcheck import analyze_json
+
+    doc = analyze_json(_decomposed_norm(str(tmp_path / "n.tflite"), "layer", affine, tail))
+    assert "merged_normalizations" not in doc["parameters"]
+
+
+def test_decomposed_norm_gradients_and_verify(tmp_path):
+    p = _decomposed_norm(str(tmp_path / "n.tflite"))
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")

@@ -183,3 +183,27 @@ def test_flops():
     assert ops.get("ReduceMax").flops(op("ReduceMax"), operands) == (24, 48)
     assert ops.get("ReduceProd").flops(op("ReduceProd"), operands) == (24, 72)
     assert ops.get("ReduceL2").flops(op("ReduceL2"), operands) == (48 + 8, 48)
+
+
+def _batch1_mean(tmp_path, axes=(0, 2)):
+    """x [1, 6, 8] -> Add(p) -> MEAN(axes) -> Reshape [1, 6, 1] -> Sub from the input -> FC: litert-torch's
+    LayerNorm mean at batch 1 (axes (0, 2): dim 0 of size 1 reduced with the channels)."""
+    from devtools.modelgen import ModelBuilder
+
+    m = ModelBuilder(seed=7)
+    a = m.add(m.input([1, 6, 8]), m.const([1, 6, 8]))
+    c = m.sub(a, m.reshape(m.mean(a, list(axes)), [1, 6, 1]))
+    m.output(m.fully_connected(m.reshape(c, [1, 48]), 4))
+    return m.save(str(tmp_path / "mean.tflite"))
+
+
+def test_batch1_reduction_over_dim0_with_kept_axes_is_not_rebatched(tmp_path):
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+
+    p = _batch1_mean(tmp_path)
+    check_verify(p)  # at the file's own batch it is what it is
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "4"], env={"NO_COLOR": "1"})
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "op #1 Mean reduces over axes (0, 2) of an input whose dim 0 is 1" in r.stderr and "Traceback" not in r.output

@@ -154,7 +154,7 @@ def test_report_names_the_loss_outputs_and_the_frozen_weights(tmp_path):
     d = json.loads(out)
     from memplan_cli.schemas import load_schema
 
-    jsonschema.validate(d, load_schema("report"))
+    jsonschema.validate(d, load_schema("analysis"))
     assert d["config"]["loss_outputs"] == ["y1"] and d["config"]["sources"]["loss_outputs"] == "flag"
     assert [w["weight"] for w in d["frozen_weights"]] == ["w2"]
     code, out, err = _cli("analyze", path, "--loss-outputs", "y1")

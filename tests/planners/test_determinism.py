@@ -72,7 +72,7 @@ def test_a_time_limit_is_reported(monkeypatch):
     out = analyze("--time-limit", "0.5")
     doc = json.loads(out)
     assert doc["config"]["time_limit"] == 0.5
-    schema = load_schema("report")
+    schema = load_schema("analysis")
     jsonschema.validate(doc, schema)
     # the racing clock leaves greedy one combination and no search: a worse plan than the default
     assert doc["totals"]["planned"] > doc["totals"]["lower_bound"]

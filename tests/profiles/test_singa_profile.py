@@ -155,7 +155,7 @@ def test_singa_on_mnist_through_the_cli():
     doc = json.loads(r.stdout)
     from memplan_cli.schemas import load_schema
 
-    jsonschema.validate(doc, load_schema("report"))
+    jsonschema.validate(doc, load_schema("analysis"))
     s = doc["figures"]["singa"]
     assert s["high_water"] == doc["totals"]["planned"] == doc["pools"][0]["arena"]
     assert s["lower_bound"] == doc["totals"]["lower_bound"] <= s["high_water"]

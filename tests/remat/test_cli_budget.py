@@ -13,7 +13,7 @@ from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
-SCHEMA = load_schema("report")
+SCHEMA = load_schema("analysis")
 
 
 def run(*args):

@@ -2,8 +2,11 @@
 schemas/fit.schema.json; exit 3 when nothing fits."""
 import json
 import pathlib
+import re
+import shlex
 
 import jsonschema
+import pytest
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
@@ -79,3 +82,48 @@ def test_fit_lists_the_fine_tuning_modes_beside_full_training():
 def test_fits_header_names_the_fine_tuning_setup_it_plans():
     out = run("fit", MNIST, "-b", "8", "--budget", "1GiB", "--train", "biases").output
     assert out.splitlines()[0].startswith("mnist.circle · batch 8 · sgd · mse · trainable all · train biases · budget ")
+
+
+def _figure(cmd: list[str]) -> int:
+    """What `memplan analyze ...` (a command fit printed) reports: the remat plan's arena under
+    --budget, else the planned total."""
+    assert cmd[:2] == ["memplan", "analyze"], cmd
+    r = run("analyze", *cmd[2:], "-f", "json")
+    assert r.exit_code == 0, (cmd, r.output)
+    doc = json.loads(r.stdout)
+    return doc["remat"]["arena"] if doc.get("remat") else doc["totals"]["planned"]
+
+
+def _printed_commands(text: str) -> list[list[str]]:
+    """The commands under the table, their ` \\` continuation lines joined, split as a shell would."""
+    lines = text.split("\n")
+    k = next(i for i, line in enumerate(lines) if line.startswith("the command that applies each option"))
+    joined, out = " ".join(line.strip() for line in lines[k + 1:] if line.strip()).replace(" \\ ", " "), []
+    for part in re.split(r"\s*\b\d+  (?=memplan )", " " + joined):
+        if part.strip():
+            out.append(shlex.split(part))
+    return out
+
+
+@pytest.mark.parametrize("model, flags", [
+    (MNIST, ["-b", "32", "-O", "adam", "-l", "cce", "--budget", "12MiB"]),
+    (str(ROOT / "tests" / "corpus" / "bert_tiny_dynamo.onnx"), ["-b", "8", "-O", "adam", "--budget", "200KiB"]),
+    ("chain", ["-O", "momentum", "--budget", "0.85x"]),
+])
+def test_every_printed_command_gives_the_figure_fit_promised(model, flags, tmp_path):
+    if model == "chain":
+        model = chain_file(tmp_path)
+        plain = json.loads(run("analyze", model, "-O", "momentum", "-f", "json").stdout)["totals"]["planned"]
+        flags = [f if f != "0.85x" else str(plain * 85 // 100) for f in flags]
+    doc = json.loads(run("fit", model, *flags, "-f", "json").stdout)
+    with_command = [o for o in doc["options"] if o["command"]]
+    assert len(with_command) >= 4
+    for o in doc["options"]:
+        # only a remat that found no plan has no command: there is nothing to apply
+        assert o["command"] or (o["option"].endswith("remat") and not o["fits"])
+    for o in with_command:
+        cmd = shlex.split(o["command"])
+        assert _figure(cmd) == o["planned"], o
+    table = run("fit", model, *flags)
+    assert table.exit_code in (0, 3)
+    assert _printed_commands(table.stdout) == [shlex.split(o["command"]) for o in with_command]

@@ -97,7 +97,8 @@ def test_nntrainer_and_singa_columns_match_their_profiles():
         assert doc["columns"][p]["planners"] == sorted({x["planner"] for x in a["pools"]})
 
 
-def test_table_csv_and_quiet_carry_the_json_figures(tmp_path):
+def test_table_csv_and_quiet_carry_the_json_figures(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "140")  # the boxed table with units (80 columns: tests/test_width.py)
     path = SAMPLES / "mnist.circle"
     doc = _json("compare", path, "-b", "2")
     table = cli("compare", path, "-b", "2", "--color", "never").stdout

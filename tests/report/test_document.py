@@ -13,7 +13,7 @@ from memplan_cli.report.jsonfmt import dumps
 from tests.report.conftest import tiny_graph
 from memplan_cli.schemas import load_schema
 
-SCHEMA = load_schema("report")
+SCHEMA = load_schema("analysis")
 
 
 def _analysis(profile="memplan", **cfg):

@@ -1,6 +1,6 @@
 """One JSON convention for every command that prints JSON: `schema_version`, `kind` and
 `memplan_version` first, analyze's names for the training setup, and a schema per kind shipped in
-the package (memplan_cli/schemas/KIND.schema.json) that the document validates against."""
+the wheel (schemas/KIND.schema.json, installed as memplan_cli/schemas/) that the document validates against."""
 import json
 import pathlib
 
@@ -13,7 +13,6 @@ from memplan_cli.schemas import load_schema, schema_path
 
 ROOT = pathlib.Path(__file__).parents[2]
 MNIST = str(ROOT / "sample_models" / "mnist.circle")
-SCHEMA_OF = {"analysis": "report"}  # kinds whose schema has another name
 TRAINING_NAMES = {"optimizer", "loss", "learning_rate", "trainable_ops", "batchnorm", "dropout", "train",
                   "freeze", "lora"}
 
@@ -39,16 +38,17 @@ def docs(tmp_path_factory):
         "verify": run("verify", MNIST, "-b", "2", "-f", "json"),
         "fit": run("fit", MNIST, "--budget", "4MiB", "-f", "json"),
         "plan": run("plan", str(csv), "-f", "json"),
+        "inspect": run("inspect", MNIST, "-f", "json"),
     }
 
 
-@pytest.mark.parametrize("command", ["analyze", "compare", "diff", "sweep", "verify", "fit", "plan"])
+@pytest.mark.parametrize("command", ["analyze", "compare", "diff", "sweep", "verify", "fit", "plan", "inspect"])
 def test_every_json_document_has_the_envelope_and_its_schema(docs, command):
     doc = docs[command]
     assert list(doc)[:3] == ["schema_version", "kind", "memplan_version"]
-    name = SCHEMA_OF.get(doc["kind"], doc["kind"])
-    assert schema_path(name).is_file()
-    jsonschema.validate(doc, load_schema(name))
+    # each schema is named after the kind it validates
+    assert schema_path(doc["kind"]).is_file()
+    jsonschema.validate(doc, load_schema(doc["kind"]))
 
 
 @pytest.mark.parametrize("command", ["analyze", "compare", "sweep", "verify", "fit"])

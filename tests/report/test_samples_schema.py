@@ -1,4 +1,4 @@
-"""The JSON report of every sample validates against schemas/report.schema.json, with the real
+"""The JSON report of every sample validates against schemas/analysis.schema.json, with the real
 profiles (memplan must handle every sample; onert may refuse a model with one line, exit 2)."""
 import json
 import pathlib
@@ -12,7 +12,7 @@ from memplan_cli.profiles import available_profiles
 from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[2]
-SCHEMA = load_schema("report")
+SCHEMA = load_schema("analysis")
 SAMPLES = sorted(p.name for p in (ROOT / "sample_models").iterdir() if p.suffix in (".circle", ".tflite", ".onnx"))
 
 

@@ -22,7 +22,9 @@ def test_registry_names_are_the_format_choices():
 
 def test_table_shows_every_row_and_column_with_exact_bytes_and_units(fake_profiles):
     a, doc = _doc()
-    text = get_reporter("table").analysis(doc, RenderOptions())
+    narrow = get_reporter("table").analysis(doc, RenderOptions(width=80))
+    assert f"{a.planned_total:,d}" not in narrow.split("lower bound:")[0] and "exact bytes: -f json" in narrow
+    text = get_reporter("table").analysis(doc, RenderOptions(width=140))
     for row in ("non-const", "trainable", "back-prop", "gradient", "opt variable", "disposable", "extra", "total"):
         assert row in text
     for col in ("naive", "onert", "memplan planned", "live at peak"):

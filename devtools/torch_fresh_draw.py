@@ -1,0 +1,192 @@
+"""A stand-in held-out set for `--profile torch` (issue 39): draw timm models and transformers configs
+that no zoo of devtools/ names, with a printed random seed, and measure each once through
+devtools/torch_oracle.py. Dev-only, needs torch, timm and transformers.
+
+    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 --list          # the draw only
+    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 -b 4 -O adam --json fresh_ts.json
+    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 -b 4 -O adam --dynamo --json fresh_dyn.json
+
+The draw is fixed before anything is measured: candidates are shuffled with the seed and taken in
+that order; a candidate is skipped (and said so) only when it has more than --max-params parameters
+or does not build and run forward in eager at the fixed input (timm: 3 x 64 x 64, with img_size=64
+when the model needs it; transformers: 32 token ids of a 1000-word vocabulary, a small config: hidden
+64, 2 layers, 4 heads, eager attention). Nothing about memplan decides the draw.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "devtools"))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import torch_family_zoo  # noqa: E402,F401 (registers its modules in the oracle's zoo)
+import torch_holdout_zoo  # noqa: E402,F401
+import torch_oracle as T  # noqa: E402
+
+ZOO_FILES = ("torch_oracle.py", "torch_vision_zoo.py", "torch_zoo_seq.py", "torch_holdout_zoo.py",
+             "torch_family_zoo.py", "torch_conv_sweep.py")
+IMG = (3, 64, 64)
+IDS = ("ids", 32, 1000)
+SMALL = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+             max_position_embeddings=128, num_key_value_heads=4, head_dim=16, use_cache=False, pad_token_id=0)
+
+
+def used_names() -> tuple[set, set]:
+    """Quoted names in the zoo files (timm model names) and the transformers Config classes they build
+    (as model types, lower case without separators)."""
+    text = ""
+    for f in ZOO_FILES:
+        p = os.path.join(ROOT, "devtools", f)
+        if os.path.exists(p):
+            text += open(p).read()
+    quoted = set(re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", text))
+    configs = {c[:-len("Config")].lower() for c in re.findall(r"\b([A-Z][A-Za-z0-9]+Config)\b", text)}
+    return quoted, configs
+
+
+def _norm(model_type: str) -> str:
+    return model_type.replace("-", "").replace("_", "").lower()
+
+
+def timm_candidates(rng, quoted):
+    import timm
+
+    names = sorted(n for n in timm.list_models() if n not in quoted)
+    rng.shuffle(names)
+    return names
+
+
+def hf_candidates(rng, configs):
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES)
+
+    types = sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES))
+    types = [t for t in types if _norm(t) not in configs]
+    rng.shuffle(types)
+    return types
+
+
+def _params_on_meta(build) -> int:
+    with torch.device("meta"):
+        m = build()
+    return sum(p.numel() for p in m.parameters())
+
+
+def timm_builder(name):
+    def build(kw):
+        import timm
+
+        return timm.create_model(name, pretrained=False, num_classes=10, **kw)
+    return build
+
+
+class _Logits(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids).logits
+
+
+def hf_builder(model_type):
+    def build():
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        cfg = AutoConfig.for_model(model_type, **SMALL)
+        cfg._attn_implementation = "eager"
+        auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else \
+            AutoModelForSequenceClassification
+        if auto is AutoModelForSequenceClassification:
+            cfg.num_labels = 10
+        return _Logits(auto.from_config(cfg))
+    return build
+
+
+def _runs(build, shape) -> bool:
+    torch.manual_seed(0)
+    m = build()
+    m.train()
+    x = torch.randint(0, shape[2], (2, shape[1])) if shape[0] == "ids" else torch.randn(2, *shape)
+    out = m(x)
+    return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
+
+
+def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dict:
+    """{zoo name: (family, builder, input shape)} of the draw, in draw order."""
+    rng = random.Random(seed)
+    quoted, configs = used_names()
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in timm_candidates(rng, quoted):
+            if sum(1 for k in out if k.startswith("fr_timm_")) >= n_timm:
+                break
+            b = timm_builder(name)
+            for kw in ({}, {"img_size": 64}):
+                try:
+                    n = _params_on_meta(lambda: b(kw))
+                    if n > max_params:
+                        log(f"skip timm {name}: {n / 1e6:.1f} M parameters")
+                        break
+                    if _runs(lambda: b(kw), IMG):
+                        out[f"fr_timm_{name}"] = ("fresh-timm", (lambda b=b, kw=kw: b(kw)), IMG)
+                        log(f"draw timm {name} {kw or ''} ({n / 1e6:.2f} M parameters)")
+                        break
+                except Exception as e:  # noqa: BLE001 (a model that does not build here is skipped)
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                    if kw:
+                        log(f"skip timm {name}: does not run at 64 x 64 ({type(e).__name__}: {why})")
+        for t in hf_candidates(rng, configs):
+            if sum(1 for k in out if k.startswith("fr_hf_")) >= n_hf:
+                break
+            b = hf_builder(t)
+            try:
+                n = _params_on_meta(b)
+                if n > max_params:
+                    log(f"skip transformers {t}: {n / 1e6:.1f} M parameters")
+                    continue
+                if _runs(b, IDS):
+                    out[f"fr_hf_{t}"] = ("fresh-hf", b, IDS)
+                    log(f"draw transformers {t} ({n / 1e6:.2f} M parameters)")
+            except Exception as e:  # noqa: BLE001
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                log(f"skip transformers {t}: does not build / run ({type(e).__name__}: {why})")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, help="the draw's seed (default: a random one, printed)")
+    ap.add_argument("--timm", type=int, default=20)
+    ap.add_argument("--hf", type=int, default=6)
+    ap.add_argument("--max-params", type=float, default=12e6)
+    ap.add_argument("--list", action="store_true", help="print the draw and stop")
+    ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
+                                                     "(fr_timm_, fr_hf_): the draw itself is unchanged")
+    args, rest = ap.parse_known_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
+    print(f"seed {seed}", flush=True)
+    torch.set_num_threads(1)
+    drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True))
+    print("draw: " + " ".join(drawn), flush=True)
+    if args.list:
+        return
+    T.ZOO.update(drawn)
+    T.main([n for n in drawn if n.startswith(args.only or "")] + rest)
+
+
+if __name__ == "__main__":
+    main()
