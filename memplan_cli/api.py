@@ -348,7 +348,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     """`budget` (bytes, or a size text such as "192MiB"): the cheapest remat plan whose planned arena
     fits, then the analysis of that plan. Returns (Analysis, remat section); the analysis is of the
     plain step when nothing fits."""
-    from memplan_cli.analysis import analyze_graph, compare_with_onert
+    from memplan_cli.analysis import compare_with_onert
     from memplan_cli.config import merge_setup
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
@@ -365,11 +365,8 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     cfg = merge_setup(graph.metadata, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
         try:
-            problem = RematProblem(graph, cfg)
-            plain = analyze_graph(graph, cfg, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
-                                  path=model)
-            res, _, a = solve_as_run(graph, cfg, problem, plain, limit, planner=flags.get("planner"),
-                                     time_limit=flags.get("time_limit"), path=model)
+            problem = RematProblem(graph, cfg, planner=flags.get("planner"))
+            res, _, a = solve_as_run(graph, cfg, problem, limit, path=model)
         except MemplanError as e:
             raise naming(model, e) from None
         a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),
