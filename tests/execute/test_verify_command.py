@@ -99,6 +99,7 @@ def test_a_shortened_lifetime_fails_naming_the_step_and_the_buffer(monkeypatch, 
 
 def test_an_offset_moved_onto_a_live_neighbour_fails_naming_both_buffers(monkeypatch):
     facts = _faulty(monkeypatch, _overlap)
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per finding: the lists below are read line by line
     r = run(MNIST, "-b", "2", "-O", "adam")
     assert r.exit_code == 1, r.output
     out = r.stdout
