@@ -431,6 +431,7 @@ def analyze(model: PathLike, *, profile: str = "memplan", planner: str | None = 
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
     setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
     (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
+    precision ("32-true", the default, "bf16-mixed", "16-mixed", "bf16-true", "16-true": `--precision`);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",

@@ -105,7 +105,7 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
         else:
             cols[prof] = _column(prof, a)
     for prof in ("onert", "nntrainer", "singa", "torch", "memplan"):
-        cols[prof].checked = checked_by(prof)
+        cols[prof].checked = checked_by(prof, cols[prof].extras if cols[prof].available else None)
     return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
                       int(mem.lower_bound), onert_options, time_limit)
 

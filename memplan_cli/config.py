@@ -26,6 +26,11 @@ DROPOUT_MODES = ("train", "off")
 # fine-tuning selectors: --train biases | ops:GLOB | params:GLOB, --freeze ops:GLOB | params:GLOB
 TRAIN_SELECTORS = ("biases", "ops:", "params:")
 FREEZE_SELECTORS = ("ops:", "params:")
+# numeric precision of the step, PyTorch Lightning's names: N-true (every tensor in that dtype) or
+# N-mixed (float32 parameters, gradients and optimizer state; the forward in the low dtype where
+# autocast would run it, passes/precision.py)
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
+LOW_DTYPE = {"bf16": "bfloat16", "16": "float16", "32": "float32"}
 
 
 def check_selector(flag: str, item: str) -> str:
@@ -59,6 +64,8 @@ class TrainConfig:
     lora_targets: tuple[str, ...] = ()
     # the model outputs that carry a loss (names or globs); empty: every float output
     loss_outputs: tuple[str, ...] = ()
+    # PRECISIONS: 32-true (float32 everywhere, the default), bf16-/16-mixed, bf16-/16-true
+    precision: str = "32-true"
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -71,6 +78,8 @@ class TrainConfig:
             raise ConfigError(f"unknown batchnorm mode {self.batchnorm!r} (choose from {', '.join(BATCHNORM_MODES)})")
         if self.dropout not in DROPOUT_MODES:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
         lr = self.learning_rate
@@ -135,6 +144,16 @@ class TrainConfig:
                 raise ConfigError(f"--freeze params:{g} matches no weight of the model")
             frozen |= hit
         return frozen
+
+    @property
+    def compute_dtype(self) -> str:
+        """The float dtype the forward computes in where autocast casts down (float32 at 32-true)."""
+        return LOW_DTYPE[self.precision.split("-")[0]]
+
+    @property
+    def mixed(self) -> bool:
+        """Whether parameters, gradients and optimizer state stay float32 beside a low-precision forward."""
+        return self.precision.endswith("-mixed")
 
     @property
     def optimizer_state_count(self) -> int:
@@ -383,7 +402,8 @@ TRAINING_FLAGS = (
                  "(`memplan inspect MODEL` lists the outputs). Default: every float output.",
                  metavar="LIST", records_default=False, json_resolved=True),
     TrainingFlag("learning_rate", ("--learning-rate",), "number", "learning_rate", "learning_rate",
-                 "Learning rate (used by `verify`).", metadata_key="learning_rate"),
+                 "Learning rate of the step verify runs (default: the metadata's, else 0.001).",
+                 metadata_key="learning_rate"),
     TrainingFlag("trainable_ops", ("-t", "--trainable-ops"), "trainable", "trainable", "trainable_ops",
                  "all | none | N (the last N ops, counting every op) | -1 (all, onert's "
                  "convention) | a list like 3,5,8-10. Default: the metadata's list, else all.",
@@ -395,6 +415,11 @@ TRAINING_FLAGS = (
                  "Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
                  "backward, default) or off (an identity, as with dropout disabled).",
                  choices=DROPOUT_MODES, metadata_key="dropout"),
+    TrainingFlag("precision", ("--precision",), "choice", "precision", "precision",
+                 "Numeric precision, PyTorch Lightning's names: 32-true (float32, default); "
+                 "bf16-mixed / 16-mixed (float32 weights, gradients and optimizer state, the "
+                 "forward in bfloat16 / float16 where autocast casts down; 16-mixed adds the "
+                 "gradient scaler); bf16-true / 16-true (every tensor in that dtype).", choices=PRECISIONS),
     TrainingFlag("train", ("--train",), "selectors", "train", "train",
                  "Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
                  "name, module scope, type or #INDEX matches train) | params:GLOB (only the weights "

@@ -23,12 +23,12 @@ def api_arguments(flags: dict) -> dict:
 
 
 def planner_kernels() -> str:
-    from memplan_cli.planners._native import BACKEND
+    from memplan_cli.planners._native import kernels_note
 
-    return BACKEND
+    return kernels_note()
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Memory of one training step by category; what a plan saves.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options

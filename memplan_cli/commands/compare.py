@@ -11,7 +11,7 @@ import click
 from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, nntrainer_option,
                                           output_options, training_options, verbosity)
 
-@click.command("compare")
+@click.command("compare", short_help="One step under naive, onert, nntrainer, singa, torch, memplan.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",

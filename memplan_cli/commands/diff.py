@@ -7,8 +7,8 @@ import json
 import click
 from click.core import ParameterSource
 
-from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
-                                          verbosity)
+from memplan_cli.commands.options import (defaults_from, output_options, planner_options, profile_option,
+                                          training_options, verbosity)
 from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
 
 from memplan_cli.config import TRAINING_FLAGS
@@ -155,6 +155,10 @@ def _flag_value(flag, value, key: str, source: str):
     """A baseline's JSON value of a training flag as the flag's value, through the flag's own check."""
     if flag.kind == "count" and type(value) is not int:  # memplan writes a count as a JSON integer
         raise MemplanError(f"{key} {_shown(value)} is not an integer", source)
+    if flag.kind == "number":  # the learning rate: no flag of diff's (it runs no step), kept so the setups agree
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise MemplanError(f"{key} {_shown(value)} is not a positive number", source)
+        return float(value)
     if flag.kind == "trainable":
         if isinstance(value, list) and all(type(i) is int for i in value):
             value = ",".join(map(str, value))
@@ -200,7 +204,8 @@ def _checked(flag: str, value, where: str, source: str):
         raise MemplanError(f"{where} {_shown(value)}: {e.message}", source) from None
 
 
-@click.command("diff")
+@defaults_from("the baseline's")
+@click.command("diff", short_help="A model or report against a saved report, with CI thresholds.")
 @click.option("--baseline", required=True, type=click.Path(), metavar="BASE.json",
               help="A report written by `memplan analyze --format json`.")
 @click.argument("target", type=click.Path(dir_okay=True))

@@ -29,13 +29,20 @@ def training_option(flag):
     return click.option(*flag.decls, flag.name, **kwargs)
 
 
-def training_options(f=None, *, exclude: tuple[str, ...] = ()):
+# flags that act only on a step that runs: offered by `verify` alone (elsewhere they would be accepted
+# and change nothing)
+STEP_ONLY = ("learning_rate",)
+
+
+def training_options(f=None, *, exclude: tuple[str, ...] = (), runs_a_step: bool = False):
     """Adds the training flags (config.TRAINING_FLAGS: --batch-size, --optimizer, ..., --lora-targets)
-    but those named in `exclude` (sweep takes a list of batch sizes): `@training_options` or
-    `@training_options(exclude=("batch_size",))`."""
+    but those named in `exclude` (sweep takes a list of batch sizes) and, unless the command
+    `runs_a_step` (verify), STEP_ONLY's: `@training_options` or `@training_options(exclude=("batch_size",))`."""
+    skip = set(exclude) | (set() if runs_a_step else set(STEP_ONLY))
+
     def add(f):
         for flag in reversed(TRAINING_FLAGS):
-            if flag.name not in exclude:
+            if flag.name not in skip:
                 f = training_option(flag)(f)
         return f
 
@@ -56,6 +63,24 @@ def training_words(values: dict) -> list[str]:
         for one in (v if flag.multiple else (v,)):
             words += [flag.decls[0], str(one)]
     return words
+
+
+
+# what the training flags' help says of their defaults, and what a command that takes its setup from
+# a baseline report (diff) says instead
+_DEFAULT_RE = __import__("re").compile(r"(?:\s*\(default: [^)]*\)|\s*Default[: ][^.]*(?:\.[^ ][^.]*)*\.)")
+
+
+def defaults_from(source: str):
+    """A decorator (applied after the options) that restates every option's default as `source`'s
+    ("Default: the baseline's."): `diff` analyses TARGET with the baseline's setup, not the defaults."""
+    def apply(cmd):
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.help and (_DEFAULT_RE.search(p.help) or ", default)" in p.help):
+                p.help = _DEFAULT_RE.sub("", p.help.replace(", default)", ")")).rstrip(".") + f". Default: {source}."
+                p.show_default = False
+        return cmd
+    return apply
 
 
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------

@@ -53,7 +53,7 @@ def _why_status(d: dict) -> str:
     return " (proven by the exact search: no smaller arena holds these buffers)"
 
 
-@click.command("plan")
+@click.command("plan", short_help="Offsets for a buffer list (MiniMalloc's CSV format).")
 @click.argument("buffers", metavar="BUFFERS.csv")
 @click.option("--planner", default=None, metavar="NAME",
               help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
@@ -107,10 +107,10 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         text = summary_table(doc)
         text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"kernels      {kernels_text(BACKEND)}\n"
+            text += f"kernels      {kernels_text(kernels_note())}\n"
         plan_text = result.offsets_csv() if output else ""
     if level == 0:
         text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "

@@ -15,7 +15,7 @@ from memplan_cli.errors import EXIT_OVER_BUDGET, MemplanError
 DEFAULT_BATCHES = "1,2,4,8,16,32"
 
 
-@click.command("sweep")
+@click.command("sweep", short_help="Training memory per batch size and profile; the largest fitting.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-sizes", "--batch-size", "batch_sizes", default=None, metavar="LIST",
               help=f"Batch sizes to analyse, e.g. 1,2,4,8 or 1-16. Default {DEFAULT_BATCHES}; with --budget "

@@ -11,9 +11,9 @@ import click
 from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
 from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
 
-@click.command("verify")
+@click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
-@training_options
+@training_options(runs_a_step=True)
 @profile_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")

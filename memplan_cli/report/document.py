@@ -123,7 +123,7 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
     """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
-    from memplan_cli.report.layers import per_layer
+    from memplan_cli.report.layers import add_dtypes, per_layer
 
     bl = analysis.buffers
     naive = analysis.naive_by_category
@@ -194,6 +194,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
+        tg = getattr(bl, "training_graph", None)
+        if tg is not None and getattr(analysis.config, "mixed", False):  # dtypes differ op to op
+            add_dtypes(doc["by_layer"], tg.graph)
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
     return doc

@@ -71,16 +71,34 @@ def test_group_norm_without_affine_parameters(tmp_path):
     assert sum(v["bwd_mem_out"] for v in gn) == 131072
 
 
-def test_instance_norm_not_written_by_group_norm_is_still_refused(tmp_path):
-    from memplan_cli.errors import UnsupportedOpError
+def test_an_op_without_torch_facts_is_estimated_and_named(tmp_path):
+    # InstanceNormalization not written by a GroupNorm (torch's InstanceNorm2d) has no measured rule:
+    # the general rule estimates it (saves its inputs, a new gradient per input) and the report names
+    # it with its bytes at the peak, in the JSON and in the table's header
+    from memplan_cli.report.table import torch_estimate_note
 
     nodes = [helper.make_node("Conv", ["x", "cw"], ["a"], kernel_shape=[1, 1]),
              helper.make_node("InstanceNormalization", ["a", "s", "b"], ["y"])]
     path = _model(tmp_path, nodes, (2, 8, 4, 4), (2, 8, 4, 4),
                   {"cw": np.zeros((8, 8, 1, 1), np.float32), "s": np.ones(8, np.float32),
                    "b": np.zeros(8, np.float32)})
-    with pytest.raises(UnsupportedOpError, match="InstanceNormalization"):
-        _cols(path, batch_size=2)
+    a, _ = _cols(path, batch_size=2)
+    cov = a.extras["torch"]["coverage"]
+    assert (cov["ops"], cov["measured"]) == (3, 2)  # Conv, InstanceNormalization, the loss
+    (est,) = cov["estimated"]
+    assert est["type"] == "InstanceNormalization" and est["bytes_at_peak"] > 0
+    assert cov["estimated_bytes_at_peak"] == est["bytes_at_peak"] and cov["says_so"]
+    note = torch_estimate_note({"figures": {"torch": a.extras["torch"]}})
+    assert "InstanceNormalization" in note and f"{est['bytes_at_peak']:,d} B" in note
+
+
+def test_a_model_measured_rules_cover_says_nothing_estimated(tmp_path):
+    from memplan_cli.profiles.torch import coverage_line
+
+    a, _ = _cols(_group_norm(tmp_path), batch_size=4)
+    cov = a.extras["torch"]["coverage"]
+    assert cov["estimated"] == [] and cov["measured"] == cov["ops"] and not cov["says_so"]
+    assert coverage_line(cov).startswith(f"measured rules cover {cov['ops']} of {cov['ops']} eager ops of this model")
 
 
 @pytest.mark.parametrize("divisor_shape", [(4, 64, 1), (4, 64, 16)])
