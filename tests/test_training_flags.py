@@ -9,6 +9,7 @@ import pytest
 
 from memplan_cli import api
 from memplan_cli.cli import main
+from memplan_cli.commands.options import STEP_ONLY
 from memplan_cli.commands.diff import baseline_flags
 from memplan_cli.config import (FLAG_BY_NAME, FLAG_KINDS, TRAINING_FLAGS, TrainConfig, config_json,
                                 merge_setup)
@@ -21,7 +22,8 @@ NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_si
 # a value of each flag, as a user gives it on the command line (click's values)
 GIVEN = {"batch_size": 3, "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
          "learning_rate": 0.5, "trainable_ops": "1,3-4", "batchnorm": "frozen", "dropout": "off",
-         "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*"}
+         "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*",
+         "precision": "16-mixed"}
 
 
 def _json_keys(keys) -> set[str]:
@@ -67,6 +69,9 @@ def test_every_training_command_has_every_flag(command):
     for f in TRAINING_FLAGS:
         if command == "sweep" and f.name == "batch_size":
             continue  # sweep takes a list of batch sizes
+        if f.name in STEP_ONLY and command != "verify":
+            assert f.name not in params, (command, f.name)  # a flag only where it acts
+            continue
         assert f.name in params, (command, f.name)
         assert set(params[f.name].opts) | set(params[f.name].secondary_opts) == set(f.decls)
 
@@ -95,7 +100,7 @@ def test_flags_win_over_metadata_over_defaults():
     assert (cfg.optimizer, cfg.batch_size, cfg.trainable, cfg.train) == ("adam", 7, (1, 2), ("ops:a",))
     assert cfg.sources == {"optimizer": "flag", "batch_size": "metadata", "trainable": "metadata",
                            "train": "metadata", "loss": "default", "learning_rate": "default",
-                           "batchnorm": "default", "dropout": "default"}
+                           "batchnorm": "default", "dropout": "default", "precision": "default"}
     # --lora freezes every weight of the file: a peft file's adapters are not what trains then
     assert merge_setup(md, {"lora": 2}).train == ()
 
