@@ -174,6 +174,8 @@ def main(argv=None):
     ap.add_argument("--hf", type=int, default=6)
     ap.add_argument("--max-params", type=float, default=12e6)
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
+    ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
+                                                     "(fr_timm_, fr_hf_): the draw itself is unchanged")
     args, rest = ap.parse_known_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
     print(f"seed {seed}", flush=True)
@@ -183,7 +185,7 @@ def main(argv=None):
     if args.list:
         return
     T.ZOO.update(drawn)
-    T.main(list(drawn) + rest)
+    T.main([n for n in drawn if n.startswith(args.only or "")] + rest)
 
 
 if __name__ == "__main__":

@@ -303,6 +303,15 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 TRAINING_KEYS = tuple(FLAG_BY_NAME)
 
 
+def load_for(model: str, flags: dict):
+    """MODEL loaded at the flags' batch size and --dim bindings (an ONNX model's symbolic dims are
+    bound before shape inference, so they are needed at load)."""
+    from memplan_cli.config import parse_dims
+    from memplan_cli.loaders import load_model
+
+    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
+
+
 @dataclass
 class Setup:
     """What one command works on, built once: the model loaded once (and hashed in the same pass as
@@ -318,10 +327,10 @@ class Setup:
 def build_setup(path: str, flags: dict) -> Setup:
     """Load `path` once at the flag's batch (an ONNX model with a symbolic batch cannot load without
     it) and merge its setup; a batch the training metadata names re-batches the loaded graph."""
-    from memplan_cli.config import merge_setup
+    from memplan_cli.config import merge_setup, parse_dims
     from memplan_cli.loaders import batched, load_model
 
-    graph = load_model(path, batch_size=flags.get("batch_size"), sha256=True)
+    graph = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True)
     cfg = merge_setup(graph.metadata, flags)
     if cfg.batch_size != flags.get("batch_size"):
         graph = batched(graph, cfg.batch_size, path)
@@ -573,13 +582,12 @@ def compare(model: PathLike, *, time_limit: float | None = None, onert_threads: 
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
     from memplan_cli.config import merge_setup
-    from memplan_cli.loaders import load_model
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 
     path = _model_path(model)
     flags = _setup(training, time_limit, onert_threads, onert_simd_width)
-    graph = load_model(path, batch_size=flags.get("batch_size"))
+    graph = load_for(path, flags)
     cfg = merge_setup(graph.metadata, flags)
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):

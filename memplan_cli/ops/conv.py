@@ -357,7 +357,8 @@ def _columns(op, operands) -> int:
 #   output copy; backward reorders it again for the input's gradient; the weight's gradient of a kernel
 #   larger than 3x3 goes through a scratch of CL_DW_SCRATCH x the weight (whatever the batch and image
 #   size), beside (16 x channels + 32) floats, the bias's gradient twice and the weight's twice; a 3x3
-#   one through a weight-sized buffer instead.
+#   one through a weight-sized buffer instead, unless its input is less high than the kernel (then the
+#   256 x scratch too).
 # On the slow path (a 1x1 kernel on a batch under 16, a small kernel on one small sample) it makes the
 # channels-last weight copy, then im2col's columns (none for 1x1) in forward and again beside the
 # weight's gradient, as in NCHW.
@@ -418,7 +419,11 @@ def _cl_bwd_dw(op, operands) -> tuple:
     w, b = p["w"], p["b"]
     if op.type == "DepthwiseConv2D":
         kh, kw = (int(v) for v in op.attrs["kernel"])
-        if max(kh, kw) <= 3:
+        ih = int(operands[op.inputs[0]].shape[2])
+        # a 3x3 kernel takes the weight-sized path only on an input at least as high as the kernel
+        # (measured, torch 2.14, batch 4, 64 and 512 channels: heights 1 and 2 make the 256 x scratch,
+        # whatever the width; Segformer's Mix-FFN at its last stage's 2 x 2 pixels)
+        if max(kh, kw) <= 3 and ih >= kh:
             return ((_round_to(p["c"], BLOCK) * p["k"] * (w // max(p["c"] * p["k"], 1)), b, w),)
         big = CL_DW_SCRATCH * w
         # with a bias: (16 x channels + 32) floats beside the scratch and the bias's gradient, before
