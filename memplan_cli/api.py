@@ -387,21 +387,18 @@ def _budget_limit(budget, flags: dict) -> int:
     return limit
 
 
-def solve_budget(setup: Setup, limit: int, *, planner=None, time_limit=None):
+def solve_budget(setup: Setup, limit: int, *, planner=None):
     """The cheapest remat plan of the setup whose planned arena fits `limit` bytes: (RematResult,
     the memplan profile's options for that plan, the Analysis of the step as run, RematProblem);
     the analysis is of the plain step when nothing fits."""
-    from memplan_cli.analysis import analyze_graph
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.solve import solve_as_run
 
     graph, cfg, model = setup.graph, setup.config, setup.path
     try:
-        problem = RematProblem(graph, cfg)
-        plain = analyze_graph(graph, cfg, planner=planner, time_limit=time_limit, path=model)
-        res, opts, a = solve_as_run(graph, cfg, problem, plain, limit, planner=planner,
-                                    time_limit=time_limit, path=model)
+        problem = RematProblem(graph, cfg, planner=planner)
+        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model)
     except MemplanError as e:
         raise naming(model, e) from None
     return res, opts, a, problem
@@ -419,8 +416,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     check_planner(flags.get("planner"))
     setup = build_setup(model, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
-        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"),
-                                          time_limit=flags.get("time_limit"))
+        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"))
         a.onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
                                                                               flags.get("onert_simd_width")))
     return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
@@ -535,7 +531,7 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     remat = None
     if limit is not None:
         with spinner(f"searching a remat plan for {path} under {budget}", progress):
-            res, opts, a, problem = solve_budget(setup, limit)  # memplan's own plan, cheap recompute included
+            res, opts, a, problem = solve_budget(setup, limit, planner=planner)
         remat = remat_section(res, problem, getattr(a.buffers, "training_graph", None) if res.fits else None)
         if not res.fits:
             return VerificationResult({**header, "passed": None, "remat": remat})
@@ -543,7 +539,8 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     run = dict(profile=profile, planner=planner, time_limit=time_limit, seed=seed, threads=threads,
                check_live=check_live, graph=setup.graph)
     with spinner(f"verifying {path} ({profile})", progress):
-        rep = verify_model(path, cfg, profile_options=popts, **run)
+        # a remat plan runs in the arena the solver planned (work budget, never the clock)
+        rep = verify_model(path, cfg, profile_options=popts, **{**run, "time_limit": None if remat else time_limit})
         same = None
         if remat is not None and res.drop and rep.result.passed:
             same = _same_step(rep.result, verify_model(path, cfg, **run).result)

@@ -48,7 +48,9 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     remat, same = r.report.get("remat"), r.same_as_plain
     if not r.fits:
         text = (r.to_json() if fmt == "json" else
-                f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['reachable']:,d} B,"
+                f"memplan verify {model}: " + ("no remat plan fits" if remat["status"] == "infeasible"
+                                               else "no remat plan found that fits")
+                + f" {budget} (smallest found {remat['reachable']:,d} B,"
                 f" floor {remat['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))

@@ -27,7 +27,7 @@ from __future__ import annotations
 from memplan_cli.analysis import analyze_graph
 from memplan_cli.passes.cost import step_flops
 from memplan_cli.remat.problem import RematProblem
-from memplan_cli.remat.solve import drop_proofs_about_another_step, solve
+from memplan_cli.remat.solve import solve
 
 
 def _flops(a) -> int | None:
@@ -113,7 +113,6 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
 
     problem = RematProblem(graph, config)
     res = solve(problem, budget)
-    drop_proofs_about_another_step(res, problem, at_batch(batch))
     if res.fits:
         row("remat", f"recompute {len(res.drop)} op(s) at batch {batch}", planned=res.arena,
             flops=f0 + res.added_flops if f0 else None,
@@ -121,7 +120,8 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
     else:
         least = (f", none below {res.reachable_lower_bound:,d} B" if res.reachable_lower_bound is not None
                  else f", floor {res.floor:,d} B")
-        row("remat", f"no remat plan fits (smallest found {res.reachable:,d} B{least})",
+        what = "no remat plan fits, proven" if res.status == "infeasible" else "no remat plan found"
+        row("remat", f"{what} (smallest found {res.reachable:,d} B{least})",
             planned=res.reachable, fits=False, extra={"recomputed_ops": len(res.reachable_drop),
                                                        "status": res.status})
 
@@ -163,7 +163,6 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
         if not r["fits"]:
             ps = RematProblem(graph, cs)
             rs = solve(ps, budget)
-            drop_proofs_about_another_step(rs, ps, a)
             if rs.fits:
                 fs = _flops(a)
                 row("sgd + remat", f"SGD and recompute {len(rs.drop)} op(s)", planned=rs.arena, cfg=cs,

@@ -93,14 +93,16 @@ def remat_lines(r: dict) -> list[str]:
     """The budgeted analysis in a few lines: what fits at which compute, or why nothing does."""
     head = f"remat under {human(r['budget'])} ({r['budget']:,d} B): "
     if not r["fits"]:
-        return [head + "nothing fits",
-                f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) live at most, recomputing "
+        what = "planned" if r.get("reachable_kind") == "arena" else "live at its peak"
+        return [head + ("nothing fits, proven" if r["status"] == "infeasible" else
+                        "no plan found (not proven that none fits)"),
+                f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) {what}, recomputing "
                 f"{len(r['reachable_ops'])} op(s)" + (
                     f"; no plan goes below {r['reachable_lower_bound']:,d} B ({human(r['reachable_lower_bound'])}), "
                     "proven" if "reachable_lower_bound" in r else ""),
                 f"  floor: {r['floor']:,d} B ({human(r['floor'])}): persistent state plus what one step needs "
                 f"whatever is recomputed (its working set and the values no recompute can replace), at "
-                f"{r['floor_step']}; no plan goes below it, proven"]
+                f"{r['floor_step']}; no plan goes below it, proven"] + [f"  note: {n}" for n in r.get("notes", [])]
     if not r["recomputed_ops"]:
         return [head + f"fits without recomputation (planned {human(r['arena'])})"]
     added, step = r["added_flops"], r["step_flops"]
@@ -336,7 +338,9 @@ class TableReporter(Reporter):
                 line += (f"; remat under {r['budget']} B: fits, FLOPs {r['flops_ratio']:.3f} x, "
                          f"{len(r['recomputed_ops'])} op(s) recomputed, {r['status']}")
             else:
-                line += f"; remat under {r['budget']} B: nothing fits, smallest found {r['reachable']} B"
+                line += (f"; remat under {r['budget']} B: " + ("nothing fits, proven" if r["status"] == "infeasible"
+                                                              else "no plan found")
+                         + f", smallest found {r['reachable']} B")
         return line
 
     def _category_table(self, con: Console, doc: dict) -> None:
