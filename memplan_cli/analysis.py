@@ -123,6 +123,12 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def model_sha256(graph, path: str) -> str:
+    """The file's sha256: the loader's (it hashed the file in the open it sniffed the format with),
+    else read again."""
+    return (getattr(graph, "metadata", None) or {}).get("sha256") or file_sha256(path)
+
+
 @functools.lru_cache(maxsize=None)
 def _takes(fn, name: str) -> bool:
     import inspect
@@ -222,7 +228,7 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     pools = plan_buffer_list(bl, planner_override=planner, time_limit=time_limit)
     lb = domain_lower_bound(bl)
     t2 = time.perf_counter()
-    a = Analysis(path, file_sha256(path) if path else "", graph, config, profile, bl, pools, lb,
+    a = Analysis(path, model_sha256(graph, path) if path else "", graph, config, profile, bl, pools, lb,
                  time_limit=time_limit)
     figures = getattr(prof, "figures", None)
     if figures:

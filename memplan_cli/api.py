@@ -27,7 +27,8 @@ from typing import Iterable, Union
 from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive
 from memplan_cli.errors import ConfigError
 
-__all__ = ["analyze", "compare", "plan", "AnalysisResult", "ComparisonResult", "PlanSummary",
+__all__ = ["analyze", "compare", "plan", "verify", "AnalysisResult", "ComparisonResult", "PlanSummary",
+           "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -311,7 +312,44 @@ def load_for(model: str, flags: dict):
     return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
 
 
-def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
+@dataclass
+class Setup:
+    """What one command works on, built once: the model loaded once (and hashed in the same pass as
+    its format sniff), its flags, and the training setup merged once (flags > the file's training
+    metadata > defaults) at the batch it trains at."""
+
+    path: str
+    flags: dict
+    graph: object
+    config: object
+
+
+def build_setup(path: str, flags: dict) -> Setup:
+    """Load `path` once at the flag's batch (an ONNX model with a symbolic batch cannot load without
+    it) and merge its setup; a batch the training metadata names re-batches the loaded graph."""
+    from memplan_cli.config import merge_setup, parse_dims
+    from memplan_cli.loaders import batched, load_model
+
+    graph = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True)
+    cfg = merge_setup(graph.metadata, flags)
+    if cfg.batch_size != flags.get("batch_size"):
+        graph = batched(graph, cfg.batch_size, path)
+    return Setup(path, flags, graph, cfg)
+
+
+def profile_build_options(flags: dict) -> dict:
+    """The build options of the profile `flags` names: onert's threads and SIMD width, nntrainer's
+    memory optimization, none for the others."""
+    profile = flags.get("profile") or "memplan"
+    if profile == "onert":
+        return onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    if profile == "nntrainer":
+        return nntrainer_options(flags.get("nntrainer_memory_optimization"))
+    return {}
+
+
+def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False,
+                 setup: Setup | None = None):
     """Load MODEL, merge its training metadata with `flags` (the CLI's flag names), analyse it.
 
     Returns (Analysis, the profile options to echo in the report). For the onert profile,
@@ -319,15 +357,12 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     for the others it replaces every pool's planner.
     """
     from memplan_cli.analysis import analyze as analyze_model
-    from memplan_cli.config import merge_setup
     from memplan_cli.report.progress import spinner
 
     profile = flags.get("profile") or "memplan"
     planner = flags.get("planner")
     check_planner(planner, profile)
-    # the batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_for(model, flags)
-    cfg = merge_setup(graph.metadata, flags)
+    setup = setup or build_setup(model, flags)
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None
     if profile == "onert":
@@ -335,13 +370,38 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
         planner = None
     elif profile == "nntrainer":
         build_options = nntrainer_options(flags.get("nntrainer_memory_optimization"))
-    # loaded at the batch the setup asks for (metadata may name another): no second read of the file
-    loaded = graph if cfg.batch_size == flags.get("batch_size") else None
     with spinner(f"analysing {model} ({profile})", progress):
-        a = analyze_model(model, cfg, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
+        a = analyze_model(model, setup.config, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
                           profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
-                          onert_options=onert, graph=loaded)
+                          onert_options=onert, graph=setup.graph)
     return a, (onert if profile == "onert" else build_options if profile == "nntrainer" else {})
+
+
+def _budget_limit(budget, flags: dict) -> int:
+    """The budget in bytes (sizes.parse_budget), for memplan's own profile only."""
+    from memplan_cli.sizes import parse_budget
+
+    limit = parse_budget(budget)
+    if (flags.get("profile") or "memplan") != "memplan":
+        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+    return limit
+
+
+def solve_budget(setup: Setup, limit: int, *, planner=None):
+    """The cheapest remat plan of the setup whose planned arena fits `limit` bytes: (RematResult,
+    the memplan profile's options for that plan, the Analysis of the step as run, RematProblem);
+    the analysis is of the plain step when nothing fits."""
+    from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.remat.problem import RematProblem
+    from memplan_cli.remat.solve import solve_as_run
+
+    graph, cfg, model = setup.graph, setup.config, setup.path
+    try:
+        problem = RematProblem(graph, cfg, planner=planner)
+        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model)
+    except MemplanError as e:
+        raise naming(model, e) from None
+    return res, opts, a, problem
 
 
 def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
@@ -349,28 +409,16 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     fits, then the analysis of that plan. Returns (Analysis, remat section); the analysis is of the
     plain step when nothing fits."""
     from memplan_cli.analysis import compare_with_onert
-    from memplan_cli.config import merge_setup
-    from memplan_cli.errors import MemplanError, naming
-    from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
-    from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.report.progress import spinner
-    from memplan_cli.sizes import parse_budget
 
-    limit = parse_budget(budget)
-    if (flags.get("profile") or "memplan") != "memplan":
-        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+    limit = _budget_limit(budget, flags)
     check_planner(flags.get("planner"))
-    graph = load_for(model, flags)
-    cfg = merge_setup(graph.metadata, flags)
+    setup = build_setup(model, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
-        try:
-            problem = RematProblem(graph, cfg, planner=flags.get("planner"))
-            res, _, a = solve_as_run(graph, cfg, problem, limit, path=model)
-        except MemplanError as e:
-            raise naming(model, e) from None
-        a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),
-                                                                flags.get("onert_simd_width")))
+        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"))
+        a.onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
+                                                                              flags.get("onert_simd_width")))
     return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
 
 
@@ -414,6 +462,113 @@ def analyze(model: PathLike, *, profile: str = "memplan", planner: str | None = 
     if remat is not None:
         doc["remat"] = remat
     return AnalysisResult(doc, a)
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    """What `memplan verify` finds: `report` is its JSON document (schemas/verify.schema.json; with a
+    budget its `remat` object); `verification` the run (None when no remat plan fits the budget, and
+    nothing ran)."""
+
+    report: dict
+    verification: object = field(repr=False, compare=False, default=None)
+    # with a budget: whether the step with remat equals the step without it, bit for bit (None when
+    # not compared), and what differs
+    same_as_plain: tuple | None = field(compare=False, default=None)
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether the plan held (None: nothing to verify, no remat plan fits the budget)."""
+        return self.report.get("passed")
+
+    @property
+    def fits(self) -> bool:
+        return (self.report.get("remat") or {}).get("fits", True)
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+def json_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
+    """What every JSON document of memplan starts with: schema_version, kind, memplan_version, and
+    the model file's name and hash when the document is about one."""
+    from memplan_cli.report.document import document_header
+
+    return document_header(kind, model, sha256)
+
+
+@_with_training_keywords
+def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = None,
+           time_limit: float | None = None, onert_threads: int | None = None,
+           onert_simd_width: int | None = None, nntrainer_memory_optimization: bool | str | None = None,
+           seed: int = 0, threads: int = 1, check_live: bool = True, budget: int | str | None = None,
+           timings: bool = False, progress: bool = False, **training) -> VerificationResult:
+    """Run one training step of `model` inside its planned arena and compare it with the same step
+    run with a separate allocation per tensor: `memplan verify`. The training setup and profile
+    arguments are `analyze`'s; seed: of the random inputs, labels and weights; threads: BLAS
+    threads; check_live: check up front that every buffer a step touches is live. budget: verify
+    the cheapest remat plan that fits (memplan profile only) and compare its loss and updated
+    weights with the step without remat. timings adds `seconds` to the report (then not the same
+    bytes from run to run). The model is loaded once."""
+    from memplan_cli.analysis import model_sha256
+    from memplan_cli.config import config_json
+    from memplan_cli.remat.section import remat_section
+    from memplan_cli.report.progress import spinner
+    from memplan_cli.verification import verify_model
+
+    path = _model_path(model)
+    flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
+             "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
+    check_planner(planner)
+    limit = _budget_limit(budget, flags) if budget is not None else None
+    setup = build_setup(path, flags)
+    cfg = setup.config
+    header = {**json_header("verify", path, model_sha256(setup.graph, path)), "profile": profile,
+              "config": config_json(cfg)}
+    popts = profile_build_options(flags)
+    remat = None
+    if limit is not None:
+        with spinner(f"searching a remat plan for {path} under {budget}", progress):
+            res, opts, a, problem = solve_budget(setup, limit, planner=planner)
+        remat = remat_section(res, problem, getattr(a.buffers, "training_graph", None) if res.fits else None)
+        if not res.fits:
+            return VerificationResult({**header, "passed": None, "remat": remat})
+        popts = opts
+    run = dict(profile=profile, planner=planner, time_limit=time_limit, seed=seed, threads=threads,
+               check_live=check_live, graph=setup.graph)
+    with spinner(f"verifying {path} ({profile})", progress):
+        # a remat plan runs in the arena the solver planned (work budget, never the clock)
+        rep = verify_model(path, cfg, profile_options=popts, **{**run, "time_limit": None if remat else time_limit})
+        same = None
+        if remat is not None and res.drop and rep.result.passed:
+            same = _same_step(rep.result, verify_model(path, cfg, **run).result)
+    body = rep.to_json()
+    for k in ("model", "profile", "config"):
+        body.pop(k, None)
+    seconds = body.pop("seconds", None)
+    doc = {**header, **body}
+    if timings:  # seconds differ from run to run: only when asked
+        doc["seconds"] = seconds
+    if remat is not None:
+        doc["remat"] = {**remat, "equal_to_plain_step": same is None or same[0],
+                        "compared_to_plain_step": same is not None}
+    return VerificationResult(doc, rep, same)
+
+
+def _same_step(a, b) -> tuple[bool, str]:
+    """Whether two runs of the step gave the same loss and updated weights, bit for bit."""
+    import numpy as np
+
+    if a.loss and b.loss and a.loss[0] != b.loss[0]:
+        return False, f"loss {a.loss[0]!r} vs {b.loss[0]!r}"
+    if a.updated.keys() != b.updated.keys():
+        return False, "different weights updated"
+    for k in sorted(a.updated):
+        if not np.array_equal(a.updated[k], b.updated[k]):
+            return False, f"weight {k} differs"
+    return True, ""
 
 
 @_with_training_keywords

@@ -1,23 +1,15 @@
 """`memplan verify MODEL`: prove a plan by running one training step inside it.
 
-Parsing and printing only: the plan comes from `memplan_cli.analysis`, the run from
-`memplan_cli.verification.verify_model`. Exit status: 0 the plan holds, 1 it does not (the report names
+Parsing and printing only: the work is `memplan_cli.api.verify` (the plan from
+`memplan_cli.analysis`, the run from `memplan_cli.verification.verify_model`). Exit status: 0 the plan holds, 1 it does not (the report names
 the first step where results diverge and the buffers involved), 2 bad input.
 """
 from __future__ import annotations
 
-import json
-import os
-
 import click
 
-from memplan_cli.api import TRAINING_KEYS
+from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
 from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
-from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, output_options, profile_options, training_options,
-                                          verbosity)
-
-
 
 @click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -45,60 +37,31 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     ends. The loss and every updated weight must match; on failure the report names the first step
     where results diverge and the buffers involved (exit status 1).
     """
-    from memplan_cli.verification import verify_model
-    from memplan_cli.api import load_for
+    from memplan_cli import api
+    from memplan_cli.commands.analyze import api_arguments
     from memplan_cli.report.output import emit, terminal_width, wrap_text
-    from memplan_cli.report.progress import enabled, spinner
+    from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
-    check_planner(flags.get("planner"))
-    # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_for(model, flags)
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
-    profile = flags.get("profile") or "memplan"
-    popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
-             nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})
-    remat = None
-    show = enabled(level)
-    if budget is not None:
-        with spinner(f"searching a remat plan for {model} under {budget}", show):
-            remat = _remat_plan(model, graph, cfg, flags, budget)
-        if remat["fits"]:
-            popts = remat["options"]
-    if remat is not None and not remat["fits"]:
-        text = (json.dumps({**envelope(model, profile, cfg), "passed": None, "remat": remat["section"]}, indent=2)
-                + "\n" if fmt == "json" else
-                f"memplan verify {model}: " + ("no remat plan fits" if remat["section"]["status"] == "infeasible"
+    r = api.verify(model, **api_arguments(flags), seed=seed, threads=threads, check_live=not no_live_check,
+                   budget=budget, timings=fmt == "json" and level >= 2, progress=enabled(level))
+    remat, same = r.report.get("remat"), r.same_as_plain
+    if not r.fits:
+        text = (r.to_json() if fmt == "json" else
+                f"memplan verify {model}: " + ("no remat plan fits" if remat["status"] == "infeasible"
                                                else "no remat plan found that fits")
-                + f" {budget} (smallest found {remat['section']['reachable']:,d} B,"
-                f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
+                + f" {budget} (smallest found {remat['reachable']:,d} B,"
+                f" floor {remat['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))
         click.get_current_context().exit(EXIT_OVER_BUDGET)
-    with spinner(f"verifying {model} ({profile})", show):
-        # a remat plan runs in the arena the solver planned (work budget, never the clock)
-        rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
-                           time_limit=None if remat is not None else flags.get("time_limit"), profile_options=popts,
-                           seed=seed, threads=threads,
-                           check_live=not no_live_check)
-        same = None
-        if remat is not None and remat["drop"] and rep.result.passed:
-            plain = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
-                                 time_limit=flags.get("time_limit"), seed=seed, threads=threads,
-                                 check_live=not no_live_check)
-            same = _same_step(rep.result, plain.result)
     if fmt == "json":
-        doc = verify_document(rep, model, timings=level >= 2)
-        if remat is not None:
-            doc["remat"] = {**remat["section"], "equal_to_plain_step": same is None or same[0],
-                            "compared_to_plain_step": same is not None}
-        text = json.dumps(doc, indent=2) + "\n"
+        text = r.to_json()
     else:
-        text = rep.text(level)
+        text = r.verification.text(level)
         if remat is not None and level >= 1:
-            sec = remat["section"]
-            line = (f"  remat     {len(sec['recomputed_ops'])} op(s) recomputed under {budget} "
-                    f"(FLOPs {sec['flops_ratio']:.3f} x the step)")
+            line = (f"  remat     {len(remat['recomputed_ops'])} op(s) recomputed under {budget} "
+                    f"(FLOPs {remat['flops_ratio']:.3f} x the step)")
             if same is not None:
                 line += ("; loss and every updated weight equal to the step without remat, bit for bit" if same[0]
                          else f"; DIFFERS from the step without remat: {same[1]}")
@@ -108,62 +71,5 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
         text = wrap_text(text, terminal_width(to_file=bool(output and output != "-")))
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))
-    if not rep.result.passed or (same is not None and not same[0]):
+    if not r.passed or (same is not None and not same[0]):
         click.get_current_context().exit(EXIT_FAILED)
-
-
-def envelope(model: str, profile: str, cfg) -> dict:
-    """What every JSON document of memplan starts with, and the configuration under analyze's names."""
-    from memplan_cli.version import __version__
-    from memplan_cli.analysis import file_sha256
-
-    return {"schema_version": 1, "kind": "verify", "memplan_version": __version__,
-            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)}, "profile": profile,
-            "config": config_json(cfg)}
-
-
-def verify_document(rep, model: str, *, timings: bool) -> dict:
-    """`verify -f json`: the envelope, then the run. Seconds only with -v: without it the same input
-    gives the same bytes."""
-    body = rep.to_json()
-    for k in ("model", "profile", "config"):
-        body.pop(k, None)
-    seconds = body.pop("seconds", None)
-    doc = {**envelope(model, rep.profile, rep.config), **body}
-    if timings:
-        doc["seconds"] = seconds
-    return doc
-
-
-def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
-    """The cheapest remat plan under the budget (memplan profile only): {"fits", "drop", "section"}."""
-    from memplan_cli.errors import ConfigError, MemplanError, naming
-    from memplan_cli.remat.problem import RematProblem
-    from memplan_cli.remat.section import remat_section
-    from memplan_cli.remat.solve import solve_as_run
-    from memplan_cli.sizes import parse_budget
-
-    budget = parse_budget(budget_text)
-    if (flags.get("profile") or "memplan") != "memplan":
-        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
-    try:
-        problem = RematProblem(graph, cfg, planner=flags.get("planner"))
-        res, opts, _ = solve_as_run(graph, cfg, problem, budget)
-    except MemplanError as e:
-        raise naming(model, e) from None
-    tg = problem.build(res.drop) if res.fits else None
-    return {"fits": res.fits, "drop": sorted(res.drop), "options": opts, "section": remat_section(res, problem, tg)}
-
-
-def _same_step(a, b) -> tuple[bool, str]:
-    """Whether two runs of the step gave the same loss and updated weights, bit for bit."""
-    import numpy as np
-
-    if a.loss and b.loss and a.loss[0] != b.loss[0]:
-        return False, f"loss {a.loss[0]!r} vs {b.loss[0]!r}"
-    if a.updated.keys() != b.updated.keys():
-        return False, "different weights updated"
-    for k in sorted(a.updated):
-        if not np.array_equal(a.updated[k], b.updated[k]):
-            return False, f"weight {k} differs"
-    return True, ""

@@ -16,6 +16,15 @@ from memplan_cli.report.live import peak_summary, timeline
 SCHEMA_VERSION = 1
 
 
+def document_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
+    """What every JSON document of memplan starts with (schema_version, kind, memplan_version), then
+    the model file's name and hash when the document is about one file and names no more of it."""
+    head = {"schema_version": SCHEMA_VERSION, "kind": kind, "memplan_version": __version__}
+    if model is not None:
+        head["model"] = {"file": os.path.basename(model), "sha256": sha256}
+    return head
+
+
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
     return {
         # the training setup (config.TRAINING_FLAGS); loss_outputs: the model outputs that carry a

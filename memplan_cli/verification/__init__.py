@@ -114,14 +114,16 @@ def _pool_summary(pools: list[dict], level: int) -> str:
 
 def verify_model(path: str, config, *, profile: str = "memplan", planner: str | None = None,
                  time_limit: float | None = None, profile_options: dict | None = None, seed: int = 0,
-                 threads: int | None = 1, check_live: bool = True) -> VerifyReport:
+                 threads: int | None = 1, check_live: bool = True, graph=None) -> VerifyReport:
+    """`graph`: `path` already loaded at `config.batch_size` (the file is then not read again)."""
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
     from memplan_cli.errors import naming
 
-    graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
+    if graph is None:
+        graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     try:
         a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
                           profile_options=profile_options, path=path)

@@ -1,0 +1,84 @@
+"""One setup per command: the model is loaded once and its file opened twice at most (the format
+sniff, which also hashes it for the report, and the loader's one read), whatever the command
+builds from it: `verify` analyses and runs the step, `verify --budget` also solves the remat problem
+and runs the step without remat to compare."""
+import builtins
+import io
+import json
+import os
+import pathlib
+
+import pytest
+from click.testing import CliRunner
+
+from memplan_cli import loaders
+from memplan_cli.cli import main
+
+ROOT = pathlib.Path(__file__).parents[1]
+MNIST = ROOT / "sample_models" / "mnist.circle"
+MNIST_ONNX = ROOT / "sample_models" / "mnist.onnx"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts load_model calls and opens of a file named `counted.model`."""
+    seen = {"loads": 0, "opens": 0, "model": None}
+    load = loaders.load_model
+
+    def counting_load(*a, **kw):
+        seen["loads"] += 1
+        return load(*a, **kw)
+
+    real_open, real_os_open = builtins.open, os.open
+
+    def is_model(path) -> bool:
+        try:
+            return seen["model"] is not None and os.path.realpath(os.fspath(path)) == seen["model"]
+        except TypeError:
+            return False  # a file descriptor
+
+    def counting_open(path, *a, **kw):
+        seen["opens"] += is_model(path)
+        return real_open(path, *a, **kw)
+
+    def counting_os_open(path, *a, **kw):
+        seen["opens"] += is_model(path)
+        return real_os_open(path, *a, **kw)
+
+    monkeypatch.setattr(loaders, "load_model", counting_load)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(os, "open", counting_os_open)
+    return seen
+
+
+@pytest.mark.parametrize("model, args", [
+    (MNIST, []),
+    (MNIST_ONNX, ["-b", "2"]),
+    (MNIST, ["--budget", "3.5MiB"]),  # fits by recomputing one op: the plain step runs too
+    (MNIST, ["--budget", "3MiB"]),  # below the floor: nothing runs
+])
+def test_verify_loads_the_model_once(counted, model, args):
+    counted["model"] = os.path.realpath(model)
+    r = CliRunner().invoke(main, ["verify", str(model), "-f", "json", *args])
+    assert r.exit_code in (0, 3), r.output
+    doc = json.loads(r.stdout)
+    if "--budget" in args and doc["remat"]["fits"]:
+        assert doc["remat"]["recomputed_ops"] and doc["remat"]["compared_to_plain_step"]
+        assert doc["passed"] and doc["remat"]["equal_to_plain_step"]
+    assert counted["loads"] == 1
+    assert counted["opens"] <= 2
+
+
+def test_analyze_with_a_budget_loads_the_model_once(counted):
+    counted["model"] = os.path.realpath(MNIST)
+    r = CliRunner().invoke(main, ["analyze", str(MNIST), "-f", "json", "--budget", "3.5MiB"])
+    assert r.exit_code == 0, r.output
+    assert counted["loads"] == 1 and counted["opens"] <= 2
+
+
+def test_the_counter_sees_a_second_load(counted):
+    counted["model"] = os.path.realpath(MNIST)
+    loaders.load_model(str(MNIST))
+    loaders.load_model(str(MNIST), sha256=True)
+    assert counted["loads"] == 2 and counted["opens"] == 4
