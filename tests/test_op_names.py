@@ -24,7 +24,7 @@ ALLOWED = {
     # the flatbuffer format's code for "look in custom_code for the name"
     ("loaders/flatbuffer_loader.py", "CUSTOM"): "the file format's custom-op code",
     # click's placeholder in --lora's help text
-    ("commands/options.py", "RANK"): "a click metavar",
+    ("config.py", "RANK"): "a click metavar (--lora's, in the training-flag table)",
 }
 # fused-activation names (ir/vocab.py ACTIVATIONS: an op's `activation` attribute); TFLite's
 # standalone RELU / TANH builtins are converted to Relu / Tanh at load, so in the graph these

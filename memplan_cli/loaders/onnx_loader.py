@@ -689,16 +689,12 @@ def _memory_hog(model) -> str:
                         consts[n.output[0]] = [int(v) for v in numpy_helper.to_array(a.t).reshape(-1)]
                     except Exception:  # noqa: BLE001
                         pass
+    from memplan_cli import ops as registry
+
     for n in model.graph.node:
+        elements = registry.source_facts("onnx", n.op_type).get("elements")
         ins = [consts.get(i) for i in n.input]
-        count = None
-        if n.op_type == "Range" and len(ins) == 3 and all(v is not None and len(v) == 1 for v in ins):
-            (start,), (limit,), (delta,) = ins
-            count = max(0, -((start - limit) // delta)) if delta else None
-        elif n.op_type == "ConstantOfShape" and ins and ins[0] is not None:
-            count = 1
-            for d in ins[0]:
-                count *= max(d, 0)
+        count = elements(*ins) if elements is not None and ins else None
         if count is not None and count > 1 << 24:
             return f": op {_shown(n.name or n.output[0] if n.output else n.name)} ({n.op_type}) makes {count:,} elements"
     return ""

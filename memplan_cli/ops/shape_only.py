@@ -210,7 +210,28 @@ def _onnx_cast_like(node) -> Canon:
 
 # what ONNX's own constant folding (loaders/onnx_fold.py) computes from a static shape: the dims or
 # their count
-ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"}}
+def _range_elements(start, limit, delta):
+    """How many elements Range(start, limit, delta) makes, from its constant scalar inputs."""
+    if not all(v is not None and len(v) == 1 for v in (start, limit, delta)) or not delta[0]:
+        return None
+    return max(0, -((start[0] - limit[0]) // delta[0]))
+
+
+def _constant_of_shape_elements(shape, *_):
+    """How many elements ConstantOfShape makes, from its constant shape input."""
+    if shape is None:
+        return None
+    count = 1
+    for d in shape:
+        count *= max(d, 0)
+    return count
+
+
+# `elements`: from the constant integer inputs (lists, None where not constant), how many elements
+# the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
+ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
+              "Range": {"elements": _range_elements},
+              "ConstantOfShape": {"elements": _constant_of_shape_elements}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
         "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "CastLike": _onnx_cast_like, "IsNaN": _same_type("IsNaN"),
         "IsInf": _onnx_isinf,
