@@ -22,12 +22,12 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Iterable, Sequence, Union
 
-from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive
+from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive, training_words
 from memplan_cli.errors import ConfigError
 
-__all__ = ["analyze", "compare", "plan", "verify", "AnalysisResult", "ComparisonResult", "PlanSummary",
+__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "FitResult", "SweepResult", "AnalysisResult", "ComparisonResult", "PlanSummary",
            "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
@@ -563,6 +563,178 @@ def _same_step(a, b) -> tuple[bool, str]:
         if not np.array_equal(a.updated[k], b.updated[k]):
             return False, f"weight {k} differs"
     return True, ""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What `memplan fit` finds: `report` is its JSON document (schemas/fit.schema.json): the options,
+    each with its memory, compute and the `memplan analyze` command that applies it."""
+
+    report: dict
+
+    @property
+    def fits(self) -> bool:
+        return self.report["fits"]
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+@_with_training_keywords
+def fit(model: PathLike, *, budget: int | str, progress: bool = False, **training) -> FitResult:
+    """How to make one training step of `model` fit `budget` (bytes or "64MiB"): `memplan fit`. The
+    training setup arguments are `analyze`'s; the commands the report prints carry those given."""
+    from memplan_cli.analysis import model_sha256
+    from memplan_cli.config import config_json
+    from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.loaders import load_model
+    from memplan_cli.remat.fit import fit_options
+    from memplan_cli.report.progress import spinner
+    from memplan_cli.sizes import parse_budget
+
+    path = _model_path(model)
+    flags = _setup(training)
+    limit = parse_budget(budget)
+    setup = build_setup(path, flags)
+    cfg = setup.config
+    try:
+        with spinner(f"looking for ways to fit {path} in {budget}", progress):
+            out = fit_options(lambda b: setup.graph if b == cfg.batch_size else load_model(path, batch_size=b),
+                              cfg, limit)
+    except MemplanError as e:
+        raise naming(path, e) from None
+    given = {k: v for k, v in flags.items() if k in TRAINING_KEYS and v is not None and v != ()}
+    options = []
+    for o in out["options"]:
+        changes = option_changes(o, budget)
+        options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
+    doc = {**json_header("fit", path, model_sha256(setup.graph, path)), "budget": limit,
+           "config": {**config_json(cfg), "batch_size": out["batch_size"]}, "fits": out["fits"],
+           "options": options}
+    return FitResult(doc)
+
+
+def option_changes(o: dict, budget: str) -> dict | None:
+    """The flags (parameter -> value) that apply option `o` on top of the setup as asked; None when
+    there is no setup to apply (no remat plan fits)."""
+    name = o["option"]
+    if name in ("remat", "sgd + remat") and not o["fits"]:
+        return None
+    return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
+            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
+            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
+            "sgd + remat": {"optimizer": "sgd", "budget": budget}}.get(name)
+
+
+def analyze_command(model: str, given: dict, changes: dict) -> str:
+    """`memplan analyze MODEL ...`: the flags the user gave, with `changes` applied, shell-quoted."""
+    import shlex
+
+    flags = {**given, **changes}
+    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    if flags.get("budget") is not None:
+        words += ["--budget", shlex.quote(str(flags["budget"]))]
+    return " ".join(words)
+
+
+
+DEFAULT_BATCHES = "1,2,4,8,16,32"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What `memplan sweep` finds: `report` is its JSON document (schemas/sweep.schema.json)."""
+
+    report: dict
+
+    @property
+    def over_budget(self) -> bool:
+        return self.report["status"] == "over_budget"
+
+
+@_with_training_keywords
+def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str | None = None,
+          profiles: Sequence[str] = ("memplan", "onert"), planner: str | None = None,
+          time_limit: float | None = None, onert_threads: int | None = None, onert_simd_width: int | None = None,
+          nntrainer_memory_optimization: bool | str | None = None, progress: bool = False,
+          **training) -> SweepResult:
+    """Training memory of `model` for several batch sizes (batch_sizes: "1,2,4,8" or "1-16"; default
+    DEFAULT_BATCHES), for each profile: `memplan sweep`. budget: the largest batch whose total
+    fits (searched when no batch sizes are given). A profile that cannot handle the model shows n/a
+    with the reason, except the first: its errors stop the sweep. The training setup arguments are
+    `analyze`'s but batch_size."""
+    from memplan_cli.analysis import analyze, model_sha256
+    from memplan_cli.config import config_json, merge_setup
+    from memplan_cli.errors import MemplanError
+    from memplan_cli.ir.outputs import loss_output_names
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.progress import Bar
+    from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
+    from memplan_cli.sizes import parse_budget
+
+    path = model = _model_path(model)
+    flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "planner": planner,
+             "nntrainer_memory_optimization": nntrainer_memory_optimization}
+    limit = None if budget is None else parse_budget(budget)
+    for p in profiles:
+        check_planner(flags.get("planner"), p)
+    profiles = list(dict.fromkeys(profiles))
+    # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
+    graph = load_model(model, batch_size=1, sha256=True)
+    base_cfg = merge_setup(graph.metadata, flags)
+    ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    done: dict[tuple[str, int], dict] = {}
+
+    def run(profile: str, b: int) -> dict:
+        if (profile, b) in done:
+            return done[(profile, b)]
+        try:
+            if profile == "onert":  # --planner is onert's own planner there (see analyze.run_analysis)
+                popts, planner = {**ont, **({"planner": flags["planner"]} if flags.get("planner") else {})}, None
+            elif profile == "nntrainer":
+                popts, planner = nntrainer_options(flags.get("nntrainer_memory_optimization")), flags.get("planner")
+            else:
+                popts, planner = None, flags.get("planner")
+            a = analyze(model, base_cfg.with_(batch_size=b), profile=profile, planner=planner,
+                        time_limit=flags.get("time_limit"), profile_options=popts)
+        except MemplanError as e:
+            if profile == profiles[0]:
+                raise
+            row = {"profile": profile, "batch_size": b, "naive": None, "planned": None, "lower_bound": None,
+                   "error": e.message}
+        else:
+            row = {"profile": profile, "batch_size": b, "naive": a.naive_total, "planned": a.planned_total,
+                   "lower_bound": a.lower_bound, "error": ""}
+        done[(profile, b)] = row
+        return row
+
+    searching = limit is not None and batch_sizes is None
+    batches: set[int] = set()
+    if searching:
+        # each profile searches its own answer; then every profile fills the batches any of them tried
+        with Bar(0, f"searching the largest batch under {budget}", progress) as bar:
+            for p in profiles:
+                def fits(b, p=p):
+                    bar.advance(f"{p} batch {b}")
+                    row = run(p, b)
+                    return row["planned"] is not None and row["planned"] <= limit
+                batches.update(search_largest(fits)[1])
+    else:
+        batches.update(parse_batch_sizes(batch_sizes or DEFAULT_BATCHES))
+    batches = sorted(batches)
+    todo = [(p, b) for p in profiles for b in batches if (p, b) not in done]
+    with Bar(len(todo), "sweeping", progress) as bar:
+        for p, b in todo:
+            bar.advance(f"{p} batch {b}")
+            run(p, b)
+    rows = list(done.values())
+    cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
+           "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup
+           "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
+           "searched": searching}
+    return SweepResult(sweep_document(json_header("sweep", path, model_sha256(graph, path))["model"], cfg, profiles, rows, limit))
 
 
 @_with_training_keywords
