@@ -22,12 +22,12 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Iterable, Sequence, Union
 
-from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive
+from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive, training_words
 from memplan_cli.errors import ConfigError
 
-__all__ = ["analyze", "compare", "plan", "verify", "AnalysisResult", "ComparisonResult", "PlanSummary",
+__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "FitResult", "SweepResult", "AnalysisResult", "ComparisonResult", "PlanSummary",
            "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
@@ -569,6 +569,231 @@ def _same_step(a, b) -> tuple[bool, str]:
         if not np.array_equal(a.updated[k], b.updated[k]):
             return False, f"weight {k} differs"
     return True, ""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What `memplan fit` finds: `report` is its JSON document (schemas/fit.schema.json): the options,
+    each with its memory, compute and the `memplan analyze` command that applies it."""
+
+    report: dict
+
+    @property
+    def fits(self) -> bool:
+        return self.report["fits"]
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+@_with_training_keywords
+def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progress: bool = False,
+        **training) -> FitResult:
+    """How to make one training step of `model` fit `budget` (bytes or "64MiB"): `memplan fit`. The
+    training setup arguments are `analyze`'s; max_dim: also find the largest size of that symbolic
+    dimension that fits without remat (its own size given in dim). The commands the report prints
+    carry the setup arguments given."""
+    from memplan_cli.analysis import model_sha256
+    from memplan_cli.config import config_json
+    from memplan_cli.errors import MemplanError, naming
+    from memplan_cli.loaders import load_model
+    from memplan_cli.remat.fit import fit_options
+    from memplan_cli.report.progress import spinner
+    from memplan_cli.sizes import parse_budget
+
+    path = _model_path(model)
+    flags = _setup(training)
+    limit = parse_budget(budget)
+    setup = build_setup(path, flags)
+    cfg = setup.config
+
+    def load(b, dims):
+        if b == cfg.batch_size and tuple(dims) == tuple(cfg.dims):
+            return setup.graph
+        return load_model(path, batch_size=b, dims=dims)
+
+    try:
+        with spinner(f"looking for ways to fit {path} in {budget}", progress):
+            out = fit_options(load, cfg, limit, max_dim=max_dim)
+    except MemplanError as e:
+        raise naming(path, e) from None
+    given = {k: v for k, v in training.items() if v is not None and v != ()}
+    options = []
+    for o in out["options"]:
+        changes = option_changes(o, budget, dict(cfg.dims))
+        options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
+    doc = {**json_header("fit", path, model_sha256(setup.graph, path)), "budget": limit,
+           "config": {**config_json(cfg), "batch_size": out["batch_size"]}, "fits": out["fits"],
+           "options": options}
+    return FitResult(doc)
+
+
+def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | None:
+    """The flags (parameter -> value) that apply option `o` on top of the setup as asked (`dims`: its
+    --dim bindings); None when there is no setup to apply (no remat plan fits)."""
+    dims = dims or {}
+    name = o["option"]
+    if name in ("remat", "sgd + remat") and not o["fits"]:
+        return None
+    return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
+            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
+            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
+            "sgd + remat": {"optimizer": "sgd", "budget": budget},
+            # --dim NAME=N with the size found, beside the other dims as given
+            "longest dim": {"dim": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
+            }.get(name)
+
+
+def analyze_command(model: str, given: dict, changes: dict) -> str:
+    """`memplan analyze MODEL ...`: the flags the user gave, with `changes` applied, shell-quoted."""
+    import shlex
+
+    flags = {**given, **changes}
+    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    if flags.get("budget") is not None:
+        words += ["--budget", shlex.quote(str(flags["budget"]))]
+    return " ".join(words)
+
+
+DEFAULT_BATCHES = "1,2,4,8,16,32"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What `memplan sweep` finds: `report` is its JSON document (schemas/sweep.schema.json)."""
+
+    report: dict
+
+    @property
+    def over_budget(self) -> bool:
+        return self.report["status"] == "over_budget"
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+@_with_training_keywords
+def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str | None = None,
+          profiles: Sequence[str] = ("memplan", "onert"), planner: str | None = None,
+          time_limit: float | None = None, onert_threads: int | None = None, onert_simd_width: int | None = None,
+          nntrainer_memory_optimization: bool | str | None = None, progress: bool = False,
+          **training) -> SweepResult:
+    """Training memory of `model` for several batch sizes (batch_sizes: "1,2,4,8" or "1-16"; default
+    DEFAULT_BATCHES), for each profile: `memplan sweep`. budget: the largest batch whose total
+    fits (searched when no batch sizes are given). dim may list one dimension's sizes
+    (["seq=128,256,512"]): those are swept instead, at one batch (batch_sizes: one size, default the
+    model's). A profile that cannot handle the model shows n/a with the reason, except the first:
+    its errors stop the sweep. The other training setup arguments are `analyze`'s but batch_size."""
+    from memplan_cli.analysis import analyze, model_sha256
+    from memplan_cli.config import config_json, parse_dims
+    from memplan_cli.errors import MemplanError
+    from memplan_cli.ir.outputs import loss_output_names
+    from memplan_cli.loaders import load_model
+    from memplan_cli.report.document import _input_batch
+    from memplan_cli.report.progress import Bar
+    from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
+    from memplan_cli.sizes import parse_budget
+
+    if training.get("batch_size") is not None:
+        raise ConfigError("sweep takes batch_sizes (a list such as \"1,2,4\"), not batch_size")
+    path = model = _model_path(model)
+    dim = training.pop("dim", None)
+    if isinstance(dim, dict):
+        dim = tuple(dim.items())
+    elif isinstance(dim, str):
+        dim = (dim,)
+    flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "planner": planner,
+             "nntrainer_memory_optimization": nntrainer_memory_optimization}
+    limit = None if budget is None else parse_budget(budget)
+    for p in profiles:
+        check_planner(flags.get("planner"), p)
+    profiles = list(dict.fromkeys(profiles))
+    dim_lists = dict(parse_dims(dim, lists=True))
+    listed = [k for k, v in dim_lists.items() if len(v) > 1]
+    if len(listed) > 1:
+        raise ConfigError(f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
+    swept = listed[0] if listed else None
+    fixed_dims = {k: v[0] for k, v in dim_lists.items()}
+    fixed_batch = None
+    if swept:
+        one = parse_batch_sizes(batch_sizes) if batch_sizes is not None else []
+        if len(one) > 1:
+            raise ConfigError(f"--dim {swept}={','.join(map(str, dim_lists[swept]))} sweeps {swept}: give one batch "
+                              "size (-b N), not a list")
+        fixed_batch = one[0] if one else None
+    # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
+    graph = load_model(model, batch_size=fixed_batch or (None if swept else 1), dims=fixed_dims, sha256=True)
+    if swept and fixed_batch is None:
+        fixed_batch = _input_batch(graph) or 1
+    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
+                                 dim=fixed_dims)
+    ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
+    done: dict[tuple[str, int], dict] = {}
+
+    def run(profile: str, v: int) -> dict:
+        """One analysis: at batch v, or (sweeping a dimension) at its size v and the fixed batch."""
+        b = fixed_batch if swept else v
+        cfg = base_cfg.with_(batch_size=b, dims=tuple(sorted({**fixed_dims, swept: v}.items())) if swept
+                             else base_cfg.dims)
+        if (profile, v) in done:
+            return done[(profile, v)]
+        try:
+            if profile == "onert":  # --planner is onert's own planner there (see run_analysis)
+                popts, planner = {**ont, **({"planner": flags["planner"]} if flags.get("planner") else {})}, None
+            elif profile == "nntrainer":
+                popts, planner = nntrainer_options(flags.get("nntrainer_memory_optimization")), flags.get("planner")
+            else:
+                popts, planner = None, flags.get("planner")
+            a = analyze(model, cfg, profile=profile, planner=planner,
+                        time_limit=flags.get("time_limit"), profile_options=popts)
+        except MemplanError as e:
+            if profile == profiles[0]:
+                raise
+            row = {"profile": profile, "batch_size": b, "naive": None, "planned": None, "lower_bound": None,
+                   "error": e.message}
+        else:
+            row = {"profile": profile, "batch_size": b, "naive": a.naive_total, "planned": a.planned_total,
+                   "lower_bound": a.lower_bound, "error": ""}
+        if swept:
+            row["dims"] = dict(cfg.dims)
+        done[(profile, v)] = row
+        return row
+
+    searching = limit is not None and batch_sizes is None and not swept
+    batches: set[int] = set()
+    if searching:
+        # each profile searches its own answer; then every profile fills the batches any of them tried
+        with Bar(0, f"searching the largest batch under {budget}", progress) as bar:
+            for p in profiles:
+                def fits(b, p=p):
+                    bar.advance(f"{p} batch {b}")
+                    row = run(p, b)
+                    return row["planned"] is not None and row["planned"] <= limit
+                batches.update(search_largest(fits)[1])
+    elif swept:
+        batches.update(dim_lists[swept])
+    else:
+        batches.update(parse_batch_sizes(batch_sizes or DEFAULT_BATCHES))
+    batches = sorted(batches)
+    todo = [(p, b) for p in profiles for b in batches if (p, b) not in done]
+    with Bar(len(todo), "sweeping", progress) as bar:
+        for p, b in todo:
+            bar.advance(f"{p} {swept or 'batch'} {b}")
+            run(p, b)
+    rows = list(done.values())
+    cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
+           "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup
+           "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont,
+           "batch_sizes": [fixed_batch] if swept else batches, "searched": searching}
+    if swept:  # the sizes of the swept dimension (rows' dims), its name in config.swept_dim
+        cfg.update({"dims": {k: v for k, v in fixed_dims.items() if k != swept}, "swept_dim": swept,
+                    "dim_sizes": batches})
+    header = json_header("sweep", path, model_sha256(graph, path))
+    return SweepResult(sweep_document(header["model"], cfg, profiles, rows, limit, swept))
 
 
 @_with_training_keywords

@@ -552,3 +552,19 @@ def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
         else:
             out[f.json_key] = value
     return out
+
+
+def training_words(values: dict) -> list[str]:
+    """The command-line words that give `values` (training flag name -> the flag's value; None or an
+    empty list: not given), in TRAINING_FLAGS' order, each flag by its first declaration (-b, -O,
+    --train ...); a repeatable flag once per value, a list of op indices as 3,5,8."""
+    words: list[str] = []
+    for flag in TRAINING_FLAGS:
+        v = values.get(flag.name)
+        if v is None or v == ():
+            continue
+        if flag.kind == "trainable" and isinstance(v, (list, tuple)):
+            v = ",".join(map(str, v))
+        for one in (v if flag.multiple else (v,)):
+            words += [flag.decls[0], str(one)]
+    return words

@@ -70,7 +70,7 @@ ALLOWED = {
     "execute": {"execute", "ops", "kernels"},
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
-    "api": {"analysis", "buffers", "comparison", "config", "loaders", "planners", "planrun", "plancsv",
+    "api": {"analysis", "buffers", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
             "profiles", "remat", "report", "sizes", "verification"},
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",

@@ -17,8 +17,8 @@ def api_arguments(flags: dict) -> dict:
     """The API's keyword arguments for the parsed flags of analyze / compare (the training flags' and
     the API's names are one; the SIMD width is a choice string on the command line)."""
     out = dict(flags)
-    simd = flags.get("onert_simd_width")
-    out["onert_simd_width"] = int(simd) if simd is not None else None
+    if flags.get("onert_simd_width") is not None:
+        out["onert_simd_width"] = int(flags["onert_simd_width"])
     return out
 
 

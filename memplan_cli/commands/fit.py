@@ -4,41 +4,11 @@ Exit status: 0 some option fits, 3 none does, 2 bad input."""
 from __future__ import annotations
 
 import json
-import os
 
 import click
 
-from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import (config_from_flags, config_json, output_options, training_options,
-                                          training_words, verbosity)
+from memplan_cli.commands.options import output_options, training_options, verbosity
 from memplan_cli.errors import EXIT_OVER_BUDGET
-
-
-def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | None:
-    """The flags (parameter -> value) that apply option `o` on top of the setup as asked (`dims`: its
-    --dim bindings); None when there is no setup to apply (no remat plan fits)."""
-    dims = dims or {}
-    name = o["option"]
-    if name in ("remat", "sgd + remat") and not o["fits"]:
-        return None
-    return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
-            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
-            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
-            "sgd + remat": {"optimizer": "sgd", "budget": budget},
-            # --dim NAME=N with the size found, beside the other dims as given
-            "longest dim": {"dim": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
-            }.get(name)
-
-
-def analyze_command(model: str, given: dict, changes: dict) -> str:
-    """`memplan analyze MODEL ...`: the flags the user gave, with `changes` applied, shell-quoted."""
-    import shlex
-
-    flags = {**given, **changes}
-    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
-    if flags.get("budget") is not None:
-        words += ["--budget", shlex.quote(str(flags["budget"]))]
-    return " ".join(words)
 
 
 def shell_lines(command: str, width: int, indent: int) -> list[str]:
@@ -73,39 +43,14 @@ def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags)
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front. Each option comes with the `memplan analyze`
     command that applies it (and prints its figure)."""
-    from click.core import ParameterSource
-
-    from memplan_cli.version import __version__
-    from memplan_cli.analysis import file_sha256
-    from memplan_cli.api import load_for
-    from memplan_cli.errors import MemplanError, naming
-    from memplan_cli.loaders import load_model
-    from memplan_cli.remat.fit import fit_options
+    from memplan_cli import api
+    from memplan_cli.commands.analyze import api_arguments
     from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
-    from memplan_cli.report.progress import enabled, spinner
-    from memplan_cli.sizes import parse_budget
+    from memplan_cli.report.progress import enabled
 
     level = verbosity(quiet, verbose)
-    limit = parse_budget(budget)
-    graph = load_for(model, flags)
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
-    try:
-        with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
-            out = fit_options(lambda b, dims: load_model(model, batch_size=b, dims=dims), cfg, limit,
-                              max_dim=max_dim)
-    except MemplanError as e:
-        raise naming(model, e) from None
-    ctx = click.get_current_context()
-    given = {k: v for k, v in flags.items() if k != "learning_rate"
-             and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
-    options = []
-    for o in out["options"]:
-        changes = option_changes(o, budget, dict(cfg.dims))
-        options.append({**o, "command": None if changes is None else analyze_command(model, given, changes)})
-    doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
-           "model": {"file": os.path.basename(model), "sha256": file_sha256(model)},
-           "budget": limit, "config": {**config_json(cfg), "batch_size": out["batch_size"]},
-           "fits": out["fits"], "options": options}
+    doc = api.fit(model, **api_arguments(flags), budget=budget, max_dim=max_dim,
+                 progress=enabled(level)).report
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"
     elif fmt == "csv":

@@ -8,7 +8,7 @@ import click
 
 # the work the commands share lives in the API; re-exported under their old names here
 from memplan_cli.api import check_planner, config_from_flags, nntrainer_options, onert_options  # noqa: F401
-from memplan_cli.config import TRAINING_FLAGS, config_json  # noqa: F401
+from memplan_cli.config import TRAINING_FLAGS, config_json, training_words  # noqa: F401
 
 
 # the click type of each kind of training flag (config.FLAG_KINDS)
@@ -52,23 +52,6 @@ def training_options(f=None, *, exclude: tuple[str, ...] = (), runs_a_step: bool
         return f
 
     return add(f) if f is not None else add
-
-
-def training_words(values: dict) -> list[str]:
-    """The command-line words that give `values` (training flag name -> the flag's value; None or an
-    empty list: not given), in TRAINING_FLAGS' order, each flag by its first declaration (-b, -O,
-    --train ...); a repeatable flag once per value, a list of op indices as 3,5,8."""
-    words: list[str] = []
-    for flag in TRAINING_FLAGS:
-        v = values.get(flag.name)
-        if v is None or v == ():
-            continue
-        if flag.kind == "trainable" and isinstance(v, (list, tuple)):
-            v = ",".join(map(str, v))
-        for one in (v if flag.multiple else (v,)):
-            words += [flag.decls[0], str(one)]
-    return words
-
 
 
 # what the training flags' help says of their defaults, and what a command that takes its setup from
