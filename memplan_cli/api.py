@@ -596,7 +596,7 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     dimension that fits without remat (its own size given in dim). The commands the report prints
     carry the setup arguments given."""
     from memplan_cli.analysis import model_sha256
-    from memplan_cli.config import config_json
+    from memplan_cli.config import config_json, parse_dims
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
@@ -620,6 +620,12 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     except MemplanError as e:
         raise naming(path, e) from None
     given = {k: v for k, v in training.items() if v is not None and v != ()}
+    # one value of a repeatable flag given alone (train="biases") is printed as that flag once
+    given = {k: (v,) if isinstance(v, str) and FLAG_BY_NAME[k].multiple else v for k, v in given.items()}
+    dim = given.get("dim")
+    if isinstance(dim, dict) or (dim and not all(isinstance(d, str) for d in dim)):
+        # a dims mapping or (name, size) pairs: printed as the --dim NAME=N words they stand for
+        given["dim"] = tuple(f"{k}={n}" for k, n in parse_dims(dim.items() if isinstance(dim, dict) else dim))
     options = []
     for o in out["options"]:
         changes = option_changes(o, budget, dict(cfg.dims))
@@ -684,8 +690,8 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
           **training) -> SweepResult:
     """Training memory of `model` for several batch sizes (batch_sizes: "1,2,4,8" or "1-16"; default
     DEFAULT_BATCHES), for each profile: `memplan sweep`. budget: the largest batch whose total
-    fits (searched when no batch sizes are given). dim may list one dimension's sizes
-    (["seq=128,256,512"]): those are swept instead, at one batch (batch_sizes: one size, default the
+    fits (searched when no batch sizes are given). dim (a mapping) may list one dimension's sizes
+    ({"seq": (128, 256, 512)}): those are swept instead, at one batch (batch_sizes: one size, default the
     model's). A profile that cannot handle the model shows n/a with the reason, except the first:
     its errors stop the sweep. The other training setup arguments are `analyze`'s but batch_size."""
     from memplan_cli.analysis import analyze, model_sha256

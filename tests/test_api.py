@@ -9,11 +9,12 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from memplan_cli import ConfigError, ModelError, analyze, compare, plan
+from memplan_cli import ConfigError, ModelError, analyze, compare, fit, plan, sweep
 from memplan_cli.cli import main
 
 ROOT = pathlib.Path(__file__).parents[1]
 MNIST = "sample_models/mnist.circle"
+GPT2_SEQ = "tests/corpus/gpt2_tiny_seq_dynamo.onnx"  # a symbolic seq dimension beside the batch
 
 
 def readme_api_example() -> str:
@@ -60,6 +61,34 @@ def test_compare_is_the_command_s_json(monkeypatch):
     assert c.columns["memplan"].total == analyze(MNIST, batch_size=4, optimizer="momentum").planned
 
 
+def test_fit_is_the_command_s_json(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    r = fit(MNIST, budget="3MiB", optimizer="sgd", trainable_ops=3)
+    assert r.to_json() == _cli("fit", MNIST, "--budget", "3MiB", "-O", "sgd", "-t", "3", "-f", "json")
+    assert r.fits == r.report["fits"]
+    # the printed commands carry the setup arguments given, as flags
+    assert all(o["command"] is None or " -O sgd -t 3" in o["command"] for o in r.report["options"])
+
+
+def test_fit_max_dim_is_the_command_s_json(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    r = fit(GPT2_SEQ, budget="4MiB", batch_size=1, dim={"seq": 8}, max_dim="seq")
+    assert r.to_json() == _cli("fit", GPT2_SEQ, "--budget", "4MiB", "-b", "1", "--dim", "seq=8", "--max-dim", "seq",
+                               "-f", "json")
+    assert "longest dim" in [o["option"] for o in r.report["options"]]
+
+
+def test_sweep_is_the_command_s_json(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    s = sweep(MNIST, batch_sizes="1,4", optimizer="sgd")
+    assert s.to_json() == _cli("sweep", MNIST, "-b", "1,4", "-O", "sgd", "-f", "json")
+    assert not s.over_budget and s.report["config"]["batch_sizes"] == [1, 4]
+    # a list of one dimension's sizes sweeps it at one batch
+    d = sweep(GPT2_SEQ, batch_sizes="1", dim={"seq": (4, 8)}, profiles=("memplan",))
+    assert d.to_json() == _cli("sweep", GPT2_SEQ, "-b", "1", "--dim", "seq=4,8", "-p", "memplan", "-f", "json")
+    assert d.report["config"]["swept_dim"] == "seq" and d.report["config"]["dim_sizes"] == [4, 8]
+
+
 def test_plan_matches_the_command(tmp_path):
     csv = tmp_path / "b.csv"
     csv.write_text("id,lower,upper,size\na,0,4,1024\nb,2,6,2048\nc,4,8,512\n")
@@ -81,6 +110,8 @@ def test_plan_matches_the_command(tmp_path):
     (lambda: analyze(MNIST, planner="nope"), ConfigError, "unknown planner"),
     (lambda: analyze(MNIST, onert_simd_width=5), ConfigError, "onert_simd_width"),
     (lambda: compare(MNIST, loss="hinge"), ConfigError, "unknown loss"),
+    (lambda: sweep(MNIST, batch_size=4), ConfigError, "batch_sizes"),
+    (lambda: fit(MNIST, budget="3MiB", batch_size=0), ConfigError, "batch_size"),
     (lambda: plan([(8, 3, 1)]), ConfigError, "first <= last"),
     (lambda: plan([(8, 0, 1)], planner="nope"), ConfigError, "unknown planner"),
 ])
