@@ -216,6 +216,7 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     t0 = time.perf_counter()
     loss_outputs(graph, config.loss_outputs)  # a --loss-outputs name no output has is an error, whatever the profile
     prof = get_profile(profile)
+    refuse_precision(prof, config)
     bl = prof.build(graph, config, **(profile_options or {}))
     t1 = time.perf_counter()
     pools = plan_buffer_list(bl, planner_override=planner, time_limit=time_limit)
@@ -238,6 +239,18 @@ def domain_lower_bound(bl: BufferList) -> int:
 
     return sum(lower_bound([x.size for x in b], [x.first for x in b], [x.last for x in b])
                for _, b in bl.domains() if b)
+
+
+def refuse_precision(prof, config) -> None:
+    """One line, UnsupportedOpError, when the profile plans no step in `config.precision`: the
+    profile's `precisions` (default float32 only) and `precision_note` (why)."""
+    p = getattr(config, "precision", "32-true")
+    if p in getattr(prof, "precisions", ("32-true",)):
+        return
+    from memplan_cli.errors import UnsupportedOpError
+
+    note = getattr(prof, "precision_note", "modelled for float32 training only")
+    raise UnsupportedOpError(f"{prof.name} profile: {note}; --precision {p} needs the memplan profile")
 
 
 def compare_with_onert(graph, config: TrainConfig, onert_options: dict | None = None) -> OnertComparison:

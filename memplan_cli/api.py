@@ -19,17 +19,18 @@ The CLI commands are thin layers over these functions (`commands/analyze.py`, `c
 """
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence, Union
+from typing import Iterable, Union
 
+from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive
 from memplan_cli.errors import ConfigError
 
 __all__ = ["analyze", "compare", "plan", "AnalysisResult", "ComparisonResult", "PlanSummary",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
 PathLike = Union[str, "os.PathLike[str]"]
-Trainable = Union[str, int, Sequence[int], None]
 
 
 # ---- results -----------------------------------------------------------------------------------
@@ -228,62 +229,27 @@ class PlanSummary:
 
 # ---- the functions ------------------------------------------------------------------------------
 
-def _trainable_spec(trainable_ops: Trainable) -> str | None:
-    """The CLI's --trainable-ops text for an argument: "all", "none", N, or a list of indices."""
-    if trainable_ops is None or isinstance(trainable_ops, str):
-        return trainable_ops
-    if isinstance(trainable_ops, bool):
-        raise ConfigError(f"trainable_ops must be 'all', 'none', an int or op indices, not {trainable_ops!r}")
-    if isinstance(trainable_ops, int):
-        return str(trainable_ops)
-    try:
-        idx = list(trainable_ops)
-    except TypeError:
-        raise ConfigError(f"trainable_ops must be 'all', 'none', an int or op indices, "
-                          f"not {trainable_ops!r}") from None
-    if not idx or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in idx):
-        raise ConfigError(f"trainable_ops: op indices must be non-negative ints, got {trainable_ops!r}")
-    return ",".join(str(i) for i in idx)
+def _with_training_keywords(fn):
+    """`fn` takes the training flags' keywords (config.TRAINING_FLAGS: batch_size, optimizer, ...,
+    lora, lora_targets) as **training; its signature shows them, for help() and editors."""
+    from memplan_cli.config import TRAINING_FLAGS
+
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in TRAINING_FLAGS]
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
 
 
-def _positive(name: str, v):
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
-    return v
-
-
-def _selectors(name: str, v) -> tuple[str, ...] | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return (v,)
-    try:
-        items = tuple(v)
-    except TypeError:
-        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}") from None
-    if not all(isinstance(i, str) for i in items):
-        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}")
-    return items
-
-
-def _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-           onert_threads, onert_simd_width, dropout=None, train=None, freeze=None, lora=None,
-           lora_targets=None, loss_outputs=None) -> dict:
+def _setup(training: dict, time_limit=None, onert_threads=None, onert_simd_width=None) -> dict:
     """The CLI's flag values for these arguments (checked the way click checks them)."""
+    from memplan_cli.config import check_training_arguments
+
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
     if onert_simd_width is not None and onert_simd_width not in (4, 8, 16):
         raise ConfigError(f"onert_simd_width must be 4, 8 or 16, got {onert_simd_width!r}")
-    if learning_rate is not None and not isinstance(learning_rate, (int, float)):
-        raise ConfigError(f"learning_rate must be a number, got {learning_rate!r}")
-    return {"batch_size": _positive("batch_size", batch_size), "optimizer": optimizer, "loss": loss,
-            "learning_rate": None if learning_rate is None else float(learning_rate),
-            "trainable": _trainable_spec(trainable_ops), "batchnorm": batchnorm, "dropout": dropout,
-            "train": _selectors("train", train), "freeze": _selectors("freeze", freeze),
-            "lora_rank": _positive("lora", lora), "lora_targets": _selectors("lora_targets", lora_targets),
-            "loss_outputs": _selectors("loss_outputs", loss_outputs), "time_limit": time_limit,
+    return {**check_training_arguments(training), "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
 
 
@@ -296,47 +262,13 @@ def _model_path(model: PathLike) -> str:
 
 # ---- shared with the commands (sweep, verify, diff use them through commands/options) -----------
 
-def config_from_flags(graph_metadata: dict, *, batch_size=None, optimizer=None, loss=None,
-                      learning_rate=None, trainable=None, batchnorm=None, dropout=None, train=None,
-                      freeze=None, lora_rank=None, lora_targets=None, loss_outputs=None) -> "TrainConfig":
+def config_from_flags(graph_metadata: dict, **flags) -> "TrainConfig":
     """Merge circle training metadata (a dict the loader put in `Graph.metadata["training"]`) with
-    flags. Precedence: flags > metadata > defaults; `sources` records which gave each value."""
-    from memplan_cli.config import TrainConfig, parse_selectors, parse_trainable
+    flags (the API's training keywords: batch_size, optimizer, ..., lora). Precedence: flags >
+    metadata > defaults; `sources` records which gave each value (config.merge_setup)."""
+    from memplan_cli.config import check_training_arguments, merge_setup
 
-    md = (graph_metadata or {}).get("training") or {}
-    values, sources = {}, {}
-
-    def pick(key, flag_value, convert=lambda v: v):
-        if flag_value is not None:
-            values[key], sources[key] = convert(flag_value), "flag"
-        elif md.get(key) is not None:
-            values[key], sources[key] = md[key], "metadata"
-        else:
-            sources[key] = "default"
-
-    pick("batch_size", batch_size)
-    pick("optimizer", optimizer)
-    pick("loss", loss)
-    pick("learning_rate", learning_rate)
-    pick("trainable", trainable, parse_trainable)
-    pick("batchnorm", batchnorm)
-    pick("dropout", dropout)
-    for key, v in (("train", train), ("freeze", freeze)):
-        sel = parse_selectors(v)
-        if sel:
-            values[key], sources[key] = sel, "flag"
-        elif key == "train" and md.get("train") and not lora_rank:
-            # an ONNX file's peft adapters (loaders/params.py); --lora freezes every weight of the file
-            values[key], sources[key] = tuple(md["train"]), "metadata"
-    if lora_rank:
-        values["lora_rank"], sources["lora_rank"] = lora_rank, "flag"
-    targets = parse_selectors([lora_targets] if isinstance(lora_targets, str) else lora_targets)
-    if targets:
-        values["lora_targets"], sources["lora_targets"] = targets, "flag"
-    heads = parse_selectors([loss_outputs] if isinstance(loss_outputs, str) else loss_outputs)
-    if heads:
-        values["loss_outputs"], sources["loss_outputs"] = heads, "flag"
-    return TrainConfig(**values, sources=sources)
+    return merge_setup(graph_metadata, check_training_arguments(flags))
 
 
 def onert_options(onert_threads=None, onert_simd_width=None) -> dict:
@@ -366,8 +298,8 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
 
 
-TRAINING_KEYS = ("batch_size", "optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout",
-                 "train", "freeze", "lora_rank", "lora_targets", "loss_outputs")
+# the training flags' names: API keywords and keys of the commands' flags (config.TRAINING_FLAGS)
+TRAINING_KEYS = tuple(FLAG_BY_NAME)
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
@@ -378,6 +310,7 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     for the others it replaces every pool's planner.
     """
     from memplan_cli.analysis import analyze as analyze_model
+    from memplan_cli.config import merge_setup
     from memplan_cli.loaders import load_model
     from memplan_cli.report.progress import spinner
 
@@ -386,7 +319,7 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     check_planner(planner, profile)
     # the batch size already here: an ONNX model with a symbolic batch cannot load without it
     graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = merge_setup(graph.metadata, flags)
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None
     if profile == "onert":
@@ -408,6 +341,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     fits, then the analysis of that plan. Returns (Analysis, remat section); the analysis is of the
     plain step when nothing fits."""
     from memplan_cli.analysis import analyze_graph, compare_with_onert
+    from memplan_cli.config import merge_setup
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.problem import RematProblem
@@ -421,7 +355,7 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     check_planner(flags.get("planner"))
     graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = merge_setup(graph.metadata, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
         try:
             problem = RematProblem(graph, cfg)
@@ -436,17 +370,12 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
 
 
-def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
-            loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
-            batchnorm: str | None = None, dropout: str | None = None, profile: str = "memplan",
-            planner: str | None = None,
+@_with_training_keywords
+def analyze(model: PathLike, *, profile: str = "memplan", planner: str | None = None,
             time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, compare_onert: bool = True, by_layer: bool = False,
-            budget: int | str | None = None, progress: bool = False, train: str | Iterable[str] | None = None,
-            freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None,
-            nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> AnalysisResult:
+            budget: int | str | None = None, progress: bool = False,
+            nntrainer_memory_optimization: bool | str | None = None, **training) -> AnalysisResult:
     """The training memory of `model` (a circle, tflite or ONNX file): `memplan analyze`.
 
     batch_size, optimizer ("sgd", "momentum", "adam"), loss ("mse", "cce"), learning_rate,
@@ -455,6 +384,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     ("ops:GLOB", "params:GLOB"), lora (a rank) and lora_targets (op types or globs): the training
     setup (fine-tuning modes as `--train`, `--freeze`, `--lora`, `--lora-targets`); loss_outputs
     (output names or globs, `--loss-outputs`): the outputs that carry a loss (default: every float one);
+    precision ("32-true", the default, "bf16-mixed", "16-mixed", "bf16-true", "16-true": `--precision`);
     None takes the model's metadata, else the default. profile:
     "memplan", "onert", "nntrainer" or "singa"; planner replaces the profile's planners (with
     profile="onert": onert's own wic, bump or firstfit). nntrainer_memory_optimization (True / "on",
@@ -468,9 +398,7 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     from memplan_cli.report.document import build_document
 
     path = _model_path(model)
-    flags = {**_setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                      onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs),
-             "profile": profile, "planner": planner,
+    flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile, "planner": planner,
              "nntrainer_memory_optimization": nntrainer_memory_optimization}
     remat = None
     if budget is not None:
@@ -484,27 +412,22 @@ def analyze(model: PathLike, *, batch_size: int | None = None, optimizer: str | 
     return AnalysisResult(doc, a)
 
 
-def compare(model: PathLike, *, batch_size: int | None = None, optimizer: str | None = None,
-            loss: str | None = None, learning_rate: float | None = None, trainable_ops: Trainable = None,
-            batchnorm: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
+@_with_training_keywords
+def compare(model: PathLike, *, time_limit: float | None = None, onert_threads: int | None = None,
             onert_simd_width: int | None = None, progress: bool = False,
-            dropout: str | None = None, train: str | Iterable[str] | None = None,
-            freeze: str | Iterable[str] | None = None, lora: int | None = None,
-            lora_targets: str | Iterable[str] | None = None,
-            nntrainer_memory_optimization: bool | str | None = None,
-            loss_outputs: str | Iterable[str] | None = None) -> ComparisonResult:
+            nntrainer_memory_optimization: bool | str | None = None, **training) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
+    from memplan_cli.config import merge_setup
     from memplan_cli.loaders import load_model
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 
     path = _model_path(model)
-    flags = _setup(batch_size, optimizer, loss, learning_rate, trainable_ops, batchnorm, time_limit,
-                   onert_threads, onert_simd_width, dropout, train, freeze, lora, lora_targets, loss_outputs)
-    graph = load_model(path, batch_size=flags["batch_size"])
-    cfg = config_from_flags(graph.metadata, **{k: flags[k] for k in TRAINING_KEYS})
+    flags = _setup(training, time_limit, onert_threads, onert_simd_width)
+    graph = load_model(path, batch_size=flags.get("batch_size"))
+    cfg = merge_setup(graph.metadata, flags)
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):
         cmp = compare_model(path, cfg, onert_options=ont, time_limit=flags["time_limit"],

@@ -1,8 +1,17 @@
-"""The training setup: what a step trains and how. Filled from circle training metadata, then flags (flags win)."""
+"""The training setup: what a step trains and how. Filled from circle training metadata, then flags (flags win).
+
+The training flags are declared once, in TRAINING_FLAGS (the end of this module): each row gives a
+flag's click declaration, its API keyword, its TrainConfig field, its JSON key, its metadata key and
+its parser; the commands' click options, the API's argument checks, the merge of flags, metadata and
+defaults (`merge_setup`), the JSON `config` (`config_json`) and `diff`'s reading of a baseline's
+setup back into flags are all made from it (tests/test_training_flags.py checks it against the
+schemas).
+"""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from memplan_cli.errors import ConfigError
 
@@ -17,6 +26,11 @@ DROPOUT_MODES = ("train", "off")
 # fine-tuning selectors: --train biases | ops:GLOB | params:GLOB, --freeze ops:GLOB | params:GLOB
 TRAIN_SELECTORS = ("biases", "ops:", "params:")
 FREEZE_SELECTORS = ("ops:", "params:")
+# numeric precision of the step, PyTorch Lightning's names: N-true (every tensor in that dtype) or
+# N-mixed (float32 parameters, gradients and optimizer state; the forward in the low dtype where
+# autocast would run it, passes/precision.py)
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
+LOW_DTYPE = {"bf16": "bfloat16", "16": "float16", "32": "float32"}
 
 
 def check_selector(flag: str, item: str) -> str:
@@ -50,6 +64,8 @@ class TrainConfig:
     lora_targets: tuple[str, ...] = ()
     # the model outputs that carry a loss (names or globs); empty: every float output
     loss_outputs: tuple[str, ...] = ()
+    # PRECISIONS: 32-true (float32 everywhere, the default), bf16-/16-mixed, bf16-/16-true
+    precision: str = "32-true"
     # where each field came from ("default", "metadata", "flag"), for reports
     sources: dict = field(default_factory=dict, compare=False)
 
@@ -62,6 +78,8 @@ class TrainConfig:
             raise ConfigError(f"unknown batchnorm mode {self.batchnorm!r} (choose from {', '.join(BATCHNORM_MODES)})")
         if self.dropout not in DROPOUT_MODES:
             raise ConfigError(f"unknown dropout mode {self.dropout!r} (choose from {', '.join(DROPOUT_MODES)})")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
         lr = self.learning_rate
@@ -126,6 +144,16 @@ class TrainConfig:
                 raise ConfigError(f"--freeze params:{g} matches no weight of the model")
             frozen |= hit
         return frozen
+
+    @property
+    def compute_dtype(self) -> str:
+        """The float dtype the forward computes in where autocast casts down (float32 at 32-true)."""
+        return LOW_DTYPE[self.precision.split("-")[0]]
+
+    @property
+    def mixed(self) -> bool:
+        """Whether parameters, gradients and optimizer state stay float32 beside a low-precision forward."""
+        return self.precision.endswith("-mixed")
 
     @property
     def optimizer_state_count(self) -> int:
@@ -251,3 +279,223 @@ def parse_trainable(text: str) -> str | int | tuple[int, ...]:
     if not out:
         raise ConfigError(f"--trainable-ops {_cut(text)!r} names no op")
     return tuple(sorted(set(out)))
+
+
+# ---- the training flags, declared once ----------------------------------------------------------
+
+def check_positive(name: str, v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+    return v
+
+
+def _number(name: str, v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {v!r}")
+    return float(v)
+
+
+def _trainable_spec(name: str, v) -> str | None:
+    """The --trainable-ops text for an API argument: "all", "none", N, or a list of op indices."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        raise ConfigError(f"{name} must be 'all', 'none', an int or op indices, not {v!r}")
+    if isinstance(v, int):
+        return str(v)
+    try:
+        idx = list(v)
+    except TypeError:
+        raise ConfigError(f"{name} must be 'all', 'none', an int or op indices, not {v!r}") from None
+    if not idx or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in idx):
+        raise ConfigError(f"{name}: op indices must be non-negative ints, got {v!r}")
+    return ",".join(str(i) for i in idx)
+
+
+def _strings(name: str, v) -> tuple[str, ...] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return (v,)
+    try:
+        items = tuple(v)
+    except TypeError:
+        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}") from None
+    if not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"{name} must be a string or a list of strings, got {v!r}")
+    return items
+
+
+@dataclass(frozen=True)
+class FlagKind:
+    """How a kind of training flag is typed and read. `check`: (API keyword, argument) -> the flag's
+    value, checked as click checks the flag (ConfigError otherwise); `parse`: the flag's value ->
+    the TrainConfig field's. The click type is the commands' (commands/options.py CLICK_TYPES), the
+    reading of a baseline's JSON value back into a flag value diff's (commands/diff.py)."""
+
+    check: Callable
+    parse: Callable = lambda v: v
+
+
+FLAG_KINDS = {
+    "count": FlagKind(check_positive),  # an int >= 1
+    "choice": FlagKind(lambda name, v: v),  # one of `choices` (TrainConfig refuses others)
+    "number": FlagKind(_number),  # a float
+    "trainable": FlagKind(_trainable_spec, lambda v: parse_trainable(v)),  # all | none | N | 3,5,8-10
+    "selectors": FlagKind(_strings, lambda v: parse_selectors(v)),  # repeatable: biases | ops:GLOB | params:GLOB
+    "names": FlagKind(_strings, lambda v: parse_selectors([v] if isinstance(v, str) else v)),  # a comma list of globs
+}
+
+
+@dataclass(frozen=True)
+class TrainingFlag:
+    """One training flag. `name` is the API keyword and the click destination (the long flag's name,
+    dashes as underscores); `field` the TrainConfig field and the key of `config.sources`;
+    `json_key` its key in the JSON `config` ("lora.rank": a member of the object `lora`, null when
+    the first member is unset); `metadata_key` its key in circle training metadata
+    (Graph.metadata["training"]; None: flags and defaults only)."""
+
+    name: str
+    decls: tuple[str, ...]
+    kind: str
+    field: str
+    json_key: str
+    help: str
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    metadata_key: str | None = None
+    # a flag that, when given, makes the metadata's value of this one ignored
+    metadata_unless: str | None = None
+    # `config.sources` says "default" when neither the flag nor the metadata gave it
+    records_default: bool = True
+    # the JSON holds what the flag resolved to (the outputs --loss-outputs picked, by default every
+    # float one), so `diff` takes a baseline's value back only when a flag gave it
+    json_resolved: bool = False
+
+    def check(self, value):
+        return FLAG_KINDS[self.kind].check(self.name, value)
+
+    def parse(self, value):
+        return FLAG_KINDS[self.kind].parse(value)
+
+    @property
+    def multiple(self) -> bool:
+        return self.kind == "selectors"
+
+
+# in the JSON `config`'s order (the help lists them so too)
+TRAINING_FLAGS = (
+    TrainingFlag("batch_size", ("-b", "--batch-size"), "count", "batch_size", "batch_size",
+                 "Batch size (default: the metadata's, else the model's own).", metadata_key="batch_size"),
+    TrainingFlag("optimizer", ("-O", "--optimizer"), "choice", "optimizer", "optimizer",
+                 "Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd.",
+                 choices=OPTIMIZERS, metadata_key="optimizer"),
+    TrainingFlag("loss", ("-l", "--loss"), "choice", "loss", "loss",
+                 "Loss appended after each output that carries one (see --loss-outputs); the step's "
+                 "loss is their sum. Default mse.", choices=LOSSES, metadata_key="loss"),
+    TrainingFlag("loss_outputs", ("--loss-outputs",), "names", "loss_outputs", "loss_outputs",
+                 "The model outputs that carry a loss: names or globs, comma-separated "
+                 "(`memplan inspect MODEL` lists the outputs). Default: every float output.",
+                 metavar="LIST", records_default=False, json_resolved=True),
+    TrainingFlag("learning_rate", ("--learning-rate",), "number", "learning_rate", "learning_rate",
+                 "Learning rate of the step verify runs (default: the metadata's, else 0.001).",
+                 metadata_key="learning_rate"),
+    TrainingFlag("trainable_ops", ("-t", "--trainable-ops"), "trainable", "trainable", "trainable_ops",
+                 "all | none | N (the last N ops, counting every op) | -1 (all, onert's "
+                 "convention) | a list like 3,5,8-10. Default: the metadata's list, else all.",
+                 metavar="SPEC", metadata_key="trainable"),
+    TrainingFlag("batchnorm", ("--batchnorm",), "choice", "batchnorm", "batchnorm",
+                 "BatchNormalization: train (batch statistics, default) or frozen (stored "
+                 "statistics: trains only scale and bias).", choices=BATCHNORM_MODES, metadata_key="batchnorm"),
+    TrainingFlag("dropout", ("--dropout",), "choice", "dropout", "dropout",
+                 "Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
+                 "backward, default) or off (an identity, as with dropout disabled).",
+                 choices=DROPOUT_MODES, metadata_key="dropout"),
+    TrainingFlag("precision", ("--precision",), "choice", "precision", "precision",
+                 "Numeric precision, PyTorch Lightning's names: 32-true (float32, default); "
+                 "bf16-mixed / 16-mixed (float32 weights, gradients and optimizer state, the "
+                 "forward in bfloat16 / float16 where autocast casts down; 16-mixed adds the "
+                 "gradient scaler); bf16-true / 16-true (every tensor in that dtype).", choices=PRECISIONS),
+    TrainingFlag("train", ("--train",), "selectors", "train", "train",
+                 "Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
+                 "name, module scope, type or #INDEX matches train) | params:GLOB (only the weights "
+                 "so named train). Repeatable; combines with --trainable-ops and --freeze. Default: "
+                 "the adapters of a file with peft's LoRA weights (lora_A / lora_B), else all.",
+                 metavar="WHAT", metadata_key="train", metadata_unless="lora", records_default=False),
+    TrainingFlag("freeze", ("--freeze",), "selectors", "freeze", "freeze",
+                 "ops:GLOB (these ops train nothing) | params:GLOB (the weights so named stay "
+                 "frozen). Repeatable.", metavar="WHAT", records_default=False),
+    TrainingFlag("lora", ("--lora",), "count", "lora_rank", "lora.rank",
+                 "LoRA: adapters of rank RANK beside the targeted projections train; every model "
+                 "weight stays frozen (see --lora-targets).", metavar="RANK", records_default=False),
+    TrainingFlag("lora_targets", ("--lora-targets",), "names", "lora_targets", "lora.targets",
+                 "Ops that get adapters: op types (MatMul) or globs over op names, module scopes "
+                 "and weight names, comma-separated. Default: the attention query and value "
+                 "projections (*q_proj*, *v_proj*, *query*, *value*, *c_attn*, T5's q / v).",
+                 metavar="LIST", records_default=False),
+)
+FLAG_BY_NAME = {f.name: f for f in TRAINING_FLAGS}
+
+
+def check_training_arguments(values: dict) -> dict:
+    """The API's training arguments (keyword -> value; None: not given) checked as click checks the
+    flags: keyword -> the flag's value."""
+    unknown = sorted(set(values) - set(FLAG_BY_NAME))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    return {name: FLAG_BY_NAME[name].check(v) for name, v in values.items()}
+
+
+def merge_setup(graph_metadata: dict | None, flags: dict) -> TrainConfig:
+    """The training setup of a model: `flags` (API keyword -> the flag's value; None or an empty list:
+    not given) over the circle training metadata (`Graph.metadata["training"]`; an ONNX file's peft
+    adapters, loaders/params.py) over the defaults. `sources` records which gave each value."""
+    md = (graph_metadata or {}).get("training") or {}
+    values, sources = {}, {}
+    given = {}
+    for f in TRAINING_FLAGS:
+        v = flags.get(f.name)
+        v = None if v is None else f.parse(v)
+        given[f.name] = v is not None and v != ()
+        if given[f.name]:
+            values[f.field], sources[f.field] = v, "flag"
+    for f in TRAINING_FLAGS:
+        if given[f.name]:
+            continue
+        mv = md.get(f.metadata_key) if f.metadata_key else None
+        if f.multiple:
+            mv = tuple(mv) if mv else None
+        if mv is not None and not (f.metadata_unless and given[f.metadata_unless]):
+            values[f.field], sources[f.field] = mv, "metadata"
+        elif f.records_default:
+            sources[f.field] = "default"
+    return TrainConfig(**values, sources=sources)
+
+
+def _json_value(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
+    """The training setup under the JSON `config`'s keys, in TRAINING_FLAGS' order. `loss_outputs`:
+    the outputs the setup resolved to (ir/outputs.loss_output_names); without it the key is left out."""
+    out: dict = {}
+    for f in TRAINING_FLAGS:
+        if f.json_resolved:
+            if loss_outputs is not None:
+                out[f.json_key] = list(loss_outputs)
+            continue
+        value = _json_value(getattr(cfg, f.field))
+        if "." in f.json_key:
+            parent, member = f.json_key.split(".", 1)
+            if parent not in out:  # the first member decides whether the object is there
+                out[parent] = {member: value} if value else None
+            elif out[parent] is not None:
+                out[parent][member] = value
+        else:
+            out[f.json_key] = value
+    return out

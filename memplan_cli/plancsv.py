@@ -82,6 +82,19 @@ class BufferTable:
         return [-(-s // a) * a for s in self.sizes]
 
 
+def _model_format(data: bytes) -> str:
+    """The model format `data` looks like (the loaders' sniff: a flatbuffer identifier, or an ONNX
+    ModelProto's first field tag followed by bytes that are not text), else ""."""
+    if data[4:8] in (b"CIR0", b"TFL3"):
+        return "circle" if data[4:8] == b"CIR0" else "TF Lite"
+    if data[:1] == b"\x08":
+        try:
+            data[:4096].decode("utf-8")
+        except UnicodeDecodeError:
+            return "ONNX"
+    return ""
+
+
 def _open_text(path: str) -> str:
     require_regular_file(path, "CSV file", CsvError)
     try:
@@ -93,6 +106,11 @@ def _open_text(path: str) -> str:
         raise CsvError(f"cannot read: {e.strerror or e}", path) from None
     if not data.strip():
         raise CsvError("empty file (expected a header `id,lower,upper,size` and one buffer per line)", path)
+    model = _model_format(data)
+    if model:
+        raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes a CSV of buffers (a header "
+                       f"`id,lower,upper,size`, one buffer per line); `memplan analyze {path}` analyses a model",
+                       path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

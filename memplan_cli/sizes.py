@@ -13,21 +13,30 @@ from memplan_cli.errors import ConfigError
 
 _UNITS = {
     "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
     "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2, "gi": 1024**3, "gib": 1024**3,
     "ti": 1024**4, "tib": 1024**4,
 }
+# a bare k / M / G / T is refused: SI to some, binary to others (and memplan's compact tables write
+# M for MiB), so `--budget 64M` would be 64,000,000 B to one reader and 67,108,864 B to the next
+_AMBIGUOUS = {"k": 1, "m": 2, "g": 3, "t": 4}
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str) -> int:
-    """Bytes from "1048576", "64MiB", "1.5 GB", "512k" (SI for k/M/G, binary for Ki/Mi/Gi).
+    """Bytes from "1048576", "64MiB", "1.5 GB", "512KB" (SI for kB/MB/GB, binary for KiB/MiB/GiB and
+    Ki/Mi/Gi; a bare k/M/G/T is refused as ambiguous).
 
     Bytes are whole: a fraction of a byte without a unit ("5.5") is refused; with a unit, a
     fraction of a byte is dropped ("1.1KiB" is 1126 B, never rounded up past what was given).
     Raises ValueError naming the text when it is not a size.
     """
     m = _SIZE_RE.match(text)
+    if m and m.group(2).lower() in _AMBIGUOUS:
+        n, u = m.group(1), m.group(2)
+        raise ValueError(f"{text!r} is ambiguous: write {n}{u.upper()}B ({n} x 1000^{_AMBIGUOUS[u.lower()]} bytes) "
+                         f"or {n}{u.upper()}iB ({n} x 1024^{_AMBIGUOUS[u.lower()]} bytes); memplan's own tables "
+                         f"write {u.upper()} for {u.upper()}iB")
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"{text!r} is not a size (examples: 1048576, 64MiB, 1.5GB)")
     unit = _UNITS[m.group(2).lower()]

@@ -97,7 +97,7 @@ def named_parameters(path: str) -> list[int]:
 def test_exports_are_listed_and_small():
     files = sorted(f for f in os.listdir(HERE) if f.endswith((".onnx", ".tflite")))
     assert files == sorted(EXPORTS)
-    assert 5 <= len(files) <= 13
+    assert 5 <= len(files) <= 16  # a small corpus: tiny exports, each for an exporter or op family
     for f in files:
         assert os.path.getsize(os.path.join(HERE, f)) < 300_000, f
         assert EXPORTS[f]["exporter"] and EXPORTS[f]["params"] > 0
@@ -171,3 +171,18 @@ def test_shared_initializers_are_one_weight(tmp_path):
     assert cat["opt-variable"] == 2 * cat["gradient"]
     code, out, err = run(["verify", f, "-b", "2", "-O", "sgd"])
     assert code == 0, out + err
+
+
+def test_litert_exports_carry_the_converter_ops():
+    """The litert-torch exports hold what the converter writes and memplan now trains: the padded
+    max-pool's PADV2 with -inf, EMBEDDING_LOOKUP, and a LayerNorm merged into the next layer (noted)."""
+    from memplan_cli.loaders import load_model
+
+    g = load_model(os.path.join(HERE, "litert_maxpool_tiny.tflite"))
+    pad = next(op for op in g.operations if op.source_type == "PADV2")
+    assert pad.type == "Pad" and pad.attrs["value"] == float("-inf")
+    g = load_model(os.path.join(HERE, "litert_embed_ln_tiny.tflite"))
+    assert any(op.source_type == "EMBEDDING_LOOKUP" and op.type == "Gather" for op in g.operations)
+    code, out, _ = run(["analyze", os.path.join(HERE, "litert_embed_ln_tiny.tflite"), "-f", "json"])
+    (m,) = json.loads(out)["parameters"]["merged_normalizations"]
+    assert code == 0 and m["norm"] == "LayerNorm" and "LayerNorm" in m["weights"][0] and "Linear" in m["weights"][0]

@@ -111,7 +111,8 @@ class TestStringsFromTheFileAreEscaped:
             assert printable(c) == f"\\u{ord(c):04x}"
         assert printable("résumé 名前 x-y_z:0") == "résumé 名前 x-y_z:0"
 
-    def test_onnx_producer_name_in_inspect(self, tmp_path):
+    def test_onnx_producer_name_in_inspect(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("COLUMNS", "300")  # the line unwrapped (inspect wraps at 80 columns otherwise)
         code, out, err = run(["inspect", producer_model(tmp_path)])
         assert code == 0, err
         assert not raw_in(out), out
@@ -372,7 +373,8 @@ class TestOutputPaths:
         assert code == 2 and "empty path" in err, err
         assert out == ""  # not the report on stdout
 
-    @pytest.mark.parametrize("cmd", [["plan", "{csv}"], ["verify", "{m}"], ["compare", "{m}"], ["fit", "{m}", "1MiB"]])
+    @pytest.mark.parametrize("cmd", [["plan", "{csv}"], ["verify", "{m}"], ["compare", "{m}"], ["fit", "{m}", "--budget", "1MiB"],
+                                     ["inspect", "{m}"], ["sweep", "{m}", "--batch-sizes", "1,2"], ["diff", "--baseline", "{m}", "{m}"]])
     def test_an_empty_output_is_refused_by_every_command(self, tmp_path, cmd):
         p = om.save(tmp_path, "m.onnx", om.tiny_cnn())
         csv_path = tmp_path / "b.csv"
@@ -442,3 +444,41 @@ class TestOutputExitCodesByCause:
         code, out, err = self._analyze(tmp_path, os.path.join(str(tmp_path), name))  # pathlib drops a trailing /
         assert code == 2, err  # "r.json/" was 74 ("Not a directory") while "file/r.json" was 2
         assert len(err.strip().splitlines()) == 1
+
+
+# ---- kept: concurrent -o writers and signals mid-run (they passed before; they must keep passing) ---
+class TestConcurrentWritersAndSignals:
+    def test_concurrent_writers_of_one_output_leave_one_whole_report(self, tmp_path):
+        m = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        out = tmp_path / "r.json"
+        procs = [subprocess.Popen([sys.executable, "-m", "memplan_cli", "analyze", m, "-f", "json", "-o", str(out),
+                                   "-b", str(b)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for b in (1, 2, 3, 4, 5, 6)]
+        results = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+        assert all(code == 0 for _, _, code in results), results
+        doc = json.loads(out.read_text())  # whole: one writer's report, never a mix
+        assert doc["config"]["batch_size"] in (1, 2, 3, 4, 5, 6)
+        assert not list(tmp_path.glob(".memplan-*"))
+
+    @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGHUP", 129), ("SIGINT", 130)])
+    def test_a_signal_mid_run_ends_cleanly(self, tmp_path, sig, code):
+        import signal
+        import time
+
+        out = tmp_path / "sweep.json"
+        model = os.path.join(ROOT, "sample_models", "mobilenetv2.onnx")
+
+        def default_signals():  # a shell's background job ignores SIGINT; a terminal's does not
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+        p = subprocess.Popen([sys.executable, "-m", "memplan_cli", "sweep", model, "--batch-sizes", "1-64",
+                              "-f", "json", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+        time.sleep(3)  # imported and analysing: the sweep runs for minutes
+        if p.poll() is not None:
+            pytest.fail(f"the sweep ended before the signal: {p.returncode} {p.stderr.read()}")
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == code, err
+        assert "Traceback" not in err and "internal error" not in err and len(err.strip().splitlines()) <= 1, err
+        assert not out.exists() and not list(tmp_path.glob(".memplan-*"))

@@ -17,7 +17,7 @@ bottom up:
 - `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
 - `passes` -> ir, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
-  passes; planners know nothing of models); `report` -> buffers and sizes only.
+  passes; planners know nothing of models); `report` -> buffers, sizes and config (the training flags' JSON names) only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
@@ -61,7 +61,7 @@ ALLOWED = {
     "passes": {"passes", "ir", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
-    "report": {"report", "buffers", "sizes"},
+    "report": {"report", "buffers", "config", "sizes"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
     "plancsv": {"inputs", "planrun"},

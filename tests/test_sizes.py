@@ -14,9 +14,19 @@ MNIST = str(pathlib.Path(__file__).parents[1] / "sample_models" / "mnist.circle"
 
 
 @pytest.mark.parametrize("text, n", [("1048576", 1048576), ("64MiB", 64 * 2**20), ("64 mib", 64 * 2**20),
-                                     ("1.5GB", 1_500_000_000), ("512k", 512_000), ("2Ki", 2048), ("10B", 10)])
+                                     ("1.5GB", 1_500_000_000), ("512kB", 512_000), ("2Ki", 2048), ("10B", 10)])
 def test_parse_size_reads_si_and_binary_units(text, n):
     assert parse_size(text) == n
+
+
+@pytest.mark.parametrize("text, says", [("64M", "write 64MB (64 x 1000^2 bytes) or 64MiB (64 x 1024^2 bytes)"),
+                                        ("512k", "512KB"), ("1.5G", "1.5GiB"), ("2t", "2TB")])
+def test_a_bare_unit_letter_is_refused_as_ambiguous(text, says):
+    with pytest.raises(ValueError, match="ambiguous") as e:
+        parse_size(text)
+    assert says in str(e.value)
+    r = CliRunner().invoke(main, ["fit", MNIST, "--budget", text])
+    assert r.exit_code == 2 and "ambiguous" in r.stderr
 
 
 @pytest.mark.parametrize("text", ["", "MiB", "1.2.3", "5 parsecs", "-1MiB", "1e6"])

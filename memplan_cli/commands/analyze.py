@@ -14,29 +14,21 @@ from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
 def api_arguments(flags: dict) -> dict:
-    """The API's keyword arguments for the parsed flags of analyze / compare (same names but
-    trainable_ops; the SIMD width is a choice string on the command line)."""
-    out = {k: flags[k] for k in ("batch_size", "optimizer", "loss", "learning_rate", "batchnorm", "dropout",
-                                 "time_limit", "onert_threads", "profile", "planner") if k in flags}
-    out["trainable_ops"] = flags.get("trainable")
-    for k in ("train", "freeze"):  # click gives () when the flag is absent
-        out[k] = tuple(flags.get(k) or ()) or None
-    out["lora"] = flags.get("lora_rank")
-    out["lora_targets"] = flags.get("lora_targets")
-    out["loss_outputs"] = flags.get("loss_outputs")
+    """The API's keyword arguments for the parsed flags of analyze / compare (the training flags' and
+    the API's names are one; the SIMD width is a choice string on the command line)."""
+    out = dict(flags)
     simd = flags.get("onert_simd_width")
     out["onert_simd_width"] = int(simd) if simd is not None else None
-    out["nntrainer_memory_optimization"] = flags.get("nntrainer_memory_optimization")
     return out
 
 
 def planner_kernels() -> str:
-    from memplan_cli.planners._native import BACKEND
+    from memplan_cli.planners._native import kernels_note
 
-    return BACKEND
+    return kernels_note()
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Memory of one training step by category; what a plan saves.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @profile_options

@@ -9,9 +9,9 @@ from __future__ import annotations
 import click
 
 from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, nntrainer_option,
-                                          output_path, training_options, verbosity)
+                                          output_options, training_options, verbosity)
 
-@click.command("compare")
+@click.command("compare", short_help="One step under naive, onert, nntrainer, singa, torch, memplan.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
@@ -21,14 +21,10 @@ from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, S
 @click.option("--onert-simd-width", type=click.Choice(SIMD_WIDTHS), default=None,
               help=ONERT_SIMD_HELP)
 @nntrainer_option()
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (memplan_cli/schemas/compare.schema.json) or csv for scripts.")
-@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
-              help="Write the comparison to FILE (atomically: a failed run leaves FILE as it was).")
-@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
-              help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset.")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: exact bytes in every cell, each column's planner.")
+@output_options(formats=("table", "json", "csv"),
+                format_help="table for people; json (memplan_cli/schemas/compare.schema.json) or csv for scripts.",
+                output_help="Write the comparison to FILE (atomically: a failed run leaves FILE as it was).",
+                verbose_help="More output: exact bytes in every cell, each column's planner.")
 def command(model, fmt, output, color, quiet, verbose, **flags):
     """Training memory of MODEL under naive, onert, nntrainer, singa and memplan: one column per
     system, one row per category, totals and their ratios to memplan's plan and to the lower bound.

@@ -7,14 +7,11 @@ import json
 import click
 from click.core import ParameterSource
 
-from memplan_cli.commands.options import (output_options, planner_options, profile_option, training_options,
-                                          verbosity)
+from memplan_cli.commands.options import (defaults_from, output_options, planner_options, profile_option,
+                                          training_options, verbosity)
 from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
 
-# flag name -> the baseline config key it overrides
-CONFIG_KEYS = {"batch_size": "batch_size", "optimizer": "optimizer", "loss": "loss",
-               "learning_rate": "learning_rate", "trainable": "trainable_ops", "planner": "planner",
-               "batchnorm": "batchnorm", "dropout": "dropout"}
+from memplan_cli.config import TRAINING_FLAGS
 
 
 # a report is a few levels deep and holds byte counts below 2^63 (19 digits); anything beyond these
@@ -114,41 +111,19 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
     batch size of "abc" or -3 there is refused as it would be on the command line)."""
     cfg = base.get("config") or {}
     out = dict(flags)
-    for flag, key in CONFIG_KEYS.items():
-        if flag in given or key not in cfg or cfg[key] is None:
+    for flag in TRAINING_FLAGS:
+        if flag.name in given:
             continue
-        value = cfg[key]
-        if flag == "trainable":
-            if isinstance(value, list) and all(type(i) is int for i in value):
-                value = ",".join(map(str, value))
-            elif type(value) in (int, str):
-                value = str(value)
-            else:
-                raise MemplanError(f"config.{key} {_shown(value)} is not a trainable-ops spec", source)
-        out[flag] = _checked(flag, value, f"config.{key}", source)
-    # outputs the baseline's user picked (--loss-outputs); the default (every float output) is
-    # resolved again on TARGET, whose outputs may differ (check_report made it a list of strings)
-    if "loss_outputs" not in given and (cfg.get("sources") or {}).get("loss_outputs") == "flag" and cfg.get("loss_outputs"):
-        out["loss_outputs"] = _checked("loss_outputs", ",".join(cfg["loss_outputs"]), "config.loss_outputs", source)
-    # what trains (--train, --freeze, --lora): a baseline of a fine-tuning run is compared with the
-    # same fine-tuning of TARGET, not with full training
-    for flag in ("train", "freeze"):
-        value = cfg.get(flag)
-        if flag in given or value in (None, []):
+        key, value = _json_value(cfg, flag.json_key, source)
+        if value is None or value == []:
             continue
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise MemplanError(f"config.{flag} {_shown(value)} is not a list of --{flag} values", source)
-        out[flag] = tuple(_selector(flag, v, source) for v in value)
-    lora = cfg.get("lora")
-    if lora is not None and "lora_rank" not in given:
-        if not isinstance(lora, dict) or type(lora.get("rank")) is not int:
-            raise MemplanError(f"config.lora {_shown(lora)} is not an object with an integer rank", source)
-        out["lora_rank"] = _checked("lora_rank", lora["rank"], "config.lora.rank", source)
-        targets = lora.get("targets")
-        if "lora_targets" not in given and (cfg.get("sources") or {}).get("lora_targets") == "flag" and targets:
-            if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
-                raise MemplanError(f"config.lora.targets {_shown(targets)} is not a list of names", source)
-            out["lora_targets"] = _checked("lora_targets", ",".join(targets), "config.lora.targets", source)
+        # what a flag resolved to (every float output by default) is resolved again on TARGET, whose
+        # outputs may differ: only a value the baseline's user picked is taken over
+        if flag.json_resolved and (cfg.get("sources") or {}).get(flag.field) != "flag":
+            continue
+        out[flag.name] = _flag_value(flag, value, key, source)
+    if "planner" not in given and cfg.get("planner") is not None:
+        out["planner"] = _checked("planner", cfg["planner"], "config.planner", source)
     if "profile" not in given and base.get("profile"):
         out["profile"] = _checked("profile", base["profile"], "profile", source)
     popts = cfg.get("profile_options") or {}
@@ -160,6 +135,44 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
     if "nntrainer_memory_optimization" not in given and popts.get("memory_optimization") is not None:
         out["nntrainer_memory_optimization"] = "on" if popts["memory_optimization"] else "off"
     return out
+
+
+def _json_value(cfg: dict, json_key: str, source: str):
+    """(config.KEY, the baseline's value) for a training flag's JSON key ("lora.rank": a member of
+    the object lora)."""
+    if "." not in json_key:
+        return f"config.{json_key}", cfg.get(json_key)
+    parent, member = json_key.split(".", 1)
+    obj = cfg.get(parent)
+    if obj is None:
+        return f"config.{json_key}", None
+    if not isinstance(obj, dict):
+        raise MemplanError(f"config.{parent} {_shown(obj)} is not an object", source)
+    return f"config.{json_key}", obj.get(member)
+
+
+def _flag_value(flag, value, key: str, source: str):
+    """A baseline's JSON value of a training flag as the flag's value, through the flag's own check."""
+    if flag.kind == "count" and type(value) is not int:  # memplan writes a count as a JSON integer
+        raise MemplanError(f"{key} {_shown(value)} is not an integer", source)
+    if flag.kind == "number":  # the learning rate: no flag of diff's (it runs no step), kept so the setups agree
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise MemplanError(f"{key} {_shown(value)} is not a positive number", source)
+        return float(value)
+    if flag.kind == "trainable":
+        if isinstance(value, list) and all(type(i) is int for i in value):
+            value = ",".join(map(str, value))
+        elif type(value) in (int, str):
+            value = str(value)
+        else:
+            raise MemplanError(f"{key} {_shown(value)} is not a trainable-ops spec", source)
+    elif flag.kind in ("selectors", "names"):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise MemplanError(f"{key} {_shown(value)} is not a list of {flag.decls[-1]} values", source)
+        if flag.kind == "selectors":
+            return tuple(_selector(flag.decls[-1][2:], v, source) for v in value)
+        value = ",".join(value)
+    return _checked(flag.name, value, key, source)
 
 
 def _selector(flag: str, value: str, source: str) -> str:
@@ -191,7 +204,8 @@ def _checked(flag: str, value, where: str, source: str):
         raise MemplanError(f"{where} {_shown(value)}: {e.message}", source) from None
 
 
-@click.command("diff")
+@defaults_from("the baseline's")
+@click.command("diff", short_help="A model or report against a saved report, with CI thresholds.")
 @click.option("--baseline", required=True, type=click.Path(), metavar="BASE.json",
               help="A report written by `memplan analyze --format json`.")
 @click.argument("target", type=click.Path(dir_okay=True))

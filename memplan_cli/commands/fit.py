@@ -9,15 +9,9 @@ import os
 import click
 
 from memplan_cli.api import TRAINING_KEYS
-from memplan_cli.commands.options import config_from_flags, config_json, output_path, training_options, verbosity
+from memplan_cli.commands.options import (config_from_flags, config_json, output_options, training_options,
+                                          training_words, verbosity)
 from memplan_cli.errors import EXIT_OVER_BUDGET
-
-
-# the flags a printed command carries, in the order it carries them: (parameter, flag, repeatable)
-COMMAND_FLAGS = (("batch_size", "-b", False), ("optimizer", "-O", False), ("loss", "-l", False),
-                 ("loss_outputs", "--loss-outputs", False), ("trainable", "-t", False), ("train", "--train", True),
-                 ("freeze", "--freeze", True), ("lora_rank", "--lora", False), ("lora_targets", "--lora-targets", False),
-                 ("batchnorm", "--batchnorm", False), ("dropout", "--dropout", False), ("budget", "--budget", False))
 
 
 def option_changes(o: dict, budget: str) -> dict | None:
@@ -27,8 +21,8 @@ def option_changes(o: dict, budget: str) -> dict | None:
     if name in ("remat", "sgd + remat") and not o["fits"]:
         return None
     return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
-            "frozen prefix": {"trainable": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
-            "lora": {"lora_rank": 8}, "sgd": {"optimizer": "sgd"},
+            "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
+            "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
             "sgd + remat": {"optimizer": "sgd", "budget": budget}}.get(name)
 
 
@@ -37,15 +31,9 @@ def analyze_command(model: str, given: dict, changes: dict) -> str:
     import shlex
 
     flags = {**given, **changes}
-    words = ["memplan", "analyze", shlex.quote(model)]
-    for param, flag, repeated in COMMAND_FLAGS:
-        v = flags.get(param)
-        if v is None or v == ():
-            continue
-        if param == "trainable" and isinstance(v, (list, tuple)):
-            v = ",".join(map(str, v))
-        for one in (v if repeated else (v,)):
-            words += [flag, shlex.quote(str(one))]
+    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    if flags.get("budget") is not None:
+        words += ["--budget", shlex.quote(str(flags["budget"]))]
     return " ".join(words)
 
 
@@ -66,19 +54,13 @@ def shell_lines(command: str, width: int, indent: int) -> list[str]:
     return lines
 
 
-@click.command("fit")
+@click.command("fit", short_help="How to make one step fit a budget, and the command for each way.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json", "csv")), default="table",
-              show_default=True, help="table for people; json (memplan_cli/schemas/fit.schema.json) or csv "
-                                      "(one row per option) for scripts.")
-@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("--color", type=click.Choice(("auto", "always", "never")), default="auto", show_default=True,
-              help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset.")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: which planner kernels ran.")
+@output_options(formats=("table", "json", "csv"), format_help="table for people; json (memplan_cli/schemas/fit.schema.json) "
+                "or csv (one row per option) for scripts.", output_help="Write the report to FILE (atomically).",
+                verbose_help="More output: which planner kernels ran.")
 def command(model, budget, fmt, output, color, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
@@ -98,7 +80,7 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
     level = verbosity(quiet, verbose)
     limit = parse_budget(budget)
     graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
             out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
@@ -127,10 +109,10 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
 
         text = render(printable_doc(doc), opts)  # the file's own strings, escaped for a terminal
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"planner kernels: {kernels_text(BACKEND)}\n"
+            text += f"planner kernels: {kernels_text(kernels_note())}\n"
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:
@@ -155,11 +137,11 @@ def render(doc: dict, opts) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from memplan_cli.report.table import _console, exact_note, fig, fine_tuning_part, fitted
+    from memplan_cli.report.table import _console, exact_note, fig, fine_tuning_part, fitted, precision_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
     if opts.verbosity == 0:

@@ -5,6 +5,7 @@ import os
 
 import click
 
+from memplan_cli.commands.options import output_path
 from memplan_cli.errors import printable
 
 
@@ -131,13 +132,13 @@ def inspect_document(g, model: str) -> dict:
     }
 
 
-@click.command("inspect")
+@click.command("inspect", short_help="The ops and operands of a model: shapes, dtypes and sizes.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
               help="Re-batch the model first (a symbolic batch is shown at batch 1 without it).")
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people; json (memplan_cli/schemas/inspect.schema.json) for scripts.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the listing to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: every value of the small constants.")

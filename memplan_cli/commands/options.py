@@ -8,57 +8,79 @@ import click
 
 # the work the commands share lives in the API; re-exported under their old names here
 from memplan_cli.api import check_planner, config_from_flags, nntrainer_options, onert_options  # noqa: F401
-from memplan_cli.config import BATCHNORM_MODES, DROPOUT_MODES, LOSSES, OPTIMIZERS
+from memplan_cli.config import TRAINING_FLAGS, config_json  # noqa: F401
 
 
-def training_options(f):
-    """Adds --batch-size, --optimizer, --loss, --learning-rate, --trainable-ops, --train, --freeze,
-    --batchnorm, --dropout."""
-    f = training_options_without_batch(f)
-    return click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
-                        help="Batch size (default: the metadata's, else the model's own).")(f)
+# the click type of each kind of training flag (config.FLAG_KINDS)
+CLICK_TYPES = {"count": lambda f: click.IntRange(min=1), "choice": lambda f: click.Choice(f.choices),
+               "number": lambda f: float, "trainable": lambda f: None, "selectors": lambda f: None,
+               "names": lambda f: None}
 
 
-def training_options_without_batch(f):
-    """training_options but --batch-size (sweep takes a list of them)."""
-    opts = [
-        click.option("-O", "--optimizer", type=click.Choice(OPTIMIZERS), default=None,
-                     help="Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd."),
-        click.option("-l", "--loss", type=click.Choice(LOSSES), default=None,
-                     help="Loss appended after each output that carries one (see --loss-outputs); the step's "
-                     "loss is their sum. Default mse."),
-        click.option("--loss-outputs", "loss_outputs", default=None, metavar="LIST",
-                     help="The model outputs that carry a loss: names or globs, comma-separated "
-                          "(`memplan inspect MODEL` lists the outputs). Default: every float output."),
-        click.option("--learning-rate", type=float, default=None, help="Learning rate (used by `verify`)."),
-        click.option("-t", "--trainable-ops", "trainable", default=None, metavar="SPEC",
-                     help="all | none | N (the last N ops, counting every op) | -1 (all, onert's "
-                          "convention) | a list like 3,5,8-10. Default: the metadata's list, else all."),
-        click.option("--train", "train", multiple=True, metavar="WHAT",
-                     help="Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
-                          "name, module scope, type or #INDEX matches train) | params:GLOB (only the weights "
-                          "so named train). Repeatable; combines with --trainable-ops and --freeze. Default: "
-                          "the adapters of a file with peft's LoRA weights (lora_A / lora_B), else all."),
-        click.option("--freeze", "freeze", multiple=True, metavar="WHAT",
-                     help="ops:GLOB (these ops train nothing) | params:GLOB (the weights so named stay "
-                          "frozen). Repeatable."),
-        click.option("--lora", "lora_rank", type=click.IntRange(min=1), default=None, metavar="RANK",
-                     help="LoRA: adapters of rank RANK beside the targeted projections train; every model "
-                          "weight stays frozen (see --lora-targets)."),
-        click.option("--lora-targets", "lora_targets", default=None, metavar="LIST",
-                     help="Ops that get adapters: op types (MatMul) or globs over op names, module scopes "
-                          "and weight names, comma-separated. Default: the attention query and value "
-                          "projections (*q_proj*, *v_proj*, *query*, *value*, *c_attn*, T5's q / v)."),
-        click.option("--batchnorm", type=click.Choice(BATCHNORM_MODES), default=None,
-                     help="BatchNormalization: train (batch statistics, default) or frozen (stored "
-                          "statistics: trains only scale and bias)."),
-        click.option("--dropout", type=click.Choice(DROPOUT_MODES), default=None,
-                     help="Dropout: train (drops with its ratio and keeps a 1-byte-per-element mask for "
-                          "backward, default) or off (an identity, as with dropout disabled)."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def training_option(flag):
+    """The click option of one training flag (config.TRAINING_FLAGS)."""
+    kwargs = {"type": CLICK_TYPES[flag.kind](flag), "help": flag.help}
+    if flag.metavar:
+        kwargs["metavar"] = flag.metavar
+    if flag.multiple:
+        kwargs["multiple"] = True
+    else:
+        kwargs["default"] = None
+    return click.option(*flag.decls, flag.name, **kwargs)
+
+
+# flags that act only on a step that runs: offered by `verify` alone (elsewhere they would be accepted
+# and change nothing)
+STEP_ONLY = ("learning_rate",)
+
+
+def training_options(f=None, *, exclude: tuple[str, ...] = (), runs_a_step: bool = False):
+    """Adds the training flags (config.TRAINING_FLAGS: --batch-size, --optimizer, ..., --lora-targets)
+    but those named in `exclude` (sweep takes a list of batch sizes) and, unless the command
+    `runs_a_step` (verify), STEP_ONLY's: `@training_options` or `@training_options(exclude=("batch_size",))`."""
+    skip = set(exclude) | (set() if runs_a_step else set(STEP_ONLY))
+
+    def add(f):
+        for flag in reversed(TRAINING_FLAGS):
+            if flag.name not in skip:
+                f = training_option(flag)(f)
+        return f
+
+    return add(f) if f is not None else add
+
+
+def training_words(values: dict) -> list[str]:
+    """The command-line words that give `values` (training flag name -> the flag's value; None or an
+    empty list: not given), in TRAINING_FLAGS' order, each flag by its first declaration (-b, -O,
+    --train ...); a repeatable flag once per value, a list of op indices as 3,5,8."""
+    words: list[str] = []
+    for flag in TRAINING_FLAGS:
+        v = values.get(flag.name)
+        if v is None or v == ():
+            continue
+        if flag.kind == "trainable" and isinstance(v, (list, tuple)):
+            v = ",".join(map(str, v))
+        for one in (v if flag.multiple else (v,)):
+            words += [flag.decls[0], str(one)]
+    return words
+
+
+
+# what the training flags' help says of their defaults, and what a command that takes its setup from
+# a baseline report (diff) says instead
+_DEFAULT_RE = __import__("re").compile(r"(?:\s*\(default: [^)]*\)|\s*Default[: ][^.]*(?:\.[^ ][^.]*)*\.)")
+
+
+def defaults_from(source: str):
+    """A decorator (applied after the options) that restates every option's default as `source`'s
+    ("Default: the baseline's."): `diff` analyses TARGET with the baseline's setup, not the defaults."""
+    def apply(cmd):
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.help and (_DEFAULT_RE.search(p.help) or ", default)" in p.help):
+                p.help = _DEFAULT_RE.sub("", p.help.replace(", default)", ")")).rstrip(".") + f". Default: {source}."
+                p.show_default = False
+        return cmd
+    return apply
 
 
 # ---- output and profile flags (shared by analyze, diff, sweep) ------------------------------
@@ -82,23 +104,36 @@ COLOR_CHOICES = ("auto", "always", "never")
 SIMD_WIDTHS = ("4", "8", "16")
 
 
-def output_options(f):
-    """Adds --format, --output, --color, -q, -v. The format choices come from the reporter registry."""
-    from memplan_cli.report import REPORTER_BY_NAME
+ANALYSIS_FORMAT_HELP = "table for people; json (memplan_cli/schemas/analysis.schema.json) or csv for scripts."
+ATOMIC_OUTPUT_HELP = "Write the report to FILE (atomically: a failed run leaves FILE as it was)."
 
-    opts = [
-        click.option("-f", "--format", "fmt", type=click.Choice(tuple(REPORTER_BY_NAME)), default="table",
-                     show_default=True, help="table for people; json (memplan_cli/schemas/analysis.schema.json) or csv for scripts."),
-        click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
-                     help="Write the report to FILE (atomically: a failed run leaves FILE as it was)."),
-        click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
-                     help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset."),
-        click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only)."),
-        click.option("-v", "--verbose", count=True, help="More output: pools, planners and timings."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+
+def output_options(f=None, *, formats: tuple[str, ...] | None = None, format_help: str = ANALYSIS_FORMAT_HELP,
+                   output_help: str | None = ATOMIC_OUTPUT_HELP, output_type=True, color: bool = True,
+                   verbose_help: str = "More output: pools, planners and timings."):
+    """Adds -f/--format, -o/--output, --color, -q/--quiet, -v/--verbose: every command's, declared here
+    only. `formats`: the -f choices (default: the reporter registry's); `output_help` None: no -o
+    (the command declares none); `output_type` False: -o need not be writable yet (plan's "-"); `color`
+    False: no --color (the command prints no table colours). `@output_options` or
+    `@output_options(formats=..., ...)`."""
+    def add(f):
+        from memplan_cli.report import REPORTER_BY_NAME
+
+        opts = [click.option("-f", "--format", "fmt", type=click.Choice(formats or tuple(REPORTER_BY_NAME)),
+                             default="table", show_default=True, help=format_help)]
+        if output_help is not None:
+            opts.append(click.option("-o", "--output", default=None, metavar="FILE", help=output_help,
+                                     type=output_path(writable=True) if output_type else output_path()))
+        if color:
+            opts.append(click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+                                     help="Colour in the table view. auto: only on a terminal and when NO_COLOR is unset."))
+        opts += [click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only)."),
+                 click.option("-v", "--verbose", count=True, help=verbose_help)]
+        for o in reversed(opts):
+            f = o(f)
+        return f
+
+    return add(f) if f is not None else add
 
 
 # onert sizes DepthwiseConv2D's buffers by its host; memplan's defaults describe one stated device
@@ -170,13 +205,3 @@ def verbosity(quiet: int, verbose: int) -> int:
 
         raise ConfigError("-q/--quiet and -v/--verbose together: choose one")
     return 1 + verbose - quiet
-
-
-def config_json(cfg) -> dict:
-    """A TrainConfig under analyze's JSON names (memplan_cli/report/document.py: config_dict), for
-    the commands that build their own document (verify, fit, sweep)."""
-    trainable = list(cfg.trainable) if isinstance(cfg.trainable, tuple) else cfg.trainable
-    return {"batch_size": cfg.batch_size, "optimizer": cfg.optimizer, "loss": cfg.loss,
-            "learning_rate": cfg.learning_rate, "trainable_ops": trainable, "batchnorm": cfg.batchnorm,
-            "dropout": cfg.dropout, "train": list(cfg.train), "freeze": list(cfg.freeze),
-            "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None}

@@ -9,8 +9,7 @@ import json
 
 import click
 
-from memplan_cli.commands.options import output_path
-
+from memplan_cli.commands.options import output_options
 
 def summary_table(d: dict) -> str:
     from memplan_cli.report.units import human
@@ -54,7 +53,7 @@ def _why_status(d: dict) -> str:
     return " (proven by the exact search: no smaller arena holds these buffers)"
 
 
-@click.command("plan")
+@click.command("plan", short_help="Offsets for a buffer list (MiniMalloc's CSV format).")
 @click.argument("buffers", metavar="BUFFERS.csv")
 @click.option("--planner", default=None, metavar="NAME",
               help="A registered planner (greedy, naive, wic, firstfit, ...). Default: best when it is "
@@ -67,14 +66,12 @@ def _why_status(d: dict) -> str:
               help="Stop the planner on the clock after SECONDS instead of its work budgets (greedy's "
                    "placements, the search's rounds) and keep its best plan. The plan may then depend on "
                    "the machine's speed and load, and the summary says so.")
-@click.option("-o", "--output", type=output_path(), default=None, metavar="FILE",
-              help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
-                   "`offset` column (the summary is still printed), or with -f json the summary and every "
-                   "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people; json for scripts (memplan_cli/schemas/plan.schema.json).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: the planner's seconds and which kernels ran.")
+@output_options(formats=("table", "json"), format_help="table for people; json for scripts "
+                "(memplan_cli/schemas/plan.schema.json).",
+                output_help="Write the plan to FILE (atomically; nothing is written on an error): the buffers with an "
+                            "`offset` column (the summary is still printed), or with -f json the summary and every "
+                            "buffer's offset (nothing is printed). '-' writes it to stdout and the summary to stderr.",
+                output_type=False, color=False, verbose_help="More output: the planner's seconds and which kernels ran.")
 def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     """Plan offsets for the buffers in BUFFERS.csv, MiniMalloc's format: a header
     `id,lower,upper,size`, one buffer per line, live over the half-open steps [lower, upper).
@@ -110,10 +107,10 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         text = summary_table(doc)
         text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
-            from memplan_cli.planners._native import BACKEND
+            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"kernels      {kernels_text(BACKEND)}\n"
+            text += f"kernels      {kernels_text(kernels_note())}\n"
         plan_text = result.offsets_csv() if output else ""
     if level == 0:
         text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "

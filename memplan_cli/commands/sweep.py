@@ -6,15 +6,16 @@ import os
 
 import click
 
+from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
                                           onert_options, output_options, planner_options, profile_option,
-                                          training_options_without_batch, verbosity)
+                                          training_options, verbosity)
 from memplan_cli.errors import EXIT_OVER_BUDGET, MemplanError
 
 DEFAULT_BATCHES = "1,2,4,8,16,32"
 
 
-@click.command("sweep")
+@click.command("sweep", short_help="Training memory per batch size and profile; the largest fitting.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-sizes", "--batch-size", "batch_sizes", default=None, metavar="LIST",
               help=f"Batch sizes to analyse, e.g. 1,2,4,8 or 1-16. Default {DEFAULT_BATCHES}; with --budget "
@@ -23,7 +24,7 @@ DEFAULT_BATCHES = "1,2,4,8,16,32"
               help="Memory budget (64MiB, 1.5GB, 1048576): report the largest batch whose total fits. "
                    f"Exit {EXIT_OVER_BUDGET} when none does.")
 @profile_option(multiple=True, default=("memplan", "onert"))
-@training_options_without_batch
+@training_options(exclude=("batch_size",))
 @planner_options
 @output_options
 def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, verbose, **flags):
@@ -47,9 +48,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     profiles = list(dict.fromkeys(profiles))
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=1)
-    train_keys = ("optimizer", "loss", "learning_rate", "trainable", "batchnorm", "dropout", "train", "freeze", "lora_rank",
-                  "lora_targets", "loss_outputs")
-    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in train_keys})
+    base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
 
@@ -99,7 +98,7 @@ def command(model, batch_sizes, budget, profiles, fmt, output, color, quiet, ver
     from memplan_cli.ir.outputs import loss_output_names
 
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
-           "loss_outputs": loss_output_names(graph, base_cfg),
+           "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup
            "planner": flags.get("planner"), "time_limit": flags.get("time_limit"), "profile_options": ont, "batch_sizes": batches,
            "searched": searching}
     doc = sweep_document({"file": os.path.basename(model), "sha256": file_sha256(model)}, cfg, profiles, rows, limit)

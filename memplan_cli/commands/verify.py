@@ -14,13 +14,14 @@ import click
 from memplan_cli.api import TRAINING_KEYS
 from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
 from memplan_cli.commands.options import (check_planner, config_from_flags, config_json, nntrainer_options,
-                                          onert_options, output_path, profile_options, training_options, verbosity)
+                                          onert_options, output_options, profile_options, training_options,
+                                          verbosity)
 
 
 
-@click.command("verify")
+@click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
-@training_options
+@training_options(runs_a_step=True)
 @profile_options
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs, labels and weights (the model's weights are never read).")
@@ -29,12 +30,9 @@ from memplan_cli.commands.options import (check_planner, config_from_flags, conf
 @click.option("--no-live-check", is_flag=True,
               help="Skip the up-front check that every buffer a step touches is live; lifetime bugs must "
                    "then show in the data (freed buffers are filled with NaN).")
-@click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="table for people, json for scripts.")
-@click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically).")
-@click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
-@click.option("-v", "--verbose", count=True, help="More output: pools and timings.")
+@output_options(formats=("table", "json"), format_help="table for people, json for scripts.",
+                output_help="Write the report to FILE (atomically).", color=False,
+                verbose_help="More output: pools and timings.")
 @click.option("--budget", default=None, metavar="SIZE",
               help="Verify the cheapest remat plan that fits SIZE (as `analyze --budget`), and check that its loss "
                    "and updated weights equal the step without remat bit for bit; exit 3 when no plan fits.")
@@ -56,7 +54,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     check_planner(flags.get("planner"))
     # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
     graph = load_model(model, batch_size=flags.get("batch_size"))
-    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS})
+    cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     profile = flags.get("profile") or "memplan"
     popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
              nntrainer_options(flags.get("nntrainer_memory_optimization")) if profile == "nntrainer" else {})

@@ -21,7 +21,7 @@ import numpy as np
 
 from memplan_cli.execute.blas import blas_threads
 from memplan_cli.execute.memory import ArenaMemory, Layout, SeparateMemory
-from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, run_step, seeded_source
+from memplan_cli.execute.ops import AccessError, StepContext, UnsupportedKernel, is_float, run_step, seeded_source
 
 SOURCE_ROLES = ("input", "label", "weight", "frozen-weight", "constant", "opt-state")
 
@@ -78,7 +78,7 @@ def _scale_of(arrays) -> float:
     """The largest finite magnitude among float arrays (0 for none)."""
     out = 0.0
     for a in arrays:
-        if a.dtype.kind != "f" or a.size == 0:
+        if not is_float(a) or a.size == 0:
             continue
         m = np.abs(a)
         m = m[np.isfinite(m)]
@@ -118,7 +118,7 @@ class _Inputs:
             if v is not None and int(np.prod(shape, dtype=np.int64)) == len(v):
                 return np.asarray(v, dtype=dtype).reshape(shape)
             return np.zeros(shape, dtype)
-        if np.dtype(dtype).kind == "f" and role not in ("label", "input"):
+        if is_float(np.empty(0, dtype)) and role not in ("label", "input"):
             v = getattr(operand, "value", None) if operand is not None else None
             if v is not None and int(np.prod(shape, dtype=np.int64)) == len(v):
                 return np.asarray(v, dtype=dtype).reshape(shape)  # the file's own values (scalars, buffers)
@@ -399,7 +399,7 @@ class _LockstepRun:
         """Whether a float value the step reads in the reference run is inf or NaN."""
         for t in s.reads:
             v = self.ref.view(t)
-            if v.dtype.kind == "f" and not np.isfinite(v).all():
+            if is_float(v) and not np.isfinite(v).all():
                 return True
         return False
 
@@ -409,13 +409,13 @@ class _LockstepRun:
         touched = s.touched()
         for t in written:
             rv = self.ref.view(t)
-            if rv.dtype.kind == "f" and np.isnan(rv).any() and self.reads_nonfinite(s):
+            if is_float(rv) and np.isnan(rv).any() and self.reads_nonfinite(s):
                 # inf in, NaN out (inf - inf, 0 * inf): the seeded values overflowed float32 upstream (a deep
                 # net without normalisation) or a row is fully masked: not a kernel or plan bug
                 raise UnsupportedKernel(f"{self.where(s)} reads inf in the reference run (seeded values that "
                                         "overflowed float32, or a -inf mask over a whole row), so it wrote NaN into "
                                         f"{self.name(t)}: nothing can be compared from here on")
-            if rv.dtype.kind == "f" and np.isnan(rv).any():
+            if is_float(rv) and np.isnan(rv).any():
                 raise VerifyFailure(f"{self.where(s)}: the reference run wrote NaN into {self.name(t)} (a bug in "
                                     "the training graph or a kernel, not in the plan)", s.index, [self.name(t)])
             shared = list(dict.fromkeys(tg.root(u) for u in touched

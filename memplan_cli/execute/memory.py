@@ -130,8 +130,10 @@ class SeparateMemory(_Memory):
 
 
 def _np_dtype(name: str):
-    if name == "bfloat16":
-        raise ValueError("bfloat16 tensors cannot be executed by the NumPy reference kernels")
+    if name == "bfloat16":  # NumPy has none: ml_dtypes' (a dependency of onnx), loaded only here
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
     if name in ("int4", "uint4"):
         return np.int8 if name == "int4" else np.uint8
     return np.dtype(name)

@@ -39,6 +39,13 @@ class StepContext:
         # the original tensors (passes/rematerialize.py)
         self.subst = getattr(step, "subst", None) or {}
         self.handed: list[int] = []  # tensor ids given to kernels, in order (for diagnostics)
+        # the cast copies the step makes of its inputs (passes/precision.py); float32 working copies of
+        # 16-bit tensors: the kernels compute in float32 and what the step writes is rounded back into
+        # the tensor's own bytes (`flush`), as a 16-bit kernel accumulating in float32 does
+        self.casts = getattr(step, "casts", None) or {}
+        self._work: dict[int, np.ndarray] = {}
+        # float16 files ran natively before --precision: only a 16-bit precision setting widens them
+        self._widen = ("bfloat16",) if getattr(tg.config, "precision", "32-true") == "32-true" else ("bfloat16", "float16")
 
     # ---- access --------------------------------------------------------------------------
     def tensor(self, t: int) -> np.ndarray:
@@ -46,8 +53,26 @@ class StepContext:
         if t not in self.touched:
             raise AccessError(f"step {self.step.index} ({self.step.kind} of {self.step.label}) needs "
                               f"{self.tg.tensors[t].name}, which the step does not declare")
+        c = self.casts.get(t)
+        if c is not None:  # the op computes on its copy of t in its own dtype: make it, hand it over
+            self.mem.view(c)[...] = self.mem.view(t)
+            self._work.pop(c, None)
+            t = c
         self.handed.append(t)
-        return self.mem.view(t)
+        v = self.mem.view(t)
+        if v.dtype.name in self._widen:
+            w = self._work.get(t)
+            if w is None:
+                w = self._work[t] = v.astype(np.float32)
+            return w
+        return v
+
+    def flush(self) -> None:
+        """Round what the kernel wrote into float32 working copies back into the 16-bit tensors."""
+        written = set(self.step.writes) | {d for _, d, _ in self.step.accumulate}
+        for t, w in self._work.items():
+            if t in written:
+                self.mem.view(t)[...] = w
 
     def _opt(self, t: int | None, where: set[int]) -> np.ndarray | None:
         t = self.subst.get(t, t)
@@ -312,3 +337,9 @@ def run_step(ctx) -> None:
             d[...] = a.reshape(d.shape)
         else:
             d += a.reshape(d.shape)
+    ctx.flush()
+
+
+def is_float(a: np.ndarray) -> bool:
+    """A float array, bfloat16 (ml_dtypes: not a NumPy kind "f") included."""
+    return a.dtype.kind == "f" or a.dtype.name == "bfloat16"

@@ -140,6 +140,15 @@ def role(op_type: str) -> str:
     return d.role if d is not None else ""
 
 
+def autocast_policy(op) -> str:
+    """The dtype policy of `op` under mixed precision (`OpDef.autocast`, resolved for this op):
+    "lower", "fp32", "first", "fixed" or "" (type promotion); "" for an op type no family defines."""
+    d = get(op.type)
+    if d is None:
+        return ""
+    return d.autocast(op) if callable(d.autocast) else d.autocast
+
+
 def is_random(op_type: str) -> bool:
     """The op's forward is not a function of its reads: a registered op's `OpDef.random`, or an
     ONNX op kept unconverted whose facts say so."""

@@ -228,7 +228,7 @@ OPS = [opdef(s) for s in SPECS] + [
     OpDef("PRelu", rule=prelu_rule, kernels={"forward": prelu_forward, "calcGradient": prelu_gradient,
                                             "calcDerivative": prelu_derivative},
           flops=_prelu_flops, required_inputs=2, check=prelu_check, batch="keep",
-          weight_inputs=(1,))]
+          weight_inputs=(1,), autocast="lower")]  # prelu is on autocast's CPU lower-precision list
 
 
 # ---- converters -------------------------------------------------------------------------------

@@ -174,5 +174,12 @@ class OpDef:
     # input position of a small integer constant that decides the output's shape (a Reshape's shape,
     # a Mean's axes): a TF Lite loader reads its values at load (loaders/flatbuffer_loader.py)
     shape_const_input: int | None = None
+    # the dtype the op computes in under mixed precision (passes/precision.py), PyTorch autocast's
+    # CPU cast policy for the aten op it stands for (aten/src/ATen/autocast_mode.cpp): "lower" (cast
+    # down: convolutions, matmuls), "fp32" (cast up: the losses, 3-D pooling, prod), "first" (its input
+    # 0's dtype: a norm whose float32 parameters do not promote), "fixed" (the file's dtype: a Cast),
+    # "bias" (an Add of a bias constant after a cast-down op is that op's bias: its dtype; else
+    # promotion), "" (type promotion over its float inputs); or fn(op) -> one of these
+    autocast: object = ""
     doc: str = ""
     family: str = ""  # set by the registry: the module that defines it

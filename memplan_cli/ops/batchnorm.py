@@ -233,7 +233,8 @@ OPS = [OpDef(BN_TYPE, rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,
              bias_inputs=(2,), weight_inputs=(1, 2), nondiff_outputs=(1, 2, 3, 4), profiles={"torch": TORCH},
-             recompute_stats=("bn_mean", "bn_invstd"), recompute_frozen_inputs=5)]
+             recompute_stats=("bn_mean", "bn_invstd"), recompute_frozen_inputs=5,
+             autocast="first")]  # on no autocast list: a bfloat16 input with float32 parameters stays bfloat16
 
 
 def _onnx(node) -> Canon:

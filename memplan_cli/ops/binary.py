@@ -419,6 +419,9 @@ TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": 
 OPS = [OpDef(t, rule=_rule(s), kernels=_kernels(s), flops=_flops(s), required_inputs=s.min_inputs,
              check=_check(s), batch=broadcast_batch, bias_inputs=_vector_bias if t in ("Add", "Sub") else (),
              shape_value=_shape_value(_SHAPE_ARITH[t]) if t in _SHAPE_ARITH else None,
+             # an exporter's MatMul + Add of a bias is one linear (addmm) in eager: after a cast-down op
+             # the bias add runs in its dtype (passes/precision.py); otherwise type promotion
+             autocast="bias" if t == "Add" else "",
              profiles={"torch": TORCH[t]} if t in TORCH else {})
        for t, s in SPECS.items()]
 

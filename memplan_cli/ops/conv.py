@@ -715,7 +715,7 @@ def not_2d(t: str, nd: int) -> dict:
 def _def(t, rule):
     nd = int(t[-2])
     return OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=2, check=check, batch="keep",
-                 bias_inputs=(2,), weight_inputs=(1, 2),
+                 bias_inputs=(2,), weight_inputs=(1, 2), autocast="lower",  # autocast: conv*d, conv_transpose*d
                  profiles={**(not_2d(t, nd) if nd != 2 and t in CONV else {}), "torch": TORCH})
 
 

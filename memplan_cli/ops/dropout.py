@@ -154,7 +154,7 @@ def _flops(op, operands):
 
 # `--profile torch`: on CPU eager takes the unfused path (`_dropout_impl`): a float noise tensor
 # (bernoulli / (1 - p)), multiplied in and saved by the multiplication
-TORCH = {"aux": (("noise", "in0", "float32"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
+TORCH = {"aux": (("noise", "in0", "in0"),), "view_if": lambda op: float(op.attrs.get("ratio", 0.5)) == 0.0}
 
 
 def _torch(op) -> dict:

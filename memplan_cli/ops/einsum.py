@@ -167,7 +167,8 @@ def _batch(op, graph, shapes, batched):
 
 OPS = [OpDef("Einsum", rule=rule, kernels={"forward": forward, "calcGradient": _back("calcGradient"),
                                           "calcDerivative": _back("calcDerivative")},
-             flops=flops, check=check, batch=_batch)]
+             flops=flops, check=check, batch=_batch,
+             autocast="lower")]  # einsum is composite: its bmm calls take autocast's lower-precision policy
 
 
 def _onnx(node) -> Canon:

@@ -128,7 +128,7 @@ def _flops(op, operands):
 OPS = [OpDef("InstanceNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,),
-             weight_inputs=(1, 2))]
+             weight_inputs=(1, 2), autocast="first")]  # group_norm / instance_norm: follow their input
 
 
 def _onnx(node) -> Canon:

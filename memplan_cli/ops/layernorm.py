@@ -223,7 +223,8 @@ TORCH = {"saves": (("in0", "any"),), "aux": (("mean", "rows", "float32"), ("rstd
 OPS = [OpDef("LayerNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=2, check=check, batch=_batch, bias_inputs=(2,),
-             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"))]
+             weight_inputs=(1, 2), profiles={"torch": TORCH}, recompute_stats=("ln_mean", "ln_invstd"),
+             autocast="first")]  # on no CPU autocast list: the output keeps its input's dtype
 
 
 def _onnx(node) -> Canon:

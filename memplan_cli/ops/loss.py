@@ -85,7 +85,7 @@ def _flops(op, operands):
 
 LOSS_TYPE = "Loss"  # the op passes/loss_insertion.py appends (and profiles model as the loss layer)
 OPS = [OpDef(LOSS_TYPE, rule=loss, kernels={"forward": _forward, "calcDerivative": _backward}, flops=_flops,
-             required_inputs=2)]
+             required_inputs=2, autocast="fp32")]  # mse_loss, cross_entropy_loss: autocast's fp32 list
 
 
 # ---- other runtimes' profiles (profiles/singa.py, onert/, nntrainer.py): what they know of these ops ----

@@ -381,9 +381,10 @@ OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
           flops=fc_flops, required_inputs=2, check=fc_check, batch=_fc_batch, bias_inputs=(2,),
-          weight_inputs=(1, 2), lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH}),
+          weight_inputs=(1, 2), lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH},
+          autocast="lower"),  # autocast: linear, addmm
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
-          batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO",
+          batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", autocast="lower",  # matmul, mm, bmm
           profiles={"torch": {**TORCH, "contiguous_inputs": 2}}),
 ]
 

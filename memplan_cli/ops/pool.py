@@ -188,10 +188,10 @@ def flops(op, operands):
 TORCH_MAX = {"saves": (("in0", "any"),), "aux": (("indices", "out0", "int64"),)}
 TORCH_AVG = {"saves": (("in0", "any"),)}
 OPS = [OpDef(t, rule=max_pool_rule, kernels={"forward": max_forward, "calcDerivative": max_derivative},
-             flops=flops, check=check,
+             flops=flops, check=check, autocast="fp32" if t.endswith("3D") else "",  # max_pool3d: fp32 list
              profiles={**(not_2d(t, int(t[-2])) if t[-2] != "2" else {}), "torch": TORCH_MAX}) for t in MAX] + \
       [OpDef(t, rule=avg_pool_rule, kernels={"forward": avg_forward, "calcDerivative": avg_derivative},
-             flops=flops, check=check,
+             flops=flops, check=check, autocast="fp32" if t.endswith("3D") else "",  # avg_pool3d: fp32 list
              profiles={**(not_2d(t, int(t[-2])) if t[-2] != "2" else {}), "torch": TORCH_AVG}) for t in AVG]
 
 

@@ -197,7 +197,8 @@ TORCH = {"Mean": {}, "ReduceSum": {},
          "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
-             profiles={"torch": TORCH[t]} if t in TORCH else {})
+             profiles={"torch": TORCH[t]} if t in TORCH else {},
+             autocast="fp32" if t == "ReduceProd" else "")  # prod: autocast's fp32 list
        for t in TYPES]
 
 

@@ -373,7 +373,9 @@ _WHY = {"LSTM": "eager's CPU LSTM is oneDNN's fused RNN, whose workspace (kept f
 TORCH = {t: {"refuse": lambda op, operands, why=why: why} for t, why in _WHY.items()}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, required_inputs=3, check=check,
              nondiff_inputs=(4,), batch=_batch, bias_inputs=(3,), state_inputs=(5, 6),
-             weight_inputs=(1, 2, 3), profiles={"torch": TORCH[t]}) for t in ("LSTM", "GRU", "RNN")]
+             weight_inputs=(1, 2, 3), profiles={"torch": TORCH[t]},
+             autocast="lower")  # mkldnn_rnn_layer, or the linear calls of the composite cells
+       for t in ("LSTM", "GRU", "RNN")]
 
 
 def _onnx(t):

@@ -155,15 +155,16 @@ OPS = [
           role="shape_of"),
     OpDef("Size", rule=shape_only, kernels={"forward": size_fwd}, flops=_zero, no_grad=True, batch=_shape_batch),
     OpDef("ConstantOfShape", rule=plain, kernels={"forward": const_fwd}, flops=_zero, no_grad=True,
-          check=_check_const, batch=_fixed, role="fill"),
+          check=_check_const, batch=_fixed, role="fill", autocast="fixed"),  # its value's dtype
     OpDef("Range", rule=plain, kernels={"forward": range_fwd}, flops=_zero, required_inputs=3, no_grad=True,
-          batch=_fixed),
+          batch=_fixed, autocast="fixed"),
     OpDef("Not", rule=plain, kernels={"forward": not_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("IsNaN", rule=plain, kernels={"forward": isnan_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("IsInf", rule=plain, kernels={"forward": isinf_fwd}, flops=_elementwise_flops, no_grad=True, batch=_same),
     OpDef("Cast", rule=cast_rule, kernels={"forward": cast_fwd, "calcDerivative": cast_derivative,
                                                   "calcGradient": cast_derivative},
           flops=_elementwise_flops, check=_check_cast, batch=_same, moves_data=True, shape_value=first_input_value,
+          autocast="fixed",  # `to(dtype)` names its dtype: autocast leaves it alone
           profiles={"torch": {}}),  # `--profile torch`: `to(dtype)` keeps nothing
 ] + [OpDef(t, rule=plain, kernels={"forward": _binary(fn)}, flops=_elementwise_flops, required_inputs=2,
            no_grad=True, batch=broadcast_batch) for t, fn in BINARY.items()]

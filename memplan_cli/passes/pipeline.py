@@ -1,8 +1,9 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
-    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> BackwardRegion -> BackwardInsertion -> ActivationMasks
-    -> Accumulation -> OptimizerState -> ExecutionOrder -> Rematerialization (only with a plan) -> CheapRecompute
-    -> Aliasing
+    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> PrecisionDtypes -> BackwardRegion
+    -> BackwardInsertion -> ActivationMasks -> Accumulation -> OptimizerState -> ExecutionOrder
+    -> Rematerialization (only with a plan) -> CheapRecompute -> Aliasing -> CastCopies
+    (PrecisionDtypes and CastCopies change nothing at --precision 32-true)
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
 into a BufferList (`TrainingGraph.to_buffer_list`).
@@ -22,6 +23,7 @@ from memplan_cli.passes.lora import LoRAInsertion
 from memplan_cli.passes.loss_insertion import LossInsertion, unreached_weights
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
+from memplan_cli.passes.precision import CastCopies, PrecisionDtypes
 from memplan_cli.passes.rematerialize import Rematerialization
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
@@ -60,9 +62,9 @@ def trainable_hint(e: UnsupportedOpError, graph, config, model_ops: int, build) 
 
 def passes(policy: Policy, rules: dict, remat=(), config=None) -> list:
     lora = LoRAInsertion(getattr(config, "lora_rank", 0), getattr(config, "lora_targets", ()))
-    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), BackwardRegion(policy), BackwardInsertion(policy, rules),
-            ActivationMasks(policy), Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy),
-            Rematerialization(remat), CheapRecompute(policy), Aliasing()]
+    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), PrecisionDtypes(), BackwardRegion(policy),
+            BackwardInsertion(policy, rules), ActivationMasks(policy), Accumulation(policy), OptimizerState(policy),
+            ExecutionOrder(policy), Rematerialization(remat), CheapRecompute(policy), Aliasing(), CastCopies()]
 
 
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,

@@ -68,6 +68,9 @@ class StepSpec:
     # original tensor -> the tensor this step uses in its place (a rematerialized copy; see
     # passes/rematerialize.py): an executor hands the kernel the copy when it asks for the original
     subst: dict[int, int] = field(default_factory=dict)
+    # input tensor -> the `extra:cast` copy of it in the op's compute dtype (passes/precision.py): an
+    # executor fills the copy and hands it to the kernel in place of the input
+    casts: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in STEP_KINDS:

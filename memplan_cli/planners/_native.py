@@ -20,17 +20,25 @@ from memplan_cli.planners import _exact_kernel as _EK
 from memplan_cli.planners import _greedy_kernel as _GK
 
 
+# why the Python kernels run ("" when the C ones do): said by `-v` (`kernels_note`)
+WHY_PYTHON = ""
+
+
 def _load():
+    global WHY_PYTHON
     if os.environ.get("MEMPLAN_PURE_PYTHON"):
+        WHY_PYTHON = "bypassed"
         return None
     try:
         from importlib.util import find_spec
 
         spec = find_spec("memplan_cli.planners._kernels")
         if spec is None or not spec.origin:
+            WHY_PYTHON = "not built"
             return None
         lib = ctypes.CDLL(spec.origin)
-    except (ImportError, OSError):
+    except (ImportError, OSError) as e:
+        WHY_PYTHON = f"did not load ({type(e).__name__})"
         return None
     i64, p = ctypes.c_int64, ctypes.c_void_p
     lib.mp_fill_index.argtypes = [i64, p, p, i64, p, p, p, p, i64]
@@ -44,6 +52,18 @@ def _load():
 
 _LIB = _load()
 BACKEND = "c" if _LIB is not None else "python"
+
+
+def kernels_note() -> str:
+    """What `-v` says about the planners' inner loops: which ran, and why Python when it is Python."""
+    if BACKEND == "c":
+        return "c (compiled at install)"
+    if WHY_PYTHON == "bypassed":
+        return "python (MEMPLAN_PURE_PYTHON is set: the C kernels were bypassed; the same plans, more slowly)"
+    if WHY_PYTHON == "not built":
+        return ("python (the C kernels were not built at install, e.g. no C compiler; `pip install -v .` shows "
+                "why; the same plans, more slowly)")
+    return f"python (the C kernels {WHY_PYTHON}; the same plans, more slowly)"
 
 
 def _ptr(a: np.ndarray) -> int:

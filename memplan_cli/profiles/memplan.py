@@ -39,6 +39,8 @@ class MemplanProfile:
     # how its figures were checked (`memplan compare` prints it)
     checked = "provable for this model by `memplan verify` (a step run inside the plan; compare does not run it)"
     OPTIONS = ("align", "planner", "one_arena", "remat")
+    # every --precision (passes/precision.py)
+    precisions = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
 
     def policy(self, options: dict):
         from memplan_cli.passes.policy import Policy

@@ -484,6 +484,8 @@ def nntrainer_loss(graph, config) -> str:
 
 class NntrainerProfile:
     name = "nntrainer"
+    precisions = ("32-true",)
+    precision_note = "reproduced for float32 training only (its fixtures are float32 runs)"
     checked = "byte-exact against nntrainer 0.6.0 fixtures (48 configurations); not run on this model"
 
     def build(self, graph, config, *, planner: str | None = None, memory_optimization: bool = True,

@@ -150,6 +150,8 @@ def rules() -> dict:
 
 class SingaProfile:
     name = "singa"
+    precisions = ("32-true",)
+    precision_note = "modelled for float32 training only"
     checked = "modelled from SINGA's design (its source), not matched against the library"
     OPTIONS = ("align", "planner")
 

@@ -62,6 +62,7 @@ from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
+from memplan_cli.profiles.torch_autocast import Autocast, low_precision_refusal
 
 PLANNER = "best"
 
@@ -71,7 +72,7 @@ PLANNER = "best"
 #   "g0" / "g1" (input 0 / 1 requires grad);
 # - "aux": ((name, size, dtype), ...) saved tensors the op makes: size "in0" / "out0" (elements of
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim),
-#   "groups" (input 0's samples times attrs["groups"]);
+#   "groups" (input 0's samples times attrs["groups"]); dtype "in0": input 0's (a bfloat16 step's);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
 #   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
 # - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
@@ -767,6 +768,8 @@ def _bmm_copies(shape, st) -> bool:
 
 class TorchProfile:
     name = "torch"
+    precisions = ("32-true", "bf16-mixed", "bf16-true")
+    precision_note = "matched against float32, bf16-mixed (CPU autocast) and bf16-true runs only"
     # how its figures were checked (`memplan compare` prints it)
     checked = ("matched against torch 2.14's CPU allocator and MemTracker on zoos of CNN, vision, transformer "
                "and LoRA exports (devtools/torch_oracle.py; docs/torchprof.md has each figure and what is refused)")
@@ -938,11 +941,12 @@ def replay(tg, config):
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _selects(_merged_dropouts(_lost_clones(_fuse(g, uses), g, opd, uses), g, opd, uses), opd)
     ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
-    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
+    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx") or low_precision_refusal(ops_, config)
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
     sim = _Sim()
+    ac = Autocast(config, opd, trained)  # --precision N-mixed: profiles/torch_autocast.py
     sim.coverage = {"ops": len(ops_), "estimated": {op.label: op.type for op in ops_ if op.attrs.get(ESTIMATED)}}
     layer: dict[str, dict[str, int]] = {}
 
@@ -961,7 +965,7 @@ def replay(tg, config):
     trained -= {m for m in masks if opd[m].assumed}
     computed = _folded_values(g, trained, masks)
     for o in opd:
-        if o.is_const and o.dtype.startswith("float") and _elements(o.shape) > 1 and o.index in read \
+        if o.is_const and o.dtype.startswith(("float", "bfloat")) and _elements(o.shape) > 1 and o.index in read \
                 and o.index not in computed:
             storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
     for v in g.inputs:
@@ -1056,10 +1060,11 @@ def replay(tg, config):
         saved = []
         if op.type == LOSS_TYPE:
             x = op.inputs[0]
+            ac.loss_forward(sim, op, s, op.label, c)
             if config.loss == "cce":
-                n_el = _elements(opd[x].shape)
-                ls = sim.new(f"{op.label}:log_softmax", "non-const", 4 * n_el, s, op.label, "saved")
-                c["fwd_mem_tmp"] += 4 * n_el
+                n_el = _elements(opd[x].shape) * dtype_size(opd[op.outputs[0]].dtype)  # the loss's dtype
+                ls = sim.new(f"{op.label}:log_softmax", "non-const", n_el, s, op.label, "saved")
+                c["fwd_mem_tmp"] += n_el
                 saved.append(ls)
                 tw = sim.new(f"{op.label}:total_weight", "non-const", 4, s, op.label, "tmp")
                 c["fwd_mem_tmp"] += 4
@@ -1089,6 +1094,7 @@ def replay(tg, config):
                     cp = sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
                     c["fwd_mem_tmp"] += opd[v].nbytes
                     copies[f"in{k}"] = cp
+        copies.update(ac.forward_casts(sim, op, p, s, op.label))
         # outputs
         outs = []
         view = bool(f.get("view"))
@@ -1142,6 +1148,7 @@ def replay(tg, config):
                         k = int(what[3:])
                         if op.outputs[k] in storage:
                             saved.append(storage[op.outputs[k]])
+            saved += [st for st in ac.saved_weight_copies(op, p, needs, copies) if st not in saved]
             alts = f.get("fwd_scratch", ())
             alts = alts(op, opd) if callable(alts) else alts
             tmp_b = max((sum(_bytes(x, op, needs) for x in alt) for alt in alts), default=0)
@@ -1149,7 +1156,7 @@ def replay(tg, config):
                 sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
                 c["fwd_mem_tmp"] += tmp_b
             for name, spec, dtype in f.get("aux", ()):
-                nb = size_of(spec, op) * dtype_size(dtype)
+                nb = size_of(spec, op) * dtype_size(opd[op.inputs[0]].dtype if dtype == "in0" else dtype)
                 saved.append(sim.new(f"{op.label}:{name}", "extra", nb, s, op.label, "saved"))
                 c["fwd_mem_tmp"] += nb
         for st in copies.values():
@@ -1158,6 +1165,7 @@ def replay(tg, config):
         saved_by[p] = saved if rec else []
 
     loss_step = len(sim.steps) - 1
+    ac.end_forward(sim, loss_step)
     # the graph's outputs (the loss) are held by the caller
     for v in g.outputs:
         if v in storage:
@@ -1182,11 +1190,13 @@ def replay(tg, config):
             tmp.append(one)
             x = op.inputs[0]
             nb = opd[x].nbytes
-            t = sim.new(f"{op.label}:nll_grad", "back-prop", nb, s, op.label, "tmp")
+            t = sim.new(f"{op.label}:nll_grad", "back-prop", ac.loss_grad_bytes(x), s, op.label, "tmp")
             tmp.append(t)
+            tmp += ac.loss_backward_tmps(sim, x, s, op.label)
             gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
             made.append(gx)
             _deliver(sim, grad, grad_contig, x, gx, True, s, opd, made, tmp, op.label, uses)
+            ac.after_loss_backward(sim, op, s, gx, tmp)
         else:
             # an op whose kernel computes the input's gradient, then the weight's, with their own
             # scratch (convolution_backward) gets two steps: the weight's gradient is not yet made
@@ -1263,6 +1273,8 @@ def replay(tg, config):
             s = s_dw
         for st in saved_by[p]:
             release_at[st] = max(release_at.get(st, 0), s)
+        if op.type != LOSS_TYPE:
+            ac.after_backward(sim, op, p, s, needs, made, tmp)
         c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
         for st in {sim.store[t]["first"] for t in tmp}:  # temporaries live in one step each
             c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp

@@ -117,6 +117,8 @@ def check_report(doc, source: str) -> dict:
     lo = cfg.get("loss_outputs")
     if lo is not None and not (isinstance(lo, list) and all(isinstance(x, str) for x in lo)):
         raise MemplanError("config.loss_outputs must be a list of output names", source)
+    if cfg.get("precision") is not None and not isinstance(cfg["precision"], str):
+        raise MemplanError("config.precision must be a string", source)
     tl = cfg.get("time_limit")
     if tl is not None and (isinstance(tl, bool) or not isinstance(tl, (int, float)) or not tl > 0):
         raise MemplanError("config.time_limit must be a number of seconds > 0 or null", source)
@@ -161,6 +163,10 @@ def config_differences(old: dict, new: dict) -> list[str]:
               "profile_options"):
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
+    # reports before --precision existed were float32 throughout
+    po, pn = oc.get("precision") or "32-true", nc.get("precision") or "32-true"
+    if po != pn:
+        notes.append(f"precision differs: {_brief(po)} vs {_brief(pn)}")
     lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
     # reports before loss_outputs existed put the loss on the first output only
     if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):

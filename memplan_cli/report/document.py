@@ -10,35 +10,23 @@ import os
 
 from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
+from memplan_cli.config import config_json
 from memplan_cli.report.live import peak_summary, timeline
 
 SCHEMA_VERSION = 1
 
 
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
-    cfg = analysis.config
-    trainable = cfg.trainable
-    if isinstance(trainable, tuple):
-        trainable = list(trainable)
     return {
-        "batch_size": cfg.batch_size,
-        "optimizer": cfg.optimizer,
-        "loss": cfg.loss,
-        # the model outputs that carry a loss (the step's loss is their sum), in the file's order
-        "loss_outputs": list(getattr(analysis, "loss_outputs", None) or []),
-        "learning_rate": cfg.learning_rate,
-        "trainable_ops": trainable,
-        "batchnorm": cfg.batchnorm,
-        "dropout": cfg.dropout,
-        "train": list(cfg.train),
-        "freeze": list(cfg.freeze),
-        "lora": {"rank": cfg.lora_rank, "targets": list(cfg.lora_targets)} if cfg.lora_rank else None,
+        # the training setup (config.TRAINING_FLAGS); loss_outputs: the model outputs that carry a
+        # loss (the step's loss is their sum), in the file's order
+        **config_json(analysis.config, loss_outputs=getattr(analysis, "loss_outputs", None) or []),
         "planner": planner,
         # seconds, when the user gave --time-limit: the plans may then depend on the machine's
         # speed and load; null otherwise (budgets count work: the same input gives the same plan)
         "time_limit": getattr(analysis, "time_limit", None),
         "profile_options": {k: v for k, v in sorted((profile_options or {}).items()) if v is not None},
-        "sources": dict(sorted(cfg.sources.items())),
+        "sources": dict(sorted(analysis.config.sources.items())),
     }
 
 
@@ -126,7 +114,7 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
                    by_layer: bool = False) -> dict:
     """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
-    from memplan_cli.report.layers import per_layer
+    from memplan_cli.report.layers import add_dtypes, per_layer
 
     bl = analysis.buffers
     naive = analysis.naive_by_category
@@ -197,6 +185,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
+        tg = getattr(bl, "training_graph", None)
+        if tg is not None and getattr(analysis.config, "mixed", False):  # dtypes differ op to op
+            add_dtypes(doc["by_layer"], tg.graph)
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
     return doc

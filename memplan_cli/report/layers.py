@@ -28,6 +28,24 @@ def _op_order(graph) -> dict[str, int]:
     return out
 
 
+SHORT_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
+
+
+def add_dtypes(by_layer: dict, graph) -> None:
+    """Each row of an op with a float output gets `dtype`: the dtype of that output as the training
+    graph types it (under mixed precision, float32 where autocast keeps it, the low dtype where it
+    casts down; `graph` is the training graph's)."""
+    order = _op_order(graph)
+    for row in by_layer["rows"]:
+        k = order.get(row["op"])
+        if k is None:
+            continue
+        outs = [graph.operands[i].dtype for i in graph.operations[k].outputs if i >= 0]
+        dt = next((SHORT_DTYPE[d] for d in outs if d in SHORT_DTYPE), None)
+        if dt:
+            row["dtype"] = dt
+
+
 def last_forward_step(bl: BufferList) -> int:
     """The last step of the forward pass: of the leading run of forward steps (a rematerialized
     schedule runs forward steps again later, before backward needs their results)."""

@@ -176,7 +176,15 @@ def _config_line(doc: dict) -> str:
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}{planner}{opts}")
+            f" · batch {batch}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}"
+            f"{planner}{opts}")
+
+
+def precision_part(c: dict) -> str:
+    """` · bf16-mixed`: the precision of a report's config; nothing at 32-true (float32 throughout, as
+    every report before --precision was)."""
+    p = c.get("precision") or "32-true"
+    return "" if p == "32-true" else f" · {p}"
 
 
 def torch_estimate_note(doc: dict) -> str:
@@ -439,14 +447,18 @@ class TableReporter(Reporter):
         flops_cols = [c for c in bl["columns"] if c.endswith("_flops")]
         cols = [c for c in bl["columns"] if c not in flops_cols]
         top = bl.get("largest_at_peak")
+        dtypes = any("dtype" in row for row in bl["rows"])  # mixed precision: dtypes differ op to op
 
         def build(title, some, op_width=None):
             table = _op_table(title, op_width)
+            if dtypes:
+                table.add_column("dtype", no_wrap=True)
             for c in some:
                 table.add_column(LAYER_HEADERS.get(c, c.replace("_", " ")), justify="right", no_wrap=True)
             for row in bl["rows"]:
                 style = "bold yellow" if row["op"] == top else None
-                table.add_row(row["op"], *(short(row.get(c, 0)) for c in some), style=style)
+                lead = [row["op"]] + ([row.get("dtype", "")] if dtypes else [])
+                table.add_row(*lead, *(short(row.get(c, 0)) for c in some), style=style)
             return table
 
         # one table when it fits; else the categories and the per-node figures (ColossalAI's) apart,
@@ -459,6 +471,8 @@ class TableReporter(Reporter):
         for title, some in groups:
             con.print(build(title, some, op_column_width(con, lambda w, some=some: build(title, some, w))))
         legend = LAYER_LEGEND
+        if dtypes:
+            legend += "; dtype: the op's output (float32 where autocast keeps it, else the low dtype)"
         if any(c.startswith(("fwd_mem", "bwd_mem")) for c in cols):
             legend += "; fwd/bwd out/tmp: ColossalAI's per-node figures"
         con.print(Text(legend, style="dim"))
@@ -556,15 +570,26 @@ class TableReporter(Reporter):
         budget = doc["budget"]
         profiles = doc["profiles"]
         answer = doc["largest_fitting"]
-        if opts.verbosity == 0:
-            if budget is None:
-                return "".join(f"{r['profile']} batch {r['batch_size']}: {r['planned']}\n" for r in doc["rows"])
-            best = answer.get(profiles[0])
-            return (f"largest batch under {budget} B ({profiles[0]}): {best}\n" if best is not None else
-                    f"no batch fits {budget} B ({profiles[0]})\n")
+        unable = {p for p in profiles if all(r["planned"] is None for r in doc["rows"] if r["profile"] == p)}
+        if opts.verbosity == 0:  # one line per profile
+            lines = []
+            for p in profiles:
+                if p in unable:
+                    lines.append(f"{p}: n/a")
+                elif budget is None:
+                    rows = sorted((r for r in doc["rows"] if r["profile"] == p), key=lambda r: r["batch_size"])
+                    lines.append(f"{p}: " + ", ".join(
+                        f"batch {r['batch_size']} {r['planned']} B" if r["planned"] is not None
+                        else f"batch {r['batch_size']} n/a" for r in rows))
+                elif answer.get(p) is not None:
+                    lines.append(f"{p}: largest batch under {budget} B: {answer[p]}")
+                else:
+                    lines.append(f"{p}: no batch fits {budget} B")
+            return "\n".join(lines) + "\n"
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {c['trainable_ops']}"
+        con.print(Text(f"{doc['model']['file']}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
+                       f"trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
             con.print(Text(f"note: {time_limit_note(doc)}", style="yellow"))
@@ -613,6 +638,8 @@ class TableReporter(Reporter):
         if budget is not None:
             for p in profiles:
                 best = answer.get(p)
+                if p in unable:
+                    continue  # its n/a line above says why: no batch is an answer it can give
                 if best is None:
                     con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
                 else:
@@ -707,7 +734,10 @@ def _compare_quiet_line(doc: dict) -> str:
 
 
 def kernels_text(backend: str) -> str:
-    """What -v says about the planners' inner loops."""
+    """What -v says about the planners' inner loops: `backend` is planners._native.kernels_note()'s
+    sentence (the bare names "c" / "python" of older callers are still read)."""
     if backend == "c":
         return "c (compiled at install)"
-    return "python (the C kernels were not built at install: the same plans, more slowly)"
+    if backend == "python":
+        return "python (the C kernels did not run: the same plans, more slowly)"
+    return backend

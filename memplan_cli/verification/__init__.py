@@ -56,7 +56,8 @@ class VerifyReport:
                     else f"step {r.failed_step}: {', '.join(r.buffers)}")
             return f"{verdict} {self.model} ({self.profile}): {tail}\n"
         batch = c.batch_size if c.batch_size is not None else f"{self.model_batch or '?'} (the model's)"
-        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {batch}, "
+        precision = "" if getattr(c, "precision", "32-true") == "32-true" else f", {c.precision}"
+        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {batch}{precision}, "
                  f"{c.optimizer}, {c.loss}, learning rate {c.learning_rate:g}"]
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")
@@ -131,8 +132,8 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
                            timings={"plan": t1 - t0})
 
 
-# dtypes the NumPy reference run has no array type for: analyze sizes them, verify cannot run them
-_NOT_RUNNABLE = {"bfloat16": "NumPy has no bfloat16 type", "string": "strings are not numbers"}
+# dtypes the reference run has no array type for: analyze sizes them, verify cannot run them
+_NOT_RUNNABLE = {"string": "strings are not numbers"}
 NUMPY_MAX_RANK = 64  # NumPy 2's limit on an array's dimensions (32 before 2.0)
 
 
@@ -148,7 +149,7 @@ def _check_dtypes(tg, path: str) -> None:
                                f"dimensions, more than a NumPy array holds ({max_rank}); `memplan analyze` still "
                                "sizes it")
         why = _NOT_RUNNABLE.get(spec.dtype)
-        if why is None and spec.dtype not in ("int4", "uint4"):
+        if why is None and spec.dtype not in ("int4", "uint4", "bfloat16"):  # execute/memory.py maps these
             try:
                 np.dtype(spec.dtype)
             except TypeError:

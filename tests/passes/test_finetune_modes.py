@@ -181,7 +181,7 @@ def test_lora_combines_with_a_remat_budget():
     LoRA plan is planned, and verify runs the remat plan bit for bit."""
     from tests.remat.plain import plain_plan
 
-    plain = plain_plan(BERT, 16, lora_rank=4)  # what memplan plans without a budget
+    plain = plain_plan(BERT, 16, lora=4)  # what memplan plans without a budget
     r = analyze(BERT, batch_size=16, optimizer="adam", lora=4, budget=plain * 97 // 100)
     assert r.report["remat"]["fits"] and r.planned <= plain * 97 // 100
     v = _cli("verify", BERT, "-b", "16", "-O", "adam", "--lora", "4", "--budget", str(plain * 97 // 100))

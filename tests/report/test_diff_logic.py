@@ -17,7 +17,7 @@ def _doc(planned=1000, **cats):
 @pytest.mark.parametrize("text, section, name, limit, rel", [
     ("total:+5%", "total", "planned", 5.0, True), ("planned:+1MiB", "total", "planned", 2**20, False),
     ("back-prop:+0%", "category", "back-prop", 0.0, True), ("gradient:4096", "category", "gradient", 4096, False),
-    ("onert:+2.5%", "total", "onert", 2.5, True), ("lower_bound:+1k", "total", "lower_bound", 1000, False)])
+    ("onert:+2.5%", "total", "onert", 2.5, True), ("lower_bound:+1kB", "total", "lower_bound", 1000, False)])
 def test_threshold_syntax(text, section, name, limit, rel):
     t = parse_threshold(text)
     assert (t.section, t.name, t.limit, t.relative) == (section, name, limit, rel)

@@ -30,6 +30,8 @@ NAIVE_ONERT = ("every tensor onert allocates its own bytes (onert's tensors and 
 
 class OnertProfile:
     name = "onert"
+    precisions = ("32-true",)
+    precision_note = "onert 0.1.0 trains float32 only"
     # benchmarks/onert_match.py: mnist 48 + MobileNetV2 48 + test-zoo 72 configurations
     checked = ("byte-exact against onert 0.1.0 on its 168 measured configurations (benchmarks/onert_match.py, "
                "tests/onert/); not run on this model (devtools/onert_runtime.py runs it)")
