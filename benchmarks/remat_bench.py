@@ -102,7 +102,7 @@ def front(name: str, path: str, batch: int, optimizer: str, fractions) -> dict:
         else:
             print(f"{mib(budget)} {f:8.2f} {'nothing fits':>12} {'':8} {los} {r.status:>10} {r.evaluations:6d} "
                   f"{secs:7.2f} {cpu:6.2f}   smallest found {mib(r.reachable)}"
-                  + ("; proven: none fits" if any(n.startswith("proven") for n in r.notes) else ""))
+                  + ("; proven: none fits" if r.proof else ""))
             break
     at = solve(RematProblem(g, cfg), c_arena)
     dom = at.fits and at.arena <= c_arena and at.ratio <= c_ratio + 1e-12

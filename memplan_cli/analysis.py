@@ -182,7 +182,7 @@ def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
 
     t0 = time.perf_counter()
     if graph is None:
-        graph = load_model(path, batch_size=config.batch_size)
+        graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     t1 = time.perf_counter()
     onert, onert_seconds = None, 0.0
     if compare_onert and profile != "onert":

@@ -302,6 +302,15 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 TRAINING_KEYS = tuple(FLAG_BY_NAME)
 
 
+def load_for(model: str, flags: dict):
+    """MODEL loaded at the flags' batch size and --dim bindings (an ONNX model's symbolic dims are
+    bound before shape inference, so they are needed at load)."""
+    from memplan_cli.config import parse_dims
+    from memplan_cli.loaders import load_model
+
+    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
+
+
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False):
     """Load MODEL, merge its training metadata with `flags` (the CLI's flag names), analyse it.
 
@@ -311,14 +320,13 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     """
     from memplan_cli.analysis import analyze as analyze_model
     from memplan_cli.config import merge_setup
-    from memplan_cli.loaders import load_model
     from memplan_cli.report.progress import spinner
 
     profile = flags.get("profile") or "memplan"
     planner = flags.get("planner")
     check_planner(planner, profile)
     # the batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = merge_setup(graph.metadata, flags)
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None
@@ -340,10 +348,9 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     """`budget` (bytes, or a size text such as "192MiB"): the cheapest remat plan whose planned arena
     fits, then the analysis of that plan. Returns (Analysis, remat section); the analysis is of the
     plain step when nothing fits."""
-    from memplan_cli.analysis import analyze_graph, compare_with_onert
+    from memplan_cli.analysis import compare_with_onert
     from memplan_cli.config import merge_setup
     from memplan_cli.errors import MemplanError, naming
-    from memplan_cli.loaders import load_model
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
     from memplan_cli.remat.solve import solve_as_run
@@ -354,15 +361,12 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     check_planner(flags.get("planner"))
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = merge_setup(graph.metadata, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
         try:
-            problem = RematProblem(graph, cfg)
-            plain = analyze_graph(graph, cfg, planner=flags.get("planner"), time_limit=flags.get("time_limit"),
-                                  path=model)
-            res, _, a = solve_as_run(graph, cfg, problem, plain, limit, planner=flags.get("planner"),
-                                     time_limit=flags.get("time_limit"), path=model)
+            problem = RematProblem(graph, cfg, planner=flags.get("planner"))
+            res, _, a = solve_as_run(graph, cfg, problem, limit, path=model)
         except MemplanError as e:
             raise naming(model, e) from None
         a.onert = compare_with_onert(graph, cfg, onert_options(flags.get("onert_threads"),
@@ -420,13 +424,12 @@ def compare(model: PathLike, *, time_limit: float | None = None, onert_threads: 
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
     from memplan_cli.config import merge_setup
-    from memplan_cli.loaders import load_model
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 
     path = _model_path(model)
     flags = _setup(training, time_limit, onert_threads, onert_simd_width)
-    graph = load_model(path, batch_size=flags.get("batch_size"))
+    graph = load_for(path, flags)
     cfg = merge_setup(graph.metadata, flags)
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):

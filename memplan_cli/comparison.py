@@ -116,7 +116,7 @@ def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
-    graph = load_model(path, batch_size=config.batch_size)
+    graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     try:
         return compare_graph(graph, config, path=path, onert_options=onert_options, time_limit=time_limit,
                              nntrainer_options=nntrainer_options)

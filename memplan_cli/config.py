@@ -47,6 +47,8 @@ class TrainConfig:
     """Defaults follow onert's `nnfw_train_info` (batch 1, SGD, MSE, lr 0.001, all ops trainable here)."""
 
     batch_size: int | None = None  # None: the model's own batch (or the metadata's)
+    # symbolic dimensions other than the batch, bound by name (--dim NAME=VALUE), sorted by name
+    dims: tuple[tuple[str, int], ...] = ()
     optimizer: str = "sgd"
     loss: str = "mse"
     learning_rate: float = 0.001
@@ -82,6 +84,9 @@ class TrainConfig:
             raise ConfigError(f"unknown precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.batch_size is not None and self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        for name, value in self.dims:
+            if not name or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--dim {name}={value}: expected NAME=N with N >= 1")
         lr = self.learning_rate
         if lr is not None and not (isinstance(lr, (int, float)) and -1e30 < lr < 1e30):  # also NaN, inf
             raise ConfigError(f"--learning-rate must be a finite number, got {lr!r}")
@@ -237,6 +242,34 @@ def parse_selectors(values) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+MAX_DIM_VALUE = 1 << 40  # a dimension beyond this sizes no tensor memplan could plan
+
+
+def parse_dims(values, *, lists: bool = False) -> tuple[tuple[str, int | tuple[int, ...]], ...]:
+    """--dim NAME=VALUE (repeatable; ONNX Runtime's free-dimension override by name) as
+    ((name, value), ...) sorted by name. `lists`: a value may be a comma list (sweep's
+    `--dim seq=128,256`), given as a tuple. A name given twice is refused."""
+    out: dict[str, int | tuple[int, ...]] = {}
+    for v in values or ():
+        # a (name, value) pair: the API's dims mapping, or a setup parsed already
+        text = f"{v[0]}={','.join(map(str, v[1])) if isinstance(v[1], tuple) else v[1]}" \
+            if isinstance(v, tuple) and len(v) == 2 else str(v)
+        name, sep, val = text.partition("=")
+        name = name.strip()
+        parts = [p.strip() for p in val.split(",")] if lists else [val.strip()]
+        if not sep or not name or not all(_INT_RE.fullmatch(p) for p in parts):
+            raise ConfigError(f"--dim {_cut(text)!r}: expected NAME=N" + (" or NAME=N1,N2,..." if lists else "")
+                              + " (a symbolic dimension of the model and a whole number)")
+        nums = tuple(int(p) for p in parts)
+        bad = [n for n in nums if not 1 <= n <= MAX_DIM_VALUE]
+        if bad:
+            raise ConfigError(f"--dim {_cut(text)!r}: a dimension must be between 1 and {MAX_DIM_VALUE:,d}")
+        if name in out:
+            raise ConfigError(f"--dim {name} is given twice")
+        out[name] = nums if lists else nums[0]
+    return tuple(sorted(out.items()))
+
+
 MAX_OP_RANGE = 1_000_000  # op indices one --trainable-ops list may name (LLM exports have 10^4-10^5 ops)
 _INT_RE = re.compile(r"-?[0-9]{1,24}")  # ASCII digits only: str.isdigit() takes '²', which int() refuses
 
@@ -316,6 +349,21 @@ def _trainable_spec(name: str, v) -> str | None:
     return ",".join(str(i) for i in idx)
 
 
+def _dims(name: str, v) -> tuple[str, ...] | None:
+    """--dim's value: the CLI's NAME=N texts, or the API's mapping {name: size}, checked, as NAME=N texts."""
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        if not all(isinstance(k, str) for k in v):
+            raise ConfigError(f"{name} must map dimension names to sizes, got {v!r}")
+        for k, n in v.items():
+            check_positive(f"{name}[{k!r}]", n)
+        v = v.items()
+    elif isinstance(v, str) or not all(isinstance(x, (str, tuple)) for x in v):
+        raise ConfigError(f"{name} must be a mapping of dimension names to sizes, got {v!r}")
+    return tuple(f"{k}={n}" for k, n in parse_dims(v))
+
+
 def _strings(name: str, v) -> tuple[str, ...] | None:
     if v is None:
         return None
@@ -339,6 +387,8 @@ class FlagKind:
 
     check: Callable
     parse: Callable = lambda v: v
+    # the TrainConfig field's value as JSON (a tuple as a list)
+    to_json: Callable = lambda v: list(v) if isinstance(v, tuple) else v
 
 
 FLAG_KINDS = {
@@ -348,6 +398,8 @@ FLAG_KINDS = {
     "trainable": FlagKind(_trainable_spec, lambda v: parse_trainable(v)),  # all | none | N | 3,5,8-10
     "selectors": FlagKind(_strings, lambda v: parse_selectors(v)),  # repeatable: biases | ops:GLOB | params:GLOB
     "names": FlagKind(_strings, lambda v: parse_selectors([v] if isinstance(v, str) else v)),  # a comma list of globs
+    # repeatable NAME=N: symbolic dimensions bound by name; JSON {name: size}
+    "dims": FlagKind(_dims, lambda v: parse_dims(v), lambda v: dict(v)),
 }
 
 
@@ -384,13 +436,18 @@ class TrainingFlag:
 
     @property
     def multiple(self) -> bool:
-        return self.kind == "selectors"
+        return self.kind in ("selectors", "dims")
 
 
 # in the JSON `config`'s order (the help lists them so too)
 TRAINING_FLAGS = (
     TrainingFlag("batch_size", ("-b", "--batch-size"), "count", "batch_size", "batch_size",
                  "Batch size (default: the metadata's, else the model's own).", metadata_key="batch_size"),
+    TrainingFlag("dim", ("--dim",), "dims", "dims", "dims",
+                 "NAME=N: a symbolic dimension other than the batch, bound by name before shape inference "
+                 "(ONNX Runtime's free-dimension override), e.g. --dim seq=512. Repeatable; every symbolic "
+                 "dimension but the batch (-b) must be bound (`memplan inspect MODEL` lists them).",
+                 metavar="NAME=N", records_default=False),
     TrainingFlag("optimizer", ("-O", "--optimizer"), "choice", "optimizer", "optimizer",
                  "Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd.",
                  choices=OPTIMIZERS, metadata_key="optimizer"),
@@ -476,10 +533,6 @@ def merge_setup(graph_metadata: dict | None, flags: dict) -> TrainConfig:
     return TrainConfig(**values, sources=sources)
 
 
-def _json_value(value):
-    return list(value) if isinstance(value, tuple) else value
-
-
 def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
     """The training setup under the JSON `config`'s keys, in TRAINING_FLAGS' order. `loss_outputs`:
     the outputs the setup resolved to (ir/outputs.loss_output_names); without it the key is left out."""
@@ -489,7 +542,7 @@ def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
             if loss_outputs is not None:
                 out[f.json_key] = list(loss_outputs)
             continue
-        value = _json_value(getattr(cfg, f.field))
+        value = FLAG_KINDS[f.kind].to_json(getattr(cfg, f.field))
         if "." in f.json_key:
             parent, member = f.json_key.split(".", 1)
             if parent not in out:  # the first member decides whether the object is there

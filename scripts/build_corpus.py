@@ -599,6 +599,19 @@ def test_models():
     yield ("seg_tiny_ts.onnx", "a tiny segmentation net: Conv-BN-ReLU, max pool, bilinear and bicubic upsampling, "
            "ConvTranspose2d, PixelShuffle, skip concat", _SegTiny, img, dict(dynamo=False))
 
+    # a symbolic sequence length (and batch), as optimum and `dynamic_axes` users ship transformers: bound
+    # with --dim seq=N. gpt2_tiny's config, so --dim seq=8 -b 1 must give gpt2_tiny_dynamo.onnx's figures;
+    # batch 2 in the example input (torch.export specializes a dimension of size 1)
+    ids2 = (torch.randint(0, 100, (2, 8)),)
+    yield ("gpt2_tiny_seq_dynamo.onnx", "GPT2LMHeadModel(n_embd 32, 1 layer, 2 heads, vocab 100, 16 positions; tied "
+           "lm_head), dynamic_shapes batch and seq (max 16)", gpt2, ids2,
+           dict(dynamo=True, external_data=False, input_names=["ids"],
+                dynamic_shapes=(({0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=16)},),)))
+    yield ("bert_tiny_seq_ts.onnx", "BertForSequenceClassification(hidden 32, 1 layer, 2 heads, ffn 64, vocab 100, "
+           "16 positions), dynamic_axes batch and seq", bert, ids2,
+           dict(dynamo=False, input_names=["ids"], output_names=["logits"],
+                dynamic_axes={"ids": {0: "batch", 1: "seq"}}))
+
 
 def _SegTiny():
     import torch
@@ -700,7 +713,7 @@ def build_tests(out: str, only=None) -> int:
         with open(os.path.join(out, "exports.json")) as f:
             doc = [d for d in json.load(f) if not any(o in d["file"] for o in only)]
     torch_names = ("bert_tiny", "gpt2_tiny", "llama_tiny", "convnext_tiny", "mobilenet_v3_tiny", "shufflenet_v2_tiny",
-                   "clip_text_tiny", "seg_tiny")
+                   "clip_text_tiny", "seg_tiny", "gpt2_tiny_seq", "bert_tiny_seq")
     wanted = [n for n in torch_names if not only or any(o in n for o in only)]
     if wanted:
         import onnx

@@ -9,6 +9,7 @@ import pytest
 
 from memplan_cli import api
 from memplan_cli.cli import main
+from memplan_cli.commands.options import STEP_ONLY
 from memplan_cli.commands.diff import baseline_flags
 from memplan_cli.config import (FLAG_BY_NAME, FLAG_KINDS, TRAINING_FLAGS, TrainConfig, config_json,
                                 merge_setup)
@@ -17,9 +18,10 @@ from memplan_cli.schemas import load_schema
 
 ROOT = pathlib.Path(__file__).parents[1]
 # keys of a JSON `config` that are no training flag's (the planner, its options, where values came from)
-NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_sizes", "searched"}
+NOT_TRAINING = {"planner", "time_limit", "profile_options", "sources", "batch_sizes", "searched",
+                "swept_dim", "dim_sizes"}
 # a value of each flag, as a user gives it on the command line (click's values)
-GIVEN = {"batch_size": 3, "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
+GIVEN = {"batch_size": 3, "dim": ("seq=16",), "optimizer": "adam", "loss": "cce", "loss_outputs": "out*",
          "learning_rate": 0.5, "trainable_ops": "1,3-4", "batchnorm": "frozen", "dropout": "off",
          "train": ("ops:*fc*",), "freeze": ("params:*bias*",), "lora": 4, "lora_targets": "MatMul,*q*",
          "precision": "bf16-mixed"}
@@ -65,9 +67,14 @@ def test_sources_and_metadata_keys_are_trainconfig_fields():
 @pytest.mark.parametrize("command", ["analyze", "compare", "verify", "fit", "diff", "sweep"])
 def test_every_training_command_has_every_flag(command):
     params = {p.name: p for p in main.commands[command].params}
+    from memplan_cli.commands.options import STEP_ONLY
+
     for f in TRAINING_FLAGS:
         if command == "sweep" and f.name == "batch_size":
             continue  # sweep takes a list of batch sizes
+        if f.name in STEP_ONLY and command != "verify":
+            assert f.name not in params, (command, f.name)  # it would change nothing there
+            continue
         assert f.name in params, (command, f.name)
         assert set(params[f.name].opts) | set(params[f.name].secondary_opts) == set(f.decls)
 

@@ -9,7 +9,7 @@ from click.core import ParameterSource
 
 from memplan_cli.commands.options import (defaults_from, output_options, planner_options, profile_option,
                                           training_options, verbosity)
-from memplan_cli.errors import EXIT_FAILED, MemplanError, printable
+from memplan_cli.errors import EXIT_FAILED, ConfigError, MemplanError, printable
 
 from memplan_cli.config import TRAINING_FLAGS
 
@@ -115,7 +115,7 @@ def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the 
         if flag.name in given:
             continue
         key, value = _json_value(cfg, flag.json_key, source)
-        if value is None or value == []:
+        if value is None or value == [] or value == {}:
             continue
         # what a flag resolved to (every float output by default) is resolved again on TARGET, whose
         # outputs may differ: only a value the baseline's user picked is taken over
@@ -155,6 +155,13 @@ def _flag_value(flag, value, key: str, source: str):
     """A baseline's JSON value of a training flag as the flag's value, through the flag's own check."""
     if flag.kind == "count" and type(value) is not int:  # memplan writes a count as a JSON integer
         raise MemplanError(f"{key} {_shown(value)} is not an integer", source)
+    if flag.kind == "dims":  # {name: size}: the --dim NAME=N values, each checked as the flag checks it
+        if not isinstance(value, dict) or not all(type(v) is int for v in value.values()):
+            raise MemplanError(f"{key} {_shown(value)} is not an object of dimension names and sizes", source)
+        try:
+            return flag.check(value)
+        except ConfigError as e:
+            raise MemplanError(f"{key}: {e}", source) from None
     if flag.kind == "number":  # the learning rate: no flag of diff's (it runs no step), kept so the setups agree
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise MemplanError(f"{key} {_shown(value)} is not a positive number", source)

@@ -14,16 +14,20 @@ from memplan_cli.commands.options import (config_from_flags, config_json, output
 from memplan_cli.errors import EXIT_OVER_BUDGET
 
 
-def option_changes(o: dict, budget: str) -> dict | None:
-    """The flags (parameter -> value) that apply option `o` on top of the setup as asked; None when
-    there is no setup to apply (no remat plan fits)."""
+def option_changes(o: dict, budget: str, dims: dict | None = None) -> dict | None:
+    """The flags (parameter -> value) that apply option `o` on top of the setup as asked (`dims`: its
+    --dim bindings); None when there is no setup to apply (no remat plan fits)."""
+    dims = dims or {}
     name = o["option"]
     if name in ("remat", "sgd + remat") and not o["fits"]:
         return None
     return {"as asked": {}, "largest batch": {"batch_size": o["batch_size"]}, "remat": {"budget": budget},
             "frozen prefix": {"trainable_ops": o["trainable_ops"]}, "bias-only": {"train": ("biases",)},
             "lora": {"lora": 8}, "sgd": {"optimizer": "sgd"},
-            "sgd + remat": {"optimizer": "sgd", "budget": budget}}.get(name)
+            "sgd + remat": {"optimizer": "sgd", "budget": budget},
+            # --dim NAME=N with the size found, beside the other dims as given
+            "longest dim": {"dim": tuple(f"{k}={v}" for k, v in sorted({**dims, **o.get("dims", {})}.items()))},
+            }.get(name)
 
 
 def analyze_command(model: str, given: dict, changes: dict) -> str:
@@ -58,10 +62,13 @@ def shell_lines(command: str, width: int, indent: int) -> list[str]:
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
 @click.option("--budget", required=True, metavar="SIZE", help="Memory budget (64MiB, 1.5GB, 1048576).")
+@click.option("--max-dim", "max_dim", default=None, metavar="NAME",
+              help="Also find the largest size of the symbolic dimension NAME (a sequence length) that fits "
+                   "without remat at the batch asked; the setup's own size comes from --dim NAME=N.")
 @output_options(formats=("table", "json", "csv"), format_help="table for people; json (memplan_cli/schemas/fit.schema.json) "
                 "or csv (one row per option) for scripts.", output_help="Write the report to FILE (atomically).",
                 verbose_help="More output: which planner kernels ran.")
-def command(model, budget, fmt, output, color, quiet, verbose, **flags):
+def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags):
     """How to make one training step of MODEL fit SIZE: the largest batch without remat, the cheapest
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front. Each option comes with the `memplan analyze`
@@ -70,6 +77,7 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
 
     from memplan_cli.version import __version__
     from memplan_cli.analysis import file_sha256
+    from memplan_cli.api import load_for
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
@@ -79,11 +87,12 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
 
     level = verbosity(quiet, verbose)
     limit = parse_budget(budget)
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     try:
         with spinner(f"looking for ways to fit {model} in {budget}", enabled(level)):
-            out = fit_options(lambda b: load_model(model, batch_size=b), cfg, limit)
+            out = fit_options(lambda b, dims: load_model(model, batch_size=b, dims=dims), cfg, limit,
+                              max_dim=max_dim)
     except MemplanError as e:
         raise naming(model, e) from None
     ctx = click.get_current_context()
@@ -91,7 +100,7 @@ def command(model, budget, fmt, output, color, quiet, verbose, **flags):
              and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
     options = []
     for o in out["options"]:
-        changes = option_changes(o, budget)
+        changes = option_changes(o, budget, dict(cfg.dims))
         options.append({**o, "command": None if changes is None else analyze_command(model, given, changes)})
     doc = {"schema_version": 1, "kind": "fit", "memplan_version": __version__,
            "model": {"file": os.path.basename(model), "sha256": file_sha256(model)},
@@ -137,11 +146,11 @@ def render(doc: dict, opts) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from memplan_cli.report.table import _console, exact_note, fig, fine_tuning_part, fitted, precision_part
+    from memplan_cli.report.table import _console, exact_note, fig, dims_part, fine_tuning_part, fitted, precision_part
     from memplan_cli.report.units import human
 
     c = doc["config"]
-    head = (f"{doc['model']['file']} · batch {c['batch_size']}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
+    head = (f"{doc['model']['file']} · batch {c['batch_size']}{dims_part(c)}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
             f"{c['trainable_ops']}{fine_tuning_part(c)} · budget {doc['budget']:,d} B ({human(doc['budget'])})")
     fitting = [o for o in doc["options"] if o["fits"]]
     if opts.verbosity == 0:
@@ -174,6 +183,9 @@ def render(doc: dict, opts) -> str:
     con.print("FLOPs/sample: per sample, as a multiple of the step as asked; Pareto *: of the options that fit "
               "and train the same ops at the same batch, none needs less memory and no more compute, or less "
               "compute and no more memory")
+    for o in doc["options"]:
+        if o.get("note"):
+            con.print(Text(f"{o['option']}: {o['note']}"))
     con.print(f"{len(fitting)} option(s) fit" if fitting else "nothing fits")
     commands = [(k, o["command"]) for k, o in enumerate(doc["options"], 1) if o["command"]]
     if commands:

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from memplan_cli.commands.options import output_path
+from memplan_cli.commands.options import dim_option, output_path
 from memplan_cli.errors import printable
 
 
@@ -33,6 +33,10 @@ def describe(g, model: str, values: int = 8) -> list[str]:
         lines.append(f"  batch (symbolic): shapes shown at batch {_input_batch(g)}; -b N shows another")
     if md.get("dynamic_dims") or (md.get("dynamic_batch") and not symbol):
         lines.append("  the file marks the batch dimension as dynamic")
+    for name, inp, k, value, bound in md.get("symbolic_dims") or ():  # --dim NAME=N binds them
+        lines.append(f"  {name} (symbolic: dim {k} of graph input '{inp}'): " +
+                     (f"{value}, bound by --dim {name}={value}" if bound else
+                      f"shapes shown at {value}; --dim {name}=N binds it (needed to analyse the model)"))
     tr = md.get("training")
     if tr:
         shown = " ".join(f"{k}={v if not isinstance(v, tuple) else _fmt_value(v)}"
@@ -119,6 +123,8 @@ def inspect_document(g, model: str) -> dict:
                   "name": g.name or None},
         "batch": {"size": _input_batch(g), "symbol": md.get("batch_symbol"),
                   "dynamic": bool(md.get("dynamic_batch") or md.get("dynamic_dims"))},
+        "dims": [{"name": name, "input": inp, "position": k, "size": int(value), "bound": bound}
+                 for name, inp, k, value, bound in md.get("symbolic_dims") or ()],
         "float_parameters": g.parameter_count(), "activation_bytes": g.activation_bytes(),
         "constant_bytes": g.constant_bytes(),
         "operations": [{"index": op.index, "type": op.type, "source_type": op.source_type or op.type,
@@ -136,13 +142,14 @@ def inspect_document(g, model: str) -> dict:
 @click.argument("model", type=click.Path(dir_okay=True))
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=None,
               help="Re-batch the model first (a symbolic batch is shown at batch 1 without it).")
+@dim_option()
 @click.option("-f", "--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="table for people; json (memplan_cli/schemas/inspect.schema.json) for scripts.")
 @click.option("-o", "--output", type=output_path(writable=True), default=None, metavar="FILE",
               help="Write the listing to FILE (atomically: a failed run leaves FILE as it was).")
 @click.option("-q", "--quiet", count=True, help="Less output: -q one line, -qq nothing (exit status only).")
 @click.option("-v", "--verbose", count=True, help="More output: every value of the small constants.")
-def command(model, batch_size, fmt, output, quiet, verbose):
+def command(model, batch_size, dim, fmt, output, quiet, verbose):
     """List the ops and operands of MODEL with shapes, dtypes and sizes.
 
     Shows what memplan read from the file: canonical op types (the file's name in brackets when it
@@ -155,8 +162,11 @@ def command(model, batch_size, fmt, output, quiet, verbose):
     from memplan_cli.loaders import load_model
     from memplan_cli.report.output import emit, terminal_width, wrap_text
 
+    from memplan_cli.config import parse_dims
+
     level = verbosity(quiet, verbose)
-    g = load_model(model, batch_size=batch_size, symbolic_default=1)
+    # an unbound symbolic dimension is shown at 1, as the batch is, and said so
+    g = load_model(model, batch_size=batch_size, dims=parse_dims(dim), symbolic_default=1)
     to_file = bool(output and output != "-")
     if fmt == "json":
         text = json.dumps(inspect_document(g, model), indent=2) + "\n"

@@ -14,7 +14,7 @@ from memplan_cli.config import TRAINING_FLAGS, config_json  # noqa: F401
 # the click type of each kind of training flag (config.FLAG_KINDS)
 CLICK_TYPES = {"count": lambda f: click.IntRange(min=1), "choice": lambda f: click.Choice(f.choices),
                "number": lambda f: float, "trainable": lambda f: None, "selectors": lambda f: None,
-               "names": lambda f: None}
+               "names": lambda f: None, "dims": lambda f: None}
 
 
 def training_option(flag):
@@ -32,6 +32,11 @@ def training_option(flag):
 # flags that act only on a step that runs: offered by `verify` alone (elsewhere they would be accepted
 # and change nothing)
 STEP_ONLY = ("learning_rate",)
+
+
+def dim_option():
+    """--dim alone (inspect binds symbolic dimensions too, and trains nothing)."""
+    return training_option(next(f for f in TRAINING_FLAGS if f.name == "dim"))
 
 
 def training_options(f=None, *, exclude: tuple[str, ...] = (), runs_a_step: bool = False):

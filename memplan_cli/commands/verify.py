@@ -46,14 +46,14 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     where results diverge and the buffers involved (exit status 1).
     """
     from memplan_cli.verification import verify_model
-    from memplan_cli.loaders import load_model
+    from memplan_cli.api import load_for
     from memplan_cli.report.output import emit, terminal_width, wrap_text
     from memplan_cli.report.progress import enabled, spinner
 
     level = verbosity(quiet, verbose)
     check_planner(flags.get("planner"))
     # the flag's batch size already here: an ONNX model with a symbolic batch cannot load without it
-    graph = load_model(model, batch_size=flags.get("batch_size"))
+    graph = load_for(model, flags)
     cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags})
     profile = flags.get("profile") or "memplan"
     popts = (onert_options(flags.get("onert_threads"), flags.get("onert_simd_width")) if profile == "onert" else
@@ -68,14 +68,18 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     if remat is not None and not remat["fits"]:
         text = (json.dumps({**envelope(model, profile, cfg), "passed": None, "remat": remat["section"]}, indent=2)
                 + "\n" if fmt == "json" else
-                f"memplan verify {model}: no remat plan fits {budget} (smallest found {remat['section']['reachable']:,d} B,"
+                f"memplan verify {model}: " + ("no remat plan fits" if remat["section"]["status"] == "infeasible"
+                                               else "no remat plan found that fits")
+                + f" {budget} (smallest found {remat['section']['reachable']:,d} B,"
                 f" floor {remat['section']['floor']:,d} B): nothing to verify\n")
         if level >= 0 or (output and output != "-"):
             emit(text, output, (model,))
         click.get_current_context().exit(EXIT_OVER_BUDGET)
     with spinner(f"verifying {model} ({profile})", show):
+        # a remat plan runs in the arena the solver planned (work budget, never the clock)
         rep = verify_model(model, cfg, profile=profile, planner=flags.get("planner"),
-                           time_limit=flags.get("time_limit"), profile_options=popts, seed=seed, threads=threads,
+                           time_limit=None if remat is not None else flags.get("time_limit"), profile_options=popts,
+                           seed=seed, threads=threads,
                            check_live=not no_live_check)
         same = None
         if remat is not None and remat["drop"] and rep.result.passed:
@@ -136,7 +140,6 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     from memplan_cli.errors import ConfigError, MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.section import remat_section
-    from memplan_cli.analysis import analyze_graph
     from memplan_cli.remat.solve import solve_as_run
     from memplan_cli.sizes import parse_budget
 
@@ -144,9 +147,8 @@ def _remat_plan(model, graph, cfg, flags, budget_text) -> dict:
     if (flags.get("profile") or "memplan") != "memplan":
         raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
     try:
-        problem = RematProblem(graph, cfg)
-        plain = analyze_graph(graph, cfg)  # memplan's own plan: cheap recompute included
-        res, opts, _ = solve_as_run(graph, cfg, problem, plain, budget)
+        problem = RematProblem(graph, cfg, planner=flags.get("planner"))
+        res, opts, _ = solve_as_run(graph, cfg, problem, budget)
     except MemplanError as e:
         raise naming(model, e) from None
     tg = problem.build(res.drop) if res.fits else None

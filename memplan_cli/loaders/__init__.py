@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import require_regular_file
+from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 
 FORMATS = ("circle", "tflite", "onnx")
 
@@ -26,10 +27,12 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def load_model(path: str, *, batch_size: int | None = None, symbolic_default: int | None = None):
+def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_default: int | None = None):
     """Load `path` (any supported format) and return a verified Graph, re-batched if asked. An ONNX
-    file's symbolic batch takes `batch_size`, else `symbolic_default` (metadata `batch_symbol` names
-    it), else the file is refused."""
+    file's symbolic batch takes `batch_size`; its other symbolic dimensions take their values in
+    `dims` (bound by name: {name: value} or (name, value) pairs); one left unbound takes
+    `symbolic_default` (for showing the file: `inspect`; metadata `batch_symbol` names the batch,
+    `symbolic_dims` the others), else the file is refused."""
     from memplan_cli.ir.graph import GraphError
 
     require_regular_file(path, "model file", ModelError)
@@ -48,10 +51,13 @@ def load_model(path: str, *, batch_size: int | None = None, symbolic_default: in
             from memplan_cli.loaders.onnx_loader import load_onnx as load
         else:
             from memplan_cli.loaders.flatbuffer_loader import load_flatbuffer as load
-        # ONNX takes the batch size at load time: it resolves a symbolic batch dim before shape inference
+        dims = dict(dims or {})
+        # ONNX takes the batch size and dims at load time: they resolve symbolic dims before shape inference
         graph = (load(path, fmt) if fmt != "onnx" else
-                 load(path, batch_size=batch_size, symbolic_default=symbolic_default))
+                 load(path, batch_size=batch_size, dims=dims, symbolic_default=symbolic_default))
         graph.source_format = fmt
+        if fmt != "onnx":
+            _bind_flatbuffer_dims(graph, dims, showing=symbolic_default is not None)
         if _placeholder_shapes(graph):
             from memplan_cli.ir.batch import rebatch
 
@@ -82,6 +88,8 @@ def load_model(path: str, *, batch_size: int | None = None, symbolic_default: in
             graph.metadata["merged_parameters"] = folds
     except ModelError:
         raise
+    except DimsError as e:
+        raise ModelError(str(e), path) from None
     except GraphError as e:
         raise ModelError(f"invalid {fmt} graph: {e}", path) from None
     except OSError as e:  # the file went away or became unreadable after its first bytes were read
@@ -109,3 +117,40 @@ def _placeholder_shapes(graph) -> bool:
 def _file_batch(graph) -> int | str:
     data = [i for i in graph.inputs if not graph.operands[i].is_const and graph.operands[i].shape]
     return graph.operands[data[0]].shape[0] if data else "?"
+
+
+def _flatbuffer_dims(graph) -> list:
+    """A TF Lite / circle file's dynamic input dims (-1 in shape_signature) as (name, input, position,
+    is_batch); a dim beyond the batch is named after the input's signature name (else its tensor's)."""
+    dyn = graph.metadata.get("dynamic_dims") or {}
+    return [(symbolic_dim_name(label, k), label, k, k == 0) for i, label in _input_labels(graph).items()
+            for k in dyn.get(i, ())]
+
+
+def _input_labels(graph) -> dict[int, str]:
+    """Each non-constant graph input -> its signature name, else its tensor name."""
+    names = graph.metadata.get("input_names") or {}
+    return {i: names.get(i, graph.operands[i].name) for i in graph.inputs if not graph.operands[i].is_const}
+
+
+def _bind_flatbuffer_dims(graph, dims: dict, showing: bool = False) -> None:
+    """A dynamic dimension beyond the batch in a TF Lite / circle file: the converter wrote a
+    placeholder size (usually 1) there and in every tensor it reaches, and memplan re-propagates
+    only the batch through such a graph (ir/batch.py). Rather than analyse the placeholder size, it
+    names the dimension (what --dim would bind) and refuses, bound or not; `showing` (`inspect`)
+    only records it, at the placeholder size, in metadata `symbolic_dims`."""
+    found = _flatbuffer_dims(graph)
+    check_dims(dims, found)
+    others = [f for f in found if not f[3]]
+    if not others:
+        return
+    name, inp, k, _ = others[0]
+    if showing and name not in dims:
+        shape_of = {label: graph.operands[i].shape for i, label in _input_labels(graph).items()}
+        graph.metadata["symbolic_dims"] = [(n, i, pos, shape_of[i][pos], False) for n, i, pos, _ in others]
+        return
+    bound = f"--dim {name}={dims[name]}: " if name in dims else ""
+    raise DimsError(f"{bound}graph input '{inp}' has a dynamic dimension at position {k} (-1 in its "
+                    f"shape_signature; memplan calls it '{name}'): memplan re-sizes only the batch inside a "
+                    "TF Lite / circle graph, whose converter wrote a placeholder size for that dimension in "
+                    "every tensor it reaches; convert the model with it fixed")

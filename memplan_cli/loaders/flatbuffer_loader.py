@@ -131,11 +131,15 @@ class _Reader:
         names = self.signature_outputs(model, set(outputs))
         if names:
             g.metadata["output_names"] = names
+        if self.dynamic:  # a dynamic input dim is named after its input's signature name (loaders.symbolic_dim_name)
+            names = self.signature_outputs(model, set(inputs), side="Inputs")
+            if names:
+                g.metadata["input_names"] = names
         self.training_metadata(model, buffers, g)
         return g
 
-    def signature_outputs(self, model, outputs: set[int]) -> dict[int, str]:
-        """Output operand -> its name in subgraph 0's signature (what a TF Lite signature runner calls
+    def signature_outputs(self, model, outputs: set[int], side: str = "Outputs") -> dict[int, str]:
+        """Output (`side` "Inputs": input) operand -> its name in subgraph 0's signature (what a TF Lite signature runner calls
         it, e.g. `output_0` for `StatefulPartitionedCall_1:0`); {} when there is none or it is
         unreadable (names are labels only: a bad signature never stops the load)."""
         out: dict[int, str] = {}
@@ -144,8 +148,8 @@ class _Reader:
                 sd = model.SignatureDefs(j)
                 if sd.SubgraphIndex() != 0:
                     continue
-                for k in range(sd.OutputsLength()):
-                    tm = sd.Outputs(k)
+                for k in range(getattr(sd, side + "Length")()):
+                    tm = getattr(sd, side)(k)
                     name = (tm.Name() or b"").decode("utf-8")
                     if tm.TensorIndex() in outputs and name:
                         out.setdefault(tm.TensorIndex(), name)

@@ -2,8 +2,9 @@
 
 Operands are numbered in order of first appearance: graph inputs, then each node's inputs and outputs;
 initializers and Constant nodes become constant operands (a Constant node is not an op, as in tflite
-where such values are plain tensors). Layout is NCHW (attrs["layout"]). Only the batch dim (dim 0 of a
-graph input) may be symbolic, and only when a batch size is given.
+where such values are plain tensors). Layout is NCHW (attrs["layout"]). A symbolic dim 0 of a graph
+input is the batch (it takes the batch size); any other symbolic dim must be bound by name (--dim),
+before shape inference, so every shape and shape value the graph computes follows it.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.onnx_strip import elements
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
@@ -189,9 +191,16 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
     return refused
 
 
-def _fix_inputs(model, init_names: set[str], batch_size: int | None, symbolic_default: int | None = None):
-    """Give every graph input a static shape. Returns whether the batch dim was symbolic."""
-    dynamic = False
+def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict | None = None,
+                symbolic_default: int | None = None) -> tuple[bool | str, list]:
+    """Give every graph input a static shape before shape inference: a symbolic dim 0 is the batch
+    (`batch_size`), any other symbolic dim takes its value from `dims` (name -> value, ONNX Runtime's
+    free-dimension override by name; an unnamed one is called `<input>_dim<position>`). An unbound
+    one takes `symbolic_default` (for showing the file: `inspect`), else the file is refused. Returns
+    whether the batch dim was symbolic (its name when the file gives one) and the other symbolic
+    dims as (name, input, position, value, bound)."""
+    dims = dict(dims or {})
+    found = []  # (name, input, position, is_batch)
     for vi in model.graph.input:
         if vi.name in init_names:
             continue
@@ -206,21 +215,37 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, symbolic_de
                     raise _Bad(f"graph input '{vi.name}' has a {'zero' if d.dim_value == 0 else 'negative'} "
                                f"dimension {d.dim_value} at position {k}")
                 continue
-            label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
-            if k != 0:
-                raise _Bad(f"graph input '{vi.name}' has a symbolic dimension {label} at position {k}; "
-                           "memplan needs static shapes (only the batch dim may be symbolic)")
-            if batch_size is None and symbolic_default is None:
-                raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
-                           "pass --batch-size")
-            dynamic = dynamic or d.dim_param or True  # the file's name for it, when it has one
-            d.dim_value = batch_size if batch_size is not None else symbolic_default
+            found.append((d.dim_param or symbolic_dim_name(vi.name, k), vi.name, k, k == 0))
+    batch_names = {name for name, _, _, is_batch in found if is_batch}
+    check_dims(dims, found)
+    unbound = [f for f in found if f[0] not in batch_names and f[0] not in dims]
+    if unbound and symbolic_default is None:
+        raise DimsError(unbound_dims(unbound))
+    dynamic = False
+    symbolic = []
+    for vi in model.graph.input:
+        if vi.name in init_names:
+            continue
+        for k, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            name = d.dim_param or symbolic_dim_name(vi.name, k)
+            if name in batch_names:
+                if batch_size is None and symbolic_default is None:
+                    label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
+                    raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
+                               "pass --batch-size")
+                dynamic = dynamic or d.dim_param or True  # the file's name for it, when it has one
+                d.dim_value = batch_size if batch_size is not None else symbolic_default
+            else:
+                d.dim_value = dims.get(name, symbolic_default)
+                symbolic.append((name, vi.name, k, d.dim_value, name in dims))
     # inferred shapes must come from the fixed inputs, not from stale symbolic annotations
     del model.graph.value_info[:]
     for vo in model.graph.output:
         if vo.type.HasField("tensor_type"):
             vo.type.tensor_type.ClearField("shape")
-    return dynamic
+    return dynamic, symbolic
 
 
 def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
@@ -774,13 +799,16 @@ def _has_unknown_shapes(model) -> bool:
     return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
 
 
-def load_onnx(path: str, batch_size: int | None = None, symbolic_default: int | None = None) -> Graph:
-    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`, else
-    `symbolic_default` (for showing the file: `inspect`), else the file is refused."""
+def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None,
+              symbolic_default: int | None = None) -> Graph:
+    """Read an ONNX model into a Graph (not yet verified). A symbolic batch dim takes `batch_size`, any
+    other symbolic dim its value in `dims` (name -> value); one left unbound takes `symbolic_default`
+    (for showing the file: `inspect`), else the file is refused."""
     import onnx
     from onnx import shape_inference
 
     refused: list[str] = []
+    symbolic: list = []
     try:
         model = _read_stripped(path)
         if not model.graph.node and not model.graph.input:
@@ -790,7 +818,7 @@ def load_onnx(path: str, batch_size: int | None = None, symbolic_default: int | 
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
-        dynamic = _fix_inputs(model, init_names, batch_size, symbolic_default)
+        dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default)
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -812,13 +840,24 @@ def load_onnx(path: str, batch_size: int | None = None, symbolic_default: int | 
             g.metadata["dynamic_batch"] = True
             if isinstance(dynamic, str):
                 g.metadata["batch_symbol"] = dynamic
+        if symbolic:
+            g.metadata["symbolic_dims"] = symbolic
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
         return g
+    except DimsError as e:
+        raise ModelError(str(e), path) from None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause
             raise ModelError(refused[0], path) from None
+        unbound = [(name, inp, k, False) for name, inp, k, _, given in symbolic if not given]
+        if unbound:  # shown at symbolic_default (inspect), the model did not take that size: ask for it
+            raise ModelError(unbound_dims(unbound), path) from None
+        bound = " ".join(f"--dim {name}={value}" for name, _, _, value, given in symbolic if given)
+        if bound:  # the sizes bound may be ones the model cannot take (beyond a position table)
+            raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "
+                             "this size", path) from None
         raise ModelError(f"invalid onnx file: {e}", path) from None
     except ProcessLimitError as e:
         raise ModelError(str(e), path) from None

@@ -178,8 +178,8 @@ def _batch(op, graph, shapes, batched):
         if graph.operands[x].shape[0] == 1 and shapes[x][0] != 1 and len(axes) < rank:
             from memplan_cli.ir.graph import GraphError
 
-            raise GraphError(f"op {op.label} reduces over axes {axes} of a batch-1 input: over the batch, or "
-                             "a squeeze of it (how litert-torch writes a LayerNorm); the file cannot tell")
+            raise GraphError(f"op {op.label} reduces over axes {axes} of an input whose dim 0 is 1: over the "
+                             "batch, or a squeeze of it (how litert-torch writes a LayerNorm); the file cannot tell")
         return [None]
     s = graph.operands[op.outputs[0]].shape
     return [(shapes[x][0],) + tuple(s[1:]) if s else None]

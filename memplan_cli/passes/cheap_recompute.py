@@ -30,8 +30,8 @@ class CheapRecompute:
     - A recompute may read another recomputable result that is not kept (a ReLU over a BatchNorm's
       output, a GELU over a recomputed BN output): that one is recomputed first, at the same point
       (each at most once; chains of at most 8).
-    - Not with a remat plan (`--budget`): remat's problem and its proven bounds model the graph
-      without this pass, so a remat plan runs without it (`enabled`).
+    - With a remat plan (`--budget`) too: it runs after rematerialization, on the plan's steps, and
+      the remat solver scores every plan through this same pass list (remat/problem.py).
     - Runs after rematerialization and before aliasing (an op may now compute its output over Y in
       place).
     """

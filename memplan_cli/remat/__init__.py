@@ -1,17 +1,18 @@
 """Rematerialization under a memory budget: which forward results to drop and recompute so that one
 training step fits, at the least added FLOPs.
 
-- `problem.RematProblem`: one model + setup; builds the training graph once up to its execution
-  order, then any plan (ops kept, recomputed once or before each use; chains recomputed from kept
-  tensors) through the rematerialization and aliasing passes (`passes/rematerialize.py`), and
-  scores it: the lower bound of its buffer list and the FLOPs of its recompute steps.
+- `problem.RematProblem`: one model + setup; runs the memplan profile's own pass list once up to
+  the rematerialization pass, then the rest of it per plan (ops kept, recomputed once or before
+  each use; chains recomputed from kept tensors; then cheap recompute and aliasing), and scores it:
+  the lower bound of its buffer list and the FLOPs of its recompute steps (the step memplan runs).
 - `full.py`: a relaxation of the whole remat space (any forward op recomputed any number of times):
   the floor no plan goes below and a proven lower bound on the added FLOPs (HiGHS), the only source
   of "proven" / "optimal".
 - `chen.py`: Chen et al.'s sqrt(n) segments, the baseline and a seed.
 - `relax.py`: a MILP of the single-recompute space (HiGHS), no longer used by the search (measured:
   its plans never beat the greedy's); `benchmarks/remat_backends.py` still compares solvers on it.
-- `solve.py`: the search (seeds closed over chains, a greedy that cuts where the plan is over the
-  target, a local search, all bounded by counts of plan evaluations), then plan the arena, check it
-  against the budget, tighten, repeat.
+- `solve.py`: a ladder of plans that does not depend on the budget, a search at the budget (seeds
+  closed over chains, a greedy that cuts where the plan is over the target, a local search, all
+  bounded by counts of plan evaluations), then the cheapest plan scored whose planned arena fits.
+- `section.py`: the report's `remat` object; its notes are written from structured claims.
 """

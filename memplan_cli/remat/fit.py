@@ -4,6 +4,9 @@ compute, and which of them are on the memory / compute Pareto front.
 Options (each planned by memplan's own profile, every figure its planned arena):
 - "as asked": the setup as given;
 - "largest batch": the largest batch that fits without remat (doubling, then bisection);
+- "longest dim" (`--max-dim NAME`): the largest size of the symbolic dimension NAME (a sequence
+  length) that fits without remat at the requested batch, searched the same way; a size the model
+  cannot take (its shapes stop agreeing) counts as not fitting, and the option says where;
 - "remat": at the requested batch, the cheapest remat plan that fits (`remat/solve.py`);
 - "frozen prefix": the most trainable ops (the last N, onert's -t N) that fit without remat, i.e. the
   smallest frozen prefix;
@@ -24,7 +27,7 @@ from __future__ import annotations
 from memplan_cli.analysis import analyze_graph
 from memplan_cli.passes.cost import step_flops
 from memplan_cli.remat.problem import RematProblem
-from memplan_cli.remat.solve import drop_proofs_about_another_step, solve
+from memplan_cli.remat.solve import solve
 
 
 def _flops(a) -> int | None:
@@ -47,8 +50,19 @@ def _largest(fits, lo: int, hi: int) -> int | None:
     return lo
 
 
-def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
-    """`load(batch) -> graph` (re-batched). Returns {"options": [...], "fits": bool}."""
+MAX_DIM_SEARCH = 1 << 20  # the longest dimension `--max-dim` tries
+
+
+def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim: str | None = None) -> dict:
+    """`load(batch, dims) -> graph` (re-batched, `dims` bound). `max_dim`: also search the largest
+    size of that symbolic dimension that fits. Returns {"options": [...], "fits": bool}."""
+    if max_dim is not None and max_dim not in dict(config.dims):
+        from memplan_cli.errors import ConfigError
+
+        raise ConfigError(f"--max-dim {max_dim}: give the setup's own size too (--dim {max_dim}=N): the "
+                          "other options are planned at it")
+    load_dims = load
+    load = lambda b: load_dims(b, config.dims)  # noqa: E731
     batch = config.batch_size
     graph = load(batch)
     batch = batch or _batch_of(graph)
@@ -94,9 +108,11 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
     else:
         row("largest batch", "no batch fits without remat", at_batch(1), config.with_(batch_size=1), None, fits=False)
 
+    if max_dim is not None:
+        _longest_dim(row, load_dims, config, batch, budget, max_dim)
+
     problem = RematProblem(graph, config)
     res = solve(problem, budget)
-    drop_proofs_about_another_step(res, problem, at_batch(batch))
     if res.fits:
         row("remat", f"recompute {len(res.drop)} op(s) at batch {batch}", planned=res.arena,
             flops=f0 + res.added_flops if f0 else None,
@@ -104,7 +120,8 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
     else:
         least = (f", none below {res.reachable_lower_bound:,d} B" if res.reachable_lower_bound is not None
                  else f", floor {res.floor:,d} B")
-        row("remat", f"no remat plan fits (smallest found {res.reachable:,d} B{least})",
+        what = "no remat plan fits, proven" if res.status == "infeasible" else "no remat plan found"
+        row("remat", f"{what} (smallest found {res.reachable:,d} B{least})",
             planned=res.reachable, fits=False, extra={"recomputed_ops": len(res.reachable_drop),
                                                        "status": res.status})
 
@@ -146,15 +163,58 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16) -> dict:
         if not r["fits"]:
             ps = RematProblem(graph, cs)
             rs = solve(ps, budget)
-            drop_proofs_about_another_step(rs, ps, a)
             if rs.fits:
                 fs = _flops(a)
                 row("sgd + remat", f"SGD and recompute {len(rs.drop)} op(s)", planned=rs.arena, cfg=cs,
                     flops=fs + rs.added_flops if fs else None, extra={"recomputed_ops": len(rs.drop),
                                                                        "status": rs.status})
     _pareto([r for r in rows if r["batch_size"] == batch and r["trainable_ops"] == _trainable(config)
-             and r["fine_tuning"] == _fine_tuning(config)], rows)
+             and r["fine_tuning"] == _fine_tuning(config) and "dims" not in r], rows)
     return {"options": rows, "fits": any(r["fits"] for r in rows), "batch_size": batch}
+
+
+def _longest_dim(row, load, config, batch: int, budget: int, name: str) -> None:
+    """The "longest dim" option: the largest size of dimension `name` whose step fits without remat."""
+    from memplan_cli.errors import MemplanError
+
+    asked = dict(config.dims)[name]
+    cache: dict[int, object] = {}
+    refused: dict[int, str] = {}
+
+    def cfg_at(v):
+        return config.with_(dims=tuple(sorted({**dict(config.dims), name: v}.items())))
+
+    def at(v):
+        if v not in cache:
+            try:
+                cache[v] = analyze_graph(load(batch, cfg_at(v).dims), cfg_at(v))
+            except MemplanError as e:  # the model's shapes stop agreeing at this size (a position table)
+                cache[v], refused[v] = None, e.message
+        return cache[v]
+
+    def fits(v):
+        return at(v) is not None and at(v).planned_total <= budget
+
+    if fits(asked):
+        hi = asked
+        while hi * 2 <= MAX_DIM_SEARCH and fits(hi * 2):
+            hi *= 2
+        best = _largest(fits, hi, min(hi * 2, MAX_DIM_SEARCH))
+    else:
+        best = _largest(fits, 1, asked) if asked > 1 else None
+    if best is None:  # the figure of the smallest size tried that loads (the size asked always does)
+        v = 1 if at(1) is not None else asked
+        why, note = ((f" ({name} 1 does not load)", {"note": f"at {name} 1: {refused[1]}"}) if 1 in refused
+                     else ("", {}))
+        row("longest dim", f"no {name} fits without remat{why}", at(v), cfg_at(v), None, fits=False,
+            extra={"dims": {name: v}, **note})
+        return
+    stop = min((v for v in refused if v > best), default=None)
+    why = f" ({name} {stop} does not load)" if stop is not None else ""
+    note = {"note": f"at {name} {stop}: {refused[stop]}"} if stop is not None else {}
+    a = at(best)
+    row("longest dim", f"{name} {best} without remat{why}", a, cfg_at(best), _flops(a),
+        extra={"dims": {name: best}, **note})
 
 
 def _fine_tuning(cfg) -> list[str]:

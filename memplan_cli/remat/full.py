@@ -33,11 +33,11 @@ from memplan_cli.passes.execution_order import inplace_results
 from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
-MAX_NODES = 2000  # branch-and-bound nodes (work, not seconds)
+MAX_NODES = 200  # branch-and-bound nodes per solve (work, not seconds; its dual bound stands when it stops)
 FIRST_ROWS = 24  # steps in the first round of the lazy row loop, and added per round
-ROUNDS = 12  # solves at most
-MIP_COLS = 3000  # a model with more columns is solved as a linear program (a bound too, found faster)
-DEPTH = 2  # levels of "a recompute needs its inputs" modelled (more: a tighter bound, a larger model)
+ROUNDS = 3  # solves at most
+MIP_COLS = 600  # a model with more columns is solved as its linear program (a bound too, found much faster)
+DEPTH = 1  # levels of "a recompute needs its inputs" modelled (more: a tighter bound, a larger model)
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Full:
 
 
 def build(problem) -> Full:
-    tg = problem.build(())
+    tg = problem.relaxed_step()
     steps = tg.steps
     n = len(steps)
     end = n - 1

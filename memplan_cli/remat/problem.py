@@ -9,36 +9,45 @@ Rules:
   run over those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
   or before every use; its added FLOPs are the forward FLOPs (`passes/cost.py`) of every recompute
   step the pass inserts (chains and repeats included).
+- One model of the step: the problem runs the memplan profile's own pass list
+  (`passes.pipeline.passes`) once up to the rematerialization pass, and each plan runs the rest of
+  that same list (rematerialization with the plan, cheap recompute, aliasing). So a plan's figures
+  here are those of the step `analyze --budget` reports and `verify --budget` runs, and the plain
+  step (no plan) is memplan's own plan without a budget.
+- A plan's added FLOPs are every recompute step's forward FLOPs (`passes/cost.py` counts a recompute
+  step like a forward step) less those of the plain step's own cheap recomputes.
 - A plan's memory figure here is the lower bound of its buffer list (most bytes live at one step);
   the solver plans the arena and checks it against the budget itself.
+- The relaxation (`full.py`) is built on `relaxed_step()`, the step without any recompute: every
+  plan above (cheap recomputes included) is that step with forward ops run again, so what the
+  relaxation proves of that space holds for the step memplan runs.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
-from memplan_cli.passes.aliasing import Aliasing
-from memplan_cli.passes.cheap_recompute import CheapRecompute
 from memplan_cli.passes.cost import op_flops, step_flops
 from memplan_cli.passes.pipeline import passes
 from memplan_cli.passes.policy import Policy
-from memplan_cli.passes.rematerialize import Rematerialization, candidates, droppable, each_ok
+from memplan_cli.passes.rematerialize import Rematerialization, candidates, droppable, each_ok, forward_end
 from memplan_cli.passes.rules import default_rules
 from memplan_cli.passes.training_graph import TrainingGraph
 from memplan_cli.planners.bound import lower_bound
 
 
 class RematProblem:
-    def __init__(self, graph, config, policy: Policy | None = None, align: int = 16):
+    def __init__(self, graph, config, policy: Policy | None = None, align: int = 16, planner: str | None = None):
         self.graph = graph
         self.config = config
         self.policy = policy or Policy()
         self.align = align
+        self.planner = planner
+        self._rules = default_rules()
+        head = self._passes(())
+        cut = self._cut(head)
         tg = TrainingGraph(graph, config)
-        ran = []
-        for p in passes(self.policy, default_rules(), config=config):
-            if isinstance(p, (Rematerialization, CheapRecompute, Aliasing)):  # a remat plan runs without cheap recompute
-                continue
-            ran.append((p.name, p.run(tg)))
+        ran = [(p.name, p.run(tg)) for p in head[:cut]]
         tg.info["passes"] = ran
         tg.info["policy"] = self.policy
         self._base = tg
@@ -48,13 +57,12 @@ class RematProblem:
         self._added: dict[frozenset, int] = {}
         self._profiles: dict[frozenset, list] = {}
         self._steps_built = 0
-        full = self.build(())
-        self.flops = step_flops(full)  # of the step without remat (None figures when unavailable)
-        self.cost: dict[int, int | None] = {}
         self.graph = g = tg.graph  # the training graph's forward ops (LoRA adapters and the loss included)
-        for k in self.candidates:
-            f = op_flops(g.operations[k], g.operands)
-            self.cost[k] = None if f is None else f[0]
+        self._op_cost: dict[int, int | None] = {}
+        self.cost: dict[int, int | None] = {k: self.op_cost(k) for k in self.candidates}
+        plain = self.build(())
+        self.flops = step_flops(plain)  # of memplan's own step without a budget (None figures when unavailable)
+        self._plain_rerun = self._rerun_flops(plain)  # what its own cheap recomputes cost
         self._bounds: dict[frozenset, int] = {}
         writer = {t: s.op for s in tg.steps if s.kind == "forward" for t in s.writes}
         # op -> the candidates whose results its forward step reads (for chains)
@@ -62,6 +70,30 @@ class RematProblem:
             s.op: sorted({writer[t] for t in s.reads if writer.get(t) in self.cost and writer[t] != s.op})
             for s in tg.steps if s.kind == "forward"}
         self._full = None
+
+    def _passes(self, drop, cheap: bool = True) -> list:
+        """The memplan profile's own pass list for plan `drop` (`cheap`: False leaves cheap recompute
+        out, for the relaxation's step only)."""
+        policy = self.policy if cheap else replace(self.policy, cheap_recompute=False)
+        return passes(policy, self._rules, remat=drop, config=self.config)
+
+    @staticmethod
+    def _cut(chain) -> int:
+        """Where a plan starts in the pass list: the rematerialization pass and everything after it
+        run per plan, everything before it once."""
+        return next(i for i, p in enumerate(chain) if p.name == Rematerialization.name)
+
+    def op_cost(self, k: int) -> int | None:
+        """Forward FLOPs of op k (what one recompute step of it costs)."""
+        if k not in self._op_cost:
+            f = op_flops(self.graph.operations[k], self.graph.operands)
+            self._op_cost[k] = None if f is None else f[0]
+        return self._op_cost[k]
+
+    def _rerun_flops(self, tg) -> int:
+        """Forward FLOPs of every step after the forward pass that runs a forward op again."""
+        f = forward_end(tg)
+        return sum(self.op_cost(s.op) or 0 for s in tg.steps[f:] if s.kind == "forward" and s.op >= 0)
 
     @property
     def full(self):
@@ -76,17 +108,29 @@ class RematProblem:
     def flops_available(self) -> bool:
         return self.flops.available and all(v is not None for v in self.cost.values())
 
-    def build(self, drop) -> TrainingGraph:
-        """The training graph of plan `drop` (a fork of the base: the base is never changed)."""
+    @property
+    def cheap_flops(self) -> int:
+        """FLOPs the plain step's own cheap recomputes add to the step without any recompute (the
+        relaxation's step): its bounds on added FLOPs are rebased by this much."""
+        return self._plain_rerun
+
+    def build(self, drop, cheap: bool = True) -> TrainingGraph:
+        """The training graph of plan `drop` (a fork of the base: the base is never changed), through
+        the rest of the profile's own pass list."""
         b = self._base
         tg = copy.copy(b)
         tg.tensors = list(b.tensors)
         tg.steps = list(b.steps)
         tg.aliases = dict(b.aliases)
         tg.info = dict(b.info)
-        Rematerialization(drop).run(tg)
-        Aliasing().run(tg)
+        chain = self._passes(frozenset(drop), cheap)
+        ran = [(p.name, p.run(tg)) for p in chain[self._cut(chain):]]
+        tg.info["passes"] = list(tg.info.get("passes", [])) + ran
         return tg
+
+    def relaxed_step(self) -> TrainingGraph:
+        """The step without any recompute (no plan, no cheap recompute): what `full.py` relaxes."""
+        return self.build((), cheap=False)
 
     def buffer_list(self, drop):
         return self.build(drop).to_buffer_list(align=self.align)
@@ -103,8 +147,7 @@ class RematProblem:
             prof = _live_bytes(vals, len(tg.steps))
             self._profiles[key] = prof
             v = self._bounds[key] = max(prof, default=0)
-            rec = (tg.info.get("remat") or {}).get("recomputes", [])
-            self._added[key] = sum(self.cost[k] or 0 for k in rec)
+            self._added[key] = self._rerun_flops(tg) - self._plain_rerun
         return v
 
     def _intervals(self, tg):

@@ -65,7 +65,7 @@ class Relaxation:
 
 
 def build(problem, target: int) -> Relaxation:
-    tg = problem.build(())
+    tg = problem.relaxed_step()
     steps = tg.steps
     f = forward_end(tg)
     end = len(steps) - 1

@@ -1,27 +1,31 @@
 """The solver: the remat plan with the least added FLOPs whose planned arena fits a budget.
 
 Rules:
-- Search on the lower bound (most bytes live at one step), then plan the arena with the memplan
-  profile's planner and check it; when the arena exceeds the budget (fragmentation), tighten the
-  search target by the excess and search again (at most `ROUNDS` times, all within `WORK`: plans
-  scored, each weighted by its steps over the plain step's, so the work bounds the time).
-- The space: every candidate kept, recomputed once, or recomputed before each use, chains
-  recomputed from kept tensors (`passes/rematerialize.py`).
-- Proofs come only from the relaxation of the whole remat space (`remat/full.py`): the floor (no
-  plan's live bytes go below it: a budget under it is answered at once, "below the floor") and a
-  lower bound on the added FLOPs of any plan whose live bytes fit (HiGHS, a node limit). A plan
-  whose added FLOPs meet that bound is "optimal"; otherwise "feasible", with the bound
-  (`lower_flops`): the gap to the optimum is at most added - lower.
-- The plans: seeds (a greedy that cuts where the plan is over the target; the relaxation's own plan,
-  recomputed once and before each use; Chen-style segmentations of a few lengths; every candidate
-  dropped), each closed over its chains (`close`: a producer whose result only recomputes
-  read is dropped too). The cheapest that fits is improved by a local search, deterministic and
-  bounded by a count of plan evaluations (work, never seconds): keep an op again, or recompute it
-  once instead of before each use, while the plan still fits, until it is within `GAP` of the step's
-  FLOPs of the proven bound. When no seed fits, a descent lowers
-  the bound one candidate at a time first.
-- No plan found: the answer says the smallest bound found (`reachable`), the floor
-  (`reachable_lower_bound`, `floor`) and that it is not proven that none fits.
+- One model of the step: every plan is scored through the memplan profile's own pass list
+  (`problem.py`), so its lower bound, planned arena and FLOPs are those of the step `analyze
+  --budget` reports and `verify --budget` runs; nothing is patched afterwards.
+- Monotone by construction: the plans come from a ladder that does not depend on the budget.
+  From the plain plan down to the floor, rung targets `LADDER` equal steps apart; each rung is
+  reached by a greedy that cuts where the plan is over the rung's target (warm-started from the rung
+  above) and improved by a local search at that target (keep an op again, or recompute it once
+  instead of before each use, while the plan still fits the target). Every plan scored while
+  building the ladder (with Chen-style segmentations and every candidate dropped) is a candidate;
+  the answer for a budget is the cheapest of them whose planned arena fits it (arenas planned in
+  FLOPs order, at most `ARENAS` per budget). A larger budget admits every plan a smaller one does,
+  so it never costs more FLOPs. Work is counted in plans scored, each weighted by its steps over
+  the plain step's (`WORK` for the whole ladder), never in seconds: the same input gives the same
+  plan on any machine.
+- No contradiction: a plan is reported as fitting exactly when its planned arena (the same planner
+  as the analysis) is at or under the budget; when none is found, the smallest figure reported is
+  above the budget by construction (an arena planned over it, or a lower bound over it).
+- Claims are structured (`RematResult.proof`, `.status`): "infeasible" only with a proof (the budget
+  is below the floor, or the relaxation of the whole remat space has no solution under it);
+  otherwise nothing found is "none_found", worded as such.
+- Proofs come only from the relaxation of the whole remat space (`remat/full.py`), built on the
+  step without any recompute, of which every plan here (cheap recomputes included) is a case: the
+  floor, and a lower bound on the added FLOPs of any plan whose live bytes fit (HiGHS, a node
+  limit), rebased on memplan's own plain step (less the FLOPs its cheap recomputes already spend). A
+  plan whose added FLOPs meet that bound is "optimal"; otherwise "feasible", with the bound.
 - The step's FLOPs must be known for every candidate (`passes/cost.py`); otherwise the solver
   refuses (it cannot rank plans by compute), naming the op types.
 """
@@ -34,11 +38,15 @@ from memplan_cli.errors import MemplanError
 from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
-ROUNDS = 6
-WORK = 600  # work per solve (every search round together), in plans the size of the plain step:
-# each plan scored costs its steps / the plain step's steps (a plan recomputing much costs more)
-TRIES = 8  # greedy: candidate cuts scored per step
-GAP = 1e-3  # the local search stops within this fraction of the step's FLOPs of the proven bound
+LADDER = 8  # rungs between the plain plan and the floor
+LADDER_WORK = 240  # work for the whole ladder, in plans the size of the plain step (each plan scored
+# costs its steps / the plain step's steps: a plan recomputing much costs more)
+WORK = 480  # work of the search at the budget itself (every round together)
+ROUNDS = 3  # searches at most: each after the first below the budget by the arena's excess
+ARENAS = 12  # arenas planned per budget at most (cheapest plans whose bound fits first)
+TRIES = 6  # greedy: holders whose cut removes excess bytes scored per step
+RUNS = (0, 3, 8)  # greedy: each cut tried alone and with this many producers before it
+GAP = 1e-3  # a rung's local search stops within this fraction of the step's FLOPs of its target's floor
 
 
 @dataclass
@@ -49,17 +57,18 @@ class RematResult:
     bound: int = 0  # lower bound of the plan
     arena: int = 0  # planned arena of the plan
     added_flops: int = 0
-    step_flops: int = 0  # without remat
-    status: str = ""  # optimal | feasible | infeasible
+    step_flops: int = 0  # memplan's own step without a budget
+    status: str = ""  # optimal | feasible | infeasible (proven) | none_found (not proven)
+    proof: str | None = None  # why nothing fits, when proven: "below_floor" | "no_relaxed_plan"
     lower_flops: int | None = None  # proven least added FLOPs of any plan fitting the budget (None: no bound)
-    reachable: int = 0  # smallest bound found (when nothing fits)
+    reachable: int = 0  # nothing fits: the smallest figure found (an arena or a lower bound), > budget
+    reachable_kind: str = ""  # "arena" | "lower_bound"
     reachable_drop: frozenset = frozenset()
     reachable_lower_bound: int | None = None  # proven: no plan's live bytes go below it
     floor: int = 0
     floor_step: str = ""
     evaluations: int = 0
-    rounds: int = 0
-    notes: list = field(default_factory=list)
+    arenas_planned: int = 0
 
     @property
     def ratio(self) -> float:
@@ -77,15 +86,6 @@ def floor(problem: RematProblem) -> tuple[int, str]:
     """What no plan's live bytes go below (`full.py`): persistent state plus the most one step needs
     whatever is recomputed (its working set and the values no recompute can replace), and where."""
     return problem.full.floor
-
-
-def _reachable(problem: RematProblem, res: RematResult, plans) -> None:
-    """Nothing fits: the fewest live bytes found (`reachable`) among `plans`; no plan goes below the
-    floor (`reachable_lower_bound`, proven by the relaxation of the whole space)."""
-    best = min(plans, key=lambda d: (problem.bound(d), _key(problem, d)))
-    res.reachable_drop, res.reachable = best, problem.bound(best)
-    res.reachable_lower_bound = floor(problem)[0]
-    res.evaluations = problem.evaluations
 
 
 def _key(problem, drop):
@@ -138,85 +138,49 @@ def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = froz
     n0 = problem.effort
     while problem.bound(plan) > target and problem.effort - n0 < work:
         held = problem.holders(plan, target)
-        trials = []
-        for k in sorted(held, key=lambda k: (-held[k], k))[:TRIES]:
-            if k not in plan and each(k) not in plan:
-                trials.append(close(problem, plan | {k}))
-            elif k in plan and k in problem.each_ok:
-                trials.append((plan - {k}) | {each(k)})
         ex, fl = problem.excess(plan, target), problem.added_flops(plan)
-        best, score = None, 0.0
-        for trial in trials:
-            if problem.effort - n0 >= work:
+        best, score, gaining = None, 0.0, 0
+        # the ops holding most first; past the first TRIES only until one removes excess bytes
+        for k in sorted(held, key=lambda k: (-held[k], k)):
+            if gaining >= TRIES or problem.effort - n0 >= work:
                 break
-            gain = ex - problem.excess(trial, target)
-            if gain <= 0:
+            if k not in plan and each(k) not in plan:
+                # k alone, or k with the ops before it (a run recomputed from the tensor before it:
+                # its input is then not held for the recompute either)
+                trials = [close(problem, plan | _run(problem, plan, k, depth)) for depth in RUNS]
+            elif k in plan and k in problem.each_ok:
+                trials = [(plan - {k}) | {each(k)}]
+            else:
                 continue
-            sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
-            if sc > score:
-                best, score = trial, sc
+            gained = False
+            for trial in dict.fromkeys(trials):
+                if problem.effort - n0 >= work:
+                    break
+                gain = ex - problem.excess(trial, target)
+                if gain <= 0:
+                    continue
+                gained = True
+                sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
+                if sc > score:
+                    best, score = trial, sc
+            gaining += gained
         if best is None:
             break
         plan = best
     return plan
 
 
-def search(problem: RematProblem, target: int, work: int = WORK) -> tuple[frozenset | None, str, int | None]:
-    """The cheapest plan found whose lower bound is <= target: (plan, "optimal" | "feasible", lower),
-    or (None, "", lower). `lower`: proven least added FLOPs of any plan of the whole space under
-    target (`full.py`; None: not known; NONE_FITS when no plan can fit)."""
-    from memplan_cli.passes.rematerialize import each
+def _run(problem: RematProblem, plan, k: int, depth: int) -> set:
+    """k and the candidates up to `depth` producers before it (through their forward reads) that
+    `plan` keeps: dropped together, they recompute from the tensors before the run."""
+    from memplan_cli.passes.rematerialize import plan_ops
 
-    if problem.bound(()) <= target:
-        return frozenset(), "optimal", 0
-    start = problem.effort
-    lower, hint = None, frozenset()
-    try:
-        from memplan_cli.remat import full
-
-        b = full.lower_flops(problem, problem.full, target)
-        if b.lower == float("inf"):
-            return None, "", NONE_FITS
-        lower, hint = int(b.lower * (1 - 1e-9)), b.ops
-    except ImportError:  # no HiGHS: the search alone, no bound
-        pass
-    narrow = problem.narrow
-    seeds = [greedy(problem, target, work // 2)]
-    seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
-    n = len(narrow)
-    for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
-        seeds.append(close(problem, chen.segments(narrow, length)))
-    seeds.append(_every(problem))
-    seeds = list(dict.fromkeys(seeds))
-    fitting = [d for d in seeds if problem.bound(d) <= target]
-    if not fitting:
-        low = min(seeds, key=lambda d: (problem.bound(d), _key(problem, d)))
-        low = greedy(problem, target, work // 4, low)
-        if problem.bound(low) > target:
-            low = descend(problem, low, target, work // 4)
-        if problem.bound(low) > target:
-            return None, "", lower
-        fitting = [low]
-    best = min(fitting, key=lambda d: _key(problem, d))
-    improved = True
-    close_enough = lower + GAP * problem.flops.total if lower is not None else -1
-    while improved and problem.effort - start < work:
-        if problem.added_flops(best) <= close_enough:
-            break
-        improved = False
-        cur = _key(problem, best)
-        # cheaper neighbours first: keep an op again, or recompute it once instead of before each use
-        for trial in sorted(_moves(problem, best), key=lambda d: _cheap(problem, best, d)):
-            if _cheap(problem, best, trial) >= (0,):
-                break
-            if problem.effort - start >= work:
-                break
-            if problem.bound(trial) <= target and _key(problem, trial) < cur:
-                best, improved = trial, True
-                break
-    if lower is not None and problem.added_flops(best) <= lower:
-        return best, "optimal", lower
-    return best, "feasible", lower
+    dropped = set(plan_ops(plan))
+    out, front = {k}, [k]
+    for _ in range(depth):
+        front = [j for d in front for j in problem.fwd_reads.get(d, ()) if j not in out and j not in dropped]
+        out.update(front)
+    return out
 
 
 def _cheap(problem, plan, trial):
@@ -227,9 +191,6 @@ def _cheap(problem, plan, trial):
     if len(trial) >= len(plan) and not any(k < 0 for k in removed):
         return (0,)
     return (-gain, sorted(trial))
-
-
-NONE_FITS = 1 << 62  # `lower` when no plan can fit (proven)
 
 
 def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
@@ -264,9 +225,117 @@ def plan_arena(problem: RematProblem, drop) -> int:
     from memplan_cli.buffers import Pool
     from memplan_cli.profiles.memplan import pick_planner
 
-    tg = problem.build(drop)
-    bl = tg.to_buffer_list(pools=[Pool("arena", "non-const", pick_planner())], align=problem.align)
-    return sum(p.plan.arena for p in plan_buffer_list(bl))
+    key = frozenset(drop)
+    cache = problem.__dict__.setdefault("_arenas", {})
+    if key not in cache:
+        tg = problem.build(key)
+        bl = tg.to_buffer_list(pools=[Pool("arena", "non-const", pick_planner(problem.planner))],
+                               align=problem.align)
+        cache[key] = sum(p.plan.arena for p in plan_buffer_list(bl, planner_override=problem.planner))
+    return cache[key]
+
+
+def improve(problem: RematProblem, plan: frozenset, target: int, work: int, lower: int = 0) -> frozenset:
+    """Local search at `target`: keep an op again, or recompute it once instead of before each use
+    (cheaper moves first), while the plan's bound stays <= target, until nothing improves, the plan
+    is within GAP of the step's FLOPs of `lower`, or `work` plans are scored."""
+    best, n0 = plan, problem.effort
+    close_enough = lower + GAP * (problem.flops.total or 0)
+    improved = True
+    while improved and problem.effort - n0 < work and problem.added_flops(best) > close_enough:
+        improved = False
+        cur = _key(problem, best)
+        for trial in sorted(_moves(problem, best), key=lambda d: _cheap(problem, best, d)):
+            if _cheap(problem, best, trial) >= (0,) or problem.effort - n0 >= work:
+                break
+            if problem.bound(trial) <= target and _key(problem, trial) < cur:
+                best, improved = trial, True
+                break
+    return best
+
+
+def ladder(problem: RematProblem, work: int = LADDER_WORK) -> list:
+    """The plans every budget chooses among (see the module rules): built once per problem, from the
+    problem alone (never from a budget), deterministic and bounded by `work`."""
+    cached = problem.__dict__.get("_ladder")
+    if cached is not None:
+        return cached
+    start = problem.effort
+    seen_before = set(problem._bounds)
+    top, fl = problem.bound(()), floor(problem)[0]
+    narrow = problem.narrow
+    seeds = [frozenset(), _every(problem)]
+    n = len(narrow)
+    for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
+        seeds.append(close(problem, chen.segments(narrow, length)))
+    for d in seeds:
+        problem.bound(d)
+    plan = frozenset()
+    share = max(work - (problem.effort - start), 0) / max(LADDER, 1)
+    for j in range(1, LADDER + 1):
+        target = top - (top - fl) * j // LADDER
+        spent = problem.effort
+        if problem.bound(plan) > target:
+            plan = greedy(problem, target, share * 0.6, plan)
+        if problem.bound(plan) > target:
+            low = min(seeds + [plan], key=lambda d: (problem.bound(d), _key(problem, d)))
+            plan = greedy(problem, target, share * 0.2, low)
+        if problem.bound(plan) <= target:
+            plan = improve(problem, plan, target, max(share - (problem.effort - spent), share * 0.2))
+        if problem.effort - start >= work * 1.5:
+            break
+    out = [d for d in problem._bounds if d not in seen_before] or [frozenset()]
+    out.sort(key=lambda d: _key(problem, d))
+    problem.__dict__["_ladder"] = out
+    return out
+
+
+def search(problem: RematProblem, target: int, work: int, hint=frozenset(), lower: int = 0) -> None:
+    """Plans for `target` (scored into the problem; the caller chooses among every plan scored):
+    seeds (a greedy that cuts where the plan is over the target; the relaxation's own plan `hint`,
+    recomputed once and before each use; the cheapest ladder plan under the target), the cheapest
+    seed under the target improved by the local search, else a descent from the lowest."""
+    from memplan_cli.passes.rematerialize import each
+
+    start = problem.effort
+    seeds = [greedy(problem, target, work // 3)]
+    if hint:
+        seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
+    under = [d for d in ladder(problem) if problem.bound(d) <= target]
+    seeds += under[:1]
+    fitting = [d for d in seeds if problem.bound(d) <= target]
+    if not fitting:
+        low = min(seeds + ladder(problem), key=lambda d: (problem.bound(d), _key(problem, d)))
+        low = greedy(problem, target, work // 6, low)
+        if problem.bound(low) > target:
+            low = descend(problem, low, target, work // 6)
+        if problem.bound(low) > target:
+            return
+        fitting = [low]
+    best = min(fitting, key=lambda d: _key(problem, d))
+    improve(problem, best, target, max(work - (problem.effort - start), 0), lower)
+
+
+def _choose(problem: RematProblem, budget: int, plans):
+    """The cheapest of `plans` whose planned arena fits `budget` (arenas planned in FLOPs order, at
+    most ARENAS): (plan or None, arenas planned, the smallest (figure, kind, plan) over the budget)."""
+    smallest = None
+    planned = 0
+    for d in sorted(plans, key=lambda d: _key(problem, d)):
+        b = problem.bound(d)
+        if b > budget:
+            if smallest is None or (smallest[1] == "lower_bound" and b < smallest[0]):
+                smallest = (b, "lower_bound", d)
+            continue
+        if planned >= ARENAS:
+            continue
+        a = plan_arena(problem, d)
+        planned += 1
+        if a <= budget:
+            return d, planned, smallest
+        if smallest is None or smallest[1] == "lower_bound" or a < smallest[0]:
+            smallest = (a, "arena", d)
+    return None, planned, smallest
 
 
 def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
@@ -275,135 +344,80 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
                          | set(problem.flops.missing))
         raise MemplanError(f"cannot choose the cheapest remat plan: no FLOPs for op {', '.join(missing)}")
     res = RematResult(budget, False, step_flops=problem.flops.total)
-    target = budget
     fl = floor(problem)
+    res.floor, res.floor_step = fl
     if budget < fl[0]:
-        # proven: no plan goes below the floor. The smallest reachable: the plain plan or every
-        # candidate dropped, whichever bounds lower (two evaluations, not a search)
-        res.status, res.floor, res.floor_step = "infeasible", fl[0], fl[1]
-        res.notes.append(f"the budget is below the floor {fl[0]:,d} B (persistent state plus what one step "
-                         f"needs whatever is recomputed, {fl[1]}): no plan fits, proven")
-        _reachable(problem, res, [frozenset(), _every(problem)])
+        # proven: no plan goes below the floor; the smallest reachable of two plans (no search)
+        res.status, res.proof, res.reachable_lower_bound = "infeasible", "below_floor", fl[0]
+        best = min((frozenset(), _every(problem)), key=lambda d: (problem.bound(d), _key(problem, d)))
+        res.reachable_drop, res.reachable, res.reachable_kind = best, problem.bound(best), "lower_bound"
+        res.evaluations = problem.evaluations
         return res
-    spent = problem.effort
-    for rnd in range(1, ROUNDS + 1):
-        left = work - (problem.effort - spent)  # one work budget for every round
-        if left <= 0:
-            break
-        res.rounds = rnd
-        drop, status, lower = search(problem, target, left)
-        if rnd == 1:
-            res.lower_flops = lower  # proven for the budget (later rounds search a tighter target)
-        if drop is None:
-            break
-        arena = plan_arena(problem, drop)
-        if arena <= budget:
-            res.fits, res.drop, res.status = True, drop, status
-            res.bound, res.arena, res.added_flops = problem.bound(drop), arena, problem.added_flops(drop)
-            if rnd > 1:
-                res.notes.append(f"the planned arena exceeded the budget {rnd - 1} time(s): searched again "
-                                 f"below {target:,d} B")
-            if status == "optimal" and rnd > 1:
-                res.status = "feasible"  # optimal for a tightened target, not proven for the budget
-            if res.lower_flops is not None and res.added_flops <= res.lower_flops:
-                res.status = "optimal"  # meets the proven bound for the budget itself
-            break
-        target -= arena - budget
+    if plan_arena(problem, ()) <= budget:
+        # optimal unless the plain plan's own cheap recomputes could be traded for fewer FLOPs
+        res.fits, res.arenas_planned = True, 1
+        res.status, res.lower_flops = ("optimal", 0) if not problem.cheap_flops else ("feasible", None)
+        res.bound, res.arena = problem.bound(()), plan_arena(problem, ())
+        res.evaluations = problem.evaluations
+        return res
+    lower, hint = None, frozenset()
+    try:
+        from memplan_cli.remat import full
+
+        b = full.lower_flops(problem, problem.full, budget)
+        if b.lower == float("inf"):
+            lower = math.inf
+        else:  # about the step without any recompute: rebased on memplan's own plain step
+            lower, hint = int(b.lower * (1 - 1e-9)) - problem.cheap_flops, b.ops  # may be < 0
+    except ImportError:  # no HiGHS: the search alone, no bound
+        pass
+    drop, smallest = None, None
+    if lower != math.inf:
+        ladder(problem)
+        spent, target = problem.effort, budget
+        for _ in range(ROUNDS):
+            left = work - (problem.effort - spent)
+            if left <= 0:
+                break
+            search(problem, target, left, hint, lower if lower is not None else 0)
+            drop, planned, smallest = _choose(problem, budget, problem._bounds)
+            res.arenas_planned += planned
+            if drop is not None or smallest is None or smallest[1] != "arena":
+                break
+            target -= smallest[0] - budget  # fragmentation: search below the budget by the excess
+    if drop is None and smallest is None:
+        drop, planned, smallest = _choose(problem, budget, [frozenset(), _every(problem)])
+        res.arenas_planned += planned
     res.evaluations = problem.evaluations
-    if not res.fits:
-        res.status = "infeasible"
-        res.floor, res.floor_step = fl
-        _reachable(problem, res, [_every(problem)] + list(problem._bounds))
-        if res.lower_flops == NONE_FITS:
-            res.notes.append("proven: no plan's live bytes fit the budget (the relaxation of the whole remat "
-                             "space, which never counts more than a plan needs, has no solution)")
-        else:
-            res.notes.append(f"no plan found within the search's work budget ({WORK} plans per search); "
-                             f"not proven that none fits (no plan goes below {res.reachable_lower_bound:,d} B)")
-    if res.lower_flops == NONE_FITS:
-        res.lower_flops = None
+    if drop is not None:
+        res.fits, res.drop = True, drop
+        res.bound, res.arena, res.added_flops = problem.bound(drop), plan_arena(problem, drop), problem.added_flops(drop)
+        if lower is not None:
+            res.lower_flops = lower
+        res.status = "optimal" if res.lower_flops is not None and res.added_flops <= res.lower_flops else "feasible"
+        return res
+    res.reachable_lower_bound = fl[0]
+    if smallest is None:  # every plan scored is under the budget by its bound, none planned: the plain plan
+        smallest = (plan_arena(problem, ()), "arena", frozenset())
+    res.reachable, res.reachable_kind, res.reachable_drop = smallest
+    if lower == math.inf:
+        res.status, res.proof = "infeasible", "no_relaxed_plan"
+    else:
+        res.status = "none_found"
     return res
 
 
-# ---- memplan's own plan runs cheap recompute (passes/cheap_recompute.py); the remat problem does not
-def _step_flops(analysis) -> int | None:
-    from memplan_cli.passes.cost import step_flops
-
-    tg = getattr(analysis.buffers, "training_graph", None)
-    f = step_flops(tg) if tg is not None else None
-    return f.total if f is not None and f.available else None
-
-
-def figures_of_the_step_run(res, plain, a) -> None:
-    """A fitting remat plan's arena, bound and FLOPs as memplan runs it: the solver's are of the
-    step without cheap recompute; the ratio is to memplan's own plain step."""
-    res.arena, res.bound = a.planned_total, a.lower_bound
-    base, run = _step_flops(plain), _step_flops(a)
-    if base is not None and run is not None:
-        if res.lower_flops is not None:  # the proven least added FLOPs, rebased on the same step
-            res.lower_flops = max(0, res.lower_flops + res.step_flops - base)
-        res.step_flops, res.added_flops = base, run - base
-
-
-def fits_without_remat(problem, plain, limit: int):
-    """memplan's own plan (cheap recompute included) fits the budget: nothing is recomputed for it.
-    The remat problem models the step without cheap recompute (its plain arena can be above the
-    budget), so its search is not asked: it would recompute for a budget already met."""
-    res = RematResult(limit, True, status="optimal", bound=plain.lower_bound, arena=plain.planned_total,
-                      step_flops=_step_flops(plain) or problem.flops.total, lower_flops=0,
-                      evaluations=problem.evaluations)
-    res.notes.append("memplan's plan without recomputation fits the budget: nothing to recompute")
-    return res
-
-
-def drop_proofs_about_another_step(res, problem, plain) -> None:
-    """The remat problem models the step without cheap recompute (passes/cheap_recompute.py), which
-    the plan then runs with. Where that pass changes memplan's own plan, the solver's proofs (least
-    added FLOPs, "no plan fits") are about another step than the one memplan runs: they are dropped,
-    and the report says so. The floor (persistent state plus one step's working set) holds either way."""
-    if plain.planned_total >= plan_arena(problem, frozenset()):
-        return  # cheap recompute changes nothing here: the proofs are about this very step
-    if res.status == "optimal":
-        res.status = "feasible"
-    res.lower_flops = None
-    res.reachable_lower_bound = None
-    if res.fits or res.budget >= res.floor:
-        res.notes = [n for n in res.notes if not n.startswith("proven: no plan's live bytes fit")
-                     and not n.startswith("no plan found within")]
-        if not res.fits:
-            res.notes.append(f"no plan found within the search's work budget ({WORK} plans per search); not "
-                             "proven that none fits")
-        res.notes.append("no optimality proof: the solver's bounds model the step without cheap recompute, "
-                         "which memplan's plan runs with (it only shrinks the arena)")
-
-
-def remat_plan_as_run(graph, cfg, res, **analyze_kw):
-    """(profile options, Analysis) of a fitting remat plan as memplan runs it: with cheap recompute
-    when the arena then stays within the budget (the pass usually shrinks it), else without it,
-    which is exactly the step the solver planned and proved things about."""
+def solve_as_run(graph, cfg, problem: RematProblem, budget: int, **analyze_kw):
+    """The remat answer for `budget`: (RematResult, profile options, Analysis of the plan that is
+    reported and that `verify --budget` runs). The analysis is memplan's own profile with
+    `remat=plan`: the very pipeline the problem scored, so its planned arena is the solver's."""
     from memplan_cli.analysis import analyze_graph
 
-    opts = {"remat": sorted(res.drop)}
-    a = analyze_graph(graph, cfg, profile_options=opts, **analyze_kw)
-    if a.planned_total > res.budget:
-        opts = {**opts, "cheap_recompute": False}
-        a = analyze_graph(graph, cfg, profile_options=opts, **analyze_kw)
-    return opts, a
-
-
-def solve_as_run(graph, cfg, problem: RematProblem, plain, budget: int, **analyze_kw):
-    """The remat answer for `budget` about the step memplan runs: (RematResult, profile options,
-    Analysis of the plan as run). `graph`, `cfg`: the model and setup `problem` was built from;
-    `plain`: memplan's own plan without a budget (cheap recompute included). It fits: nothing is recomputed. Else the solver's plan, run as `remat_plan_as_run`
-    says, with its proofs kept only where they concern that very step."""
-    if plain.planned_total <= budget:
-        return fits_without_remat(problem, plain, budget), {}, plain
+    analyze_kw.pop("time_limit", None)  # planned on the work budget, as the solver planned it
     res = solve(problem, budget)
-    if not res.fits:
-        drop_proofs_about_another_step(res, problem, plain)
-        return res, {}, plain
-    opts, a = remat_plan_as_run(graph, cfg, res, **analyze_kw)
-    if opts.get("cheap_recompute", True):
-        drop_proofs_about_another_step(res, problem, plain)
-    figures_of_the_step_run(res, plain, a)
+    opts = {"remat": sorted(res.drop)} if res.fits and res.drop else {}
+    a = analyze_graph(graph, cfg, profile_options=opts, planner=problem.planner, **analyze_kw)
+    if res.fits and a.planned_total != res.arena:
+        raise AssertionError(f"remat: the analysis planned {a.planned_total} B for the plan the solver "
+                             f"planned in {res.arena} B")  # one pipeline, one planner: cannot differ
     return res, opts, a

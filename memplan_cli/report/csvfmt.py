@@ -51,11 +51,12 @@ class CsvReporter(Reporter):
         return _write(rows)
 
     def sweep(self, doc, opts):
-        rows = [("profile", "batch_size", "naive", "planned", "lower_bound", "fits")]
+        swept = doc["config"].get("swept_dim")  # --dim NAME=LIST: a column of NAME's sizes
+        rows = [("profile", "batch_size", *((swept,) if swept else ()), "naive", "planned", "lower_bound", "fits")]
         for r in doc["rows"]:
             fits = "" if r.get("fits") is None else str(r["fits"]).lower()
-            rows.append((r["profile"], r["batch_size"], _n(r.get("naive")), _n(r.get("planned")),
-                         _n(r.get("lower_bound")), fits))
+            rows.append((r["profile"], r["batch_size"], *((r["dims"][swept],) if swept else ()), _n(r.get("naive")),
+                         _n(r.get("planned")), _n(r.get("lower_bound")), fits))
         return _write(rows)
 
     def compare(self, doc, opts):

@@ -159,8 +159,10 @@ def config_differences(old: dict, new: dict) -> list[str]:
     if old.get("profile") != new.get("profile"):
         notes.append(f"profile differs: {_brief(old.get('profile'))} vs {_brief(new.get('profile'))}")
     oc, nc = old.get("config") or {}, new.get("config") or {}
-    for k in ("batch_size", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm", "dropout", "planner",
-              "profile_options"):
+    for k in ("batch_size", "dims", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm",
+              "dropout", "planner", "profile_options"):
+        if k == "dims" and (oc.get(k) or {}) == (nc.get(k) or {}):
+            continue  # a report from before --dim bound none
         if oc.get(k) != nc.get(k):
             notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
     # reports before --precision existed were float32 throughout

@@ -69,16 +69,23 @@ def search_largest(fits: Callable[[int], bool], limit: int = MAX_SEARCH_BATCH) -
     return lo, tried
 
 
-def sweep_document(model: dict, config: dict, profiles: list[str], rows: list[dict], budget: int | None) -> dict:
-    """rows: {"profile", "batch_size", "naive", "planned", "lower_bound", "error"} (figures None on error)."""
-    rows = sorted(rows, key=lambda r: (profiles.index(r["profile"]), r["batch_size"]))
+def swept_value(row: dict, swept: str | None) -> int:
+    """The value a sweep row was analysed at: its batch, or the swept dimension's size (--dim NAME=LIST)."""
+    return row["dims"][swept] if swept else row["batch_size"]
+
+
+def sweep_document(model: dict, config: dict, profiles: list[str], rows: list[dict], budget: int | None,
+                   swept: str | None = None) -> dict:
+    """rows: {"profile", "batch_size", "naive", "planned", "lower_bound", "error"} (figures None on error),
+    and "dims" when a symbolic dimension `swept` is swept instead of the batch."""
+    rows = sorted(rows, key=lambda r: (profiles.index(r["profile"]), swept_value(r, swept)))
     largest: dict[str, int | None] = {}
     for r in rows:
         if budget is not None:
             r["fits"] = None if r["planned"] is None else r["planned"] <= budget
     if budget is not None:
         for p in profiles:
-            ok = [r["batch_size"] for r in rows if r["profile"] == p and r.get("fits")]
+            ok = [swept_value(r, swept) for r in rows if r["profile"] == p and r.get("fits")]
             largest[p] = max(ok) if ok else None
     status = "ok"
     if budget is not None and largest.get(profiles[0]) is None:

@@ -93,14 +93,16 @@ def remat_lines(r: dict) -> list[str]:
     """The budgeted analysis in a few lines: what fits at which compute, or why nothing does."""
     head = f"remat under {human(r['budget'])} ({r['budget']:,d} B): "
     if not r["fits"]:
-        return [head + "nothing fits",
-                f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) live at most, recomputing "
+        what = "planned" if r.get("reachable_kind") == "arena" else "live at its peak"
+        return [head + ("nothing fits, proven" if r["status"] == "infeasible" else
+                        "no plan found (not proven that none fits)"),
+                f"  smallest found: {r['reachable']:,d} B ({human(r['reachable'])}) {what}, recomputing "
                 f"{len(r['reachable_ops'])} op(s)" + (
                     f"; no plan goes below {r['reachable_lower_bound']:,d} B ({human(r['reachable_lower_bound'])}), "
                     "proven" if "reachable_lower_bound" in r else ""),
                 f"  floor: {r['floor']:,d} B ({human(r['floor'])}): persistent state plus what one step needs "
                 f"whatever is recomputed (its working set and the values no recompute can replace), at "
-                f"{r['floor_step']}; no plan goes below it, proven"]
+                f"{r['floor_step']}; no plan goes below it, proven"] + [f"  note: {n}" for n in r.get("notes", [])]
     if not r["recomputed_ops"]:
         return [head + f"fits without recomputation (planned {human(r['arena'])})"]
     added, step = r["added_flops"], r["step_flops"]
@@ -176,7 +178,7 @@ def _config_line(doc: dict) -> str:
     opts = "".join(f" · {k} {v}" for k, v in c.get("profile_options", {}).items())
     peft = fine_tuning_part(c)
     return (f"{m['file']} ({m.get('format') or '?'}, {m.get('operations', 0)} ops) · profile {doc['profile']}"
-            f" · batch {batch}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}"
+            f" · batch {batch}{dims_part(c)}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · trainable {tr}{peft}"
             f"{planner}{opts}")
 
 
@@ -185,6 +187,11 @@ def precision_part(c: dict) -> str:
     every report before --precision was)."""
     p = c.get("precision") or "32-true"
     return "" if p == "32-true" else f" · {p}"
+
+
+def dims_part(c: dict) -> str:
+    """` · seq=512`: the symbolic dimensions a report's config bound (--dim)."""
+    return "".join(f" · {k}={v}" for k, v in (c.get("dims") or {}).items())
 
 
 def torch_estimate_note(doc: dict) -> str:
@@ -331,7 +338,9 @@ class TableReporter(Reporter):
                 line += (f"; remat under {r['budget']} B: fits, FLOPs {r['flops_ratio']:.3f} x, "
                          f"{len(r['recomputed_ops'])} op(s) recomputed, {r['status']}")
             else:
-                line += f"; remat under {r['budget']} B: nothing fits, smallest found {r['reachable']} B"
+                line += (f"; remat under {r['budget']} B: " + ("nothing fits, proven" if r["status"] == "infeasible"
+                                                              else "no plan found")
+                         + f", smallest found {r['reachable']} B")
         return line
 
     def _category_table(self, con: Console, doc: dict) -> None:
@@ -567,9 +576,13 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
+        from memplan_cli.report.sweep import swept_value
+
         budget = doc["budget"]
         profiles = doc["profiles"]
         answer = doc["largest_fitting"]
+        swept = doc["config"].get("swept_dim")  # --dim NAME=LIST: NAME's sizes instead of batches
+        what = swept or "batch"
         unable = {p for p in profiles if all(r["planned"] is None for r in doc["rows"] if r["profile"] == p)}
         if opts.verbosity == 0:  # one line per profile
             lines = []
@@ -577,18 +590,20 @@ class TableReporter(Reporter):
                 if p in unable:
                     lines.append(f"{p}: n/a")
                 elif budget is None:
-                    rows = sorted((r for r in doc["rows"] if r["profile"] == p), key=lambda r: r["batch_size"])
+                    rows = sorted((r for r in doc["rows"] if r["profile"] == p), key=lambda r: swept_value(r, swept))
                     lines.append(f"{p}: " + ", ".join(
-                        f"batch {r['batch_size']} {r['planned']} B" if r["planned"] is not None
-                        else f"batch {r['batch_size']} n/a" for r in rows))
+                        f"{what} {swept_value(r, swept)} {r['planned']} B" if r["planned"] is not None
+                        else f"{what} {swept_value(r, swept)} n/a" for r in rows))
                 elif answer.get(p) is not None:
-                    lines.append(f"{p}: largest batch under {budget} B: {answer[p]}")
+                    lines.append(f"{p}: largest {what} under {budget} B: {answer[p]}")
                 else:
-                    lines.append(f"{p}: no batch fits {budget} B")
+                    lines.append(f"{p}: no {what} fits {budget} B")
             return "\n".join(lines) + "\n"
         con = _console(opts)
         c = doc["config"]
-        con.print(Text(f"{doc['model']['file']}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
+        fixed = f" · batch {c['batch_sizes'][0]}" if swept else ""
+        bound = dims_part({"dims": {k: v for k, v in (c.get("dims") or {}).items() if k != swept}})
+        con.print(Text(f"{doc['model']['file']}{fixed}{bound}{precision_part(c)} · {c['optimizer']} · {c['loss']}{_loss_on(c)} · "
                        f"trainable {c['trainable_ops']}"
                        + (f" · budget {budget:,d} B ({human(budget)})" if budget is not None else ""), style="bold"))
         if time_limit_note(doc):
@@ -599,12 +614,12 @@ class TableReporter(Reporter):
                      Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
                            collapse_padding=True))
             sep = " " if boxed else "\n"  # the narrow variants head each column on two lines
-            table.add_column("batch", justify="right", no_wrap=True)
+            table.add_column(what, justify="right", no_wrap=True)
             for p in profiles:
                 table.add_column(f"{p}{sep}planned", justify="right", no_wrap=True)
             table.add_column(f"{profiles[0]}{sep}lower bound", justify="right", no_wrap=True)
-            by = {(r["profile"], r["batch_size"]): r for r in doc["rows"]}
-            batches = sorted({r["batch_size"] for r in doc["rows"]})
+            by = {(r["profile"], swept_value(r, swept)): r for r in doc["rows"]}
+            batches = sorted({swept_value(r, swept) for r in doc["rows"]})
             for b in batches:
                 cells = [str(b)]
                 for p in profiles:
@@ -641,9 +656,9 @@ class TableReporter(Reporter):
                 if p in unable:
                     continue  # its n/a line above says why: no batch is an answer it can give
                 if best is None:
-                    con.print(Text(f"{p}: no batch fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
+                    con.print(Text(f"{p}: no {what} fits {human(budget)}", style="bold red" if p == profiles[0] else ""))
                 else:
-                    con.print(Text(f"{p}: largest batch that fits {human(budget)}: {best}",
+                    con.print(Text(f"{p}: largest {what} that fits {human(budget)}: {best}",
                                    style="bold green" if p == profiles[0] else ""))
             if c.get("searched"):
                 con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))

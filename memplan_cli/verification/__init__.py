@@ -121,7 +121,7 @@ def verify_model(path: str, config, *, profile: str = "memplan", planner: str | 
     t0 = time.perf_counter()
     from memplan_cli.errors import naming
 
-    graph = load_model(path, batch_size=config.batch_size)
+    graph = load_model(path, batch_size=config.batch_size, dims=config.dims)
     try:
         a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
                           profile_options=profile_options, path=path)

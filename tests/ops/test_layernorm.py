@@ -138,7 +138,7 @@ def test_merged_normalization_is_noted(tmp_path, kind, norm):
 
     p = _decomposed_norm(str(tmp_path / "n.tflite"), kind)
     doc = analyze_json(p, "-O", "adam")
-    jsonschema.validate(doc, load_schema("report"))
+    jsonschema.validate(doc, load_schema("analysis"))
     (m,) = doc["parameters"]["merged_normalizations"]
     assert m["norm"] == norm and m["op"].endswith("Rsqrt") and len(m["into"]) == 1 and "FullyConnected" in m["into"][0]
     r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1", "COLUMNS": "200"})

@@ -182,24 +182,26 @@ def test_chains_recompute_from_kept_tensors_and_verify_bit_for_bit():
     tg = p.build(plan)
     again = [s.op for s in tg.steps[forward_end(tg):] if s.kind == "forward"]
     assert again.index(conv) < again.index(clip)
-    assert p.bound(plan) < p.bound(frozenset([clip, pad]))  # the conv's result is no longer held
+    def plain_bound(d):  # the rematerialization pass alone (cheap recompute changes what is held anyway)
+        return p._lean_bound(p.build(d, cheap=False))
+
+    assert plain_bound(plan) < plain_bound(frozenset([clip, pad]))  # the conv's result is no longer held
     _same_step(g, cfg, plan)
     _same_step(g, cfg, frozenset([conv, each(clip), pad]))
 
 
-def test_the_same_network_reaches_the_same_memory_in_either_format():
+def test_the_same_network_fits_in_either_format():
     """MobileNetV2 as .circle (activations fused, padded convs) and as .onnx (separate Clip ops,
-    explicit Pads): at 0.65 x the plain plan the remat arenas are within 2 % (batch 10, SGD)."""
-    arenas = []
+    explicit Pads): each fits 0.65 x its own plain plan at <= 1.35 x FLOPs (batch 10, SGD). The
+    plain plans differ: memplan's cheap recompute (of the separate Clip and BatchNorm results of the
+    .onnx) lowers only the .onnx's, so the arenas are not compared."""
     for name in ("mobilenetv2.circle", "mobilenetv2.onnx"):
         g = load_model(str(ROOT / "sample_models" / name), batch_size=10)
         p = RematProblem(g, TrainConfig(batch_size=10, optimizer="sgd", loss="cce"))
         from memplan_cli.remat.solve import plan_arena
 
         res = solve(p, int(plan_arena(p, ()) * 0.65))
-        assert res.fits and res.ratio <= 1.35
-        arenas.append(res.arena)
-    assert abs(arenas[0] - arenas[1]) <= 0.02 * max(arenas)
+        assert res.fits and res.arena <= res.budget and res.ratio <= 1.35
 
 
 def test_the_solver_beats_or_equals_chen_on_mobilenetv2():
