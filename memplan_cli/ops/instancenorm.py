@@ -125,6 +125,7 @@ def _flops(op, operands):
     return 7 * n, 12 * n
 
 
+INSTANCE_NORM_TYPE = "InstanceNormalization"  # both exporters' GroupNorm core (profiles/torch.py reads it back)
 OPS = [OpDef("InstanceNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,),

@@ -60,8 +60,11 @@ from memplan_cli.ops._torch import (CONVOLUTIONS, EXPAND, FORMAT_KEEPING, LAYOUT
                                     GATHER, SDPA_CALLS, WEIGHT_MATMULS, parse_call, sdpa_dropout)
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.instancenorm import INSTANCE_NORM_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
+from memplan_cli.ops.reshape import RESHAPE_TYPE
+from memplan_cli.ops.views import UNSQUEEZE_TYPE
 from memplan_cli.profiles.torch_autocast import Autocast, low_precision_refusal
 
 PLANNER = "best"
@@ -331,7 +334,7 @@ def _group_norms(g, uses, defs) -> dict:
         value per channel and broadcasts over the spatial dims; with the Unsqueeze's index or None."""
         o = g.operands[v]
         p = defs.get(v)
-        if not o.is_const and p is not None and ops[p].type == "Unsqueeze" and only(v):
+        if not o.is_const and p is not None and ops[p].type == UNSQUEEZE_TYPE and only(v):
             w = ops[p].inputs[0]
             if g.operands[w].is_const and _elements(g.operands[w].shape) == c:
                 return w, p
@@ -340,10 +343,10 @@ def _group_norms(g, uses, defs) -> dict:
         return -1, None
 
     for inorm in ops:
-        if inorm.type != "InstanceNormalization" or len(inorm.inputs) < 3:
+        if inorm.type != INSTANCE_NORM_TYPE or len(inorm.inputs) < 3:
             continue
         r1 = defs.get(inorm.inputs[0])
-        if r1 is None or ops[r1].type != "Reshape" or not only(inorm.inputs[0]):
+        if r1 is None or ops[r1].type != RESHAPE_TYPE or not only(inorm.inputs[0]):
             continue
         x = ops[r1].inputs[0]
         xs, rs = tuple(g.operands[x].shape), tuple(g.operands[inorm.inputs[0]].shape)
@@ -353,13 +356,13 @@ def _group_norms(g, uses, defs) -> dict:
             continue
         y = inorm.outputs[0]
         us = uses.get(y, ())
-        if not only(y) or ops[us[0]].type != "Reshape" or tuple(g.operands[ops[us[0]].outputs[0]].shape) != xs:
+        if not only(y) or ops[us[0]].type != RESHAPE_TYPE or tuple(g.operands[ops[us[0]].outputs[0]].shape) != xs:
             continue
         members = [r1, inorm.index, us[0]]
         out = ops[us[0]].outputs[0]
         c = int(xs[1])
         w = b = -1
-        for kind in ("Mul", "Add"):
+        for kind in (MUL_TYPE, ADD_TYPE):
             nxt = uses.get(out, ())
             if not only(out) or ops[nxt[0]].type != kind or len(ops[nxt[0]].inputs) != 2:
                 break
@@ -369,7 +372,7 @@ def _group_norms(g, uses, defs) -> dict:
             if v < 0:
                 break
             members += [op.index] + ([unsq] if unsq is not None else [])
-            if kind == "Mul":
+            if kind == MUL_TYPE:
                 w = v
             else:
                 b = v
