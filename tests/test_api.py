@@ -121,6 +121,23 @@ def test_bad_input_raises_the_cli_s_errors(monkeypatch, call, error, text):
         call()
 
 
+def test_docs_list_every_result_attribute():
+    """docs/api.md's Results section names every public attribute of every result type."""
+    import dataclasses
+
+    from memplan_cli import api
+
+    text = (ROOT / "docs" / "api.md").read_text().split("\n## Results\n", 1)[1]
+    entries = {m.group(1): m.group(2) for m in re.finditer(r"^- `(\w+)`(.*?)(?=^- |\Z)", text, flags=re.M | re.S)}
+    for name in ("AnalysisResult", "CategoryFigures", "Peak", "PoolFigures", "ComparisonResult", "SystemColumn",
+                 "PlanSummary", "VerificationResult", "FitResult", "SweepResult"):
+        cls = getattr(api, name)
+        public = {f.name for f in dataclasses.fields(cls)} | {
+            k for k, v in vars(cls).items() if not k.startswith("_") and (isinstance(v, property) or callable(v))}
+        named = set(re.findall(r"`(\w+)(?:\(\))?`", entries[name]))
+        assert public <= named, f"docs/api.md's {name} misses {sorted(public - named)}"
+
+
 def test_importing_the_api_stays_light():
     code = ("import sys; from memplan_cli import analyze, compare, plan; "
             "print(' '.join(sorted(m for m in ('numpy', 'rich', 'click', 'onnx', 'jsonschema', 'numba') "
