@@ -468,8 +468,9 @@ class TestConcurrentWritersAndSignals:
         out = tmp_path / "sweep.json"
         model = os.path.join(ROOT, "sample_models", "mobilenetv2.onnx")
 
-        def default_signals():  # a shell's background job ignores SIGINT; a terminal's does not
+        def default_signals():  # a shell's background job ignores SIGINT and nohup SIGHUP; a terminal's do not
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
         p = subprocess.Popen([sys.executable, "-m", "memplan_cli", "sweep", model, "--batch-sizes", "1-64",
                               "-f", "json", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
