@@ -233,8 +233,9 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict 
             if name in batch_names:
                 if batch_size is None and symbolic_default is None:
                     label = f"'{d.dim_param}'" if d.dim_param else "an unnamed dynamic dim"
-                    raise _Bad(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
-                               "pass --batch-size")
+                    # not a bad file: a setup to complete (the batch is the user's to choose)
+                    raise DimsError(f"graph input '{vi.name}' has a symbolic batch dimension {label}: "
+                                    "give the batch with -b N (--batch-size N)")
                 dynamic = dynamic or d.dim_param or True  # the file's name for it, when it has one
                 d.dim_value = batch_size if batch_size is not None else symbolic_default
             else:
