@@ -45,7 +45,7 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
             head = f.read(16)
             if sha256 and head:
                 f.seek(0)
-                digest = _sha256(f)
+                digest = file_object_sha256(f)
     except OSError as e:
         raise ModelError(f"cannot read: {e.strerror or e}", path) from None
     if not head:
@@ -94,7 +94,8 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
     return graph
 
 
-def _sha256(f) -> str:
+def file_object_sha256(f) -> str:
+    """The sha256 of an open binary file, read from where it stands to its end."""
     import hashlib
 
     if hasattr(hashlib, "file_digest"):  # Python 3.11: no copy per chunk (a 2 GB model: -20%)

@@ -33,15 +33,21 @@ def _is_float(dtype: str) -> bool:
     return dtype in FLOAT_WIDTH
 
 
+def _low_dtype(cfg) -> str | None:
+    """The dtype the step computes in below float32, or None at 32-true (nothing to change)."""
+    if getattr(cfg, "precision", "32-true") == "32-true":
+        return None
+    return cfg.compute_dtype
+
+
 class PrecisionDtypes:
     name = "precision-dtypes"
 
     def run(self, tg) -> bool:
         cfg = tg.config
-        precision = getattr(cfg, "precision", "32-true")
-        if precision == "32-true":
+        low = _low_dtype(cfg)
+        if low is None:
             return False
-        low = cfg.compute_dtype
         g = tg.graph
 
         def retype(i: int, dtype: str) -> None:
@@ -102,10 +108,9 @@ class CastCopies:
 
     def run(self, tg) -> bool:
         cfg = tg.config
-        precision = getattr(cfg, "precision", "32-true")
-        if precision == "32-true":
+        low = _low_dtype(cfg)
+        if low is None:
             return False
-        low = cfg.compute_dtype
         if not cfg.mixed:
             for t in tg.tensors:
                 if t.category == "extra" and t.dtype == "float32":
@@ -145,7 +150,7 @@ class CastCopies:
                 casts[t] = e
             if casts:
                 s.casts = casts
-        if precision == "16-mixed":
+        if cfg.precision == "16-mixed":
             # torch.amp.GradScaler: `_scale` (float32) and `_growth_tracker` (int32), one element each
             for what, dtype in (("scale", "float32"), ("growth_tracker", "int32")):
                 t = tg.add_tensor(f"grad_scaler:{what}", "opt-variable", (1,), dtype, "opt-state")
