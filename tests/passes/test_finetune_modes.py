@@ -95,7 +95,7 @@ def test_frozen_everything_is_forward_only_and_says_so():
     assert r.report["forward_only"]
     cats = r.report["categories"]
     assert cats["gradient"]["naive"] == cats["back-prop"]["naive"] == cats["opt-variable"]["naive"] == 0
-    out = _cli("analyze", MNIST, "-b", "2", "-t", "none").output
+    out = " ".join(_cli("analyze", MNIST, "-b", "2", "-t", "none").output.split())  # prose wraps at 80
     assert "nothing trains" in out and "forward pass and the loss only" in out
 
 
