@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memplan_cli.ops._torch import SDPA, SDPA_CALLS, parse_call, sdpa_dropout
+from memplan_cli.ops._torch import SDPA, SDPA_CALLS, TRANSPOSE, parse_call, sdpa_dropout
 from memplan_cli.profiles.torch.strides import elements
 
 
@@ -134,10 +134,28 @@ def sdpa_decompositions(g, uses, defs) -> dict:
             continue
         vchain: list[int] = []
         v = unrepeat(m2.inputs[1], vchain)
+        dropout_p = recorded_dropout(ops, (m2.index, ps, p1))
+        if dropout_p is None and drop is None and torchscript_decomposition(g, chain, members):
+            dropout_p = 0.0  # TorchScript writes sdpa's Dropout whenever its dropout_p is not 0
         found[m2.index] = (tuple(members + chain + vchain), q, k, v, mask, sm_out, drop,
                            {"q_len": int(qs[-2]), "kv_len": int(g.operands[kt].shape[-1]), "head_dim": int(qs[-1]),
-                            "dropout_p": recorded_dropout(ops, (m2.index, ps, p1))})
+                            "dropout_p": dropout_p})
     return found
+
+
+def torchscript_decomposition(g, chain, members) -> bool:
+    """Whether an sdpa decomposition is the TorchScript exporter's (torch.onnx's symbolic_opset14
+    `scaled_dot_product_attention`): k^T is one Transpose of k swapping its last two axes, and no op
+    records an aten call. That symbolic writes a Dropout of the attention weights exactly when
+    dropout_p != 0. The function the dynamo exporter uses (onnxscript's torch_lib) reshapes k to 3-D
+    around a Transpose (0, 2, 1) and writes a Dropout in inference form, which its optimizer
+    removes: there only the recorded call says what dropout_p was."""
+    ops = g.operations
+    if len(chain) != 1 or ops[chain[0]].type != TRANSPOSE or any(ops[i].call for i in members + chain):
+        return False
+    rank = len(g.operands[ops[chain[0]].inputs[0]].shape)
+    perm = tuple(int(a) for a in ops[chain[0]].attrs.get("perm") or ())
+    return rank >= 2 and perm == tuple(range(rank - 2)) + (rank - 1, rank - 2)
 
 
 def recorded_dropout(ops, members) -> float | None:

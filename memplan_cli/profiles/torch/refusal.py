@@ -9,9 +9,10 @@ from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> str | None:
     for op in ops_:
         if op.type == "SDPA?":
-            return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout: the "
-                    f"export does not say whether its own dropout was on (torch.onnx's dynamo exporter drops "
-                    f"it), and eager's CPU kernel differs (fused without dropout, the math path with it)")
+            return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout, "
+                    f"exported by torch.onnx's dynamo exporter without the aten calls it records: the file does "
+                    f"not say whether sdpa's own dropout was on (the exporter drops it), and eager's CPU kernel "
+                    f"differs (fused without dropout, the math path with it)")
         f = facts(op) if op.type != LOSS_TYPE else {}
         if f is None and source_format not in ("tflite", "circle"):
             op.attrs[ESTIMATED] = True  # the general rule covers it; the report names it
