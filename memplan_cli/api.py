@@ -27,8 +27,8 @@ from typing import Iterable, Sequence, Union
 from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive, training_words
 from memplan_cli.errors import ConfigError
 
-__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "FitResult", "SweepResult", "AnalysisResult", "ComparisonResult", "PlanSummary",
-           "VerificationResult",
+__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "FitResult", "SweepResult", "DiffResult",
+           "AnalysisResult", "ComparisonResult", "PlanSummary", "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -800,6 +800,62 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
                     "dim_sizes": batches})
     header = json_header("sweep", path, model_sha256(graph, path))
     return SweepResult(sweep_document(header["model"], cfg, profiles, rows, limit, swept))
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """What `memplan diff` finds: `report` is its JSON document (schemas/diff.schema.json): the rows
+    baseline -> target, each threshold's verdict and `status` ("ok" or "regression")."""
+
+    report: dict
+
+    @property
+    def regression(self) -> bool:
+        """Whether some threshold was exceeded (the command's exit 1)."""
+        return self.report["status"] != "ok"
+
+    def failure_lines(self) -> list[str]:
+        """One line per exceeded threshold (what the command prints to stderr)."""
+        from memplan_cli.report.diff import failure_lines
+
+        return failure_lines(self.report)
+
+    def to_json(self) -> str:
+        """The diff as `memplan diff --format json` writes it."""
+        from memplan_cli.report.jsonfmt import dumps
+
+        return dumps(self.report)
+
+
+@_with_training_keywords
+def diff(baseline: PathLike, target: PathLike, *, fail_on: str | Sequence[str] = (), profile: str | None = None,
+         planner: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
+         onert_simd_width: int | None = None, nntrainer_memory_optimization: bool | str | None = None,
+         progress: bool = False, **training) -> DiffResult:
+    """`target` against the saved analyze report `baseline`: `memplan diff`. `target` is another
+    report, or a model analysed with the baseline's setup (profile, planner, training setup, profile
+    options), each argument given (not None) replacing the baseline's value. fail_on: thresholds
+    such as "total:+5%" or "back-prop:+1MiB" (`--fail-on`); `result.regression` says whether one is
+    exceeded."""
+    from memplan_cli.baseline import baseline_flags, looks_like_json, read_report
+    from memplan_cli.report.diff import diff_documents, parse_threshold
+    from memplan_cli.report.document import build_document
+
+    base_path, target_path = _model_path(baseline), _model_path(target)
+    thresholds = [parse_threshold(t) for t in ((fail_on,) if isinstance(fail_on, str) else fail_on)]
+    base = read_report(base_path)
+    if looks_like_json(target_path):
+        new = read_report(target_path)
+    else:
+        flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
+                 "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
+        given = {k for k, v in flags.items() if v is not None and v != ()}
+        run_flags = baseline_flags(base, flags, given, base_path)
+        # compare onert only when the baseline did, so the same rows exist on both sides
+        a, prof_opts = run_analysis(target_path, run_flags, compare_onert="onert" in base.get("totals", {}),
+                                    progress=progress)
+        new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
+    return DiffResult(diff_documents(base, new, thresholds, old_label=base_path, new_label=target_path))
 
 
 @_with_training_keywords

@@ -26,8 +26,10 @@ bottom up:
   kernels only; `remat` (the remat solver) -> analysis and what lies below it; `verification` (the
   work of `memplan verify`: load, analyse, build the step, run it) -> analysis, loaders, passes,
   ops, execute.
-- `api` (the Python API: analyze, compare, plan, verify, and the setup merging the commands share)
-  -> analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
+- `baseline` (a saved report read back for `diff`: parsed within limits, checked, its setup as
+  flags) -> config, inputs, profiles (their names), report (the report check).
+- `api` (the Python API: analyze, compare, plan, verify, fit, sweep, diff, and the setup merging the
+  commands share) -> analysis, baseline, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
   verification.
 - `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
@@ -70,7 +72,8 @@ ALLOWED = {
     "execute": {"execute", "ops", "kernels"},
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
-    "api": {"analysis", "buffers", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
+    "baseline": {"config", "inputs", "profiles", "report"},
+    "api": {"analysis", "baseline", "buffers", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
             "profiles", "remat", "report", "sizes", "verification"},
     "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
                  "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
