@@ -19,15 +19,19 @@ The CLI commands are thin layers over these functions (`commands/analyze.py`, `c
 """
 from __future__ import annotations
 
-import inspect
+import functools
+import inspect as _inspect
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
-from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive, training_words
+from memplan_cli.config import FLAG_BY_NAME, TRAINING_FLAGS, check_positive as _positive, check_training_arguments, \
+    training_words
 from memplan_cli.errors import ConfigError
+from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
 
-__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "FitResult", "SweepResult", "DiffResult",
+__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "inspect", "FitResult", "SweepResult",
+           "DiffResult", "InspectResult",
            "AnalysisResult", "ComparisonResult", "PlanSummary", "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
@@ -235,9 +239,9 @@ def _with_training_keywords(fn):
     lora, lora_targets) as **training; its signature shows them, for help() and editors."""
     from memplan_cli.config import TRAINING_FLAGS
 
-    sig = inspect.signature(fn)
-    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in TRAINING_FLAGS]
+    sig = _inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not _inspect.Parameter.VAR_KEYWORD]
+    params += [_inspect.Parameter(f.name, _inspect.Parameter.KEYWORD_ONLY, default=None) for f in TRAINING_FLAGS]
     fn.__signature__ = sig.replace(parameters=params)
     return fn
 
@@ -248,7 +252,7 @@ def _setup(training: dict, time_limit=None, onert_threads=None, onert_simd_width
 
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
-    if onert_simd_width is not None and onert_simd_width not in (4, 8, 16):
+    if onert_simd_width is not None and onert_simd_width not in ONERT_SIMD_WIDTHS:
         raise ConfigError(f"onert_simd_width must be 4, 8 or 16, got {onert_simd_width!r}")
     return {**check_training_arguments(training), "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
@@ -301,6 +305,15 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 # the training flags' names: API keywords and keys of the commands' flags (config.TRAINING_FLAGS)
 TRAINING_KEYS = tuple(FLAG_BY_NAME)
+# the profiles by name, in the registry's order (the commands' --profile choices)
+PROFILE_NAMES = tuple(PROFILE_MODULES)
+
+
+def planner_kernels() -> str:
+    """Which planner kernels run here: compiled at install, or the pure-Python fallback (`-v`)."""
+    from memplan_cli.planners._native import kernels_note
+
+    return kernels_note()
 
 
 def load_for(model: str, flags: dict):
@@ -699,7 +712,6 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     from memplan_cli.errors import MemplanError
     from memplan_cli.ir.outputs import loss_output_names
     from memplan_cli.loaders import load_model
-    from memplan_cli.report.document import _input_batch
     from memplan_cli.report.progress import Bar
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
     from memplan_cli.sizes import parse_budget
@@ -734,7 +746,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=fixed_batch or (None if swept else 1), dims=fixed_dims, sha256=True)
     if swept and fixed_batch is None:
-        fixed_batch = _input_batch(graph) or 1
+        fixed_batch = graph.input_batch() or 1
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
                                  dim=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
@@ -856,6 +868,48 @@ def diff(baseline: PathLike, target: PathLike, *, fail_on: str | Sequence[str] =
                                     progress=progress)
         new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
     return DiffResult(diff_documents(base, new, thresholds, old_label=base_path, new_label=target_path))
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    """What `memplan inspect` finds: the graph memplan read; `report` its JSON document
+    (schemas/inspect.schema.json, built on first use: it hashes the file)."""
+
+    path: str
+    graph: object = field(repr=False, compare=False, default=None)
+
+    @functools.cached_property
+    def report(self) -> dict:
+        from memplan_cli.inspection import inspect_document
+
+        return inspect_document(self.graph, self.path)
+
+    def lines(self, values: int = 8) -> list[str]:
+        """The lines `memplan inspect` prints (constants: their first `values` values), escaped for a
+        terminal."""
+        from memplan_cli.inspection import describe
+
+        return describe(self.graph, self.path, values=values)
+
+    def to_json(self) -> str:
+        """The document as `memplan inspect --format json` writes it."""
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+def inspect(model: PathLike, *, batch_size: int | None = None, dim=None) -> InspectResult:
+    """What memplan reads from `model`: its ops and operands with shapes, dtypes and sizes: `memplan
+    inspect`. batch_size re-batches it first; dim binds symbolic dimensions ({"seq": 512}); an
+    unbound one is shown at 1, as the batch is."""
+    from memplan_cli.config import parse_dims
+    from memplan_cli.loaders import load_model
+
+    path = _model_path(model)
+    flags = check_training_arguments({"batch_size": batch_size, "dim": dim})
+    # an unbound symbolic dimension is shown at 1, as the batch is, and said so
+    graph = load_model(path, batch_size=flags["batch_size"], dims=parse_dims(flags["dim"]), symbolic_default=1)
+    return InspectResult(path, graph)
 
 
 @_with_training_keywords

@@ -12,15 +12,13 @@ import json
 from memplan_cli.config import TRAINING_FLAGS, check_selector
 from memplan_cli.errors import ConfigError, MemplanError
 from memplan_cli.inputs import not_regular, require_regular_file
-from memplan_cli.profiles import PROFILE_MODULES
+from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
 from memplan_cli.report.diff import check_report
 
 # a report is a few levels deep and holds byte counts below 2^63 (19 digits); anything beyond these
 # is not a report, and refusing it early keeps RecursionError and 4300-digit int parsing out of reach
 MAX_JSON_DEPTH = 64
 MAX_INT_DIGITS = 24
-# onert's SIMD packet widths in floats (the --onert-simd-width choices)
-SIMD_WIDTHS = (4, 8, 16)
 
 
 class _NotReport(ValueError):
@@ -211,11 +209,11 @@ def _choice(value, choices: tuple[str, ...], where: str, flag: str, source: str)
 
 
 def _simd_width(value, where: str, source: str) -> int:
-    """One of SIMD_WIDTHS (a JSON integer, or its text as the flag reads it)."""
+    """One of ONERT_SIMD_WIDTHS (a JSON integer, or its text as the flag reads it)."""
     if (type(_scalar(value, where, "onert-simd-width", source)) is int or isinstance(value, str)) \
-            and str(value) in map(str, SIMD_WIDTHS):
+            and str(value) in map(str, ONERT_SIMD_WIDTHS):
         return int(value)
-    raise MemplanError(f"{where} {_shown(value)} is not one of {', '.join(map(str, SIMD_WIDTHS))}", source)
+    raise MemplanError(f"{where} {_shown(value)} is not one of {', '.join(map(str, ONERT_SIMD_WIDTHS))}", source)
 
 
 def _count(value, where: str, flag: str, source: str) -> int:

@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from memplan_cli import ConfigError, MemplanError, ModelError, analyze, compare, diff, fit, plan, sweep
+from memplan_cli import ConfigError, MemplanError, ModelError, analyze, compare, diff, fit, inspect, plan, sweep
 from memplan_cli.cli import main
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -126,6 +126,15 @@ def test_diff_checks_a_baseline_s_values_outside_click(monkeypatch, tmp_path):
         diff(bad, MNIST)
 
 
+def test_inspect_is_the_command_s_output(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    r = inspect(GPT2_SEQ, batch_size=2, dim={"seq": 8})
+    assert r.to_json() == _cli("inspect", GPT2_SEQ, "-b", "2", "--dim", "seq=8", "-f", "json")
+    assert r.report["batch"]["size"] == 2 and r.report["dims"][0]["size"] == 8
+    monkeypatch.setenv("COLUMNS", "1000")
+    assert "\n".join(r.lines()) + "\n" == _cli("inspect", GPT2_SEQ, "-b", "2", "--dim", "seq=8")
+
+
 def test_plan_matches_the_command(tmp_path):
     csv = tmp_path / "b.csv"
     csv.write_text("id,lower,upper,size\na,0,4,1024\nb,2,6,2048\nc,4,8,512\n")
@@ -151,6 +160,8 @@ def test_plan_matches_the_command(tmp_path):
     (lambda: fit(MNIST, budget="3MiB", batch_size=0), ConfigError, "batch_size"),
     (lambda: diff("no/such.json", MNIST), MemplanError, "no/such.json: no such file"),
     (lambda: diff(MNIST, MNIST), MemplanError, "mnist.circle: not a JSON report"),
+    (lambda: inspect(MNIST, batch_size=0), ConfigError, "batch_size"),
+    (lambda: inspect(MNIST, dim="seq=8"), ConfigError, "dim must be a mapping"),
     (lambda: plan([(8, 3, 1)]), ConfigError, "first <= last"),
     (lambda: plan([(8, 0, 1)], planner="nope"), ConfigError, "unknown planner"),
 ])
@@ -169,7 +180,8 @@ def test_docs_list_every_result_attribute():
     text = (ROOT / "docs" / "api.md").read_text().split("\n## Results\n", 1)[1]
     entries = {m.group(1): m.group(2) for m in re.finditer(r"^- `(\w+)`(.*?)(?=^- |\Z)", text, flags=re.M | re.S)}
     for name in ("AnalysisResult", "CategoryFigures", "Peak", "PoolFigures", "ComparisonResult", "SystemColumn",
-                 "PlanSummary", "VerificationResult", "FitResult", "SweepResult", "DiffResult"):
+                 "PlanSummary", "VerificationResult", "FitResult", "SweepResult", "DiffResult",
+                 "InspectResult"):
         cls = getattr(api, name)
         public = {f.name for f in dataclasses.fields(cls)} | {
             k for k, v in vars(cls).items() if not k.startswith("_") and (isinstance(v, property) or callable(v))}

@@ -79,15 +79,6 @@ def _plain(value):
     return str(value)
 
 
-def _input_batch(graph) -> int | None:
-    """The batch the graph was analysed at (first dimension of its first input), if it has one."""
-    try:
-        shape = graph.operands[graph.inputs[0]].shape
-        return int(shape[0]) if shape else None
-    except (AttributeError, IndexError, TypeError):
-        return None
-
-
 def pool_label(p) -> str:
     """A pool's ALLOC line label: the buffer's name for a one-buffer kernel pool, else the pool's name."""
     if len(p.buffers) == 1 and p.pool.category == "extra":
@@ -116,7 +107,7 @@ def model_dict(path: str, sha256: str, graph) -> dict:
         "sha256": sha256,
         "format": getattr(graph, "source_format", "") or "",
         "operations": len(getattr(graph, "operations", None) or []),
-        "batch_size": _input_batch(graph),
+        "batch_size": graph.input_batch() if graph is not None else None,
     }
 
 

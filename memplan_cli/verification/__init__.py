@@ -252,13 +252,4 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
               "buffers": len(p.buffers)} for p in a.pools]
     return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
-                        list(layout.unmapped), timings, _input_batch(a.graph))
-
-
-def _input_batch(graph) -> int | None:
-    """The first dimension of the graph's first input (the batch it was run at), if it has one."""
-    try:
-        shape = graph.operands[graph.inputs[0]].shape
-        return int(shape[0]) if shape else None
-    except (AttributeError, IndexError, TypeError):
-        return None
+                        list(layout.unmapped), timings, a.graph.input_batch())
