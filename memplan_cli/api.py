@@ -504,14 +504,6 @@ class VerificationResult:
         return json.dumps(self.report, indent=2) + "\n"
 
 
-def json_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
-    """What every JSON document of memplan starts with: schema_version, kind, memplan_version, and
-    the model file's name and hash when the document is about one."""
-    from memplan_cli.report.document import document_header
-
-    return document_header(kind, model, sha256)
-
-
 @_with_training_keywords
 def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = None,
            time_limit: float | None = None, onert_threads: int | None = None,
@@ -528,6 +520,7 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     from memplan_cli.analysis import model_sha256
     from memplan_cli.config import config_json
     from memplan_cli.remat.section import remat_section
+    from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
     from memplan_cli.verification import verify_model
 
@@ -538,8 +531,8 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     limit = _budget_limit(budget, flags) if budget is not None else None
     setup = build_setup(path, flags)
     cfg = setup.config
-    header = {**json_header("verify", path, model_sha256(setup.graph, path)), "profile": profile,
-              "config": config_json(cfg)}
+    header = document_header("verify", model_head(path, model_sha256(setup.graph, path)), profile=profile,
+                             config=config_json(cfg))
     popts = profile_build_options(flags)
     remat = None
     if limit is not None:
@@ -558,8 +551,6 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
         if remat is not None and res.drop and rep.result.passed:
             same = _same_step(rep.result, verify_model(path, cfg, **run).result)
     body = rep.to_json()
-    for k in ("model", "profile", "config"):
-        body.pop(k, None)
     seconds = body.pop("seconds", None)
     doc = {**header, **body}
     if timings:  # seconds differ from run to run: only when asked
@@ -613,6 +604,7 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
+    from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
     from memplan_cli.sizes import parse_budget
 
@@ -643,9 +635,9 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     for o in out["options"]:
         changes = option_changes(o, budget, dict(cfg.dims))
         options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
-    doc = {**json_header("fit", path, model_sha256(setup.graph, path)), "budget": limit,
-           "config": {**config_json(cfg), "batch_size": out["batch_size"]}, "fits": out["fits"],
-           "options": options}
+    doc = {**document_header("fit", model_head(path, model_sha256(setup.graph, path)), budget=limit,
+                             config={**config_json(cfg), "batch_size": out["batch_size"]}),
+           "fits": out["fits"], "options": options}
     return FitResult(doc)
 
 
@@ -712,6 +704,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     from memplan_cli.errors import MemplanError
     from memplan_cli.ir.outputs import loss_output_names
     from memplan_cli.loaders import load_model
+    from memplan_cli.report.document import model_head
     from memplan_cli.report.progress import Bar
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
     from memplan_cli.sizes import parse_budget
@@ -810,8 +803,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     if swept:  # the sizes of the swept dimension (rows' dims), its name in config.swept_dim
         cfg.update({"dims": {k: v for k, v in fixed_dims.items() if k != swept}, "swept_dim": swept,
                     "dim_sizes": batches})
-    header = json_header("sweep", path, model_sha256(graph, path))
-    return SweepResult(sweep_document(header["model"], cfg, profiles, rows, limit, swept))
+    return SweepResult(sweep_document(model_head(path, model_sha256(graph, path)), cfg, profiles, rows, limit, swept))
 
 
 @dataclass(frozen=True)
@@ -984,7 +976,7 @@ def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None
     bound and "optimal" are then the file's (the rounded problem's optimum can be above the file's:
     two 1-byte buffers aligned to 16 fit in 17 bytes, rounded they need 32), and `rounded` keeps the
     planners' figures for the rounded sizes."""
-    from memplan_cli.version import __version__
+    from memplan_cli.report.document import document_header
 
     lb, status, extra = r.lower_bound, r.status, {}
     if own_lower_bound is not None:
@@ -992,10 +984,7 @@ def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None
         status = "optimal" if r.arena == lb else "feasible"
         extra = {"rounded": {"lower_bound": r.lower_bound, "status": r.status}}
     return {
-        "schema_version": 1,
-        "kind": "plan",
-        "memplan_version": __version__,
-        "file": path,
+        **document_header("plan", file=path),
         "buffers": r.buffers,
         "naive": r.naive,
         "lower_bound": lb,

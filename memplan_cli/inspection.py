@@ -2,12 +2,10 @@
 as the `inspect` JSON document (schemas/inspect.schema.json)."""
 from __future__ import annotations
 
-import os
-
 from memplan_cli.analysis import model_sha256
 from memplan_cli.errors import printable
 from memplan_cli.ir.outputs import output_label
-from memplan_cli.version import __version__
+from memplan_cli.report.document import document_header, model_head
 
 
 def _fmt_value(v, shown: int = 8) -> str:
@@ -107,9 +105,8 @@ def inspect_document(g, model: str) -> dict:
     md = g.metadata
     kind = lambda o: "const" if o.is_const else ("input" if o.is_input else ("output" if o.is_output else "act"))  # noqa: E731
     return {
-        "schema_version": 1, "kind": "inspect", "memplan_version": __version__,
-        "model": {"file": os.path.basename(model), "sha256": model_sha256(g, model), "format": g.source_format,
-                  "name": g.name or None},
+        **document_header("inspect", model_head(model, model_sha256(g, model), format=g.source_format,
+                                                name=g.name or None)),
         "batch": {"size": g.input_batch(), "symbol": md.get("batch_symbol"),
                   "dynamic": bool(md.get("dynamic_batch") or md.get("dynamic_dims"))},
         "dims": [{"name": name, "input": inp, "position": k, "size": int(value), "bound": bound}

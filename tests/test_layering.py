@@ -32,7 +32,7 @@ bottom up:
   merging the commands share) -> analysis, baseline, inspection, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
   verification.
 - `inspection` (the work of `memplan inspect`: a graph's lines and JSON) -> analysis (the file's
-  hash), ir.
+  hash), ir, report (the documents' header).
 - `commands` (click parsing and printing, one command a file) -> api, report and errors only (not
   even `version` or the package: the rule is STRICT), never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
@@ -76,7 +76,7 @@ ALLOWED = {
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "baseline": {"config", "inputs", "profiles", "report"},
-    "inspection": {"analysis", "ir"},
+    "inspection": {"analysis", "ir", "report"},
     "api": {"analysis", "baseline", "buffers", "inspection", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
             "profiles", "remat", "report", "sizes", "verification"},
     # complete, COMMON not added (STRICT): the commands parse and print, and reach the work only through

@@ -16,13 +16,21 @@ from memplan_cli.report.live import peak_summary, timeline
 SCHEMA_VERSION = 1
 
 
-def document_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
-    """What every JSON document of memplan starts with (schema_version, kind, memplan_version), then
-    the model file's name and hash when the document is about one file and names no more of it."""
+def document_header(kind: str, model: dict | None = None, **fields) -> dict:
+    """What every JSON document of memplan starts with: schema_version, kind, memplan_version; then
+    `model` (`model_head`: the file's name and sha256, and what the document says of the model) when
+    the document is about one model file; then `fields`, the document's own leading keys in order
+    (its profile, its `config` ...). The one place these keys are written."""
     head = {"schema_version": SCHEMA_VERSION, "kind": kind, "memplan_version": __version__}
     if model is not None:
-        head["model"] = {"file": os.path.basename(model), "sha256": sha256}
-    return head
+        head["model"] = model
+    return {**head, **fields}
+
+
+def model_head(path: str, sha256: str, **more) -> dict:
+    """A document's `model` object: the file's name (never a path: documents are the same on any
+    machine), its sha256, then `more` (format, op count, ...)."""
+    return {"file": os.path.basename(path), "sha256": sha256, **more}
 
 
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
@@ -102,13 +110,9 @@ def _layer_columns(analysis) -> dict | None:
 
 def model_dict(path: str, sha256: str, graph) -> dict:
     """The report's `model` object: file name, hash, format, op count, the input's batch."""
-    return {
-        "file": os.path.basename(path),
-        "sha256": sha256,
-        "format": getattr(graph, "source_format", "") or "",
-        "operations": len(getattr(graph, "operations", None) or []),
-        "batch_size": graph.input_batch() if graph is not None else None,
-    }
+    return model_head(path, sha256, format=getattr(graph, "source_format", "") or "",
+                      operations=len(getattr(graph, "operations", None) or []),
+                      batch_size=graph.input_batch() if graph is not None else None)
 
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
@@ -122,12 +126,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     tl = timeline(bl)
     graph = analysis.graph
     doc: dict = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "analysis",
-        "memplan_version": __version__,
-        "model": model_dict(analysis.model_path, analysis.model_sha256, graph),
-        "profile": analysis.profile,
-        "config": config_dict(analysis, planner=planner, profile_options=profile_options),
+        **document_header("analysis", model_dict(analysis.model_path, analysis.model_sha256, graph),
+                          profile=analysis.profile,
+                          config=config_dict(analysis, planner=planner, profile_options=profile_options)),
         "categories": {c: {"planned": int(planned[c]), "naive": int(naive[c])} for c in CATEGORIES},
         "naive_means": bl.naive_means,
         "totals": {

@@ -26,14 +26,9 @@ class VerifyReport:
     model_batch: int | None = None  # the batch the graph was run at when no flag chose one
 
     def to_json(self) -> dict:
+        """The run's part of `verify`'s JSON document (the API writes its header: model, profile, config)."""
         r = self.result
-        c = self.config
         return {
-            "model": self.model, "profile": self.profile,
-            "config": {"batch_size": c.batch_size, "optimizer": c.optimizer, "loss": c.loss,
-                       "learning_rate": c.learning_rate,
-                       "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable),
-                       "train": list(c.train), "freeze": list(c.freeze), "lora_rank": c.lora_rank},
             "passed": r.passed, "steps": self.steps, "steps_run": r.steps_run, "buffers": self.buffers,
             "pools": self.pools, "arena_bytes": r.arena_bytes, "reference_bytes": r.reference_bytes,
             "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,
