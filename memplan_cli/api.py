@@ -400,10 +400,11 @@ def _budget_limit(budget, flags: dict) -> int:
     return limit
 
 
-def solve_budget(setup: Setup, limit: int, *, planner=None):
+def solve_budget(setup: Setup, limit: int, *, planner=None, onert=None):
     """The cheapest remat plan of the setup whose planned arena fits `limit` bytes: (RematResult,
     the memplan profile's options for that plan, the Analysis of the step as run, RematProblem);
-    the analysis is of the plain step when nothing fits."""
+    the analysis is of the plain step when nothing fits. `onert`: onert's figures for the setup, for
+    the analysis to keep (analysis.compare_with_onert)."""
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.solve import solve_as_run
@@ -411,7 +412,7 @@ def solve_budget(setup: Setup, limit: int, *, planner=None):
     graph, cfg, model = setup.graph, setup.config, setup.path
     try:
         problem = RematProblem(graph, cfg, planner=planner)
-        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model)
+        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model, onert=onert)
     except MemplanError as e:
         raise naming(model, e) from None
     return res, opts, a, problem
@@ -429,10 +430,10 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     check_planner(flags.get("planner"))
     setup = build_setup(model, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
-        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"))
-        a.onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
-                                                                              flags.get("onert_simd_width")))
-    return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
+        onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
+                                                                            flags.get("onert_simd_width")))
+        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"), onert=onert)
+    return a, remat_section(res, problem, a.buffers.training_graph)
 
 
 @_with_training_keywords
@@ -471,10 +472,8 @@ def analyze(model: PathLike, *, profile: str = "memplan", planner: str | None = 
         prof_opts = {}
     else:
         a, prof_opts = run_analysis(path, flags, compare_onert=compare_onert, progress=progress)
-    doc = build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer)
-    if remat is not None:
-        doc["remat"] = remat
-    return AnalysisResult(doc, a)
+    return AnalysisResult(build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer,
+                                         remat=remat), a)
 
 
 @dataclass(frozen=True)
@@ -538,7 +537,7 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     if limit is not None:
         with spinner(f"searching a remat plan for {path} under {budget}", progress):
             res, opts, a, problem = solve_budget(setup, limit, planner=planner)
-        remat = remat_section(res, problem, getattr(a.buffers, "training_graph", None) if res.fits else None)
+        remat = remat_section(res, problem, a.buffers.training_graph if res.fits else None)
         if not res.fits:
             return VerificationResult({**header, "passed": None, "remat": remat})
         popts = opts

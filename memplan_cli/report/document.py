@@ -101,7 +101,7 @@ def _layer_columns(analysis) -> dict | None:
     """The profile's per-layer columns; for a profile built from a training graph that gives none,
     the ColossalAI-style figures read off that graph (report/colossal.py)."""
     cols = analysis.extras.get("per_layer_extra")
-    if cols is None and getattr(analysis.buffers, "training_graph", None) is not None:
+    if cols is None and analysis.buffers.training_graph is not None:
         from memplan_cli.report.colossal import per_layer_extra
 
         cols = per_layer_extra(analysis.buffers.training_graph)
@@ -116,8 +116,9 @@ def model_dict(path: str, sha256: str, graph) -> dict:
 
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
-                   by_layer: bool = False) -> dict:
-    """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
+                   by_layer: bool = False, remat: dict | None = None) -> dict:
+    """The JSON report of `analysis` (see schemas/analysis.schema.json); `remat`: the remat section of
+    a budgeted analysis (remat/section.py), last."""
     from memplan_cli.report.layers import add_dtypes, per_layer
 
     bl = analysis.buffers
@@ -156,7 +157,7 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         # no weight gets a gradient (--trainable-ops none, everything frozen): forward pass and loss only
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
-    tg = getattr(bl, "training_graph", None)
+    tg = bl.training_graph
     if tg is not None and "frozen_weights" in tg.info:
         # weights the setup would train that get no gradient, with the reason (outputs without a loss)
         doc["frozen_weights"] = [dict(w) for w in tg.info["frozen_weights"]]
@@ -186,11 +187,13 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
-        tg = getattr(bl, "training_graph", None)
+        tg = bl.training_graph
         if tg is not None and getattr(analysis.config, "mixed", False):  # dtypes differ op to op
             add_dtypes(doc["by_layer"], tg.graph)
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
+    if remat is not None:
+        doc["remat"] = remat
     return doc
 
 
@@ -204,7 +207,7 @@ def parameters_dict(analysis) -> dict | None:
     rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
     if rule is None:
         return None
-    tg = getattr(analysis.buffers, "training_graph", None)
+    tg = analysis.buffers.training_graph
     trained = set(tg.grad) if tg is not None else None
     floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
     assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]

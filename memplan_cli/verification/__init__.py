@@ -216,7 +216,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     for inputs, label or weights that should not be seeded random values."""
     from memplan_cli.ops.base import UnsupportedKernel
 
-    tg = getattr(a.buffers, "training_graph", None)
+    tg = a.buffers.training_graph
     if tg is None and a.profile == "onert":
         from memplan_cli.verification import onert_map
 
