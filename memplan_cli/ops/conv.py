@@ -434,6 +434,8 @@ def _cl_bwd_dw(op, operands) -> tuple:
 
 
 def _torch_fwd(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_fwd(op, operands)
     if _channels_last(op):
         return _cl_fwd(op, operands)
     if op.type in TRANSPOSED:
@@ -505,6 +507,8 @@ def _brgconv_scratch(op, operands, x=None, y=None) -> int:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_bwd_dx(op, operands)
     if _channels_last(op):
         return _cl_bwd_dx(op, operands)
     if op.type in TRANSPOSED:
@@ -584,6 +588,8 @@ def _weights_layout(op, operands) -> tuple:
 
 
 def _torch_bwd_dw(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_bwd_dw(op, operands)
     if _channels_last(op):
         return _cl_bwd_dw(op, operands)
     if op.type in TRANSPOSED:
@@ -664,7 +670,145 @@ def _tconv_bwd_dw(op, operands) -> tuple:
     return ((gy, gx, gw - w.nbytes), (gw,))
 
 
+# ---- bfloat16 (--precision bf16-*: autocast's or model.to(bfloat16)'s convolution) ---------------
+# The kernel reads bfloat16 input, weight and bias (autocast casts them before the op), so these
+# sizes are in 2-byte elements whatever the dtypes the operands are held in (a float32 weight under
+# bf16-mixed). Measured with torch 2.14.1 on one thread of a CPU with AMX (oneDNN picks its AMX
+# kernels for bfloat16: devtools/torch_conv_sweep.py --precision bf16-true), the sizes from ATen and
+# ideep's code paths (mkldnn_convolution's ideep tensors, mkldnn_to_dense):
+# - ungrouped (brg_conv_fwd / brgconv_1x1, brg_conv_bwd / brgconv_strided, brgconv_bwd_w): oneDNN
+#   works channels-last (nhwc). Forward: the input reordered (unpadded), the weight with its output
+#   channels rounded up to 16, the nhwc output, beside the kernel's scratchpad; then mkldnn_to_dense
+#   gives the output back nhwc-strided and `.contiguous()` copies it once more (three outputs at
+#   once). Input's gradient: the incoming gradient reordered, the weight with its input channels
+#   rounded up to 16, the nhwc result beside the scratchpad; then the same two copies. Weight's
+#   gradient: the incoming gradient and the input reordered, the weight's gradient in oneDNN's
+#   OIhw16i16o2i (output channels rounded up to 16, input channels to 32) and the bias's, beside the
+#   scratchpad; then both copied out.
+# - depthwise (jit_dw): as in float32 (channels in blocks of 16), with an float32 reduction buffer
+#   beside the weight's gradient (4 x the blocked weight + 128 B, and 4 x the blocked bias + 128 B).
+BF16 = 2
+
+
+def _bf16(op, operands) -> bool:
+    return operands[op.outputs[0]].dtype == "bfloat16"
+
+
+def _els(operands, v) -> int:
+    return math.prod(int(d) for d in operands[v].shape)
+
+
+def _bf16_kernel(op, operands) -> str | None:
+    """oneDNN's bfloat16 kernel family for this convolution on an AMX CPU, or None (not measured).
+    brgemm's forward hands a small shape to the AVX-512 jit kernels (jit_brgemm_conv_utils
+    init_conf: at most 4 output pixels and batch x C x O at most L1, 48 KiB here, half that for 1x1)."""
+    if _channels_last(op) or op.attrs.get("layout", "NCHW") != "NCHW" or \
+            any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
+        return None
+    if op.type == "DepthwiseConv2D":
+        return "jit_dw" if int(op.attrs.get("depth_multiplier", 1) or 1) == 1 else None
+    if op.type != "Conv2D" or int(op.attrs.get("group", 1) or 1) != 1:
+        return None
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, c, o = int(x.shape[0]), int(x.shape[1]), int(y.shape[1])
+    one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    if int(y.shape[2]) * int(y.shape[3]) <= 4 and c <= 512 and n * c * o <= (L1_BYTES // 2 if one else L1_BYTES):
+        return None
+    return "brgconv"
+
+
+L1_BYTES = 49152  # the L1 data cache oneDNN read on the measuring CPU
+
+
+def _bf16_parts(op, operands) -> dict:
+    x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
+    o, i = int(operands[w].shape[0]), int(operands[w].shape[1])
+    k = _els(operands, w) // max(o * i, 1)
+    b = len(op.inputs) > 2 and op.inputs[2] >= 0
+    return {"x": BF16 * _els(operands, x), "y": BF16 * _els(operands, y), "w": BF16 * _els(operands, w),
+            "w_fwd": BF16 * _round(o) * i * k, "w_bwd": BF16 * o * _round(i) * k,
+            "w_grad": BF16 * _round(o) * _round_to(i, 32) * k, "b": BF16 * o if b else 0, "o": o, "i": i, "k": k,
+            "bias": b}
+
+
+def _brg_bwd_w_scratch(op, operands) -> int:
+    """brgconv_bwd_w's scratchpad on one thread (jit_brgemm_conv_utils init_conf_bwd_w and
+    init_scratchpad_bwd_w): the transposed input (tr_iw x 16 x IH per block of 16 input channels, + a
+    guard) and incoming gradient (tr_ow x 16 x OH per block of 16 output channels, + tr_iw x 16) in
+    bfloat16, a float32 reduction buffer of the blocked weight (and bias), the AMX tile buffers
+    (2 x 4 KiB), the tile configuration and a barrier (64 B each), each booked with its alignment
+    (128 B, 4 KiB for the tile buffers), and 16,216 B
+    for the brgemm batch and tile configuration (measured constant)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    ih, iw, oh, ow = (int(v) for v in (*x.shape[2:4], *y.shape[2:4]))
+    c, o = int(x.shape[1]), int(y.shape[1])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    sw = int(op.attrs["stride"][1])
+    lp = int((op.attrs.get("pads") or (0, 0, 0, 0))[1])
+    rp = max(0, (ow - 1) * sw + kw - iw - lp)
+    tr_pad = _round_to(max(lp, rp + 1), 32)
+    tr_iw = _round_to(-(-(iw + lp + rp) // sw), 32) * sw
+    tr_ow = _round_to(ow, 2)
+    if tr_ow > 32:  # a longer row for a better brgemm block (init_conf_bwd_w)
+        best_bdb, best = tr_ow // 2, tr_ow
+        for t in range(tr_ow, _round_to(tr_ow, 32) + 1, 2):
+            i = next(i for i in range(32, 0, -2) if t % i == 0)
+            if t // i < best_bdb:
+                best_bdb, best = t // i, t
+        tr_ow = best
+    nb_ic, nb_oc = -(-c // 16), -(-o // 16)
+    tr_src = BF16 * (tr_iw * 16 * ih * nb_ic + tr_pad) + 128
+    tr_dd = BF16 * (tr_ow * 16 * oh * nb_oc + tr_iw * 16) + 128
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    red = 4 * (nb_oc * 16 * nb_ic * 16 * kh * kw + (nb_oc * 16 if bias else 0)) + 128
+    return tr_src + tr_dd + red + 2 * (64 + 128) + 3 * 4096 + 16216
+
+
+def _bf16_fwd(op, operands) -> tuple:
+    p = _bf16_parts(op, operands)
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        # a bias is first converted to float32 (channels rounded up to 16, + 128 B)
+        return ((bx, bw, by - p["y"], 4 * _round(c) + 128 if p["bias"] else 0), (by,))
+    # the output itself is counted by the profile: its nhwc and strided copies beside it
+    return ((p["x"], p["w_fwd"]), (2 * p["y"],))
+
+
+def _bf16_bwd_dx(op, operands) -> tuple:
+    p = _bf16_parts(op, operands)
+    if op.type == "DepthwiseConv2D" and _strided(op):
+        # brgconv_strided, channels-last: the incoming gradient, the weight as C x KH x KW x 32
+        # (measured), the nhwc result; then copied out and made contiguous, as the ungrouped kernels
+        return ((p["y"], p["w"] * 32, 0), (2 * p["x"],))
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        return ((by, bw, bx - p["x"]), (bx,))
+    return ((p["y"], p["w_bwd"]), (2 * p["x"],))
+
+
+def _bf16_bwd_dw(op, operands) -> tuple:
+    """Beside the weight's and the bias's gradients (the profile counts those, in bfloat16)."""
+    p = _bf16_parts(op, operands)
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        red = 2 * bw + 128 + (4 * _round(c) + 128 if p["bias"] else 0)
+        return ((by, bx, bw - p["w"], red), (bw,))
+    return ((p["y"], p["x"], p["w_grad"] - p["w"], _brg_bwd_w_scratch(op, operands)), (p["w_grad"], p["b"]))
+
+
+def _bf16_refuse(op, operands) -> str | None:
+    if _bf16_kernel(op, operands) is None:
+        return ("a bfloat16 convolution oneDNN runs with kernels whose memory was not measured (grouped, "
+                "transposed, dilated, channels-last, not 2-D, or a shape brgemm hands to the jit kernels)")
+    return None
+
+
 def _torch_refuse(op, operands) -> str | None:
+    if _bf16(op, operands):
+        return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
         if op.type != "ConvTranspose2D" or int(op.attrs.get("group", 1) or 1) != 1:
             return "a grouped or non-2-D transposed convolution: oneDNN's memory for it was not measured"
