@@ -685,8 +685,14 @@ def _tconv_bwd_dw(op, operands) -> tuple:
 #   gradient: the incoming gradient and the input reordered, the weight's gradient in oneDNN's
 #   OIhw16i16o2i (output channels rounded up to 16, input channels to 32) and the bias's, beside the
 #   scratchpad; then both copied out.
-# - depthwise (jit_dw): as in float32 (channels in blocks of 16), with an float32 reduction buffer
+# - depthwise (jit_dw): as in float32 (channels in blocks of 16), with a float32 reduction buffer
 #   beside the weight's gradient (4 x the blocked weight + 128 B, and 4 x the blocked bias + 128 B).
+# - a 1x1 kernel on one pixel that brgemm hands to the jit kernels (squeeze-excite): forward
+#   jit_bf16_1x1 (input, weight and output blocked by 16, the bias converted to float32); the input's
+#   gradient jit AMX backward-data (the weight in OIhw16o16i2o, output channels rounded up to 32, input
+#   channels to 16; the result unblocked; its scratchpad from jit_avx512_core_amx_conv_kernel
+#   init_conf / init_scratchpad); the weight's gradient brgconv_bwd_w without reorders (one pixel is
+#   nhwc and nchw alike).
 BF16 = 2
 
 
@@ -712,9 +718,10 @@ def _bf16_kernel(op, operands) -> str | None:
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     n, c, o = int(x.shape[0]), int(x.shape[1]), int(y.shape[1])
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    pixel = all(int(d) == 1 for d in (*x.shape[2:4], *y.shape[2:4]))  # a squeeze-excite 1x1 on one pixel
     if int(y.shape[2]) * int(y.shape[3]) <= 4 and c <= 512 and n * c * o <= (L1_BYTES // 2 if one else L1_BYTES):
-        return None
-    return "brgconv"
+        return "jit_pixel" if one and pixel else None
+    return None if pixel else "brgconv"
 
 
 L1_BYTES = 49152  # the L1 data cache oneDNN read on the measuring CPU
@@ -764,8 +771,35 @@ def _brg_bwd_w_scratch(op, operands) -> int:
     return tr_src + tr_dd + red + 2 * (64 + 128) + 3 * 4096 + 16216
 
 
+def _pixel_parts(op, operands) -> dict:
+    p = _bf16_parts(op, operands)
+    n = int(operands[op.inputs[0]].shape[0])
+    o, i = p["o"], p["i"]
+    p.update(bx=BF16 * n * _round(i), by=BF16 * n * _round(o), bw=BF16 * _round(o) * _round(i),
+             w_bwd=BF16 * _round_to(o, 32) * _round(i))
+    return p
+
+
+def _amx_bwd_data_scratch(op, operands) -> int:
+    """jit_avx512_core_amx_bwd_data_kernel_t's scratchpad for one pixel on one thread: the input buffer
+    (nb_oc_int x ohp x owp x 32 bfloat16, ohp = 1, owp = 2), the int32 workspace (nb_ic_blocking x 16 x 16),
+    each + 128 B, and the tile palette (64 B + 4 KiB)."""
+    o, i = int(operands[op.outputs[0]].shape[1]), int(operands[op.inputs[0]].shape[1])
+    nb_ic = -(-i // 16)
+    inp = BF16 * -(-_round(o) // 32) * 2 * 32 + 128
+    wsp = 4 * (2 if nb_ic % 2 == 0 else 1) * 16 * 16 + 128
+    return inp + wsp + 64 + 4096
+
+
 def _bf16_fwd(op, operands) -> tuple:
     p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) == "jit_pixel":
+        q = _pixel_parts(op, operands)
+        o = q["o"]
+        # the bias converted to float32 (channels rounded up to 16), and a padded bfloat16 copy when they are
+        # not a multiple of 16 (each + 128 B)
+        bias = (4 * _round(o) + 128 + (2 * _round(o) + 128 if o % 16 else 0)) if q["bias"] else 0
+        return ((bias, q["bx"], q["bw"], q["by"] - q["y"]), (q["by"],))
     if op.type == "DepthwiseConv2D":
         c = p["o"]
         bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
@@ -777,6 +811,10 @@ def _bf16_fwd(op, operands) -> tuple:
 
 def _bf16_bwd_dx(op, operands) -> tuple:
     p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) == "jit_pixel":
+        q = _pixel_parts(op, operands)
+        # the incoming gradient read as it is; the result computed beside the weight, then copied out
+        return ((q["w_bwd"], _amx_bwd_data_scratch(op, operands)), (q["x"],))
     if op.type == "DepthwiseConv2D" and _strided(op):
         # brgconv_strided, channels-last: the incoming gradient, the weight as C x KH x KW x 32
         # (measured), the nhwc result; then copied out and made contiguous, as the ungrouped kernels
@@ -791,6 +829,8 @@ def _bf16_bwd_dx(op, operands) -> tuple:
 def _bf16_bwd_dw(op, operands) -> tuple:
     """Beside the weight's and the bias's gradients (the profile counts those, in bfloat16)."""
     p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) == "jit_pixel":
+        return ((p["w_grad"] - p["w"], _brg_bwd_w_scratch(op, operands)), (p["w_grad"], p["b"]))
     if op.type == "DepthwiseConv2D":
         c = p["o"]
         bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c

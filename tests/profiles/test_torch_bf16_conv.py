@@ -81,9 +81,21 @@ def test_a_float32_weight_under_autocast_counts_its_bfloat16_copy():
         assert conv.TORCH[key](op, mixed) == conv.TORCH[key](op, opd)
 
 
+@pytest.mark.parametrize("cfg, fwd, bwd", [
+    (dict(n=4, c=16, h=1, o=4, k=1), 1088, 33696),
+    (dict(n=4, c=96, h=1, o=6, k=1), 4272, 46628),
+    (dict(n=16, c=6, h=1, o=96, k=1), 4096, 44824),
+])
+def test_a_squeeze_excite_1x1_on_one_pixel_takes_the_jit_kernels(cfg, fwd, bwd):
+    # brgemm hands these small shapes to jit_bf16_1x1 (forward) and the jit AMX backward-data kernel
+    op, opd = _op(**cfg)
+    assert conv.TORCH["refuse"](op, opd) is None
+    assert _best(conv.TORCH["fwd_scratch"](op, opd)) == fwd
+    assert _bwd_peak(op, opd) == bwd
+
+
 @pytest.mark.parametrize("cfg", [
-    dict(n=4, c=16, h=1, o=4, k=1),  # a squeeze-excite 1x1 on one pixel: brgemm hands it to jit_bf16_1x1
-    dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1),  # 4 output pixels: jit_bf16
+    dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1),  # 4 output pixels: brgemm hands it to jit_bf16
     dict(n=4, c=32, h=8, o=32, k=3, p=1, g=4),  # grouped
 ])
 def test_bfloat16_kernels_not_measured_are_refused(cfg):
