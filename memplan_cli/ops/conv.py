@@ -707,7 +707,7 @@ def _els(operands, v) -> int:
 def _bf16_kernel(op, operands) -> str | None:
     """oneDNN's bfloat16 kernel family for this convolution on an AMX CPU, or None (not measured).
     brgemm's forward hands a small shape to the AVX-512 jit kernels (jit_brgemm_conv_utils
-    init_conf: at most 4 output pixels and batch x C x O at most L1, 48 KiB here, half that for 1x1)."""
+    init_conf: at most 4 output pixels and batch x C x O at most its L1 share, half that for 1x1)."""
     if _channels_last(op) or op.attrs.get("layout", "NCHW") != "NCHW" or \
             any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
         return None
@@ -724,7 +724,9 @@ def _bf16_kernel(op, operands) -> str | None:
     return None if pixel else "brgconv"
 
 
-L1_BYTES = 49152  # the L1 data cache oneDNN read on the measuring CPU
+# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the measuring
+# CPU (48 KiB L1d, 2 MiB L2 per core)
+L1_BYTES, L2_BYTES = 48 * 1024 * 7 // 8, 2 * 1024 * 1024 * 3 // 4
 
 
 def _bf16_parts(op, operands) -> dict:
@@ -738,25 +740,37 @@ def _bf16_parts(op, operands) -> dict:
             "bias": b}
 
 
+# The forward's and the input gradient's brgemm scratchpads (jit_brgemm_conv_utils init_scratchpad) hold
+# pieces sized by oneDNN's blocking search (an accumulator buffer of ow_block x oc_block floats, a padded
+# input buffer), not reproduced here; every one holds at least the brgemm batch and the AMX tile buffer,
+# each at least 4 KiB + 4 KiB of alignment. Measured: 16,408 to 73,880 B on the zoo's shapes.
+BRG_SCRATCH_FLOOR = 4 * 4096
+
+
 def _brg_bwd_w_scratch(op, operands) -> int:
     """brgconv_bwd_w's scratchpad on one thread (jit_brgemm_conv_utils init_conf_bwd_w and
-    init_scratchpad_bwd_w): the transposed input (tr_iw x 16 x IH per block of 16 input channels, + a
-    guard) and incoming gradient (tr_ow x 16 x OH per block of 16 output channels, + tr_iw x 16) in
-    bfloat16, a float32 reduction buffer of the blocked weight (and bias), the AMX tile buffers
-    (2 x 4 KiB), the tile configuration and a barrier (64 B each), each booked with its alignment
-    (128 B, 4 KiB for the tile buffers), and 16,216 B
-    for the brgemm batch and tile configuration (measured constant)."""
+    init_scratchpad_bwd_w): the transposed input (tr_iw x 16 x ih_block per block of 16 input
+    channels, + a guard) and incoming gradient (tr_ow x 16 x oh_block per block of 16 output channels,
+    + tr_iw x 16) in bfloat16, a float32 reduction buffer of the blocked weight (and bias), the brgemm
+    batch (oh elements of 32 B, rounded up to 4 KiB), the AMX tile buffers (2 x 4 KiB), the tile
+    configuration and a barrier (64 B each), each booked with its alignment (128 B; 4 KiB for the batch
+    and the tile buffers); and 8,024 B more (measured: the same on every shape of the sweep). An
+    unpadded, unstrided 1x1 kernel on rows up to 28 wide runs as one row (make_1d); the rows of a
+    block are bounded by 0.8 x oneDNN's L2 share (3/4 of the core's L2)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     ih, iw, oh, ow = (int(v) for v in (*x.shape[2:4], *y.shape[2:4]))
     c, o = int(x.shape[1]), int(y.shape[1])
     kh, kw = (int(v) for v in op.attrs["kernel"])
-    sw = int(op.attrs["stride"][1])
-    lp = int((op.attrs.get("pads") or (0, 0, 0, 0))[1])
-    rp = max(0, (ow - 1) * sw + kw - iw - lp)
+    sh, sw = (int(v) for v in op.attrs["stride"])
+    pads = tuple(int(v) for v in (op.attrs.get("pads") or (0, 0, 0, 0)))
+    if (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads) and iw <= 28:
+        iw, ih, ow, oh = iw * ih, 1, ow * oh, 1
+    lp = pads[1]
+    rp = (ow - 1) * sw + kw - iw - lp  # negative when the stride skips the last column (oneDNN keeps it)
     tr_pad = _round_to(max(lp, rp + 1), 32)
     tr_iw = _round_to(-(-(iw + lp + rp) // sw), 32) * sw
     tr_ow = _round_to(ow, 2)
-    if tr_ow > 32:  # a longer row for a better brgemm block (init_conf_bwd_w)
+    if tr_ow > 32:  # a longer row for a better brgemm block
         best_bdb, best = tr_ow // 2, tr_ow
         for t in range(tr_ow, _round_to(tr_ow, 32) + 1, 2):
             i = next(i for i in range(32, 0, -2) if t % i == 0)
@@ -764,11 +778,16 @@ def _brg_bwd_w_scratch(op, operands) -> int:
                 best_bdb, best = t // i, t
         tr_ow = best
     nb_ic, nb_oc = -(-c // 16), -(-o // 16)
-    tr_src = BF16 * (tr_iw * 16 * ih * nb_ic + tr_pad) + 128
-    tr_dd = BF16 * (tr_ow * 16 * oh * nb_oc + tr_iw * 16) + 128
+    irow, orow = BF16 * tr_iw * 16 * nb_ic * 2, BF16 * tr_ow * 16 * nb_oc * 2
+    limit = int(max(1.0, max(0.0, 0.8 * L2_BYTES - kh * irow) / (irow + orow)))
+    oh_block = min(max(1, -(-oh // -(-oh // limit))), oh)
+    ih_block = min(ih, sh * min(ih, (oh_block - 1) * sh + kh))
+    tr_src = BF16 * (tr_iw * 16 * ih_block * nb_ic + tr_pad) + 128
+    tr_dd = BF16 * (tr_ow * 16 * oh_block * nb_oc + tr_iw * 16) + 128
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
     red = 4 * (nb_oc * 16 * nb_ic * 16 * kh * kw + (nb_oc * 16 if bias else 0)) + 128
-    return tr_src + tr_dd + red + 2 * (64 + 128) + 3 * 4096 + 16216
+    batch = _round_to(oh * 32, 4096) + 4096
+    return tr_src + tr_dd + red + batch + 2 * (64 + 128) + 3 * 4096 + 8024
 
 
 def _pixel_parts(op, operands) -> dict:
@@ -806,7 +825,7 @@ def _bf16_fwd(op, operands) -> tuple:
         # a bias is first converted to float32 (channels rounded up to 16, + 128 B)
         return ((bx, bw, by - p["y"], 4 * _round(c) + 128 if p["bias"] else 0), (by,))
     # the output itself is counted by the profile: its nhwc and strided copies beside it
-    return ((p["x"], p["w_fwd"]), (2 * p["y"],))
+    return ((p["x"], p["w_fwd"], BRG_SCRATCH_FLOOR), (2 * p["y"],))
 
 
 def _bf16_bwd_dx(op, operands) -> tuple:
@@ -823,7 +842,7 @@ def _bf16_bwd_dx(op, operands) -> tuple:
         c = p["o"]
         bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
         return ((by, bw, bx - p["x"]), (bx,))
-    return ((p["y"], p["w_bwd"]), (2 * p["x"],))
+    return ((p["y"], p["w_bwd"], BRG_SCRATCH_FLOOR), (2 * p["x"],))
 
 
 def _bf16_bwd_dw(op, operands) -> tuple:
