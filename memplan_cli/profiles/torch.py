@@ -65,7 +65,7 @@ from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.ops.reshape import RESHAPE_TYPE
 from memplan_cli.ops.views import UNSQUEEZE_TYPE
-from memplan_cli.profiles.torch_autocast import Autocast, low_precision_refusal
+from memplan_cli.profiles.torch_autocast import Autocast
 
 PLANNER = "best"
 
@@ -944,7 +944,7 @@ def replay(tg, config):
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _selects(_merged_dropouts(_lost_clones(_fuse(g, uses), g, opd, uses), g, opd, uses), opd)
     ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
-    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx") or low_precision_refusal(ops_, config)
+    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)
