@@ -108,11 +108,11 @@ class TorchProfile:
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")
                 for i, s in enumerate(kept)]
-        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)])
+        # the training graph: which weights train (the report's assumed-trainable list reads it)
+        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)], training_graph=tg)
         bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
         # not dataclass fields: read by `figures`
         bl.torch_layers = layer
-        bl.training_graph = tg  # which weights train (the report's assumed-trainable list reads it)
         bl.torch_parts = [part_of(s, sim.steps) for s in kept]
         bl.torch_coverage = sim.coverage
         return bl

@@ -8,7 +8,7 @@ from memplan_cli.ir.dtypes import dtype_size
 from memplan_cli.ops._torch import LAYOUT_KEEPING, WEIGHT_MATMULS
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
-from memplan_cli.profiles.torch.autocast import Autocast, low_precision_refusal
+from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal
@@ -39,8 +39,7 @@ class Replay:
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
         self.ops = eager_ops(g, self.uses, self.opd)
-        why = (refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
-               or low_precision_refusal(self.ops, config))
+        why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
         if why:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
