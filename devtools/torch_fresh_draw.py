@@ -172,6 +172,60 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dic
     return out
 
 
+EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
+
+
+def _network(module: str) -> str:
+    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers")):
+        if module.startswith(prefix):
+            return f"{lib} {module[len(prefix):]}"
+    return module
+
+
+def _why(msg: str) -> str:
+    """A refusal in a few words: the profile's reason after the op's label, or memplan's after the file."""
+    msg = msg.split("torch profile: ")[-1].split(".onnx: ")[-1]
+    m = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", msg)
+    why = re.split(r"[:;]", m.group(1) if m else msg)[0].strip()
+    return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."
+
+
+def table(rows: list[dict]) -> str:
+    """The draw's table, misses included: each refusal's reason, each estimated op's bytes at the peak
+    where the profile estimated any; then the counts the issue judges by."""
+    out = ["| network | exporter | torch allocator peak | `--profile torch` | error | note |",
+           "|---|---|---:|---:|---:|---|"]
+    n = within = refused = far = far_named = 0
+    unexported = []
+    for r in rows:
+        net, exp = _network(r["module"]), EXPORTERS.get(r.get("export", ""), r.get("export", "?"))
+        if "export_error" in r:
+            unexported.append(f"{net} ({exp})")
+            out.append(f"| {net} | {exp} | | not exported | | {r['export_error'].split(': ', 1)[-1][:70]} |")
+            continue
+        n += 1
+        p = r["profile"]
+        if "peak" not in p:
+            refused += 1
+            out.append(f"| {net} | {exp} | {r['peak']:,d} | refused | | {_why(p.get('error', '?'))} |")
+            continue
+        err = r["error"]
+        cov = p.get("coverage") or {}
+        named = ", ".join(f"{e['op']} ({e['type']}) {e['bytes_at_peak']:,d} B"
+                          for e in cov.get("estimated") or [])
+        within += abs(err) <= 0.03
+        if abs(err) > 0.10:
+            far += 1
+            far_named += bool(named)
+        note = f"estimated: {named}" if named else ""
+        out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
+    out.append("")
+    out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
+               f"({far_named} of them with estimated ops named)"
+               + (f"; not exported: {', '.join(unexported)}" if unexported else ""))
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, help="the draw's seed (default: a random one, printed)")
@@ -184,7 +238,16 @@ def main(argv=None):
                          "run measures the same models even if a zoo file has named one of them since")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_): the draw itself is unchanged")
+    ap.add_argument("--table", nargs="+", metavar="ROWS.json",
+                    help="print the table of earlier --json runs (one per exporter) and stop")
     args, rest = ap.parse_known_args(argv)
+    if args.table:
+        rows = []
+        for f in args.table:
+            with open(f) as fh:
+                rows += json.load(fh)
+        print(table(rows))
+        return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)

@@ -703,7 +703,7 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
                 except Exception as e:  # an exporter that cannot take the module: said, not fatal
                     why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
                     print(f"{name:18s} b{b:<3d} export failed: {type(e).__name__}: {why}", flush=True)
-                    rows += [{"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b,
+                    rows += [{"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b,
                               "export_error": f"{type(e).__name__}: {why}"} for o in optimizers]
                     continue
                 for o in optimizers:
@@ -714,7 +714,8 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
                         with open(cache, "w") as f:
                             json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
-                    row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
+                    row = {"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b, **m,
+                           "profile": p}
                     if PRECISION != "32-true":
                         row["precision"] = PRECISION
                         row["memplan_planned"] = predict_memplan(path, o, b, FLAGS.get(name, ()))
