@@ -210,6 +210,16 @@ ONNX = {"Dropout": _onnx}
 # without a family here keep their ONNX type)
 ONNX_FACTS = {t: {"random": True} for t in ("RandomNormal", "RandomNormalLike", "RandomUniform",
                                              "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout")}
+
+
+def _draw_flops(op, operands):
+    """A draw kept unconverted (stochastic depth's `rand < p`): 1 FLOP per element drawn, as Dropout
+    counts its draw; no backward (nothing differentiable)."""
+    return sum(operands[o].num_elements for o in op.outputs if o >= 0), 0
+
+
+for _t in ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli"):
+    ONNX_FACTS[_t]["flops"] = _draw_flops
 # random masks (stochastic depth and dropout as the dynamo exporter writes them, `rand < p`): eager's
 # `empty(..).bernoulli_(p)` allocates the mask alone and records no autograd node
 PROFILES = {"torch": {t: {"draws": True} for t in ("RandomUniformLike", "RandomUniform", "RandomNormalLike",

@@ -65,7 +65,7 @@ from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.ops.reshape import RESHAPE_TYPE
 from memplan_cli.ops.views import UNSQUEEZE_TYPE
-from memplan_cli.profiles.torch_autocast import Autocast, low_precision_refusal
+from memplan_cli.profiles.torch_autocast import Autocast
 
 PLANNER = "best"
 
@@ -806,11 +806,11 @@ class TorchProfile:
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")
                 for i, s in enumerate(kept)]
-        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)])
+        # the training graph: which weights train (the report's assumed-trainable list reads it)
+        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)], training_graph=tg)
         bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
         # not dataclass fields: read by `figures`
         bl.torch_layers = layer
-        bl.training_graph = tg  # which weights train (the report's assumed-trainable list reads it)
         bl.torch_parts = [_part(s, sim.steps) for s in kept]
         bl.torch_coverage = sim.coverage
         return bl
@@ -944,7 +944,7 @@ def replay(tg, config):
     opd = list(g.operands)  # plus the pre-activations of fused activations (_split_activations)
     ops_ = _selects(_merged_dropouts(_lost_clones(_fuse(g, uses), g, opd, uses), g, opd, uses), opd)
     ops_ = _split_activations(_sdpa_dropouts(ops_, opd, uses), opd, uses)
-    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx") or low_precision_refusal(ops_, config)
+    why = refusal(ops_, opd, getattr(g, "source_format", "onnx") or "onnx")
     if why:
         raise UnsupportedOpError(why)
     trained = set(tg.grad)

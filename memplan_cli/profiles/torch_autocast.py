@@ -31,22 +31,6 @@ def _policy(op) -> str:
     return ops.autocast_policy(op)
 
 
-def low_precision_refusal(ops_, config) -> str | None:
-    """Why a bfloat16 step of these ops is not reproduced, or None: oneDNN's bfloat16 convolution
-    kernels allocate scratch (reorders, an extra output-sized buffer) the fp32 facts do not describe
-    and that was not worked out (measured: 3-9 % under the allocator's peak on BatchNorm CNNs)."""
-    from memplan_cli.ops._torch import CONVOLUTIONS
-
-    if getattr(config, "precision", "32-true") == "32-true":
-        return None
-    for op in ops_:
-        if op.type in CONVOLUTIONS:
-            return (f"torch profile: op {op.label} ({op.type}) under --precision {config.precision}: oneDNN's "
-                    "bfloat16 convolution kernels allocate scratch the profile does not model yet; "
-                    "--precision bf16-* covers networks without convolutions")
-    return None
-
-
 class Autocast:
     """The replay's autocast state for one step (inactive unless the precision is N-mixed)."""
 
