@@ -557,7 +557,7 @@ SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
-    (profiles/torch_export.py reads it back): the graph signature (placeholder -> (PARAMETER |
+    (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
     BUFFER | CONSTANT_TENSOR, target)); each node the optimizer rewrote: its name, the rule names and
     the fx node it came from; the parameters each node's fx node takes (by placeholder); what each
     folded constant was computed from. None for a file without a graph signature."""
