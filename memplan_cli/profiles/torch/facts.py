@@ -23,6 +23,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
+# - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
+#   or a function (op, operands) -> bool); the copy lives through its backward;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
 
 
