@@ -928,14 +928,27 @@ def _as_2d(fn):
     def fact(op, operands):
         if op.type != "Conv1D":
             return fn(op, operands)
-        a = op.attrs
-        p = tuple(int(v) for v in a.get("pads") or (0, 0))
-        attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
-                 "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
-        view = copy.copy(op)
-        view.type, view.attrs = "Conv2D", attrs
-        return fn(view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0])))
+        view, opd = _view_2d(op, operands)
+        if _torch_refuse(view, opd):  # a 2-D kernel not measured: the 1-D facts, named as estimated
+            return None if fn is _torch_refuse else fn(op, operands)
+        return fn(view, opd)
     return fact
+
+
+def _view_2d(op, operands):
+    a = op.attrs
+    p = tuple(int(v) for v in a.get("pads") or (0, 0))
+    view = copy.copy(op)
+    view.type = "Conv2D"
+    view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
+                  "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
+
+
+def _torch_estimated(op, operands) -> bool:
+    """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
+    the 1-D facts count it, and the report names it as estimated."""
+    return op.type == "Conv1D" and bool(_torch_refuse(*_view_2d(op, operands)))
 
 
 def _torch_contiguous_grad(op, operands) -> bool:
@@ -950,7 +963,8 @@ def _torch_contiguous_grad(op, operands) -> bool:
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
-         "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse)}
+         "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
+         "estimated": _torch_estimated}
 
 
 def not_2d(t: str, nd: int) -> dict:

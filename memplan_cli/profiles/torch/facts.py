@@ -25,7 +25,9 @@ from memplan_cli.profiles.torch.strides import elements
 #   function (op, operands) -> that tuple;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
-# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
+# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "estimated": a function (op, operands) -> True where the facts count the op only approximately
+#   (the report names it as estimated, as an op the general rule covers).
 
 
 def flash_blocks(op, operands) -> tuple:
