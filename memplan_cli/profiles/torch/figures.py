@@ -30,7 +30,7 @@ def coverage_line(cov: dict) -> str:
     line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
     if cov["estimated"]:
         types = sorted({e["type"] for e in cov["estimated"]})
-        line += (f"; {len(cov['estimated'])} estimated by the general rule ({', '.join(types)}), "
+        line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
