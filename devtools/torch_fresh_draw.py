@@ -119,8 +119,7 @@ def _runs(build, shape) -> bool:
     torch.manual_seed(0)
     m = build()
     m.train()
-    x = torch.randint(0, shape[2], (2, shape[1])) if shape[0] == "ids" else torch.randn(2, *shape)
-    out = m(x)
+    out = m(T.example_batch(shape, 2))
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
 
 
