@@ -666,7 +666,7 @@ def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
     return doc.get("figures", {}).get("torch", {}) | {"planned": doc["totals"]["planned"]}
 
 
-# MemTracker's categories -> the profile's split (profiles/torch.py PARTS)
+# MemTracker's categories -> the profile's split (profiles/torch/figures.py PARTS)
 MT_PARTS = {"parameters": ("PARAM", "BUFFER"), "optimizer": ("OPT",), "gradients": ("GRAD",),
             "activations": ("ACT",), "temporaries": ("TEMP",), "batch": ("OTH",)}
 
