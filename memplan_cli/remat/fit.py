@@ -59,8 +59,10 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
     if max_dim is not None and max_dim not in dict(config.dims):
         from memplan_cli.errors import ConfigError
 
-        raise ConfigError(f"--max-dim {max_dim}: give the setup's own size too (--dim {max_dim}=N): the "
-                          "other options are planned at it")
+        raise ConfigError.worded(f"max_dim {max_dim!r}: give the setup's own size too (dim={{{max_dim!r}: N}}): "
+                                 "the other options are planned at it",
+                                 f"--max-dim {max_dim}: give the setup's own size too (--dim {max_dim}=N): the "
+                                 "other options are planned at it")
     load_dims = load
     load = lambda b: load_dims(b, config.dims)  # noqa: E731
     batch = config.batch_size
