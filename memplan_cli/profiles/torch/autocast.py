@@ -1,5 +1,5 @@
 """`--profile torch --precision bf16-mixed`: what `torch.autocast("cpu", dtype=torch.bfloat16)` adds to
-eager's step (the replay in profiles/torch.py calls these at a few points; nothing here runs at
+eager's step (the replay in profiles/torch/replay.py calls these at a few points; nothing here runs at
 32-true or N-true, whose dtypes the precision pass already gave every operand).
 
 Rules (PyTorch's own: aten/src/ATen/autocast_mode.cpp `cached_cast`, derivatives.yaml's `_to_copy`):
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from memplan_cli.ir.dtypes import dtype_size
 
-# the eager ops the replay reads back from several IR ops (profiles/torch.py FACTS), by autocast policy
+# the eager ops the replay reads back from several IR ops (profiles/torch/facts.py FACTS), by autocast policy
 FUSED_LOWER = ("Linear", "SDPA")
 
 
@@ -29,22 +29,6 @@ def _policy(op) -> str:
     if op.type in FUSED_LOWER:
         return "lower"
     return ops.autocast_policy(op)
-
-
-def low_precision_refusal(ops_, config) -> str | None:
-    """Why a bfloat16 step of these ops is not reproduced, or None: oneDNN's bfloat16 convolution
-    kernels allocate scratch (reorders, an extra output-sized buffer) the fp32 facts do not describe
-    and that was not worked out (measured: 3-9 % under the allocator's peak on BatchNorm CNNs)."""
-    from memplan_cli.ops._torch import CONVOLUTIONS
-
-    if getattr(config, "precision", "32-true") == "32-true":
-        return None
-    for op in ops_:
-        if op.type in CONVOLUTIONS:
-            return (f"torch profile: op {op.label} ({op.type}) under --precision {config.precision}: oneDNN's "
-                    "bfloat16 convolution kernels allocate scratch the profile does not model yet; "
-                    "--precision bf16-* covers networks without convolutions")
-    return None
 
 
 class Autocast:
