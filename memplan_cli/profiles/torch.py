@@ -987,6 +987,9 @@ def replay(tg, config):
             if v in trained and v not in params_order:
                 params_order.append(v)
     held = list(range(len(sim.store)))
+    # a view of a trained weight (a tied weight's Transpose) is that weight to autocast's cast cache
+    weight_of_storage = {storage[w]: w for w in trained if w in storage}
+    ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
     state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
     for w in params_order:
         for k in range(state_count):
