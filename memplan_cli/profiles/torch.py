@@ -62,6 +62,7 @@ from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.instancenorm import INSTANCE_NORM_TYPE
 from memplan_cli.ops.loss import LOSS_TYPE
+from memplan_cli.ops import matmul
 from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.ops.reshape import RESHAPE_TYPE
 from memplan_cli.ops.views import UNSQUEEZE_TYPE
@@ -116,7 +117,9 @@ FACTS = {
     "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": _flash_fwd, "bwd_scratch": _flash_bwd},
-    "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # addmm: mat1 when the weight needs its gradient; in bfloat16, oneDNN's matmul scratchpads
+    "Linear": {"saves": (("in0", "g1"),), "fwd_scratch": matmul.linear_bf16_fwd,
+               "bwd_scratch": matmul.linear_bf16_bwd},
     # a copy the dynamo export dropped (`_lost_clones`): a new contiguous tensor, saves nothing; its
     # backward hands the incoming gradient on (CloneBackward0)
     "Clone": {"grad": "pass"},
