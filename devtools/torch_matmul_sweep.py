@@ -38,11 +38,11 @@ def measure(m: int, k: int, n: int, ta: bool, tb: bool) -> int:
     return max(allocs[1:], default=0)
 
 
-def predict(m: int, k: int, n: int, ta: bool) -> int:
+def predict(m: int, k: int, n: int, ta: bool, tb: bool) -> int:
     sys.path.insert(0, ROOT)
     from memplan_cli.ops.matmul import bf16_mm_scratch
 
-    return bf16_mm_scratch(m, k, n, ta)
+    return bf16_mm_scratch(m, k, n, ta, tb)
 
 
 GRID = [(m, k, n, la) for m, k, n, la in itertools.product(
@@ -57,7 +57,7 @@ def main(argv=None):
     exact = counted = 0
     for m, k, n, ta, tb in rows:
         m, k, n, ta, tb = int(m), int(k), int(n), ta == "t", tb == "t"
-        got, want = measure(m, k, n, ta, tb), predict(m, k, n, ta)
+        got, want = measure(m, k, n, ta, tb), predict(m, k, n, ta, tb)
         counted += bool(want)
         exact += want == got
         print(f"M={m:5d} K={k:5d} N={n:5d} {'t' if ta else 'n'}{'t' if tb else 'n'}  scratch {got:>9,d}  "

@@ -377,8 +377,8 @@ TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
 # copied to rows of LDA elements (buffer_a; get_actual_LDA pads a power of two of 512 or more by a cache
 # line), the AMX tile buffer, the brgemm batch and the C accumulator. Measured (torch 2.14.1, one
 # thread, M 32-4096, K and N 64-2048), where oneDNN takes all of B as one chunk:
-# - plain A, B plain or transposed (a linear's forward, its input's gradient): 2 x K x N + 5,120 B,
-#   for K x N up to 512 Ki elements, with M at least 512 or N at most 128;
+# - plain A, B plain or transposed (a linear's input's gradient, its forward): 2 x K x N + 5,120 B,
+#   for K x N up to 512 Ki elements, with M at least 512 or N at most 256 (128 when B is transposed);
 # - transposed A (a linear's weight gradient, gy^T @ x): 2 x min(M, 256) x LDA(K) + 2 x K x 64 + 5,248 B,
 #   for K up to 512, or up to 1,024 with N at most 128.
 # Elsewhere oneDNN splits K or N into chunks by a cache-size search not reproduced here: no scratch
@@ -387,14 +387,14 @@ def _lda(k: int) -> int:
     return k + 32 if k >= 512 and k & (k - 1) == 0 else k
 
 
-def bf16_mm_scratch(m: int, k: int, n: int, transposed_a: bool) -> int:
+def bf16_mm_scratch(m: int, k: int, n: int, transposed_a: bool, transposed_b: bool = False) -> int:
     """Bytes of oneDNN's bfloat16 brgemm matmul scratchpad for (M x K) @ (K x N), or 0 outside the
     shapes measured."""
     if transposed_a:
         if k <= 512 or (k <= 1024 and n <= 128):
             return 2 * min(m, 256) * _lda(k) + 2 * k * 64 + 5248
         return 0
-    if k * n <= 512 * 1024 and (m >= 512 or n <= 128):
+    if k * n <= 512 * 1024 and (m >= 512 or n <= (128 if transposed_b else 256)):
         return 2 * k * n + 5120
     return 0
 
@@ -414,7 +414,7 @@ def linear_bf16_fwd(op, operands) -> tuple:
     if not _bf16(op, operands):
         return ()
     m, k, n = _linear_mkn(op, operands)
-    return ((bf16_mm_scratch(m, k, n, False),),)
+    return ((bf16_mm_scratch(m, k, n, False, True),),)
 
 
 def linear_bf16_bwd(op, operands, needs) -> tuple:
@@ -434,6 +434,20 @@ def linear_bf16_bwd(op, operands, needs) -> tuple:
     return tuple(alts)
 
 
+def _weight_rhs(op, operands) -> bool:
+    """A bias-less linear (x @ W, W a 2-D constant): eager folds it into one mm, as addmm."""
+    w = operands[op.inputs[1]]
+    return w.is_const and len(w.shape) == 2 and len(operands[op.inputs[0]].shape) >= 2
+
+
+def matmul_bf16_fwd(op, operands) -> tuple:
+    return linear_bf16_fwd(op, operands) if _weight_rhs(op, operands) else ()
+
+
+def matmul_bf16_bwd(op, operands, needs) -> tuple:
+    return linear_bf16_bwd(op, operands, needs) if _weight_rhs(op, operands) else ()
+
+
 MATMUL_TYPE = "MatMul"  # what LoRA's adapters compute with (passes/lora.py)
 
 
@@ -450,7 +464,8 @@ OPS = [
           autocast="lower"),  # autocast: linear, addmm
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", autocast="lower",  # matmul, mm, bmm
-          profiles={"torch": {**TORCH, "contiguous_inputs": 2}}),
+          profiles={"torch": {**TORCH, "contiguous_inputs": 2, "fwd_scratch": matmul_bf16_fwd,
+                              "bwd_scratch": matmul_bf16_bwd}}),
 ]
 
 

@@ -19,10 +19,16 @@ def test_whole_b_chunk_and_transposed_a(m, k, n, ta, scratch):
     assert matmul.bf16_mm_scratch(m, k, n, ta) == scratch
 
 
-@pytest.mark.parametrize("m, k, n, ta", [(4096, 2048, 512, False), (128, 128, 512, False), (512, 2048, 128, True)])
-def test_chunked_shapes_count_nothing(m, k, n, ta):
-    # measured 9,442,432 / 13,312 / 808,192 B: oneDNN's chunking search, not reproduced
-    assert matmul.bf16_mm_scratch(m, k, n, ta) == 0
+@pytest.mark.parametrize("m, k, n, ta, tb", [(4096, 2048, 512, False, False), (128, 128, 512, False, False),
+                                            (512, 2048, 128, True, False), (64, 64, 256, False, True)])
+def test_chunked_shapes_count_nothing(m, k, n, ta, tb):
+    # measured 9,442,432 / 13,312 / 808,192 / 9,216 B: oneDNN's chunking search, not reproduced
+    assert matmul.bf16_mm_scratch(m, k, n, ta, tb) == 0
+
+
+def test_a_frozen_linears_input_gradient():
+    # lora_encoder's frozen FFN (M 128, 256 -> 64): gy @ W takes 37,888 B (measured in its step)
+    assert matmul.bf16_mm_scratch(128, 64, 256, False) == 37888
 
 
 def _linear(dtype, b=4, s=16, k=64, n=64):
