@@ -94,6 +94,10 @@ class BufferList:
     naive: dict[str, int] | None = None
     # what "naive" counts for this profile, one line for reports
     naive_means: str = NAIVE_BUFFERS
+    # the training step the buffers come from (passes' TrainingGraph), when the profile built one:
+    # reports read which weights train, the per-layer figures and the FLOPs off it; never serialised,
+    # never read by planners
+    training_graph: object = field(default=None, repr=False, compare=False)
 
     def in_pool(self, pool: str) -> list[Buffer]:
         return [b for b in self.buffers if b.pool == pool]

@@ -383,7 +383,7 @@ class FlagKind:
     """How a kind of training flag is typed and read. `check`: (API keyword, argument) -> the flag's
     value, checked as click checks the flag (ConfigError otherwise); `parse`: the flag's value ->
     the TrainConfig field's. The click type is the commands' (commands/options.py CLICK_TYPES), the
-    reading of a baseline's JSON value back into a flag value diff's (commands/diff.py)."""
+    reading of a baseline's JSON value back into a flag value diff's (baseline.py)."""
 
     check: Callable
     parse: Callable = lambda v: v

@@ -10,7 +10,7 @@ import pytest
 from memplan_cli import api
 from memplan_cli.cli import main
 from memplan_cli.commands.options import STEP_ONLY
-from memplan_cli.commands.diff import baseline_flags
+from memplan_cli.baseline import baseline_flags
 from memplan_cli.config import (FLAG_BY_NAME, FLAG_KINDS, TRAINING_FLAGS, TrainConfig, config_json,
                                 merge_setup)
 from memplan_cli.errors import ConfigError
@@ -119,19 +119,13 @@ def test_the_json_config_follows_the_table():
 
 def test_diff_reads_every_flag_back_from_a_baseline(monkeypatch):
     """A baseline's setup, read back into flags, gives the same setup: diff's mapping is the table's."""
-    import click
-
-    from memplan_cli.commands import diff
-
     cfg = merge_setup({}, GIVEN)
     doc = {"config": {**config_json(cfg, loss_outputs=["out0"]),
                       "sources": {f.field: "flag" for f in TRAINING_FLAGS}}}
-    with click.Context(diff.command):
-        flags = baseline_flags(doc, {}, set())
+    flags = baseline_flags(doc, {}, set())
     again = merge_setup({}, flags)
     assert again == cfg.with_(loss_outputs=("out0",))
     # a flag given to diff wins; a resolved value the user did not pick stays TARGET's
     doc["config"]["sources"]["loss_outputs"] = "default"
-    with click.Context(diff.command):
-        flags = baseline_flags(doc, {"optimizer": "sgd"}, {"optimizer"})
+    flags = baseline_flags(doc, {"optimizer": "sgd"}, {"optimizer"})
     assert flags["optimizer"] == "sgd" and "loss_outputs" not in flags

@@ -262,7 +262,7 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU it
+# `--profile torch` (profiles/torch/): eager's `convolution` saves its input (and weight). On CPU it
 # runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
 # with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
 # 16 (_blocked):

@@ -31,7 +31,7 @@ from memplan_cli.remat.solve import solve
 
 
 def _flops(a) -> int | None:
-    tg = getattr(a.buffers, "training_graph", None)
+    tg = a.buffers.training_graph
     return step_flops(tg).total if tg is not None else None
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.errors import ConfigError, MemplanError
+from memplan_cli.report.document import document_header
 from memplan_cli.report.units import percent
 from memplan_cli.sizes import parse_size
 
@@ -213,10 +213,7 @@ def diff_documents(old: dict, new: dict, thresholds: list[Threshold], *, old_lab
             r["status"] = "ok"
     status = "regression" if any(not v["passed"] for v in verdicts) else "ok"
     return {
-        "schema_version": 1,
-        "kind": "diff",
-        "memplan_version": __version__,
-        "status": status,
+        **document_header("diff", status=status),
         "baseline": _side(old, old_label),
         "target": _side(new, new_label),
         "notes": config_differences(old, new),

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memplan_cli.version import __version__
 from memplan_cli.errors import ConfigError
+from memplan_cli.report.document import document_header
 
 # doubling stops here when searching for the largest batch under a budget
 MAX_SEARCH_BATCH = 1 << 16
@@ -91,11 +91,7 @@ def sweep_document(model: dict, config: dict, profiles: list[str], rows: list[di
     if budget is not None and largest.get(profiles[0]) is None:
         status = "over_budget"
     return {
-        "schema_version": 1,
-        "kind": "sweep",
-        "memplan_version": __version__,
-        "model": model,
-        "config": config,
+        **document_header("sweep", model, config=config),
         "profiles": profiles,
         "budget": budget,
         "largest_fitting": largest if budget is not None else {},

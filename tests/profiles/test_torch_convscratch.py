@@ -27,7 +27,7 @@ def _op(n, c, h, o, k, s=1, p=0):
 
 
 def _best(alts, opd, op, xgrad):
-    """The largest alternative in bytes, as profiles/torch.py counts it."""
+    """The largest alternative in bytes, as profiles/torch/replay.py counts it."""
     def size(spec):
         if isinstance(spec, int):
             return spec

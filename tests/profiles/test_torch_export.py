@@ -1,4 +1,4 @@
-"""`--profile torch` on what the dynamo exporter's optimizer rewrote (profiles/torch_export.py), on tiny
+"""`--profile torch` on what the dynamo exporter's optimizer rewrote (profiles/torch/export.py), on tiny
 hand-built ONNX graphs that carry the metadata torch.onnx writes (no torch needed): a file whose
 optimizer folded a BatchNorm, a zero pad or a zero bias away gives the figure of the same module
 exported with them in place (the TorchScript training export, which devtools/torch_oracle.py matched

@@ -1,5 +1,5 @@
 """The torch profile on tiny hand-built graphs: each expected figure is derived by hand from the
-profile's rules (profiles/torch.py's docstring), which were read off torch 2.14's allocator events
+profile's rules (profiles/torch/__init__.py's docstring), which were read off torch 2.14's allocator events
 (devtools/torch_oracle.py checks them against the real thing when torch is installed)."""
 import json
 import pathlib

@@ -1,5 +1,5 @@
 """`--profile torch --precision bf16-mixed`: what `torch.autocast("cpu", dtype=torch.bfloat16)` adds to
-eager's step (the replay in profiles/torch.py calls these at a few points; nothing here runs at
+eager's step (the replay in profiles/torch/replay.py calls these at a few points; nothing here runs at
 32-true or N-true, whose dtypes the precision pass already gave every operand).
 
 Rules (PyTorch's own: aten/src/ATen/autocast_mode.cpp `cached_cast`, derivatives.yaml's `_to_copy`):
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from memplan_cli.ir.dtypes import dtype_size
 
-# the eager ops the replay reads back from several IR ops (profiles/torch.py FACTS), by autocast policy
+# the eager ops the replay reads back from several IR ops (profiles/torch/facts.py FACTS), by autocast policy
 FUSED_LOWER = ("Linear", "SDPA")
 
 
