@@ -341,7 +341,7 @@ def _outer_reads(node) -> list[str]:
 
 
 class _Builder:
-    def __init__(self, model):
+    def __init__(self, model, folded_from: dict | None = None):
         self.model = model
         g = model.graph
         self.index: dict[str, int] = {}
@@ -356,7 +356,7 @@ class _Builder:
         self.constants_are_buffers = model.producer_name == "pytorch"
         from memplan_cli.loaders.params import onnx_rule
 
-        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model)
+        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model, folded_from)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -854,7 +854,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
-        g = _drop_unused_operands(_Builder(model).build())
+        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
         if functions:

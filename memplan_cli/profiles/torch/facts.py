@@ -3,6 +3,7 @@ of the eager ops the exporters split (`FACTS`), and the general rule for an op n
 from __future__ import annotations
 
 from memplan_cli import ops
+from memplan_cli.ops import matmul
 from memplan_cli.profiles.torch.strides import elements
 
 # Facts of the eager ops the exporters split (read back by `fuse`), in the registry's format (an op
@@ -56,7 +57,9 @@ FACTS = {
     "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": flash_fwd, "bwd_scratch": flash_bwd},
-    "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # addmm: mat1 when the weight needs its gradient; in bfloat16, oneDNN's matmul scratchpads
+    "Linear": {"saves": (("in0", "g1"),), "fwd_scratch": matmul.linear_bf16_fwd,
+               "bwd_scratch": matmul.linear_bf16_bwd},
     # a copy the dynamo export dropped (`lost_clones`): a new contiguous tensor, saves nothing; its
     # backward hands the incoming gradient on (CloneBackward0)
     "Clone": {"grad": "pass"},

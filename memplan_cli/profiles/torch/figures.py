@@ -11,7 +11,7 @@ def coverage(bl, at: int, peak: int) -> dict:
     """How sure the figure is: of the eager ops replayed, how many a measured rule covers, and the ops
     the general rule estimated (`GENERAL`), each with the bytes it made (outputs, saved tensors,
     temporaries, gradients from its backward) that are live at the peak."""
-    cov = getattr(bl, "torch_coverage", None) or {"ops": 0, "estimated": {}}
+    cov = bl.profile_data.get("coverage") or {"ops": 0, "estimated": {}}
     est = cov["estimated"]
     at_peak = dict.fromkeys(est, 0)
     for b in bl.buffers:

@@ -152,6 +152,10 @@ class Replay:
                 if v in self.trained and v not in self.params_order:
                     self.params_order.append(v)
         self.held = list(range(len(sim.store)))
+        # a view of a trained weight (a tied weight's Transpose) is that weight to autocast's cast cache
+        trained = self.trained
+        weight_of_storage = {storage[w]: w for w in trained if w in storage}
+        self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         for w in self.params_order:
             for k in range(state_count):
@@ -383,6 +387,13 @@ class Replay:
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg:
                 continue
+            if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
+                # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
+                # a float32 sum (autocast's residual stream) gets a copy, not the incoming gradient
+                gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+                made.append(gx)
+                self.deliver(v, gx, True, s, made, tmp, op.label)
+                continue
             if k in f.get("grad_shared", ()):
                 if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
                     self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
@@ -505,3 +516,9 @@ class Replay:
             sim.touch(st, end)
         for st in self.held:
             sim.touch(st, end)
+
+
+def cast_grad(x, y) -> bool:
+    """Whether the gradient y hands on to x needs autograd's cast: float tensors of different dtypes."""
+    floats = ("float16", "bfloat16", "float32", "float64")
+    return x.dtype != y.dtype and x.dtype in floats and y.dtype in floats
