@@ -234,6 +234,14 @@ class Graph:
             raise GraphError(f"the graph has a cycle through {names}")
         return order
 
+    def input_batch(self) -> int | None:
+        """The first dimension of the first input (the batch the graph is shaped for), if it has one."""
+        try:
+            shape = self.operands[self.inputs[0]].shape
+            return int(shape[0]) if shape else None
+        except (IndexError, TypeError, ValueError):
+            return None
+
     # ---- sizes ---------------------------------------------------------------------------
     def parameter_count(self) -> int:
         """Elements of float constants (weights and biases; not int shape/axes constants, nor the

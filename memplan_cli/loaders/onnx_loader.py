@@ -340,7 +340,7 @@ def _outer_reads(node) -> list[str]:
 
 
 class _Builder:
-    def __init__(self, model):
+    def __init__(self, model, folded_from: dict | None = None):
         self.model = model
         g = model.graph
         self.index: dict[str, int] = {}
@@ -355,7 +355,7 @@ class _Builder:
         self.constants_are_buffers = model.producer_name == "pytorch"
         from memplan_cli.loaders.params import onnx_rule
 
-        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model)
+        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model, folded_from)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -557,7 +557,7 @@ SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
-    (profiles/torch_export.py reads it back): the graph signature (placeholder -> (PARAMETER |
+    (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
     BUFFER | CONSTANT_TENSOR, target)); each node the optimizer rewrote: its name, the rule names and
     the fx node it came from; the parameters each node's fx node takes (by placeholder); what each
     folded constant was computed from. None for a file without a graph signature."""
@@ -830,7 +830,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
-        g = _drop_unused_operands(_Builder(model).build())
+        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
         if dynamic:

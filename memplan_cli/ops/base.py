@@ -168,6 +168,10 @@ class OpDef:
     # a normalisation whose output is an affine function of its input and the two statistics its
     # backward keeps (these extras' names): cheap to recompute (passes/cheap_recompute.py)
     recompute_stats: tuple = ()
+    # a random op whose output is a function of its input and the mask its backward keeps (this
+    # extra's name, or the op's mask output when it has one): cheap to recompute from the two
+    # (Dropout: Y = X * mask / (1 - ratio); passes/cheap_recompute.py)
+    recompute_mask: str = ""
     # with `--batchnorm frozen` the output is recomputed from the op's first N inputs (its stored
     # statistics); 0: no such mode
     recompute_frozen_inputs: int = 0

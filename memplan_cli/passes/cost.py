@@ -1,7 +1,8 @@
 """The cost model: FLOPs of one training step, per op and per step of the execution order.
 
 Rules:
-- An op's figures come from its registry entry (`OpDef.flops`). An op without one has no FLOPs:
+- An op's figures come from its registry entry (`OpDef.flops`, or for an ONNX op kept unconverted
+  its family's `ONNX_FACTS` "flops"). An op without one has no FLOPs:
   the step's figure is then withheld (`StepFlops.available` is False, `reason` names the op
   types), never estimated.
 - Counted over the steps that run, so a schedule that runs an op's forward twice (a
@@ -29,7 +30,8 @@ def op_flops(op, operands) -> tuple[int, int] | None:
     from memplan_cli import ops as registry
 
     d = registry.get(op.type)
-    fn = d.flops if d is not None else None
+    # an ONNX op kept unconverted (a random draw) may state its FLOPs among its family's facts
+    fn = d.flops if d is not None else registry.source_facts("onnx", op.type).get("flops")
     if fn is None:
         return None
     out = fn(op, operands)

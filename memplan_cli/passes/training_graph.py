@@ -280,7 +280,7 @@ class TrainingGraph:
         steps = [Step(s.index, s.kind, s.op, s.label) for s in self.steps]
         info = {"tensors": len(self.tensors), "aliases": len(self.aliases)}
         return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align, lt),
-                          naive_means=NAIVE_TENSORS)
+                          naive_means=NAIVE_TENSORS, training_graph=self)
 
     def naive_by_category(self, align: int = 16, lt: dict | None = None) -> dict[str, int]:
         """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per

@@ -158,3 +158,23 @@ def test_a_parameter_read_through_dropout_trains(tmp_path, ratio):
     assert _op(tg).inputs[0] in tg.grad
     assert check_gradients(p) >= 12
     check_verify(p, "-b", "2")
+
+
+def test_a_random_draw_kept_unconverted_has_flops(tmp_path):
+    """Stochastic depth as TorchScript writes it (torchvision's EfficientNet in training mode):
+    RandomUniformLike -> Less -> Cast -> Div -> Mul. The draw counts 1 FLOP per element and no
+    backward, so the step's FLOPs (and the remat solver, which ranks plans by them) are available."""
+    from memplan_cli.passes.cost import op_flops, step_flops
+
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("RandomUniformLike", ["a"], ["u"], dtype=TensorProto.FLOAT),
+             helper.make_node("Less", ["u", "k"], ["keep"]),
+             helper.make_node("Cast", ["keep"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["a", "m"], ["y"])]
+    inits = {"p": np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32), "k": np.array(0.8, np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("x", X)], [("y", X)], inits))
+    g = load_model(path)
+    draw = next(o for o in g.operations if o.type == "RandomUniformLike")
+    assert op_flops(draw, g.operands) == (24, 0)
+    flops = step_flops(training_graph(path))
+    assert flops.available and flops.ops[draw.index].forward == 24

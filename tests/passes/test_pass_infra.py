@@ -124,5 +124,5 @@ def test_a_plan_leaves_the_problems_base_step_as_it_was(precision):
 
 
 def test_up_to_stops_before_the_named_pass():
-    tg, p = up_to("aliasing", conv_relu_fc())
-    assert p.name == "aliasing" and tg.steps and tg.aliases == {}
+    tg, p = up_to("accumulation", conv_relu_fc())
+    assert p.name == "accumulation" and tg.tensors and tg.steps == [] and tg.accumulate == {}
