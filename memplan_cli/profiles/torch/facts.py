@@ -3,6 +3,7 @@ of the eager ops the exporters split (`FACTS`), and the general rule for an op n
 from __future__ import annotations
 
 from memplan_cli import ops
+from memplan_cli.ops import matmul
 from memplan_cli.profiles.torch.strides import elements
 
 # Facts of the eager ops the exporters split (read back by `fuse`), in the registry's format (an op
@@ -23,7 +24,11 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
-# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
+# - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
+#   or a function (op, operands) -> bool); the copy lives through its backward;
+# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "estimated": a function (op, operands) -> True where the facts count the op only approximately
+#   (the report names it as estimated, as an op the general rule covers).
 
 
 def flash_blocks(op, operands) -> tuple:
@@ -52,7 +57,9 @@ FACTS = {
     "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": flash_fwd, "bwd_scratch": flash_bwd},
-    "Linear": {"saves": (("in0", "g1"),)},  # addmm: mat1 when the weight needs its gradient
+    # addmm: mat1 when the weight needs its gradient; in bfloat16, oneDNN's matmul scratchpads
+    "Linear": {"saves": (("in0", "g1"),), "fwd_scratch": matmul.linear_bf16_fwd,
+               "bwd_scratch": matmul.linear_bf16_bwd},
     # a copy the dynamo export dropped (`lost_clones`): a new contiguous tensor, saves nothing; its
     # backward hands the incoming gradient on (CloneBackward0)
     "Clone": {"grad": "pass"},
