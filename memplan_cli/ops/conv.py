@@ -714,7 +714,9 @@ def _bf16_kernel(op, operands) -> str | None:
             any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
         return None
     if op.type == "DepthwiseConv2D":
-        return "jit_dw" if int(op.attrs.get("depth_multiplier", 1) or 1) == 1 else None
+        # measured on 3x3 kernels; a 5x5 one's weight gradient takes oneDNN's gemm kernel (as in float32)
+        three = tuple(int(v) for v in op.attrs["kernel"]) == (3, 3)
+        return "jit_dw" if three and int(op.attrs.get("depth_multiplier", 1) or 1) == 1 else None
     if op.type != "Conv2D" or int(op.attrs.get("group", 1) or 1) != 1:
         return None
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
@@ -863,7 +865,8 @@ def _bf16_bwd_dw(op, operands) -> tuple:
 def _bf16_refuse(op, operands) -> str | None:
     if _bf16_kernel(op, operands) is None:
         return ("a bfloat16 convolution oneDNN runs with kernels whose memory was not measured (grouped, "
-                "transposed, dilated, channels-last, not 2-D, or a shape brgemm hands to the jit kernels)")
+                "transposed, dilated, channels-last, not 2-D, a depthwise kernel other than 3x3, or a shape "
+                "brgemm hands to the jit kernels)")
     return None
 
 

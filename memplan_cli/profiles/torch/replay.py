@@ -43,6 +43,12 @@ class Replay:
         if why:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
+        # ops a custom autograd Function's forward wrote (the dynamo exporter's recorded stack): their
+        # backward is the Function's own code, which the file does not describe
+        custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+        for op in self.ops:
+            if custom and any(0 <= m < len(g.operations) and g.operations[m].name in custom for m in op.members):
+                op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
         self.sim.coverage = {"ops": len(self.ops),
