@@ -25,6 +25,7 @@ Rules:
 """
 from __future__ import annotations
 
+import bisect
 import copy
 from dataclasses import replace
 
@@ -33,7 +34,7 @@ from memplan_cli.passes.pipeline import GRAPH, MEMORY, TRAINING, finish, memplan
 from memplan_cli.passes.policy import Policy
 from memplan_cli.passes.rematerialize import candidates, droppable, each_ok, forward_end
 from memplan_cli.passes.rules import default_rules
-from memplan_cli.passes.training_graph import TrainingGraph
+from memplan_cli.passes.training_graph import TrainingGraph, align_up
 from memplan_cli.planners.bound import lower_bound
 
 
@@ -141,8 +142,6 @@ class RematProblem:
         """(aligned size, first, last, members) per buffer of `tg.to_buffer_list(align)`, without
         building the Buffer objects: alias groups' unions, persistent over every step, live-out to
         the end; the largest member sizes the buffer."""
-        from memplan_cli.passes.training_graph import align_up
-
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for s in tg.steps:
@@ -195,8 +194,6 @@ class RematProblem:
         writer = {w: s.op for s in tg.steps if s.kind == "forward" for w in s.writes}
         touched = {t: set(tg.steps[t].touched()) for t in over}
         out: dict[int, int] = {}
-        import bisect
-
         for size, a, b, mem in vals:
             ks = {writer.get(u) for u in mem} & set(self.cost)
             if not ks:
