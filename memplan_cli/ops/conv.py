@@ -689,8 +689,10 @@ def _tconv_bwd_dw(op, operands) -> tuple:
 #   scratchpad; then both copied out.
 # - depthwise (jit_dw): as in float32 (channels in blocks of 16), with a float32 reduction buffer
 #   beside the weight's gradient (4 x the blocked weight + 128 B, and 4 x the blocked bias + 128 B).
-# - a 1x1 kernel on one pixel that brgemm hands to the jit kernels (squeeze-excite): forward
-#   jit_bf16_1x1 (input, weight and output blocked by 16, the bias converted to float32); the input's
+# - a small shape brgemm hands to the jit kernels (from 16 input channels): forward jit_bf16 /
+#   jit_bf16_1x1 (input, weight and output blocked by 16; jit_bf16_1x1 converts the bias to float32, and
+#   on more than one pixel copies the blocked input once more), backward brgemm's as above; a 1x1 kernel on
+#   one pixel (squeeze-excite) differs in backward: the input's
 #   gradient jit AMX backward-data (the weight in OIhw16o16i2o, output channels rounded up to 32, input
 #   channels to 16; the result unblocked; its scratchpad from jit_avx512_core_amx_conv_kernel
 #   init_conf / init_scratchpad); the weight's gradient brgconv_bwd_w without reorders (one pixel is
@@ -724,7 +726,11 @@ def _bf16_kernel(op, operands) -> str | None:
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
     pixel = all(int(d) == 1 for d in (*x.shape[2:4], *y.shape[2:4]))  # a squeeze-excite 1x1 on one pixel
     if int(y.shape[2]) * int(y.shape[3]) <= 4 and c <= 512 and n * c * o <= (L1_BYTES // 2 if one else L1_BYTES):
-        return "jit_pixel" if one and pixel else None
+        if pixel:
+            return "jit_pixel" if one else None
+        # the forward only (backward runs brgemm's kernels); measured from 16 input channels (3 took the
+        # AMX jit kernel)
+        return "jit_small" if c >= 16 else None
     return None if pixel else "brgconv"
 
 
@@ -795,10 +801,12 @@ def _brg_bwd_w_scratch(op, operands) -> int:
 
 
 def _pixel_parts(op, operands) -> dict:
+    """Input, output and weight blocked by 16 channels (jit_bf16 / jit_bf16_1x1)."""
     p = _bf16_parts(op, operands)
-    n = int(operands[op.inputs[0]].shape[0])
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, hw, ohw = int(x.shape[0]), int(x.shape[2]) * int(x.shape[3]), int(y.shape[2]) * int(y.shape[3])
     o, i = p["o"], p["i"]
-    p.update(bx=BF16 * n * _round(i), by=BF16 * n * _round(o), bw=BF16 * _round(o) * _round(i),
+    p.update(bx=BF16 * n * _round(i) * hw, by=BF16 * n * _round(o) * ohw, bw=BF16 * _round(o) * _round(i) * p["k"],
              w_bwd=BF16 * _round_to(o, 32) * _round(i))
     return p
 
@@ -816,13 +824,16 @@ def _amx_bwd_data_scratch(op, operands) -> int:
 
 def _bf16_fwd(op, operands) -> tuple:
     p = _bf16_parts(op, operands)
-    if _bf16_kernel(op, operands) == "jit_pixel":
+    if _bf16_kernel(op, operands) in ("jit_pixel", "jit_small"):
         q = _pixel_parts(op, operands)
         o = q["o"]
-        # the bias converted to float32 (channels rounded up to 16), and a padded bfloat16 copy when they are
-        # not a multiple of 16 (each + 128 B)
-        bias = (4 * _round(o) + 128 + (2 * _round(o) + 128 if o % 16 else 0)) if q["bias"] else 0
-        return ((bias, q["bx"], q["bw"], q["by"] - q["y"]), (q["by"],))
+        one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+        # a bias padded to 16 channels in bfloat16 when they are not a multiple of 16, converted to float32
+        # (jit_bf16_1x1), each + 128 B
+        bias = ((2 * _round(o) + 128 if o % 16 else 0) + (4 * _round(o) + 128 if one else 0)) if q["bias"] else 0
+        # jit_bf16_1x1 on more than one pixel copies the blocked input once more (+ 128 B, measured)
+        again = q["bx"] + 128 if one and _bf16_kernel(op, operands) == "jit_small" else 0
+        return ((bias, q["bx"], q["bw"], q["by"] - q["y"], again), (q["by"],))
     if op.type == "DepthwiseConv2D":
         c = p["o"]
         bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c

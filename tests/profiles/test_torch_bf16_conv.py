@@ -112,8 +112,20 @@ def test_a_squeeze_excite_1x1_on_one_pixel_takes_the_jit_kernels(cfg, fwd, bwd):
     assert _bwd_peak(op, opd) == bwd
 
 
+@pytest.mark.parametrize("cfg, fwd, bwd", [
+    (dict(n=2, c=128, h=2, o=32, k=3, p=1), 75776, 272984),  # DenseNet's last block at 32 x 32
+    (dict(n=4, c=64, h=4, o=24, k=3, s=2, p=1), 45504, 192328),
+    (dict(n=2, c=96, h=2, o=96, k=1, bias=False), 21632, 97176),
+])
+def test_a_small_shapes_forward_takes_the_jit_kernels_blocked_by_16(cfg, fwd, bwd):
+    # at most 4 output pixels: jit_bf16 / jit_bf16_1x1 forward, brgemm's backward
+    op, opd = _op(**cfg)
+    assert _best(conv.TORCH["fwd_scratch"](op, opd)) == fwd
+    assert _bwd_peak(op, opd) == bwd
+
+
 @pytest.mark.parametrize("cfg", [
-    dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1),  # 4 output pixels: brgemm hands it to jit_bf16
+    dict(n=2, c=3, h=4, o=16, k=3, s=2, p=1),  # a small shape of 3 channels: the AMX jit kernel
     dict(n=4, c=32, h=8, o=32, k=3, p=1, g=4),  # grouped
     dict(n=2, c=32, h=16, o=32, k=5, p=2, g=32),  # a 5x5 depthwise kernel: its weight gradient is gemm
 ])
