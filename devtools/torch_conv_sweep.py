@@ -143,7 +143,7 @@ class _Operand(SimpleNamespace):
 
 def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
     """The profile's scratch for this convolution (memplan_cli/ops/conv.py's torch facts), phase by
-    phase as profiles/torch.py counts them; or its refusal."""
+    phase as profiles/torch/replay.py counts them; or its refusal."""
     sys.path.insert(0, ROOT)
     from memplan_cli.ops import conv
 

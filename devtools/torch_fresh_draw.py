@@ -8,6 +8,9 @@ devtools/torch_oracle.py. Dev-only, needs torch, timm and transformers.
     python devtools/torch_fresh_draw.py --seed 3911 --draw d.json -b 4 -O adam --dynamo \
         --cache measured.json --exports exports --json fresh_dyn.json
 
+A later draw (after the rules changed) takes a new seed and `--exclude d.json` for each earlier draw,
+so it holds no model an earlier one measured.
+
 --draw keeps the draw (a later run takes the same models), --cache torch's measurements (the same
 for both exporters), --exports the exports: re-checking the profile after a rule changed measures
 and exports nothing again.
@@ -116,8 +119,7 @@ def _runs(build, shape) -> bool:
     torch.manual_seed(0)
     m = build()
     m.train()
-    x = torch.randint(0, shape[2], (2, shape[1])) if shape[0] == "ids" else torch.randn(2, *shape)
-    out = m(x)
+    out = m(T.example_batch(shape, 2))
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
 
 
@@ -129,10 +131,13 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
-def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dict:
-    """{zoo name: (family, builder, input shape)} of the draw, in draw order."""
+def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: (family, builder, input shape)} of the draw, in draw order. `exclude`: earlier draws
+    (their --draw files' records): a new draw takes none of their models."""
     rng = random.Random(seed)
     quoted, configs = used_names()
+    quoted |= {name for source, name, _ in exclude if source == "timm"}
+    configs |= {_norm(name) for source, name, _ in exclude if source == "hf"}
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -172,6 +177,60 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dic
     return out
 
 
+EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
+
+
+def _network(module: str) -> str:
+    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers")):
+        if module.startswith(prefix):
+            return f"{lib} {module[len(prefix):]}"
+    return module
+
+
+def _why(msg: str) -> str:
+    """A refusal in a few words: the profile's reason after the op's label, or memplan's after the file."""
+    msg = msg.split("torch profile: ")[-1].split(".onnx: ")[-1]
+    m = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", msg)
+    why = re.split(r"[:;]", m.group(1) if m else msg)[0].strip()
+    return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."
+
+
+def table(rows: list[dict]) -> str:
+    """The draw's table, misses included: each refusal's reason, each estimated op's bytes at the peak
+    where the profile estimated any; then the counts the issue judges by."""
+    out = ["| network | exporter | torch allocator peak | `--profile torch` | error | note |",
+           "|---|---|---:|---:|---:|---|"]
+    n = within = refused = far = far_named = 0
+    unexported = []
+    for r in rows:
+        net, exp = _network(r["module"]), EXPORTERS.get(r.get("export", ""), r.get("export", "?"))
+        if "export_error" in r:
+            unexported.append(f"{net} ({exp})")
+            out.append(f"| {net} | {exp} | | not exported | | {r['export_error'].split(': ', 1)[-1][:70]} |")
+            continue
+        n += 1
+        p = r["profile"]
+        if "peak" not in p:
+            refused += 1
+            out.append(f"| {net} | {exp} | {r['peak']:,d} | refused | | {_why(p.get('error', '?'))} |")
+            continue
+        err = r["error"]
+        cov = p.get("coverage") or {}
+        named = ", ".join(f"{e['op']} ({e['type']}) {e['bytes_at_peak']:,d} B"
+                          for e in cov.get("estimated") or [])
+        within += abs(err) <= 0.03
+        if abs(err) > 0.10:
+            far += 1
+            far_named += bool(named)
+        note = f"estimated: {named}" if named else ""
+        out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
+    out.append("")
+    out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
+               f"({far_named} of them with estimated ops named)"
+               + (f"; not exported: {', '.join(unexported)}" if unexported else ""))
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, help="the draw's seed (default: a random one, printed)")
@@ -182,9 +241,20 @@ def main(argv=None):
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")
+    ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
+                    help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_): the draw itself is unchanged")
+    ap.add_argument("--table", nargs="+", metavar="ROWS.json",
+                    help="print the table of earlier --json runs (one per exporter) and stop")
     args, rest = ap.parse_known_args(argv)
+    if args.table:
+        rows = []
+        for f in args.table:
+            with open(f) as fh:
+                rows += json.load(fh)
+        print(table(rows))
+        return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)
@@ -195,7 +265,11 @@ def main(argv=None):
             sys.exit(f"{args.draw}: a draw of seed {kept['seed']}, not {seed}")
         drawn = {k: _entry(*v) for k, v in kept["drawn"].items()}
     else:
-        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True))
+        earlier = []
+        for f in args.exclude:
+            with open(f) as fh:
+                earlier += json.load(fh)["drawn"].values()
+        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier)
         if args.draw:
             with open(args.draw, "w") as f:
                 json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)

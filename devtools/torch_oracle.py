@@ -394,16 +394,21 @@ def build(name: str, batch: int, seed: int = 0):
     return (*_in_precision(model, x), y)
 
 
+def example_batch(shape: tuple, batch: int):
+    """A batch for a zoo input shape: random floats, or token ids for ("ids", sequence length,
+    vocabulary)."""
+    if shape[0] == "ids":
+        return torch.randint(0, shape[2], (batch, shape[1]))
+    return torch.randn(batch, *shape)
+
+
 def build_float32(name: str, batch: int, seed: int = 0):
     """The module in float32 (what is exported), its batch and labels."""
     torch.manual_seed(seed)
     fam, fn, shape = ZOO[name]
     model = fn()
     model.train()
-    if shape[0] == "ids":  # token ids: ("ids", sequence length, vocabulary)
-        x = torch.randint(0, shape[2], (batch, shape[1]))
-    else:
-        x = torch.randn(batch, *shape)
+    x = example_batch(shape, batch)
     with torch.no_grad():
         out = model(x)
     classes = out.shape[-1]
@@ -661,7 +666,7 @@ def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
     return doc.get("figures", {}).get("torch", {}) | {"planned": doc["totals"]["planned"]}
 
 
-# MemTracker's categories -> the profile's split (profiles/torch.py PARTS)
+# MemTracker's categories -> the profile's split (profiles/torch/figures.py PARTS)
 MT_PARTS = {"parameters": ("PARAM", "BUFFER"), "optimizer": ("OPT",), "gradients": ("GRAD",),
             "activations": ("ACT",), "temporaries": ("TEMP",), "batch": ("OTH",)}
 
@@ -703,7 +708,7 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
                 except Exception as e:  # an exporter that cannot take the module: said, not fatal
                     why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
                     print(f"{name:18s} b{b:<3d} export failed: {type(e).__name__}: {why}", flush=True)
-                    rows += [{"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b,
+                    rows += [{"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b,
                               "export_error": f"{type(e).__name__}: {why}"} for o in optimizers]
                     continue
                 for o in optimizers:
@@ -714,7 +719,8 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
                         with open(cache, "w") as f:
                             json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
-                    row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
+                    row = {"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b, **m,
+                           "profile": p}
                     if PRECISION != "32-true":
                         row["precision"] = PRECISION
                         row["memplan_planned"] = predict_memplan(path, o, b, FLAGS.get(name, ()))

@@ -165,7 +165,7 @@ class MemplanGroup(click.Group):
             _echo_error(one_line(usage_line(e)))
             ctx.exit(e.exit_code)
         except MemplanError as e:
-            _echo_error(f"memplan: error: {one_line(e)}")
+            _echo_error(f"memplan: error: {one_line(e.cli_text())}")
             ctx.exit(e.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise

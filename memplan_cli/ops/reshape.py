@@ -92,9 +92,9 @@ def _batch(op, graph, shapes, batched):
     return [tuple(t)]
 
 
-# `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch.py)
+# `--profile torch`: a view of a contiguous input (a non-contiguous one is copied, profiles/torch/strides.py)
 TORCH = {"view": True, "grad": "view", "view_needs_contiguous": True}
-RESHAPE_TYPE = "Reshape"  # `--profile torch` reads the exporters' GroupNorm pattern (profiles/torch.py)
+RESHAPE_TYPE = "Reshape"  # `--profile torch` reads the exporters' GroupNorm pattern (profiles/torch/groupnorm.py)
 OPS = [OpDef("Reshape", rule=view_rule, kernels=_KERNELS, flops=_flops, check=_check, moves_data=True,
              shape_value=first_input_value, batch=_batch, shape_const_input=1, role="reshape",
              profiles={"torch": TORCH}),

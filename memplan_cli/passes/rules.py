@@ -10,6 +10,12 @@ from memplan_cli.ops.rule import (BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETI
                                   forward_io, fused_activation, maskable, plain_rule)
 
 
+# the TrainingGraph fields a rule may read through its RuleContext (`ctx.tg`, `is_param`, `needs_bp`,
+# `trains`, `kept_by_producer`): a pass that runs rules reads them all
+RULE_READS = frozenset({"graph", "config", "frozen_params", "needs_bp", "trainable_ops", "backward_ops", "defs",
+                        "rules"})
+
+
 class RuleContext:
     """What a rule may ask about the training setup (filled by the earlier passes)."""
 
@@ -43,7 +49,7 @@ class RuleContext:
         """Whether the op that defines operand i keeps it as a float for its own backward (e.g. a
         fused Tanh's derivative from its output), so reading it too costs nothing more. An output a
         ReLU-family derivative reads becomes a 1-bit mask under `policy.relu_mask`, so it does not count."""
-        d = self.tg.info.get("defs", {}).get(i)
+        d = self.tg.defs.get(i)
         r = self.tg.rules.get(d)
         if r is None or i not in r.kept_forward():
             return False
@@ -57,5 +63,5 @@ def default_rules() -> dict:
     return {t: d.rule for t, d in ops.all_ops().items() if d.rule is not None}
 
 
-__all__ = ["Ref", "ExtraRequest", "StepIO", "OpRule", "RuleContext", "fused_activation", "data_inputs",
+__all__ = ["RULE_READS", "Ref", "ExtraRequest", "StepIO", "OpRule", "RuleContext", "fused_activation", "data_inputs",
            "default_rules", "FORWARD", "BACKWARD", "FORWARD_TO_BACKWARD"]

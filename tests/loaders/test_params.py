@@ -210,3 +210,24 @@ def test_a_folded_value_read_in_a_module_that_lost_its_parameter_is_that_paramet
     g = load_model(save(tmp_path, m))
     assert _kinds(g) == {"m.q.weight": "param", "add_4": "param", "unsqueeze_14": "buffer"}
     assert next(o.sources for o in g.operands if o.name == "add_4") == ("m.norm.weight",)
+
+
+def _folded(m, name, shape, srcs):
+    vi = helper.make_tensor_value_info(name, 1, shape)
+    vi.metadata_props.add(key="pkg.onnxscript.optimizer.folded_from", value=repr(sorted(srcs)))
+    m.graph.value_info.append(vi)
+    return m
+
+
+def test_a_constant_folded_from_no_parameter_is_none_even_while_one_is_unaccounted(tmp_path):
+    # the optimizer's record says unsqueeze_1 was computed from a buffer and shape values only (a mask
+    # at a fixed length): no gradient reaches a parameter through it, whatever else is unaccounted
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4),
+                ["m.buf.position_ids", "arange", "val_0"])
+    assert _kinds(load_model(save(tmp_path, m)))["unsqueeze_1"] == "buffer"
+
+
+def test_a_constant_folded_from_a_parameter_is_left_to_the_other_rules(tmp_path):
+    # folded from m.pos.weight (which the file no longer holds): maybe that parameter, sliced
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4), ["m.pos.weight", "val_0"])
+    assert _kinds(load_model(save(tmp_path, m)))["unsqueeze_1"] == "assumed"

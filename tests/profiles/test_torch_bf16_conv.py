@@ -115,6 +115,7 @@ def test_a_squeeze_excite_1x1_on_one_pixel_takes_the_jit_kernels(cfg, fwd, bwd):
 @pytest.mark.parametrize("cfg", [
     dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1),  # 4 output pixels: brgemm hands it to jit_bf16
     dict(n=4, c=32, h=8, o=32, k=3, p=1, g=4),  # grouped
+    dict(n=2, c=32, h=16, o=32, k=5, p=2, g=32),  # a 5x5 depthwise kernel: its weight gradient is gemm
 ])
 def test_bfloat16_kernels_not_measured_are_refused(cfg):
     op, opd = _op(**cfg)
