@@ -162,8 +162,14 @@ class CheapRecompute(Pass):
         plans: dict[int, tuple] = {}
         for y in cand:
             at = first_read.get(y)
-            if at is not None and all(ok(t, at, {y}) for t in cand[y][1]):
-                plans[y] = cand[y][:2]
+            if at is None or not all(ok(t, at, {y}) for t in cand[y][1]):
+                continue
+            view = tg.rules[cand[y][0]].view
+            if view is not None:  # a view of a kept tensor: its readers read that memory anyway
+                x = tg.fwd[view[1]]
+                if x in tg.persistent or last.get(x, -1) >= at or x not in cand:
+                    continue
+            plans[y] = cand[y][:2]
 
         def chain(y, at, seen):
             """The recomputes y needs at step `at` (itself and what it reads that is not kept)."""
