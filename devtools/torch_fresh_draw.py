@@ -8,6 +8,9 @@ devtools/torch_oracle.py. Dev-only, needs torch, timm and transformers.
     python devtools/torch_fresh_draw.py --seed 3911 --draw d.json -b 4 -O adam --dynamo \
         --cache measured.json --exports exports --json fresh_dyn.json
 
+A later draw (after the rules changed) takes a new seed and `--exclude d.json` for each earlier draw,
+so it holds no model an earlier one measured.
+
 --draw keeps the draw (a later run takes the same models), --cache torch's measurements (the same
 for both exporters), --exports the exports: re-checking the profile after a rule changed measures
 and exports nothing again.
@@ -116,8 +119,7 @@ def _runs(build, shape) -> bool:
     torch.manual_seed(0)
     m = build()
     m.train()
-    x = torch.randint(0, shape[2], (2, shape[1])) if shape[0] == "ids" else torch.randn(2, *shape)
-    out = m(x)
+    out = m(T.example_batch(shape, 2))
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
 
 
@@ -129,10 +131,13 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
-def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dict:
-    """{zoo name: (family, builder, input shape)} of the draw, in draw order."""
+def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: (family, builder, input shape)} of the draw, in draw order. `exclude`: earlier draws
+    (their --draw files' records): a new draw takes none of their models."""
     rng = random.Random(seed)
     quoted, configs = used_names()
+    quoted |= {name for source, name, _ in exclude if source == "timm"}
+    configs |= {_norm(name) for source, name, _ in exclude if source == "hf"}
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -236,6 +241,8 @@ def main(argv=None):
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")
+    ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
+                    help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_): the draw itself is unchanged")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
@@ -258,7 +265,11 @@ def main(argv=None):
             sys.exit(f"{args.draw}: a draw of seed {kept['seed']}, not {seed}")
         drawn = {k: _entry(*v) for k, v in kept["drawn"].items()}
     else:
-        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True))
+        earlier = []
+        for f in args.exclude:
+            with open(f) as fh:
+                earlier += json.load(fh)["drawn"].values()
+        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier)
         if args.draw:
             with open(args.draw, "w") as f:
                 json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)

@@ -394,16 +394,21 @@ def build(name: str, batch: int, seed: int = 0):
     return (*_in_precision(model, x), y)
 
 
+def example_batch(shape: tuple, batch: int):
+    """A batch for a zoo input shape: random floats, or token ids for ("ids", sequence length,
+    vocabulary)."""
+    if shape[0] == "ids":
+        return torch.randint(0, shape[2], (batch, shape[1]))
+    return torch.randn(batch, *shape)
+
+
 def build_float32(name: str, batch: int, seed: int = 0):
     """The module in float32 (what is exported), its batch and labels."""
     torch.manual_seed(seed)
     fam, fn, shape = ZOO[name]
     model = fn()
     model.train()
-    if shape[0] == "ids":  # token ids: ("ids", sequence length, vocabulary)
-        x = torch.randint(0, shape[2], (batch, shape[1]))
-    else:
-        x = torch.randn(batch, *shape)
+    x = example_batch(shape, batch)
     with torch.no_grad():
         out = model(x)
     classes = out.shape[-1]

@@ -396,7 +396,9 @@ def _budget_limit(budget, flags: dict) -> int:
 
     limit = parse_budget(budget)
     if (flags.get("profile") or "memplan") != "memplan":
-        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+        raise ConfigError.worded("budget plans memplan's own profile with rematerialization: leave profile "
+                                 "\"memplan\"", "--budget plans memplan's own profile with rematerialization: "
+                                 "drop --profile")
     return limit
 
 
@@ -701,7 +703,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     from memplan_cli.analysis import analyze, model_sha256
     from memplan_cli.config import config_json, parse_dims
     from memplan_cli.errors import MemplanError
-    from memplan_cli.ir.outputs import loss_output_names
+    from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
     from memplan_cli.report.document import model_head
     from memplan_cli.report.progress import Bar
@@ -725,15 +727,18 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     dim_lists = dict(parse_dims(dim, lists=True))
     listed = [k for k, v in dim_lists.items() if len(v) > 1]
     if len(listed) > 1:
-        raise ConfigError(f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
+        raise ConfigError.worded(f"dim {listed[0]!r} and dim {listed[1]!r} both list sizes: sweep one at a time",
+                                 f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
     swept = listed[0] if listed else None
     fixed_dims = {k: v[0] for k, v in dim_lists.items()}
     fixed_batch = None
     if swept:
         one = parse_batch_sizes(batch_sizes) if batch_sizes is not None else []
         if len(one) > 1:
-            raise ConfigError(f"--dim {swept}={','.join(map(str, dim_lists[swept]))} sweeps {swept}: give one batch "
-                              "size (-b N), not a list")
+            sizes = ",".join(map(str, dim_lists[swept]))
+            raise ConfigError.worded(f"dim {swept!r} lists sizes ({sizes}): it is swept at one batch, give one in "
+                                     "batch_sizes, not a list",
+                                     f"--dim {swept}={sizes} sweeps {swept}: give one batch size (-b N), not a list")
         fixed_batch = one[0] if one else None
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=fixed_batch or (None if swept else 1), dims=fixed_dims, sha256=True)
@@ -940,7 +945,8 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
     if name not in planner_names():
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
     if rounds is not None and time_limit is not None:
-        raise ConfigError("--rounds and --time-limit: give one budget, not both")
+        raise ConfigError.worded("rounds and time_limit: give one budget, not both",
+                                 "--rounds and --time-limit: give one budget, not both")
     _positive("rounds", rounds)
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")

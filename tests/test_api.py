@@ -163,12 +163,33 @@ def test_plan_matches_the_command(tmp_path):
     (lambda: inspect(MNIST, batch_size=0), ConfigError, "batch_size"),
     (lambda: inspect(MNIST, dim="seq=8"), ConfigError, "dim must be a mapping"),
     (lambda: plan([(8, 3, 1)]), ConfigError, "first <= last"),
+    # the API names its keywords where the command line names its flags
+    (lambda: fit(GPT2_SEQ, budget="1MiB", batch_size=1, dim={"seq": 8}, max_dim="len"), ConfigError,
+     "max_dim 'len': give the setup's own size too (dim={'len': N})"),
+    (lambda: sweep(GPT2_SEQ, batch_sizes="1,2", dim={"seq": (4, 8)}), ConfigError, "give one in batch_sizes"),
+    (lambda: sweep(MNIST, batch_sizes="1-x"), ConfigError, "batch_sizes '1-x': expected a list"),
+    (lambda: analyze(MNIST, budget=0), ConfigError, "budget must be > 0 bytes"),
+    (lambda: plan([(8, 0, 1)], rounds=2, time_limit=1.0), ConfigError, "rounds and time_limit: give one budget"),
     (lambda: plan([(8, 0, 1)], planner="nope"), ConfigError, "unknown planner"),
 ])
 def test_bad_input_raises_the_cli_s_errors(monkeypatch, call, error, text):
     monkeypatch.chdir(ROOT)
     with pytest.raises(error, match=re.escape(text)):
         call()
+
+
+@pytest.mark.parametrize("args, text", [
+    (["fit", GPT2_SEQ, "--budget", "1MiB", "-b", "1", "--dim", "seq=8", "--max-dim", "len"],
+     "--max-dim len: give the setup's own size too (--dim len=N)"),
+    (["sweep", GPT2_SEQ, "-b", "1,2", "--dim", "seq=4,8"], "--dim seq=4,8 sweeps seq: give one batch size (-b N)"),
+    (["sweep", MNIST, "-b", "1-x"], "--batch-sizes '1-x': expected a list"),
+    (["analyze", MNIST, "--budget", "0"], "--budget must be > 0 bytes"),
+])
+def test_the_command_line_names_the_flags(monkeypatch, args, text):
+    monkeypatch.chdir(ROOT)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and r.stderr.startswith("memplan: error: ") and text in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_docs_list_every_result_attribute():

@@ -129,3 +129,17 @@ def test_diff_reads_every_flag_back_from_a_baseline(monkeypatch):
     doc["config"]["sources"]["loss_outputs"] = "default"
     flags = baseline_flags(doc, {"optimizer": "sgd"}, {"optimizer"})
     assert flags["optimizer"] == "sgd" and "loss_outputs" not in flags
+
+
+def test_diff_notes_a_difference_of_every_flag_that_changes_memory():
+    """diff's notes follow the table too: a new flag is noted without a list of its own in report/diff.py."""
+    from memplan_cli.report.diff import config_differences
+
+    a = config_json(merge_setup({}, {}), loss_outputs=["out0"])
+    b = config_json(merge_setup({}, GIVEN), loss_outputs=["out0", "out1"])
+    notes = config_differences({"config": a}, {"config": b})
+    keys = list(dict.fromkeys(f.json_key.split(".")[0] for f in TRAINING_FLAGS if not f.step_only))
+    assert [n.split(" differs")[0] for n in notes] == keys
+    # a report from before a flag existed left its key out: compared as the flag's `absent` value
+    old = {k: v for k, v in a.items() if k not in ("dims", "precision")}
+    assert config_differences({"config": old}, {"config": a}) == []

@@ -33,7 +33,7 @@ def training_option(flag):
 
 # flags that act only on a step that runs: offered by `verify` alone (elsewhere they would be accepted
 # and change nothing)
-STEP_ONLY = ("learning_rate",)
+STEP_ONLY = tuple(f.name for f in TRAINING_FLAGS if f.step_only)
 
 
 def dim_option():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 
 from memplan_cli.errors import ModelError
@@ -551,6 +552,28 @@ def _fx_call(node) -> str:
     return ""
 
 
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+# a stack frame's source line calling a custom autograd Function (`GeLUFunction.apply(x)`)
+_APPLY = re.compile(r"\b([A-Za-z_]\w*)\.apply\(")
+
+
+def _autograd_functions(model) -> dict[str, str]:
+    """{node name: the custom torch.autograd.Function whose forward wrote it}: the Python stack the
+    dynamo exporter records for a node (`pkg.torch.onnx.stack_trace`) calls `Fn.apply(...)`, and the
+    next frame is that Function's `forward`. Such a node's backward is the Function's own code, which
+    the file does not describe (`--profile torch` names it as estimated)."""
+    out = {}
+    for node in model.graph.node:
+        trace = next((p.value for p in node.metadata_props if p.key == STACK_KEY), "")
+        lines = [ln.strip() for ln in trace.splitlines() if ln.strip()]
+        for k, line in enumerate(lines):
+            m = _APPLY.search(line) if not line.startswith("File ") else None
+            if m and k + 1 < len(lines) and lines[k + 1].startswith("File ") and lines[k + 1].endswith(" in forward"):
+                out[node.name] = m.group(1)
+                break
+    return out
+
+
 REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
 SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
@@ -812,6 +835,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
         rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
+        functions = _autograd_functions(model)
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
@@ -833,6 +857,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
+        if functions:
+            g.metadata["autograd_functions"] = functions
         if dynamic:
             g.metadata["dynamic_batch"] = True
             if isinstance(dynamic, str):

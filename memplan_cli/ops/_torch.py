@@ -16,6 +16,11 @@ TRANSPOSE = "Transpose"
 # memory-format keepers above and the other elementwise ops
 LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Cast",
                                              "Where"})
+# backward layout: the input's gradient an elementwise op's backward makes (a TensorIterator op whose
+# first input is the incoming gradient: gelu_backward, threshold_backward, mul, ...) is laid out like
+# the incoming gradient (TensorIterator orders dimensions by its first input's strides); batch_norm's
+# backward lays it out like its input instead
+GRAD_LAYOUT_KEEPING = LAYOUT_KEEPING - frozenset({"BatchNormalization"})
 # views whose strides the profile derives: a permute, a broadcast (stride 0), narrows keeping the rank
 EXPAND = "Expand"
 NARROWS = ("Slice", "Split")

@@ -28,6 +28,8 @@ output_shape (torch.onnx writes explicit pads and output_padding).
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -926,9 +928,65 @@ def _torch_refuse(op, operands) -> str | None:
     return None
 
 
+class _Unsqueezed:
+    """`operands` with the listed ones seen with a dimension of 1 inserted at 2 (`unsqueeze(2)`)."""
+
+    def __init__(self, operands, which):
+        self.operands, self.which = operands, set(which)
+
+    def __getitem__(self, v):
+        o = self.operands[v]
+        if v not in self.which:
+            return o
+        return dataclasses.replace(o, shape=tuple(o.shape[:2]) + (1,) + tuple(o.shape[2:]))
+
+
+def _as_2d(fn):
+    """A torch fact of a 2-D convolution, also for a 1-D one: eager runs conv1d as the conv2d of its
+    unsqueezed view (ATen's `_convolution`: `view1d_as_2d` and `view4d`: input (N, C, 1, L), weight
+    (O, I, 1, K), stride (1, s), padding (0, p), dilation (1, d)), so oneDNN picks and sizes its
+    kernels for that 2-D convolution (measured, torch 2.14: a strided Conv1d's backward takes
+    brgconv_strided's scratchpad exactly as the 2-D facts size it)."""
+    def fact(op, operands):
+        if op.type != "Conv1D":
+            return fn(op, operands)
+        view, opd = _view_2d(op, operands)
+        if _torch_refuse(view, opd):  # a 2-D kernel not measured: the 1-D facts, named as estimated
+            return None if fn is _torch_refuse else fn(op, operands)
+        return fn(view, opd)
+    return fact
+
+
+def _view_2d(op, operands):
+    a = op.attrs
+    p = tuple(int(v) for v in a.get("pads") or (0, 0))
+    view = copy.copy(op)
+    view.type = "Conv2D"
+    view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
+                  "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
+
+
+def _torch_estimated(op, operands) -> bool:
+    """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
+    the 1-D facts count it, and the report names it as estimated."""
+    return op.type == "Conv1D" and bool(_torch_refuse(*_view_2d(op, operands)))
+
+
+def _torch_contiguous_grad(op, operands) -> bool:
+    """oneDNN's backward (ATen's mkldnn_convolution_backward) takes the incoming gradient contiguous
+    in the convolution's memory format: one laid out otherwise (a transposed view's, handed on by an
+    elementwise backward) is copied first, and the copy lives through both phases (measured, torch
+    2.14: one output size more beside the backward of a Conv1d and of a Conv2d, strided or not, for a
+    permuted incoming gradient). Channels-last and transposed convolutions were not measured."""
+    return not _channels_last(op) and op.type not in TRANSPOSED and torch_backend(op, operands) == "mkldnn"
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _torch_fwd,
-         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": _torch_bwd_dw, "refuse": _torch_refuse}
+TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
+         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
+         "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
+         "estimated": _torch_estimated}
 
 
 def not_2d(t: str, nd: int) -> dict:

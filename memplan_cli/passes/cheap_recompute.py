@@ -1,9 +1,10 @@
-"""Pass (after rematerialization, before aliasing): cheap forward results recomputed from what backward
+"""Pass (stage memory, after rematerialization, before aliasing): cheap forward results recomputed from what backward
 keeps anyway instead of being kept across the forward/backward boundary."""
 from __future__ import annotations
 
 from memplan_cli import ops
 from memplan_cli.passes.cost import op_flops, step_flops
+from memplan_cli.passes.infra import Pass
 from memplan_cli.passes.rematerialize import forward_end
 
 # forward FLOPs per output element at most for a recompute to count as cheap (GELU, exact: 24)
@@ -13,7 +14,7 @@ CHEAP_FLOPS = 32
 FLOPS_SHARE = 0.04
 
 
-class CheapRecompute:
+class CheapRecompute(Pass):
     """Rules (`policy.cheap_recompute`):
     - A forward result Y that some step after the forward pass reads (another op's backward: a
       GELU output as the next MatMul's input for dW, a BatchNorm output as a GELU's or Mul's input)
@@ -49,6 +50,8 @@ class CheapRecompute:
     """
 
     name = "cheap-recompute"
+    reads = frozenset({"graph", "config", "extras", "fwd", "grad", "rules", "persistent", "fed", "live_out"})
+    writes = frozenset({"steps", "tensors", "aliases", "cheap_recomputed"})
 
     def __init__(self, policy, enabled: bool = True):
         self.policy = policy
@@ -159,8 +162,14 @@ class CheapRecompute:
         plans: dict[int, tuple] = {}
         for y in cand:
             at = first_read.get(y)
-            if at is not None and all(ok(t, at, {y}) for t in cand[y][1]):
-                plans[y] = cand[y][:2]
+            if at is None or not all(ok(t, at, {y}) for t in cand[y][1]):
+                continue
+            view = tg.rules[cand[y][0]].view
+            if view is not None:  # a view of a kept tensor: its readers read that memory anyway
+                x = tg.fwd[view[1]]
+                if x in tg.persistent or last.get(x, -1) >= at or x not in cand:
+                    continue
+            plans[y] = cand[y][:2]
 
         def chain(y, at, seen):
             """The recomputes y needs at step `at` (itself and what it reads that is not kept)."""
@@ -229,5 +238,5 @@ class CheapRecompute:
                              [(sub.get(a, a), sub.get(b, b), fst) for a, b, fst in s.accumulate])
             st.label = s.label
             st.subst = {**(getattr(s, "subst", None) or {}), **sub}
-        tg.info["cheap_recompute"] = recomputed
+        tg.cheap_recomputed = recomputed
         return True

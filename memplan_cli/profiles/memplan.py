@@ -81,7 +81,7 @@ class MemplanProfile:
             bl.pools = [p for p in bl.pools if p.name in used]
         check_schedule(tg, bl)
         bl.info.update({"profile": self.name, "planner": planner, "align": align,
-                        "policy": {k: getattr(tg.info["policy"], k) for k in tg.info["policy"].names()},
+                        "policy": {k: getattr(tg.policy, k) for k in tg.policy.names()},
                         "steps": len(tg.steps)})
         return bl
 

@@ -158,9 +158,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
     tg = bl.training_graph
-    if tg is not None and "frozen_weights" in tg.info:
+    if tg is not None and tg.frozen_weights is not None:
         # weights the setup would train that get no gradient, with the reason (outputs without a loss)
-        doc["frozen_weights"] = [dict(w) for w in tg.info["frozen_weights"]]
+        doc["frozen_weights"] = [dict(w) for w in tg.frozen_weights]
     params = parameters_dict(analysis)
     if params is not None:
         doc["parameters"] = params

@@ -24,17 +24,17 @@ def parse_batch_sizes(text: str) -> list[int]:
             if "-" in part:
                 a, b = part.split("-", 1)
                 if int(b) - int(a) >= MAX_SWEEP_BATCHES:
-                    raise ConfigError(f"--batch-sizes {text!r}: a range of more than {MAX_SWEEP_BATCHES} batch sizes "
-                                      "(each is one analysis)")
+                    raise ConfigError.about("batch_sizes", f" {text!r}: a range of more than {MAX_SWEEP_BATCHES} "
+                                            "batch sizes (each is one analysis)")
                 out.update(range(int(a), int(b) + 1))
             else:
                 out.add(int(part))
     except ValueError:
-        raise ConfigError(f"--batch-sizes {text!r}: expected a list like 1,2,4,8 or a range like 1-16") from None
+        raise ConfigError.about("batch_sizes", f" {text!r}: expected a list like 1,2,4,8 or a range like 1-16") from None
     if not out:
-        raise ConfigError(f"--batch-sizes {text!r} names no batch size")
+        raise ConfigError.about("batch_sizes", f" {text!r} names no batch size")
     if min(out) < 1:
-        raise ConfigError(f"--batch-sizes {text!r}: batch sizes must be >= 1")
+        raise ConfigError.about("batch_sizes", f" {text!r}: batch sizes must be >= 1")
     return sorted(out)
 
 

@@ -269,3 +269,51 @@ def test_a_tied_weight_folded_into_its_transpose_is_a_view(tmp_path, optimizer):
     # Falcon's export: the LM head's transposed table became a second constant; eager has one table
     want = _peak(_tied(tmp_path, "view", folded=False), optimizer=optimizer)
     assert _peak(_tied(tmp_path, "folded", folded=True), optimizer=optimizer) == want
+
+
+def _same_padded(tmp_path, pads, folded):
+    """timm's Conv2dSame: F.pad(x, asymmetric) -> Conv 3x3 stride 2 without padding -> BatchNorm -> ReLU
+    -> Linear; `folded`: the dynamo export, whose optimizer fused both the pad and the BatchNorm into
+    the Conv (the node's fx node is then the batch_norm)."""
+    side = (8 + pads[0] + pads[2] - 3) // 2 + 1
+    head = [helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+            helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1, name="fc")]
+    inits = [("0.weight", _w(8, 3, 3, 3)), ("fc.weight", _w(10, 8 * side * side)), ("fc.bias", _w(10))]
+    if folded:
+        nodes = [helper.make_node("Conv", ["x", "0.weight"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=pads,
+                                  name="node_Conv_1")] + head
+        sig = _signature(["0.weight", "1.weight", "1.bias", "fc.weight", "fc.bias"],
+                         ["1.running_mean", "1.running_var", "1.num_batches_tracked"])
+        meta = {"node_Conv_1": ("FuseBatchNormIntoConv, FuseConvPad, RemoveOptionalBiasFromConv",
+                                _fx("_native_batch_norm_legit_functional.default", BN_ARGS))}
+        return _save(tmp_path, f"same_f{pads}", nodes, inits, [2, 3, 8, 8], [2, 10], sig, meta)
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["xp"], mode="constant", name="pad"),
+             helper.make_node("Conv", ["xp", "0.weight"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], name="conv"),
+             helper.make_node("BatchNormalization", ["c0", "1.weight", "1.bias", "1.running_mean", "1.running_var"],
+                              ["c", "rm", "rv"], training_mode=1, name="bn")] + head
+    inits += [("pads", np.array([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], np.int64))]
+    inits += [(f"1.{k}", _w(8)) for k in ("weight", "bias", "running_mean", "running_var")]
+    return _save(tmp_path, f"same{pads}", nodes, inits, [2, 3, 8, 8], [2, 10])
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 1, 1], [1, 1, 0, 0]])
+def test_a_pad_and_a_batchnorm_fused_into_one_conv_are_put_back(tmp_path, pads):
+    # a convolution pads both ends of a dim alike: with one end unpadded, all of it was the pad's
+    want = _peak(_same_padded(tmp_path, pads, False), optimizer="adam")
+    a = analyze_graph(load_model(_same_padded(tmp_path, pads, True)), TrainConfig(loss="cce", optimizer="adam"),
+                      profile="torch")
+    t = a.extras["torch"]
+    assert (t["peak"], t["split"], t["tensors"]["peak"]) == want
+    assert t["coverage"]["estimated"] == []
+
+
+def test_a_pad_fused_with_a_batchnorm_on_both_ends_is_estimated(tmp_path):
+    # (1, 2) on each dim: the convolution's own padding (0 or 1) is not recorded; taken as 0 (timm's
+    # pad_same), the convolution and its pad named as estimated
+    want = _peak(_same_padded(tmp_path, [1, 1, 2, 2], False), optimizer="adam")
+    a = analyze_graph(load_model(_same_padded(tmp_path, [1, 1, 2, 2], True)), TrainConfig(loss="cce", optimizer="adam"),
+                      profile="torch")
+    t = a.extras["torch"]
+    assert (t["peak"], t["split"], t["tensors"]["peak"]) == want
+    assert sorted(e["type"] for e in t["coverage"]["estimated"]) == ["Conv2D", "Pad"]

@@ -108,14 +108,12 @@ class TorchProfile:
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")
                 for i, s in enumerate(kept)]
-        # the training graph: which weights train (the report's assumed-trainable list reads it)
-        bl = BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)], training_graph=tg)
-        bl.info.update({"profile": self.name, "planner": planner, "steps": len(sim.steps)})
-        # not dataclass fields: read by `figures`
-        bl.torch_layers = layer
-        bl.torch_parts = [part_of(s, sim.steps) for s in kept]
-        bl.torch_coverage = sim.coverage
-        return bl
+        # the training graph: which weights train (the report's assumed-trainable list reads it);
+        # profile_data: what `figures` reads
+        return BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)],
+                          {"profile": self.name, "planner": planner, "steps": len(sim.steps)}, training_graph=tg,
+                          profile_data={"layers": layer, "parts": [part_of(s, sim.steps) for s in kept],
+                                        "coverage": sim.coverage})
 
     def figures(self, analysis) -> dict:
         """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
@@ -125,7 +123,7 @@ class TorchProfile:
         bl = analysis.buffers
         pf = peak_figures(bl)
         at = pf.get("peak_step", 0)
-        parts = getattr(bl, "torch_parts", [""] * len(bl.buffers))
+        parts = bl.profile_data.get("parts", [""] * len(bl.buffers))
         tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
         t_parts = [p for p in parts if p != "scratch"]
         t_at, t_peak = peak_step(tensors, len(bl.steps))
@@ -138,7 +136,7 @@ class TorchProfile:
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use"}}
-        layers = getattr(analysis.buffers, "torch_layers", None)
+        layers = bl.profile_data.get("layers")
         if layers is not None:
             out["per_layer_extra"] = layers
         return out

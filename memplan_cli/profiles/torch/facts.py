@@ -24,7 +24,11 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
-# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None.
+# - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
+#   or a function (op, operands) -> bool); the copy lives through its backward;
+# - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "estimated": a function (op, operands) -> True where the facts count the op only approximately
+#   (the report names it as estimated, as an op the general rule covers).
 
 
 def flash_blocks(op, operands) -> tuple:

@@ -11,7 +11,7 @@ def coverage(bl, at: int, peak: int) -> dict:
     """How sure the figure is: of the eager ops replayed, how many a measured rule covers, and the ops
     the general rule estimated (`GENERAL`), each with the bytes it made (outputs, saved tensors,
     temporaries, gradients from its backward) that are live at the peak."""
-    cov = getattr(bl, "torch_coverage", None) or {"ops": 0, "estimated": {}}
+    cov = bl.profile_data.get("coverage") or {"ops": 0, "estimated": {}}
     est = cov["estimated"]
     at_peak = dict.fromkeys(est, 0)
     for b in bl.buffers:
@@ -30,7 +30,7 @@ def coverage_line(cov: dict) -> str:
     line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
     if cov["estimated"]:
         types = sorted({e["type"] for e in cov["estimated"]})
-        line += (f"; {len(cov['estimated'])} estimated by the general rule ({', '.join(types)}), "
+        line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 

@@ -29,6 +29,8 @@ def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> 
         why = f.get("refuse") and operands is not None and f["refuse"](op, operands)
         if why:
             return f"torch profile: op {op.label} ({op.type}): {why}"
+        if f.get("estimated") and operands is not None and f["estimated"](op, operands):
+            op.attrs[ESTIMATED] = True  # its facts cover it only approximately; the report names it
         act = (op.attrs.get("activation") or "NONE").upper()
         if act != "NONE" and act not in fused_activations():
             return f"torch profile: op {op.label} has a fused activation {act} eager has no op for here"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
-from memplan_cli.ops._torch import LAYOUT_KEEPING, WEIGHT_MATMULS
+from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_MATMULS
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
@@ -43,6 +43,12 @@ class Replay:
         if why:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
+        # ops a custom autograd Function's forward wrote (the dynamo exporter's recorded stack): their
+        # backward is the Function's own code, which the file does not describe
+        custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+        for op in self.ops:
+            if custom and any(0 <= m < len(g.operations) and g.operations[m].name in custom for m in op.members):
+                op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
         self.sim.coverage = {"ops": len(self.ops),
@@ -370,6 +376,13 @@ class Replay:
         for st in g_out:
             sim.touch(st, s_dw)
         incoming_contig = all(grad_contig.get(v, True) for v in outs)
+        cg = f.get("contiguous_grad")
+        if cg and not incoming_contig and (not callable(cg) or cg(op, opd)):
+            # the kernel copies the incoming gradient contiguous first; the copy serves both phases
+            copy = sim.new(f"{op.label}:grad_contiguous", "disposable", sum(opd[v].nbytes for v in outs), s,
+                           op.label, "scratch")
+            sim.touch(copy, s_dw)
+            tmp.append(copy)
         mode = f.get("grad", "new")
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg:
@@ -395,7 +408,11 @@ class Replay:
                 continue
             gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
             made.append(gx)
-            self.deliver(v, gx, True, s, made, tmp, op.label)
+            # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
+            # result out like the incoming gradient: a transposed view's stays non-contiguous
+            dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
+                tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
+            self.deliver(v, gx, dense, s, made, tmp, op.label)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
             # after the weight's gradient is made: it lives through both steps (measured, ConvNeXt's
