@@ -111,6 +111,18 @@ def _refuse(op, rule: str, why: str) -> UnsupportedOpError:
                               f"({rule}) and {why}; {_AVOID}")
 
 
+def folded_computations(graph) -> set[str]:
+    """Constants the dynamo exporter's optimizer folded from a parameter together with values eager
+    computes from it (`pkg.onnxscript.optimizer.folded_from` names the parameter and fx nodes such as
+    `linear_3`, `getitem`): eager recomputes them every step, with their activations and a gradient
+    into the parameter, and the file keeps only the result. `--profile torch` names their readers as
+    estimated (a single-parameter fold, a transposed or renamed weight, is no such computation)."""
+    md = (graph.metadata or {}).get("torch_export") or {}
+    params = _Signature(md.get("signature") or {}).params
+    return {name for name, srcs in (md.get("folded_from") or {}).items()
+            if len(srcs) > 1 and any(s in params for s in srcs)}
+
+
 def eager_graph(graph):
     """`graph` with what the dynamo exporter's optimizer removed put back as eager runs it (a copy),
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
