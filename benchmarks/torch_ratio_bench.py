@@ -1,8 +1,9 @@
 """memplan's own plan against PyTorch eager's measured peak, network by network (dev-only: needs torch).
 
-    python benchmarks/torch_ratio_bench.py                      # the zoo, batch 4, Adam
+    python benchmarks/torch_ratio_bench.py                      # the zoo, batch 4, Adam (-O sgd: SGD)
     python benchmarks/torch_ratio_bench.py repvit_m0_9 --dynamo # some networks, dynamo export
     python benchmarks/torch_ratio_bench.py --json rows.json
+    python benchmarks/torch_ratio_bench.py fam_hf_bloom tx_gpt2 --seq 128   # attention at a longer sequence
 
 For each network (random init, training mode) it exports the module to ONNX (TorchScript exporter in
 training mode with BatchNorm in training form, or `--dynamo`), measures PyTorch's CPU allocator peak
@@ -30,6 +31,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
 import torch_oracle as O  # noqa: E402  (the oracle's zoo, export and measuring method)
+import torch_family_zoo  # noqa: E402,F401  (adds the op-family networks, fam_*, to the oracle's zoo)
 
 HW = 224
 
@@ -71,6 +73,22 @@ SMALL = ["cnn", "cnn_bn", "cnn_bn_dropout", "resnet_bn", "resnet_nobn", "mobilen
 DEFAULT = list(NETS) + SMALL
 
 
+def at_seq(name: str, seq: int) -> str:
+    """A zoo network at another sequence length, registered as NAME_sSEQ: token ids ("ids", S, V) or an
+    embedded sequence (S, D); other inputs are refused."""
+    fam, fn, shape = O.ZOO[name]
+    if shape[0] == "ids":
+        shape = ("ids", seq, *shape[2:])
+    elif len(shape) == 2:
+        shape = (seq, shape[1])
+    else:
+        raise SystemExit(f"torch_ratio_bench.py: {name} takes no sequence (input {shape})")
+    O.ZOO[f"{name}_s{seq}"] = (fam, fn, shape)
+    if name in O.FLAGS:
+        O.FLAGS[f"{name}_s{seq}"] = O.FLAGS[name]
+    return f"{name}_s{seq}"
+
+
 def torch_saved(name: str, batch: int) -> int:
     """Bytes of the unique storages autograd saves for backward in one forward (parameters, buffers
     and the input left out): what PyTorch holds for backward when backward starts."""
@@ -95,14 +113,14 @@ def torch_saved(name: str, batch: int) -> int:
     return sum(seen.values())
 
 
-def memplan(path: str, batch: int, flags=()) -> dict:
-    r = subprocess.run(O.memplan_cmd() + ["analyze", path, "-p", "memplan", "-b", str(batch), "-O", "adam",
+def memplan(path: str, batch: int, flags=(), optimizer: str = "adam") -> dict:
+    r = subprocess.run(O.memplan_cmd() + ["analyze", path, "-p", "memplan", "-b", str(batch), "-O", optimizer,
                                           "-l", "cce", "-f", "json", *flags], capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         return {"error": (r.stderr or r.stdout).strip().splitlines()[-1]}
     doc = json.loads(r.stdout)
     code = ("import json,sys\nfrom memplan_cli import analyze\n"
-            f"a = analyze({path!r}, batch_size={batch}, optimizer='adam', loss='cce').analysis\n"
+            f"a = analyze({path!r}, batch_size={batch}, optimizer={optimizer!r}, loss='cce').analysis\n"
             "bl = a.buffers\n"
             "b = next(i for i, s in enumerate(bl.steps) if s.kind != 'forward')\n"
             "print(sum(x.size for x in bl.buffers if x.category == 'non-const' and x.first < b <= x.last))\n")
@@ -116,6 +134,8 @@ def main(argv=None):
     ap.add_argument("nets", nargs="*", help=f"networks (default: all): {', '.join(DEFAULT)}")
     ap.add_argument("-b", "--batch", type=int, default=4)
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")
+    ap.add_argument("-O", "--optimizer", default="adam", choices=("sgd", "momentum", "adam"))
+    ap.add_argument("--seq", type=int, help="the sequence networks at this sequence length")
     ap.add_argument("--keep", metavar="DIR", help="keep the exports here")
     ap.add_argument("--json", help="write the rows as JSON here")
     a = ap.parse_args(argv)
@@ -125,14 +145,20 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         where = a.keep or tmp
         os.makedirs(where, exist_ok=True)
-        for name in a.nets or DEFAULT:
+        for name in [at_seq(n, a.seq) for n in a.nets] if a.seq else a.nets or DEFAULT:
             path = os.path.join(where, f"{name}_b{a.batch}{'_dynamo' if a.dynamo else ''}.onnx")
             if not os.path.exists(path):
-                O.export(name, a.batch, path, a.dynamo)
-            m = O.measure(name, "adam", a.batch)
+                try:
+                    O.export(name, a.batch, path, a.dynamo)
+                except Exception as e:  # an exporter that cannot take the module: said, not fatal
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:120]
+                    print(f"{name:16s} export failed: {type(e).__name__}: {why}", flush=True)
+                    continue
+            m = O.measure(name, a.optimizer, a.batch)
             ts = torch_saved(name, a.batch)
-            p = memplan(path, a.batch, O.FLAGS.get(name, ()))
-            row = {"network": name, "family": O.ZOO[name][0], "batch": a.batch, "dynamo": a.dynamo,
+            p = memplan(path, a.batch, O.FLAGS.get(name, ()), a.optimizer)
+            row = {"network": name, "family": O.ZOO[name][0], "batch": a.batch, "optimizer": a.optimizer,
+                   "dynamo": a.dynamo,
                    "torch_peak": m["peak"], "torch_saved": ts, **p}
             rows.append(row)
             if "error" in p:

@@ -9,9 +9,11 @@ that has them:
 
 Exports (random init, eager attention): `bert_ts` (transformers BertForMaskedLM, TorchScript
 exporter in training mode, `dynamic_axes`), `bert_dynamo` (the same model, dynamo exporter,
-`dynamic_shapes`), `gpt2_dynamo` (GPT2LMHeadModel, dynamo). GPT-2 has no TorchScript export: torch
-2.14's TorchScript exporter refuses transformers' GPT-2 mask code (aten::diff). Each export has
-`batch` and `seq` symbolic, or both fixed (batch 2, seq N). memplan runs as devtools/torch_oracle.py
+`dynamic_shapes`), `gpt2_dynamo` (GPT2LMHeadModel, dynamo), `gpt2_ts` (the same, TorchScript: the
+module passes an all-ones attention mask, because without one transformers checks for packed
+sequences with torch.diff, which the TorchScript exporter cannot export), `distilbert_dynamo`
+(DistilBertForMaskedLM) and `llama_dynamo` (LlamaForCausalLM, grouped-query attention, rotary
+positions). Each export has `batch` and `seq` symbolic, or both fixed (batch 2, seq N). memplan runs as devtools/torch_oracle.py
 runs it ($MEMPLAN_PYTHON, else the repository's .venv): `analyze -b 2 -O adam -l cce -f json` per
 profile (memplan, torch); the table prints planned / naive / lower bound of both and the difference.
 """
@@ -31,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from devtools.torch_oracle import ROOT, memplan_cmd  # noqa: E402
 
-MODELS = ("bert_ts", "bert_dynamo", "gpt2_dynamo")
+MODELS = ("bert_ts", "bert_dynamo", "gpt2_dynamo", "gpt2_ts", "distilbert_dynamo", "llama_dynamo")
 BATCH = 2
 
 
@@ -40,22 +42,36 @@ def _model(name: str):
     import transformers as tr
 
     class Logits(torch.nn.Module):
-        def __init__(self, m):
+        def __init__(self, m, mask):
             super().__init__()
             self.m = m
+            self.mask = mask
 
         def forward(self, ids):
+            if self.mask:
+                return self.m(ids, attention_mask=torch.ones_like(ids), return_dict=True)["logits"]
             return self.m(ids, return_dict=True)["logits"]
 
     torch.manual_seed(0)
-    if name.startswith("bert"):
+    family = name.rsplit("_", 1)[0]
+    if family == "bert":
         cfg = tr.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                             intermediate_size=128, max_position_embeddings=1024)
-        cfg._attn_implementation = "eager"
-        return Logits(tr.BertForMaskedLM(cfg))
-    cfg = tr.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=1024, use_cache=False)
+        cls = tr.BertForMaskedLM
+    elif family == "distilbert":
+        cfg = tr.DistilBertConfig(vocab_size=1000, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                                  max_position_embeddings=1024)
+        cls = tr.DistilBertForMaskedLM
+    elif family == "llama":
+        cfg = tr.LlamaConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, intermediate_size=128, max_position_embeddings=1024,
+                             use_cache=False)
+        cls = tr.LlamaForCausalLM
+    else:
+        cfg = tr.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=1024, use_cache=False)
+        cls = tr.GPT2LMHeadModel
     cfg._attn_implementation = "eager"
-    return Logits(tr.GPT2LMHeadModel(cfg))
+    return Logits(cls(cfg), mask=name == "gpt2_ts")
 
 
 def export(name: str, seq: int | None, path: str) -> None:

@@ -80,20 +80,23 @@ def _impls(lines) -> list[str]:
     return out
 
 
-def measure(c: dict, verbose: bool = False) -> dict:
+def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
+    """`dtype` "bfloat16": input, weight and bias in bfloat16, as the convolution sees them under
+    autocast (its casts happen before the op) and after `model.to(torch.bfloat16)`."""
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    dt = getattr(torch, dtype)
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
-    x = torch.randn(n, ci, h, h, requires_grad=bool(c.get("xgrad", 1)))
+    x = torch.randn(n, ci, h, h, dtype=dt, requires_grad=bool(c.get("xgrad", 1)))
     if c.get("t"):
-        w = torch.randn(ci, o // g, k, k, requires_grad=True)
+        w = torch.randn(ci, o // g, k, k, dtype=dt, requires_grad=True)
     else:
-        w = torch.randn(o, ci // g, k, k, requires_grad=True)
-    b = torch.randn(o, requires_grad=True) if c.get("bias", 1) else None
+        w = torch.randn(o, ci // g, k, k, dtype=dt, requires_grad=True)
+    b = torch.randn(o, dtype=dt, requires_grad=True) if c.get("bias", 1) else None
 
     def f():
         if c.get("t"):
@@ -117,13 +120,15 @@ def measure(c: dict, verbose: bool = False) -> dict:
         bwd = _events(lambda: y.backward(gy))
     if verbose:
         torch._C._verbose.mkldnn_set_verbose(0)
-    return {"fwd": fwd, "bwd": bwd, "y_shape": list(y.shape), "fwd_scratch": _peak(fwd) - 4 * y.numel(),
+    return {"fwd": fwd, "bwd": bwd, "y_shape": list(y.shape), "fwd_scratch": _peak(fwd) - y.element_size() * y.numel(),
             "bwd_peak": _peak(bwd), "impl_fwd": _impls(out_f.lines), "impl_bwd": _impls(out_b.lines)}
 
 
 # ---- the profile's side --------------------------------------------------------------------------
 
 class _Operand(SimpleNamespace):
+    dtype = "float32"
+
     @property
     def num_elements(self):
         out = 1
@@ -133,12 +138,12 @@ class _Operand(SimpleNamespace):
 
     @property
     def nbytes(self):
-        return 4 * self.num_elements
+        return (2 if self.dtype == "bfloat16" else 4) * self.num_elements
 
 
-def predict(c: dict, y_shape) -> dict:
+def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
     """The profile's scratch for this convolution (memplan_cli/ops/conv.py's torch facts), phase by
-    phase as profiles/torch.py counts them; or its refusal."""
+    phase as profiles/torch/replay.py counts them; or its refusal."""
     sys.path.insert(0, ROOT)
     from memplan_cli.ops import conv
 
@@ -146,7 +151,8 @@ def predict(c: dict, y_shape) -> dict:
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
     t = bool(c.get("t"))
     wshape = (ci, o // g, k, k) if t else (o, ci // g, k, k)
-    opd = [_Operand(shape=(n, ci, h, h)), _Operand(shape=wshape), _Operand(shape=(o,)), _Operand(shape=tuple(y_shape))]
+    opd = [_Operand(shape=(n, ci, h, h), dtype=dtype), _Operand(shape=wshape, dtype=dtype), _Operand(shape=(o,), dtype=dtype),
+           _Operand(shape=tuple(y_shape), dtype=dtype)]
     typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 and not t else "Conv2D")
     attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW",
              "pads": (p, p, p, p), "output_padding": (c.get("op", 0),) * 2}
@@ -247,6 +253,28 @@ SETS["transposed_nets"] = [dict(c, t=1) for c in (
     dict(n=2, c=128, h=4, o=64, k=4, s=2, p=1), dict(n=2, c=48, h=8, o=24, k=2, s=2, p=0),
     dict(n=2, c=24, h=8, o=12, k=2, s=2, p=0), dict(n=2, c=64, h=8, o=3, k=3, s=1, p=1),
     dict(n=2, c=40, h=7, o=20, k=3, s=2, p=1, op=1), dict(n=3, c=16, h=5, o=8, k=2, s=2, p=0))]
+# the torch zoos' CNNs (devtools/torch_oracle.py cnn_bn, resnet_bn, mobilenet, efficientnet) at 32 x 32
+_ZOO = [dict(c=3, h=32, o=16, k=3, p=1, xgrad=0), dict(c=16, h=16, o=32, k=3, p=1), dict(c=32, h=8, o=32, k=3, p=1),
+        dict(c=3, h=32, o=16, k=3, p=1, xgrad=0, bias=0), dict(c=16, h=16, o=16, k=3, p=1, bias=0),
+        dict(c=16, h=16, o=32, k=3, s=2, p=1, bias=0), dict(c=32, h=8, o=32, k=3, p=1, bias=0),
+        dict(c=16, h=16, o=32, k=1, s=2, bias=0), dict(c=32, h=8, o=64, k=3, s=2, p=1, bias=0),
+        dict(c=64, h=4, o=64, k=3, p=1, bias=0), dict(c=32, h=8, o=64, k=1, s=2, bias=0),
+        dict(c=3, h=32, o=16, k=3, s=2, p=1, xgrad=0, bias=0), dict(c=16, h=16, o=16, k=1, bias=0),
+        dict(c=16, h=16, o=16, k=3, p=1, g=16, bias=0), dict(c=16, h=16, o=64, k=1, bias=0),
+        dict(c=64, h=16, o=64, k=3, s=2, p=1, g=64, bias=0), dict(c=64, h=8, o=24, k=1, bias=0),
+        dict(c=24, h=8, o=96, k=1, bias=0), dict(c=96, h=8, o=96, k=3, p=1, g=96, bias=0),
+        dict(c=96, h=8, o=24, k=1, bias=0), dict(c=96, h=8, o=96, k=3, s=2, p=1, g=96, bias=0),
+        dict(c=96, h=4, o=32, k=1, bias=0), dict(c=16, h=1, o=4, k=1), dict(c=4, h=1, o=16, k=1),
+        dict(c=64, h=1, o=4, k=1), dict(c=4, h=1, o=64, k=1), dict(c=96, h=1, o=6, k=1), dict(c=6, h=1, o=96, k=1)]
+SETS["zoo"] = [dict(n=n, **c) for n in (4, 16) for c in _ZOO]
+# brgemm's small shapes (at most 4 output pixels): its forward goes to the jit kernels (DenseNet's and
+# ShuffleNet's last stages at 32-64 pixels); and one-pixel inputs
+SETS["small"] = [dict(n=2, c=128, h=2, o=32, k=3, p=1), dict(n=2, c=128, h=2, o=32, k=3, p=1, bias=0),
+                 dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1, bias=0), dict(n=2, c=96, h=2, o=96, k=1, bias=0),
+                 dict(n=2, c=48, h=4, o=96, k=3, s=2, p=1, bias=0), dict(n=2, c=24, h=2, o=24, k=1, bias=0),
+                 dict(n=2, c=24, h=2, o=24, k=1), dict(n=2, c=64, h=2, o=40, k=1),
+                 dict(n=4, c=64, h=4, o=24, k=3, s=2, p=1), dict(n=2, c=3, h=4, o=16, k=3, s=2, p=1, xgrad=0),
+                 dict(n=2, c=512, h=1, o=128, k=1, bias=0), dict(n=2, c=128, h=1, o=32, k=3, p=1)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 
@@ -254,11 +282,11 @@ def _key(c) -> str:
     return ",".join(f"{k}={v}" for k, v in c.items())
 
 
-def row(c, verbose) -> dict:
+def row(c, verbose, dtype="float32") -> dict:
     if c.get("t") and c.get("op", 0) and c.get("s", 1) <= c.get("op", 0):
         return {"cfg": c, "skip": "output_padding must be smaller than the stride"}
-    m = measure(c, verbose)
-    p = predict(c, m["y_shape"])
+    m = measure(c, verbose, dtype)
+    p = predict(c, m["y_shape"], dtype)
     r = {"cfg": c, "measured": {k: m[k] for k in ("fwd_scratch", "bwd_peak", "impl_fwd", "impl_bwd")},
          "profile": p}
     if c.get("t"):
@@ -285,19 +313,23 @@ def main(argv=None):
     ap.add_argument("--verbose", action="store_true", help="name oneDNN's implementation of each primitive")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--only-gaps", action="store_true", help="print only rows where the profile differs")
+    ap.add_argument("--precision", choices=("32-true", "bf16-true"), default="32-true",
+                    help="bf16-true: input, weight and bias in bfloat16, as the convolution runs under "
+                         "bf16-mixed (autocast casts before the op) and bf16-true")
     a = ap.parse_args(argv)
+    dtype = "bfloat16" if a.precision == "bf16-true" else "float32"
     if a.one:
         c = {k: int(v) for k, v in (kv.split("=") for kv in a.one.split(","))}
-        r = row(c, a.verbose)
+        r = row(c, a.verbose, dtype)
         _print(r)
         if a.events:
-            m = measure(c)
+            m = measure(c, dtype=dtype)
             print("fwd", m["fwd"])
             print("bwd", m["bwd"])
         return
     rows = []
     for c in SETS[a.set]:
-        r = row(c, a.verbose)
+        r = row(c, a.verbose, dtype)
         if "skip" in r:
             continue
         rows.append(r)

@@ -117,6 +117,26 @@ class BmmAttention(nn.Module):
         return self.o(y)
 
 
+class SdpaAttention(nn.Module):
+    """timm's and Hugging Face's attention through F.scaled_dot_product_attention, with its own
+    dropout_p while training (`attn_drop`) and a Dropout after the projection (`proj_drop`): with
+    attn_drop 0 the CPU takes the fused flash kernel, above 0 the math path (op by op)."""
+
+    def __init__(self, d, heads, attn_drop=0.1, causal=False):
+        super().__init__()
+        self.h, self.p, self.causal = heads, attn_drop, causal
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.proj_drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
+                                           is_causal=self.causal)
+        return self.proj_drop(self.proj(y.transpose(1, 2).reshape(b, s, d)))
+
+
 class AttnLM(nn.Module):
     """Pre-norm blocks of `attn`, a GELU MLP, a LayerNorm and a head over an embedded sequence."""
 
@@ -371,6 +391,10 @@ FAM = {
     "fam_rel_drop": ("relattn", lambda: RelDropLM(), SEQ),
     "fam_sr_attn": ("srattn", lambda: SRNet(), IMG),
     "fam_coat": ("coat", lambda: CoaTNet(), IMG),
+    "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
+    "fam_sdpa_drop": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1)), SEQ),
+    "fam_sdpa_drop_causal": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1, causal=True)),
+                             SEQ),
 }
 
 

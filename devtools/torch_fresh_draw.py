@@ -3,8 +3,17 @@ that no zoo of devtools/ names, with a printed random seed, and measure each onc
 devtools/torch_oracle.py. Dev-only, needs torch, timm and transformers.
 
     python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 --list          # the draw only
-    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 -b 4 -O adam --json fresh_ts.json
-    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 -b 4 -O adam --dynamo --json fresh_dyn.json
+    python devtools/torch_fresh_draw.py --seed 3911 --timm 20 --hf 6 --draw d.json -b 4 -O adam \
+        --cache measured.json --exports exports --json fresh_ts.json
+    python devtools/torch_fresh_draw.py --seed 3911 --draw d.json -b 4 -O adam --dynamo \
+        --cache measured.json --exports exports --json fresh_dyn.json
+
+A later draw (after the rules changed) takes a new seed and `--exclude d.json` for each earlier draw,
+so it holds no model an earlier one measured.
+
+--draw keeps the draw (a later run takes the same models), --cache torch's measurements (the same
+for both exporters), --exports the exports: re-checking the profile after a rule changed measures
+and exports nothing again.
 
 The draw is fixed before anything is measured: candidates are shuffled with the seed and taken in
 that order; a candidate is skipped (and said so) only when it has more than --max-params parameters
@@ -15,6 +24,7 @@ when the model needs it; transformers: 32 token ids of a 1000-word vocabulary, a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -28,7 +38,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 
 import torch_family_zoo  # noqa: E402,F401 (registers its modules in the oracle's zoo)
 import torch_holdout_zoo  # noqa: E402,F401
@@ -91,15 +100,6 @@ def timm_builder(name):
     return build
 
 
-class _Logits(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, ids):
-        return self.m(input_ids=ids).logits
-
-
 def hf_builder(model_type):
     def build():
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
@@ -111,7 +111,7 @@ def hf_builder(model_type):
             AutoModelForSequenceClassification
         if auto is AutoModelForSequenceClassification:
             cfg.num_labels = 10
-        return _Logits(auto.from_config(cfg))
+        return T._Logits(auto.from_config(cfg))
     return build
 
 
@@ -119,15 +119,25 @@ def _runs(build, shape) -> bool:
     torch.manual_seed(0)
     m = build()
     m.train()
-    x = torch.randint(0, shape[2], (2, shape[1])) if shape[0] == "ids" else torch.randn(2, *shape)
-    out = m(x)
+    out = m(T.example_batch(shape, 2))
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
 
 
-def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dict:
-    """{zoo name: (family, builder, input shape)} of the draw, in draw order."""
+def _entry(source: str, name: str, kw: dict) -> tuple:
+    """The oracle's zoo entry of a drawn model; `drawn` keeps what the --draw file records."""
+    if source == "timm":
+        b = timm_builder(name)
+        return ("fresh-timm", (lambda: b(kw)), IMG, (source, name, kw))
+    return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
+
+
+def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: (family, builder, input shape)} of the draw, in draw order. `exclude`: earlier draws
+    (their --draw files' records): a new draw takes none of their models."""
     rng = random.Random(seed)
     quoted, configs = used_names()
+    quoted |= {name for source, name, _ in exclude if source == "timm"}
+    configs |= {_norm(name) for source, name, _ in exclude if source == "hf"}
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -142,7 +152,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dic
                         log(f"skip timm {name}: {n / 1e6:.1f} M parameters")
                         break
                     if _runs(lambda: b(kw), IMG):
-                        out[f"fr_timm_{name}"] = ("fresh-timm", (lambda b=b, kw=kw: b(kw)), IMG)
+                        out[f"fr_timm_{name}"] = _entry("timm", name, kw)
                         log(f"draw timm {name} {kw or ''} ({n / 1e6:.2f} M parameters)")
                         break
                 except Exception as e:  # noqa: BLE001 (a model that does not build here is skipped)
@@ -159,12 +169,66 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print) -> dic
                     log(f"skip transformers {t}: {n / 1e6:.1f} M parameters")
                     continue
                 if _runs(b, IDS):
-                    out[f"fr_hf_{t}"] = ("fresh-hf", b, IDS)
+                    out[f"fr_hf_{t}"] = _entry("hf", t, {})
                     log(f"draw transformers {t} ({n / 1e6:.2f} M parameters)")
             except Exception as e:  # noqa: BLE001
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
                 log(f"skip transformers {t}: does not build / run ({type(e).__name__}: {why})")
     return out
+
+
+EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
+
+
+def _network(module: str) -> str:
+    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers")):
+        if module.startswith(prefix):
+            return f"{lib} {module[len(prefix):]}"
+    return module
+
+
+def _why(msg: str) -> str:
+    """A refusal in a few words: the profile's reason after the op's label, or memplan's after the file."""
+    msg = msg.split("torch profile: ")[-1].split(".onnx: ")[-1]
+    m = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", msg)
+    why = re.split(r"[:;]", m.group(1) if m else msg)[0].strip()
+    return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."
+
+
+def table(rows: list[dict]) -> str:
+    """The draw's table, misses included: each refusal's reason, each estimated op's bytes at the peak
+    where the profile estimated any; then the counts the issue judges by."""
+    out = ["| network | exporter | torch allocator peak | `--profile torch` | error | note |",
+           "|---|---|---:|---:|---:|---|"]
+    n = within = refused = far = far_named = 0
+    unexported = []
+    for r in rows:
+        net, exp = _network(r["module"]), EXPORTERS.get(r.get("export", ""), r.get("export", "?"))
+        if "export_error" in r:
+            unexported.append(f"{net} ({exp})")
+            out.append(f"| {net} | {exp} | | not exported | | {r['export_error'].split(': ', 1)[-1][:70]} |")
+            continue
+        n += 1
+        p = r["profile"]
+        if "peak" not in p:
+            refused += 1
+            out.append(f"| {net} | {exp} | {r['peak']:,d} | refused | | {_why(p.get('error', '?'))} |")
+            continue
+        err = r["error"]
+        cov = p.get("coverage") or {}
+        named = ", ".join(f"{e['op']} ({e['type']}) {e['bytes_at_peak']:,d} B"
+                          for e in cov.get("estimated") or [])
+        within += abs(err) <= 0.03
+        if abs(err) > 0.10:
+            far += 1
+            far_named += bool(named)
+        note = f"estimated: {named}" if named else ""
+        out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
+    out.append("")
+    out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
+               f"({far_named} of them with estimated ops named)"
+               + (f"; not exported: {', '.join(unexported)}" if unexported else ""))
+    return "\n".join(out)
 
 
 def main(argv=None):
@@ -174,17 +238,45 @@ def main(argv=None):
     ap.add_argument("--hf", type=int, default=6)
     ap.add_argument("--max-params", type=float, default=12e6)
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
+    ap.add_argument("--draw", metavar="DRAW.json",
+                    help="write the draw here, or read it back when the file exists (for this seed): a later "
+                         "run measures the same models even if a zoo file has named one of them since")
+    ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
+                    help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_): the draw itself is unchanged")
+    ap.add_argument("--table", nargs="+", metavar="ROWS.json",
+                    help="print the table of earlier --json runs (one per exporter) and stop")
     args, rest = ap.parse_known_args(argv)
+    if args.table:
+        rows = []
+        for f in args.table:
+            with open(f) as fh:
+                rows += json.load(fh)
+        print(table(rows))
+        return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)
-    drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True))
+    if args.draw and os.path.exists(args.draw):
+        with open(args.draw) as f:
+            kept = json.load(f)
+        if kept["seed"] != seed:
+            sys.exit(f"{args.draw}: a draw of seed {kept['seed']}, not {seed}")
+        drawn = {k: _entry(*v) for k, v in kept["drawn"].items()}
+    else:
+        earlier = []
+        for f in args.exclude:
+            with open(f) as fh:
+                earlier += json.load(fh)["drawn"].values()
+        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier)
+        if args.draw:
+            with open(args.draw, "w") as f:
+                json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)
     print("draw: " + " ".join(drawn), flush=True)
     if args.list:
         return
-    T.ZOO.update(drawn)
+    T.ZOO.update({k: v[:3] for k, v in drawn.items()})
     T.main([n for n in drawn if n.startswith(args.only or "")] + rest)
 
 

@@ -394,16 +394,21 @@ def build(name: str, batch: int, seed: int = 0):
     return (*_in_precision(model, x), y)
 
 
+def example_batch(shape: tuple, batch: int):
+    """A batch for a zoo input shape: random floats, or token ids for ("ids", sequence length,
+    vocabulary)."""
+    if shape[0] == "ids":
+        return torch.randint(0, shape[2], (batch, shape[1]))
+    return torch.randn(batch, *shape)
+
+
 def build_float32(name: str, batch: int, seed: int = 0):
     """The module in float32 (what is exported), its batch and labels."""
     torch.manual_seed(seed)
     fam, fn, shape = ZOO[name]
     model = fn()
     model.train()
-    if shape[0] == "ids":  # token ids: ("ids", sequence length, vocabulary)
-        x = torch.randint(0, shape[2], (batch, shape[1]))
-    else:
-        x = torch.randn(batch, *shape)
+    x = example_batch(shape, batch)
     with torch.no_grad():
         out = model(x)
     classes = out.shape[-1]
@@ -661,7 +666,7 @@ def predict(path: str, optimizer: str, batch: int, flags=()) -> dict:
     return doc.get("figures", {}).get("torch", {}) | {"planned": doc["totals"]["planned"]}
 
 
-# MemTracker's categories -> the profile's split (profiles/torch.py PARTS)
+# MemTracker's categories -> the profile's split (profiles/torch/figures.py PARTS)
 MT_PARTS = {"parameters": ("PARAM", "BUFFER"), "optimizer": ("OPT",), "gradients": ("GRAD",),
             "activations": ("ACT",), "temporaries": ("TEMP",), "batch": ("OTH",)}
 
@@ -680,24 +685,30 @@ def split_error(split, mt) -> dict | None:
     return out
 
 
-def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None) -> list[dict]:
+def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, exports=None) -> list[dict]:
     """`cache`: a JSON file of earlier measurements (torch's side only: the same module, optimizer and
-    batch measure the same), read and extended, so that re-checking the profile re-measures nothing."""
+    batch measure the same), read and extended, so that re-checking the profile re-measures nothing.
+    `exports`: a folder that keeps the exports (one per module, batch and exporter) and reuses them, so
+    that re-checking the profile re-exports nothing either."""
     rows = []
     seen = {}
     if cache and os.path.exists(cache):
         with open(cache) as f:
             seen = json.load(f)
+    kind = ("dyn" if dynamo else "ts") + ("_eval" if eval_mode else "") + ("" if OPTIMIZE else "_noopt")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
-                path = os.path.join(tmp, f"{name}_b{b}.onnx")
+                path = os.path.join(exports or tmp, f"{name}_b{b}_{kind}.onnx")
                 try:
-                    export(name, b, path, dynamo, eval_mode)
+                    if not (exports and os.path.exists(path)):
+                        part = path[:-len(".onnx")] + ".part.onnx"  # a killed export leaves no file
+                        export(name, b, part, dynamo, eval_mode)
+                        os.replace(part, path)
                 except Exception as e:  # an exporter that cannot take the module: said, not fatal
                     why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
                     print(f"{name:18s} b{b:<3d} export failed: {type(e).__name__}: {why}", flush=True)
-                    rows += [{"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b,
+                    rows += [{"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b,
                               "export_error": f"{type(e).__name__}: {why}"} for o in optimizers]
                     continue
                 for o in optimizers:
@@ -708,7 +719,8 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None) -
                         with open(cache, "w") as f:
                             json.dump(seen, f, indent=1, sort_keys=True)
                     p = predict(path, o, b, FLAGS.get(name, ()))
-                    row = {"module": name, "family": ZOO[name][0], "optimizer": o, "batch": b, **m, "profile": p}
+                    row = {"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b, **m,
+                           "profile": p}
                     if PRECISION != "32-true":
                         row["precision"] = PRECISION
                         row["memplan_planned"] = predict_memplan(path, o, b, FLAGS.get(name, ()))
@@ -805,6 +817,7 @@ def main(argv=None):
     ap.add_argument("--vision", action="store_true", help="add the vision networks (devtools/torch_vision_zoo.py)")
     ap.add_argument("--cache", metavar="MEASURED.json",
                     help="reuse (and add to) torch's measurements kept in this file")
+    ap.add_argument("--exports", metavar="DIR", help="keep the exports in this folder and reuse them")
     ap.add_argument("--memtracker-peak", action="store_true",
                     help="print what MemTracker holds at its peak (one module, optimizer and batch)")
     ap.add_argument("--phases", action="store_true",
@@ -836,7 +849,7 @@ def main(argv=None):
         return
     names = list(a.modules) + (list(VISION) if a.vision else []) + SETS.get(a.set, [])
     rows = run(names or DEFAULT, a.optimizer or ["sgd", "adam"], a.batch or [4, 16], a.dynamo, a.eval_export,
-               a.cache)
+               a.cache, a.exports)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

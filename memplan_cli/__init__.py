@@ -6,8 +6,9 @@ first use, so `import memplan_cli` (and the CLI's start) stays light.
 
 from memplan_cli.version import __version__
 
-_API = ("analyze", "compare", "plan", "verify", "fit", "sweep", "AnalysisResult", "ComparisonResult", "PlanSummary",
-        "VerificationResult", "FitResult", "SweepResult")
+_API = ("analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "inspect", "AnalysisResult",
+        "ComparisonResult", "PlanSummary", "VerificationResult", "FitResult", "SweepResult", "DiffResult",
+        "InspectResult")
 _ERRORS = ("MemplanError", "ModelError", "UnsupportedOpError", "ConfigError")
 __all__ = ["__version__", *_API, *_ERRORS]
 

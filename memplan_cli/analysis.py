@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
 from memplan_cli.config import TrainConfig
-from memplan_cli.ir.outputs import loss_output_names, loss_outputs
+from memplan_cli.opgraph.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan
 
 
@@ -194,20 +194,20 @@ def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
         onert_seconds = time.perf_counter() - t1
     try:
         a = analyze_graph(graph, config, profile=profile, planner=planner, time_limit=time_limit,
-                          profile_options=profile_options, path=path)
+                          profile_options=profile_options, path=path, onert=onert)
     except MemplanError as e:
         raise naming(path, e) from None
     a.timings = {"load": t1 - t0, **a.timings}
     if onert is not None:
-        a.onert = onert
         a.timings["onert"] = onert_seconds
     return a
 
 
 def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", planner: str | None = None,
                   time_limit: float | None = None, profile_options: dict | None = None,
-                  path: str = "") -> Analysis:
-    """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`)."""
+                  path: str = "", onert: OnertComparison | None = None) -> Analysis:
+    """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`);
+    `onert`: onert's figures for the same setup (`compare_with_onert`), kept in `Analysis.onert`."""
     from memplan_cli.profiles import get_profile
 
     if not graph.operations or not graph.outputs:  # for every profile: nothing to train
@@ -225,7 +225,7 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
     lb = domain_lower_bound(bl)
     t2 = time.perf_counter()
     a = Analysis(path, model_sha256(graph, path) if path else "", graph, config, profile, bl, pools, lb,
-                 time_limit=time_limit)
+                 onert=onert, time_limit=time_limit)
     figures = getattr(prof, "figures", None)
     if figures:
         a.extras.update(figures(a))

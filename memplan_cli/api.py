@@ -19,16 +19,20 @@ The CLI commands are thin layers over these functions (`commands/analyze.py`, `c
 """
 from __future__ import annotations
 
-import inspect
+import functools
+import inspect as _inspect
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
-from memplan_cli.config import FLAG_BY_NAME, check_positive as _positive, training_words
+from memplan_cli.config import FLAG_BY_NAME, TRAINING_FLAGS, check_positive as _positive, check_training_arguments, \
+    training_words
 from memplan_cli.errors import ConfigError
+from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
 
-__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "FitResult", "SweepResult", "AnalysisResult", "ComparisonResult", "PlanSummary",
-           "VerificationResult",
+__all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "inspect", "FitResult", "SweepResult",
+           "DiffResult", "InspectResult",
+           "AnalysisResult", "ComparisonResult", "PlanSummary", "VerificationResult",
            "CategoryFigures", "Peak", "PoolFigures", "SystemColumn"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -235,9 +239,9 @@ def _with_training_keywords(fn):
     lora, lora_targets) as **training; its signature shows them, for help() and editors."""
     from memplan_cli.config import TRAINING_FLAGS
 
-    sig = inspect.signature(fn)
-    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None) for f in TRAINING_FLAGS]
+    sig = _inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not _inspect.Parameter.VAR_KEYWORD]
+    params += [_inspect.Parameter(f.name, _inspect.Parameter.KEYWORD_ONLY, default=None) for f in TRAINING_FLAGS]
     fn.__signature__ = sig.replace(parameters=params)
     return fn
 
@@ -248,7 +252,7 @@ def _setup(training: dict, time_limit=None, onert_threads=None, onert_simd_width
 
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
-    if onert_simd_width is not None and onert_simd_width not in (4, 8, 16):
+    if onert_simd_width is not None and onert_simd_width not in ONERT_SIMD_WIDTHS:
         raise ConfigError(f"onert_simd_width must be 4, 8 or 16, got {onert_simd_width!r}")
     return {**check_training_arguments(training), "time_limit": time_limit,
             "onert_threads": _positive("onert_threads", onert_threads), "onert_simd_width": onert_simd_width}
@@ -301,6 +305,15 @@ def check_planner(name: str | None, profile: str = "memplan") -> None:
 
 # the training flags' names: API keywords and keys of the commands' flags (config.TRAINING_FLAGS)
 TRAINING_KEYS = tuple(FLAG_BY_NAME)
+# the profiles by name, in the registry's order (the commands' --profile choices)
+PROFILE_NAMES = tuple(PROFILE_MODULES)
+
+
+def planner_kernels() -> str:
+    """Which planner kernels run here: compiled at install, or the pure-Python fallback (`-v`)."""
+    from memplan_cli.planners._native import kernels_note
+
+    return kernels_note()
 
 
 def load_for(model: str, flags: dict):
@@ -383,14 +396,17 @@ def _budget_limit(budget, flags: dict) -> int:
 
     limit = parse_budget(budget)
     if (flags.get("profile") or "memplan") != "memplan":
-        raise ConfigError("--budget plans memplan's own profile with rematerialization: drop --profile")
+        raise ConfigError.worded("budget plans memplan's own profile with rematerialization: leave profile "
+                                 "\"memplan\"", "--budget plans memplan's own profile with rematerialization: "
+                                 "drop --profile")
     return limit
 
 
-def solve_budget(setup: Setup, limit: int, *, planner=None):
+def solve_budget(setup: Setup, limit: int, *, planner=None, onert=None):
     """The cheapest remat plan of the setup whose planned arena fits `limit` bytes: (RematResult,
     the memplan profile's options for that plan, the Analysis of the step as run, RematProblem);
-    the analysis is of the plain step when nothing fits."""
+    the analysis is of the plain step when nothing fits. `onert`: onert's figures for the setup, for
+    the analysis to keep (analysis.compare_with_onert)."""
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.solve import solve_as_run
@@ -398,7 +414,7 @@ def solve_budget(setup: Setup, limit: int, *, planner=None):
     graph, cfg, model = setup.graph, setup.config, setup.path
     try:
         problem = RematProblem(graph, cfg, planner=planner)
-        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model)
+        res, opts, a = solve_as_run(graph, cfg, problem, limit, path=model, onert=onert)
     except MemplanError as e:
         raise naming(model, e) from None
     return res, opts, a, problem
@@ -416,10 +432,10 @@ def run_budgeted(model: str, flags: dict, budget, *, progress: bool = False):
     check_planner(flags.get("planner"))
     setup = build_setup(model, flags)
     with spinner(f"searching a remat plan for {model} under {budget}", progress):
-        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"))
-        a.onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
-                                                                              flags.get("onert_simd_width")))
-    return a, remat_section(res, problem, getattr(a.buffers, "training_graph", None))
+        onert = compare_with_onert(setup.graph, setup.config, onert_options(flags.get("onert_threads"),
+                                                                            flags.get("onert_simd_width")))
+        res, _, a, problem = solve_budget(setup, limit, planner=flags.get("planner"), onert=onert)
+    return a, remat_section(res, problem, a.buffers.training_graph)
 
 
 @_with_training_keywords
@@ -458,10 +474,8 @@ def analyze(model: PathLike, *, profile: str = "memplan", planner: str | None = 
         prof_opts = {}
     else:
         a, prof_opts = run_analysis(path, flags, compare_onert=compare_onert, progress=progress)
-    doc = build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer)
-    if remat is not None:
-        doc["remat"] = remat
-    return AnalysisResult(doc, a)
+    return AnalysisResult(build_document(a, planner=planner, profile_options=prof_opts, by_layer=by_layer,
+                                         remat=remat), a)
 
 
 @dataclass(frozen=True)
@@ -491,14 +505,6 @@ class VerificationResult:
         return json.dumps(self.report, indent=2) + "\n"
 
 
-def json_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
-    """What every JSON document of memplan starts with: schema_version, kind, memplan_version, and
-    the model file's name and hash when the document is about one."""
-    from memplan_cli.report.document import document_header
-
-    return document_header(kind, model, sha256)
-
-
 @_with_training_keywords
 def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = None,
            time_limit: float | None = None, onert_threads: int | None = None,
@@ -515,6 +521,7 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     from memplan_cli.analysis import model_sha256
     from memplan_cli.config import config_json
     from memplan_cli.remat.section import remat_section
+    from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
     from memplan_cli.verification import verify_model
 
@@ -525,14 +532,14 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     limit = _budget_limit(budget, flags) if budget is not None else None
     setup = build_setup(path, flags)
     cfg = setup.config
-    header = {**json_header("verify", path, model_sha256(setup.graph, path)), "profile": profile,
-              "config": config_json(cfg)}
+    header = document_header("verify", model_head(path, model_sha256(setup.graph, path)), profile=profile,
+                             config=config_json(cfg))
     popts = profile_build_options(flags)
     remat = None
     if limit is not None:
         with spinner(f"searching a remat plan for {path} under {budget}", progress):
             res, opts, a, problem = solve_budget(setup, limit, planner=planner)
-        remat = remat_section(res, problem, getattr(a.buffers, "training_graph", None) if res.fits else None)
+        remat = remat_section(res, problem, a.buffers.training_graph if res.fits else None)
         if not res.fits:
             return VerificationResult({**header, "passed": None, "remat": remat})
         popts = opts
@@ -545,8 +552,6 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
         if remat is not None and res.drop and rep.result.passed:
             same = _same_step(rep.result, verify_model(path, cfg, **run).result)
     body = rep.to_json()
-    for k in ("model", "profile", "config"):
-        body.pop(k, None)
     seconds = body.pop("seconds", None)
     doc = {**header, **body}
     if timings:  # seconds differ from run to run: only when asked
@@ -600,6 +605,7 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
+    from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
     from memplan_cli.sizes import parse_budget
 
@@ -630,9 +636,9 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     for o in out["options"]:
         changes = option_changes(o, budget, dict(cfg.dims))
         options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
-    doc = {**json_header("fit", path, model_sha256(setup.graph, path)), "budget": limit,
-           "config": {**config_json(cfg), "batch_size": out["batch_size"]}, "fits": out["fits"],
-           "options": options}
+    doc = {**document_header("fit", model_head(path, model_sha256(setup.graph, path)), budget=limit,
+                             config={**config_json(cfg), "batch_size": out["batch_size"]}),
+           "fits": out["fits"], "options": options}
     return FitResult(doc)
 
 
@@ -697,9 +703,9 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     from memplan_cli.analysis import analyze, model_sha256
     from memplan_cli.config import config_json, parse_dims
     from memplan_cli.errors import MemplanError
-    from memplan_cli.ir.outputs import loss_output_names
+    from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
-    from memplan_cli.report.document import _input_batch
+    from memplan_cli.report.document import model_head
     from memplan_cli.report.progress import Bar
     from memplan_cli.report.sweep import parse_batch_sizes, search_largest, sweep_document
     from memplan_cli.sizes import parse_budget
@@ -721,20 +727,23 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     dim_lists = dict(parse_dims(dim, lists=True))
     listed = [k for k, v in dim_lists.items() if len(v) > 1]
     if len(listed) > 1:
-        raise ConfigError(f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
+        raise ConfigError.worded(f"dim {listed[0]!r} and dim {listed[1]!r} both list sizes: sweep one at a time",
+                                 f"--dim {listed[0]} and --dim {listed[1]} both list sizes: sweep one at a time")
     swept = listed[0] if listed else None
     fixed_dims = {k: v[0] for k, v in dim_lists.items()}
     fixed_batch = None
     if swept:
         one = parse_batch_sizes(batch_sizes) if batch_sizes is not None else []
         if len(one) > 1:
-            raise ConfigError(f"--dim {swept}={','.join(map(str, dim_lists[swept]))} sweeps {swept}: give one batch "
-                              "size (-b N), not a list")
+            sizes = ",".join(map(str, dim_lists[swept]))
+            raise ConfigError.worded(f"dim {swept!r} lists sizes ({sizes}): it is swept at one batch, give one in "
+                                     "batch_sizes, not a list",
+                                     f"--dim {swept}={sizes} sweeps {swept}: give one batch size (-b N), not a list")
         fixed_batch = one[0] if one else None
     # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
     graph = load_model(model, batch_size=fixed_batch or (None if swept else 1), dims=fixed_dims, sha256=True)
     if swept and fixed_batch is None:
-        fixed_batch = _input_batch(graph) or 1
+        fixed_batch = graph.input_batch() or 1
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
                                  dim=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
@@ -798,8 +807,105 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     if swept:  # the sizes of the swept dimension (rows' dims), its name in config.swept_dim
         cfg.update({"dims": {k: v for k, v in fixed_dims.items() if k != swept}, "swept_dim": swept,
                     "dim_sizes": batches})
-    header = json_header("sweep", path, model_sha256(graph, path))
-    return SweepResult(sweep_document(header["model"], cfg, profiles, rows, limit, swept))
+    return SweepResult(sweep_document(model_head(path, model_sha256(graph, path)), cfg, profiles, rows, limit, swept))
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """What `memplan diff` finds: `report` is its JSON document (schemas/diff.schema.json): the rows
+    baseline -> target, each threshold's verdict and `status` ("ok" or "regression")."""
+
+    report: dict
+
+    @property
+    def regression(self) -> bool:
+        """Whether some threshold was exceeded (the command's exit 1)."""
+        return self.report["status"] != "ok"
+
+    def failure_lines(self) -> list[str]:
+        """One line per exceeded threshold (what the command prints to stderr)."""
+        from memplan_cli.report.diff import failure_lines
+
+        return failure_lines(self.report)
+
+    def to_json(self) -> str:
+        """The diff as `memplan diff --format json` writes it."""
+        from memplan_cli.report.jsonfmt import dumps
+
+        return dumps(self.report)
+
+
+@_with_training_keywords
+def diff(baseline: PathLike, target: PathLike, *, fail_on: str | Sequence[str] = (), profile: str | None = None,
+         planner: str | None = None, time_limit: float | None = None, onert_threads: int | None = None,
+         onert_simd_width: int | None = None, nntrainer_memory_optimization: bool | str | None = None,
+         progress: bool = False, **training) -> DiffResult:
+    """`target` against the saved analyze report `baseline`: `memplan diff`. `target` is another
+    report, or a model analysed with the baseline's setup (profile, planner, training setup, profile
+    options), each argument given (not None) replacing the baseline's value. fail_on: thresholds
+    such as "total:+5%" or "back-prop:+1MiB" (`--fail-on`); `result.regression` says whether one is
+    exceeded."""
+    from memplan_cli.baseline import baseline_flags, looks_like_json, read_report
+    from memplan_cli.report.diff import diff_documents, parse_threshold
+    from memplan_cli.report.document import build_document
+
+    base_path, target_path = _model_path(baseline), _model_path(target)
+    thresholds = [parse_threshold(t) for t in ((fail_on,) if isinstance(fail_on, str) else fail_on)]
+    base = read_report(base_path)
+    if looks_like_json(target_path):
+        new = read_report(target_path)
+    else:
+        flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
+                 "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
+        given = {k for k, v in flags.items() if v is not None and v != ()}
+        run_flags = baseline_flags(base, flags, given, base_path)
+        # compare onert only when the baseline did, so the same rows exist on both sides
+        a, prof_opts = run_analysis(target_path, run_flags, compare_onert="onert" in base.get("totals", {}),
+                                    progress=progress)
+        new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
+    return DiffResult(diff_documents(base, new, thresholds, old_label=base_path, new_label=target_path))
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    """What `memplan inspect` finds: the graph memplan read; `report` its JSON document
+    (schemas/inspect.schema.json, built on first use: it hashes the file)."""
+
+    path: str
+    graph: object = field(repr=False, compare=False, default=None)
+
+    @functools.cached_property
+    def report(self) -> dict:
+        from memplan_cli.inspection import inspect_document
+
+        return inspect_document(self.graph, self.path)
+
+    def lines(self, values: int = 8) -> list[str]:
+        """The lines `memplan inspect` prints (constants: their first `values` values), escaped for a
+        terminal."""
+        from memplan_cli.inspection import describe
+
+        return describe(self.graph, self.path, values=values)
+
+    def to_json(self) -> str:
+        """The document as `memplan inspect --format json` writes it."""
+        import json
+
+        return json.dumps(self.report, indent=2) + "\n"
+
+
+def inspect(model: PathLike, *, batch_size: int | None = None, dim=None) -> InspectResult:
+    """What memplan reads from `model`: its ops and operands with shapes, dtypes and sizes: `memplan
+    inspect`. batch_size re-batches it first; dim binds symbolic dimensions ({"seq": 512}); an
+    unbound one is shown at 1, as the batch is."""
+    from memplan_cli.config import parse_dims
+    from memplan_cli.loaders import load_model
+
+    path = _model_path(model)
+    flags = check_training_arguments({"batch_size": batch_size, "dim": dim})
+    # an unbound symbolic dimension is shown at 1, as the batch is, and said so
+    graph = load_model(path, batch_size=flags["batch_size"], dims=parse_dims(flags["dim"]), symbolic_default=1)
+    return InspectResult(path, graph)
 
 
 @_with_training_keywords
@@ -839,7 +945,8 @@ def plan(buffers: PathLike | Iterable[tuple[int, int, int]], *, planner: str | N
     if name not in planner_names():
         raise ConfigError(f"unknown planner {name!r} (choose from {', '.join(planner_names())})")
     if rounds is not None and time_limit is not None:
-        raise ConfigError("--rounds and --time-limit: give one budget, not both")
+        raise ConfigError.worded("rounds and time_limit: give one budget, not both",
+                                 "--rounds and --time-limit: give one budget, not both")
     _positive("rounds", rounds)
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ConfigError(f"time_limit must be a number of seconds > 0, got {time_limit!r}")
@@ -874,7 +981,7 @@ def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None
     bound and "optimal" are then the file's (the rounded problem's optimum can be above the file's:
     two 1-byte buffers aligned to 16 fit in 17 bytes, rounded they need 32), and `rounded` keeps the
     planners' figures for the rounded sizes."""
-    from memplan_cli.version import __version__
+    from memplan_cli.report.document import document_header
 
     lb, status, extra = r.lower_bound, r.status, {}
     if own_lower_bound is not None:
@@ -882,10 +989,7 @@ def plan_report(path: str, r, alignment: int, own_lower_bound: int | None = None
         status = "optimal" if r.arena == lb else "feasible"
         extra = {"rounded": {"lower_bound": r.lower_bound, "status": r.status}}
     return {
-        "schema_version": 1,
-        "kind": "plan",
-        "memplan_version": __version__,
-        "file": path,
+        **document_header("plan", file=path),
         "buffers": r.buffers,
         "naive": r.naive,
         "lower_bound": lb,

@@ -94,6 +94,13 @@ class BufferList:
     naive: dict[str, int] | None = None
     # what "naive" counts for this profile, one line for reports
     naive_means: str = NAIVE_BUFFERS
+    # the training step the buffers come from (passes' TrainingGraph), when the profile built one:
+    # reports read which weights train, the per-layer figures and the FLOPs off it; never serialised,
+    # never read by planners
+    training_graph: object = field(default=None, repr=False, compare=False)
+    # what a profile keeps from its build for its own `figures` hook (torch: the per-layer columns,
+    # each buffer's part, the rules' coverage); never serialised as is, never read by planners
+    profile_data: dict = field(default_factory=dict, repr=False, compare=False)
 
     def in_pool(self, pool: str) -> list[Buffer]:
         return [b for b in self.buffers if b.pool == pool]

@@ -383,7 +383,7 @@ class FlagKind:
     """How a kind of training flag is typed and read. `check`: (API keyword, argument) -> the flag's
     value, checked as click checks the flag (ConfigError otherwise); `parse`: the flag's value ->
     the TrainConfig field's. The click type is the commands' (commands/options.py CLICK_TYPES), the
-    reading of a baseline's JSON value back into a flag value diff's (commands/diff.py)."""
+    reading of a baseline's JSON value back into a flag value diff's (baseline.py)."""
 
     check: Callable
     parse: Callable = lambda v: v
@@ -427,6 +427,12 @@ class TrainingFlag:
     # the JSON holds what the flag resolved to (the outputs --loss-outputs picked, by default every
     # float one), so `diff` takes a baseline's value back only when a flag gave it
     json_resolved: bool = False
+    # acts only on a step that runs (the learning rate): no memory figure depends on it, so only
+    # `verify` offers the flag and `diff` notes no difference of it
+    step_only: bool = False
+    # what a report written before the flag existed meant by leaving its key out (`diff` compares it
+    # as this value); None: nothing, the key was always there
+    absent: object = None
 
     def check(self, value):
         return FLAG_KINDS[self.kind].check(self.name, value)
@@ -447,7 +453,7 @@ TRAINING_FLAGS = (
                  "NAME=N: a symbolic dimension other than the batch, bound by name before shape inference "
                  "(ONNX Runtime's free-dimension override), e.g. --dim seq=512. Repeatable; every symbolic "
                  "dimension but the batch (-b) must be bound (`memplan inspect MODEL` lists them).",
-                 metavar="NAME=N", records_default=False),
+                 metavar="NAME=N", records_default=False, absent={}),
     TrainingFlag("optimizer", ("-O", "--optimizer"), "choice", "optimizer", "optimizer",
                  "Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd.",
                  choices=OPTIMIZERS, metadata_key="optimizer"),
@@ -460,7 +466,7 @@ TRAINING_FLAGS = (
                  metavar="LIST", records_default=False, json_resolved=True),
     TrainingFlag("learning_rate", ("--learning-rate",), "number", "learning_rate", "learning_rate",
                  "Learning rate of the step verify runs (default: the metadata's, else 0.001).",
-                 metadata_key="learning_rate"),
+                 metadata_key="learning_rate", step_only=True),
     TrainingFlag("trainable_ops", ("-t", "--trainable-ops"), "trainable", "trainable", "trainable_ops",
                  "all | none | N (the last N ops, counting every op) | -1 (all, onert's "
                  "convention) | a list like 3,5,8-10. Default: the metadata's list, else all.",
@@ -476,7 +482,8 @@ TRAINING_FLAGS = (
                  "Numeric precision, PyTorch Lightning's names: 32-true (float32, default); "
                  "bf16-mixed / 16-mixed (float32 weights, gradients and optimizer state, the "
                  "forward in bfloat16 / float16 where autocast casts down; 16-mixed adds the "
-                 "gradient scaler); bf16-true / 16-true (every tensor in that dtype).", choices=PRECISIONS),
+                 "gradient scaler); bf16-true / 16-true (every tensor in that dtype).", choices=PRECISIONS,
+                 absent="32-true"),
     TrainingFlag("train", ("--train",), "selectors", "train", "train",
                  "Fine-tuning: biases (only biases train, TinyTL) | ops:GLOB (only the ops whose "
                  "name, module scope, type or #INDEX matches train) | params:GLOB (only the weights "
@@ -535,7 +542,7 @@ def merge_setup(graph_metadata: dict | None, flags: dict) -> TrainConfig:
 
 def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
     """The training setup under the JSON `config`'s keys, in TRAINING_FLAGS' order. `loss_outputs`:
-    the outputs the setup resolved to (ir/outputs.loss_output_names); without it the key is left out."""
+    the outputs the setup resolved to (opgraph/outputs.loss_output_names); without it the key is left out."""
     out: dict = {}
     for f in TRAINING_FLAGS:
         if f.json_resolved:

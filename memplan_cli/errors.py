@@ -45,10 +45,30 @@ class MemplanError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, path: str | None = None):
+    def __init__(self, message: str, path: str | None = None, *, flags_message: str | None = None):
         self.path = path
         self.message = message  # without the path: for tables that name the file already
+        # the same message naming the command line's flags (--max-dim) where `message`, the
+        # API's, names its keywords (max_dim); None: one wording serves both
+        self.flags_message = flags_message
         super().__init__(f"{path}: {message}" if path else message)
+
+    @classmethod
+    def worded(cls, keywords: str, flags: str, path: str | None = None):
+        """The error about parameters the API and the CLI name differently: `keywords` is its
+        message (the API's, `str(e)`), `flags` the command line's (`cli_text()`)."""
+        return cls(keywords, path, flags_message=flags)
+
+    @classmethod
+    def about(cls, keyword: str, rest: str, path: str | None = None):
+        """The error `KEYWORD rest` about one parameter: the API names it `keyword` (max_dim), the
+        command line by its long flag (--max-dim: the keyword, dashes for underscores)."""
+        return cls.worded(f"{keyword}{rest}", f"--{keyword.replace('_', '-')}{rest}", path)
+
+    def cli_text(self) -> str:
+        """The message as the command line says it: its flags, not the API's keywords."""
+        message = self.flags_message or self.message
+        return f"{self.path}: {message}" if self.path else message
 
 
 class OutputError(MemplanError):
@@ -73,4 +93,4 @@ class ConfigError(MemplanError):
 def naming(path: str, err: MemplanError) -> MemplanError:
     """`err` with `path` in front of its message, unless it names a file already: an error found
     while training a model (an op without a rule, a trainable index out of range) is about that file."""
-    return err if err.path is not None else type(err)(err.message, path)
+    return err if err.path is not None else type(err)(err.message, path, flags_message=err.flags_message)

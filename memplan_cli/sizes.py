@@ -50,7 +50,7 @@ def parse_size(text: str) -> int:
     return int(value)  # exact, rounded down
 
 
-def parse_budget(budget, flag: str = "--budget") -> int:
+def parse_budget(budget) -> int:
     """A memory budget in bytes from an int or a size text ("192MiB"), or ConfigError (exit 2).
 
     A budget of 0 bytes (or one that rounds down to 0: "0.0001KiB") is bad input, not a budget
@@ -62,7 +62,7 @@ def parse_budget(budget, flag: str = "--budget") -> int:
     try:
         limit = parse_size(budget) if isinstance(budget, str) else budget
     except ValueError as e:
-        raise ConfigError(f"{flag}: {e}") from None
+        raise ConfigError.about("budget", f": {e}") from None
     if limit < 1:
-        raise ConfigError(f"{flag} must be > 0 bytes, got {budget!r}")
+        raise ConfigError.about("budget", f" must be > 0 bytes, got {budget!r}")
     return limit

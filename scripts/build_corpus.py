@@ -685,6 +685,16 @@ def keras_test_models():
         h = L.GlobalAveragePooling1D()(h)
         return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
 
+    def seq_dense_dynamic():
+        # the same with the sequence length left dynamic: -1 at position 1 of the input's shape_signature,
+        # the converter's placeholder size 1 in every tensor it reaches
+        x = L.Input((None,), dtype="int32", name="ids")
+        h = L.Embedding(20, 8)(x)
+        h = L.Dense(16, activation="gelu")(h)
+        h = L.LayerNormalization()(L.Dense(8)(h))
+        h = L.GlobalAveragePooling1D()(h)
+        return tf.keras.Model(x, L.Dense(4, activation="softmax")(h))
+
     def dilated_up():
         # the converter writes each dilated convolution as SpaceToBatchND -> Conv -> BatchToSpaceND (whose
         # batch dims it leaves as placeholders), Conv2DTranspose as TRANSPOSE_CONV, UpSampling2D as RESIZE_*
@@ -700,6 +710,8 @@ def keras_test_models():
     yield "keras_seq_dense.tflite", "Keras Embedding(20,8) + Dense(16, gelu) + Dense(8) on the sequence + LayerNormalization + pooling + Dense(4)", seq_dense
     yield "keras_se_block.tflite", "Keras Conv2D, squeeze-excite (pool, Reshape((1,1,C)), Conv 1x1 relu / hard_sigmoid, Multiply), Flatten, Dense(4)", se_block
     yield "keras_mobile_block.tflite", "Keras Conv2D+BatchNorm+ReLU6, DepthwiseConv2D+BatchNorm+hard_swish, Conv2D 1x1+BatchNorm, pooling, Dense(4)", mobile_block
+    # last, so that the files above keep their random weights
+    yield "keras_seq_dense_dynamic.tflite", "keras_seq_dense's layers on Input((None,), name='ids'): the sequence length dynamic (-1 in shape_signature)", seq_dense_dynamic
 
 
 def build_tests(out: str, only=None) -> int:
@@ -754,7 +766,7 @@ def build_tests(out: str, only=None) -> int:
 
 def keras_test_models_names():
     return [(fn,) for fn in ("keras_text_conv.tflite", "keras_mobile_block.tflite", "keras_se_block.tflite",
-                              "keras_seq_dense.tflite", "keras_dilated_up.tflite")]
+                              "keras_seq_dense.tflite", "keras_dilated_up.tflite", "keras_seq_dense_dynamic.tflite")]
 
 
 def _write_tests_doc(out, doc) -> int:

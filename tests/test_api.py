@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from memplan_cli import ConfigError, ModelError, analyze, compare, fit, plan, sweep
+from memplan_cli import ConfigError, MemplanError, ModelError, analyze, compare, diff, fit, inspect, plan, sweep
 from memplan_cli.cli import main
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -89,6 +89,52 @@ def test_sweep_is_the_command_s_json(monkeypatch):
     assert d.report["config"]["swept_dim"] == "seq" and d.report["config"]["dim_sizes"] == [4, 8]
 
 
+def test_diff_is_the_command_s_json(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    base = tmp_path / "base.json"
+    base.write_text(analyze(MNIST, batch_size=2, optimizer="adam").to_json())
+    # a model TARGET is analysed with the baseline's setup, an argument given replacing its value
+    d = diff(base, MNIST, optimizer="sgd", fail_on=["total:+0%"])
+    r = CliRunner().invoke(main, ["diff", "--baseline", str(base), MNIST, "-O", "sgd", "--fail-on", "total:+0%",
+                                  "-f", "json"])
+    assert r.exit_code == 0 and d.to_json() == r.stdout
+    assert not d.regression and d.failure_lines() == []
+    assert d.report["target"]["config"]["optimizer"] == "sgd" and d.report["target"]["config"]["batch_size"] == 2
+    # a report TARGET; a threshold exceeded is a regression, worded as the command's stderr
+    bigger = tmp_path / "bigger.json"
+    bigger.write_text(analyze(MNIST, batch_size=4, optimizer="adam").to_json())
+    d = diff(base, bigger, fail_on="total:+1%")
+    r = CliRunner().invoke(main, ["diff", "--baseline", str(base), str(bigger), "--fail-on", "total:+1%",
+                                  "-f", "json"])
+    assert r.exit_code == 1 and d.to_json() == r.stdout and d.regression
+    assert d.failure_lines() == r.stderr.strip().splitlines()
+
+
+def test_diff_checks_a_baseline_s_values_outside_click(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    doc = json.loads(analyze(MNIST).to_json())
+    for key, value, words in (("batch_size", -3, "config.batch_size -3 is not >= 1"),
+                              ("optimizer", "adagrad", "config.optimizer 'adagrad' is not one of sgd, momentum, adam"),
+                              ("optimizer", [1], "config.optimizer [1] is not a valid --optimizer")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**doc, "config": {**doc["config"], key: value}}))
+        with pytest.raises(MemplanError, match=re.escape(words)) as e:
+            diff(bad, MNIST)
+        assert str(bad) in str(e.value)
+    bad.write_text(json.dumps({**doc, "config": {**doc["config"], "profile_options": {"simd_width": 5}}}))
+    with pytest.raises(MemplanError, match=re.escape("config.profile_options.simd_width 5 is not one of 4, 8, 16")):
+        diff(bad, MNIST)
+
+
+def test_inspect_is_the_command_s_output(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    r = inspect(GPT2_SEQ, batch_size=2, dim={"seq": 8})
+    assert r.to_json() == _cli("inspect", GPT2_SEQ, "-b", "2", "--dim", "seq=8", "-f", "json")
+    assert r.report["batch"]["size"] == 2 and r.report["dims"][0]["size"] == 8
+    monkeypatch.setenv("COLUMNS", "1000")
+    assert "\n".join(r.lines()) + "\n" == _cli("inspect", GPT2_SEQ, "-b", "2", "--dim", "seq=8")
+
+
 def test_plan_matches_the_command(tmp_path):
     csv = tmp_path / "b.csv"
     csv.write_text("id,lower,upper,size\na,0,4,1024\nb,2,6,2048\nc,4,8,512\n")
@@ -112,13 +158,38 @@ def test_plan_matches_the_command(tmp_path):
     (lambda: compare(MNIST, loss="hinge"), ConfigError, "unknown loss"),
     (lambda: sweep(MNIST, batch_size=4), ConfigError, "batch_sizes"),
     (lambda: fit(MNIST, budget="3MiB", batch_size=0), ConfigError, "batch_size"),
+    (lambda: diff("no/such.json", MNIST), MemplanError, "no/such.json: no such file"),
+    (lambda: diff(MNIST, MNIST), MemplanError, "mnist.circle: not a JSON report"),
+    (lambda: inspect(MNIST, batch_size=0), ConfigError, "batch_size"),
+    (lambda: inspect(MNIST, dim="seq=8"), ConfigError, "dim must be a mapping"),
     (lambda: plan([(8, 3, 1)]), ConfigError, "first <= last"),
+    # the API names its keywords where the command line names its flags
+    (lambda: fit(GPT2_SEQ, budget="1MiB", batch_size=1, dim={"seq": 8}, max_dim="len"), ConfigError,
+     "max_dim 'len': give the setup's own size too (dim={'len': N})"),
+    (lambda: sweep(GPT2_SEQ, batch_sizes="1,2", dim={"seq": (4, 8)}), ConfigError, "give one in batch_sizes"),
+    (lambda: sweep(MNIST, batch_sizes="1-x"), ConfigError, "batch_sizes '1-x': expected a list"),
+    (lambda: analyze(MNIST, budget=0), ConfigError, "budget must be > 0 bytes"),
+    (lambda: plan([(8, 0, 1)], rounds=2, time_limit=1.0), ConfigError, "rounds and time_limit: give one budget"),
     (lambda: plan([(8, 0, 1)], planner="nope"), ConfigError, "unknown planner"),
 ])
 def test_bad_input_raises_the_cli_s_errors(monkeypatch, call, error, text):
     monkeypatch.chdir(ROOT)
     with pytest.raises(error, match=re.escape(text)):
         call()
+
+
+@pytest.mark.parametrize("args, text", [
+    (["fit", GPT2_SEQ, "--budget", "1MiB", "-b", "1", "--dim", "seq=8", "--max-dim", "len"],
+     "--max-dim len: give the setup's own size too (--dim len=N)"),
+    (["sweep", GPT2_SEQ, "-b", "1,2", "--dim", "seq=4,8"], "--dim seq=4,8 sweeps seq: give one batch size (-b N)"),
+    (["sweep", MNIST, "-b", "1-x"], "--batch-sizes '1-x': expected a list"),
+    (["analyze", MNIST, "--budget", "0"], "--budget must be > 0 bytes"),
+])
+def test_the_command_line_names_the_flags(monkeypatch, args, text):
+    monkeypatch.chdir(ROOT)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and r.stderr.startswith("memplan: error: ") and text in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_docs_list_every_result_attribute():
@@ -130,7 +201,8 @@ def test_docs_list_every_result_attribute():
     text = (ROOT / "docs" / "api.md").read_text().split("\n## Results\n", 1)[1]
     entries = {m.group(1): m.group(2) for m in re.finditer(r"^- `(\w+)`(.*?)(?=^- |\Z)", text, flags=re.M | re.S)}
     for name in ("AnalysisResult", "CategoryFigures", "Peak", "PoolFigures", "ComparisonResult", "SystemColumn",
-                 "PlanSummary", "VerificationResult", "FitResult", "SweepResult"):
+                 "PlanSummary", "VerificationResult", "FitResult", "SweepResult", "DiffResult",
+                 "InspectResult"):
         cls = getattr(api, name)
         public = {f.name for f in dataclasses.fields(cls)} | {
             k for k, v in vars(cls).items() if not k.startswith("_") and (isinstance(v, property) or callable(v))}

@@ -12,24 +12,31 @@ bottom up:
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `kernels`: NumPy reference kernels (no memplan imports).
-- `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
-  batch rules (and lazyimport for a NumPy that loads on first use); ops uses ir and `kernels`.
-- `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
-- `passes` -> ir, ops, buffers, config (the training graph).
+- `ir` (the graph) imports nothing but itself: it knows no op. `ops` (the op registry, one vertical
+  slice per op family) uses ir and `kernels`; `opgraph` (the analyses that consult the registry: op
+  contracts, re-batching, shape values, folding, loss outputs) uses ir, ops and lazyimport (a NumPy
+  that loads on first use).
+- `loaders` -> inputs, ir, opgraph, ops, traininfo, lazyimport (loaders know nothing of training).
+- `passes` -> ir, opgraph, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
   passes; planners know nothing of models); `report` -> buffers, sizes and config (the training flags' JSON names) only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
-- `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
+- `analysis` -> buffers, check, config, ir, loaders, opgraph, planners, profiles; `comparison` -> analysis,
   buffers, config, loaders; `execute` (runs a given training step in a given layout) -> ops,
   kernels only; `remat` (the remat solver) -> analysis and what lies below it; `verification` (the
   work of `memplan verify`: load, analyse, build the step, run it) -> analysis, loaders, passes,
   ops, execute.
-- `api` (the Python API: analyze, compare, plan, verify, and the setup merging the commands share)
-  -> analysis, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
+- `baseline` (a saved report read back for `diff`: parsed within limits, checked, its setup as
+  flags) -> config, inputs, profiles (their names), report (the report check).
+- `api` (the Python API: analyze, compare, plan, verify, fit, sweep, diff, inspect, and the setup
+  merging the commands share) -> analysis, baseline, inspection, comparison, config, loaders, opgraph, planners, planrun, plancsv, profiles, remat, report,
   verification.
-- `commands` (click parsing, one command a file) -> anything below, never `cli`; `cli` -> commands;
+- `inspection` (the work of `memplan inspect`: a graph's lines and JSON) -> analysis (the file's
+  hash), ir, opgraph (the outputs' names), report (the documents' header).
+- `commands` (click parsing and printing, one command a file) -> api, report and errors only (not
+  even `version` or the package: the rule is STRICT), never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
   `import memplan_cli` stays light); nothing inside the package imports `__init__`'s names.
 
@@ -44,7 +51,7 @@ import pathlib
 import pytest
 
 PKG = pathlib.Path(__file__).parents[1] / "memplan_cli"
-COMMON = {"errors", "version", "__init__"}  # what every layer may raise; the version; the package (`from memplan_cli import ops`)
+COMMON = {"errors", "version", "__init__"}  # what every layer may raise; the version; the package (`from memplan_cli import __version__`)
 ALLOWED = {
     "errors": set(),
     "version": set(),
@@ -55,30 +62,35 @@ ALLOWED = {
     "sizes": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
-    "ir": {"ir", "ops", "lazyimport"},
+    "ir": {"ir"},
     "ops": {"ops", "ir", "kernels"},
-    "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
-    "passes": {"passes", "ir", "buffers", "config", "ops"},
+    "opgraph": {"opgraph", "ir", "ops", "lazyimport"},
+    "loaders": {"loaders", "inputs", "ir", "opgraph", "traininfo", "ops", "lazyimport"},
+    "passes": {"passes", "ir", "opgraph", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
     "report": {"report", "buffers", "config", "sizes"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
     "plancsv": {"inputs", "planrun"},
-    "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
+    "analysis": {"buffers", "check", "config", "ir", "loaders", "opgraph", "planners", "profiles"},
     "comparison": {"analysis", "buffers", "config", "loaders"},
     "execute": {"execute", "ops", "kernels"},
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
-    "api": {"analysis", "buffers", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
+    "baseline": {"config", "inputs", "profiles", "report"},
+    "inspection": {"analysis", "ir", "opgraph", "report"},
+    "api": {"analysis", "baseline", "buffers", "inspection", "comparison", "config", "ir", "loaders", "opgraph", "planners", "planrun", "plancsv",
             "profiles", "remat", "report", "sizes", "verification"},
-    "commands": {"commands", "api", "analysis", "buffers", "inputs", "check", "comparison", "config", "verification",
-                 "ir", "loaders", "ops", "passes", "plancsv", "planners", "planrun", "profiles",
-                 "remat", "report", "sizes", "traininfo"},
+    # complete, COMMON not added (STRICT): the commands parse and print, and reach the work only through
+    # the API
+    "commands": {"commands", "api", "report", "errors"},
     "cli": {"commands"},
     "__main__": {"cli"},
     "__init__": {"api", "version"},
 }
+# layers whose ALLOWED entry is the whole rule (not even COMMON's version or package names)
+STRICT = {"commands"}
 DEV_ONLY = {"devtools", "tests"}
 
 
@@ -124,17 +136,25 @@ def imported_modules(path: pathlib.Path, name: str | None = None) -> set[str]:
 
 def memplan_imports(path: pathlib.Path, name: str | None = None) -> set[str]:
     """The first-level memplan_cli modules `path` imports. `memplan_cli` itself and its dunders
-    (`__version__`) count as `__init__`; any other name taken from `memplan_cli` is the API's."""
+    (`__version__`) count as `__init__`; any other name taken from `memplan_cli` is the API's;
+    `from memplan_cli import api` takes the submodule only, no name of the package's own."""
     out = set()
     modules = first_level()
-    for full in imported_modules(path, name):
-        parts = full.split(".")
-        if parts[0] != "memplan_cli":
-            continue
-        if len(parts) == 1 or parts[1].startswith("__") and parts[1] not in modules:
-            out.add("__init__")
+    for node, mod in _imports(path, name or _module_name(path)):
+        if isinstance(node, ast.ImportFrom):
+            fulls = [f"{mod}.{a.name}" for a in node.names]
+            if mod != "memplan_cli" or not all(a.name in modules for a in node.names):
+                fulls.append(mod)
         else:
-            out.add(parts[1] if parts[1] in modules else "api")
+            fulls = [a.name for a in node.names]
+        for full in fulls:
+            parts = full.split(".")
+            if parts[0] != "memplan_cli":
+                continue
+            if len(parts) == 1 or parts[1].startswith("__") and parts[1] not in modules:
+                out.add("__init__")
+            else:
+                out.add(parts[1] if parts[1] in modules else "api")
     return out
 
 
@@ -159,10 +179,17 @@ def test_no_import_runs_back_up(layer):
     bad = {}
     for f in files_of(layer):
         # a package's own name is always fine inside it (memplan_cli.report.x importing report.y)
-        extra = memplan_imports(f) - ALLOWED[layer] - COMMON - {layer}
+        extra = memplan_imports(f) - ALLOWED[layer] - (set() if layer in STRICT else COMMON) - {layer}
         if extra:
             bad[str(f.relative_to(PKG))] = sorted(extra)
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
+
+
+def test_the_ir_is_below_the_op_registry():
+    # the IR core knows no op: what consults the registry lives in opgraph/, above ops/
+    bad = {str(f.relative_to(PKG)): sorted(memplan_imports(f) & {"ops", "opgraph"}) for f in files_of("ir")}
+    assert not {k: v for k, v in bad.items() if v}
+    assert "ir" in ALLOWED["ops"] and not ALLOWED["ir"] & {"ops", "opgraph"}
 
 
 def test_the_schemas_package_imports_nothing_of_memplan():
@@ -184,7 +211,7 @@ def test_the_checker_sees_function_level_imports(tmp_path):
 def test_the_checker_resolves_relative_imports(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("from ..analysis import analyze\nfrom . import table\nfrom .. import planners\n")
-    assert memplan_imports(f, "memplan_cli.report.probe") == {"analysis", "report", "planners", "__init__"}
+    assert memplan_imports(f, "memplan_cli.report.probe") == {"analysis", "report", "planners"}
     assert memplan_imports(f, "memplan_cli.report.sub.probe") == {"report"}
 
 
@@ -192,6 +219,8 @@ def test_the_checker_tells_submodules_from_names(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("from memplan_cli import ops, __version__\n")
     assert memplan_imports(f, "memplan_cli.x") == {"ops", "__init__"}
+    f.write_text("from memplan_cli import ops\n")
+    assert memplan_imports(f, "memplan_cli.x") == {"ops"}
     f.write_text("from memplan_cli import analyze\n")
     assert memplan_imports(f, "memplan_cli.x") == {"__init__", "api"}
 

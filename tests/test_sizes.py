@@ -66,5 +66,7 @@ def test_every_command_answers_a_bad_budget_alike(command, budget):
 
 
 def test_the_api_answers_a_zero_budget_as_the_cli():
-    with pytest.raises(ConfigError, match="--budget must be > 0 bytes"):
+    # the same refusal, worded with the API's keyword (the CLI's names --budget)
+    with pytest.raises(ConfigError, match="^budget must be > 0 bytes") as e:
         api.analyze(MNIST, budget=0)
+    assert e.value.cli_text() == "--budget must be > 0 bytes, got 0"

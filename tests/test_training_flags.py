@@ -10,7 +10,7 @@ import pytest
 from memplan_cli import api
 from memplan_cli.cli import main
 from memplan_cli.commands.options import STEP_ONLY
-from memplan_cli.commands.diff import baseline_flags
+from memplan_cli.baseline import baseline_flags
 from memplan_cli.config import (FLAG_BY_NAME, FLAG_KINDS, TRAINING_FLAGS, TrainConfig, config_json,
                                 merge_setup)
 from memplan_cli.errors import ConfigError
@@ -119,19 +119,27 @@ def test_the_json_config_follows_the_table():
 
 def test_diff_reads_every_flag_back_from_a_baseline(monkeypatch):
     """A baseline's setup, read back into flags, gives the same setup: diff's mapping is the table's."""
-    import click
-
-    from memplan_cli.commands import diff
-
     cfg = merge_setup({}, GIVEN)
     doc = {"config": {**config_json(cfg, loss_outputs=["out0"]),
                       "sources": {f.field: "flag" for f in TRAINING_FLAGS}}}
-    with click.Context(diff.command):
-        flags = baseline_flags(doc, {}, set())
+    flags = baseline_flags(doc, {}, set())
     again = merge_setup({}, flags)
     assert again == cfg.with_(loss_outputs=("out0",))
     # a flag given to diff wins; a resolved value the user did not pick stays TARGET's
     doc["config"]["sources"]["loss_outputs"] = "default"
-    with click.Context(diff.command):
-        flags = baseline_flags(doc, {"optimizer": "sgd"}, {"optimizer"})
+    flags = baseline_flags(doc, {"optimizer": "sgd"}, {"optimizer"})
     assert flags["optimizer"] == "sgd" and "loss_outputs" not in flags
+
+
+def test_diff_notes_a_difference_of_every_flag_that_changes_memory():
+    """diff's notes follow the table too: a new flag is noted without a list of its own in report/diff.py."""
+    from memplan_cli.report.diff import config_differences
+
+    a = config_json(merge_setup({}, {}), loss_outputs=["out0"])
+    b = config_json(merge_setup({}, GIVEN), loss_outputs=["out0", "out1"])
+    notes = config_differences({"config": a}, {"config": b})
+    keys = list(dict.fromkeys(f.json_key.split(".")[0] for f in TRAINING_FLAGS if not f.step_only))
+    assert [n.split(" differs")[0] for n in notes] == keys
+    # a report from before a flag existed left its key out: compared as the flag's `absent` value
+    old = {k: v for k, v in a.items() if k not in ("dims", "precision")}
+    assert config_differences({"config": old}, {"config": a}) == []

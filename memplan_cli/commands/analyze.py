@@ -10,7 +10,7 @@ import os
 import click
 
 from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
-from memplan_cli.errors import EXIT_OVER_BUDGET
+from memplan_cli.errors import EXIT_OVER_BUDGET, MemplanError
 
 
 def api_arguments(flags: dict) -> dict:
@@ -20,12 +20,6 @@ def api_arguments(flags: dict) -> dict:
     if flags.get("onert_simd_width") is not None:
         out["onert_simd_width"] = int(flags["onert_simd_width"])
     return out
-
-
-def planner_kernels() -> str:
-    from memplan_cli.planners._native import kernels_note
-
-    return kernels_note()
 
 
 @click.command("analyze", short_help="Memory of one training step by category; what a plan saves.")
@@ -59,15 +53,13 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     tl = timeline(a.buffers)
     series = live_series(a.buffers)
     if timeline_path and len(series) > 1:
-        from memplan_cli.errors import MemplanError
-
         raise MemplanError(f"--timeline {timeline_path}: profile {a.profile} has no shared time axis (its "
                            f"{len(series)} time domains each count their own events); draw --profile memplan")
     to_file = bool(output and output != "-")
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings,
-                         kernels=planner_kernels() if level >= 2 else "")
+                         kernels=api.planner_kernels() if level >= 2 else "")
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:
@@ -83,8 +75,6 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
 
         if output and output != "-":
             if os.path.abspath(output_target(output, (model,))) == os.path.abspath(output_target(timeline_path)):
-                from memplan_cli.errors import MemplanError
-
                 raise MemplanError(f"--timeline {timeline_path} and --output {output} name the same file")
         write_atomic(timeline_path, svg, (model,))
     emit(text, output, (model,), data=fmt if fmt != "table" else "")

@@ -63,10 +63,9 @@ def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags)
 
         text = render(printable_doc(doc), opts)  # the file's own strings, escaped for a terminal
         if level >= 2:
-            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"planner kernels: {kernels_text(kernels_note())}\n"
+            text += f"planner kernels: {kernels_text(api.planner_kernels())}\n"
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,), data=fmt if fmt != "table" else "")
     if not doc["fits"]:

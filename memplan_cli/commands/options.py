@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli.errors import ConfigError
+
 # the work the commands share lives in the API; re-exported under their old names here
-from memplan_cli.api import check_planner, config_from_flags, nntrainer_options, onert_options  # noqa: F401
-from memplan_cli.config import TRAINING_FLAGS, config_json, training_words  # noqa: F401
+from memplan_cli.api import (ONERT_SIMD_WIDTHS, PROFILE_NAMES, TRAINING_FLAGS, check_planner,  # noqa: F401
+                             config_from_flags, nntrainer_options, onert_options)
 
 
 # the click type of each kind of training flag (config.FLAG_KINDS)
@@ -31,7 +33,7 @@ def training_option(flag):
 
 # flags that act only on a step that runs: offered by `verify` alone (elsewhere they would be accepted
 # and change nothing)
-STEP_ONLY = ("learning_rate",)
+STEP_ONLY = tuple(f.name for f in TRAINING_FLAGS if f.step_only)
 
 
 def dim_option():
@@ -89,7 +91,7 @@ def output_path(**kw) -> OutputPath:
 
 
 COLOR_CHOICES = ("auto", "always", "never")
-SIMD_WIDTHS = ("4", "8", "16")
+SIMD_WIDTHS = tuple(map(str, ONERT_SIMD_WIDTHS))
 
 
 ANALYSIS_FORMAT_HELP = "table for people; json (memplan_cli/schemas/analysis.schema.json) or csv for scripts."
@@ -165,16 +167,14 @@ def planner_options(f):
 
 def profile_option(*, multiple: bool = False, default=("memplan",), help: str | None = None):
     """--profile/-p, its choices from the profile registry; repeatable when `multiple`."""
-    from memplan_cli.profiles import PROFILE_MODULES
-
     if help:
-        return click.option("-p", "--profile", type=click.Choice(tuple(PROFILE_MODULES)), default=None, help=help)
+        return click.option("-p", "--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help)
 
     if multiple:
-        return click.option("-p", "--profile", "profiles", type=click.Choice(tuple(PROFILE_MODULES)), multiple=True,
+        return click.option("-p", "--profile", "profiles", type=click.Choice(PROFILE_NAMES), multiple=True,
                             default=default, show_default=True,
                             help="Profiles to compare (repeatable); the first one decides --budget's answer.")
-    return click.option("-p", "--profile", type=click.Choice(tuple(PROFILE_MODULES)), default=default[0],
+    return click.option("-p", "--profile", type=click.Choice(PROFILE_NAMES), default=default[0],
                         show_default=True,
                         help="Whose rules: memplan's own plan, a reproduction of onert / nntrainer / singa, "
                              "or PyTorch eager on CPU (torch).")
@@ -189,7 +189,5 @@ def verbosity(quiet: int, verbose: int) -> int:
     """One integer from -q / -v counts: 1 normal, 0 quiet, -1 silent, 2 verbose. Both together are
     refused: one would silently cancel the other."""
     if quiet and verbose:
-        from memplan_cli.errors import ConfigError
-
         raise ConfigError("-q/--quiet and -v/--verbose together: choose one")
     return 1 + verbose - quiet

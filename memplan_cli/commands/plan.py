@@ -107,10 +107,9 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
         text = summary_table(doc)
         text = wrap_text(text, terminal_width(to_file=False))
         if level >= 2:
-            from memplan_cli.planners._native import kernels_note
             from memplan_cli.report.table import kernels_text
 
-            text += f"kernels      {kernels_text(kernels_note())}\n"
+            text += f"kernels      {kernels_text(api.planner_kernels())}\n"
         plan_text = result.offsets_csv() if output else ""
     if level == 0:
         text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "

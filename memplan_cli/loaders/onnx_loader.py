@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 
 from memplan_cli.errors import ModelError
@@ -340,7 +341,7 @@ def _outer_reads(node) -> list[str]:
 
 
 class _Builder:
-    def __init__(self, model):
+    def __init__(self, model, folded_from: dict | None = None):
         self.model = model
         g = model.graph
         self.index: dict[str, int] = {}
@@ -355,7 +356,7 @@ class _Builder:
         self.constants_are_buffers = model.producer_name == "pytorch"
         from memplan_cli.loaders.params import onnx_rule
 
-        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model)
+        self.param_rule, self.param_kind, self.param_sources = onnx_rule(model, folded_from)
 
     def operand(self, name: str) -> int:
         if name == "":
@@ -551,13 +552,35 @@ def _fx_call(node) -> str:
     return ""
 
 
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+# a stack frame's source line calling a custom autograd Function (`GeLUFunction.apply(x)`)
+_APPLY = re.compile(r"\b([A-Za-z_]\w*)\.apply\(")
+
+
+def _autograd_functions(model) -> dict[str, str]:
+    """{node name: the custom torch.autograd.Function whose forward wrote it}: the Python stack the
+    dynamo exporter records for a node (`pkg.torch.onnx.stack_trace`) calls `Fn.apply(...)`, and the
+    next frame is that Function's `forward`. Such a node's backward is the Function's own code, which
+    the file does not describe (`--profile torch` names it as estimated)."""
+    out = {}
+    for node in model.graph.node:
+        trace = next((p.value for p in node.metadata_props if p.key == STACK_KEY), "")
+        lines = [ln.strip() for ln in trace.splitlines() if ln.strip()]
+        for k, line in enumerate(lines):
+            m = _APPLY.search(line) if not line.startswith("File ") else None
+            if m and k + 1 < len(lines) and lines[k + 1].startswith("File ") and lines[k + 1].endswith(" in forward"):
+                out[node.name] = m.group(1)
+                break
+    return out
+
+
 REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
 SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
-    (profiles/torch_export.py reads it back): the graph signature (placeholder -> (PARAMETER |
+    (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
     BUFFER | CONSTANT_TENSOR, target)); each node the optimizer rewrote: its name, the rule names and
     the fx node it came from; the parameters each node's fx node takes (by placeholder); what each
     folded constant was computed from. None for a file without a graph signature."""
@@ -812,6 +835,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
         rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
+        functions = _autograd_functions(model)
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
@@ -830,9 +854,11 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
-        g = _drop_unused_operands(_Builder(model).build())
+        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
+        if functions:
+            g.metadata["autograd_functions"] = functions
         if dynamic:
             g.metadata["dynamic_batch"] = True
             if isinstance(dynamic, str):

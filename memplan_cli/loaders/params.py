@@ -11,9 +11,14 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   folded by the exporter: it is a parameter when a node reading it records (`pkg.torch.onnx.fx_node`)
   a parameter the file no longer holds under its own name (a weight transposed, a BatchNorm folded
   into a convolution), or reads it as a weight (MatMul's B) in the module that owned such a
-  parameter. A value of the reader's own decomposition (a mask's fill) is not one. A value folded
-  from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one when every
-  folded parameter was found elsewhere, and unknown otherwise (it may be that parameter, sliced).
+  parameter. A value of the reader's own decomposition (a mask's fill) is not one. A constant the
+  exporter's optimizer folded says what it was computed from (`pkg.onnxscript.optimizer.folded_from`:
+  every value and initializer of the folded chain): naming no parameter, it is not one, whatever
+  else the file leaves unaccounted (computed without a parameter, it has no gradient in torch: BERT's
+  attention mask at a fixed length, from the position ids; rotary tables, from `inv_freq`). Any other
+  value folded from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one
+  when every folded parameter was found elsewhere, and unknown otherwise (it may be that parameter,
+  sliced).
   A second constant folded from the same parameters in the same shape (a layer used twice, ALBERT's
   shared layers: one transposed weight per use) is a copy, not another parameter.
 - Weight slots (`OpDef.weight_inputs`: a convolution's filter, a norm's scale): a float constant
@@ -24,6 +29,9 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   DoRA's `lora_magnitude_vector`, and the trained copies under `modules_to_save.<adapter>`) are
   parameters whatever the producer: peft names nothing else so. A file that holds them is a LoRA
   fine-tuning export: only they train, as in peft (`peft_train_globs`; a --train flag overrides).
+- A constant that every reader reads at an input no gradient flows to (`OpDef.nondiff_inputs`, a
+  `no_grad` op: a comparison's operand, a Shape's input) cannot train, whatever its name: it is not
+  listed as assumed (the training graph freezes it).
 - Anything else (TorchScript's state-dict names, which name buffers too; TF Lite's op-named
   constants such as `arith.constant`; other producers) cannot be told: it trains, and reports list it as "assumed
   trainable" (`Operand.assumed`), so a user can `--freeze params:` it.
@@ -77,10 +85,12 @@ def _peft_params(floats) -> set[str]:
     return {n for n in floats if _PEFT_ADAPTER.search(n) or _PEFT_SAVED.search(n)}
 
 
-def onnx_rule(model) -> tuple[str, dict[str, str], dict[str, tuple]]:
+def onnx_rule(model, folded_from: dict | None = None) -> tuple[str, dict[str, str], dict[str, tuple]]:
     """(the naming rule's name, initializer name -> PARAM | BUFFER | UNKNOWN, initializer name -> the
     source model's parameters it was folded from, when the file says) for an ONNX ModelProto (its
-    Constant nodes count as initializers)."""
+    Constant nodes count as initializers). `folded_from`: initializer name -> the names it was folded
+    from, as the file's value_info recorded them (the loader reads them before shape inference
+    replaces value_info)."""
     g = model.graph
     consts = {t.name: t for t in g.initializer}
     for n in g.node:
@@ -93,7 +103,7 @@ def onnx_rule(model) -> tuple[str, dict[str, str], dict[str, tuple]]:
                None)
     if sig is not None:
         sources: dict[str, tuple] = {}
-        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig, sources), sources
+        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig, sources, folded_from or {}), sources
     producer = (model.producer_name or "").lower()
     if producer == "tf2onnx":
         return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}, {}
@@ -116,7 +126,7 @@ def _module_of(node) -> str | None:
     return parts[-2] if len(parts) >= 2 else ""
 
 
-def _dynamo(g, floats, sig: str, sources: dict) -> dict[str, str]:
+def _dynamo(g, floats, sig: str, sources: dict, folded_from: dict) -> dict[str, str]:
     """The kinds by the graph signature; `sources` gets, for each folded parameter, the targets of the
     parameters it was folded from."""
     placeholders: dict[str, tuple[str, str]] = {}  # placeholder -> (kind, target)
@@ -146,6 +156,10 @@ def _dynamo(g, floats, sig: str, sources: dict) -> dict[str, str]:
             out[name] = BUFFER
             continue
         rs = readers.get(name, [])
+        folded = folded_from.get(name)
+        if folded is not None and not params.intersection(folded):
+            out[name] = BUFFER  # computed from buffers, constants and shapes only
+            continue
         fx = [_meta(n, "pkg.torch.onnx.fx_node") for n in rs]
         if not fx or any(f is None for f in fx):
             out[name] = UNKNOWN
@@ -247,10 +261,30 @@ def settle(graph, rule: str) -> None:
     embedding table's transposed. It is either an untied output projection or the table's own
     transposed copy (tied weights, which TorchScript's constant folding writes as a new constant
     `onnx::MatMul_N`: training it too would count the table twice). The file cannot tell without
-    reading the weights, so it trains and is listed as assumed."""
+    reading the weights, so it trains and is listed as assumed. A constant no gradient can reach
+    (`gradient_free`: only compared, only its shape read) is not assumed either: it cannot train."""
     tables = _embedding_tables(graph)
     for i in weight_slot_operands(graph):
         o = graph.operands[i]
         if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables):
             o.assumed = False
+    for i in gradient_free(graph):  # it cannot train, whatever it is: nothing to assume
+        graph.operands[i].assumed = False
     graph.metadata["parameter_rule"] = rule
+
+
+def gradient_free(graph) -> set[int]:
+    """Constants no gradient can reach: every op reading them reads them at an input its op family
+    never back-propagates to (`OpDef.nondiff_inputs`: indices, shapes, a comparison's operands of a
+    `no_grad` op). Whatever the file says they are, they do not train (the training graph freezes
+    them: "no loss depends on it"), so `settle` does not leave them assumed trainable."""
+    from memplan_cli import ops
+
+    free: dict[int, bool] = {}
+    for op in graph.operations:
+        d = ops.get(op.type)
+        for k, i in enumerate(op.inputs):
+            if i >= 0 and graph.operands[i].is_const:
+                nondiff = d is not None and (d.no_grad or k in d.nondiff_inputs)
+                free[i] = free.get(i, True) and nondiff
+    return {i for i, ok in free.items() if ok}

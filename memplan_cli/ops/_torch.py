@@ -1,4 +1,4 @@
-"""What eager PyTorch does alike across op families, read by memplan_cli/profiles/torch.py: which ops
+"""What eager PyTorch does alike across op families, read by memplan_cli/profiles/torch/: which ops
 keep a channels-last tensor's memory format (the profile refuses a convolution of one)."""
 from __future__ import annotations
 
@@ -16,17 +16,22 @@ TRANSPOSE = "Transpose"
 # memory-format keepers above and the other elementwise ops
 LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Cast",
                                              "Where"})
+# backward layout: the input's gradient an elementwise op's backward makes (a TensorIterator op whose
+# first input is the incoming gradient: gelu_backward, threshold_backward, mul, ...) is laid out like
+# the incoming gradient (TensorIterator orders dimensions by its first input's strides); batch_norm's
+# backward lays it out like its input instead
+GRAD_LAYOUT_KEEPING = LAYOUT_KEEPING - frozenset({"BatchNormalization"})
 # views whose strides the profile derives: a permute, a broadcast (stride 0), narrows keeping the rank
 EXPAND = "Expand"
 NARROWS = ("Slice", "Split")
-# torch.onnx's decomposition of F.scaled_dot_product_attention (profiles/torch.py `_attention`):
+# torch.onnx's decomposition of F.scaled_dot_product_attention (profiles/torch/attention.py):
 # MatMul(q * s, k^T * s) [+ mask] -> Softmax [-> Where(IsNaN(p), 0, p)] [-> Dropout] -> MatMul with v;
 # k^T reached through Reshape / Transpose views, k and v through the grouped-query repeat
 # (Unsqueeze, Expand, Reshape)
 SDPA = {"matmul": "MatMul", "scale": "Mul", "mask": "Add", "softmax": "Softmax", "where": "Where",
         "isnan": "IsNaN", "dropout": "Dropout", "reshape": "Reshape", "unsqueeze": "Unsqueeze", "expand": EXPAND,
         "views": ("Reshape", TRANSPOSE)}
-# a Gather of one index from an activation is eager's select, a view (profiles/torch.py `_selects`)
+# a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)
 WEIGHT_MATMULS = ("Linear", "FullyConnected")

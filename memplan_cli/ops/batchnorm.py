@@ -228,7 +228,7 @@ def _batch(op, graph, shapes, batched):
 TORCH = {"saves": (("in0", "any"),), "aux": (("save_mean", "channels", "float32"),
                                              ("save_invstd", "channels", "float32")),
          "bwd_scratch": (("in0?g0",),)}
-BN_TYPE = "BatchNormalization"  # `--profile torch` puts back one the dynamo exporter folded (profiles/torch_export.py)
+BN_TYPE = "BatchNormalization"  # `--profile torch` puts back one the dynamo exporter folded (profiles/torch/export.py)
 OPS = [OpDef(BN_TYPE, rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=5, check=check, nondiff_inputs=(3, 4), batch=_batch,

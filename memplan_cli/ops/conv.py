@@ -28,6 +28,8 @@ output_shape (torch.onnx writes explicit pads and output_padding).
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -262,7 +264,7 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch.py): eager's `convolution` saves its input (and weight). On CPU it
+# `--profile torch` (profiles/torch/): eager's `convolution` saves its input (and weight). On CPU it
 # runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
 # with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
 # 16 (_blocked):
@@ -434,6 +436,8 @@ def _cl_bwd_dw(op, operands) -> tuple:
 
 
 def _torch_fwd(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_fwd(op, operands)
     if _channels_last(op):
         return _cl_fwd(op, operands)
     if op.type in TRANSPOSED:
@@ -505,6 +509,8 @@ def _brgconv_scratch(op, operands, x=None, y=None) -> int:
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_bwd_dx(op, operands)
     if _channels_last(op):
         return _cl_bwd_dx(op, operands)
     if op.type in TRANSPOSED:
@@ -584,6 +590,8 @@ def _weights_layout(op, operands) -> tuple:
 
 
 def _torch_bwd_dw(op, operands) -> tuple:
+    if _bf16(op, operands):
+        return _bf16_bwd_dw(op, operands)
     if _channels_last(op):
         return _cl_bwd_dw(op, operands)
     if op.type in TRANSPOSED:
@@ -664,7 +672,226 @@ def _tconv_bwd_dw(op, operands) -> tuple:
     return ((gy, gx, gw - w.nbytes), (gw,))
 
 
+# ---- bfloat16 (--precision bf16-*: autocast's or model.to(bfloat16)'s convolution) ---------------
+# The kernel reads bfloat16 input, weight and bias (autocast casts them before the op), so these
+# sizes are in 2-byte elements whatever the dtypes the operands are held in (a float32 weight under
+# bf16-mixed). Measured with torch 2.14.1 on one thread of a CPU with AMX (oneDNN picks its AMX
+# kernels for bfloat16: devtools/torch_conv_sweep.py --precision bf16-true), the sizes from ATen and
+# ideep's code paths (mkldnn_convolution's ideep tensors, mkldnn_to_dense):
+# - ungrouped (brg_conv_fwd / brgconv_1x1, brg_conv_bwd / brgconv_strided, brgconv_bwd_w): oneDNN
+#   works channels-last (nhwc). Forward: the input reordered (unpadded), the weight with its output
+#   channels rounded up to 16, the nhwc output, beside the kernel's scratchpad; then mkldnn_to_dense
+#   gives the output back nhwc-strided and `.contiguous()` copies it once more (three outputs at
+#   once). Input's gradient: the incoming gradient reordered, the weight with its input channels
+#   rounded up to 16, the nhwc result beside the scratchpad; then the same two copies. Weight's
+#   gradient: the incoming gradient and the input reordered, the weight's gradient in oneDNN's
+#   OIhw16i16o2i (output channels rounded up to 16, input channels to 32) and the bias's, beside the
+#   scratchpad; then both copied out.
+# - depthwise (jit_dw): as in float32 (channels in blocks of 16), with a float32 reduction buffer
+#   beside the weight's gradient (4 x the blocked weight + 128 B, and 4 x the blocked bias + 128 B).
+# - a small shape brgemm hands to the jit kernels (from 16 input channels): forward jit_bf16 /
+#   jit_bf16_1x1 (input, weight and output blocked by 16; jit_bf16_1x1 converts the bias to float32, and
+#   on more than one pixel copies the blocked input once more), backward brgemm's as above; on one
+#   pixel (squeeze-excite, DenseNet's last block) the backward differs: the input's
+#   gradient jit AMX backward-data (the weight in OIhw16o16i2o, output channels rounded up to 32, input
+#   channels to 16; the result unblocked; its scratchpad from jit_avx512_core_amx_conv_kernel
+#   init_conf / init_scratchpad); the weight's gradient brgconv_bwd_w without reorders (one pixel is
+#   nhwc and nchw alike). A brgemm convolution on one pixel reorders nothing either (no input or
+#   incoming-gradient copy, no contiguous copy of a result).
+BF16 = 2
+
+
+def _bf16(op, operands) -> bool:
+    return operands[op.outputs[0]].dtype == "bfloat16"
+
+
+def _els(operands, v) -> int:
+    return math.prod(int(d) for d in operands[v].shape)
+
+
+def _bf16_kernel(op, operands) -> str | None:
+    """oneDNN's bfloat16 kernel family for this convolution on an AMX CPU, or None (not measured).
+    brgemm's forward hands a small shape to the AVX-512 jit kernels (jit_brgemm_conv_utils
+    init_conf: at most 4 output pixels and batch x C x O at most its L1 share, half that for 1x1)."""
+    if _channels_last(op) or op.attrs.get("layout", "NCHW") != "NCHW" or \
+            any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
+        return None
+    if op.type == "DepthwiseConv2D":
+        # measured on 3x3 kernels; a 5x5 one's weight gradient takes oneDNN's gemm kernel (as in float32)
+        three = tuple(int(v) for v in op.attrs["kernel"]) == (3, 3)
+        return "jit_dw" if three and int(op.attrs.get("depth_multiplier", 1) or 1) == 1 else None
+    if op.type != "Conv2D" or int(op.attrs.get("group", 1) or 1) != 1:
+        return None
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, c, o = int(x.shape[0]), int(x.shape[1]), int(y.shape[1])
+    one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+    pixel = all(int(d) == 1 for d in (*x.shape[2:4], *y.shape[2:4]))  # a squeeze-excite 1x1 on one pixel
+    if int(y.shape[2]) * int(y.shape[3]) <= 4 and c <= 512 and n * c * o <= (L1_BYTES // 2 if one else L1_BYTES):
+        if pixel:
+            return "jit_pixel"
+        # the forward only (backward runs brgemm's kernels); measured from 16 input channels (3 took the
+        # AMX jit kernel)
+        return "jit_small" if c >= 16 else None
+    return "brg_pixel" if pixel else "brgconv"
+
+
+# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the measuring
+# CPU (48 KiB L1d, 2 MiB L2 per core)
+L1_BYTES, L2_BYTES = 48 * 1024 * 7 // 8, 2 * 1024 * 1024 * 3 // 4
+
+
+def _bf16_parts(op, operands) -> dict:
+    x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
+    o, i = int(operands[w].shape[0]), int(operands[w].shape[1])
+    k = _els(operands, w) // max(o * i, 1)
+    b = len(op.inputs) > 2 and op.inputs[2] >= 0
+    return {"x": BF16 * _els(operands, x), "y": BF16 * _els(operands, y), "w": BF16 * _els(operands, w),
+            "w_fwd": BF16 * _round(o) * i * k, "w_bwd": BF16 * o * _round(i) * k,
+            "w_grad": BF16 * _round(o) * _round_to(i, 32) * k, "b": BF16 * o if b else 0, "o": o, "i": i, "k": k,
+            "bias": b}
+
+
+# The forward's and the input gradient's brgemm scratchpads (jit_brgemm_conv_utils init_scratchpad) hold
+# pieces sized by oneDNN's blocking search (an accumulator buffer of ow_block x oc_block floats, a padded
+# input buffer), not reproduced here; every one holds at least the brgemm batch and the AMX tile buffer,
+# each at least 4 KiB + 4 KiB of alignment. Measured: 16,408 to 73,880 B on the zoo's shapes.
+BRG_SCRATCH_FLOOR = 4 * 4096
+
+
+def _brg_bwd_w_scratch(op, operands) -> int:
+    """brgconv_bwd_w's scratchpad on one thread (jit_brgemm_conv_utils init_conf_bwd_w and
+    init_scratchpad_bwd_w): the transposed input (tr_iw x 16 x ih_block per block of 16 input
+    channels, + a guard) and incoming gradient (tr_ow x 16 x oh_block per block of 16 output channels,
+    + tr_iw x 16) in bfloat16, a float32 reduction buffer of the blocked weight (and bias), the brgemm
+    batch (oh elements of 32 B, rounded up to 4 KiB), the AMX tile buffers (2 x 4 KiB), the tile
+    configuration and a barrier (64 B each), each booked with its alignment (128 B; 4 KiB for the batch
+    and the tile buffers); and 8,024 B more (measured: the same on every shape of the sweep). An
+    unpadded, unstrided 1x1 kernel on rows up to 28 wide runs as one row (make_1d); the rows of a
+    block are bounded by 0.8 x oneDNN's L2 share (3/4 of the core's L2)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    ih, iw, oh, ow = (int(v) for v in (*x.shape[2:4], *y.shape[2:4]))
+    c, o = int(x.shape[1]), int(y.shape[1])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    sh, sw = (int(v) for v in op.attrs["stride"])
+    pads = tuple(int(v) for v in (op.attrs.get("pads") or (0, 0, 0, 0)))
+    if (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads) and iw <= 28:
+        iw, ih, ow, oh = iw * ih, 1, ow * oh, 1
+    lp = pads[1]
+    rp = (ow - 1) * sw + kw - iw - lp  # negative when the stride skips the last column (oneDNN keeps it)
+    tr_pad = _round_to(max(lp, rp + 1), 32)
+    tr_iw = _round_to(-(-(iw + lp + rp) // sw), 32) * sw
+    tr_ow = _round_to(ow, 2)
+    if tr_ow > 32:  # a longer row for a better brgemm block
+        best_bdb, best = tr_ow // 2, tr_ow
+        for t in range(tr_ow, _round_to(tr_ow, 32) + 1, 2):
+            i = next(i for i in range(32, 0, -2) if t % i == 0)
+            if t // i < best_bdb:
+                best_bdb, best = t // i, t
+        tr_ow = best
+    nb_ic, nb_oc = -(-c // 16), -(-o // 16)
+    irow, orow = BF16 * tr_iw * 16 * nb_ic * 2, BF16 * tr_ow * 16 * nb_oc * 2
+    limit = int(max(1.0, max(0.0, 0.8 * L2_BYTES - kh * irow) / (irow + orow)))
+    oh_block = min(max(1, -(-oh // -(-oh // limit))), oh)
+    ih_block = min(ih, sh * min(ih, (oh_block - 1) * sh + kh))
+    tr_src = BF16 * (tr_iw * 16 * ih_block * nb_ic + tr_pad) + 128
+    tr_dd = BF16 * (tr_ow * 16 * oh_block * nb_oc + tr_iw * 16) + 128
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    red = 4 * (nb_oc * 16 * nb_ic * 16 * kh * kw + (nb_oc * 16 if bias else 0)) + 128
+    batch = _round_to(oh * 32, 4096) + 4096
+    return tr_src + tr_dd + red + batch + 2 * (64 + 128) + 3 * 4096 + 8024
+
+
+def _pixel_parts(op, operands) -> dict:
+    """Input, output and weight blocked by 16 channels (jit_bf16 / jit_bf16_1x1)."""
+    p = _bf16_parts(op, operands)
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, hw, ohw = int(x.shape[0]), int(x.shape[2]) * int(x.shape[3]), int(y.shape[2]) * int(y.shape[3])
+    o, i = p["o"], p["i"]
+    p.update(bx=BF16 * n * _round(i) * hw, by=BF16 * n * _round(o) * ohw, bw=BF16 * _round(o) * _round(i) * p["k"],
+             w_bwd=BF16 * _round_to(o, 32) * _round(i) * p["k"])
+    return p
+
+
+def _amx_bwd_data_scratch(op, operands) -> int:
+    """jit_avx512_core_amx_bwd_data_kernel_t's scratchpad for one pixel on one thread: the input buffer
+    (nb_oc_int x ohp x owp x 32 bfloat16), the int32 workspace (nb_ic_blocking x 16 x 16),
+    each + 128 B, and the tile palette (64 B + 4 KiB)."""
+    o, i = int(operands[op.outputs[0]].shape[1]), int(operands[op.inputs[0]].shape[1])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    nb_ic = -(-i // 16)
+    # ohp = 1 + kh - 1 rows, owp = 2 + kw - 1 columns (a tile width of one pixel, two per call)
+    inp = BF16 * -(-_round(o) // 32) * kh * (1 + kw) * 32 + 128
+    wsp = 4 * (2 if nb_ic % 2 == 0 else 1) * 16 * 16 + 128
+    return inp + wsp + 64 + 4096
+
+
+def _bf16_fwd(op, operands) -> tuple:
+    p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) in ("jit_pixel", "jit_small"):
+        q = _pixel_parts(op, operands)
+        o = q["o"]
+        one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+        # a bias padded to 16 channels in bfloat16 when they are not a multiple of 16, converted to float32
+        # (jit_bf16_1x1), each + 128 B
+        bias = ((2 * _round(o) + 128 if o % 16 else 0) + (4 * _round(o) + 128 if one else 0)) if q["bias"] else 0
+        # jit_bf16_1x1 on more than one pixel copies the blocked input once more (+ 128 B, measured)
+        again = q["bx"] + 128 if one and _bf16_kernel(op, operands) == "jit_small" else 0
+        return ((bias, q["bx"], q["bw"], q["by"] - q["y"], again), (q["by"],))
+    if _bf16_kernel(op, operands) == "brg_pixel":
+        # one pixel is nhwc and nchw alike: no reorder of the input, no contiguous copy of the output
+        return ((p["w_fwd"], BRG_SCRATCH_FLOOR), (p["y"],))
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        # a bias is first converted to float32 (channels rounded up to 16, + 128 B)
+        return ((bx, bw, by - p["y"], 4 * _round(c) + 128 if p["bias"] else 0), (by,))
+    # the output itself is counted by the profile: its nhwc and strided copies beside it
+    return ((p["x"], p["w_fwd"], BRG_SCRATCH_FLOOR), (2 * p["y"],))
+
+
+def _bf16_bwd_dx(op, operands) -> tuple:
+    p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) == "jit_pixel":
+        q = _pixel_parts(op, operands)
+        # the incoming gradient read as it is; the result computed beside the weight, then copied out
+        return ((q["w_bwd"], _amx_bwd_data_scratch(op, operands)), (q["x"],))
+    if _bf16_kernel(op, operands) == "brg_pixel":
+        return ((p["w_bwd"], BRG_SCRATCH_FLOOR), (p["x"],))
+    if op.type == "DepthwiseConv2D" and _strided(op):
+        # brgconv_strided, channels-last: the incoming gradient, the weight as C x KH x KW x 32
+        # (measured), the nhwc result; then copied out and made contiguous, as the ungrouped kernels
+        return ((p["y"], p["w"] * 32, 0), (2 * p["x"],))
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        return ((by, bw, bx - p["x"]), (bx,))
+    return ((p["y"], p["w_bwd"], BRG_SCRATCH_FLOOR), (2 * p["x"],))
+
+
+def _bf16_bwd_dw(op, operands) -> tuple:
+    """Beside the weight's and the bias's gradients (the profile counts those, in bfloat16)."""
+    p = _bf16_parts(op, operands)
+    if _bf16_kernel(op, operands) in ("jit_pixel", "brg_pixel"):
+        return ((p["w_grad"] - p["w"], _brg_bwd_w_scratch(op, operands)), (p["w_grad"], p["b"]))
+    if op.type == "DepthwiseConv2D":
+        c = p["o"]
+        bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
+        red = 2 * bw + 128 + (4 * _round(c) + 128 if p["bias"] else 0)
+        return ((by, bx, bw - p["w"], red), (bw,))
+    return ((p["y"], p["x"], p["w_grad"] - p["w"], _brg_bwd_w_scratch(op, operands)), (p["w_grad"], p["b"]))
+
+
+def _bf16_refuse(op, operands) -> str | None:
+    if _bf16_kernel(op, operands) is None:
+        return ("a bfloat16 convolution oneDNN runs with kernels whose memory was not measured (grouped, "
+                "transposed, dilated, channels-last, not 2-D, a depthwise kernel other than 3x3, or a small "
+                "shape of fewer than 16 input channels)")
+    return None
+
+
 def _torch_refuse(op, operands) -> str | None:
+    if _bf16(op, operands):
+        return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
         if op.type != "ConvTranspose2D" or int(op.attrs.get("group", 1) or 1) != 1:
             return "a grouped or non-2-D transposed convolution: oneDNN's memory for it was not measured"
@@ -701,9 +928,65 @@ def _torch_refuse(op, operands) -> str | None:
     return None
 
 
+class _Unsqueezed:
+    """`operands` with the listed ones seen with a dimension of 1 inserted at 2 (`unsqueeze(2)`)."""
+
+    def __init__(self, operands, which):
+        self.operands, self.which = operands, set(which)
+
+    def __getitem__(self, v):
+        o = self.operands[v]
+        if v not in self.which:
+            return o
+        return dataclasses.replace(o, shape=tuple(o.shape[:2]) + (1,) + tuple(o.shape[2:]))
+
+
+def _as_2d(fn):
+    """A torch fact of a 2-D convolution, also for a 1-D one: eager runs conv1d as the conv2d of its
+    unsqueezed view (ATen's `_convolution`: `view1d_as_2d` and `view4d`: input (N, C, 1, L), weight
+    (O, I, 1, K), stride (1, s), padding (0, p), dilation (1, d)), so oneDNN picks and sizes its
+    kernels for that 2-D convolution (measured, torch 2.14: a strided Conv1d's backward takes
+    brgconv_strided's scratchpad exactly as the 2-D facts size it)."""
+    def fact(op, operands):
+        if op.type != "Conv1D":
+            return fn(op, operands)
+        view, opd = _view_2d(op, operands)
+        if _torch_refuse(view, opd):  # a 2-D kernel not measured: the 1-D facts, named as estimated
+            return None if fn is _torch_refuse else fn(op, operands)
+        return fn(view, opd)
+    return fact
+
+
+def _view_2d(op, operands):
+    a = op.attrs
+    p = tuple(int(v) for v in a.get("pads") or (0, 0))
+    view = copy.copy(op)
+    view.type = "Conv2D"
+    view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
+                  "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
+
+
+def _torch_estimated(op, operands) -> bool:
+    """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
+    the 1-D facts count it, and the report names it as estimated."""
+    return op.type == "Conv1D" and bool(_torch_refuse(*_view_2d(op, operands)))
+
+
+def _torch_contiguous_grad(op, operands) -> bool:
+    """oneDNN's backward (ATen's mkldnn_convolution_backward) takes the incoming gradient contiguous
+    in the convolution's memory format: one laid out otherwise (a transposed view's, handed on by an
+    elementwise backward) is copied first, and the copy lives through both phases (measured, torch
+    2.14: one output size more beside the backward of a Conv1d and of a Conv2d, strided or not, for a
+    permuted incoming gradient). Channels-last and transposed convolutions were not measured."""
+    return not _channels_last(op) and op.type not in TRANSPOSED and torch_backend(op, operands) == "mkldnn"
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _torch_fwd,
-         "bwd_scratch_dx": _torch_bwd_dx, "bwd_scratch_dw": _torch_bwd_dw, "refuse": _torch_refuse}
+TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
+         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
+         "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
+         "estimated": _torch_estimated}
 
 
 def not_2d(t: str, nd: int) -> dict:

@@ -22,6 +22,10 @@ result1, scale), result1 being the mask, a bool tensor: 1 byte per element):
   nothing kept. A mask output is all true.
 - A parameter read through dropout (DeBERTa's relative-position embedding) is the op's weight: its
   gradient is dX, made in calcGradient from the same mask.
+- Y is cheap to recompute from X and the mask (`recompute_mask`, passes/cheap_recompute.py): when both
+  are kept anyway (attention probabilities for the Softmax's backward, the mask for this op's own), the
+  next MatMul's backward reads Y recomputed instead of Y kept from forward: a recompute step reads the
+  mask instead of drawing it, with the same arithmetic (bit-identical).
 - The mask output carries no gradient. The mask is drawn from a generator seeded by the op's index,
   so a step is deterministic (verify and finite differences rerun forward with the same mask).
 FLOPs (per element): dropping: forward 2 (draw and compare, scale), backward 1; identity: none.
@@ -98,15 +102,33 @@ def _mask_out(ctx):
     return ctx.extra("dropout_mask")
 
 
+def _mask_id(ctx) -> int | None:
+    if len(ctx.op.outputs) > 1 and ctx.op.outputs[1] >= 0:
+        t = ctx.tg.fwd.get(ctx.op.outputs[1])
+        return ctx.subst.get(t, t)
+    return ctx.extra_id("dropout_mask")
+
+
+def _recomputing(ctx) -> bool:
+    """A recompute step (passes/cheap_recompute.py): it reads the kept mask instead of writing it."""
+    t = _mask_id(ctx)
+    return t is not None and t in ctx._reads and t not in ctx._writes
+
+
 def forward(ctx):
     x = np.asarray(ctx.x(0))
     y = ctx.y()
-    m = _mask_out(ctx)
-    if not drops(ctx.op, ctx.tg.config):
-        y[...] = x.reshape(y.shape)
-        if m is not None:
-            m[...] = True
+    if _recomputing(ctx):  # the same arithmetic as below, from the kept mask
+        keep = np.asarray(_mask_out(ctx)).reshape(x.shape).astype(bool)
+        y[...] = (x * keep * _scale(_ratio(ctx))).reshape(y.shape)
         return
+    if not drops(ctx.op, ctx.tg.config):  # an identity (a view); a recompute step writes no mask
+        y[...] = x.reshape(y.shape)
+        t = _mask_id(ctx)
+        if t is not None and t in ctx._writes:
+            ctx.tensor(t)[...] = True
+        return
+    m = _mask_out(ctx)
     ratio = _ratio(ctx)
     keep = np.random.default_rng(ctx.op.index).random(x.shape) >= ratio
     if m is not None:
@@ -166,7 +188,8 @@ def _torch(op) -> dict:
 
 OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcGradient": calc_gradient,
                                             "calcDerivative": calc_derivative},
-             flops=_flops, check=check, batch="keep", random=True, profiles={"torch": _torch})]
+             flops=_flops, check=check, batch="keep", random=True, recompute_mask="dropout_mask",
+             profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

@@ -91,7 +91,10 @@ def _batch(op, graph, shapes, batched):
 OPS = [OpDef("GatherElements", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                                    "calcGradient": calc_derivative},
              flops=_flops, required_inputs=2, check=check, nondiff_inputs=(1,), batch=_batch,
-             profiles={"torch": {"saves": (("in1", "g0"),)}})]
+             # gather's backward (GatherBackward0, generated from derivatives.yaml's `gather_backward(grad,
+             # self, dim, index, sparse_grad)`) keeps self and the index (measured: DeBERTa's c2p / p2c
+             # score tensors held to backward)
+             profiles={"torch": {"saves": (("in0", "g0"), ("in1", "g0"))}})]
 
 
 def _onnx(node) -> Canon:

@@ -125,7 +125,7 @@ def _flops(op, operands):
     return 7 * n, 12 * n
 
 
-INSTANCE_NORM_TYPE = "InstanceNormalization"  # both exporters' GroupNorm core (profiles/torch.py reads it back)
+INSTANCE_NORM_TYPE = "InstanceNormalization"  # both exporters' GroupNorm core (profiles/torch/groupnorm.py reads it back)
 OPS = [OpDef("InstanceNormalization", rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},
              flops=_flops, required_inputs=3, check=check, batch="keep", bias_inputs=(2,),
@@ -141,7 +141,7 @@ ONNX = {"InstanceNormalization": _onnx}
 
 # `--profile torch`: torch's GroupNorm (F.group_norm) is one eager op, `native_group_norm`, which
 # both exporters write as Reshape (N, G, -1) -> InstanceNormalization (ones / zeros of G) -> Reshape
-# back -> Mul by the weight -> Add of the bias (profiles/torch.py `_group_norms` reads it back).
+# back -> Mul by the weight -> Add of the bias (profiles/torch/groupnorm.py reads it back).
 # derivatives.yaml: native_group_norm saves its input, the weight, mean and rstd ((N, G) each, of the
 # input's dtype); native_group_norm_backward (CPU kernel, group_norm_kernel.cpp) makes the input's
 # gradient, the weight's and the bias's, and two (N, C) accumulators `ds` / `db` freed in the op

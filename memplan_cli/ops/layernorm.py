@@ -16,6 +16,8 @@ saves the input, the weight and result1/result2 = the per-row mean and inverse s
   when the model has the Mean / InvStdDev outputs, those are what backward keeps instead (the same
   values: no extra).
 - calcGradient: dscale = Σ_rows dY·x̂ (reads X, mean, inverse std, dY), dB = Σ_rows dY (dY only).
+  A parameter normalised (X itself a weight: DeBERTa-v3's relative-position table) gets dX here, by
+  the formula below (reads X, scale, mean, inverse std, dY).
 - calcDerivative: g = dY·scale; dX = σ⁻¹/N · (N·g - Σ g - x̂·Σ g·x̂) per row (reads X, scale, mean,
   inverse std, dY). A non-constant scale or B (an activation) gets its back-prop here too.
   Kept for backward: X, scale and 2·M floats.
@@ -48,7 +50,9 @@ def _inputs(op):
 def rule(op, ctx) -> OpRule:
     x, scale, bias = _inputs(op)
     y = op.outputs[0]
-    weights = [i for i in dict.fromkeys((scale, bias)) if i >= 0 and ctx.is_param(i)]
+    # a parameter normalised (DeBERTa-v3's relative-position table, norm_rel_ebd="layer_norm") is a
+    # weight too: its gradient is dX, made in calcGradient
+    weights = [i for i in dict.fromkeys((x, scale, bias)) if i >= 0 and ctx.is_param(i)]
     r = OpRule(forward=forward_io(op), weights=weights)
     stat_outs = [o for o in op.outputs[1:3] if o >= 0]
     for o in stat_outs:
@@ -60,7 +64,7 @@ def rule(op, ctx) -> OpRule:
     targets = bp_targets(op, ctx, [x, scale, bias])
     if not trained and not targets:
         return r
-    needs_stats = bool(targets) or scale in trained
+    needs_stats = bool(targets) or scale in trained or x in trained
     stats = []
     if needs_stats:
         if len(stat_outs) == 2:  # the model's own Mean / InvStdDev outputs are the statistics
@@ -73,8 +77,8 @@ def rule(op, ctx) -> OpRule:
             stats = [("extra", 0), ("extra", 1)]
         stats = [("fwd", x)] + stats
     if trained:
-        reads = (stats if scale in trained else []) + [("bp", y)]
-        r.calc_gradient = StepIO(reads, [("grad", w) for w in trained])
+        reads = (stats if scale in trained or x in trained else []) + ([("fwd", scale)] if x in trained else [])
+        r.calc_gradient = StepIO(reads + [("bp", y)], [("grad", w) for w in trained])
     if targets:
         r.calc_derivative = StepIO(stats + [("fwd", scale), ("bp", y)], [("bp", t) for t in targets])
     return r
@@ -153,6 +157,7 @@ def _reduce_param(g_rows, x, ax, shape):
 
 def calc_gradient(ctx):
     _param_grads(ctx, ctx.grad(1), ctx.grad(2))
+    _input_grad(ctx, ctx.grad(0))  # a parameter normalised: its gradient is dX
 
 
 def _param_grads(ctx, gs, gb):
@@ -168,7 +173,10 @@ def _param_grads(ctx, gs, gb):
 
 def calc_derivative(ctx):
     _param_grads(ctx, ctx.dx(1), ctx.dx(2) if len(ctx.op.inputs) > 2 else None)
-    dx = ctx.dx(0)
+    _input_grad(ctx, ctx.dx(0))
+
+
+def _input_grad(ctx, dx):
     if dx is None:
         return
     x = np.asarray(ctx.x(0))

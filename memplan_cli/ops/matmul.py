@@ -369,6 +369,85 @@ _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
 # `--profile torch`: addmm / mm / bmm save each operand when the other needs its gradient (a frozen
 # weight keeps no input: LoRA's base projections)
 TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
+
+
+# bfloat16 (--precision bf16-*): ATen runs addmm / mm on oneDNN's brgemm matmul (AMX on the measuring
+# CPU), whose scratchpad goes through the allocator (ideep books it per call). Its pieces
+# (brgemm_matmul_utils init_scratchpad): the B operand reformatted to VNNI (buffer_b), a transposed A
+# copied to rows of LDA elements (buffer_a; get_actual_LDA pads a power of two of 512 or more by a cache
+# line), the AMX tile buffer, the brgemm batch and the C accumulator. Measured (torch 2.14.1, one
+# thread, M 32-4096, K and N 64-2048), where oneDNN takes all of B as one chunk:
+# - plain A, B plain or transposed (a linear's input's gradient, its forward): 2 x K x N + 5,120 B,
+#   for K x N up to 512 Ki elements, with M at least 512 or N at most 256 (128 when B is transposed);
+# - transposed A (a linear's weight gradient, gy^T @ x): 2 x min(M, 256) x LDA(K) + 2 x K x 64 + 5,248 B,
+#   for K up to 512, or up to 1,024 with N at most 128.
+# Elsewhere oneDNN splits K or N into chunks by a cache-size search not reproduced here: no scratch
+# is counted (docs/torchprof.md, "Precision").
+def _lda(k: int) -> int:
+    return k + 32 if k >= 512 and k & (k - 1) == 0 else k
+
+
+def bf16_mm_scratch(m: int, k: int, n: int, transposed_a: bool, transposed_b: bool = False) -> int:
+    """Bytes of oneDNN's bfloat16 brgemm matmul scratchpad for (M x K) @ (K x N), or 0 outside the
+    shapes measured."""
+    if transposed_a:
+        if k <= 512 or (k <= 1024 and n <= 128):
+            return 2 * min(m, 256) * _lda(k) + 2 * k * 64 + 5248
+        return 0
+    if k * n <= 512 * 1024 and (m >= 512 or n <= (128 if transposed_b else 256)):
+        return 2 * k * n + 5120
+    return 0
+
+
+def _linear_mkn(op, operands):
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    k, n = int(x.shape[-1]), int(y.shape[-1])
+    return math.prod(int(d) for d in x.shape) // max(k, 1), k, n
+
+
+def _bf16(op, operands) -> bool:
+    return operands[op.outputs[0]].dtype == "bfloat16"
+
+
+def linear_bf16_fwd(op, operands) -> tuple:
+    """addmm(bias, x, W^T) in bfloat16: the scratchpad beside the output."""
+    if not _bf16(op, operands):
+        return ()
+    m, k, n = _linear_mkn(op, operands)
+    return ((bf16_mm_scratch(m, k, n, False, True),),)
+
+
+def linear_bf16_bwd(op, operands, needs) -> tuple:
+    """AddmmBackward in bfloat16: the input's gradient gy @ W, then the weight's gy^T @ x, then the
+    bias's, each mm with its scratchpad. The profile counts the three gradients (bfloat16) in one step:
+    the scratch beside what exists by then."""
+    if not _bf16(op, operands):
+        return ()
+    m, k, n = _linear_mkn(op, operands)
+    dw = 2 * k * n if len(needs) > 1 and needs[1] else 0
+    db = 2 * n if len(needs) > 2 and needs[2] else 0
+    alts = []
+    if needs and needs[0]:
+        alts.append((max(0, bf16_mm_scratch(m, n, k, False) - dw - db),))
+    if dw:
+        alts.append((max(0, bf16_mm_scratch(n, m, k, True) - db),))
+    return tuple(alts)
+
+
+def _weight_rhs(op, operands) -> bool:
+    """A bias-less linear (x @ W, W a 2-D constant): eager folds it into one mm, as addmm."""
+    w = operands[op.inputs[1]]
+    return w.is_const and len(w.shape) == 2 and len(operands[op.inputs[0]].shape) >= 2
+
+
+def matmul_bf16_fwd(op, operands) -> tuple:
+    return linear_bf16_fwd(op, operands) if _weight_rhs(op, operands) else ()
+
+
+def matmul_bf16_bwd(op, operands, needs) -> tuple:
+    return linear_bf16_bwd(op, operands, needs) if _weight_rhs(op, operands) else ()
+
+
 MATMUL_TYPE = "MatMul"  # what LoRA's adapters compute with (passes/lora.py)
 
 
@@ -385,7 +464,8 @@ OPS = [
           autocast="lower"),  # autocast: linear, addmm
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", autocast="lower",  # matmul, mm, bmm
-          profiles={"torch": {**TORCH, "contiguous_inputs": 2}}),
+          profiles={"torch": {**TORCH, "contiguous_inputs": 2, "fwd_scratch": matmul_bf16_fwd,
+                              "bwd_scratch": matmul_bf16_bwd}}),
 ]
 
 

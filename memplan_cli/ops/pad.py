@@ -137,7 +137,7 @@ def _torch(op) -> dict:
     return {"saves": (("in0", "any"),)}
 
 
-PAD_TYPE = "Pad"  # `--profile torch` puts back a zero pad the dynamo exporter folded (profiles/torch_export.py)
+PAD_TYPE = "Pad"  # `--profile torch` puts back a zero pad the dynamo exporter folded (profiles/torch/export.py)
 OPS = [OpDef(PAD_TYPE, rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative}, flops=_flops,
              check=check, nondiff_inputs=(1, 2, 3), batch=_batch, profiles={"torch": _torch},
              # reflection_pad*d, replication_pad*d: autocast's fp32 list; constant_pad_nd is on none

@@ -11,6 +11,11 @@ Rules:
 - Cast is differentiable when it maps a float to a float: dX = dY cast back (a copy; PyTorch
   derivatives.yaml `_to_copy`: self: _to_copy_backward(grad, self.options()), saves nothing). A cast
   to or from an integer type carries no gradient (requires-grad analysis: ints never do).
+- A float Cast to its input's own dtype (`softmax(x, dtype=torch.float32).to(x.dtype)` in float32, an
+  exporter's `to(dtype)` of a float32 tensor) is an identity, as PyTorch's `to` of a tensor already in
+  that dtype returns the tensor itself (aten `to`: `_to_copy` only when the dtype changes): with
+  `policy.alias_reshape` Y is a view of X and dX a view of dY, so attention probabilities cast this way
+  are held once for the softmax's and the next MatMul's backward, not twice.
 - ONNX shape inference (with data propagation) already gives every output a static shape; these
   kernels only exist so that `memplan verify` can run the forward pass through them.
 - NonZero is not here: its output shape depends on the data, which a static plan cannot size.
@@ -21,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli.ops.base import Canon, OpDef
-from memplan_cli.ops.kernel_util import broadcast_batch, first_input_value, param_gradient, target
+from memplan_cli.ops.kernel_util import broadcast_batch, first_input_value, param_gradient, target, view_rule
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
@@ -87,6 +92,9 @@ def isinf_fwd(ctx):
 
 def cast_rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
+    dtype = ctx.operand(y).dtype
+    if ctx.operand(x).dtype == dtype and dtype.startswith(("float", "bfloat")):  # an identity
+        return view_rule(op, ctx)
     r = OpRule(forward=forward_io(op))
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO([("bp", y)], [("bp", x)])

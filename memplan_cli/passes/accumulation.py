@@ -1,10 +1,11 @@
-"""Pass 5: back-prop contributions at branch points."""
+"""Pass (stage training, after activation masks): back-prop contributions at branch points."""
 from __future__ import annotations
 
 from memplan_cli.passes.execution_order import backward_sequence
+from memplan_cli.passes.infra import Pass
 
 
-class Accumulation:
+class Accumulation(Pass):
     """Rules:
     - An operand whose back-prop several backward ops contribute to (a branch point, e.g. a residual
       block's input) gets one contribution per consumer, accumulated into its back-prop in the
@@ -22,6 +23,8 @@ class Accumulation:
     """
 
     name = "accumulation"
+    reads = frozenset({"graph", "order", "backward_order", "rules", "bp", "grad"})
+    writes = frozenset({"contributions", "tensors", "accumulate", "accumulate_grad"})
 
     def __init__(self, policy):
         self.policy = policy
@@ -38,7 +41,7 @@ class Accumulation:
                 if kind == "bp" and v in inputs and v in tg.bp:
                     contributors.setdefault(v, []).append(k)
         changed = False
-        tg.info["accumulate"] = acc = {}
+        tg.accumulate = acc = {}
         for v, ops in contributors.items():
             if len(ops) == 1:
                 tg.contributions[(ops[0], v)] = tg.bp[v]
@@ -64,7 +67,7 @@ class Accumulation:
             for kind, w in dict.fromkeys(rule.calc_gradient.writes):
                 if kind == "grad" and w in tg.grad:
                     contributors.setdefault(w, []).append(k)
-        tg.info["accumulate_grad"] = acc = {}
+        tg.accumulate_grad = acc = {}
         for w, ops in contributors.items():
             if len(ops) == 1:
                 continue

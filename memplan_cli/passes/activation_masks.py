@@ -1,10 +1,11 @@
-"""Pass: ReLU-family derivatives from a 1-bit mask instead of the kept float output."""
+"""Pass (stage training, after backward insertion): ReLU-family derivatives from a 1-bit mask instead of the kept float output."""
 from __future__ import annotations
 
+from memplan_cli.passes.infra import Pass
 from memplan_cli.passes.rules import FORWARD_TO_BACKWARD, ExtraRequest, maskable
 
 
-class ActivationMasks:
+class ActivationMasks(Pass):
     """Rules (`policy.relu_mask`):
     - A ReLU, ReLU6 or Clip (standalone or fused) has a derivative that is 1 where lo < y < hi and 0
       elsewhere, so its backward needs one bit per element of its output y, not y itself.
@@ -16,6 +17,8 @@ class ActivationMasks:
     """
 
     name = "activation-masks"
+    reads = frozenset({"graph", "order"})
+    writes = frozenset({"rules", "extras", "tensors"})
 
     def __init__(self, policy):
         self.policy = policy
@@ -40,7 +43,7 @@ class ActivationMasks:
             for v in rule.kept_forward():
                 readers.setdefault(base(v), set()).add(k)
         changed = False
-        for k in tg.info["order"]:
+        for k in tg.order:
             op = g.operations[k]
             rule = tg.rules[k]
             if not maskable(op) or not rule.backward_steps():

@@ -1,10 +1,11 @@
-"""Pass 8: views and in-place updates (tensors that share memory)."""
+"""Pass (stage memory, after cheap recompute): views and in-place updates (tensors that share memory)."""
 from __future__ import annotations
 
 from memplan_cli.passes.execution_order import inplace_pairs
+from memplan_cli.passes.infra import Pass
 
 
-class Aliasing:
+class Aliasing(Pass):
     """Rules:
     - A rule's `view` (output, input) makes the output share the input's memory (Reshape / Flatten):
       the same bytes seen with another shape, so overlapping lifetimes are fine.
@@ -19,6 +20,9 @@ class Aliasing:
     """
 
     name = "aliasing"
+    reads = frozenset({"graph", "tensors", "steps", "rules", "fwd", "bp", "grad", "contributions", "extras", "persistent",
+             "live_out"})
+    writes = frozenset({"aliases"})
 
     def run(self, tg) -> bool:
         lt = tg.lifetimes()
@@ -62,5 +66,4 @@ class Aliasing:
             changed = True
         # point every alias straight at its root: long in-place chains stay cheap to resolve
         tg.aliases = {t: tg.root(t) for t in tg.aliases}
-        tg.info["aliases"] = len(tg.aliases)
         return changed

@@ -1,10 +1,11 @@
-"""Pass 4: resolve every op's rule and create the tensors training needs."""
+"""Pass (stage training, after backward region): resolve every op's rule and create the tensors training needs."""
 from __future__ import annotations
 
 from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops.rule import plain_rule
-from memplan_cli.passes.rules import RuleContext
+from memplan_cli.passes.infra import Pass
+from memplan_cli.passes.rules import RULE_READS, RuleContext
 
 
 def _check_parameters_train(tg, ctx, op, rule) -> None:
@@ -21,7 +22,7 @@ def _check_parameters_train(tg, ctx, op, rule) -> None:
             f"--freeze params:NAME, or train fewer ops)")
 
 
-class BackwardInsertion:
+class BackwardInsertion(Pass):
     """Rules:
     - Each op gets the rule registered for its type (profile overrides first, then the op registry's,
       `memplan_cli/ops/`). An op inside the backward region without a rule is an `UnsupportedOpError`
@@ -49,6 +50,8 @@ class BackwardInsertion:
     """
 
     name = "backward-insertion"
+    reads = RULE_READS | frozenset({"order", "loss_ancestors", "selected_ops", "loss_outputs", "label", "labels"})
+    writes = frozenset({"rules", "tensors", "persistent", "fed", "live_out", "fwd", "extras", "bp", "grad"})
 
     def __init__(self, policy, rules: dict):
         self.policy = policy
@@ -57,15 +60,15 @@ class BackwardInsertion:
     def run(self, tg) -> bool:
         g = tg.graph
         ctx = RuleContext(tg, self.policy)
-        loss_ancestors = set(tg.info.get("loss_ancestors", ()))
-        selected = set(tg.info.get("selected_ops", ()))
-        for k in tg.info["order"]:
+        loss_ancestors = tg.loss_ancestors
+        selected = tg.selected_ops
+        for k in tg.order:
             op = g.operations[k]
             fn = self.rules.get(op.type)
             if fn is None:
                 if k in tg.backward_ops:
                     src = f" (source op {op.source_type})" if op.source_type and op.source_type != op.type else ""
-                    heads = tg.info.get("loss_outputs") or []
+                    heads = tg.loss_outputs
                     other = (f", or put the loss on other outputs with --loss-outputs (now {', '.join(heads)})"
                              if len(heads) > 1 else "")
                     e = UnsupportedOpError(
@@ -86,7 +89,7 @@ class BackwardInsertion:
         weight_ops = _apply_ops(tg)
         used = set(g.inputs) | set(g.outputs)
         first_use: dict[int, int] = {}
-        for k in tg.info["order"]:
+        for k in tg.order:
             op = g.operations[k]
             used.update(i for i in op.inputs + op.outputs if i >= 0)
             for i in op.inputs:
@@ -100,7 +103,7 @@ class BackwardInsertion:
                 t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, first_use.get(o.index), o.index)
                 tg.persistent.add(t)
             else:
-                d = tg.info["defs"].get(o.index, first_use.get(o.index))
+                d = tg.defs.get(o.index, first_use.get(o.index))
                 role = ("label" if o.index in (tg.labels or [tg.label]) else "input" if o.index in g.inputs
                         else "loss" if o.index in g.outputs else "activation")
                 t = tg.add_tensor(o.name, "non-const", o.shape, o.dtype, role, d, o.index)
@@ -109,7 +112,7 @@ class BackwardInsertion:
                 if o.index in g.outputs:
                     tg.live_out.add(t)
             tg.fwd[o.index] = t
-        for k in tg.info["order"]:
+        for k in tg.order:
             rule = tg.rules[k]
             ids = []
             for e in rule.extras:
@@ -118,7 +121,7 @@ class BackwardInsertion:
         for v in sorted(tg.needs_bp):
             o = g.operands[v]
             tg.bp[v] = tg.add_tensor(f"{o.name}:bp", "back-prop", o.shape, o.dtype, "back-prop",
-                                     tg.info["defs"].get(v), v)
+                                     tg.defs.get(v), v)
         for w, k in sorted(weight_ops.items()):
             o = g.operands[w]
             tg.grad[w] = tg.add_tensor(f"{o.name}:grad", "gradient", o.shape, o.dtype, "gradient", k, w)
@@ -129,7 +132,7 @@ def _apply_ops(tg) -> dict[int, int]:
     """weight operand -> the op after whose backward its gradient is applied: of the trained ops that
     contribute to its gradient and the backward ops whose backward steps read its value, the one
     whose backward runs last (the earliest in forward order)."""
-    pos = {k: n for n, k in enumerate(tg.info["order"])}
+    pos = {k: n for n, k in enumerate(tg.order)}
     trained: dict[int, list[int]] = {}
     for k, rule in tg.rules.items():
         if k in tg.trainable_ops and k in tg.backward_ops:

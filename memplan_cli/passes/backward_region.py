@@ -1,5 +1,8 @@
-"""Pass 3: requires-grad analysis: which ops run backward and which operands need a back-prop."""
+"""Pass (stage training, first): requires-grad analysis: which ops run backward and which operands need a back-prop."""
 from __future__ import annotations
+
+from memplan_cli import ops
+from memplan_cli.passes.infra import Pass
 
 
 def is_float(operand) -> bool:
@@ -9,8 +12,6 @@ def is_float(operand) -> bool:
 def differentiable_inputs(op) -> list[int]:
     """The op's inputs a gradient can flow into: every present input but those the op registry
     declares non-differentiable (indices, shapes, a Where's condition); none for a `no_grad` op."""
-    from memplan_cli import ops
-
     d = ops.get(op.type)
     if d is not None and d.no_grad:
         return []
@@ -18,7 +19,7 @@ def differentiable_inputs(op) -> list[int]:
     return [i for k, i in enumerate(op.inputs) if i >= 0 and k not in skip]
 
 
-class BackwardRegion:
+class BackwardRegion(Pass):
     """Rules (autograd's requires-grad, on the forward graph):
     - A tensor requires grad when it is a non-constant float computed by an op that trains, or by an
       op with a differentiable input that requires grad. Integer and boolean tensors (shapes,
@@ -35,6 +36,8 @@ class BackwardRegion:
     """
 
     name = "backward-region"
+    reads = frozenset({"graph", "loss_op", "trainable_ops"})
+    writes = frozenset({"defs", "order", "loss_ancestors", "backward_ops", "needs_bp"})
 
     def __init__(self, policy):
         self.policy = policy
@@ -43,8 +46,8 @@ class BackwardRegion:
         g = tg.graph
         order = g.topological_order()
         defs = g.defs()
-        tg.info["defs"] = defs
-        tg.info["order"] = order
+        tg.defs = defs
+        tg.order = order
         diff = {k: differentiable_inputs(g.operations[k]) for k in order}
         requires: set[int] = set()
         for k in order:
@@ -68,7 +71,7 @@ class BackwardRegion:
             return seen
 
         # ops the loss depends on through differentiable inputs
-        tg.info["loss_ancestors"] = sorted(walk_back(None))
+        tg.loss_ancestors = walk_back(None)
         # a gradient reaches an op only through tensors that require grad: not through a bool / int
         # tensor (a Cast to bool feeding the loss), so ops behind one run forward only
         reached = walk_back(requires)

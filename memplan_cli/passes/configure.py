@@ -1,9 +1,11 @@
-"""Pass 1: resolve the training configuration against the graph."""
+"""Pass (stage graph, after LoRA insertion): resolve the training configuration against the graph."""
 from __future__ import annotations
 
 import copy
 
-from memplan_cli.passes.rules import RuleContext
+from memplan_cli import ops
+from memplan_cli.passes.infra import Pass
+from memplan_cli.passes.rules import RULE_READS, RuleContext
 
 
 class _Probe(RuleContext):
@@ -19,7 +21,7 @@ class _Probe(RuleContext):
         return False
 
 
-class TrainingConfiguration:
+class TrainingConfiguration(Pass):
     """Rules:
     - The graph is copied (its lists; an operand or op is copied before a pass changes it): passes
       never change the caller's forward graph.
@@ -38,6 +40,8 @@ class TrainingConfiguration:
     """
 
     name = "training-configuration"
+    reads = frozenset({"config", "lora"}) | RULE_READS
+    writes = frozenset({"graph", "model_ops", "frozen_params", "selected_ops", "trainable_ops"})
 
     def __init__(self, policy=None, rules: dict | None = None):
         self.policy = policy
@@ -50,16 +54,14 @@ class TrainingConfiguration:
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
         tg.model_ops = len(g.operations)
-        from memplan_cli import ops
-
         selected = tg.config.selected_ops(g)
         biases = ops.bias_operands(g) if "biases" in tg.config.train else set()
         tg.frozen_params = tg.config.frozen_params(g, biases)
-        lora = tg.info.get("lora")
+        lora = tg.lora
         if lora:  # the adapters train (passes/lora.py); the model's own weights stay frozen
             selected |= {op.index for op in g.operations if op.source_type == "LoRA"}
-            tg.frozen_params |= lora["frozen"] - biases
-        tg.info["selected_ops"] = sorted(selected)
+            tg.frozen_params |= lora.frozen - biases
+        tg.selected_ops = set(selected)
 
         probe = _Probe(tg, self.policy)
 

@@ -1,13 +1,15 @@
-"""Pass 7: the steps, in order, with each step's exact reads and writes."""
+"""Pass (stage training, last): the steps, in order, with each step's exact reads and writes."""
 from __future__ import annotations
+
+from memplan_cli.passes.infra import Pass
 
 
 def backward_sequence(tg) -> list[int]:
     """Every op in the order backward visits them: the reverse of the forward order, unless the
-    profile gave its runtime's own (`tg.info["backward_order"]`, e.g. onert's btopolSortOperations),
+    profile gave its runtime's own (`tg.backward_order`, e.g. onert's btopolSortOperations),
     which then comes first, the ops it leaves out after it in reverse forward order."""
-    rev = list(reversed(tg.info["order"]))
-    given = tg.info.get("backward_order")
+    rev = list(reversed(tg.order))
+    given = tg.backward_order
     if not given:
         return rev
     ops = set(rev)
@@ -53,7 +55,7 @@ def inplace_results(tg, steps) -> set[tuple[int, int]]:
     return {(s.index, dst) for s, _, _, dst in inplace_pairs(tg, steps)}
 
 
-class ExecutionOrder:
+class ExecutionOrder(Pass):
     """Rules (nntrainer's four-part order):
     - Forward steps: every op, the loss last, in the graph's deterministic topological order.
     - Then, for each op of the backward region in backward order (the reverse forward order, or the
@@ -67,12 +69,15 @@ class ExecutionOrder:
     """
 
     name = "execution-order"
+    reads = frozenset({"graph", "order", "backward_order", "rules", "backward_ops", "fwd", "bp", "grad", "contributions",
+             "extras", "opt_state", "tensors", "accumulate", "accumulate_grad"})
+    writes = frozenset({"steps"})
 
     def __init__(self, policy):
         self.policy = policy
 
     def run(self, tg) -> bool:
-        order = tg.info["order"]
+        order = tg.order
         tg.steps = []
 
         def io(k, sio):
@@ -91,10 +96,10 @@ class ExecutionOrder:
             rule = tg.rules[k]
             if rule.calc_gradient is not None:
                 tg.add_step("calcGradient", k, *io(k, rule.calc_gradient),
-                            tg.info.get("accumulate_grad", {}).get(k, []))
+                            tg.accumulate_grad.get(k, []))
             if rule.calc_derivative is not None:
                 r, w = io(k, rule.calc_derivative)
-                tg.add_step("calcDerivative", k, r, w, tg.info.get("accumulate", {}).get(k, []))
+                tg.add_step("calcDerivative", k, r, w, tg.accumulate.get(k, []))
             mine = applied.get(k, [])
             weights = [v for v in dict.fromkeys(rule.weights) if v in mine] + [v for v in mine if v not in rule.weights]
             if weights:

@@ -1,4 +1,4 @@
-"""Pass 0 (with `--lora RANK`): insert LoRA adapters beside the targeted projections.
+"""Pass (stage graph, first; with `--lora RANK`): insert LoRA adapters beside the targeted projections.
 
 Rules:
 - A target is a MatMul or FullyConnected whose weight W (input 1) is a 2-D float constant and whose
@@ -24,6 +24,7 @@ Rules:
 """
 from __future__ import annotations
 
+import copy
 from fnmatch import fnmatchcase
 
 from memplan_cli import ops as registry
@@ -32,6 +33,8 @@ from memplan_cli.errors import ConfigError
 from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
+from memplan_cli.passes.infra import Pass
+from memplan_cli.passes.training_graph import LoRAAdapters
 
 # q / v projections: Hugging Face BERT (attention.self.query / value), Llama and Mistral (q_proj /
 # v_proj), GPT-2 (c_attn, the fused qkv projection), T5 (SelfAttention.q / .v), ViT (attention.query)
@@ -95,8 +98,10 @@ def lora_targets(graph, patterns) -> list[int]:
     return out
 
 
-class LoRAInsertion:
+class LoRAInsertion(Pass):
     name = "lora-insertion"
+    reads = frozenset({"graph"})
+    writes = frozenset({"graph", "lora"})
 
     def __init__(self, rank: int = 0, targets=(), alpha: float | None = None):
         self.rank, self.targets = rank, tuple(targets)
@@ -105,8 +110,6 @@ class LoRAInsertion:
     def run(self, tg) -> bool:
         if self.rank <= 0:
             return False
-        import copy
-
         g = tg.graph = copy.copy(tg.graph)
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
@@ -149,5 +152,5 @@ class LoRAInsertion:
             add_op(MUL_TYPE, [u, scale], [s], {"activation": "NONE"}, label=f"{tag}.lora_scaling")
             add_op(ADD_TYPE, [y0, s], [y], {"activation": act}, label=f"{tag}.lora_add")
             adapters.append({"op": op.label, "A": a_w, "B": b_w, "in": n_in, "out": n_out})
-        tg.info["lora"] = {"rank": r, "alpha": self.alpha, "adapters": adapters, "frozen": originals}
+        tg.lora = LoRAAdapters(r, self.alpha, adapters, originals)
         return True

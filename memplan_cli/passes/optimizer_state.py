@@ -1,8 +1,10 @@
-"""Pass 6: optimizer state tensors."""
+"""Pass (stage training, after accumulation): optimizer state tensors."""
 from __future__ import annotations
 
+from memplan_cli.passes.infra import Pass
 
-class OptimizerState:
+
+class OptimizerState(Pass):
     """Rules:
     - sgd: no state; momentum: one tensor per trained weight (velocity); adam: two (m, v).
     - Each state tensor has its weight's shape, category opt-variable, and is persistent (it carries
@@ -12,6 +14,8 @@ class OptimizerState:
     """
 
     name = "optimizer-state"
+    reads = frozenset({"config", "graph", "grad", "fwd"})
+    writes = frozenset({"opt_state", "tensors", "persistent"})
     SUFFIXES = {0: (), 1: ("m",), 2: ("m", "v")}
 
     def __init__(self, policy):

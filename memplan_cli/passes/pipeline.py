@@ -1,12 +1,18 @@
 """The pass pipeline: forward graph + TrainConfig -> TrainingGraph.
 
-    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion -> PrecisionDtypes -> BackwardRegion
-    -> BackwardInsertion -> ActivationMasks -> Accumulation -> OptimizerState -> ExecutionOrder
-    -> Rematerialization (only with a plan) -> CheapRecompute -> Aliasing -> CastCopies
+Three stages (`memplan_pipeline`), each pass declaring the TrainingGraph fields it reads and writes
+(passes/infra.py):
+
+    graph:    LoRAInsertion (only with --lora) -> TrainingConfiguration -> LossInsertion
+              -> PrecisionDtypes
+    training: BackwardRegion -> BackwardInsertion -> ActivationMasks -> Accumulation
+              -> OptimizerState -> ExecutionOrder
+    memory:   Rematerialization (only with a plan) -> CheapRecompute -> Aliasing -> CastCopies
     (PrecisionDtypes and CastCopies change nothing at --precision 32-true)
 
 Profiles call `build_training_graph` with their own policy and rule overrides, then turn the result
-into a BufferList (`TrainingGraph.to_buffer_list`).
+into a BufferList (`TrainingGraph.to_buffer_list`). The remat problem (remat/problem.py) runs the
+graph and training stages once and the memory stage once per plan.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from memplan_cli.passes.backward_insertion import BackwardInsertion
 from memplan_cli.passes.backward_region import BackwardRegion
 from memplan_cli.passes.configure import TrainingConfiguration
 from memplan_cli.passes.execution_order import ExecutionOrder
+from memplan_cli.passes.infra import Pipeline
 from memplan_cli.passes.lora import LoRAInsertion
 from memplan_cli.passes.loss_insertion import LossInsertion, unreached_weights
 from memplan_cli.passes.optimizer_state import OptimizerState
@@ -60,11 +67,19 @@ def trainable_hint(e: UnsupportedOpError, graph, config, model_ops: int, build) 
                               f"the backward region{tail})", e.path)
 
 
-def passes(policy: Policy, rules: dict, remat=(), config=None) -> list:
+GRAPH, TRAINING, MEMORY = "graph", "training", "memory"
+STAGES = (GRAPH, TRAINING, MEMORY)
+
+
+def memplan_pipeline(policy: Policy, rules: dict, remat=(), config=None) -> Pipeline:
+    """The pipeline every profile builds its training graph with (`rules`: the resolved table)."""
     lora = LoRAInsertion(getattr(config, "lora_rank", 0), getattr(config, "lora_targets", ()))
-    return [lora, TrainingConfiguration(policy, rules), LossInsertion(), PrecisionDtypes(), BackwardRegion(policy),
-            BackwardInsertion(policy, rules), ActivationMasks(policy), Accumulation(policy), OptimizerState(policy),
-            ExecutionOrder(policy), Rematerialization(remat), CheapRecompute(policy), Aliasing(), CastCopies()]
+    return Pipeline([
+        (GRAPH, [lora, TrainingConfiguration(policy, rules), LossInsertion(), PrecisionDtypes()]),
+        (TRAINING, [BackwardRegion(policy), BackwardInsertion(policy, rules), ActivationMasks(policy),
+                    Accumulation(policy), OptimizerState(policy), ExecutionOrder(policy)]),
+        (MEMORY, [Rematerialization(remat), CheapRecompute(policy), Aliasing(), CastCopies()]),
+    ])
 
 
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,
@@ -79,11 +94,9 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
     table.update(rules or {})
     tg = TrainingGraph(graph, config)
     if backward_order:
-        tg.info["backward_order"] = list(backward_order)
-    ran = []
+        tg.backward_order = list(backward_order)
     try:
-        for p in passes(policy, table, remat, config):
-            ran.append((p.name, p.run(tg)))
+        ran = memplan_pipeline(policy, table, remat, config).run(tg)
     except UnsupportedOpError as e:
         if getattr(e, "op_index", None) is None or not advise:
             raise
@@ -91,7 +104,12 @@ def build_training_graph(graph, config, *, policy: Policy | None = None, rules: 
                              lambda cfg: build_training_graph(graph, cfg, policy=policy, rules=rules,
                                                               backward_order=backward_order, remat=remat,
                                                               advise=False)) from None
-    tg.info["passes"] = ran
-    tg.info["policy"] = policy
-    tg.info["frozen_weights"] = unreached_weights(tg)
+    finish(tg, ran, policy)
     return tg
+
+
+def finish(tg: TrainingGraph, ran, policy: Policy) -> None:
+    """What the caller records after the passes: which ran, the policy, the weights no loss reaches."""
+    tg.ran = list(ran)
+    tg.policy = policy
+    tg.frozen_weights = unreached_weights(tg)

@@ -23,8 +23,10 @@ Two passes, both no-ops at 32-true (so its figures stay what they were):
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from memplan_cli import ops
+from memplan_cli.passes.infra import Pass
 
 FLOAT_WIDTH = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
@@ -40,8 +42,10 @@ def _low_dtype(cfg) -> str | None:
     return cfg.compute_dtype
 
 
-class PrecisionDtypes:
+class PrecisionDtypes(Pass):
     name = "precision-dtypes"
+    reads = frozenset({"config"})
+    writes = frozenset({"graph"})
 
     def run(self, tg) -> bool:
         cfg = tg.config
@@ -103,8 +107,10 @@ class PrecisionDtypes:
         return widest
 
 
-class CastCopies:
+class CastCopies(Pass):
     name = "cast-copies"
+    reads = frozenset({"config", "graph", "fwd", "aliases"})
+    writes = frozenset({"tensors", "extras", "steps", "persistent"})
 
     def run(self, tg) -> bool:
         cfg = tg.config
@@ -114,7 +120,7 @@ class CastCopies:
         if not cfg.mixed:
             for t in tg.tensors:
                 if t.category == "extra" and t.dtype == "float32":
-                    t.dtype = low
+                    tg.tensors[t.id] = replace(t, dtype=low)
             return True
         g = tg.graph
         groups = tg.groups()
@@ -123,7 +129,7 @@ class CastCopies:
                 for t in ids:
                     spec = tg.tensors[t]
                     if spec.dtype == "float32" and len(groups.get(tg.root(t), [t])) == 1:
-                        spec.dtype = low
+                        tg.tensors[t] = replace(spec, dtype=low)
         by_tensor = {}  # forward tensor -> the operand it holds
         for o, t in tg.fwd.items():
             by_tensor[t] = o
@@ -145,11 +151,10 @@ class CastCopies:
                 if not _is_float(spec.dtype) or spec.dtype == want or t not in s.reads or t in casts:
                     continue
                 e = tg.add_tensor(f"#{s.op}:cast{j}@{s.index}", "extra", spec.shape, want, "extra:cast", s.op, None)
-                tg.extras.setdefault(s.op, []).append(e)
-                s.writes.append(e)
+                tg.extras[s.op] = [*tg.extras.get(s.op, []), e]
                 casts[t] = e
-            if casts:
-                s.casts = casts
+            if casts:  # a new step: a fork of the step (remat/problem.py) shares the old one
+                tg.steps[s.index] = replace(s, writes=[*s.writes, *casts.values()], casts=casts)
         if cfg.precision == "16-mixed":
             # torch.amp.GradScaler: `_scale` (float32) and `_growth_tracker` (int32), one element each
             for what, dtype in (("scale", "float32"), ("growth_tracker", "int32")):

@@ -1,4 +1,4 @@
-"""Pass (optional, between execution order and aliasing): rematerialization.
+"""Pass (stage memory, first; only with a plan): rematerialization.
 
 A remat plan is a set of forward ops whose results are dropped after the forward pass and computed
 again, by running the op's forward step once more, before the backward pass (or another recompute)
@@ -31,6 +31,8 @@ Rules:
   a recompute step reads again is not overwritten in place by its forward reader).
 """
 from __future__ import annotations
+from memplan_cli.passes.infra import Pass
+from memplan_cli.passes.training_graph import Recomputation
 
 
 def each(k: int) -> int:
@@ -93,8 +95,10 @@ def each_ok(tg) -> set[int]:
     return {s.op for s in tg.steps[:f] if not (set(s.writes) & written)}
 
 
-class Rematerialization:
+class Rematerialization(Pass):
     name = "rematerialization"
+    reads = frozenset({"graph", "persistent", "fed", "live_out"})
+    writes = frozenset({"steps", "tensors", "remat"})
 
     def __init__(self, drop):
         self.drop = frozenset(drop or ())
@@ -171,5 +175,5 @@ class Rematerialization:
             if sub:
                 st.subst = sub
             forget(len(order))
-        tg.info["remat"] = {"dropped": ops, "recomputed_tensors": names, "recomputes": recomputes}
+        tg.remat = Recomputation(ops, names, recomputes)
         return True

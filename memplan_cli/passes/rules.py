@@ -5,9 +5,16 @@ The rule vocabulary (references, `OpRule`, `StepIO`, `ExtraRequest`, `fused_acti
 """
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.ops.rule import (BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES, MASKABLE_FUSED,  # noqa: F401
                                   MASKABLE_OPS, ExtraRequest, OpRule, Ref, StepIO, bp_targets, data_inputs,
                                   forward_io, fused_activation, maskable, plain_rule)
+
+
+# the TrainingGraph fields a rule may read through its RuleContext (`ctx.tg`, `is_param`, `needs_bp`,
+# `trains`, `kept_by_producer`): a pass that runs rules reads them all
+RULE_READS = frozenset({"graph", "config", "frozen_params", "needs_bp", "trainable_ops", "backward_ops", "defs",
+                        "rules"})
 
 
 class RuleContext:
@@ -43,7 +50,7 @@ class RuleContext:
         """Whether the op that defines operand i keeps it as a float for its own backward (e.g. a
         fused Tanh's derivative from its output), so reading it too costs nothing more. An output a
         ReLU-family derivative reads becomes a 1-bit mask under `policy.relu_mask`, so it does not count."""
-        d = self.tg.info.get("defs", {}).get(i)
+        d = self.tg.defs.get(i)
         r = self.tg.rules.get(d)
         if r is None or i not in r.kept_forward():
             return False
@@ -52,10 +59,8 @@ class RuleContext:
 
 def default_rules() -> dict:
     """op type -> rule function, from the op registry (memplan_cli/ops/: one place per op)."""
-    from memplan_cli import ops
-
     return {t: d.rule for t, d in ops.all_ops().items() if d.rule is not None}
 
 
-__all__ = ["Ref", "ExtraRequest", "StepIO", "OpRule", "RuleContext", "fused_activation", "data_inputs",
+__all__ = ["RULE_READS", "Ref", "ExtraRequest", "StepIO", "OpRule", "RuleContext", "fused_activation", "data_inputs",
            "default_rules", "FORWARD", "BACKWARD", "FORWARD_TO_BACKWARD"]

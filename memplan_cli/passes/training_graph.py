@@ -84,6 +84,26 @@ class StepSpec:
         return list(dict.fromkeys(out))
 
 
+@dataclass
+class LoRAAdapters:
+    """What LoRA insertion added: rank, alpha, one {"op", "A", "B", "in", "out"} per adapter, and the
+    model's own constants (operand indices: they stay frozen)."""
+
+    rank: int
+    alpha: float
+    adapters: list[dict]
+    frozen: set[int]
+
+
+@dataclass
+class Recomputation:
+    """What the rematerialization pass did: the ops dropped, the copies' names, the recompute steps' ops."""
+
+    dropped: list[int]
+    recomputed_tensors: list[str]
+    recomputes: list[int]
+
+
 def align_up(n: int, align: int) -> int:
     return -(-n // align) * align if align > 1 else n
 
@@ -116,7 +136,23 @@ class TrainingGraph:
     rules: dict[int, object] = field(default_factory=dict)  # op index -> its resolved OpRule
     extras: dict[int, list[int]] = field(default_factory=dict)  # op index -> extra tensor ids
     contributions: dict[tuple[int, int], int] = field(default_factory=dict)  # (op, operand) -> tensor
-    info: dict = field(default_factory=dict)
+    # what passes tell each other (each pass declares the fields it reads and writes: passes/infra.py)
+    backward_order: list[int] | None = None  # a runtime's own backward op order (the profile's), if any
+    lora: LoRAAdapters | None = None  # the adapters LoRA insertion added (passes/lora.py)
+    selected_ops: set[int] = field(default_factory=set)  # ops the setup selects to train
+    loss_outputs: list[str] = field(default_factory=list)  # the outputs that carry a loss, by label
+    defs: dict[int, int] = field(default_factory=dict)  # operand -> its defining op
+    order: list[int] = field(default_factory=list)  # the forward ops in topological order
+    loss_ancestors: set[int] = field(default_factory=set)  # ops the loss depends on (differentiably)
+    # op -> the (src, dst, first) accumulations its calcDerivative / calcGradient step performs
+    accumulate: dict[int, list[tuple[int, int, bool]]] = field(default_factory=dict)
+    accumulate_grad: dict[int, list[tuple[int, int, bool]]] = field(default_factory=dict)
+    remat: Recomputation | None = None  # what a remat plan dropped and recomputed
+    cheap_recomputed: list[str] = field(default_factory=list)  # forward results cheap recompute copies
+    # set by the pipeline's caller after the passes (passes/pipeline.py)
+    ran: list[tuple[str, bool]] = field(default_factory=list)  # (pass name, changed anything)
+    policy: object = None  # the passes.policy.Policy the passes ran with
+    frozen_weights: list[dict] | None = None  # `loss_insertion.unreached_weights`, once computed
 
     # ---- building ------------------------------------------------------------------------
     def add_tensor(self, name, category, shape, dtype, role, op=None, operand=None) -> int:
@@ -244,7 +280,7 @@ class TrainingGraph:
         steps = [Step(s.index, s.kind, s.op, s.label) for s in self.steps]
         info = {"tensors": len(self.tensors), "aliases": len(self.aliases)}
         return BufferList(buffers, steps, list(pools), info, naive=self.naive_by_category(align, lt),
-                          naive_means=NAIVE_TENSORS)
+                          naive_means=NAIVE_TENSORS, training_graph=self)
 
     def naive_by_category(self, align: int = 16, lt: dict | None = None) -> dict[str, int]:
         """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 
+# onert's SIMD packet widths in floats (SSE / NEON, AVX, AVX-512): what --onert-simd-width takes
+ONERT_SIMD_WIDTHS = (4, 8, 16)
+
 PROFILE_MODULES = {
     "memplan": "memplan_cli.profiles.memplan",
     "onert": "memplan_cli.profiles.onert",

@@ -81,9 +81,8 @@ class MemplanProfile:
             bl.pools = [p for p in bl.pools if p.name in used]
         check_schedule(tg, bl)
         bl.info.update({"profile": self.name, "planner": planner, "align": align,
-                        "policy": {k: getattr(tg.info["policy"], k) for k in tg.info["policy"].names()},
+                        "policy": {k: getattr(tg.policy, k) for k in tg.policy.names()},
                         "steps": len(tg.steps)})
-        bl.training_graph = tg  # not a dataclass field: reports never serialise it
         return bl
 
     def figures(self, analysis) -> dict:
@@ -98,7 +97,7 @@ def flops_figures(bl) -> dict:
     """{"flops": ...}: the training step's FLOPs (passes/cost.py) in the report's terms: totals, and
     per op label its forward (every run) and backward FLOPs; withheld with the reason when some op
     has no figure."""
-    tg = getattr(bl, "training_graph", None)
+    tg = bl.training_graph
     if tg is None:
         return {}
     from memplan_cli.passes.cost import step_flops

@@ -200,7 +200,6 @@ class SingaProfile:
         bl = tg.to_buffer_list(pools=[Pool("pool", "non-const", planner)], align=align)
         check_schedule(tg, bl)
         bl.info.update({"profile": self.name, "planner": planner, "align": align, "steps": len(tg.steps)})
-        bl.training_graph = tg  # not a dataclass field: reports never serialise it (used by --by-layer)
         return bl
 
     def figures(self, analysis) -> dict:

@@ -31,7 +31,7 @@ from memplan_cli.remat.solve import solve
 
 
 def _flops(a) -> int | None:
-    tg = getattr(a.buffers, "training_graph", None)
+    tg = a.buffers.training_graph
     return step_flops(tg).total if tg is not None else None
 
 
@@ -53,19 +53,62 @@ def _largest(fits, lo: int, hi: int) -> int | None:
 MAX_DIM_SEARCH = 1 << 20  # the longest dimension `--max-dim` tries
 
 
+class _Sizes:
+    """The step at the sizes of one knob (the batch, a symbolic dimension), analysed once each: a
+    size the model cannot take (its shapes stop agreeing: a position table, a batch fixed inside
+    the graph) does not fit, and `refused` keeps why."""
+
+    def __init__(self, analyse, budget: int, known: dict | None = None):
+        self.analyse, self.budget = analyse, budget
+        self.cache: dict[int, object] = dict(known or {})
+        self.refused: dict[int, str] = {}
+
+    def at(self, v: int):
+        from memplan_cli.errors import MemplanError
+
+        if v not in self.cache:
+            try:
+                self.cache[v] = self.analyse(v)
+            except MemplanError as e:
+                self.cache[v], self.refused[v] = None, e.message
+        return self.cache[v]
+
+    def fits(self, v: int) -> bool:
+        return self.at(v) is not None and self.at(v).planned_total <= self.budget
+
+    def largest(self, asked: int, cap: int) -> int | None:
+        """The largest size <= cap that fits: doubling up from `asked` when it fits, then bisection;
+        else bisection below it."""
+        if self.fits(asked):
+            hi = asked
+            while hi * 2 <= cap and self.fits(hi * 2):
+                hi *= 2
+            return _largest(self.fits, hi, min(hi * 2, cap))
+        return _largest(self.fits, 1, asked) if asked > 1 else None
+
+    def stop(self, name: str, above: int) -> tuple[str, dict]:
+        """(" (NAME N does not load)", {"note": why}) for the smallest refused size above `above`."""
+        stop = min((v for v in self.refused if v > above), default=None)
+        if stop is None:
+            return "", {}
+        return f" ({name} {stop} does not load)", {"note": f"at {name} {stop}: {self.refused[stop]}"}
+
+
 def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim: str | None = None) -> dict:
     """`load(batch, dims) -> graph` (re-batched, `dims` bound). `max_dim`: also search the largest
     size of that symbolic dimension that fits. Returns {"options": [...], "fits": bool}."""
     if max_dim is not None and max_dim not in dict(config.dims):
         from memplan_cli.errors import ConfigError
 
-        raise ConfigError(f"--max-dim {max_dim}: give the setup's own size too (--dim {max_dim}=N): the "
-                          "other options are planned at it")
+        raise ConfigError.worded(f"max_dim {max_dim!r}: give the setup's own size too (dim={{{max_dim!r}: N}}): "
+                                 "the other options are planned at it",
+                                 f"--max-dim {max_dim}: give the setup's own size too (--dim {max_dim}=N): the "
+                                 "other options are planned at it")
     load_dims = load
     load = lambda b: load_dims(b, config.dims)  # noqa: E731
     batch = config.batch_size
     graph = load(batch)
-    batch = batch or _batch_of(graph)
+    batch = batch or graph.input_batch() or 1
     config = config.with_(batch_size=batch)
     asked = analyze_graph(graph, config)
     f0 = _flops(asked)
@@ -85,28 +128,18 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
         return r
 
     row("as asked", "nothing", asked, flops=f0)
-    cache: dict[int, object] = {batch: asked}
-
-    def at_batch(b):
-        if b not in cache:
-            cache[b] = analyze_graph(load(b), config.with_(batch_size=b))
-        return cache[b]
-
-    def batch_fits(b):
-        return at_batch(b).planned_total <= budget
-
-    if batch_fits(batch):
-        hi = batch
-        while hi * 2 <= max_batch and batch_fits(hi * 2):
-            hi *= 2
-        best = _largest(batch_fits, hi, min(hi * 2, max_batch))
-    else:
-        best = _largest(batch_fits, 1, batch) if batch > 1 else None
+    batches = _Sizes(lambda b: analyze_graph(load(b), config.with_(batch_size=b)), budget, {batch: asked})
+    best = batches.largest(batch, max_batch)
     if best is not None:
-        a = at_batch(best)
-        row("largest batch", f"batch {best} without remat", a, config.with_(batch_size=best), _flops(a))
-    else:
-        row("largest batch", "no batch fits without remat", at_batch(1), config.with_(batch_size=1), None, fits=False)
+        a = batches.at(best)
+        why, note = batches.stop("batch", best)
+        row("largest batch", f"batch {best} without remat{why}", a, config.with_(batch_size=best), _flops(a),
+            extra=note)
+    else:  # the figure of the smallest batch that loads (the batch asked always does)
+        b = 1 if batches.at(1) is not None else batch
+        why, note = batches.stop("batch", 0) if 1 in batches.refused else ("", {})
+        row("largest batch", f"no batch fits without remat{why}", batches.at(b), config.with_(batch_size=b), None,
+            fits=False, extra=note)
 
     if max_dim is not None:
         _longest_dim(row, load_dims, config, batch, budget, max_dim)
@@ -174,45 +207,23 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
 
 
 def _longest_dim(row, load, config, batch: int, budget: int, name: str) -> None:
-    """The "longest dim" option: the largest size of dimension `name` whose step fits without remat."""
-    from memplan_cli.errors import MemplanError
-
+    """The "longest dim" option: the largest size of dimension `name` whose step fits without remat,
+    searched as the largest batch is."""
     asked = dict(config.dims)[name]
-    cache: dict[int, object] = {}
-    refused: dict[int, str] = {}
 
     def cfg_at(v):
         return config.with_(dims=tuple(sorted({**dict(config.dims), name: v}.items())))
 
-    def at(v):
-        if v not in cache:
-            try:
-                cache[v] = analyze_graph(load(batch, cfg_at(v).dims), cfg_at(v))
-            except MemplanError as e:  # the model's shapes stop agreeing at this size (a position table)
-                cache[v], refused[v] = None, e.message
-        return cache[v]
-
-    def fits(v):
-        return at(v) is not None and at(v).planned_total <= budget
-
-    if fits(asked):
-        hi = asked
-        while hi * 2 <= MAX_DIM_SEARCH and fits(hi * 2):
-            hi *= 2
-        best = _largest(fits, hi, min(hi * 2, MAX_DIM_SEARCH))
-    else:
-        best = _largest(fits, 1, asked) if asked > 1 else None
+    sizes = _Sizes(lambda v: analyze_graph(load(batch, cfg_at(v).dims), cfg_at(v)), budget)
+    best = sizes.largest(asked, MAX_DIM_SEARCH)
     if best is None:  # the figure of the smallest size tried that loads (the size asked always does)
-        v = 1 if at(1) is not None else asked
-        why, note = ((f" ({name} 1 does not load)", {"note": f"at {name} 1: {refused[1]}"}) if 1 in refused
-                     else ("", {}))
-        row("longest dim", f"no {name} fits without remat{why}", at(v), cfg_at(v), None, fits=False,
+        v = 1 if sizes.at(1) is not None else asked
+        why, note = sizes.stop(name, 0) if 1 in sizes.refused else ("", {})
+        row("longest dim", f"no {name} fits without remat{why}", sizes.at(v), cfg_at(v), None, fits=False,
             extra={"dims": {name: v}, **note})
         return
-    stop = min((v for v in refused if v > best), default=None)
-    why = f" ({name} {stop} does not load)" if stop is not None else ""
-    note = {"note": f"at {name} {stop}: {refused[stop]}"} if stop is not None else {}
-    a = at(best)
+    why, note = sizes.stop(name, best)
+    a = sizes.at(best)
     row("longest dim", f"{name} {best} without remat{why}", a, cfg_at(best), _flops(a),
         extra={"dims": {name: best}, **note})
 
@@ -233,9 +244,3 @@ def _trainable(cfg):
     t = cfg.trainable
     return list(t) if isinstance(t, tuple) else t
 
-
-def _batch_of(graph) -> int:
-    try:
-        return int(graph.operands[graph.inputs[0]].shape[0])
-    except (AttributeError, IndexError, TypeError):
-        return 1

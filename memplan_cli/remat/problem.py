@@ -9,9 +9,10 @@ Rules:
   run over those). A plan (`passes/rematerialize.py`) recomputes each dropped op once
   or before every use; its added FLOPs are the forward FLOPs (`passes/cost.py`) of every recompute
   step the pass inserts (chains and repeats included).
-- One model of the step: the problem runs the memplan profile's own pass list
-  (`passes.pipeline.passes`) once up to the rematerialization pass, and each plan runs the rest of
-  that same list (rematerialization with the plan, cheap recompute, aliasing). So a plan's figures
+- One model of the step: the problem runs the memplan profile's own pipeline
+  (`passes.pipeline.memplan_pipeline`): its graph and training stages once, and its memory stage
+  (rematerialization with the plan, cheap recompute, aliasing, cast copies) once per plan, on a
+  fork of that step that copies every field the memory stage writes. So a plan's figures
   here are those of the step `analyze --budget` reports and `verify --budget` runs, and the plain
   step (no plan) is memplan's own plan without a budget.
 - A plan's added FLOPs are every recompute step's forward FLOPs (`passes/cost.py` counts a recompute
@@ -24,15 +25,16 @@ Rules:
 """
 from __future__ import annotations
 
+import bisect
 import copy
 from dataclasses import replace
 
 from memplan_cli.passes.cost import op_flops, step_flops
-from memplan_cli.passes.pipeline import passes
+from memplan_cli.passes.pipeline import GRAPH, MEMORY, TRAINING, finish, memplan_pipeline
 from memplan_cli.passes.policy import Policy
-from memplan_cli.passes.rematerialize import Rematerialization, candidates, droppable, each_ok, forward_end
+from memplan_cli.passes.rematerialize import candidates, droppable, each_ok, forward_end
 from memplan_cli.passes.rules import default_rules
-from memplan_cli.passes.training_graph import TrainingGraph
+from memplan_cli.passes.training_graph import TrainingGraph, align_up
 from memplan_cli.planners.bound import lower_bound
 
 
@@ -47,12 +49,9 @@ class RematProblem:
         self.align = align
         self.planner = planner
         self._rules = default_rules()
-        head = self._passes(())
-        cut = self._cut(head)
         tg = TrainingGraph(graph, config)
-        ran = [(p.name, p.run(tg)) for p in head[:cut]]
-        tg.info["passes"] = ran
-        tg.info["policy"] = self.policy
+        ran = self._pipeline(()).run(tg, stages=(GRAPH, TRAINING))
+        finish(tg, ran, self.policy)
         self._base = tg
         self.candidates: list[int] = candidates(tg)
         self.narrow: list[int] = droppable(tg)
@@ -76,17 +75,11 @@ class RematProblem:
         self.block: dict[int, list[int]] = _blocks(tg, self.candidates)
         self._full = None
 
-    def _passes(self, drop, cheap: bool = True) -> list:
-        """The memplan profile's own pass list for plan `drop` (`cheap`: False leaves cheap recompute
+    def _pipeline(self, drop, cheap: bool = True):
+        """The memplan profile's own pipeline for plan `drop` (`cheap`: False leaves cheap recompute
         out, for the relaxation's step only)."""
         policy = self.policy if cheap else replace(self.policy, cheap_recompute=False)
-        return passes(policy, self._rules, remat=drop, config=self.config)
-
-    @staticmethod
-    def _cut(chain) -> int:
-        """Where a plan starts in the pass list: the rematerialization pass and everything after it
-        run per plan, everything before it once."""
-        return next(i for i, p in enumerate(chain) if p.name == Rematerialization.name)
+        return memplan_pipeline(policy, self._rules, remat=drop, config=self.config)
 
     def op_cost(self, k: int) -> int | None:
         """Forward FLOPs of op k (what one recompute step of it costs)."""
@@ -122,15 +115,10 @@ class RematProblem:
     def build(self, drop, cheap: bool = True) -> TrainingGraph:
         """The training graph of plan `drop` (a fork of the base: the base is never changed), through
         the rest of the profile's own pass list."""
-        b = self._base
-        tg = copy.copy(b)
-        tg.tensors = list(b.tensors)
-        tg.steps = list(b.steps)
-        tg.aliases = dict(b.aliases)
-        tg.info = dict(b.info)
-        chain = self._passes(frozenset(drop), cheap)
-        ran = [(p.name, p.run(tg)) for p in chain[self._cut(chain):]]
-        tg.info["passes"] = list(tg.info.get("passes", [])) + ran
+        pipeline = self._pipeline(frozenset(drop), cheap)
+        tg = fork(self._base, pipeline.stage(MEMORY))
+        ran = pipeline.run(tg, stages=(MEMORY,))
+        tg.ran = tg.ran + ran
         return tg
 
     def relaxed_step(self) -> TrainingGraph:
@@ -161,8 +149,6 @@ class RematProblem:
         """(aligned size, first, last, members) per buffer of `tg.to_buffer_list(align)`, without
         building the Buffer objects: alias groups' unions, persistent over every step, live-out to
         the end; the largest member sizes the buffer."""
-        from memplan_cli.passes.training_graph import align_up
-
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for s in tg.steps:
@@ -218,8 +204,6 @@ class RematProblem:
             for u in tg.steps[t].touched():
                 touching.setdefault(u, set()).add(t)
         out: dict[int, int] = {}
-        import bisect
-
         cost = self.cost
         for size, a, b, mem in vals:
             ks = {k for k in (writer.get(u) for u in mem) if k in cost}
@@ -261,6 +245,17 @@ class RematProblem:
     @property
     def evaluations(self) -> int:
         return len(self._bounds)
+
+
+def fork(base: TrainingGraph, stage) -> TrainingGraph:
+    """A copy of `base` that `stage`'s passes can run on without changing it: a new container for
+    every field they declare they write (the items are shared: passes replace an item they change)."""
+    tg = copy.copy(base)
+    for name in sorted({f for p in stage.passes for f in p.writes}):
+        value = getattr(base, name)
+        if isinstance(value, (list, dict, set)):
+            setattr(tg, name, copy.copy(value))
+    return tg
 
 
 def _live_bytes(vals, n: int) -> list[int]:

@@ -49,7 +49,7 @@ def remat_section(res, problem, tg=None) -> dict:
             "added_flops": int(res.added_flops),
             "flops_ratio": round(res.ratio, 6),
             "recomputed_ops": [ops[k].label for k in plan_ops(res.drop)],
-            "recomputed_tensors": list((tg.info.get("remat") or {}).get("recomputed_tensors", [])) if tg else [],
+            "recomputed_tensors": list(tg.remat.recomputed_tensors if tg and tg.remat else []),
         })
     else:
         out.update({

@@ -7,11 +7,7 @@ decimals; an unavailable column has null figures and a reason.
 """
 from __future__ import annotations
 
-
-from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
-
-SCHEMA_VERSION = 1
 
 
 def _r(x: float | None) -> float | None:
@@ -35,7 +31,7 @@ NAIVE_CHECKED = "definition (no checking needed)"
 
 def compare_document(cmp) -> dict:
     """The JSON document of a `comparison.Comparison`."""
-    from memplan_cli.report.document import _plain, config_dict, model_dict
+    from memplan_cli.report.document import _plain, config_dict, document_header, model_dict
 
     graph = cmp.graph
     columns = {}
@@ -57,11 +53,8 @@ def compare_document(cmp) -> dict:
             c["figures"] = {"singa": _plain(col.extras["singa"])}
         columns[col.profile] = c
     return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "compare",
-        "memplan_version": __version__,
-        "model": model_dict(cmp.model_path, cmp.model_sha256, graph),
-        "config": config_dict(cmp, profile_options=cmp.onert_options),
+        **document_header("compare", model_dict(cmp.model_path, cmp.model_sha256, graph),
+                          config=config_dict(cmp, profile_options=cmp.onert_options)),
         "profiles": [c.profile for c in cmp.columns],
         "lower_bound": int(cmp.lower_bound),
         "columns": columns,

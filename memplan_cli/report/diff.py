@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memplan_cli.version import __version__
 from memplan_cli.buffers import CATEGORIES
+from memplan_cli.config import TRAINING_FLAGS
 from memplan_cli.errors import ConfigError, MemplanError
+from memplan_cli.report.document import document_header
 from memplan_cli.report.units import percent
 from memplan_cli.sizes import parse_size
 
@@ -155,25 +156,28 @@ def _side(doc: dict, label: str) -> dict:
 
 
 def config_differences(old: dict, new: dict) -> list[str]:
+    """A note per setup value the two reports differ in: the profile, every training flag's that
+    changes memory (config.TRAINING_FLAGS, in its order), the planner and the profile's options."""
     notes = []
     if old.get("profile") != new.get("profile"):
         notes.append(f"profile differs: {_brief(old.get('profile'))} vs {_brief(new.get('profile'))}")
     oc, nc = old.get("config") or {}, new.get("config") or {}
-    for k in ("batch_size", "dims", "optimizer", "loss", "trainable_ops", "train", "freeze", "lora", "batchnorm",
-              "dropout", "planner", "profile_options"):
-        if k == "dims" and (oc.get(k) or {}) == (nc.get(k) or {}):
-            continue  # a report from before --dim bound none
-        if oc.get(k) != nc.get(k):
-            notes.append(f"{k} differs: {_brief(oc.get(k))} vs {_brief(nc.get(k))}")
-    # reports before --precision existed were float32 throughout
-    po, pn = oc.get("precision") or "32-true", nc.get("precision") or "32-true"
-    if po != pn:
-        notes.append(f"precision differs: {_brief(po)} vs {_brief(pn)}")
-    lo, ln = oc.get("loss_outputs"), nc.get("loss_outputs")
-    # reports before loss_outputs existed put the loss on the first output only
-    if lo != ln and (lo is not None and ln is not None or len(lo or ln) > 1):
-        notes.append(f"loss_outputs differs: {_brief(lo) if lo is not None else 'the first output (older report)'} vs "
-                     f"{_brief(ln) if ln is not None else 'the first output (older report)'}")
+    absent = {}  # top-level key -> what a report from before the flag meant by leaving it out
+    for f in TRAINING_FLAGS:
+        if not f.step_only:
+            absent.setdefault(f.json_key.split(".")[0], f.absent)
+    for k, missing in [*absent.items(), ("planner", None), ("profile_options", None)]:
+        o, n = oc.get(k), nc.get(k)
+        if k == "loss_outputs":
+            # reports before loss_outputs existed put the loss on the first output only
+            if o != n and (o is not None and n is not None or len(o or n) > 1):
+                notes.append(f"loss_outputs differs: {_brief(o) if o is not None else 'the first output (older report)'}"
+                             f" vs {_brief(n) if n is not None else 'the first output (older report)'}")
+            continue
+        if missing is not None:
+            o, n = missing if o is None else o, missing if n is None else n
+        if o != n:
+            notes.append(f"{k} differs: {_brief(o)} vs {_brief(n)}")
     for side, c in (("baseline", oc), ("target", nc)):
         if c.get("time_limit") is not None:
             notes.append(f"the {side} was planned under a {c['time_limit']:g} s time limit: its plan may depend "
@@ -213,10 +217,7 @@ def diff_documents(old: dict, new: dict, thresholds: list[Threshold], *, old_lab
             r["status"] = "ok"
     status = "regression" if any(not v["passed"] for v in verdicts) else "ok"
     return {
-        "schema_version": 1,
-        "kind": "diff",
-        "memplan_version": __version__,
-        "status": status,
+        **document_header("diff", status=status),
         "baseline": _side(old, old_label),
         "target": _side(new, new_label),
         "notes": config_differences(old, new),

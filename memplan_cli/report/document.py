@@ -16,13 +16,21 @@ from memplan_cli.report.live import peak_summary, timeline
 SCHEMA_VERSION = 1
 
 
-def document_header(kind: str, model: str | None = None, sha256: str | None = None) -> dict:
-    """What every JSON document of memplan starts with (schema_version, kind, memplan_version), then
-    the model file's name and hash when the document is about one file and names no more of it."""
+def document_header(kind: str, model: dict | None = None, **fields) -> dict:
+    """What every JSON document of memplan starts with: schema_version, kind, memplan_version; then
+    `model` (`model_head`: the file's name and sha256, and what the document says of the model) when
+    the document is about one model file; then `fields`, the document's own leading keys in order
+    (its profile, its `config` ...). The one place these keys are written."""
     head = {"schema_version": SCHEMA_VERSION, "kind": kind, "memplan_version": __version__}
     if model is not None:
-        head["model"] = {"file": os.path.basename(model), "sha256": sha256}
-    return head
+        head["model"] = model
+    return {**head, **fields}
+
+
+def model_head(path: str, sha256: str, **more) -> dict:
+    """A document's `model` object: the file's name (never a path: documents are the same on any
+    machine), its sha256, then `more` (format, op count, ...)."""
+    return {"file": os.path.basename(path), "sha256": sha256, **more}
 
 
 def config_dict(analysis, *, planner: str | None = None, profile_options: dict | None = None) -> dict:
@@ -79,15 +87,6 @@ def _plain(value):
     return str(value)
 
 
-def _input_batch(graph) -> int | None:
-    """The batch the graph was analysed at (first dimension of its first input), if it has one."""
-    try:
-        shape = graph.operands[graph.inputs[0]].shape
-        return int(shape[0]) if shape else None
-    except (AttributeError, IndexError, TypeError):
-        return None
-
-
 def pool_label(p) -> str:
     """A pool's ALLOC line label: the buffer's name for a one-buffer kernel pool, else the pool's name."""
     if len(p.buffers) == 1 and p.pool.category == "extra":
@@ -102,7 +101,7 @@ def _layer_columns(analysis) -> dict | None:
     """The profile's per-layer columns; for a profile built from a training graph that gives none,
     the ColossalAI-style figures read off that graph (report/colossal.py)."""
     cols = analysis.extras.get("per_layer_extra")
-    if cols is None and getattr(analysis.buffers, "training_graph", None) is not None:
+    if cols is None and analysis.buffers.training_graph is not None:
         from memplan_cli.report.colossal import per_layer_extra
 
         cols = per_layer_extra(analysis.buffers.training_graph)
@@ -111,18 +110,15 @@ def _layer_columns(analysis) -> dict | None:
 
 def model_dict(path: str, sha256: str, graph) -> dict:
     """The report's `model` object: file name, hash, format, op count, the input's batch."""
-    return {
-        "file": os.path.basename(path),
-        "sha256": sha256,
-        "format": getattr(graph, "source_format", "") or "",
-        "operations": len(getattr(graph, "operations", None) or []),
-        "batch_size": _input_batch(graph),
-    }
+    return model_head(path, sha256, format=getattr(graph, "source_format", "") or "",
+                      operations=len(getattr(graph, "operations", None) or []),
+                      batch_size=graph.input_batch() if graph is not None else None)
 
 
 def build_document(analysis, *, planner: str | None = None, profile_options: dict | None = None,
-                   by_layer: bool = False) -> dict:
-    """The JSON report of `analysis` (see schemas/analysis.schema.json)."""
+                   by_layer: bool = False, remat: dict | None = None) -> dict:
+    """The JSON report of `analysis` (see schemas/analysis.schema.json); `remat`: the remat section of
+    a budgeted analysis (remat/section.py), last."""
     from memplan_cli.report.layers import add_dtypes, per_layer
 
     bl = analysis.buffers
@@ -131,12 +127,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     tl = timeline(bl)
     graph = analysis.graph
     doc: dict = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "analysis",
-        "memplan_version": __version__,
-        "model": model_dict(analysis.model_path, analysis.model_sha256, graph),
-        "profile": analysis.profile,
-        "config": config_dict(analysis, planner=planner, profile_options=profile_options),
+        **document_header("analysis", model_dict(analysis.model_path, analysis.model_sha256, graph),
+                          profile=analysis.profile,
+                          config=config_dict(analysis, planner=planner, profile_options=profile_options)),
         "categories": {c: {"planned": int(planned[c]), "naive": int(naive[c])} for c in CATEGORIES},
         "naive_means": bl.naive_means,
         "totals": {
@@ -164,10 +157,10 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         # no weight gets a gradient (--trainable-ops none, everything frozen): forward pass and loss only
         "forward_only": not any(b.category == "gradient" for b in bl.buffers),
     }
-    tg = getattr(bl, "training_graph", None)
-    if tg is not None and "frozen_weights" in tg.info:
+    tg = bl.training_graph
+    if tg is not None and tg.frozen_weights is not None:
         # weights the setup would train that get no gradient, with the reason (outputs without a loss)
-        doc["frozen_weights"] = [dict(w) for w in tg.info["frozen_weights"]]
+        doc["frozen_weights"] = [dict(w) for w in tg.frozen_weights]
     params = parameters_dict(analysis)
     if params is not None:
         doc["parameters"] = params
@@ -194,11 +187,13 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
         doc["flops"] = {k: _plain(v) for k, v in fl.items() if k != "by_op"}
     if by_layer:
         doc["by_layer"] = per_layer(bl, graph, tl, _layer_columns(analysis))
-        tg = getattr(bl, "training_graph", None)
+        tg = bl.training_graph
         if tg is not None and getattr(analysis.config, "mixed", False):  # dtypes differ op to op
             add_dtypes(doc["by_layer"], tg.graph)
         if fl is not None and fl.get("available"):
             add_flops_columns(doc["by_layer"], fl["by_op"])
+    if remat is not None:
+        doc["remat"] = remat
     return doc
 
 
@@ -212,7 +207,7 @@ def parameters_dict(analysis) -> dict | None:
     rule = (getattr(graph, "metadata", None) or {}).get("parameter_rule")
     if rule is None:
         return None
-    tg = getattr(analysis.buffers, "training_graph", None)
+    tg = analysis.buffers.training_graph
     trained = set(tg.grad) if tg is not None else None
     floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
     assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]

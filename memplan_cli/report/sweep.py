@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memplan_cli.version import __version__
 from memplan_cli.errors import ConfigError
+from memplan_cli.report.document import document_header
 
 # doubling stops here when searching for the largest batch under a budget
 MAX_SEARCH_BATCH = 1 << 16
@@ -24,17 +24,17 @@ def parse_batch_sizes(text: str) -> list[int]:
             if "-" in part:
                 a, b = part.split("-", 1)
                 if int(b) - int(a) >= MAX_SWEEP_BATCHES:
-                    raise ConfigError(f"--batch-sizes {text!r}: a range of more than {MAX_SWEEP_BATCHES} batch sizes "
-                                      "(each is one analysis)")
+                    raise ConfigError.about("batch_sizes", f" {text!r}: a range of more than {MAX_SWEEP_BATCHES} "
+                                            "batch sizes (each is one analysis)")
                 out.update(range(int(a), int(b) + 1))
             else:
                 out.add(int(part))
     except ValueError:
-        raise ConfigError(f"--batch-sizes {text!r}: expected a list like 1,2,4,8 or a range like 1-16") from None
+        raise ConfigError.about("batch_sizes", f" {text!r}: expected a list like 1,2,4,8 or a range like 1-16") from None
     if not out:
-        raise ConfigError(f"--batch-sizes {text!r} names no batch size")
+        raise ConfigError.about("batch_sizes", f" {text!r} names no batch size")
     if min(out) < 1:
-        raise ConfigError(f"--batch-sizes {text!r}: batch sizes must be >= 1")
+        raise ConfigError.about("batch_sizes", f" {text!r}: batch sizes must be >= 1")
     return sorted(out)
 
 
@@ -91,11 +91,7 @@ def sweep_document(model: dict, config: dict, profiles: list[str], rows: list[di
     if budget is not None and largest.get(profiles[0]) is None:
         status = "over_budget"
     return {
-        "schema_version": 1,
-        "kind": "sweep",
-        "memplan_version": __version__,
-        "model": model,
-        "config": config,
+        **document_header("sweep", model, config=config),
         "profiles": profiles,
         "budget": budget,
         "largest_fitting": largest if budget is not None else {},

@@ -26,14 +26,9 @@ class VerifyReport:
     model_batch: int | None = None  # the batch the graph was run at when no flag chose one
 
     def to_json(self) -> dict:
+        """The run's part of `verify`'s JSON document (the API writes its header: model, profile, config)."""
         r = self.result
-        c = self.config
         return {
-            "model": self.model, "profile": self.profile,
-            "config": {"batch_size": c.batch_size, "optimizer": c.optimizer, "loss": c.loss,
-                       "learning_rate": c.learning_rate,
-                       "trainable": c.trainable if isinstance(c.trainable, (str, int)) else list(c.trainable),
-                       "train": list(c.train), "freeze": list(c.freeze), "lora_rank": c.lora_rank},
             "passed": r.passed, "steps": self.steps, "steps_run": r.steps_run, "buffers": self.buffers,
             "pools": self.pools, "arena_bytes": r.arena_bytes, "reference_bytes": r.reference_bytes,
             "tensors_compared": r.compared, "max_difference": r.max_diff, "max_difference_at": r.max_diff_at,
@@ -221,7 +216,7 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     for inputs, label or weights that should not be seeded random values."""
     from memplan_cli.ops.base import UnsupportedKernel
 
-    tg = getattr(a.buffers, "training_graph", None)
+    tg = a.buffers.training_graph
     if tg is None and a.profile == "onert":
         from memplan_cli.verification import onert_map
 
@@ -252,13 +247,4 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
               "buffers": len(p.buffers)} for p in a.pools]
     return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
-                        list(layout.unmapped), timings, _input_batch(a.graph))
-
-
-def _input_batch(graph) -> int | None:
-    """The first dimension of the graph's first input (the batch it was run at), if it has one."""
-    try:
-        shape = graph.operands[graph.inputs[0]].shape
-        return int(shape[0]) if shape else None
-    except (AttributeError, IndexError, TypeError):
-        return None
+                        list(layout.unmapped), timings, a.graph.input_batch())

@@ -52,7 +52,7 @@ def test_backward_steps_follow_onerts_order(model):
     assert ran == [k for k in order if k in tg.backward_ops]
     # the model is one where the two orders differ: the Add's first input (the projection, op 3)
     # runs backward after the main branch (ops 2, 1)
-    rev = [k for k in reversed(tg.info["order"]) if k in tg.backward_ops]
+    rev = [k for k in reversed(tg.order) if k in tg.backward_ops]
     assert ran != rev and ran.index(3) > ran.index(1)
 
 

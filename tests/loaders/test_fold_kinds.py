@@ -1,4 +1,4 @@
-"""What a constant folded at load is (ir/fold.py): a ConstantOfShape fill standing in for a weight
+"""What a constant folded at load is (opgraph/fold.py): a ConstantOfShape fill standing in for a weight
 (the zoo's light models) trains; a mask computed from fills, indices and scalars (Swin's shifted-window
 attention mask: ConstantOfShape, ScatterND, Reshape, Sub, Equal, Where) is a buffer and does not."""
 import numpy as np
@@ -103,3 +103,22 @@ def test_small_constant_values_are_known_and_verify_runs_with_them(tmp_path):
     np.testing.assert_array_equal(vals["s"], [0.25])
     assert not np.array_equal(vals["w"], [5.0, 6.0, 7.0])
     check_verify(p, "-b", "2")
+
+
+def test_a_table_computed_from_a_buffer_is_folded_like_one_computed_from_integers(tmp_path):
+    """A rotary table: positions x inv_freq, a BUFFER of the dynamo graph signature. Folding it trains
+    no copy of a parameter, so it folds (as the exporter folds it at a fixed length): a symbolic export
+    bound with --dim then holds what the fixed-length export holds."""
+    from memplan_cli.loaders import load_model
+
+    nodes = [_c("pos", list(range(8)), dims=[8, 1]), helper.make_node("Cast", ["pos"], ["posf"], to=1),
+             helper.make_node("Mul", ["posf", "m.inv_freq"], ["freqs"]), helper.make_node("Cos", ["freqs"], ["cos"]),
+             helper.make_node("Mul", ["x", "cos"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 8, 4))], [("y", (2, 8, 4))], {"m.inv_freq": np.ones((4,), np.float32)})
+    m.producer_name = "pytorch"
+    m.graph.metadata_props.add(key="pkg.torch.export.ExportedProgram.graph_signature",
+                               value="b_m_inv_freq: BUFFER target='m.inv_freq'\nx: USER_INPUT\n")
+    g = load_model(save(tmp_path, m))
+    assert [op.type for op in g.operations] == ["Mul"]
+    table = g.operands[g.operations[0].inputs[1]]
+    assert table.is_const and table.computed and table.shape == (8, 4)

@@ -289,3 +289,18 @@ def test_the_api_checks_its_dims_argument(files, dims):
 
     with pytest.raises(ConfigError, match="dim"):
         api.analyze(files["sym"], batch_size=2, dim=dims)
+
+
+def test_a_real_tflite_with_a_dynamic_sequence_is_named_and_refused():
+    """keras_seq_dense_dynamic.tflite: the TF Lite converter's output for Input((None,), name='ids')
+    (scripts/build_corpus.py). memplan's op rules re-size only dim 0 (opgraph/rebatch.py), so the sequence is
+    named and refused, never analysed at the converter's placeholder size 1."""
+    p = f"{CORPUS}/keras_seq_dense_dynamic.tflite"
+    for extra in ((), ("--dim", "ids_dim1=8")):
+        r = run("analyze", p, "-b", "2", *extra)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        assert "'ids_dim1'" in r.stderr and "graph input 'ids'" in r.stderr and "position 1" in r.stderr
+    r = run("inspect", p, "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["dims"] == [{"name": "ids_dim1", "input": "ids", "position": 1, "size": 1,
+                                             "bound": False}]

@@ -161,3 +161,22 @@ def test_decomposed_norm_gradients_and_verify(tmp_path):
     p = _decomposed_norm(str(tmp_path / "n.tflite"))
     assert check_gradients(p) >= 12
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("frozen_scale", [False, True])
+def test_a_parameter_normalised_trains(tmp_path, frozen_scale):
+    # DeBERTa-v3's relative-position table goes through LayerNorm before use (norm_rel_ebd="layer_norm"):
+    # the table is the op's weight, its gradient dX (calcGradient), checked by finite differences and
+    # verify, with the scale trained beside it or frozen
+    rng = np.random.default_rng(1)
+    inits = {"rel": rng.normal(size=(3, 4)).astype(np.float32), "scale": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+             "bias": rng.normal(size=4).astype(np.float32)}
+    nodes = [helper.make_node("LayerNormalization", ["rel", "scale", "bias"], ["n"], axis=-1),
+             helper.make_node("Mul", ["x", "n"], ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 3, 4))], inits, opset=17))
+    config = {"freeze": ("params:scale",)} if frozen_scale else {}
+    tg = training_graph(p, **config)
+    ln = _ln(tg)
+    assert ln.inputs[0] in tg.grad and (ln.inputs[1] in tg.grad) != frozen_scale
+    assert check_gradients(p, **config) >= 12
+    check_verify(p, "-b", "2", *(("--freeze", "params:scale") if frozen_scale else ()))

@@ -47,6 +47,11 @@ def _first_backward(bl):
     return next(s.index for s in bl.steps if s.kind != "forward")
 
 
+def _forward_end(bl):
+    """The first step after the forward pass: a backward step or a recompute step."""
+    return next(s.index for s in bl.steps if s.kind != "forward" or s.label.endswith("(recompute)"))
+
+
 def _by_name(bl):
     return {b.name: b for b in bl.buffers}
 
@@ -115,3 +120,48 @@ def test_real_exports_keep_less_and_verify():
         live_off = sum(b.size for b in off.buffers if b.category == "non-const" and b.first < b_off <= b.last)
         assert live_on < live_off, name
         check_verify(p, "-b", "2", "-O", "adam")
+
+
+def _attention(tmp_path, mask_output=True, ratio=0.25):
+    # x -> q, k, v; p = Softmax(q k^T); Cast(p, float32) (an identity); Dropout; Reshape; MatMul with v:
+    # the Softmax's backward keeps p, the Dropout's keeps its mask, the last MatMul's reads the dropout's
+    # output (dV = d^T dY)
+    from onnx import TensorProto
+
+    drop_out = ["d", "m"] if mask_output else ["d"]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"]), helper.make_node("MatMul", ["x", "wk"], ["k"]),
+             helper.make_node("MatMul", ["x", "wv"], ["v"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("Cast", ["p"], ["pc"], to=TensorProto.FLOAT),
+             helper.make_node("Dropout", ["pc", "ratio", "train"], drop_out),
+             helper.make_node("Reshape", ["d", "shape"], ["dr"]), helper.make_node("MatMul", ["dr", "v"], ["y"])]
+    inits = {w: RNG.normal(size=(6, 8)).astype(np.float32) for w in ("wq", "wk", "wv")}
+    inits.update({"ratio": np.array(ratio, np.float32), "train": np.array(True), "shape": np.array([-1, 5, 5])})
+    return save(tmp_path, onnx_model(nodes, [("x", (2, 5, 6))], [("y", (2, 5, 8))], inits))
+
+
+def test_attention_probabilities_are_held_once(tmp_path):
+    """A same-dtype Cast is a view of the probabilities, and the dropout's output is recomputed from
+    them and the kept mask before the last MatMul's backward: only p and the 1-byte mask cross the
+    forward/backward boundary; gradients and verify hold with and without the pass."""
+    for mask_output in (True, False):
+        p = _attention(tmp_path, mask_output)
+        on, off = _build(p), _build(p, cheap_recompute=False)
+        names = _by_name(on)
+        assert "pc" not in names  # a view: p's buffer ("s": the Softmax runs in place over its input)
+        b_on, b_off = _forward_end(on), _forward_end(off)
+        assert "d@recompute" in names and names["d"].last < b_on < names["d@recompute"].first
+        crossing = {b.name for b in on.buffers if b.category == "non-const" and b.first < b_on <= b.last}
+        assert "d" not in crossing and "s" in crossing
+        assert "d" in {b.name for b in off.buffers if b.category == "non-const" and b.first < b_off <= b.last}
+        assert check_gradients(p, policies=(Policy(), Policy(cheap_recompute=False))) >= 20
+        check_verify(p, "-b", "2", "-O", "adam")
+
+
+def test_identity_dropout_and_cast_are_views(tmp_path):
+    """A ratio-0 Dropout and a same-dtype Cast hold no bytes of their own: the last MatMul's backward
+    reads the Softmax's output itself."""
+    p = _attention(tmp_path, ratio=0.0)
+    names = _by_name(_build(p))
+    assert not {"pc", "d", "dr"} & set(names)
+    check_verify(p, "-b", "2")

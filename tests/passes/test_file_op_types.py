@@ -43,7 +43,7 @@ def test_train_and_freeze_ops_match_the_file_types():
     assert _grads(TWO_HEAD_TS, freeze="ops:Gemm") == _grads(TWO_HEAD_TS, freeze="ops:FullyConnected")
     assert _grads(KERAS, train="ops:FULLY_CONNECTED") == _grads(KERAS, train="ops:FullyConnected") == _grads(KERAS)
     tl = analyze(KERAS, lora=2, lora_targets="FULLY_CONNECTED").analysis.buffers.training_graph
-    assert len(tl.info["lora"]["adapters"]) == sum(op.type == "FullyConnected" for op in load_model(KERAS).operations)
+    assert len(tl.lora.adapters) == sum(op.type == "FullyConnected" for op in load_model(KERAS).operations)
 
 
 def test_a_glob_that_matches_nothing_is_still_an_error():

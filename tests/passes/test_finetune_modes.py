@@ -147,7 +147,7 @@ def test_lora_on_real_transformer_exports_and_verify():
     for path, n in (("tests/corpus/llama_tiny_dynamo.onnx", 2), ("tests/corpus/bert_tiny_dynamo.onnx", 2)):
         r = analyze(path, batch_size=2, optimizer="adam", lora=8 if "llama" in path else 4)
         tg = r.analysis.buffers.training_graph
-        adapters = tg.info["lora"]["adapters"]
+        adapters = tg.lora.adapters
         assert len(adapters) == n  # q and v of the one block
         rank = r.report["config"]["lora"]["rank"]
         want = sum(_align(4 * a["in"] * rank) + _align(4 * rank * a["out"]) for a in adapters)
@@ -164,7 +164,7 @@ def test_lora_targets_and_refusals():
     r = _cli("analyze", "sample_models/mobilenetv2.circle", "--lora", "4", "--lora-targets", "Conv2D")
     assert r.exit_code == 2 and "no MatMul / FullyConnected" in r.output
     ok = analyze("sample_models/mobilenetv2.circle", batch_size=2, lora=4, lora_targets="FullyConnected")
-    assert len(ok.analysis.buffers.training_graph.info["lora"]["adapters"]) == 1
+    assert len(ok.analysis.buffers.training_graph.lora.adapters) == 1
     r = _cli("analyze", "tests/corpus/llama_tiny_dynamo.onnx", "--lora", "4", "-p", "onert")
     assert r.exit_code == 2 and "need the memplan profile" in r.output
     with pytest.raises(ConfigError, match="needs --lora"):
@@ -193,6 +193,6 @@ def test_a_lora_type_target_skips_ops_without_a_weight():
     skips attention's activation x activation products; an empty selector glob is refused."""
     r = analyze("tests/corpus/llama_tiny_dynamo.onnx", batch_size=2, lora=2, lora_targets="MatMul")
     tg = r.analysis.buffers.training_graph
-    assert len(tg.info["lora"]["adapters"]) == 8  # q, k, v, o, gate, up, down, lm_head
+    assert len(tg.lora.adapters) == 8  # q, k, v, o, gate, up, down, lm_head
     with pytest.raises(ConfigError, match="expected biases"):
         TrainConfig(train=("ops:",))

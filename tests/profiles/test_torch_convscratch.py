@@ -27,7 +27,7 @@ def _op(n, c, h, o, k, s=1, p=0):
 
 
 def _best(alts, opd, op, xgrad):
-    """The largest alternative in bytes, as profiles/torch.py counts it."""
+    """The largest alternative in bytes, as profiles/torch/replay.py counts it."""
     def size(spec):
         if isinstance(spec, int):
             return spec
@@ -224,3 +224,66 @@ def test_grouped_weight_gradient_kernel(cfg, peak, gemm):
                                                  "layout": "NCHW", "pads": (1, 1, 1, 1)})
     assert conv._gemm_weights(op, opd) == gemm
     assert _bwd_peak(op, opd, True) == peak
+
+
+def _op1d(n, c, length, o, k, s=1):
+    ol = (length - k) // s + 1
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (o, c, k), is_const=True), Operand(2, "y", (n, o, ol))]
+    op = Operation(0, "Conv1D", [0, 1, -1], [2], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": 1,
+                                                   "layout": "NCHW", "pads": (0, 0)})
+    return op, opd
+
+
+def test_conv1d_runs_as_the_2d_convolution_of_its_unsqueezed_view():
+    # eager runs conv1d as conv2d on (N, C, 1, L) (ATen's view1d_as_2d); measured with torch 2.14 on one
+    # thread, the profiler's allocator events of the op alone:
+    # n=4,c=32,l=79,o=32,k=3,s=2, input needing its gradient: backward peaks at 146,456 B: dY (19,968),
+    # W (12,288) and brgconv_strided's scratchpad (73,752) beside dX (40,448)
+    op, opd = _op1d(4, 32, 79, 32, 3, 2)
+    assert _best(conv.TORCH["bwd_scratch_dx"](op, opd), opd, op, True) + opd[0].nbytes == 146_456
+    # n=4,c=32,l=79,o=32,k=3,s=1: 132,608 B, in the weight's phase: blocked dY and X copies, dW, beside dX
+    op, opd = _op1d(4, 32, 79, 32, 3, 1)
+    dw = _best(conv.TORCH["bwd_scratch_dw"](op, opd), opd, op, True) + opd[1].nbytes
+    assert opd[0].nbytes + dw == 132_608
+    # n=4,c=1,l=400,o=32,k=10,s=5 (Wav2Vec2's first feature conv): forward 80,896 B, a blocked output
+    # beside the output
+    op, opd = _op1d(4, 1, 400, 32, 10, 5)
+    assert _best(conv.TORCH["fwd_scratch"](op, opd), opd, op, False) + opd[2].nbytes == 80_896
+
+
+def _conv_relu_head(tmp_path, transposed):
+    """Conv1d (4, 32, 79) -> (4, 32, 39), ReLU, then a head over the channels: read through a transpose
+    (Wav2Vec2's `x.transpose(1, 2)`), or after a reshape that copies nothing."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3], strides=[2]),
+             helper.make_node("Relu", ["c"], ["g"])]
+    if transposed:
+        nodes += [helper.make_node("Transpose", ["g"], ["t"], perm=[0, 2, 1]),
+                  helper.make_node("MatMul", ["t", "h"], ["y"])]
+        return _save(tmp_path, nodes, (4, 32, 79), (4, 39, 10), [("w", (32, 32, 3)), ("h", (32, 10))], "t.onnx")
+    nodes += [helper.make_node("MatMul", ["g", "h"], ["y"])]
+    return _save(tmp_path, nodes, (4, 32, 79), (4, 32, 10), [("w", (32, 32, 3)), ("h", (39, 10))], "c.onnx")
+
+
+def test_a_permuted_incoming_gradient_is_copied_contiguous_for_the_convolution(tmp_path):
+    # ReLU's backward (threshold_backward) lays dX out like its incoming gradient, the transposed view's;
+    # the convolution's backward copies it contiguous first (measured: +19,968 B, the output's size,
+    # through both phases)
+    a = analyze(_conv_relu_head(tmp_path, True), TrainConfig(loss="mse"), profile="torch")
+    copies = [b for b in a.buffers.buffers if b.name.endswith(":grad_contiguous")]
+    assert [b.size for b in copies] == [4 * 32 * 39 * 4] and copies[0].last > copies[0].first
+    a = analyze(_conv_relu_head(tmp_path, False), TrainConfig(loss="mse"), profile="torch")
+    assert not [b for b in a.buffers.buffers if b.name.endswith(":grad_contiguous")]
+
+
+def test_a_conv1d_whose_2d_view_was_not_measured_is_estimated_not_refused():
+    # Wav2Vec2's positional convolution: kernel 16, padding 8, 16 groups; its 2-D view (1 x 16) runs
+    # oneDNN kernels whose memory was not measured (a 2-D one is refused): the 1-D facts count it and
+    # the report names it as estimated
+    op, opd = _op1d(4, 64, 100, 64, 16)
+    op.attrs.update({"pads": (8, 8), "group": 16})
+    opd[1] = Operand(1, "w", (64, 4, 16), is_const=True)
+    opd[2] = Operand(2, "y", (4, 64, 101))
+    assert conv.TORCH["refuse"](op, opd) is None and conv.TORCH["estimated"](op, opd)
+    assert conv.TORCH["fwd_scratch"](op, opd) == conv._torch_fwd(op, opd)
+    op, opd = _op1d(4, 32, 79, 32, 3, 2)
+    assert not conv.TORCH["estimated"](op, opd)

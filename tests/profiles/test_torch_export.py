@@ -1,4 +1,4 @@
-"""`--profile torch` on what the dynamo exporter's optimizer rewrote (profiles/torch_export.py), on tiny
+"""`--profile torch` on what the dynamo exporter's optimizer rewrote (profiles/torch/export.py), on tiny
 hand-built ONNX graphs that carry the metadata torch.onnx writes (no torch needed): a file whose
 optimizer folded a BatchNorm, a zero pad or a zero bias away gives the figure of the same module
 exported with them in place (the TorchScript training export, which devtools/torch_oracle.py matched
@@ -269,3 +269,75 @@ def test_a_tied_weight_folded_into_its_transpose_is_a_view(tmp_path, optimizer):
     # Falcon's export: the LM head's transposed table became a second constant; eager has one table
     want = _peak(_tied(tmp_path, "view", folded=False), optimizer=optimizer)
     assert _peak(_tied(tmp_path, "folded", folded=True), optimizer=optimizer) == want
+
+
+def _same_padded(tmp_path, pads, folded):
+    """timm's Conv2dSame: F.pad(x, asymmetric) -> Conv 3x3 stride 2 without padding -> BatchNorm -> ReLU
+    -> Linear; `folded`: the dynamo export, whose optimizer fused both the pad and the BatchNorm into
+    the Conv (the node's fx node is then the batch_norm)."""
+    side = (8 + pads[0] + pads[2] - 3) // 2 + 1
+    head = [helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+            helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1, name="fc")]
+    inits = [("0.weight", _w(8, 3, 3, 3)), ("fc.weight", _w(10, 8 * side * side)), ("fc.bias", _w(10))]
+    if folded:
+        nodes = [helper.make_node("Conv", ["x", "0.weight"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=pads,
+                                  name="node_Conv_1")] + head
+        sig = _signature(["0.weight", "1.weight", "1.bias", "fc.weight", "fc.bias"],
+                         ["1.running_mean", "1.running_var", "1.num_batches_tracked"])
+        meta = {"node_Conv_1": ("FuseBatchNormIntoConv, FuseConvPad, RemoveOptionalBiasFromConv",
+                                _fx("_native_batch_norm_legit_functional.default", BN_ARGS))}
+        return _save(tmp_path, f"same_f{pads}", nodes, inits, [2, 3, 8, 8], [2, 10], sig, meta)
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["xp"], mode="constant", name="pad"),
+             helper.make_node("Conv", ["xp", "0.weight"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], name="conv"),
+             helper.make_node("BatchNormalization", ["c0", "1.weight", "1.bias", "1.running_mean", "1.running_var"],
+                              ["c", "rm", "rv"], training_mode=1, name="bn")] + head
+    inits += [("pads", np.array([0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], np.int64))]
+    inits += [(f"1.{k}", _w(8)) for k in ("weight", "bias", "running_mean", "running_var")]
+    return _save(tmp_path, f"same{pads}", nodes, inits, [2, 3, 8, 8], [2, 10])
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 1, 1], [1, 1, 0, 0]])
+def test_a_pad_and_a_batchnorm_fused_into_one_conv_are_put_back(tmp_path, pads):
+    # a convolution pads both ends of a dim alike: with one end unpadded, all of it was the pad's
+    want = _peak(_same_padded(tmp_path, pads, False), optimizer="adam")
+    a = analyze_graph(load_model(_same_padded(tmp_path, pads, True)), TrainConfig(loss="cce", optimizer="adam"),
+                      profile="torch")
+    t = a.extras["torch"]
+    assert (t["peak"], t["split"], t["tensors"]["peak"]) == want
+    assert t["coverage"]["estimated"] == []
+
+
+def test_a_pad_fused_with_a_batchnorm_on_both_ends_is_estimated(tmp_path):
+    # (1, 2) on each dim: the convolution's own padding (0 or 1) is not recorded; taken as 0 (timm's
+    # pad_same), the convolution and its pad named as estimated
+    want = _peak(_same_padded(tmp_path, [1, 1, 2, 2], False), optimizer="adam")
+    a = analyze_graph(load_model(_same_padded(tmp_path, [1, 1, 2, 2], True)), TrainConfig(loss="cce", optimizer="adam"),
+                      profile="torch")
+    t = a.extras["torch"]
+    assert (t["peak"], t["split"], t["tensors"]["peak"]) == want
+    assert sorted(e["type"] for e in t["coverage"]["estimated"]) == ["Conv2D", "Pad"]
+
+
+def test_a_constant_folded_from_a_parameters_computation_is_named_as_estimated(tmp_path):
+    # the optimizer folded k(dropout(rel)) (a parameter through computations: fx nodes linear_3,
+    # getitem) into one constant: eager recomputes it each step; the file keeps only the result, so
+    # its reader, the constant and its optimizer state are named as estimated
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="node_relu"),
+             helper.make_node("MatMul", ["r", "transpose_6"], ["y"], name="node_bmm")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 16])],
+                              [helper.make_tensor_value_info("y", F, [2, 8])],
+                              [numpy_helper.from_array(_w(16, 8), "transpose_6")])
+    p = graph.metadata_props.add()
+    p.key, p.value = SIG, _signature(["rel", "k.weight"])
+    vi = helper.make_tensor_value_info("transpose_6", F, [16, 8])
+    m = vi.metadata_props.add()
+    m.key, m.value = "pkg.onnxscript.optimizer.folded_from", "['getitem', 'k.weight', 'linear_3', 'rel']"
+    graph.value_info.append(vi)
+    path = tmp_path / "folded_comp.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    a = analyze_graph(load_model(str(path)), TrainConfig(loss="cce", optimizer="adam"), profile="torch")
+    cov = a.extras["torch"]["coverage"]
+    assert [e["type"] for e in cov["estimated"]] == ["MatMul"]
+    # the constant (512 B) and its two Adam states and step count with the reader's bytes
+    assert cov["estimated"][0]["bytes_at_peak"] >= 3 * 16 * 8 * 4 + 4

@@ -1,6 +1,6 @@
 """`--profile torch` on dynamo exports against PyTorch itself (needs torch; skipped without it, as in
 CI): the exporter's optimizer folds BatchNorm and a zero pad into the convolutions, and the profile
-reads them back from the file's metadata (profiles/torch_export.py)."""
+reads them back from the file's metadata (profiles/torch/export.py)."""
 import os
 import sys
 

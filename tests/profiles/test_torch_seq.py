@@ -104,9 +104,11 @@ def test_dropout_of_zero_is_its_input(tmp_path):
     assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
 
 
-def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False):
-    """torch.onnx dynamo's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
-    with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added."""
+def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False, dynamo_kt=False):
+    """torch.onnx's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
+    with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added;
+    `dynamo_kt`: k transposed as the dynamo exporter's function does (Reshape to 3-D, Transpose (0, 2, 1),
+    Reshape back), else as TorchScript's symbolic (one Transpose of the last two axes)."""
     nodes = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"], name="qkv"),
              helper.make_node("Reshape", ["qkv", "s5"], ["r5"], name="view"),
              helper.make_node("Transpose", ["r5"], ["p"], perm=[2, 0, 3, 1, 4], name="permute"),
@@ -114,7 +116,10 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
              helper.make_node("Squeeze", ["q1", "a0"], ["q"], name="sq_q"),
              helper.make_node("Squeeze", ["k1", "a0"], ["k"], name="sq_k"),
              helper.make_node("Squeeze", ["v1", "a0"], ["v"], name="sq_v"),
-             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+             *([helper.make_node("Reshape", ["k", "k3"], ["k3d"], name="k3d"),
+                helper.make_node("Transpose", ["k3d"], ["k3t"], perm=[0, 2, 1], name="k3t"),
+                helper.make_node("Reshape", ["k3t", "kt4"], ["kt"], name="kt")] if dynamo_kt else
+               [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt")]),
              helper.make_node("Mul", ["q", "s"], ["qs"], name="scale_q"),
              helper.make_node("Mul", ["kt", "s"], ["ks"], name="scale_k"),
              helper.make_node("MatMul", ["qs", "ks"], ["scores"], name="scores"),
@@ -135,7 +140,8 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
     nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
     inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
              ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1)),
-             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32))]
+             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32)),
+             ("k3", np.array([-1, 4, 8], np.int64)), ("kt4", np.array([1, 2, 8, 4], np.int64))]
     return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
 
 
@@ -160,12 +166,21 @@ def test_sdpa_with_its_dropout_written_is_the_math_path(tmp_path):
     assert any(b.name == "probs" for b in a.buffers.buffers)
 
 
-def test_sdpa_in_a_model_with_dropout_is_refused(tmp_path):
+def test_sdpa_in_a_model_with_dropout_is_refused_without_the_dynamo_calls(tmp_path):
     # a dropout elsewhere and none in the attention: dynamo's export (which drops sdpa's dropout) cannot
-    # say whether eager ran the fused kernel or the math path
-    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")])
+    # say without its recorded calls whether eager ran the fused kernel or the math path
+    g = _attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")], dynamo_kt=True)
     with pytest.raises(UnsupportedOpError, match="scaled_dot_product_attention in a model with dropout"):
         _run(g)
+
+
+def test_torchscript_sdpa_without_its_dropout_is_the_fused_kernel_beside_other_dropout(tmp_path):
+    # TorchScript writes sdpa's Dropout whenever dropout_p != 0: none in the attention is dropout_p 0,
+    # whatever dropout the model has elsewhere (timm's attn_drop 0 beside proj_drop): the fused kernel
+    a = _run(_attention(tmp_path, extra=[helper.make_node("Dropout", ["y0", "r"], ["y"], name="drop")]))
+    c = _cols(a, "sdpa")
+    assert c["fwd_mem_out"] == 256 and c["fwd_mem_tmp"] == 32 + 224
+    assert not any(b.name in ("scores", "probs") for b in a.buffers.buffers)
 
 
 def test_tied_weight_gradients_sum_out_of_place(tmp_path):

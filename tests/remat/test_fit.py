@@ -127,3 +127,31 @@ def test_every_printed_command_gives_the_figure_fit_promised(model, flags, tmp_p
     table = run("fit", model, *flags)
     assert table.exit_code in (0, 3)
     assert _printed_commands(table.stdout) == [shlex.split(o["command"]) for o in with_command]
+
+
+def test_a_batch_the_model_cannot_take_does_not_fit_it_is_not_an_error():
+    # litert-torch fixes batch 2 inside the graph (a LayerNorm's Mean over the batch axis): the
+    # largest-batch search meets batches that do not load, as --max-dim meets sizes that do not
+    model = str(ROOT / "tests" / "corpus" / "litert_embed_ln_tiny.tflite")
+    r = run("fit", model, "--budget", "1MiB", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    largest = next(o for o in doc["options"] if o["option"] == "largest batch")
+    assert largest["batch_size"] == 2 and largest["fits"]
+    assert largest["change"] == "batch 2 without remat (batch 3 does not load)"
+    assert largest["note"].startswith("at batch 3: cannot re-batch to batch 3")
+
+
+@pytest.mark.parametrize("model, flags", [
+    (str(ROOT / "tests" / "corpus" / "bert_tiny_dynamo.onnx"), ["-b", "96", "-O", "adam"]),
+    (MNIST, ["-b", "32", "-O", "adam", "-l", "cce"]),
+])
+def test_remat_recomputing_nothing_plans_the_step_as_asked(model, flags):
+    # the remat problem plans the memplan profile's own step (its pass list, its planner): with
+    # nothing recomputed its arena is "as asked"'s, at any budget above it
+    asked = json.loads(run("analyze", model, *flags, "-f", "json").stdout)["totals"]["planned"]
+    for budget in (asked, asked * 5 // 4):
+        doc = json.loads(run("fit", model, *flags, "--budget", str(budget), "-f", "json").stdout)
+        o = {x["option"]: x for x in doc["options"]}
+        assert o["remat"]["recomputed_ops"] == 0 and o["remat"]["planned"] == o["as asked"]["planned"] == asked

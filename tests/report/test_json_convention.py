@@ -59,3 +59,18 @@ def test_the_training_setup_has_analyze_s_names(docs, command):
 def test_a_schema_rejects_a_document_of_another_kind(docs):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(docs["verify"], load_schema("fit"))
+
+
+def test_the_envelope_is_written_in_one_place():
+    # report.document.document_header writes schema_version, kind and memplan_version for every
+    # document; a document that wrote them by hand could drift from the others
+    pkg = ROOT / "memplan_cli"
+    writers = sorted(str(f.relative_to(pkg)) for f in pkg.rglob("*.py")
+                     if '"memplan_version":' in f.read_text() or '"schema_version":' in f.read_text())
+    assert writers == ["report/document.py"]
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare", "sweep", "verify", "fit", "inspect"])
+def test_every_model_document_names_the_file_alike(docs, command):
+    model = docs[command]["model"]
+    assert list(model)[:2] == ["file", "sha256"] and model["file"] == "mnist.circle"

@@ -11,8 +11,9 @@ Rules:
   embedding table, one bias used twice), or whose outputs hold another number of elements than that
   constant (a Gather of position rows from a table, an Expand of a class token to the batch, a
   Concat of two parameters) is kept: folding it would train a copy, a slice or a broadcast in place
-  of the file's own parameter. Scalars (a scale, an epsilon) and fills or buffers computed here (not
-  the file's parameters) do not stop folding.
+  of the file's own parameter. Scalars (a scale, an epsilon), fills or buffers computed here and
+  the file's buffers (`Operand.computed`: a rotary `inv_freq`) are not the file's parameters and do
+  not stop folding (a rotary table folds, as the exporter folds it at a fixed length).
 - An Identity of a constant is that constant: its readers read the constant itself and the op goes
   (not when its output is a graph output). TorchScript's exporter deduplicates initializers of equal
   value into one and `Identity` nodes (random init: zero biases, unit norm scales), so the file
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memplan_cli.ir.graph import Graph
 from memplan_cli import ops
+from memplan_cli.ir.graph import Graph
 from memplan_cli.ops import is_random, role
 
 
@@ -49,6 +50,9 @@ class FoldConstants:
         folded: list[int] = []
         kinds: dict[int, str] = {}  # folded operand -> "fill" | "param" | "buffer"
         assumed: dict[int, bool] = {}
+        def kind_of(i):  # a constant the loader knows is no parameter (a buffer: inv_freq) is not copied by folding
+            return kinds.get(i, "buffer" if g.operands[i].computed else "param")
+
         for k in g.topological_order():
             op = g.operations[k]
             ins = [i for i in op.inputs if i >= 0]
@@ -56,13 +60,13 @@ class FoldConstants:
                 continue
             if is_random(op.type):  # a new draw each step (dropout's mask from a constant shape): no constant
                 continue
-            if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kinds.get(i, "param") == "param"],
+            if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kind_of(i) == "param"],
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
             # a fill is a weight by guess; a value computed from parameters is as sure as they are
             guess = kind == "fill" or any(assumed.get(i, g.operands[i].assumed) for i in ins)
-            sources = tuple(dict.fromkeys(s for i in ins if kinds.get(i, "param") == "param"
+            sources = tuple(dict.fromkeys(s for i in ins if kind_of(i) == "param"
                                           and g.operands[i].dtype.startswith(("float", "bfloat"))
                                           and len(g.operands[i].shape) > 0
                                           for s in (g.operands[i].sources or (g.operands[i].name,))))

@@ -1,12 +1,14 @@
 """`--profile torch --precision bf16-mixed`: what `torch.autocast("cpu", dtype=torch.bfloat16)` adds to
-eager's step (the replay in profiles/torch.py calls these at a few points; nothing here runs at
+eager's step (the replay in profiles/torch/replay.py calls these at a few points; nothing here runs at
 32-true or N-true, whose dtypes the precision pass already gave every operand).
 
 Rules (PyTorch's own: aten/src/ATen/autocast_mode.cpp `cached_cast`, derivatives.yaml's `_to_copy`):
 - An op on autocast's lower-precision list (`OpDef.autocast == "lower"`; the eager ops the replay
   reads back as one: linear, sdpa) runs on bfloat16 copies of its float32 inputs. A trained weight
   (a leaf that requires grad) is cast once per forward: the copy is cached until the autocast block
-  ends (after the loss) and lives on where autograd saved it, until that op's backward. Any other
+  ends (after the loss) and lives on where autograd saved it, until that op's backward. A view of
+  one (a tied weight, which the exporter reads through a Transpose) is that weight: eager's linear
+  casts the leaf, then transposes the copy. Any other
   input (an activation, a frozen weight, a bias that is no leaf copy) is cast per op, freed after it
   unless saved. The op saves the copy, not the float32 tensor.
 - Backward of such an op makes its input's gradient in bfloat16; the `_to_copy` node then makes the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from memplan_cli.ir.dtypes import dtype_size
 
-# the eager ops the replay reads back from several IR ops (profiles/torch.py FACTS), by autocast policy
+# the eager ops the replay reads back from several IR ops (profiles/torch/facts.py FACTS), by autocast policy
 FUSED_LOWER = ("Linear", "SDPA")
 
 
@@ -31,22 +33,6 @@ def _policy(op) -> str:
     return ops.autocast_policy(op)
 
 
-def low_precision_refusal(ops_, config) -> str | None:
-    """Why a bfloat16 step of these ops is not reproduced, or None: oneDNN's bfloat16 convolution
-    kernels allocate scratch (reorders, an extra output-sized buffer) the fp32 facts do not describe
-    and that was not worked out (measured: 3-9 % under the allocator's peak on BatchNorm CNNs)."""
-    from memplan_cli.ops._torch import CONVOLUTIONS
-
-    if getattr(config, "precision", "32-true") == "32-true":
-        return None
-    for op in ops_:
-        if op.type in CONVOLUTIONS:
-            return (f"torch profile: op {op.label} ({op.type}) under --precision {config.precision}: oneDNN's "
-                    "bfloat16 convolution kernels allocate scratch the profile does not model yet; "
-                    "--precision bf16-* covers networks without convolutions")
-    return None
-
-
 class Autocast:
     """The replay's autocast state for one step (inactive unless the precision is N-mixed)."""
 
@@ -56,6 +42,7 @@ class Autocast:
         self.opd = opd
         self.trained = trained
         self.cache: dict[int, int] = {}  # trained weight -> storage of its cached copy
+        self.weight_of = lambda v: v if v in trained else None  # the replay maps views of weights too
         self.cast_inputs: dict[int, list[int]] = {}  # op position -> input positions it cast
 
     def _low_bytes(self, v) -> int:
@@ -73,10 +60,11 @@ class Autocast:
             if v < 0 or self.opd[v].dtype != "float32":
                 continue
             cast.append(k)
-            if v in self.trained:
-                st = self.cache.get(v)
+            w = self.weight_of(v)
+            if w is not None:
+                st = self.cache.get(w)
                 if st is None:
-                    st = self.cache[v] = sim.new(f"{self.opd[v].name}:bf16", "non-const", self._low_bytes(v), s,
+                    st = self.cache[w] = sim.new(f"{self.opd[w].name}:bf16", "non-const", self._low_bytes(w), s,
                                                  label, "copy")
                 out[f"in{k}"] = st
             else:
@@ -112,7 +100,8 @@ class Autocast:
         out = []
         for k in self.cast_inputs.get(p, ()):
             v = op.inputs[k]
-            if k not in bias and self.opd[v].is_const and any(n for j, n in enumerate(needs) if j != k and not self.opd[op.inputs[j]].is_const):
+            weight = self.opd[v].is_const or self.weight_of(v) is not None
+            if k not in bias and weight and any(n for j, n in enumerate(needs) if j != k and not self.opd[op.inputs[j]].is_const):
                 out.append(copies[f"in{k}"])
         return out
 

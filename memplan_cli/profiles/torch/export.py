@@ -17,7 +17,10 @@ Rules (what eager runs, from what the file records):
   init); eager still holds, differentiates and updates it: the bias comes back.
 - FuseConvPad: the fx node is the convolution with its own padding; what the file's pads hold beyond
   it was a zero constant pad (`nn.ZeroPad2d`, `F.pad`), which eager allocates and the convolution
-  saves: a constant Pad op right before it.
+  saves: a constant Pad op right before it. When the node also absorbed a BatchNorm its fx node is
+  the batch_norm and the convolution's own padding is not recorded: a convolution pads both ends of
+  a dim alike, so it has none where one end has none; where both ends are padded the split is not
+  known and is taken as none (timm's pad_same), the convolution and its pad named as estimated.
 - Merged initializers: an op reads a parameter its fx node does not take while a parameter its fx
   node takes is nowhere in the file: each stand-in read gets the parameter it stands for.
 - A 2-D constant folded from one parameter alone (`pkg.onnxscript.optimizer.folded_from`) that the
@@ -40,6 +43,7 @@ from memplan_cli.ops._torch import TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
 from memplan_cli.ops.pad import PAD_TYPE
+from memplan_cli.profiles.torch.facts import ESTIMATED
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -105,6 +109,18 @@ class _Signature:
 def _refuse(op, rule: str, why: str) -> UnsupportedOpError:
     return UnsupportedOpError(f"torch profile: op {op.label}: the dynamo exporter's optimizer rewrote it "
                               f"({rule}) and {why}; {_AVOID}")
+
+
+def folded_computations(graph) -> set[str]:
+    """Constants the dynamo exporter's optimizer folded from a parameter together with values eager
+    computes from it (`pkg.onnxscript.optimizer.folded_from` names the parameter and fx nodes such as
+    `linear_3`, `getitem`): eager recomputes them every step, with their activations and a gradient
+    into the parameter, and the file keeps only the result. `--profile torch` names their readers as
+    estimated (a single-parameter fold, a transposed or renamed weight, is no such computation)."""
+    md = (graph.metadata or {}).get("torch_export") or {}
+    params = _Signature(md.get("signature") or {}).params
+    return {name for name, srcs in (md.get("folded_from") or {}).items()
+            if len(srcs) > 1 and any(s in params for s in srcs)}
 
 
 def eager_graph(graph):
@@ -287,22 +303,32 @@ def _unfold_pad(g, op, target, args, operand, insert) -> None:
     pos = _CONV_ARGS.get(target)
     x = g.operands[op.inputs[0]]
     nd = len(x.shape) - 2
-    if target in _BN_ARGS:
-        raise _refuse(op, PAD_FOLD, "its aten call is the batch_norm it also absorbed, so the convolution's own "
-                                    "padding is not recorded")
-    if pos is None or pos[1] is None or args is None or "pads" not in op.attrs or nd < 1:
+    estimated = False
+    if target in _BN_ARGS and "pads" in op.attrs and nd >= 1:
+        # the recorded call is the batch_norm the node also absorbed: the convolution's own padding is
+        # not recorded. A convolution pads both ends of a dim alike (ConvNd's numeric padding; an
+        # asymmetric padding='same' ATen pads itself first), so its own padding is at most the smaller
+        # end: none where an end has none (a rule); else taken as none, all of it the pad's (timm's
+        # pad_same), and the convolution and its pad named as estimated
+        pads = tuple(int(p) for p in op.attrs["pads"])
+        own = (0,) * nd
+        estimated = any(min(pads[k], pads[nd + k]) for k in range(nd))
+    elif target in _BN_ARGS or pos is None or pos[1] is None or args is None or "pads" not in op.attrs or nd < 1:
         raise _refuse(op, PAD_FOLD, f"its call ({target or 'unreadable'}) is not read back")
-    own = _ints(args[pos[1]], nd) if len(args) > pos[1] else (0,) * nd
-    if own is None:
-        raise _refuse(op, PAD_FOLD, f"its own padding ({args[pos[1]]}) is not read back")
+    else:
+        own = _ints(args[pos[1]], nd) if len(args) > pos[1] else (0,) * nd
+        if own is None:
+            raise _refuse(op, PAD_FOLD, f"its own padding ({args[pos[1]]}) is not read back")
     pads = tuple(int(p) for p in op.attrs["pads"])
     extra = tuple(p - q for p, q in zip(pads, own + own))
     if any(e < 0 for e in extra):
         raise _refuse(op, PAD_FOLD, f"its pads {list(pads)} are smaller than its own padding {list(own)}")
     shape = tuple(x.shape[:2]) + tuple(int(x.shape[2 + k]) + extra[k] + extra[nd + k] for k in range(nd))
     padded = operand(f"{x.name}:padded", shape, x.dtype)
-    insert(PAD_TYPE, [op.inputs[0]], [padded], {"mode": "constant", "pads": (0, 0) + extra[:nd] + (0, 0) + extra[nd:],
-                                             "value": 0.0}, f"{op.name}:pad")
+    pad_attrs = {"mode": "constant", "pads": (0, 0) + extra[:nd] + (0, 0) + extra[nd:], "value": 0.0}
+    if estimated:
+        pad_attrs[ESTIMATED] = op.attrs[ESTIMATED] = True
+    insert(PAD_TYPE, [op.inputs[0]], [padded], pad_attrs, f"{op.name}:pad")
     op.inputs[0] = padded
     op.attrs["pads"] = own + own
     if "padding" in op.attrs:

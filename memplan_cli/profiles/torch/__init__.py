@@ -1,0 +1,146 @@
+"""`--profile torch`: the bytes PyTorch eager holds during one training step on CPU.
+
+For an ONNX export of a PyTorch module, replays what eager autograd allocates and frees, tensor by
+tensor, in the order it does (shared/research/torch-memory.md says how the figures it targets were
+measured: the peak of the CPU allocator's live bytes during the third step, plus what is held
+before it). It models PyTorch, not memplan's plan: its facts are its own and never read memplan's
+saving rules (the ops' `rule`s, Policy); memplan's pass pipeline only says which weights train (LoRA,
+freezing, --trainable-ops) and appends the loss.
+
+Rules (sources: PyTorch's `tools/autograd/derivatives.yaml` for what each op saves, `aten/src/ATen/
+native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engine.cpp`):
+- Held the whole step: every float constant of more than one element (parameters and buffers; a
+  scalar constant is a Python number in eager), the input batch, the label (class indices, int64,
+  one per row, for `cce`; the output's shape and dtype for `mse`), optimizer state (SGD none,
+  momentum one buffer, Adam exp_avg, exp_avg_sq and a 4-byte float32 `step` per trained weight).
+- requires_grad flows forward from trained weights; an op none of whose inputs requires grad
+  records nothing for backward and its outputs are plain values.
+- Forward: each op allocates its outputs (an output no op reads and the graph does not return is an
+  exporter artefact, e.g. BatchNorm's running statistics, updated in place in eager: none). Views
+  (Reshape of a contiguous tensor, Flatten, Squeeze, Unsqueeze, Identity, Transpose) share their
+  input's memory; a Reshape, or a MatMul operand of more than 2 dims, that is a non-contiguous view
+  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
+  after the backward of the last op that saved it.
+- What each op saves, and the auxiliary tensors it makes, are its family's torch facts
+  (`OpDef.profiles["torch"]` in memplan_cli/ops; `FACTS` below for the two eager ops exporters
+  split); an op type without torch facts is refused, naming it.
+- Exporters split some eager ops; these are read back as the one op eager runs: x * Sigmoid(x) is
+  `silu` (saves x), MatMul with a constant weight (or a transposed view of one: a tied weight)
+  followed by Add of a constant bias is `linear`.
+- Kernel scratch that is no tensor (oneDNN convolution, batch_norm backward) is each family's fact
+  too; an op whose kernel makes the input's gradient before the weight's (convolution) gets two
+  backward steps.
+- Backward runs the ops in reverse order. Each op allocates the gradients of its inputs that
+  require grad (a view op or a same-shape Add passes the incoming gradient on without a copy); the
+  incoming gradient and the saved tensors are freed after it. A second gradient reaching one value
+  is added into the first in place (the engine's InputBuffer) and freed.
+- Weight gradients are kept in `.grad` until `optimizer.step()`; `zero_grad(set_to_none=True)` frees
+  them after it.
+- Optimizer (CPU tensors take the single-tensor path, foreach is for CUDA): SGD and momentum update
+  in place; Adam makes `exp_avg_sq.sqrt()` and its quotient per weight, and the previous weight's
+  quotient (`denom`) is still alive when the next weight's are made.
+- Cross-entropy: log_softmax's result (saved) and two scalars in forward; backward allocates
+  nll_loss's and log_softmax's gradients (N x C each). The training loop holds the model's output and
+  the loss to the end of the step (`out = model(x); loss = lossfn(out, y)`).
+Not modelled, said in `figures`: allocator slack (the figure is live bytes, the allocator's own
+count), memory allocated outside PyTorch's allocator (some oneDNN scratch), tensors a module's
+Python code keeps longer than its last use (locals live until `forward` returns).
+
+`figures` reports `torch.peak` (bytes) and the split at the peak; `--by-layer` gets ColossalAI's four
+columns as eager has them.
+
+Layout: `facts` (what each eager op saves and makes: the families' facts, the split ops' `FACTS`, the
+general rule), `fuse` with `attention` and `groupnorm` (the exporters' splits read back as one eager op),
+`rewrites` (one small rule each: select, lost clones, merged dropouts, sdpa's dropout, fused
+activations), `strides` and `layout` (views, strides, memory formats), `replay` (held, forward,
+backward, optimizer phases), `figures` (the split at the peak, coverage), `refusal`, `autocast`
+(--precision N-mixed), `export` (what the dynamo exporter's optimizer folded, put back).
+"""
+from __future__ import annotations
+
+from memplan_cli.buffers import Buffer, BufferList, Pool
+from memplan_cli.errors import ConfigError
+from memplan_cli.profiles.torch.export import eager_graph
+from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
+from memplan_cli.profiles.torch.figures import ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of, split_at
+from memplan_cli.profiles.torch.refusal import refusal
+from memplan_cli.profiles.torch.replay import replay
+
+__all__ = ["PROFILE", "TorchProfile", "ESTIMATED", "ESTIMATED_SHARE", "FACTS", "GENERAL", "PARTS", "coverage_line",
+           "facts", "refusal", "replay"]
+
+PLANNER = "best"
+
+
+class TorchProfile:
+    name = "torch"
+    precisions = ("32-true", "bf16-mixed", "bf16-true")
+    precision_note = "matched against float32, bf16-mixed (CPU autocast) and bf16-true runs only"
+    # how its figures were checked (`memplan compare` prints it)
+    checked = ("matched against torch 2.14's CPU allocator and MemTracker on zoos of CNN, vision, transformer "
+               "and LoRA exports (devtools/torch_oracle.py; docs/torchprof.md has each figure and what is refused)")
+    OPTIONS = ("planner",)
+
+    def checked_for(self, extras: dict) -> str:
+        """For this model: how many of its eager ops measured rules cover (not the zoos it was checked on)."""
+        cov = (extras.get("torch") or {}).get("coverage")
+        return coverage_line(cov) if cov else ""
+
+    def training_graph(self, graph, config):
+        """memplan's training graph: only which weights train and the appended loss are read. What the
+        dynamo exporter's optimizer folded away is put back first (export.py)."""
+        from memplan_cli.passes.pipeline import build_training_graph
+
+        return build_training_graph(eager_graph(graph), config)
+
+    def build(self, graph, config, **options):
+        from memplan_cli.planners import planner_names
+
+        bad = sorted(set(options) - set(self.OPTIONS))
+        if bad:
+            raise ConfigError(f"unknown torch profile option {bad[0]!r} (known: {', '.join(self.OPTIONS)})")
+        planner = options.get("planner") or PLANNER
+        if planner not in planner_names():
+            raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
+        tg = self.training_graph(graph, config)
+        sim, layer = replay(tg, config)
+        kept = [s for s in sim.store if s["bytes"] > 0]
+        bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
+                       key=f"{s['category']}:{i}")
+                for i, s in enumerate(kept)]
+        # the training graph: which weights train (the report's assumed-trainable list reads it);
+        # profile_data: what `figures` reads
+        return BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)],
+                          {"profile": self.name, "planner": planner, "steps": len(sim.steps)}, training_graph=tg,
+                          profile_data={"layers": layer, "parts": [part_of(s, sim.steps) for s in kept],
+                                        "coverage": sim.coverage})
+
+    def figures(self, analysis) -> dict:
+        """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
+        ColossalAI columns."""
+        from memplan_cli.profiles.memplan import peak_figures, peak_step
+
+        bl = analysis.buffers
+        pf = peak_figures(bl)
+        at = pf.get("peak_step", 0)
+        parts = bl.profile_data.get("parts", [""] * len(bl.buffers))
+        tensors = [b for b, p in zip(bl.buffers, parts) if p != "scratch"]
+        t_parts = [p for p in parts if p != "scratch"]
+        t_at, t_peak = peak_step(tensors, len(bl.steps))
+        t_peak = max(t_peak, 0)
+        out = {"torch": {"peak": pf.get("peak_live_bytes", 0), "peak_step": at,
+                         "peak_op": pf.get("peak_op", ""), "peak_kind": pf.get("peak_kind", ""),
+                         "by_category": pf.get("peak_by_category", {}), "split": split_at(bl.buffers, parts, at),
+                         # tensor storages only (MemTracker's view): their own peak and its split
+                         "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
+                         "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
+                         "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
+                                         "scratch); tensors module code keeps past their last use"}}
+        layers = bl.profile_data.get("layers")
+        if layers is not None:
+            out["per_layer_extra"] = layers
+        return out
+
+
+
+PROFILE = TorchProfile()

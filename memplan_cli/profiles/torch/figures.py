@@ -1,0 +1,68 @@
+"""What `figures` reports beside the peak: the split at the peak in MemTracker's terms, and how
+sure the figure is (the ops the general rule estimated)."""
+from __future__ import annotations
+
+
+# a profile whose estimated ops hold more than this share of the peak says so in the table's header
+ESTIMATED_SHARE = 0.02
+
+
+def coverage(bl, at: int, peak: int) -> dict:
+    """How sure the figure is: of the eager ops replayed, how many a measured rule covers, and the ops
+    the general rule estimated (`GENERAL`), each with the bytes it made (outputs, saved tensors,
+    temporaries, gradients from its backward) that are live at the peak."""
+    cov = bl.profile_data.get("coverage") or {"ops": 0, "estimated": {}}
+    est = cov["estimated"]
+    at_peak = dict.fromkeys(est, 0)
+    for b in bl.buffers:
+        if b.owner in at_peak and b.first <= at <= b.last:
+            at_peak[b.owner] += b.size
+    total = sum(at_peak.values())
+    return {"ops": cov["ops"], "measured": cov["ops"] - len(est),
+            "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label]} for label in est],
+            "estimated_bytes_at_peak": total,
+            "estimated_share": round(total / peak, 4) if peak else 0.0,
+            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+
+
+def coverage_line(cov: dict) -> str:
+    """`memplan compare`'s line for this model: how many of its ops measured rules cover."""
+    line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
+    if cov["estimated"]:
+        types = sorted({e["type"] for e in cov["estimated"]})
+        line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
+                 f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+    return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
+
+
+# the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
+# TEMP, and OTH for the batch): optimizer temporaries count with its state, as MemTracker counts them;
+# `scratch` is what kernels allocate through the allocator that is no tensor (MemTracker misses it)
+PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries", "batch", "scratch")
+
+
+def split_at(bufs, parts, at: int) -> dict:
+    """Bytes live at step `at` by part; a weight's gradient is a temporary in the backward step that
+    makes it (it becomes `.grad` when that step returns: MemTracker's view)."""
+    split = dict.fromkeys(PARTS, 0)
+    for b, part in zip(bufs, parts):
+        if b.first <= at <= b.last:
+            split["temporaries" if part == "gradients" and b.first == at else part] += b.size
+    return split
+
+
+def part_of(s: dict, steps) -> str:
+    cat = s["category"]
+    if cat == "trainable":
+        return "parameters"
+    if cat == "opt-variable" or steps[s["first"]].kind == "applyGradient":
+        return "optimizer"
+    if cat == "gradient":
+        return "gradients"
+    if s["kind"] == "held":
+        return "batch"
+    if s["kind"] == "scratch":
+        return "scratch"
+    if steps[s["first"]].kind == "forward":
+        return "activations"
+    return "temporaries"

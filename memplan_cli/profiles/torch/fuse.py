@@ -1,0 +1,104 @@
+"""The graph's ops as eager runs them: the exporters' splits of one eager op read back as that op
+(sdpa, GroupNorm, silu, linear), in eager's order."""
+from __future__ import annotations
+
+from memplan_cli.ops._torch import SDPA
+from memplan_cli.ops.activations import SIGMOID_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.matmul import MATMUL_TYPE
+from memplan_cli.profiles.torch.attention import sdpa_decompositions
+from memplan_cli.profiles.torch.eager_op import EagerOp, eager_order
+from memplan_cli.profiles.torch.facts import facts
+from memplan_cli.profiles.torch.groupnorm import group_norms
+
+
+def is_weight(g, defs, v) -> bool:
+    o = g.operands[v]
+    if o.is_const:
+        return True
+    p = defs.get(v)
+    return (p is not None and (facts(g.operations[p]) or {}).get("strided") and len(o.shape) == 2
+            and g.operands[g.operations[p].inputs[0]].is_const)
+
+
+
+def fuse(g, uses) -> list[EagerOp]:
+    """The graph's ops as eager runs them (see the module docstring)."""
+    defs = g.defs()
+    ops = g.operations
+    gone: set[int] = set()
+    out: list[EagerOp] = []
+    attention = sdpa_decompositions(g, uses, defs)
+    norms = group_norms(g, uses, defs)
+    for members, *_ in norms.values():
+        gone.update(members)
+    dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
+    if any(a[6] is not None for a in attention.values()):
+        dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
+    math: dict[int, float] = {}  # the last MatMul of an sdpa whose recorded dropout_p is on -> p
+    safe: dict[int, int] = {}  # its Softmax -> the output of the Where(IsNaN) after it
+    for m2, (members, q, k, v, mask, sm_out, drop, sizes) in attention.items():
+        p = sizes["dropout_p"]
+        if drop is None and p is not None and p > 0:
+            # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager takes the math
+            # path (the CPU flash kernel takes no dropout), op by op as the decomposition, with its dropout
+            math[m2] = p
+            nan = [i for i in members if ops[i].type in (SDPA["where"], SDPA["isnan"])]
+            if nan:  # Softmax, IsNaN, Where: the math path's one _safe_softmax
+                gone.update(nan)
+                safe[defs[sm_out]] = ops[m2].inputs[0]
+        elif drop is None:
+            # no dropout in the graph (or a recorded dropout_p of 0): eager ran the fused CPU kernel
+            # (_scaled_dot_product_flash_attention_for_cpu). With dropout elsewhere and nothing recorded,
+            # the export cannot say whether sdpa's own dropout was on (TorchScript writes it): refused
+            gone.update(members)
+    for op in eager_order(g, defs):
+        if op.index in norms:
+            members, x, w, b, groups, y = norms[op.index]
+            out.append(EagerOp(op.index, "GroupNorm", [x, w, b], [y], {"groups": groups}, op.label, members))
+            continue
+        if op.index in attention and op.index in gone:
+            members, q, k, v, mask, _, _, sizes = attention[op.index]
+            ins = [q, k, v] + ([mask] if mask >= 0 and not g.operands[mask].is_const else [])
+            known = sizes["dropout_p"] is not None
+            out.append(EagerOp(op.index, "SDPA" if known or not dropout else "SDPA?", ins, list(op.outputs), sizes,
+                               op.label, tuple(sorted(members))))
+            continue
+        if op.index in math:
+            out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs),
+                               {**op.attrs, "sdpa_dropout": math[op.index], "sdpa_probs": op.inputs[0]},
+                               op.label, (op.index,)))
+            continue
+        if op.index in safe:
+            out.append(EagerOp(op.index, "SafeSoftmax", list(op.inputs), [safe[op.index]], dict(op.attrs), op.label,
+                               (op.index,)))
+            continue
+        if op.index in gone:
+            continue
+        # x * Sigmoid(x) -> silu(x)
+        if op.type == MUL_TYPE and len(op.inputs) == 2:
+            a, b = op.inputs
+            for x, s in ((a, b), (b, a)):
+                p = defs.get(s)
+                if p is not None and ops[p].type == SIGMOID_TYPE and ops[p].inputs[0] == x and uses[s] == [op.index]:
+                    out = [o for o in out if o.index != p]
+                    out.append(EagerOp(op.index, "SiLU", [x], list(op.outputs), {}, op.label, (p, op.index)))
+                    break
+            else:
+                out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label,
+                                   (op.index,)))
+            continue
+        # MatMul(x, W) + b -> linear (W a constant, or a transposed view of a 2-D one: a tied weight)
+        if op.type == MATMUL_TYPE and len(op.inputs) == 2 and is_weight(g, defs, op.inputs[1]):
+            y = op.outputs[0]
+            us = uses[y]
+            if len(us) == 1 and ops[us[0]].type == ADD_TYPE and y not in g.outputs:
+                add = ops[us[0]]
+                other = [i for i in add.inputs if i != y]
+                if len(other) == 1 and g.operands[other[0]].is_const and len(g.operands[other[0]].shape) <= 1:
+                    gone.add(add.index)
+                    out.append(EagerOp(op.index, "Linear", [op.inputs[0], op.inputs[1], other[0]], list(add.outputs),
+                                       {}, op.label, (op.index, add.index)))
+                    continue
+        out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,)))
+    return out

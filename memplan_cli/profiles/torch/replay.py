@@ -1,0 +1,535 @@
+"""The replay of one eager training step: what is held before it, the forward, the backward, the
+optimizer, each a phase of `Replay` over the eager ops (`rewrites.eager_ops`). The rules it follows
+are the package docstring's."""
+from __future__ import annotations
+
+from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ir.dtypes import dtype_size
+from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_MATMULS
+from memplan_cli.ops.loss import LOSS_TYPE
+from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
+from memplan_cli.profiles.torch.autocast import Autocast
+from memplan_cli.profiles.torch.export import folded_computations
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
+from memplan_cli.profiles.torch.layout import memory_format
+from memplan_cli.profiles.torch.refusal import refusal
+from memplan_cli.profiles.torch.rewrites import eager_ops
+from memplan_cli.profiles.torch.sim import Sim
+from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
+                                                is_contiguous, iterator_strides, view_output_strides, view_strides)
+
+
+def replay(tg, config):
+    """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns)."""
+    return Replay(tg, config).run()
+
+
+def alternatives(fn, op, opd, needs) -> tuple:
+    """A family's backward size function: (op, operands), or (op, operands, needs) where what backward
+    makes depends on which inputs need their gradient (needs[k]: input k requires grad)."""
+    return fn(op, opd, needs) if fn.__code__.co_argcount >= 3 else fn(op, opd)
+
+
+class Replay:
+    """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
+    the next (which operands require grad, where each storage was saved, the gradients made)."""
+
+    def __init__(self, tg, config):
+        self.tg, self.config = tg, config
+        g = self.g = tg.graph
+        self.uses = g.uses()
+        self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
+        self.ops = eager_ops(g, self.uses, self.opd)
+        why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
+        if why:
+            raise UnsupportedOpError(why)
+        self.trained = set(tg.grad)
+        # ops a custom autograd Function's forward wrote (the dynamo exporter's recorded stack): their
+        # backward is the Function's own code, which the file does not describe
+        custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+        # ops reading a constant the exporter folded from a parameter's computation (export.py)
+        folded = self.folded = folded_computations(g)
+        for op in self.ops:
+            if custom and any(0 <= m < len(g.operations) and g.operations[m].name in custom for m in op.members):
+                op.attrs[ESTIMATED] = True
+            if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
+                op.attrs[ESTIMATED] = True
+        self.sim = Sim()
+        self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
+        self.sim.coverage = {"ops": len(self.ops),
+                             "estimated": {op.label: op.type for op in self.ops if op.attrs.get(ESTIMATED)}}
+        self.layer: dict[str, dict[str, int]] = {}
+        self.storage: dict[int, int] = {}  # operand -> storage
+        self.params_order: list[int] = []
+        self.held: list[int] = []  # storages held the whole step
+        self.computed: set[int] = set()  # folded constants eager computes during forward
+        # forward -> backward
+        self.rg: set[int] = set(self.trained)  # operands that require grad
+        self.contig: dict[int, bool] = {}
+        self.cl: dict[int, bool] = {}  # channels-last memory format (layout.memory_format)
+        self.noncontig_in: set[int] = set()  # positions whose input 0 was non-contiguous
+        self.strides: dict[int, tuple] = {}  # operand -> strides of a view or a strided result (absent: contiguous)
+        self.node: dict[int, bool] = {}  # eager-op position -> records a backward node
+        self.saved_by: dict[int, list] = {}  # position -> storages it saved
+        self.fwd_last: dict[int, int] = {}  # storage -> last forward step reading it
+        # backward -> the end of the step
+        self.grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
+        self.grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
+        self.grads_of_weights: list[int] = []
+        self.release_at: dict[int, int] = {}  # storage -> backward step that last needs it
+
+    def run(self):
+        self.held_before()
+        self.forward()
+        self.backward()
+        self.lifetimes()
+        self.optimizer()
+        self.end_of_step()
+        return self.sim, self.layer
+
+    # ---- helpers ----
+    def cols(self, label):
+        return self.layer.setdefault(label, {"fwd_mem_out": 0, "fwd_mem_tmp": 0, "bwd_mem_tmp": 0,
+                                             "bwd_mem_out": 0})
+
+    def is_c(self, v) -> bool:
+        return v not in self.strides or is_contiguous(self.opd[v].shape, self.strides[v])
+
+    def nbytes(self, spec, op, needs):
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
+        bytes already (a family's own function computed them)."""
+        if isinstance(spec, int):
+            return spec
+        spec, _, cond = spec.partition("?")
+        if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
+            return 0
+        mask = spec.startswith("mask:")  # a bool tensor of that many elements
+        spec = spec[5:] if mask else spec
+        k = int(spec[2:]) if spec.startswith("in") else int(spec[3:])
+        v = op.inputs[k] if spec.startswith("in") else op.outputs[k]
+        if v < 0:
+            return 0
+        return elements(self.opd[v].shape) if mask else self.opd[v].nbytes
+
+    def size_of(self, spec, op):
+        x = self.opd[op.inputs[0]]
+        if spec == "in0":
+            return elements(x.shape)
+        if spec == "out0":
+            return elements(self.opd[op.outputs[0]].shape)
+        if spec == "channels":
+            return int(x.shape[1]) if len(x.shape) > 1 else 1
+        if spec == "groups":  # (N, G): one per sample and group (group_norm's statistics)
+            return int(x.shape[0]) * int(op.attrs["groups"])
+        if spec == "rows":
+            return elements(x.shape[:-1]) if len(x.shape) > 1 else 1
+        raise ValueError(f"unknown size rule {spec!r}")
+
+    # ---- held before the step ----
+    def held_before(self) -> None:
+        g, opd, sim, storage, config, tg = self.g, self.opd, self.sim, self.storage, self.config, self.tg
+        # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
+        # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
+        read = {v for op in self.ops if not (facts(op) or {}).get("shape_only") for v in op.inputs}
+        masks = sdpa_masks(g)
+        # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
+        # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
+        self.trained -= {m for m in masks if opd[m].assumed}
+        self.rg = set(self.trained)
+        self.computed = folded_values(g, self.trained, masks)
+        for o in opd:
+            if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
+                    and o.index not in self.computed:
+                storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+        for v in g.inputs:
+            o = opd[v]
+            if v == tg.label:
+                y_pred = opd[g.operations[tg.loss_op].inputs[0]]
+                if config.loss == "cce":
+                    n = elements(y_pred.shape[:-1]) if len(y_pred.shape) > 1 else 1
+                    storage[v] = sim.new("label", "non-const", 8 * n, 0, kind="held")
+                else:
+                    storage[v] = sim.new("label", "non-const", y_pred.nbytes, 0, kind="held")
+            else:
+                storage[v] = sim.new(o.name, "non-const", o.nbytes, 0, kind="held")
+        for op in self.ops:
+            for v in op.inputs:
+                if v in self.trained and v not in self.params_order:
+                    self.params_order.append(v)
+        self.held = list(range(len(sim.store)))
+        # a view of a trained weight (a tied weight's Transpose) is that weight to autocast's cast cache
+        trained = self.trained
+        weight_of_storage = {storage[w]: w for w in trained if w in storage}
+        self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
+        state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
+        for w in self.params_order:
+            # a folded computation (estimated): the constant and its state count as its first reader's
+            owner = next((op.label for op in self.ops if w in op.inputs and op.attrs.get(ESTIMATED)), "") \
+                if opd[w].name in self.folded else ""
+            if owner and w in storage:
+                sim.store[storage[w]]["owner"] = owner
+            for k in range(state_count):
+                self.held.append(sim.new(f"{opd[w].name}:state{k}", "opt-variable", opd[w].nbytes, 0, owner,
+                                         kind="held"))
+            if config.optimizer == "adam":
+                self.held.append(sim.new(f"{opd[w].name}:step", "opt-variable", 4, 0, owner, kind="held"))
+
+    # ---- forward ----
+    def forward(self) -> None:
+        sim, opd, storage = self.sim, self.opd, self.storage
+        for p, op in enumerate(self.ops):
+            s = sim.step("forward", op.index, op.label)
+            for v in op.inputs:
+                if v < 0:
+                    continue
+                if v in self.computed and v not in storage:  # eager computes it here, a forward value
+                    storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
+                if v in storage:
+                    self.fwd_last[storage[v]] = s
+            needs = [v in self.rg for v in op.inputs]
+            f = facts(op) or {}
+            # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
+            # requires grad records no node: no phantom gradient back into its input)
+            rec = any(needs) and not f.get("draws") and not no_grad(op.type)
+            self.node[p] = rec
+            if op.type == LOSS_TYPE:
+                saved = self.forward_loss(op, s)
+            else:
+                saved = self.forward_op(p, op, s, f, needs, rec)
+            self.saved_by[p] = saved if rec else []
+        loss_step = len(sim.steps) - 1
+        self.ac.end_forward(sim, loss_step)
+        # the graph's outputs (the loss) are held by the caller
+        for v in self.g.outputs:
+            if v in storage:
+                self.fwd_last[storage[v]] = max(self.fwd_last.get(storage[v], 0), loss_step)
+
+    def forward_loss(self, op, s) -> list:
+        """The loss: cross-entropy keeps log_softmax's result and a total weight; mse its inputs."""
+        sim, opd, c = self.sim, self.opd, self.cols(op.label)
+        saved = []
+        x = op.inputs[0]
+        self.ac.loss_forward(sim, op, s, op.label, c)
+        if self.config.loss == "cce":
+            n_el = elements(opd[x].shape) * dtype_size(opd[op.outputs[0]].dtype)  # the loss's dtype
+            ls = sim.new(f"{op.label}:log_softmax", "non-const", n_el, s, op.label, "saved")
+            c["fwd_mem_tmp"] += n_el
+            saved.append(ls)
+            tw = sim.new(f"{op.label}:total_weight", "non-const", 4, s, op.label, "tmp")
+            c["fwd_mem_tmp"] += 4
+            saved.append(tw)
+        else:
+            saved += [self.storage[x], self.storage[op.inputs[1]]]
+        out = sim.new(f"{op.label}:loss", "non-const", 4, s, op.label, "out")
+        c["fwd_mem_out"] += 4
+        self.storage[op.outputs[0]] = out
+        self.rg.add(op.outputs[0])
+        return saved
+
+    def forward_op(self, p, op, s, f, needs, rec) -> list:
+        """One op's forward: copies of inputs its kernel needs contiguous, its outputs (new or views),
+        what it saves for backward and its scratch. Returns the storages it saved."""
+        sim, opd, c = self.sim, self.opd, self.cols(op.label)
+        copies = self.contiguous_copies(op, s, f)
+        copies.update(self.ac.forward_casts(sim, op, p, s, op.label))
+        outs = self.outputs(op, s, f)
+        memory_format(op, opd, self.contig, self.cl, self.strides)
+        if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
+            self.noncontig_in.add(p)
+            sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
+            c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
+        if rec and not no_grad(op.type):
+            for v in outs:
+                self.rg.add(v)
+        saved = []
+        if rec:
+            saved = self.saves(op, p, s, f, needs, copies)
+        for st in copies.values():
+            if st not in saved:
+                sim.touch(st, s)
+        return saved
+
+    def contiguous_copies(self, op, s, f) -> dict:
+        """Inputs a kernel needs contiguous: a copy of a non-contiguous view ("in0" / "in1" -> storage)."""
+        opd, c = self.opd, self.cols(op.label)
+        copies = {}
+        if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
+            w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
+            for k, v in enumerate(op.inputs[:2]):
+                if v < 0 or self.is_c(v) or len(opd[v].shape) <= 2:
+                    continue  # a 2-D transposed operand goes to BLAS as it is
+                shp = opd[v].shape
+                if k == 0 and w2d:  # against a 2-D weight all leading dims fold into rows: a reshape
+                    copy = view_strides(shp, self.strides[v], (elements(shp[:-1]), int(shp[-1]))) is None
+                else:
+                    copy = bool(f.get("contiguous_inputs")) and bmm_copies(shp, self.strides[v])
+                if copy:
+                    cp = self.sim.new(f"{op.label}:contiguous{k}", "non-const", opd[v].nbytes, s, op.label, "copy")
+                    c["fwd_mem_tmp"] += opd[v].nbytes
+                    copies[f"in{k}"] = cp
+        return copies
+
+    def outputs(self, op, s, f) -> list:
+        """The op's outputs eager makes: views of input 0 (with their strides) or new tensors (with the
+        layout their kernel gives them). Returns the operands made."""
+        sim, opd, storage, strides, c = self.sim, self.opd, self.storage, self.strides, self.cols(op.label)
+        outs = []
+        view = bool(f.get("view"))
+        if f.get("view_if") is not None and f["view_if"](op):
+            view = True
+        x0 = op.inputs[0] if op.inputs else -1
+        for k, v in enumerate(op.outputs):
+            if not self.uses.get(v) and v not in self.g.outputs:
+                continue  # an exporter's extra output (running statistics, a mask): none in eager
+            vs = None
+            if view and (k == 0 or f.get("view") == "all"):
+                # a reshape that no view can express copies (contiguous result)
+                vs = view_output_strides(op, opd, strides.get(x0) or contiguous_strides(opd[x0].shape), k)
+            if vs is not None:
+                storage[v] = storage.get(x0)
+                if not is_contiguous(opd[v].shape, vs) or channels_last_2d(opd[v].shape, vs):
+                    strides[v] = vs  # kept when contiguous too if a convolution would read it channels-last
+                self.contig[v] = is_contiguous(opd[v].shape, vs)
+            else:
+                storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
+                c["fwd_mem_out"] += opd[v].nbytes
+                # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
+                if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
+                    strides[v] = strides[x0]
+                elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
+                    lay = iterator_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or
+                                                           contiguous_strides(opd[i].shape))
+                                                          for i in op.inputs if i >= 0])
+                    if not is_contiguous(opd[v].shape, lay):
+                        strides[v] = lay
+                self.contig[v] = v not in strides
+            outs.append(v)
+        return outs
+
+    def saves(self, op, p, s, f, needs, copies) -> list:
+        """What the op saves for backward (its facts' "saves", a copy where it made one, autocast's
+        weight copies, the auxiliary tensors), and its forward scratch."""
+        sim, opd, storage, c = self.sim, self.opd, self.storage, self.cols(op.label)
+        saved = []
+        for what, when in f.get("saves", ()):
+            if when == "any" or (when.startswith("g") and int(when[1:]) < len(needs) and needs[int(when[1:])]):
+                if what in copies:
+                    saved.append(copies[what])
+                elif what.startswith("in"):
+                    k = int(what[2:])
+                    if k < len(op.inputs) and op.inputs[k] >= 0 and op.inputs[k] in storage:
+                        saved.append(storage[op.inputs[k]])
+                elif what.startswith("out"):
+                    k = int(what[3:])
+                    if op.outputs[k] in storage:
+                        saved.append(storage[op.outputs[k]])
+        saved += [st for st in self.ac.saved_weight_copies(op, p, needs, copies) if st not in saved]
+        alts = f.get("fwd_scratch", ())
+        alts = alts(op, opd) if callable(alts) else alts
+        tmp_b = max((sum(self.nbytes(x, op, needs) for x in alt) for alt in alts), default=0)
+        if tmp_b:
+            sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
+            c["fwd_mem_tmp"] += tmp_b
+        for name, spec, dtype in f.get("aux", ()):
+            nb = self.size_of(spec, op) * dtype_size(opd[op.inputs[0]].dtype if dtype == "in0" else dtype)
+            saved.append(sim.new(f"{op.label}:{name}", "extra", nb, s, op.label, "saved"))
+            c["fwd_mem_tmp"] += nb
+        return saved
+
+    # ---- backward ----
+    def backward(self) -> None:
+        sim = self.sim
+        for p in range(len(self.ops) - 1, -1, -1):
+            op = self.ops[p]
+            if not self.node[p]:
+                continue
+            s = sim.step("calcDerivative", op.index, op.label)
+            c = self.cols(op.label)
+            made: list[int] = []  # storages created by this backward
+            tmp: list[int] = []
+            if op.type == LOSS_TYPE:
+                self.backward_loss(op, s, made, tmp)
+            else:
+                s = self.backward_op(p, op, s, made, tmp)
+            for st in self.saved_by[p]:
+                self.release_at[st] = max(self.release_at.get(st, 0), s)
+            c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
+            for st in {sim.store[t]["first"] for t in tmp}:  # temporaries live in one step each
+                c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp
+                                                             if sim.store[t]["first"] == st))
+
+    def backward_loss(self, op, s, made, tmp) -> None:
+        """Cross-entropy's backward: the loss's unit gradient, nll_loss's and log_softmax's gradients."""
+        sim, opd, ac = self.sim, self.opd, self.ac
+        one = sim.new("loss:grad", "back-prop", 4, s, op.label, "tmp")
+        tmp.append(one)
+        x = op.inputs[0]
+        nb = opd[x].nbytes
+        t = sim.new(f"{op.label}:nll_grad", "back-prop", ac.loss_grad_bytes(x), s, op.label, "tmp")
+        tmp.append(t)
+        tmp += ac.loss_backward_tmps(sim, x, s, op.label)
+        gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
+        made.append(gx)
+        self.deliver(x, gx, True, s, made, tmp, op.label)
+        ac.after_loss_backward(sim, op, s, gx, tmp)
+
+    def backward_op(self, p, op, s, made, tmp) -> int:
+        """One op's backward: the gradients of its inputs that require grad (new, or the incoming one
+        passed on), the weights' `.grad`, and its temporaries. Returns the step it ends in."""
+        sim, opd, grad, grad_contig, trained = self.sim, self.opd, self.grad, self.grad_contig, self.trained
+        f = facts(op) or {}
+        # an op whose kernel computes the input's gradient, then the weight's, with their own
+        # scratch (convolution_backward) gets two steps: the weight's gradient is not yet made
+        # while the input's is
+        s_dw = sim.step("calcGradient", op.index, op.label) if "bwd_scratch_dw" in f else s
+        outs = [v for v in op.outputs if v in self.storage]
+        g_out = [grad.get(v) for v in outs]
+        for st in g_out:
+            sim.touch(st, s_dw)
+        incoming_contig = all(grad_contig.get(v, True) for v in outs)
+        cg = f.get("contiguous_grad")
+        if cg and not incoming_contig and (not callable(cg) or cg(op, opd)):
+            # the kernel copies the incoming gradient contiguous first; the copy serves both phases
+            copy = sim.new(f"{op.label}:grad_contiguous", "disposable", sum(opd[v].nbytes for v in outs), s,
+                           op.label, "scratch")
+            sim.touch(copy, s_dw)
+            tmp.append(copy)
+        mode = f.get("grad", "new")
+        for k, v in enumerate(op.inputs):
+            if v < 0 or v not in self.rg:
+                continue
+            if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
+                # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
+                # a float32 sum (autocast's residual stream) gets a copy, not the incoming gradient
+                gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+                made.append(gx)
+                self.deliver(v, gx, True, s, made, tmp, op.label)
+                continue
+            if k in f.get("grad_shared", ()):
+                if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
+                    self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
+                    continue
+            if mode in ("view", "pass") and g_out and g_out[0] is not None and (
+                    not f.get("view_needs_contiguous") or incoming_contig):
+                self.deliver(v, g_out[0], incoming_contig and not f.get("strided"), s, made, tmp, op.label,
+                             shared=True)
+                continue
+            if v in trained:
+                self.weight_grad(v, op, s_dw, made, tmp)
+                continue
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+            made.append(gx)
+            # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
+            # result out like the incoming gradient: a transposed view's stays non-contiguous
+            dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
+                tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
+            self.deliver(v, gx, dense, s, made, tmp, op.label)
+        if s_dw != s:
+            # the engine adds an input's gradient into an earlier one when the op's backward returns,
+            # after the weight's gradient is made: it lives through both steps (measured, ConvNeXt's
+            # depthwise convolution beside the residual)
+            for t in tmp:
+                if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
+                    sim.touch(t, s_dw)
+        needs = [v in self.rg for v in op.inputs]
+        dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
+        dw = any(v in trained for v in op.inputs)
+        if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
+            tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
+                               "scratch"))
+        for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
+                                    ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
+            alts = f.get(key, ()) if runs else ()
+            if alts == "unused_outputs":  # zeros for each output that got no gradient
+                alts = ((sum(opd[v].nbytes for v in op.outputs if v >= 0 and grad.get(v) is None),),)
+            alts = alternatives(alts, op, opd, needs) if callable(alts) else alts
+            tmp_b = max((sum(self.nbytes(x, op, needs) for x in alt) for alt in alts), default=0)
+            if tmp_b:
+                tmp.append(sim.new(f"{op.label}:{kind}", "disposable", tmp_b, at, op.label, kind))
+        self.ac.after_backward(sim, op, p, s_dw, needs, made, tmp)
+        return s_dw
+
+    def weight_grad(self, v, op, s_dw, made, tmp) -> None:
+        """A trained weight's gradient, kept in `.grad` to the end of the step."""
+        sim, opd, grad, grad_contig = self.sim, self.opd, self.grad, self.grad_contig
+        gw = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
+        made.append(gw)
+        self.grads_of_weights.append(gw)
+        if grad.get(v) is not None and grad_contig.get(v, True):
+            # a weight read twice: the second gradient is added into the first in place
+            tmp.append(gw)
+            made.remove(gw)
+            self.grads_of_weights.remove(gw)
+        elif grad.get(v) is not None:
+            # the first is a transposed view (a tied weight's, through its Transpose): the sum
+            # is a new tensor, both addends freed (the engine's InputBuffer, measured)
+            tmp.append(gw)
+            made.remove(gw)
+            self.grads_of_weights.remove(gw)
+            sim.touch(grad[v], s_dw)
+            new = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
+            made.append(new)
+            self.grads_of_weights.append(new)
+            grad[v] = new
+            grad_contig[v] = True
+        else:
+            grad[v] = gw
+
+    def deliver(self, v, st, is_contig, s, made, tmp, label, shared=False) -> None:
+        """Gradient `st` reaches operand `v`: the first is kept, a later one is added into it and freed."""
+        sim, grad, grad_contig = self.sim, self.grad, self.grad_contig
+        if grad.get(v) is None:
+            grad[v] = st
+            grad_contig[v] = is_contig
+            return
+        if shared:
+            # the incoming gradient itself cannot be added in place into: the sum is a new tensor
+            nb = self.opd[v].nbytes
+            new = sim.new(f"{self.opd[v].name}:grad_sum", "back-prop", nb, s, label, "grad")
+            made.append(new)
+            sim.touch(grad[v], s)
+            grad[v] = new
+            grad_contig[v] = True
+            return
+        sim.touch(grad[v], s)
+        if st in made:
+            made.remove(st)
+        tmp.append(st)
+
+    # ---- lifetimes of forward storages ----
+    def lifetimes(self) -> None:
+        for st, last in self.fwd_last.items():
+            self.sim.touch(st, last)
+        for st, last in self.release_at.items():
+            self.sim.touch(st, last)
+
+    # ---- optimizer step ----
+    def optimizer(self) -> None:
+        sim, opd = self.sim, self.opd
+        prev = None
+        for w in self.params_order:
+            s = sim.step("applyGradient", -1, f"step {opd[w].name}")
+            if self.config.optimizer == "adam":
+                nb = opd[w].nbytes
+                sim.new(f"{opd[w].name}:sqrt", "disposable", nb, s, "", "tmp")
+                d = sim.new(f"{opd[w].name}:denom", "disposable", nb, s, "", "tmp")
+                sim.touch(prev, s)
+                prev = d
+
+    def end_of_step(self) -> None:
+        sim, g, tg = self.sim, self.g, self.tg
+        end = len(sim.steps) - 1
+        # the training loop holds the model's output and the loss (`out = model(x); loss = lossfn(out, y)`)
+        if tg.loss_op is not None:
+            for v in (g.operations[tg.loss_op].inputs[0], g.operations[tg.loss_op].outputs[0]):
+                sim.touch(self.storage.get(v), end)
+        for st in self.grads_of_weights:
+            sim.touch(st, end)
+        for st in self.held:
+            sim.touch(st, end)
+
+
+def cast_grad(x, y) -> bool:
+    """Whether the gradient y hands on to x needs autograd's cast: float tensors of different dtypes."""
+    floats = ("float16", "bfloat16", "float32", "float64")
+    return x.dtype != y.dtype and x.dtype in floats and y.dtype in floats
