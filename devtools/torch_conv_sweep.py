@@ -267,6 +267,14 @@ _ZOO = [dict(c=3, h=32, o=16, k=3, p=1, xgrad=0), dict(c=16, h=16, o=32, k=3, p=
         dict(c=96, h=4, o=32, k=1, bias=0), dict(c=16, h=1, o=4, k=1), dict(c=4, h=1, o=16, k=1),
         dict(c=64, h=1, o=4, k=1), dict(c=4, h=1, o=64, k=1), dict(c=96, h=1, o=6, k=1), dict(c=6, h=1, o=96, k=1)]
 SETS["zoo"] = [dict(n=n, **c) for n in (4, 16) for c in _ZOO]
+# brgemm's small shapes (at most 4 output pixels): its forward goes to the jit kernels (DenseNet's and
+# ShuffleNet's last stages at 32-64 pixels); and one-pixel inputs
+SETS["small"] = [dict(n=2, c=128, h=2, o=32, k=3, p=1), dict(n=2, c=128, h=2, o=32, k=3, p=1, bias=0),
+                 dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1, bias=0), dict(n=2, c=96, h=2, o=96, k=1, bias=0),
+                 dict(n=2, c=48, h=4, o=96, k=3, s=2, p=1, bias=0), dict(n=2, c=24, h=2, o=24, k=1, bias=0),
+                 dict(n=2, c=24, h=2, o=24, k=1), dict(n=2, c=64, h=2, o=40, k=1),
+                 dict(n=4, c=64, h=4, o=24, k=3, s=2, p=1), dict(n=2, c=3, h=4, o=16, k=3, s=2, p=1, xgrad=0),
+                 dict(n=2, c=512, h=1, o=128, k=1, bias=0), dict(n=2, c=128, h=1, o=32, k=3, p=1)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
 from memplan_cli.config import TrainConfig
-from memplan_cli.ir.outputs import loss_output_names, loss_outputs
+from memplan_cli.opgraph.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan
 
 

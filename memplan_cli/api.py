@@ -703,7 +703,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     from memplan_cli.analysis import analyze, model_sha256
     from memplan_cli.config import config_json, parse_dims
     from memplan_cli.errors import MemplanError
-    from memplan_cli.ir.outputs import loss_output_names
+    from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
     from memplan_cli.report.document import model_head
     from memplan_cli.report.progress import Bar

@@ -203,7 +203,8 @@ def _internal(ctx, e: Exception):
     """A bug: one line, no traceback, unless asked."""
     if os.environ.get("MEMPLAN_DEBUG"):
         raise e
-    _echo_error(f"memplan: internal error: {type(e).__name__}: {one_line(e)} "
+    where = "".join(f"; {one_line(n)}" for n in getattr(e, "__notes__", ()))  # e.g. the pass that failed
+    _echo_error(f"memplan: internal error: {type(e).__name__}: {one_line(e)}{where} "
                 "(a bug in memplan; MEMPLAN_DEBUG=1 shows the traceback)")
     ctx.exit(70)
 

@@ -542,7 +542,7 @@ def merge_setup(graph_metadata: dict | None, flags: dict) -> TrainConfig:
 
 def config_json(cfg: TrainConfig, *, loss_outputs=None) -> dict:
     """The training setup under the JSON `config`'s keys, in TRAINING_FLAGS' order. `loss_outputs`:
-    the outputs the setup resolved to (ir/outputs.loss_output_names); without it the key is left out."""
+    the outputs the setup resolved to (opgraph/outputs.loss_output_names); without it the key is left out."""
     out: dict = {}
     for f in TRAINING_FLAGS:
         if f.json_resolved:

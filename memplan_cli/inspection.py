@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memplan_cli.analysis import model_sha256
 from memplan_cli.errors import printable
-from memplan_cli.ir.outputs import output_label
+from memplan_cli.opgraph.outputs import output_label
 from memplan_cli.report.document import document_header, model_head
 
 

@@ -12,16 +12,18 @@ bottom up:
   and `inputs` (the regular-file check every input opener makes) only errors; `traininfo` only
   itself.
 - `kernels`: NumPy reference kernels (no memplan imports).
-- `ir` and `ops` (the op registry, one vertical slice per op family): ir asks ops for contracts and
-  batch rules (and lazyimport for a NumPy that loads on first use); ops uses ir and `kernels`.
-- `loaders` -> inputs, ir, ops, traininfo, lazyimport (loaders know nothing of training).
-- `passes` -> ir, ops, buffers, config (the training graph).
+- `ir` (the graph) imports nothing but itself: it knows no op. `ops` (the op registry, one vertical
+  slice per op family) uses ir and `kernels`; `opgraph` (the analyses that consult the registry: op
+  contracts, re-batching, shape values, folding, loss outputs) uses ir, ops and lazyimport (a NumPy
+  that loads on first use).
+- `loaders` -> inputs, ir, opgraph, ops, traininfo, lazyimport (loaders know nothing of training).
+- `passes` -> ir, opgraph, ops, buffers, config (the training graph).
 - `check` -> buffers; `planners` -> check only (`best` keeps only plans the independent verifier
   passes; planners know nothing of models); `report` -> buffers, sizes and config (the training flags' JSON names) only.
 - `profiles` -> buffers, check, ir, ops, passes, planners (a graph + setup -> a BufferList and
   plans; the onert profile reads onert's facts from the op registry).
 - `planrun` -> check, planners; `plancsv` -> inputs, planrun (buffer lists beyond models).
-- `analysis` -> buffers, check, config, ir, loaders, planners, profiles; `comparison` -> analysis,
+- `analysis` -> buffers, check, config, ir, loaders, opgraph, planners, profiles; `comparison` -> analysis,
   buffers, config, loaders; `execute` (runs a given training step in a given layout) -> ops,
   kernels only; `remat` (the remat solver) -> analysis and what lies below it; `verification` (the
   work of `memplan verify`: load, analyse, build the step, run it) -> analysis, loaders, passes,
@@ -29,10 +31,10 @@ bottom up:
 - `baseline` (a saved report read back for `diff`: parsed within limits, checked, its setup as
   flags) -> config, inputs, profiles (their names), report (the report check).
 - `api` (the Python API: analyze, compare, plan, verify, fit, sweep, diff, inspect, and the setup
-  merging the commands share) -> analysis, baseline, inspection, comparison, config, loaders, planners, planrun, plancsv, profiles, remat, report,
+  merging the commands share) -> analysis, baseline, inspection, comparison, config, loaders, opgraph, planners, planrun, plancsv, profiles, remat, report,
   verification.
 - `inspection` (the work of `memplan inspect`: a graph's lines and JSON) -> analysis (the file's
-  hash), ir, report (the documents' header).
+  hash), ir, opgraph (the outputs' names), report (the documents' header).
 - `commands` (click parsing and printing, one command a file) -> api, report and errors only (not
   even `version` or the package: the rule is STRICT), never `cli`; `cli` -> commands;
   `__main__` -> cli; `__init__` -> version, and api and errors lazily (a module `__getattr__`, so
@@ -60,24 +62,25 @@ ALLOWED = {
     "sizes": set(),
     "traininfo": {"traininfo"},
     "kernels": set(),
-    "ir": {"ir", "ops", "lazyimport"},
+    "ir": {"ir"},
     "ops": {"ops", "ir", "kernels"},
-    "loaders": {"loaders", "inputs", "ir", "traininfo", "ops", "lazyimport"},
-    "passes": {"passes", "ir", "buffers", "config", "ops"},
+    "opgraph": {"opgraph", "ir", "ops", "lazyimport"},
+    "loaders": {"loaders", "inputs", "ir", "opgraph", "traininfo", "ops", "lazyimport"},
+    "passes": {"passes", "ir", "opgraph", "buffers", "config", "ops"},
     "check": {"check", "buffers"},
     "planners": {"planners", "check"},
     "report": {"report", "buffers", "config", "sizes"},
     "profiles": {"profiles", "buffers", "check", "ir", "ops", "passes", "planners"},
     "planrun": {"check", "planners"},
     "plancsv": {"inputs", "planrun"},
-    "analysis": {"buffers", "check", "config", "ir", "loaders", "planners", "profiles"},
+    "analysis": {"buffers", "check", "config", "ir", "loaders", "opgraph", "planners", "profiles"},
     "comparison": {"analysis", "buffers", "config", "loaders"},
     "execute": {"execute", "ops", "kernels"},
     "verification": {"verification", "analysis", "loaders", "passes", "ops", "execute"},
     "remat": {"remat", "analysis", "buffers", "check", "config", "ir", "ops", "passes", "planners", "profiles"},
     "baseline": {"config", "inputs", "profiles", "report"},
-    "inspection": {"analysis", "ir", "report"},
-    "api": {"analysis", "baseline", "buffers", "inspection", "comparison", "config", "ir", "loaders", "planners", "planrun", "plancsv",
+    "inspection": {"analysis", "ir", "opgraph", "report"},
+    "api": {"analysis", "baseline", "buffers", "inspection", "comparison", "config", "ir", "loaders", "opgraph", "planners", "planrun", "plancsv",
             "profiles", "remat", "report", "sizes", "verification"},
     # complete, COMMON not added (STRICT): the commands parse and print, and reach the work only through
     # the API
@@ -180,6 +183,13 @@ def test_no_import_runs_back_up(layer):
         if extra:
             bad[str(f.relative_to(PKG))] = sorted(extra)
     assert not bad, f"{layer} may import only {sorted(ALLOWED[layer])}: {bad}"
+
+
+def test_the_ir_is_below_the_op_registry():
+    # the IR core knows no op: what consults the registry lives in opgraph/, above ops/
+    bad = {str(f.relative_to(PKG)): sorted(memplan_imports(f) & {"ops", "opgraph"}) for f in files_of("ir")}
+    assert not {k: v for k, v in bad.items() if v}
+    assert "ir" in ALLOWED["ops"] and not ALLOWED["ir"] & {"ops", "opgraph"}
 
 
 def test_the_schemas_package_imports_nothing_of_memplan():

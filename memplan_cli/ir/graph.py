@@ -5,9 +5,11 @@ passes never look at a file format. `source_type` keeps what the file called the
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
+from memplan_cli.errors import one_line
 from memplan_cli.ir.dtypes import dtype_size
 
 
@@ -100,8 +102,6 @@ class Graph:
     def _printable_names(self) -> None:
         """Names come from the file: control characters in them (a newline, ESC sequences that clear
         or retitle a terminal) are shown escaped (\\n, \\x1b) in every report, and the graph says so once."""
-        from memplan_cli.errors import one_line
-
         changed = 0
         for x in [*self.operands, *self.operations, self]:
             for attr in ("name", "source_type", "scope"):
@@ -152,8 +152,10 @@ class Graph:
         return u
 
     # ---- checks --------------------------------------------------------------------------
-    def verify(self) -> None:
-        """Raise GraphError unless every index is in range, each operand has one def, and the graph is acyclic."""
+    def verify(self, op_check=None) -> None:
+        """Raise GraphError unless every index is in range, each operand has one def, and the graph is
+        acyclic. `op_check(op, operands) -> problem or None`: what each op must also satisfy (the op
+        registry's contracts: `memplan_cli.opgraph.contract.verify` passes them; the IR knows no op)."""
         n = len(self.operands)
         for k, o in enumerate(self.operands):
             if o.index != k:
@@ -175,13 +177,11 @@ class Graph:
         for i in self.inputs + self.outputs:
             if not 0 <= i < n:
                 raise GraphError(f"graph input/output {i} is out of range (the graph has {n} operands)")
-        from memplan_cli.ir import contract
-
-        for op in self.operations:
-            why = contract.problems(op, self.operands)
+        for op in self.operations if op_check is not None else ():
+            why = op_check(op, self.operands)
             if why:
                 raise GraphError(f"op {op.label} {why}")
-        why = contract.check_operands_are_defined(self)
+        why = check_operands_are_defined(self)
         if why:
             raise GraphError(why)
         self.defs()
@@ -192,8 +192,6 @@ class Graph:
 
         Raises GraphError naming the ops on a cycle.
         """
-        import heapq
-
         defs = self.defs()
         # the usual case, in one pass: every op reads only what earlier ops wrote, so lowest index
         # first is the file's own order (Kahn's algorithm below would return it too)
@@ -255,3 +253,23 @@ class Graph:
 
     def constant_bytes(self) -> int:
         return sum(o.nbytes for o in self.operands if o.is_const)
+
+
+def check_operands_are_defined(graph) -> str | None:
+    """A non-constant operand that some op or the loss reads (a graph output) must be a graph input or
+    some op's output: an operand with neither data nor a producer has no value (a corrupt buffer
+    index, for one)."""
+    defined = set(graph.inputs)
+    for op in graph.operations:
+        defined.update(i for i in op.outputs if i >= 0)
+    for op in graph.operations:
+        for i in op.inputs:
+            if i >= 0 and not graph.operands[i].is_const and i not in defined:
+                o = graph.operands[i]
+                return (f"op {op.label} reads operand {i} ({o.name}), which is neither constant, "
+                        "a graph input, nor any op's output")
+    for i in graph.outputs:  # the loss reads it: an output nothing computes has no value either
+        if 0 <= i < len(graph.operands) and not graph.operands[i].is_const and i not in defined:
+            return (f"graph output {i} ({graph.operands[i].name}) is neither constant, a graph input, "
+                    "nor any op's output")
+    return None

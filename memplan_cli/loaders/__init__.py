@@ -67,15 +67,16 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
             graph.metadata["sha256"] = digest
         if fmt != "onnx":
             _bind_flatbuffer_dims(graph, dims, showing=symbolic_default is not None)
+        # the op registry loads with these (every op family): not for `memplan --help`
+        from memplan_cli.opgraph import contract
+        from memplan_cli.opgraph.fold import FoldConstants
+        from memplan_cli.opgraph.rebatch import rebatch
+
         if _placeholder_shapes(graph):
-            from memplan_cli.ir.batch import rebatch
-
             graph = rebatch(graph, _file_batch(graph), resolve=True)
-        graph.verify()
-        from memplan_cli.ir.fold import FoldConstants
-
+        contract.verify(graph)
         if FoldConstants().run(graph):
-            graph.verify()
+            contract.verify(graph)
         from memplan_cli.loaders.params import settle
 
         settle(graph, graph.metadata.get("parameter_rule", ""))
@@ -112,12 +113,13 @@ def batched(graph, batch_size: int | None, path: str):
     from memplan_cli.ir.graph import GraphError
 
     if batch_size is not None:
-        from memplan_cli.ir.batch import rebatch
+        from memplan_cli.opgraph import contract
+        from memplan_cli.opgraph.rebatch import rebatch
 
         old = graph
         try:  # a failure here is memplan not following the batch, not a bad file: say what helps
             graph = rebatch(graph, batch_size)
-            graph.verify()
+            contract.verify(graph)
         except GraphError as e:
             raise ModelError(f"cannot re-batch to batch {batch_size}: {e} (the file fixes batch "
                              f"{_file_batch(old)} inside the graph; export it with a dynamic batch axis, or "
@@ -166,7 +168,7 @@ def _input_labels(graph) -> dict[int, str]:
 def _bind_flatbuffer_dims(graph, dims: dict, showing: bool = False) -> None:
     """A dynamic dimension beyond the batch in a TF Lite / circle file: the converter wrote a
     placeholder size (usually 1) there and in every tensor it reaches, and memplan re-propagates
-    only the batch through such a graph (ir/batch.py). Rather than analyse the placeholder size, it
+    only the batch through such a graph (opgraph/rebatch.py). Rather than analyse the placeholder size, it
     names the dimension (what --dim would bind) and refuses, bound or not; `showing` (`inspect`)
     only records it, at the placeholder size, in metadata `symbolic_dims`."""
     found = _flatbuffer_dims(graph)

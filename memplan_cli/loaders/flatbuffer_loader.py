@@ -15,7 +15,7 @@ import sys
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
-from memplan_cli.ir.shape_values import follows
+from memplan_cli.opgraph.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
 
 MAX_VALUE_ELEMENTS = 64  # an int constant bigger than this is data, not a shape

@@ -12,7 +12,7 @@ Rules:
 - A default-domain node whose inputs are all known is evaluated with onnx's reference implementation
   (`onnx.reference`), and folded only if every output is an integer or bool tensor of at most
   MAX_ELEMENTS elements. Float tensors are never folded here: they are activations or weights
-  (weights computed from constants are folded later, on the IR, by `ir.fold`).
+  (weights computed from constants are folded later, on the IR, by `opgraph.fold`).
 - Float values of at most MAX_FLOAT_ELEMENTS elements computed only from `Constant` nodes and known
   integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer) are known too, so the
   integer results computed from them fold; the float nodes themselves are never folded into

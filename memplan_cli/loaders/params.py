@@ -29,6 +29,9 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   DoRA's `lora_magnitude_vector`, and the trained copies under `modules_to_save.<adapter>`) are
   parameters whatever the producer: peft names nothing else so. A file that holds them is a LoRA
   fine-tuning export: only they train, as in peft (`peft_train_globs`; a --train flag overrides).
+- A constant that every reader reads at an input no gradient flows to (`OpDef.nondiff_inputs`, a
+  `no_grad` op: a comparison's operand, a Shape's input) cannot train, whatever its name: it is not
+  listed as assumed (the training graph freezes it).
 - Anything else (TorchScript's state-dict names, which name buffers too; TF Lite's op-named
   constants such as `arith.constant`; other producers) cannot be told: it trains, and reports list it as "assumed
   trainable" (`Operand.assumed`), so a user can `--freeze params:` it.
@@ -258,10 +261,30 @@ def settle(graph, rule: str) -> None:
     embedding table's transposed. It is either an untied output projection or the table's own
     transposed copy (tied weights, which TorchScript's constant folding writes as a new constant
     `onnx::MatMul_N`: training it too would count the table twice). The file cannot tell without
-    reading the weights, so it trains and is listed as assumed."""
+    reading the weights, so it trains and is listed as assumed. A constant no gradient can reach
+    (`gradient_free`: only compared, only its shape read) is not assumed either: it cannot train."""
     tables = _embedding_tables(graph)
     for i in weight_slot_operands(graph):
         o = graph.operands[i]
         if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables):
             o.assumed = False
+    for i in gradient_free(graph):  # it cannot train, whatever it is: nothing to assume
+        graph.operands[i].assumed = False
     graph.metadata["parameter_rule"] = rule
+
+
+def gradient_free(graph) -> set[int]:
+    """Constants no gradient can reach: every op reading them reads them at an input its op family
+    never back-propagates to (`OpDef.nondiff_inputs`: indices, shapes, a comparison's operands of a
+    `no_grad` op). Whatever the file says they are, they do not train (the training graph freezes
+    them: "no loss depends on it"), so `settle` does not leave them assumed trainable."""
+    from memplan_cli import ops
+
+    free: dict[int, bool] = {}
+    for op in graph.operations:
+        d = ops.get(op.type)
+        for k, i in enumerate(op.inputs):
+            if i >= 0 and graph.operands[i].is_const:
+                nondiff = d is not None and (d.no_grad or k in d.nondiff_inputs)
+                free[i] = free.get(i, True) and nondiff
+    return {i for i, ok in free.items() if ok}

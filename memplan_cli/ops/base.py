@@ -150,12 +150,12 @@ class OpDef:
     activation: str | None = None
     # integer shape arithmetic: `shape_value(op, ins) -> values` computes the output's values from its
     # inputs' (np.ndarray, None for an absent input) when the op moves or combines the small integer
-    # tensors a graph computes shapes with (`ir/shape_values.py` follows them through a re-batch)
+    # tensors a graph computes shapes with (`opgraph/shape_values.py` follows them through a re-batch)
     shape_value: Callable | None = None
     # the output is the input's values rearranged or retyped (Reshape, Transpose, Cast, Identity...):
-    # a constant folded through it keeps what it was (a parameter stays one; `ir/fold.py`)
+    # a constant folded through it keeps what it was (a parameter stays one; `opgraph/fold.py`)
     moves_data: bool = False
-    # a structural part the op plays for the graph-wide passes (ir/batch.py, ir/fold.py): "shape_of"
+    # a structural part the op plays for the graph-wide passes (opgraph/rebatch.py, opgraph/fold.py): "shape_of"
     # (its output is its input's shape, `start` / `end` attributes), "reshape" (its last input's
     # values give its output's shape, -1 and ONNX's 0 resolved), "fill" (its last input's values give
     # the shape of the constant it writes), "identity" (its output is its input); "" for none

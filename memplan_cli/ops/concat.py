@@ -89,7 +89,7 @@ def _flops(op, operands):
 
 
 _KERNELS = {"forward": _forward, "calcDerivative": _backward, "calcGradient": _backward}
-# batch: the re-batch rule of Concat (the class-token broadcast) lives in ir/batch.py
+# batch: the re-batch rule of Concat (the class-token broadcast) lives in opgraph/rebatch.py
 def _shape_value(op, ins):
     return np.concatenate([np.atleast_1d(v) for v in ins if v is not None], axis=int(op.attrs.get("axis", 0)))
 

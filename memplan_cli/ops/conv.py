@@ -689,12 +689,15 @@ def _tconv_bwd_dw(op, operands) -> tuple:
 #   scratchpad; then both copied out.
 # - depthwise (jit_dw): as in float32 (channels in blocks of 16), with a float32 reduction buffer
 #   beside the weight's gradient (4 x the blocked weight + 128 B, and 4 x the blocked bias + 128 B).
-# - a 1x1 kernel on one pixel that brgemm hands to the jit kernels (squeeze-excite): forward
-#   jit_bf16_1x1 (input, weight and output blocked by 16, the bias converted to float32); the input's
+# - a small shape brgemm hands to the jit kernels (from 16 input channels): forward jit_bf16 /
+#   jit_bf16_1x1 (input, weight and output blocked by 16; jit_bf16_1x1 converts the bias to float32, and
+#   on more than one pixel copies the blocked input once more), backward brgemm's as above; on one
+#   pixel (squeeze-excite, DenseNet's last block) the backward differs: the input's
 #   gradient jit AMX backward-data (the weight in OIhw16o16i2o, output channels rounded up to 32, input
 #   channels to 16; the result unblocked; its scratchpad from jit_avx512_core_amx_conv_kernel
 #   init_conf / init_scratchpad); the weight's gradient brgconv_bwd_w without reorders (one pixel is
-#   nhwc and nchw alike).
+#   nhwc and nchw alike). A brgemm convolution on one pixel reorders nothing either (no input or
+#   incoming-gradient copy, no contiguous copy of a result).
 BF16 = 2
 
 
@@ -724,8 +727,12 @@ def _bf16_kernel(op, operands) -> str | None:
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
     pixel = all(int(d) == 1 for d in (*x.shape[2:4], *y.shape[2:4]))  # a squeeze-excite 1x1 on one pixel
     if int(y.shape[2]) * int(y.shape[3]) <= 4 and c <= 512 and n * c * o <= (L1_BYTES // 2 if one else L1_BYTES):
-        return "jit_pixel" if one and pixel else None
-    return None if pixel else "brgconv"
+        if pixel:
+            return "jit_pixel"
+        # the forward only (backward runs brgemm's kernels); measured from 16 input channels (3 took the
+        # AMX jit kernel)
+        return "jit_small" if c >= 16 else None
+    return "brg_pixel" if pixel else "brgconv"
 
 
 # oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the measuring
@@ -795,34 +802,44 @@ def _brg_bwd_w_scratch(op, operands) -> int:
 
 
 def _pixel_parts(op, operands) -> dict:
+    """Input, output and weight blocked by 16 channels (jit_bf16 / jit_bf16_1x1)."""
     p = _bf16_parts(op, operands)
-    n = int(operands[op.inputs[0]].shape[0])
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, hw, ohw = int(x.shape[0]), int(x.shape[2]) * int(x.shape[3]), int(y.shape[2]) * int(y.shape[3])
     o, i = p["o"], p["i"]
-    p.update(bx=BF16 * n * _round(i), by=BF16 * n * _round(o), bw=BF16 * _round(o) * _round(i),
-             w_bwd=BF16 * _round_to(o, 32) * _round(i))
+    p.update(bx=BF16 * n * _round(i) * hw, by=BF16 * n * _round(o) * ohw, bw=BF16 * _round(o) * _round(i) * p["k"],
+             w_bwd=BF16 * _round_to(o, 32) * _round(i) * p["k"])
     return p
 
 
 def _amx_bwd_data_scratch(op, operands) -> int:
     """jit_avx512_core_amx_bwd_data_kernel_t's scratchpad for one pixel on one thread: the input buffer
-    (nb_oc_int x ohp x owp x 32 bfloat16, ohp = 1, owp = 2), the int32 workspace (nb_ic_blocking x 16 x 16),
+    (nb_oc_int x ohp x owp x 32 bfloat16), the int32 workspace (nb_ic_blocking x 16 x 16),
     each + 128 B, and the tile palette (64 B + 4 KiB)."""
     o, i = int(operands[op.outputs[0]].shape[1]), int(operands[op.inputs[0]].shape[1])
+    kh, kw = (int(v) for v in op.attrs["kernel"])
     nb_ic = -(-i // 16)
-    inp = BF16 * -(-_round(o) // 32) * 2 * 32 + 128
+    # ohp = 1 + kh - 1 rows, owp = 2 + kw - 1 columns (a tile width of one pixel, two per call)
+    inp = BF16 * -(-_round(o) // 32) * kh * (1 + kw) * 32 + 128
     wsp = 4 * (2 if nb_ic % 2 == 0 else 1) * 16 * 16 + 128
     return inp + wsp + 64 + 4096
 
 
 def _bf16_fwd(op, operands) -> tuple:
     p = _bf16_parts(op, operands)
-    if _bf16_kernel(op, operands) == "jit_pixel":
+    if _bf16_kernel(op, operands) in ("jit_pixel", "jit_small"):
         q = _pixel_parts(op, operands)
         o = q["o"]
-        # the bias converted to float32 (channels rounded up to 16), and a padded bfloat16 copy when they are
-        # not a multiple of 16 (each + 128 B)
-        bias = (4 * _round(o) + 128 + (2 * _round(o) + 128 if o % 16 else 0)) if q["bias"] else 0
-        return ((bias, q["bx"], q["bw"], q["by"] - q["y"]), (q["by"],))
+        one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
+        # a bias padded to 16 channels in bfloat16 when they are not a multiple of 16, converted to float32
+        # (jit_bf16_1x1), each + 128 B
+        bias = ((2 * _round(o) + 128 if o % 16 else 0) + (4 * _round(o) + 128 if one else 0)) if q["bias"] else 0
+        # jit_bf16_1x1 on more than one pixel copies the blocked input once more (+ 128 B, measured)
+        again = q["bx"] + 128 if one and _bf16_kernel(op, operands) == "jit_small" else 0
+        return ((bias, q["bx"], q["bw"], q["by"] - q["y"], again), (q["by"],))
+    if _bf16_kernel(op, operands) == "brg_pixel":
+        # one pixel is nhwc and nchw alike: no reorder of the input, no contiguous copy of the output
+        return ((p["w_fwd"], BRG_SCRATCH_FLOOR), (p["y"],))
     if op.type == "DepthwiseConv2D":
         c = p["o"]
         bx, by, bw = p["x"] * _round(c) // c, p["y"] * _round(c) // c, p["w"] * _round(c) // c
@@ -838,6 +855,8 @@ def _bf16_bwd_dx(op, operands) -> tuple:
         q = _pixel_parts(op, operands)
         # the incoming gradient read as it is; the result computed beside the weight, then copied out
         return ((q["w_bwd"], _amx_bwd_data_scratch(op, operands)), (q["x"],))
+    if _bf16_kernel(op, operands) == "brg_pixel":
+        return ((p["w_bwd"], BRG_SCRATCH_FLOOR), (p["x"],))
     if op.type == "DepthwiseConv2D" and _strided(op):
         # brgconv_strided, channels-last: the incoming gradient, the weight as C x KH x KW x 32
         # (measured), the nhwc result; then copied out and made contiguous, as the ungrouped kernels
@@ -852,7 +871,7 @@ def _bf16_bwd_dx(op, operands) -> tuple:
 def _bf16_bwd_dw(op, operands) -> tuple:
     """Beside the weight's and the bias's gradients (the profile counts those, in bfloat16)."""
     p = _bf16_parts(op, operands)
-    if _bf16_kernel(op, operands) == "jit_pixel":
+    if _bf16_kernel(op, operands) in ("jit_pixel", "brg_pixel"):
         return ((p["w_grad"] - p["w"], _brg_bwd_w_scratch(op, operands)), (p["w_grad"], p["b"]))
     if op.type == "DepthwiseConv2D":
         c = p["o"]
@@ -865,8 +884,8 @@ def _bf16_bwd_dw(op, operands) -> tuple:
 def _bf16_refuse(op, operands) -> str | None:
     if _bf16_kernel(op, operands) is None:
         return ("a bfloat16 convolution oneDNN runs with kernels whose memory was not measured (grouped, "
-                "transposed, dilated, channels-last, not 2-D, a depthwise kernel other than 3x3, or a shape "
-                "brgemm hands to the jit kernels)")
+                "transposed, dilated, channels-last, not 2-D, a depthwise kernel other than 3x3, or a small "
+                "shape of fewer than 16 input channels)")
     return None
 
 

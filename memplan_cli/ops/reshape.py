@@ -53,7 +53,7 @@ def _batch(op, graph, shapes, batched):
     multiple of the old batch (the batch itself, or the batch times windows / patches, as MobileViT
     and Swin fold them) scales with it, then -1 (and ONNX's 0, "copy this dim") are resolved against
     the new element count; ONNX Flatten splits at its axis; otherwise dim 0 scales with the input.
-    (A shape computed in the graph is followed as a value by `ir/batch.py` before this runs.)"""
+    (A shape computed in the graph is followed as a value by `opgraph/rebatch.py` before this runs.)"""
     from memplan_cli.ir.batch import numel, scale_rows
     from memplan_cli.ir.graph import GraphError
 

@@ -1,6 +1,7 @@
 """Pass (stage training, first): requires-grad analysis: which ops run backward and which operands need a back-prop."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.passes.infra import Pass
 
 
@@ -11,8 +12,6 @@ def is_float(operand) -> bool:
 def differentiable_inputs(op) -> list[int]:
     """The op's inputs a gradient can flow into: every present input but those the op registry
     declares non-differentiable (indices, shapes, a Where's condition); none for a `no_grad` op."""
-    from memplan_cli import ops
-
     d = ops.get(op.type)
     if d is not None and d.no_grad:
         return []

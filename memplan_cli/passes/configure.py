@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 
+from memplan_cli import ops
 from memplan_cli.passes.infra import Pass
 from memplan_cli.passes.rules import RULE_READS, RuleContext
 
@@ -53,8 +54,6 @@ class TrainingConfiguration(Pass):
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)
         tg.model_ops = len(g.operations)
-        from memplan_cli import ops
-
         selected = tg.config.selected_ops(g)
         biases = ops.bias_operands(g) if "biases" in tg.config.train else set()
         tg.frozen_params = tg.config.frozen_params(g, biases)

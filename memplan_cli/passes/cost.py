@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memplan_cli import ops as registry
+
 OPTIMIZER_FLOPS = {"sgd": 2, "momentum": 4, "adam": 12}
 
 
 def op_flops(op, operands) -> tuple[int, int] | None:
     """(forward, backward) FLOPs of one op, or None when memplan has no figure for its type."""
-    from memplan_cli import ops as registry
-
     d = registry.get(op.type)
     # an ONNX op kept unconverted (a random draw) may state its FLOPs among its family's facts
     fn = d.flops if d is not None else registry.source_facts("onnx", op.type).get("flops")
@@ -92,8 +92,6 @@ WEIGHT_PRODUCT_FAMILIES = ("conv", "matmul")
 
 def _untrained_weight_share(op, operands, fig, grads) -> int:
     """The FLOPs of a weight gradient the step does not compute (see the module rules)."""
-    from memplan_cli import ops as registry
-
     d = registry.get(op.type)
     if d is None or getattr(d, "family", None) not in WEIGHT_PRODUCT_FAMILIES or len(op.inputs) < 2:
         return 0

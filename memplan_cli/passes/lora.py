@@ -24,6 +24,7 @@ Rules:
 """
 from __future__ import annotations
 
+import copy
 from fnmatch import fnmatchcase
 
 from memplan_cli import ops as registry
@@ -109,8 +110,6 @@ class LoRAInsertion(Pass):
     def run(self, tg) -> bool:
         if self.rank <= 0:
             return False
-        import copy
-
         g = tg.graph = copy.copy(tg.graph)
         g.operands, g.operations = list(g.operands), list(g.operations)
         g.inputs, g.outputs = list(g.inputs), list(g.outputs)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import copy
 
 from memplan_cli.ir.graph import Operand, Operation
-from memplan_cli.ir.outputs import loss_outputs, output_label  # noqa: F401  (re-exported for the passes' users)
+from memplan_cli.opgraph.outputs import loss_outputs, output_label  # noqa: F401  (re-exported for the passes' users)
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.passes.infra import Pass
+from memplan_cli.passes.rules import RuleContext
 
 # why a weight gets no gradient although its op trains (report: table note and JSON `frozen_weights`)
 NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss, or only shapes and indices)"
@@ -15,7 +16,7 @@ NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss, o
 class LossInsertion(Pass):
     """Rules:
     - A loss is attached to every float model output a gradient can flow back from (not integer
-      outputs nor BatchNormalization's running statistics; `ir.outputs.loss_outputs`), or to the
+      outputs nor BatchNormalization's running statistics; `opgraph.outputs.loss_outputs`), or to the
       outputs `--loss-outputs` names: a user trains every head of a multi-head model. The loss is one
       op `Loss` after the model with inputs (y_pred_1, label_1, y_pred_2, label_2, ...) and a scalar
       float32 output `loss`, the sum of one `config.loss` (mse or cce) per output.
@@ -68,8 +69,6 @@ class LossInsertion(Pass):
 def unreached_weights(tg) -> list[dict]:
     """The weights the setup would train (a parameter of a selected op) that get no gradient because
     no loss depends on their op: [{"weight", "op", "bytes", "reason"}], in operand order."""
-    from memplan_cli.passes.rules import RuleContext
-
     g = tg.graph
     ancestors = tg.loss_ancestors
     selected = tg.selected_ops

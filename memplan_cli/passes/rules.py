@@ -5,6 +5,7 @@ The rule vocabulary (references, `OpRule`, `StepIO`, `ExtraRequest`, `fused_acti
 """
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.ops.rule import (BACKWARD, FORWARD, FORWARD_TO_BACKWARD, LIFETIMES, MASKABLE_FUSED,  # noqa: F401
                                   MASKABLE_OPS, ExtraRequest, OpRule, Ref, StepIO, bp_targets, data_inputs,
                                   forward_io, fused_activation, maskable, plain_rule)
@@ -58,8 +59,6 @@ class RuleContext:
 
 def default_rules() -> dict:
     """op type -> rule function, from the op registry (memplan_cli/ops/: one place per op)."""
-    from memplan_cli import ops
-
     return {t: d.rule for t, d in ops.all_ops().items() if d.rule is not None}
 
 

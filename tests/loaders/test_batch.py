@@ -1,6 +1,6 @@
 import pytest
 
-from memplan_cli.ir.batch import rebatch
+from memplan_cli.opgraph.rebatch import rebatch
 from memplan_cli.ir.graph import Graph, GraphError, Operand, Operation
 from memplan_cli.loaders import load_model
 from tests.loaders import fbmodels as fb

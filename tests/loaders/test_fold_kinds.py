@@ -1,4 +1,4 @@
-"""What a constant folded at load is (ir/fold.py): a ConstantOfShape fill standing in for a weight
+"""What a constant folded at load is (opgraph/fold.py): a ConstantOfShape fill standing in for a weight
 (the zoo's light models) trains; a mask computed from fills, indices and scalars (Swin's shifted-window
 attention mask: ConstantOfShape, ScatterND, Reshape, Sub, Equal, Where) is a buffer and does not."""
 import numpy as np

@@ -231,3 +231,20 @@ def test_a_constant_folded_from_a_parameter_is_left_to_the_other_rules(tmp_path)
     # folded from m.pos.weight (which the file no longer holds): maybe that parameter, sliced
     m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4), ["m.pos.weight", "val_0"])
     assert _kinds(load_model(save(tmp_path, m)))["unsqueeze_1"] == "assumed"
+
+
+def test_a_constant_no_gradient_can_reach_is_not_called_assumed_trainable(tmp_path):
+    # W2 is only compared with (Less: no gradient), W3 only has its shape read: whatever the file
+    # names them, neither trains, and inspect says so as analyze does (frozen: no loss depends on it)
+    rng = np.random.default_rng(3)
+    inits = {"W1": rng.normal(size=(8, 8)).astype(np.float32), "W2": rng.normal(size=(2, 8)).astype(np.float32),
+             "W3": rng.normal(size=(4,)).astype(np.float32), "z": np.zeros((), np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Less", ["h", "W2"], ["c"]),
+             helper.make_node("Where", ["c", "h", "z"], ["y0"]), helper.make_node("Shape", ["W3"], ["s"]),
+             helper.make_node("Relu", ["y0"], ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 8))], [("y", (2, 8))], inits))
+    r = CliRunner().invoke(main, ["inspect", p], env={"NO_COLOR": "1", "COLUMNS": "300"})
+    assert r.exit_code == 0 and "3 of 3 float constants" in r.output and "assumed" not in r.output, r.output
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["assumed_trainable"] == [] and d["categories"]["gradient"]["naive"] == 4 * 64
+    assert {w["weight"] for w in d["frozen_weights"]} == {"W2", "W3"}

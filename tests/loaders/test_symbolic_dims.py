@@ -293,7 +293,7 @@ def test_the_api_checks_its_dims_argument(files, dims):
 
 def test_a_real_tflite_with_a_dynamic_sequence_is_named_and_refused():
     """keras_seq_dense_dynamic.tflite: the TF Lite converter's output for Input((None,), name='ids')
-    (scripts/build_corpus.py). memplan's op rules re-size only dim 0 (ir/batch.py), so the sequence is
+    (scripts/build_corpus.py). memplan's op rules re-size only dim 0 (opgraph/rebatch.py), so the sequence is
     named and refused, never analysed at the converter's placeholder size 1."""
     p = f"{CORPUS}/keras_seq_dense_dynamic.tflite"
     for extra in ((), ("--dim", "ids_dim1=8")):

@@ -117,7 +117,7 @@ def test_flops_count_every_output_element():
 
 def test_shapes_that_do_not_broadcast_are_refused():
     # (ONNX shape inference stops such a file first; a circle file has no such check)
-    from memplan_cli.ir.contract import problems
+    from memplan_cli.opgraph.contract import problems
     from memplan_cli.ir.graph import Operand, Operation
 
     operands = [Operand(0, "a", (2, 4)), Operand(1, "b", (3, 1)), Operand(2, "y", (2, 4))]

@@ -125,7 +125,7 @@ def test_run_time_axes_are_refused(tmp_path):
         load_model(save(tmp_path, m))
     # when shapes are known but the axes are not (values() is None), the converter marks it and the
     # contract refuses it
-    from memplan_cli.ir.contract import problems
+    from memplan_cli.opgraph.contract import problems
     from memplan_cli.ir.graph import Operand, Operation
     from memplan_cli.ops.base import OnnxNode
 

@@ -92,7 +92,7 @@ def test_gradients_and_verify(tmp_path):
 
 
 def test_rebatching_follows_shape_values(tmp_path):
-    """A fixed-batch file whose Shape values feed Gather / Unsqueeze / Sub (ir/shape_values follows
+    """A fixed-batch file whose Shape values feed Gather / Unsqueeze / Sub (opgraph/shape_values follows
     them): re-batched, and the plan runs."""
     p = save(tmp_path, _dynamic(batch_dim=None))
     g = load_model(p, batch_size=4)

@@ -229,7 +229,7 @@ def test_slice_with_a_run_time_end():
 
 
 def slice_check_problems(op, operands):
-    from memplan_cli.ir import contract
+    from memplan_cli.opgraph import contract
 
     return contract.problems(op, operands)
 

@@ -1,9 +1,12 @@
 """The pass infrastructure: declared contracts, checked; the pipeline's stages; the remat problem
 running the pipeline's own memory stage on a fork that leaves its base step alone."""
 import pytest
+from click.testing import CliRunner
 
+from memplan_cli.cli import main
 from memplan_cli.config import TrainConfig
 from memplan_cli.loaders import load_model
+from memplan_cli.passes.aliasing import Aliasing
 from memplan_cli.passes.infra import CHECK_ENV, Pass, PassContractError, Pipeline, run_checked
 from memplan_cli.passes.pipeline import MEMORY, STAGES, build_training_graph, memplan_pipeline
 from memplan_cli.passes.policy import Policy
@@ -126,3 +129,14 @@ def test_a_plan_leaves_the_problems_base_step_as_it_was(precision):
 def test_up_to_stops_before_the_named_pass():
     tg, p = up_to("accumulation", conv_relu_fc())
     assert p.name == "accumulation" and tg.tensors and tg.steps == [] and tg.accumulate == {}
+
+
+def test_an_internal_error_in_a_pass_names_the_pass_on_its_one_line(monkeypatch):
+    def broken(self, tg):
+        raise KeyError("x")
+
+    monkeypatch.setattr(Aliasing, "run", broken)
+    monkeypatch.delenv("MEMPLAN_DEBUG", raising=False)
+    r = CliRunner().invoke(main, ["analyze", MNIST, "-q"], catch_exceptions=False)
+    assert r.exit_code == 70
+    assert "internal error: KeyError: 'x'; in memplan pass 'aliasing' (stage 'memory') (a bug in memplan" in r.output

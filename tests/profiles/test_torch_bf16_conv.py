@@ -89,6 +89,12 @@ def test_depthwise_blocks_by_16_beside_a_float32_reduction_buffer(cfg, fwd, bwd)
     assert _bwd_peak(op, opd) == bwd
 
 
+def test_brgemm_on_one_pixel_reorders_nothing():
+    # DenseNet-121's last block at 32 x 32 (`--one "n=2,c=512,h=1,o=128,k=1,bias=0"`): measured backward
+    op, opd = _op(2, 512, 1, 128, 1, bias=False)
+    assert _bwd_peak(op, opd) == 458904
+
+
 def test_a_float32_weight_under_autocast_counts_its_bfloat16_copy():
     # bf16-mixed: the weight and a first input are held in float32, the kernel reads bfloat16 copies
     op, opd = _op(4, 16, 16, 32, 3, p=1)
@@ -112,8 +118,21 @@ def test_a_squeeze_excite_1x1_on_one_pixel_takes_the_jit_kernels(cfg, fwd, bwd):
     assert _bwd_peak(op, opd) == bwd
 
 
+@pytest.mark.parametrize("cfg, fwd, bwd", [
+    (dict(n=2, c=128, h=2, o=32, k=3, p=1), 75776, 272984),  # DenseNet's last block at 32 x 32
+    (dict(n=4, c=64, h=4, o=24, k=3, s=2, p=1), 45504, 192328),
+    (dict(n=2, c=96, h=2, o=96, k=1, bias=False), 21632, 97176),
+    (dict(n=2, c=128, h=1, o=32, k=3, p=1), 74240, 260568),  # one pixel: jit AMX backward-data
+])
+def test_a_small_shapes_forward_takes_the_jit_kernels_blocked_by_16(cfg, fwd, bwd):
+    # at most 4 output pixels: jit_bf16 / jit_bf16_1x1 forward, brgemm's backward
+    op, opd = _op(**cfg)
+    assert _best(conv.TORCH["fwd_scratch"](op, opd)) == fwd
+    assert _bwd_peak(op, opd) == bwd
+
+
 @pytest.mark.parametrize("cfg", [
-    dict(n=4, c=32, h=4, o=64, k=3, s=2, p=1),  # 4 output pixels: brgemm hands it to jit_bf16
+    dict(n=2, c=3, h=4, o=16, k=3, s=2, p=1),  # a small shape of 3 channels: the AMX jit kernel
     dict(n=4, c=32, h=8, o=32, k=3, p=1, g=4),  # grouped
     dict(n=2, c=32, h=16, o=32, k=5, p=2, g=32),  # a 5x5 depthwise kernel: its weight gradient is gemm
 ])

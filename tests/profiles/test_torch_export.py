@@ -317,3 +317,27 @@ def test_a_pad_fused_with_a_batchnorm_on_both_ends_is_estimated(tmp_path):
     t = a.extras["torch"]
     assert (t["peak"], t["split"], t["tensors"]["peak"]) == want
     assert sorted(e["type"] for e in t["coverage"]["estimated"]) == ["Conv2D", "Pad"]
+
+
+def test_a_constant_folded_from_a_parameters_computation_is_named_as_estimated(tmp_path):
+    # the optimizer folded k(dropout(rel)) (a parameter through computations: fx nodes linear_3,
+    # getitem) into one constant: eager recomputes it each step; the file keeps only the result, so
+    # its reader, the constant and its optimizer state are named as estimated
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="node_relu"),
+             helper.make_node("MatMul", ["r", "transpose_6"], ["y"], name="node_bmm")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 16])],
+                              [helper.make_tensor_value_info("y", F, [2, 8])],
+                              [numpy_helper.from_array(_w(16, 8), "transpose_6")])
+    p = graph.metadata_props.add()
+    p.key, p.value = SIG, _signature(["rel", "k.weight"])
+    vi = helper.make_tensor_value_info("transpose_6", F, [16, 8])
+    m = vi.metadata_props.add()
+    m.key, m.value = "pkg.onnxscript.optimizer.folded_from", "['getitem', 'k.weight', 'linear_3', 'rel']"
+    graph.value_info.append(vi)
+    path = tmp_path / "folded_comp.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    a = analyze_graph(load_model(str(path)), TrainConfig(loss="cce", optimizer="adam"), profile="torch")
+    cov = a.extras["torch"]["coverage"]
+    assert [e["type"] for e in cov["estimated"]] == ["MatMul"]
+    # the constant (512 B) and its two Adam states and step count with the reader's bytes
+    assert cov["estimated"][0]["bytes_at_peak"] >= 3 * 16 * 8 * 4 + 4

@@ -71,6 +71,26 @@ def test_group_norm_without_affine_parameters(tmp_path):
     assert sum(v["bwd_mem_out"] for v in gn) == 131072
 
 
+def test_group_norm_of_one_group_per_channel_without_the_reshape_back(tmp_path):
+    # the dynamo export of GroupNorm(C, C) on (N, C, L): the reshape to (N, C, L) is x's own shape, and
+    # the optimizer removed the identity reshape back: still one native_group_norm (its output, mean
+    # and rstd of (N, C), the input's gradient, two (N, C) accumulators in backward)
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["a"], kernel_shape=[1]),
+             helper.make_node("Reshape", ["a", "s1"], ["r"]),
+             helper.make_node("InstanceNormalization", ["r", "ones", "zeros"], ["i"]),
+             helper.make_node("Mul", ["i", "gw"], ["m"]),
+             helper.make_node("Add", ["m", "gb"], ["y"])]
+    inits = {"cw": np.zeros((8, 8, 1), np.float32), "s1": np.array([4, 8, -1], np.int64),
+             "ones": np.ones(8, np.float32), "zeros": np.zeros(8, np.float32),
+             "gw": np.ones((8, 1), np.float32), "gb": np.zeros((8, 1), np.float32)}
+    a, cols = _cols(_model(tmp_path, nodes, (4, 8, 10), (4, 8, 10), inits), batch_size=4)
+    gn = [v for k, v in cols.items() if k.split()[1] in ("Reshape", "InstanceNormalization", "Mul", "Add")]
+    assert sum(v["fwd_mem_out"] for v in gn) == 4 * 8 * 10 * 4
+    assert sum(v["fwd_mem_tmp"] for v in gn) == 2 * 4 * 8 * 4
+    names = {b.name for b in a.buffers.buffers}
+    assert "i" not in names and "m" not in names
+
+
 def test_an_op_without_torch_facts_is_estimated_and_named(tmp_path):
     # InstanceNormalization not written by a GroupNorm (torch's InstanceNorm2d) has no measured rule:
     # the general rule estimates it (saves its inputs, a new gradient per input) and the report names

@@ -111,6 +111,30 @@ def _refuse(op, rule: str, why: str) -> UnsupportedOpError:
                               f"({rule}) and {why}; {_AVOID}")
 
 
+# fx nodes that only view (or copy) their input: a parameter folded through these alone is that
+# parameter rearranged, no computation
+_FX_VIEWS = frozenset({"view", "_unsafe_view", "unsqueeze", "squeeze", "transpose", "permute", "expand", "reshape",
+                       "t", "select", "slice", "alias", "clone", "contiguous", "flatten", "unflatten", "getitem",
+                       "detach", "lift_fresh_copy"})
+
+
+def folded_computations(graph) -> set[str]:
+    """Constants the dynamo exporter's optimizer folded from a parameter together with values eager
+    computes from it (`pkg.onnxscript.optimizer.folded_from` names the parameter and fx nodes such as
+    `linear_3`, `getitem`): eager recomputes them every step, with their activations and a gradient
+    into the parameter, and the file keeps only the result. `--profile torch` names their readers as
+    estimated (a single-parameter fold, a transposed or renamed weight, is no such computation)."""
+    md = (graph.metadata or {}).get("torch_export") or {}
+    sig = _Signature(md.get("signature") or {})
+    targets = set(sig.target.values())
+
+    def computed(src: str) -> bool:  # an fx node that computes (not a view, not an ONNX-level constant)
+        return src not in targets and not re.fullmatch(r"val_\d+", src) and \
+            re.sub(r"_\d+$", "", src) not in _FX_VIEWS
+    return {name for name, srcs in (md.get("folded_from") or {}).items()
+            if any(s in sig.params for s in srcs) and any(computed(s) for s in srcs)}
+
+
 def eager_graph(graph):
     """`graph` with what the dynamo exporter's optimizer removed put back as eager runs it (a copy),
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite

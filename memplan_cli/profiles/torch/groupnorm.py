@@ -11,7 +11,7 @@ from memplan_cli.profiles.torch.strides import elements
 def group_norms(g, uses, defs) -> dict:
     """torch's GroupNorm as both exporters write it, read back as eager's one `native_group_norm`:
     Reshape(x, (N, G, -1)) -> InstanceNormalization(scale, bias: constants of G) -> Reshape to x's
-    shape -> [Mul by a per-channel weight] -> [Add of a per-channel bias] (each weight a constant of
+    shape (none when that is already x's shape) -> [Mul by a per-channel weight] -> [Add of a per-channel bias] (each weight a constant of
     C values, or an Unsqueeze of one to (C, 1, ...)). Returns {index of the last op: (members, x,
     weight or -1, bias or -1, G)}."""
     ops = g.operations
@@ -47,10 +47,18 @@ def group_norms(g, uses, defs) -> dict:
             continue
         y = inorm.outputs[0]
         us = uses.get(y, ())
-        if not only(y) or ops[us[0]].type != RESHAPE_TYPE or tuple(g.operands[ops[us[0]].outputs[0]].shape) != xs:
+        if not only(y):
             continue
-        members = [r1, inorm.index, us[0]]
-        out = ops[us[0]].outputs[0]
+        if ops[us[0]].type == RESHAPE_TYPE and tuple(g.operands[ops[us[0]].outputs[0]].shape) == xs:
+            members = [r1, inorm.index, us[0]]
+            out = ops[us[0]].outputs[0]
+        elif tuple(g.operands[y].shape) == xs:
+            # one group per channel of a 1-D input: the reshape back is an identity the dynamo
+            # exporter's optimizer removed
+            members = [r1, inorm.index]
+            out = y
+        else:
+            continue
         c = int(xs[1])
         w = b = -1
         for kind in (MUL_TYPE, ADD_TYPE):

@@ -9,6 +9,7 @@ from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_M
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
+from memplan_cli.profiles.torch.export import folded_computations
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal
@@ -46,8 +47,12 @@ class Replay:
         # ops a custom autograd Function's forward wrote (the dynamo exporter's recorded stack): their
         # backward is the Function's own code, which the file does not describe
         custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+        # ops reading a constant the exporter folded from a parameter's computation (export.py)
+        folded = self.folded = folded_computations(g)
         for op in self.ops:
             if custom and any(0 <= m < len(g.operations) and g.operations[m].name in custom for m in op.members):
+                op.attrs[ESTIMATED] = True
+            if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
@@ -158,10 +163,16 @@ class Replay:
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         for w in self.params_order:
+            # a folded computation (estimated): the constant and its state count as its first reader's
+            owner = next((op.label for op in self.ops if w in op.inputs and op.attrs.get(ESTIMATED)), "") \
+                if opd[w].name in self.folded else ""
+            if owner and w in storage:
+                sim.store[storage[w]]["owner"] = owner
             for k in range(state_count):
-                self.held.append(sim.new(f"{opd[w].name}:state{k}", "opt-variable", opd[w].nbytes, 0, kind="held"))
+                self.held.append(sim.new(f"{opd[w].name}:state{k}", "opt-variable", opd[w].nbytes, 0, owner,
+                                         kind="held"))
             if config.optimizer == "adam":
-                self.held.append(sim.new(f"{opd[w].name}:step", "opt-variable", 4, 0, kind="held"))
+                self.held.append(sim.new(f"{opd[w].name}:step", "opt-variable", 4, 0, owner, kind="held"))
 
     # ---- forward ----
     def forward(self) -> None:

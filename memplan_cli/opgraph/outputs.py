@@ -1,12 +1,13 @@
 """Which model outputs carry a loss in a training step, and their names as a user reads them.
 
-Used by the loss-insertion pass (passes/loss_insertion.py), the profiles and the reports.
+Used by the loss-insertion pass (passes/loss_insertion.py), the analysis and the reports.
 """
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from memplan_cli.errors import ConfigError
+from memplan_cli import ops
+from memplan_cli.errors import ConfigError, MemplanError
 
 
 def _is_float(o) -> bool:
@@ -22,8 +23,6 @@ def output_label(graph, o: int) -> str:
 def carries_gradient(graph, o: int) -> bool:
     """Whether a gradient can flow back from output o: not one of a `no_grad` op's outputs, nor at a
     position its op declares non-differentiable (BatchNormalization's running statistics)."""
-    from memplan_cli import ops
-
     for op in graph.operations:
         if o in op.outputs:
             d = ops.get(op.type)
@@ -73,8 +72,6 @@ def loss_outputs(graph, patterns=()) -> list[int]:
 def loss_output_names(graph, config) -> list[str]:
     """The names (`output_label`) of the outputs that carry a loss under `config`; [] when the
     graph has no outputs or `--loss-outputs` does not resolve (the analysis reports that error)."""
-    from memplan_cli.errors import MemplanError
-
     if graph is None or not getattr(graph, "outputs", None):
         return []
     try:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memplan_cli.ir.graph import Graph
 from memplan_cli import ops
+from memplan_cli.ir.graph import Graph
 from memplan_cli.ops import is_random, role
 
 

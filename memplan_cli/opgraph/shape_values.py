@@ -15,6 +15,7 @@ Rules:
 """
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.lazyimport import deferred
 
 np = deferred("numpy")  # loaded on first use: re-batching a circle / tflite model rarely needs it
@@ -32,8 +33,6 @@ def constant_value(operand) -> np.ndarray | None:
 
 def follows(op_type: str) -> bool:
     """Whether values of an op of this type are followed (its registry entry's `shape_value`)."""
-    from memplan_cli import ops
-
     d = ops.get(op_type)
     return d is not None and d.shape_value is not None
 
@@ -42,8 +41,6 @@ def evaluate(op, operands, values: dict) -> np.ndarray | None:
     """The value of `op`'s (single) output, or None when the op is not followed or an input's value is
     unknown. `values`: operand index -> np.ndarray of values computed so far. How an op computes
     values is its registry entry's `OpDef.shape_value`."""
-    from memplan_cli import ops
-
     d = ops.get(op.type)
     if d is None or d.shape_value is None or len(op.outputs) != 1:
         return None
