@@ -24,8 +24,9 @@ and FLOPs (FlopCounterMode: matmul and convolution FLOPs only, recomputes includ
   outputs saved, every other op recomputed (`create_selective_checkpoint_contexts`).
 memplan, on the export: its plain plan (planned arena, FLOPs of every op), then its remat solver
 - at PyTorch's bytes: `analyze --budget` at the PyTorch point's peak: the FLOPs ratio it needs;
-- at PyTorch's FLOPs: the smallest planned arena among budgets floor + k/16 x (plain - floor),
-  k = 0..16, whose FLOPs ratio is at most the PyTorch point's ratio (its own plain step = 1).
+- at PyTorch's FLOPs: the smallest planned arena among budgets floor + k/N x (plain - floor),
+  k = 0..N (`--grid N`, default 16), whose FLOPs ratio is at most the PyTorch point's ratio (its
+  own plain step = 1).
 FLOPs ratios are each side's FLOPs over its own plain step (PyTorch's counter sees only matmuls and
 convolutions, so its ratio leaves out the elementwise ops it recomputes: the comparison is tilted
 toward PyTorch). memplan dominates a PyTorch point when some plan needs no more bytes at no more
@@ -213,7 +214,7 @@ def torch_part(out: str, names) -> None:
 
 
 # ---- memplan side --------------------------------------------------------------------------------
-def memplan_side(path: str, batch: int, rows: list) -> list[str]:
+def memplan_side(path: str, batch: int, rows: list, grid_n: int = GRID) -> list[str]:
     import time
 
     from memplan_cli.config import TrainConfig
@@ -227,8 +228,8 @@ def memplan_side(path: str, batch: int, rows: list) -> list[str]:
     p = RematProblem(g, cfg)
     plain, fl = plan_arena(p, ()), floor(p)[0]
     grid = []  # (budget, arena, FLOPs ratio) of the plans found at floor + k/GRID x (plain - floor)
-    for k in range(GRID + 1):
-        r = solve(p, fl + k * (plain - fl) // GRID)
+    for k in range(grid_n + 1):
+        r = solve(p, fl + k * (plain - fl) // grid_n)
         if r.fits:
             grid.append((r.budget, r.arena, r.ratio))
     mib = 2 ** 20
@@ -249,7 +250,7 @@ def memplan_side(path: str, batch: int, rows: list) -> list[str]:
         mode = {None: "plain", "sac": "SAC"}.get(row["mode"], f"seq {row['mode']}")
         out.append(f"{mode:>8} {t_bytes / mib:8.2f} {t_ratio:7.3f} | {at_bytes:>20} | {at_flops:>22} | "
                    f"{'yes' if dom else 'NO'}")
-    out.append(f"(memplan side: {time.process_time() - t0:.0f} s CPU, {len(grid)} of {GRID + 1} grid budgets fit)")
+    out.append(f"(memplan side: {time.process_time() - t0:.0f} s CPU, {len(grid)} of {grid_n + 1} grid budgets fit)")
     return out
 
 
@@ -261,6 +262,8 @@ def main() -> int:
     ap.add_argument("--torch-python", default=os.environ.get("MEMPLAN_TORCH_PYTHON", ""),
                     help="a Python with torch, torchvision, transformers and onnx (or MEMPLAN_TORCH_PYTHON)")
     ap.add_argument("--keep", metavar="DIR", help="keep the exports and PyTorch's figures here (and reuse them)")
+    ap.add_argument("--grid", type=int, default=GRID, help=f"memplan budgets floor + k/N x (plain - floor), "
+                                                            f"k = 0..N (default N = {GRID})")
     ap.add_argument("--torch-part", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = list(args.nets) or list(NETS)
@@ -280,7 +283,7 @@ def main() -> int:
             with open(os.path.join(d, f"{name}.json")) as fh:
                 meta = json.load(fh)
             print(f"\n== {name}: batch {meta['batch']}, SGD, cce")
-            for line in memplan_side(os.path.join(d, f"{name}.onnx"), meta["batch"], meta["rows"]):
+            for line in memplan_side(os.path.join(d, f"{name}.onnx"), meta["batch"], meta["rows"], args.grid):
                 print(line, flush=True)
     return 0
 

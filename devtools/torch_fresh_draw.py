@@ -206,7 +206,7 @@ def table(rows: list[dict]) -> str:
         net, exp = _network(r["module"]), EXPORTERS.get(r.get("export", ""), r.get("export", "?"))
         if "export_error" in r:
             unexported.append(f"{net} ({exp})")
-            out.append(f"| {net} | {exp} | | not exported | | {r['export_error'].split(': ', 1)[-1][:70]} |")
+            out.append(f"| {net} | {exp} | | not exported | | {r['export_error'].split(': ', 1)[-1]} |")
             continue
         n += 1
         p = r["profile"]

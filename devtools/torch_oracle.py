@@ -706,7 +706,10 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
                         export(name, b, part, dynamo, eval_mode)
                         os.replace(part, path)
                 except Exception as e:  # an exporter that cannot take the module: said, not fatal
-                    why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:200]
+                    line = -1
+                    while e.__cause__ is not None:  # torch.onnx's ConversionError: why is its cause's first line
+                        e, line = e.__cause__, 0
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[line][:200]
                     print(f"{name:18s} b{b:<3d} export failed: {type(e).__name__}: {why}", flush=True)
                     rows += [{"module": name, "family": ZOO[name][0], "export": kind, "optimizer": o, "batch": b,
                               "export_error": f"{type(e).__name__}: {why}"} for o in optimizers]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from memplan_cli.ir.graph import GraphError
+
 
 def numel(shape) -> int:
     return math.prod(shape) if shape else 1

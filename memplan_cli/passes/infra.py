@@ -10,12 +10,12 @@ of it or some stages (the remat problem builds the step once up to the memory st
 stage once per plan). When a pass raises, the exception keeps its type and message (a refusal the
 user reads stays one line) and gets a note naming the pass and its stage.
 
-With the environment variable MEMPLAN_CHECK_PASSES set (the test suite sets it to `access`; `full`
-adds the fingerprints, which tests/passes run on real models), each pass runs under a contract check: it may touch only the fields it declares (reads or writes) and change only
-those it writes; anything else is a `PassContractError` naming the pass and the field. While the
-pass runs, every field it does not declare is hidden behind a property that refuses access, and its
-read-only fields are fingerprinted (a `repr`) before and after, so the check is for tests, not for
-users.
+With the environment variable MEMPLAN_CHECK_PASSES set, each pass runs under a contract check: it
+may touch only the fields it declares (reads or writes) and change only those it writes; anything
+else is a `PassContractError` naming the pass and the field. `access` (what tests/conftest.py sets
+for the whole suite: free) hides every field the pass does not declare behind a property that
+refuses access while it runs; `full` (tests/passes/test_pass_infra.py, on real models) also
+fingerprints its read-only fields (a `repr`) before and after, several times slower.
 (The idea of a pass that declares what it changes and a manager that checks it is onnx-ir's pass
 infrastructure and torch.fx's pass manager; the code is memplan's.)
 """

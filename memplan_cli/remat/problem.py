@@ -38,6 +38,9 @@ from memplan_cli.passes.training_graph import TrainingGraph, align_up
 from memplan_cli.planners.bound import lower_bound
 
 
+RECENT = 8  # plans whose training graphs stay cached for `holders`
+
+
 class RematProblem:
     def __init__(self, graph, config, policy: Policy | None = None, align: int = 16, planner: str | None = None):
         self.graph = graph
@@ -56,6 +59,7 @@ class RematProblem:
         self._added: dict[frozenset, int] = {}
         self._profiles: dict[frozenset, list] = {}
         self._steps_built = 0
+        self._recent: dict[frozenset, tuple] = {}  # the last RECENT plans scored: (graph, intervals)
         self.graph = g = tg.graph  # the training graph's forward ops (LoRA adapters and the loss included)
         self._op_cost: dict[int, int | None] = {}
         self.cost: dict[int, int | None] = {k: self.op_cost(k) for k in self.candidates}
@@ -68,6 +72,7 @@ class RematProblem:
         self.fwd_reads: dict[int, list[int]] = {
             s.op: sorted({writer[t] for t in s.reads if writer.get(t) in self.cost and writer[t] != s.op})
             for s in tg.steps if s.kind == "forward"}
+        self.block: dict[int, list[int]] = _blocks(tg, self.candidates)
         self._full = None
 
     def _pipeline(self, drop, cheap: bool = True):
@@ -131,7 +136,9 @@ class RematProblem:
             tg = self.build(key)
             self._steps_built += len(tg.steps)
             vals = self._intervals(tg)
-            self._last = (key, tg, vals)  # the greedy asks for the same plan's holders next
+            self._recent[key] = (tg, vals)  # the greedy asks for these plans' holders next
+            while len(self._recent) > RECENT:
+                self._recent.pop(next(iter(self._recent)))
             prof = _live_bytes(vals, len(tg.steps))
             self._profiles[key] = prof
             v = self._bounds[key] = max(prof, default=0)
@@ -181,25 +188,32 @@ class RematProblem:
         """Candidate ops whose results (originals or copies) plan `drop` holds, untouched, at a step
         where more than `target` bytes are live: op -> bytes x such steps (where to cut next)."""
         key = frozenset(drop)
-        last = getattr(self, "_last", None)
-        if last is not None and last[0] == key:
-            tg, vals = last[1], last[2]
-        else:
+        if key not in self._recent:
+            self._recent.pop(key, None)
             tg = self.build(key)
-            vals = self._intervals(tg)
+            self._recent[key] = (tg, self._intervals(tg))
+        tg, vals = self._recent[key]
         prof = self._profiles.get(key) or _live_bytes(vals, len(tg.steps))
         over = [t for t, live in enumerate(prof) if live > target]
         if not over:
             return {}
         writer = {w: s.op for s in tg.steps if s.kind == "forward" for w in s.writes}
-        touched = {t: set(tg.steps[t].touched()) for t in over}
+        overset = set(over)
+        touching: dict[int, set] = {}  # tensor -> the over-target steps that touch it
+        for t in over:
+            for u in tg.steps[t].touched():
+                touching.setdefault(u, set()).add(t)
         out: dict[int, int] = {}
+        cost = self.cost
         for size, a, b, mem in vals:
-            ks = {writer.get(u) for u in mem} & set(self.cost)
+            ks = {k for k in (writer.get(u) for u in mem) if k in cost}
             if not ks:
                 continue
             lo, hi = bisect.bisect_left(over, a), bisect.bisect_right(over, b)
-            hits = sum(1 for t in over[lo:hi] if not (touched[t] & set(mem)))
+            if lo == hi:
+                continue
+            busy = set().union(*(touching.get(u, ()) for u in mem)) & overset
+            hits = hi - lo - sum(1 for t in busy if a <= t <= b)
             if hits:
                 for k in ks:
                     out[k] = out.get(k, 0) + size * hits
@@ -217,6 +231,11 @@ class RematProblem:
         if key not in self._added:
             self.bound(key)
         return self._added[key]
+
+    @property
+    def steps_built(self) -> int:
+        """Work spent scoring plans, in training steps built (deterministic, not time)."""
+        return self._steps_built
 
     @property
     def effort(self) -> float:
@@ -249,4 +268,36 @@ def _live_bytes(vals, n: int) -> list[int]:
     for t in range(n):
         cur += delta[t]
         out.append(cur)
+    return out
+
+
+def _blocks(tg, cands) -> dict[int, list[int]]:
+    """Candidate -> the candidates of its block: the forward pass cut where a single value (not
+    persistent) carries everything later forward steps read from earlier ones (a ResNet or
+    MobileNet block's output), each block the candidates between two cuts. Dropped together, a
+    block is recomputed from the cut before it (Chen's segments on the graph's own joints)."""
+    from memplan_cli.passes.rematerialize import forward_end
+
+    f = forward_end(tg)
+    steps = tg.steps[:f]
+    pers = set(tg.persistent) | set(tg.fed)
+    last_read: dict[int, int] = {}
+    for i, s in enumerate(steps):
+        for t in s.reads:
+            last_read[t] = i
+    open_: set[int] = set()
+    cuts = []
+    for i, s in enumerate(steps):
+        open_ = {t for t in open_ if last_read.get(t, -1) > i}
+        open_.update(t for t in s.writes if t not in pers and last_read.get(t, -1) > i)
+        if len(open_) == 1:
+            cuts.append(i)
+    cset = set(cands)
+    out: dict[int, list[int]] = {}
+    lo = -1
+    for hi in cuts + [f]:
+        members = [s.op for s in steps[lo + 1:hi] if s.op in cset]
+        for k in members:
+            out[k] = members
+        lo = hi
     return out

@@ -6,15 +6,17 @@ Rules:
   --budget` reports and `verify --budget` runs; nothing is patched afterwards.
 - Monotone by construction: the plans come from a ladder that does not depend on the budget.
   From the plain plan down to the floor, rung targets `LADDER` equal steps apart; each rung is
-  reached by a greedy that cuts where the plan is over the rung's target (warm-started from the rung
-  above) and improved by a local search at that target (keep an op again, or recompute it once
-  instead of before each use, while the plan still fits the target). Every plan scored while
-  building the ladder (with Chen-style segmentations and every candidate dropped) is a candidate;
-  the answer for a budget is the cheapest of them whose planned arena fits it (arenas planned in
-  FLOPs order, at most `ARENAS` per budget). A larger budget admits every plan a smaller one does,
-  so it never costs more FLOPs. Work is counted in plans scored, each weighted by its steps over
-  the plain step's (`WORK` for the whole ladder), never in seconds: the same input gives the same
-  plan on any machine.
+  reached by cuts where the plan is over the rung's target (`cut`: from the rung above's plan and
+  from no plan; when both get stuck, from the seed with the least bound) and the plan reaching it
+  is improved by a local search at that target (keep an op again, or recompute it once instead of
+  before each use, while the plan still fits the target). The front of every plan scored (no
+  cheaper plan has a lower bound; plans cheaper than memplan's own plain step left out) is the
+  same for every budget, and the answer for a budget is the cheapest front plan whose planned
+  arena fits it (arenas planned in FLOPs order for the plans whose bound fits, no count limit). A
+  larger budget admits every plan a smaller one does, so it never costs more FLOPs, and a single
+  budget's answer is the one a sweep gives there. Work is counted in training steps built while
+  scoring plans (`WORK` for the whole ladder), never in seconds: the same input gives the same plan
+  on any machine.
 - No contradiction: a plan is reported as fitting exactly when its planned arena (the same planner
   as the analysis) is at or under the budget; when none is found, the smallest figure reported is
   above the budget by construction (an arena planned over it, or a lower bound over it).
@@ -36,17 +38,19 @@ from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
 from memplan_cli.remat import chen
+from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
-LADDER = 8  # rungs between the plain plan and the floor
-LADDER_WORK = 240  # work for the whole ladder, in plans the size of the plain step (each plan scored
-# costs its steps / the plain step's steps: a plan recomputing much costs more)
-WORK = 480  # work of the search at the budget itself (every round together)
-ROUNDS = 3  # searches at most: each after the first below the budget by the arena's excess
-ARENAS = 12  # arenas planned per budget at most (cheapest plans whose bound fits first)
-TRIES = 6  # greedy: holders whose cut removes excess bytes scored per step
-RUNS = (0, 3, 8)  # greedy: each cut tried alone and with this many producers before it
-GAP = 1e-3  # a rung's local search stops within this fraction of the step's FLOPs of its target's floor
+LADDER = 16  # rungs between the plain plan and the floor
+WORK = 200_000  # work for the whole ladder, in training steps built (each plan scored costs its
+# steps: a plan recomputing much costs more, a large network's plans more than a small one's)
+REACH = 0.6  # a rung's share of the work for its cuts (the rest for its local search)
+HINT_NODES = 20  # branch-and-bound nodes of the relaxation's solve per rung (a hint, not a proof)
+HINT_WORK = 12  # a hint's solve counts as this many plans the size of the plain step (measured:
+# about as long as scoring 12 plans, on densenet121 b4 and mobilenet_v2 b8)
+TRIES = 6  # cut: drops scored per step once one gains
+GAINING = 2  # cut: scored until this many lower the excess
+RUNS = (0, 3, 8)  # cut: each op dropped alone and with this many producers before it
 
 
 @dataclass
@@ -128,46 +132,91 @@ def _moves(problem: RematProblem, plan: frozenset):
             yield base if nxt is None else base | {nxt}
 
 
-def greedy(problem: RematProblem, target: int, work: int, plan: frozenset = frozenset()) -> frozenset:
-    """Cut where the plan is over `target`: among the ops whose results it holds there untouched
-    (`RematProblem.holders`, the `TRIES` holding most), drop one (with its chain, `close`) or
-    recompute a dropped one before each use instead of once, whichever removes most excess bytes
-    per added FLOP; repeat until the plan fits, nothing helps or `work` plans are scored."""
-    from memplan_cli.passes.rematerialize import each
-
-    n0 = problem.effort
-    while problem.bound(plan) > target and problem.effort - n0 < work:
-        held = problem.holders(plan, target)
-        ex, fl = problem.excess(plan, target), problem.added_flops(plan)
-        best, score, gaining = None, 0.0, 0
-        # the ops holding most first; past the first TRIES only until one removes excess bytes
-        for k in sorted(held, key=lambda k: (-held[k], k)):
-            if gaining >= TRIES or problem.effort - n0 >= work:
+def descend(problem: RematProblem, start: frozenset, target: int, work: float) -> frozenset:
+    """Lower the bound from `start` when the cuts are stuck: one candidate at a time (forward order)
+    kept, recomputed once or before each use; a change that lowers the bound (or keeps it and costs
+    less) is kept, until the bound is <= target, nothing improves or `work` is spent."""
+    best, s0 = start, problem.steps_built
+    improved = True
+    while improved and problem.bound(best) > target and _spent(problem, s0) < work:
+        improved = False
+        for trial in list(_moves(problem, best)):
+            if _spent(problem, s0) >= work:
                 break
-            if k not in plan and each(k) not in plan:
-                # k alone, or k with the ops before it (a run recomputed from the tensor before it:
-                # its input is then not held for the recompute either)
-                trials = [close(problem, plan | _run(problem, plan, k, depth)) for depth in RUNS]
-            elif k in plan and k in problem.each_ok:
-                trials = [(plan - {k}) | {each(k)}]
-            else:
-                continue
-            gained = False
-            for trial in dict.fromkeys(trials):
-                if problem.effort - n0 >= work:
-                    break
-                gain = ex - problem.excess(trial, target)
-                if gain <= 0:
+            bt, bb = problem.bound(trial), problem.bound(best)
+            if bt < bb or (bt == bb and _key(problem, trial) < _key(problem, best)):
+                best, improved = trial, True
+                if bt <= target:
+                    return best
+    return best
+
+
+def _spent(problem: RematProblem, start: float) -> float:
+    return problem.steps_built - start
+
+
+def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work: float,
+        rejected: set) -> frozenset | None:
+    """One greedy step towards `target`. The ops whose results `plan` holds, untouched, where it is
+    over the target (`RematProblem.holders`: bytes x such steps) give drop trials: the op alone,
+    with 3 or 8 producers before it (`_run`), with its block (`RematProblem.block`), or recomputed
+    before each use, each closed over chains (`close`). They are taken alternately by most held
+    bytes per FLOP the drop adds and by most held bytes, and scored until `GAINING` lower the plan's
+    excess bytes (or one does and `TRIES` are scored; while none does, every trial in turn); the
+    one removing most excess bytes per added FLOP wins. Only when no fresh drop gains, a dropped op
+    is recomputed before each use instead of once. None: nothing gains (or `work` is spent)."""
+    from memplan_cli.passes.rematerialize import each, plan_ops
+
+    held = problem.holders(plan, target)
+    if not held:
+        return None
+    ex, fl = problem.excess(plan, target), problem.added_flops(plan)
+    dropped = set(plan_ops(plan))
+    fresh, upgrades = {}, {}
+    seen: set = set()
+    cost = problem.cost
+    for k in sorted(held):
+        if k not in dropped:
+            # k alone, or with the ops before it (a run recomputed from the tensor before it: its
+            # input is then not held for the recompute either), its block, or before each use
+            for depth in RUNS + ("block", "each"):
+                if ((k, depth), plan) in rejected or (depth == "each" and k not in problem.each_ok):
                     continue
-                gained = True
-                sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
-                if sc > score:
-                    best, score = trial, sc
-            gaining += gained
-        if best is None:
-            break
-        plan = best
-    return plan
+                if depth == "block":
+                    ops = set(problem.block.get(k, ())) | {k}
+                elif depth == "each":
+                    ops = {each(k)}
+                else:
+                    ops = _run(problem, plan, k, depth)
+                key = frozenset(ops)
+                if key in seen:
+                    continue
+                seen.add(key)
+                # closed over chains only when scored (`close` is the costly part)
+                fresh[(k, depth)] = (sum(cost[j if j >= 0 else -1 - j] or 0 for j in ops
+                                         if (j if j >= 0 else -1 - j) not in dropped), ops)
+        elif k in plan and k in problem.each_ok:
+            upgrades[(k, 0)] = (cost[k] or 0, (plan - {k}) | {each(k)})
+    for group in (fresh, upgrades):
+        by_rate = sorted(group, key=lambda kd: (-held[kd[0]] / (group[kd][0] + 1), str(kd[1]), kd[0]))
+        by_size = sorted(group, key=lambda kd: (-held[kd[0]], str(kd[1]), kd[0]))
+        order = list(dict.fromkeys(kd for pair in zip(by_rate, by_size) for kd in pair))
+        best, score, gaining = None, 0.0, 0
+        for n, kd in enumerate(order):
+            if gaining >= GAINING or (n >= TRIES and gaining) or _spent(problem, start) >= work:
+                break
+            trial = close(problem, plan | group[kd][1]) if group is fresh else group[kd][1]
+            gain = ex - problem.excess(trial, target)
+            if gain <= 0:
+                rejected.add((kd, plan))
+                continue
+            gaining += 1
+            sc = gain / (max(problem.added_flops(trial) - fl, 0) + 1)
+            if sc > score:
+                best, score = trial, sc
+        if best is not None:
+            return best
+    return None
 
 
 def _run(problem: RematProblem, plan, k: int, depth: int) -> set:
@@ -183,40 +232,16 @@ def _run(problem: RematProblem, plan, k: int, depth: int) -> set:
     return out
 
 
-def _cheap(problem, plan, trial):
-    """Sort key of a move from `plan`: the FLOPs it saves at most (negative first); >= (0,): none."""
-    d = set(trial) ^ set(plan)
-    removed = [k for k in d if k in plan]
-    gain = sum(problem.cost.get(k if k >= 0 else -1 - k) or 0 for k in removed)
-    if len(trial) >= len(plan) and not any(k < 0 for k in removed):
-        return (0,)
-    return (-gain, sorted(trial))
-
-
-def descend(problem: RematProblem, start: frozenset, target: int, work: int) -> frozenset:
-    """Lower the bound from `start`: one candidate at a time (forward order) kept, recomputed once or
-    before each use; keep a change that lowers the bound (or keeps it and costs less), until the bound
-    is <= target, nothing improves or `work` plans are scored."""
-    best, n0 = start, problem.effort
-    improved = True
-    while improved and problem.bound(best) > target and problem.effort - n0 < work:
-        improved = False
-        for trial in list(_moves(problem, best)):
-            if problem.effort - n0 >= work:
-                break
-            bt, bb = problem.bound(trial), problem.bound(best)
-            if bt < bb or (bt == bb and _key(problem, trial) < _key(problem, best)):
-                best, improved = trial, True
-                if bt <= target:
-                    return best
-    return best
-
-
-def _every(problem: RematProblem) -> frozenset:
-    """Every candidate dropped, recomputed before each use where it can be: the least memory, roughly."""
-    from memplan_cli.passes.rematerialize import each
-
-    return frozenset(each(k) if k in problem.each_ok else k for k in problem.candidates)
+def reach(problem: RematProblem, plan: frozenset, target: int, work: float) -> frozenset:
+    """Cut (`cut`) from `plan` until its lower bound is at most `target`, nothing lowers it or
+    `work` is spent; the last plan reached."""
+    start, rejected = problem.steps_built, set()
+    while problem.bound(plan) > target and _spent(problem, start) < work:
+        nxt = cut(problem, plan, target, start, work, rejected)
+        if nxt is None:
+            break
+        plan = nxt
+    return plan
 
 
 def plan_arena(problem: RematProblem, drop) -> int:
@@ -235,99 +260,134 @@ def plan_arena(problem: RematProblem, drop) -> int:
     return cache[key]
 
 
-def improve(problem: RematProblem, plan: frozenset, target: int, work: int, lower: int = 0) -> frozenset:
-    """Local search at `target`: keep an op again, or recompute it once instead of before each use
-    (cheaper moves first), while the plan's bound stays <= target, until nothing improves, the plan
-    is within GAP of the step's FLOPs of `lower`, or `work` plans are scored."""
-    best, n0 = plan, problem.effort
-    close_enough = lower + GAP * (problem.flops.total or 0)
+def improve(problem: RematProblem, plan: frozenset, target: int, work: float) -> frozenset:
+    """Local search at `target`: keep a dropped op again, or recompute it once instead of before each
+    use, the moves saving most FLOPs first, each kept when the plan's bound stays <= target; one pass
+    over the dropped ops (again while it improves), until `work` is spent."""
+    from memplan_cli.passes.rematerialize import each
+
+    start = problem.steps_built
+    best = plan
     improved = True
-    while improved and problem.effort - n0 < work and problem.added_flops(best) > close_enough:
+    while improved and _spent(problem, start) < work:
         improved = False
-        cur = _key(problem, best)
-        for trial in sorted(_moves(problem, best), key=lambda d: _cheap(problem, best, d)):
-            if _cheap(problem, best, trial) >= (0,) or problem.effort - n0 >= work:
+        moves = []
+        for e in best:
+            k = e if e >= 0 else -1 - e
+            if e < 0:  # before each use -> once, or kept
+                moves.append((-(problem.cost[k] or 0), k, 0))
+            else:
+                moves.append((-(problem.cost[k] or 0), k, 1))
+        for _, k, kind in sorted(moves):
+            if _spent(problem, start) >= work:
                 break
-            if problem.bound(trial) <= target and _key(problem, trial) < cur:
-                best, improved = trial, True
-                break
+            cur = each(k) if each(k) in best else k
+            if cur not in best:
+                continue
+            trials = [best - {cur}] + ([(best - {cur}) | {k}] if cur != k else [])
+            for trial in trials:
+                if _key(problem, trial) < _key(problem, best) and problem.bound(trial) <= target:
+                    best, improved = trial, True
+                    break
     return best
 
 
-def ladder(problem: RematProblem, work: int = LADDER_WORK) -> list:
+def _hint(problem: RematProblem, target: int) -> frozenset | None:
+    """The plan of the relaxation of the whole space (`full.lower_flops`) at `target`: the ops it runs
+    again, dropped once and closed over chains; None without HiGHS or when it has none."""
+    try:
+        from memplan_cli.remat import full
+
+        full_model = problem.full
+        problem._steps_built += HINT_WORK * len(problem._base.steps)  # its solve, counted as work
+        b = full.lower_flops(problem, full_model, target, max_nodes=HINT_NODES, rounds=1)
+    except ImportError:
+        return None
+    return close(problem, b.ops) if b.ops and b.lower != math.inf else None
+
+
+def _seeds(problem: RematProblem) -> list:
+    """Plans the ladder falls back on when its cuts get stuck: every candidate inside the forward
+    pass's blocks dropped (`RematProblem.block`), the ones backward reads or all, and Chen's segments
+    of 2, 3, 4 and sqrt(n) candidates (closed over chains)."""
+    inblock = {k for v in problem.block.values() for k in v}
+    narrow = problem.narrow
+    out = [frozenset(k for k in narrow if k in inblock), frozenset(inblock)]
+    for length in sorted({2, 3, 4, max(2, math.isqrt(len(narrow)))}):
+        out.append(close(problem, chen.segments(narrow, length)))
+    return [d for d in dict.fromkeys(out) if d]
+
+
+def ladder(problem: RematProblem, work: float = WORK) -> list:
     """The plans every budget chooses among (see the module rules): built once per problem, from the
-    problem alone (never from a budget), deterministic and bounded by `work`."""
+    problem alone (never from a budget), deterministic and bounded by `work`. From the plain plan
+    down to the floor, rung targets `LADDER` equal steps apart: each rung is reached by cuts from the
+    rung above's plan (`reach`), then improved at its target (`improve`); the ladder stops at the
+    first rung it cannot reach. Returns the plans on the front: every plan scored that no cheaper
+    plan beats on its lower bound, in FLOPs order."""
     cached = problem.__dict__.get("_ladder")
     if cached is not None:
         return cached
-    start = problem.effort
-    seen_before = set(problem._bounds)
+    start = problem.steps_built
     top, fl = problem.bound(()), floor(problem)[0]
-    narrow = problem.narrow
-    seeds = [frozenset(), _every(problem)]
-    n = len(narrow)
-    for length in sorted({2, 3, 4, max(2, math.isqrt(n)), max(2, 2 * math.isqrt(n))}):
-        seeds.append(close(problem, chen.segments(narrow, length)))
+    seeds = _seeds(problem)
     for d in seeds:
         problem.bound(d)
     plan = frozenset()
-    share = max(work - (problem.effort - start), 0) / max(LADDER, 1)
     for j in range(1, LADDER + 1):
         target = top - (top - fl) * j // LADDER
-        spent = problem.effort
-        if problem.bound(plan) > target:
-            plan = greedy(problem, target, share * 0.6, plan)
-        if problem.bound(plan) > target:
-            low = min(seeds + [plan], key=lambda d: (problem.bound(d), _key(problem, d)))
-            plan = greedy(problem, target, share * 0.2, low)
-        if problem.bound(plan) <= target:
-            plan = improve(problem, plan, target, max(share - (problem.effort - spent), share * 0.2))
-        if problem.effort - start >= work * 1.5:
+        left = work - _spent(problem, start)
+        if left <= 0:
             break
-    out = [d for d in problem._bounds if d not in seen_before] or [frozenset()]
-    out.sort(key=lambda d: _key(problem, d))
-    problem.__dict__["_ladder"] = out
-    return out
-
-
-def search(problem: RematProblem, target: int, work: int, hint=frozenset(), lower: int = 0) -> None:
-    """Plans for `target` (scored into the problem; the caller chooses among every plan scored):
-    seeds (a greedy that cuts where the plan is over the target; the relaxation's own plan `hint`,
-    recomputed once and before each use; the cheapest ladder plan under the target), the cheapest
-    seed under the target improved by the local search, else a descent from the lowest."""
-    from memplan_cli.passes.rematerialize import each
-
-    start = problem.effort
-    seeds = [greedy(problem, target, work // 3)]
-    if hint:
-        seeds += [close(problem, hint), close(problem, frozenset(each(k) if k in problem.each_ok else k for k in hint))]
-    under = [d for d in ladder(problem) if problem.bound(d) <= target]
-    seeds += under[:1]
-    fitting = [d for d in seeds if problem.bound(d) <= target]
-    if not fitting:
-        low = min(seeds + ladder(problem), key=lambda d: (problem.bound(d), _key(problem, d)))
-        low = greedy(problem, target, work // 6, low)
-        if problem.bound(low) > target:
-            low = descend(problem, low, target, work // 6)
-        if problem.bound(low) > target:
-            return
-        fitting = [low]
-    best = min(fitting, key=lambda d: _key(problem, d))
-    improve(problem, best, target, max(work - (problem.effort - start), 0), lower)
+        share = 2 * left / (LADDER + 1 - j)  # a rung may use what the rungs above left over
+        spent = problem.steps_built
+        # from the rung above's plan and from no plan (cuts chosen for this target from the start)
+        tries = [reach(problem, plan, target, share * REACH / 2)]
+        if plan or problem.bound(tries[0]) > target:
+            tries.append(reach(problem, frozenset(), target, share * REACH - (problem.steps_built - spent)))
+        left = share * REACH - (problem.steps_built - spent)
+        # the relaxation's plan at this target, closed over chains
+        hint = _hint(problem, target) if left > HINT_WORK * len(problem._base.steps) else None
+        if hint is not None:
+            tries.append(reach(problem, hint, target, share * REACH - (problem.steps_built - spent)))
+        best = min(tries, key=lambda d: (problem.bound(d) > target, _key(problem, d), problem.bound(d)))
+        if problem.bound(best) > target:  # stuck: from the seed (or plan) with the least bound
+            low = min(seeds + tries, key=lambda d: (problem.bound(d), _key(problem, d)))
+            left = min(work - _spent(problem, start), share * REACH - (problem.steps_built - spent))
+            if low not in tries and left > 0:
+                best = reach(problem, low, target, left)
+            left = min(work - _spent(problem, start), share * REACH - (problem.steps_built - spent))
+            if problem.bound(best) > target and left > 0:  # every single move from the lowest
+                low = min([best, low], key=lambda d: (problem.bound(d), _key(problem, d)))
+                best = descend(problem, low, target, left)
+        if problem.bound(best) > target:  # the next rung goes on from the least bound reached
+            plan = min(tries + [best], key=lambda d: (problem.bound(d), _key(problem, d)))
+            continue
+        left = work - _spent(problem, start)
+        plan = improve(problem, best, target, min(left, share * (1 - REACH)))
+    front, low = [], None
+    # plans cheaper than memplan's own plain step (trading its cheap recomputes) are left out: the
+    # plain plan answers every budget it meets, so no smaller budget may cost less
+    for d in sorted((d for d in problem._bounds if problem.added_flops(d) >= 0), key=lambda d: _key(problem, d)):
+        b = problem.bound(d)
+        if low is None or b < low:
+            front.append(d)
+            low = b
+    problem.__dict__["_ladder"] = front
+    return front
 
 
 def _choose(problem: RematProblem, budget: int, plans):
-    """The cheapest of `plans` whose planned arena fits `budget` (arenas planned in FLOPs order, at
-    most ARENAS): (plan or None, arenas planned, the smallest (figure, kind, plan) over the budget)."""
+    """The cheapest of `plans` (in FLOPs order) whose planned arena fits `budget`, arenas planned
+    only for plans whose bound fits (every one of them, so the answer never depends on a count):
+    (plan or None, arenas planned, the smallest (figure, kind, plan) over the budget)."""
     smallest = None
     planned = 0
-    for d in sorted(plans, key=lambda d: _key(problem, d)):
+    for d in plans:
         b = problem.bound(d)
         if b > budget:
             if smallest is None or (smallest[1] == "lower_bound" and b < smallest[0]):
                 smallest = (b, "lower_bound", d)
-            continue
-        if planned >= ARENAS:
             continue
         a = plan_arena(problem, d)
         planned += 1
@@ -349,8 +409,7 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
     if budget < fl[0]:
         # proven: no plan goes below the floor; the smallest reachable of two plans (no search)
         res.status, res.proof, res.reachable_lower_bound = "infeasible", "below_floor", fl[0]
-        best = min((frozenset(), _every(problem)), key=lambda d: (problem.bound(d), _key(problem, d)))
-        res.reachable_drop, res.reachable, res.reachable_kind = best, problem.bound(best), "lower_bound"
+        res.reachable_drop, res.reachable, res.reachable_kind = frozenset(), problem.bound(()), "lower_bound"
         res.evaluations = problem.evaluations
         return res
     if plan_arena(problem, ()) <= budget:
@@ -360,7 +419,7 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         res.bound, res.arena = problem.bound(()), plan_arena(problem, ())
         res.evaluations = problem.evaluations
         return res
-    lower, hint = None, frozenset()
+    lower = None
     try:
         from memplan_cli.remat import full
 
@@ -368,25 +427,12 @@ def solve(problem: RematProblem, budget: int, work: int = WORK) -> RematResult:
         if b.lower == float("inf"):
             lower = math.inf
         else:  # about the step without any recompute: rebased on memplan's own plain step
-            lower, hint = int(b.lower * (1 - 1e-9)) - problem.cheap_flops, b.ops  # may be < 0
+            lower = int(b.lower * (1 - 1e-9)) - problem.cheap_flops  # may be < 0
     except ImportError:  # no HiGHS: the search alone, no bound
         pass
     drop, smallest = None, None
     if lower != math.inf:
-        ladder(problem)
-        spent, target = problem.effort, budget
-        for _ in range(ROUNDS):
-            left = work - (problem.effort - spent)
-            if left <= 0:
-                break
-            search(problem, target, left, hint, lower if lower is not None else 0)
-            drop, planned, smallest = _choose(problem, budget, problem._bounds)
-            res.arenas_planned += planned
-            if drop is not None or smallest is None or smallest[1] != "arena":
-                break
-            target -= smallest[0] - budget  # fragmentation: search below the budget by the excess
-    if drop is None and smallest is None:
-        drop, planned, smallest = _choose(problem, budget, [frozenset(), _every(problem)])
+        drop, planned, smallest = _choose(problem, budget, ladder(problem, work))
         res.arenas_planned += planned
     res.evaluations = problem.evaluations
     if drop is not None:

@@ -161,11 +161,28 @@ def _answers(model, batch, fractions):
         yield budget, analyze(model, batch_size=batch, optimizer="sgd", budget=budget).report["remat"]
 
 
+def _wording(model, batch, budget, rm):
+    """The text and the one-line report say what the JSON says: "fits" with the plan's arena at or
+    under the budget; "nothing fits" only with a proof; "no plan found" otherwise; any figure named
+    as the smallest found is above the budget."""
+    import re
+
+    text = run(model, "-b", str(batch), "-O", "sgd", "--budget", str(budget)).stdout
+    line = run(model, "-b", str(batch), "-O", "sgd", "--budget", str(budget), "-q").stdout
+    for out in (text, line):
+        assert ("nothing fits" in out) == (rm["status"] == "infeasible"), (budget, out)
+        assert ("no plan found" in out) == (rm["status"] == "none_found"), (budget, out)
+        for figure in re.findall(r"smallest found:? ([\d,]+) B", out):
+            assert int(figure.replace(",", "")) > budget, (budget, out)
+    assert (f"remat under {budget} B: fits" in line) == rm["fits"], line
+
+
 def test_no_answer_contradicts_itself_and_a_larger_budget_never_costs_more():
     """Over budgets from below the floor to the plain plan on small real models: "nothing fits"
     (infeasible) only with a proof; a fitting plan's arena is at or under the budget; when nothing
     is found, the smallest figure named is above the budget (so no report names a found plan that
-    fits while saying nothing does); and the FLOPs never rise as the budget grows."""
+    fits while saying nothing does), in the JSON, the text and the one-line report alike; and the
+    FLOPs never rise as the budget grows."""
     import pathlib
 
     from hypothesis import given, settings, strategies as st
@@ -187,6 +204,7 @@ def test_no_answer_contradicts_itself_and_a_larger_budget_never_costs_more():
                 assert (rm["status"] == "infeasible") == ("proof" in rm), rm
                 assert rm["status"] in ("infeasible", "none_found")
                 assert last is None  # a smaller budget never fits where a larger one does not
+            _wording(model, batch, budget, rm)
 
     @settings(max_examples=4, deadline=None, derandomize=True)
     @given(st.sampled_from(models), st.lists(st.floats(-0.2, 1.0), min_size=3, max_size=6, unique=True))
