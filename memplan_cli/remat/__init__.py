@@ -9,10 +9,11 @@ training step fits, at the least added FLOPs.
   the floor no plan goes below and a proven lower bound on the added FLOPs (HiGHS), the only source
   of "proven" / "optimal".
 - `chen.py`: Chen et al.'s sqrt(n) segments, the baseline and a seed.
-- `relax.py`: a MILP of the single-recompute space (HiGHS), no longer used by the search (measured:
-  its plans never beat the greedy's); `benchmarks/remat_backends.py` still compares solvers on it.
-- `solve.py`: a ladder of plans that does not depend on the budget, a search at the budget (seeds
-  closed over chains, a greedy that cuts where the plan is over the target, a local search, all
-  bounded by counts of plan evaluations), then the cheapest plan scored whose planned arena fits.
+- `relax.py`: a MILP of the single-recompute space (HiGHS), not used by the search;
+  `benchmarks/remat_backends.py` still compares solvers on it.
+- `solve.py`: a ladder of plans that does not depend on the budget (rungs from the plain plan down
+  to the floor, each reached by greedy cuts from the rung above, from no plan and from the
+  relaxation's plan at the rung, then improved by a local search; work counted in training steps
+  built), then the cheapest plan on its front whose planned arena fits the budget.
 - `section.py`: the report's `remat` object; its notes are written from structured claims.
 """
