@@ -216,8 +216,12 @@ def table(rows: list[dict]) -> str:
             continue
         err = r["error"]
         cov = p.get("coverage") or {}
-        named = ", ".join(f"{e['op']} ({e['type']}) {e['bytes_at_peak']:,d} B"
-                          for e in cov.get("estimated") or [])
+        est = cov.get("estimated") or []
+        kinds = {}
+        for e in est:
+            kinds[e["type"]] = kinds.get(e["type"], 0) + 1
+        named = (", ".join(f"{t} x {k}" for t, k in kinds.items())
+                 + f" ({sum(e['bytes_at_peak'] for e in est):,d} B at the peak)") if est else ""
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
