@@ -14,6 +14,14 @@ CHEAP_FLOPS = 32
 FLOPS_SHARE = 0.04
 
 
+def _known_flops(op, g):
+    """cost.op_flops, or None where it cannot say (a hand-built op without its loader's attrs)."""
+    try:
+        return op_flops(op, g.operands)
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
+
+
 class CheapRecompute(Pass):
     """Rules (`policy.cheap_recompute`):
     - A forward result Y that some step after the forward pass reads (another op's backward: a
@@ -83,20 +91,14 @@ class CheapRecompute(Pass):
         n = tg.tensors[y].num_elements
         if any(tg.tensors[t].num_elements > n for t in s.reads):
             return None
-        try:
-            fl = op_flops(op, g.operands)
-        except (KeyError, ValueError, TypeError, IndexError):  # a hand-built op without its loader's attrs
-            return None
+        fl = _known_flops(op, g)
         if fl is None or fl[0] > CHEAP_FLOPS * n:
             return None
         return list(s.reads)
 
     @staticmethod
     def _flops(g, k) -> int:
-        try:
-            fl = op_flops(g.operations[k], g.operands)
-        except (KeyError, ValueError, TypeError, IndexError):
-            fl = None
+        fl = _known_flops(g.operations[k], g)
         return fl[0] if fl else 0
 
     @staticmethod
@@ -110,10 +112,7 @@ class CheapRecompute(Pass):
             return total
         g, total = tg.graph, 0
         for op in g.operations:
-            try:
-                fl = op_flops(op, g.operands)
-            except (KeyError, ValueError, TypeError, IndexError):  # a hand-built op without its loader's attrs
-                fl = None
+            fl = _known_flops(op, g)
             total += sum(fl) if fl else 0
         return total
 
