@@ -483,3 +483,19 @@ class TestConcurrentWritersAndSignals:
         assert p.returncode == code, err
         assert "Traceback" not in err and "internal error" not in err and len(err.strip().splitlines()) <= 1, err
         assert not out.exists() and not list(tmp_path.glob(".memplan-*"))
+
+    def test_a_signal_while_the_loader_forks_is_not_lost(self, tmp_path):
+        """SIGTERM sent from an at-fork callback (where a handler's exception is ignored, as logging's
+        lock release showed under CI) still ends the run: 143, one line at most, nothing written."""
+        import signal
+
+        m = om.save(tmp_path, "m.onnx", om.tiny_cnn())
+        out = tmp_path / "r.json"
+        driver = ("import os, signal, sys; "
+                  "os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGTERM)); "
+                  "sys.argv = ['memplan'] + sys.argv[1:]; from memplan_cli.cli import run; run()")
+        p = subprocess.run([sys.executable, "-c", driver, "analyze", m, "-b", "2", "-f", "json", "-o", str(out)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 128 + signal.SIGTERM, p.stderr
+        assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+        assert not out.exists() and not list(tmp_path.glob(".memplan-*"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import signal
 import stat
 
 from memplan_cli.errors import ModelError
@@ -724,13 +725,15 @@ def _memory_hog(model) -> str:
     return ""
 
 
+_STOP_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+
 def _contained(fn, model, what: str):
     """`fn(model)` (a ModelProto in, a ModelProto out) run in a forked child. onnx's shape inference
     and version converter are C++: on some malformed graphs (a Split with more outputs than its
     num_outputs) an assertion aborts the whole process, which no `except` can catch. In a child, a
     crash becomes one line naming what crashed. An exception inside `fn` comes back as RuntimeError
     with its first line. Without fork (not POSIX), `fn` runs here."""
-    import signal
     import struct
 
     if not hasattr(os, "fork"):
@@ -743,9 +746,14 @@ def _contained(fn, model, what: str):
     except OSError as e:
         raise ProcessLimitError(f"cannot start a process to run onnx's {what}: {e.strerror or e} "
                                 "(too many open files)") from None
+    # A signal that lands while fork runs its at-fork callbacks (logging's lock) would raise inside
+    # a callback, where Python ignores the exception, and the run would go on: hold the signals
+    # over the fork and take them once the child is in the try below that stops it.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         pid = os.fork()
     except OSError as e:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(r)
         os.close(w)
         raise ProcessLimitError(f"cannot start a process to run onnx's {what}: {e.strerror or e} (a limit on "
@@ -753,6 +761,7 @@ def _contained(fn, model, what: str):
     if pid == 0:  # the child: never returns, never runs the parent's cleanup (os._exit)
         code = 0
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             os.close(r)
             _limit_address_space(budget)
             quiet = os.open(os.devnull, os.O_WRONLY)  # the assertion's own message would be a second line
@@ -777,6 +786,7 @@ def _contained(fn, model, what: str):
     os.close(w)
     status = None
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         with os.fdopen(r, "rb") as f:
             data = f.read()
         status = os.waitpid(pid, 0)[1]
