@@ -87,7 +87,7 @@ def _tile_batch(op, graph, shapes, batched):
 
 OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDerivative": expand_derivative,
                                                         "calcGradient": expand_derivative},
-             flops=_flops, check=expand_check, batch=_expand_batch,
+             flops=_flops, check=expand_check, batch=_expand_batch, role="broadcast",
              profiles={"torch": {"view": True}}),  # `--profile torch`: expand is a view, its backward a sum
        OpDef("Tile", rule=rule, kernels={"forward": tile_forward, "calcDerivative": tile_derivative,
                                                       "calcGradient": tile_derivative},
