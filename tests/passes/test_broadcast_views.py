@@ -3,6 +3,8 @@ DeBERTa's relative-position indices, clamped then expanded to batch x heads x se
 view of their seq² values in the own plan, as PyTorch's `expand`; kernels read the view correctly
 (gradients by finite differences and a verified step with real indices, against the same step with
 the broadcast's own bytes)."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -15,6 +17,7 @@ from memplan_cli.passes.policy import Policy
 from memplan_cli.verification import verify_analysis
 from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, save
 
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 B, H, S, D = 2, 4, 32, 8  # B x H x S x S = 8192 indices: more than the ONNX loader folds itself
 
 
@@ -90,6 +93,21 @@ def test_a_broadcast_of_a_parameter_is_not_a_view(tmp_path):
     g = load_model(p)
     assert any(op.type == "Expand" for op in g.operations)
     assert not any(o.broadcast_of for o in g.operands)
+
+
+def test_a_real_deberta_export():
+    """TorchScript's DeBERTa-v2 (tests/corpus): the c2p / p2c indices, clamped relative positions
+    expanded to batch x heads x seq², are held as their seq² values, and the step verifies."""
+    p = str(CORPUS / "deberta_tiny_ts.onnx")
+    g = load_model(p, batch_size=2)
+    folded = [o for o in g.operands if o.broadcast_of is not None]
+    assert [(o.shape, o.dtype, o.broadcast_of) for o in folded] == [((4, 64, 64), "int64", (1, 64, 64))] * 2
+    cfg = TrainConfig(batch_size=2, optimizer="adam", loss="cce")
+    on, off = analyze_graph(g, cfg), analyze_graph(g, cfg, profile_options={"broadcast_views": False})
+    arena = [sum(q.plan.arena for q in a.pools) for a in (on, off)]
+    assert arena[1] - arena[0] == 2 * (4 - 1) * 64 * 64 * 8  # held the whole step: every byte counts
+    r = verify_analysis(on).result
+    assert r.passed and r.loss[0] == r.loss[1], r.message
 
 
 @pytest.mark.parametrize("src,dst,ok", [((1, 4), (3, 4), True), ((4,), (2, 3, 4), True), ((3, 1), (3, 5), True),
