@@ -170,6 +170,11 @@ _FIGURE_UNIT = re.compile(r"(\d[\d,]*(?:\.\d+)?) (B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|
 
 
 def _glued(obj):
+    # a file's own private-use character is written as its escape, so `text()` cannot turn it into a space
+    if isinstance(obj, Text) and _GLUE in obj.plain:
+        obj = Text(obj.plain.replace(_GLUE, "\\ue000"), style=obj.style)
+    elif isinstance(obj, str):
+        obj = obj.replace(_GLUE, "\\ue000")
     if isinstance(obj, Text):
         glued = _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj.plain)
         if glued != obj.plain:

@@ -111,3 +111,14 @@ def test_prose_never_parts_a_figure_from_its_unit():
     assert len(lines) > 4  # it did wrap
     assert not any(re.match(r"(B|KiB|MiB|%|x)\b", ln) for ln in lines), out
     assert " ".join(ln.strip() for ln in lines[: len(lines) // 2]) == line
+
+
+def test_a_private_use_character_from_a_file_is_escaped_not_turned_into_a_space():
+    from rich.text import Text
+
+    from memplan_cli.report.table import _console
+
+    con = _console(RenderOptions(width=80))
+    con.print("model a\ue000b.onnx 12 MiB")
+    con.print(Text("op c\ue000d", style="bold"))
+    assert con.text() == "model a\\ue000b.onnx 12 MiB\nop c\\ue000d\n"
