@@ -197,3 +197,9 @@ def test_litert_exports_carry_the_converter_ops():
     code, out, _ = run(["analyze", os.path.join(HERE, "litert_embed_ln_tiny.tflite"), "-f", "json"])
     (m,) = json.loads(out)["parameters"]["merged_normalizations"]
     assert code == 0 and m["norm"] == "LayerNorm" and "LayerNorm" in m["weights"][0] and "Linear" in m["weights"][0]
+
+
+def test_the_manifest_records_each_files_size():
+    # the manifest describes the committed files; a file rewritten without it (a stripped export) is caught
+    for name, e in EXPORTS.items():
+        assert os.path.getsize(os.path.join(HERE, name)) == e["bytes"], name
