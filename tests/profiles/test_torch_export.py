@@ -379,43 +379,57 @@ def _torch(path, **cfg):
     return a.extras["torch"], a
 
 
-def _projection(tmp_path, folded: bool):
-    """x (2, 4, 8) + k(dropout(rel)) broadcast over the batch, then a head. `folded`: the dynamo export
-    whose optimizer folded the projection of the parameter `rel` (4, 8) into the constant `clone_3`
-    (2, 4, 8), the key layer's weight held as its transposed copy `val_15`; else the same module with
-    the projection's ops in place where eager runs them, before their reader (Dropout, the linear,
-    Unsqueeze, Tile: `repeat`'s copy)."""
-    x_lin = [helper.make_node("MatMul", ["x", "val_15"], ["xm"], name="node_mm"),
-             helper.make_node("Add", ["xm", "k.bias"], ["kx"], name="node_linear")]
+def _projection(tmp_path, folded: bool, by_name: bool = False):
+    """x (2, 4, 8) -> k (8 -> 6) + k(dropout(rel)) broadcast over the batch, then a head. `folded`: the
+    dynamo export whose optimizer folded the projection of the parameter `rel` (4, 8) into the
+    constant `clone_3` (2, 4, 6), the key layer's weight held as its transposed copy `val_15` (8, 6)
+    or (`by_name`) under its own name, read by a Gemm; else the same module with the projection's ops
+    in place where eager runs them, before their reader (Dropout, the linear, Unsqueeze, Tile:
+    `repeat`'s copy)."""
+    w, w_init = ("k.weight", _w(6, 8)) if by_name else ("val_15", _w(8, 6))
+
+    def linear(x, y, name):
+        if by_name:
+            return [helper.make_node("Gemm", [x, w, "k.bias"], [y], transB=1, name=name)]
+        return [helper.make_node("MatMul", [x, w], [y + "_mm"], name=name + "_mm"),
+                helper.make_node("Add", [y + "_mm", "k.bias"], [y], name=name)]
+    x2 = [helper.make_node("Reshape", ["x", "two_d"], ["x2"], name="node_flat")] if by_name else []
+    x_lin = x2 + linear("x2" if by_name else "x", "kx2" if by_name else "kx", "node_linear") + \
+        ([helper.make_node("Reshape", ["kx2", "three_d"], ["kx"], name="node_unflat")] if by_name else [])
     head = [helper.make_node("Add", ["kx", "pos"], ["s"], name="node_add"),
             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
-    inits = [("val_15", _w(8, 8)), ("k.bias", _w(8)), ("val_20", _w(8, 10))]
+    inits = [(w, w_init), ("k.bias", _w(6)), ("val_20", _w(6, 10))]
+    if by_name:
+        inits += [("two_d", np.array([8, 8], np.int64)), ("three_d", np.array([2, 4, 6], np.int64))]
     if folded:
         nodes = x_lin + head
-        nodes[2].input[1] = "clone_3"
-        inits.append(("clone_3", _w(2, 4, 8)))
+        nodes[-2].input[1] = "clone_3"
+        inits.append(("clone_3", _w(2, 4, 6)))
         chain = ["rel", "k.weight", "k.bias", "getitem", "linear_3", "unsqueeze", "repeat", "clone_3", "val_42"]
-        return _dynamo_file(tmp_path, "proj_folded", nodes, inits, [2, 4, 8], [2, 4, 10],
-                            ["rel", "k.weight", "k.bias", "head.weight"],
-                            {"val_15": ["k.weight"], "val_20": ["head.weight"], "clone_3": chain},
+        folded_from = {"val_20": ["head.weight"], "clone_3": chain}
+        if not by_name:
+            folded_from["val_15"] = ["k.weight"]
+        return _dynamo_file(tmp_path, f"proj_folded{int(by_name)}", nodes, inits, [2, 4, 8], [2, 4, 10],
+                            ["rel", "k.weight", "k.bias", "head.weight"], folded_from,
                             {"node_add": _fx("add.Tensor", "%linear_1, %clone_3")})
-    pos = [helper.make_node("Dropout", ["rel", "ratio", "train"], ["rd"], name="node_drop"),
-           helper.make_node("MatMul", ["rd", "val_15"], ["rm"], name="node_mm_rel"),
-           helper.make_node("Add", ["rm", "k.bias"], ["rk"], name="node_linear_rel"),
-           helper.make_node("Unsqueeze", ["rk", "axes"], ["ru"], name="node_unsqueeze"),
-           helper.make_node("Tile", ["ru", "reps"], ["pos"], name="node_repeat")]
+    pos = [helper.make_node("Dropout", ["rel", "ratio", "train"], ["rd"], name="node_drop")] + \
+        linear("rd", "rk", "node_linear_rel") + \
+        [helper.make_node("Unsqueeze", ["rk", "axes"], ["ru"], name="node_unsqueeze"),
+         helper.make_node("Tile", ["ru", "reps"], ["pos"], name="node_repeat")]
     inits += [("rel", _w(4, 8)), ("ratio", np.float32(0.5)), ("train", np.bool_(True)),
               ("axes", np.array([0], np.int64)), ("reps", np.array([2, 1, 1], np.int64))]
-    return _dynamo_file(tmp_path, "proj_plain", x_lin + pos + head, inits, [2, 4, 8], [2, 4, 10], None)
+    return _dynamo_file(tmp_path, f"proj_plain{int(by_name)}", x_lin + pos + head, inits, [2, 4, 8], [2, 4, 10],
+                        None)
 
 
-def test_a_folded_projection_of_a_parameter_is_run_as_eager_runs_it(tmp_path):
+@pytest.mark.parametrize("by_name", [False, True])
+def test_a_folded_projection_of_a_parameter_is_run_as_eager_runs_it(tmp_path, by_name):
     # folded_from names `rel` (no longer in the file), the key layer's weight and bias (held) and the
     # chain's fx nodes (getitem: dropout's output, linear, unsqueeze, repeat, clone): eager runs
     # dropout, the linear and repeat's copy each step, and `rel` trains at (4, 8), not at the folded
     # constant's (2, 4, 8)
-    got, a = _torch(_projection(tmp_path, folded=True))
-    want, _ = _torch(_projection(tmp_path, folded=False))
+    got, a = _torch(_projection(tmp_path, folded=True, by_name=by_name))
+    want, _ = _torch(_projection(tmp_path, folded=False, by_name=by_name))
     assert (got["peak"], got["split"]) == (want["peak"], want["split"])
     params = _trained(a)
     assert params["rel"] == (4, 8) and "clone_3" not in params
@@ -439,7 +453,7 @@ def test_a_folded_projection_without_its_weight_in_the_file_stays_estimated_at_t
     onnx.save(m, path)
     got, a = _torch(path)
     params = _trained(a)
-    assert params.get("clone_3") == (2, 4, 8) and "rel" not in params
+    assert params.get("clone_3") == (2, 4, 6) and "rel" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Add"]
 
 
