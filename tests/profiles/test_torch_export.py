@@ -457,32 +457,34 @@ def test_a_folded_projection_without_its_weight_in_the_file_stays_estimated_at_t
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Add"]
 
 
-def _type_embedding(tmp_path, folded: bool):
-    """x (2, 4, 8) + the token-type embedding of zero ids: `folded`, the constant `embedding_1`
-    (2, 4, 8) the optimizer folded from the table `tt.weight` and `zeros`; else a Gather from a (1, 8)
-    table."""
+def _embedding(tmp_path, folded: bool, ids_from=("zeros",), rows=1):
+    """x (2, 4, 8) + an embedding of constant ids: `folded`, the constant `embedding_1` (2, 4, 8) the
+    optimizer folded from the table `tt.weight` and the fx nodes `ids_from`; else a Gather from a
+    (rows, 8) table."""
     add = helper.make_node("Add", ["x", "embedding_1" if folded else "e"], ["s"], name="node_add")
     head = helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")
     inits = [("val_20", _w(8, 10))]
     if folded:
         return _dynamo_file(tmp_path, "emb_folded", [add, head], inits + [("embedding_1", _w(2, 4, 8))], [2, 4, 8],
                             [2, 4, 10], ["tt.weight", "head.weight"],
-                            {"val_20": ["head.weight"], "embedding_1": ["tt.weight", "zeros"]},
+                            {"val_20": ["head.weight"], "embedding_1": ["tt.weight", *ids_from]},
                             {"node_add": _fx("add.Tensor", "%x, %embedding_1")})
     gather = helper.make_node("Gather", ["tt.weight", "ids"], ["e"], name="node_embedding")
-    inits += [("tt.weight", _w(1, 8)), ("ids", np.zeros((2, 4), np.int64))]
+    inits += [("tt.weight", _w(rows, 8)), ("ids", np.zeros((2, 4), np.int64))]
     return _dynamo_file(tmp_path, "emb_plain", [gather, add, head], inits, [2, 4, 8], [2, 4, 10], None)
 
 
-def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_path):
+@pytest.mark.parametrize("ids_from, rows", [(("zeros",), 1), (("types", "expand"), 1), (("arange", "expand"), 4)])
+def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_path, ids_from, rows):
     # embedding's backward makes a gradient of the table's shape (derivatives.yaml,
-    # embedding_dense_backward): the table trains, the gathered rows are a forward value. The ids are
-    # `zeros`, so one row is all the file says (BERT's token types have two): the gather is estimated
-    got, a = _torch(_type_embedding(tmp_path, folded=True))
-    want, _ = _torch(_type_embedding(tmp_path, folded=False))
+    # embedding_dense_backward): the table trains, the gathered rows are a forward value. Its rows are
+    # not in the file: at least one per distinct id (`arange`: one per position; `zeros` or a buffer's
+    # ids: one; BERT's token types have two), so the gather is named as estimated
+    got, a = _torch(_embedding(tmp_path, True, ids_from))
+    want, _ = _torch(_embedding(tmp_path, False, rows=rows))
     assert (got["peak"], got["split"]) == (want["peak"], want["split"])
     params = _trained(a)
-    assert params["tt.weight"] == (1, 8) and "embedding_1" not in params
+    assert params["tt.weight"] == (rows, 8) and "embedding_1" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Gather"]
 
 

@@ -47,6 +47,8 @@ from memplan_cli.ops.pad import PAD_TYPE
 from memplan_cli.profiles.torch.facts import ESTIMATED
 
 DROPOUT, TILE, RESHAPE = "Dropout", "Tile", "Reshape"
+# graph metadata: parameters of a folded computation run again whose shape was estimated
+ESTIMATED_PARAMS = "torch_estimated_params"
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -172,8 +174,8 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     - `embedding(table, ids)` of ids computed without a gradient (token types of constant ids,
       position rows): eager gathers the rows each step, and embedding's backward makes a gradient of
       the table's shape (derivatives.yaml, `embedding_dense_backward`): (rows, the constant's last
-      dim). The rows are not in the file: one when the ids are `zeros` (every id is 0), else one per
-      position; named as estimated.
+      dim). The rows are not in the file: at least one per distinct id, so one per position for
+      `arange` ids and one otherwise (`zeros`, or a buffer's ids); named as estimated.
     - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
       (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
       (and bias) is a parameter the file holds and a FullyConnected reads: eager runs the linear each
@@ -213,7 +215,9 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plan = {"const": c.index, "param": missing[0], "readers": sorted(readers[c.index]), "estimated": True}
         if _fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
-            rows = 1 if fx & _ZEROS else int(c.shape[-2])
+            # at least one row per distinct id: `arange` ids, one per position; any other ids (`zeros`, a
+            # buffer whose values the file does not hold) one row (the smallest table the file allows)
+            rows = int(c.shape[-2]) if "arange" in fx else 1
             plans.append({**plan, "kind": "embedding", "rows": rows, "cols": int(c.shape[-1])})
             continue
         fx.add(_fx_kind(name))
@@ -248,7 +252,10 @@ def _unfold(g, plans, operand, insert) -> None:
     constant's first reader; its readers read the result (a forward value, no constant). A parameter
     (or its dropout) shared by several chains is one tensor."""
     made: dict = {}
+    estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ())
     for plan in sorted(plans, key=lambda p: p["readers"][0]):
+        if plan["estimated"]:
+            estimated.add(plan["param"])
         c = g.operands[plan["const"]]
         at, name = plan["readers"][0], plan["param"]
         est = {ESTIMATED: True} if plan["estimated"] else {}
@@ -277,6 +284,8 @@ def _unfold(g, plans, operand, insert) -> None:
         for k in plan["readers"]:
             op = g.operations[k] = copy.copy(g.operations[k])
             op.inputs = [out if v == plan["const"] else v for v in op.inputs]
+    if estimated:
+        g.metadata[ESTIMATED_PARAMS] = tuple(sorted(estimated))
 
 
 def eager_graph(graph):
