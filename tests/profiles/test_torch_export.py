@@ -474,12 +474,12 @@ def _embedding(tmp_path, folded: bool, ids_from=("zeros",), rows=1):
     return _dynamo_file(tmp_path, "emb_plain", [gather, add, head], inits, [2, 4, 8], [2, 4, 10], None)
 
 
-@pytest.mark.parametrize("ids_from, rows", [(("zeros",), 1), (("types", "expand"), 1), (("arange", "expand"), 4)])
+@pytest.mark.parametrize("ids_from, rows", [(("zeros",), 1), (("position_ids", "slice_1"), 4), (("arange",), 4)])
 def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_path, ids_from, rows):
     # embedding's backward makes a gradient of the table's shape (derivatives.yaml,
     # embedding_dense_backward): the table trains, the gathered rows are a forward value. Its rows are
-    # not in the file: at least one per distinct id (`arange`: one per position; `zeros` or a buffer's
-    # ids: one; BERT's token types have two), so the gather is named as estimated
+    # not in the file: one for `zeros` ids (BERT's token types have two), else one per position (a
+    # position table has at least that many), so the gather is named as estimated
     got, a = _torch(_embedding(tmp_path, True, ids_from))
     want, _ = _torch(_embedding(tmp_path, False, rows=rows))
     assert (got["peak"], got["split"]) == (want["peak"], want["split"])

@@ -174,8 +174,8 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     - `embedding(table, ids)` of ids computed without a gradient (token types of constant ids,
       position rows): eager gathers the rows each step, and embedding's backward makes a gradient of
       the table's shape (derivatives.yaml, `embedding_dense_backward`): (rows, the constant's last
-      dim). The rows are not in the file: at least one per distinct id, so one per position for
-      `arange` ids and one otherwise (`zeros`, or a buffer's ids); named as estimated.
+      dim). The rows are not in the file: one for `zeros` ids, else one per position (the ids may
+      differ at each; a position table has at least that many rows); named as estimated.
     - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
       (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
       (and bias) is a parameter the file holds and a FullyConnected reads: eager runs the linear each
@@ -215,9 +215,9 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plan = {"const": c.index, "param": missing[0], "readers": sorted(readers[c.index]), "estimated": True}
         if _fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
-            # at least one row per distinct id: `arange` ids, one per position; any other ids (`zeros`, a
-            # buffer whose values the file does not hold) one row (the smallest table the file allows)
-            rows = int(c.shape[-2]) if "arange" in fx else 1
+            # one row per id the table must hold: `zeros` ids, one; any others (an arange, a buffer whose
+            # values the file does not hold) may differ at each position: one per position
+            rows = 1 if fx & _ZEROS else int(c.shape[-2])
             plans.append({**plan, "kind": "embedding", "rows": rows, "cols": int(c.shape[-1])})
             continue
         fx.add(_fx_kind(name))
