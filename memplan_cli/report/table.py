@@ -240,6 +240,31 @@ def torch_estimate_note(doc: dict) -> str:
             f"covers ({', '.join(types)}; JSON figures.torch.coverage)")
 
 
+def torch_functions_note(doc: dict) -> str:
+    """The torch profile's header line when written-out formulas a custom autograd Function may have
+    run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    fn = cov.get("as_functions") or {}
+    peak = ((doc.get("figures") or {}).get("torch") or {}).get("peak") or 0
+    if not fn.get("says_so") or not peak:
+        return ""
+    return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
+
+
+def function_modules(modules: list) -> str:
+    """`gelu_impl x 2`: the modules' last names, counted."""
+    names: dict[str, int] = {}
+    for m in modules:
+        name = m["module"].rsplit("/", 1)[-1]
+        names[name] = names.get(name, 0) + 1
+    return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
+
+
+def as_functions_figure(alt: int, peak: int) -> str:
+    return (f"may have run as custom autograd Functions saving only their inputs (the file cannot tell); "
+            f"so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+
+
 def fine_tuning_part(c: dict) -> str:
     """` · train ... · freeze ... · LoRA rank R on ...`: the fine-tuning setup of a report's config."""
     part = "".join(f" · {flag} {','.join(c[flag])}" for flag in ("train", "freeze") if c.get(flag))
@@ -332,9 +357,9 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        est = torch_estimate_note(doc)
-        if est:
-            con.print(Text(est, style="bold yellow"))
+        for est in (torch_estimate_note(doc), torch_functions_note(doc)):
+            if est:
+                con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))

@@ -42,11 +42,13 @@ import re
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._torch import GATHER, TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
+from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
+from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
 from memplan_cli.ops.pad import PAD_TYPE
+from memplan_cli.ops.reshape import RESHAPE_TYPE as RESHAPE
 from memplan_cli.profiles.torch.facts import ESTIMATED
 
-DROPOUT, TILE, RESHAPE = "Dropout", "Tile", "Reshape"
 # graph metadata: parameters of a folded computation run again whose shape was estimated
 ESTIMATED_PARAMS = "torch_estimated_params"
 
