@@ -295,6 +295,71 @@ class RelDropLM(nn.Module):
         return self.head(x + self.att(x, self.drop(self.rel)))
 
 
+class RelRepeatAttention(RelAttention):
+    """DeBERTa-v2's disentangled attention with shared keys (`share_att_key`): the relative table is
+    projected by the layer's own key and query linears, split into heads (view, permute, contiguous)
+    and repeated over the batch (`repeat`); the relative indices are expanded over batch x heads."""
+
+    def forward(self, x, rel):
+        b, s, d = x.shape
+        h, hd = self.h, d // self.h
+
+        def heads(t):  # (n, m, d) -> (n h, m, hd)
+            return t.view(t.shape[0], -1, h, hd).permute(0, 2, 1, 3).contiguous().view(-1, t.shape[1], hd)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scale = math.sqrt(hd * 3)
+        a = torch.bmm(q, k.transpose(-1, -2) / scale)
+        pos_k = heads(self.k(rel).unsqueeze(0)).repeat(b, 1, 1)  # (b h, 2 span, hd)
+        pos_q = heads(self.q(rel).unsqueeze(0)).repeat(b, 1, 1)
+        rel_pos = torch.arange(s)[:, None] - torch.arange(s)[None, :]
+        idx = torch.clamp(rel_pos + self.span, 0, 2 * self.span - 1).expand(b * h, s, s)
+        c2p = torch.gather(torch.bmm(q, pos_k.transpose(-1, -2)), -1, idx)
+        p2c = torch.gather(torch.bmm(k, pos_q.transpose(-1, -2)), -1, idx).transpose(-1, -2)
+        a = a + c2p / scale + p2c / scale
+        p = self.drop(a.softmax(-1))
+        y = torch.bmm(p, v).view(b, h, s, hd).transpose(1, 2).reshape(b, s, d)
+        return self.o(y)
+
+
+class RelRepeatLM(nn.Module):
+    """Two layers sharing one relative table read through one Dropout (DeBERTa's encoder-level table)."""
+
+    def __init__(self, d=64, heads=4, layers=2, span=8, classes=50):
+        super().__init__()
+        self.rel = nn.Parameter(torch.randn(2 * span, d) * 0.02)
+        self.drop = nn.Dropout(0.1)
+        self.att = nn.ModuleList(RelRepeatAttention(d, heads, span) for _ in range(layers))
+        self.ln = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        rel = self.drop(self.rel)
+        for a, ln in zip(self.att, self.ln):
+            x = ln(x + a(x, rel))
+        return self.head(x)
+
+
+class TypeEmbLM(nn.Module):
+    """BERT's embeddings, written out: token, position (a buffer of position ids, sliced) and token-type
+    (constant zero ids, expanded over the batch) embeddings summed, LayerNorm, one attention layer of
+    plain bmm, a head."""
+
+    def __init__(self, v=1000, d=64, heads=4, s_max=64, types=2, classes=50):
+        super().__init__()
+        self.tok, self.pos, self.typ = nn.Embedding(v, d), nn.Embedding(s_max, d), nn.Embedding(types, d)
+        self.register_buffer("position_ids", torch.arange(s_max)[None], persistent=False)
+        self.ln = nn.LayerNorm(d)
+        self.att = BmmAttention(d, heads)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        types = torch.zeros(1, s, dtype=torch.long).expand(b, s)
+        x = self.ln(self.tok(ids) + self.pos(self.position_ids[:, :s]) + self.typ(types))
+        return self.head(x + self.att(x))
+
+
 class SRAttention(nn.Module):
     """Segformer's efficient self-attention: k and v from the tokens reduced by a strided conv and a
     LayerNorm; q from all tokens; softmax, dropout, matmul with v."""
@@ -389,6 +454,8 @@ FAM = {
     "fam_rep_bn": ("repbn", lambda: RepNet(), IMG),
     "fam_rel_attn": ("relattn", lambda: RelLM(), SEQ),
     "fam_rel_drop": ("relattn", lambda: RelDropLM(), SEQ),
+    "fam_rel_repeat": ("relattn", lambda: RelRepeatLM(), SEQ),
+    "fam_type_emb": ("embedding", lambda: TypeEmbLM(), ("ids", 32, 1000)),
     "fam_sr_attn": ("srattn", lambda: SRNet(), IMG),
     "fam_coat": ("coat", lambda: CoaTNet(), IMG),
     "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
