@@ -246,7 +246,12 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
                       "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
-    return plans
+    # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
+    # as the file has them
+    shape: dict[str, tuple] = {}
+    for p in plans:
+        shape.setdefault(p["param"], (p["rows"], p["cols"]))
+    return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
 
 
 def _unfold(g, plans, operand, insert) -> None:
