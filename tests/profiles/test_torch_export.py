@@ -506,3 +506,31 @@ def test_a_folded_expanded_index_holds_only_what_it_broadcast(tmp_path):
     sizes = {b.name: b.size for b in a.buffers.buffers}
     assert sizes["expand_2"] == 6 * 6 * 8
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["GatherElements"]
+
+
+def _cls_token(tmp_path, folded: bool):
+    """cat(cls.expand(2, -1, -1), x) (timm's class token), then a head: `folded`, the constant
+    `expand_2` (2, 1, 8) folded from the parameter `cls` alone; else an Expand of a (1, 1, 8) `cls`."""
+    cat = helper.make_node("Concat", ["expand_2" if folded else "e", "x"], ["c"], axis=1, name="node_cat")
+    head = helper.make_node("MatMul", ["c", "val_20"], ["y"], name="node_head")
+    inits = [("val_20", _w(8, 10))]
+    if folded:
+        return _dynamo_file(tmp_path, "cls_folded", [cat, head], inits + [("expand_2", _w(2, 1, 8))], [2, 3, 8],
+                            [2, 4, 10], ["cls", "head.weight"],
+                            {"val_20": ["head.weight"], "expand_2": ["cls", "val_3"]},
+                            {"node_cat": _fx("cat.default", "[%expand_2, %x], 1")})
+    expand = helper.make_node("Expand", ["cls", "shape"], ["e"], name="node_expand")
+    inits += [("cls", _w(1, 1, 8)), ("shape", np.array([2, 1, 8], np.int64))]
+    return _dynamo_file(tmp_path, "cls_plain", [expand, cat, head], inits, [2, 3, 8], [2, 4, 10], None)
+
+
+def test_a_folded_expand_of_a_parameter_trains_the_parameter(tmp_path):
+    # expand's backward sums the gradient back to the parameter (derivatives.yaml: sum_to(grad,
+    # self.sizes())): `cls` trains at (1, 1, 8), not at the expanded (2, 1, 8); which dims were
+    # broadcast is not recorded (the leading one is taken), so the expand is named as estimated
+    got, a = _torch(_cls_token(tmp_path, True))
+    want, _ = _torch(_cls_token(tmp_path, False))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["cls"] == (1, 1, 8) and "expand_2" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]

@@ -40,7 +40,7 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import GATHER, TRANSPOSE, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
@@ -246,6 +246,17 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
                       "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
+    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
+    # parameter, whose gradient expand's backward sums back to it (`sum_to(grad, self.sizes())`)
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        params = {s for s in srcs if s in sig.params}
+        if c is None or c.index not in readers or _fx_kind(name) != "expand" or len(c.shape) < 2 \
+                or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
+                or any(s not in targets and not re.fullmatch(r"val_\d+", s) for s in srcs):
+            continue
+        plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
+                      "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
     # as the file has them
     shape: dict[str, tuple] = {}
@@ -267,10 +278,13 @@ def _unfold(g, plans, operand, insert) -> None:
         at, name = plan["readers"][0], plan["param"]
         est = {ESTIMATED: True} if plan["estimated"] else {}
         if name not in made:
-            made[name] = operand(name, (plan["rows"], plan["cols"]), c.dtype, const=True)
+            cols = plan["cols"] if isinstance(plan["cols"], tuple) else (plan["cols"],)
+            made[name] = operand(name, (plan["rows"], *cols), c.dtype, const=True)
         x = made[name]
         out = operand(f"{c.name}:eager", c.shape, c.dtype)
-        if plan["kind"] == "embedding":
+        if plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+            insert(at, EXPAND, [x], [out], dict(est), c.name)
+        elif plan["kind"] == "embedding":
             ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)
             insert(at, GATHER, [x, ids], [out], {"axis": 0, **est}, c.name)
         else:
