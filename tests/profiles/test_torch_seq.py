@@ -375,3 +375,55 @@ def test_sdpa_mask_received_as_a_computed_value_does_not_train(tmp_path):
     a = _run(g, optimizer="adam")
     names = {b.name for b in a.buffers.buffers}
     assert "m" in names and not any(n.startswith("m:") for n in names)
+
+
+def _layer_norm_twice(tmp_path, name, second):
+    """CohereLayerNorm as dynamo writes it: `x - mean` for the variance and, computed again, for the
+    normalisation (the optimizer merged the two Subs: the Mul's call names `%{second}`); rsqrt as Sqrt
+    then Reciprocal, both recording `%rsqrt`."""
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "linear = aten.linear.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("ReduceMean", ["h", "ax"], ["mu"], name="mean"),
+                     "mean = aten.mean.dim(args = (%linear, [-1], True), kwargs = {})"),
+             _record(helper.make_node("Sub", ["h", "mu"], ["d"], name="sub"),
+                     "sub = aten.sub.Tensor(args = (%linear, %mean), kwargs = {})"),
+             _record(helper.make_node("Pow", ["d", "two"], ["p2"], name="pow"),
+                     "pow_1 = aten.pow.Tensor_Scalar(args = (%sub, 2), kwargs = {})"),
+             _record(helper.make_node("ReduceMean", ["p2", "ax"], ["var"], name="mean_1"),
+                     "mean_1 = aten.mean.dim(args = (%pow_1, [-1], True), kwargs = {})"),
+             _record(helper.make_node("Add", ["var", "eps"], ["ve"], name="add"),
+                     "add = aten.add.Tensor(args = (%mean_1, 1e-05), kwargs = {})"),
+             _record(helper.make_node("Sqrt", ["ve"], ["s"], name="sqrt"),
+                     "rsqrt = aten.rsqrt.default(args = (%add,), kwargs = {})"),
+             _record(helper.make_node("Reciprocal", ["s"], ["r"], name="recip"),
+                     "rsqrt = aten.rsqrt.default(args = (%add,), kwargs = {})"),
+             _record(helper.make_node("Mul", ["d", "r"], ["y"], name="mul"),
+                     f"mul = aten.mul.Tensor(args = (%{second}, %rsqrt), kwargs = {{}})")]
+    return _model(tmp_path, nodes, [("x", F, [2, 4, 8])], [("y", [2, 4, 8])],
+                  [("w", _w(8, 8)), ("ax", np.array([-1], np.int64)), ("two", np.float32(2.0)),
+                   ("eps", np.float32(1e-5))], name)
+
+
+def test_nodes_recording_one_fx_node_are_one_aten_op(tmp_path):
+    # Sqrt then Reciprocal, both recording `%rsqrt`: eager's one rsqrt, whose result (2 x 4 x 1: 32 B)
+    # it makes and saves (derivatives.yaml: its backward reads `result`); the Sqrt output is no tensor
+    a = _run(_layer_norm_twice(tmp_path, "rsqrt", "sub"), loss="mse")
+    assert not any(b.name == "s" for b in a.buffers.buffers)
+    c = _cols(a, "recip")
+    assert c["fwd_mem_out"] == 32
+    r = next(b for b in a.buffers.buffers if b.name == "r")
+    assert a.buffers.steps[r.last].kind != "forward"  # saved for rsqrt's (and the Mul's) backward
+    assert not any(k.endswith("(sqrt)") for k in a.extras["per_layer_extra"])
+
+
+def test_equal_ops_the_exporter_merged_are_computed_again(tmp_path):
+    # the Mul's call reads `%sub_1`, an aten.sub no node of the file makes, while its input is the node
+    # recording `%sub`: eager computed `x - mean` a second time (256 B), which the Mul saves; the first
+    # is saved by the Pow. Where the call names the producer itself, there is one tensor
+    a = _run(_layer_norm_twice(tmp_path, "cse", "sub_1"), loss="mse")
+    bufs = {b.name: b for b in a.buffers.buffers}
+    assert bufs["d:sub_1"].size == 256 and a.buffers.steps[bufs["d:sub_1"].last].kind != "forward"
+    pow_bwd = next(s.index for s in a.buffers.steps if s.kind != "forward" and s.label.endswith("(pow)"))
+    assert bufs["d"].last == pow_bwd
+    a = _run(_layer_norm_twice(tmp_path, "one", "sub"), loss="mse")
+    assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)

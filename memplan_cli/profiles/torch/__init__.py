@@ -62,7 +62,8 @@ from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
 from memplan_cli.profiles.torch.export import eager_graph
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
-from memplan_cli.profiles.torch.figures import ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of, split_at
+from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, live_peak, part_of,
+                                                split_at)
 from memplan_cli.profiles.torch.refusal import refusal
 from memplan_cli.profiles.torch.replay import replay
 
@@ -104,6 +105,10 @@ class TorchProfile:
             raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
         tg = self.training_graph(graph, config)
         sim, layer = replay(tg, config)
+        if sim.coverage.get("possible_functions"):
+            # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
+            # with each read as one, reported beside the op-by-op one
+            sim.coverage["as_functions_peak"] = live_peak(replay(tg, config, as_functions=True)[0])
         kept = [s for s in sim.store if s["bytes"] > 0]
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")
