@@ -86,13 +86,14 @@ def test_a_recorded_function_is_one_node_saving_its_input(tmp_path):
     assert next(b for b in bufs if b.name == "y1").last >= fn_bwd - 1  # saved by the MatMul after it
 
 
-def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path):
+@pytest.mark.parametrize("scope", ["/m/act", "/act"])
+def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path, scope):
     # TorchScript records no stack: a parameter-free leaf module of >= 3 elementwise ops reading one tensor
     # may have been a Function. The op-by-op figure stays (equal to the same ops outside any module); the
     # ops are named as estimated and the figure as a Function is the recorded Function's
     from memplan_cli.report.table import torch_functions_note
 
-    nodes, inits = _formula()
+    nodes, inits = _formula(scope)
     a = _analyze(_save(tmp_path, nodes, inits))
     plain = _analyze(_save(tmp_path, _formula(scope="/m")[0], inits, "plain.onnx"))
     recorded = _analyze(_save(tmp_path, _traced(_formula()[0]), inits, "rec.onnx"))
@@ -101,7 +102,7 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     cov = t["coverage"]
     assert sorted(e["type"] for e in cov["estimated"]) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
     fn = cov["as_functions"]
-    assert fn["modules"] == [{"module": "/m/act", "ops": 5}]
+    assert fn["modules"] == [{"module": scope, "ops": 5}]
     assert fn["peak"] == recorded.extras["torch"]["peak"] < t["peak"]
     note = torch_functions_note({"figures": {"torch": t}})
     assert note.startswith("estimated: act may have run as custom autograd Functions") == fn["says_so"]
