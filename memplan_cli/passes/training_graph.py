@@ -41,6 +41,9 @@ class TensorSpec:
     role: str
     op: int | None = None
     operand: int | None = None
+    # a broadcast constant's storage shape (`Operand.broadcast_of`, `Policy.broadcast_views`): the
+    # tensor is a stride-0 view of that many values; None: its own shape
+    stored: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.category not in CATEGORIES:
@@ -52,7 +55,8 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.num_elements * dtype_size(self.dtype)
+        """The bytes its storage holds (a broadcast view's: the values it repeats)."""
+        return math.prod(self.shape if self.stored is None else self.stored) * dtype_size(self.dtype)
 
 
 @dataclass(slots=True)
@@ -155,8 +159,9 @@ class TrainingGraph:
     frozen_weights: list[dict] | None = None  # `loss_insertion.unreached_weights`, once computed
 
     # ---- building ------------------------------------------------------------------------
-    def add_tensor(self, name, category, shape, dtype, role, op=None, operand=None) -> int:
-        t = TensorSpec(len(self.tensors), name, category, tuple(shape), dtype, role, op, operand)
+    def add_tensor(self, name, category, shape, dtype, role, op=None, operand=None, stored=None) -> int:
+        t = TensorSpec(len(self.tensors), name, category, tuple(shape), dtype, role, op, operand,
+                       None if stored is None else tuple(stored))
         self.tensors.append(t)
         return t.id
 

@@ -80,6 +80,9 @@ FACTS = {
 # measured: the report names it and its bytes at the peak (`figures.torch.coverage`).
 GENERAL = {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("in3", "any"))}
 ESTIMATED = "torch_estimated"  # attrs key marking an op the general rule covers
+# facts of an op made of other ops, computed from theirs: functions.py registers the custom autograd
+# Function here (it reads `facts` of its inner ops, so `facts` cannot import it)
+COMPOSED: dict = {}
 
 
 def fused_activations() -> dict:
@@ -98,10 +101,8 @@ def facts(op) -> dict | None:
         return f
     if d is not None and d.no_grad:
         return {}
-    if op.type == "Function":  # a custom autograd Function read back (functions.py)
-        from memplan_cli.profiles.torch.functions import function_facts
-
-        return function_facts(op)
+    if op.type in COMPOSED:
+        return COMPOSED[op.type](op)
     f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
     if f is None and (getattr(op, "attrs", None) or {}).get(ESTIMATED):
         return GENERAL

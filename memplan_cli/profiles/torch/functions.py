@@ -18,15 +18,15 @@ temporaries are the forward's peak of them), and it is named as estimated.
 """
 from __future__ import annotations
 
-from memplan_cli.ops._torch import LAYOUT_KEEPING
+from memplan_cli.ops._torch import POINTWISE_MATH
 from memplan_cli.profiles.torch.eager_op import EagerOp
-from memplan_cli.profiles.torch.facts import ESTIMATED, facts
+from memplan_cli.profiles.torch.facts import COMPOSED, ESTIMATED, facts
 from memplan_cli.profiles.torch.strides import elements
 
 FUNCTION = "Function"  # the eager op type of a custom autograd Function read back
 # elementwise ops (TensorIterator's): what a written-out formula is made of; dropout draws and batch
 # norm computes statistics, no formula
-FORMULA_OPS = (LAYOUT_KEEPING | {"SiLU"}) - {"Dropout", "BatchNormalization"}
+FORMULA_OPS = POINTWISE_MATH | {"SiLU"}
 # a formula of fewer ops is what the exporters write for one aten op (silu: Sigmoid, Mul, read back
 # as one op already), not a formula worth naming
 MIN_FORMULA_OPS = 3
@@ -177,3 +177,6 @@ def as_functions(ops_: list[EagerOp], groups: list[list[int]], g, opd, uses, nam
         elif p not in inside:
             out.append(op)
     return out
+
+
+COMPOSED["Function"] = function_facts

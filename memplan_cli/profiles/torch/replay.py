@@ -9,7 +9,7 @@ from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_M
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
-from memplan_cli.profiles.torch.export import folded_computations
+from memplan_cli.profiles.torch.export import expand_base_bytes, folded_computations
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
@@ -51,8 +51,12 @@ class Replay:
         self.read_functions(as_functions)
         # ops reading a constant the exporter folded from a parameter's computation (export.py)
         folded = self.folded = folded_computations(g)
+        # folded values eager holds as an expanded view of a smaller tensor (export.expand_base_bytes)
+        expanded = {v for v in folded_values(g, self.trained, sdpa_masks(g)) if expand_base_bytes(self.opd[v])}
         for op in self.ops:
             if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
+                op.attrs[ESTIMATED] = True
+            if any(v in expanded for v in op.inputs):  # which dims the expand broadcast is not recorded
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
@@ -203,7 +207,8 @@ class Replay:
                 if v < 0:
                     continue
                 if v in self.computed and v not in storage:  # eager computes it here, a forward value
-                    storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
+                    nb = expand_base_bytes(opd[v]) or opd[v].nbytes
+                    storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s
             needs = [v in self.rg for v in op.inputs]

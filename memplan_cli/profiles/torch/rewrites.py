@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import GATHER, LAYOUT_KEEPING, SDPA, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, parse_call
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
@@ -129,7 +129,7 @@ def split_activations(ops_: list[EagerOp], opd: list, uses: dict) -> list[EagerO
 
 
 # one-input elementwise ops an exporter may write one aten op as a chain of (rsqrt: Sqrt, Reciprocal)
-_CHAIN_OPS = LAYOUT_KEEPING - {"Cast", "Dropout", "BatchNormalization"}
+_CHAIN_OPS = POINTWISE_MATH - {CAST}
 
 
 def _recorded_name(op) -> str:
