@@ -109,6 +109,24 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     assert not fn["says_so"] or f"{fn['peak']:,d} B" in note
 
 
+def test_the_function_figure_is_in_the_json_report(tmp_path):
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes, inits = _formula()
+    path = _save(tmp_path, nodes, inits)
+    out = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-b", "4", "-O", "adam", "-l", "mse", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["figures"]["torch"]["coverage"]["as_functions"]["modules"] == [{"module": "/m/act", "ops": 5}]
+
+
 @pytest.mark.parametrize("case", ["parameter", "submodule", "two_ops", "silu"])
 def test_what_is_not_a_possible_function(tmp_path, case):
     # a module reading a parameter (a non-scalar constant), one with a module below it, and formulas of
