@@ -534,3 +534,32 @@ def test_a_folded_expand_of_a_parameter_trains_the_parameter(tmp_path):
     params = _trained(a)
     assert params["cls"] == (1, 1, 8) and "expand_2" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):
+    # k(dropout(rel)) and q(dropout(rel)), both folded (`fam_rel_drop`): eager draws one dropout of one
+    # parameter and runs two linears of it
+    from memplan_cli.profiles.torch.export import eager_graph
+
+    nodes = [helper.make_node("MatMul", ["x", "val_15"], ["kx"], name="node_k"),
+             helper.make_node("MatMul", ["x", "val_16"], ["qx"], name="node_q"),
+             helper.make_node("Add", ["kx", "clone_3"], ["a"], name="node_add"),
+             helper.make_node("Add", ["qx", "clone_4"], ["b"], name="node_add_1"),
+             helper.make_node("Add", ["a", "b"], ["s"], name="node_add_2"),
+             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_15", _w(8, 6)), ("val_16", _w(8, 6)), ("val_20", _w(6, 10)),
+             ("clone_3", _w(2, 4, 6)), ("clone_4", _w(2, 4, 6))]
+    chain = ["rel", "getitem", "unsqueeze", "repeat", "val_42"]
+    path = _dynamo_file(tmp_path, "shared", nodes, inits, [2, 4, 8], [2, 4, 10],
+                        ["rel", "k.weight", "q.weight", "head.weight"],
+                        {"val_15": ["k.weight"], "val_16": ["q.weight"], "val_20": ["head.weight"],
+                         "clone_3": chain + ["k.weight", "linear_3", "clone_3"],
+                         "clone_4": chain + ["q.weight", "linear_4", "clone_4"]},
+                        {"node_add": _fx("add.Tensor", "%linear, %clone_3"),
+                         "node_add_1": _fx("add.Tensor", "%linear_1, %clone_4")})
+    g = eager_graph(load_model(path))
+    types = [op.type for op in g.operations]
+    assert types.count("Dropout") == 1 and types.count("Tile") == 2
+    assert [tuple(o.shape) for o in g.operands if o.name == "rel"] == [(4, 8)]
+    _, a = _torch(path)
+    assert _trained(a)["rel"] == (4, 8)

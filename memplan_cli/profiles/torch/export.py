@@ -180,7 +180,8 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       differ at each; a position table has at least that many rows); named as estimated.
     - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
       (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
-      (and bias) is a parameter the file holds and a FullyConnected reads: eager runs the linear each
+      (and bias) is a parameter the file holds and a FullyConnected (or, without bias, a MatMul)
+      reads: eager runs the linear each
       step (its input saved), copies the result to the constant's size (`clone` / `repeat`), and
       expand's and repeat's backward sum the gradient back to the linear's output
       (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input features).
@@ -226,11 +227,12 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
         if fx - _FX_VIEWS - _FX_COPIES != {"linear"}:
             continue
         others = set(params) - set(missing)
-        fc = next((op for op in graph.operations if op.type == FC_TYPE and len(op.inputs) > 1
+        # the layer that reads the weight elsewhere: a FullyConnected, or a MatMul (a linear without bias)
+        fc = next((op for op in graph.operations if op.type in (FC_TYPE, MATMUL_TYPE) and len(op.inputs) > 1
                    and op.inputs[1] in {held[p] for p in others}), None)
         if fc is None:
             continue
-        bias = fc.inputs[2] if len(fc.inputs) > 2 and fc.inputs[2] >= 0 else -1
+        bias = fc.inputs[2] if fc.type == FC_TYPE and len(fc.inputs) > 2 and fc.inputs[2] >= 0 else -1
         used = {p for p in others if held[p] in (fc.inputs[1], bias)}
         if used != others or len(graph.operands[fc.inputs[1]].shape) != 2:
             continue
@@ -243,7 +245,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         dropout = sorted(s for s in srcs if _fx_kind(s) == "getitem")
         plans.append({**plan, "kind": "linear", "rows": total // (k * n_out), "cols": n_in, "out": n_out,
-                      "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
+                      "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
     # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
@@ -295,8 +297,11 @@ def _unfold(g, plans, operand, insert) -> None:
                     insert(at, DROPOUT, [x], [made[key]], {"ratio": 0.5, **est}, f"{name}:dropout")
                 x = made[key]
             y = operand(f"{c.name}:linear", (plan["rows"], plan["out"]), c.dtype)
-            insert(at, FC_TYPE, [x, plan["weight"], plan["bias"]], [y],
-                   {"activation": "NONE", "trans_b": plan["trans_b"], **est}, f"{c.name}:linear")
+            if plan["layer"] == FC_TYPE:
+                insert(at, FC_TYPE, [x, plan["weight"], plan["bias"]], [y],
+                       {"activation": "NONE", "trans_b": plan["trans_b"], **est}, f"{c.name}:linear")
+            else:
+                insert(at, MATMUL_TYPE, [x, plan["weight"]], [y], dict(est), f"{c.name}:linear")
             if plan["copy"]:
                 t = operand(f"{c.name}:copy", (plan["repeats"] * plan["rows"], plan["out"]), c.dtype)
                 insert(at, TILE, [y], [t], {"repeats": (plan["repeats"], 1), **est}, f"{c.name}:copy")
