@@ -172,7 +172,7 @@ def _fx_kind(name: str) -> str:
 def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     """Folded parameter computations (`folded_computations`) whose eager ops the file lets us read back:
     the optimizer's `folded_from` names the parameters and the fx nodes of the chain, each fx node
-    named after its aten op. Two chains are read back, from one parameter the file no longer holds:
+    named after its aten op. Three chains are read back, from one parameter the file no longer holds:
     - `embedding(table, ids)` of ids computed without a gradient (token types of constant ids,
       position rows): eager gathers the rows each step, and embedding's backward makes a gradient of
       the table's shape (derivatives.yaml, `embedding_dense_backward`): (rows, the constant's last
@@ -180,13 +180,15 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       differ at each; a position table has at least that many rows); named as estimated.
     - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
       (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
-      (and bias) is a parameter the file holds and a FullyConnected (or, without bias, a MatMul)
-      reads: eager runs the linear each
-      step (its input saved), copies the result to the constant's size (`clone` / `repeat`), and
-      expand's and repeat's backward sum the gradient back to the linear's output
-      (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input features).
-      The rows are the constant's elements over the output features and, where the chain has an
-      expand or repeat, over the file's batch (what the broadcast copies; not recorded: estimated).
+      (and bias) is a parameter the file holds and a FullyConnected (without bias, a MatMul) reads:
+      eager runs the linear each step (its input saved), copies the result to the constant's size
+      (`clone` / `repeat`), and expand's and repeat's backward sum the gradient back to the linear's
+      output (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input
+      features). The rows are the constant's elements over the output features and, where the chain
+      has an expand or repeat, over the file's batch (what the broadcast copies; not recorded:
+      estimated).
+    - `expand` of the parameter alone (timm's class token): a view of it in eager, its gradient
+      summed back to it; the broadcast dim (not recorded) taken as the leading one: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
     md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
