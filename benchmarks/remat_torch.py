@@ -313,9 +313,9 @@ def memplan_side(path: str, batch: int, rows: list, check: int = 0) -> list[str]
     f = Front(path, batch)
     mib = 2 ** 20
     t_plain = rows[0]
-    out = [f"memplan: plain {f.plain / mib:.2f} MiB, {f.step_flops / 1e9:.2f} GFLOPs (every op), "
-           f"{f.plain_products / 1e9:.2f} (matmul/conv), floor {f.floor / mib:.2f} MiB",
-           f"PyTorch: plain {t_plain['peak'] / mib:.2f} MiB, {t_plain['flops'] / 1e9:.2f} GFLOPs (matmul/conv)",
+    out = [f"memplan: plain {f.plain / mib:.2f} MiB, floor {f.floor / mib:.2f} MiB, {f.step_flops / 1e9:.2f} "
+           f"GFLOPs, {f.plain_products / 1e9:.2f} mm/conv",
+           f"PyTorch: plain {t_plain['peak'] / mib:.2f} MiB, {t_plain['flops'] / 1e9:.2f} GFLOPs mm/conv",
            f"{'PyTorch':>7} {'MiB':>7} {'mm x':>6} | {'memplan at its MiB':>20} | "
            f"{'at its mm x':>15} | dom",
            f"{'':>7} {'':>7} {'':>6} | {'MiB':>7} {'x':>5} {'mm x':>6} | {'MiB':>7} {'mm x':>7} |"]
