@@ -86,13 +86,14 @@ def test_a_recorded_function_is_one_node_saving_its_input(tmp_path):
     assert next(b for b in bufs if b.name == "y1").last >= fn_bwd - 1  # saved by the MatMul after it
 
 
-def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path):
+@pytest.mark.parametrize("scope", ["/m/act", "/act"])
+def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path, scope):
     # TorchScript records no stack: a parameter-free leaf module of >= 3 elementwise ops reading one tensor
     # may have been a Function. The op-by-op figure stays (equal to the same ops outside any module); the
     # ops are named as estimated and the figure as a Function is the recorded Function's
     from memplan_cli.report.table import torch_functions_note
 
-    nodes, inits = _formula()
+    nodes, inits = _formula(scope)
     a = _analyze(_save(tmp_path, nodes, inits))
     plain = _analyze(_save(tmp_path, _formula(scope="/m")[0], inits, "plain.onnx"))
     recorded = _analyze(_save(tmp_path, _traced(_formula()[0]), inits, "rec.onnx"))
@@ -101,11 +102,29 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     cov = t["coverage"]
     assert sorted(e["type"] for e in cov["estimated"]) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
     fn = cov["as_functions"]
-    assert fn["modules"] == [{"module": "/m/act", "ops": 5}]
+    assert fn["modules"] == [{"module": scope, "ops": 5}]
     assert fn["peak"] == recorded.extras["torch"]["peak"] < t["peak"]
     note = torch_functions_note({"figures": {"torch": t}})
     assert note.startswith("estimated: act may have run as custom autograd Functions") == fn["says_so"]
     assert not fn["says_so"] or f"{fn['peak']:,d} B" in note
+
+
+def test_the_function_figure_is_in_the_json_report(tmp_path):
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes, inits = _formula()
+    path = _save(tmp_path, nodes, inits)
+    out = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-b", "4", "-O", "adam", "-l", "mse", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["figures"]["torch"]["coverage"]["as_functions"]["modules"] == [{"module": "/m/act", "ops": 5}]
 
 
 @pytest.mark.parametrize("case", ["parameter", "submodule", "two_ops", "silu"])

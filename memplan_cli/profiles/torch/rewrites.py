@@ -186,6 +186,9 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     if not any(op.call for op in irops):
         return ops_
     made = {_recorded_name(op) for op in irops} - {""}
+    # a node a named rewrite rule made may stand for several fx nodes of its own rule's choosing: only
+    # the unnamed pass's merges are read back
+    ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
     copies: dict[tuple, int] = {}
     out: list[EagerOp] = []
@@ -195,7 +198,8 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
         new_inputs = list(op.inputs)
         for k, v in enumerate(op.inputs):
             p = producer.get(v)
-            pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) else ""
+            pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
+                irops[p.index].name not in ruled else ""
             if not pname or pname in names:
                 continue
             dup = [n for n in names if n not in made and _base(n) == _base(pname)]
