@@ -58,6 +58,11 @@ class TensorSpec:
         """The bytes its storage holds (a broadcast view's: the values it repeats)."""
         return math.prod(self.shape if self.stored is None else self.stored) * dtype_size(self.dtype)
 
+    @property
+    def dense_nbytes(self) -> int:
+        """The bytes of its shape (a broadcast materialised): what it takes without views."""
+        return self.num_elements * dtype_size(self.dtype)
+
 
 @dataclass(slots=True)
 class StepSpec:
@@ -289,9 +294,10 @@ class TrainingGraph:
 
     def naive_by_category(self, align: int = 16, lt: dict | None = None) -> dict[str, int]:
         """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per
-        category: aliases (in-place updates, views) count like any other tensor."""
+        category: aliases (in-place updates, views) count like any other tensor, a broadcast view
+        its whole shape."""
         out = {c: 0 for c in CATEGORIES}
         for t in self.lifetimes() if lt is None else lt:
             spec = self.tensors[t]
-            out[spec.category] += align_up(spec.nbytes, align)
+            out[spec.category] += align_up(spec.dense_nbytes, align)
         return out

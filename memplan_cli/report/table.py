@@ -235,9 +235,12 @@ def torch_estimate_note(doc: dict) -> str:
     if not cov.get("says_so"):
         return ""
     types = sorted({e["type"] for e in cov["estimated"]})
+    why = "no measured rule covers"
+    if cov.get("as_functions"):
+        why += " or a custom autograd Function may have run"
     return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
-            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) no measured rule "
-            f"covers ({', '.join(types)}; JSON figures.torch.coverage)")
+            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) {why} "
+            f"({', '.join(types)}; JSON figures.torch.coverage)")
 
 
 def torch_functions_note(doc: dict) -> str:

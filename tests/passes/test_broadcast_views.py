@@ -60,6 +60,9 @@ def test_the_own_plan_holds_the_source_bytes_and_baseline_the_broadcasts(tmp_pat
     assert size_on == S * S * 8 and size_off == B * H * S * S * 8
     # the index is held the whole step: the arena shrinks by exactly the bytes no longer held
     assert sum(p.plan.arena for p in off.pools) - sum(p.plan.arena for p in on.pools) == size_off - size_on
+    # naive is every tensor its whole shape, no views: the same either way, the view counts as saved
+    assert on.buffers.naive_total() == off.buffers.naive_total()
+    assert on.buffers.folded_total() - off.buffers.folded_total() == size_off - size_on
 
 
 def test_kernels_read_the_broadcast_view(tmp_path):

@@ -86,13 +86,14 @@ def test_a_recorded_function_is_one_node_saving_its_input(tmp_path):
     assert next(b for b in bufs if b.name == "y1").last >= fn_bwd - 1  # saved by the MatMul after it
 
 
-def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path):
+@pytest.mark.parametrize("scope", ["/m/act", "/act"])
+def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_figure(tmp_path, scope):
     # TorchScript records no stack: a parameter-free leaf module of >= 3 elementwise ops reading one tensor
     # may have been a Function. The op-by-op figure stays (equal to the same ops outside any module); the
     # ops are named as estimated and the figure as a Function is the recorded Function's
     from memplan_cli.report.table import torch_functions_note
 
-    nodes, inits = _formula()
+    nodes, inits = _formula(scope)
     a = _analyze(_save(tmp_path, nodes, inits))
     plain = _analyze(_save(tmp_path, _formula(scope="/m")[0], inits, "plain.onnx"))
     recorded = _analyze(_save(tmp_path, _traced(_formula()[0]), inits, "rec.onnx"))
@@ -101,11 +102,29 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     cov = t["coverage"]
     assert sorted(e["type"] for e in cov["estimated"]) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
     fn = cov["as_functions"]
-    assert fn["modules"] == [{"module": "/m/act", "ops": 5}]
+    assert fn["modules"] == [{"module": scope, "ops": 5}]
     assert fn["peak"] == recorded.extras["torch"]["peak"] < t["peak"]
     note = torch_functions_note({"figures": {"torch": t}})
     assert note.startswith("estimated: act may have run as custom autograd Functions") == fn["says_so"]
     assert not fn["says_so"] or f"{fn['peak']:,d} B" in note
+
+
+def test_the_function_figure_is_in_the_json_report(tmp_path):
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes, inits = _formula()
+    path = _save(tmp_path, nodes, inits)
+    out = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-b", "4", "-O", "adam", "-l", "mse", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["figures"]["torch"]["coverage"]["as_functions"]["modules"] == [{"module": "/m/act", "ops": 5}]
 
 
 @pytest.mark.parametrize("case", ["parameter", "submodule", "two_ops", "silu"])
@@ -128,3 +147,19 @@ def test_what_is_not_a_possible_function(tmp_path, case):
         nodes = [nodes[0], *body, nodes[-1]]
     cov = _analyze(_save(tmp_path, nodes, inits)).extras["torch"]["coverage"]
     assert "as_functions" not in cov and cov["estimated"] == []
+
+
+def test_a_recorded_function_whose_ops_are_not_consecutive_stays_op_by_op_named(tmp_path):
+    # an op of the file between the Function's ops (not from its forward): the order eager ran them
+    # in is not known, so they stay op by op, each named as estimated
+    nodes, inits = _formula()
+    nodes = _traced(nodes)
+    h = "/m/fc/MatMul_output_0"
+    other = helper.make_node("Relu", [h], ["r"], name="other")
+    nodes.insert(3, other)  # after the Function's second op
+    nodes[-1] = helper.make_node("Add", ["y1", "r"], ["y1r"], name="add")
+    nodes.append(helper.make_node("MatMul", ["y1r", "w2"], ["y"], name="fc2"))
+    a = _analyze(_save(tmp_path, nodes, inits))
+    est = a.extras["torch"]["coverage"]["estimated"]
+    assert sorted(e["type"] for e in est) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
+    assert {"a", "b", "t", "e"} <= {b.name for b in a.buffers.buffers}

@@ -377,10 +377,10 @@ def test_sdpa_mask_received_as_a_computed_value_does_not_train(tmp_path):
     assert "m" in names and not any(n.startswith("m:") for n in names)
 
 
-def _layer_norm_twice(tmp_path, name, second):
+def _layer_norm_twice(tmp_path, name, second, sub_rule=None):
     """CohereLayerNorm as dynamo writes it: `x - mean` for the variance and, computed again, for the
     normalisation (the optimizer merged the two Subs: the Mul's call names `%{second}`); rsqrt as Sqrt
-    then Reciprocal, both recording `%rsqrt`."""
+    then Reciprocal, both recording `%rsqrt`. `sub_rule`: a rewrite rule recorded as making the Sub."""
     nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
                      "linear = aten.linear.default(args = (%x, %p_w), kwargs = {})"),
              _record(helper.make_node("ReduceMean", ["h", "ax"], ["mu"], name="mean"),
@@ -399,9 +399,18 @@ def _layer_norm_twice(tmp_path, name, second):
                      "rsqrt = aten.rsqrt.default(args = (%add,), kwargs = {})"),
              _record(helper.make_node("Mul", ["d", "r"], ["y"], name="mul"),
                      f"mul = aten.mul.Tensor(args = (%{second}, %rsqrt), kwargs = {{}})")]
-    return _model(tmp_path, nodes, [("x", F, [2, 4, 8])], [("y", [2, 4, 8])],
-                  [("w", _w(8, 8)), ("ax", np.array([-1], np.int64)), ("two", np.float32(2.0)),
-                   ("eps", np.float32(1e-5))], name)
+    inits = [("w", _w(8, 8)), ("ax", np.array([-1], np.int64)), ("two", np.float32(2.0)), ("eps", np.float32(1e-5))]
+    if not sub_rule:
+        return _model(tmp_path, nodes, [("x", F, [2, 4, 8])], [("y", [2, 4, 8])], inits, name)
+    nodes[2].metadata_props.add(key="pkg.onnxscript.rewriter.rule_name", value=sub_rule)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 8])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    graph.metadata_props.add(key="pkg.torch.export.ExportedProgram.graph_signature",
+                             value="\n# inputs\np_w: PARAMETER target='w'\nx: USER_INPUT\n")
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return load_model(str(path))
 
 
 def test_nodes_recording_one_fx_node_are_one_aten_op(tmp_path):
@@ -427,3 +436,23 @@ def test_equal_ops_the_exporter_merged_are_computed_again(tmp_path):
     assert bufs["d"].last == pow_bwd
     a = _run(_layer_norm_twice(tmp_path, "one", "sub"), loss="mse")
     assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)
+    # a node a named rewrite rule made may stand for other fx nodes: not read as a merge
+    a = _run(_layer_norm_twice(tmp_path, "ruled", "sub_1", sub_rule="CastIdentity"), loss="mse")
+    assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)
+
+
+def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
+    # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
+    # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:
+    # 32 B) and nothing is made for the Cast. A Cast that changes the dtype stays a copy
+    def graph(name, to):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Cast", ["h"], ["c"], to=to, name="cast"),
+                 helper.make_node("Cast", ["c"], ["f"], to=TensorProto.FLOAT, name="back"),
+                 helper.make_node("Softmax", ["f"], ["y"], axis=-1, name="softmax")]
+        return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4))], name)
+    a = _run(graph("same", TensorProto.FLOAT), loss="mse")
+    assert not {"c", "f"} & {b.name for b in a.buffers.buffers}
+    assert _cols(a, "cast")["fwd_mem_out"] == 0 and _cols(a, "cast")["bwd_mem_out"] == 0
+    a = _run(graph("half", TensorProto.FLOAT16), loss="mse")
+    assert _cols(a, "cast")["fwd_mem_out"] == 16 and _cols(a, "back")["fwd_mem_out"] == 32

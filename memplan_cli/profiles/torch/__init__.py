@@ -51,8 +51,9 @@ columns as eager has them.
 
 Layout: `facts` (what each eager op saves and makes: the families' facts, the split ops' `FACTS`, the
 general rule), `fuse` with `attention` and `groupnorm` (the exporters' splits read back as one eager op),
-`rewrites` (one small rule each: select, lost clones, merged dropouts, sdpa's dropout, fused
-activations), `strides` and `layout` (views, strides, memory formats), `replay` (held, forward,
+`rewrites` (one small rule each: one aten op written as several nodes, equal ops the exporter merged,
+select, lost clones, merged dropouts, sdpa's dropout, fused activations), `functions` (custom autograd
+Functions), `strides` and `layout` (views, strides, memory formats), `replay` (held, forward,
 backward, optimizer phases), `figures` (the split at the peak, coverage), `refusal`, `autocast`
 (--precision N-mixed), `export` (what the dynamo exporter's optimizer folded, put back).
 """

@@ -40,7 +40,7 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import GATHER, TRANSPOSE, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
@@ -49,6 +49,8 @@ from memplan_cli.ops.pad import PAD_TYPE
 from memplan_cli.ops.reshape import RESHAPE_TYPE as RESHAPE
 from memplan_cli.profiles.torch.facts import ESTIMATED
 
+# graph metadata: parameters of a folded computation run again whose shape was estimated
+ESTIMATED_PARAMS = "torch_estimated_params"
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -170,20 +172,23 @@ def _fx_kind(name: str) -> str:
 def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     """Folded parameter computations (`folded_computations`) whose eager ops the file lets us read back:
     the optimizer's `folded_from` names the parameters and the fx nodes of the chain, each fx node
-    named after its aten op. Two chains are read back, from one parameter the file no longer holds:
+    named after its aten op. Three chains are read back, from one parameter the file no longer holds:
     - `embedding(table, ids)` of ids computed without a gradient (token types of constant ids,
       position rows): eager gathers the rows each step, and embedding's backward makes a gradient of
       the table's shape (derivatives.yaml, `embedding_dense_backward`): (rows, the constant's last
-      dim). The rows are not in the file: one when the ids are `zeros` (every id is 0), else one per
-      position; named as estimated.
+      dim). The rows are not in the file: one for `zeros` ids, else one per position (the ids may
+      differ at each; a position table has at least that many rows); named as estimated.
     - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
       (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
-      (and bias) is a parameter the file holds and a FullyConnected reads: eager runs the linear each
-      step (its input saved), copies the result to the constant's size (`clone` / `repeat`), and
-      expand's and repeat's backward sum the gradient back to the linear's output
-      (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input features).
-      The rows are the constant's elements over the output features and, where the chain has an
-      expand or repeat, over the file's batch (what the broadcast copies; not recorded: estimated).
+      (and bias) is a parameter the file holds and a FullyConnected (without bias, a MatMul) reads:
+      eager runs the linear each step (its input saved), copies the result to the constant's size
+      (`clone` / `repeat`), and expand's and repeat's backward sum the gradient back to the linear's
+      output (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input
+      features). The rows are the constant's elements over the output features and, where the chain
+      has an expand or repeat, over the file's batch (what the broadcast copies; not recorded:
+      estimated).
+    - `expand` of the parameter alone (timm's class token): a view of it in eager, its gradient
+      summed back to it; the broadcast dim (not recorded) taken as the leading one: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
     md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
@@ -215,6 +220,8 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plan = {"const": c.index, "param": missing[0], "readers": sorted(readers[c.index]), "estimated": True}
         if _fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
+            # one row per id the table must hold: `zeros` ids, one; any others (an arange, a buffer whose
+            # values the file does not hold) may differ at each position: one per position
             rows = 1 if fx & _ZEROS else int(c.shape[-2])
             plans.append({**plan, "kind": "embedding", "rows": rows, "cols": int(c.shape[-1])})
             continue
@@ -222,11 +229,12 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
         if fx - _FX_VIEWS - _FX_COPIES != {"linear"}:
             continue
         others = set(params) - set(missing)
-        fc = next((op for op in graph.operations if op.type == FC_TYPE and len(op.inputs) > 1
+        # the layer that reads the weight elsewhere: a FullyConnected, or a MatMul (a linear without bias)
+        fc = next((op for op in graph.operations if op.type in (FC_TYPE, MATMUL_TYPE) and len(op.inputs) > 1
                    and op.inputs[1] in {held[p] for p in others}), None)
         if fc is None:
             continue
-        bias = fc.inputs[2] if len(fc.inputs) > 2 and fc.inputs[2] >= 0 else -1
+        bias = fc.inputs[2] if fc.type == FC_TYPE and len(fc.inputs) > 2 and fc.inputs[2] >= 0 else -1
         used = {p for p in others if held[p] in (fc.inputs[1], bias)}
         if used != others or len(graph.operands[fc.inputs[1]].shape) != 2:
             continue
@@ -239,10 +247,26 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         dropout = sorted(s for s in srcs if _fx_kind(s) == "getitem")
         plans.append({**plan, "kind": "linear", "rows": total // (k * n_out), "cols": n_in, "out": n_out,
-                      "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
+                      "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
-    return plans
+    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
+    # parameter, whose gradient expand's backward sums back to it (`sum_to(grad, self.sizes())`)
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        params = {s for s in srcs if s in sig.params}
+        if c is None or c.index not in readers or _fx_kind(name) != "expand" or len(c.shape) < 2 \
+                or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
+                or any(s not in targets and not re.fullmatch(r"val_\d+", s) for s in srcs):
+            continue
+        plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
+                      "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+    # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
+    # as the file has them
+    shape: dict[str, tuple] = {}
+    for p in plans:
+        shape.setdefault(p["param"], (p["rows"], p["cols"]))
+    return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
 
 
 def _unfold(g, plans, operand, insert) -> None:
@@ -250,15 +274,21 @@ def _unfold(g, plans, operand, insert) -> None:
     constant's first reader; its readers read the result (a forward value, no constant). A parameter
     (or its dropout) shared by several chains is one tensor."""
     made: dict = {}
+    estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ())
     for plan in sorted(plans, key=lambda p: p["readers"][0]):
+        if plan["estimated"]:
+            estimated.add(plan["param"])
         c = g.operands[plan["const"]]
         at, name = plan["readers"][0], plan["param"]
         est = {ESTIMATED: True} if plan["estimated"] else {}
         if name not in made:
-            made[name] = operand(name, (plan["rows"], plan["cols"]), c.dtype, const=True)
+            cols = plan["cols"] if isinstance(plan["cols"], tuple) else (plan["cols"],)
+            made[name] = operand(name, (plan["rows"], *cols), c.dtype, const=True)
         x = made[name]
         out = operand(f"{c.name}:eager", c.shape, c.dtype)
-        if plan["kind"] == "embedding":
+        if plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+            insert(at, EXPAND, [x], [out], dict(est), c.name)
+        elif plan["kind"] == "embedding":
             ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)
             insert(at, GATHER, [x, ids], [out], {"axis": 0, **est}, c.name)
         else:
@@ -269,8 +299,11 @@ def _unfold(g, plans, operand, insert) -> None:
                     insert(at, DROPOUT, [x], [made[key]], {"ratio": 0.5, **est}, f"{name}:dropout")
                 x = made[key]
             y = operand(f"{c.name}:linear", (plan["rows"], plan["out"]), c.dtype)
-            insert(at, FC_TYPE, [x, plan["weight"], plan["bias"]], [y],
-                   {"activation": "NONE", "trans_b": plan["trans_b"], **est}, f"{c.name}:linear")
+            if plan["layer"] == FC_TYPE:
+                insert(at, FC_TYPE, [x, plan["weight"], plan["bias"]], [y],
+                       {"activation": "NONE", "trans_b": plan["trans_b"], **est}, f"{c.name}:linear")
+            else:
+                insert(at, MATMUL_TYPE, [x, plan["weight"]], [y], dict(est), f"{c.name}:linear")
             if plan["copy"]:
                 t = operand(f"{c.name}:copy", (plan["repeats"] * plan["rows"], plan["out"]), c.dtype)
                 insert(at, TILE, [y], [t], {"repeats": (plan["repeats"], 1), **est}, f"{c.name}:copy")
@@ -279,6 +312,8 @@ def _unfold(g, plans, operand, insert) -> None:
         for k in plan["readers"]:
             op = g.operations[k] = copy.copy(g.operations[k])
             op.inputs = [out if v == plan["const"] else v for v in op.inputs]
+    if estimated:
+        g.metadata[ESTIMATED_PARAMS] = tuple(sorted(estimated))
 
 
 def eager_graph(graph):

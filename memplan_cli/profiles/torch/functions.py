@@ -75,8 +75,8 @@ def possible_functions(g, ops_: list[EagerOp], opd, uses) -> list[list[int]]:
         by_scope.setdefault(paths[op.index] if op.index < len(paths) else "", []).append(pos)
     groups = []
     for scope, pos in by_scope.items():
-        if not scope or scope.count("/") < 2 or scope in parents:
-            continue  # the root module, or a module with modules below it
+        if not scope or scope in parents:
+            continue  # the root module's own ops, or a module with modules below it
         members = [ops_[p] for p in pos]
         if len(pos) < MIN_FORMULA_OPS or pos != list(range(pos[0], pos[-1] + 1)) or \
                 any(op.type not in FORMULA_OPS or op.attrs.get(ESTIMATED) for op in members):

@@ -9,13 +9,13 @@ from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_M
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
-from memplan_cli.profiles.torch.export import expand_base_bytes, folded_computations
+from memplan_cli.profiles.torch.export import ESTIMATED_PARAMS, expand_base_bytes, folded_computations
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal
-from memplan_cli.profiles.torch.rewrites import eager_ops
+from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
@@ -44,6 +44,8 @@ class Replay:
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
         self.ops = eager_ops(g, self.uses, self.opd)
+        if (getattr(config, "precision", None) or "32-true") == "32-true":
+            self.ops = same_dtype_casts(self.ops, self.opd)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
         if why:
             raise UnsupportedOpError(why)
@@ -186,10 +188,12 @@ class Replay:
         weight_of_storage = {storage[w]: w for w in trained if w in storage}
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
+        estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
         for w in self.params_order:
-            # a folded computation (estimated): the constant and its state count as its first reader's
+            # a folded computation (estimated), or a parameter of one run again at an estimated shape: the
+            # constant and its state count as its first reader's
             owner = next((op.label for op in self.ops if w in op.inputs and op.attrs.get(ESTIMATED)), "") \
-                if opd[w].name in self.folded else ""
+                if opd[w].name in self.folded or opd[w].name in estimated else ""
             if owner and w in storage:
                 sim.store[storage[w]]["owner"] = owner
             for k in range(state_count):
