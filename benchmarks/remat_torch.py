@@ -2,7 +2,7 @@
 """memplan's remat beside PyTorch's activation checkpointing, in bytes (dev-only: torch, torchvision,
 transformers and onnx are never memplan's runtime dependencies).
 
-    .venv/bin/python benchmarks/remat_torch.py --torch-python PY [--keep DIR] [NET ...]
+    .venv/bin/python benchmarks/remat_torch.py --torch-python PY [--keep DIR] [--check N] [NET ...]
 
 PY: a Python with torch, torchvision, transformers and onnx; it runs the PyTorch side and exports the
 networks (`--torch-part DIR`), this process the memplan side. NET: resnet18 mobilenet_v2
@@ -17,20 +17,21 @@ mode) for memplan.
 
 PyTorch, on CPU, one thread, the third step measured: peak = bytes held before the step + the peak
 of the CPU allocator's running sum during it (torch.profiler, as devtools/torch_oracle.py measures),
-and FLOPs (FlopCounterMode: matmul and convolution FLOPs only, recomputes included), for
+and FLOPs (FlopCounterMode: matmul and convolution FLOPs only, recomputes included; a convolution's
+backward counted per group, `conv_backward_flops`), for
 - plain: no checkpointing;
 - seq K: `checkpoint_sequential` over the blocks in K = 2..8 segments (non-reentrant);
 - SAC: every block checkpointed with selective activation checkpointing: matmul and convolution
   outputs saved, every other op recomputed (`create_selective_checkpoint_contexts`).
-memplan, on the export: its plain plan (planned arena, FLOPs of every op), then its remat solver
-- at PyTorch's bytes: `analyze --budget` at the PyTorch point's peak: the FLOPs ratio it needs;
-- at PyTorch's FLOPs: the smallest planned arena among budgets floor + k/N x (plain - floor),
-  k = 0..N (`--grid N`, default 16), whose FLOPs ratio is at most the PyTorch point's ratio (its
-  own plain step = 1).
-FLOPs ratios are each side's FLOPs over its own plain step (PyTorch's counter sees only matmuls and
-convolutions, so its ratio leaves out the elementwise ops it recomputes: the comparison is tilted
-toward PyTorch). memplan dominates a PyTorch point when some plan needs no more bytes at no more
-FLOPs ratio.
+memplan, on the export: one remat search (`Front`: the solver's front does not depend on the budget,
+so it answers every budget as `analyze --budget` would; `--check N` runs `analyze --budget` at N
+budgets and stops unless it agrees), its plain plan (planned arena, FLOPs of every op), then
+- at PyTorch's bytes: the plan `analyze --budget` gives at the PyTorch point's peak: planned arena,
+  FLOPs ratio of every op (`x`) and of matmuls and convolutions only (`mm x`, what PyTorch counts);
+- at PyTorch's FLOPs: the smallest planned arena of any plan `analyze --budget` gives at some budget
+  whose `mm x` is at most the PyTorch point's.
+FLOPs ratios are each side's FLOPs over its own plain step. memplan dominates a PyTorch point when one
+of its plans needs no more bytes at no more matmul/convolution FLOPs ratio (like for like).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ sys.path.insert(0, REPO)
 NETS = ("resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "bert", "gpt2")
 BATCH = {"densenet121": 4, "bert": 4, "gpt2": 4}
 SEQ, VOCAB = 128, 1000
-GRID = 16
+COUNTER = "conv-backward-per-group"  # the FLOPs count kept figures were made with (`conv_backward_flops`)
 
 
 # ---- PyTorch side --------------------------------------------------------------------------------
@@ -185,9 +186,22 @@ def torch_point(net, x, y, mode):
     for _, _, n in ev:
         run += n
         peak = max(peak, run)
-    with FlopCounterMode(display=False) as fc:
+    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) as fc:
         step()
     return held + peak, fc.get_total_flops()
+
+
+def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                        _output_padding, _groups, output_mask, out_shape=None, **kwargs) -> int:
+    """dX and dW of a convolution each cost what its forward costs: 2 x |Y| x prod(W's shape but its
+    first dimension) (|X| for a transposed one). FlopCounterMode's own formula (torch 2.14.1) counts
+    dW as if the convolution had one group: a depthwise convolution's backward came out 33 x its
+    forward at 32 channels instead of 2 x, which swelled MobileNet's and EfficientNet's plain step
+    and shrank every ratio over it."""
+    import math
+
+    forward = 2 * math.prod(x_shape if transposed else grad_out_shape) * math.prod(w_shape[1:])
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
 def torch_part(out: str, names) -> None:
@@ -210,48 +224,127 @@ def torch_part(out: str, names) -> None:
             torch.onnx.export(net, (x,), path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False)
         with open(os.path.join(out, f"{name}.json"), "w") as fh:
-            json.dump({"rows": rows, "batch": int(x.shape[0])}, fh)
+            json.dump({"rows": rows, "batch": int(x.shape[0]), "counter": COUNTER}, fh)
 
 
 # ---- memplan side --------------------------------------------------------------------------------
-def memplan_side(path: str, batch: int, rows: list, grid_n: int = GRID) -> list[str]:
+PRODUCT_FAMILIES = ("conv", "matmul")  # what PyTorch's FlopCounterMode counts: mm/bmm/addmm, convolution
+
+
+def product_flops(tg) -> int:
+    """FLOPs of the step's matmuls and convolutions (forward runs, recomputes included, and backward):
+    the ops PyTorch's FlopCounterMode counts, so the two sides' ratios compare like for like."""
+    from memplan_cli import ops as registry
+    from memplan_cli.passes.cost import step_flops
+
+    ops = tg.graph.operations
+    return sum(o.forward + o.backward for k, o in step_flops(tg).ops.items()
+               if getattr(registry.get(ops[k].type), "family", None) in PRODUCT_FAMILIES)
+
+
+class Front:
+    """Every budget's answer from one remat search: the solver's front (`remat.solve.ladder`, which
+    does not depend on the budget) with each plan's planned arena and FLOPs, and the answer for a
+    budget chosen as `solve` chooses it (below the floor: none; the plain plan when it fits; else the
+    cheapest front plan whose bound and planned arena are at or under the budget). `solve` also
+    computes a proven bound per budget (a HiGHS solve): that is what made one solve per budget slow,
+    and the answer does not depend on it. `check` compares answers with `memplan analyze --budget`."""
+
+    def __init__(self, path: str, batch: int):
+        from memplan_cli.config import TrainConfig
+        from memplan_cli.loaders import load_model
+        from memplan_cli.remat.problem import RematProblem
+        from memplan_cli.remat.solve import floor, ladder, plan_arena
+
+        self.path, self.batch = path, batch
+        p = self.problem = RematProblem(load_model(path, batch_size=batch),
+                                        TrainConfig(batch_size=batch, optimizer="sgd", loss="cce"))
+        self.floor = floor(p)[0]
+        self.plans = ladder(p)  # in FLOPs order
+        self.step_flops = p.flops.total
+        self.plain_products = product_flops(p.build(()))
+        self.fig = {}  # plan -> (planned arena, bound, FLOPs ratio, matmul/conv FLOPs ratio)
+        for d in [frozenset()] + list(self.plans):
+            self.fig[d] = (plan_arena(p, d), p.bound(d), (self.step_flops + p.added_flops(d)) / self.step_flops,
+                           product_flops(p.build(d)) / self.plain_products)
+        self.plain = self.fig[frozenset()][0]
+        # memplan's plans: what `analyze --budget` answers at some budget (each front plan's own need)
+        self.answers = {self.answer(max(self.fig[d][:2])) for d in self.fig}
+        self.answers.discard(None)
+
+    def answer(self, budget: int):
+        if budget < self.floor:
+            return None
+        if self.plain <= budget:
+            return frozenset()
+        return next((d for d in self.plans if self.fig[d][1] <= budget and self.fig[d][0] <= budget), None)
+
+    def smallest_within(self, ratio: float, products: bool):
+        """memplan's plan with the least planned arena whose FLOPs ratio (every op, or matmuls and
+        convolutions only) is at most `ratio`."""
+        i = 3 if products else 2
+        fits = [d for d in self.answers if self.fig[d][i] <= ratio + 1e-12]
+        return min(fits, key=lambda d: (self.fig[d][0], self.fig[d][i])) if fits else None
+
+    def check(self, budget: int) -> str:
+        """`memplan analyze --budget` at `budget` gives the answer chosen here (arena, FLOPs)."""
+        import subprocess
+
+        out = subprocess.run([sys.executable, "-m", "memplan_cli", "analyze", self.path, "-b", str(self.batch), "-O", "sgd", "-l", "cce",
+                              "--budget", str(budget), "-f", "json"], capture_output=True, text=True)
+        try:
+            r = json.loads(out.stdout)["remat"]
+        except (ValueError, KeyError):
+            raise SystemExit(f"remat_torch.py: analyze --budget {budget} failed (exit {out.returncode}): "
+                             f"{out.stderr.strip()[-300:]}") from None
+        d = self.answer(budget)
+        want = (False,) if d is None else (True, self.fig[d][0], self.problem.added_flops(d))
+        got = (False,) if not r.get("fits") else (True, r["arena"], r["added_flops"])
+        if got != want:
+            raise SystemExit(f"remat_torch.py: {os.path.basename(self.path)} at budget {budget:,d}: analyze "
+                             f"gives {got}, the front {want} (exit {out.returncode})")
+        return f"{budget:,d} B: {'arena {:,d} B, +{:,d} FLOPs'.format(*got[1:]) if got[0] else 'none'}"
+
+
+def memplan_side(path: str, batch: int, rows: list, check: int = 0) -> list[str]:
     import time
 
-    from memplan_cli.config import TrainConfig
-    from memplan_cli.loaders import load_model
-    from memplan_cli.remat.problem import RematProblem
-    from memplan_cli.remat.solve import floor, plan_arena, solve
-
     t0 = time.process_time()
-    g = load_model(path, batch_size=batch)
-    cfg = TrainConfig(batch_size=batch, optimizer="sgd", loss="cce")
-    p = RematProblem(g, cfg)
-    plain, fl = plan_arena(p, ()), floor(p)[0]
-    grid = []  # (budget, arena, FLOPs ratio) of the plans found at floor + k/GRID x (plain - floor)
-    for k in range(grid_n + 1):
-        r = solve(p, fl + k * (plain - fl) // grid_n)
-        if r.fits:
-            grid.append((r.budget, r.arena, r.ratio))
+    f = Front(path, batch)
     mib = 2 ** 20
     t_plain = rows[0]
-    out = [f"memplan: plain plan {plain / mib:.2f} MiB, {p.flops.total / 1e9:.2f} GFLOPs (every op); floor "
-           f"{fl / mib:.2f} MiB; PyTorch plain step {t_plain['peak'] / mib:.2f} MiB, "
-           f"{t_plain['flops'] / 1e9:.2f} GFLOPs (matmul/conv)",
-           f"{'PyTorch':>8} {'MiB':>8} {'FLOPs x':>7} | {'memplan at its bytes':>20} | "
-           f"{'memplan at its FLOPs x':>22} | dominated"]
+    out = [f"memplan: plain {f.plain / mib:.2f} MiB, floor {f.floor / mib:.2f} MiB, {f.step_flops / 1e9:.2f} "
+           f"GFLOPs, {f.plain_products / 1e9:.2f} mm/conv",
+           f"PyTorch: plain {t_plain['peak'] / mib:.2f} MiB, {t_plain['flops'] / 1e9:.2f} GFLOPs mm/conv",
+           f"{'PyTorch':>7} {'MiB':>7} {'mm x':>6} | {'memplan at its MiB':>20} | "
+           f"{'at its mm x':>15} | dom",
+           f"{'':>7} {'':>7} {'':>6} | {'MiB':>7} {'x':>5} {'mm x':>6} | {'MiB':>7} {'mm x':>7} |"]
     for row in rows:
         t_bytes, t_ratio = row["peak"], row["flops"] / t_plain["flops"]
-        r = solve(p, t_bytes)
-        at_bytes = f"{r.arena / mib:8.2f} {r.ratio:6.3f}x" if r.fits else f"{'none found':>16}"
-        fits = [(a, q) for _, a, q in grid if q <= t_ratio + 1e-12]
-        best = min(fits) if fits else None
-        at_flops = f"{best[0] / mib:8.2f} MiB {best[1]:6.3f}x" if best else f"{'none in grid':>22}"
-        dom = (r.fits and r.arena <= t_bytes and r.ratio <= t_ratio + 1e-12) or bool(best and best[0] <= t_bytes)
+        d = f.answer(t_bytes)
+        at_bytes = (f"{f.fig[d][0] / mib:7.2f} {f.fig[d][2]:5.3f} {f.fig[d][3]:6.3f}" if d is not None
+                    else f"{'none found':>20}")
+        best = f.smallest_within(t_ratio, products=True)
+        at_flops = f"{f.fig[best][0] / mib:7.2f} {f.fig[best][3]:7.3f}" if best is not None else f"{'none':>15}"
+        dom = best is not None and f.fig[best][0] <= t_bytes
         mode = {None: "plain", "sac": "SAC"}.get(row["mode"], f"seq {row['mode']}")
-        out.append(f"{mode:>8} {t_bytes / mib:8.2f} {t_ratio:7.3f} | {at_bytes:>20} | {at_flops:>22} | "
+        out.append(f"{mode:>7} {t_bytes / mib:7.2f} {t_ratio:6.3f} | {at_bytes} | {at_flops} | "
                    f"{'yes' if dom else 'NO'}")
-    out.append(f"(memplan side: {time.process_time() - t0:.0f} s CPU, {len(grid)} of {grid_n + 1} grid budgets fit)")
+    out.append(f"(memplan: one search, {len(f.plans)} front plans, {len(f.answers)} answers; "
+               f"{time.process_time() - t0:.0f} s CPU)")
+    if check:  # PyTorch's smallest peak, and a quarter and half of the way from memplan's floor to plain
+        low = min(r["peak"] for r in rows)
+        for b in sorted({low, (f.floor + f.plain) // 2, f.floor + (f.plain - f.floor) // 4})[:check]:
+            out.append(f"  analyze --budget {f.check(b)} (as the front)")
     return out
+
+
+def _kept(path: str) -> bool:
+    """PyTorch's figures are kept in `path`, counted by this FLOPs counter (else measured again)."""
+    if not os.path.exists(path):
+        return False
+    with open(path) as fh:
+        return json.load(fh).get("counter") == COUNTER
 
 
 def main() -> int:
@@ -262,8 +355,9 @@ def main() -> int:
     ap.add_argument("--torch-python", default=os.environ.get("MEMPLAN_TORCH_PYTHON", ""),
                     help="a Python with torch, torchvision, transformers and onnx (or MEMPLAN_TORCH_PYTHON)")
     ap.add_argument("--keep", metavar="DIR", help="keep the exports and PyTorch's figures here (and reuse them)")
-    ap.add_argument("--grid", type=int, default=GRID, help=f"memplan budgets floor + k/N x (plain - floor), "
-                                                            f"k = 0..N (default N = {GRID})")
+    ap.add_argument("--check", type=int, default=0, metavar="N",
+                    help="also run `memplan analyze --budget` at N (at most 3) budgets per network and stop "
+                         "unless it gives the plan the front gives")
     ap.add_argument("--torch-part", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args()
     names = list(args.nets) or list(NETS)
@@ -276,14 +370,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         d = args.keep or tmp
         os.makedirs(d, exist_ok=True)
-        todo = [n for n in names if not os.path.exists(os.path.join(d, f"{n}.json"))]
+        todo = [n for n in names if not _kept(os.path.join(d, f"{n}.json"))]
         if todo:
             subprocess.run([args.torch_python, os.path.abspath(__file__), "--torch-part", d, *todo], check=True)
         for name in names:
             with open(os.path.join(d, f"{name}.json")) as fh:
                 meta = json.load(fh)
             print(f"\n== {name}: batch {meta['batch']}, SGD, cce")
-            for line in memplan_side(os.path.join(d, f"{name}.onnx"), meta["batch"], meta["rows"], args.grid):
+            for line in memplan_side(os.path.join(d, f"{name}.onnx"), meta["batch"], meta["rows"], args.check):
                 print(line, flush=True)
     return 0
 

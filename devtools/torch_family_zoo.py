@@ -1,8 +1,9 @@
 """Small networks, one per op family the torch profile once missed on networks it was not fitted to
 (issue 39): GroupNorm, hand-written attention with baddbmm / bmm and ALiBi, cross-covariance
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
-parameter), reduction-conv efficient attention and a conv-attention hybrid. Each is written with
-torch alone from the aten ops its family uses, so that the facts are checked on networks built here
+parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
+(and the same formula op by op) and a norm whose `x - mean` the dynamo exporter merges. Each is
+written with torch alone from the aten ops its family uses, so that the facts are checked on networks built here
 and not only on the named ones (timm / transformers entries `fam_hf_*` / `fam_timm_*` are those).
 Dev-only, needs torch (timm / transformers for the named ones).
 
@@ -138,16 +139,17 @@ class SdpaAttention(nn.Module):
 
 
 class AttnLM(nn.Module):
-    """Pre-norm blocks of `attn`, a GELU MLP, a LayerNorm and a head over an embedded sequence."""
+    """Pre-norm blocks of `attn`, a GELU MLP, a LayerNorm and a head over an embedded sequence
+    (`act`, `norm`: the MLP's activation and the norms, modules)."""
 
-    def __init__(self, attn, d=64, heads=4, layers=2, classes=50):
+    def __init__(self, attn, d=64, heads=4, layers=2, classes=50, act=nn.GELU, norm=nn.LayerNorm):
         super().__init__()
-        self.ln1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
-        self.ln2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ln1 = nn.ModuleList(norm(d) for _ in range(layers))
+        self.ln2 = nn.ModuleList(norm(d) for _ in range(layers))
         self.att = nn.ModuleList(attn(d, heads) for _ in range(layers))
-        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), act(), nn.Linear(4 * d, d))
                                  for _ in range(layers))
-        self.ln = nn.LayerNorm(d)
+        self.ln = norm(d)
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
@@ -295,6 +297,71 @@ class RelDropLM(nn.Module):
         return self.head(x + self.att(x, self.drop(self.rel)))
 
 
+class RelRepeatAttention(RelAttention):
+    """DeBERTa-v2's disentangled attention with shared keys (`share_att_key`): the relative table is
+    projected by the layer's own key and query linears, split into heads (view, permute, contiguous)
+    and repeated over the batch (`repeat`); the relative indices are expanded over batch x heads."""
+
+    def forward(self, x, rel):
+        b, s, d = x.shape
+        h, hd = self.h, d // self.h
+
+        def heads(t):  # (n, m, d) -> (n h, m, hd)
+            return t.view(t.shape[0], -1, h, hd).permute(0, 2, 1, 3).contiguous().view(-1, t.shape[1], hd)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scale = math.sqrt(hd * 3)
+        a = torch.bmm(q, k.transpose(-1, -2) / scale)
+        pos_k = heads(self.k(rel).unsqueeze(0)).repeat(b, 1, 1)  # (b h, 2 span, hd)
+        pos_q = heads(self.q(rel).unsqueeze(0)).repeat(b, 1, 1)
+        rel_pos = torch.arange(s)[:, None] - torch.arange(s)[None, :]
+        idx = torch.clamp(rel_pos + self.span, 0, 2 * self.span - 1).expand(b * h, s, s)
+        c2p = torch.gather(torch.bmm(q, pos_k.transpose(-1, -2)), -1, idx)
+        p2c = torch.gather(torch.bmm(k, pos_q.transpose(-1, -2)), -1, idx).transpose(-1, -2)
+        a = a + c2p / scale + p2c / scale
+        p = self.drop(a.softmax(-1))
+        y = torch.bmm(p, v).view(b, h, s, hd).transpose(1, 2).reshape(b, s, d)
+        return self.o(y)
+
+
+class RelRepeatLM(nn.Module):
+    """Two layers sharing one relative table read through one Dropout (DeBERTa's encoder-level table)."""
+
+    def __init__(self, d=64, heads=4, layers=2, span=8, classes=50):
+        super().__init__()
+        self.rel = nn.Parameter(torch.randn(2 * span, d) * 0.02)
+        self.drop = nn.Dropout(0.1)
+        self.att = nn.ModuleList(RelRepeatAttention(d, heads, span) for _ in range(layers))
+        self.ln = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        rel = self.drop(self.rel)
+        for a, ln in zip(self.att, self.ln):
+            x = ln(x + a(x, rel))
+        return self.head(x)
+
+
+class TypeEmbLM(nn.Module):
+    """BERT's embeddings, written out: token, position (a buffer of position ids, sliced) and token-type
+    (constant zero ids, expanded over the batch) embeddings summed, LayerNorm, one attention layer of
+    plain bmm, a head."""
+
+    def __init__(self, v=1000, d=64, heads=4, s_max=64, types=2, classes=50):
+        super().__init__()
+        self.tok, self.pos, self.typ = nn.Embedding(v, d), nn.Embedding(s_max, d), nn.Embedding(types, d)
+        self.register_buffer("position_ids", torch.arange(s_max)[None], persistent=False)
+        self.ln = nn.LayerNorm(d)
+        self.att = BmmAttention(d, heads)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        types = torch.zeros(1, s, dtype=torch.long).expand(b, s)
+        x = self.ln(self.tok(ids) + self.pos(self.position_ids[:, :s]) + self.typ(types))
+        return self.head(x + self.att(x))
+
+
 class SRAttention(nn.Module):
     """Segformer's efficient self-attention: k and v from the tokens reduced by a strided conv and a
     LayerNorm; q from all tokens; softmax, dropout, matmul with v."""
@@ -378,6 +445,65 @@ class CoaTNet(nn.Module):
         return self.head(t.mean(1))
 
 
+def tanh_gelu(x):
+    """GELU's tanh approximation written out (GPT-2's and BLOOM's formula)."""
+    return x * 0.5 * (1.0 + torch.tanh(0.7978845608 * x * (1.0 + 0.044715 * x * x)))
+
+
+class TanhGeluFn(torch.autograd.Function):
+    """A custom autograd Function written to save memory (Megatron's and BLOOM's pattern): forward
+    saves only its input, backward recomputes what it needs from it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return tanh_gelu(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = torch.tanh(0.7978845608 * x * (1.0 + 0.044715 * x * x))
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (0.7978845608 + 0.1070322243 * x * x))
+
+
+class FnGelu(nn.Module):
+    def forward(self, x):
+        return TanhGeluFn.apply(x)
+
+
+class FormulaGelu(nn.Module):
+    """The same formula run op by op (GPT-2's NewGELUActivation)."""
+
+    def forward(self, x):
+        return tanh_gelu(x)
+
+
+class WideFn(nn.Module):
+    """One wide projection through `act` and a head: the Function's backward (its temporaries beside
+    the saved input and two gradients) is where the step peaks."""
+
+    def __init__(self, act, d=64, wide=1024, classes=50):
+        super().__init__()
+        self.up, self.act, self.head = nn.Linear(d, wide), act(), nn.Linear(wide, classes)
+
+    def forward(self, x):
+        return self.head(self.act(self.up(x)))
+
+
+class CentredNorm(nn.Module):
+    """Cohere's LayerNorm: `x - mean` written twice (for the variance and for the result), rsqrt of the
+    variance, a scale and no bias."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = (x - mean).pow(2).mean(-1, keepdim=True)
+        return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -389,12 +515,19 @@ FAM = {
     "fam_rep_bn": ("repbn", lambda: RepNet(), IMG),
     "fam_rel_attn": ("relattn", lambda: RelLM(), SEQ),
     "fam_rel_drop": ("relattn", lambda: RelDropLM(), SEQ),
+    "fam_rel_repeat": ("relattn", lambda: RelRepeatLM(), SEQ),
+    "fam_type_emb": ("embedding", lambda: TypeEmbLM(), ("ids", 32, 1000)),
     "fam_sr_attn": ("srattn", lambda: SRNet(), IMG),
     "fam_coat": ("coat", lambda: CoaTNet(), IMG),
     "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
     "fam_sdpa_drop": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1)), SEQ),
     "fam_sdpa_drop_causal": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1, causal=True)),
                              SEQ),
+    "fam_fn_gelu": ("function", lambda: AttnLM(BmmAttention, act=FnGelu), SEQ),
+    "fam_formula_gelu": ("function", lambda: AttnLM(BmmAttention, act=FormulaGelu), SEQ),
+    "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
+    "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
+    "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
 }
 
 

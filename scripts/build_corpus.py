@@ -599,6 +599,19 @@ def test_models():
     yield ("seg_tiny_ts.onnx", "a tiny segmentation net: Conv-BN-ReLU, max pool, bilinear and bicubic upsampling, "
            "ConvTranspose2d, PixelShuffle, skip concat", _SegTiny, img, dict(dynamo=False))
 
+    def deberta():
+        c = tr.DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                               pos_att_type=["p2c", "c2p"], position_buckets=16, max_relative_positions=64,
+                               num_labels=3)
+        return _Logits(tr.DebertaV2ForSequenceClassification(c), "logits")
+
+    # 64 positions at batch 2: the c2p / p2c indices expanded to batch x heads x seq² (16,384) are more
+    # than the ONNX loader folds itself, so they fold on the IR as a broadcast of their seq² values
+    yield ("deberta_tiny_ts.onnx", "DebertaV2ForSequenceClassification(hidden 32, 1 layer, 2 heads, ffn 64, vocab "
+           "100, 64 positions, c2p and p2c relative attention, 16 buckets)", deberta,
+           (torch.randint(0, 100, (2, 64)),), dict(dynamo=False))
+
     # a symbolic sequence length (and batch), as optimum and `dynamic_axes` users ship transformers: bound
     # with --dim seq=N. gpt2_tiny's config, so --dim seq=8 -b 1 must give gpt2_tiny_dynamo.onnx's figures;
     # batch 2 in the example input (torch.export specializes a dimension of size 1)
@@ -725,7 +738,7 @@ def build_tests(out: str, only=None) -> int:
         with open(os.path.join(out, "exports.json")) as f:
             doc = [d for d in json.load(f) if not any(o in d["file"] for o in only)]
     torch_names = ("bert_tiny", "gpt2_tiny", "llama_tiny", "convnext_tiny", "mobilenet_v3_tiny", "shufflenet_v2_tiny",
-                   "clip_text_tiny", "seg_tiny", "gpt2_tiny_seq", "bert_tiny_seq")
+                   "clip_text_tiny", "seg_tiny", "gpt2_tiny_seq", "bert_tiny_seq", "deberta_tiny")
     wanted = [n for n in torch_names if not only or any(o in n for o in only)]
     if wanted:
         import onnx

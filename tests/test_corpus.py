@@ -105,7 +105,7 @@ def named_parameters(path: str) -> list[int]:
 def test_exports_are_listed_and_small():
     files = sorted(f for f in os.listdir(HERE) if f.endswith((".onnx", ".tflite")))
     assert files == sorted(EXPORTS)
-    assert 5 <= len(files) <= 18  # a small corpus: tiny exports, each for an exporter or op family
+    assert 5 <= len(files) <= 19  # a small corpus: tiny exports, each for an exporter or op family
     for f in files:
         assert os.path.getsize(os.path.join(HERE, f)) < 300_000, f
         assert EXPORTS[f]["exporter"] and EXPORTS[f]["params"] > 0
@@ -197,3 +197,9 @@ def test_litert_exports_carry_the_converter_ops():
     code, out, _ = run(["analyze", os.path.join(HERE, "litert_embed_ln_tiny.tflite"), "-f", "json"])
     (m,) = json.loads(out)["parameters"]["merged_normalizations"]
     assert code == 0 and m["norm"] == "LayerNorm" and "LayerNorm" in m["weights"][0] and "Linear" in m["weights"][0]
+
+
+def test_the_manifest_records_each_files_size():
+    # the manifest describes the committed files; a file rewritten without it (a stripped export) is caught
+    for name, e in EXPORTS.items():
+        assert os.path.getsize(os.path.join(HERE, name)) == e["bytes"], name

@@ -139,7 +139,7 @@ def render(doc: dict, opts) -> str:
             for j, line in enumerate(shell_lines(cmd, con.width, len(lead))):
                 con.print(Text((lead if j == 0 else " " * len(lead)) + line), overflow="ignore", crop=False,
                           soft_wrap=True)
-    return con.file.getvalue()
+    return con.text()
 
 
 def _shrunk(con, build):

@@ -101,8 +101,9 @@ class _Inputs:
         return np.random.default_rng([self.seed, zlib.crc32(self.tg.tensors[t].name.encode())])
 
     def value(self, t: int, dtype) -> np.ndarray:
+        """Its stored values: a broadcast constant's (`TensorSpec.stored`) are the values it repeats."""
         spec = self.tg.tensors[t]
-        shape, role = spec.shape, spec.role
+        shape, role = spec.shape if spec.stored is None else spec.stored, spec.role
         fed = self.feeds.get(spec.name)
         if fed is not None:
             fed = np.asarray(fed)
@@ -329,10 +330,10 @@ class _LockstepRun:
         """Values from outside, written into both memories right before their first use."""
         for t in self.sources.get(s.index, []):
             v = self.inputs.value(t, self.ref.view(t).dtype)
-            self.ref.view(t)[...] = v
-            self.arena.view(t)[...] = v
+            self.ref.storage(t)[...] = v
+            self.arena.storage(t)[...] = v
             if self.tg.tensors[t].role in ("weight", "frozen-weight") and t in self.tg.persistent:
-                self.initial[t] = np.array(v, copy=True)
+                self.initial[t] = np.array(self.ref.view(t), copy=True)
             self.last_write[self.tg.root(t)] = self.last_write_t[t] = s.index
 
     def check_reads_intact(self, s) -> float:

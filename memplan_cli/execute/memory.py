@@ -60,6 +60,14 @@ def _typed_view(raw: np.ndarray, shape, dtype) -> np.ndarray:
     return raw[: n * dt.itemsize].view(dt).reshape(shape)
 
 
+def _tensor_view(raw: np.ndarray, spec) -> np.ndarray:
+    """A tensor over its bytes: a broadcast (`spec.stored`) is a read-only stride-0 view of the values
+    it repeats, as kernels read PyTorch's `expand`."""
+    if spec.stored is None:
+        return _typed_view(raw, spec.shape, _np_dtype(spec.dtype))
+    return np.broadcast_to(_typed_view(raw, spec.stored, _np_dtype(spec.dtype)), spec.shape)
+
+
 class _Memory:
     """Typed views of tensors over raw byte storage; aliases share their root's bytes."""
 
@@ -73,10 +81,19 @@ class _Memory:
     def view(self, t: int) -> np.ndarray:
         v = self._views.get(t)
         if v is None:
-            spec = self.tg.tensors[t]
-            v = _typed_view(self.raw(self.tg.root(t)), spec.shape, _np_dtype(spec.dtype))
-            self._views[t] = v
+            v = self._views[t] = _tensor_view(self.raw(self.tg.root(t)), self.tg.tensors[t])
         return v
+
+    def storage(self, t: int) -> np.ndarray:
+        """The values tensor t's bytes hold, writable: its view, or a broadcast's repeated values."""
+        spec = self.tg.tensors[t]
+        if spec.stored is None:
+            return self.view(t)
+        self.view(t)  # the reference memory allocates on first view
+        return _typed_view(self._raw_of(t), spec.stored, _np_dtype(spec.dtype))
+
+    def _raw_of(self, t: int) -> np.ndarray:
+        return self.raw(self.tg.root(t))
 
     def poison(self, root: int) -> None:
         self.raw(root)[...] = POISON
@@ -121,8 +138,11 @@ class SeparateMemory(_Memory):
         if v is None:
             spec = self.tg.tensors[t]
             raw = self._raw[t] = np.full(spec.nbytes, POISON, dtype=np.uint8)
-            v = self._views[t] = _typed_view(raw, spec.shape, _np_dtype(spec.dtype))
+            v = self._views[t] = _tensor_view(raw, spec)
         return v
+
+    def _raw_of(self, t: int) -> np.ndarray:
+        return self._raw[t]
 
     @property
     def nbytes(self) -> int:

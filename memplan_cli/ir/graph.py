@@ -37,6 +37,9 @@ class Operand:
     # the file's parameters a constant folded at load was computed from (a weight the exporter
     # transposed: TorchScript's `Transpose_output_0`), so `params:` globs find it by their names
     sources: tuple[str, ...] = ()
+    # a constant that is a broadcast (a folded Expand) of values of this smaller shape: the values
+    # its storage needs, the rest is a stride-0 view of them (PyTorch's `expand`); None: its own shape
+    broadcast_of: tuple[int, ...] | None = None
 
     @property
     def num_elements(self) -> int:
@@ -45,6 +48,14 @@ class Operand:
     @property
     def nbytes(self) -> int:
         return self.num_elements * dtype_size(self.dtype)
+
+
+def broadcasts_to(src: tuple, dst: tuple) -> bool:
+    """Whether values of shape `src` broadcast to shape `dst` (NumPy's and ONNX's rule: trailing
+    dimensions aligned, each equal or 1 in `src`) while holding fewer elements."""
+    if len(src) > len(dst) or math.prod(src) >= math.prod(dst):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(src), reversed(dst)))
 
 
 # Planners and reports do int64 arithmetic on sums of sizes: a per-operand cap of 2^48 bytes

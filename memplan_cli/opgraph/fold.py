@@ -24,6 +24,10 @@ Rules:
   computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
   ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
   framework, where it is no parameter.
+- A broadcast (Expand, `OpDef.role` "broadcast") folded into a constant that is no parameter (DeBERTa's
+  relative-position indices clamped, then expanded to batch x heads x seq²) records the shape of the
+  values it repeats (`Operand.broadcast_of`): its storage, as PyTorch's `expand` is a stride-0 view of
+  its input. Profiles that hold views (memplan's `Policy.broadcast_views`) size it so.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -32,7 +36,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import Graph
+from memplan_cli.ir.graph import Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
 
 
@@ -70,9 +74,10 @@ class FoldConstants:
                                           and g.operands[i].dtype.startswith(("float", "bfloat"))
                                           and len(g.operands[i].shape) > 0
                                           for s in (g.operands[i].sources or (g.operands[i].name,))))
+            stored = _broadcast_source(g, op, ins) if kind == "buffer" else None
             for o in op.outputs:
                 assumed[o] = guess
-                g.operands[o] = replace(g.operands[o], is_const=True, sources=sources)
+                g.operands[o] = replace(g.operands[o], is_const=True, sources=sources, broadcast_of=stored)
                 kinds[o] = kind
             folded.append(k)
         if not folded:
@@ -91,6 +96,16 @@ class FoldConstants:
         g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
                           f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
         return True
+
+
+def _broadcast_source(g: Graph, op, ins) -> tuple | None:
+    """The shape of the values a folded broadcast repeats (its input's own storage when that is a
+    broadcast too), or None when the op is no broadcast or repeats nothing."""
+    if role(op.type) != "broadcast" or len(ins) != 1 or len(op.outputs) != 1:
+        return None
+    src = g.operands[ins[0]]
+    stored = src.broadcast_of if src.broadcast_of is not None else tuple(src.shape)
+    return stored if broadcasts_to(stored, tuple(g.operands[op.outputs[0]].shape)) else None
 
 
 def _moves_data(op_type: str) -> bool:

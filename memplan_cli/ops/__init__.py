@@ -134,8 +134,8 @@ def types_with(field_name: str) -> tuple:
 
 
 def role(op_type: str) -> str:
-    """The op's structural role (`OpDef.role`: "shape_of", "reshape", "fill", "identity"); "" for none
-    and for an op type no family defines."""
+    """The op's structural role (`OpDef.role`: "shape_of", "reshape", "fill", "identity",
+    "broadcast"); "" for none and for an op type no family defines."""
     d = get(op_type)
     return d.role if d is not None else ""
 

@@ -21,6 +21,11 @@ LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reci
 # the incoming gradient (TensorIterator orders dimensions by its first input's strides); batch_norm's
 # backward lays it out like its input instead
 GRAD_LAYOUT_KEEPING = LAYOUT_KEEPING - frozenset({"BatchNormalization"})
+# elementwise math: a result that is a function of the inputs alone (dropout draws, batch norm computes
+# statistics); a cast changes the dtype. What a written-out formula, or one aten op the exporter wrote
+# as a chain (rsqrt: Sqrt, Reciprocal), is made of.
+POINTWISE_MATH = LAYOUT_KEEPING - frozenset({"Dropout", "BatchNormalization"})
+CAST = "Cast"
 # views whose strides the profile derives: a permute, a broadcast (stride 0), narrows keeping the rank
 EXPAND = "Expand"
 NARROWS = ("Slice", "Split")

@@ -158,7 +158,8 @@ class OpDef:
     # a structural part the op plays for the graph-wide passes (opgraph/rebatch.py, opgraph/fold.py): "shape_of"
     # (its output is its input's shape, `start` / `end` attributes), "reshape" (its last input's
     # values give its output's shape, -1 and ONNX's 0 resolved), "fill" (its last input's values give
-    # the shape of the constant it writes), "identity" (its output is its input); "" for none
+    # the shape of the constant it writes), "identity" (its output is its input), "broadcast" (its
+    # output is its input broadcast to the output's shape: folded, a stride-0 view); "" for none
     role: str = ""
     # `fn(op) -> "IO" | "OI"`: LoRA (`--lora`) may adapt the op, whose input 1 is its weight stored
     # [in, out] ("IO") or [out, in] ("OI"); None: LoRA does not adapt it (passes/lora.py)

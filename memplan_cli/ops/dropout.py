@@ -186,7 +186,8 @@ def _torch(op) -> dict:
     return TORCH
 
 
-OPS = [OpDef("Dropout", rule=rule, kernels={"forward": forward, "calcGradient": calc_gradient,
+DROPOUT_TYPE = "Dropout"  # `--profile torch` puts back a dropout of a folded parameter computation (profiles/torch/export.py)
+OPS = [OpDef(DROPOUT_TYPE, rule=rule, kernels={"forward": forward, "calcGradient": calc_gradient,
                                             "calcDerivative": calc_derivative},
              flops=_flops, check=check, batch="keep", random=True, recompute_mask="dropout_mask",
              profiles={"torch": _torch})]

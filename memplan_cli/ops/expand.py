@@ -85,11 +85,12 @@ def _tile_batch(op, graph, shapes, batched):
     return [tuple(r * d for r, d in zip(op.attrs["repeats"], shapes[op.inputs[0]]))]
 
 
+TILE_TYPE = "Tile"  # `--profile torch` puts back a copy of a folded parameter computation (profiles/torch/export.py)
 OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDerivative": expand_derivative,
                                                         "calcGradient": expand_derivative},
-             flops=_flops, check=expand_check, batch=_expand_batch,
+             flops=_flops, check=expand_check, batch=_expand_batch, role="broadcast",
              profiles={"torch": {"view": True}}),  # `--profile torch`: expand is a view, its backward a sum
-       OpDef("Tile", rule=rule, kernels={"forward": tile_forward, "calcDerivative": tile_derivative,
+       OpDef(TILE_TYPE, rule=rule, kernels={"forward": tile_forward, "calcDerivative": tile_derivative,
                                                       "calcGradient": tile_derivative},
              flops=_flops, check=tile_check, batch=_tile_batch,
              profiles={"torch": {}})]  # `--profile torch`: repeat keeps only sizes

@@ -313,7 +313,10 @@ def fc_check(op, operands):
 
 def fc_flops(op, operands):
     w = operands[op.inputs[1]].shape
-    o, i = (w[0], w[1]) if len(w) == 2 else (w[-1], math.prod(w[:-1]))
+    if len(w) != 2:
+        o, i = w[-1], math.prod(w[:-1])
+    else:  # stored [O, I] (TFLite, Gemm transB=1) or [I, O] (`trans_b` False: Gemm transB=0, MatMul+Add)
+        o, i = (w[1], w[0]) if op.attrs.get("trans_b") is False else (w[0], w[1])
     rows = operands[op.outputs[0]].num_elements // max(o, 1)
     f = 2 * rows * o * i
     bias = rows * o if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
+from memplan_cli.ir.graph import broadcasts_to
 from memplan_cli.ops.rule import plain_rule
 from memplan_cli.passes.infra import Pass
 from memplan_cli.passes.rules import RULE_READS, RuleContext
@@ -36,7 +37,9 @@ class BackwardInsertion(Pass):
     - Forward tensors: one per operand some op or graph input / output touches. Non-constants are
       category non-const (role input, label, activation or loss); constants are category trainable
       and persistent (role weight when an op trains it, frozen-weight for other float constants,
-      constant for integer ones such as a Reshape shape). A tensor's `op` is its defining op, or for
+      constant for integer ones such as a Reshape shape); a constant folded from a broadcast that no
+      op trains holds only the values it repeats (`Policy.broadcast_views`: `TensorSpec.stored`).
+      A tensor's `op` is its defining op, or for
       constants and graph inputs the first op that reads it (so per-layer views group weights with
       their layer).
     - One back-prop tensor (category back-prop) per operand that needs one; one gradient tensor
@@ -100,7 +103,12 @@ class BackwardInsertion(Pass):
             if o.is_const:
                 is_float = o.dtype.startswith(("float", "bfloat"))
                 role = "weight" if o.index in weight_ops else ("frozen-weight" if is_float else "constant")
-                t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, first_use.get(o.index), o.index)
+                # a broadcast no step writes (never a trained weight) holds only the values it repeats
+                stored = (o.broadcast_of if self.policy.broadcast_views and role != "weight"
+                          and o.broadcast_of is not None and broadcasts_to(o.broadcast_of, tuple(o.shape))
+                          else None)
+                t = tg.add_tensor(o.name, "trainable", o.shape, o.dtype, role, first_use.get(o.index), o.index,
+                                  stored=stored)
                 tg.persistent.add(t)
             else:
                 d = tg.defs.get(o.index, first_use.get(o.index))

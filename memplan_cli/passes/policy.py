@@ -41,6 +41,11 @@ class Policy:
     # output from its input and statistics, a GELU output from its input; passes/cheap_recompute.py).
     # Off: it is kept from forward to backward (PyTorch, onert).
     cheap_recompute: bool = True
+    # A constant folded from a broadcast (`Operand.broadcast_of`: DeBERTa's relative-position indices
+    # expanded to batch x heads x seq²) holds only the values it repeats, a stride-0 view, as
+    # PyTorch's `expand` does. Off: the broadcast's own bytes (the folded constant as a runtime
+    # that materialises it holds it).
+    broadcast_views: bool = True
 
     @classmethod
     def names(cls) -> list[str]:
@@ -51,4 +56,5 @@ class Policy:
         """Every saving rule off."""
         return cls(inplace=False, alias_reshape=False, add_keeps_nothing=False, input_backprop=True,
                    transpose_extras=True, opt_state_all_constants=True, accumulate_in_place=False,
-                   maxpool_recompute=False, relu_mask=False, apply_immediately=True, cheap_recompute=False)
+                   maxpool_recompute=False, relu_mask=False, apply_immediately=True, cheap_recompute=False,
+                   broadcast_views=False)

@@ -41,6 +41,9 @@ class TensorSpec:
     role: str
     op: int | None = None
     operand: int | None = None
+    # a broadcast constant's storage shape (`Operand.broadcast_of`, `Policy.broadcast_views`): the
+    # tensor is a stride-0 view of that many values; None: its own shape
+    stored: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.category not in CATEGORIES:
@@ -52,6 +55,12 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
+        """The bytes its storage holds (a broadcast view's: the values it repeats)."""
+        return math.prod(self.shape if self.stored is None else self.stored) * dtype_size(self.dtype)
+
+    @property
+    def dense_nbytes(self) -> int:
+        """The bytes of its shape (a broadcast materialised): what it takes without views."""
         return self.num_elements * dtype_size(self.dtype)
 
 
@@ -155,8 +164,9 @@ class TrainingGraph:
     frozen_weights: list[dict] | None = None  # `loss_insertion.unreached_weights`, once computed
 
     # ---- building ------------------------------------------------------------------------
-    def add_tensor(self, name, category, shape, dtype, role, op=None, operand=None) -> int:
-        t = TensorSpec(len(self.tensors), name, category, tuple(shape), dtype, role, op, operand)
+    def add_tensor(self, name, category, shape, dtype, role, op=None, operand=None, stored=None) -> int:
+        t = TensorSpec(len(self.tensors), name, category, tuple(shape), dtype, role, op, operand,
+                       None if stored is None else tuple(stored))
         self.tensors.append(t)
         return t.id
 
@@ -284,9 +294,10 @@ class TrainingGraph:
 
     def naive_by_category(self, align: int = 16, lt: dict | None = None) -> dict[str, int]:
         """Every tensor the step touches (and every persistent one) its own aligned bytes, summed per
-        category: aliases (in-place updates, views) count like any other tensor."""
+        category: aliases (in-place updates, views) count like any other tensor, a broadcast view
+        its whole shape."""
         out = {c: 0 for c in CATEGORIES}
         for t in self.lifetimes() if lt is None else lt:
             spec = self.tensors[t]
-            out[spec.category] += align_up(spec.nbytes, align)
+            out[spec.category] += align_up(spec.dense_nbytes, align)
         return out

@@ -67,7 +67,7 @@ def policy():
     return Policy(inplace=False, alias_reshape=True, add_keeps_nothing=True, input_backprop=True,
                   transpose_extras=False, opt_state_all_constants=False, accumulate_in_place=True,
                   maxpool_recompute=False, relu_mask=False, apply_immediately=True,
-                  cheap_recompute=False)
+                  cheap_recompute=False, broadcast_views=False)
 
 
 # ---- per-op rules: memplan's, with what SINGA's operators keep ----------------------------------

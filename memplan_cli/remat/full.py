@@ -8,7 +8,8 @@ plan needs live, at least:
 - persistent tensors (weights, optimizer state), and tensors read after the step (live-out) from
   their first access on;
 - the working set of step t (every tensor it reads or writes), except a result born at t that may be
-  computed in place over one of the step's inputs (it may share that input's memory);
+  computed in place over one of the step's inputs (it may share that input's memory), as many as
+  the inputs can host: one output per input (a Mul's dA and dB both over dY: one of them counts);
 - every value P0 holds across t whose next access is a read: it must exist at t unless it is
   recomputed after t, which only a candidate's result can be, at the cost of one more run of its op.
 Values P0 holds across t whose next access is a write count nothing. A value counts with its own
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memplan_cli.passes.execution_order import inplace_results
+from memplan_cli.passes.execution_order import resolve
 from memplan_cli.passes.rematerialize import forward_end
 from memplan_cli.passes.training_graph import align_up
 
@@ -75,11 +76,11 @@ def build(problem) -> Full:
         rd = set(s.reads) | {a for a, _, _ in s.accumulate} | {d for _, d, first in s.accumulate if not first}
         for t in s.touched():
             acc.setdefault(t, []).append((s.index, t in rd))
-    born = inplace_results(tg, steps)  # (step, tensor) results that may be computed in place
     pers = set(tg.persistent)
     size = {t: align_up(tg.tensors[t].nbytes, problem.align) for t in acc}
     for t in pers:
         size.setdefault(t, align_up(tg.tensors[t].nbytes, problem.align))
+    born = hosted_results(tg, steps, size)  # (step, tensor) results that may be computed in place
     unit = 0
     for v in size.values():
         unit = math.gcd(unit, v)
@@ -165,6 +166,51 @@ def build(problem) -> Full:
                 ins.add((key, w // unit, writer.get(v)))
             inputs[s.op] = sorted(ins, key=repr)
     return Full(must, terms, unit, labels, inputs, counted)
+
+
+def hosted_results(tg, steps, size) -> set[tuple[int, int]]:
+    """(step, tensor) for the results a step may compute in place over one of its reads, as many as
+    the reads can host: an input's memory holds at most one output of the step (the aliasing pass's
+    rule; unless the op's rule says its in-place outputs are equal, an Add's dA = dB = dY), and an
+    output already sharing it in this step (a Mul's dA over dY) takes that place. Of the outputs
+    competing for the places, the set of most bytes that some assignment hosts (greedy by size with
+    augmenting paths: a transversal matroid, so the greedy is optimal); the others count."""
+    out: set[tuple[int, int]] = set()
+    for s in steps:
+        rule = tg.rules.get(s.op)
+        if rule is None or not rule.inplace:
+            continue
+        writes, reads = set(s.writes), set(s.reads)
+        hosts: dict[int, list[int]] = {}  # output -> the input groups it may take over
+        for src_ref, dst_ref in rule.inplace:
+            try:
+                src, dst = resolve(tg, s.op, src_ref), resolve(tg, s.op, dst_ref)
+            except KeyError:
+                continue
+            if dst in writes and src in reads:
+                hosts.setdefault(dst, []).append(tg.root(src))
+        if rule.inplace_equal:
+            out.update((s.index, d) for d, rs in hosts.items() if any(r != tg.root(d) for r in rs))
+            continue
+        # an output sharing an input's memory already keeps that place (its group counts once)
+        taken = {tg.root(d) for d, rs in hosts.items() if tg.root(d) in rs}
+        free = {d: [r for r in rs if r not in taken] for d, rs in hosts.items() if tg.root(d) not in taken}
+        match: dict[int, int] = {}  # input group -> the output it hosts
+        for d in sorted(free, key=lambda d: (-size.get(d, 0), d)):
+            _augment(d, free, match, set())
+        out.update((s.index, d) for d in match.values())
+    return out
+
+
+def _augment(d, hosts, match, seen) -> bool:
+    for r in hosts[d]:
+        if r in seen:
+            continue
+        seen.add(r)
+        if r not in match or _augment(match[r], hosts, match, seen):
+            match[r] = d
+            return True
+    return False
 
 
 @dataclass

@@ -67,6 +67,7 @@ class RematProblem:
         self.flops = step_flops(plain)  # of memplan's own step without a budget (None figures when unavailable)
         self._plain_rerun = self._rerun_flops(plain)  # what its own cheap recomputes cost
         self._bounds: dict[frozenset, int] = {}
+        self._spans: dict[frozenset, dict] = {}
         writer = {t: s.op for s in tg.steps if s.kind == "forward" for t in s.writes}
         # op -> the candidates whose results its forward step reads (for chains)
         self.fwd_reads: dict[int, list[int]] = {
@@ -143,6 +144,7 @@ class RematProblem:
             self._profiles[key] = prof
             v = self._bounds[key] = max(prof, default=0)
             self._added[key] = self._rerun_flops(tg) - self._plain_rerun
+            self._spans[key] = self._held_spans(tg, vals)
         return v
 
     def _intervals(self, tg):
@@ -217,6 +219,29 @@ class RematProblem:
             if hits:
                 for k in ks:
                     out[k] = out.get(k, 0) + size * hits
+        return out
+
+    def spans(self, drop) -> dict[int, int]:
+        """Candidate op -> bytes x steps its results' buffers (originals or copies) are held under
+        plan `drop`, steps counted as in the step without recomputes (a recompute step counts with
+        the step it runs before), so two plans' figures compare: what a change made held longer.
+        Cached with the plan's bound."""
+        key = frozenset(drop)
+        if key not in self._spans:
+            self.bound(key)
+        return self._spans[key]
+
+    def _held_spans(self, tg, vals) -> dict[int, int]:
+        orig, n = [], 0
+        for st in tg.steps:
+            orig.append(n)
+            if not st.label.endswith("(recompute)"):
+                n += 1
+        writer = {w: st.op for st in tg.steps if st.kind == "forward" for w in st.writes}
+        out: dict[int, int] = {}
+        for size, a, b, mem in vals:
+            for k in {writer.get(u) for u in mem} & self.cost.keys():
+                out[k] = out.get(k, 0) + size * (orig[b] - orig[a] + 1)
         return out
 
     def excess(self, drop, target: int) -> int:

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError
 from memplan_cli.remat import chen
-from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
 LADDER = 16  # rungs between the plain plan and the floor
@@ -51,6 +50,7 @@ HINT_WORK = 12  # a hint's solve counts as this many plans the size of the plain
 TRIES = 6  # cut: drops scored per step once one gains
 GAINING = 2  # cut: scored until this many lower the excess
 RUNS = (0, 3, 8)  # cut: each op dropped alone and with this many producers before it
+REPAIRS = 3  # cut: rounds of dropping what a drop made held longer
 
 
 @dataclass
@@ -207,6 +207,9 @@ def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work:
                 break
             trial = close(problem, plan | group[kd][1]) if group is fresh else group[kd][1]
             gain = ex - problem.excess(trial, target)
+            if gain <= 0 and group is fresh:  # what the drop made held longer, dropped too
+                trial = _repair(problem, plan, trial, target, start, work)
+                gain = ex - problem.excess(trial, target) if trial is not None else 0
             if gain <= 0:
                 rejected.add((kd, plan))
                 continue
@@ -216,6 +219,28 @@ def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work:
                 best, score = trial, sc
         if best is not None:
             return best
+    return None
+
+
+def _repair(problem: RematProblem, plan, trial, target: int, start: float, work: float):
+    """A drop that does not gain may hold other results longer instead (a Conv dropped: the cheap
+    recompute of its BatchNormalization now costs the Conv too, so the BN's output is kept, and with
+    it the activation computed in place over it): drop those too, up to `REPAIRS` rounds, until the
+    excess over `target` falls below `plan`'s. None when it never does (or `work` is spent)."""
+    from memplan_cli.passes.rematerialize import plan_ops
+
+    before = problem.spans(plan)
+    ex = problem.excess(plan, target)
+    for _ in range(REPAIRS):
+        if _spent(problem, start) >= work:
+            return None
+        dropped = set(plan_ops(trial))
+        longer = {k for k, v in problem.spans(trial).items() if k not in dropped and v > before.get(k, 0)}
+        if not longer:
+            return None
+        trial = close(problem, trial | longer)
+        if problem.excess(trial, target) < ex:
+            return trial
     return None
 
 
@@ -351,6 +376,9 @@ def ladder(problem: RematProblem, work: float = WORK) -> list:
         if hint is not None:
             tries.append(reach(problem, hint, target, share * REACH - (problem.steps_built - spent)))
         best = min(tries, key=lambda d: (problem.bound(d) > target, _key(problem, d), problem.bound(d)))
+        under = [d for d in seeds if problem.bound(d) <= target]
+        if problem.bound(best) > target and under:  # stuck: a seed under the target reaches the rung
+            best = min(under, key=lambda d: _key(problem, d))  # as it is (the local search trades its FLOPs)
         if problem.bound(best) > target:  # stuck: from the seed (or plan) with the least bound
             low = min(seeds + tries, key=lambda d: (problem.bound(d), _key(problem, d)))
             left = min(work - _spent(problem, start), share * REACH - (problem.steps_built - spent))

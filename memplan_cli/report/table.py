@@ -3,6 +3,7 @@ lines under it, onert's own ALLOC listing, the per-layer table, diff and sweep t
 from __future__ import annotations
 
 import io
+import re
 
 from rich import box
 from rich.console import Console
@@ -162,10 +163,43 @@ def ratio(a: int, b: int) -> str:
     return f"{a / b:.3f}" if b else "n/a"
 
 
-def _console(opts: RenderOptions) -> Console:
-    return Console(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
-                   color_system="standard" if opts.color else None, highlight=False, emoji=False,
-                   legacy_windows=False, soft_wrap=False)
+# A figure and its unit ("1.53 MiB", "38.5 %", "0.615 x") are one word to the line wrap: the space
+# between them is written as a private-use character while rich wraps, and put back after.
+_GLUE = "\ue000"
+_FIGURE_UNIT = re.compile(r"(\d[\d,]*(?:\.\d+)?) (B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB|%|x|ms|s)\b")
+
+
+def _glued(obj):
+    # a file's own private-use character is written as its escape, so `text()` cannot turn it into a space
+    if isinstance(obj, Text) and _GLUE in obj.plain:
+        obj = Text(obj.plain.replace(_GLUE, "\\ue000"), style=obj.style)
+    elif isinstance(obj, str):
+        obj = obj.replace(_GLUE, "\\ue000")
+    if isinstance(obj, Text):
+        glued = _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj.plain)
+        if glued != obj.plain:
+            obj = obj.copy()
+            obj.plain = glued  # same length: the styles' spans stay where they were
+        return obj
+    if isinstance(obj, str):
+        return _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj)
+    return obj
+
+
+class _ProseConsole(Console):
+    """A console whose prose lines never part a figure from its unit; `text()` is what it wrote."""
+
+    def print(self, *objects, **kwargs) -> None:  # noqa: A003 - rich's own name
+        super().print(*(_glued(o) for o in objects), **kwargs)
+
+    def text(self) -> str:
+        return self.file.getvalue().replace(_GLUE, " ")
+
+
+def _console(opts: RenderOptions) -> _ProseConsole:
+    return _ProseConsole(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
+                         color_system="standard" if opts.color else None, highlight=False, emoji=False,
+                         legacy_windows=False, soft_wrap=False)
 
 
 def _config_line(doc: dict) -> str:
@@ -201,9 +235,37 @@ def torch_estimate_note(doc: dict) -> str:
     if not cov.get("says_so"):
         return ""
     types = sorted({e["type"] for e in cov["estimated"]})
+    why = "no measured rule covers"
+    if cov.get("as_functions"):
+        why += " or a custom autograd Function may have run"
     return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
-            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) no measured rule "
-            f"covers ({', '.join(types)}; JSON figures.torch.coverage)")
+            f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) {why} "
+            f"({', '.join(types)}; JSON figures.torch.coverage)")
+
+
+def torch_functions_note(doc: dict) -> str:
+    """The torch profile's header line when written-out formulas a custom autograd Function may have
+    run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    fn = cov.get("as_functions") or {}
+    peak = ((doc.get("figures") or {}).get("torch") or {}).get("peak") or 0
+    if not fn.get("says_so") or not peak:
+        return ""
+    return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
+
+
+def function_modules(modules: list) -> str:
+    """`gelu_impl x 2`: the modules' last names, counted."""
+    names: dict[str, int] = {}
+    for m in modules:
+        name = m["module"].rsplit("/", 1)[-1]
+        names[name] = names.get(name, 0) + 1
+    return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
+
+
+def as_functions_figure(alt: int, peak: int) -> str:
+    return (f"may have run as custom autograd Functions saving only their inputs (the file cannot tell); "
+            f"so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -298,9 +360,9 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        est = torch_estimate_note(doc)
-        if est:
-            con.print(Text(est, style="bold yellow"))
+        for est in (torch_estimate_note(doc), torch_functions_note(doc)):
+            if est:
+                con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
@@ -323,7 +385,7 @@ class TableReporter(Reporter):
                 con.print(Text(f"time: {t}", style="dim"))
             if opts.kernels:
                 con.print(Text(f"planner kernels: {kernels_text(opts.kernels)}", style="dim"))
-        return con.file.getvalue()
+        return con.text()
 
     @staticmethod
     def _quiet_line(doc: dict) -> str:
@@ -569,7 +631,7 @@ class TableReporter(Reporter):
             mark = Text("pass", style="green") if v["passed"] else Text("FAIL", style="bold red")
             con.print(Text.assemble("threshold ", v["threshold"], ": ", mark))
         con.print(Text(f"status: {doc['status']}", style="bold red" if doc["status"] != "ok" else "bold green"))
-        return con.file.getvalue()
+        return con.text()
 
 
     # ---- sweep -------------------------------------------------------------------------------
@@ -662,7 +724,7 @@ class TableReporter(Reporter):
                                    style="bold green" if p == profiles[0] else ""))
             if c.get("searched"):
                 con.print(Text("(found by doubling then bisecting, assuming memory grows with the batch)", style="dim"))
-        return con.file.getvalue()
+        return con.text()
 
     # ---- compare -----------------------------------------------------------------------------
     def compare(self, doc: dict, opts: RenderOptions) -> str:
@@ -733,7 +795,7 @@ def render_compare(doc: dict, opts) -> str:
             c = cols[p]
             planners = f" [planner {', '.join(c['planners'])}]" if c["planners"] else ""
             con.print(Text(f"{p}: {c['description']}{planners}", style="dim"))
-    return con.file.getvalue()
+    return con.text()
 
 
 def _ratio(x: float | None) -> str:

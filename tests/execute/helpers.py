@@ -99,6 +99,6 @@ def run_backward(tg, feeds: dict, backward: bool = True, seed: int = 0):
             continue
         for t in sources.get(s.index, []):
             v = feeds.get(t)
-            mem.view(t)[...] = src.value(t, mem.view(t).dtype) if v is None else v
+            mem.storage(t)[...] = src.value(t, mem.view(t).dtype) if v is None else v
         run_step(StepContext(tg, s, mem, "sgd", 0.0, state=state))
     return mem

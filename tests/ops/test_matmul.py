@@ -64,6 +64,21 @@ def test_gemm_with_a_constant_b_is_fully_connected(tmp_path):
     assert check_gradients(p) >= 20
 
 
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_fully_connected_flops_whichever_way_the_weight_is_stored(tmp_path, trans_b):
+    # Y[3, 5] = X[3, 4] . W + c: 2 x 3 x 4 x 5 multiply-adds and 15 bias adds, W stored [4, 5]
+    # (transB=0, as GPT-2's Conv1D exports) or [5, 4] (transB=1, nn.Linear)
+    w = np.ones((5, 4) if trans_b else (4, 5), np.float32)
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=trans_b)]
+    m = onnx_model(nodes, [("x", (3, 4))], [("y", (3, 5))],
+                   {"p": np.ones((4,), np.float32), "w": w, "c": np.ones((5,), np.float32)})
+    g = load_model(save(tmp_path, m))
+    op = next(o for o in g.operations if o.source_type == "Gemm")
+    assert op.type == "FullyConnected"
+    assert ops.get("FullyConnected").flops(op, g.operands) == (2 * 3 * 4 * 5 + 15, 4 * 3 * 4 * 5 + 15)
+
+
 def test_gemm_alpha_is_refused(tmp_path):
     nodes = [helper.make_node("Gemm", ["x", "z"], ["y"], alpha=0.5)]
     m = onnx_model(nodes, [("x", (3, 4)), ("z", (4, 5))], [("y", (3, 5))], {})

@@ -341,3 +341,225 @@ def test_a_constant_folded_from_a_parameters_computation_is_named_as_estimated(t
     assert [e["type"] for e in cov["estimated"]] == ["MatMul"]
     # the constant (512 B) and its two Adam states and step count with the reader's bytes
     assert cov["estimated"][0]["bytes_at_peak"] >= 3 * 16 * 8 * 4 + 4
+
+
+FOLDED = "pkg.onnxscript.optimizer.folded_from"
+
+
+def _dynamo_file(tmp_path, name, nodes, inits, x_shape, y_shape, params, folded=None, calls=None, buffers=()):
+    """A dynamo export: the graph signature, what each folded constant was folded from (`folded`:
+    name -> sources) and the fx node each node records (`calls`: node name -> text)."""
+    for n in nodes:
+        if calls and n.name in calls:
+            p = n.metadata_props.add()
+            p.key, p.value = FX, calls[n.name]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, x_shape)],
+                              [helper.make_tensor_value_info("y", F, y_shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    if params is not None:
+        p = graph.metadata_props.add()
+        p.key, p.value = SIG, _signature(params, buffers)
+    for const, srcs in (folded or {}).items():
+        vi = helper.make_tensor_value_info(const, F, list(dict(inits)[const].shape))
+        m = vi.metadata_props.add()
+        m.key, m.value = FOLDED, repr(sorted(srcs))
+        graph.value_info.append(vi)
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+def _trained(a) -> dict:
+    tg = a.buffers.training_graph
+    return {o.name: tuple(o.shape) for o in tg.graph.operands if o.index in tg.grad}
+
+
+def _torch(path, **cfg):
+    a = analyze_graph(load_model(path), TrainConfig(**{"loss": "cce", "optimizer": "adam", **cfg}), profile="torch")
+    return a.extras["torch"], a
+
+
+def _projection(tmp_path, folded: bool, by_name: bool = False):
+    """x (2, 4, 8) -> k (8 -> 6) + k(dropout(rel)) broadcast over the batch, then a head. `folded`: the
+    dynamo export whose optimizer folded the projection of the parameter `rel` (4, 8) into the
+    constant `clone_3` (2, 4, 6), the key layer's weight held as its transposed copy `val_15` (8, 6)
+    or (`by_name`) under its own name, read by a Gemm; else the same module with the projection's ops
+    in place where eager runs them, before their reader (Dropout, the linear, Unsqueeze, Tile:
+    `repeat`'s copy)."""
+    w, w_init = ("k.weight", _w(6, 8)) if by_name else ("val_15", _w(8, 6))
+
+    def linear(x, y, name):
+        if by_name:
+            return [helper.make_node("Gemm", [x, w, "k.bias"], [y], transB=1, name=name)]
+        return [helper.make_node("MatMul", [x, w], [y + "_mm"], name=name + "_mm"),
+                helper.make_node("Add", [y + "_mm", "k.bias"], [y], name=name)]
+    x2 = [helper.make_node("Reshape", ["x", "two_d"], ["x2"], name="node_flat")] if by_name else []
+    x_lin = x2 + linear("x2" if by_name else "x", "kx2" if by_name else "kx", "node_linear") + \
+        ([helper.make_node("Reshape", ["kx2", "three_d"], ["kx"], name="node_unflat")] if by_name else [])
+    head = [helper.make_node("Add", ["kx", "pos"], ["s"], name="node_add"),
+            helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [(w, w_init), ("k.bias", _w(6)), ("val_20", _w(6, 10))]
+    if by_name:
+        inits += [("two_d", np.array([8, 8], np.int64)), ("three_d", np.array([2, 4, 6], np.int64))]
+    if folded:
+        nodes = x_lin + head
+        nodes[-2].input[1] = "clone_3"
+        inits.append(("clone_3", _w(2, 4, 6)))
+        chain = ["rel", "k.weight", "k.bias", "getitem", "linear_3", "unsqueeze", "repeat", "clone_3", "val_42"]
+        folded_from = {"val_20": ["head.weight"], "clone_3": chain}
+        if not by_name:
+            folded_from["val_15"] = ["k.weight"]
+        return _dynamo_file(tmp_path, f"proj_folded{int(by_name)}", nodes, inits, [2, 4, 8], [2, 4, 10],
+                            ["rel", "k.weight", "k.bias", "head.weight"], folded_from,
+                            {"node_add": _fx("add.Tensor", "%linear_1, %clone_3")})
+    pos = [helper.make_node("Dropout", ["rel", "ratio", "train"], ["rd"], name="node_drop")] + \
+        linear("rd", "rk", "node_linear_rel") + \
+        [helper.make_node("Unsqueeze", ["rk", "axes"], ["ru"], name="node_unsqueeze"),
+         helper.make_node("Tile", ["ru", "reps"], ["pos"], name="node_repeat")]
+    inits += [("rel", _w(4, 8)), ("ratio", np.float32(0.5)), ("train", np.bool_(True)),
+              ("axes", np.array([0], np.int64)), ("reps", np.array([2, 1, 1], np.int64))]
+    return _dynamo_file(tmp_path, f"proj_plain{int(by_name)}", x_lin + pos + head, inits, [2, 4, 8], [2, 4, 10],
+                        None)
+
+
+@pytest.mark.parametrize("by_name", [False, True])
+def test_a_folded_projection_of_a_parameter_is_run_as_eager_runs_it(tmp_path, by_name):
+    # folded_from names `rel` (no longer in the file), the key layer's weight and bias (held) and the
+    # chain's fx nodes (getitem: dropout's output, linear, unsqueeze, repeat, clone): eager runs
+    # dropout, the linear and repeat's copy each step, and `rel` trains at (4, 8), not at the folded
+    # constant's (2, 4, 8)
+    got, a = _torch(_projection(tmp_path, folded=True, by_name=by_name))
+    want, _ = _torch(_projection(tmp_path, folded=False, by_name=by_name))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["rel"] == (4, 8) and "clone_3" not in params
+    # the rows of `rel` are the constant's elements over the linear's outputs and over the batch the
+    # repeat broadcast it to (not recorded): its ops are named as estimated
+    assert {e["type"] for e in got["coverage"]["estimated"]} == {"Dropout", "FullyConnected", "Tile", "Reshape"}
+
+
+def test_a_folded_projection_without_its_weight_in_the_file_stays_estimated_at_the_folded_size(tmp_path):
+    # the linear's weight is folded away too: its shape is not in the file, so the constant trains at
+    # its own size and its reader is named as estimated, as before
+    path = _projection(tmp_path, folded=True)
+    import onnx
+
+    m = onnx.load(path)
+    for vi in m.graph.value_info:
+        if vi.name == "val_15":
+            vi.metadata_props[0].value = "['q.weight']"
+    p = m.graph.metadata_props[0]
+    p.value = _signature(["rel", "k.weight", "k.bias", "q.weight", "head.weight"])
+    onnx.save(m, path)
+    got, a = _torch(path)
+    params = _trained(a)
+    assert params.get("clone_3") == (2, 4, 6) and "rel" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Add"]
+
+
+def _embedding(tmp_path, folded: bool, ids_from=("zeros",), rows=1):
+    """x (2, 4, 8) + an embedding of constant ids: `folded`, the constant `embedding_1` (2, 4, 8) the
+    optimizer folded from the table `tt.weight` and the fx nodes `ids_from`; else a Gather from a
+    (rows, 8) table."""
+    add = helper.make_node("Add", ["x", "embedding_1" if folded else "e"], ["s"], name="node_add")
+    head = helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")
+    inits = [("val_20", _w(8, 10))]
+    if folded:
+        return _dynamo_file(tmp_path, "emb_folded", [add, head], inits + [("embedding_1", _w(2, 4, 8))], [2, 4, 8],
+                            [2, 4, 10], ["tt.weight", "head.weight"],
+                            {"val_20": ["head.weight"], "embedding_1": ["tt.weight", *ids_from]},
+                            {"node_add": _fx("add.Tensor", "%x, %embedding_1")})
+    gather = helper.make_node("Gather", ["tt.weight", "ids"], ["e"], name="node_embedding")
+    inits += [("tt.weight", _w(rows, 8)), ("ids", np.zeros((2, 4), np.int64))]
+    return _dynamo_file(tmp_path, "emb_plain", [gather, add, head], inits, [2, 4, 8], [2, 4, 10], None)
+
+
+@pytest.mark.parametrize("ids_from, rows", [(("zeros",), 1), (("position_ids", "slice_1"), 4), (("arange",), 4)])
+def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_path, ids_from, rows):
+    # embedding's backward makes a gradient of the table's shape (derivatives.yaml,
+    # embedding_dense_backward): the table trains, the gathered rows are a forward value. Its rows are
+    # not in the file: one for `zeros` ids (BERT's token types have two), else one per position (a
+    # position table has at least that many), so the gather is named as estimated
+    got, a = _torch(_embedding(tmp_path, True, ids_from))
+    want, _ = _torch(_embedding(tmp_path, False, rows=rows))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["tt.weight"] == (rows, 8) and "embedding_1" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Gather"]
+
+
+def test_the_other_profiles_still_analyse_the_folded_file_as_it_is(tmp_path):
+    path = _projection(tmp_path, folded=True)
+    a = analyze_graph(load_model(path), TrainConfig(loss="cce", optimizer="adam"), profile="memplan")
+    assert "rel" not in {b.name for b in a.buffers.buffers}
+
+
+def test_a_folded_expanded_index_holds_only_what_it_broadcast(tmp_path):
+    # `expand_2` (4, 6, 6) int64: an index expand broadcast over the batch (DeBERTa's relative
+    # positions). expand is a view: eager's gather saves the (6, 6) tensor it broadcast, not 4 copies
+    nodes = [helper.make_node("GatherElements", ["x", "expand_2"], ["g"], axis=2, name="node_gather"),
+             helper.make_node("MatMul", ["g", "val_20"], ["y"], name="node_head")]
+    inits = [("val_20", _w(6, 10)), ("expand_2", np.zeros((4, 6, 6), np.int64))]
+    path = _dynamo_file(tmp_path, "expand_index", nodes, inits, [4, 6, 6], [4, 6, 10], ["head.weight"],
+                        {"val_20": ["head.weight"]}, {"node_gather": _fx("gather.default", "%x, -1, %expand_2")})
+    got, a = _torch(path)
+    sizes = {b.name: b.size for b in a.buffers.buffers}
+    assert sizes["expand_2"] == 6 * 6 * 8
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["GatherElements"]
+
+
+def _cls_token(tmp_path, folded: bool):
+    """cat(cls.expand(2, -1, -1), x) (timm's class token), then a head: `folded`, the constant
+    `expand_2` (2, 1, 8) folded from the parameter `cls` alone; else an Expand of a (1, 1, 8) `cls`."""
+    cat = helper.make_node("Concat", ["expand_2" if folded else "e", "x"], ["c"], axis=1, name="node_cat")
+    head = helper.make_node("MatMul", ["c", "val_20"], ["y"], name="node_head")
+    inits = [("val_20", _w(8, 10))]
+    if folded:
+        return _dynamo_file(tmp_path, "cls_folded", [cat, head], inits + [("expand_2", _w(2, 1, 8))], [2, 3, 8],
+                            [2, 4, 10], ["cls", "head.weight"],
+                            {"val_20": ["head.weight"], "expand_2": ["cls", "val_3"]},
+                            {"node_cat": _fx("cat.default", "[%expand_2, %x], 1")})
+    expand = helper.make_node("Expand", ["cls", "shape"], ["e"], name="node_expand")
+    inits += [("cls", _w(1, 1, 8)), ("shape", np.array([2, 1, 8], np.int64))]
+    return _dynamo_file(tmp_path, "cls_plain", [expand, cat, head], inits, [2, 3, 8], [2, 4, 10], None)
+
+
+def test_a_folded_expand_of_a_parameter_trains_the_parameter(tmp_path):
+    # expand's backward sums the gradient back to the parameter (derivatives.yaml: sum_to(grad,
+    # self.sizes())): `cls` trains at (1, 1, 8), not at the expanded (2, 1, 8); which dims were
+    # broadcast is not recorded (the leading one is taken), so the expand is named as estimated
+    got, a = _torch(_cls_token(tmp_path, True))
+    want, _ = _torch(_cls_token(tmp_path, False))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["cls"] == (1, 1, 8) and "expand_2" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):
+    # k(dropout(rel)) and q(dropout(rel)), both folded (`fam_rel_drop`): eager draws one dropout of one
+    # parameter and runs two linears of it
+    from memplan_cli.profiles.torch.export import eager_graph
+
+    nodes = [helper.make_node("MatMul", ["x", "val_15"], ["kx"], name="node_k"),
+             helper.make_node("MatMul", ["x", "val_16"], ["qx"], name="node_q"),
+             helper.make_node("Add", ["kx", "clone_3"], ["a"], name="node_add"),
+             helper.make_node("Add", ["qx", "clone_4"], ["b"], name="node_add_1"),
+             helper.make_node("Add", ["a", "b"], ["s"], name="node_add_2"),
+             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_15", _w(8, 6)), ("val_16", _w(8, 6)), ("val_20", _w(6, 10)),
+             ("clone_3", _w(2, 4, 6)), ("clone_4", _w(2, 4, 6))]
+    chain = ["rel", "getitem", "unsqueeze", "repeat", "val_42"]
+    path = _dynamo_file(tmp_path, "shared", nodes, inits, [2, 4, 8], [2, 4, 10],
+                        ["rel", "k.weight", "q.weight", "head.weight"],
+                        {"val_15": ["k.weight"], "val_16": ["q.weight"], "val_20": ["head.weight"],
+                         "clone_3": chain + ["k.weight", "linear_3", "clone_3"],
+                         "clone_4": chain + ["q.weight", "linear_4", "clone_4"]},
+                        {"node_add": _fx("add.Tensor", "%linear, %clone_3"),
+                         "node_add_1": _fx("add.Tensor", "%linear_1, %clone_4")})
+    g = eager_graph(load_model(path))
+    types = [op.type for op in g.operations]
+    assert types.count("Dropout") == 1 and types.count("Tile") == 2
+    assert [tuple(o.shape) for o in g.operands if o.name == "rel"] == [(4, 8)]
+    _, a = _torch(path)
+    assert _trained(a)["rel"] == (4, 8)

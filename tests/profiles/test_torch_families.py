@@ -182,29 +182,3 @@ def test_gather_keeps_its_input_and_index_for_backward(tmp_path):
     s = next(b for b in a.buffers.buffers if b.name == "s")
     gather_bwd = max(st.index for st in a.buffers.steps if st.kind != "forward" and "GatherElements" in st.label)
     assert s.last >= gather_bwd
-
-
-TRACE = '''File "model.py", line 30, in forward
-    hidden = self.gelu_impl(self.fc(hidden))
-  File "model.py", line 12, in forward
-    return GeLUFunction.apply(x)
-  File "model.py", line 5, in forward
-    return x * 0.5 * (1.0 + torch.tanh(x))'''
-
-
-def test_ops_of_a_custom_autograd_function_are_named_as_estimated(tmp_path):
-    # BLOOM's GELU is a torch.autograd.Function: its backward is its own Python code, which the file
-    # cannot describe; the dynamo exporter's recorded stack passes through `GeLUFunction.apply` into
-    # the Function's forward, so those ops are named as estimated (a plain module's ops are not)
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
-             helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
-             helper.make_node("Mul", ["h", "t"], ["y"], name="mul")]
-    for n in nodes[1:]:
-        p = n.metadata_props.add()
-        p.key, p.value = "pkg.torch.onnx.stack_trace", TRACE
-    p = nodes[0].metadata_props.add()
-    p.key, p.value = "pkg.torch.onnx.stack_trace", TRACE.split("\n  File \"model.py\", line 12")[0]
-    path = _model(tmp_path, nodes, (4, 16), (4, 8), {"w": np.ones((16, 8), np.float32)})
-    a, _ = _cols(path, batch_size=4)
-    est = a.extras["torch"]["coverage"]["estimated"]
-    assert sorted(e["type"] for e in est) == ["Mul", "Tanh"]

@@ -375,3 +375,67 @@ def test_sdpa_mask_received_as_a_computed_value_does_not_train(tmp_path):
     a = _run(g, optimizer="adam")
     names = {b.name for b in a.buffers.buffers}
     assert "m" in names and not any(n.startswith("m:") for n in names)
+
+
+def _layer_norm_twice(tmp_path, name, second, sub_rule=None):
+    """CohereLayerNorm as dynamo writes it: `x - mean` for the variance and, computed again, for the
+    normalisation (the optimizer merged the two Subs: the Mul's call names `%{second}`); rsqrt as Sqrt
+    then Reciprocal, both recording `%rsqrt`. `sub_rule`: a rewrite rule recorded as making the Sub."""
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "linear = aten.linear.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("ReduceMean", ["h", "ax"], ["mu"], name="mean"),
+                     "mean = aten.mean.dim(args = (%linear, [-1], True), kwargs = {})"),
+             _record(helper.make_node("Sub", ["h", "mu"], ["d"], name="sub"),
+                     "sub = aten.sub.Tensor(args = (%linear, %mean), kwargs = {})"),
+             _record(helper.make_node("Pow", ["d", "two"], ["p2"], name="pow"),
+                     "pow_1 = aten.pow.Tensor_Scalar(args = (%sub, 2), kwargs = {})"),
+             _record(helper.make_node("ReduceMean", ["p2", "ax"], ["var"], name="mean_1"),
+                     "mean_1 = aten.mean.dim(args = (%pow_1, [-1], True), kwargs = {})"),
+             _record(helper.make_node("Add", ["var", "eps"], ["ve"], name="add"),
+                     "add = aten.add.Tensor(args = (%mean_1, 1e-05), kwargs = {})"),
+             _record(helper.make_node("Sqrt", ["ve"], ["s"], name="sqrt"),
+                     "rsqrt = aten.rsqrt.default(args = (%add,), kwargs = {})"),
+             _record(helper.make_node("Reciprocal", ["s"], ["r"], name="recip"),
+                     "rsqrt = aten.rsqrt.default(args = (%add,), kwargs = {})"),
+             _record(helper.make_node("Mul", ["d", "r"], ["y"], name="mul"),
+                     f"mul = aten.mul.Tensor(args = (%{second}, %rsqrt), kwargs = {{}})")]
+    inits = [("w", _w(8, 8)), ("ax", np.array([-1], np.int64)), ("two", np.float32(2.0)), ("eps", np.float32(1e-5))]
+    if not sub_rule:
+        return _model(tmp_path, nodes, [("x", F, [2, 4, 8])], [("y", [2, 4, 8])], inits, name)
+    nodes[2].metadata_props.add(key="pkg.onnxscript.rewriter.rule_name", value=sub_rule)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 8])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    graph.metadata_props.add(key="pkg.torch.export.ExportedProgram.graph_signature",
+                             value="\n# inputs\np_w: PARAMETER target='w'\nx: USER_INPUT\n")
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return load_model(str(path))
+
+
+def test_nodes_recording_one_fx_node_are_one_aten_op(tmp_path):
+    # Sqrt then Reciprocal, both recording `%rsqrt`: eager's one rsqrt, whose result (2 x 4 x 1: 32 B)
+    # it makes and saves (derivatives.yaml: its backward reads `result`); the Sqrt output is no tensor
+    a = _run(_layer_norm_twice(tmp_path, "rsqrt", "sub"), loss="mse")
+    assert not any(b.name == "s" for b in a.buffers.buffers)
+    c = _cols(a, "recip")
+    assert c["fwd_mem_out"] == 32
+    r = next(b for b in a.buffers.buffers if b.name == "r")
+    assert a.buffers.steps[r.last].kind != "forward"  # saved for rsqrt's (and the Mul's) backward
+    assert not any(k.endswith("(sqrt)") for k in a.extras["per_layer_extra"])
+
+
+def test_equal_ops_the_exporter_merged_are_computed_again(tmp_path):
+    # the Mul's call reads `%sub_1`, an aten.sub no node of the file makes, while its input is the node
+    # recording `%sub`: eager computed `x - mean` a second time (256 B), which the Mul saves; the first
+    # is saved by the Pow. Where the call names the producer itself, there is one tensor
+    a = _run(_layer_norm_twice(tmp_path, "cse", "sub_1"), loss="mse")
+    bufs = {b.name: b for b in a.buffers.buffers}
+    assert bufs["d:sub_1"].size == 256 and a.buffers.steps[bufs["d:sub_1"].last].kind != "forward"
+    pow_bwd = next(s.index for s in a.buffers.steps if s.kind != "forward" and s.label.endswith("(pow)"))
+    assert bufs["d"].last == pow_bwd
+    a = _run(_layer_norm_twice(tmp_path, "one", "sub"), loss="mse")
+    assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)
+    # a node a named rewrite rule made may stand for other fx nodes: not read as a merge
+    a = _run(_layer_norm_twice(tmp_path, "ruled", "sub_1", sub_rule="CastIdentity"), loss="mse")
+    assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)

@@ -92,3 +92,33 @@ def test_csv_has_one_figure_per_row(fake_profiles):
     assert f"total,planned,bytes,{a.planned_total}" in lines
     assert f"category,gradient,naive,{a.naive_by_category['gradient']}" in lines
     assert any(line.startswith("layer,#0 FullyConnected (fc1),activations,") for line in lines)
+
+
+def test_prose_never_parts_a_figure_from_its_unit():
+    import re
+
+    from rich.text import Text
+
+    from memplan_cli.report.table import _console
+
+    con = _console(RenderOptions(width=40))
+    line = "peak: 7.86 MiB live (non-const 747.27 KiB, trainable 1.85 MiB, gradient 1.53 MiB, 38.5 % less, 0.615 x)"
+    con.print(line)
+    con.print(Text(line, style="bold"))
+    out = con.text()
+    assert "\ue000" not in out
+    lines = out.splitlines()
+    assert len(lines) > 4  # it did wrap
+    assert not any(re.match(r"(B|KiB|MiB|%|x)\b", ln) for ln in lines), out
+    assert " ".join(ln.strip() for ln in lines[: len(lines) // 2]) == line
+
+
+def test_a_private_use_character_from_a_file_is_escaped_not_turned_into_a_space():
+    from rich.text import Text
+
+    from memplan_cli.report.table import _console
+
+    con = _console(RenderOptions(width=80))
+    con.print("model a\ue000b.onnx 12 MiB")
+    con.print(Text("op c\ue000d", style="bold"))
+    assert con.text() == "model a\\ue000b.onnx 12 MiB\nop c\\ue000d\n"

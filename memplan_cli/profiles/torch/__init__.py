@@ -51,8 +51,9 @@ columns as eager has them.
 
 Layout: `facts` (what each eager op saves and makes: the families' facts, the split ops' `FACTS`, the
 general rule), `fuse` with `attention` and `groupnorm` (the exporters' splits read back as one eager op),
-`rewrites` (one small rule each: select, lost clones, merged dropouts, sdpa's dropout, fused
-activations), `strides` and `layout` (views, strides, memory formats), `replay` (held, forward,
+`rewrites` (one small rule each: one aten op written as several nodes, equal ops the exporter merged,
+select, lost clones, merged dropouts, sdpa's dropout, fused activations), `functions` (custom autograd
+Functions), `strides` and `layout` (views, strides, memory formats), `replay` (held, forward,
 backward, optimizer phases), `figures` (the split at the peak, coverage), `refusal`, `autocast`
 (--precision N-mixed), `export` (what the dynamo exporter's optimizer folded, put back).
 """
@@ -62,7 +63,8 @@ from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
 from memplan_cli.profiles.torch.export import eager_graph
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
-from memplan_cli.profiles.torch.figures import ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of, split_at
+from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, live_peak, part_of,
+                                                split_at)
 from memplan_cli.profiles.torch.refusal import refusal
 from memplan_cli.profiles.torch.replay import replay
 
@@ -104,6 +106,10 @@ class TorchProfile:
             raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
         tg = self.training_graph(graph, config)
         sim, layer = replay(tg, config)
+        if sim.coverage.get("possible_functions"):
+            # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
+            # with each read as one, reported beside the op-by-op one
+            sim.coverage["as_functions_peak"] = live_peak(replay(tg, config, as_functions=True)[0])
         kept = [s for s in sim.store if s["bytes"] > 0]
         bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
                        key=f"{s['category']}:{i}")

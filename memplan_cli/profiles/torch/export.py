@@ -36,14 +36,21 @@ file's ops after one move up by one index.
 from __future__ import annotations
 
 import copy
+import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import TRANSPOSE, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
+from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
+from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
 from memplan_cli.ops.pad import PAD_TYPE
+from memplan_cli.ops.reshape import RESHAPE_TYPE as RESHAPE
 from memplan_cli.profiles.torch.facts import ESTIMATED
+
+# graph metadata: parameters of a folded computation run again whose shape was estimated
+ESTIMATED_PARAMS = "torch_estimated_params"
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -131,8 +138,182 @@ def folded_computations(graph) -> set[str]:
     def computed(src: str) -> bool:  # an fx node that computes (not a view, not an ONNX-level constant)
         return src not in targets and not re.fullmatch(r"val_\d+", src) and \
             re.sub(r"_\d+$", "", src) not in _FX_VIEWS
+    # the constant's own name is its last fx node (`embedding_1`: the rows a gather took)
     return {name for name, srcs in (md.get("folded_from") or {}).items()
-            if any(s in sig.params for s in srcs) and any(computed(s) for s in srcs)}
+            if any(s in sig.params for s in srcs) and any(computed(s) for s in (*srcs, name))}
+
+
+def expand_base_bytes(o) -> int | None:
+    """Bytes eager holds for a folded constant an fx `expand` node made (`expand_2`: a relative-position
+    index broadcast over batch x heads): expand is a view (derivatives.yaml: its backward is
+    `sum_to`), so eager holds only the tensor it broadcast. Which dims were broadcast is not recorded:
+    taken as the leading one (the batch a per-sample value is expanded over), and its readers are
+    named as estimated. None for any other constant."""
+    if _fx_kind(o.name) != "expand" or len(o.shape) < 2 or int(o.shape[0]) <= 1:
+        return None
+    return o.nbytes // int(o.shape[0])
+
+
+# fx nodes of a folded chain that copy into a new tensor (`.contiguous()`, `clone`, `repeat`), and
+# those that broadcast a tensor over new leading copies (expand: a view; repeat: a copy)
+_FX_COPIES = frozenset({"clone", "contiguous", "repeat"})
+_FX_BROADCASTS = frozenset({"expand", "repeat"})
+# fx nodes after which the elements of a chain are not its input's (a slice drops some; getitem is
+# dropout's output, or a view of a split)
+_FX_UNSIZED = frozenset({"slice", "select", "getitem"})
+_ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
+
+
+def _fx_kind(name: str) -> str:
+    """The aten op an fx node's name was made from (`linear_3` -> linear, `_unsafe_view_3` -> _unsafe_view)."""
+    return re.sub(r"_\d+$", "", name)
+
+
+def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
+    """Folded parameter computations (`folded_computations`) whose eager ops the file lets us read back:
+    the optimizer's `folded_from` names the parameters and the fx nodes of the chain, each fx node
+    named after its aten op. Three chains are read back, from one parameter the file no longer holds:
+    - `embedding(table, ids)` of ids computed without a gradient (token types of constant ids,
+      position rows): eager gathers the rows each step, and embedding's backward makes a gradient of
+      the table's shape (derivatives.yaml, `embedding_dense_backward`): (rows, the constant's last
+      dim). The rows are not in the file: one for `zeros` ids, else one per position (the ids may
+      differ at each; a position table has at least that many rows); named as estimated.
+    - `linear(x)` of the parameter (through dropout), then views, copies and a broadcast over the batch
+      (DeBERTa's relative positions projected by its key and query layers), where the linear's weight
+      (and bias) is a parameter the file holds and a FullyConnected (without bias, a MatMul) reads:
+      eager runs the linear each step (its input saved), copies the result to the constant's size
+      (`clone` / `repeat`), and expand's and repeat's backward sum the gradient back to the linear's
+      output (`sum_to(grad, self.sizes())`); the parameter trains at (rows, the weight's input
+      features). The rows are the constant's elements over the output features and, where the chain
+      has an expand or repeat, over the file's batch (what the broadcast copies; not recorded:
+      estimated).
+    - `expand` of the parameter alone (timm's class token): a view of it in eager, its gradient
+      summed back to it; the broadcast dim (not recorded) taken as the leading one: estimated.
+    Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
+    md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
+    sig = sig if sig is not None else _Signature(md.get("signature") or {})
+    folded = md.get("folded_from") or {}
+    targets = set(sig.target.values())
+    consts = {o.name: o for o in graph.operands if o.is_const}
+    readers: dict[int, list] = {}
+    for op in graph.operations:
+        for v in op.inputs:
+            if v >= 0:
+                readers.setdefault(v, []).append(op.index)
+    # the parameters the file holds: by name, or as the one parameter a constant was folded from
+    held: dict[str, int] = {n: o.index for n, o in consts.items() if n in sig.params and o.index in readers}
+    for name, srcs in folded.items():
+        if len(srcs) == 1 and srcs[0] in sig.params and name in consts and consts[name].index in readers:
+            held.setdefault(srcs[0], consts[name].index)
+    x0 = graph.operands[graph.inputs[0]] if graph.inputs else None
+    batch = int(x0.shape[0]) if x0 is not None and x0.shape else 0
+    plans = []
+    for name in sorted(folded_computations(graph)):
+        c = consts.get(name)
+        if c is None or c.index not in readers or not c.dtype.startswith(("float", "bfloat")) or not c.shape:
+            continue
+        srcs = folded[name]
+        params = sorted({s for s in srcs if s in sig.params})
+        missing = [p for p in params if p not in held]
+        fx = {_fx_kind(s) for s in srcs if s not in targets and not re.fullmatch(r"val_\d+", s)}
+        if len(missing) != 1:
+            continue
+        plan = {"const": c.index, "param": missing[0], "readers": sorted(readers[c.index]), "estimated": True}
+        if _fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
+            # one row per id the table must hold: `zeros` ids, one; any others (an arange, a buffer whose
+            # values the file does not hold) may differ at each position: one per position
+            rows = 1 if fx & _ZEROS else int(c.shape[-2])
+            plans.append({**plan, "kind": "embedding", "rows": rows, "cols": int(c.shape[-1])})
+            continue
+        fx.add(_fx_kind(name))
+        if fx - _FX_VIEWS - _FX_COPIES != {"linear"}:
+            continue
+        others = set(params) - set(missing)
+        # the layer that reads the weight elsewhere: a FullyConnected, or a MatMul (a linear without bias)
+        fc = next((op for op in graph.operations if op.type in (FC_TYPE, MATMUL_TYPE) and len(op.inputs) > 1
+                   and op.inputs[1] in {held[p] for p in others}), None)
+        if fc is None:
+            continue
+        bias = fc.inputs[2] if fc.type == FC_TYPE and len(fc.inputs) > 2 and fc.inputs[2] >= 0 else -1
+        used = {p for p in others if held[p] in (fc.inputs[1], bias)}
+        if used != others or len(graph.operands[fc.inputs[1]].shape) != 2:
+            continue
+        wshape = tuple(int(d) for d in graph.operands[fc.inputs[1]].shape)
+        trans_b = bool(fc.attrs.get("trans_b"))
+        n_in, n_out = wshape[::-1] if trans_b else wshape
+        k = batch if fx & _FX_BROADCASTS else 1
+        total = math.prod(int(d) for d in c.shape)
+        if k < 1 or total % (k * n_out):
+            continue
+        dropout = sorted(s for s in srcs if _fx_kind(s) == "getitem")
+        plans.append({**plan, "kind": "linear", "rows": total // (k * n_out), "cols": n_in, "out": n_out,
+                      "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
+                      "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
+                      "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
+    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
+    # parameter, whose gradient expand's backward sums back to it (`sum_to(grad, self.sizes())`)
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        params = {s for s in srcs if s in sig.params}
+        if c is None or c.index not in readers or _fx_kind(name) != "expand" or len(c.shape) < 2 \
+                or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
+                or any(s not in targets and not re.fullmatch(r"val_\d+", s) for s in srcs):
+            continue
+        plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
+                      "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+    # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
+    # as the file has them
+    shape: dict[str, tuple] = {}
+    for p in plans:
+        shape.setdefault(p["param"], (p["rows"], p["cols"]))
+    return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
+
+
+def _unfold(g, plans, operand, insert) -> None:
+    """Each folded computation of `plans` (`unfolded_computations`) as eager runs it before the
+    constant's first reader; its readers read the result (a forward value, no constant). A parameter
+    (or its dropout) shared by several chains is one tensor."""
+    made: dict = {}
+    estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ())
+    for plan in sorted(plans, key=lambda p: p["readers"][0]):
+        if plan["estimated"]:
+            estimated.add(plan["param"])
+        c = g.operands[plan["const"]]
+        at, name = plan["readers"][0], plan["param"]
+        est = {ESTIMATED: True} if plan["estimated"] else {}
+        if name not in made:
+            cols = plan["cols"] if isinstance(plan["cols"], tuple) else (plan["cols"],)
+            made[name] = operand(name, (plan["rows"], *cols), c.dtype, const=True)
+        x = made[name]
+        out = operand(f"{c.name}:eager", c.shape, c.dtype)
+        if plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+            insert(at, EXPAND, [x], [out], dict(est), c.name)
+        elif plan["kind"] == "embedding":
+            ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)
+            insert(at, GATHER, [x, ids], [out], {"axis": 0, **est}, c.name)
+        else:
+            if plan["dropout"]:
+                key = (name, plan["dropout"])
+                if key not in made:
+                    made[key] = operand(f"{name}:dropout", g.operands[x].shape, c.dtype)
+                    insert(at, DROPOUT, [x], [made[key]], {"ratio": 0.5, **est}, f"{name}:dropout")
+                x = made[key]
+            y = operand(f"{c.name}:linear", (plan["rows"], plan["out"]), c.dtype)
+            if plan["layer"] == FC_TYPE:
+                insert(at, FC_TYPE, [x, plan["weight"], plan["bias"]], [y],
+                       {"activation": "NONE", "trans_b": plan["trans_b"], **est}, f"{c.name}:linear")
+            else:
+                insert(at, MATMUL_TYPE, [x, plan["weight"]], [y], dict(est), f"{c.name}:linear")
+            if plan["copy"]:
+                t = operand(f"{c.name}:copy", (plan["repeats"] * plan["rows"], plan["out"]), c.dtype)
+                insert(at, TILE, [y], [t], {"repeats": (plan["repeats"], 1), **est}, f"{c.name}:copy")
+                y = t
+            insert(at, RESHAPE, [y], [out], dict(est), f"{c.name}:view")
+        for k in plan["readers"]:
+            op = g.operations[k] = copy.copy(g.operations[k])
+            op.inputs = [out if v == plan["const"] else v for v in op.inputs]
+    if estimated:
+        g.metadata[ESTIMATED_PARAMS] = tuple(sorted(estimated))
 
 
 def eager_graph(graph):
@@ -165,7 +346,8 @@ def eager_graph(graph):
     sig = _Signature(md.get("signature") or {})
     merged = _merged(graph, sig, md)
     views = _folded_views(graph, sig, md)
-    if not todo and not merged and not views:
+    unfold = unfolded_computations(graph, sig, md)
+    if not todo and not merged and not views and not unfold:
         return graph
     g = copy.copy(graph)
     g.operands, g.operations = list(graph.operands), list(graph.operations)
@@ -205,8 +387,10 @@ def eager_graph(graph):
             op = g.operations[k] = copy.copy(g.operations[k])
             op.inputs = [t if v == c else v for v in op.inputs]
 
+    _unfold(g, unfold, operand, lambda at, *a: add(before, at, *a))
+
     for op0, rules, fx in sorted(todo, key=lambda t: t[0].index):
-        op = g.operations[op0.index] = copy.copy(op0)
+        op = g.operations[op0.index] = copy.copy(g.operations[op0.index])  # a folded input re-pointed
         op.inputs, op.attrs = list(op.inputs), dict(op.attrs)
         args = _args(fx)
         target = _target(fx)

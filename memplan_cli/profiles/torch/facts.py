@@ -20,6 +20,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   output 0 is input 0 itself (dropout with p = 0); "grad_shared": input positions whose gradient is
 #   the incoming one itself when their shapes agree (add, sub's first); "contiguous_inputs": the
 #   first N inputs go to BLAS contiguous when batched (a copy of a non-contiguous view);
+# - "fwd_tmp": bytes of temporary tensors the forward makes and frees in the op (a custom Function's
+#   intermediates);
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
@@ -78,6 +80,9 @@ FACTS = {
 # measured: the report names it and its bytes at the peak (`figures.torch.coverage`).
 GENERAL = {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("in3", "any"))}
 ESTIMATED = "torch_estimated"  # attrs key marking an op the general rule covers
+# facts of an op made of other ops, computed from theirs: functions.py registers the custom autograd
+# Function here (it reads `facts` of its inner ops, so `facts` cannot import it)
+COMPOSED: dict = {}
 
 
 def fused_activations() -> dict:
@@ -96,6 +101,8 @@ def facts(op) -> dict | None:
         return f
     if d is not None and d.no_grad:
         return {}
+    if op.type in COMPOSED:
+        return COMPOSED[op.type](op)
     f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
     if f is None and (getattr(op, "attrs", None) or {}).get(ESTIMATED):
         return GENERAL

@@ -18,11 +18,31 @@ def coverage(bl, at: int, peak: int) -> dict:
         if b.owner in at_peak and b.first <= at <= b.last:
             at_peak[b.owner] += b.size
     total = sum(at_peak.values())
-    return {"ops": cov["ops"], "measured": cov["ops"] - len(est),
-            "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label]} for label in est],
-            "estimated_bytes_at_peak": total,
-            "estimated_share": round(total / peak, 4) if peak else 0.0,
-            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+    out = {"ops": cov["ops"], "measured": cov["ops"] - len(est),
+           "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label]} for label in est],
+           "estimated_bytes_at_peak": total,
+           "estimated_share": round(total / peak, 4) if peak else 0.0,
+           "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+    if cov.get("possible_functions"):
+        # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
+        # read as a Function saving only its input; said in the header when it differs by the same share
+        alt = cov["as_functions_peak"]
+        out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
+                               "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+    return out
+
+
+def live_peak(sim) -> int:
+    """The most bytes a replay holds live at once (the figure `figures` reports as the peak)."""
+    delta = [0] * (len(sim.steps) + 1)
+    for s in sim.store:
+        delta[s["first"]] += s["bytes"]
+        delta[s["last"] + 1] -= s["bytes"]
+    live = best = 0
+    for d in delta[:-1]:
+        live += d
+        best = max(best, live)
+    return best
 
 
 def coverage_line(cov: dict) -> str:
@@ -32,6 +52,10 @@ def coverage_line(cov: dict) -> str:
         types = sorted({e["type"] for e in cov["estimated"]})
         line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+    fn = cov.get("as_functions") or {}
+    if fn.get("says_so"):
+        line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
+                 f"saving only their inputs (peak so: {fn['peak']:,d} B)")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 

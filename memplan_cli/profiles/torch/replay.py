@@ -9,8 +9,10 @@ from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_M
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
-from memplan_cli.profiles.torch.export import folded_computations
+from memplan_cli.profiles.torch.export import ESTIMATED_PARAMS, expand_base_bytes, folded_computations
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
+from memplan_cli.profiles.torch.functions import as_functions as as_functions_
+from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal
 from memplan_cli.profiles.torch.rewrites import eager_ops
@@ -19,9 +21,11 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config):
-    """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns)."""
-    return Replay(tg, config).run()
+def replay(tg, config, as_functions: bool = False):
+    """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
+    `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
+    Function is read as one (functions.py), for the figure reported beside the op-by-op one."""
+    return Replay(tg, config, as_functions).run()
 
 
 def alternatives(fn, op, opd, needs) -> tuple:
@@ -34,7 +38,7 @@ class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config):
+    def __init__(self, tg, config, as_functions: bool = False):
         self.tg, self.config = tg, config
         g = self.g = tg.graph
         self.uses = g.uses()
@@ -44,20 +48,21 @@ class Replay:
         if why:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
-        # ops a custom autograd Function's forward wrote (the dynamo exporter's recorded stack): their
-        # backward is the Function's own code, which the file does not describe
-        custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+        self.read_functions(as_functions)
         # ops reading a constant the exporter folded from a parameter's computation (export.py)
         folded = self.folded = folded_computations(g)
+        # folded values eager holds as an expanded view of a smaller tensor (export.expand_base_bytes)
+        expanded = {v for v in folded_values(g, self.trained, sdpa_masks(g)) if expand_base_bytes(self.opd[v])}
         for op in self.ops:
-            if custom and any(0 <= m < len(g.operations) and g.operations[m].name in custom for m in op.members):
-                op.attrs[ESTIMATED] = True
             if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
+                op.attrs[ESTIMATED] = True
+            if any(v in expanded for v in op.inputs):  # which dims the expand broadcast is not recorded
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
-        self.sim.coverage = {"ops": len(self.ops),
-                             "estimated": {op.label: op.type for op in self.ops if op.attrs.get(ESTIMATED)}}
+        self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
+                             "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
+                                           if op.attrs.get(ESTIMATED)}}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []
@@ -77,6 +82,25 @@ class Replay:
         self.grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
         self.grads_of_weights: list[int] = []
         self.release_at: dict[int, int] = {}  # storage -> backward step that last needs it
+
+    def read_functions(self, as_functions: bool) -> None:
+        """Custom autograd Functions (functions.py): the ones the dynamo exporter's recorded stack names
+        become one Function op each; a written-out formula TorchScript may have run inside one stays
+        op by op, named as estimated (`as_functions`: read as Functions too, the figure beside)."""
+        g = self.g
+        groups, names, loose = recorded_functions(g, self.ops)
+        possible = possible_functions(g, self.ops, self.opd, self.uses)
+        paths = [module_path(g.operations[self.ops[pos[0]].index].name) for pos in possible]
+        self.possible = [{"module": p, "ops": len(pos)} for p, pos in zip(paths, possible)]
+        if as_functions:
+            names.update({len(groups) + k: p for k, p in enumerate(paths)})
+            groups = groups + possible
+        else:
+            loose |= {q for pos in possible for q in pos}
+        for q in loose:
+            self.ops[q].attrs[ESTIMATED] = True
+        if groups:
+            self.ops = as_functions_(self.ops, groups, g, self.opd, self.uses, names)
 
     def run(self):
         self.held_before()
@@ -162,10 +186,12 @@ class Replay:
         weight_of_storage = {storage[w]: w for w in trained if w in storage}
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
+        estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
         for w in self.params_order:
-            # a folded computation (estimated): the constant and its state count as its first reader's
+            # a folded computation (estimated), or a parameter of one run again at an estimated shape: the
+            # constant and its state count as its first reader's
             owner = next((op.label for op in self.ops if w in op.inputs and op.attrs.get(ESTIMATED)), "") \
-                if opd[w].name in self.folded else ""
+                if opd[w].name in self.folded or opd[w].name in estimated else ""
             if owner and w in storage:
                 sim.store[storage[w]]["owner"] = owner
             for k in range(state_count):
@@ -183,7 +209,8 @@ class Replay:
                 if v < 0:
                     continue
                 if v in self.computed and v not in storage:  # eager computes it here, a forward value
-                    storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
+                    nb = expand_base_bytes(opd[v]) or opd[v].nbytes
+                    storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s
             needs = [v in self.rg for v in op.inputs]
@@ -330,6 +357,9 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
+        for nb in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+            sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
+            c["fwd_mem_tmp"] += nb
         for name, spec, dtype in f.get("aux", ()):
             nb = self.size_of(spec, op) * dtype_size(opd[op.inputs[0]].dtype if dtype == "in0" else dtype)
             saved.append(sim.new(f"{op.label}:{name}", "extra", nb, s, op.label, "saved"))

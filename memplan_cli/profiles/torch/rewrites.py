@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import GATHER, SDPA, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, parse_call
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
@@ -127,8 +128,99 @@ def split_activations(ops_: list[EagerOp], opd: list, uses: dict) -> list[EagerO
     return out
 
 
+# one-input elementwise ops an exporter may write one aten op as a chain of (rsqrt: Sqrt, Reciprocal)
+_CHAIN_OPS = POINTWISE_MATH - {CAST}
+
+
+def _recorded_name(op) -> str:
+    """The fx value the dynamo exporter recorded an IR op as computing ("rsqrt"), "" without a call."""
+    return op.call.partition(" = ")[0] if op.call else ""
+
+
+def one_aten_ops(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """Consecutive ONNX nodes that record the same fx node (`pkg.torch.onnx.fx_node`) are the one aten
+    op that node ran: the dynamo exporter writes `aten.rsqrt` as Sqrt then Reciprocal, both recording
+    `%rsqrt`; eager makes one tensor, the result, and rsqrt's backward reads that result
+    (derivatives.yaml: `self: -0.5 * grad * result.pow(3).conj()`). Read back where the nodes are a
+    chain of one-input elementwise ops and the aten op is a type of the registry (aten.rsqrt ->
+    Rsqrt): that op, from the chain's input to its last output."""
+    types = {t.lower(): t for t in ops.all_ops()}
+    irops = g.operations
+    out: list[EagerOp] = []
+    k = 0
+    while k < len(ops_):
+        op = ops_[k]
+        name = _recorded_name(irops[op.index]) if op.members == (op.index,) else ""
+        j = k + 1
+        while name and j < len(ops_) and ops_[j].members == (ops_[j].index,) and \
+                _recorded_name(irops[ops_[j].index]) == name and ops_[j].inputs[:1] == ops_[j - 1].outputs[:1]:
+            j += 1
+        chain = ops_[k:j]
+        call = parse_call(irops[op.index].call) if j - k > 1 else None
+        eager = types.get(call[1].removeprefix("aten.").lower()) if call else None
+        if eager is None or any(c.type not in _CHAIN_OPS or len(c.outputs) != 1 or
+                                sum(1 for v in c.inputs if v >= 0 and not opd[v].is_const) != 1 for c in chain):
+            out.append(op)
+            k += 1
+            continue
+        last = chain[-1]
+        out.append(EagerOp(last.index, eager, [op.inputs[0]], list(last.outputs), {}, last.label,
+                           tuple(c.index for c in chain)))
+        k = j
+    return out
+
+
+def _base(name: str) -> str:
+    """An fx value's name without the counter fx appends to repeats of a target ("sub_6" -> "sub")."""
+    return re.sub(r"_\d+$", "", name)
+
+
+def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """Equal ops the dynamo exporter's optimizer merged (onnx_ir's common-subexpression elimination,
+    which records no rule name): a reader whose recorded call names, for an input, an fx value no node
+    of the file makes, of the same target as the value's producer (`%sub_6` where the file makes
+    `sub_5` = aten.sub of the same inputs: CohereLayerNorm's `x - mean` written twice), read a
+    second tensor eager computed again. Each such name becomes a copy of the producer's op (a new
+    operand, appended to `opd`) run just before its first reader; its readers read the copy."""
+    irops = g.operations
+    if not any(op.call for op in irops):
+        return ops_
+    made = {_recorded_name(op) for op in irops} - {""}
+    # a node a named rewrite rule made may stand for several fx nodes of its own rule's choosing: only
+    # the unnamed pass's merges are read back
+    ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
+    producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
+    copies: dict[tuple, int] = {}
+    out: list[EagerOp] = []
+    for op in ops_:
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        names = re.findall(r"%(\w+)", " ".join(c[2])) if c else []
+        new_inputs = list(op.inputs)
+        for k, v in enumerate(op.inputs):
+            p = producer.get(v)
+            pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
+                irops[p.index].name not in ruled else ""
+            if not pname or pname in names:
+                continue
+            dup = [n for n in names if n not in made and _base(n) == _base(pname)]
+            if len(dup) != 1:
+                continue
+            key = (v, dup[0])
+            if key not in copies:
+                y = Operand(len(opd), f"{opd[v].name}:{dup[0]}", tuple(opd[v].shape), opd[v].dtype)
+                opd.append(y)
+                copies[key] = y.index
+                out.append(EagerOp(p.index, p.type, list(p.inputs), [y.index], dict(p.attrs), p.label, p.members))
+            uses.setdefault(copies[key], []).append(op.index)
+            new_inputs[k] = copies[key]
+        out.append(op if new_inputs == op.inputs else
+                   EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
-    ops_ = selects(merged_dropouts(lost_clones(fuse(g, uses), g, opd, uses), g, opd, uses), opd)
+    ops_ = merged_duplicates(one_aten_ops(fuse(g, uses), g, opd), g, opd, uses)
+    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)

@@ -1,0 +1,182 @@
+"""Custom `torch.autograd.Function`s: ops that eager ran inside a Function's forward, read back as the
+one autograd node the Function is.
+
+autograd's own semantics (torch/autograd/function.py, torch/csrc/autograd/custom_function.cpp): a
+Function's `forward` runs with grad mode off, so the ops it calls record nothing and save nothing;
+each intermediate is freed as soon as the forward's Python code drops it; the node saves what
+`ctx.save_for_backward` was given, and its `backward` is the Function's own Python code. The file
+describes neither: the Function is taken to save its inputs (what a Function written to save memory,
+BLOOM's `GeLUFunction`, saves) and its backward to recompute the forward's intermediates (its
+temporaries are the forward's peak of them), and it is named as estimated.
+
+- Recorded (dynamo): the exporter's recorded stack calls `Fn.apply(...)` into the Function's
+  `forward` (`loaders/onnx_loader.py`); the connected ops so marked are one Function.
+- Possible (TorchScript, no stack recorded): a written-out pointwise formula in a module of its own
+  (`possible_functions`) may have run as a Function or op by op, and the file cannot tell. The ops run
+  one by one stay the figure; they are named as estimated, and the figure as Functions is reported
+  beside it (`figures.torch.coverage.as_functions`).
+"""
+from __future__ import annotations
+
+from memplan_cli.ops._torch import POINTWISE_MATH
+from memplan_cli.profiles.torch.eager_op import EagerOp
+from memplan_cli.profiles.torch.facts import COMPOSED, ESTIMATED, facts
+from memplan_cli.profiles.torch.strides import elements
+
+FUNCTION = "Function"  # the eager op type of a custom autograd Function read back
+# elementwise ops (TensorIterator's): what a written-out formula is made of; dropout draws and batch
+# norm computes statistics, no formula
+FORMULA_OPS = POINTWISE_MATH | {"SiLU"}
+# a formula of fewer ops is what the exporters write for one aten op (silu: Sigmoid, Mul, read back
+# as one op already), not a formula worth naming
+MIN_FORMULA_OPS = 3
+
+
+def module_path(name: str) -> str:
+    """The module path of a TorchScript export's node name ("/m/h.0/mlp/act/Mul" -> "/m/h.0/mlp/act");
+    "" for any other name."""
+    if not name.startswith("/") or name.count("/") < 2:
+        return ""
+    return name.rsplit("/", 1)[0]
+
+
+def _outside_reads(members: list[EagerOp], opd) -> list[int]:
+    """The non-scalar operands the members read that none of them makes, in order of first read."""
+    made = {v for op in members for v in op.outputs}
+    out = []
+    for op in members:
+        for v in op.inputs:
+            if v >= 0 and v not in made and v not in out and not (opd[v].is_const and elements(opd[v].shape) <= 1):
+                out.append(v)
+    return out
+
+
+def _leaving(members: list[EagerOp], g, uses) -> list[int]:
+    """The members' outputs read by an op outside them (or returned by the graph)."""
+    inside = {m for op in members for m in op.members}
+    return [v for op in members for v in op.outputs
+            if v in g.outputs or any(u not in inside for u in uses.get(v, ()))]
+
+
+def possible_functions(g, ops_: list[EagerOp], opd, uses) -> list[list[int]]:
+    """Positions (in `ops_`) of each written-out formula that eager may have run inside a custom
+    Function, in a TorchScript export (no recorded stack): the eager ops of one module scope (the node
+    names' path) that is a leaf (no module below it), all elementwise and at least MIN_FORMULA_OPS,
+    consecutive in eager order, reading no parameter (no non-scalar constant) and exactly one tensor
+    from outside, and handing one tensor on. An exporter's decomposition of one aten op that the
+    profile reads back as that op (silu, linear, group_norm, sdpa) is one eager op of another type,
+    so it is never part of one."""
+    if any(op.call for op in g.operations):
+        return []  # a dynamo export records its stack: a Function there is known (recorded_functions)
+    paths = [module_path(op.name) for op in g.operations]
+    parents = {p.rsplit("/", 1)[0] for p in paths if p}
+    by_scope: dict[str, list[int]] = {}
+    for pos, op in enumerate(ops_):
+        by_scope.setdefault(paths[op.index] if op.index < len(paths) else "", []).append(pos)
+    groups = []
+    for scope, pos in by_scope.items():
+        if not scope or scope in parents:
+            continue  # the root module's own ops, or a module with modules below it
+        members = [ops_[p] for p in pos]
+        if len(pos) < MIN_FORMULA_OPS or pos != list(range(pos[0], pos[-1] + 1)) or \
+                any(op.type not in FORMULA_OPS or op.attrs.get(ESTIMATED) for op in members):
+            continue
+        reads = _outside_reads(members, opd)
+        if len(reads) != 1 or opd[reads[0]].is_const or len(_leaving(members, g, uses)) != 1:
+            continue
+        groups.append(pos)
+    return groups
+
+
+def recorded_functions(g, ops_: list[EagerOp]) -> tuple[list[list[int]], dict[int, str], set[int]]:
+    """The custom Functions the dynamo exporter's recorded stacks name (`autograd_functions`): positions
+    (in `ops_`) of each set of connected ops one Function's forward wrote, consecutive in eager order
+    and handing tensors on only after the last of them. Returns (those groups, the Function of each
+    group by its number, positions of other ops so marked: they stay op by op, named as estimated)."""
+    custom = (getattr(g, "metadata", None) or {}).get("autograd_functions") or {}
+    if not custom:
+        return [], {}, set()
+    irops = g.operations
+    marked = {pos: custom[irops[m].name] for pos, op in enumerate(ops_) for m in op.members
+              if 0 <= m < len(irops) and irops[m].name in custom}
+    made_by = {v: pos for pos in marked for v in ops_[pos].outputs}
+    # connected components of the marked ops (same Function, data edges)
+    root = {pos: pos for pos in marked}
+
+    def find(p):
+        while root[p] != p:
+            root[p] = root[root[p]]
+            p = root[p]
+        return p
+
+    for pos in marked:
+        for v in ops_[pos].inputs:
+            q = made_by.get(v)
+            if q is not None and marked[q] == marked[pos]:
+                root[find(pos)] = find(q)
+    comps: dict[int, list[int]] = {}
+    for pos in sorted(marked):
+        comps.setdefault(find(pos), []).append(pos)
+    groups, names, loose = [], {}, set()
+    for pos in comps.values():
+        if pos == list(range(pos[0], pos[-1] + 1)):
+            names[len(groups)] = f"{marked[pos[0]]}.apply"
+            groups.append(pos)
+        else:
+            loose.update(pos)
+    return groups, names, loose
+
+
+def _forward_peak(members: list[EagerOp], opd, leaving: list[int]) -> int:
+    """Bytes the Function's forward holds at once beyond its inputs (grad mode off: each intermediate
+    freed after its last reader among the members): its results and intermediates, made in order."""
+    last = {}
+    for k, op in enumerate(members):
+        for v in op.inputs:
+            last[v] = k
+    live: dict[int, int] = {}
+    peak = 0
+    for k, op in enumerate(members):
+        view = bool((facts(op) or {}).get("view"))
+        for v in op.outputs:
+            if v >= 0:
+                live[v] = 0 if view else opd[v].nbytes
+        peak = max(peak, sum(live.values()))
+        for v in list(live):
+            if v not in leaving and last.get(v, -1) <= k:
+                del live[v]
+    return peak
+
+
+def function_facts(op) -> dict:
+    """A Function's torch facts: it saves its inputs; its forward's intermediates are temporaries of
+    the op; its backward recomputes them (as temporaries) and makes each input's gradient."""
+    n = len(op.inputs)
+    return {"saves": tuple((f"in{k}", "any") for k in range(n)),
+            "fwd_tmp": (op.attrs["fwd_tmp"],) if op.attrs["fwd_tmp"] else (),
+            "bwd_tmp": ((op.attrs["bwd_tmp"],),) if op.attrs["bwd_tmp"] else ()}
+
+
+def as_functions(ops_: list[EagerOp], groups: list[list[int]], g, opd, uses, names=None) -> list[EagerOp]:
+    """`ops_` with each group read back as one Function op (estimated) at its place: the tensors read
+    from outside are its inputs, those handed on its outputs. `names`: the Function of each group."""
+    first = {pos[0]: k for k, pos in enumerate(groups)}
+    inside = {p for pos in groups for p in pos}
+    out = []
+    for p, op in enumerate(ops_):
+        if p in first:
+            k = first[p]
+            members = [ops_[q] for q in groups[k]]
+            leaving = _leaving(members, g, uses)
+            peak = _forward_peak(members, opd, leaving)
+            fwd_tmp = max(peak - sum(opd[v].nbytes for v in leaving), 0)
+            name = (names or {}).get(k) or "Function"
+            attrs = {ESTIMATED: True, "function": name, "fwd_tmp": fwd_tmp, "bwd_tmp": peak}
+            out.append(EagerOp(op.index, FUNCTION, _outside_reads(members, opd), leaving, attrs,
+                               f"{op.label} [{name}]", tuple(m for q in members for m in q.members)))
+        elif p not in inside:
+            out.append(op)
+    return out
+
+
+COMPOSED["Function"] = function_facts
