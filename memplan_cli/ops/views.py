@@ -84,6 +84,7 @@ def _flops(op, operands):
 
 
 _K = {"forward": forward, "calcDerivative": calc_derivative, "calcGradient": calc_derivative}
+IDENTITY_TYPE = "Identity"  # `--profile torch`: a Cast to its input's own dtype (profiles/torch/rewrites.py)
 UNSQUEEZE_TYPE = "Unsqueeze"  # `--profile torch`: a GroupNorm weight unsqueezed to (C, 1, ...) (profiles/torch/groupnorm.py)
 TORCH = {"view": True, "grad": "view"}  # `--profile torch`: views share memory, in forward and backward
 _VALUES = {"moves_data": True, "shape_value": first_input_value, "profiles": {"torch": TORCH}}

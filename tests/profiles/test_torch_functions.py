@@ -147,3 +147,19 @@ def test_what_is_not_a_possible_function(tmp_path, case):
         nodes = [nodes[0], *body, nodes[-1]]
     cov = _analyze(_save(tmp_path, nodes, inits)).extras["torch"]["coverage"]
     assert "as_functions" not in cov and cov["estimated"] == []
+
+
+def test_a_recorded_function_whose_ops_are_not_consecutive_stays_op_by_op_named(tmp_path):
+    # an op of the file between the Function's ops (not from its forward): the order eager ran them
+    # in is not known, so they stay op by op, each named as estimated
+    nodes, inits = _formula()
+    nodes = _traced(nodes)
+    h = "/m/fc/MatMul_output_0"
+    other = helper.make_node("Relu", [h], ["r"], name="other")
+    nodes.insert(3, other)  # after the Function's second op
+    nodes[-1] = helper.make_node("Add", ["y1", "r"], ["y1r"], name="add")
+    nodes.append(helper.make_node("MatMul", ["y1r", "w2"], ["y"], name="fc2"))
+    a = _analyze(_save(tmp_path, nodes, inits))
+    est = a.extras["torch"]["coverage"]["estimated"]
+    assert sorted(e["type"] for e in est) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
+    assert {"a", "b", "t", "e"} <= {b.name for b in a.buffers.buffers}

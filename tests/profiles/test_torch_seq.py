@@ -439,3 +439,20 @@ def test_equal_ops_the_exporter_merged_are_computed_again(tmp_path):
     # a node a named rewrite rule made may stand for other fx nodes: not read as a merge
     a = _run(_layer_norm_twice(tmp_path, "ruled", "sub_1", sub_rule="CastIdentity"), loss="mse")
     assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)
+
+
+def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
+    # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
+    # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:
+    # 32 B) and nothing is made for the Cast. A Cast that changes the dtype stays a copy
+    def graph(name, to):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Cast", ["h"], ["c"], to=to, name="cast"),
+                 helper.make_node("Cast", ["c"], ["f"], to=TensorProto.FLOAT, name="back"),
+                 helper.make_node("Softmax", ["f"], ["y"], axis=-1, name="softmax")]
+        return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 4])], [("w", _w(4, 4))], name)
+    a = _run(graph("same", TensorProto.FLOAT), loss="mse")
+    assert not {"c", "f"} & {b.name for b in a.buffers.buffers}
+    assert _cols(a, "cast")["fwd_mem_out"] == 0 and _cols(a, "cast")["bwd_mem_out"] == 0
+    a = _run(graph("half", TensorProto.FLOAT16), loss="mse")
+    assert _cols(a, "cast")["fwd_mem_out"] == 16 and _cols(a, "back")["fwd_mem_out"] == 32

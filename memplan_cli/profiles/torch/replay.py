@@ -15,7 +15,7 @@ from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal
-from memplan_cli.profiles.torch.rewrites import eager_ops
+from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
@@ -44,6 +44,8 @@ class Replay:
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
         self.ops = eager_ops(g, self.uses, self.opd)
+        if (getattr(config, "precision", None) or "32-true") == "32-true":
+            self.ops = same_dtype_casts(self.ops, self.opd)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
         if why:
             raise UnsupportedOpError(why)

@@ -7,6 +7,7 @@ import re
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
 from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, parse_call
+from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
@@ -215,6 +216,21 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
             new_inputs[k] = copies[key]
         out.append(op if new_inputs == op.inputs else
                    EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
+def same_dtype_casts(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+    """A Cast to the dtype its input has already is no op in eager: TorchScript writes `x.float()` /
+    `x.to(dtype)` as a Cast whatever x's dtype, and `Tensor.to` returns x itself when nothing changes
+    (aten/src/ATen/native/TensorConversions.cpp, `to_will_alias`): no copy, no autograd node. Read as
+    an Identity (a view). Float32 steps only: under --precision a `.float()` of a lower-precision
+    activation is a copy."""
+    out = []
+    for op in ops_:
+        if op.type == CAST and op.members == (op.index,) and op.inputs and op.inputs[0] >= 0 and \
+                len(op.outputs) == 1 and opd[op.inputs[0]].dtype == opd[op.outputs[0]].dtype:
+            op = EagerOp(op.index, IDENTITY_TYPE, op.inputs[:1], list(op.outputs), {}, op.label, op.members)
+        out.append(op)
     return out
 
 
