@@ -2,9 +2,10 @@
 (issue 39): GroupNorm, hand-written attention with baddbmm / bmm and ALiBi, cross-covariance
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
-(and the same formula op by op) and a norm whose `x - mean` the dynamo exporter merges. Each is
-written with torch alone from the aten ops its family uses, so that the facts are checked on networks built here
-and not only on the named ones (timm / transformers entries `fam_hf_*` / `fam_timm_*` are those).
+(and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges and EvoNorm's
+group standard deviation (`Tensor.var`). Each is written with torch alone from the aten ops its
+family uses, so that the facts are checked on networks built here and not only on the named ones
+(timm / transformers entries `fam_hf_*` / `fam_timm_*` are those).
 Dev-only, needs torch (timm / transformers for the named ones).
 
     python devtools/torch_family_zoo.py fam_groupnorm fam_alibi -b 4 -O adam [--dynamo]
@@ -504,6 +505,50 @@ class CentredNorm(nn.Module):
         return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
 
 
+class GroupStdNorm(nn.Module):
+    """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
+    (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
+    shift per channel. `instance`: over each channel instead of groups (EvoNorm-B0's instance std)."""
+
+    def __init__(self, c, groups=8, instance=False, eps=1e-5):
+        super().__init__()
+        self.groups, self.instance, self.eps = groups, instance, eps
+        self.v = nn.Parameter(torch.full((c,), 0.5))
+        self.weight, self.bias = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        if self.instance:
+            std = x.var(dim=(2, 3), unbiased=False, keepdim=True).add(self.eps).sqrt().expand(x.shape)
+        else:
+            g = x.reshape(b, self.groups, c // self.groups, h, w)
+            std = g.var(dim=(2, 3, 4), unbiased=False, keepdim=True).add(self.eps).sqrt()
+            std = std.expand(g.shape).reshape(b, c, h, w)
+        x = x * (x * self.v.view(1, -1, 1, 1)).sigmoid() / std
+        return x * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+
+
+class EvoNet(nn.Module):
+    """Convolutions each followed by a group-std norm (groups, then per channel), a global pool and a
+    Linear head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.n1 = GroupStdNorm(c)
+        self.c2 = nn.Conv2d(c, 2 * c, 3, padding=1)
+        self.n2 = GroupStdNorm(2 * c, instance=True)
+        self.c3 = nn.Conv2d(2 * c, 2 * c, 3, padding=1)
+        self.n3 = GroupStdNorm(2 * c, groups=4)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = self.n1(self.stem(x))
+        x = self.n2(self.c2(x))
+        x = self.n3(self.c3(x))
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -528,6 +573,7 @@ FAM = {
     "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
+    "fam_evonorm": ("var", lambda: EvoNet(), IMG),
 }
 
 

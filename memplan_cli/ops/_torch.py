@@ -36,6 +36,11 @@ NARROWS = ("Slice", "Split")
 SDPA = {"matmul": "MatMul", "scale": "Mul", "mask": "Add", "softmax": "Softmax", "where": "Where",
         "isnan": "IsNaN", "dropout": "Dropout", "reshape": "Reshape", "unsqueeze": "Unsqueeze", "expand": EXPAND,
         "views": ("Reshape", TRANSPOSE)}
+# torch's `var` (and `std`, then a Sqrt) as both exporters write it (TorchScript's symbolic, the dynamo
+# exporter's prims.var): Mean(x, axes) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes); eager runs one
+# aten::var.correction (profiles/torch/rewrites.py `variances`; its facts: ops/reduce.py)
+VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "eager": "Var",
+       "targets": ("var", "var_mean", "std", "std_mean")}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)
