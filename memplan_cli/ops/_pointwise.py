@@ -104,9 +104,10 @@ _TORCH_RESULT = ("Exp", "Sqrt", "Rsqrt", "Reciprocal", "Sigmoid", "Tanh")
 # the temporaries their backward formula makes before the input's gradient (read off torch 2.14's
 # allocator events: sqrt `grad / (2 * result)`, reciprocal `-grad * (result * result)`, rsqrt
 # `-0.5 * grad * result.pow(3)`, sin `grad * cos(x)`, cos `grad * -sin(x)`, abs `grad * sgn(x)`,
-# erf `grad * 2/sqrt(pi) * exp(-x.pow(2))`); the others write the gradient directly
+# erf `grad * 2/sqrt(pi) * exp(-x.pow(2))`, acos `grad * -((-self * self + 1).rsqrt())`: its five
+# intermediates live together until dX is made); the others write the gradient directly
 _TORCH_BWD_TMP = {"Sqrt": ("out0",), "Reciprocal": ("out0", "out0"), "Rsqrt": ("out0", "out0"), "Sin": ("in0",),
-                  "Cos": ("in0", "in0"), "Abs": ("in0",), "Erf": ("in0", "in0", "in0", "in0")}
+                  "Cos": ("in0", "in0"), "Abs": ("in0",), "Erf": ("in0", "in0", "in0", "in0"), "Acos": ("in0",) * 5}
 
 
 def torch_facts(t: str) -> dict:

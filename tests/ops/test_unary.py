@@ -1,8 +1,8 @@
-"""Exp, Log, Sqrt, Rsqrt, Reciprocal, Neg, Abs, Sin, Cos, Square: forward against NumPy, what backward
+"""Exp, Log, Sqrt, Rsqrt, Reciprocal, Neg, Abs, Sin, Cos, Acos, Square: forward against NumPy, what backward
 keeps (X, Y or nothing), finite differences, verify, TFLite builtins."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from devtools.modelgen import ModelBuilder
 from memplan_cli import ops
@@ -14,19 +14,23 @@ SHAPE = (2, 3, 4)
 RNG = np.random.default_rng(5)
 POS = RNG.uniform(-0.5, 0.5, SHAPE)  # Log, Sqrt, Reciprocal (of exp(x)): away from 0
 SIGNED = np.sign(RNG.uniform(-1, 1, SHAPE)) * RNG.uniform(0.3, 1.5, SHAPE)  # Abs: both signs, away from 0
+UNIT = RNG.uniform(-1.5, 1.5, SHAPE)  # Acos (of 0.5 tanh(x)): inside (-1, 1), away from its ends
 
 # op -> (reference, kept tensor: "a" is X, "s" is Y, None nothing, input values)
 REF = {
     "Exp": (np.exp, "s", SIGNED), "Log": (np.log, "a", POS), "Sqrt": (np.sqrt, "s", POS),
     "Reciprocal": (lambda x: 1 / x, "s", POS), "Neg": (np.negative, None, SIGNED), "Abs": (np.abs, "a", SIGNED),
-    "Sin": (np.sin, "a", SIGNED), "Cos": (np.cos, "a", SIGNED),
+    "Sin": (np.sin, "a", SIGNED), "Cos": (np.cos, "a", SIGNED), "Acos": (np.arccos, "a", UNIT),
 }
 
 
 def _model(op):
     # p shifts x: the op sits between two trained parameters; a positive-only op gets exp(x + p)
-    # (verify seeds p at random)
+    # (verify seeds p at random); one defined on (-1, 1) only gets 0.5 tanh(x + p)
     pre = [helper.make_node("Add", ["x", "p"], ["a"])] if REF[op][2] is SIGNED else \
+        [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Tanh", ["z"], ["t"]),
+         helper.make_node("Constant", [], ["half"], value=numpy_helper.from_array(np.float32(0.5))),
+         helper.make_node("Mul", ["t", "half"], ["a"])] if REF[op][2] is UNIT else \
         [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Exp", ["z"], ["a"])]
     nodes = pre + [helper.make_node(op, ["a"], ["s"]), helper.make_node("Mul", ["s", "q"], ["y"])]
     inits = {"p": np.zeros(SHAPE[1:], np.float32), "q": np.ones(SHAPE[1:], np.float32)}
