@@ -2,10 +2,11 @@
 (issue 39): GroupNorm, hand-written attention with baddbmm / bmm and ALiBi, cross-covariance
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
-(and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges and EvoNorm's
-group standard deviation (`Tensor.var`). Each is written with torch alone from the aten ops its
-family uses, so that the facts are checked on networks built here and not only on the named ones
-(timm / transformers entries `fam_hf_*` / `fam_timm_*` are those).
+(and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
+group standard deviation (`Tensor.var`) and the inverse trigonometric and hyperbolic functions.
+Each is written with torch alone from the aten ops its family uses, so that the facts are checked
+on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
+`fam_timm_*` are those).
 Dev-only, needs torch (timm / transformers for the named ones).
 
     python devtools/torch_family_zoo.py fam_groupnorm fam_alibi -b 4 -O adam [--dynamo]
@@ -549,6 +550,30 @@ class EvoNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class TrigNet(nn.Module):
+    """One wide projection through an inverse trigonometric or hyperbolic function (`fn`, taken into its
+    domain first: 0.5 tanh for (-1, 1), 1.5 + exp above 1), then a head: the function's backward, its
+    intermediates beside the saved input and two gradients, is where the step peaks."""
+
+    def __init__(self, fn, domain="", d=64, wide=1024, classes=50):
+        super().__init__()
+        self.fn, self.domain = fn, domain
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.domain == "unit":
+            h = 0.5 * torch.tanh(h)
+        elif self.domain == "above_one":
+            h = 1.5 + torch.exp(h)
+        return self.head(self.fn(h))
+
+
+TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (torch.atan, ""),
+        "sinh": (torch.sinh, ""), "cosh": (torch.cosh, ""), "tan": (torch.tan, "unit"),
+        "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -574,6 +599,7 @@ FAM = {
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
+    **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 
 

@@ -14,7 +14,8 @@ TRANSPOSE = "Transpose"
 
 # output layout taken from the inputs' strides (TensorIterator; the profile tracks strides): the
 # memory-format keepers above and the other elementwise ops
-LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Acos",
+LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Tan",
+                                             "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
                                              "Cast", "Where"})
 # backward layout: the input's gradient an elementwise op's backward makes (a TensorIterator op whose
 # first input is the incoming gradient: gelu_backward, threshold_backward, mul, ...) is laid out like
