@@ -76,7 +76,15 @@ def rebatch(graph: Graph, batch_size: int, *, resolve: bool = False) -> Graph:
                     rule = scale_rows
                     warnings.append(f"op {op.label}: no batch rule for {op.source_type or op.type}; "
                                     "scaled dim 0 of its outputs by the growth of its input")
-            for o, shape in zip(op.outputs, rule(op, work, shapes, batched)):
+            try:
+                new_shapes = list(rule(op, work, shapes, batched))
+            except GraphError:
+                raise
+            except ValueError:  # the shapes no longer broadcast: a constant holds the file's batch
+                ins = ", ".join(str(list(shapes[i])) for i in op.inputs if i >= 0)
+                raise GraphError(f"op {op.label} cannot combine its inputs' "
+                                 f"shapes {ins}") from None
+            for o, shape in zip(op.outputs, new_shapes):
                 if shape is None:
                     continue
                 if any(d <= 0 for d in shape):

@@ -53,6 +53,25 @@ def test_reshape_that_cannot_fit_is_an_error():
         rebatch(g, 5)
 
 
+def test_a_matmul_with_the_batch_in_a_constant_is_a_re_batch_refusal_not_a_malformed_file(tmp_path):
+    # the dynamo exporter folds an attention term at the file's batch x heads (a (B*H, S, S) constant
+    # read by a bmm): at another batch the shapes do not broadcast; that is memplan not following the
+    # batch, said as such with the op and the shapes, never "malformed file"
+    import numpy as np
+    from onnx import helper
+
+    from memplan_cli.errors import ModelError
+    from tests.ops.gradcheck import onnx_model, save
+
+    nodes = [helper.make_node("MatMul", ["x", "k"], ["y"])]
+    m = onnx_model(nodes, [("x", (4, 3, 3))], [("y", (4, 3, 3))], {"k": np.zeros((4, 3, 3), np.float32)})
+    p = save(tmp_path, m)
+    assert load_model(p).operands
+    with pytest.raises(ModelError, match=r"cannot re-batch to batch 8: op #0 MatMul.* cannot combine its inputs' "
+                                         r"shapes \[8, 3, 3\], \[4, 3, 3\] \(the file fixes batch 4"):
+        load_model(p, batch_size=8)
+
+
 def test_a_batch_fixed_inside_the_graph_is_refused_naming_it(tmp_path):
     # a constant with the file's batch 2 in dim 0, concatenated on axis 1: at batch 4 the shapes
     # disagree, and the message says why (a batch-1 class token is broadcast instead:
