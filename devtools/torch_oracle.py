@@ -696,6 +696,8 @@ def run(names, optimizers, batches, dynamo=False, eval_mode=False, cache=None, e
         with open(cache) as f:
             seen = json.load(f)
     kind = ("dyn" if dynamo else "ts") + ("_eval" if eval_mode else "") + ("" if OPTIMIZE else "_noopt")
+    if exports:  # a missing folder would fail every export as if the exporter could not take the module
+        os.makedirs(exports, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for b in batches:
