@@ -590,3 +590,23 @@ def test_parameters_viewed_then_merged_are_each_their_own_tensor(tmp_path):
     merged, b = _torch(_viewed_norm(tmp_path, "merged", merged=True))
     assert len(_trained(a)) == 2 and sorted(_trained(b).values()) == sorted(_trained(a).values())
     assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]
+
+
+def test_the_optimizer_steps_weights_in_registration_order(tmp_path):
+    # eager's Adam steps `model.parameters()` in the modules' registration order, which the graph
+    # signature lists; here the module registered first (`a`) runs second (FasterNet registers a
+    # stage's blocks before its downsample, which runs first). Without a signature (TorchScript) the
+    # forward's first reads stay the order
+    nodes = [helper.make_node("MatMul", ["x", "b.weight"], ["h"], name="node_mm"),
+             helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
+    inits = [("b.weight", _w(16, 8)), ("a.weight", _w(8, 16))]
+
+    def steps(path):
+        _, a = _torch(path)
+        return [s.label for s in a.buffers.steps if s.kind == "applyGradient"]
+    sig = _dynamo_file(tmp_path, "sig", nodes, inits, [2, 16], [2, 16], ["a.weight", "b.weight"])
+    assert steps(sig) == ["step a.weight", "step b.weight"]
+    nodes = [helper.make_node("MatMul", ["x", "b.weight"], ["h"], name="node_mm"),
+             helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
+    plain = _dynamo_file(tmp_path, "plain", nodes, inits, [2, 16], [2, 16], None)
+    assert steps(plain) == ["step b.weight", "step a.weight"]
