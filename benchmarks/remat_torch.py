@@ -279,12 +279,11 @@ class Front:
             return frozenset()
         return next((d for d in self.plans if self.fig[d][1] <= budget and self.fig[d][0] <= budget), None)
 
-    def smallest_within(self, ratio: float, products: bool):
-        """memplan's plan with the least planned arena whose FLOPs ratio (every op, or matmuls and
-        convolutions only) is at most `ratio`."""
-        i = 3 if products else 2
-        fits = [d for d in self.answers if self.fig[d][i] <= ratio + 1e-12]
-        return min(fits, key=lambda d: (self.fig[d][0], self.fig[d][i])) if fits else None
+    def smallest_within(self, ratio: float):
+        """memplan's plan with the least planned arena whose matmul/convolution FLOPs ratio is at
+        most `ratio`."""
+        fits = [d for d in self.answers if self.fig[d][3] <= ratio + 1e-12]
+        return min(fits, key=lambda d: (self.fig[d][0], self.fig[d][3])) if fits else None
 
     def check(self, budget: int) -> str:
         """`memplan analyze --budget` at `budget` gives the answer chosen here (arena, FLOPs)."""
@@ -324,7 +323,7 @@ def memplan_side(path: str, batch: int, rows: list, check: int = 0) -> list[str]
         d = f.answer(t_bytes)
         at_bytes = (f"{f.fig[d][0] / mib:7.2f} {f.fig[d][2]:5.3f} {f.fig[d][3]:6.3f}" if d is not None
                     else f"{'none found':>20}")
-        best = f.smallest_within(t_ratio, products=True)
+        best = f.smallest_within(t_ratio)
         at_flops = f"{f.fig[best][0] / mib:7.2f} {f.fig[best][3]:7.3f}" if best is not None else f"{'none':>15}"
         dom = best is not None and f.fig[best][0] <= t_bytes
         mode = {None: "plain", "sac": "SAC"}.get(row["mode"], f"seq {row['mode']}")

@@ -7,6 +7,12 @@ devtools/torch_oracle.py. Dev-only, needs torch, timm and transformers.
         --cache measured.json --exports exports --json fresh_ts.json
     python devtools/torch_fresh_draw.py --seed 3911 --draw d.json -b 4 -O adam --dynamo \
         --cache measured.json --exports exports --json fresh_dyn.json
+    python devtools/torch_fresh_draw.py --seed 3911 --draw d.json -b 4 -O adam --torch-only \
+        --cache measured.json --exports exports      # torch's side only: memplan is not run
+
+--torch-only exports and measures without running memplan, so that the networks can be drawn and
+measured before the rules they are judged on are settled; a later run with the same --cache and
+--exports analyses them with the rules of that moment and measures nothing again.
 
 A later draw (after the rules changed) takes a new seed and `--exclude d.json` for each earlier draw,
 so it holds no model an earlier one measured.
@@ -249,6 +255,8 @@ def main(argv=None):
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_): the draw itself is unchanged")
+    ap.add_argument("--torch-only", action="store_true",
+                    help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
                     help="print the table of earlier --json runs (one per exporter) and stop")
     args, rest = ap.parse_known_args(argv)
@@ -259,6 +267,9 @@ def main(argv=None):
                 rows += json.load(fh)
         print(table(rows))
         return
+    if args.torch_only and (any(a.startswith("--json") for a in rest)
+                            or not any(a.startswith("--cache") for a in rest)):
+        sys.exit("--torch-only keeps torch's side in --cache and writes no --json rows (they would have no profile)")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)
@@ -281,7 +292,11 @@ def main(argv=None):
     if args.list:
         return
     T.ZOO.update({k: v[:3] for k, v in drawn.items()})
+    if args.torch_only:  # the oracle's rows then say "not analysed" where the profile's figure would be
+        T.predict = lambda *a, **k: {"error": "not analysed (--torch-only)"}
     T.main([n for n in drawn if n.startswith(args.only or "")] + rest)
+    if args.torch_only:
+        print("--torch-only: memplan was not run; the count above is of nothing analysed")
 
 
 if __name__ == "__main__":

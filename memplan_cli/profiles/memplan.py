@@ -13,6 +13,8 @@ Rules beyond the per-op ones (see the op registry, `memplan_cli/ops/`, for those
 """
 from __future__ import annotations
 
+import math
+
 from memplan_cli.buffers import CATEGORIES, Pool
 from memplan_cli.errors import ConfigError
 
@@ -90,7 +92,41 @@ class MemplanProfile:
         lifetimes), its op, and the live bytes per category there; the step's FLOPs."""
         out = peak_figures(analysis.buffers)
         out.update(flops_figures(analysis.buffers))
+        out.update(own_rule_figures(analysis.buffers, out.get("flops")))
         return out
+
+
+def own_rule_figures(bl, flops: dict | None) -> dict:
+    """What the plan does that an eager runtime does not, named: {"recomputed": the forward results
+    cheap recompute computes again before backward instead of keeping them (passes/cheap_recompute.py),
+    the forward FLOPs that adds and its share of the step's} and {"broadcast_views": the constants
+    folded from a broadcast held as the values they repeat, and the bytes that saves}; each only
+    when it happened."""
+    tg = bl.training_graph
+    if tg is None:
+        return {}
+    from memplan_cli.ir.dtypes import dtype_size
+    from memplan_cli.passes.cost import op_flops
+
+    out: dict = {}
+    names = list(tg.cheap_recomputed)
+    if names:
+        copies = {f"{n}@recompute" for n in names}
+        added = 0
+        for s in tg.steps:
+            if s.kind == "forward" and any(tg.tensors[t].name in copies for t in s.writes):
+                fig = op_flops(tg.graph.operations[s.op], tg.graph.operands)
+                added += fig[0] if fig is not None else 0
+        rec = {"results": names, "flops": added}
+        if flops and flops.get("available") and flops.get("step"):
+            rec["share"] = round(added / flops["step"], 6)
+        out["recomputed"] = rec
+    views = [t for t in tg.tensors if t.stored is not None]
+    if views:
+        out["broadcast_views"] = {
+            "constants": [t.name for t in views],
+            "saved": sum((t.num_elements - math.prod(t.stored)) * dtype_size(t.dtype) for t in views)}
+    return out
 
 
 def flops_figures(bl) -> dict:

@@ -336,6 +336,24 @@ def assumed_note(doc: dict) -> str:
             "--freeze params:GLOB keeps them frozen")
 
 
+def own_rule_lines(figures: dict) -> list[str]:
+    """What the own plan does that an eager runtime does not, named (profiles/memplan.py
+    own_rule_figures): forward results recomputed before backward, broadcasts held as their values."""
+    out = []
+    rec = figures.get("recomputed")
+    if rec:
+        share = f", +{100 * rec['share']:.1f}% of the step's FLOPs" if "share" in rec else ""
+        out.append(f"recomputed before backward instead of kept: {len(rec['results'])} forward result(s) "
+                   f"({flops_short(rec['flops'])} FLOPs{share}): {_names(rec['results'], 3)} "
+                   "(all in the JSON report, figures.recomputed)")
+    bv = figures.get("broadcast_views")
+    if bv:
+        out.append(f"broadcast views: {len(bv['constants'])} constant(s) folded from a broadcast hold only the "
+                   f"values they repeat ({human(bv['saved'])} less): {_names(bv['constants'], 3)} "
+                   "(all in the JSON report, figures.broadcast_views)")
+    return out
+
+
 def merged_norm_note(doc: dict) -> str:
     """The note naming normalisations whose scale and shift a converter merged into the next layer."""
     merged = (doc.get("parameters") or {}).get("merged_normalizations") or []
@@ -482,6 +500,7 @@ class TableReporter(Reporter):
             parts = ", ".join(f"{LABELS[c]} {human(v)}" for c, v in pk["categories"].items() if v)
             where = f"step {pk['step_label']}" + (f" in {pk['op']}" if pk["op"] else "")
             lines.append(f"peak: {human(pk['bytes'])} live at {where} ({parts})")
+        lines += own_rule_lines(doc.get("figures") or {})
         for line in lines:
             con.print(line)
         if len(opts.live_by_domain) > 1:

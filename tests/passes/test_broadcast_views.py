@@ -98,6 +98,37 @@ def test_a_broadcast_of_a_parameter_is_not_a_view(tmp_path):
     assert not any(o.broadcast_of for o in g.operands)
 
 
+def test_the_report_names_the_views_and_the_recomputes():
+    """`analyze` names what the own plan does that eager does not: the broadcast constants held as
+    their values (and the bytes that saves), the forward results recomputed before backward (and
+    the FLOPs that adds); the JSON report validates."""
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    p = str(CORPUS / "deberta_tiny_ts.onnx")
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-l", "cce", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    bv, rec = doc["figures"]["broadcast_views"], doc["figures"]["recomputed"]
+    assert len(bv["constants"]) == 2 and bv["saved"] == 2 * (4 - 1) * 64 * 64 * 8
+    assert any("Gelu" in n for n in rec["results"]) and rec["flops"] > 0
+    assert 0 < rec["share"] < 0.05
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-l", "cce"], env={"COLUMNS": "200"})
+    text = r.output
+    assert f"recomputed before backward instead of kept: {len(rec['results'])} forward result(s)" in text
+    assert "broadcast views: 2 constant(s) folded from a broadcast hold only the values they repeat (192.00 KiB less)" in text
+    # with both rules off: no such figures, no such lines
+    a = analyze_graph(load_model(p, batch_size=2), TrainConfig(batch_size=2, optimizer="adam", loss="cce"),
+                      profile_options={"broadcast_views": False, "cheap_recompute": False})
+    assert "broadcast_views" not in a.extras and "recomputed" not in a.extras
+
+
 def test_a_real_deberta_export():
     """TorchScript's DeBERTa-v2 (tests/corpus): the c2p / p2c indices, clamped relative positions
     expanded to batch x heads x seq², are held as their seq² values, and the step verifies."""

@@ -245,7 +245,7 @@ def test_a_seed_under_the_target_reaches_the_rung_when_the_cuts_spend_its_work(m
     FLOPs: the front holds a plan under the seed's bound that costs less than the seed."""
     from memplan_cli.remat import solve as S
 
-    def stuck_reach(problem, plan, target, work):  # spends its work (a cut overshoots it), moves nothing
+    def stuck_reach(problem, plan, target, work, repair=True):  # spends its work (a cut overshoots it), moves nothing
         problem._steps_built += max(int(work), 0) + 1
         return plan
 
