@@ -595,8 +595,8 @@ def test_parameters_viewed_then_merged_are_each_their_own_tensor(tmp_path):
 def test_the_optimizer_steps_weights_in_registration_order(tmp_path):
     # eager's Adam steps `model.parameters()` in the modules' registration order, which the graph
     # signature lists; here the module registered first (`a`) runs second (FasterNet registers a
-    # stage's blocks before its downsample, which runs first). Without a signature (TorchScript) the
-    # forward's first reads stay the order
+    # stage's blocks before its downsample, which runs first). Without a signature or torch.onnx's
+    # initializer order the forward's first reads stay the order
     nodes = [helper.make_node("MatMul", ["x", "b.weight"], ["h"], name="node_mm"),
              helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
     inits = [("b.weight", _w(16, 8)), ("a.weight", _w(8, 16))]
@@ -610,3 +610,14 @@ def test_the_optimizer_steps_weights_in_registration_order(tmp_path):
              helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
     plain = _dynamo_file(tmp_path, "plain", nodes, inits, [2, 16], [2, 16], None)
     assert steps(plain) == ["step b.weight", "step a.weight"]
+    # torch.onnx's TorchScript export writes the initializers in state_dict order: that order
+    import onnx
+
+    m = onnx.load(plain)
+    m.producer_name = "pytorch"
+    ordered = [next(t for t in m.graph.initializer if t.name == n) for n in ("a.weight", "b.weight")]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(ordered)
+    ts = str(tmp_path / "ts.onnx")
+    onnx.save(m, ts)
+    assert steps(ts) == ["step a.weight", "step b.weight"]

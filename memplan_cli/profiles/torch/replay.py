@@ -568,9 +568,13 @@ def registration_order(order: list[int], g, opd) -> list[int]:
     weight's is made). A dynamo export's graph signature lists the parameters in that order
     (torch.export lifts `named_parameters()`); the weights it names (by target, or folded from one:
     `Operand.sources`) take the places the forward's first reads gave them, in the signature's order.
-    Without a signature (TorchScript, TF Lite) the forward's first reads stay the order."""
-    sig = ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("signature") or {}
+    A TorchScript export writes its initializers in state_dict order, which is that order too (the
+    names it made itself excepted). Other files: the forward's first reads stay the order."""
+    md = getattr(g, "metadata", None) or {}
+    sig = (md.get("torch_export") or {}).get("signature") or {}
     rank = {t: k for k, (kind, t) in enumerate(sig.values()) if kind == "PARAMETER"}
+    if not sig:  # a TorchScript export: its initializers are in state_dict order (loaders/onnx_loader.py)
+        rank = {t: k for k, t in enumerate(md.get("state_dict_order") or ())}
 
     def key(v):
         o = opd[v]
