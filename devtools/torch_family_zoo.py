@@ -550,6 +550,25 @@ class EvoNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class ResizeNet(nn.Module):
+    """Convolutions around an up- and a down-sampling by `mode` (crossvit's bicubic resize of its input
+    for the second branch), a global pool and a Linear head."""
+
+    def __init__(self, mode="bicubic", c=16, classes=10):
+        super().__init__()
+        self.mode = mode
+        self.c1 = nn.Conv2d(3, c, 3, padding=1)
+        self.c2 = nn.Conv2d(c, c, 3, padding=1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = nn.functional.interpolate(x, size=(40, 40), mode=self.mode, align_corners=False)
+        x = torch.relu(self.c1(x))
+        x = nn.functional.interpolate(x, size=(24, 24), mode=self.mode, align_corners=True)
+        x = torch.relu(self.c2(x))
+        return self.head(x.mean((2, 3)))
+
+
 class TrigNet(nn.Module):
     """One wide projection through an inverse trigonometric or hyperbolic function (`fn`, taken into its
     domain first: 0.5 tanh for (-1, 1), 1.5 + exp above 1), then a head: the function's backward, its
@@ -599,6 +618,7 @@ FAM = {
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
+    "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 

@@ -182,9 +182,9 @@ def flops(op, operands):
 
 
 def _torch_refuse(op, operands) -> str | None:
-    if op.attrs.get("mode") == "cubic" or len(operands[op.inputs[0]].shape) != 4:
+    if len(operands[op.inputs[0]].shape) != 4:
         return (f"{op.attrs.get('mode')} resizing of a rank-{len(operands[op.inputs[0]].shape)} tensor: eager's "
-                f"kernel for it was not measured (nearest and bilinear over 2-D images were)")
+                f"kernel for it was not measured (nearest, bilinear and bicubic over 2-D images were)")
     return None
 
 
@@ -192,9 +192,19 @@ def _torch_refuse(op, operands) -> str | None:
 # copies its input and computes into a second output-sized buffer beside the output (measured, torch
 # 2.14: +Y, +X, +Y, -Y, -X for 7 shapes); backward allocates the input's gradient only
 TORCH = {"fwd_scratch": (("in0", "out0"),), "refuse": _torch_refuse}
+# upsample_bicubic2d (derivatives.yaml: keeps only sizes, as the two above) computes straight into its
+# output: its CPU forward allocates only the output and, per axis, four taps' int64 indices and float
+# weights per output row or column (48 B each, freed inside the forward: not counted); backward the
+# input's gradient only (measured, torch 2.14.1: +Y, tables, -tables; backward +X; 4 shapes, either
+# align_corners)
+TORCH_CUBIC = {"refuse": _torch_refuse}
+
+
+def _torch(op):
+    return TORCH_CUBIC if op.attrs.get("mode") == "cubic" else TORCH
 OPS = [OpDef("Resize", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                            "calcGradient": calc_derivative},
-             flops=flops, check=check, batch="keep", profiles={"torch": TORCH})]
+             flops=flops, check=check, batch="keep", profiles={"torch": _torch})]
 
 
 # ---- converters ---------------------------------------------------------------------------------
