@@ -2,9 +2,11 @@
 (issue 39): GroupNorm, hand-written attention with baddbmm / bmm and ALiBi, cross-covariance
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
-(and the same formula op by op) and a norm whose `x - mean` the dynamo exporter merges. Each is
-written with torch alone from the aten ops its family uses, so that the facts are checked on networks built here
-and not only on the named ones (timm / transformers entries `fam_hf_*` / `fam_timm_*` are those).
+(and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
+group standard deviation (`Tensor.var`) and the inverse trigonometric and hyperbolic functions.
+Each is written with torch alone from the aten ops its family uses, so that the facts are checked
+on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
+`fam_timm_*` are those).
 Dev-only, needs torch (timm / transformers for the named ones).
 
     python devtools/torch_family_zoo.py fam_groupnorm fam_alibi -b 4 -O adam [--dynamo]
@@ -504,6 +506,74 @@ class CentredNorm(nn.Module):
         return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
 
 
+class GroupStdNorm(nn.Module):
+    """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
+    (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
+    shift per channel. `instance`: over each channel instead of groups (EvoNorm-B0's instance std)."""
+
+    def __init__(self, c, groups=8, instance=False, eps=1e-5):
+        super().__init__()
+        self.groups, self.instance, self.eps = groups, instance, eps
+        self.v = nn.Parameter(torch.full((c,), 0.5))
+        self.weight, self.bias = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        if self.instance:
+            std = x.var(dim=(2, 3), unbiased=False, keepdim=True).add(self.eps).sqrt().expand(x.shape)
+        else:
+            g = x.reshape(b, self.groups, c // self.groups, h, w)
+            std = g.var(dim=(2, 3, 4), unbiased=False, keepdim=True).add(self.eps).sqrt()
+            std = std.expand(g.shape).reshape(b, c, h, w)
+        x = x * (x * self.v.view(1, -1, 1, 1)).sigmoid() / std
+        return x * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+
+
+class EvoNet(nn.Module):
+    """Convolutions each followed by a group-std norm (groups, then per channel), a global pool and a
+    Linear head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.n1 = GroupStdNorm(c)
+        self.c2 = nn.Conv2d(c, 2 * c, 3, padding=1)
+        self.n2 = GroupStdNorm(2 * c, instance=True)
+        self.c3 = nn.Conv2d(2 * c, 2 * c, 3, padding=1)
+        self.n3 = GroupStdNorm(2 * c, groups=4)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = self.n1(self.stem(x))
+        x = self.n2(self.c2(x))
+        x = self.n3(self.c3(x))
+        return self.head(x.mean((2, 3)))
+
+
+class TrigNet(nn.Module):
+    """One wide projection through an inverse trigonometric or hyperbolic function (`fn`, taken into its
+    domain first: 0.5 tanh for (-1, 1), 1.5 + exp above 1), then a head: the function's backward, its
+    intermediates beside the saved input and two gradients, is where the step peaks."""
+
+    def __init__(self, fn, domain="", d=64, wide=1024, classes=50):
+        super().__init__()
+        self.fn, self.domain = fn, domain
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.domain == "unit":
+            h = 0.5 * torch.tanh(h)
+        elif self.domain == "above_one":
+            h = 1.5 + torch.exp(h)
+        return self.head(self.fn(h))
+
+
+TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (torch.atan, ""),
+        "sinh": (torch.sinh, ""), "cosh": (torch.cosh, ""), "tan": (torch.tan, "unit"),
+        "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -528,6 +598,8 @@ FAM = {
     "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
+    "fam_evonorm": ("var", lambda: EvoNet(), IMG),
+    **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 
 

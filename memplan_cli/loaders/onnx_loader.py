@@ -433,6 +433,11 @@ class _Builder:
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
         graph.metadata["parameter_rule"] = self.param_rule
+        if self.model.producer_name == "pytorch":
+            # torch.onnx (TorchScript) writes the initializers in the module's state_dict order, the
+            # registration order eager's optimizer steps in (profiles/torch/replay.py); the names it
+            # made itself (`onnx::MatMul_12`: a folded transpose) say nothing of it
+            graph.metadata["state_dict_order"] = [t.name for t in g.initializer if not t.name.startswith("onnx::")]
         from memplan_cli.loaders.params import peft_train_globs
 
         peft = peft_train_globs([t.name for t in g.initializer] + [s for v in self.param_sources.values() for s in v])

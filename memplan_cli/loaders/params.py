@@ -16,8 +16,10 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
   every value and initializer of the folded chain): naming no parameter, it is not one, whatever
   else the file leaves unaccounted (computed without a parameter, it has no gradient in torch: BERT's
   attention mask at a fixed length, from the position ids; rotary tables, from `inv_freq`). Any other
-  value folded from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) is not one
-  when every folded parameter was found elsewhere, and unknown otherwise (it may be that parameter,
+  value folded from an fx node (`unsqueeze_14`, `embedding_1`: the reader records its name) read in
+  the module that owns a parameter the file no longer holds is that parameter (of several, the one
+  its record names: EvoNorm's `v.view(...)` and `weight.view(...)`); any other is not one when
+  every folded parameter was found elsewhere, and unknown otherwise (it may be that parameter,
   sliced).
   A second constant folded from the same parameters in the same shape (a layer used twice, ALBERT's
   shared layers: one transposed weight per use) is a copy, not another parameter.
@@ -214,6 +216,10 @@ def _dynamo(g, floats, sig: str, sources: dict, folded_from: dict) -> dict[str, 
     for name in pending:
         owners = {ph for n in readers.get(name, []) for ph in module_params.get(_module_of(n), ())
                   if ph in missing and ph not in accounted}
+        # of those, the ones the optimizer's record says it was folded from (EvoNorm's `v.view(...)`
+        # and `weight.view(...)`, one constant each): each constant its own parameter
+        named = {ph for ph in owners if missing[ph] in (folded_from.get(name) or ())}
+        owners = named or owners
         if owners:
             out[name] = PARAM
             sources[name] = tuple(sorted(placeholders[ph][1] for ph in owners))

@@ -98,16 +98,25 @@ def opdef(spec: Pointwise) -> OpDef:
 
 # `--profile torch` (derivatives.yaml): what eager's op saves for backward; most keep their input,
 # these their result, Neg nothing
-_TORCH_RESULT = ("Exp", "Sqrt", "Rsqrt", "Reciprocal", "Sigmoid", "Tanh")
+_TORCH_RESULT = ("Exp", "Sqrt", "Rsqrt", "Reciprocal", "Sigmoid", "Tanh", "Tan")
 
 
 # the temporaries their backward formula makes before the input's gradient (read off torch 2.14's
 # allocator events: sqrt `grad / (2 * result)`, reciprocal `-grad * (result * result)`, rsqrt
 # `-0.5 * grad * result.pow(3)`, sin `grad * cos(x)`, cos `grad * -sin(x)`, abs `grad * sgn(x)`,
 # erf `grad * 2/sqrt(pi) * exp(-x.pow(2))`, acos `grad * -((-self * self + 1).rsqrt())`: its five
-# intermediates live together until dX is made); the others write the gradient directly
+# intermediates live together until dX is made); the others write the gradient directly. The other
+# inverse trigonometric and hyperbolic functions, from their derivatives.yaml formulas the same way
+# (a C++ expression's temporaries live until its end, so each intermediate is alive when dX is
+# made; `.conj()` of a real tensor is itself): asin `grad * (-self * self + 1).rsqrt()` four, atan
+# `grad / (self * self + 1)` two, sinh `grad * self.cosh()` and cosh `grad * self.sinh()` one, tan
+# `grad * (1 + result.pow(2))` two (of the result), asinh `grad * (self.pow(2) + 1).rsqrt()` and
+# acosh `grad * (self * self - 1).rsqrt()` three, atanh `grad * 1 / (1 - self.pow(2))` three (`grad
+# * 1` is one)
 _TORCH_BWD_TMP = {"Sqrt": ("out0",), "Reciprocal": ("out0", "out0"), "Rsqrt": ("out0", "out0"), "Sin": ("in0",),
-                  "Cos": ("in0", "in0"), "Abs": ("in0",), "Erf": ("in0", "in0", "in0", "in0"), "Acos": ("in0",) * 5}
+                  "Cos": ("in0", "in0"), "Abs": ("in0",), "Erf": ("in0", "in0", "in0", "in0"), "Acos": ("in0",) * 5,
+                  "Asin": ("in0",) * 4, "Atan": ("in0",) * 2, "Sinh": ("in0",), "Cosh": ("in0",),
+                  "Tan": ("out0",) * 2, "Asinh": ("in0",) * 3, "Acosh": ("in0",) * 3, "Atanh": ("in0",) * 3}
 
 
 def torch_facts(t: str) -> dict:

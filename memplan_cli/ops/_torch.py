@@ -14,7 +14,8 @@ TRANSPOSE = "Transpose"
 
 # output layout taken from the inputs' strides (TensorIterator; the profile tracks strides): the
 # memory-format keepers above and the other elementwise ops
-LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Acos",
+LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reciprocal", "Log", "Sin", "Cos", "Tan",
+                                             "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
                                              "Cast", "Where"})
 # backward layout: the input's gradient an elementwise op's backward makes (a TensorIterator op whose
 # first input is the incoming gradient: gelu_backward, threshold_backward, mul, ...) is laid out like
@@ -36,6 +37,11 @@ NARROWS = ("Slice", "Split")
 SDPA = {"matmul": "MatMul", "scale": "Mul", "mask": "Add", "softmax": "Softmax", "where": "Where",
         "isnan": "IsNaN", "dropout": "Dropout", "reshape": "Reshape", "unsqueeze": "Unsqueeze", "expand": EXPAND,
         "views": ("Reshape", TRANSPOSE)}
+# torch's `var` (and `std`, then a Sqrt) as both exporters write it (TorchScript's symbolic, the dynamo
+# exporter's prims.var): Mean(x, axes) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes); eager runs one
+# aten::var.correction (profiles/torch/rewrites.py `variances`; its facts: ops/reduce.py)
+VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "eager": "Var",
+       "targets": ("var", "var_mean", "std", "std_mean")}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from memplan_cli.ops import _onert as onert
+from memplan_cli.ops._torch import VAR
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
@@ -285,3 +286,12 @@ def _nntrainer_global_average(graph, op, batchnorm):
 # "kind", that layer's type; "check": fn(graph, op, batchnorm) -> why the layer cannot take this op
 PROFILES["nntrainer"] = {"Mean": {"layer": "pooling2d (global_average)", "kind": "pooling2d",
                                   "check": _nntrainer_global_average}}
+
+# torch (profiles/torch/): eager's one `aten::var.correction` where an exporter wrote `x.var(dims)` as
+# Mean, Sub, Mul, Mean (read back by profiles/torch/rewrites.py `variances`). derivatives.yaml:
+# `self: var_backward(grad, self, dim, correction, keepdim)`, saving only self; FunctionsManual.cpp's
+# var_backward returns `(2.0 / (n - correction)) * grad * (self - self.mean(dim, true))`: the scaled
+# gradient and the mean (the output's size) and `self - mean` (the input's) are temporaries of that
+# one expression, alive until the input's gradient is made. The forward (std_var_kernel, a Welford
+# reduction) makes nothing beside its output.
+PROFILES["torch"] = {VAR["eager"]: {"saves": (("in0", "any"),), "bwd_tmp": (("in0", "out0", "out0"),)}}

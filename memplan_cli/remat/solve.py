@@ -349,8 +349,8 @@ def ladder(problem: RematProblem, work: float = WORK) -> list:
     """The plans every budget chooses among (see the module rules): built once per problem, from the
     problem alone (never from a budget), deterministic and bounded by `work`. From the plain plan
     down to the floor, rung targets `LADDER` equal steps apart: each rung is reached by cuts from the
-    rung above's plan (`reach`), then improved at its target (`improve`); the ladder stops at the
-    first rung it cannot reach. Returns the plans on the front: every plan scored that no cheaper
+    rung above's plan (`reach`), then improved at its target (`improve`); after a rung it cannot
+    reach, the next goes on from the least bound reached. Returns the plans on the front: every plan scored that no cheaper
     plan beats on its lower bound, in FLOPs order."""
     cached = problem.__dict__.get("_ladder")
     if cached is not None:
@@ -368,8 +368,8 @@ def ladder(problem: RematProblem, work: float = WORK) -> list:
             break
         share = 2 * left / (LADDER + 1 - j)  # a rung may use what the rungs above left over
         spent = problem.steps_built
-        # from the rung above's plan and from no plan (cuts chosen for this target from the start;
-        # without repairs, whose large drops would crowd out the cheap single ones)
+        # from the rung above's plan (with repairs) and from no plan (cuts chosen for this target
+        # from the start; without repairs, whose large drops would crowd out the cheap single ones)
         tries = [reach(problem, plan, target, share * REACH / 2)]
         if plan or problem.bound(tries[0]) > target:
             tries.append(reach(problem, frozenset(), target, share * REACH - (problem.steps_built - spent),

@@ -1,5 +1,6 @@
-"""Exp, Log, Sqrt, Rsqrt, Reciprocal, Neg, Abs, Sin, Cos, Acos, Square: forward against NumPy, what backward
-keeps (X, Y or nothing), finite differences, verify, TFLite builtins."""
+"""Exp, Log, Sqrt, Rsqrt, Reciprocal, Neg, Abs, Sin, Cos, Tan, the inverse trigonometric and hyperbolic
+functions, Square: forward against NumPy, what backward keeps (X, Y or nothing), finite differences,
+verify, TFLite builtins, the torch profile's backward temporaries."""
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -15,22 +16,30 @@ RNG = np.random.default_rng(5)
 POS = RNG.uniform(-0.5, 0.5, SHAPE)  # Log, Sqrt, Reciprocal (of exp(x)): away from 0
 SIGNED = np.sign(RNG.uniform(-1, 1, SHAPE)) * RNG.uniform(0.3, 1.5, SHAPE)  # Abs: both signs, away from 0
 UNIT = RNG.uniform(-1.5, 1.5, SHAPE)  # Acos (of 0.5 tanh(x)): inside (-1, 1), away from its ends
+ABOVE_ONE = RNG.uniform(-0.5, 0.5, SHAPE)  # Acosh (of 1.5 + exp(x)): above 1, away from it
 
 # op -> (reference, kept tensor: "a" is X, "s" is Y, None nothing, input values)
 REF = {
     "Exp": (np.exp, "s", SIGNED), "Log": (np.log, "a", POS), "Sqrt": (np.sqrt, "s", POS),
     "Reciprocal": (lambda x: 1 / x, "s", POS), "Neg": (np.negative, None, SIGNED), "Abs": (np.abs, "a", SIGNED),
     "Sin": (np.sin, "a", SIGNED), "Cos": (np.cos, "a", SIGNED), "Acos": (np.arccos, "a", UNIT),
+    "Asin": (np.arcsin, "a", UNIT), "Atan": (np.arctan, "a", SIGNED), "Tan": (np.tan, "s", UNIT),
+    "Sinh": (np.sinh, "a", SIGNED), "Cosh": (np.cosh, "a", SIGNED), "Asinh": (np.arcsinh, "a", SIGNED),
+    "Acosh": (np.arccosh, "a", ABOVE_ONE), "Atanh": (np.arctanh, "a", UNIT),
 }
 
 
 def _model(op):
     # p shifts x: the op sits between two trained parameters; a positive-only op gets exp(x + p)
-    # (verify seeds p at random); one defined on (-1, 1) only gets 0.5 tanh(x + p)
+    # (verify seeds p at random); one defined on (-1, 1) only gets 0.5 tanh(x + p), one above 1 only
+    # 1.5 + exp(x + p)
     pre = [helper.make_node("Add", ["x", "p"], ["a"])] if REF[op][2] is SIGNED else \
         [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Tanh", ["z"], ["t"]),
          helper.make_node("Constant", [], ["half"], value=numpy_helper.from_array(np.float32(0.5))),
          helper.make_node("Mul", ["t", "half"], ["a"])] if REF[op][2] is UNIT else \
+        [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Exp", ["z"], ["e"]),
+         helper.make_node("Constant", [], ["shift"], value=numpy_helper.from_array(np.float32(1.5))),
+         helper.make_node("Add", ["e", "shift"], ["a"])] if REF[op][2] is ABOVE_ONE else \
         [helper.make_node("Add", ["x", "p"], ["z"]), helper.make_node("Exp", ["z"], ["a"])]
     nodes = pre + [helper.make_node(op, ["a"], ["s"]), helper.make_node("Mul", ["s", "q"], ["y"])]
     inits = {"p": np.zeros(SHAPE[1:], np.float32), "q": np.ones(SHAPE[1:], np.float32)}
@@ -90,3 +99,25 @@ def test_flops_per_element():
     operands = [Operand(0, "x", (2, 5)), Operand(1, "y", (2, 5))]
     assert ops.get("Rsqrt").flops(Operation(0, "Rsqrt", [0], [1], {}), operands) == (20, 30)
     assert ops.get("Neg").flops(Operation(0, "Neg", [0], [1], {}), operands) == (10, 10)
+
+
+# torch profile: input-sized temporaries each backward formula of derivatives.yaml makes beside dX
+# (ops/_pointwise.py), and whether eager saves the input or the result
+TORCH_TMP = {"Asin": 4, "Acos": 5, "Atan": 2, "Sinh": 1, "Cosh": 1, "Tan": 2, "Asinh": 3, "Acosh": 3, "Atanh": 3}
+
+
+@pytest.mark.parametrize("op", sorted(TORCH_TMP))
+def test_torch_profile_backward_temporaries(tmp_path, op):
+    from memplan_cli.analysis import analyze
+    from memplan_cli.config import TrainConfig
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node(op, ["h"], ["y"], name="f")]
+    p = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 16))], [("y", (4, 8, 16))],
+                                  {"w": np.full((16, 16), 0.01, np.float32)}))
+    a = analyze(p, TrainConfig(loss="mse", batch_size=4), profile="torch")
+    bufs = {b.name: b for b in a.buffers.buffers}
+    assert bufs["#1 " + op + " (f):tmp"].size == TORCH_TMP[op] * 4 * 8 * 16 * 4
+    assert "h:grad" in bufs and bufs["h:grad"].size == 4 * 8 * 16 * 4
+    kept = "y" if op == "Tan" else "h"  # tan's backward reads its result, the others their input
+    bwd = next(s.index for s in a.buffers.steps if s.kind != "forward" and s.label.endswith("(f)"))
+    assert bufs[kept].last >= bwd

@@ -563,3 +563,61 @@ def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):
     assert [tuple(o.shape) for o in g.operands if o.name == "rel"] == [(4, 8)]
     _, a = _torch(path)
     assert _trained(a)["rel"] == (4, 8)
+
+
+def _viewed_norm(tmp_path, name, merged: bool):
+    """x * v.view(1, -1) * weight.view(1, -1) in module `n` (EvoNorm's scale), as the dynamo exporter
+    writes it: each view folded into a constant (`view_1`, `view_2`); `merged`: v and weight were
+    equal (ones at init) and the optimizer kept `view_1` alone, which the second Mul reads while its fx
+    node still takes `%view_2`."""
+    second = "view_1" if merged else "view_2"
+    nodes = [helper.make_node("Mul", ["x", "view_1"], ["h"], name="node_mul"),
+             helper.make_node("Mul", ["h", second], ["y"], name="node_mul_1")]
+    calls = {"node_mul": _fx("mul.Tensor", "%x, %view_1"), "node_mul_1": _fx("mul.Tensor", "%mul, %view_2")}
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key, p.value = "pkg.torch.onnx.name_scopes", str(["", "n", n.name.removeprefix("node_")])
+    inits = [("view_1", np.ones((1, 16), np.float32))] + ([] if merged else [("view_2", np.ones((1, 16), np.float32))])
+    folded = {"view_1": ["n.v", "val_1"], **({} if merged else {"view_2": ["n.weight", "val_2"]})}
+    return _dynamo_file(tmp_path, name, nodes, inits, [2, 16], [2, 16], ["n.v", "n.weight"], folded, calls)
+
+
+def test_parameters_viewed_then_merged_are_each_their_own_tensor(tmp_path):
+    # eager holds, differentiates and updates v and weight (16 floats each); the merged file has one
+    # constant for both: the second reader's fx node takes `%view_2`, which nothing in the file is
+    # named, and n.weight is nowhere in the file: it reads n.weight
+    apart, a = _torch(_viewed_norm(tmp_path, "apart", merged=False))
+    merged, b = _torch(_viewed_norm(tmp_path, "merged", merged=True))
+    assert len(_trained(a)) == 2 and sorted(_trained(b).values()) == sorted(_trained(a).values())
+    assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]
+
+
+def test_the_optimizer_steps_weights_in_registration_order(tmp_path):
+    # eager's Adam steps `model.parameters()` in the modules' registration order, which the graph
+    # signature lists; here the module registered first (`a`) runs second (FasterNet registers a
+    # stage's blocks before its downsample, which runs first). Without a signature or torch.onnx's
+    # initializer order the forward's first reads stay the order
+    nodes = [helper.make_node("MatMul", ["x", "b.weight"], ["h"], name="node_mm"),
+             helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
+    inits = [("b.weight", _w(16, 8)), ("a.weight", _w(8, 16))]
+
+    def steps(path):
+        _, a = _torch(path)
+        return [s.label for s in a.buffers.steps if s.kind == "applyGradient"]
+    sig = _dynamo_file(tmp_path, "sig", nodes, inits, [2, 16], [2, 16], ["a.weight", "b.weight"])
+    assert steps(sig) == ["step a.weight", "step b.weight"]
+    nodes = [helper.make_node("MatMul", ["x", "b.weight"], ["h"], name="node_mm"),
+             helper.make_node("MatMul", ["h", "a.weight"], ["y"], name="node_mm_1")]
+    plain = _dynamo_file(tmp_path, "plain", nodes, inits, [2, 16], [2, 16], None)
+    assert steps(plain) == ["step b.weight", "step a.weight"]
+    # torch.onnx's TorchScript export writes the initializers in state_dict order: that order
+    import onnx
+
+    m = onnx.load(plain)
+    m.producer_name = "pytorch"
+    ordered = [next(t for t in m.graph.initializer if t.name == n) for n in ("a.weight", "b.weight")]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(ordered)
+    ts = str(tmp_path / "ts.onnx")
+    onnx.save(m, ts)
+    assert steps(ts) == ["step a.weight", "step b.weight"]

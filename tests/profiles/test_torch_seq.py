@@ -456,3 +456,51 @@ def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
     assert _cols(a, "cast")["fwd_mem_out"] == 0 and _cols(a, "cast")["bwd_mem_out"] == 0
     a = _run(graph("half", TensorProto.FLOAT16), loss="mse")
     assert _cols(a, "cast")["fwd_mem_out"] == 16 and _cols(a, "back")["fwd_mem_out"] == 32
+
+
+def _group_var(tmp_path, name, calls=None):
+    """`x.var(dims, unbiased=False, keepdim=True)` over groups as both exporters write it (Mean, Sub,
+    Mul(d, d), Mean), after a MatMul so that x needs a gradient, then its sqrt divides x. `calls`: the
+    fx call each of the four nodes records (the dynamo exporter), none when None (TorchScript)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Reshape", ["h", "gs"], ["hg"], name="view"),
+             helper.make_node("ReduceMean", ["hg", "ax"], ["mu"], name="mean"),
+             helper.make_node("Sub", ["hg", "mu"], ["d"], name="sub"),
+             helper.make_node("Mul", ["d", "d"], ["d2"], name="sq"),
+             helper.make_node("ReduceMean", ["d2", "ax"], ["var"], name="mean_1"),
+             helper.make_node("Sqrt", ["var"], ["sd"], name="sqrt"),
+             helper.make_node("Div", ["hg", "sd"], ["yg"], name="div"),
+             helper.make_node("Reshape", ["yg", "ys"], ["y"], name="back")]
+    for n, c in zip(nodes[2:6], calls or ()):
+        _record(n, c)
+    inits = [("w", _w(8, 8)), ("gs", np.array([4, 2, 4, 4], np.int64)), ("ax", np.array([2, 3], np.int64)),
+             ("ys", np.array([4, 4, 8], np.int64))]
+    return _model(tmp_path, nodes, [("x", F, [4, 4, 8])], [("y", [4, 4, 8])], inits, name)
+
+
+def test_var_as_the_exporters_write_it_is_one_aten_var(tmp_path):
+    # eager runs one aten::var.correction: it saves its input alone (derivatives.yaml var_backward), so
+    # the exporters' `x - mean` (512 B) and its square are no tensors; var's backward makes
+    # `(2 / n) * grad` and the mean (the output's size, 32 B each) and `self - mean` (512 B) beside the
+    # input's gradient (FunctionsManual.cpp var_backward)
+    var = "var = prims.var.default(args = (%view, [2, 3], 0.0), kwargs = {})"
+    for name, calls in (("ts", None), ("dyn", [var] * 4)):
+        a = _run(_group_var(tmp_path, name, calls), loss="mse")
+        names = {b.name for b in a.buffers.buffers}
+        assert "d" not in names and "d2" not in names and "mu" not in names, name
+        c = _cols(a, "mean_1")
+        assert c["fwd_mem_out"] == 32 and c["fwd_mem_tmp"] == 0
+        tmp = next(b for b in a.buffers.buffers if b.name.endswith("(mean_1):tmp"))
+        assert tmp.size == 512 + 2 * 32
+        # x (the MatMul's output) is saved until var's backward
+        h = next(b for b in a.buffers.buffers if b.name == "h")
+        assert a.buffers.steps[h.last].label.endswith("(mean_1)")
+    # the same nodes recording aten.mean / sub / mul: a variance written by hand, four eager ops, the
+    # Mul saving `x - mean`
+    own = ["mean = aten.mean.dim(args = (%view, [2, 3], True), kwargs = {})",
+           "sub = aten.sub.Tensor(args = (%view, %mean), kwargs = {})",
+           "mul = aten.mul.Tensor(args = (%sub, %sub), kwargs = {})",
+           "mean_1 = aten.mean.dim(args = (%mul, [2, 3], True), kwargs = {})"]
+    a = _run(_group_var(tmp_path, "own", own), loss="mse")
+    d = next(b for b in a.buffers.buffers if b.name == "d")
+    assert a.buffers.steps[d.last].kind != "forward"

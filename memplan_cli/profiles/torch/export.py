@@ -22,7 +22,10 @@ Rules (what eager runs, from what the file records):
   a dim alike, so it has none where one end has none; where both ends are padded the split is not
   known and is taken as none (timm's pad_same), the convolution and its pad named as estimated.
 - Merged initializers: an op reads a parameter its fx node does not take while a parameter its fx
-  node takes is nowhere in the file: each stand-in read gets the parameter it stands for.
+  node takes is nowhere in the file: each stand-in read gets the parameter it stands for. The same
+  where the optimizer folded the parameters through views before merging them (EvoNorm's
+  `weight.view(1, -1, 1, 1)`): the reader's fx node takes a view no value of the file is named, and
+  a parameter of its module is nowhere in the file.
 - A 2-D constant folded from one parameter alone (`pkg.onnxscript.optimizer.folded_from`) that the
   file also holds, in the transposed shape (a tied LM head), is a Transpose view of that parameter.
 - Rules that only rewrite views, shapes or attributes (HARMLESS) change nothing eager allocates.
@@ -456,8 +459,6 @@ def _merged(graph, sig, md) -> dict[int, list]:
     by name, not folded into another constant): the optimizer merged equal initializers. Matched in
     order when the counts agree; otherwise left as the file has it."""
     reads = md.get("param_args") or {}
-    if not reads:
-        return {}
     present = {o.name for o in graph.operands if o.is_const}
     folded = {t for srcs in (md.get("folded_from") or {}).values() for t in srcs}
     out = {}
@@ -471,6 +472,52 @@ def _merged(graph, sig, md) -> dict[int, list]:
                      and graph.operands[v].name in sig.params and graph.operands[v].name not in own]
         if lost and len(lost) == len(stand_ins):
             out[op.index] = list(zip(stand_ins, lost))
+    for k, slots in _merged_views(graph, sig, md).items():
+        out.setdefault(k, []).extend(slots)
+    return out
+
+
+def _merged_views(graph, sig, md) -> dict[int, list]:
+    """The same merge for parameters the optimizer folded through views first (EvoNorm's
+    `v.view(1, -1, 1, 1)` and `weight.view(1, -1, 1, 1)`, both ones at init: one constant kept): an
+    op reads a constant folded from one parameter and views alone while its fx node takes, instead, a
+    value of the same fx kind (`%view_2` for `view_1`) that nothing in the file is named: it read
+    another parameter, lost. Which one: a parameter of the op's module (its recorded scope) that the
+    file holds nowhere, by name or folded; of several, the one named like the stand-in's parameter
+    (n3.v for n2.v), else the first by name (the bytes are the same). {op index: [(position, target)]}."""
+    folded = md.get("folded_from") or {}
+    present = {o.name for o in graph.operands}
+    in_folds = {t for srcs in folded.values() for t in srcs}
+    lost = sorted(t for t in sig.params if t not in present and t not in in_folds)
+    if not lost:
+        return {}
+    viewed = {}  # folded constant -> the one parameter it views
+    for name, srcs in folded.items():
+        params = [t for t in srcs if t in sig.params]
+        if len(params) == 1 and all(t in sig.params or re.fullmatch(r"val_\d+", t) for t in srcs):
+            viewed[name] = params[0]
+    taken: set[str] = set()
+    out: dict[int, list] = {}
+    for op in graph.operations:
+        call = op.call.partition(" = ")[2] if op.call else ""
+        args = re.findall(r"%(\w+)", call.partition("(")[2])
+        for pos, v in enumerate(op.inputs):
+            name = graph.operands[v].name if v >= 0 else ""
+            if name not in viewed or name in args:
+                continue
+            kind = _fx_kind(name)
+            if not any(_fx_kind(a) == kind and a not in present for a in args):
+                continue
+            scope = "." + (op.scope or "") + "."
+            mods = [t for t in lost if t not in taken and "." + t.rsplit(".", 1)[0] + "." in scope]
+            if not mods:
+                continue
+            inner = max(len(t.rsplit(".", 1)[0]) for t in mods)
+            mods = [t for t in mods if len(t.rsplit(".", 1)[0]) == inner]
+            leaf = viewed[name].rsplit(".", 1)[-1]
+            target = next((t for t in mods if t.rsplit(".", 1)[-1] == leaf), mods[0])
+            taken.add(target)
+            out.setdefault(op.index, []).append((pos, target))
     return out
 
 

@@ -182,6 +182,7 @@ class Replay:
             for v in op.inputs:
                 if v in self.trained and v not in self.params_order:
                     self.params_order.append(v)
+        self.params_order = registration_order(self.params_order, g, opd)
         self.held = list(range(len(sim.store)))
         # a view of a trained weight (a tied weight's Transpose) is that weight to autocast's cast cache
         trained = self.trained
@@ -559,6 +560,30 @@ class Replay:
             sim.touch(st, end)
         for st in self.held:
             sim.touch(st, end)
+
+
+def registration_order(order: list[int], g, opd) -> list[int]:
+    """The trained weights in the order eager's optimizer steps them: `model.parameters()`, the modules'
+    registration order (Adam's single-tensor loop on CPU; a weight's `denom` lives until the next
+    weight's is made). A dynamo export's graph signature lists the parameters in that order
+    (torch.export lifts `named_parameters()`); the weights it names (by target, or folded from one:
+    `Operand.sources`) take the places the forward's first reads gave them, in the signature's order.
+    A TorchScript export writes its initializers in state_dict order, which is that order too (the
+    names it made itself excepted). Other files: the forward's first reads stay the order."""
+    md = getattr(g, "metadata", None) or {}
+    sig = (md.get("torch_export") or {}).get("signature") or {}
+    rank = {t: k for k, (kind, t) in enumerate(sig.values()) if kind == "PARAMETER"}
+    if not sig:  # a TorchScript export: its initializers are in state_dict order (loaders/onnx_loader.py)
+        rank = {t: k for k, t in enumerate(md.get("state_dict_order") or ())}
+
+    def key(v):
+        o = opd[v]
+        return rank.get(o.name, rank.get(o.sources[0]) if len(o.sources) == 1 else None)
+    known = [v for v in order if key(v) is not None]
+    if len(known) < 2:
+        return order
+    ranked = iter(sorted(known, key=key))
+    return [next(ranked) if key(v) is not None else v for v in order]
 
 
 def cast_grad(x, y) -> bool:

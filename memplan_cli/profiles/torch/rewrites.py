@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, VAR, parse_call
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import fused_activations
@@ -219,6 +219,61 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     return out
 
 
+def variances(ops_: list[EagerOp], g, uses: dict) -> list[EagerOp]:
+    """`x.var(dims)` as both exporters write it, read back as eager's one `aten::var.correction`:
+    Mean(x, axes, keepdims) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes), each intermediate read only by
+    the next node. Eager keeps x alone (ops/reduce.py); the exporters' `x - mean` is no tensor of the
+    forward. Where the nodes record their fx calls (the dynamo exporter), all four must record the one
+    var / std call: a variance written out by hand (`((x - m) * (x - m)).mean()`) runs as its own
+    ops in eager, each saving what it reads. The result is Var's output, at the last Mean's shape."""
+    irops = g.operations
+    producer = {v: op for op in ops_ if op.members == (op.index,) for v in op.outputs[:1]}
+
+    def only(v, reader):
+        return v >= 0 and v not in g.outputs and set(uses.get(v, ())) == {reader}
+
+    def recorded_var(members) -> bool:
+        calls = [irops[m.index].call for m in members]
+        if not any(calls):
+            return True
+        parsed = [parse_call(c) if c else None for c in calls]
+        return all(c is not None and c[1].rsplit(".", 1)[-1] in VAR["targets"] for c in parsed) and \
+            len({c[0] for c in parsed}) == 1
+
+    found: dict[int, tuple] = {}  # index of the last Mean -> (members, x)
+    for op in ops_:
+        if op.type != VAR["mean"] or op.members != (op.index,) or len(op.outputs) != 1:
+            continue
+        sq = producer.get(op.inputs[0])
+        if sq is None or sq.type != VAR["square"] or len(sq.inputs) != 2 or sq.inputs[0] != sq.inputs[1] \
+                or not only(sq.outputs[0], op.index):
+            continue
+        sub = producer.get(sq.inputs[0])
+        if sub is None or sub.type != VAR["sub"] or len(sub.inputs) != 2 or not only(sub.outputs[0], sq.index):
+            continue
+        x, mu = sub.inputs
+        mean = producer.get(mu)
+        if mean is None or mean.type != VAR["mean"] or mean.inputs[:1] != [x] or not only(mu, sub.index) or \
+                not mean.attrs.get("keep_dims") or mean.attrs.get("axes") != op.attrs.get("axes") or \
+                not op.attrs.get("axes"):
+            continue
+        members = (mean, sub, sq, op)
+        if recorded_var(members):
+            found[op.index] = (tuple(m.index for m in members), x)
+    if not found:
+        return ops_
+    gone = {m for members, _ in found.values() for m in members}
+    out = []
+    for op in ops_:
+        if op.index in found and op.members == (op.index,):
+            members, x = found[op.index]
+            out.append(EagerOp(op.index, VAR["eager"], [x], list(op.outputs), {"axes": op.attrs.get("axes")},
+                               op.label, members))
+        elif not (op.members == (op.index,) and op.index in gone):
+            out.append(op)
+    return out
+
+
 def same_dtype_casts(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
     """A Cast to the dtype its input has already is no op in eager: TorchScript writes `x.float()` /
     `x.to(dtype)` as a Cast whatever x's dtype, and `Tensor.to` returns x itself when nothing changes
@@ -237,6 +292,6 @@ def same_dtype_casts(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
-    ops_ = merged_duplicates(one_aten_ops(fuse(g, uses), g, opd), g, opd, uses)
+    ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
