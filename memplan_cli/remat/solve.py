@@ -157,15 +157,16 @@ def _spent(problem: RematProblem, start: float) -> float:
 
 
 def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work: float,
-        rejected: set, repair: bool = True) -> frozenset | None:
+        rejected: set) -> frozenset | None:
     """One greedy step towards `target`. The ops whose results `plan` holds, untouched, where it is
     over the target (`RematProblem.holders`: bytes x such steps) give drop trials: the op alone,
     with 3 or 8 producers before it (`_run`), with its block (`RematProblem.block`), or recomputed
     before each use, each closed over chains (`close`). They are taken alternately by most held
     bytes per FLOP the drop adds and by most held bytes, and scored until `GAINING` lower the plan's
-    excess bytes (or one does and `TRIES` are scored; while none does, every trial in turn); with
-    `repair`, a trial that does not while none has is repaired (`_repair`: what it made held longer
-    dropped too) and scored again; the one removing most excess bytes per added FLOP wins. Only when no fresh drop gains, a dropped op
+    excess bytes (or one does and `TRIES` are scored; while none does, every trial in turn); a fresh
+    trial that does not gain is repaired (`_repair`: what the drop made held longer dropped too) and
+    scored again; the one removing most excess bytes per added FLOP wins. Only when no fresh drop
+    gains, a dropped op
     is recomputed before each use instead of once. None: nothing gains (or `work` is spent)."""
     from memplan_cli.passes.rematerialize import each, plan_ops
 
@@ -209,7 +210,7 @@ def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work:
                 break
             trial = close(problem, plan | group[kd][1]) if group is fresh else group[kd][1]
             gain = ex - problem.excess(trial, target)
-            if gain <= 0 and group is fresh and repair and not gaining:  # what it made held longer, dropped too
+            if gain <= 0 and group is fresh:  # what the drop made held longer, dropped too
                 trial = _repair(problem, plan, trial, target, start, work)
                 gain = ex - problem.excess(trial, target) if trial is not None else 0
             if gain <= 0:
@@ -259,12 +260,12 @@ def _run(problem: RematProblem, plan, k: int, depth: int) -> set:
     return out
 
 
-def reach(problem: RematProblem, plan: frozenset, target: int, work: float, repair: bool = True) -> frozenset:
+def reach(problem: RematProblem, plan: frozenset, target: int, work: float) -> frozenset:
     """Cut (`cut`) from `plan` until its lower bound is at most `target`, nothing lowers it or
     `work` is spent; the last plan reached."""
     start, rejected = problem.steps_built, set()
     while problem.bound(plan) > target and _spent(problem, start) < work:
-        nxt = cut(problem, plan, target, start, work, rejected, repair)
+        nxt = cut(problem, plan, target, start, work, rejected)
         if nxt is None:
             break
         plan = nxt
@@ -368,12 +369,12 @@ def ladder(problem: RematProblem, work: float = WORK) -> list:
             break
         share = 2 * left / (LADDER + 1 - j)  # a rung may use what the rungs above left over
         spent = problem.steps_built
-        # from the rung above's plan (with repairs) and from no plan (cuts chosen for this target
-        # from the start; without repairs, whose large drops would crowd out the cheap single ones)
+        # from the rung above's plan and from no plan (cuts chosen for this target from the start),
+        # both with repairs: without them from no plan, efficientnet_b0 exported from a
+        # pre/blocks/post module found nothing between its floor and 216 MiB
         tries = [reach(problem, plan, target, share * REACH / 2)]
         if plan or problem.bound(tries[0]) > target:
-            tries.append(reach(problem, frozenset(), target, share * REACH - (problem.steps_built - spent),
-                               repair=False))
+            tries.append(reach(problem, frozenset(), target, share * REACH - (problem.steps_built - spent)))
         left = share * REACH - (problem.steps_built - spent)
         # the relaxation's plan at this target, closed over chains
         hint = _hint(problem, target) if left > HINT_WORK * len(problem._base.steps) else None
