@@ -246,18 +246,21 @@ class RelAttention(nn.Module):
         self.o = nn.Linear(d, d)
         self.drop = nn.Dropout(0.1)
 
+    def heads(self, t, b):  # (b, m, d) -> (b h, m, hd)
+        hd = t.shape[-1] // self.h
+        return t.view(b, -1, self.h, hd).transpose(1, 2).reshape(b * self.h, -1, hd)
+
+    def positions(self, proj, rel, b):
+        """The relative table projected by `proj`, per head over the batch: (b h, 2 span, hd)."""
+        return self.heads(proj(rel).unsqueeze(0).expand(b, -1, -1), b)
+
     def forward(self, x, rel):
         b, s, d = x.shape
         h, hd = self.h, d // self.h
-
-        def heads(t):
-            return t.view(b, -1, h, hd).transpose(1, 2).reshape(b * h, -1, hd)
-
-        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        q, k, v = self.heads(self.q(x), b), self.heads(self.k(x), b), self.heads(self.v(x), b)
         scale = math.sqrt(hd * 3)
         a = torch.bmm(q, k.transpose(-1, -2) / scale)
-        pos_k = heads(self.k(rel).unsqueeze(0).expand(b, -1, -1))  # (b h, 2 span, hd)
-        pos_q = heads(self.q(rel).unsqueeze(0).expand(b, -1, -1))
+        pos_k, pos_q = self.positions(self.k, rel, b), self.positions(self.q, rel, b)
         rel_pos = torch.arange(s)[:, None] - torch.arange(s)[None, :]
         idx = torch.clamp(rel_pos + self.span, 0, 2 * self.span - 1).expand(b * h, s, s)
         c2p = torch.gather(torch.bmm(q, pos_k.transpose(-1, -2)), -1, idx)
@@ -304,26 +307,12 @@ class RelRepeatAttention(RelAttention):
     projected by the layer's own key and query linears, split into heads (view, permute, contiguous)
     and repeated over the batch (`repeat`); the relative indices are expanded over batch x heads."""
 
-    def forward(self, x, rel):
-        b, s, d = x.shape
-        h, hd = self.h, d // self.h
+    def heads(self, t, b):  # (n, m, d) -> (n h, m, hd)
+        hd = t.shape[-1] // self.h
+        return t.view(t.shape[0], -1, self.h, hd).permute(0, 2, 1, 3).contiguous().view(-1, t.shape[1], hd)
 
-        def heads(t):  # (n, m, d) -> (n h, m, hd)
-            return t.view(t.shape[0], -1, h, hd).permute(0, 2, 1, 3).contiguous().view(-1, t.shape[1], hd)
-
-        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-        scale = math.sqrt(hd * 3)
-        a = torch.bmm(q, k.transpose(-1, -2) / scale)
-        pos_k = heads(self.k(rel).unsqueeze(0)).repeat(b, 1, 1)  # (b h, 2 span, hd)
-        pos_q = heads(self.q(rel).unsqueeze(0)).repeat(b, 1, 1)
-        rel_pos = torch.arange(s)[:, None] - torch.arange(s)[None, :]
-        idx = torch.clamp(rel_pos + self.span, 0, 2 * self.span - 1).expand(b * h, s, s)
-        c2p = torch.gather(torch.bmm(q, pos_k.transpose(-1, -2)), -1, idx)
-        p2c = torch.gather(torch.bmm(k, pos_q.transpose(-1, -2)), -1, idx).transpose(-1, -2)
-        a = a + c2p / scale + p2c / scale
-        p = self.drop(a.softmax(-1))
-        y = torch.bmm(p, v).view(b, h, s, hd).transpose(1, 2).reshape(b, s, d)
-        return self.o(y)
+    def positions(self, proj, rel, b):
+        return self.heads(proj(rel).unsqueeze(0), b).repeat(b, 1, 1)
 
 
 class RelRepeatLM(nn.Module):
