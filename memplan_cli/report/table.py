@@ -171,18 +171,16 @@ _FIGURE_UNIT = re.compile(r"(\d[\d,]*(?:\.\d+)?) (B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|
 
 def _glued(obj):
     # a file's own private-use character is written as its escape, so `text()` cannot turn it into a space
-    if isinstance(obj, Text) and _GLUE in obj.plain:
-        obj = Text(obj.plain.replace(_GLUE, "\\ue000"), style=obj.style)
-    elif isinstance(obj, str):
-        obj = obj.replace(_GLUE, "\\ue000")
-    if isinstance(obj, Text):
-        glued = _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj.plain)
-        if glued != obj.plain:
-            obj = obj.copy()
-            obj.plain = glued  # same length: the styles' spans stay where they were
-        return obj
     if isinstance(obj, str):
-        return _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj)
+        return _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj.replace(_GLUE, "\\ue000"))
+    if not isinstance(obj, Text):
+        return obj
+    if _GLUE in obj.plain:  # rare: the spans would shift, so the line keeps its base style only
+        obj = Text(obj.plain.replace(_GLUE, "\\ue000"), style=obj.style)
+    glued = _FIGURE_UNIT.sub(rf"\1{_GLUE}\2", obj.plain)
+    if glued != obj.plain:
+        obj = obj.copy()
+        obj.plain = glued  # same length: the styles' spans stay where they were
     return obj
 
 
