@@ -170,7 +170,7 @@ def as_functions(ops_: list[EagerOp], groups: list[list[int]], g, opd, uses, nam
             leaving = _leaving(members, g, uses)
             peak = _forward_peak(members, opd, leaving)
             fwd_tmp = max(peak - sum(opd[v].nbytes for v in leaving), 0)
-            name = (names or {}).get(k) or "Function"
+            name = (names or {}).get(k) or FUNCTION
             attrs = {ESTIMATED: True, "function": name, "fwd_tmp": fwd_tmp, "bwd_tmp": peak}
             out.append(EagerOp(op.index, FUNCTION, _outside_reads(members, opd), leaving, attrs,
                                f"{op.label} [{name}]", tuple(m for q in members for m in q.members)))
@@ -179,4 +179,4 @@ def as_functions(ops_: list[EagerOp], groups: list[list[int]], g, opd, uses, nam
     return out
 
 
-COMPOSED["Function"] = function_facts
+COMPOSED[FUNCTION] = function_facts

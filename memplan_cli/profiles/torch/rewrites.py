@@ -56,6 +56,16 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     return out
 
 
+def _recorded_name(op) -> str:
+    """The fx value the dynamo exporter recorded an IR op as computing ("rsqrt"), "" without a call."""
+    return op.call.partition(" = ")[0] if op.call else ""
+
+
+def _recorded_names(g) -> set[str]:
+    """The fx values the file's nodes record computing."""
+    return {_recorded_name(op) for op in g.operations} - {""}
+
+
 def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Dropouts of one input the dynamo exporter merged into one (its optimizer folds equal nodes; peft's
     lora_dropout of q_proj and of v_proj): the ops reading the Dropout's output record it under
@@ -67,7 +77,7 @@ def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eager
         return ops_
     # names of values an op of the file computes (a Dropout's own output is read as an unrecorded
     # `%getitem`): a reader naming one of these reads another value at input 0
-    recorded = {c.partition(" = ")[0] for c in (op.call for op in g.operations) if c}
+    recorded = _recorded_names(g)
     first: dict[int, str] = {}
     made: dict[tuple, int] = {}
     out = []
@@ -133,11 +143,6 @@ def split_activations(ops_: list[EagerOp], opd: list, uses: dict) -> list[EagerO
 _CHAIN_OPS = POINTWISE_MATH - {CAST}
 
 
-def _recorded_name(op) -> str:
-    """The fx value the dynamo exporter recorded an IR op as computing ("rsqrt"), "" without a call."""
-    return op.call.partition(" = ")[0] if op.call else ""
-
-
 def one_aten_ops(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     """Consecutive ONNX nodes that record the same fx node (`pkg.torch.onnx.fx_node`) are the one aten
     op that node ran: the dynamo exporter writes `aten.rsqrt` as Sqrt then Reciprocal, both recording
@@ -186,7 +191,7 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     irops = g.operations
     if not any(op.call for op in irops):
         return ops_
-    made = {_recorded_name(op) for op in irops} - {""}
+    made = _recorded_names(g)
     # a node a named rewrite rule made may stand for several fx nodes of its own rule's choosing: only
     # the unnamed pass's merges are read back
     ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
