@@ -2,6 +2,8 @@
 keep a channels-last tensor's memory format (the profile refuses a convolution of one)."""
 from __future__ import annotations
 
+import re
+
 # output memory format taken from the inputs (TensorIterator: the first input of the output's shape
 # decides): elementwise ops, activations, batch_norm and dropout
 FORMAT_KEEPING = frozenset({"Relu", "Relu6", "Sigmoid", "Tanh", "Clip", "Add", "Sub", "Mul", "Div", "Gelu", "SiLU",
@@ -70,6 +72,12 @@ def split_top(text: str) -> list[str]:
     if "".join(cur).strip():
         out.append("".join(cur).strip())
     return out
+
+
+def fx_kind(name: str) -> str:
+    """The aten op an fx value's name was made from: fx appends a counter to repeats of a target
+    (`linear_3` -> linear, `sub_6` -> sub, `_unsafe_view_3` -> _unsafe_view)."""
+    return re.sub(r"_\d+$", "", name)
 
 
 def parse_call(call: str) -> tuple[str, str, list, dict] | None:

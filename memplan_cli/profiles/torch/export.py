@@ -43,7 +43,7 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
@@ -128,6 +128,17 @@ _FX_VIEWS = frozenset({"view", "_unsafe_view", "unsqueeze", "squeeze", "transpos
                        "detach", "lift_fresh_copy"})
 
 
+def _onnx_value(name: str) -> bool:
+    """A value the ONNX optimizer named (`val_12`), no fx node."""
+    return re.fullmatch(r"val_\d+", name) is not None
+
+
+def _fx_node(name: str, targets) -> bool:
+    """A `folded_from` source that is an fx node: neither a parameter or buffer (`targets`) nor an
+    ONNX-level value."""
+    return name not in targets and not _onnx_value(name)
+
+
 def folded_computations(graph) -> set[str]:
     """Constants the dynamo exporter's optimizer folded from a parameter together with values eager
     computes from it (`pkg.onnxscript.optimizer.folded_from` names the parameter and fx nodes such as
@@ -138,9 +149,8 @@ def folded_computations(graph) -> set[str]:
     sig = _Signature(md.get("signature") or {})
     targets = set(sig.target.values())
 
-    def computed(src: str) -> bool:  # an fx node that computes (not a view, not an ONNX-level constant)
-        return src not in targets and not re.fullmatch(r"val_\d+", src) and \
-            re.sub(r"_\d+$", "", src) not in _FX_VIEWS
+    def computed(src: str) -> bool:  # an fx node that computes (not a view)
+        return _fx_node(src, targets) and fx_kind(src) not in _FX_VIEWS
     # the constant's own name is its last fx node (`embedding_1`: the rows a gather took)
     return {name for name, srcs in (md.get("folded_from") or {}).items()
             if any(s in sig.params for s in srcs) and any(computed(s) for s in (*srcs, name))}
@@ -152,7 +162,7 @@ def expand_base_bytes(o) -> int | None:
     `sum_to`), so eager holds only the tensor it broadcast. Which dims were broadcast is not recorded:
     taken as the leading one (the batch a per-sample value is expanded over), and its readers are
     named as estimated. None for any other constant."""
-    if _fx_kind(o.name) != "expand" or len(o.shape) < 2 or int(o.shape[0]) <= 1:
+    if fx_kind(o.name) != "expand" or len(o.shape) < 2 or int(o.shape[0]) <= 1:
         return None
     return o.nbytes // int(o.shape[0])
 
@@ -165,11 +175,6 @@ _FX_BROADCASTS = frozenset({"expand", "repeat"})
 # dropout's output, or a view of a split)
 _FX_UNSIZED = frozenset({"slice", "select", "getitem"})
 _ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
-
-
-def _fx_kind(name: str) -> str:
-    """The aten op an fx node's name was made from (`linear_3` -> linear, `_unsafe_view_3` -> _unsafe_view)."""
-    return re.sub(r"_\d+$", "", name)
 
 
 def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
@@ -218,17 +223,17 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
         srcs = folded[name]
         params = sorted({s for s in srcs if s in sig.params})
         missing = [p for p in params if p not in held]
-        fx = {_fx_kind(s) for s in srcs if s not in targets and not re.fullmatch(r"val_\d+", s)}
+        fx = {fx_kind(s) for s in srcs if _fx_node(s, targets)}
         if len(missing) != 1:
             continue
         plan = {"const": c.index, "param": missing[0], "readers": sorted(readers[c.index]), "estimated": True}
-        if _fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
+        if fx_kind(name) == "embedding" and params == missing and len(c.shape) >= 2:
             # one row per id the table must hold: `zeros` ids, one; any others (an arange, a buffer whose
             # values the file does not hold) may differ at each position: one per position
             rows = 1 if fx & _ZEROS else int(c.shape[-2])
             plans.append({**plan, "kind": "embedding", "rows": rows, "cols": int(c.shape[-1])})
             continue
-        fx.add(_fx_kind(name))
+        fx.add(fx_kind(name))
         if fx - _FX_VIEWS - _FX_COPIES != {"linear"}:
             continue
         others = set(params) - set(missing)
@@ -248,7 +253,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
         total = math.prod(int(d) for d in c.shape)
         if k < 1 or total % (k * n_out):
             continue
-        dropout = sorted(s for s in srcs if _fx_kind(s) == "getitem")
+        dropout = sorted(s for s in srcs if fx_kind(s) == "getitem")
         plans.append({**plan, "kind": "linear", "rows": total // (k * n_out), "cols": n_in, "out": n_out,
                       "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
@@ -258,9 +263,9 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     for name, srcs in sorted(folded.items()):
         c = consts.get(name)
         params = {s for s in srcs if s in sig.params}
-        if c is None or c.index not in readers or _fx_kind(name) != "expand" or len(c.shape) < 2 \
+        if c is None or c.index not in readers or fx_kind(name) != "expand" or len(c.shape) < 2 \
                 or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
-                or any(s not in targets and not re.fullmatch(r"val_\d+", s) for s in srcs):
+                or any(_fx_node(s, targets) for s in srcs):
             continue
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
                       "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
@@ -494,7 +499,7 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
     viewed = {}  # folded constant -> the one parameter it views
     for name, srcs in folded.items():
         params = [t for t in srcs if t in sig.params]
-        if len(params) == 1 and all(t in sig.params or re.fullmatch(r"val_\d+", t) for t in srcs):
+        if len(params) == 1 and all(t in sig.params or _onnx_value(t) for t in srcs):
             viewed[name] = params[0]
     taken: set[str] = set()
     out: dict[int, list] = {}
@@ -505,8 +510,8 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
             name = graph.operands[v].name if v >= 0 else ""
             if name not in viewed or name in args:
                 continue
-            kind = _fx_kind(name)
-            if not any(_fx_kind(a) == kind and a not in present for a in args):
+            kind = fx_kind(name)
+            if not any(fx_kind(a) == kind and a not in present for a in args):
                 continue
             scope = "." + (op.scope or "") + "."
             mods = [t for t in lost if t not in taken and "." + t.rsplit(".", 1)[0] + "." in scope]

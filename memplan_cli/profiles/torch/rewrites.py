@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, VAR, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import fused_activations
@@ -176,11 +176,6 @@ def one_aten_ops(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     return out
 
 
-def _base(name: str) -> str:
-    """An fx value's name without the counter fx appends to repeats of a target ("sub_6" -> "sub")."""
-    return re.sub(r"_\d+$", "", name)
-
-
 def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Equal ops the dynamo exporter's optimizer merged (onnx_ir's common-subexpression elimination,
     which records no rule name): a reader whose recorded call names, for an input, an fx value no node
@@ -208,7 +203,7 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
                 irops[p.index].name not in ruled else ""
             if not pname or pname in names:
                 continue
-            dup = [n for n in names if n not in made and _base(n) == _base(pname)]
+            dup = [n for n in names if n not in made and fx_kind(n) == fx_kind(pname)]
             if len(dup) != 1:
                 continue
             key = (v, dup[0])
