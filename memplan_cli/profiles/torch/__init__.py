@@ -63,7 +63,7 @@ from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
 from memplan_cli.profiles.torch.export import eager_graph
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
-from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, live_peak, part_of,
+from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of,
                                                 split_at)
 from memplan_cli.profiles.torch.refusal import refusal
 from memplan_cli.profiles.torch.replay import replay
@@ -104,16 +104,16 @@ class TorchProfile:
         planner = options.get("planner") or PLANNER
         if planner not in planner_names():
             raise ConfigError(f"unknown planner {planner!r} (known: {', '.join(planner_names())})")
+        from memplan_cli.profiles.memplan import peak_step
+
         tg = self.training_graph(graph, config)
         sim, layer = replay(tg, config)
         if sim.coverage.get("possible_functions"):
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
-            sim.coverage["as_functions_peak"] = live_peak(replay(tg, config, as_functions=True)[0])
-        kept = [s for s in sim.store if s["bytes"] > 0]
-        bufs = [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
-                       key=f"{s['category']}:{i}")
-                for i, s in enumerate(kept)]
+            alt = replay(tg, config, as_functions=True)[0]
+            sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        kept, bufs = _buffers(sim)
         # the training graph: which weights train (the report's assumed-trainable list reads it);
         # profile_data: what `figures` reads
         return BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)],
@@ -147,6 +147,13 @@ class TorchProfile:
             out["per_layer_extra"] = layers
         return out
 
+
+
+def _buffers(sim) -> tuple[list, list]:
+    """The replay's storages that hold bytes, and each as a Buffer of the one heap pool."""
+    kept = [s for s in sim.store if s["bytes"] > 0]
+    return kept, [Buffer(s["name"], s["category"], s["bytes"], s["first"], s["last"], s["owner"], "heap", s["bytes"],
+                         key=f"{s['category']}:{i}") for i, s in enumerate(kept)]
 
 
 PROFILE = TorchProfile()

@@ -32,19 +32,6 @@ def coverage(bl, at: int, peak: int) -> dict:
     return out
 
 
-def live_peak(sim) -> int:
-    """The most bytes a replay holds live at once (the figure `figures` reports as the peak)."""
-    delta = [0] * (len(sim.steps) + 1)
-    for s in sim.store:
-        delta[s["first"]] += s["bytes"]
-        delta[s["last"] + 1] -= s["bytes"]
-    live = best = 0
-    for d in delta[:-1]:
-        live += d
-        best = max(best, live)
-    return best
-
-
 def coverage_line(cov: dict) -> str:
     """`memplan compare`'s line for this model: how many of its ops measured rules cover."""
     line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
