@@ -137,15 +137,19 @@ class RematProblem:
             tg = self.build(key)
             self._steps_built += len(tg.steps)
             vals = self._intervals(tg)
-            self._recent[key] = (tg, vals)  # the greedy asks for these plans' holders next
-            while len(self._recent) > RECENT:
-                self._recent.pop(next(iter(self._recent)))
+            self._remember(key, tg, vals)  # the greedy asks for these plans' holders next
             prof = _live_bytes(vals, len(tg.steps))
             self._profiles[key] = prof
             v = self._bounds[key] = max(prof, default=0)
             self._added[key] = self._rerun_flops(tg) - self._plain_rerun
             self._spans[key] = self._held_spans(tg, vals)
         return v
+
+    def _remember(self, key, tg, vals) -> None:
+        """Keep plan `key`'s training graph and intervals among the RECENT last ones."""
+        self._recent[key] = (tg, vals)
+        while len(self._recent) > RECENT:
+            self._recent.pop(next(iter(self._recent)))
 
     def _intervals(self, tg):
         """(aligned size, first, last, members) per buffer of `tg.to_buffer_list(align)`, without
@@ -191,9 +195,8 @@ class RematProblem:
         where more than `target` bytes are live: op -> bytes x such steps (where to cut next)."""
         key = frozenset(drop)
         if key not in self._recent:
-            self._recent.pop(key, None)
             tg = self.build(key)
-            self._recent[key] = (tg, self._intervals(tg))
+            self._remember(key, tg, self._intervals(tg))
         tg, vals = self._recent[key]
         prof = self._profiles.get(key) or _live_bytes(vals, len(tg.steps))
         over = [t for t, live in enumerate(prof) if live > target]
