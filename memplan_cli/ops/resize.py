@@ -202,6 +202,8 @@ TORCH_CUBIC = {"refuse": _torch_refuse}
 
 def _torch(op):
     return TORCH_CUBIC if op.attrs.get("mode") == "cubic" else TORCH
+
+
 OPS = [OpDef("Resize", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                            "calcGradient": calc_derivative},
              flops=flops, check=check, batch="keep", profiles={"torch": _torch})]
