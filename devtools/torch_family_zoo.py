@@ -495,6 +495,53 @@ class CentredNorm(nn.Module):
         return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
 
 
+class DivCentredNorm(nn.Module):
+    """DeBERTa's LayerNorm: `x - mean` written twice, divided by the square root of the variance plus
+    eps, a scale and a shift (`dim` 1: ViTDet's channels-first form over a feature map)."""
+
+    def __init__(self, d, eps=1e-7, dim=-1):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.eps, self.dim = eps, dim
+
+    def forward(self, x):
+        mean = x.mean(self.dim, keepdim=True)
+        var = (x - mean).pow(2).mean(self.dim, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps)
+        if self.dim == 1:
+            return self.weight[:, None, None] * y + self.bias[:, None, None]
+        return self.weight * y + self.bias
+
+
+class OnceCentredNorm(nn.Module):
+    """A LayerNorm whose `x - mean` is computed once and read twice (moonshine_streaming's form): the
+    same ONNX file under TorchScript as the twice-written norms."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * (centred / (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+
+
+class CentredCF(nn.Module):
+    """Convolutions with ViTDet's channels-first LayerNorm between them, a pool and a head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.n1, self.n2 = DivCentredNorm(c, 1e-6, dim=1), DivCentredNorm(c, 1e-6, dim=1)
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.conv(F.gelu(self.n1(x)))
+        return self.head(self.n2(x).mean((2, 3)))
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -660,6 +707,9 @@ FAM = {
     "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
+    "fam_centred_div": ("cse", lambda: AttnLM(BmmAttention, norm=DivCentredNorm), SEQ),
+    "fam_centred_cf": ("cse", lambda: CentredCF(), IMG),
+    "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
