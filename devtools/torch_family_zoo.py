@@ -658,6 +658,22 @@ class WSNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class PosNet(nn.Module):
+    """Parameters added with a broadcast (a ViT's position embedding over the batch, a per-channel
+    shift after an activation): autograd sums the incoming gradient to each parameter's shape."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, c, 4, stride=4)
+        self.pos = nn.Parameter(torch.randn(1, 64, c) * 0.02)
+        self.shift = nn.Parameter(torch.zeros(c))
+        self.fc = nn.Linear(c, c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):  # one expression: no Python local holds a tensor past its last use
+        return self.head((F.gelu(self.fc(self.patch(x).flatten(2).transpose(1, 2) + self.pos)) + self.shift).mean(1))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -712,6 +728,7 @@ FAM = {
     "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
+    "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
