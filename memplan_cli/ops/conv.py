@@ -712,7 +712,17 @@ def _torch_fwd(op, operands) -> tuple:
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
-    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands)), (by,))
+    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands), _padded_bias(op, operands)), (by,))
+
+
+def _padded_bias(op, operands) -> int:
+    """The jit forward kernels' bias padded to the blocked output channels (jit_avx512_common_conv,
+    its 1x1 kernel and jit_uni_dw init_scratchpad book it when the output channels are not a multiple
+    of 16; measured: 24 and 40 channels, 256 and 320 B): 4 x the rounded channels + 128 B."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0 or (op.type != "DepthwiseConv2D" and not _ungrouped_any(op)):
+        return 0  # grouped kernels keep their channel counts unpadded
+    o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return 4 * _round(o) + 128 if o % BLOCK else 0
 
 
 def _rtus(op, operands) -> int:
@@ -735,6 +745,10 @@ def _jit_1x1(op, operands) -> bool:
     x = operands[op.inputs[0]]
     sizes = x.shape[2:4] if op.attrs.get("layout", "NCHW") == "NCHW" else x.shape[1:3]
     return not any(int(v) % int(st) for v, st in zip(sizes, op.attrs.get("stride", (1, 1))))
+
+
+def _ungrouped_any(op) -> bool:
+    return int(op.attrs.get("group", 1) or 1) == 1
 
 
 def _ungrouped(op) -> bool:

@@ -112,10 +112,11 @@ def test_strided_1x1_gathers_its_input():
 
 
 def test_input_channels_not_a_multiple_of_16_round_the_weight_copy():
-    # n=2,c=24,h=16,o=24,k=3,s=1,p=1: W copied as 32 x 32 x 3 x 3 (36,864), forward scratch 119,040
-    # less the padded bias (256)
+    # n=2,c=24,h=16,o=24,k=3,s=1,p=1: W copied as 32 x 32 x 3 x 3 (36,864), the bias padded to 32
+    # channels (256), forward scratch 119,040
     op, opd = _op(2, 24, 16, 24, 3, 1, 1)
-    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 119_040 - 256
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 119_040
+    assert conv._padded_bias(op, opd) == 256
 
 
 @pytest.mark.parametrize("cfg,why", [((2, 16, 16, 16, 1, 2, 1), "padded, strided 1x1")])
