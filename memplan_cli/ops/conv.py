@@ -264,7 +264,9 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch/): eager's `convolution` saves its input (and weight). On CPU it
+# `--profile torch` (profiles/torch/): eager's `convolution` saves its input and weight (derivatives.yaml:
+# convolution_backward(grad, input, weight, ...)): a weight computed each step (timm's weight
+# standardisation: batch_norm over the weight) is held until the convolution's backward. On CPU it
 # runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
 # with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
 # 16 (_blocked):
@@ -1292,7 +1294,7 @@ def _torch_contiguous_grad(op, operands) -> bool:
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
+TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated}

@@ -443,7 +443,14 @@ class Replay:
                 if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
                     self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
                     continue
-            if mode in ("view", "pass") and g_out and g_out[0] is not None:
+            if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
+                    not f.get("view_needs_contiguous") or incoming_contig):
+                if incoming_contig and not f.get("strided"):
+                    self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
+                    continue
+                self.deliver(v, g_out[0], False, s, made, tmp, op.label, shared=True)
+                continue
+            if mode in ("view", "pass") and g_out and g_out[0] is not None and v not in trained:
                 in_st = self.view_grad_strides(op, f, v, outs[0], incoming_contig)
                 if in_st is not None:
                     self.deliver(v, g_out[0], in_st != () and is_contiguous(opd[v].shape, in_st), s, made, tmp,
@@ -510,6 +517,25 @@ class Replay:
             grad_contig[v] = True
         else:
             grad[v] = gw
+
+    def weight_grad_of_view(self, v, st, op, s, made, tmp) -> None:
+        """A trained weight read through a view (timm's `weight.reshape(1, out, -1)` before
+        batch_norm): the view's backward hands it the incoming gradient, laid out as the weight.
+        AccumulateGrad keeps that tensor as `.grad` (it steals a gradient nothing else holds that obeys
+        the weight's layout) until the end of the step; one another operand still holds is copied;
+        a later gradient is added into the first."""
+        sim, grad = self.sim, self.grad
+        if grad.get(v) is not None and self.grad_contig.get(v, True):
+            sim.touch(grad[v], s)  # added in place; the incoming one is freed with its last reader
+            return
+        if grad.get(v) is not None or any(u != v and g == st for u, g in grad.items()):
+            self.weight_grad(v, op, s, made, tmp)
+            return
+        sim.store[st]["category"] = "gradient"
+        sim.store[st]["kind"] = "wgrad"
+        self.grads_of_weights.append(st)
+        grad[v] = st
+        self.grad_contig[v] = True
 
     def view_grad_strides(self, op, f, v, out, incoming_contig):
         """The strides of input `v`'s gradient when the view op `op` passes the incoming gradient on as a
