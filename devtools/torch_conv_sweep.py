@@ -290,6 +290,9 @@ SETS["wide"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, xgrad=int(c > 3)) for c,
 SETS["wide_dx"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, wgrad=0) for c, o in ((16, 32), (24, 40), (64, 64))
                    for k, h in ((8, 32), (11, 32), (14, 32), (15, 32), (16, 32), (19, 40), (31, 40))
                    for s in sorted({1, 2, k // 2, k}) for p in (0, k // 2)]
+# dilated wide kernels (ungrouped): the jit kernels' limits count the dilated extent
+SETS["wide_dil"] = [dict(n=2, c=c, h=48, o=32, k=k, s=s, p=p, d=2, xgrad=int(c > 3)) for c in (3, 16) for k in (14, 15)
+                    for s in (1, 2) for p in (0, k - 1)]
 SETS["wide_dw"] = [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 64) for h in (14, 32)
                    for k in (13, 14, 15, 17, 31) for s in (1, 2)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]

@@ -526,8 +526,8 @@ def _wide_refuse(op, operands) -> str | None:
     k = "x".join(str(int(v)) for v in op.attrs["kernel"])
     if _channels_last(op):
         return f"a {k} kernel on channels-last data: oneDNN's memory for it was not measured"
-    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
-        return f"a dilated {k} kernel: oneDNN's memory for it was not measured"
+    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))) and not _ungrouped(op):
+        return f"a dilated {k} kernel, grouped or depthwise: oneDNN's memory for it was not measured"
     if _wide_fwd_kernel(op, operands) is None:
         return (f"a {k} kernel that is grouped (not depthwise with one output per channel), at most 3 columns "
                 f"wide, or one output column on one sample: oneDNN's kernel choice for it was not worked out")
@@ -567,6 +567,8 @@ def _wide_dx_kernel(op, operands) -> str | None:
     whole input row feeds: AVX-512's large-filter case)."""
     if op.type == "DepthwiseConv2D":
         return "jit_dw"
+    if _strided(op) and _dilated(op):
+        return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
     if _strided(op):
         return "brgconv_strided"
     q = _wgeom(op, operands)
@@ -574,13 +576,13 @@ def _wide_dx_kernel(op, operands) -> str | None:
         return None
     if _outside(q):
         return "gemm"
-    iw, kw, r = q["iw"], q["kw"], q["r"]
-    l_over = max(0, kw - 1 - q["l"])
+    iw, kw, ekw, r = q["iw"], q["kw"], q["ekw"], q["r"]
+    l_over = max(0, ekw - 1 - q["l"])
     # AVX-512 (embedded broadcast, one block of 16 input channels): min(iw, 28) columns unrolled; one
     # block may hold the left overflow, one the right; the code-size bound over its padded variants
     ur_w = min(iw, JIT_REGS)
     tail = iw % ur_w
-    r_over = max(0, kw - 1 - max(0, r + tail))
+    r_over = max(0, ekw - 1 - max(0, r + tail))
     mult = 1 + (l_over > 0) + (r_over > 0)
     if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
             mult * kw * BLOCK * ur_w * 15 <= JIT_CODE:
@@ -599,7 +601,7 @@ def _wide_dx_kernel(op, operands) -> str | None:
                 best, ur_w = w * b, w
             u += 1
     tail = iw % ur_w
-    if best and max(0, kw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
+    if best and max(0, ekw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
         return "jit_avx2"
     return "gemm"
 
@@ -837,6 +839,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _dilated(op) -> bool:
+    return any(int(d) > 1 for d in op.attrs.get("dilation", (1,)))
+
+
 def _gemm_weights(op, operands) -> bool:
     """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
     to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
@@ -855,6 +861,12 @@ def _gemm_weights(op, operands) -> bool:
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+    if _wide(op, operands) and _dilated(op):
+        # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
+        # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)
+        q = _wgeom(op, operands)
+        if q["sh"] > 1 or q["ekh"] > q["ih"]:
+            return True
     return kw > 14
 
 
