@@ -567,6 +567,26 @@ class SliceCopyNet(nn.Module):
         return self.head(x)
 
 
+class SetItemNet(nn.Module):
+    """A slice of an activation that needs its gradient overwritten in place by another projection
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+        super().__init__()
+        self.b = b
+        self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for pa, pb, out in zip(self.pa, self.pb, self.out):
+            h = pa(x)
+            h[..., :self.b] = pb(x)
+            x = x + out(F.gelu(h))
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -682,6 +702,8 @@ FAM = {
     "fam_centred_cf": ("cse", lambda: CentredCF(), IMG),
     "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
     "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
+    "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
+    "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
