@@ -9,7 +9,7 @@ from memplan_cli.ir.graph import Operand
 from memplan_cli.ops._torch import CAST, GATHER, INPLACE_WRITE, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
-from memplan_cli.profiles.torch.facts import ESTIMATED, fused_activations
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
@@ -378,10 +378,39 @@ def same_dtype_casts(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
     return out
 
 
+def unread_statistics(ops_: list[EagerOp], g) -> list[EagerOp]:
+    """Values eager never computes: an op's input that feeds only outputs nobody reads (the family's
+    torch fact "only_for_outputs": ONNX BatchNormalization's input_mean / input_var make only its
+    running-statistics outputs). `F.batch_norm(w, None, None, training=True)` (timm's weight
+    standardisation) has no running statistics; both exporters fill those required inputs with
+    ReduceMean chains over the input, but eager runs native_batch_norm alone. An op whose every read
+    output is read only at such an input, or by an op dropped so, is dropped (an op nobody reads at
+    all stays as it is)."""
+    outputs = set(g.outputs)
+    readers: dict[int, list] = {}
+    for pos, op in enumerate(ops_):
+        for k, v in enumerate(op.inputs):
+            if v >= 0:
+                readers.setdefault(v, []).append((pos, k))
+    dead_reads: set[tuple] = set()
+    dead: set[int] = set()
+    for pos in range(len(ops_) - 1, -1, -1):
+        op = ops_[pos]
+        reads = [r for v in op.outputs for r in readers.get(v, ())]
+        if reads and not outputs & set(op.outputs) and all(r in dead_reads or r[0] in dead for r in reads):
+            dead.add(pos)
+            continue
+        for k, outs in ((facts(op) or {}).get("only_for_outputs") or {}).items():
+            if all(not readers.get(op.outputs[o]) and op.outputs[o] not in outputs
+                   for o in outs if o < len(op.outputs)):
+                dead_reads.add((pos, k))
+    return [op for pos, op in enumerate(ops_) if pos not in dead] if dead else ops_
+
+
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
-    ops_ = inplace_writes(centred_twice(ops_, g, opd, uses), g, opd)
+    ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
