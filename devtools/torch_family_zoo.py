@@ -542,6 +542,51 @@ class CentredCF(nn.Module):
         return self.head(self.n2(x).mean((2, 3)))
 
 
+class SliceCopyNet(nn.Module):
+    """MiniCPM3's key states: a `new_empty` tensor whose two slices are filled in place from two
+    projections (`k[..., :a].copy_(x)`), then read by a GELU MLP; `expand`: the second source is
+    broadcast over a dim first (MiniCPM3's shared rotary key over the heads)."""
+
+    def __init__(self, d=64, a=96, b=32, layers=2, classes=50, expand=False):
+        super().__init__()
+        self.a, self.expand = a, expand
+        self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, b if not expand else b // 4) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(a + b, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for pa, pb, out in zip(self.pa, self.pb, self.out):
+            ka, kb = pa(x), pb(x)
+            if self.expand:
+                kb = kb.unsqueeze(2).expand(-1, -1, 4, -1).reshape(*kb.shape[:2], -1)
+            k = ka.new_empty(*ka.shape[:-1], ka.shape[-1] + (self.out[0].in_features - self.a))
+            k[..., :self.a].copy_(ka)
+            k[..., self.a:].copy_(kb)
+            x = x + out(F.gelu(k))
+        return self.head(x)
+
+
+class SetItemNet(nn.Module):
+    """A slice of an activation that needs its gradient overwritten in place by another projection
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+        super().__init__()
+        self.b = b
+        self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for pa, pb, out in zip(self.pa, self.pb, self.out):
+            h = pa(x)
+            h[..., :self.b] = pb(x)
+            x = x + out(F.gelu(h))
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -710,6 +755,9 @@ FAM = {
     "fam_centred_div": ("cse", lambda: AttnLM(BmmAttention, norm=DivCentredNorm), SEQ),
     "fam_centred_cf": ("cse", lambda: CentredCF(), IMG),
     "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
+    "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
+    "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
+    "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
