@@ -3,7 +3,8 @@
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
-group standard deviation (`Tensor.var`) and the inverse trigonometric and hyperbolic functions.
+group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
+grouped channels-last convolutions (depth multipliers, small groups).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -582,6 +583,42 @@ TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (tor
         "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
 
 
+class CLGroupedBlock(nn.Module):
+    """A ConvNeXt-style block whose input is channels-last (LayerNorm over channels written as a permute
+    to NHWC and back, as EdgeNeXt and ConvNeXt do), opened by a grouped convolution other than depthwise
+    with one output per channel: a depth multiplier (`mult`, groups = inputs) or `groups` of several
+    channels; then a pointwise MLP over NHWC and a residual."""
+
+    def __init__(self, c, o, k, stride, mult=0, groups=0):
+        super().__init__()
+        self.norm = nn.LayerNorm(c)
+        g = c if mult else groups
+        self.conv = nn.Conv2d(c, o, k, stride, k // 2, groups=g)
+        self.mlp = nn.Sequential(nn.Linear(o, 2 * o), nn.GELU(), nn.Linear(2 * o, o))
+
+    def forward(self, x):
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        x = self.conv(x)
+        return x + self.mlp(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class CLGroupedNet(nn.Module):
+    """Stem, then channels-last blocks opened by a 5x5 multiplier-2 stride-2 convolution (EdgeNeXt's
+    downsampling), a 3x3 of groups of 4, a 7x7 multiplier-2 stride-2, a 3x3 of groups of 8 and a 9x9
+    multiplier-2 stride-2 at 2 output columns (the forward kernel's width limit); a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 24, 4, 4)
+        self.blocks = nn.Sequential(CLGroupedBlock(24, 48, 5, 2, mult=2), CLGroupedBlock(48, 48, 3, 1, groups=12),
+                                    CLGroupedBlock(48, 96, 7, 2, mult=2), CLGroupedBlock(96, 96, 3, 1, groups=12),
+                                    CLGroupedBlock(96, 192, 9, 2, mult=2))
+        self.head = nn.Linear(192, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -608,6 +645,7 @@ FAM = {
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
+    "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 
