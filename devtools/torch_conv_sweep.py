@@ -100,6 +100,10 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
     else:
         w = torch.randn(o, ci // g, k, k, dtype=dt, requires_grad=True)
     b = torch.randn(o, dtype=dt, requires_grad=True) if c.get("bias", 1) else None
+    if not c.get("wgrad", 1):  # a frozen weight and bias: the backward makes the input's gradient only
+        w.requires_grad_(False)
+        if b is not None:
+            b.requires_grad_(False)
 
     def f():
         if c.get("t"):
@@ -110,7 +114,7 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
         y = f()
         y.backward(torch.ones_like(y))
     x.grad = w.grad = None
-    if b is not None:
+    if b is not None and b.requires_grad:
         b.grad = None
     held = {}
     if verbose:
@@ -191,6 +195,8 @@ def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
         sdx = best(f["bwd_scratch_dx"](op, opd)) if xgrad else 0
     except Exception as e:  # the profile refuses this input gradient (UnsupportedOpError)
         return {"refused": str(e)}
+    if not c.get("wgrad", 1):  # a frozen weight: no weight-gradient phase
+        return {"fwd_scratch": fwd, "bwd_peak": dx + sdx, "type": typ}
     dw = opd[1].nbytes + (opd[2].nbytes if c.get("bias", 1) else 0)
     sdw = best(f["bwd_scratch_dw"](op, opd))
     return {"fwd_scratch": fwd, "bwd_peak": max(dx + sdx, dx + dw + sdw), "type": typ}
@@ -319,6 +325,17 @@ SETS["small"] = [dict(n=2, c=128, h=2, o=32, k=3, p=1), dict(n=2, c=128, h=2, o=
                  dict(n=2, c=24, h=2, o=24, k=1), dict(n=2, c=64, h=2, o=40, k=1),
                  dict(n=4, c=64, h=4, o=24, k=3, s=2, p=1), dict(n=2, c=3, h=4, o=16, k=3, s=2, p=1, xgrad=0),
                  dict(n=2, c=512, h=1, o=128, k=1, bias=0), dict(n=2, c=128, h=1, o=32, k=3, p=1)]
+# kernels 14 wide and more (oneDNN's gemm kernels and the jit kernels' width limits): stride 1 to the
+# kernel, padded and not; depthwise large kernels (RepLKNet's 13 x 13 and 31 x 31)
+SETS["wide"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, xgrad=int(c > 3)) for c, o in ((3, 32), (16, 32), (24, 40), (64, 64))
+                for k, h in ((14, 32), (15, 32), (16, 32), (19, 40), (31, 40)) for s in sorted({1, 2, k // 2, k})
+                for p in (0, k // 2) if (h + 2 * p - k) // s + 1 >= 1]
+# the input's gradient alone (a frozen weight): the kernels oneDNN picks for it, strided from 8 wide
+SETS["wide_dx"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, wgrad=0) for c, o in ((16, 32), (24, 40), (64, 64))
+                   for k, h in ((8, 32), (11, 32), (14, 32), (15, 32), (16, 32), (19, 40), (31, 40))
+                   for s in sorted({1, 2, k // 2, k}) for p in (0, k // 2)]
+SETS["wide_dw"] = [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 64) for h in (14, 32)
+                   for k in (13, 14, 15, 17, 31) for s in (1, 2)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

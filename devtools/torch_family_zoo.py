@@ -496,6 +496,53 @@ class CentredNorm(nn.Module):
         return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
 
 
+class DivCentredNorm(nn.Module):
+    """DeBERTa's LayerNorm: `x - mean` written twice, divided by the square root of the variance plus
+    eps, a scale and a shift (`dim` 1: ViTDet's channels-first form over a feature map)."""
+
+    def __init__(self, d, eps=1e-7, dim=-1):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.eps, self.dim = eps, dim
+
+    def forward(self, x):
+        mean = x.mean(self.dim, keepdim=True)
+        var = (x - mean).pow(2).mean(self.dim, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps)
+        if self.dim == 1:
+            return self.weight[:, None, None] * y + self.bias[:, None, None]
+        return self.weight * y + self.bias
+
+
+class OnceCentredNorm(nn.Module):
+    """A LayerNorm whose `x - mean` is computed once and read twice (moonshine_streaming's form): the
+    same ONNX file under TorchScript as the twice-written norms."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * (centred / (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+
+
+class CentredCF(nn.Module):
+    """Convolutions with ViTDet's channels-first LayerNorm between them, a pool and a head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.n1, self.n2 = DivCentredNorm(c, 1e-6, dim=1), DivCentredNorm(c, 1e-6, dim=1)
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.conv(F.gelu(self.n1(x)))
+        return self.head(self.n2(x).mean((2, 3)))
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -578,6 +625,60 @@ class TrigNet(nn.Module):
         return self.head(self.fn(h))
 
 
+class WSNet(nn.Module):
+    """Weight-standardised convolutions (timm's StdConv2d / ScaledStdConv2d / StdConv2dSame: the weight
+    reshaped to (1, out, -1), `F.batch_norm` in training mode over it, with ScaledStdConv2d's gain
+    times a constant as its scale, then `reshape_as(weight)` and conv2d): a strided stem, a 3x3 and a
+    1x1, a global pool and a Linear head. `gamma`: NFNet's activation gamma (the activation's output
+    times a constant)."""
+
+    def __init__(self, conv="std", c=16, classes=10, gamma=None):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d, StdConv2dSame
+
+        if conv == "scaled":
+            make = (lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, gamma=gamma or 1.0, eps=1e-5))
+        elif conv == "same":
+            make = (lambda i, o, k, s=1: StdConv2dSame(i, o, k, stride=s, eps=1e-8))
+        else:
+            make = (lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, eps=1e-8))
+        self.stem = make(3, c, 3, 2)
+        self.c1 = make(c, 2 * c, 3)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.gamma = gamma
+        self.head = nn.Linear(2 * c, classes)
+
+    def _act(self, x):
+        y = F.silu(x) if self.gamma else F.relu(x)
+        return y * self.gamma if self.gamma else y
+
+    def forward(self, x):
+        x = self._act(self.stem(x))
+        x = self._act(self.c1(x))
+        x = x + self._act(self.c2(x))
+        return self.head(x.mean((2, 3)))
+
+
+def _bit():
+    """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
+    from functools import partial
+
+    from timm.layers import GroupNormAct
+    from timm.models.resnetv2 import ResNetV2
+
+    return ResNetV2(layers=[1, 1, 1, 1], channels=(32, 64, 128, 256), num_classes=10, stem_chs=16,
+                    norm_layer=partial(GroupNormAct, num_groups=8))
+
+
+def _nf(**kw):
+    """A small normaliser-free network (timm's NormFreeNet: ScaledStdConv2d with gamma, activation
+    gamma, skipinit gains)."""
+    from timm.models.nfnet import NfCfg, NormFreeNet
+
+    return NormFreeNet(NfCfg(depths=(1, 1, 1, 1), channels=(32, 64, 96, 128), stem_chs=16, group_size=8,
+                             bottle_ratio=0.25, **kw), num_classes=10)
+
+
 TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (torch.atan, ""),
         "sinh": (torch.sinh, ""), "cosh": (torch.cosh, ""), "tan": (torch.tan, "unit"),
         "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
@@ -643,9 +744,19 @@ FAM = {
     "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
+    "fam_centred_div": ("cse", lambda: AttnLM(BmmAttention, norm=DivCentredNorm), SEQ),
+    "fam_centred_cf": ("cse", lambda: CentredCF(), IMG),
+    "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
+    "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
+    "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
+    "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    "fam_bit": ("wstd", _bit, IMG),
+    "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
+    "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 
@@ -682,6 +793,7 @@ NAMED = {
     "fam_timm_poolformer_s12": ("groupnorm", _timm("poolformer_s12", num_classes=10), (3, 64, 64)),
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
+    "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),

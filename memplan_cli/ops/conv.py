@@ -264,7 +264,9 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch/): eager's `convolution` saves its input (and weight). On CPU it
+# `--profile torch` (profiles/torch/): eager's `convolution` saves its input and weight (derivatives.yaml:
+# convolution_backward(grad, input, weight, ...)): a weight computed each step (timm's weight
+# standardisation: batch_norm over the weight) is held until the convolution's backward. On CPU it
 # runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
 # with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
 # 16 (_blocked):
@@ -505,6 +507,241 @@ def _cl_bwd_dw(op, operands) -> tuple:
     return ((p["w_cl"], p["dw_w"], b, w),)
 
 
+# ---- kernels 14 wide and more: which oneDNN kernel runs each phase, and gemm's im2col buffers -----
+# oneDNN 3.12 tries its implementations in order (cpu_convolution_list.cpp) and takes the first whose
+# init_conf accepts the shape. For a wide kernel on AVX-512, one thread, float32, channels first:
+# - forward: jit_avx512_common_conv_fwd (ungrouped) or jit_uni_dw (depthwise) unless their unrolling
+#   limits refuse it (below), then gemm_convolution_fwd, whose only scratch is its im2col buffer;
+# - input's gradient: depthwise jit_uni_dw (no width limit); strided ungrouped brgconv_strided;
+# - weight's gradient: gemm beyond 14 wide (_gemm_weights).
+# Measured with devtools/torch_conv_sweep.py --set wide / wide_dw --verbose (torch 2.14.1).
+JIT_REGS = 28  # jit_avx512_common_conv_fwd_kernel: zmm registers for the output row's unroll
+JIT_CODE = 256 * 1024  # its rough code-size bound (default jit generator size)
+DW_UR_W = 6  # jit_uni_dw_conv_kernel_utils: avx512_core's unroll over the output row
+# gemm_convolution_utils init_conf: its L2 share in floats (the measuring CPU's 2 MiB per core)
+GEMM_L2 = 2 * 1024 * 1024 // 4
+SIMD_W = 16
+
+
+def _wide(op, operands) -> bool:
+    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these)."""
+    k = tuple(int(v) for v in op.attrs["kernel"])
+    if max(k) < 14 or torch_backend(op, operands) != "mkldnn":
+        return False
+    return not (_ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
+                and not any(int(p) for p in op.attrs.get("pads") or ()))
+
+
+def _wgeom(op, operands) -> dict:
+    """A 2-D convolution's sizes as oneDNN's init_conf names them (per group, channels first)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    cl = op.attrs.get("layout", "NCHW") != "NCHW"
+    ch = -1 if cl else 1
+    xs = x.shape[1:3] if cl else x.shape[2:4]
+    ys = y.shape[1:3] if cl else y.shape[2:4]
+    g = int(x.shape[ch]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    pads = tuple(int(v) for v in (op.attrs.get("pads") or (0, 0, 0, 0)))
+    d = tuple(int(v) for v in op.attrs.get("dilation", (1, 1)))
+    (kh, kw), (sh, sw) = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+    ih, iw, oh, ow = (int(v) for v in (*xs, *ys))
+    ekh, ekw = (kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1
+    return {"n": int(x.shape[0]), "g": g, "ic": int(x.shape[ch]) // g, "oc": int(y.shape[ch]) // g, "ih": ih,
+            "iw": iw, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": sh, "sw": sw, "t": pads[0], "l": pads[1],
+            "ekh": ekh, "ekw": ekw, "b": (oh - 1) * sh + ekh - (ih + pads[0]),
+            "r": (ow - 1) * sw + ekw - (iw + pads[1])}
+
+
+def _outside(q) -> bool:
+    """A kernel that lies wholly in the padding at an edge (the jit kernels' `kernel_outside_src`)."""
+    return q["ekw"] <= q["l"] or q["ekw"] <= q["r"] or q["ekh"] <= q["t"] or q["ekh"] <= q["b"]
+
+
+def _unroll_fits(q, ur_w) -> bool:
+    """The left pad and the right pad of the rows before the tail fit in one unrolled block."""
+    tail = q["ow"] % ur_w
+    r_no_tail = max(0, (q["ow"] - tail - 1) * q["sw"] + q["ekw"] - (q["iw"] + q["l"]))
+    return q["l"] <= ur_w and r_no_tail <= ur_w
+
+
+def _wide_refuse(op, operands) -> str | None:
+    """What the wide-kernel facts do not cover (the input's gradient is refused where it runs)."""
+    if not _wide(op, operands):
+        return None
+    k = "x".join(str(int(v)) for v in op.attrs["kernel"])
+    if _channels_last(op):
+        return f"a {k} kernel on channels-last data: oneDNN's memory for it was not measured"
+    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
+        return f"a dilated {k} kernel: oneDNN's memory for it was not measured"
+    if _wide_fwd_kernel(op, operands) is None:
+        return (f"a {k} kernel that is grouped (not depthwise with one output per channel), at most 3 columns "
+                f"wide, or one output column on one sample: oneDNN's kernel choice for it was not worked out")
+    return None
+
+
+def _wide_fwd_kernel(op, operands) -> str | None:
+    """oneDNN's forward kernel for a 2-D convolution, channels first: "jit", "gemm", or None (not worked
+    out here: grouped other than depthwise, a kernel at most 3 columns wide, jit's explicit-broadcast
+    case). Measured from 8 columns wide (a strided 11 x 11 kernel whose pad exceeds its 3 output
+    columns takes gemm too)."""
+    q = _wgeom(op, operands)
+    if op.type == "DepthwiseConv2D":
+        if int(op.attrs.get("depth_multiplier", 1) or 1) != 1:
+            return None
+        ok = not _outside(q) and _unroll_fits(q, min(DW_UR_W, q["ow"]))
+        return "jit" if ok else "gemm"
+    if not _ungrouped(op) or q["kw"] <= 3:
+        return None
+    if q["n"] == 1 and q["ow"] == 1 and q["iw"] == q["kw"] and q["oh"] >= 60:
+        return None  # the explicit-broadcast kernel for one-pixel-wide outputs
+    # jit_avx512_common_conv_fwd_kernel init_conf: a first convolution (under 16 input channels) reads
+    # them unblocked; embedded broadcast unrolls min(ow, 28) output columns, and the pads must fit in
+    # that block; the code size bound counts the left / right padded variants of the unrolled body
+    ic_block = q["ic"] if q["ic"] < BLOCK else BLOCK
+    ur_w = min(q["ow"], JIT_REGS)
+    r_pad = (ur_w * (q["ow"] // ur_w) - 1) * q["sw"] + q["ekw"] - (q["iw"] + q["l"])
+    mult = 1 + (q["l"] > 0) + (r_pad > 0)
+    fits = mult * q["kw"] * ic_block * ur_w * 15 <= JIT_CODE
+    return "jit" if fits and not _outside(q) and _unroll_fits(q, ur_w) else "gemm"
+
+
+def _wide_dx_kernel(op, operands) -> str | None:
+    """oneDNN's input-gradient kernel for a wide 2-D convolution: "jit_dw" (depthwise),
+    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data), "jit_avx2" (its AVX2
+    kernel, when AVX-512's declines), "gemm"; None where not worked out (one output column that the
+    whole input row feeds: AVX-512's large-filter case)."""
+    if op.type == "DepthwiseConv2D":
+        return "jit_dw"
+    if _strided(op):
+        return "brgconv_strided"
+    q = _wgeom(op, operands)
+    if 14 <= q["kw"] < 20 and q["ow"] == 1 and q["kw"] == q["iw"] and _round(q["ic"]) > BLOCK:
+        return None
+    if _outside(q):
+        return "gemm"
+    iw, kw, r = q["iw"], q["kw"], q["r"]
+    l_over = max(0, kw - 1 - q["l"])
+    # AVX-512 (embedded broadcast, one block of 16 input channels): min(iw, 28) columns unrolled; one
+    # block may hold the left overflow, one the right; the code-size bound over its padded variants
+    ur_w = min(iw, JIT_REGS)
+    tail = iw % ur_w
+    r_over = max(0, kw - 1 - max(0, r + tail))
+    mult = 1 + (l_over > 0) + (r_over > 0)
+    if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
+            mult * kw * BLOCK * ur_w * 15 <= JIT_CODE:
+        return "jit"
+    # AVX2 (blocks of 8): the unroll with the most FMAs in 15 registers whose block holds the left
+    # overflow (or is the whole row), then the same right-overflow and tail checks
+    nb_ic = _round_to(q["ic"], 8) // 8
+    best, ur_w = 0, 1
+    for b in range(1, 5):
+        if nb_ic % b:
+            continue
+        u = 1
+        while u * b + u <= 15 and u < iw + 1:
+            w = min(u, iw)
+            if not (l_over > w and w != iw) and (w * b > best or (w * b == best and ur_w < w)):
+                best, ur_w = w * b, w
+            u += 1
+    tail = iw % ur_w
+    if best and max(0, kw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
+        return "jit_avx2"
+    return "gemm"
+
+
+def _gemm_fwd_col(op, operands) -> int:
+    """Floats of gemm_convolution_fwd's im2col buffer on one thread (gemm_convolution_utils init_conf,
+    channels first, f32): ic x ks x os, unless its blocking search (a cache model over the L2 share)
+    takes blocks of input channels and of output pixels; then ic_block x ks x os_block."""
+    q = _wgeom(op, operands)
+    ic, oc, ks, os_ = q["ic"], q["oc"], q["kh"] * q["kw"], q["oh"] * q["ow"]
+    sh, sw = q["sh"], q["sw"]
+    spatial = q["n"] * q["g"] * os_
+    k_all = ic * ks
+    if not (spatial >= SIMD_W or os_ < q["n"] * q["g"] or (sw == 1 and k_all <= 0.05 * oc)):
+        return ic * ks * os_
+    return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
+
+
+def _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all) -> int:
+    """init_conf's search over (oc, os, ic) blocks for one thread, in its float32 arithmetic."""
+    f = np.float32
+    l2, simd = GEMM_L2, SIMD_W
+    min_oc_block, min_os_block = 8, simd
+    k_sum = f(8 + 1 + 1 + 1 + 1 + 1 + 0.5 + 1)
+    best = {"eff": f(0), "ocb": 1, "osb": 1, "icb": ic}
+
+    def max_icb_of(ocb, osb, oc_thr, os_thr):
+        out_blk, inp_row, col_row = ocb * osb, sh * sw * osb, ks * osb
+        if osb >= os_thr:
+            m = l2 // (inp_row + col_row)
+            if ocb < oc_thr:
+                m = min(m, (l2 - out_blk) // (col_row + ks * ocb))
+        else:
+            m = (l2 - out_blk) // (inp_row + col_row + ks * oc_thr)
+        if m < ic:
+            m = (l2 - out_blk) // (inp_row + col_row + ks * oc_thr)
+        return m
+
+    def try_cfg(ocb, osb):
+        oc_thr, os_thr = oc, spatial  # one thread: all of oc, all of the spatial work
+        ocb = min(oc_thr, max(min_oc_block, min(oc_thr, ocb)))
+        osb = max(min_os_block, min(os_thr, osb))
+        os_max = min(os_, os_thr)
+        osb = min(os_max, osb)
+        m = max_icb_of(ocb, osb, oc_thr, os_thr)
+        cost = 20 if m < 1 else 1
+        icb = max(1, ic // -(-ic // max(1, m)))
+        nb_ic = -(-ic // icb)
+        kb = icb * ks
+        kb_al, osb_al = _round_to(kb, simd), _round_to(osb, simd)
+        out_ops = cost * oc_thr * _round_to(os_thr, simd) * (1 if icb == ic else 2 * nb_ic - 1)
+        inp_size = ic * _round_to(os_thr * sh * sw, simd)
+        inp_ops = cost * ks * inp_size
+        koeff = f(osb_al) / f(osb)
+        col_ops = int(f(cost) * (f(ks * inp_size) * koeff + f(ks * inp_size) * koeff))
+        if sw != 1:
+            col_ops *= 8
+        wei_ops = cost * oc_thr * _round_to(k_all, simd)
+        mem_eff = (f(os_thr) / f(simd)) * f(oc_thr) * f(k_all) / f(inp_ops + col_ops + wei_ops + out_ops)
+        gemm_eff = (f(osb) * f(ocb) * f(kb)) / (f(oc_thr) * f(os_thr) * f(k_all))
+        calc_eff = ((f(osb) / f(simd)) * f(ocb) * f(kb)) / f(osb_al * kb + ocb * kb_al + ocb * osb_al)
+        eff = (f(oc_thr) / f(_round_to(oc_thr, ocb))) * (f(os_max) / f(_round_to(os_max, osb))) * \
+            (f(ic) / f(_round_to(ic, icb))) * (f(osb) / f(_round_to(osb, 3 * simd))) * mem_eff * \
+            np.power(gemm_eff, f(0.5)) * calc_eff  # thread disbalance 1 on one thread
+        eff = np.power(eff, f(1) / k_sum)
+        if eff > best["eff"]:
+            best.update(eff=eff, ocb=ocb, osb=osb, icb=icb)
+
+    def explore(ocb, osb):
+        try_cfg(ocb, osb)
+        try_cfg(ocb // 8 * 8, osb // 48 * 48)
+        try_cfg(_round_to(ocb, 8), osb // 48 * 48)
+        try_cfg(_round_to(ocb, 8), _round_to(osb, min_os_block))
+        try_cfg(_round_to(ocb, 8), _round_to(osb, 48))
+
+    try_cfg(oc, spatial)
+    if not (best["ocb"] == oc and best["osb"] == spatial and best["icb"] == ic):
+        a_k, b_k = sh * sw + ks, ks * oc
+        ocb = max(min_oc_block, min(oc, (l2 - a_k * ic * min_os_block - b_k * ic) // min_os_block))
+        osb = max(min_os_block, min(spatial, (l2 - b_k * ic) // (a_k * ic + ocb)))
+        explore(ocb, osb)
+        icb_max = max(1, l2 // (2 * min_oc_block * a_k + 2 * b_k))
+        if icb_max < ic:
+            icb = ic // max(1, ic // icb_max)
+            osb = max(1, (l2 - 2 * b_k * icb) // (2 * icb * a_k))
+            ocb = l2 // 2 // osb
+            if ocb > oc:
+                ocb = oc
+                osb = max(min_os_block, min(spatial, (l2 - b_k * icb) // (a_k * icb + ocb)))
+            elif osb > spatial:
+                osb = spatial
+                ocb = max(min_oc_block, min(oc, (l2 - a_k * icb * osb - b_k * icb) // osb))
+            explore(ocb, osb)
+        osb = max(min_os_block, ((l2 - b_k * ic) // (a_k * ic + oc)) // min_os_block * min_os_block)
+        explore(oc, osb)
+    return best["icb"] * ks * best["osb"]
+
+
 def _torch_fwd(op, operands) -> tuple:
     if _bf16(op, operands):
         return _bf16_fwd(op, operands)
@@ -515,6 +752,9 @@ def _torch_fwd(op, operands) -> tuple:
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
+    if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
+        # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer only (+ 128 B)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -587,6 +827,26 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _wide(op, operands):
+        kern = _wide_dx_kernel(op, operands)
+        if kern is None:
+            label = getattr(op, "label", "") or f"{op.type}"
+            raise UnsupportedOpError(
+                f"torch profile: op {label} ({op.type}): the input's gradient of a kernel as wide as its input with "
+                f"one output column (oneDNN's large-filter kernel, whose memory was not measured)")
+        if kern == "gemm":
+            # gemm_convolution_bwd_data reads and writes the plain tensors: its im2col buffer only
+            q = _wgeom(op, operands)
+            k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+            x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+            return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,),)
+        if kern == "jit_avx2":
+            # blocked by 8 (nChw8c): the incoming gradient, the weight, the input's gradient; then copied out
+            x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+            q = _wgeom(op, operands)
+            c, o = q["ic"], q["oc"]
+            bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
+            return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
     if _ungrouped(op) and _strided(op):
         if max(int(v) for v in op.attrs["kernel"]) > 7:
             label = getattr(op, "label", "") or f"{op.type}"
@@ -640,8 +900,22 @@ def _gemm_weights_scratch(op, operands) -> int:
     c, n = int(x.shape[ch]) // grp, int(x.shape[0])  # per group
     col = 0
     if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c * grp:
-        col = 4 * c * kh * kw * (y.num_elements // (n * int(y.shape[ch]))) + 128
+        os_ = y.num_elements // (n * int(y.shape[ch]))
+        col = 4 * c * kh * kw * _gemm_os_block(c * kh * kw, os_, 4 * w.nbytes + 128, x.nbytes + w.nbytes + y.nbytes,
+                                               0.05) + 128
     return 4 * w.nbytes + 128 + col
+
+
+def _gemm_os_block(k_col: int, os_: int, booked: int, tensors: int, coef: float) -> int:
+    """The output pixels gemm's backward im2col buffer holds: all of them, unless k_col x os_ floats
+    exceed what init_conf leaves of its scratchpad limit (min(1 GiB, 15 x the source, weight and
+    destination bytes) less what is booked already); then coef (0.05 weights, 0.1 data) of what
+    would fit, at least 16 (float32 arithmetic as in oneDNN)."""
+    available = min(1 << 30, 15 * tensors) - booked
+    if available >= 4 * k_col * os_:
+        return os_
+    most = available // (4 * k_col)
+    return max(SIMD_W, int(np.float32(most) * np.float32(coef)))
 
 
 def _weights_layout(op, operands) -> tuple:
@@ -972,13 +1246,9 @@ def _torch_refuse(op, operands) -> str | None:
             return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
                     f"measured for kernels up to 4 and strides up to 2 only")
     k = tuple(int(v) for v in op.attrs["kernel"])
-    if max(k) >= 14 and torch_backend(op, operands) == "mkldnn" and not (
-            _ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
-            and not any(int(p) for p in op.attrs.get("pads") or ())):
-        # measured: unpadded patchify kernels (stride = kernel) up to 32 wide; oneDNN takes its gemm
-        # kernels for other wide ones (forward when padded, the input's gradient from 14 wide)
-        return (f"a {k[0]}x{k[1]} kernel other than an unpadded patchify (stride = kernel): oneDNN's gemm "
-                f"convolution kernels, whose memory was not measured")
+    why = _wide_refuse(op, operands)
+    if why:
+        return why
     if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()):
         return "a padded, strided 1x1 kernel: oneDNN runs it with kernels whose memory was not measured"
     be = torch_backend(op, operands)
@@ -1059,7 +1329,7 @@ def _torch_contiguous_grad(op, operands) -> bool:
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
+TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated}

@@ -1,32 +1,42 @@
 """Reductions over axes: Mean (ONNX ReduceMean, GlobalAveragePool; TFLite MEAN), ReduceSum (ONNX
 ReduceSum; TFLite SUM), ReduceMax / ReduceMin (ONNX ReduceMax / ReduceMin; TFLite REDUCE_MAX /
 REDUCE_MIN), ReduceProd (ONNX ReduceProd; TFLite REDUCE_PROD: the TF Lite converter computes Keras
-Dense's row count on a sequence with it, on integers), ReduceL2 (ONNX; torch's weight_norm exports
-the norm of its direction parameter with it).
+Dense's row count on a sequence with it, on integers), ReduceL1 / ReduceL2 (ONNX; torch's
+`linalg.vector_norm` of order 1 / 2: torch.norm, F.normalize, weight_norm's direction norm),
+ReduceSumSquare, ReduceLogSum and ReduceLogSumExp (ONNX; torch.logsumexp: a z-loss, attention sinks).
+ArgMax / ArgMin, whose results are indices, are in ops/discrete.py (no gradient).
 
 Canonical form: `<type>(x[, axes])`, attrs `axes` (non-negative, sorted; absent: every axis),
-`keep_dims`, `noop` (ONNX noop_with_empty_axes with no axes: the output is the input). ONNX gives
-the axes as an attribute before opset 13 (ReduceSum) / 18 (ReduceMean, ReduceMax, ReduceMin) and as
-an input after; TFLite as input 1, with `keep_dims` in ReducerOptions. The axes are read at load; an
-axes input computed at run time is refused (the output shape would not be known). The axes operand
-stays an input (int, no gradient), as onert's Mean has it.
+`keep_dims`, `noop` (ONNX noop_with_empty_axes with no axes: nothing is reduced, and the op is its
+elementwise steps alone: the identity for Mean, Sum, Max, Min, Prod and LogSumExp; |x| for L1 and L2,
+x² for SumSquare, log x for LogSum, as the ONNX spec and its reference say). ONNX gives the axes as an
+attribute before opset 13 (ReduceSum) / 18 (the others) and as an input after; TFLite as input 1, with
+`keep_dims` in ReducerOptions. The axes are read at load; an axes input computed at run time is
+refused (the output shape would not be known). The axes operand stays an input (int, no gradient), as
+onert's Mean has it.
 
-Training rules (PyTorch derivatives.yaml):
-- `mean.dim`: self: mean_backward(grad, ...) = dY broadcast back over the reduced axes / N;
-  `sum.dim_IntList`: self: grad.expand(...) = dY broadcast. Backward reads dY (and the axes constant)
-  only: nothing is kept.
+Training rules (PyTorch derivatives.yaml; dY is broadcast back over the reduced axes):
+- `mean.dim`: self: mean_backward(grad, ...) = dY / N; `sum.dim_IntList`: self: grad.expand(...) = dY.
+  Backward reads dY (and the axes constant) only: nothing is kept.
 - `amax` / `amin`: self: scale_grad_by_count(restore_reduced_dims(grad), restore_reduced_dims(result)
   == self, dim): the gradient goes to the elements equal to the result, split evenly on ties; keeps
   X and Y.
 - `prod.dim_int`: self: prod_backward(grad, self, result): dX = dY times the product of the other
   elements of X's group; computed from X alone (exclusive prefix and suffix products, right with
   zeros too), so only X is kept.
-- `norm`: self: norm_backward(grad, self, p, result): dX = dY·X / Y (0 where Y is 0); keeps X and Y.
+- `linalg_vector_norm`: self: linalg_vector_norm_backward(grad, self, ord, result, ...) (norm_backward):
+  order 1: dX = dY·sign(X), keeps X; order 2: dX = dY·X / Y (0 where Y is 0), keeps X and Y.
+- SumSquare (sum of X²): dX = 2·X·dY, keeps X. LogSum (log of the sum): dX = dY / sum = dY·exp(-Y),
+  keeps Y.
+- `logsumexp`: self: logsumexp_backward(grad, self, result, dim, keepdim) = dY·exp(X - Y), each
+  element's softmax weight within its group; keeps X and Y.
 - A float parameter reduced directly (kept unfolded because another op reads it too) trains through
   the op with the same backward (calcGradient).
-FLOPs: forward |X| (Mean also |Y| divisions); backward Mean |X| (the division), Sum 0 (a broadcast
-copy), Max / Min 2|X| (the comparison and the split), Prod 3|X| (two scans and the product); L2
-forward 2|X| + |Y|, backward 2|X|.
+FLOPs (`_FLOPS`): forward |X| (Mean also |Y| divisions; L1, L2 and SumSquare 2|X|, L2 and LogSum |Y|
+more; LogSumExp 4|X| + 2|Y|: the max, the shift, exp, the sum, then log and the max added back);
+backward Mean |X| (the division), Sum 0 (a broadcast copy), Max / Min 2|X| (the comparison and the
+split), Prod 3|X| (two scans and the product), L1, L2 and SumSquare 2|X|, LogSum |X|, LogSumExp 3|X|
+(the shift, exp, the product).
 """
 from __future__ import annotations
 
@@ -40,19 +50,29 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
-TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2")
+TYPES = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+         "ReduceLogSum", "ReduceLogSumExp")
 _EXTREME = ("ReduceMax", "ReduceMin")
+# what each backward reads beside dY ("x": the input, "y": the output); Mean and Sum read nothing
+_KEEPS = {"ReduceMax": "xy", "ReduceMin": "xy", "ReduceProd": "x", "ReduceL1": "x", "ReduceL2": "xy",
+          "ReduceSumSquare": "x", "ReduceLogSum": "y", "ReduceLogSumExp": "xy"}
+# over no axis (noop_with_empty_axes) an op is its elementwise steps alone: the identity for these, |x|,
+# x², log x for L1 / L2, SumSquare, LogSum (ONNX's noop_with_empty_axes and its reference)
+_IDENTITY_WHEN_NOOP = ("Mean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp")
+
+
+def keeps(op) -> str:
+    """What the op's backward reads of its forward: "x", "y", both, or nothing."""
+    if op.attrs.get("noop") and op.type in _IDENTITY_WHEN_NOOP:
+        return ""
+    return _KEEPS.get(op.type, "")
 
 
 # ---- rule ------------------------------------------------------------------------------------------
 def rule(op, ctx) -> OpRule:
     x, y = op.inputs[0], op.outputs[0]
     r = OpRule(forward=forward_io(op))
-    reads = [("bp", y)]
-    if op.type in _EXTREME + ("ReduceL2",) and not op.attrs.get("noop"):
-        reads += [("fwd", x), ("fwd", y)]
-    elif op.type == "ReduceProd" and not op.attrs.get("noop"):
-        reads += [("fwd", x)]
+    reads = [("bp", y)] + [("fwd", x if k == "x" else y) for k in keeps(op)]
     reads += [("fwd", i) for i in op.inputs[1:] if i >= 0]  # the axes constant
     if bp_targets(op, ctx, [x]):
         r.calc_derivative = StepIO(list(reads), [("bp", x)])
@@ -75,12 +95,36 @@ def _kept_shape(shape, axes) -> tuple:
     return tuple(1 if k in axes else n for k, n in enumerate(shape))
 
 
-def _l2(x, axis, keepdims):
-    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+def _l1(x, axis):
+    return np.sum(np.abs(x), axis=axis, keepdims=True)
 
 
+def _l2(x, axis):
+    return np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+
+
+def _sum_square(x, axis):
+    return np.sum(x * x, axis=axis, keepdims=True)
+
+
+def _log_sum(x, axis):
+    return np.log(np.sum(x, axis=axis, keepdims=True))
+
+
+def _log_sum_exp(x, axis):
+    """log(sum(exp(x))) without overflow: the group's max taken out first; an infinite max is not
+    subtracted (ATen's logsumexp does the same), so a +inf element gives +inf and an all -inf group
+    -inf, not NaN."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isinf(m), 0.0, m)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+
+
+# NumPy names resolved on use: importing the registry does not load NumPy
 _FWD = {"Mean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod",
-        "ReduceL2": _l2}  # NumPy names resolved on use: importing the registry does not load NumPy
+        "ReduceL1": _l1, "ReduceL2": _l2, "ReduceSumSquare": _sum_square, "ReduceLogSum": _log_sum,
+        "ReduceLogSumExp": _log_sum_exp}
 
 
 def _product_of_others(x, ax):
@@ -98,10 +142,12 @@ def _product_of_others(x, ax):
 def forward(ctx):
     x = np.asarray(ctx.x(0))
     y = ctx.y()
-    ax = reduced_axes(ctx.attrs, x.ndim)
+    ax = reduced_axes(ctx.attrs, x.ndim)  # () reduces nothing: NumPy's reductions over no axis
     fn = _FWD[ctx.op.type]
-    fn = getattr(np, fn) if isinstance(fn, str) else fn
-    y[...] = (fn(x, axis=ax, keepdims=True) if ax else x).reshape(y.shape)
+    if isinstance(fn, str):
+        y[...] = getattr(np, fn)(x, axis=ax, keepdims=True).reshape(y.shape)
+    else:
+        y[...] = fn(x, ax).reshape(y.shape)
 
 
 def backward(ctx):
@@ -112,17 +158,27 @@ def backward(ctx):
     ax = reduced_axes(ctx.attrs, len(shape))
     dy = np.asarray(ctx.dy()).reshape(_kept_shape(shape, ax))
     t = ctx.op.type
+    kept = keeps(ctx.op)
+    x = np.asarray(ctx.x(0)) if "x" in kept else None
+    yk = np.asarray(ctx.y()).reshape(_kept_shape(shape, ax)) if "y" in kept else None
     if t == "Mean":
         g = np.broadcast_to(dy / max(math.prod(shape[a] for a in ax), 1), shape)
-    elif t == "ReduceSum" or not ax:
+    elif not kept:  # a sum, or an identity (a noop)
         g = np.broadcast_to(dy, shape)
     elif t == "ReduceProd":
-        g = dy * _product_of_others(np.asarray(ctx.x(0)), ax)
+        g = dy * _product_of_others(x, ax)
+    elif t == "ReduceL1":
+        g = dy * np.sign(x)
     elif t == "ReduceL2":
-        yk = np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
-        g = dy * np.divide(np.asarray(ctx.x(0)), yk, out=np.zeros(shape), where=yk != 0)
+        g = dy * np.divide(x, yk, out=np.zeros(shape), where=yk != 0)
+    elif t == "ReduceSumSquare":
+        g = 2.0 * x * dy
+    elif t == "ReduceLogSum":
+        g = np.broadcast_to(dy * np.exp(-yk), shape)  # dY / sum(X)
+    elif t == "ReduceLogSumExp":
+        g = dy * np.exp(x - yk)  # each element's softmax weight within its group
     else:
-        hit = np.asarray(ctx.x(0)) == np.asarray(ctx.y()).reshape(_kept_shape(shape, ax))
+        hit = x == yk
         g = dy * hit / hit.sum(axis=ax, keepdims=True)
     out[...] = g.reshape(out.shape)
 
@@ -149,20 +205,19 @@ def check(op, operands):
     return None
 
 
+# FLOPs per element: (forward per input element, forward per output element, backward per input element)
+_FLOPS = {"Mean": (1, 1, 1), "ReduceSum": (1, 0, 0), "ReduceMax": (1, 0, 2), "ReduceMin": (1, 0, 2),
+          "ReduceProd": (1, 0, 3), "ReduceL1": (2, 0, 2), "ReduceL2": (2, 1, 2), "ReduceSumSquare": (2, 0, 2),
+          "ReduceLogSum": (1, 1, 1), "ReduceLogSumExp": (4, 2, 3)}
+
+
 def flops(op, operands):
     n = operands[op.inputs[0]].num_elements
     m = operands[op.outputs[0]].num_elements
-    if op.attrs.get("noop"):
+    if op.attrs.get("noop") and op.type in _IDENTITY_WHEN_NOOP:
         return 0, 0
-    if op.type == "Mean":
-        return n + m, n
-    if op.type == "ReduceSum":
-        return n, 0
-    if op.type == "ReduceProd":
-        return n, 3 * n
-    if op.type == "ReduceL2":
-        return 2 * n + m, 2 * n
-    return n, 2 * n
+    per_in, per_out, bwd = _FLOPS[op.type]
+    return per_in * n + per_out * m, bwd * n
 
 
 def _batch(op, graph, shapes, batched):
@@ -248,7 +303,9 @@ def _tflite_reduce(t):
 
 ONNX = {"ReduceMean": _onnx_reduce("Mean"), "ReduceSum": _onnx_reduce("ReduceSum"),
         "ReduceMax": _onnx_reduce("ReduceMax"), "ReduceMin": _onnx_reduce("ReduceMin"),
-        "ReduceProd": _onnx_reduce("ReduceProd"), "ReduceL2": _onnx_reduce("ReduceL2"),
+        "ReduceProd": _onnx_reduce("ReduceProd"), "ReduceL1": _onnx_reduce("ReduceL1"),
+        "ReduceL2": _onnx_reduce("ReduceL2"), "ReduceSumSquare": _onnx_reduce("ReduceSumSquare"),
+        "ReduceLogSum": _onnx_reduce("ReduceLogSum"), "ReduceLogSumExp": _onnx_reduce("ReduceLogSumExp"),
         "GlobalAveragePool": _onnx_global_average}
 # its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
 # input still read at load (loaders/flatbuffer_loader.py)

@@ -484,7 +484,8 @@ def _merged(graph, sig, md) -> dict[int, list]:
 
 def _merged_views(graph, sig, md) -> dict[int, list]:
     """The same merge for parameters the optimizer folded through views first (EvoNorm's
-    `v.view(1, -1, 1, 1)` and `weight.view(1, -1, 1, 1)`, both ones at init: one constant kept): an
+    `v.view(1, -1, 1, 1)` and `weight.view(1, -1, 1, 1)`, ViTDet's channels-first norms'
+    `weight[:, None, None]`, both ones at init: one constant kept): an
     op reads a constant folded from one parameter and views alone while its fx node takes, instead, a
     value of the same fx kind (`%view_2` for `view_1`) that nothing in the file is named: it read
     another parameter, lost. Which one: a parameter of the op's module (its recorded scope) that the
@@ -499,7 +500,9 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
     viewed = {}  # folded constant -> the one parameter it views
     for name, srcs in folded.items():
         params = [t for t in srcs if t in sig.params]
-        if len(params) == 1 and all(t in sig.params or _onnx_value(t) for t in srcs):
+        # the parameter, the optimizer's constants, and views between (`weight[:, None, None]`: an
+        # `unsqueeze` the next `unsqueeze` read)
+        if len(params) == 1 and all(t in sig.params or _onnx_value(t) or fx_kind(t) in _FX_VIEWS for t in srcs):
             viewed[name] = params[0]
     taken: set[str] = set()
     out: dict[int, list] = {}

@@ -446,6 +446,9 @@ class Replay:
                     continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and (
                     not f.get("view_needs_contiguous") or incoming_contig):
+                if v in trained and incoming_contig and not f.get("strided"):
+                    self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
+                    continue
                 self.deliver(v, g_out[0], incoming_contig and not f.get("strided"), s, made, tmp, op.label,
                              shared=True)
                 continue
@@ -509,6 +512,25 @@ class Replay:
             grad_contig[v] = True
         else:
             grad[v] = gw
+
+    def weight_grad_of_view(self, v, st, op, s, made, tmp) -> None:
+        """A trained weight read through a view (timm's `weight.reshape(1, out, -1)` before
+        batch_norm): the view's backward hands it the incoming gradient, laid out as the weight.
+        AccumulateGrad keeps that tensor as `.grad` (it steals a gradient nothing else holds that obeys
+        the weight's layout) until the end of the step; one another operand still holds is copied;
+        a later gradient is added into the first."""
+        sim, grad = self.sim, self.grad
+        if grad.get(v) is not None and self.grad_contig.get(v, True):
+            sim.touch(grad[v], s)  # added in place; the incoming one is freed with its last reader
+            return
+        if grad.get(v) is not None or any(u != v and g == st for u, g in grad.items()):
+            self.weight_grad(v, op, s, made, tmp)
+            return
+        sim.store[st]["category"] = "gradient"
+        sim.store[st]["kind"] = "wgrad"
+        self.grads_of_weights.append(st)
+        grad[v] = st
+        self.grad_contig[v] = True
 
     def deliver(self, v, st, is_contig, s, made, tmp, label, shared=False) -> None:
         """Gradient `st` reaches operand `v`: the first is kept, a later one is added into it and freed."""
