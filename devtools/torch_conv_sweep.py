@@ -242,6 +242,15 @@ SETS["cl_grouped"] = [dict(n=n, c=c, h=h, o=c * m, k=k, s=s, p=k // 2, g=c, cl=1
                                    (2, 48, 8, 48, 8, 1, 1), (2, 48, 8, 96, 12, 1, 0), (2, 96, 8, 96, 24, 2, 1),
                                    (2, 128, 8, 80, 64, 1, 1), (4, 64, 8, 160, 32, 2, 1), (2, 36, 8, 72, 6, 1, 1))]
 
+# channels-first grouped convolutions no jit kernel blocks (a depth multiplier, 2 or 6 channels per group):
+# gemm in all three phases
+SETS["gemm_grouped"] = [dict(n=n, c=c, h=h, o=o, k=k, s=s, p=k // 2, g=g, bias=b)
+                        for n, c, h, o, k, s, g, b in ((4, 48, 16, 96, 5, 2, 48, 1), (2, 24, 8, 72, 3, 1, 24, 0),
+                                                       (2, 32, 8, 64, 3, 1, 16, 1), (2, 36, 8, 36, 3, 2, 6, 1),
+                                                       (2, 16, 8, 64, 7, 1, 16, 1), (4, 96, 14, 192, 3, 2, 96, 1),
+                                                       (1, 32, 28, 128, 3, 1, 32, 1), (4, 48, 8, 48, 5, 1, 24, 0),
+                                                       (2, 64, 16, 128, 7, 2, 64, 1), (4, 20, 12, 60, 3, 1, 10, 1))]
+
 
 def _random_cl_grouped(count, seed):
     """Channels-last grouped convolutions drawn at random (fixed seed): depth multipliers and groups of 2

@@ -4,7 +4,7 @@ attention, re-parameterisable BatchNorm branches, disentangled relative attentio
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
-grouped channels-last convolutions (depth multipliers, small groups).
+grouped convolutions (depth multipliers, small groups; channels-last and channels-first).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -720,6 +720,26 @@ class CLGroupedNet(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
 
 
+class GemmGroupedNet(nn.Module):
+    """Channels-first grouped convolutions no oneDNN jit kernel blocks (gemm in every phase): a 5x5
+    stride-2 depthwise convolution with 2 outputs per channel, 2 channels per group, a 3x3 with 3 outputs
+    per channel, 6 channels per group, 2 outputs per channel last (with a bias, no BatchNorm: its backward
+    first, where the step peaks), the others with BatchNorm, each with ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g, bn=True):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=not bn),
+                                 nn.BatchNorm2d(o) if bn else nn.Identity(), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 24, 3, 2, 1), unit(24, 48, 5, 2, 24), unit(48, 48, 3, 1, 24),
+                                  unit(48, 144, 3, 1, 48), unit(144, 144, 3, 1, 24), unit(144, 288, 3, 1, 144, bn=False))
+        self.head = nn.Linear(288, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -750,6 +770,7 @@ FAM = {
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),

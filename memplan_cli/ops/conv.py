@@ -440,13 +440,8 @@ def _jit_fwd_fits(op, operands) -> bool:
     ur_w = min(OW, 28) output columns, the left padding and the right padding of the untailed columns
     must each fit in one unroll); otherwise brgemm's AVX2 kernel runs it (measured: EdgeNeXt's 9x9
     stride-2 kernel at 2 output columns)."""
-    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
-    iw, ow = int(x.shape[3]), int(y.shape[3])
-    kw, sw = int(op.attrs["kernel"][1]), int(tuple(op.attrs.get("stride") or (1, 1))[1])
-    lp = int((op.attrs.get("pads") or (0, 0, 0, 0))[1])
-    ur = min(ow, 28)
-    r_pad = max(0, (ow - ow % ur - 1) * sw + kw - (iw + lp))
-    return lp <= ur and r_pad <= ur
+    q = _wgeom(op, operands)
+    return _unroll_fits(q, min(q["ow"], JIT_REGS))
 
 
 def _cl_fwd(op, operands) -> tuple:
@@ -648,6 +643,20 @@ def _wide_dx_kernel(op, operands) -> str | None:
     return "gemm"
 
 
+def _gemm_grouped(op, operands) -> bool:
+    """A grouped channels-first convolution that no jit kernel blocks, so gemm_convolution runs all three
+    phases: jit_avx512_common needs both channel counts per group in blocks of 16, or of 8 or 4
+    (init_conf's `ok_to_try_lower_zmm`; `oc % oc_block` and `ic % ic_block` must be 0 outside channels
+    last), jit_dw one input and one output per group (measured: depth multipliers 2 to 4, 2 and 6
+    channels per group, 3x3 to 7x7)."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D") or _channels_last(op) or _bf16(op, operands):
+        return False
+    q = _wgeom(op, operands)
+    if q["g"] == 1 or (op.type == "DepthwiseConv2D" and q["oc"] == 1):
+        return False
+    return q["ic"] % 4 != 0 or q["oc"] % 4 != 0
+
+
 def _gemm_fwd_col(op, operands) -> int:
     """Floats of gemm_convolution_fwd's im2col buffer on one thread (gemm_convolution_utils init_conf,
     channels first, f32): ic x ks x os, unless its blocking search (a cache model over the L2 share)
@@ -752,6 +761,9 @@ def _torch_fwd(op, operands) -> tuple:
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
+    if _gemm_grouped(op, operands):
+        # its im2col buffer beside the output, then the output made once more (copied out)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
         # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer only (+ 128 B)
         return ((4 * _gemm_fwd_col(op, operands) + 128,),)
@@ -827,6 +839,13 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _gemm_grouped(op, operands):
+        # gemm_convolution_bwd_data's im2col buffer beside the input's gradient, then that gradient made
+        # once more (copied out)
+        q = _wgeom(op, operands)
+        k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+        x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+        return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,), ("in0",))
     if _wide(op, operands):
         kern = _wide_dx_kernel(op, operands)
         if kern is None:
@@ -875,9 +894,10 @@ def _gemm_weights(op, operands) -> bool:
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return False
     kw = int(op.attrs["kernel"][1])
-    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
+    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7); a
+    # depth multiplier is no jit_dw case (one input per group: gemm, as `_gemm_grouped` says)
     if op.type == "DepthwiseConv2D":
-        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3)
+        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
