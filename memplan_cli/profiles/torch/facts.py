@@ -98,16 +98,16 @@ def facts(op) -> dict | None:
     """The torch facts of `op` (an IR op or an EagerOp): its family's (a dict, or a function of the op),
     {} for an op that never carries a gradient (`OpDef.no_grad`: eager records no node), else None."""
     d = ops.get(op.type)
-    f = (d.profiles or {}).get("torch") if d is not None else None
-    if callable(f):
-        f = f(op)
+    own = (d.profiles or {}).get("torch") if d is not None else None
+    f = own(op) if callable(own) else own
     if f is not None:
         return f
     if d is not None and d.no_grad:
         return {}
     if op.type in COMPOSED:
         return COMPOSED[op.type](op)
-    f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
+    if own is None:  # a family's function that gave none here leaves the op to the general rule
+        f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
     if f is None and (getattr(op, "attrs", None) or {}).get(ESTIMATED):
         return GENERAL
     return f
