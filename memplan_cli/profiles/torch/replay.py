@@ -43,7 +43,9 @@ class Replay:
         g = self.g = tg.graph
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
-        self.ops = eager_ops(g, self.uses, self.opd)
+        # which weights train, as `held_before` settles them (a computed sdpa mask is no parameter)
+        grads = frozenset(tg.grad) - {m for m in sdpa_masks(g) if self.opd[m].assumed}
+        self.ops = eager_ops(g, self.uses, self.opd, grads)
         if (getattr(config, "precision", None) or "32-true") == "32-true":
             self.ops = same_dtype_casts(self.ops, self.opd)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")

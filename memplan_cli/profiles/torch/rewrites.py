@@ -407,10 +407,10 @@ def unread_statistics(ops_: list[EagerOp], g) -> list[EagerOp]:
     return [op for pos, op in enumerate(ops_) if pos not in dead] if dead else ops_
 
 
-def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
+def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
-    (new operands appended to `opd`, their readers to `uses`)."""
-    ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
+    (new operands appended to `opd`, their readers to `uses`). `trained`: the weights that train."""
+    ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
