@@ -627,3 +627,15 @@ def test_var_as_the_exporters_write_it_is_one_aten_var(tmp_path):
     a = _run(_group_var(tmp_path, "own", own), loss="mse")
     d = next(b for b in a.buffers.buffers if b.name == "d")
     assert a.buffers.steps[d.last].kind != "forward"
+
+
+def test_an_integer_index_constant_gather_saves_is_held_a_shape_is_not(tmp_path):
+    # TinyViT's attention_bias_idxs: an integer buffer of the module that the index op saves (gather
+    # keeps its indices) is a tensor held the whole step (4 x 4 int64: 128 B); the Reshape's shape
+    # constants are Python values in eager, no tensors
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["bias"], axis=1, name="gather"),
+             helper.make_node("Unsqueeze", ["bias", "a0m"], ["m"], name="unsq")]
+    a = _run(_attention(tmp_path, mask=True, mask_nodes=nodes, name="idx"))
+    held = {b.name: b for b in a.buffers.buffers if b.first == 0 and b.last == len(a.buffers.steps) - 1}
+    assert held["idx"].size == 128
+    assert not {"s5", "s3", "a0m"} & set(held)
