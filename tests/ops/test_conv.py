@@ -264,8 +264,27 @@ def test_torch_dilated_wide_kernels(cfg, kernels, fwd, peak):
     assert got[1] == peak and fwd in (None, got[0])
 
 
+@pytest.mark.parametrize("cfg,fwd,peak", [
+    # Wav2Vec2's positional convolution: Conv1d (n, c, L) -> c, kernel k, pad k // 2, g groups, run as the
+    # 2-D convolution of its (n, c, 1, L) view; measured with F.conv1d on one thread (allocator events)
+    ((2, 64, 99, 16, 4), 116_224, 481_280),  # 16 per group: jit forward and input gradient, gemm weight's
+    ((2, 64, 99, 128, 16), 204_928, 911_360),  # 4 per group, 128 wide: gemm in every phase
+    ((1, 768, 49, 128, 16), 589_952, 95_754_496)])  # base size: im2col in blocks of 24 of the 50 positions
+def test_torch_grouped_wide_conv1d(cfg, fwd, peak):
+    from memplan_cli.ir.graph import Operand, Operation
+    from memplan_cli.ops import conv
+
+    n, c, length, k, g = cfg
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (c, c // g, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, length + 1))]
+    op = Operation(0, "Conv1D", [0, 1, 2], [3], {"kernel": (k,), "stride": (1,), "dilation": (1,), "group": g,
+                                                  "layout": "NCHW", "pads": (k // 2, k // 2)})
+    assert not conv.TORCH["estimated"](op, opd)  # the 2-D facts count it: not named as estimated
+    assert _torch_phases(op, opd) == (fwd, peak)
+
+
 @pytest.mark.parametrize("cfg,why", [
-    (dict(n=2, c=16, h=32, o=32, k=15, p=7, g=2), "grouped"),
+    (dict(n=2, c=18, h=32, o=18, k=15, p=7, g=3), "grouped"),
     (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
 def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
     from memplan_cli.ops import conv
