@@ -164,8 +164,11 @@ def _torch_op(n, c, h, o, k, s=1, p=0, g=1, d=1, bias=True):
 
 
 def _largest(alts, op, opd):
-    return max((sum(x if isinstance(x, int) else opd[op.inputs[int(x[2])]].nbytes for x in alt) for alt in alts),
-               default=0)
+    def size(x):
+        if isinstance(x, int):
+            return x
+        return opd[op.inputs[int(x[2])] if x.startswith("in") else op.outputs[int(x[3])]].nbytes
+    return max((sum(size(x) for x in alt) for alt in alts), default=0)
 
 
 def _torch_phases(op, opd, xgrad=True, wgrad=True):
@@ -284,12 +287,17 @@ def test_torch_grouped_wide_conv1d(cfg, fwd, peak):
 
 
 @pytest.mark.parametrize("cfg,why", [
-    (dict(n=2, c=18, h=32, o=18, k=15, p=7, g=3), "grouped"),
+    (dict(n=2, c=16, h=32, o=32, k=15, p=7, tall=True), "at most 3 columns"),
     (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
 def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
+    from memplan_cli.ir.graph import Operand
     from memplan_cli.ops import conv
 
+    tall = cfg.pop("tall", False)
     op, opd = _torch_op(**cfg)
+    if tall:  # a 15 x 3 kernel, pad (7, 1): the same output
+        op.attrs.update(kernel=(15, 3), pads=(7, 1, 7, 1))
+        opd[1] = Operand(1, "w", (32, 16, 15, 3), is_const=True)
     assert why in conv._torch_refuse(op, opd)
 
 

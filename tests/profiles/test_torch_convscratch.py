@@ -228,6 +228,43 @@ def test_grouped_weight_gradient_kernel(cfg, peak, gemm):
     assert _bwd_peak(op, opd, True) == peak
 
 
+@pytest.mark.parametrize("cfg,fwd,peak", [
+    # n, c, h, o, k, s, groups, bias -> forward scratch beside the output, backward peak (xgrad=1), measured:
+    # `--one "n=..,c=..,h=..,o=..,k=..,s=..,p=<k//2>,g=..,bias=.."`: gemm in all three phases
+    ((4, 48, 16, 96, 5, 2, 48, 1), 98_304, 393_216),   # EdgeNeXt's multiplier 2, channels first
+    ((2, 24, 8, 72, 3, 1, 24, 0), 36_864, 27_808),     # multiplier 3, 3x3 (no jit_dw), no bias
+    ((2, 32, 8, 64, 3, 1, 16, 1), 32_768, 44_544),     # 2 inputs per group
+    ((2, 36, 8, 36, 3, 2, 6, 1), 4_608, 61_168),       # 6 per group, strided: im2col larger than the output
+    ((1, 32, 28, 128, 3, 1, 32, 1), 401_408, 200_704),
+    ((4, 20, 12, 60, 3, 1, 10, 1), 138_240, 92_160)])
+def test_grouped_convolution_no_jit_kernel_blocks_runs_gemm(cfg, fwd, peak):
+    # jit_avx512_common needs both channel counts per group in blocks of 16, 8 or 4, jit_dw one input and
+    # one output per group: gemm_convolution's im2col buffer beside the output and the input's gradient,
+    # each then made once more
+    n, c, h, o, k, s, g, bias = cfg
+    oh = (h + 2 * (k // 2) - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // g, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    typ, attrs = "Conv2D", {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": g, "layout": "NCHW",
+                            "pads": (k // 2,) * 4}
+    if g == c:
+        typ, attrs["depth_multiplier"] = "DepthwiseConv2D", o // c
+    op = Operation(0, typ, [0, 1, 2] if bias else [0, 1], [3], attrs)
+    if not bias:
+        opd[2] = Operand(2, "b", (0,), is_const=True)
+    assert conv._gemm_grouped(op, opd) and conv._gemm_weights(op, opd)
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == fwd
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_grouped_convolution_in_blocks_of_4_keeps_the_jit_kernels():
+    opd = [Operand(0, "x", (2, 64, 8, 8)), Operand(1, "w", (64, 4, 3, 3), is_const=True),
+           Operand(2, "b", (64,), is_const=True), Operand(3, "y", (2, 64, 8, 8))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "group": 16,
+                                                 "layout": "NCHW", "pads": (1, 1, 1, 1)})
+    assert not conv._gemm_grouped(op, opd)
+
+
 def _op1d(n, c, length, o, k, s=1):
     ol = (length - k) // s + 1
     opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (o, c, k), is_const=True), Operand(2, "y", (n, o, ol))]
@@ -278,14 +315,14 @@ def test_a_permuted_incoming_gradient_is_copied_contiguous_for_the_convolution(t
 
 
 def test_a_conv1d_whose_2d_view_was_not_measured_is_estimated_not_refused():
-    # a positional convolution as Wav2Vec2's, kernel 16, padding 8, with 2 channels per group (32
-    # groups): its 2-D view (1 x 16) runs oneDNN kernels whose memory was not measured (a 2-D one is
-    # refused): the 1-D facts count it and the report names it as estimated (4 channels per group
-    # and more are measured: tests/ops/test_conv.py)
+    # a positional convolution as Wav2Vec2's, kernel 16, padding 16, 16 groups, dilated by 2: its 2-D
+    # view (1 x 16) runs oneDNN kernels whose memory was not measured (a 2-D one is refused): the 1-D
+    # facts count it and the report names it as estimated (undilated ones are measured:
+    # tests/ops/test_conv.py)
     op, opd = _op1d(4, 64, 100, 64, 16)
-    op.attrs.update({"pads": (8, 8), "group": 32})
-    opd[1] = Operand(1, "w", (64, 2, 16), is_const=True)
-    opd[2] = Operand(2, "y", (4, 64, 101))
+    op.attrs.update({"pads": (16, 16), "group": 16, "dilation": (2,)})
+    opd[1] = Operand(1, "w", (64, 4, 16), is_const=True)
+    opd[2] = Operand(2, "y", (4, 64, 102))
     assert conv.TORCH["refuse"](op, opd) is None and conv.TORCH["estimated"](op, opd)
     assert conv.TORCH["fwd_scratch"](op, opd) == conv._torch_fwd(op, opd)
     op, opd = _op1d(4, 32, 79, 32, 3, 2)

@@ -157,7 +157,15 @@ class Replay:
         g, opd, sim, storage, config, tg = self.g, self.opd, self.sim, self.storage, self.config, self.tg
         # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
         # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
-        read = {v for op in self.ops if not (facts(op) or {}).get("shape_only") for v in op.inputs}
+        # nor one an exporter wrote for an argument eager passes as None (`none_fills`: batch_norm's
+        # weight and bias, written as ones / zeros; no parameter, `Operand.computed`)
+        read = set()
+        for op in self.ops:
+            f = facts(op) or {}
+            if not f.get("shape_only"):
+                fills = f.get("none_fills", ())
+                read.update(v for k, v in enumerate(op.inputs)
+                            if not (k in fills and v >= 0 and opd[v].computed and v not in self.trained))
         masks = sdpa_masks(g)
         # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
         # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
@@ -265,6 +273,8 @@ class Replay:
         copies.update(self.ac.forward_casts(sim, op, p, s, op.label))
         outs = self.outputs(op, s, f)
         memory_format(op, opd, self.contig, self.cl, self.strides)
+        if op.attrs.get(ESTIMATED):  # a kernel its memory format chose may be estimated too
+            sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")

@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, INPLACE_WRITE, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
@@ -285,6 +285,29 @@ def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp
     return out
 
 
+def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """A slice or index assignment, read back as eager's write into the tensor itself: a ScatterND
+    (no reduction) of a TorchScript export (its symbolics write one only for `index_put_` and a
+    `copy_` into a slice view) or recording a dynamo `slice_scatter` (the functionalized `copy_`).
+    Its result is its data's storage (ops/scatter.py); where the data is a constant that trains not
+    (MiniCPM3's `new_empty`, a fill eager makes just before), the write makes that tensor: its data
+    input is dropped and its result is new."""
+    irops = g.operations
+    traced = any(op.call for op in irops)
+    out = []
+    for op in ops_:
+        if op.type == INPLACE_WRITE["type"] and op.members == (op.index,) and len(op.inputs) >= 3 and \
+                str(op.attrs.get("reduction", "none")) == "none":
+            c = parse_call(irops[op.index].call) if irops[op.index].call else None
+            if not traced or (c and c[1].removeprefix("aten.") in INPLACE_WRITE["targets"]):
+                data = op.inputs[0]
+                fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+                op = EagerOp(op.index, op.type, [-1 if fresh else data] + op.inputs[1:], op.outputs,
+                             {**op.attrs, INPLACE_WRITE["attr"]: True}, op.label, op.members)
+        out.append(op)
+    return out
+
+
 def variances(ops_: list[EagerOp], g, uses: dict) -> list[EagerOp]:
     """`x.var(dims)` as both exporters write it, read back as eager's one `aten::var.correction`:
     Mean(x, axes, keepdims) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes), each intermediate read only by
@@ -388,6 +411,6 @@ def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
-    ops_ = centred_twice(unread_statistics(ops_, g), g, opd, uses)
+    ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
