@@ -704,6 +704,53 @@ class WSNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class PosNet(nn.Module):
+    """Parameters added with a broadcast (a ViT's position embedding over the batch, a per-channel
+    shift after an activation): autograd sums the incoming gradient to each parameter's shape."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, c, 4, stride=4)
+        self.pos = nn.Parameter(torch.randn(1, 64, c) * 0.02)
+        self.shift = nn.Parameter(torch.zeros(c))
+        self.fc = nn.Linear(c, c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):  # one expression: no Python local holds a tensor past its last use
+        return self.head((F.gelu(self.fc(self.patch(x).flatten(2).transpose(1, 2) + self.pos)) + self.shift).mean(1))
+
+
+class ManualWSConv(nn.Conv2d):
+    """Weight standardisation written out (the Weight Standardization paper's code: the weight minus
+    its mean, divided by its standard deviation per output channel)."""
+
+    def forward(self, x):
+        w = self.weight
+        w = w - w.mean(dim=(1, 2, 3), keepdim=True)
+        std = w.view(w.size(0), -1).std(dim=1).view(-1, 1, 1, 1) + 1e-5
+        return F.conv2d(x, w / std.expand_as(w), self.bias, self.stride, self.padding)
+
+
+class GNWSConv(nn.Conv2d):
+    """Weight standardisation through group_norm over the reshaped weight (one group per output
+    channel)."""
+
+    def forward(self, x):
+        w = F.group_norm(self.weight.reshape(1, self.out_channels, -1), self.out_channels, eps=1e-5)
+        return F.conv2d(x, w.reshape_as(self.weight), self.bias, self.stride, self.padding)
+
+
+class WSVariantNet(nn.Module):
+    def __init__(self, conv, c=16, classes=10):
+        super().__init__()
+        self.stem = conv(3, c, 3, stride=2, padding=1)
+        self.c1 = conv(c, 2 * c, 3, padding=1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -819,7 +866,10 @@ FAM = {
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
+    "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
+    "fam_ws_groupnorm": ("wstd", lambda: WSVariantNet(GNWSConv), IMG),
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
@@ -863,6 +913,8 @@ NAMED = {
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
     "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),
+    "fam_hf_bit": ("wstd", _hf("BitConfig", "BitForImageClassification", embedding_size=32, num_groups=8,
+                               hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], num_labels=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),
