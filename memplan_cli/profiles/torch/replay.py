@@ -360,7 +360,8 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
-        for nb in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+        for spec in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+            nb = self.nbytes(spec, op, needs)
             sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
             c["fwd_mem_tmp"] += nb
         for name, spec, dtype in f.get("aux", ()):
@@ -446,6 +447,11 @@ class Replay:
                     not f.get("view_needs_contiguous") or incoming_contig):
                 self.deliver(v, g_out[0], incoming_contig and not f.get("strided"), s, made, tmp, op.label,
                              shared=True)
+                continue
+            if mode == "expand" and g_out and g_out[0] is not None and v not in trained:
+                # the incoming gradient broadcast back over the reduced axes (stride 0 there): no bytes
+                broadcast = elements(opd[v].shape) != elements(opd[op.outputs[0]].shape)
+                self.deliver(v, g_out[0], incoming_contig and not broadcast, s, made, tmp, op.label, shared=True)
                 continue
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
