@@ -3,7 +3,8 @@
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
-group standard deviation (`Tensor.var`) and the inverse trigonometric and hyperbolic functions.
+group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
+grouped convolutions (depth multipliers, small groups; channels-last and channels-first).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -495,6 +496,98 @@ class CentredNorm(nn.Module):
         return self.weight * ((x - mean) * torch.rsqrt(var + self.eps))
 
 
+class DivCentredNorm(nn.Module):
+    """DeBERTa's LayerNorm: `x - mean` written twice, divided by the square root of the variance plus
+    eps, a scale and a shift (`dim` 1: ViTDet's channels-first form over a feature map)."""
+
+    def __init__(self, d, eps=1e-7, dim=-1):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        self.eps, self.dim = eps, dim
+
+    def forward(self, x):
+        mean = x.mean(self.dim, keepdim=True)
+        var = (x - mean).pow(2).mean(self.dim, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps)
+        if self.dim == 1:
+            return self.weight[:, None, None] * y + self.bias[:, None, None]
+        return self.weight * y + self.bias
+
+
+class OnceCentredNorm(nn.Module):
+    """A LayerNorm whose `x - mean` is computed once and read twice (moonshine_streaming's form): the
+    same ONNX file under TorchScript as the twice-written norms."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * (centred / (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+
+
+class CentredCF(nn.Module):
+    """Convolutions with ViTDet's channels-first LayerNorm between them, a pool and a head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.n1, self.n2 = DivCentredNorm(c, 1e-6, dim=1), DivCentredNorm(c, 1e-6, dim=1)
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.conv(F.gelu(self.n1(x)))
+        return self.head(self.n2(x).mean((2, 3)))
+
+
+class SliceCopyNet(nn.Module):
+    """MiniCPM3's key states: a `new_empty` tensor whose two slices are filled in place from two
+    projections (`k[..., :a].copy_(x)`), then read by a GELU MLP; `expand`: the second source is
+    broadcast over a dim first (MiniCPM3's shared rotary key over the heads)."""
+
+    def __init__(self, d=64, a=96, b=32, layers=2, classes=50, expand=False):
+        super().__init__()
+        self.a, self.expand = a, expand
+        self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, b if not expand else b // 4) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(a + b, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for pa, pb, out in zip(self.pa, self.pb, self.out):
+            ka, kb = pa(x), pb(x)
+            if self.expand:
+                kb = kb.unsqueeze(2).expand(-1, -1, 4, -1).reshape(*kb.shape[:2], -1)
+            k = ka.new_empty(*ka.shape[:-1], ka.shape[-1] + (self.out[0].in_features - self.a))
+            k[..., :self.a].copy_(ka)
+            k[..., self.a:].copy_(kb)
+            x = x + out(F.gelu(k))
+        return self.head(x)
+
+
+class SetItemNet(nn.Module):
+    """A slice of an activation that needs its gradient overwritten in place by another projection
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+        super().__init__()
+        self.b = b
+        self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for pa, pb, out in zip(self.pa, self.pb, self.out):
+            h = pa(x)
+            h[..., :self.b] = pb(x)
+            x = x + out(F.gelu(h))
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -577,9 +670,119 @@ class TrigNet(nn.Module):
         return self.head(self.fn(h))
 
 
+class WSNet(nn.Module):
+    """Weight-standardised convolutions (timm's StdConv2d / ScaledStdConv2d / StdConv2dSame: the weight
+    reshaped to (1, out, -1), `F.batch_norm` in training mode over it, with ScaledStdConv2d's gain
+    times a constant as its scale, then `reshape_as(weight)` and conv2d): a strided stem, a 3x3 and a
+    1x1, a global pool and a Linear head. `gamma`: NFNet's activation gamma (the activation's output
+    times a constant)."""
+
+    def __init__(self, conv="std", c=16, classes=10, gamma=None):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d, StdConv2dSame
+
+        if conv == "scaled":
+            make = (lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, gamma=gamma or 1.0, eps=1e-5))
+        elif conv == "same":
+            make = (lambda i, o, k, s=1: StdConv2dSame(i, o, k, stride=s, eps=1e-8))
+        else:
+            make = (lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, eps=1e-8))
+        self.stem = make(3, c, 3, 2)
+        self.c1 = make(c, 2 * c, 3)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.gamma = gamma
+        self.head = nn.Linear(2 * c, classes)
+
+    def _act(self, x):
+        y = F.silu(x) if self.gamma else F.relu(x)
+        return y * self.gamma if self.gamma else y
+
+    def forward(self, x):
+        x = self._act(self.stem(x))
+        x = self._act(self.c1(x))
+        x = x + self._act(self.c2(x))
+        return self.head(x.mean((2, 3)))
+
+
+def _bit():
+    """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
+    from functools import partial
+
+    from timm.layers import GroupNormAct
+    from timm.models.resnetv2 import ResNetV2
+
+    return ResNetV2(layers=[1, 1, 1, 1], channels=(32, 64, 128, 256), num_classes=10, stem_chs=16,
+                    norm_layer=partial(GroupNormAct, num_groups=8))
+
+
+def _nf(**kw):
+    """A small normaliser-free network (timm's NormFreeNet: ScaledStdConv2d with gamma, activation
+    gamma, skipinit gains)."""
+    from timm.models.nfnet import NfCfg, NormFreeNet
+
+    return NormFreeNet(NfCfg(depths=(1, 1, 1, 1), channels=(32, 64, 96, 128), stem_chs=16, group_size=8,
+                             bottle_ratio=0.25, **kw), num_classes=10)
+
+
 TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (torch.atan, ""),
         "sinh": (torch.sinh, ""), "cosh": (torch.cosh, ""), "tan": (torch.tan, "unit"),
         "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
+
+
+class CLGroupedBlock(nn.Module):
+    """A ConvNeXt-style block whose input is channels-last (LayerNorm over channels written as a permute
+    to NHWC and back, as EdgeNeXt and ConvNeXt do), opened by a grouped convolution other than depthwise
+    with one output per channel: a depth multiplier (`mult`, groups = inputs) or `groups` of several
+    channels; then a pointwise MLP over NHWC and a residual."""
+
+    def __init__(self, c, o, k, stride, mult=0, groups=0):
+        super().__init__()
+        self.norm = nn.LayerNorm(c)
+        g = c if mult else groups
+        self.conv = nn.Conv2d(c, o, k, stride, k // 2, groups=g)
+        self.mlp = nn.Sequential(nn.Linear(o, 2 * o), nn.GELU(), nn.Linear(2 * o, o))
+
+    def forward(self, x):
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        x = self.conv(x)
+        return x + self.mlp(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class CLGroupedNet(nn.Module):
+    """Stem, then channels-last blocks opened by a 5x5 multiplier-2 stride-2 convolution (EdgeNeXt's
+    downsampling), a 3x3 of groups of 4, a 7x7 multiplier-2 stride-2, a 3x3 of groups of 8 and a 9x9
+    multiplier-2 stride-2 at 2 output columns (the forward kernel's width limit); a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 24, 4, 4)
+        self.blocks = nn.Sequential(CLGroupedBlock(24, 48, 5, 2, mult=2), CLGroupedBlock(48, 48, 3, 1, groups=12),
+                                    CLGroupedBlock(48, 96, 7, 2, mult=2), CLGroupedBlock(96, 96, 3, 1, groups=12),
+                                    CLGroupedBlock(96, 192, 9, 2, mult=2))
+        self.head = nn.Linear(192, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+class GemmGroupedNet(nn.Module):
+    """Channels-first grouped convolutions no oneDNN jit kernel blocks (gemm in every phase): a 5x5
+    stride-2 depthwise convolution with 2 outputs per channel, 2 channels per group, a 3x3 with 3 outputs
+    per channel, 6 channels per group, 2 outputs per channel last (with a bias, no BatchNorm: its backward
+    first, where the step peaks), the others with BatchNorm, each with ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g, bn=True):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=not bn),
+                                 nn.BatchNorm2d(o) if bn else nn.Identity(), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 24, 3, 2, 1), unit(24, 48, 5, 2, 24), unit(48, 48, 3, 1, 24),
+                                  unit(48, 144, 3, 1, 48), unit(144, 144, 3, 1, 24), unit(144, 288, 3, 1, 144, bn=False))
+        self.head = nn.Linear(288, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
 
 
 SEQ = (16, 64)
@@ -606,8 +809,23 @@ FAM = {
     "fam_fn_wide": ("function", lambda: WideFn(FnGelu), SEQ),
     "fam_formula_wide": ("function", lambda: WideFn(FormulaGelu), SEQ),
     "fam_centred_norm": ("cse", lambda: AttnLM(BmmAttention, norm=CentredNorm), SEQ),
+    "fam_centred_div": ("cse", lambda: AttnLM(BmmAttention, norm=DivCentredNorm), SEQ),
+    "fam_centred_cf": ("cse", lambda: CentredCF(), IMG),
+    "fam_centred_once": ("cse", lambda: AttnLM(BmmAttention, norm=OnceCentredNorm), SEQ),
+    "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
+    "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
+    "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
+    "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
+    "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
+    "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
+    "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    "fam_bit": ("wstd", _bit, IMG),
+    "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
+    "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
 
@@ -644,6 +862,7 @@ NAMED = {
     "fam_timm_poolformer_s12": ("groupnorm", _timm("poolformer_s12", num_classes=10), (3, 64, 64)),
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
+    "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),

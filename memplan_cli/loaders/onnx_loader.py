@@ -20,6 +20,8 @@ from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.onnx_strip import elements
+from memplan_cli.loaders.params import DYNAMO_RULE
+from memplan_cli.opgraph.fold import PARAMETERS_LISTED
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
@@ -433,6 +435,8 @@ class _Builder:
         unused = [t.name for t in g.initializer if t.name not in self.index]
         graph = Graph(self.operands, ops, inputs, outputs, name=g.name, source_format="onnx")
         graph.metadata["parameter_rule"] = self.param_rule
+        if self.param_rule == DYNAMO_RULE:
+            graph.metadata[PARAMETERS_LISTED] = True
         if self.model.producer_name == "pytorch":
             # torch.onnx (TorchScript) writes the initializers in the module's state_dict order, the
             # registration order eager's optimizer steps in (profiles/torch/replay.py); the names it

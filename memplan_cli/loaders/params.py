@@ -43,6 +43,8 @@ from __future__ import annotations
 import re
 
 PARAM, BUFFER, UNKNOWN = "param", "buffer", "unknown"
+# the rule of a file whose producer lists every parameter (opgraph/fold.py PARAMETERS_LISTED)
+DYNAMO_RULE = "torch.onnx dynamo graph signature"
 
 # peft's names for what it trains (its tuners' parameter prefixes for LoRA and DoRA, and the trained
 # copies of `modules_to_save`); a dot on both sides: a module *named* lora_A elsewhere is not peft's
@@ -105,7 +107,7 @@ def onnx_rule(model, folded_from: dict | None = None) -> tuple[str, dict[str, st
                None)
     if sig is not None:
         sources: dict[str, tuple] = {}
-        return "torch.onnx dynamo graph signature", _dynamo(g, floats, sig, sources, folded_from or {}), sources
+        return DYNAMO_RULE, _dynamo(g, floats, sig, sources, folded_from or {}), sources
     producer = (model.producer_name or "").lower()
     if producer == "tf2onnx":
         return "TensorFlow variable reads", {n: PARAM if is_variable_read(n) else UNKNOWN for n in floats}, {}

@@ -20,7 +20,10 @@ Rules:
   holds one parameter read by several ops: a shared weight, whose gradients accumulate.
 - What a folded constant is: a fill (ConstantOfShape, through Reshape / Cast / Transpose /
   Squeeze / Unsqueeze / Identity moves) standing alone is a weight (the zoo's light models write
-  every weight so); anything computed from a stored float parameter is a weight; anything else
+  every weight so), except in a file whose producer lists every parameter (`PARAMETERS_LISTED`: the
+  dynamo exporter's graph signature), where a fill the graph computes is the source's own tensor
+  made each step (MiniCPM3's `new_empty` that slice assignments fill), a buffer; anything computed
+  from a stored float parameter is a weight; anything else
   computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
   ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
   framework, where it is no parameter.
@@ -38,6 +41,11 @@ from dataclasses import replace
 from memplan_cli import ops
 from memplan_cli.ir.graph import Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
+
+
+# graph metadata: the file lists every parameter of its source (loaders/params.py's dynamo rule), so a
+# fill computed in the graph is no parameter
+PARAMETERS_LISTED = "parameters_listed"
 
 
 class FoldConstants:
@@ -68,6 +76,8 @@ class FoldConstants:
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
+            if kind == "fill" and g.metadata.get(PARAMETERS_LISTED):
+                kind = "buffer"
             # a fill is a weight by guess; a value computed from parameters is as sure as they are
             guess = kind == "fill" or any(assumed.get(i, g.operands[i].assumed) for i in ins)
             sources = tuple(dict.fromkeys(s for i in ins if kind_of(i) == "param"

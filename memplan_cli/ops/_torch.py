@@ -41,9 +41,15 @@ SDPA = {"matmul": "MatMul", "scale": "Mul", "mask": "Add", "softmax": "Softmax",
         "views": ("Reshape", TRANSPOSE)}
 # torch's `var` (and `std`, then a Sqrt) as both exporters write it (TorchScript's symbolic, the dynamo
 # exporter's prims.var): Mean(x, axes) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes); eager runs one
-# aten::var.correction (profiles/torch/rewrites.py `variances`; its facts: ops/reduce.py)
-VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "eager": "Var",
+# aten::var.correction (profiles/torch/rewrites.py `variances`; its facts: ops/reduce.py); "pow": the
+# square of a written-out norm's variance, `(x - mean).pow(2)` (rewrites.py `centred_twice`)
+VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Var",
        "targets": ("var", "var_mean", "std", "std_mean")}
+# a slice or index assignment (`k[..., :a].copy_(x)`, `x[idx] = v`) as both exporters write it: a
+# ScatterND, which TorchScript writes only for those in-place writes (its index_put_ / copy_ symbolics)
+# and the dynamo exporter for their functionalized `slice_scatter`; eager writes into the tensor
+# itself (profiles/torch/rewrites.py `inplace_writes`; its facts: ops/scatter.py)
+INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter",), "attr": "inplace"}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)

@@ -264,7 +264,9 @@ def flops(op, operands):
     return f, 2 * f
 
 
-# `--profile torch` (profiles/torch/): eager's `convolution` saves its input (and weight). On CPU it
+# `--profile torch` (profiles/torch/): eager's `convolution` saves its input and weight (derivatives.yaml:
+# convolution_backward(grad, input, weight, ...)): a weight computed each step (timm's weight
+# standardisation: batch_norm over the weight) is held until the convolution's backward. On CPU it
 # runs oneDNN (mkldnn_convolution), whose scratch goes through the allocator (no tensors), measured
 # with torch 2.14's profiler on an AVX-512 CPU, where oneDNN's blocked layouts round channels up to
 # 16 (_blocked):
@@ -364,9 +366,18 @@ def _columns(op, operands) -> int:
 # On the slow path (a 1x1 kernel on a batch under 16, a small kernel on one small sample) it makes the
 # channels-last weight copy, then im2col's columns (none for 1x1) in forward and again beside the
 # weight's gradient, as in NCHW.
-# Not measured, refused: other grouped convolutions and depth multipliers other than 1 (their
-# channels-last kernels allocate otherwise: a depth multiplier of 2 reorders its weight into 256 x its
-# size in forward already).
+# - grouped, other than depthwise with one output per channel (EdgeNeXt's depth multiplier 2, ResNeXt-like
+#   groups), per oneDNN's own dispatch and blocking: brgemm takes a group of more than 16 input channels
+#   (jit_brgemm_conv_utils.cpp: `is_grouped_small_ic` sends ic per group <= 16 elsewhere; its backward
+#   data runs brgemm forward with the roles swapped, so there the output channels per group count) and
+#   allocates as the ungrouped kernels do, per group; a smaller group takes jit_avx512_common
+#   (jit_avx512_common_conv_kernel.cpp init_conf), which reorders the weight to gOIhw{s}i{s}o, s = 16,
+#   or 8 / 4 where both channel counts per group are under 16 and divide by it (`ok_to_try_lower_zmm`),
+#   channels per group rounded up to s (128 x the weight for a multiplier of 2), and needs no other
+#   scratch forward or for the input's gradient. The weight's gradient is jit_avx512_common's whatever
+#   the group (gOIhw16i16o, both counts rounded to 16), with a padded bias of groups x 16-rounded
+#   outputs floats (+ 128 B) when the outputs per group are no multiple of 16 (init_scratchpad's
+#   key_conv_padded_bias); depthwise kernels larger than 3x3 are its multiplier-1 case (the 256 x).
 CL_FWD_PAD, CL_BWD_PAD, CL_BWD_STRIDED, CL_DW_SCRATCH = 8216, 8344, 20504, 256
 
 
@@ -388,17 +399,63 @@ def _cl_parts(op, operands) -> dict:
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
     r = 32 if strided else 16
     per_sample = y.nbytes // max(int(y.shape[0]), 1)
+    g = int(op.attrs.get("group", 1) or 1) if op.type == "Conv2D" else 1  # brgemm's groups: per group
+    og = o // g
+    # brgemm's block of a group's outputs is 16 x up to min(outputs / 16, 4), its heuristic's pick: 16
+    # where a group has at most 16 (measured: 12 outputs strided take 16)
+    rf, rb = (r, r) if g == 1 else (16 if og <= BLOCK else r, 16 if i <= BLOCK else r)
     return {"w": w.nbytes, "b": b, "k": k, "c": o,
             "w_cl": w.nbytes if k > 1 and i > 1 else 0,  # weight.contiguous(channels_last)
-            "fwd_w": _round_to(o, r) * i * k * e, "bwd_w": o * _round_to(i, r) * k * e,
-            "dw_w": _round_to(o, BLOCK) * _round_to(i, BLOCK) * k * e,
+            "fwd_w": g * _round_to(og, rf) * i * k * e, "bwd_w": o * _round_to(i, rb) * k * e,
+            "dw_w": g * _round_to(og, BLOCK) * _round_to(i, BLOCK) * k * e,
             "bwd_pad": CL_BWD_STRIDED + _round_to(per_sample, 16384) if strided else CL_BWD_PAD}
+
+
+def _cl_groups(op, operands) -> tuple | None:
+    """(groups, input channels per group, output channels per group) of a grouped channels-last
+    convolution other than depthwise with one output per channel (that keeps jit_dw / brdgmm), else None."""
+    x, w = operands[op.inputs[0]], operands[op.inputs[1]]
+    g = int(x.shape[1]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    o = int(w.shape[0])
+    if g <= 1 or (op.type == "DepthwiseConv2D" and o == g):
+        return None
+    return g, int(x.shape[1]) // g, o // g
+
+
+def _jit_grouped_w(op, operands, lower=True) -> int:
+    """Bytes of the weight as jit_avx512_common reorders it for a grouped convolution: gOIhw{s}i{s}o, s =
+    16 (always for the weight's gradient, `lower` False), else 8 or 4 where both channel counts per group
+    are under 16 and divide by it."""
+    g, i, o = _cl_groups(op, operands)
+    s = BLOCK
+    if lower and i < BLOCK and o < BLOCK and (i % BLOCK or o % BLOCK):
+        s = next((v for v in (8, 4) if i % v == 0 and o % v == 0), BLOCK)
+    w = operands[op.inputs[1]]
+    k = w.num_elements // max(int(w.shape[0]) * int(w.shape[1]), 1)
+    return g * _round_to(o, s) * _round_to(i, s) * k * (w.nbytes // max(w.num_elements, 1))
+
+
+def _jit_fwd_fits(op, operands) -> bool:
+    """Whether jit_avx512_common's forward takes the convolution's width (init_conf: unrolled over
+    ur_w = min(OW, 28) output columns, the left padding and the right padding of the untailed columns
+    must each fit in one unroll); otherwise brgemm's AVX2 kernel runs it (measured: EdgeNeXt's 9x9
+    stride-2 kernel at 2 output columns)."""
+    q = _wgeom(op, operands)
+    return _unroll_fits(q, min(q["ow"], JIT_REGS))
 
 
 def _cl_fwd(op, operands) -> tuple:
     p = _cl_parts(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"], _columns(op, operands)),)
+    grp = _cl_groups(op, operands)
+    if grp and grp[1] <= BLOCK and _jit_fwd_fits(op, operands):  # jit_avx512_common: no scratchpad
+        return ((p["w_cl"], _jit_grouped_w(op, operands)),)
+    if grp and grp[1] <= BLOCK:
+        # brgemm on AVX2 (AVX-512's refuses groups of 16 input channels or fewer): its weight with the
+        # outputs per group in blocks of 8 (its heuristic may take 16 to 32 above 8: estimated)
+        g, i, o = grp
+        return ((p["w_cl"], CL_FWD_PAD, g * _round_to(o, 8) * i * p["k"] * (p["w"] // max(p["c"] * i * p["k"], 1))),)
     if op.type == "DepthwiseConv2D":
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], CL_FWD_PAD, p["fwd_w"]),)
@@ -408,7 +465,10 @@ def _cl_bwd_dx(op, operands) -> tuple:
     p = _cl_parts(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"],),)
-    if op.type == "DepthwiseConv2D":
+    grp = _cl_groups(op, operands)
+    if grp and grp[2] <= BLOCK:  # jit_avx512_common (brgemm's backward data reads the outputs as its inputs)
+        return ((p["w_cl"], _jit_grouped_w(op, operands)),)
+    if op.type == "DepthwiseConv2D" and not grp:
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], p["bwd_w"], p["bwd_pad"]),)
 
@@ -419,6 +479,13 @@ def _cl_bwd_dw(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"], _columns(op, operands)),)
     w, b = p["w"], p["b"]
+    grp = _cl_groups(op, operands)
+    if grp:
+        big = _jit_grouped_w(op, operands, lower=False)
+        g, _, o = grp
+        # the padded bias is booked before the results are made (beside the bias's gradient only)
+        padded = g * _round_to(o, BLOCK) * 4 + 128 if b and o % BLOCK else 0
+        return ((p["w_cl"], big, b, w), (p["w_cl"], big, max(padded - w, 0)))
     if op.type == "DepthwiseConv2D":
         kh, kw = (int(v) for v in op.attrs["kernel"])
         ih = int(operands[op.inputs[0]].shape[2])
@@ -435,6 +502,257 @@ def _cl_bwd_dw(op, operands) -> tuple:
     return ((p["w_cl"], p["dw_w"], b, w),)
 
 
+# ---- kernels 14 wide and more: which oneDNN kernel runs each phase, and gemm's im2col buffers -----
+# oneDNN 3.12 tries its implementations in order (cpu_convolution_list.cpp) and takes the first whose
+# init_conf accepts the shape. For a wide kernel on AVX-512, one thread, float32, channels first:
+# - forward: jit_avx512_common_conv_fwd (ungrouped) or jit_uni_dw (depthwise) unless their unrolling
+#   limits refuse it (below), then gemm_convolution_fwd, whose only scratch is its im2col buffer;
+# - input's gradient: depthwise jit_uni_dw (no width limit); strided ungrouped brgconv_strided;
+# - weight's gradient: gemm beyond 14 wide (_gemm_weights).
+# Measured with devtools/torch_conv_sweep.py --set wide / wide_dw --verbose (torch 2.14.1).
+JIT_REGS = 28  # jit_avx512_common_conv_fwd_kernel: zmm registers for the output row's unroll
+JIT_CODE = 256 * 1024  # its rough code-size bound (default jit generator size)
+DW_UR_W = 6  # jit_uni_dw_conv_kernel_utils: avx512_core's unroll over the output row
+# gemm_convolution_utils init_conf: its L2 share in floats (the measuring CPU's 2 MiB per core)
+GEMM_L2 = 2 * 1024 * 1024 // 4
+SIMD_W = 16
+
+
+def _wide(op, operands) -> bool:
+    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these)."""
+    k = tuple(int(v) for v in op.attrs["kernel"])
+    if max(k) < 14 or torch_backend(op, operands) != "mkldnn":
+        return False
+    return not (_ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
+                and not any(int(p) for p in op.attrs.get("pads") or ()))
+
+
+def _wgeom(op, operands) -> dict:
+    """A 2-D convolution's sizes as oneDNN's init_conf names them (per group, channels first)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    cl = op.attrs.get("layout", "NCHW") != "NCHW"
+    ch = -1 if cl else 1
+    xs = x.shape[1:3] if cl else x.shape[2:4]
+    ys = y.shape[1:3] if cl else y.shape[2:4]
+    g = int(x.shape[ch]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    pads = tuple(int(v) for v in (op.attrs.get("pads") or (0, 0, 0, 0)))
+    d = tuple(int(v) for v in op.attrs.get("dilation", (1, 1)))
+    (kh, kw), (sh, sw) = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+    ih, iw, oh, ow = (int(v) for v in (*xs, *ys))
+    ekh, ekw = (kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1
+    return {"n": int(x.shape[0]), "g": g, "ic": int(x.shape[ch]) // g, "oc": int(y.shape[ch]) // g, "ih": ih,
+            "iw": iw, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": sh, "sw": sw, "t": pads[0], "l": pads[1],
+            "ekh": ekh, "ekw": ekw, "b": (oh - 1) * sh + ekh - (ih + pads[0]),
+            "r": (ow - 1) * sw + ekw - (iw + pads[1])}
+
+
+def _outside(q) -> bool:
+    """A kernel that lies wholly in the padding at an edge (the jit kernels' `kernel_outside_src`)."""
+    return q["ekw"] <= q["l"] or q["ekw"] <= q["r"] or q["ekh"] <= q["t"] or q["ekh"] <= q["b"]
+
+
+def _unroll_fits(q, ur_w) -> bool:
+    """The left pad and the right pad of the rows before the tail fit in one unrolled block."""
+    tail = q["ow"] % ur_w
+    r_no_tail = max(0, (q["ow"] - tail - 1) * q["sw"] + q["ekw"] - (q["iw"] + q["l"]))
+    return q["l"] <= ur_w and r_no_tail <= ur_w
+
+
+def _wide_refuse(op, operands) -> str | None:
+    """What the wide-kernel facts do not cover (the input's gradient is refused where it runs)."""
+    if not _wide(op, operands):
+        return None
+    k = "x".join(str(int(v)) for v in op.attrs["kernel"])
+    if _channels_last(op):
+        return f"a {k} kernel on channels-last data: oneDNN's memory for it was not measured"
+    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))) and not _ungrouped(op):
+        return f"a dilated {k} kernel, grouped or depthwise: oneDNN's memory for it was not measured"
+    if _wide_fwd_kernel(op, operands) is None:
+        return (f"a {k} kernel that is grouped (not depthwise with one output per channel), at most 3 columns "
+                f"wide, or one output column on one sample: oneDNN's kernel choice for it was not worked out")
+    return None
+
+
+def _wide_fwd_kernel(op, operands) -> str | None:
+    """oneDNN's forward kernel for a 2-D convolution, channels first: "jit", "gemm", or None (not worked
+    out here: grouped other than depthwise, a kernel at most 3 columns wide, jit's explicit-broadcast
+    case). Measured from 8 columns wide (a strided 11 x 11 kernel whose pad exceeds its 3 output
+    columns takes gemm too)."""
+    q = _wgeom(op, operands)
+    if op.type == "DepthwiseConv2D":
+        if int(op.attrs.get("depth_multiplier", 1) or 1) != 1:
+            return None
+        ok = not _outside(q) and _unroll_fits(q, min(DW_UR_W, q["ow"]))
+        return "jit" if ok else "gemm"
+    if not _ungrouped(op) or q["kw"] <= 3:
+        return None
+    if q["n"] == 1 and q["ow"] == 1 and q["iw"] == q["kw"] and q["oh"] >= 60:
+        return None  # the explicit-broadcast kernel for one-pixel-wide outputs
+    # jit_avx512_common_conv_fwd_kernel init_conf: a first convolution (under 16 input channels) reads
+    # them unblocked; embedded broadcast unrolls min(ow, 28) output columns, and the pads must fit in
+    # that block; the code size bound counts the left / right padded variants of the unrolled body
+    ic_block = q["ic"] if q["ic"] < BLOCK else BLOCK
+    ur_w = min(q["ow"], JIT_REGS)
+    r_pad = (ur_w * (q["ow"] // ur_w) - 1) * q["sw"] + q["ekw"] - (q["iw"] + q["l"])
+    mult = 1 + (q["l"] > 0) + (r_pad > 0)
+    fits = mult * q["kw"] * ic_block * ur_w * 15 <= JIT_CODE
+    return "jit" if fits and not _outside(q) and _unroll_fits(q, ur_w) else "gemm"
+
+
+def _wide_dx_kernel(op, operands) -> str | None:
+    """oneDNN's input-gradient kernel for a wide 2-D convolution: "jit_dw" (depthwise),
+    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data), "jit_avx2" (its AVX2
+    kernel, when AVX-512's declines), "gemm"; None where not worked out (one output column that the
+    whole input row feeds: AVX-512's large-filter case)."""
+    if op.type == "DepthwiseConv2D":
+        return "jit_dw"
+    if _strided(op) and _dilated(op):
+        return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
+    if _strided(op):
+        return "brgconv_strided"
+    q = _wgeom(op, operands)
+    if 14 <= q["kw"] < 20 and q["ow"] == 1 and q["kw"] == q["iw"] and _round(q["ic"]) > BLOCK:
+        return None
+    if _outside(q):
+        return "gemm"
+    iw, kw, ekw, r = q["iw"], q["kw"], q["ekw"], q["r"]
+    l_over = max(0, ekw - 1 - q["l"])
+    # AVX-512 (embedded broadcast, one block of 16 input channels): min(iw, 28) columns unrolled; one
+    # block may hold the left overflow, one the right; the code-size bound over its padded variants
+    ur_w = min(iw, JIT_REGS)
+    tail = iw % ur_w
+    r_over = max(0, ekw - 1 - max(0, r + tail))
+    mult = 1 + (l_over > 0) + (r_over > 0)
+    if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
+            mult * kw * BLOCK * ur_w * 15 <= JIT_CODE:
+        return "jit"
+    # AVX2 (blocks of 8): the unroll with the most FMAs in 15 registers whose block holds the left
+    # overflow (or is the whole row), then the same right-overflow and tail checks
+    nb_ic = _round_to(q["ic"], 8) // 8
+    best, ur_w = 0, 1
+    for b in range(1, 5):
+        if nb_ic % b:
+            continue
+        u = 1
+        while u * b + u <= 15 and u < iw + 1:
+            w = min(u, iw)
+            if not (l_over > w and w != iw) and (w * b > best or (w * b == best and ur_w < w)):
+                best, ur_w = w * b, w
+            u += 1
+    tail = iw % ur_w
+    if best and max(0, ekw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
+        return "jit_avx2"
+    return "gemm"
+
+
+def _gemm_grouped(op, operands) -> bool:
+    """A grouped channels-first convolution that no jit kernel blocks, so gemm_convolution runs all three
+    phases: jit_avx512_common needs both channel counts per group in blocks of 16, or of 8 or 4
+    (init_conf's `ok_to_try_lower_zmm`; `oc % oc_block` and `ic % ic_block` must be 0 outside channels
+    last), jit_dw one input and one output per group (measured: depth multipliers 2 to 4, 2 and 6
+    channels per group, 3x3 to 7x7)."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D") or _channels_last(op) or _bf16(op, operands):
+        return False
+    q = _wgeom(op, operands)
+    if q["g"] == 1 or (op.type == "DepthwiseConv2D" and q["oc"] == 1):
+        return False
+    return q["ic"] % 4 != 0 or q["oc"] % 4 != 0
+
+
+def _gemm_fwd_col(op, operands) -> int:
+    """Floats of gemm_convolution_fwd's im2col buffer on one thread (gemm_convolution_utils init_conf,
+    channels first, f32): ic x ks x os, unless its blocking search (a cache model over the L2 share)
+    takes blocks of input channels and of output pixels; then ic_block x ks x os_block."""
+    q = _wgeom(op, operands)
+    ic, oc, ks, os_ = q["ic"], q["oc"], q["kh"] * q["kw"], q["oh"] * q["ow"]
+    sh, sw = q["sh"], q["sw"]
+    spatial = q["n"] * q["g"] * os_
+    k_all = ic * ks
+    if not (spatial >= SIMD_W or os_ < q["n"] * q["g"] or (sw == 1 and k_all <= 0.05 * oc)):
+        return ic * ks * os_
+    return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
+
+
+def _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all) -> int:
+    """init_conf's search over (oc, os, ic) blocks for one thread, in its float32 arithmetic."""
+    f = np.float32
+    l2, simd = GEMM_L2, SIMD_W
+    min_oc_block, min_os_block = 8, simd
+    k_sum = f(8 + 1 + 1 + 1 + 1 + 1 + 0.5 + 1)
+    best = {"eff": f(0), "ocb": 1, "osb": 1, "icb": ic}
+
+    def max_icb_of(ocb, osb, oc_thr, os_thr):
+        out_blk, inp_row, col_row = ocb * osb, sh * sw * osb, ks * osb
+        if osb >= os_thr:
+            m = l2 // (inp_row + col_row)
+            if ocb < oc_thr:
+                m = min(m, (l2 - out_blk) // (col_row + ks * ocb))
+        else:
+            m = (l2 - out_blk) // (inp_row + col_row + ks * oc_thr)
+        if m < ic:
+            m = (l2 - out_blk) // (inp_row + col_row + ks * oc_thr)
+        return m
+
+    def try_cfg(ocb, osb):
+        oc_thr, os_thr = oc, spatial  # one thread: all of oc, all of the spatial work
+        ocb = min(oc_thr, max(min_oc_block, min(oc_thr, ocb)))
+        osb = max(min_os_block, min(os_thr, osb))
+        os_max = min(os_, os_thr)
+        osb = min(os_max, osb)
+        m = max_icb_of(ocb, osb, oc_thr, os_thr)
+        cost = 20 if m < 1 else 1
+        icb = max(1, ic // -(-ic // max(1, m)))
+        nb_ic = -(-ic // icb)
+        kb = icb * ks
+        kb_al, osb_al = _round_to(kb, simd), _round_to(osb, simd)
+        out_ops = cost * oc_thr * _round_to(os_thr, simd) * (1 if icb == ic else 2 * nb_ic - 1)
+        inp_size = ic * _round_to(os_thr * sh * sw, simd)
+        inp_ops = cost * ks * inp_size
+        koeff = f(osb_al) / f(osb)
+        col_ops = int(f(cost) * (f(ks * inp_size) * koeff + f(ks * inp_size) * koeff))
+        if sw != 1:
+            col_ops *= 8
+        wei_ops = cost * oc_thr * _round_to(k_all, simd)
+        mem_eff = (f(os_thr) / f(simd)) * f(oc_thr) * f(k_all) / f(inp_ops + col_ops + wei_ops + out_ops)
+        gemm_eff = (f(osb) * f(ocb) * f(kb)) / (f(oc_thr) * f(os_thr) * f(k_all))
+        calc_eff = ((f(osb) / f(simd)) * f(ocb) * f(kb)) / f(osb_al * kb + ocb * kb_al + ocb * osb_al)
+        eff = (f(oc_thr) / f(_round_to(oc_thr, ocb))) * (f(os_max) / f(_round_to(os_max, osb))) * \
+            (f(ic) / f(_round_to(ic, icb))) * (f(osb) / f(_round_to(osb, 3 * simd))) * mem_eff * \
+            np.power(gemm_eff, f(0.5)) * calc_eff  # thread disbalance 1 on one thread
+        eff = np.power(eff, f(1) / k_sum)
+        if eff > best["eff"]:
+            best.update(eff=eff, ocb=ocb, osb=osb, icb=icb)
+
+    def explore(ocb, osb):
+        try_cfg(ocb, osb)
+        try_cfg(ocb // 8 * 8, osb // 48 * 48)
+        try_cfg(_round_to(ocb, 8), osb // 48 * 48)
+        try_cfg(_round_to(ocb, 8), _round_to(osb, min_os_block))
+        try_cfg(_round_to(ocb, 8), _round_to(osb, 48))
+
+    try_cfg(oc, spatial)
+    if not (best["ocb"] == oc and best["osb"] == spatial and best["icb"] == ic):
+        a_k, b_k = sh * sw + ks, ks * oc
+        ocb = max(min_oc_block, min(oc, (l2 - a_k * ic * min_os_block - b_k * ic) // min_os_block))
+        osb = max(min_os_block, min(spatial, (l2 - b_k * ic) // (a_k * ic + ocb)))
+        explore(ocb, osb)
+        icb_max = max(1, l2 // (2 * min_oc_block * a_k + 2 * b_k))
+        if icb_max < ic:
+            icb = ic // max(1, ic // icb_max)
+            osb = max(1, (l2 - 2 * b_k * icb) // (2 * icb * a_k))
+            ocb = l2 // 2 // osb
+            if ocb > oc:
+                ocb = oc
+                osb = max(min_os_block, min(spatial, (l2 - b_k * icb) // (a_k * icb + ocb)))
+            elif osb > spatial:
+                osb = spatial
+                ocb = max(min_oc_block, min(oc, (l2 - a_k * icb * osb - b_k * icb) // osb))
+            explore(ocb, osb)
+        osb = max(min_os_block, ((l2 - b_k * ic) // (a_k * ic + oc)) // min_os_block * min_os_block)
+        explore(oc, osb)
+    return best["icb"] * ks * best["osb"]
+
+
 def _torch_fwd(op, operands) -> tuple:
     if _bf16(op, operands):
         return _bf16_fwd(op, operands)
@@ -445,10 +763,26 @@ def _torch_fwd(op, operands) -> tuple:
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
+    if _gemm_grouped(op, operands):
+        # its im2col buffer beside the output, then the output made once more (copied out)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
+    if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
+        # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer only (+ 128 B)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
-    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands)), (by,))
+    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands), _padded_bias(op, operands)), (by,))
+
+
+def _padded_bias(op, operands) -> int:
+    """The jit forward kernels' bias padded to the blocked output channels (jit_avx512_common_conv,
+    its 1x1 kernel and jit_uni_dw init_scratchpad book it when the output channels are not a multiple
+    of 16; measured: 24 and 40 channels, 256 and 320 B): 4 x the rounded channels + 128 B."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0 or (op.type != "DepthwiseConv2D" and not _ungrouped_any(op)):
+        return 0  # grouped kernels keep their channel counts unpadded
+    o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return 4 * _round(o) + 128 if o % BLOCK else 0
 
 
 def _rtus(op, operands) -> int:
@@ -471,6 +805,10 @@ def _jit_1x1(op, operands) -> bool:
     x = operands[op.inputs[0]]
     sizes = x.shape[2:4] if op.attrs.get("layout", "NCHW") == "NCHW" else x.shape[1:3]
     return not any(int(v) % int(st) for v, st in zip(sizes, op.attrs.get("stride", (1, 1))))
+
+
+def _ungrouped_any(op) -> bool:
+    return int(op.attrs.get("group", 1) or 1) == 1
 
 
 def _ungrouped(op) -> bool:
@@ -517,6 +855,33 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _gemm_grouped(op, operands):
+        # gemm_convolution_bwd_data's im2col buffer beside the input's gradient, then that gradient made
+        # once more (copied out)
+        q = _wgeom(op, operands)
+        k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+        x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+        return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,), ("in0",))
+    if _wide(op, operands):
+        kern = _wide_dx_kernel(op, operands)
+        if kern is None:
+            label = getattr(op, "label", "") or f"{op.type}"
+            raise UnsupportedOpError(
+                f"torch profile: op {label} ({op.type}): the input's gradient of a kernel as wide as its input with "
+                f"one output column (oneDNN's large-filter kernel, whose memory was not measured)")
+        if kern == "gemm":
+            # gemm_convolution_bwd_data reads and writes the plain tensors: its im2col buffer only
+            q = _wgeom(op, operands)
+            k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+            x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+            return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,),)
+        if kern == "jit_avx2":
+            # blocked by 8 (nChw8c): the incoming gradient, the weight, the input's gradient; then copied out
+            x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+            q = _wgeom(op, operands)
+            c, o = q["ic"], q["oc"]
+            bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
+            return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
     if _ungrouped(op) and _strided(op):
         if max(int(v) for v in op.attrs["kernel"]) > 7:
             label = getattr(op, "label", "") or f"{op.type}"
@@ -537,6 +902,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _dilated(op) -> bool:
+    return any(int(d) > 1 for d in op.attrs.get("dilation", (1,)))
+
+
 def _gemm_weights(op, operands) -> bool:
     """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
     to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
@@ -545,9 +914,10 @@ def _gemm_weights(op, operands) -> bool:
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return False
     kw = int(op.attrs["kernel"][1])
-    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
+    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7); a
+    # depth multiplier is no jit_dw case (one input per group: gemm, as `_gemm_grouped` says)
     if op.type == "DepthwiseConv2D":
-        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3)
+        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
@@ -555,6 +925,12 @@ def _gemm_weights(op, operands) -> bool:
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+    if _wide(op, operands) and _dilated(op):
+        # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
+        # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)
+        q = _wgeom(op, operands)
+        if q["sh"] > 1 or q["ekh"] > q["ih"]:
+            return True
     return kw > 14
 
 
@@ -570,8 +946,22 @@ def _gemm_weights_scratch(op, operands) -> int:
     c, n = int(x.shape[ch]) // grp, int(x.shape[0])  # per group
     col = 0
     if (kh, kw) != (1, 1) or _strided(op) or x.num_elements != y.num_elements // int(y.shape[ch]) * c * grp:
-        col = 4 * c * kh * kw * (y.num_elements // (n * int(y.shape[ch]))) + 128
+        os_ = y.num_elements // (n * int(y.shape[ch]))
+        col = 4 * c * kh * kw * _gemm_os_block(c * kh * kw, os_, 4 * w.nbytes + 128, x.nbytes + w.nbytes + y.nbytes,
+                                               0.05) + 128
     return 4 * w.nbytes + 128 + col
+
+
+def _gemm_os_block(k_col: int, os_: int, booked: int, tensors: int, coef: float) -> int:
+    """The output pixels gemm's backward im2col buffer holds: all of them, unless k_col x os_ floats
+    exceed what init_conf leaves of its scratchpad limit (min(1 GiB, 15 x the source, weight and
+    destination bytes) less what is booked already); then coef (0.05 weights, 0.1 data) of what
+    would fit, at least 16 (float32 arithmetic as in oneDNN)."""
+    available = min(1 << 30, 15 * tensors) - booked
+    if available >= 4 * k_col * os_:
+        return os_
+    most = available // (4 * k_col)
+    return max(SIMD_W, int(np.float32(most) * np.float32(coef)))
 
 
 def _weights_layout(op, operands) -> tuple:
@@ -902,21 +1292,14 @@ def _torch_refuse(op, operands) -> str | None:
             return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
                     f"measured for kernels up to 4 and strides up to 2 only")
     k = tuple(int(v) for v in op.attrs["kernel"])
-    if max(k) >= 14 and torch_backend(op, operands) == "mkldnn" and not (
-            _ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
-            and not any(int(p) for p in op.attrs.get("pads") or ())):
-        # measured: unpadded patchify kernels (stride = kernel) up to 32 wide; oneDNN takes its gemm
-        # kernels for other wide ones (forward when padded, the input's gradient from 14 wide)
-        return (f"a {k[0]}x{k[1]} kernel other than an unpadded patchify (stride = kernel): oneDNN's gemm "
-                f"convolution kernels, whose memory was not measured")
+    why = _wide_refuse(op, operands)
+    if why:
+        return why
     if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()):
         return "a padded, strided 1x1 kernel: oneDNN runs it with kernels whose memory was not measured"
     be = torch_backend(op, operands)
     if _channels_last(op):
         grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
-        if grouped and (op.type != "DepthwiseConv2D" or int(op.attrs.get("depth_multiplier", 1)) != 1):
-            return ("a grouped channels-last convolution other than depthwise with one output per channel: "
-                    "its oneDNN kernel's memory was not measured")
         if grouped and be != "mkldnn":  # a 1x1 depthwise kernel: one slow convolution per channel
             return "a channels-last depthwise convolution on eager's slow path: its memory was not measured"
         if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
@@ -969,8 +1352,17 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated."""
-    return op.type == "Conv1D" and bool(_torch_refuse(*_view_2d(op, operands)))
+    the 1-D facts count it, and the report names it as estimated. So is a grouped channels-last
+    forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
+    AVX-512's above 16)."""
+    if op.type == "Conv1D":
+        return bool(_torch_refuse(*_view_2d(op, operands)))
+    grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
+    if not grp:
+        return False
+    if grp[1] > BLOCK:  # brgemm forward: its block of more than 16 outputs per group is a heuristic's
+        return grp[2] > BLOCK
+    return grp[2] > 8 and not _jit_fwd_fits(op, operands)
 
 
 def _torch_contiguous_grad(op, operands) -> bool:
@@ -983,7 +1375,7 @@ def _torch_contiguous_grad(op, operands) -> bool:
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"),), "fwd_scratch": _as_2d(_torch_fwd),
+TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated}

@@ -181,9 +181,27 @@ def _torch(op) -> dict | None:
     return {"saves": (("in1", "any"),)}
 
 
+def _torch_nd(op) -> dict | None:
+    """`--profile torch`: a ScatterND read back as eager's in-place write (`k[..., :a].copy_(x)`,
+    `x[idx] = v`: profiles/torch/rewrites.py `inplace_writes`), measured (torch 2.14, per-op allocator
+    events): forward makes nothing and saves nothing (copy_'s formula needs sizes only); its
+    backward (CopySlices around copy_, derivatives.yaml `self: zeros_like(grad)`, `src: sum_to(grad,
+    src.sizes())`; index_put_'s alike) makes the result, a copy of the incoming gradient of the
+    data's size, which is the data's gradient, and the written slice of it cloned, which is the
+    updates' gradient; while the data needs one, a zeroed slice is made and written into the result.
+    Where the write made its data (a fresh `new_empty`: input 0 dropped), the result is freed in the
+    op. Other ScatterNDs: no facts (the general rule)."""
+    if not op.attrs.get("inplace") or str(op.attrs.get("reduction", "none")) != "none":
+        return None
+    if op.inputs[0] < 0:
+        return {"saves": (), "bwd_tmp": (("out0",),)}
+    return {"view": True, "saves": (), "bwd_tmp": (("in2?g0",),)}
+
+
 OPS = [OpDef("ScatterND", rule=rule, kernels={"forward": forward, "calcDerivative": backward,
                                               "calcGradient": backward},
-             flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch),
+             flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch,
+             profiles={"torch": _torch_nd}),
        OpDef("ScatterElements", rule=rule, kernels={"forward": elements_forward, "calcDerivative": elements_backward,
                                                     "calcGradient": elements_backward},
              flops=flops, check=elements_check, required_inputs=3, nondiff_inputs=(1,), batch=_elements_batch,

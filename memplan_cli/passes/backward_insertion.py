@@ -5,17 +5,21 @@ from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.graph import broadcasts_to
 from memplan_cli.ops.rule import plain_rule
+from memplan_cli.passes.backward_region import differentiable_inputs
 from memplan_cli.passes.infra import Pass
 from memplan_cli.passes.rules import RULE_READS, RuleContext
 
 
 def _check_parameters_train(tg, ctx, op, rule) -> None:
-    """A selected op the loss depends on: every parameter it reads in a differentiable position is
-    one of its rule's weights."""
+    """A selected op the loss depends on: every parameter whose values it reads in a differentiable
+    position is one of its rule's weights. An input read only for its shape or as an index (a `no_grad`
+    op's, a declared `nondiff_inputs` position: Shape of a weight, Reshape's shape) carries no
+    gradient in autograd either, so nothing is missing there; an op state is not a parameter."""
     d = ops.get(op.type)
-    skip = set(d.nondiff_inputs) | set(d.state_inputs) if d is not None else set()
+    diff = set(differentiable_inputs(op))
+    state = {op.inputs[k] for k in (d.state_inputs if d is not None else ()) if k < len(op.inputs)}
     for pos, i in enumerate(op.inputs):
-        if pos in skip or not ctx.is_param(i) or i in rule.weights:
+        if i not in diff or i in state or not ctx.is_param(i) or i in rule.weights:
             continue
         raise UnsupportedOpError(
             f"op #{op.index} {op.type} reads parameter '{tg.graph.operands[i].name}' (input {pos}), which "
@@ -30,10 +34,11 @@ class BackwardInsertion(Pass):
       naming the op and its index; an op outside it without a rule just runs forward (reads its
       inputs, writes its outputs).
     - Backward steps a rule returns for an op outside the backward region are dropped.
-    - A parameter read by a selected op the loss depends on must be one of the rule's weights, unless its position is non-differentiable or an op state (the registry's
-      `nondiff_inputs` / `state_inputs`): otherwise `UnsupportedOpError`, never a gradient silently
-      left out (a rule written for activations only, as BatchNormalization's was for a standardized
-      weight).
+    - A parameter whose values a selected op the loss depends on reads must be one of the rule's
+      weights: otherwise `UnsupportedOpError`, never a gradient silently left out (a rule written for
+      activations only, as BatchNormalization's was for a standardized weight). A position no gradient
+      flows through (`differentiable_inputs`: a `no_grad` op's inputs, such as Shape of a weight, and
+      the registry's `nondiff_inputs`) or an op state (`state_inputs`) is not such a read.
     - Forward tensors: one per operand some op or graph input / output touches. Non-constants are
       category non-const (role input, label, activation or loss); constants are category trainable
       and persistent (role weight when an op trains it, frozen-weight for other float constants,

@@ -122,3 +122,23 @@ def test_a_table_computed_from_a_buffer_is_folded_like_one_computed_from_integer
     assert [op.type for op in g.operations] == ["Mul"]
     table = g.operands[g.operations[0].inputs[1]]
     assert table.is_const and table.computed and table.shape == (8, 4)
+
+
+def test_a_fill_in_a_file_listing_its_parameters_is_no_parameter(tmp_path):
+    """A dynamo export lists every parameter in its graph signature: a ConstantOfShape the graph
+    computes (MiniCPM3's `new_empty`, transposed, then filled by slice assignments) is a tensor eager
+    makes each step, not a weight; without the signature the same fill trains (the zoo's light
+    models)."""
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])
+    nodes = [_c("wshape", [4, 3]), helper.make_node("ConstantOfShape", ["wshape"], ["e"], value=fill),
+             helper.make_node("Transpose", ["e"], ["et"], perm=[1, 0]),
+             helper.make_node("Add", ["x", "et"], ["h"]),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    for signed in (False, True):
+        m = onnx_model(nodes, [("x", (3, 4))], [("y", (3, 4))], {"w": np.ones((4, 4), np.float32)})
+        if signed:
+            m.graph.metadata_props.add(key="pkg.torch.export.ExportedProgram.graph_signature",
+                                       value="\n# inputs\np_w: PARAMETER target='w'\nx: USER_INPUT\n")
+        tg = training_graph(save(tmp_path, m))
+        trained = sorted(tg.graph.operands[w].name for w in tg.grad)
+        assert trained == (["w"] if signed else ["et", "w"]), signed

@@ -144,3 +144,150 @@ def test_tflite_transpose_conv(tmp_path, padding, out_hw, bias):
                                rtol=1e-10, atol=1e-10)
     assert check_gradients(p) >= 30
     check_verify(p, "-b", "2")
+
+
+# ---- torch profile: kernels 14 wide and more (oneDNN's gemm and jit limits) ----------------------
+# Every figure below was measured with torch 2.14.1 / oneDNN 3.12 on one thread of an AVX-512 CPU:
+# `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..[,g=..][,xgrad=0][,wgrad=0]"
+# --verbose` (the forward's scratch beside its output, the backward's allocator peak).
+def _torch_op(n, c, h, o, k, s=1, p=0, g=1, d=1, bias=True):
+    from memplan_cli.ir.graph import Operand, Operation
+
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // g, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    typ = "DepthwiseConv2D" if g == c and g > 1 else "Conv2D"
+    attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW", "pads": (p,) * 4}
+    if typ == "DepthwiseConv2D":
+        attrs["depth_multiplier"] = o // c
+    return Operation(0, typ, [0, 1, 2] if bias else [0, 1], [3], attrs), opd
+
+
+def _largest(alts, op, opd):
+    return max((sum(x if isinstance(x, int) else opd[op.inputs[int(x[2])]].nbytes for x in alt) for alt in alts),
+               default=0)
+
+
+def _torch_phases(op, opd, xgrad=True, wgrad=True):
+    """(forward scratch, backward peak) as profiles/torch/replay.py counts them for one convolution."""
+    from memplan_cli.ops import conv
+
+    f = conv.TORCH
+    assert f["refuse"](op, opd) is None
+    fwd = _largest(f["fwd_scratch"](op, opd), op, opd)
+    dx = opd[0].nbytes if xgrad else 0
+    sdx = _largest(f["bwd_scratch_dx"](op, opd), op, opd) if xgrad else 0
+    if not wgrad:
+        return fwd, dx + sdx
+    dw = opd[1].nbytes + opd[2].nbytes + _largest(f["bwd_scratch_dw"](op, opd), op, opd)
+    return fwd, max(dx + sdx, dx + dw)
+
+
+@pytest.mark.parametrize("cfg,kernel,fwd", [
+    # (n, c, h, o, k, s, p) -> oneDNN's forward kernel, its scratch beside the output
+    ((2, 3, 32, 32, 14, 7, 7), "gemm", 58_928),      # the left pad (7) wider than the 5 output columns
+    ((2, 3, 32, 32, 15, 1, 7), "jit", 262_144),      # a first convolution: 3 channels fit the code bound
+    ((2, 16, 32, 32, 15, 1, 7), "gemm", 1_843_328),  # 3 x 15 x 16 x 28 x 15 B of code > 256 KiB: im2col
+    ((2, 16, 40, 32, 19, 1, 9), "jit", 944_128),     # no right pad in the unrolled block: it fits
+    ((2, 16, 40, 32, 31, 1, 15), "gemm", 922_688),   # im2col in blocks of 16 x 961 x 15 output pixels
+    ((2, 3, 32, 32, 16, 8, 0), "jit", 98_304)])      # PiT's overlapping patch embedding (16, stride 8)
+def test_torch_wide_forward_kernel(cfg, kernel, fwd):
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(*cfg)
+    assert conv._wide_fwd_kernel(op, opd) == kernel
+    assert _torch_phases(op, opd, xgrad=False)[0] == fwd
+
+
+@pytest.mark.parametrize("cfg,kernel,fwd,peak", [
+    # (n, c, h, k, s): depthwise, p = k // 2; jit_dw unrolls 6 output columns, so a pad over 6 takes gemm
+    ((2, 16, 32, 31, 1), "gemm", 2_029_760, 4_375_168),  # im2col of 961 x 528 of the 1,024 pixels
+    ((2, 16, 32, 13, 1), "jit", 141_888, 877_696),
+    ((2, 64, 14, 31, 2), "gemm", 188_484, 1_519_300)])
+def test_torch_wide_depthwise(cfg, kernel, fwd, peak):
+    from memplan_cli.ops import conv
+
+    n, c, h, k, s = cfg
+    op, opd = _torch_op(n, c, h, c, k, s, k // 2, g=c)
+    assert conv._wide_fwd_kernel(op, opd) == kernel
+    assert _torch_phases(op, opd) == (fwd, peak)
+
+
+@pytest.mark.parametrize("cfg,kernel,peak", [
+    # (n, c, h, o, k, p), unstrided, a frozen weight (wgrad=0): dX beside the input-gradient kernel's scratch
+    ((2, 16, 32, 32, 14, 0), "gemm", 4_659_584),    # AVX-512's code bound and AVX2's overflow both refuse
+    ((2, 16, 32, 32, 15, 7), "jit_avx2", 854_016),  # copies blocked by 8
+    ((2, 24, 32, 40, 15, 7), "jit_avx2", 1_388_288),
+    ((2, 24, 40, 40, 19, 9), "jit", 3_241_984),
+    ((2, 64, 40, 64, 31, 15), "gemm", 26_651_008)])  # im2col cut to 105 pixels by the scratchpad limit
+def test_torch_wide_input_gradient(cfg, kernel, peak):
+    from memplan_cli.ops import conv
+
+    n, c, h, o, k, p = cfg
+    op, opd = _torch_op(n, c, h, o, k, 1, p)
+    assert conv._wide_dx_kernel(op, opd) == kernel
+    assert _torch_phases(op, opd, wgrad=False)[1] == peak
+
+
+def test_torch_gemm_weight_gradient_under_the_scratchpad_limit():
+    # n=2,c=3,h=40,o=32,k=31,s=1,p=15,xgrad=0: the im2col columns (18.4 MB) exceed what 15 x the tensors
+    # leave, so oneDNN takes 5 % of what fits (46 of 1,600 pixels)
+    op, opd = _torch_op(2, 3, 40, 32, 31, 1, 15)
+    assert _torch_phases(op, opd, xgrad=False) == (409_600, 2_375_976)
+    # n=2,c=16,h=40,o=32,k=31,s=1,p=15: gemm in all three phases
+    op, opd = _torch_op(2, 16, 40, 32, 31, 1, 15)
+    assert _torch_phases(op, opd) == (922_688, 11_583_424)
+
+
+def test_torch_channels_last_depth_multiplier():
+    # PiT's pooling: a depthwise 3x3 stride-2 convolution with 2 outputs per channel on a channels-last
+    # tensor (n=4, 96 -> 192 channels, 27 x 27): oneDNN's grouped jit kernel blocks the weight 16 x 16 per
+    # group (884,736 B) in forward, for the input's gradient, and for the weight's (with the bias's
+    # reduction); measured: forward 884,736 beside the output, backward peak 2,019,840
+    op, opd = _torch_op(4, 96, 27, 192, 3, 2, 1, g=96)
+    op.attrs["memory_format"] = "channels_last"
+    assert _torch_phases(op, opd) == (884_736, 2_019_840)
+
+
+@pytest.mark.parametrize("cfg,kernels,fwd,peak", [
+    # (n, c, h, o, k, s, p), dilation 2: a strided one's input gradient takes gemm (brgconv_strided takes
+    # no dilation, the jit kernels no dilation with a stride), and its weight gradient too (jit's needs
+    # stride 1 where dilated), 14 wide as it is
+    ((2, 16, 48, 32, 14, 2, 13), ("gemm", True), 696_320, 9_527_680),
+    ((2, 16, 48, 32, 14, 1, 13), ("jit", False), None, 1_581_184)])
+def test_torch_dilated_wide_kernels(cfg, kernels, fwd, peak):
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(*cfg, d=2)
+    assert (conv._wide_dx_kernel(op, opd), conv._gemm_weights(op, opd)) == kernels
+    got = _torch_phases(op, opd)
+    assert got[1] == peak and fwd in (None, got[0])
+
+
+@pytest.mark.parametrize("cfg,why", [
+    (dict(n=2, c=16, h=32, o=32, k=15, p=7, g=2), "grouped"),
+    (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
+def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(**cfg)
+    assert why in conv._torch_refuse(op, opd)
+
+
+def test_torch_strided_wide_input_gradient_is_refused_where_it_runs():
+    # brgconv_strided's scratchpad for kernels wider than 7 follows oneDNN's blocking search (measured
+    # 4 to 217 KB above the formula): refused when the input needs its gradient, analysed when not
+    from memplan_cli.errors import UnsupportedOpError
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(2, 16, 32, 32, 16, 8, 0)
+    assert conv._torch_refuse(op, opd) is None
+    with pytest.raises(UnsupportedOpError, match="strided kernel wider than 7"):
+        conv._torch_bwd_dx(op, opd)
+
+
+def test_wide_padded_conv_gradients_and_verify(tmp_path):
+    # a 15 x 15 kernel, pad 7 (a large-kernel stem): the memplan rule and `memplan verify`
+    p = save(tmp_path, _model("Conv", (1, 2, 16, 16), (3, 2, 15, 15), (1, 3, 16, 16), pads=[7, 7, 7, 7]))
+    assert check_gradients(p) >= 24
+    check_verify(p, "-b", "1")

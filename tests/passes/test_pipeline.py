@@ -182,3 +182,23 @@ def test_a_rule_that_leaves_a_parameter_untrained_is_refused(tmp_path):
     with pytest.raises(UnsupportedOpError, match=r"reads parameter 'w' \(input 1\)"):
         build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"), rules={"Mul": activations_only})
     build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"))  # the real rule trains w
+
+
+def test_a_parameter_read_only_for_its_shape_is_not_refused(tmp_path):
+    """timm's weight-standardised convolutions reshape the standardised weight back with
+    `reshape_as(self.weight)`: TorchScript writes Shape(weight) -> Reshape. An op that reads a
+    parameter only for its shape (a `no_grad` op) contributes no gradient and needs none, as in
+    autograd; the weight trains through the ops that read its values."""
+    from onnx import helper
+
+    from memplan_cli.loaders import load_model
+    from tests.ops.gradcheck import check_verify, onnx_model, save
+
+    p = save(tmp_path, onnx_model(
+        [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Shape", ["w"], ["s"]),
+         helper.make_node("Reshape", ["t", "s"], ["y"])],
+        [("x", (1, 3))], [("y", (2, 3))], {"w": np.ones((2, 3), np.float32)}))
+    tg = build_training_graph(load_model(p), TrainConfig(optimizer="sgd", loss="mse"))
+    w = next(o.index for o in tg.graph.operands if o.name == "w")
+    assert w in tg.grad  # trained through the Mul
+    check_verify(p)

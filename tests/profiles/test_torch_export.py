@@ -565,29 +565,33 @@ def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):
     assert _trained(a)["rel"] == (4, 8)
 
 
-def _viewed_norm(tmp_path, name, merged: bool):
+def _viewed_norm(tmp_path, name, merged: bool, twice: bool = False):
     """x * v.view(1, -1) * weight.view(1, -1) in module `n` (EvoNorm's scale), as the dynamo exporter
     writes it: each view folded into a constant (`view_1`, `view_2`); `merged`: v and weight were
     equal (ones at init) and the optimizer kept `view_1` alone, which the second Mul reads while its fx
-    node still takes `%view_2`."""
-    second = "view_1" if merged else "view_2"
-    nodes = [helper.make_node("Mul", ["x", "view_1"], ["h"], name="node_mul"),
+    node still takes `%view_2`. `twice`: each parameter viewed by two unsqueezes (ViTDet's
+    `weight[:, None, None]`), so each folded constant was computed through a first `unsqueeze` too."""
+    one, two = ("unsqueeze_1", "unsqueeze_3") if twice else ("view_1", "view_2")
+    second = one if merged else two
+    nodes = [helper.make_node("Mul", ["x", one], ["h"], name="node_mul"),
              helper.make_node("Mul", ["h", second], ["y"], name="node_mul_1")]
-    calls = {"node_mul": _fx("mul.Tensor", "%x, %view_1"), "node_mul_1": _fx("mul.Tensor", "%mul, %view_2")}
+    calls = {"node_mul": _fx("mul.Tensor", f"%x, %{one}"), "node_mul_1": _fx("mul.Tensor", f"%mul, %{two}")}
     for n in nodes:
         p = n.metadata_props.add()
         p.key, p.value = "pkg.torch.onnx.name_scopes", str(["", "n", n.name.removeprefix("node_")])
-    inits = [("view_1", np.ones((1, 16), np.float32))] + ([] if merged else [("view_2", np.ones((1, 16), np.float32))])
-    folded = {"view_1": ["n.v", "val_1"], **({} if merged else {"view_2": ["n.weight", "val_2"]})}
+    inits = [(one, np.ones((1, 16), np.float32))] + ([] if merged else [(two, np.ones((1, 16), np.float32))])
+    via = (["unsqueeze"], ["unsqueeze_2"]) if twice else ([], [])
+    folded = {one: ["n.v", *via[0], "val_1"], **({} if merged else {two: ["n.weight", *via[1], "val_2"]})}
     return _dynamo_file(tmp_path, name, nodes, inits, [2, 16], [2, 16], ["n.v", "n.weight"], folded, calls)
 
 
-def test_parameters_viewed_then_merged_are_each_their_own_tensor(tmp_path):
+@pytest.mark.parametrize("twice", [False, True])
+def test_parameters_viewed_then_merged_are_each_their_own_tensor(tmp_path, twice):
     # eager holds, differentiates and updates v and weight (16 floats each); the merged file has one
     # constant for both: the second reader's fx node takes `%view_2`, which nothing in the file is
-    # named, and n.weight is nowhere in the file: it reads n.weight
-    apart, a = _torch(_viewed_norm(tmp_path, "apart", merged=False))
-    merged, b = _torch(_viewed_norm(tmp_path, "merged", merged=True))
+    # named, and n.weight is nowhere in the file: it reads n.weight. Through two views the same
+    apart, a = _torch(_viewed_norm(tmp_path, "apart", merged=False, twice=twice))
+    merged, b = _torch(_viewed_norm(tmp_path, "merged", merged=True, twice=twice))
     assert len(_trained(a)) == 2 and sorted(_trained(b).values()) == sorted(_trained(a).values())
     assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]
 

@@ -441,6 +441,93 @@ def test_equal_ops_the_exporter_merged_are_computed_again(tmp_path):
     assert not any(b.name.startswith("d:sub") for b in a.buffers.buffers)
 
 
+def _centred_norm_ts(tmp_path, name, square="pow", second_reader="Div", axes_var=(-1,)):
+    """DeBERTa's LayerNorm as TorchScript writes it: one Sub (the exporter's CSE merged the two
+    `x - mean`), its square's mean the variance, Sqrt of it plus eps, and the Sub divided by it; no node
+    records a call."""
+    sq = helper.make_node("Pow", ["d", "two"], ["p2"], name="pow") if square == "pow" else \
+        helper.make_node("Mul", ["d", "d"], ["p2"], name="pow")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("ReduceMean", ["h", "ax"], ["mu"], name="mean"),
+             helper.make_node("Sub", ["h", "mu"], ["d"], name="sub"),
+             sq,
+             helper.make_node("ReduceMean", ["p2", "axv"], ["var"], name="mean_1"),
+             helper.make_node("Add", ["var", "eps"], ["ve"], name="add"),
+             helper.make_node("Sqrt", ["ve"], ["s"], name="sqrt"),
+             helper.make_node(second_reader, ["d", "s"], ["y"], name="norm")]
+    inits = [("w", _w(8, 8)), ("ax", np.array([-1], np.int64)), ("axv", np.array(axes_var, np.int64)),
+             ("two", np.float32(2.0)), ("eps", np.float32(1e-7))]
+    return _model(tmp_path, nodes, [("x", F, [2, 4, 8])], [("y", [2, 4, 8])], inits, name)
+
+
+def test_a_torchscript_centred_norm_computes_x_minus_mean_twice(tmp_path):
+    # TorchScript's CSE merged `(x - mean).pow(2)`'s and `(x - mean) / sqrt(..)`'s Subs: eager made two
+    # (256 B each), the first saved by pow, the second computed just before the division, which saves
+    # it; both Subs are named as estimated (the file cannot tell `d = x - mean` used twice)
+    a = _run(_centred_norm_ts(tmp_path, "pow"), loss="mse")
+    bufs = {b.name: b for b in a.buffers.buffers}
+    assert bufs["d:again"].size == 256 and a.buffers.steps[bufs["d:again"].last].kind != "forward"
+    pow_bwd = next(s.index for s in a.buffers.steps if s.kind != "forward" and s.label.endswith("(pow)"))
+    assert bufs["d"].last == pow_bwd
+    est = a.extras["torch"]["coverage"]["estimated"]
+    assert [e["type"] for e in est] == ["Sub"]
+    # the square as Mul(d, d), the normalisation a Mul (Cohere's rsqrt): the same reading
+    a = _run(_centred_norm_ts(tmp_path, "mul", square="mul", second_reader="Mul"), loss="mse")
+    assert any(b.name == "d:again" for b in a.buffers.buffers)
+
+
+def test_what_is_not_a_centred_norm_read_twice(tmp_path):
+    # the variance over other axes than the mean's: not the norm's form, one Sub
+    a = _run(_centred_norm_ts(tmp_path, "axes", axes_var=(-2,)), loss="mse")
+    assert not any(b.name.endswith(":again") for b in a.buffers.buffers)
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    # a dynamo export records its calls: its merges are read back from them, not by this reading
+    a = _run(_layer_norm_twice(tmp_path, "one", "sub"), loss="mse")
+    assert not any(b.name.endswith(":again") for b in a.buffers.buffers)
+
+
+def _slice_writes(tmp_path, name, reduction="none"):
+    """MiniCPM3's key states as TorchScript writes them: `k = a.new_empty(2, 4, 8)` (a float Constant
+    node), `k[..., :6].copy_(a)` and `k[..., 6:].copy_(b)` as two ScatterNDs, then a sigmoid."""
+    def idx(lo, hi):
+        i, j, c = np.meshgrid(np.arange(2), np.arange(4), np.arange(lo, hi), indexing="ij")
+        return np.stack([i, j, c], -1).astype(np.int64)
+    base = helper.make_tensor("kv", F, [2, 4, 8], np.zeros(64, np.float32))
+    nodes = [helper.make_node("MatMul", ["x", "wa"], ["a"], name="mma"),
+             helper.make_node("MatMul", ["x", "wb"], ["b"], name="mmb"),
+             helper.make_node("Constant", [], ["k0"], value=base, name="new_empty"),
+             helper.make_node("ScatterND", ["k0", "ia", "a"], ["k1"], name="write_a"),
+             helper.make_node("ScatterND", ["k1", "ib", "b"], ["k2"], name="write_b", reduction=reduction),
+             helper.make_node("Sigmoid", ["k2"], ["y"], name="act")]
+    inits = [("wa", _w(4, 6)), ("wb", _w(4, 2)), ("ia", idx(0, 6)), ("ib", idx(6, 8))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.producer_name = "pytorch"  # a float Constant node of torch.onnx is no parameter
+    path = tmp_path / f"{name}.onnx"
+    save(model, str(path))
+    return load_model(str(path))
+
+
+def test_slice_assignments_write_into_the_tensor(tmp_path):
+    # eager's copy_ into a slice makes nothing in forward and saves nothing: the first write makes the
+    # new_empty tensor (256 B), the second writes into it. Backward (CopySlices, measured): each makes
+    # the result, a copy of the incoming gradient (256 B), and the slice's clone, the source's
+    # gradient; while the data needs its gradient (the second write's: it holds a) a zeroed slice
+    # (64 B) too; the first's result is freed in the op (its data is the fresh tensor)
+    a = _run(_slice_writes(tmp_path, "writes"), loss="mse")
+    first, second = _cols(a, "write_a"), _cols(a, "write_b")
+    assert first["fwd_mem_out"] == 256 and second["fwd_mem_out"] == 0
+    assert first["fwd_mem_tmp"] == 0 and second["fwd_mem_tmp"] == 0
+    assert second["bwd_mem_tmp"] == 64 and second["bwd_mem_out"] == 256 + 64
+    assert first["bwd_mem_tmp"] == 256 and first["bwd_mem_out"] == 192
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    # an accumulating ScatterND is no assignment: the general rule covers it, named as estimated
+    a = _run(_slice_writes(tmp_path, "add", reduction="add"), loss="mse")
+    assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["ScatterND"]
+
+
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
     # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
     # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:

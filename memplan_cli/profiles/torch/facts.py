@@ -30,6 +30,10 @@ from memplan_cli.profiles.torch.strides import elements
 #   function (op, operands) -> that tuple;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
+# - "only_for_outputs": {input position: output positions}: that input makes only those outputs, so
+#   where none of them is read eager never computes it (rewrites.unread_statistics);
+# - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
+#   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers).
@@ -96,16 +100,16 @@ def facts(op) -> dict | None:
     """The torch facts of `op` (an IR op or an EagerOp): its family's (a dict, or a function of the op),
     {} for an op that never carries a gradient (`OpDef.no_grad`: eager records no node), else None."""
     d = ops.get(op.type)
-    f = (d.profiles or {}).get("torch") if d is not None else None
-    if callable(f):
-        f = f(op)
+    own = (d.profiles or {}).get("torch") if d is not None else None
+    f = own(op) if callable(own) else own
     if f is not None:
         return f
     if d is not None and d.no_grad:
         return {}
     if op.type in COMPOSED:
         return COMPOSED[op.type](op)
-    f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
+    if own is None:  # a family's function that gave none here leaves the op to the general rule
+        f = FACTS[op.type] if op.type in FACTS else ops.profile_facts("torch", op.type)
     if f is None and (getattr(op, "attrs", None) or {}).get(ESTIMATED):
         return GENERAL
     return f

@@ -6,10 +6,10 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
+from memplan_cli.ops._torch import CAST, GATHER, INPLACE_WRITE, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
-from memplan_cli.profiles.torch.facts import fused_activations
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
@@ -219,6 +219,95 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     return out
 
 
+def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """A written-out LayerNorm's `x - mean` in a TorchScript export, read as eager's two: the exporter
+    merges equal nodes and records nothing (torch.onnx's `_jit_pass_cse`, utils.py `_optimize_graph`),
+    so `(x - mean).pow(2).mean()` beside `(x - mean) / sqrt(var + eps)` is one Sub in the file where
+    eager computes it twice. The file cannot tell that form from `d = x - mean` used twice; the norms
+    written out this way in transformers and timm repeat it (Cohere's, DeBERTa's, ViTDet's), the dynamo
+    exports of them record two `sub` nodes, so the second is read back: a Sub(x, Mean(x, axes,
+    keepdims)) read by exactly two ops, a square (Pow 2, or Mul of it by itself) whose Mean over the
+    same axes is the variance, and one other reader, which reads a copy of the Sub computed just before
+    it. Both Subs are named as estimated. Only for files without recorded calls (the dynamo exporter's
+    merges are read back by `merged_duplicates`)."""
+    irops = g.operations
+    if any(op.call for op in irops):
+        return ops_
+    producer = {v: op for op in ops_ if op.members == (op.index,) for v in op.outputs[:1]}
+    readers: dict[int, list] = {}
+    for op in ops_:
+        for v in set(op.inputs):
+            if v >= 0:
+                readers.setdefault(v, []).append(op)
+
+    def square_of(op, d) -> bool:
+        return (op.type == VAR["pow"] and op.inputs == [d] and op.attrs.get("exponent") == 2.0) or \
+            (op.type == VAR["square"] and op.inputs == [d, d])
+
+    copy_for: dict[int, tuple] = {}  # index of the other reader -> (the Sub, d)
+    for sub in ops_:
+        if sub.type != VAR["sub"] or sub.members != (sub.index,) or len(sub.inputs) != 2 or \
+                len(sub.outputs) != 1:
+            continue
+        x, mu = sub.inputs
+        d = sub.outputs[0]
+        mean = producer.get(mu)
+        rs = readers.get(d, [])
+        if mean is None or mean.type != VAR["mean"] or mean.inputs[:1] != [x] or not mean.attrs.get("keep_dims") \
+                or not mean.attrs.get("axes") or len(rs) != 2 or d in g.outputs:
+            continue
+        sq = next((r for r in rs if square_of(r, d)), None)
+        other = next((r for r in rs if r is not sq), None)
+        var = [r for r in readers.get(sq.outputs[0], [])] if sq is not None and sq.outputs else []
+        if sq is None or other is None or len(var) != 1 or var[0].type != VAR["mean"] or \
+                var[0].attrs.get("axes") != mean.attrs.get("axes"):
+            continue
+        copy_for[other.index] = (sub, d)
+    if not copy_for:
+        return ops_
+    subs = {sub.index for sub, _ in copy_for.values()}
+    out: list[EagerOp] = []
+    for op in ops_:
+        if op.index in subs and op.members == (op.index,):
+            op.attrs[ESTIMATED] = True
+        hit = copy_for.get(op.index) if op.members == (op.index,) else None
+        if hit is not None:
+            sub, d = hit
+            y = Operand(len(opd), f"{opd[d].name}:again", tuple(opd[d].shape), opd[d].dtype)
+            opd.append(y)
+            out.append(EagerOp(sub.index, sub.type, list(sub.inputs), [y.index], {**sub.attrs, ESTIMATED: True},
+                               sub.label, sub.members))
+            uses[d] = [u for u in uses.get(d, []) if u != op.index]
+            uses.setdefault(y.index, []).append(op.index)
+            op = EagerOp(op.index, op.type, [y.index if v == d else v for v in op.inputs], op.outputs, op.attrs,
+                         op.label, op.members)
+        out.append(op)
+    return out
+
+
+def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """A slice or index assignment, read back as eager's write into the tensor itself: a ScatterND
+    (no reduction) of a TorchScript export (its symbolics write one only for `index_put_` and a
+    `copy_` into a slice view) or recording a dynamo `slice_scatter` (the functionalized `copy_`).
+    Its result is its data's storage (ops/scatter.py); where the data is a constant that trains not
+    (MiniCPM3's `new_empty`, a fill eager makes just before), the write makes that tensor: its data
+    input is dropped and its result is new."""
+    irops = g.operations
+    traced = any(op.call for op in irops)
+    out = []
+    for op in ops_:
+        if op.type == INPLACE_WRITE["type"] and op.members == (op.index,) and len(op.inputs) >= 3 and \
+                str(op.attrs.get("reduction", "none")) == "none":
+            c = parse_call(irops[op.index].call) if irops[op.index].call else None
+            if not traced or (c and c[1].removeprefix("aten.") in INPLACE_WRITE["targets"]):
+                data = op.inputs[0]
+                fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+                op = EagerOp(op.index, op.type, [-1 if fresh else data] + op.inputs[1:], op.outputs,
+                             {**op.attrs, INPLACE_WRITE["attr"]: True}, op.label, op.members)
+        out.append(op)
+    return out
+
+
 def variances(ops_: list[EagerOp], g, uses: dict) -> list[EagerOp]:
     """`x.var(dims)` as both exporters write it, read back as eager's one `aten::var.correction`:
     Mean(x, axes, keepdims) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes), each intermediate read only by
@@ -289,9 +378,39 @@ def same_dtype_casts(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
     return out
 
 
+def unread_statistics(ops_: list[EagerOp], g) -> list[EagerOp]:
+    """Values eager never computes: an op's input that feeds only outputs nobody reads (the family's
+    torch fact "only_for_outputs": ONNX BatchNormalization's input_mean / input_var make only its
+    running-statistics outputs). `F.batch_norm(w, None, None, training=True)` (timm's weight
+    standardisation) has no running statistics; both exporters fill those required inputs with
+    ReduceMean chains over the input, but eager runs native_batch_norm alone. An op whose every read
+    output is read only at such an input, or by an op dropped so, is dropped (an op nobody reads at
+    all stays as it is)."""
+    outputs = set(g.outputs)
+    readers: dict[int, list] = {}
+    for pos, op in enumerate(ops_):
+        for k, v in enumerate(op.inputs):
+            if v >= 0:
+                readers.setdefault(v, []).append((pos, k))
+    dead_reads: set[tuple] = set()
+    dead: set[int] = set()
+    for pos in range(len(ops_) - 1, -1, -1):
+        op = ops_[pos]
+        reads = [r for v in op.outputs for r in readers.get(v, ())]
+        if reads and not outputs & set(op.outputs) and all(r in dead_reads or r[0] in dead for r in reads):
+            dead.add(pos)
+            continue
+        for k, outs in ((facts(op) or {}).get("only_for_outputs") or {}).items():
+            if all(not readers.get(op.outputs[o]) and op.outputs[o] not in outputs
+                   for o in outs if o < len(op.outputs)):
+                dead_reads.add((pos, k))
+    return [op for pos, op in enumerate(ops_) if pos not in dead] if dead else ops_
+
+
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
+    ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)

@@ -1,0 +1,123 @@
+"""Weight-standardised convolutions (timm's StdConv2d / ScaledStdConv2d: the weight reshaped to
+(1, out, -1), `F.batch_norm` in training mode over it without running statistics, reshaped back with
+`reshape_as(weight)`, then conv2d) as the torch profile replays them, on hand-built graphs written
+the way TorchScript exports them. devtools/torch_family_zoo.py checks whole networks (fam_stdconv,
+fam_scaled_stdconv, fam_bit, fam_nf_*) against torch's allocator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from memplan_cli.analysis import analyze  # noqa: E402
+from memplan_cli.config import TrainConfig  # noqa: E402
+
+OUT, IN, K = 8, 4, 3
+W_BYTES = OUT * IN * K * K * 4
+
+
+def _model(tmp_path, nodes, x_shape, y_shape, inits, name="m.onnx"):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    path = tmp_path / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def _std_conv(tmp_path):
+    """TorchScript's StdConv2d: Reshape(w, (1, OUT, -1)); the exporter's input_mean / input_var
+    (ReduceMean over a transposed copy, and the variance written out) that only make the running
+    statistics; BatchNormalization(training_mode=1) with ones / zeros; Reshape(., Shape(w)); Conv."""
+    nodes = [helper.make_node("Reshape", ["w", "s3"], ["wr"]),
+             helper.make_node("Reshape", ["wr", "s3"], ["wr2"]),
+             helper.make_node("Transpose", ["wr2"], ["wt"], perm=[0, 2, 1]),
+             helper.make_node("ReduceMean", ["wt", "ax"], ["mean"], keepdims=0),
+             helper.make_node("ReduceMean", ["wt", "ax"], ["mean1"], keepdims=1),
+             helper.make_node("Sub", ["wt", "mean1"], ["d"]),
+             helper.make_node("Mul", ["d", "d"], ["d2"]),
+             helper.make_node("ReduceMean", ["d2", "ax"], ["var"], keepdims=0),
+             helper.make_node("BatchNormalization", ["wr", "ones", "zeros", "mean", "var"], ["wn", "rm", "rv"],
+                              epsilon=1e-5, momentum=1.0, training_mode=1),
+             helper.make_node("Shape", ["w"], ["ws"]),
+             helper.make_node("Reshape", ["wn", "ws"], ["wc"]),
+             helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["a", "wc"], ["y"], kernel_shape=[K, K], pads=[1, 1, 1, 1])]
+    inits = {"w": np.ones((OUT, IN, K, K), np.float32), "w0": np.ones((IN, 2, 1, 1), np.float32),
+             "s3": np.array([1, OUT, -1], np.int64), "ax": np.array([0, 1], np.int64),
+             "ones": np.ones(OUT, np.float32), "zeros": np.zeros(OUT, np.float32)}
+    return _model(tmp_path, nodes, (2, 2, 8, 8), (2, OUT, 8, 8), inits)
+
+
+def _analyze(path, **cfg):
+    return analyze(path, TrainConfig(**{"loss": "mse", "optimizer": "sgd", **cfg}), profile="torch")
+
+
+def test_batch_norm_without_running_statistics_runs_alone(tmp_path):
+    """The exporter's input_mean / input_var chains make only BatchNormalization's running statistics
+    (outputs 1 and 2, read by nobody): eager's native_batch_norm computes its own and nothing else."""
+    a = _analyze(_std_conv(tmp_path), batch_size=2)
+    cols = a.extras["per_layer_extra"]
+    assert not [k for k in cols if k.split()[1] in ("ReduceMean", "Mean", "Var", "Sub", "Transpose")]
+    bn = next(v for k, v in cols.items() if k.split()[1] == "BatchNormalization")
+    # its output and save_mean / save_invstd (the weight-sized output is the standardised weight)
+    assert bn["fwd_mem_out"] == W_BYTES and bn["fwd_mem_tmp"] == 2 * OUT * 4
+
+
+def test_the_standardised_weight_is_held_until_the_convolution_backward(tmp_path):
+    """convolution saves its weight as well as its input (derivatives.yaml: convolution_backward(grad,
+    input, weight, ...)): a weight computed each step (batch_norm's output) lives until the
+    convolution's backward, not only until its forward."""
+    a = _analyze(_std_conv(tmp_path), batch_size=2)
+    steps = a.buffers.steps
+    wn = next(b for b in a.buffers.buffers if b.name == "wn")
+    assert wn.size == W_BYTES
+    assert steps[wn.last].kind != "forward" and "Conv" in steps[wn.last].label
+
+
+def test_a_weight_read_through_a_view_keeps_its_gradient_to_the_end_of_the_step(tmp_path):
+    """batch_norm's backward makes the gradient of `weight.reshape(1, out, -1)`; the reshape's backward
+    hands it on as a view, and AccumulateGrad keeps it as `weight.grad` until the optimizer step:
+    a gradient, held to the end, not a back-prop tensor freed after the reshape's backward."""
+    a = _analyze(_std_conv(tmp_path), batch_size=2, optimizer="adam")
+    end = len(a.buffers.steps) - 1
+    grads = [b for b in a.buffers.buffers if b.category == "gradient" and b.size == W_BYTES]
+    assert len(grads) == 1 and grads[0].last == end
+
+
+def _corpus(name):
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "corpus"
+    params = {d["file"]: d["params"] for d in json.loads((root / "exports.json").read_text())}
+    return str(root / name), params[name]
+
+
+@pytest.mark.parametrize("exporter", ["ts", "dynamo"])
+def test_a_real_weight_standardised_export_trains_every_parameter(exporter):
+    """timm's StdConv2d and ScaledStdConv2d exported by torch.onnx (tests/corpus/wstd_tiny_*): both
+    exports analyse; each parameter gets its gradient (weights, the gain, biases: 4 bytes per
+    parameter torch counts), also where the dynamo exporter's optimizer folded a standardised weight
+    with its gain into one constant."""
+    path, params = _corpus(f"wstd_tiny_{exporter}.onnx")
+    a = _analyze(path, batch_size=2, optimizer="adam", loss="cce")
+    grads = sum(b.size for b in a.buffers.buffers if b.category == "gradient")
+    assert grads == 4 * params
+
+
+def test_both_exports_of_a_weight_standardised_network_replay_alike():
+    """What eager runs does not depend on the exporter: the dynamo export's folded standardisations,
+    run again (reshape, batch_norm with `gain * scale`, reshape back), give the TorchScript export's
+    figure, up to the `gain * scale` tensor TorchScript's export lets the loader fold (16 floats)."""
+    ts, _ = _corpus("wstd_tiny_ts.onnx")
+    dyn, _ = _corpus("wstd_tiny_dynamo.onnx")
+    a_ts = _analyze(ts, batch_size=2, optimizer="adam", loss="cce")
+    a_dyn = _analyze(dyn, batch_size=2, optimizer="adam", loss="cce")
+    assert 0 <= a_dyn.extras["torch"]["peak"] - a_ts.extras["torch"]["peak"] <= 16 * 4
+    cov = a_dyn.extras["torch"]["coverage"]
+    # batch_norm is what made the folded getitem, as the file no longer records: named as estimated
+    assert {e["type"] for e in cov["estimated"]} <= {"BatchNormalization", "Mul"}
+    assert sum(e["type"] == "BatchNormalization" for e in cov["estimated"]) == 2
