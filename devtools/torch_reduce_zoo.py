@@ -181,6 +181,39 @@ class L1Norm(nn.Module):
         return self.head(F.gelu(self.mid(h)))
 
 
+class NormalizedTokens(nn.Module):
+    """Token features L2-normalised over channels (F.normalize, dim -1) and over the sequence (dim 1,
+    cross-covariance attention's q and k), wide enough that the norms' backward holds the peak."""
+
+    def __init__(self, d=256, classes=10):
+        super().__init__()
+        self.inp = nn.Linear(SEQ[1], d)
+        self.mid = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = F.normalize(self.inp(x), dim=-1) * 16.0
+        h = F.gelu(self.mid(h))
+        return self.head(F.normalize(h, dim=1) + h)
+
+
+class LogSumExpPool(nn.Module):
+    """log_softmax written as `x - logsumexp(x, -1, keepdim=True)` over a token MLP's channels, then a
+    logsumexp pooling over the sequence (a non-last axis)."""
+
+    def __init__(self, d=256, classes=10):
+        super().__init__()
+        self.inp = nn.Linear(SEQ[1], d)
+        self.mid = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.inp(x)
+        h = h - torch.logsumexp(h, dim=-1, keepdim=True)
+        h = F.gelu(self.mid(h))
+        return self.head(torch.logsumexp(h, dim=1))
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -191,6 +224,8 @@ RED = {
     "red_maxdim": ("amax", lambda: MaxPoolTokens(False), SEQ),
     "red_prod": ("prod", ProdGates, SEQ),
     "red_l1": ("l1norm", L1Norm, SEQ),
+    "red_normalize_seq": ("l2norm", NormalizedTokens, SEQ),
+    "red_lse_pool": ("logsumexp", LogSumExpPool, SEQ),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
