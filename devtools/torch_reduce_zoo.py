@@ -214,6 +214,26 @@ class LogSumExpPool(nn.Module):
         return self.head(torch.logsumexp(h, dim=1))
 
 
+class ManualSoftmax(nn.Module):
+    """Softmax and logsumexp written out, as hand-written attention does: `e = (x - x.max(-1,
+    keepdim=True)[0]).exp(); e / e.sum(-1, keepdim=True)` (max.dim, gradient through it), and a
+    logsumexp over the channels with the max detached (amax; eager frees its backward node at once)."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__()
+        self.inp = nn.Linear(SEQ[1], d)
+        self.mid = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.inp(x)
+        e = (h - h.max(-1, keepdim=True)[0]).exp()
+        h = F.gelu(self.mid(e / e.sum(-1, keepdim=True)))
+        m = h.amax(-1, keepdim=True).detach()
+        lse = (h - m).exp().sum(-1, keepdim=True).log() + m
+        return self.head(h - lse)
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -226,6 +246,7 @@ RED = {
     "red_l1": ("l1norm", L1Norm, SEQ),
     "red_normalize_seq": ("l2norm", NormalizedTokens, SEQ),
     "red_lse_pool": ("logsumexp", LogSumExpPool, SEQ),
+    "red_manual_softmax": ("amax", ManualSoftmax, SEQ),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
