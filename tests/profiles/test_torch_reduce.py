@@ -124,3 +124,39 @@ def test_sum_backward_is_a_view_and_mean_backward_a_new_tensor(tmp_path):
     assert red["bwd_mem_out"] == 0 and red["bwd_mem_tmp"] == 0
     red, _ = _red(tmp_path, "ReduceMean", [-1])
     assert red["bwd_mem_out"] == 4 * IN
+
+
+def _detach_model(tmp_path, detached: bool):
+    """x + p -> h; amax(h) -> m; h - m, where the dynamo exporter's record of the Sub names `%detach`
+    (the file feeds it `m` itself: `m = h.amax(-1, keepdim=True).detach()`), or `%m`."""
+    def rec(node, text):
+        p = node.metadata_props.add()
+        p.key = "pkg.torch.onnx.fx_node"
+        p.value = f"%{node.output[0]} : [num_users=1] = call_function[target=torch.ops.{text}, kwargs = {{}})"
+        return node
+
+    nodes = [rec(helper.make_node("Add", ["x", "p"], ["h"]), "aten.add.Tensor](args = (%x, %p)"),
+             rec(helper.make_node("ReduceMax", ["h", "ax"], ["m"], keepdims=1), "aten.amax.default](args = (%h, [-1], True)"),
+             rec(helper.make_node("Sub", ["h", "m"], ["y"]),
+                 f"aten.sub.Tensor](args = (%h, %{'detach' if detached else 'm'})")]
+    inits = {"p": np.zeros(SHAPE[1:], np.float32), "ax": np.array([-1], np.int64)}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    path = tmp_path / f"detach{int(detached)}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+def test_a_detached_read_carries_no_gradient_and_frees_the_node(tmp_path):
+    """`h - h.amax(-1, keepdim=True).detach()`: eager frees amax's node with the result the detach was
+    taken from (nothing saved, no backward), and the Sub sends no gradient into it (measured on
+    devtools/torch_reduce_zoo.py red_manual_softmax, dynamo: +2.25 % before this rule, -0.00 % after)."""
+    cols = {}
+    for detached in (False, True):
+        a = analyze(_detach_model(tmp_path, detached), TrainConfig(loss="mse", batch_size=4), profile="torch")
+        cols[detached] = {k.split(" ")[1]: v for k, v in a.extras["per_layer_extra"].items()}
+    out = 4 * IN // SHAPE[-1]  # amax's result, and its gradient
+    assert cols[False]["ReduceMax"]["bwd_mem_tmp"] > 0 and cols[False]["Sub"]["bwd_mem_out"] == out
+    assert cols[True]["ReduceMax"]["bwd_mem_tmp"] == cols[True]["ReduceMax"]["bwd_mem_out"] == 0
+    assert cols[True]["Sub"]["bwd_mem_out"] == 0

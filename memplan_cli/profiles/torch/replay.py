@@ -225,11 +225,13 @@ class Replay:
                     storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s
-            needs = [v in self.rg for v in op.inputs]
+            det = op.attrs.get("detached", ())  # inputs read through .detach() (rewrites.detached_reads)
+            needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
             f = facts(op) or {}
             # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
-            # requires grad records no node: no phantom gradient back into its input)
-            rec = any(needs) and not f.get("draws") and not no_grad(op.type)
+            # requires grad records no node: no phantom gradient back into its input), nor one whose
+            # results are only read detached (its node is freed at once)
+            rec = any(needs) and not f.get("draws") and not no_grad(op.type) and not op.attrs.get("no_node")
             self.node[p] = rec
             if op.type == LOSS_TYPE:
                 saved = self.forward_loss(op, s)
@@ -440,8 +442,9 @@ class Replay:
             sim.touch(copy, s_dw)
             tmp.append(copy)
         mode = f.get("grad", "new")
+        det = op.attrs.get("detached", ())
         for k, v in enumerate(op.inputs):
-            if v < 0 or v not in self.rg:
+            if v < 0 or v not in self.rg or k in det:
                 continue
             if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
                 # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
@@ -490,7 +493,7 @@ class Replay:
             for t in tmp:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
-        needs = [v in self.rg for v in op.inputs]
+        needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
         dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
         dw = any(v in trained for v in op.inputs)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
