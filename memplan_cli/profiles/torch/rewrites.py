@@ -407,10 +407,41 @@ def unread_statistics(ops_: list[EagerOp], g) -> list[EagerOp]:
     return [op for pos, op in enumerate(ops_) if pos not in dead] if dead else ops_
 
 
+def detached_reads(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """A value read through `.detach()`: no export keeps an op for it, but the dynamo exporter's record
+    of a reader names `%detach` where the file feeds it the value itself (`sub(%gelu, %detach)` reading
+    `amax`). That input carries no gradient from that reader (attrs "detached": its positions); an op
+    whose results are read only so keeps no backward node (attrs "no_node": eager frees the node, and
+    what it saved, with the result the detach was taken from)."""
+    irops = g.operations
+    calls = [parse_call(op.call) if op.call else None for op in irops]
+    recorded = {c[0] for c in calls if c}
+    if not recorded:
+        return ops_
+    reads: dict[int, list[bool]] = {}  # operand -> for each eager read of it, whether detached
+    for op in ops_:
+        c = calls[op.index] if op.members == (op.index,) else None
+        if c:
+            args = set(re.findall(r"%(\w+)", " ".join(c[2]) + " " + " ".join(c[3].values())))
+            detach = [a for a in args if fx_kind(a) == "detach" and a not in recorded]
+            missing = [k for k, v in enumerate(op.inputs) if v >= 0 and opd[v].name in recorded
+                       and opd[v].name not in args]
+            if detach and len(missing) == len(detach):
+                op.attrs["detached"] = tuple(missing)
+        for k, v in enumerate(op.inputs):
+            if v >= 0:
+                reads.setdefault(v, []).append(k in op.attrs.get("detached", ()))
+    for op in ops_:
+        outs = [v for v in op.outputs if v >= 0]
+        if outs and all(reads.get(v) and all(reads[v]) and v not in g.outputs for v in outs):
+            op.attrs["no_node"] = True
+    return ops_
+
+
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
-    return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
+    return detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd)
