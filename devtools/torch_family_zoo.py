@@ -569,20 +569,25 @@ class SliceCopyNet(nn.Module):
 
 class SetItemNet(nn.Module):
     """A slice of an activation that needs its gradient overwritten in place by another projection
-    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient. `index`: rows
+    picked by an index tensor instead (`h[:, rows] = ..`: index_put_)."""
 
-    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50, index=False):
         super().__init__()
-        self.b = b
+        self.b, self.index = (a if index else b), index
+        self.register_buffer("rows", torch.tensor([0, 3, 5, 9]), persistent=False)
         self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
-        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, self.b) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
         for pa, pb, out in zip(self.pa, self.pb, self.out):
             h = pa(x)
-            h[..., :self.b] = pb(x)
+            if self.index:  # advanced indexing: index_put_
+                h[:, self.rows] = pb(x)[:, : len(self.rows)]
+            else:
+                h[..., :self.b] = pb(x)
             x = x + out(F.gelu(h))
         return self.head(x)
 
@@ -758,6 +763,7 @@ FAM = {
     "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
     "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
+    "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),

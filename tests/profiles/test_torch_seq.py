@@ -528,6 +528,34 @@ def test_slice_assignments_write_into_the_tensor(tmp_path):
     assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["ScatterND"]
 
 
+def test_recorded_writes_are_read_by_their_call(tmp_path):
+    # a dynamo file: the ScatterNDs recording slice_scatter or index_put (the functionalized copy_ /
+    # index_put_) are eager's in-place writes; one recording another call (a functional scatter) is
+    # not (the general rule covers it, named as estimated)
+    import onnx
+
+    def recorded(name, call):
+        _slice_writes(tmp_path, name)
+        path = tmp_path / f"{name}.onnx"
+        m = onnx.load(str(path))
+        for n in m.graph.node:
+            if n.op_type == "MatMul":
+                _record(n, f"{n.output[0]} = aten.mm.default(args = (%x, %w), kwargs = {{}})")
+            elif n.op_type == "ScatterND":
+                _record(n, f"{n.output[0]} = aten.{call}.default(args = (%k, %src), kwargs = {{}})")
+            elif n.op_type == "Sigmoid":
+                _record(n, "y = aten.sigmoid.default(args = (%k2,), kwargs = {})")
+        onnx.save(m, str(path))
+        return _run(load_model(str(path)), loss="mse")
+    for call in ("slice_scatter", "index_put"):
+        a = recorded(call, call)
+        assert _cols(a, "write_b")["fwd_mem_out"] == 0, call
+        assert not a.extras["torch"]["coverage"]["estimated"], call
+    a = recorded("scatter", "scatter")
+    assert _cols(a, "write_b")["fwd_mem_out"] == 256
+    assert {e["type"] for e in a.extras["torch"]["coverage"]["estimated"]} == {"ScatterND"}
+
+
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
     # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
     # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:

@@ -288,7 +288,8 @@ def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp
 def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     """A slice or index assignment, read back as eager's write into the tensor itself: a ScatterND
     (no reduction) of a TorchScript export (its symbolics write one only for `index_put_` and a
-    `copy_` into a slice view) or recording a dynamo `slice_scatter` (the functionalized `copy_`).
+    `copy_` into a slice view) or recording a dynamo `slice_scatter` or `index_put` (the
+    functionalized `copy_` and `index_put_`).
     Its result is its data's storage (ops/scatter.py); where the data is a constant that trains not
     (MiniCPM3's `new_empty`, a fill eager makes just before), the write makes that tensor: its data
     input is dropped and its result is new."""
@@ -299,11 +300,14 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
         if op.type == INPLACE_WRITE["type"] and op.members == (op.index,) and len(op.inputs) >= 3 and \
                 str(op.attrs.get("reduction", "none")) == "none":
             c = parse_call(irops[op.index].call) if irops[op.index].call else None
-            if not traced or (c and c[1].removeprefix("aten.") in INPLACE_WRITE["targets"]):
+            target = c[1].removeprefix("aten.") if c else ""
+            if not traced or target in INPLACE_WRITE["targets"]:
                 data = op.inputs[0]
                 fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+                # which write: recorded by the dynamo exporter; TorchScript's is taken as a slice's
                 op = EagerOp(op.index, op.type, [-1 if fresh else data] + op.inputs[1:], op.outputs,
-                             {**op.attrs, INPLACE_WRITE["attr"]: True}, op.label, op.members)
+                             {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
+                             op.label, op.members)
         out.append(op)
     return out
 
