@@ -592,6 +592,34 @@ class SetItemNet(nn.Module):
         return self.head(x)
 
 
+class DeltaLoopNet(nn.Module):
+    """The intra-chunk loop of chunked delta-rule attention (Kimi / Bailing linear attention): a
+    (B, H, C, C) matrix from two projections, whose rows are updated in place from clones of earlier
+    rows (`row = attn[..., i, :i].clone()`, `attn[..., i, :i] = row + (row[..., None] * sub).sum(-2)`),
+    then applied to a third projection."""
+
+    def __init__(self, d=64, heads=4, chunk=16, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qk = nn.Linear(d, 2 * d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k = self.qk(x).view(b, s, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        attn = -(q @ k.transpose(-1, -2)).masked_fill(self.upper, 0)
+        for i in range(1, self.c):
+            row = attn[..., i, :i].clone()
+            sub = attn[..., :i, :i].clone()
+            attn[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        v = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        y = (attn @ v).transpose(1, 2).reshape(b, s, d)
+        return self.head(x + self.out(y))
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -764,6 +792,7 @@ FAM = {
     "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
+    "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),

@@ -312,6 +312,92 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     return out
 
 
+def _is_view(op) -> bool:
+    f = facts(op) or {}
+    return bool(f.get("view")) or (f.get("view_if") is not None and f["view_if"](op))
+
+
+def clones_before_writes(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """A view of a tensor that an in-place write (`inplace_writes`) changes afterwards, read before that
+    write, was a copy in eager: autograd refuses a saved tensor modified in place (the version counter
+    check, `SavedVariable::unpack`), so code that reads a slice, then writes the tensor, clones the
+    slice first (`row = attn[..., i, :i].clone()` in the delta-rule loops of linear attention), and
+    TorchScript writes `clone` as nothing (its symbolic returns the input). Such a view's output becomes
+    a Clone op (a new contiguous operand, appended to `opd`) just after it; its readers read the copy."""
+    ops_ = list(ops_)
+    pos = {id(op): k for k, op in enumerate(ops_)}
+    root: dict[int, int] = {}  # operand -> the operand whose storage it shares
+    writes: list[tuple[int, int]] = []  # (position, root written)
+    views: list = []  # (position, view op) of views of activations
+    for k, op in enumerate(ops_):
+        inplace = op.attrs.get(INPLACE_WRITE["attr"])
+        if inplace and op.inputs[0] >= 0:
+            r = root.get(op.inputs[0], op.inputs[0])
+            writes.append((k, r))
+            for v in op.outputs:
+                root[v] = r
+        elif inplace:
+            for v in op.outputs:
+                root[v] = v
+        elif op.inputs and op.inputs[0] >= 0 and not opd[op.inputs[0]].is_const and _is_view(op):
+            r = root.get(op.inputs[0], op.inputs[0])
+            for v in op.outputs[:1]:
+                root[v] = r
+            views.append((k, op))
+    if not writes:
+        return ops_
+    readers: dict[int, list] = {}
+    for k, op in enumerate(ops_):
+        for v in set(op.inputs):
+            if v >= 0:
+                readers.setdefault(v, []).append(k)
+
+    def first_read(v, seen=()) -> int | None:
+        """The first position a non-view op reads v, through views of it."""
+        best = None
+        for k in readers.get(v, []):
+            op = ops_[k]
+            if _is_view(op) and not op.attrs.get(INPLACE_WRITE["attr"]) and op.inputs[0] == v and k not in seen:
+                k2 = first_read(op.outputs[0], seen + (k,)) if op.outputs else None
+            else:
+                k2 = k
+            if k2 is not None and (best is None or k2 < best):
+                best = k2
+        return best
+
+    cloned: set[int] = set()
+    for k, op in views:
+        v = op.outputs[0]
+        r = root.get(v, v)
+        if root.get(op.inputs[0], op.inputs[0]) != r:
+            continue
+        later = [w for w, wr in writes if wr == r and w > k]
+        if not later:
+            continue
+        first = first_read(v)
+        if first is not None and first < later[0] and not ops_[first].attrs.get(INPLACE_WRITE["attr"]) \
+                and not _is_view(ops_[first]):
+            cloned.add(pos[id(op)])
+    if not cloned:
+        return ops_
+    out: list[EagerOp] = []
+    for k, op in enumerate(ops_):
+        out.append(op)
+        if k not in cloned:
+            continue
+        v = op.outputs[0]
+        y = Operand(len(opd), f"{opd[v].name}:clone", tuple(opd[v].shape), opd[v].dtype)
+        opd.append(y)
+        out.append(EagerOp(op.index, "Clone", [v], [y.index], {}, op.label, op.members))
+        for j in range(k + 1, len(ops_)):
+            r = ops_[j]
+            if v in r.inputs:
+                ops_[j] = EagerOp(r.index, r.type, [y.index if x == v else x for x in r.inputs], r.outputs,
+                                  r.attrs, r.label, r.members)
+                uses.setdefault(y.index, []).append(r.index)
+    return out
+
+
 def variances(ops_: list[EagerOp], g, uses: dict) -> list[EagerOp]:
     """`x.var(dims)` as both exporters write it, read back as eager's one `aten::var.correction`:
     Mean(x, axes, keepdims) -> Sub(x, mean) -> Mul(d, d) -> Mean(axes), each intermediate read only by
@@ -416,5 +502,6 @@ def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
+    ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses)
