@@ -598,6 +598,41 @@ def test_recorded_writes_are_read_by_their_call(tmp_path):
     assert {e["type"] for e in a.extras["torch"]["coverage"]["estimated"]} == {"ScatterND"}
 
 
+def test_a_recorded_row_write_is_one_write_into_the_tensor(tmp_path):
+    # `a[:, 1, 6:] = b` as the dynamo exporter functionalizes it: select row 1 (a Gather), a
+    # slice_scatter into it, a select_scatter putting it back: eager's one copy_ into a view of a, so
+    # no tensor is made in forward and nothing is left to the general rule
+    import onnx
+
+    ic = np.stack(np.meshgrid(np.arange(2), np.arange(6, 8), indexing="ij"), -1).astype(np.int64)
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+                     "a = aten.mm.default(args = (%x, %w), kwargs = {})"),
+             _record(helper.make_node("MatMul", ["xb", "wb"], ["b"], name="mmb"),
+                     "b = aten.mm.default(args = (%xb, %wb), kwargs = {})"),
+             _record(helper.make_node("Gather", ["a", "one"], ["s"], axis=1, name="sel"),
+                     "select = aten.select.int(args = (%a, 1, 1), kwargs = {})"),
+             _record(helper.make_node("ScatterND", ["s", "ic", "b"], ["s2"], name="write"),
+                     "slice_scatter = aten.slice_scatter.default(args = (%select, %b, 1, 6, 8), kwargs = {})"),
+             _record(helper.make_node("Unsqueeze", ["s2", "ax1"], ["u"], name="unsq"),
+                     "select_scatter = aten.select_scatter.default(args = (%a, %slice_scatter, 1, 1), kwargs = {})"),
+             _record(helper.make_node("ScatterElements", ["a", "ie", "u"], ["k"], axis=1, name="back"),
+                     "select_scatter = aten.select_scatter.default(args = (%a, %slice_scatter, 1, 1), kwargs = {})"),
+             _record(helper.make_node("Sigmoid", ["k"], ["y"], name="act"),
+                     "y = aten.sigmoid.default(args = (%select_scatter,), kwargs = {})")]
+    inits = [("w", _w(2, 4, 8)), ("wb", _w(4, 2)), ("one", np.array(1, np.int64)), ("ic", ic),
+             ("ax1", np.array([1], np.int64)), ("ie", np.ones((2, 1, 8), np.int64))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 4]),
+                                           helper.make_tensor_value_info("xb", F, [2, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = tmp_path / "row.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    a = _run(load_model(str(path)), loss="mse")
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    assert _cols(a, "write")["fwd_mem_out"] == 0
+    assert not any(k.endswith("(back)") and v["fwd_mem_out"] for k, v in a.extras["per_layer_extra"].items())
+
+
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
     # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
     # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:

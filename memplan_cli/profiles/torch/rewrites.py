@@ -309,7 +309,59 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                              {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
                              op.label, op.members)
         out.append(op)
-    return out
+    return _selected_writes(out, g) if traced else out
+
+
+def _selected_writes(ops_: list[EagerOp], g) -> list[EagerOp]:
+    """`x[..., i, :n] = v` as the dynamo exporter functionalizes it: `s = select(x, i)`, a
+    slice_scatter into s (read as a write by `inplace_writes`), and a select_scatter putting the row
+    back into x. Eager runs one copy_ into a view of x (one CopySlices on x): the three are read back
+    as one write into x whose result is the select_scatter's; the ops between (the decompositions'
+    Transposes and Unsqueeze) go."""
+    irops = g.operations
+
+    def name_target(op):
+        c = parse_call(irops[op.index].call) if irops[op.index].call else None
+        return (c[0], c[1].removeprefix("aten.")) if c else ("", "")
+    producer = {v: k for k, op in enumerate(ops_) for v in op.outputs}
+    drop: set[int] = set()
+    fused: dict[int, EagerOp] = {}
+    for k, back in enumerate(ops_):
+        name, target = name_target(back)
+        if target != INPLACE_WRITE["select_back"] or len(back.inputs) < 3 or back.inputs[0] < 0:
+            continue
+        chain, v = [], back.inputs[2]
+        w = None
+        while v in producer:  # back through the decompositions' views to the write
+            j = producer[v]
+            op = ops_[j]
+            if op.attrs.get(INPLACE_WRITE["attr"]) and name_target(op)[1] == "slice_scatter":
+                w = j
+                break
+            if not _is_view(op) or not op.inputs:
+                break
+            chain.append(j)
+            v = op.inputs[0]
+        if w is None or ops_[w].inputs[0] < 0:
+            continue
+        u, sel = ops_[w].inputs[0], None
+        while u in producer:  # the write's data back through views to the select of x
+            op = ops_[producer[u]]
+            if name_target(op)[1] == INPLACE_WRITE["select"]:
+                sel = op
+                break
+            if not _is_view(op) or not op.inputs:
+                break
+            u = op.inputs[0]
+        if sel is None or sel.inputs[:1] != back.inputs[:1]:
+            continue
+        wr = ops_[w]
+        fused[k] = EagerOp(wr.index, wr.type, [back.inputs[0]] + wr.inputs[1:], list(back.outputs), wr.attrs,
+                           wr.label, wr.members)
+        drop.update([w, *chain])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
 
 
 def _is_view(op) -> bool:
