@@ -91,7 +91,10 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
     dt = getattr(torch, dtype)
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
-    x = torch.randn(n, ci, h, h, dtype=dt, requires_grad=bool(c.get("xgrad", 1)))
+    x = torch.randn(n, ci, h, h, dtype=dt)
+    if c.get("cl"):  # a channels-last input (as a LayerNorm over channels leaves it), its gradient too
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(bool(c.get("xgrad", 1)))
     if c.get("t"):
         w = torch.randn(ci, o // g, k, k, dtype=dt, requires_grad=True)
     else:
@@ -120,6 +123,8 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
         fwd = _events(lambda: held.setdefault("y", f()))
     y = held["y"]
     gy = torch.randn_like(y)
+    if c.get("cl"):
+        gy = gy.contiguous(memory_format=torch.channels_last)
     with _Stdout() as out_b:
         bwd = _events(lambda: y.backward(gy))
     if verbose:
@@ -160,6 +165,10 @@ def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
     typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 and not t else "Conv2D")
     attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW",
              "pads": (p, p, p, p), "output_padding": (c.get("op", 0),) * 2}
+    if typ == "DepthwiseConv2D":
+        attrs["depth_multiplier"] = o // g
+    if c.get("cl"):
+        attrs["memory_format"] = "channels_last"
     op = SimpleNamespace(type=typ, inputs=[0, 1, 2] if c.get("bias", 1) else [0, 1], outputs=[3], attrs=attrs)
     f = conv.TORCH
     why = f["refuse"](op, opd)
@@ -222,6 +231,50 @@ SETS = {
 # channel counts around oneDNN's blocking (16 on AVX-512, 8 on AVX2) and its first-convolution kernels
 SETS["channels"] = _grid(n=[2], c=[1, 2, 4, 6, 8, 12, 20, 24, 40], h=[16], o=[16, 24], k=[3], s=[1, 2], p=[1], xgrad=[0, 1])
 # grouped (ResNeXt / RegNet): channels per group 4 to 32, dilation
+# channels-last grouped convolutions (EdgeNeXt's depth multiplier 2 after a LayerNorm over channels,
+# ResNeXt-like groups): oneDNN's jit_avx512_common below 16 channels per group, brgemm above
+SETS["cl_grouped"] = [dict(n=n, c=c, h=h, o=c * m, k=k, s=s, p=k // 2, g=c, cl=1, bias=b)
+                      for n, c, h, m, k, s, b in ((4, 48, 16, 2, 5, 2, 1), (4, 96, 8, 2, 7, 2, 1),
+                                                  (2, 24, 16, 2, 3, 1, 0), (4, 32, 8, 4, 3, 1, 1),
+                                                  (2, 40, 14, 3, 5, 1, 1), (4, 192, 4, 2, 9, 2, 1))] + \
+    [dict(n=n, c=c, h=h, o=o, k=3, s=s, p=1, g=c // cpg, cl=1, bias=b)
+     for n, c, h, o, cpg, s, b in ((4, 64, 8, 64, 4, 1, 1), (4, 64, 8, 64, 16, 2, 1), (2, 64, 8, 128, 32, 1, 1),
+                                   (2, 48, 8, 48, 8, 1, 1), (2, 48, 8, 96, 12, 1, 0), (2, 96, 8, 96, 24, 2, 1),
+                                   (2, 128, 8, 80, 64, 1, 1), (4, 64, 8, 160, 32, 2, 1), (2, 36, 8, 72, 6, 1, 1))]
+
+# channels-first grouped convolutions no jit kernel blocks (a depth multiplier, 2 or 6 channels per group):
+# gemm in all three phases
+SETS["gemm_grouped"] = [dict(n=n, c=c, h=h, o=o, k=k, s=s, p=k // 2, g=g, bias=b)
+                        for n, c, h, o, k, s, g, b in ((4, 48, 16, 96, 5, 2, 48, 1), (2, 24, 8, 72, 3, 1, 24, 0),
+                                                       (2, 32, 8, 64, 3, 1, 16, 1), (2, 36, 8, 36, 3, 2, 6, 1),
+                                                       (2, 16, 8, 64, 7, 1, 16, 1), (4, 96, 14, 192, 3, 2, 96, 1),
+                                                       (1, 32, 28, 128, 3, 1, 32, 1), (4, 48, 8, 48, 5, 1, 24, 0),
+                                                       (2, 64, 16, 128, 7, 2, 64, 1), (4, 20, 12, 60, 3, 1, 10, 1))]
+
+
+def _random_cl_grouped(count, seed):
+    """Channels-last grouped convolutions drawn at random (fixed seed): depth multipliers and groups of 2
+    to 32 channels, kernels 3 to 9, small images (the jit kernel's width limits)."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        c = rnd.choice([16, 24, 32, 48, 64, 96])
+        k = rnd.choice([3, 5, 7, 9])
+        if rnd.random() < 0.5:
+            g, o = c, c * rnd.choice([2, 3, 4])
+        else:
+            cpg = rnd.choice([2, 4, 8, 12, 16, 24, 32])
+            if c % cpg:
+                continue
+            g, o = c // cpg, c // cpg * rnd.choice([cpg, 2 * cpg, cpg // 2 or 1])
+        out.append(dict(n=rnd.choice([1, 2, 4]), c=c, h=rnd.choice([2, 3, 4, 7, 8, 14]), o=o, k=k,
+                        s=rnd.choice([1, 2]), p=k // 2, g=g, cl=1, bias=int(rnd.random() < 0.7)))
+    return out
+
+
+SETS["cl_grouped_random"] = _random_cl_grouped(40, 39)
 SETS["grouped"] = [dict(n=2, c=c, h=8, o=c, k=3, s=s, p=1, g=c // cpg) for c in (64, 96, 128) for cpg in (4, 8, 16, 24, 32)
                    if c % cpg == 0 for s in (1, 2)] + \
     [dict(n=2, c=c, h=16, o=32, k=3, p=2, d=2, xgrad=xg) for c in (16, 32) for xg in (0, 1)]
@@ -290,6 +343,9 @@ SETS["wide"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, xgrad=int(c > 3)) for c,
 SETS["wide_dx"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, wgrad=0) for c, o in ((16, 32), (24, 40), (64, 64))
                    for k, h in ((8, 32), (11, 32), (14, 32), (15, 32), (16, 32), (19, 40), (31, 40))
                    for s in sorted({1, 2, k // 2, k}) for p in (0, k // 2)]
+# dilated wide kernels (ungrouped): the jit kernels' limits count the dilated extent
+SETS["wide_dil"] = [dict(n=2, c=c, h=48, o=32, k=k, s=s, p=p, d=2, xgrad=int(c > 3)) for c in (3, 16) for k in (14, 15)
+                    for s in (1, 2) for p in (0, k - 1)]
 SETS["wide_dw"] = [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 64) for h in (14, 32)
                    for k in (13, 14, 15, 17, 31) for s in (1, 2)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]

@@ -3,7 +3,8 @@
 attention, re-parameterisable BatchNorm branches, disentangled relative attention (Dropout on a
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
-group standard deviation (`Tensor.var`) and the inverse trigonometric and hyperbolic functions.
+group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
+grouped convolutions (depth multipliers, small groups; channels-last and channels-first).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -761,6 +762,62 @@ TRIG = {"asin": (torch.asin, "unit"), "acos": (torch.acos, "unit"), "atan": (tor
         "asinh": (torch.asinh, ""), "acosh": (torch.acosh, "above_one"), "atanh": (torch.atanh, "unit")}
 
 
+class CLGroupedBlock(nn.Module):
+    """A ConvNeXt-style block whose input is channels-last (LayerNorm over channels written as a permute
+    to NHWC and back, as EdgeNeXt and ConvNeXt do), opened by a grouped convolution other than depthwise
+    with one output per channel: a depth multiplier (`mult`, groups = inputs) or `groups` of several
+    channels; then a pointwise MLP over NHWC and a residual."""
+
+    def __init__(self, c, o, k, stride, mult=0, groups=0):
+        super().__init__()
+        self.norm = nn.LayerNorm(c)
+        g = c if mult else groups
+        self.conv = nn.Conv2d(c, o, k, stride, k // 2, groups=g)
+        self.mlp = nn.Sequential(nn.Linear(o, 2 * o), nn.GELU(), nn.Linear(2 * o, o))
+
+    def forward(self, x):
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        x = self.conv(x)
+        return x + self.mlp(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class CLGroupedNet(nn.Module):
+    """Stem, then channels-last blocks opened by a 5x5 multiplier-2 stride-2 convolution (EdgeNeXt's
+    downsampling), a 3x3 of groups of 4, a 7x7 multiplier-2 stride-2, a 3x3 of groups of 8 and a 9x9
+    multiplier-2 stride-2 at 2 output columns (the forward kernel's width limit); a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 24, 4, 4)
+        self.blocks = nn.Sequential(CLGroupedBlock(24, 48, 5, 2, mult=2), CLGroupedBlock(48, 48, 3, 1, groups=12),
+                                    CLGroupedBlock(48, 96, 7, 2, mult=2), CLGroupedBlock(96, 96, 3, 1, groups=12),
+                                    CLGroupedBlock(96, 192, 9, 2, mult=2))
+        self.head = nn.Linear(192, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+class GemmGroupedNet(nn.Module):
+    """Channels-first grouped convolutions no oneDNN jit kernel blocks (gemm in every phase): a 5x5
+    stride-2 depthwise convolution with 2 outputs per channel, 2 channels per group, a 3x3 with 3 outputs
+    per channel, 6 channels per group, 2 outputs per channel last (with a bias, no BatchNorm: its backward
+    first, where the step peaks), the others with BatchNorm, each with ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g, bn=True):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=not bn),
+                                 nn.BatchNorm2d(o) if bn else nn.Identity(), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 24, 3, 2, 1), unit(24, 48, 5, 2, 24), unit(48, 48, 3, 1, 24),
+                                  unit(48, 144, 3, 1, 48), unit(144, 144, 3, 1, 24), unit(144, 288, 3, 1, 144, bn=False))
+        self.head = nn.Linear(288, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -795,6 +852,8 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
+    "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),

@@ -368,8 +368,10 @@ ZOO.update(CONVNEXT)
 ZOO.update(CONVNEXT_LARGE)
 ZOO.update(LARGE)
 from devtools.torch_vision_zoo import CONVSCRATCH  # patchify stems, transposed convolutions (--set convscratch)
+from devtools.torch_vision_zoo import WIDECONV  # kernels 14 wide and more (--set wideconv)
 
 ZOO.update(CONVSCRATCH)
+ZOO.update(WIDECONV)
 # transformer and sequence networks, the repository's own exports among them (`--set seq`)
 try:
     from devtools import torch_zoo_seq as _seq
@@ -378,6 +380,7 @@ except ImportError:  # run as a script: devtools/ is on the path, the repository
     from devtools import torch_zoo_seq as _seq
 ZOO.update(_seq.ZOO)
 SETS = {"seq": [n for n in _seq.ZOO if n not in _seq.TC], "tc": list(_seq.TC), "convscratch": list(CONVSCRATCH),
+        "wideconv": list(WIDECONV),
         "convnext": ["vis_convnext_atto"] + list(CONVNEXT)}
 # memplan flags that say what the module trains
 FLAGS = {"lora_encoder": ["--train", "ops:*lora*"], "lora_decoder": ["--train", "ops:*lora*"],
@@ -811,7 +814,8 @@ def main(argv=None):
     ap.add_argument("modules", nargs="*", help=f"zoo modules (default: all but {', '.join(HEAVY)}): {', '.join(ZOO)}")
     ap.add_argument("--set", choices=sorted(SETS), help="run this set of modules (seq: transformer and sequence "
                                                         "networks; tc: more Hugging Face families; convscratch: "
-                                                        "convolution networks; convnext: channels-last convolutions)")
+                                                        "convolution networks; convnext: channels-last convolutions; wideconv: "
+                                                        "kernels 14 wide and more)")
     ap.add_argument("-b", "--batch", type=int, action="append", help="batch sizes (default 4 and 16)")
     ap.add_argument("-O", "--optimizer", action="append", choices=("sgd", "momentum", "adam"))
     ap.add_argument("--dynamo", action="store_true", help="export with the dynamo exporter")

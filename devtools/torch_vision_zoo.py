@@ -210,3 +210,93 @@ CONVSCRATCH = {
     "cs_unet": ("segmentation", UNet, (3, 32, 32)),
     "cs_dcgan": ("generative", GanPair, (32, 1, 1)),
 }
+
+# ---- wide kernels (devtools/torch_oracle.py --set wideconv): oneDNN's gemm convolution and the jit
+# kernels' width limits, in networks built for it
+
+
+class OverlapPatch(nn.Module):
+    """PiT's embedding: an overlapping 16 x 16 patch convolution of stride 8 at 224 x 224; with `pool`,
+    tokens normed in (B, N, C) and read back as an image (a channels-last view), then PiT's pooling: a
+    depthwise 3 x 3 stride-2 convolution with two outputs per channel."""
+
+    def __init__(self, dim=64, pool=False, classes=10):
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, 16, 8)
+        self.pool = pool
+        if pool:
+            self.norm = nn.LayerNorm(dim)
+            self.down = nn.Conv2d(dim, 2 * dim, 3, 2, 1, groups=dim)
+        self.head = nn.Linear(2 * dim if pool else dim, classes)
+
+    def forward(self, x):
+        x = self.proj(x)
+        if self.pool:
+            b, c, h, w = x.shape
+            t = self.norm(x.flatten(2).transpose(1, 2))
+            x = self.down(t.transpose(1, 2).reshape(b, c, h, w))
+        return self.head(x.flatten(2).mean(2))
+
+
+class WideStem(nn.Module):
+    """A padded wide stem on the image (`k` x `k`, stride `s`, pad `p`), then unstrided wide
+    convolutions whose input needs its gradient (`mid`: kernel sizes, pad k // 2), a 3 x 3 one, a head."""
+
+    def __init__(self, k, s, p, mid=(), width=16, classes=10):
+        super().__init__()
+        layers = [nn.Conv2d(3, width, k, s, p), nn.ReLU()]
+        for km in mid:
+            layers += [nn.Conv2d(width, width, km, 1, km // 2), nn.ReLU()]
+        layers += [nn.Conv2d(width, 2 * width, 3, 2, 1), nn.ReLU()]
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(2 * width, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).flatten(2).mean(2))
+
+
+class LargeKernelBlock(nn.Module):
+    """RepLKNet's block: 1 x 1, a large depthwise kernel beside a small one (re-parameterisable), BN,
+    ReLU, 1 x 1, residual."""
+
+    def __init__(self, c, k, small=5):
+        super().__init__()
+        self.pw1 = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.large = nn.Conv2d(c, c, k, 1, k // 2, groups=c, bias=False)
+        self.small = nn.Conv2d(c, c, small, 1, small // 2, groups=c, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.pw2 = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        h = self.pw1(x)
+        return x + self.pw2(F.relu(self.bn(self.large(h) + self.small(h))))
+
+
+class LargeKernelNet(nn.Module):
+    """A RepLKNet-style network at 64 x 64: a strided stem, a stage of 31 x 31 depthwise blocks, a
+    transition, a stage of 13 x 13 ones, a head."""
+
+    def __init__(self, c=32, classes=10, kernels=(31, 13)):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.s1 = LargeKernelBlock(c, kernels[0])
+        self.down = nn.Sequential(nn.Conv2d(c, 2 * c, 1, bias=False), nn.BatchNorm2d(2 * c), nn.ReLU(),
+                                  nn.Conv2d(2 * c, 2 * c, 3, 2, 1, groups=2 * c, bias=False), nn.BatchNorm2d(2 * c))
+        self.s2 = LargeKernelBlock(2 * c, kernels[1])
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        return self.head(self.s2(self.down(self.s1(self.stem(x)))).flatten(2).mean(2))
+
+
+WIDECONV = {
+    "wc_overlap16_224": ("vision-transformer", lambda: OverlapPatch(64), (3, 224, 224)),
+    "wc_overlap16_pool_224": ("vision-transformer", lambda: OverlapPatch(48, pool=True), (3, 224, 224)),
+    "wc_stem7": ("cnn", lambda: WideStem(7, 2, 3), (3, 64, 64)),
+    "wc_stem14": ("cnn", lambda: WideStem(14, 4, 7), (3, 64, 64)),
+    "wc_stem16": ("cnn", lambda: WideStem(16, 8, 8), (3, 96, 96)),
+    "wc_stem15_mid": ("cnn", lambda: WideStem(15, 2, 7, mid=(15, 19)), (3, 64, 64)),
+    "wc_stem31_mid": ("cnn", lambda: WideStem(31, 1, 15, mid=(31,), width=8), (3, 32, 32)),
+    "wc_replk": ("cnn", LargeKernelNet, (3, 64, 64)),
+    "wc_replk_wide": ("cnn", lambda: LargeKernelNet(24, kernels=(27, 17)), (3, 96, 96)),
+}

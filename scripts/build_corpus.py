@@ -612,6 +612,14 @@ def test_models():
            "100, 64 positions, c2p and p2c relative attention, 16 buckets)", deberta,
            (torch.randint(0, 100, (2, 64)),), dict(dynamo=False))
 
+    # weight standardisation (timm): trained as it trains, so both exports keep batch_norm over the weight;
+    # the dynamo exporter's optimizer folds each standardised weight into one constant
+    train_ts = dict(dynamo=False, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    yield ("wstd_tiny_ts.onnx", "timm StdConv2d(3, 8, 3, stride 2) + ScaledStdConv2d(8, 16, 3, gamma 1.7), "
+           "Linear(16, 4), exported in training mode", _WSTiny, (torch.randn(2, 3, 16, 16),), train_ts)
+    yield ("wstd_tiny_dynamo.onnx", "the same network, dynamo", _WSTiny, (torch.randn(2, 3, 16, 16),),
+           dict(dynamo=True, external_data=False))
+
     # a symbolic sequence length (and batch), as optimum and `dynamic_axes` users ship transformers: bound
     # with --dim seq=N. gpt2_tiny's config, so --dim seq=8 -b 1 must give gpt2_tiny_dynamo.onnx's figures;
     # batch 2 in the example input (torch.export specializes a dimension of size 1)
@@ -624,6 +632,27 @@ def test_models():
            "16 positions), dynamic_axes batch and seq", bert, ids2,
            dict(dynamo=False, input_names=["ids"], output_names=["logits"],
                 dynamic_axes={"ids": {0: "batch", 1: "seq"}}))
+
+
+def _WSTiny():
+    """timm's weight-standardised convolutions: a StdConv2d stem (no gain), a ScaledStdConv2d with its
+    gain and an NFNet activation gamma, a global pool and a Linear head."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from timm.layers import ScaledStdConv2d, StdConv2d
+
+    class WSTiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = StdConv2d(3, 8, 3, stride=2)
+            self.conv = ScaledStdConv2d(8, 16, 3, gamma=1.7, eps=1e-5)
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, x):
+            x = F.silu(self.conv(F.relu(self.stem(x)))) * 1.7
+            return self.head(x.mean((2, 3)))
+
+    return WSTiny()
 
 
 def _SegTiny():
@@ -738,7 +767,7 @@ def build_tests(out: str, only=None) -> int:
         with open(os.path.join(out, "exports.json")) as f:
             doc = [d for d in json.load(f) if not any(o in d["file"] for o in only)]
     torch_names = ("bert_tiny", "gpt2_tiny", "llama_tiny", "convnext_tiny", "mobilenet_v3_tiny", "shufflenet_v2_tiny",
-                   "clip_text_tiny", "seg_tiny", "gpt2_tiny_seq", "bert_tiny_seq", "deberta_tiny")
+                   "clip_text_tiny", "seg_tiny", "gpt2_tiny_seq", "bert_tiny_seq", "deberta_tiny", "wstd_tiny")
     wanted = [n for n in torch_names if not only or any(o in n for o in only)]
     if wanted:
         import onnx

@@ -222,14 +222,18 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[op.inputs[0]])] + [None] * (len(op.outputs) - 1)
 
 
-# `--profile torch`: native_batch_norm (training) saves its input and save_mean / save_invstd; its
-# backward kernel allocates an input-sized scratch beside the input's gradient (measured, torch 2.14
-# CPU; no tensor MemTracker sees). In training mode the ONNX op's input_mean / input_var make only its
-# running statistics (outputs 1 and 2): an export of batch_norm without running statistics (timm's
-# weight standardisation) computes them for nothing eager runs (profiles/torch/rewrites.py)
-TORCH = {"saves": (("in0", "any"),), "aux": (("save_mean", "channels", "float32"),
-                                             ("save_invstd", "channels", "float32")),
-         "bwd_scratch": (("in0?g0",),), "only_for_outputs": {3: (1,), 4: (2,)}}
+# `--profile torch`: native_batch_norm (training) saves its input, its weight and save_mean /
+# save_invstd (derivatives.yaml: native_batch_norm_backward(grad, input, weight, running_mean,
+# running_var, result1, result2, ...): a weight computed each step, ScaledStdConv2d's `gain * scale`,
+# is held until then); its backward kernel allocates an input-sized scratch beside the input's
+# gradient (measured, torch 2.14 CPU; no tensor MemTracker sees). In training mode the ONNX op's
+# input_mean / input_var make only its running statistics (outputs 1 and 2): an export of batch_norm
+# without running statistics (timm's weight standardisation) computes them for nothing eager runs
+# (profiles/torch/rewrites.py); the ones / zeros both exporters write for a weight / bias eager
+# passes as None are no tensors there
+TORCH = {"saves": (("in0", "any"), ("in1", "any")), "aux": (("save_mean", "channels", "float32"),
+                                                            ("save_invstd", "channels", "float32")),
+         "bwd_scratch": (("in0?g0",),), "only_for_outputs": {3: (1,), 4: (2,)}, "none_fills": (1, 2)}
 BN_TYPE = "BatchNormalization"  # `--profile torch` puts back one the dynamo exporter folded (profiles/torch/export.py)
 OPS = [OpDef(BN_TYPE, rule=rule,
              kernels={"forward": forward, "calcGradient": calc_gradient, "calcDerivative": calc_derivative},

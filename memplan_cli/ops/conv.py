@@ -366,9 +366,18 @@ def _columns(op, operands) -> int:
 # On the slow path (a 1x1 kernel on a batch under 16, a small kernel on one small sample) it makes the
 # channels-last weight copy, then im2col's columns (none for 1x1) in forward and again beside the
 # weight's gradient, as in NCHW.
-# Not measured, refused: other grouped convolutions and depth multipliers other than 1 (their
-# channels-last kernels allocate otherwise: a depth multiplier of 2 reorders its weight into 256 x its
-# size in forward already).
+# - grouped, other than depthwise with one output per channel (EdgeNeXt's depth multiplier 2, ResNeXt-like
+#   groups), per oneDNN's own dispatch and blocking: brgemm takes a group of more than 16 input channels
+#   (jit_brgemm_conv_utils.cpp: `is_grouped_small_ic` sends ic per group <= 16 elsewhere; its backward
+#   data runs brgemm forward with the roles swapped, so there the output channels per group count) and
+#   allocates as the ungrouped kernels do, per group; a smaller group takes jit_avx512_common
+#   (jit_avx512_common_conv_kernel.cpp init_conf), which reorders the weight to gOIhw{s}i{s}o, s = 16,
+#   or 8 / 4 where both channel counts per group are under 16 and divide by it (`ok_to_try_lower_zmm`),
+#   channels per group rounded up to s (128 x the weight for a multiplier of 2), and needs no other
+#   scratch forward or for the input's gradient. The weight's gradient is jit_avx512_common's whatever
+#   the group (gOIhw16i16o, both counts rounded to 16), with a padded bias of groups x 16-rounded
+#   outputs floats (+ 128 B) when the outputs per group are no multiple of 16 (init_scratchpad's
+#   key_conv_padded_bias); depthwise kernels larger than 3x3 are its multiplier-1 case (the 256 x).
 CL_FWD_PAD, CL_BWD_PAD, CL_BWD_STRIDED, CL_DW_SCRATCH = 8216, 8344, 20504, 256
 
 
@@ -390,34 +399,63 @@ def _cl_parts(op, operands) -> dict:
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
     r = 32 if strided else 16
     per_sample = y.nbytes // max(int(y.shape[0]), 1)
+    g = int(op.attrs.get("group", 1) or 1) if op.type == "Conv2D" else 1  # brgemm's groups: per group
+    og = o // g
+    # brgemm's block of a group's outputs is 16 x up to min(outputs / 16, 4), its heuristic's pick: 16
+    # where a group has at most 16 (measured: 12 outputs strided take 16)
+    rf, rb = (r, r) if g == 1 else (16 if og <= BLOCK else r, 16 if i <= BLOCK else r)
     return {"w": w.nbytes, "b": b, "k": k, "c": o,
             "w_cl": w.nbytes if k > 1 and i > 1 else 0,  # weight.contiguous(channels_last)
-            "fwd_w": _round_to(o, r) * i * k * e, "bwd_w": o * _round_to(i, r) * k * e,
-            "dw_w": _round_to(o, BLOCK) * _round_to(i, BLOCK) * k * e,
+            "fwd_w": g * _round_to(og, rf) * i * k * e, "bwd_w": o * _round_to(i, rb) * k * e,
+            "dw_w": g * _round_to(og, BLOCK) * _round_to(i, BLOCK) * k * e,
             "bwd_pad": CL_BWD_STRIDED + _round_to(per_sample, 16384) if strided else CL_BWD_PAD}
 
 
-def _cl_multiplier(op) -> bool:
-    """A channels-last depthwise convolution with 2 to 15 outputs per channel (PiT's pooling): oneDNN
-    runs its grouped jit kernel, whose weights are blocked 16 x 16 per group (measured, torch 2.14,
-    depth multipliers 2 and 4, 3 x 3 and 5 x 5, strides 1 and 2, 16 to 192 channels)."""
-    return op.type == "DepthwiseConv2D" and 2 <= int(op.attrs.get("depth_multiplier", 1) or 1) < BLOCK
+def _cl_groups(op, operands) -> tuple | None:
+    """(groups, input channels per group, output channels per group) of a grouped channels-last
+    convolution other than depthwise with one output per channel (that keeps jit_dw / brdgmm), else None."""
+    x, w = operands[op.inputs[0]], operands[op.inputs[1]]
+    g = int(x.shape[1]) if op.type == "DepthwiseConv2D" else int(op.attrs.get("group", 1) or 1)
+    o = int(w.shape[0])
+    if g <= 1 or (op.type == "DepthwiseConv2D" and o == g):
+        return None
+    return g, int(x.shape[1]) // g, o // g
 
 
-def _cl_group_blocked(op, operands) -> int:
-    """Bytes of the weights blocked 16 x 16 per group (gOIhw16i16o): groups x 16 x 16 x KH x KW floats
-    for one input and 2 to 15 outputs per group."""
-    p = _cl_parts(op, operands)
-    groups = p["c"] // int(op.attrs.get("depth_multiplier", 1) or 1)
-    return groups * BLOCK * BLOCK * p["k"] * (p["w"] // max(p["c"] * p["k"], 1))
+def _jit_grouped_w(op, operands, lower=True) -> int:
+    """Bytes of the weight as jit_avx512_common reorders it for a grouped convolution: gOIhw{s}i{s}o, s =
+    16 (always for the weight's gradient, `lower` False), else 8 or 4 where both channel counts per group
+    are under 16 and divide by it."""
+    g, i, o = _cl_groups(op, operands)
+    s = BLOCK
+    if lower and i < BLOCK and o < BLOCK and (i % BLOCK or o % BLOCK):
+        s = next((v for v in (8, 4) if i % v == 0 and o % v == 0), BLOCK)
+    w = operands[op.inputs[1]]
+    k = w.num_elements // max(int(w.shape[0]) * int(w.shape[1]), 1)
+    return g * _round_to(o, s) * _round_to(i, s) * k * (w.nbytes // max(w.num_elements, 1))
+
+
+def _jit_fwd_fits(op, operands) -> bool:
+    """Whether jit_avx512_common's forward takes the convolution's width (init_conf: unrolled over
+    ur_w = min(OW, 28) output columns, the left padding and the right padding of the untailed columns
+    must each fit in one unroll); otherwise brgemm's AVX2 kernel runs it (measured: EdgeNeXt's 9x9
+    stride-2 kernel at 2 output columns)."""
+    q = _wgeom(op, operands)
+    return _unroll_fits(q, min(q["ow"], JIT_REGS))
 
 
 def _cl_fwd(op, operands) -> tuple:
     p = _cl_parts(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"], _columns(op, operands)),)
-    if _cl_multiplier(op):
-        return ((_cl_group_blocked(op, operands),),)
+    grp = _cl_groups(op, operands)
+    if grp and grp[1] <= BLOCK and _jit_fwd_fits(op, operands):  # jit_avx512_common: no scratchpad
+        return ((p["w_cl"], _jit_grouped_w(op, operands)),)
+    if grp and grp[1] <= BLOCK:
+        # brgemm on AVX2 (AVX-512's refuses groups of 16 input channels or fewer): its weight with the
+        # outputs per group in blocks of 8 (its heuristic may take 16 to 32 above 8: estimated)
+        g, i, o = grp
+        return ((p["w_cl"], CL_FWD_PAD, g * _round_to(o, 8) * i * p["k"] * (p["w"] // max(p["c"] * i * p["k"], 1))),)
     if op.type == "DepthwiseConv2D":
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], CL_FWD_PAD, p["fwd_w"]),)
@@ -427,9 +465,10 @@ def _cl_bwd_dx(op, operands) -> tuple:
     p = _cl_parts(op, operands)
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"],),)
-    if _cl_multiplier(op):
-        return ((_cl_group_blocked(op, operands),),)
-    if op.type == "DepthwiseConv2D":
+    grp = _cl_groups(op, operands)
+    if grp and grp[2] <= BLOCK:  # jit_avx512_common (brgemm's backward data reads the outputs as its inputs)
+        return ((p["w_cl"], _jit_grouped_w(op, operands)),)
+    if op.type == "DepthwiseConv2D" and not grp:
         return ((_round_to(p["c"], BLOCK) * p["k"] * (p["w"] // max(p["c"] * p["k"], 1)),),)
     return ((p["w_cl"], p["bwd_w"], p["bwd_pad"]),)
 
@@ -440,13 +479,13 @@ def _cl_bwd_dw(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow":
         return ((p["w_cl"], _columns(op, operands)),)
     w, b = p["w"], p["b"]
-    if _cl_multiplier(op):
-        # the blocked weight's gradient, then (with a bias) a reduction of 16 x groups + 32 floats beside the
-        # bias's, both freed once the gradients are copied out (as a depthwise kernel wider than 3 x 3)
-        big = _cl_group_blocked(op, operands)
-        groups = p["c"] // int(op.attrs.get("depth_multiplier", 1) or 1)
-        early = (16 * groups + 32) * 4 - w if b else 0
-        return ((big, b, w), (big, max(early, 0)))
+    grp = _cl_groups(op, operands)
+    if grp:
+        big = _jit_grouped_w(op, operands, lower=False)
+        g, _, o = grp
+        # the padded bias is booked before the results are made (beside the bias's gradient only)
+        padded = g * _round_to(o, BLOCK) * 4 + 128 if b and o % BLOCK else 0
+        return ((p["w_cl"], big, b, w), (p["w_cl"], big, max(padded - w, 0)))
     if op.type == "DepthwiseConv2D":
         kh, kw = (int(v) for v in op.attrs["kernel"])
         ih = int(operands[op.inputs[0]].shape[2])
@@ -526,8 +565,8 @@ def _wide_refuse(op, operands) -> str | None:
     k = "x".join(str(int(v)) for v in op.attrs["kernel"])
     if _channels_last(op):
         return f"a {k} kernel on channels-last data: oneDNN's memory for it was not measured"
-    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
-        return f"a dilated {k} kernel: oneDNN's memory for it was not measured"
+    if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))) and not _ungrouped(op):
+        return f"a dilated {k} kernel, grouped or depthwise: oneDNN's memory for it was not measured"
     if _wide_fwd_kernel(op, operands) is None:
         return (f"a {k} kernel that is grouped (not depthwise with one output per channel), at most 3 columns "
                 f"wide, or one output column on one sample: oneDNN's kernel choice for it was not worked out")
@@ -567,6 +606,8 @@ def _wide_dx_kernel(op, operands) -> str | None:
     whole input row feeds: AVX-512's large-filter case)."""
     if op.type == "DepthwiseConv2D":
         return "jit_dw"
+    if _strided(op) and _dilated(op):
+        return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
     if _strided(op):
         return "brgconv_strided"
     q = _wgeom(op, operands)
@@ -574,13 +615,13 @@ def _wide_dx_kernel(op, operands) -> str | None:
         return None
     if _outside(q):
         return "gemm"
-    iw, kw, r = q["iw"], q["kw"], q["r"]
-    l_over = max(0, kw - 1 - q["l"])
+    iw, kw, ekw, r = q["iw"], q["kw"], q["ekw"], q["r"]
+    l_over = max(0, ekw - 1 - q["l"])
     # AVX-512 (embedded broadcast, one block of 16 input channels): min(iw, 28) columns unrolled; one
     # block may hold the left overflow, one the right; the code-size bound over its padded variants
     ur_w = min(iw, JIT_REGS)
     tail = iw % ur_w
-    r_over = max(0, kw - 1 - max(0, r + tail))
+    r_over = max(0, ekw - 1 - max(0, r + tail))
     mult = 1 + (l_over > 0) + (r_over > 0)
     if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
             mult * kw * BLOCK * ur_w * 15 <= JIT_CODE:
@@ -599,9 +640,23 @@ def _wide_dx_kernel(op, operands) -> str | None:
                 best, ur_w = w * b, w
             u += 1
     tail = iw % ur_w
-    if best and max(0, kw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
+    if best and max(0, ekw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
         return "jit_avx2"
     return "gemm"
+
+
+def _gemm_grouped(op, operands) -> bool:
+    """A grouped channels-first convolution that no jit kernel blocks, so gemm_convolution runs all three
+    phases: jit_avx512_common needs both channel counts per group in blocks of 16, or of 8 or 4
+    (init_conf's `ok_to_try_lower_zmm`; `oc % oc_block` and `ic % ic_block` must be 0 outside channels
+    last), jit_dw one input and one output per group (measured: depth multipliers 2 to 4, 2 and 6
+    channels per group, 3x3 to 7x7)."""
+    if op.type not in ("Conv2D", "DepthwiseConv2D") or _channels_last(op) or _bf16(op, operands):
+        return False
+    q = _wgeom(op, operands)
+    if q["g"] == 1 or (op.type == "DepthwiseConv2D" and q["oc"] == 1):
+        return False
+    return q["ic"] % 4 != 0 or q["oc"] % 4 != 0
 
 
 def _gemm_fwd_col(op, operands) -> int:
@@ -708,13 +763,26 @@ def _torch_fwd(op, operands) -> tuple:
     be = torch_backend(op, operands)
     if be == "slow":
         return ((_columns(op, operands),),)
+    if _gemm_grouped(op, operands):
+        # its im2col buffer beside the output, then the output made once more (copied out)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
         # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer only (+ 128 B)
         return ((4 * _gemm_fwd_col(op, operands) + 128,),)
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
-    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands)), (by,))
+    return ((bx if blocked_in else 0, bw, by - y, _rtus(op, operands), _padded_bias(op, operands)), (by,))
+
+
+def _padded_bias(op, operands) -> int:
+    """The jit forward kernels' bias padded to the blocked output channels (jit_avx512_common_conv,
+    its 1x1 kernel and jit_uni_dw init_scratchpad book it when the output channels are not a multiple
+    of 16; measured: 24 and 40 channels, 256 and 320 B): 4 x the rounded channels + 128 B."""
+    if len(op.inputs) < 3 or op.inputs[2] < 0 or (op.type != "DepthwiseConv2D" and not _ungrouped_any(op)):
+        return 0  # grouped kernels keep their channel counts unpadded
+    o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return 4 * _round(o) + 128 if o % BLOCK else 0
 
 
 def _rtus(op, operands) -> int:
@@ -737,6 +805,10 @@ def _jit_1x1(op, operands) -> bool:
     x = operands[op.inputs[0]]
     sizes = x.shape[2:4] if op.attrs.get("layout", "NCHW") == "NCHW" else x.shape[1:3]
     return not any(int(v) % int(st) for v, st in zip(sizes, op.attrs.get("stride", (1, 1))))
+
+
+def _ungrouped_any(op) -> bool:
+    return int(op.attrs.get("group", 1) or 1) == 1
 
 
 def _ungrouped(op) -> bool:
@@ -783,6 +855,13 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
+    if _gemm_grouped(op, operands):
+        # gemm_convolution_bwd_data's im2col buffer beside the input's gradient, then that gradient made
+        # once more (copied out)
+        q = _wgeom(op, operands)
+        k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+        x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
+        return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,), ("in0",))
     if _wide(op, operands):
         kern = _wide_dx_kernel(op, operands)
         if kern is None:
@@ -823,6 +902,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
 
 
+def _dilated(op) -> bool:
+    return any(int(d) > 1 for d in op.attrs.get("dilation", (1,)))
+
+
 def _gemm_weights(op, operands) -> bool:
     """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
     to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
@@ -831,9 +914,10 @@ def _gemm_weights(op, operands) -> bool:
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return False
     kw = int(op.attrs["kernel"][1])
-    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7)
+    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7); a
+    # depth multiplier is no jit_dw case (one input per group: gemm, as `_gemm_grouped` says)
     if op.type == "DepthwiseConv2D":
-        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3)
+        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
@@ -841,6 +925,12 @@ def _gemm_weights(op, operands) -> bool:
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+    if _wide(op, operands) and _dilated(op):
+        # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
+        # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)
+        q = _wgeom(op, operands)
+        if q["sh"] > 1 or q["ekh"] > q["ih"]:
+            return True
     return kw > 14
 
 
@@ -1210,10 +1300,6 @@ def _torch_refuse(op, operands) -> str | None:
     be = torch_backend(op, operands)
     if _channels_last(op):
         grouped = int(op.attrs.get("group", 1) or 1) > 1 or op.type == "DepthwiseConv2D"
-        if grouped and op.type != "DepthwiseConv2D" or (
-                op.type == "DepthwiseConv2D" and not 1 <= int(op.attrs.get("depth_multiplier", 1) or 1) < BLOCK):
-            return ("a grouped channels-last convolution other than depthwise with 1 to 15 outputs per channel: "
-                    "its oneDNN kernel's memory was not measured")
         if grouped and be != "mkldnn":  # a 1x1 depthwise kernel: one slow convolution per channel
             return "a channels-last depthwise convolution on eager's slow path: its memory was not measured"
         if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
@@ -1266,8 +1352,17 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated."""
-    return op.type == "Conv1D" and bool(_torch_refuse(*_view_2d(op, operands)))
+    the 1-D facts count it, and the report names it as estimated. So is a grouped channels-last
+    forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
+    AVX-512's above 16)."""
+    if op.type == "Conv1D":
+        return bool(_torch_refuse(*_view_2d(op, operands)))
+    grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
+    if not grp:
+        return False
+    if grp[1] > BLOCK:  # brgemm forward: its block of more than 16 outputs per group is a heuristic's
+        return grp[2] > BLOCK
+    return grp[2] > 8 and not _jit_fwd_fits(op, operands)
 
 
 def _torch_contiguous_grad(op, operands) -> bool:

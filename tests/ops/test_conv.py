@@ -249,9 +249,24 @@ def test_torch_channels_last_depth_multiplier():
     assert _torch_phases(op, opd) == (884_736, 2_019_840)
 
 
+@pytest.mark.parametrize("cfg,kernels,fwd,peak", [
+    # (n, c, h, o, k, s, p), dilation 2: a strided one's input gradient takes gemm (brgconv_strided takes
+    # no dilation, the jit kernels no dilation with a stride), and its weight gradient too (jit's needs
+    # stride 1 where dilated), 14 wide as it is
+    ((2, 16, 48, 32, 14, 2, 13), ("gemm", True), 696_320, 9_527_680),
+    ((2, 16, 48, 32, 14, 1, 13), ("jit", False), None, 1_581_184)])
+def test_torch_dilated_wide_kernels(cfg, kernels, fwd, peak):
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(*cfg, d=2)
+    assert (conv._wide_dx_kernel(op, opd), conv._gemm_weights(op, opd)) == kernels
+    got = _torch_phases(op, opd)
+    assert got[1] == peak and fwd in (None, got[0])
+
+
 @pytest.mark.parametrize("cfg,why", [
     (dict(n=2, c=16, h=32, o=32, k=15, p=7, g=2), "grouped"),
-    (dict(n=2, c=16, h=40, o=32, k=15, p=14, d=2), "dilated")])
+    (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
 def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
     from memplan_cli.ops import conv
 

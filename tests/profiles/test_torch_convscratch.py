@@ -112,10 +112,11 @@ def test_strided_1x1_gathers_its_input():
 
 
 def test_input_channels_not_a_multiple_of_16_round_the_weight_copy():
-    # n=2,c=24,h=16,o=24,k=3,s=1,p=1: W copied as 32 x 32 x 3 x 3 (36,864), forward scratch 119,040
-    # less the padded bias (256)
+    # n=2,c=24,h=16,o=24,k=3,s=1,p=1: W copied as 32 x 32 x 3 x 3 (36,864), the bias padded to 32
+    # channels (256), forward scratch 119,040
     op, opd = _op(2, 24, 16, 24, 3, 1, 1)
-    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 119_040 - 256
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 119_040
+    assert conv._padded_bias(op, opd) == 256
 
 
 @pytest.mark.parametrize("cfg,why", [((2, 16, 16, 16, 1, 2, 1), "padded, strided 1x1")])
@@ -225,6 +226,43 @@ def test_grouped_weight_gradient_kernel(cfg, peak, gemm):
                                                  "layout": "NCHW", "pads": (1, 1, 1, 1)})
     assert conv._gemm_weights(op, opd) == gemm
     assert _bwd_peak(op, opd, True) == peak
+
+
+@pytest.mark.parametrize("cfg,fwd,peak", [
+    # n, c, h, o, k, s, groups, bias -> forward scratch beside the output, backward peak (xgrad=1), measured:
+    # `--one "n=..,c=..,h=..,o=..,k=..,s=..,p=<k//2>,g=..,bias=.."`: gemm in all three phases
+    ((4, 48, 16, 96, 5, 2, 48, 1), 98_304, 393_216),   # EdgeNeXt's multiplier 2, channels first
+    ((2, 24, 8, 72, 3, 1, 24, 0), 36_864, 27_808),     # multiplier 3, 3x3 (no jit_dw), no bias
+    ((2, 32, 8, 64, 3, 1, 16, 1), 32_768, 44_544),     # 2 inputs per group
+    ((2, 36, 8, 36, 3, 2, 6, 1), 4_608, 61_168),       # 6 per group, strided: im2col larger than the output
+    ((1, 32, 28, 128, 3, 1, 32, 1), 401_408, 200_704),
+    ((4, 20, 12, 60, 3, 1, 10, 1), 138_240, 92_160)])
+def test_grouped_convolution_no_jit_kernel_blocks_runs_gemm(cfg, fwd, peak):
+    # jit_avx512_common needs both channel counts per group in blocks of 16, 8 or 4, jit_dw one input and
+    # one output per group: gemm_convolution's im2col buffer beside the output and the input's gradient,
+    # each then made once more
+    n, c, h, o, k, s, g, bias = cfg
+    oh = (h + 2 * (k // 2) - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // g, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    typ, attrs = "Conv2D", {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": g, "layout": "NCHW",
+                            "pads": (k // 2,) * 4}
+    if g == c:
+        typ, attrs["depth_multiplier"] = "DepthwiseConv2D", o // c
+    op = Operation(0, typ, [0, 1, 2] if bias else [0, 1], [3], attrs)
+    if not bias:
+        opd[2] = Operand(2, "b", (0,), is_const=True)
+    assert conv._gemm_grouped(op, opd) and conv._gemm_weights(op, opd)
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == fwd
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_grouped_convolution_in_blocks_of_4_keeps_the_jit_kernels():
+    opd = [Operand(0, "x", (2, 64, 8, 8)), Operand(1, "w", (64, 4, 3, 3), is_const=True),
+           Operand(2, "b", (64,), is_const=True), Operand(3, "y", (2, 64, 8, 8))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "group": 16,
+                                                 "layout": "NCHW", "pads": (1, 1, 1, 1)})
+    assert not conv._gemm_grouped(op, opd)
 
 
 def _op1d(n, c, length, o, k, s=1):

@@ -45,6 +45,7 @@ import re
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
+from memplan_cli.ops.binary import MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
@@ -269,12 +270,55 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
                       "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+    plans += _standardized(graph, sig, folded, consts, readers, held)
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
     # as the file has them
     shape: dict[str, tuple] = {}
     for p in plans:
         shape.setdefault(p["param"], (p["rows"], p["cols"]))
     return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
+
+
+# fx nodes of a folded weight standardisation: views of the weight, `gain * scale`, batch_norm's output
+_FX_STANDARDIZE = _FX_VIEWS | {"mul"}
+
+
+def _standardized(graph, sig, folded, consts, readers, held) -> list[dict]:
+    """A convolution weight standardised each step (timm's StdConv2d / ScaledStdConv2d:
+    `batch_norm(weight.reshape(1, out, -1), None, None, weight=(gain * scale).view(-1), training=True)
+    .reshape_as(weight)`) that the optimizer folded into one constant: its `folded_from` names the
+    convolution's own weight (`<module>.weight`, the constant's shape), at most one more parameter
+    of its module (the gain, one per output channel, through a `mul`), views and one `getitem` (the
+    normalised output of a multi-output aten op the file no longer records: batch_norm, taken as such:
+    estimated), and every reader reads it as a convolution's weight. The file holds neither
+    parameter: eager trains both, holds the standardised weight until the convolution's backward,
+    and runs batch_norm's backward into the weight each step."""
+    from memplan_cli.ops.conv import CONV
+
+    targets = set(sig.target.values())
+    plans = []
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        if c is None or c.index not in readers or len(c.shape) < 3 or fx_kind(name) not in _FX_VIEWS:
+            continue
+        params = sorted(t for t in srcs if t in sig.params)
+        fx = [fx_kind(t) for t in srcs if _fx_node(t, targets)]
+        if fx.count("getitem") != 1 or not set(fx) <= _FX_STANDARDIZE or any(p in held for p in params):
+            continue
+        weight = [t for t in params if t.rsplit(".", 1)[-1] == "weight"]
+        if len(weight) != 1 or not 1 <= len(params) <= 2:
+            continue
+        module = weight[0].rsplit(".", 1)[0] if "." in weight[0] else ""
+        gain = [t for t in params if t != weight[0]]
+        if any((t.rsplit(".", 1)[0] if "." in t else "") != module for t in gain) or ("mul" in fx) != bool(gain):
+            continue
+        if not all(graph.operations[k].type in CONV and graph.operations[k].inputs[1:2] == [c.index]
+                   for k in readers[c.index]):
+            continue
+        plans.append({"const": c.index, "param": weight[0], "gain": gain[0] if gain else "", "kind": "standardized",
+                      "readers": sorted(readers[c.index]), "rows": int(c.shape[0]),
+                      "cols": tuple(int(d) for d in c.shape[1:]), "estimated": False})
+    return plans
 
 
 def _unfold(g, plans, operand, insert) -> None:
@@ -294,7 +338,28 @@ def _unfold(g, plans, operand, insert) -> None:
             made[name] = operand(name, (plan["rows"], *cols), c.dtype, const=True)
         x = made[name]
         out = operand(f"{c.name}:eager", c.shape, c.dtype)
-        if plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+        if plan["kind"] == "standardized":
+            # reshape(1, out, -1) -> batch_norm (training, no running statistics; its weight `gain *
+            # scale` or none) -> reshape_as(weight): the batch_norm named as estimated
+            rows, cols = plan["rows"], math.prod(plan["cols"])
+            flat = operand(f"{name}:flat", (1, rows, cols), c.dtype)
+            insert(at, RESHAPE, [x], [flat], {}, f"{c.name}:flat")
+            # the parameters' shapes are the constant's (exact); which op made the getitem is not
+            # recorded: the ops are named as estimated
+            est = {ESTIMATED: True}
+            if plan["gain"]:
+                if plan["gain"] not in made:
+                    made[plan["gain"]] = operand(plan["gain"], (rows,), c.dtype, const=True)
+                scale = operand(f"{plan['gain']}:scale", (), c.dtype, const=True, buffer=True)
+                weight = operand(f"{plan['gain']}:scaled", (rows,), c.dtype)
+                insert(at, MUL_TYPE, [made[plan["gain"]], scale], [weight], dict(est), f"{c.name}:gain")
+            else:  # batch_norm without a weight: no tensor in eager, a constant the replay holds
+                weight = operand(f"{c.name}:ones", (rows,), c.dtype, const=True, buffer=True)
+            normed = operand(f"{c.name}:standardized", (1, rows, cols), c.dtype)
+            insert(at, BN_TYPE, [flat, weight, -1, -1, -1], [normed], {"epsilon": 1e-5, "momentum": 0.0, **est},
+                   f"{c.name}:batch_norm")
+            insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
+        elif plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":
             ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)

@@ -30,6 +30,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   or a function (op, operands) -> bool); the copy lives through its backward;
 # - "only_for_outputs": {input position: output positions}: that input makes only those outputs, so
 #   where none of them is read eager never computes it (rewrites.unread_statistics);
+# - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
+#   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers).

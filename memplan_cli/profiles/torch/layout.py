@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._torch import CONVOLUTIONS, FORMAT_KEEPING, TRANSPOSE
-from memplan_cli.profiles.torch.facts import facts
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts
 from memplan_cli.profiles.torch.strides import channels_last_2d, is_contiguous
 
 
@@ -34,6 +34,8 @@ def memory_format(op, opd, contig, cl, strides=None) -> None:
         if why:
             raise UnsupportedOpError(f"torch profile: op {op.label} ({op.type}) convolves a channels-last tensor "
                                      f"(as ConvNeXt's LayerNorm over channels leaves it): {why}")
+        if f.get("estimated") and f["estimated"](op, opd):
+            op.attrs[ESTIMATED] = True  # its channels-last facts cover it only approximately: named
         for v in ys:
             shape = tuple(opd[v].shape)
             if len(shape) == 4 and strides is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
-from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, WEIGHT_MATMULS
+from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, TRANSPOSE, WEIGHT_MATMULS
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
@@ -82,6 +82,7 @@ class Replay:
         # backward -> the end of the step
         self.grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
         self.grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
+        self.grad_strides: dict[int, tuple] = {}  # operand -> its non-contiguous gradient's strides, where known
         self.grads_of_weights: list[int] = []
         self.release_at: dict[int, int] = {}  # storage -> backward step that last needs it
 
@@ -156,7 +157,15 @@ class Replay:
         g, opd, sim, storage, config, tg = self.g, self.opd, self.sim, self.storage, self.config, self.tg
         # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
         # dynamo exporter's constant folding turns dropout's `empty_like(x)` into a constant of x's shape)
-        read = {v for op in self.ops if not (facts(op) or {}).get("shape_only") for v in op.inputs}
+        # nor one an exporter wrote for an argument eager passes as None (`none_fills`: batch_norm's
+        # weight and bias, written as ones / zeros; no parameter, `Operand.computed`)
+        read = set()
+        for op in self.ops:
+            f = facts(op) or {}
+            if not f.get("shape_only"):
+                fills = f.get("none_fills", ())
+                read.update(v for k, v in enumerate(op.inputs)
+                            if not (k in fills and v >= 0 and opd[v].computed and v not in self.trained))
         masks = sdpa_masks(g)
         # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
         # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
@@ -264,6 +273,8 @@ class Replay:
         copies.update(self.ac.forward_casts(sim, op, p, s, op.label))
         outs = self.outputs(op, s, f)
         memory_format(op, opd, self.contig, self.cl, self.strides)
+        if op.attrs.get(ESTIMATED):  # a kernel its memory format chose may be estimated too
+            sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
@@ -442,14 +453,19 @@ class Replay:
                 if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
                     self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
                     continue
-            if mode in ("view", "pass") and g_out and g_out[0] is not None and (
+            if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
                     not f.get("view_needs_contiguous") or incoming_contig):
-                if v in trained and incoming_contig and not f.get("strided"):
+                if incoming_contig and not f.get("strided"):
                     self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
                     continue
-                self.deliver(v, g_out[0], incoming_contig and not f.get("strided"), s, made, tmp, op.label,
-                             shared=True)
+                self.deliver(v, g_out[0], False, s, made, tmp, op.label, shared=True)
                 continue
+            if mode in ("view", "pass") and g_out and g_out[0] is not None and v not in trained:
+                in_st = self.view_grad_strides(op, f, v, outs[0], incoming_contig)
+                if in_st is not None:
+                    self.deliver(v, g_out[0], in_st != () and is_contiguous(opd[v].shape, in_st), s, made, tmp,
+                                 op.label, shared=True, strides=in_st or None)
+                    continue
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
@@ -459,7 +475,8 @@ class Replay:
             # result out like the incoming gradient: a transposed view's stays non-contiguous
             dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
                 tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
-            self.deliver(v, gx, dense, s, made, tmp, op.label)
+            self.deliver(v, gx, dense, s, made, tmp, op.label,
+                         strides=None if dense else self.grad_strides.get(outs[0]) if outs else None)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
             # after the weight's gradient is made: it lives through both steps (measured, ConvNeXt's
@@ -530,12 +547,41 @@ class Replay:
         grad[v] = st
         self.grad_contig[v] = True
 
-    def deliver(self, v, st, is_contig, s, made, tmp, label, shared=False) -> None:
-        """Gradient `st` reaches operand `v`: the first is kept, a later one is added into it and freed."""
+    def view_grad_strides(self, op, f, v, out, incoming_contig):
+        """The strides of input `v`'s gradient when the view op `op` passes the incoming gradient on as a
+        view of it; () a view of unknown non-contiguous strides; None when it is copied instead. The
+        backward of a transpose is the inverse permutation; of a reshape, a reshape (ATen's
+        computeStride: a view of a non-contiguous gradient where its strides allow one, as in the
+        forward)."""
+        opd = self.opd
+        if self.grad_contig.get(out, True):
+            gs = contiguous_strides(opd[out].shape)
+        else:
+            gs = self.grad_strides.get(out)
+        if f.get("view_needs_contiguous"):
+            if gs is None:
+                return None if not incoming_contig else contiguous_strides(opd[v].shape)
+            return view_strides(opd[out].shape, gs, opd[v].shape)
+        if f.get("strided") and op.type == TRANSPOSE and gs is not None:
+            perm = op.attrs.get("perm") or tuple(reversed(range(len(opd[v].shape))))
+            in_st = [0] * len(perm)
+            for i, axis in enumerate(perm):
+                in_st[int(axis)] = gs[i]
+            return tuple(in_st)
+        if incoming_contig and not f.get("strided"):
+            return contiguous_strides(opd[v].shape)
+        return gs if gs is not None and tuple(opd[v].shape) == tuple(opd[out].shape) and \
+            not f.get("strided") else ()
+
+    def deliver(self, v, st, is_contig, s, made, tmp, label, shared=False, strides=None) -> None:
+        """Gradient `st` reaches operand `v`: the first is kept, a later one is added into it and freed.
+        `strides`: a non-contiguous gradient's strides, where known."""
         sim, grad, grad_contig = self.sim, self.grad, self.grad_contig
         if grad.get(v) is None:
             grad[v] = st
             grad_contig[v] = is_contig
+            if not is_contig and strides:
+                self.grad_strides[v] = tuple(strides)
             return
         if shared:
             # the incoming gradient itself cannot be added in place into: the sum is a new tensor
