@@ -570,22 +570,55 @@ class SliceCopyNet(nn.Module):
 
 class SetItemNet(nn.Module):
     """A slice of an activation that needs its gradient overwritten in place by another projection
-    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient. `index`: rows
+    picked by an index tensor instead (`h[:, rows] = ..`: index_put_)."""
 
-    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50, index=False):
         super().__init__()
-        self.b = b
+        self.b, self.index = (a if index else b), index
+        self.register_buffer("rows", torch.tensor([0, 3, 5, 9]), persistent=False)
         self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
-        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, self.b) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
         for pa, pb, out in zip(self.pa, self.pb, self.out):
             h = pa(x)
-            h[..., :self.b] = pb(x)
+            if self.index:  # advanced indexing: index_put_
+                h[:, self.rows] = pb(x)[:, : len(self.rows)]
+            else:
+                h[..., :self.b] = pb(x)
             x = x + out(F.gelu(h))
         return self.head(x)
+
+
+class DeltaLoopNet(nn.Module):
+    """The intra-chunk loop of chunked delta-rule attention (Kimi / Bailing linear attention): a
+    (B, H, C, C) matrix from two projections, whose rows are updated in place from clones of earlier
+    rows (`row = attn[..., i, :i].clone()`, `attn[..., i, :i] = row + (row[..., None] * sub).sum(-2)`),
+    then applied to a third projection."""
+
+    def __init__(self, d=64, heads=4, chunk=16, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qk = nn.Linear(d, 2 * d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k = self.qk(x).view(b, s, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        attn = -(q @ k.transpose(-1, -2)).masked_fill(self.upper, 0)
+        for i in range(1, self.c):
+            row = attn[..., i, :i].clone()
+            sub = attn[..., :i, :i].clone()
+            attn[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        v = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        y = (attn @ v).transpose(1, 2).reshape(b, s, d)
+        return self.head(x + self.out(y))
 
 
 class GroupStdNorm(nn.Module):
@@ -862,6 +895,8 @@ FAM = {
     "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
     "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
+    "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
+    "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
