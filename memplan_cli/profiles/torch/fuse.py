@@ -145,5 +145,6 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
                     out.append(EagerOp(op.index, "Linear", [op.inputs[0], op.inputs[1], other[0]], list(add.outputs),
                                        {}, op.label, (op.index, add.index)))
                     continue
-        out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,)))
+        out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,),
+                           op.call or ""))
     return out

@@ -247,11 +247,13 @@ class Replay:
                     storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s
-            needs = [v in self.rg for v in op.inputs]
+            det = op.attrs.get("detached", ())  # inputs read through .detach() (rewrites.detached_reads)
+            needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
             f = facts(op) or {}
             # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
-            # requires grad records no node: no phantom gradient back into its input)
-            rec = any(needs) and not f.get("draws") and not no_grad(op.type)
+            # requires grad records no node: no phantom gradient back into its input), nor one whose
+            # results are only read detached (its node is freed at once)
+            rec = any(needs) and not f.get("draws") and not no_grad(op.type) and not op.attrs.get("no_node")
             self.node[p] = rec
             if op.type == LOSS_TYPE:
                 saved = self.forward_loss(op, s)
@@ -393,7 +395,8 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
-        for nb in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+        for spec in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+            nb = self.nbytes(spec, op, needs)
             sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
             c["fwd_mem_tmp"] += nb
         for name, spec, dtype in f.get("aux", ()):
@@ -461,8 +464,9 @@ class Replay:
             sim.touch(copy, s_dw)
             tmp.append(copy)
         mode = f.get("grad", "new")
+        det = op.attrs.get("detached", ())
         for k, v in enumerate(op.inputs):
-            if v < 0 or v not in self.rg:
+            if v < 0 or v not in self.rg or k in det:
                 continue
             if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
                 # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
@@ -477,6 +481,12 @@ class Replay:
                     continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
                     not f.get("view_needs_contiguous") or incoming_contig):
+                if elements(opd[v].shape) < elements(opd[op.outputs[0]].shape):
+                    # a weight broadcast (a position embedding added to every sample): the engine sums
+                    # the incoming gradient to the weight's shape (validate_outputs: sum_to), a new
+                    # tensor that becomes its .grad
+                    self.weight_grad(v, op, s_dw, made, tmp)
+                    continue
                 if incoming_contig and not f.get("strided"):
                     self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
                     continue
@@ -488,6 +498,11 @@ class Replay:
                     self.deliver(v, g_out[0], in_st != () and is_contiguous(opd[v].shape, in_st), s, made, tmp,
                                  op.label, shared=True, strides=in_st or None)
                     continue
+            if mode == "expand" and g_out and g_out[0] is not None and v not in trained:
+                # the incoming gradient broadcast back over the reduced axes (stride 0 there): no bytes
+                broadcast = elements(opd[v].shape) != elements(opd[op.outputs[0]].shape)
+                self.deliver(v, g_out[0], incoming_contig and not broadcast, s, made, tmp, op.label, shared=True)
+                continue
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
@@ -506,7 +521,7 @@ class Replay:
             for t in tmp:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
-        needs = [v in self.rg for v in op.inputs]
+        needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
         dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
         dw = any(v in trained for v in op.inputs)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
