@@ -4,7 +4,8 @@ attention, re-parameterisable BatchNorm branches, disentangled relative attentio
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
-grouped convolutions (depth multipliers, small groups; channels-last and channels-first).
+grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -139,6 +140,37 @@ class SdpaAttention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
                                            is_causal=self.causal)
         return self.proj_drop(self.proj(y.transpose(1, 2).reshape(b, s, d)))
+
+
+class SdpaMaskAttention(nn.Module):
+    """Attention through F.scaled_dot_product_attention with a float attn_mask of its own (no dropout):
+    `mask` "bias" a learned relative-position bias table gathered by a buffer of indices, (heads, S, S)
+    (Swin's, TinyViT's: the mask requires grad), "bias4d" the same as (1, heads, S, S), "fixed3d" a
+    fixed (heads, S, S) buffer, "fixed4d" a fixed (1, 1, S, S) buffer. The CPU flash kernel takes a mask
+    of 2 dims or of 4 (batch and heads or 1) that needs no gradient; the others run sdpa's math path."""
+
+    def __init__(self, d, heads, mask="bias", s=16):
+        super().__init__()
+        self.h, self.mask = heads, mask
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        pos = torch.arange(s)
+        self.register_buffer("idx", (pos[:, None] - pos[None, :] + s - 1), persistent=False)
+        if mask.startswith("bias"):
+            self.table = nn.Parameter(0.02 * torch.randn(heads, 2 * s - 1))
+        else:
+            self.register_buffer("fixed", torch.randn(heads if mask == "fixed3d" else 1, s, s) * 0.1)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.mask.startswith("bias"):
+            m = self.table[:, self.idx]
+            m = m.unsqueeze(0) if self.mask == "bias4d" else m
+        else:
+            m = self.fixed.unsqueeze(0) if self.mask == "fixed4d" else self.fixed
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
 
 
 class AttnLM(nn.Module):
@@ -570,22 +602,55 @@ class SliceCopyNet(nn.Module):
 
 class SetItemNet(nn.Module):
     """A slice of an activation that needs its gradient overwritten in place by another projection
-    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient. `index`: rows
+    picked by an index tensor instead (`h[:, rows] = ..`: index_put_)."""
 
-    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50, index=False):
         super().__init__()
-        self.b = b
+        self.b, self.index = (a if index else b), index
+        self.register_buffer("rows", torch.tensor([0, 3, 5, 9]), persistent=False)
         self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
-        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, self.b) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
         for pa, pb, out in zip(self.pa, self.pb, self.out):
             h = pa(x)
-            h[..., :self.b] = pb(x)
+            if self.index:  # advanced indexing: index_put_
+                h[:, self.rows] = pb(x)[:, : len(self.rows)]
+            else:
+                h[..., :self.b] = pb(x)
             x = x + out(F.gelu(h))
         return self.head(x)
+
+
+class DeltaLoopNet(nn.Module):
+    """The intra-chunk loop of chunked delta-rule attention (Kimi / Bailing linear attention): a
+    (B, H, C, C) matrix from two projections, whose rows are updated in place from clones of earlier
+    rows (`row = attn[..., i, :i].clone()`, `attn[..., i, :i] = row + (row[..., None] * sub).sum(-2)`),
+    then applied to a third projection."""
+
+    def __init__(self, d=64, heads=4, chunk=16, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qk = nn.Linear(d, 2 * d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k = self.qk(x).view(b, s, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        attn = -(q @ k.transpose(-1, -2)).masked_fill(self.upper, 0)
+        for i in range(1, self.c):
+            row = attn[..., i, :i].clone()
+            sub = attn[..., :i, :i].clone()
+            attn[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        v = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        y = (attn @ v).transpose(1, 2).reshape(b, s, d)
+        return self.head(x + self.out(y))
 
 
 class GroupStdNorm(nn.Module):
@@ -862,9 +927,13 @@ FAM = {
     "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
     "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
+    "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
+    "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
+       for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),

@@ -246,11 +246,102 @@ def _prod_value(op, ins):
     return np.prod(ins[0], axis=ax) if ax else ins[0]
 
 
-# `--profile torch`: mean / sum save only sizes; max / min / prod / norm their input and result
-# linalg_vector_norm (ReduceL2: ConvNeXt V2's global response norm) keeps its input and result; its
-# backward makes self / norm and a bool mask of norm == 0 beside the input's gradient (measured, torch 2.14)
-TORCH = {"Mean": {}, "ReduceSum": {},
-         "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)}}
+# `--profile torch` (derivatives.yaml and FunctionsManual.cpp, each checked on networks built for it):
+# - mean / sum save only sizes. mean_backward divides the expanded gradient (a new tensor); sum_backward
+#   is `grad.expand(sizes)`, a stride-0 view of the incoming gradient: no bytes ("grad": "expand").
+# - linalg_vector_norm (ReduceL2: F.normalize, torch.norm, ConvNeXt V2's global response norm; ReduceL1:
+#   order 1) keeps its input and result (the formula names both); norm_backward makes, beside the
+#   input's gradient, order 2: self / norm and a bool mask of norm == 0 (measured, torch 2.14); order
+#   1: self.sgn().
+# - logsumexp (ReduceOps.cpp logsumexp_out_impl): amax of the input kept (maxes, the output's size), its
+#   infinite entries zeroed through abs() == inf (an output-sized float and bool, freed at once), then
+#   sum_out(result, (self - maxes).exp_()) (one input-sized tensor alive while the result is made), log_
+#   and add_ in place; backward logsumexp_backward `grad * (self - result).exp()`: the difference and
+#   its exp, two input-sized temporaries beside the input's gradient.
+# - amax / amin keep input and result; scale_grad_by_count `(grad / mask.sum(dim, true)) * mask` with
+#   mask = (result == self): a bool mask of the input's size; its sum casts it to int64 first (8 bytes an
+#   element, freed once the count is made), then the int64 count and the quotient (the output's size
+#   each), and the mask cast to the gradient's dtype for the product. max.dim / min.dim (values and
+#   indices) keep only the int64 indices, made in forward; value_selecting_reduction_backward scatters
+#   into a zeroed gradient: no temporaries. max() / min() over everything keep input and result;
+#   evenly_distribute_backward makes the zeroed gradient, then the mask and its int64 cast for the
+#   count. The dynamo exporter records which ran; a TorchScript ReduceMax over some axes is amax or
+#   max.dim, which the file does not tell: counted as amax, and named as estimated.
+# - prod.dim_int keeps input and result; prod_backward makes (input == 0) (bool, the input's size), its
+#   int64 count per group (through an int64 cast of the mask), then `grad * (result / input)`: one
+#   input-sized temporary beside the gradient. prod() over everything: the mask is freed before
+#   `result / input` is made. No eager op takes a product over several but not all axes: refused.
+# All measured on one reduction of a [4, 32, 128] float32 tensor over each axis (torch 2.14, the
+# allocator's events): the temporaries above to the byte.
+
+
+def _aten(op) -> str:
+    """The aten overload the dynamo exporter recorded for the op ("aten.max.dim"); "" when none was
+    (TorchScript)."""
+    return getattr(op, "call", "").partition(" = ")[2].partition("(")[0]
+
+
+def _whole(op, operands) -> bool:
+    """Reduces every axis to a scalar (torch's max() / prod() with no dim)."""
+    rank = len(operands[op.inputs[0]].shape)
+    return not op.attrs.get("keep_dims") and len(reduced_axes(op.attrs, rank)) == rank
+
+
+def _int64_out(op, operands) -> int:
+    return 8 * math.prod(operands[op.outputs[0]].shape)
+
+
+def _int64_in(op, operands) -> int:
+    """The bool mask of the input's size cast to int64 for its sum."""
+    return 8 * math.prod(operands[op.inputs[0]].shape)
+
+
+def _int64_mask_cast(op, operands) -> int:
+    """That cast where it is made before the input's gradient: the replay counts the gradient beside
+    every temporary of the step, so its bytes are taken off here."""
+    return max(_int64_in(op, operands) - operands[op.inputs[0]].nbytes, 0)
+
+
+def _count_tmp(op, operands) -> tuple:
+    """scale_grad_by_count's (amax / amin) or prod_backward's temporaries beside the input's gradient:
+    while the mask's count is summed, or while the gradient is made from the count (amax: the
+    quotient and the mask in the gradient's dtype; prod: result / input)."""
+    last = ("out0", "in0") if op.type in _EXTREME else ("in0",)
+    return (("mask:in0", _int64_mask_cast(op, operands), _int64_out(op, operands)),
+            ("mask:in0", _int64_out(op, operands)) + last)
+
+
+def _torch_extreme(op) -> dict:
+    """amax / amin, max.dim / min.dim or max() / min(): by the recorded call, else by the axes."""
+    call = _aten(op)
+    if call.endswith((".dim", ".dim_max", ".dim_min")):
+        return {"aux": (("indices", "out0", "int64"),)}
+    saves = (("in0", "any"), ("out0", "any"))
+    full = lambda o, opd: (("mask:in0", _int64_in(o, opd)),)  # noqa: E731 (after the zeroed gradient)
+    if call.endswith(".default") and not call.startswith(("aten.amax", "aten.amin")):
+        return {"saves": saves, "bwd_tmp": full}
+    if call:
+        return {"saves": saves, "bwd_tmp": _count_tmp}
+    return {"saves": saves, "bwd_tmp": lambda o, opd: full(o, opd) if _whole(o, opd) else _count_tmp(o, opd),
+            "estimated": lambda o, opd: not _whole(o, opd)}
+
+
+def _torch_prod_refuse(op, operands):
+    rank = len(operands[op.inputs[0]].shape)
+    axes = reduced_axes(op.attrs, rank)
+    if len(axes) > 1 and not _whole(op, operands):
+        return f"takes a product over axes {axes}: no eager op does (prod takes one dim, or every one)"
+    return None
+
+
+TORCH = {"Mean": {}, "ReduceSum": {"grad": "expand"},
+         "ReduceL1": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0",),)},
+         "ReduceL2": {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": (("in0", "mask:out0"),)},
+         "ReduceLogSumExp": {"saves": (("in0", "any"), ("out0", "any")), "fwd_tmp": ("in0", "out0"),
+                             "bwd_tmp": (("in0", "in0"),)},
+         "ReduceMax": _torch_extreme, "ReduceMin": _torch_extreme,
+         "ReduceProd": {"saves": (("in0", "any"), ("out0", "any")), "refuse": _torch_prod_refuse,
+                        "bwd_tmp": lambda o, opd: (("in0",),) if _whole(o, opd) else _count_tmp(o, opd)}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {},

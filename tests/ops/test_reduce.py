@@ -70,7 +70,7 @@ def test_gradients_and_verify(tmp_path, op, axes, keep):
     check_verify(p, "-b", "2")
 
 
-@pytest.mark.parametrize("op", ["Mean", "ReduceSum", "ReduceMax"])
+@pytest.mark.parametrize("op", ALL)
 def test_axes_as_attribute_before_the_opset_that_made_them_an_input(tmp_path, op):
     old = AXES_INPUT[ONNX_TYPE[op]] - 1
     g = load_model(save(tmp_path, _model(op, (1,), 1, opset=old)))

@@ -104,7 +104,8 @@ def test_dropout_of_zero_is_its_input(tmp_path):
     assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
 
 
-def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False, dynamo_kt=False):
+def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False, dynamo_kt=False,
+               mask_shape=(4, 4), mask_nodes=()):
     """torch.onnx's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
     with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added;
     `dynamo_kt`: k transposed as the dynamo exporter's function does (Reshape to 3-D, Transpose (0, 2, 1),
@@ -126,6 +127,7 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
              helper.make_node("Softmax", ["scores_m" if mask else "scores"], ["probs"], axis=-1, name="softmax")]
     if mask:
         nodes.insert(-1, helper.make_node("Add", ["scores", "m"], ["scores_m"], name="mask"))
+        nodes[:0] = list(mask_nodes)  # nodes that compute "m" (then no constant of that name)
     last = "probs"
     if safe:
         nodes += [helper.make_node("IsNaN", ["probs"], ["nan"], name="isnan"),
@@ -140,9 +142,43 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
     nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
     inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
              ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1)),
-             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32)),
-             ("k3", np.array([-1, 4, 8], np.int64)), ("kt4", np.array([1, 2, 8, 4], np.int64))]
+             ("zero", np.float32(0.0)), ("k3", np.array([-1, 4, 8], np.int64)),
+             ("kt4", np.array([1, 2, 8, 4], np.int64))]
+    if mask_nodes:  # a learned relative-position bias: table[:, idx], unsqueezed to (1, heads, 4, 4)
+        pos = np.arange(4)
+        inits += [("table", _w(2, 7)), ("idx", (pos[:, None] - pos[None, :] + 3).astype(np.int64)),
+                  ("a0m", np.array([0], np.int64))]
+    else:
+        inits.append(("m", np.zeros(mask_shape, np.float32)))
     return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
+
+
+@pytest.mark.parametrize("shape,frozen,math", [
+    ((4, 4), True, False), ((1, 2, 4, 4), True, False), ((1, 1, 4, 1), True, False),  # the flash kernel's
+    ((2, 4, 4), True, True),      # 3 dims: the math path
+    ((1, 2, 4, 4), False, True)])  # a mask that trains requires grad: the math path
+def test_sdpa_mask_the_flash_kernel_does_not_take_is_the_math_path(tmp_path, shape, frozen, math):
+    # ATen's check_attn_mask_shape (sdp_utils_cpp.h), checked with torch 2.14's _fused_sdp_choice: the CPU
+    # flash kernel takes a mask that needs no gradient, of 2 dims, or of 4 whose first two are 1 or the
+    # batch and 1 or the heads; otherwise the math path, op by op: the scores (128 B) kept by softmax,
+    # the mask added into them in place (no tensor of its own), _safe_softmax's forward scratch (40 B)
+    a = _run(_attention(tmp_path, mask=True, mask_shape=shape, name="m" + "x".join(map(str, shape))),
+             **({"freeze": ("params:m",)} if frozen else {}))
+    names = {b.name for b in a.buffers.buffers}
+    assert ("probs" in names) == math
+    if math:
+        assert "scores_m" not in names and _cols(a, "mask")["fwd_mem_out"] == 0
+        assert _cols(a, "softmax")["fwd_mem_out"] == 128 and _cols(a, "softmax")["fwd_mem_tmp"] == 40
+
+
+def test_sdpa_mask_computed_from_a_trained_table_is_the_math_path(tmp_path):
+    # Swin's / TinyViT's relative-position bias: a table gathered by a buffer of indices requires grad,
+    # whatever its shape (here (1, 2, 4, 4), which the flash kernel would take without a gradient)
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["bias"], axis=1, name="gather"),
+             helper.make_node("Unsqueeze", ["bias", "a0m"], ["m"], name="unsq")]
+    a = _run(_attention(tmp_path, mask=True, mask_nodes=nodes, name="bias"))
+    assert "probs" in {b.name for b in a.buffers.buffers}
+    assert _cols(a, "gather")["bwd_mem_out"] > 0  # the table's gradient
 
 
 def test_sdpa_decomposition_is_the_fused_cpu_kernel(tmp_path):
@@ -528,6 +564,111 @@ def test_slice_assignments_write_into_the_tensor(tmp_path):
     assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["ScatterND"]
 
 
+def _read_then_write(tmp_path, name, before: bool):
+    """TorchScript's form of `s = a[..., :2].clone(); a[..., 6:] = s * s` (`before`), or of
+    `a[..., 6:] = b; s = a[..., :2]; s * s`: the clone is written as nothing."""
+    def idx(lo, hi):
+        i, j, c = np.meshgrid(np.arange(2), np.arange(4), np.arange(lo, hi), indexing="ij")
+        return np.stack([i, j, c], -1).astype(np.int64)
+    read = [helper.make_node("Slice", ["a", "s0", "s1", "ax"], ["s"], name="slice"),
+            helper.make_node("Mul", ["s", "s"], ["p"], name="sq")]
+    if before:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"), *read,
+                 helper.make_node("ScatterND", ["a", "ic", "p"], ["k"], name="write")]
+        out = [helper.make_node("Sigmoid", ["k"], ["y"], name="act")]
+    else:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["a0"], name="mm"),
+                 helper.make_node("MatMul", ["x", "wb"], ["b"], name="mmb"),
+                 helper.make_node("ScatterND", ["a0", "ic", "b"], ["a"], name="write"), *read]
+        out = [helper.make_node("Sigmoid", ["p"], ["y0"], name="act"),
+               helper.make_node("ReduceSum", ["a", "axk"], ["ya"], name="sum"),
+               helper.make_node("Add", ["ya", "y0"], ["y"], name="add")]
+    inits = [("w", _w(4, 8)), ("wb", _w(4, 2)), ("ic", idx(6, 8)), ("s0", np.array([0], np.int64)),
+             ("s1", np.array([2], np.int64)), ("ax", np.array([2], np.int64)), ("axk", np.array([2], np.int64))]
+    graph = helper.make_graph(nodes + out, "g", [helper.make_tensor_value_info("x", F, [2, 4, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8] if before else [2, 4, 2])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.producer_name = "pytorch"
+    path = tmp_path / f"{name}.onnx"
+    save(model, str(path))
+    return load_model(str(path))
+
+
+def test_a_slice_read_before_an_in_place_write_was_a_clone(tmp_path):
+    # autograd refuses a saved tensor modified in place since: eager cloned the slice (64 B) that the
+    # Mul saves before `a` is written; TorchScript wrote the clone as nothing. A slice read after the
+    # write is a view of the written tensor
+    a = _run(_read_then_write(tmp_path, "before", True), loss="mse")
+    clone = next(b for b in a.buffers.buffers if b.name == "s:clone")
+    assert clone.size == 64 and a.buffers.steps[clone.last].kind != "forward"
+    a = _run(_read_then_write(tmp_path, "after", False), loss="mse")
+    assert not any(b.name.endswith(":clone") for b in a.buffers.buffers)
+
+
+def test_recorded_writes_are_read_by_their_call(tmp_path):
+    # a dynamo file: the ScatterNDs recording slice_scatter or index_put (the functionalized copy_ /
+    # index_put_) are eager's in-place writes; one recording another call (a functional scatter) is
+    # not (the general rule covers it, named as estimated)
+    import onnx
+
+    def recorded(name, call):
+        _slice_writes(tmp_path, name)
+        path = tmp_path / f"{name}.onnx"
+        m = onnx.load(str(path))
+        for n in m.graph.node:
+            if n.op_type == "MatMul":
+                _record(n, f"{n.output[0]} = aten.mm.default(args = (%x, %w), kwargs = {{}})")
+            elif n.op_type == "ScatterND":
+                _record(n, f"{n.output[0]} = aten.{call}.default(args = (%k, %src), kwargs = {{}})")
+            elif n.op_type == "Sigmoid":
+                _record(n, "y = aten.sigmoid.default(args = (%k2,), kwargs = {})")
+        onnx.save(m, str(path))
+        return _run(load_model(str(path)), loss="mse")
+    for call in ("slice_scatter", "index_put"):
+        a = recorded(call, call)
+        assert _cols(a, "write_b")["fwd_mem_out"] == 0, call
+        assert not a.extras["torch"]["coverage"]["estimated"], call
+    a = recorded("scatter", "scatter")
+    assert _cols(a, "write_b")["fwd_mem_out"] == 256
+    assert {e["type"] for e in a.extras["torch"]["coverage"]["estimated"]} == {"ScatterND"}
+
+
+def test_a_recorded_row_write_is_one_write_into_the_tensor(tmp_path):
+    # `a[:, 1, 6:] = b` as the dynamo exporter functionalizes it: select row 1 (a Gather), a
+    # slice_scatter into it, a select_scatter putting it back: eager's one copy_ into a view of a, so
+    # no tensor is made in forward and nothing is left to the general rule
+    import onnx
+
+    ic = np.stack(np.meshgrid(np.arange(2), np.arange(6, 8), indexing="ij"), -1).astype(np.int64)
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+                     "a = aten.mm.default(args = (%x, %w), kwargs = {})"),
+             _record(helper.make_node("MatMul", ["xb", "wb"], ["b"], name="mmb"),
+                     "b = aten.mm.default(args = (%xb, %wb), kwargs = {})"),
+             _record(helper.make_node("Gather", ["a", "one"], ["s"], axis=1, name="sel"),
+                     "select = aten.select.int(args = (%a, 1, 1), kwargs = {})"),
+             _record(helper.make_node("ScatterND", ["s", "ic", "b"], ["s2"], name="write"),
+                     "slice_scatter = aten.slice_scatter.default(args = (%select, %b, 1, 6, 8), kwargs = {})"),
+             _record(helper.make_node("Unsqueeze", ["s2", "ax1"], ["u"], name="unsq"),
+                     "select_scatter = aten.select_scatter.default(args = (%a, %slice_scatter, 1, 1), kwargs = {})"),
+             _record(helper.make_node("ScatterElements", ["a", "ie", "u"], ["k"], axis=1, name="back"),
+                     "select_scatter = aten.select_scatter.default(args = (%a, %slice_scatter, 1, 1), kwargs = {})"),
+             _record(helper.make_node("Sigmoid", ["k"], ["y"], name="act"),
+                     "y = aten.sigmoid.default(args = (%select_scatter,), kwargs = {})")]
+    inits = [("w", _w(2, 4, 8)), ("wb", _w(4, 2)), ("one", np.array(1, np.int64)), ("ic", ic),
+             ("ax1", np.array([1], np.int64)), ("ie", np.ones((2, 1, 8), np.int64))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 4]),
+                                           helper.make_tensor_value_info("xb", F, [2, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 4, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = tmp_path / "row.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    a = _run(load_model(str(path)), loss="mse")
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    assert _cols(a, "write")["fwd_mem_out"] == 0
+    assert not any(k.endswith("(back)") and v["fwd_mem_out"] for k, v in a.extras["per_layer_extra"].items())
+
+
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):
     # TorchScript writes `scores.float()` as a Cast even where scores are float32 already; eager's
     # Tensor.to returns the tensor itself (no copy, no autograd node): the softmax reads h (2 x 4:
@@ -591,3 +732,15 @@ def test_var_as_the_exporters_write_it_is_one_aten_var(tmp_path):
     a = _run(_group_var(tmp_path, "own", own), loss="mse")
     d = next(b for b in a.buffers.buffers if b.name == "d")
     assert a.buffers.steps[d.last].kind != "forward"
+
+
+def test_an_integer_index_constant_gather_saves_is_held_a_shape_is_not(tmp_path):
+    # TinyViT's attention_bias_idxs: an integer buffer of the module that the index op saves (gather
+    # keeps its indices) is a tensor held the whole step (4 x 4 int64: 128 B); the Reshape's shape
+    # constants are Python values in eager, no tensors
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["bias"], axis=1, name="gather"),
+             helper.make_node("Unsqueeze", ["bias", "a0m"], ["m"], name="unsq")]
+    a = _run(_attention(tmp_path, mask=True, mask_nodes=nodes, name="idx"))
+    held = {b.name: b for b in a.buffers.buffers if b.first == 0 and b.last == len(a.buffers.steps) - 1}
+    assert held["idx"].size == 128
+    assert not {"s5", "s3", "a0m"} & set(held)

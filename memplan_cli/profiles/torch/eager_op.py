@@ -15,6 +15,7 @@ class EagerOp:
     attrs: dict = field(default_factory=dict)
     label: str = ""
     members: tuple = ()
+    call: str = ""  # the aten call the dynamo exporter recorded for its IR op (Operation.call), if any
 
 
 def eager_order(g, defs) -> list:

@@ -14,14 +14,16 @@ from memplan_cli.profiles.torch.strides import elements
 #   that operand), "channels" (dim 1 of input 0), "rows" (input 0's elements over its last dim),
 #   "groups" (input 0's samples times attrs["groups"]); dtype "in0": input 0's (a bfloat16 step's);
 # - "view": output 0 shares input 0's memory; "grad": "new" (each input's gradient allocated, the
-#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it);
+#   default), "pass" (a same-shape input gets the incoming gradient itself), "view" (a view of it),
+#   "expand" (the incoming gradient expanded back over reduced axes, a stride-0 view: sum's backward;
+#   a trained weight's is still made);
 # - "strided": the view's layout is not contiguous (a transpose); "view_needs_contiguous": a view of
 #   a contiguous input only, a copy otherwise (reshape), and so is its gradient; "view_if": fn(op) ->
 #   output 0 is input 0 itself (dropout with p = 0); "grad_shared": input positions whose gradient is
 #   the incoming one itself when their shapes agree (add, sub's first); "contiguous_inputs": the
 #   first N inputs go to BLAS contiguous when batched (a copy of a non-contiguous view);
-# - "fwd_tmp": bytes of temporary tensors the forward makes and frees in the op (a custom Function's
-#   intermediates);
+# - "fwd_tmp": temporary tensors the forward makes and frees in the op, all alive with its output
+#   (a custom Function's intermediates): each bytes, or a size "in0" / "out0" / "mask:in0" as below;
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a

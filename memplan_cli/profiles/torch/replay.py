@@ -43,7 +43,9 @@ class Replay:
         g = self.g = tg.graph
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
-        self.ops = eager_ops(g, self.uses, self.opd)
+        # which weights train, as `held_before` settles them (a computed sdpa mask is no parameter)
+        grads = frozenset(tg.grad) - {m for m in sdpa_masks(g) if self.opd[m].assumed}
+        self.ops = eager_ops(g, self.uses, self.opd, grads)
         if (getattr(config, "precision", None) or "32-true") == "32-true":
             self.ops = same_dtype_casts(self.ops, self.opd)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
@@ -153,6 +155,18 @@ class Replay:
         raise ValueError(f"unknown size rule {spec!r}")
 
     # ---- held before the step ----
+    def saved_integer_constants(self) -> set[int]:
+        """Integer constants of more than one element that an eager op's facts save (an index op's
+        indices): tensors in eager, where a shape or an axis argument is a Python value."""
+        opd, out = self.opd, set()
+        for op in self.ops:
+            for what, _ in (facts(op) or {}).get("saves", ()):
+                k = int(what[2:]) if what.startswith("in") else -1
+                v = op.inputs[k] if 0 <= k < len(op.inputs) else -1
+                if v >= 0 and opd[v].is_const and opd[v].dtype.startswith(("int", "uint")) and elements(opd[v].shape) > 1:
+                    out.add(v)
+        return out
+
     def held_before(self) -> None:
         g, opd, sim, storage, config, tg = self.g, self.opd, self.sim, self.storage, self.config, self.tg
         # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
@@ -172,9 +186,17 @@ class Replay:
         self.trained -= {m for m in masks if opd[m].assumed}
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
+        indices = self.saved_integer_constants()
         for o in opd:
             if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
                     and o.index not in self.computed:
+                storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+            elif o.index in indices and o.index not in self.computed:
+                # an integer tensor an index op saves (gather keeps its indices): the module's index
+                # buffer (TinyViT's and LeViT's attention_bias_idxs, Swin's relative_position_index),
+                # held like a float buffer; one eager computes each step instead lives at least until
+                # the backward of the op that saves it (a value the dynamo exporter folded is made where
+                # eager computes it: `computed`)
                 storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
         for v in g.inputs:
             o = opd[v]
@@ -225,11 +247,13 @@ class Replay:
                     storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s
-            needs = [v in self.rg for v in op.inputs]
+            det = op.attrs.get("detached", ())  # inputs read through .detach() (rewrites.detached_reads)
+            needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
             f = facts(op) or {}
             # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
-            # requires grad records no node: no phantom gradient back into its input)
-            rec = any(needs) and not f.get("draws") and not no_grad(op.type)
+            # requires grad records no node: no phantom gradient back into its input), nor one whose
+            # results are only read detached (its node is freed at once)
+            rec = any(needs) and not f.get("draws") and not no_grad(op.type) and not op.attrs.get("no_node")
             self.node[p] = rec
             if op.type == LOSS_TYPE:
                 saved = self.forward_loss(op, s)
@@ -371,7 +395,8 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
-        for nb in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+        for spec in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+            nb = self.nbytes(spec, op, needs)
             sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
             c["fwd_mem_tmp"] += nb
         for name, spec, dtype in f.get("aux", ()):
@@ -439,8 +464,9 @@ class Replay:
             sim.touch(copy, s_dw)
             tmp.append(copy)
         mode = f.get("grad", "new")
+        det = op.attrs.get("detached", ())
         for k, v in enumerate(op.inputs):
-            if v < 0 or v not in self.rg:
+            if v < 0 or v not in self.rg or k in det:
                 continue
             if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
                 # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
@@ -472,6 +498,11 @@ class Replay:
                     self.deliver(v, g_out[0], in_st != () and is_contiguous(opd[v].shape, in_st), s, made, tmp,
                                  op.label, shared=True, strides=in_st or None)
                     continue
+            if mode == "expand" and g_out and g_out[0] is not None and v not in trained:
+                # the incoming gradient broadcast back over the reduced axes (stride 0 there): no bytes
+                broadcast = elements(opd[v].shape) != elements(opd[op.outputs[0]].shape)
+                self.deliver(v, g_out[0], incoming_contig and not broadcast, s, made, tmp, op.label, shared=True)
+                continue
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
@@ -490,7 +521,7 @@ class Replay:
             for t in tmp:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
-        needs = [v in self.rg for v in op.inputs]
+        needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
         dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
         dw = any(v in trained for v in op.inputs)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
