@@ -346,6 +346,11 @@ SETS["wide_dx"] = [dict(n=2, c=c, h=h, o=o, k=k, s=s, p=p, wgrad=0) for c, o in 
 # dilated wide kernels (ungrouped): the jit kernels' limits count the dilated extent
 SETS["wide_dil"] = [dict(n=2, c=c, h=48, o=32, k=k, s=s, p=p, d=2, xgrad=int(c > 3)) for c in (3, 16) for k in (14, 15)
                     for s in (1, 2) for p in (0, k - 1)]
+# grouped wide kernels (not depthwise): 4 to 32 channels per group, unstrided; strided on an input that
+# needs no gradient
+SETS["wide_grouped"] = [dict(n=2, c=c, h=32, o=c, k=k, s=1, p=p, g=c // cpg) for c in (32, 64) for cpg in (4, 8, 16, 32)
+                        if c // cpg > 1 for k in (15, 17) for p in (0, k // 2)] + \
+    [dict(n=2, c=32, h=32, o=64, k=16, s=s, p=p, g=g, xgrad=0) for g in (2, 8) for s in (2, 8) for p in (0, 8)]
 SETS["wide_dw"] = [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 64) for h in (14, 32)
                    for k in (13, 14, 15, 17, 31) for s in (1, 2)]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]

@@ -570,22 +570,55 @@ class SliceCopyNet(nn.Module):
 
 class SetItemNet(nn.Module):
     """A slice of an activation that needs its gradient overwritten in place by another projection
-    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient."""
+    (`h[..., :b] = pb(x)`), then a GELU MLP: the write whose data needs its gradient. `index`: rows
+    picked by an index tensor instead (`h[:, rows] = ..`: index_put_)."""
 
-    def __init__(self, d=64, a=128, b=32, layers=2, classes=50):
+    def __init__(self, d=64, a=128, b=32, layers=2, classes=50, index=False):
         super().__init__()
-        self.b = b
+        self.b, self.index = (a if index else b), index
+        self.register_buffer("rows", torch.tensor([0, 3, 5, 9]), persistent=False)
         self.pa = nn.ModuleList(nn.Linear(d, a) for _ in range(layers))
-        self.pb = nn.ModuleList(nn.Linear(d, b) for _ in range(layers))
+        self.pb = nn.ModuleList(nn.Linear(d, self.b) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(a, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
         for pa, pb, out in zip(self.pa, self.pb, self.out):
             h = pa(x)
-            h[..., :self.b] = pb(x)
+            if self.index:  # advanced indexing: index_put_
+                h[:, self.rows] = pb(x)[:, : len(self.rows)]
+            else:
+                h[..., :self.b] = pb(x)
             x = x + out(F.gelu(h))
         return self.head(x)
+
+
+class DeltaLoopNet(nn.Module):
+    """The intra-chunk loop of chunked delta-rule attention (Kimi / Bailing linear attention): a
+    (B, H, C, C) matrix from two projections, whose rows are updated in place from clones of earlier
+    rows (`row = attn[..., i, :i].clone()`, `attn[..., i, :i] = row + (row[..., None] * sub).sum(-2)`),
+    then applied to a third projection."""
+
+    def __init__(self, d=64, heads=4, chunk=16, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qk = nn.Linear(d, 2 * d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k = self.qk(x).view(b, s, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        attn = -(q @ k.transpose(-1, -2)).masked_fill(self.upper, 0)
+        for i in range(1, self.c):
+            row = attn[..., i, :i].clone()
+            sub = attn[..., :i, :i].clone()
+            attn[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2)
+        v = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        y = (attn @ v).transpose(1, 2).reshape(b, s, d)
+        return self.head(x + self.out(y))
 
 
 class GroupStdNorm(nn.Module):
@@ -704,6 +737,53 @@ class WSNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class PosNet(nn.Module):
+    """Parameters added with a broadcast (a ViT's position embedding over the batch, a per-channel
+    shift after an activation): autograd sums the incoming gradient to each parameter's shape."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, c, 4, stride=4)
+        self.pos = nn.Parameter(torch.randn(1, 64, c) * 0.02)
+        self.shift = nn.Parameter(torch.zeros(c))
+        self.fc = nn.Linear(c, c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):  # one expression: no Python local holds a tensor past its last use
+        return self.head((F.gelu(self.fc(self.patch(x).flatten(2).transpose(1, 2) + self.pos)) + self.shift).mean(1))
+
+
+class ManualWSConv(nn.Conv2d):
+    """Weight standardisation written out (the Weight Standardization paper's code: the weight minus
+    its mean, divided by its standard deviation per output channel)."""
+
+    def forward(self, x):
+        w = self.weight
+        w = w - w.mean(dim=(1, 2, 3), keepdim=True)
+        std = w.view(w.size(0), -1).std(dim=1).view(-1, 1, 1, 1) + 1e-5
+        return F.conv2d(x, w / std.expand_as(w), self.bias, self.stride, self.padding)
+
+
+class GNWSConv(nn.Conv2d):
+    """Weight standardisation through group_norm over the reshaped weight (one group per output
+    channel)."""
+
+    def forward(self, x):
+        w = F.group_norm(self.weight.reshape(1, self.out_channels, -1), self.out_channels, eps=1e-5)
+        return F.conv2d(x, w.reshape_as(self.weight), self.bias, self.stride, self.padding)
+
+
+class WSVariantNet(nn.Module):
+    def __init__(self, conv, c=16, classes=10):
+        super().__init__()
+        self.stem = conv(3, c, 3, stride=2, padding=1)
+        self.c1 = conv(c, 2 * c, 3, padding=1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -815,11 +895,16 @@ FAM = {
     "fam_slice_copy": ("inplace", lambda: SliceCopyNet(), SEQ),
     "fam_slice_copy_expand": ("inplace", lambda: SliceCopyNet(expand=True), SEQ),
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
+    "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
+    "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
+    "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
+    "fam_ws_groupnorm": ("wstd", lambda: WSVariantNet(GNWSConv), IMG),
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
@@ -863,6 +948,8 @@ NAMED = {
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
     "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),
+    "fam_hf_bit": ("wstd", _hf("BitConfig", "BitForImageClassification", embedding_size=32, num_groups=8,
+                               hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], num_labels=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),

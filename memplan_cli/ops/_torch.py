@@ -49,7 +49,9 @@ VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Va
 # ScatterND, which TorchScript writes only for those in-place writes (its index_put_ / copy_ symbolics)
 # and the dynamo exporter for their functionalized `slice_scatter`; eager writes into the tensor
 # itself (profiles/torch/rewrites.py `inplace_writes`; its facts: ops/scatter.py)
-INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter",), "attr": "inplace"}
+INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"), "attr": "inplace",
+                 # `x[..., i, :n] = v`: a slice_scatter into `select(x, i)`, written back by a select_scatter
+                 "select": "select", "select_back": "select_scatter"}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)

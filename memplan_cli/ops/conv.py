@@ -567,9 +567,9 @@ def _wide_refuse(op, operands) -> str | None:
         return f"a {k} kernel on channels-last data: oneDNN's memory for it was not measured"
     if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))) and not _ungrouped(op):
         return f"a dilated {k} kernel, grouped or depthwise: oneDNN's memory for it was not measured"
-    if _wide_fwd_kernel(op, operands) is None:
-        return (f"a {k} kernel that is grouped (not depthwise with one output per channel), at most 3 columns "
-                f"wide, or one output column on one sample: oneDNN's kernel choice for it was not worked out")
+    if _wide_fwd_kernel(op, operands) is None and not _gemm_grouped(op, operands):
+        return (f"a {k} kernel at most 3 columns wide, or with one output column on one sample: oneDNN's "
+                f"kernel choice for it was not worked out")
     return None
 
 
@@ -584,14 +584,19 @@ def _wide_fwd_kernel(op, operands) -> str | None:
             return None
         ok = not _outside(q) and _unroll_fits(q, min(DW_UR_W, q["ow"]))
         return "jit" if ok else "gemm"
-    if not _ungrouped(op) or q["kw"] <= 3:
+    if op.type != "Conv2D" or q["kw"] <= 3:
         return None
     if q["n"] == 1 and q["ow"] == 1 and q["iw"] == q["kw"] and q["oh"] >= 60:
         return None  # the explicit-broadcast kernel for one-pixel-wide outputs
     # jit_avx512_common_conv_fwd_kernel init_conf: a first convolution (under 16 input channels) reads
     # them unblocked; embedded broadcast unrolls min(ow, 28) output columns, and the pads must fit in
     # that block; the code size bound counts the left / right padded variants of the unrolled body
-    ic_block = q["ic"] if q["ic"] < BLOCK else BLOCK
+    if _ungrouped(op):
+        ic_block = q["ic"] if q["ic"] < BLOCK else BLOCK
+    else:  # grouped (measured 14 wide and more only): blocks of 16, 8 or 4 channels per group
+        ic_block = _group_block(q) if _wide(op, operands) else None
+        if ic_block is None:
+            return None
     ur_w = min(q["ow"], JIT_REGS)
     r_pad = (ur_w * (q["ow"] // ur_w) - 1) * q["sw"] + q["ekw"] - (q["iw"] + q["l"])
     mult = 1 + (q["l"] > 0) + (r_pad > 0)
@@ -601,16 +606,21 @@ def _wide_fwd_kernel(op, operands) -> str | None:
 
 def _wide_dx_kernel(op, operands) -> str | None:
     """oneDNN's input-gradient kernel for a wide 2-D convolution: "jit_dw" (depthwise),
-    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data), "jit_avx2" (its AVX2
-    kernel, when AVX-512's declines), "gemm"; None where not worked out (one output column that the
-    whole input row feeds: AVX-512's large-filter case)."""
+    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data; grouped, in blocks of 16, 8
+    or 4 channels per group), "jit_avx2" (its AVX2 kernel, when AVX-512's declines), "gemm"; None
+    where not worked out (grouped and strided; one output column that the whole input row feeds:
+    AVX-512's large-filter case)."""
     if op.type == "DepthwiseConv2D":
         return "jit_dw"
     if _strided(op) and _dilated(op):
         return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
-    if _strided(op):
-        return "brgconv_strided"
     q = _wgeom(op, operands)
+    grouped = not _ungrouped(op)
+    if _strided(op):
+        return None if grouped else "brgconv_strided"
+    oc_block = _group_block(q) if grouped else BLOCK
+    if oc_block is None:
+        return None
     if 14 <= q["kw"] < 20 and q["ow"] == 1 and q["kw"] == q["iw"] and _round(q["ic"]) > BLOCK:
         return None
     if _outside(q):
@@ -624,8 +634,10 @@ def _wide_dx_kernel(op, operands) -> str | None:
     r_over = max(0, ekw - 1 - max(0, r + tail))
     mult = 1 + (l_over > 0) + (r_over > 0)
     if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
-            mult * kw * BLOCK * ur_w * 15 <= JIT_CODE:
+            mult * kw * oc_block * ur_w * 15 <= JIT_CODE:
         return "jit"
+    if grouped and (q["ic"] % 8 or q["oc"] % 8):
+        return "gemm"  # AVX2's kernel pads no grouped channels: 8 per group at least
     # AVX2 (blocks of 8): the unroll with the most FMAs in 15 registers whose block holds the left
     # overflow (or is the whole row), then the same right-overflow and tail checks
     nb_ic = _round_to(q["ic"], 8) // 8
@@ -643,6 +655,12 @@ def _wide_dx_kernel(op, operands) -> str | None:
     if best and max(0, ekw - 1 - r - tail) <= ur_w and not (iw > ur_w and r + tail < 0):
         return "jit_avx2"
     return "gemm"
+
+
+def _group_block(q) -> int | None:
+    """The channel block of a grouped jit kernel (jit_avx512_common init_conf's lower zmm): 16, else 8,
+    else 4 where both channel counts per group divide by it; None when none does."""
+    return next((b for b in (BLOCK, 8, 4) if q["ic"] % b == 0 and q["oc"] % b == 0), None)
 
 
 def _gemm_grouped(op, operands) -> bool:
@@ -767,8 +785,9 @@ def _torch_fwd(op, operands) -> tuple:
         # its im2col buffer beside the output, then the output made once more (copied out)
         return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
-        # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer only (+ 128 B)
-        return ((4 * _gemm_fwd_col(op, operands) + 128,),)
+        # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer (+ 128 B) beside the
+        # output, then the output made once more (copied out; measured)
+        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -867,14 +886,17 @@ def _torch_bwd_dx(op, operands) -> tuple:
         if kern is None:
             label = getattr(op, "label", "") or f"{op.type}"
             raise UnsupportedOpError(
-                f"torch profile: op {label} ({op.type}): the input's gradient of a kernel as wide as its input with "
-                f"one output column (oneDNN's large-filter kernel, whose memory was not measured)")
+                f"torch profile: op {label} ({op.type}): the input's gradient of a kernel 14 or more wide that is "
+                f"grouped and strided, or as wide as its input with one output column: oneDNN's kernel for it was "
+                f"not worked out")
         if kern == "gemm":
-            # gemm_convolution_bwd_data reads and writes the plain tensors: its im2col buffer only
+            # gemm_convolution_bwd_data reads and writes the plain tensors: its im2col buffer beside the
+            # input's gradient, then that gradient made once more (copied out; measured)
             q = _wgeom(op, operands)
             k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
             x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
-            return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,),)
+            return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,),
+                    ("in0",))
         if kern == "jit_avx2":
             # blocked by 8 (nChw8c): the incoming gradient, the weight, the input's gradient; then copied out
             x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
@@ -924,7 +946,7 @@ def _gemm_weights(op, operands) -> bool:
         # ResNeXt's first stage has, takes gemm; 16 and 24 per group do not)
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
-        return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0
+        return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0 or kw > 14
     if _wide(op, operands) and _dilated(op):
         # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
         # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)

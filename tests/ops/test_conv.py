@@ -164,8 +164,11 @@ def _torch_op(n, c, h, o, k, s=1, p=0, g=1, d=1, bias=True):
 
 
 def _largest(alts, op, opd):
-    return max((sum(x if isinstance(x, int) else opd[op.inputs[int(x[2])]].nbytes for x in alt) for alt in alts),
-               default=0)
+    def size(x):
+        if isinstance(x, int):
+            return x
+        return opd[op.inputs[int(x[2])] if x.startswith("in") else op.outputs[int(x[3])]].nbytes
+    return max((sum(size(x) for x in alt) for alt in alts), default=0)
 
 
 def _torch_phases(op, opd, xgrad=True, wgrad=True):
@@ -264,13 +267,37 @@ def test_torch_dilated_wide_kernels(cfg, kernels, fwd, peak):
     assert got[1] == peak and fwd in (None, got[0])
 
 
-@pytest.mark.parametrize("cfg,why", [
-    (dict(n=2, c=16, h=32, o=32, k=15, p=7, g=2), "grouped"),
-    (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
-def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
+@pytest.mark.parametrize("cfg,fwd,peak", [
+    # Wav2Vec2's positional convolution: Conv1d (n, c, L) -> c, kernel k, pad k // 2, g groups, run as the
+    # 2-D convolution of its (n, c, 1, L) view; measured with F.conv1d on one thread (allocator events)
+    ((2, 64, 99, 16, 4), 116_224, 481_280),  # 16 per group: jit forward and input gradient, gemm weight's
+    ((2, 64, 99, 128, 16), 204_928, 911_360),  # 4 per group, 128 wide: gemm in every phase
+    ((1, 768, 49, 128, 16), 589_952, 95_754_496)])  # base size: im2col in blocks of 24 of the 50 positions
+def test_torch_grouped_wide_conv1d(cfg, fwd, peak):
+    from memplan_cli.ir.graph import Operand, Operation
     from memplan_cli.ops import conv
 
+    n, c, length, k, g = cfg
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (c, c // g, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, length + 1))]
+    op = Operation(0, "Conv1D", [0, 1, 2], [3], {"kernel": (k,), "stride": (1,), "dilation": (1,), "group": g,
+                                                  "layout": "NCHW", "pads": (k // 2, k // 2)})
+    assert not conv.TORCH["estimated"](op, opd)  # the 2-D facts count it: not named as estimated
+    assert _torch_phases(op, opd) == (fwd, peak)
+
+
+@pytest.mark.parametrize("cfg,why", [
+    (dict(n=2, c=16, h=32, o=32, k=15, p=7, tall=True), "at most 3 columns"),
+    (dict(n=2, c=16, h=40, o=16, k=15, p=14, d=2, g=16), "dilated")])
+def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
+    from memplan_cli.ir.graph import Operand
+    from memplan_cli.ops import conv
+
+    tall = cfg.pop("tall", False)
     op, opd = _torch_op(**cfg)
+    if tall:  # a 15 x 3 kernel, pad (7, 1): the same output
+        op.attrs.update(kernel=(15, 3), pads=(7, 1, 7, 1))
+        opd[1] = Operand(1, "w", (32, 16, 15, 3), is_const=True)
     assert why in conv._torch_refuse(op, opd)
 
 

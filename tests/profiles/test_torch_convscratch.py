@@ -315,13 +315,14 @@ def test_a_permuted_incoming_gradient_is_copied_contiguous_for_the_convolution(t
 
 
 def test_a_conv1d_whose_2d_view_was_not_measured_is_estimated_not_refused():
-    # Wav2Vec2's positional convolution: kernel 16, padding 8, 16 groups; its 2-D view (1 x 16) runs
-    # oneDNN kernels whose memory was not measured (a 2-D one is refused): the 1-D facts count it and
-    # the report names it as estimated
+    # a positional convolution as Wav2Vec2's, kernel 16, padding 16, 16 groups, dilated by 2: its 2-D
+    # view (1 x 16) runs oneDNN kernels whose memory was not measured (a 2-D one is refused): the 1-D
+    # facts count it and the report names it as estimated (undilated ones are measured:
+    # tests/ops/test_conv.py)
     op, opd = _op1d(4, 64, 100, 64, 16)
-    op.attrs.update({"pads": (8, 8), "group": 16})
+    op.attrs.update({"pads": (16, 16), "group": 16, "dilation": (2,)})
     opd[1] = Operand(1, "w", (64, 4, 16), is_const=True)
-    opd[2] = Operand(2, "y", (4, 64, 101))
+    opd[2] = Operand(2, "y", (4, 64, 102))
     assert conv.TORCH["refuse"](op, opd) is None and conv.TORCH["estimated"](op, opd)
     assert conv.TORCH["fwd_scratch"](op, opd) == conv._torch_fwd(op, opd)
     op, opd = _op1d(4, 32, 79, 32, 3, 2)

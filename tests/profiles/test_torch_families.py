@@ -182,3 +182,20 @@ def test_gather_keeps_its_input_and_index_for_backward(tmp_path):
     s = next(b for b in a.buffers.buffers if b.name == "s")
     gather_bwd = max(st.index for st in a.buffers.steps if st.kind != "forward" and "GatherElements" in st.label)
     assert s.last >= gather_bwd
+
+
+def test_a_parameter_added_with_a_broadcast_gets_a_gradient_of_its_own_shape(tmp_path):
+    """A position embedding (1, S, C) added to every sample (and a (C,) shift): add's backward hands
+    the incoming (N, S, C) gradient on, the engine sums it to the parameter's shape (validate_outputs:
+    sum_to), a new tensor AccumulateGrad keeps as `.grad` until the optimizer step. Measured on
+    devtools/torch_family_zoo.py fam_pos_embed (torch 2.14): its backward peak holds the shift's
+    gradient."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Add", ["r", "pos"], ["a"]),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Add", ["b", "shift"], ["y"])]
+    inits = {"pos": np.zeros((1, 8, 16), np.float32), "shift": np.zeros(16, np.float32)}
+    a, _ = _cols(_model(tmp_path, nodes, (4, 8, 16), (4, 8, 16), inits), batch_size=4, optimizer="adam")
+    end = len(a.buffers.steps) - 1
+    grads = sorted((b.size, b.last) for b in a.buffers.buffers if b.category == "gradient")
+    assert grads == [(64, end), (512, end)]

@@ -121,3 +121,28 @@ def test_both_exports_of_a_weight_standardised_network_replay_alike():
     # batch_norm is what made the folded getitem, as the file no longer records: named as estimated
     assert {e["type"] for e in cov["estimated"]} <= {"BatchNormalization", "Mul"}
     assert sum(e["type"] == "BatchNormalization" for e in cov["estimated"]) == 2
+
+
+@pytest.mark.parametrize("chain, reads_back", [
+    (("stem.weight", "view", "getitem", "view_1"), True),  # StdConv2d: batch_norm's getitem
+    (("stem.weight", "group_norm", "view", "view_1"), True),  # group_norm over the reshaped weight
+    (("stem.weight", "mean", "sub", "var", "add", "sqrt", "expand", "view", "view_1"), True),  # (w - mean) / std
+    (("stem.weight", "view", "view_1"), False),  # views alone: the weight itself, reshaped
+    (("stem.weight", "stem.mask", "mul", "view_1"), False),  # a buffer in the chain (a pruning mask)
+])
+def test_which_folded_weight_computations_are_run_again(chain, reads_back):
+    """The dynamo exporter's folded `folded_from` of a convolution's weight, as the file records it:
+    a chain that computes from the convolution's own weight and nothing but its parameters is run
+    again (batch_norm over the reshaped weight, named as estimated); a chain of views is the weight
+    itself, and one that reads a buffer is left as the file has it."""
+    from memplan_cli.loaders import load_model
+    from memplan_cli.profiles.torch.export import eager_graph
+
+    path, _ = _corpus("wstd_tiny_dynamo.onnx")
+    g = load_model(path, batch_size=2)
+    md = g.metadata["torch_export"]
+    md["signature"] = {**md["signature"], "b_stem_mask": ("BUFFER", "stem.mask")}
+    md["folded_from"] = {**md["folded_from"], "view_1": chain}
+    names = {op.name for op in eager_graph(g).operations}
+    assert ("view_1:batch_norm" in names) == reads_back
+    assert "view_4:batch_norm" in names  # ScaledStdConv2d's, untouched

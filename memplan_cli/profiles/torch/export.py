@@ -270,7 +270,8 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
                       "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
-    plans += _standardized(graph, sig, folded, consts, readers, held)
+    planned = {p["const"] for p in plans}
+    plans += [p for p in _standardized(graph, sig, folded, consts, readers, held) if p["const"] not in planned]
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
     # as the file has them
     shape: dict[str, tuple] = {}
@@ -279,38 +280,37 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
 
 
-# fx nodes of a folded weight standardisation: views of the weight, `gain * scale`, batch_norm's output
-_FX_STANDARDIZE = _FX_VIEWS | {"mul"}
-
-
 def _standardized(graph, sig, folded, consts, readers, held) -> list[dict]:
-    """A convolution weight standardised each step (timm's StdConv2d / ScaledStdConv2d:
-    `batch_norm(weight.reshape(1, out, -1), None, None, weight=(gain * scale).view(-1), training=True)
-    .reshape_as(weight)`) that the optimizer folded into one constant: its `folded_from` names the
-    convolution's own weight (`<module>.weight`, the constant's shape), at most one more parameter
-    of its module (the gain, one per output channel, through a `mul`), views and one `getitem` (the
-    normalised output of a multi-output aten op the file no longer records: batch_norm, taken as such:
-    estimated), and every reader reads it as a convolution's weight. The file holds neither
-    parameter: eager trains both, holds the standardised weight until the convolution's backward,
-    and runs batch_norm's backward into the weight each step."""
+    """A convolution weight computed from itself each step, which the optimizer folded into one
+    constant: timm's StdConv2d / ScaledStdConv2d (`batch_norm(weight.reshape(1, out, -1), None, None,
+    weight=(gain * scale).view(-1), training=True).reshape_as(weight)`: views, `mul`, one `getitem`),
+    a group_norm over the reshaped weight, the Weight Standardization paper's written-out `(w -
+    mean) / std`. Its `folded_from` names the convolution's own weight (`<module>.weight`, at the
+    constant's shape), at most one more parameter of its module (a gain, one per output channel),
+    no buffer or lifted constant, and at least one fx node that computes; every reader reads it as a
+    convolution's weight. The file holds neither parameter: eager trains both, holds the computed
+    weight until the convolution's backward and runs the computation's backward into the weight
+    each step. What the computation was is not recorded (a `getitem`'s op, a chain's shapes): it is
+    taken as batch_norm's over (1, out, -1) with the gain as its weight, and named as estimated."""
     from memplan_cli.ops.conv import CONV
 
     targets = set(sig.target.values())
     plans = []
     for name, srcs in sorted(folded.items()):
         c = consts.get(name)
-        if c is None or c.index not in readers or len(c.shape) < 3 or fx_kind(name) not in _FX_VIEWS:
+        if c is None or c.index not in readers or len(c.shape) < 3:
             continue
         params = sorted(t for t in srcs if t in sig.params)
-        fx = [fx_kind(t) for t in srcs if _fx_node(t, targets)]
-        if fx.count("getitem") != 1 or not set(fx) <= _FX_STANDARDIZE or any(p in held for p in params):
+        fx = {fx_kind(t) for t in srcs if _fx_node(t, targets)} | {fx_kind(name)}
+        if not fx - (_FX_VIEWS - {"getitem"}) or set(params) != {t for t in srcs if t in targets} \
+                or any(p in held for p in params):
             continue
         weight = [t for t in params if t.rsplit(".", 1)[-1] == "weight"]
         if len(weight) != 1 or not 1 <= len(params) <= 2:
             continue
         module = weight[0].rsplit(".", 1)[0] if "." in weight[0] else ""
         gain = [t for t in params if t != weight[0]]
-        if any((t.rsplit(".", 1)[0] if "." in t else "") != module for t in gain) or ("mul" in fx) != bool(gain):
+        if any((t.rsplit(".", 1)[0] if "." in t else "") != module for t in gain):
             continue
         if not all(graph.operations[k].type in CONV and graph.operations[k].inputs[1:2] == [c.index]
                    for k in readers[c.index]):

@@ -485,6 +485,12 @@ class Replay:
                     continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
                     not f.get("view_needs_contiguous") or incoming_contig):
+                if elements(opd[v].shape) < elements(opd[op.outputs[0]].shape):
+                    # a weight broadcast (a position embedding added to every sample): the engine sums
+                    # the incoming gradient to the weight's shape (validate_outputs: sum_to), a new
+                    # tensor that becomes its .grad
+                    self.weight_grad(v, op, s_dw, made, tmp)
+                    continue
                 if incoming_contig and not f.get("strided"):
                     self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
                     continue

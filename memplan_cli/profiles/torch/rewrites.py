@@ -289,7 +289,8 @@ def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp
 def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     """A slice or index assignment, read back as eager's write into the tensor itself: a ScatterND
     (no reduction) of a TorchScript export (its symbolics write one only for `index_put_` and a
-    `copy_` into a slice view) or recording a dynamo `slice_scatter` (the functionalized `copy_`).
+    `copy_` into a slice view) or recording a dynamo `slice_scatter` or `index_put` (the
+    functionalized `copy_` and `index_put_`).
     Its result is its data's storage (ops/scatter.py); where the data is a constant that trains not
     (MiniCPM3's `new_empty`, a fill eager makes just before), the write makes that tensor: its data
     input is dropped and its result is new."""
@@ -300,12 +301,153 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
         if op.type == INPLACE_WRITE["type"] and op.members == (op.index,) and len(op.inputs) >= 3 and \
                 str(op.attrs.get("reduction", "none")) == "none":
             c = parse_call(irops[op.index].call) if irops[op.index].call else None
-            if not traced or (c and c[1].removeprefix("aten.") in INPLACE_WRITE["targets"]):
+            target = c[1].removeprefix("aten.") if c else ""
+            if not traced or target in INPLACE_WRITE["targets"]:
                 data = op.inputs[0]
                 fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+                # which write: recorded by the dynamo exporter; TorchScript's is taken as a slice's
                 op = EagerOp(op.index, op.type, [-1 if fresh else data] + op.inputs[1:], op.outputs,
-                             {**op.attrs, INPLACE_WRITE["attr"]: True}, op.label, op.members)
+                             {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
+                             op.label, op.members)
         out.append(op)
+    return _selected_writes(out, g) if traced else out
+
+
+def _selected_writes(ops_: list[EagerOp], g) -> list[EagerOp]:
+    """`x[..., i, :n] = v` as the dynamo exporter functionalizes it: `s = select(x, i)`, a
+    slice_scatter into s (read as a write by `inplace_writes`), and a select_scatter putting the row
+    back into x. Eager runs one copy_ into a view of x (one CopySlices on x): the three are read back
+    as one write into x whose result is the select_scatter's; the ops between (the decompositions'
+    Transposes and Unsqueeze) go."""
+    irops = g.operations
+
+    def name_target(op):
+        c = parse_call(irops[op.index].call) if irops[op.index].call else None
+        return (c[0], c[1].removeprefix("aten.")) if c else ("", "")
+    producer = {v: k for k, op in enumerate(ops_) for v in op.outputs}
+    drop: set[int] = set()
+    fused: dict[int, EagerOp] = {}
+    for k, back in enumerate(ops_):
+        name, target = name_target(back)
+        if target != INPLACE_WRITE["select_back"] or len(back.inputs) < 3 or back.inputs[0] < 0:
+            continue
+        chain, v = [], back.inputs[2]
+        w = None
+        while v in producer:  # back through the decompositions' views to the write
+            j = producer[v]
+            op = ops_[j]
+            if op.attrs.get(INPLACE_WRITE["attr"]) and name_target(op)[1] == "slice_scatter":
+                w = j
+                break
+            if not _is_view(op) or not op.inputs:
+                break
+            chain.append(j)
+            v = op.inputs[0]
+        if w is None or ops_[w].inputs[0] < 0:
+            continue
+        u, sel = ops_[w].inputs[0], None
+        while u in producer:  # the write's data back through views to the select of x
+            op = ops_[producer[u]]
+            if name_target(op)[1] == INPLACE_WRITE["select"]:
+                sel = op
+                break
+            if not _is_view(op) or not op.inputs:
+                break
+            u = op.inputs[0]
+        if sel is None or sel.inputs[:1] != back.inputs[:1]:
+            continue
+        wr = ops_[w]
+        fused[k] = EagerOp(wr.index, wr.type, [back.inputs[0]] + wr.inputs[1:], list(back.outputs), wr.attrs,
+                           wr.label, wr.members)
+        drop.update([w, *chain])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
+
+
+def _is_view(op) -> bool:
+    f = facts(op) or {}
+    return bool(f.get("view")) or (f.get("view_if") is not None and f["view_if"](op))
+
+
+def clones_before_writes(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """A view of a tensor that an in-place write (`inplace_writes`) changes afterwards, read before that
+    write, was a copy in eager: autograd refuses a saved tensor modified in place (the version counter
+    check, `SavedVariable::unpack`), so code that reads a slice, then writes the tensor, clones the
+    slice first (`row = attn[..., i, :i].clone()` in the delta-rule loops of linear attention), and
+    TorchScript writes `clone` as nothing (its symbolic returns the input). Such a view's output becomes
+    a Clone op (a new contiguous operand, appended to `opd`) just after it; its readers read the copy."""
+    ops_ = list(ops_)
+    pos = {id(op): k for k, op in enumerate(ops_)}
+    root: dict[int, int] = {}  # operand -> the operand whose storage it shares
+    writes: list[tuple[int, int]] = []  # (position, root written)
+    views: list = []  # (position, view op) of views of activations
+    for k, op in enumerate(ops_):
+        inplace = op.attrs.get(INPLACE_WRITE["attr"])
+        if inplace and op.inputs[0] >= 0:
+            r = root.get(op.inputs[0], op.inputs[0])
+            writes.append((k, r))
+            for v in op.outputs:
+                root[v] = r
+        elif inplace:
+            for v in op.outputs:
+                root[v] = v
+        elif op.inputs and op.inputs[0] >= 0 and not opd[op.inputs[0]].is_const and _is_view(op):
+            r = root.get(op.inputs[0], op.inputs[0])
+            for v in op.outputs[:1]:
+                root[v] = r
+            views.append((k, op))
+    if not writes:
+        return ops_
+    readers: dict[int, list] = {}
+    for k, op in enumerate(ops_):
+        for v in set(op.inputs):
+            if v >= 0:
+                readers.setdefault(v, []).append(k)
+
+    def first_read(v, seen=()) -> int | None:
+        """The first position a non-view op reads v, through views of it."""
+        best = None
+        for k in readers.get(v, []):
+            op = ops_[k]
+            if _is_view(op) and not op.attrs.get(INPLACE_WRITE["attr"]) and op.inputs[0] == v and k not in seen:
+                k2 = first_read(op.outputs[0], seen + (k,)) if op.outputs else None
+            else:
+                k2 = k
+            if k2 is not None and (best is None or k2 < best):
+                best = k2
+        return best
+
+    cloned: set[int] = set()
+    for k, op in views:
+        v = op.outputs[0]
+        r = root.get(v, v)
+        if root.get(op.inputs[0], op.inputs[0]) != r:
+            continue
+        later = [w for w, wr in writes if wr == r and w > k]
+        if not later:
+            continue
+        first = first_read(v)
+        if first is not None and first < later[0] and not ops_[first].attrs.get(INPLACE_WRITE["attr"]) \
+                and not _is_view(ops_[first]):
+            cloned.add(pos[id(op)])
+    if not cloned:
+        return ops_
+    out: list[EagerOp] = []
+    for k, op in enumerate(ops_):
+        out.append(op)
+        if k not in cloned:
+            continue
+        v = op.outputs[0]
+        y = Operand(len(opd), f"{opd[v].name}:clone", tuple(opd[v].shape), opd[v].dtype)
+        opd.append(y)
+        out.append(EagerOp(op.index, "Clone", [v], [y.index], {}, op.label, op.members))
+        for j in range(k + 1, len(ops_)):
+            r = ops_[j]
+            if v in r.inputs:
+                ops_[j] = EagerOp(r.index, r.type, [y.index if x == v else x for x in r.inputs], r.outputs,
+                                  r.attrs, r.label, r.members)
+                uses.setdefault(y.index, []).append(r.index)
     return out
 
 
@@ -460,5 +602,6 @@ def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     (new operands appended to `opd`, their readers to `uses`)."""
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
+    ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
