@@ -254,6 +254,20 @@ class VectorQuantizer(nn.Module):
         return self.head(q) + codebook_loss
 
 
+class MaxWithIndices(nn.Module):
+    """Global max pooling over the sequence that also uses where the maxima are (`values, idx =
+    h.max(1)`): the indices, as a float feature, scale the pooled values."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(SEQ[1], d), nn.GELU(), nn.Linear(d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        v, i = self.mlp(x).max(1)
+        return self.head(v * (1.0 + i.float() / SEQ[0]))
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -268,6 +282,7 @@ RED = {
     "red_lse_pool": ("logsumexp", LogSumExpPool, SEQ),
     "red_manual_softmax": ("amax", ManualSoftmax, SEQ),
     "red_vq": ("argmin", VectorQuantizer, SEQ),
+    "red_max_indices": ("amax", MaxWithIndices, SEQ),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -6,7 +6,8 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, INPLACE_WRITE, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
+from memplan_cli.ops._torch import (CAST, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
+                                   parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -597,6 +598,27 @@ def gradientless(ops_: list[EagerOp], g) -> list[EagerOp]:
     return ops_
 
 
+def max_with_indices(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+    """max.dim / min.dim whose indices are read, as TorchScript's symbolic writes it: a ReduceMax and an
+    ArgMax of the same input over the same one axis, keepdims alike. Eager ran one max.dim (attrs
+    "with_indices", read by the family's facts); without the ArgMax, amax and `max(dim).values` look
+    alike in the file."""
+    args = {}
+    for op in ops_:
+        if op.type in MAX_INDICES.values():
+            args.setdefault((op.type, op.inputs[0]), []).append(op)
+    for op in ops_:
+        axes = op.attrs.get("axes")
+        if op.type not in MAX_INDICES or not axes or len(axes) != 1:
+            continue
+        rank = max(len(opd[op.inputs[0]].shape), 1)
+        if any(int(a.attrs.get("axis", 0)) % rank == int(axes[0]) % rank and
+               bool(a.attrs.get("keepdims", 1)) == bool(op.attrs.get("keep_dims"))
+               for a in args.get((MAX_INDICES[op.type], op.inputs[0]), ())):
+            op.attrs["with_indices"] = True
+    return ops_
+
+
 def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
     (new operands appended to `opd`, their readers to `uses`)."""
@@ -604,4 +626,5 @@ def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
+    ops_ = max_with_indices(ops_, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
