@@ -4,7 +4,8 @@ attention, re-parameterisable BatchNorm branches, disentangled relative attentio
 parameter), reduction-conv efficient attention, a conv-attention hybrid, a custom autograd Function
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
-grouped convolutions (depth multipliers, small groups; channels-last and channels-first).
+grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -139,6 +140,37 @@ class SdpaAttention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
                                            is_causal=self.causal)
         return self.proj_drop(self.proj(y.transpose(1, 2).reshape(b, s, d)))
+
+
+class SdpaMaskAttention(nn.Module):
+    """Attention through F.scaled_dot_product_attention with a float attn_mask of its own (no dropout):
+    `mask` "bias" a learned relative-position bias table gathered by a buffer of indices, (heads, S, S)
+    (Swin's, TinyViT's: the mask requires grad), "bias4d" the same as (1, heads, S, S), "fixed3d" a
+    fixed (heads, S, S) buffer, "fixed4d" a fixed (1, 1, S, S) buffer. The CPU flash kernel takes a mask
+    of 2 dims or of 4 (batch and heads or 1) that needs no gradient; the others run sdpa's math path."""
+
+    def __init__(self, d, heads, mask="bias", s=16):
+        super().__init__()
+        self.h, self.mask = heads, mask
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        pos = torch.arange(s)
+        self.register_buffer("idx", (pos[:, None] - pos[None, :] + s - 1), persistent=False)
+        if mask.startswith("bias"):
+            self.table = nn.Parameter(0.02 * torch.randn(heads, 2 * s - 1))
+        else:
+            self.register_buffer("fixed", torch.randn(heads if mask == "fixed3d" else 1, s, s) * 0.1)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.mask.startswith("bias"):
+            m = self.table[:, self.idx]
+            m = m.unsqueeze(0) if self.mask == "bias4d" else m
+        else:
+            m = self.fixed.unsqueeze(0) if self.mask == "fixed4d" else self.fixed
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
 
 
 class AttnLM(nn.Module):
@@ -900,6 +932,8 @@ FAM = {
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
+       for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),

@@ -410,7 +410,9 @@ def _torch_div_tmp(op, operands, needs) -> tuple:
 
 # maximum / minimum (two inputs) save both
 _TORCH_MINMAX = {"saves": (("in0", "any"), ("in1", "any")), "bwd_tmp": _torch_minmax_tmp}
-TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1)}, "Sub": {"grad_shared": (0,)},
+# an Add marked "inplace" (sdpa's math path: `attn.add_(mask)`) writes into input 0: its result is that storage
+TORCH = {"Add": {"grad": "pass", "grad_shared": (0, 1), "view_if": lambda op: bool(op.attrs.get("inplace"))},
+         "Sub": {"grad_shared": (0,)},
          "Mul": {"saves": (("in1", "g0"), ("in0", "g1")), "bwd_tmp": _torch_broadcast_tmp},
          "Div": {"saves": (("in1", "any"), ("in0", "g1")), "bwd_tmp": _torch_div_tmp},
          "Pow": _torch_pow,

@@ -104,7 +104,8 @@ def test_dropout_of_zero_is_its_input(tmp_path):
     assert c["fwd_mem_out"] == 0 and c["fwd_mem_tmp"] == 0 and c["bwd_mem_out"] == 0
 
 
-def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False, dynamo_kt=False):
+def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mask=False, dynamo_kt=False,
+               mask_shape=(4, 4), mask_nodes=()):
     """torch.onnx's decomposition of F.scaled_dot_product_attention on (1, 2 heads, 4, 8); `safe`:
     with the Where(IsNaN(p), 0, p) of its _safe_softmax; `mask`: a constant (4, 4) mask added;
     `dynamo_kt`: k transposed as the dynamo exporter's function does (Reshape to 3-D, Transpose (0, 2, 1),
@@ -126,6 +127,7 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
              helper.make_node("Softmax", ["scores_m" if mask else "scores"], ["probs"], axis=-1, name="softmax")]
     if mask:
         nodes.insert(-1, helper.make_node("Add", ["scores", "m"], ["scores_m"], name="mask"))
+        nodes[:0] = list(mask_nodes)  # nodes that compute "m" (then no constant of that name)
     last = "probs"
     if safe:
         nodes += [helper.make_node("IsNaN", ["probs"], ["nan"], name="isnan"),
@@ -140,9 +142,43 @@ def _attention(tmp_path, after_softmax=(), extra=(), name="att", safe=False, mas
     nodes += list(extra) or [helper.make_node("Identity", ["y0"], ["y"], name="out")]
     inits = [("wqkv", _w(16, 48)), ("s5", np.array([1, 4, 3, 2, 8], np.int64)), ("a0", np.array([0], np.int64)),
              ("s", np.float32(8 ** -0.25)), ("s3", np.array([1, 4, 16], np.int64)), ("r", np.float32(0.1)),
-             ("zero", np.float32(0.0)), ("m", np.zeros((4, 4), np.float32)),
-             ("k3", np.array([-1, 4, 8], np.int64)), ("kt4", np.array([1, 2, 8, 4], np.int64))]
+             ("zero", np.float32(0.0)), ("k3", np.array([-1, 4, 8], np.int64)),
+             ("kt4", np.array([1, 2, 8, 4], np.int64))]
+    if mask_nodes:  # a learned relative-position bias: table[:, idx], unsqueezed to (1, heads, 4, 4)
+        pos = np.arange(4)
+        inits += [("table", _w(2, 7)), ("idx", (pos[:, None] - pos[None, :] + 3).astype(np.int64)),
+                  ("a0m", np.array([0], np.int64))]
+    else:
+        inits.append(("m", np.zeros(mask_shape, np.float32)))
     return _model(tmp_path, nodes, [("x", F, [1, 4, 16])], [("y", [1, 4, 16])], inits, name)
+
+
+@pytest.mark.parametrize("shape,frozen,math", [
+    ((4, 4), True, False), ((1, 2, 4, 4), True, False), ((1, 1, 4, 1), True, False),  # the flash kernel's
+    ((2, 4, 4), True, True),      # 3 dims: the math path
+    ((1, 2, 4, 4), False, True)])  # a mask that trains requires grad: the math path
+def test_sdpa_mask_the_flash_kernel_does_not_take_is_the_math_path(tmp_path, shape, frozen, math):
+    # ATen's check_attn_mask_shape (sdp_utils_cpp.h), checked with torch 2.14's _fused_sdp_choice: the CPU
+    # flash kernel takes a mask that needs no gradient, of 2 dims, or of 4 whose first two are 1 or the
+    # batch and 1 or the heads; otherwise the math path, op by op: the scores (128 B) kept by softmax,
+    # the mask added into them in place (no tensor of its own), _safe_softmax's forward scratch (40 B)
+    a = _run(_attention(tmp_path, mask=True, mask_shape=shape, name="m" + "x".join(map(str, shape))),
+             **({"freeze": ("params:m",)} if frozen else {}))
+    names = {b.name for b in a.buffers.buffers}
+    assert ("probs" in names) == math
+    if math:
+        assert "scores_m" not in names and _cols(a, "mask")["fwd_mem_out"] == 0
+        assert _cols(a, "softmax")["fwd_mem_out"] == 128 and _cols(a, "softmax")["fwd_mem_tmp"] == 40
+
+
+def test_sdpa_mask_computed_from_a_trained_table_is_the_math_path(tmp_path):
+    # Swin's / TinyViT's relative-position bias: a table gathered by a buffer of indices requires grad,
+    # whatever its shape (here (1, 2, 4, 4), which the flash kernel would take without a gradient)
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["bias"], axis=1, name="gather"),
+             helper.make_node("Unsqueeze", ["bias", "a0m"], ["m"], name="unsq")]
+    a = _run(_attention(tmp_path, mask=True, mask_nodes=nodes, name="bias"))
+    assert "probs" in {b.name for b in a.buffers.buffers}
+    assert _cols(a, "gather")["bwd_mem_out"] > 0  # the table's gradient
 
 
 def test_sdpa_decomposition_is_the_fused_cpu_kernel(tmp_path):
@@ -696,3 +732,15 @@ def test_var_as_the_exporters_write_it_is_one_aten_var(tmp_path):
     a = _run(_group_var(tmp_path, "own", own), loss="mse")
     d = next(b for b in a.buffers.buffers if b.name == "d")
     assert a.buffers.steps[d.last].kind != "forward"
+
+
+def test_an_integer_index_constant_gather_saves_is_held_a_shape_is_not(tmp_path):
+    # TinyViT's attention_bias_idxs: an integer buffer of the module that the index op saves (gather
+    # keeps its indices) is a tensor held the whole step (4 x 4 int64: 128 B); the Reshape's shape
+    # constants are Python values in eager, no tensors
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["bias"], axis=1, name="gather"),
+             helper.make_node("Unsqueeze", ["bias", "a0m"], ["m"], name="unsq")]
+    a = _run(_attention(tmp_path, mask=True, mask_nodes=nodes, name="idx"))
+    held = {b.name: b for b in a.buffers.buffers if b.first == 0 and b.last == len(a.buffers.steps) - 1}
+    assert held["idx"].size == 128
+    assert not {"s5", "s3", "a0m"} & set(held)

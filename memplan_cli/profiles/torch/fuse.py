@@ -22,8 +22,38 @@ def is_weight(g, defs, v) -> bool:
 
 
 
-def fuse(g, uses) -> list[EagerOp]:
-    """The graph's ops as eager runs them (see the module docstring)."""
+def computed_from(g, defs, v, trained) -> bool:
+    """Whether operand v is computed from a trained weight (autograd: it requires grad)."""
+    seen, todo = set(), [v]
+    while todo:
+        u = todo.pop()
+        if u < 0 or u in seen:
+            continue
+        seen.add(u)
+        if u in trained:
+            return True
+        p = defs.get(u)
+        if p is not None:
+            todo.extend(g.operations[p].inputs)
+    return False
+
+
+def flash_takes_mask(g, defs, mask, q, trained) -> bool:
+    """Whether the CPU flash kernel takes sdpa's attn_mask (ATen sdp_utils_cpp.h `check_attn_mask_shape`):
+    one that requires no gradient, whose last two dims are the query's and the key's lengths (or 1), of 2
+    dims, or of 4 whose first two are 1 or the batch and 1 or the heads. Otherwise eager runs sdpa's math
+    path (measured, torch 2.14: `torch._fused_sdp_choice` over mask shapes, with and without grad)."""
+    if mask < 0:
+        return True
+    ms, qs = tuple(int(d) for d in g.operands[mask].shape), tuple(int(d) for d in g.operands[q].shape)
+    if computed_from(g, defs, mask, trained) or len(qs) != 4 or len(ms) not in (2, 4):
+        return False
+    return ms[-2] in (qs[2], 1) and (len(ms) == 2 or (ms[0] in (1, qs[0]) and ms[1] in (1, qs[1])))
+
+
+def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
+    """The graph's ops as eager runs them (see the module docstring). `trained`: the weights that train
+    (an sdpa mask computed from one requires grad, which the CPU flash kernel does not take)."""
     defs = g.defs()
     ops = g.operations
     gone: set[int] = set()
@@ -37,21 +67,31 @@ def fuse(g, uses) -> list[EagerOp]:
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
     math: dict[int, float] = {}  # the last MatMul of an sdpa whose recorded dropout_p is on -> p
     safe: dict[int, int] = {}  # its Softmax -> the output of the Where(IsNaN) after it
+    inplace: dict[int, int] = {}  # the math path's Add of the mask (in place into the scores) -> the mask
     for m2, (members, q, k, v, mask, sm_out, drop, sizes) in attention.items():
         p = sizes["dropout_p"]
-        if drop is None and p is not None and p > 0:
-            # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager takes the math
-            # path (the CPU flash kernel takes no dropout), op by op as the decomposition, with its dropout
-            math[m2] = p
-            nan = [i for i in members if ops[i].type in (SDPA["where"], SDPA["isnan"])]
-            if nan:  # Softmax, IsNaN, Where: the math path's one _safe_softmax
-                gone.update(nan)
-                safe[defs[sm_out]] = ops[m2].inputs[0]
-        elif drop is None:
+        if drop is None and (p is None or p == 0) and flash_takes_mask(g, defs, mask, q, trained):
             # no dropout in the graph (or a recorded dropout_p of 0): eager ran the fused CPU kernel
             # (_scaled_dot_product_flash_attention_for_cpu). With dropout elsewhere and nothing recorded,
             # the export cannot say whether sdpa's own dropout was on (TorchScript writes it): refused
             gone.update(members)
+            continue
+        # the math path (the CPU flash kernel takes no dropout, nor a mask it does not take), op by op
+        # as the decomposition (ATen's _scaled_dot_product_attention_math: q and k scaled, matmul, the
+        # mask added in place (`attn.add_(mask)`), _safe_softmax, [dropout], matmul with v)
+        if drop is None and p is not None and p > 0:
+            # the dynamo exporter recorded sdpa's dropout_p but wrote no Dropout: eager's dropout put back
+            math[m2] = p
+        nan = [i for i in members if ops[i].type in (SDPA["where"], SDPA["isnan"])]
+        gone.update(nan)  # Softmax, IsNaN, Where: the math path's one _safe_softmax
+        if nan:
+            where = next(i for i in nan if ops[i].type == SDPA["where"])
+            safe[defs[sm_out]] = ops[where].outputs[0]
+        else:
+            safe[defs[sm_out]] = sm_out
+        add = defs.get(ops[defs[sm_out]].inputs[0])
+        if mask >= 0 and add is not None and ops[add].type == SDPA["mask"]:
+            inplace[add] = mask
     for op in eager_order(g, defs):
         if op.index in norms:
             members, x, w, b, groups, y = norms[op.index]
@@ -74,6 +114,11 @@ def fuse(g, uses) -> list[EagerOp]:
                                (op.index,)))
             continue
         if op.index in gone:
+            continue
+        if op.index in inplace:  # the scores first: the result is their storage
+            ins = [v for v in op.inputs if v != inplace[op.index]] + [inplace[op.index]]
+            out.append(EagerOp(op.index, op.type, ins, list(op.outputs), {**op.attrs, "inplace": True}, op.label,
+                               (op.index,)))
             continue
         # x * Sigmoid(x) -> silu(x)
         if op.type == MUL_TYPE and len(op.inputs) == 2:

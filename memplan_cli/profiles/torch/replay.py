@@ -43,7 +43,9 @@ class Replay:
         g = self.g = tg.graph
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
-        self.ops = eager_ops(g, self.uses, self.opd)
+        # which weights train, as `held_before` settles them (a computed sdpa mask is no parameter)
+        grads = frozenset(tg.grad) - {m for m in sdpa_masks(g) if self.opd[m].assumed}
+        self.ops = eager_ops(g, self.uses, self.opd, grads)
         if (getattr(config, "precision", None) or "32-true") == "32-true":
             self.ops = same_dtype_casts(self.ops, self.opd)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
@@ -155,6 +157,18 @@ class Replay:
         raise ValueError(f"unknown size rule {spec!r}")
 
     # ---- held before the step ----
+    def saved_integer_constants(self) -> set[int]:
+        """Integer constants of more than one element that an eager op's facts save (an index op's
+        indices): tensors in eager, where a shape or an axis argument is a Python value."""
+        opd, out = self.opd, set()
+        for op in self.ops:
+            for what, _ in (facts(op) or {}).get("saves", ()):
+                k = int(what[2:]) if what.startswith("in") else -1
+                v = op.inputs[k] if 0 <= k < len(op.inputs) else -1
+                if v >= 0 and opd[v].is_const and opd[v].dtype.startswith(("int", "uint")) and elements(opd[v].shape) > 1:
+                    out.add(v)
+        return out
+
     def held_before(self) -> None:
         g, opd, sim, storage, config, tg = self.g, self.opd, self.sim, self.storage, self.config, self.tg
         # a constant only fused-away ops read is none in eager; nor is one read for its shape alone (the
@@ -174,9 +188,17 @@ class Replay:
         self.trained -= {m for m in masks if opd[m].assumed}
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
+        indices = self.saved_integer_constants()
         for o in opd:
             if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
                     and o.index not in self.computed:
+                storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+            elif o.index in indices and o.index not in self.computed:
+                # an integer tensor an index op saves (gather keeps its indices): the module's index
+                # buffer (TinyViT's and LeViT's attention_bias_idxs, Swin's relative_position_index),
+                # held like a float buffer; one eager computes each step instead lives at least until
+                # the backward of the op that saves it (a value the dynamo exporter folded is made where
+                # eager computes it: `computed`)
                 storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
         for v in g.inputs:
             o = opd[v]

@@ -619,10 +619,10 @@ def max_with_indices(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
     return ops_
 
 
-def eager_ops(g, uses: dict, opd: list) -> list[EagerOp]:
+def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     """The ops eager runs for `g`: the exporters' splits fused back, then each rewrite above in turn
-    (new operands appended to `opd`, their readers to `uses`)."""
-    ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses), g, uses), g, opd), g, opd, uses)
+    (new operands appended to `opd`, their readers to `uses`). `trained`: the weights that train."""
+    ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
