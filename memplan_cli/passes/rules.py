@@ -34,10 +34,23 @@ class RuleContext:
     def is_param(self, i) -> bool:
         """A float constant of rank >= 1: a weight or bias the optimizer can update. A 0-d float
         constant is an epsilon, a scale or an exponent the exporter wrote (TorchScript's Constant
-        nodes, dynamo's scalar initializers), not a module parameter: it stays frozen."""
+        nodes, dynamo's scalar initializers), not a module parameter: it stays frozen, unless the
+        file names it a parameter (the dynamo graph signature; a TorchScript export's state-dict
+        initializers): NFNet's `skipinit_gain`."""
         o = self.graph.operands[i] if i >= 0 else None
-        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat")) and len(o.shape) > 0
+        return bool(o and o.is_const and o.dtype.startswith(("float", "bfloat"))
+                    and (len(o.shape) > 0 or o.name in self._scalar_params())
                     and not o.computed and i not in self.tg.frozen_params)
+
+    def _scalar_params(self) -> set:
+        if not hasattr(self, "_scalars"):
+            md = self.graph.metadata or {}
+            sig = (md.get("torch_export") or {}).get("signature") or {}
+            # a TorchScript export's initializers named by module path are its state dict (a 0-d
+            # float buffer is rare); the values it made itself are named `/path/..._output_0`
+            self._scalars = {t for kind, t in sig.values() if kind == "PARAMETER"} if sig else \
+                {t for t in md.get("state_dict_order") or () if not t.startswith("/")}
+        return self._scalars
 
     def needs_bp(self, i) -> bool:
         return i >= 0 and i in self.tg.needs_bp

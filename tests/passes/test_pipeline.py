@@ -202,3 +202,25 @@ def test_a_parameter_read_only_for_its_shape_is_not_refused(tmp_path):
     w = next(o.index for o in tg.graph.operands if o.name == "w")
     assert w in tg.grad  # trained through the Mul
     check_verify(p)
+
+
+def test_a_scalar_the_file_names_a_parameter_trains(tmp_path):
+    """A 0-d float constant is an exporter's scalar (an epsilon, a scale) and stays frozen, unless the
+    file names it a parameter: a TorchScript export's state-dict initializer (NFNet's
+    `skipinit_gain = nn.Parameter(torch.tensor(0.))`), not a value it made itself (`/m/..._output_0`)."""
+    from onnx import helper
+
+    from memplan_cli.loaders import load_model
+    from tests.ops.gradcheck import check_verify, onnx_model, save
+
+    m = onnx_model([helper.make_node("Mul", ["x", "blocks.0.skipinit_gain"], ["t"]),
+                    helper.make_node("Mul", ["t", "/blocks/Constant_output_0"], ["y"])],
+                   [("x", (2, 3))], [("y", (2, 3))],
+                   {"blocks.0.skipinit_gain": np.array(0.5, np.float32),
+                    "/blocks/Constant_output_0": np.array(2.0, np.float32)})
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    tg = build_training_graph(load_model(p), TrainConfig(optimizer="adam", loss="mse"))
+    names = {tg.graph.operands[w].name for w in tg.grad}
+    assert names == {"blocks.0.skipinit_gain"}
+    check_verify(p, "-O", "adam")
