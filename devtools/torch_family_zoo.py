@@ -122,6 +122,27 @@ class BmmAttention(nn.Module):
         return self.o(y)
 
 
+class BufferMaskAttention(nn.Module):
+    """GPT's attention (openai-gpt, GPT-2 before sdpa): a causal table registered as a module buffer
+    at the longest length, sliced to the sequence (a view) and applied as `w * b - 1e4 * (1 - b)`."""
+
+    def __init__(self, d, heads, n_positions=256):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(n_positions, n_positions)).view(
+            1, 1, n_positions, n_positions), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // self.h)
+        m = self.bias[:, :, :s, :s]
+        w = (w * m + -1e4 * (1 - m)).softmax(-1)
+        return self.o(torch.matmul(w, v).transpose(1, 2).reshape(b, s, d))
+
+
 class SdpaAttention(nn.Module):
     """timm's and Hugging Face's attention through F.scaled_dot_product_attention, with its own
     dropout_p while training (`attn_drop`) and a Dropout after the projection (`proj_drop`): with
@@ -930,6 +951,8 @@ FAM = {
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
+    "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
+    "fam_buffer_mask_long": ("buffer", lambda: AttnLM(lambda d, h: BufferMaskAttention(d, h, 1024)), SEQ),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
     **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
