@@ -234,6 +234,40 @@ class ManualSoftmax(nn.Module):
         return self.head(h - lse)
 
 
+class VectorQuantizer(nn.Module):
+    """VQ-VAE's quantizer: squared distances to a codebook (a sum over channels), the nearest code
+    (argmin: no gradient), its row gathered, the codebook loss against the detached features, and the
+    straight-through estimator `z + (q - z).detach()`."""
+
+    def __init__(self, d=64, codes=128, classes=10):
+        super().__init__()
+        self.inp = nn.Linear(SEQ[1], d)
+        self.codebook = nn.Parameter(torch.randn(codes, d) * 0.1)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        z = self.inp(x)
+        dist = (z.unsqueeze(-2) - self.codebook).pow(2).sum(-1)
+        q = self.codebook[dist.argmin(-1)]
+        codebook_loss = (q - z.detach()).pow(2).mean()
+        q = z + (q - z).detach()
+        return self.head(q) + codebook_loss
+
+
+class MaxWithIndices(nn.Module):
+    """Global max pooling over the sequence that also uses where the maxima are (`values, idx =
+    h.max(1)`): the indices, as a float feature, scale the pooled values."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(SEQ[1], d), nn.GELU(), nn.Linear(d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        v, i = self.mlp(x).max(1)
+        return self.head(v * (1.0 + i.float() / SEQ[0]))
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -247,6 +281,8 @@ RED = {
     "red_normalize_seq": ("l2norm", NormalizedTokens, SEQ),
     "red_lse_pool": ("logsumexp", LogSumExpPool, SEQ),
     "red_manual_softmax": ("amax", ManualSoftmax, SEQ),
+    "red_vq": ("argmin", VectorQuantizer, SEQ),
+    "red_max_indices": ("amax", MaxWithIndices, SEQ),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

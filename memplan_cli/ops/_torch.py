@@ -52,6 +52,9 @@ VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Va
 INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"), "attr": "inplace",
                  # `x[..., i, :n] = v`: a slice_scatter into `select(x, i)`, written back by a select_scatter
                  "select": "select", "select_back": "select_scatter"}
+# max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
+# an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
+MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)

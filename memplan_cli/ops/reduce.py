@@ -265,8 +265,10 @@ def _prod_value(op, ins):
 #   indices) keep only the int64 indices, made in forward; value_selecting_reduction_backward scatters
 #   into a zeroed gradient: no temporaries. max() / min() over everything keep input and result;
 #   evenly_distribute_backward makes the zeroed gradient, then the mask and its int64 cast for the
-#   count. The dynamo exporter records which ran; a TorchScript ReduceMax over some axes is amax or
-#   max.dim, which the file does not tell: counted as amax, and named as estimated.
+#   count. The dynamo exporter records which ran; TorchScript writes max.dim whose indices are read as
+#   a ReduceMax and an ArgMax of one input (profiles/torch/rewrites.py `max_with_indices`); any other
+#   TorchScript ReduceMax over some axes is amax or `max(dim).values`, which the file does not tell:
+#   counted as amax, and named as estimated.
 # - prod.dim_int keeps input and result; prod_backward makes (input == 0) (bool, the input's size), its
 #   int64 count per group (through an int64 cast of the mask), then `grad * (result / input)`: one
 #   input-sized temporary beside the gradient. prod() over everything: the mask is freed before
@@ -314,7 +316,7 @@ def _count_tmp(op, operands) -> tuple:
 def _torch_extreme(op) -> dict:
     """amax / amin, max.dim / min.dim or max() / min(): by the recorded call, else by the axes."""
     call = _aten(op)
-    if call.endswith((".dim", ".dim_max", ".dim_min")):
+    if call.endswith((".dim", ".dim_max", ".dim_min")) or op.attrs.get("with_indices"):
         return {"aux": (("indices", "out0", "int64"),)}
     saves = (("in0", "any"), ("out0", "any"))
     full = lambda o, opd: (("mask:in0", _int64_in(o, opd)),)  # noqa: E731 (after the zeroed gradient)

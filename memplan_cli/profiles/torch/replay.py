@@ -81,6 +81,8 @@ class Replay:
         self.strides: dict[int, tuple] = {}  # operand -> strides of a view or a strided result (absent: contiguous)
         self.node: dict[int, bool] = {}  # eager-op position -> records a backward node
         self.saved_by: dict[int, list] = {}  # position -> storages it saved
+        self.fwd_step: dict[int, int] = {}  # position -> its forward step
+        self.dying: dict[int, list] = {}  # position of a node nothing runs -> storages it saved
         self.fwd_last: dict[int, int] = {}  # storage -> last forward step reading it
         # backward -> the end of the step
         self.grad: dict[int, int | None] = {}  # operand -> storage of its accumulated gradient
@@ -257,21 +259,45 @@ class Replay:
             needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
             f = facts(op) or {}
             # a random mask never carries a gradient; nor does a no-grad op (aten::size of a tensor that
-            # requires grad records no node: no phantom gradient back into its input), nor one whose
-            # results are only read detached (its node is freed at once)
-            rec = any(needs) and not f.get("draws") and not no_grad(op.type) and not op.attrs.get("no_node")
-            self.node[p] = rec
+            # requires grad records no node: no phantom gradient back into its input)
+            rec = any(needs) and not f.get("draws") and not no_grad(op.type)
+            self.fwd_step[p] = s
             if op.type == LOSS_TYPE:
                 saved = self.forward_loss(op, s)
             else:
                 saved = self.forward_op(p, op, s, f, needs, rec)
+            if rec and op.attrs.get("no_node"):
+                # a node nothing runs (rewrites.gradientless): what it saved dies with it
+                self.dying[p] = saved
+                rec = False
+            self.node[p] = rec
             self.saved_by[p] = saved if rec else []
         loss_step = len(sim.steps) - 1
+        self.unrun_nodes_die()
         self.ac.end_forward(sim, loss_step)
         # the graph's outputs (the loss) are held by the caller
         for v in self.g.outputs:
             if v in storage:
                 self.fwd_last[storage[v]] = max(self.fwd_last.get(storage[v], 0), loss_step)
+
+    def unrun_nodes_die(self) -> None:
+        """A node nothing runs is freed when its results die and no later such node refers to it (a
+        node holds its inputs' nodes): what it saved lives until then."""
+        readers: dict[int, list[tuple[int, int]]] = {}
+        for q, op in enumerate(self.ops):
+            for k, v in enumerate(op.inputs):
+                readers.setdefault(v, []).append((q, k))
+        dies: dict[int, int] = {}
+        for p in sorted(self.dying, reverse=True):
+            end = self.fwd_step[p]
+            for v in self.ops[p].outputs:
+                st = self.storage.get(v)
+                end = max(end, self.fwd_last.get(st, end) if st is not None else end)
+                end = max([end] + [dies[q] for q, k in readers.get(v, ())
+                                   if q in dies and k not in self.ops[q].attrs.get("detached", ())])
+            dies[p] = end
+            for st in self.dying[p]:
+                self.fwd_last[st] = max(self.fwd_last.get(st, 0), end)
 
     def forward_loss(self, op, s) -> list:
         """The loss: cross-entropy keeps log_softmax's result and a total weight; mse its inputs."""

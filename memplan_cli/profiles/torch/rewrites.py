@@ -6,10 +6,12 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import CAST, GATHER, INPLACE_WRITE, POINTWISE_MATH, SDPA, VAR, fx_kind, parse_call
+from memplan_cli.ops._torch import (CAST, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
+                                   parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
-from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
+from memplan_cli.ops.loss import LOSS_TYPE
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations, no_grad
 from memplan_cli.profiles.torch.fuse import fuse
 
 
@@ -552,15 +554,12 @@ def unread_statistics(ops_: list[EagerOp], g) -> list[EagerOp]:
 def detached_reads(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     """A value read through `.detach()`: no export keeps an op for it, but the dynamo exporter's record
     of a reader names `%detach` where the file feeds it the value itself (`sub(%gelu, %detach)` reading
-    `amax`). That input carries no gradient from that reader (attrs "detached": its positions); an op
-    whose results are read only so keeps no backward node (attrs "no_node": eager frees the node, and
-    what it saved, with the result the detach was taken from)."""
+    `amax`). That input carries no gradient from that reader (attrs "detached": its positions)."""
     irops = g.operations
     calls = [parse_call(op.call) if op.call else None for op in irops]
     recorded = {c[0] for c in calls if c}
     if not recorded:
         return ops_
-    reads: dict[int, list[bool]] = {}  # operand -> for each eager read of it, whether detached
     for op in ops_:
         c = calls[op.index] if op.members == (op.index,) else None
         if c:
@@ -570,13 +569,53 @@ def detached_reads(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                        and opd[v].name not in args]
             if detach and len(missing) == len(detach):
                 op.attrs["detached"] = tuple(missing)
+    return ops_
+
+
+def gradientless(ops_: list[EagerOp], g) -> list[EagerOp]:
+    """An op none of whose results reaches the loss through a gradient-carrying read (an argmin of
+    distances, a value read only detached) keeps no backward node: eager records one, but nothing ever
+    runs it, and it is freed (with what it saved) when its results die. Attrs "no_node"."""
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for p, op in enumerate(ops_):
         for k, v in enumerate(op.inputs):
             if v >= 0:
-                reads.setdefault(v, []).append(k in op.attrs.get("detached", ()))
-    for op in ops_:
-        outs = [v for v in op.outputs if v >= 0]
-        if outs and all(reads.get(v) and all(reads[v]) and v not in g.outputs for v in outs):
+                readers.setdefault(v, []).append((p, k))
+    outputs = set(g.outputs)
+    live = [False] * len(ops_)
+    for p in range(len(ops_) - 1, -1, -1):
+        op = ops_[p]
+        if op.type == LOSS_TYPE:
+            live[p] = True
+            continue
+        if (facts(op) or {}).get("draws") or no_grad(op.type):
+            continue
+        live[p] = any(v in outputs or any(live[q] and k not in ops_[q].attrs.get("detached", ())
+                                          for q, k in readers.get(v, ()))
+                      for v in op.outputs if v >= 0)
+        if not live[p]:
             op.attrs["no_node"] = True
+    return ops_
+
+
+def max_with_indices(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+    """max.dim / min.dim whose indices are read, as TorchScript's symbolic writes it: a ReduceMax and an
+    ArgMax of the same input over the same one axis, keepdims alike. Eager ran one max.dim (attrs
+    "with_indices", read by the family's facts); without the ArgMax, amax and `max(dim).values` look
+    alike in the file."""
+    args = {}
+    for op in ops_:
+        if op.type in MAX_INDICES.values():
+            args.setdefault((op.type, op.inputs[0]), []).append(op)
+    for op in ops_:
+        axes = op.attrs.get("axes")
+        if op.type not in MAX_INDICES or not axes or len(axes) != 1:
+            continue
+        rank = max(len(opd[op.inputs[0]].shape), 1)
+        if any(int(a.attrs.get("axis", 0)) % rank == int(axes[0]) % rank and
+               bool(a.attrs.get("keepdims", 1)) == bool(op.attrs.get("keep_dims"))
+               for a in args.get((MAX_INDICES[op.type], op.inputs[0]), ())):
+            op.attrs["with_indices"] = True
     return ops_
 
 
@@ -587,4 +626,5 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
-    return detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd)
+    ops_ = max_with_indices(ops_, opd)
+    return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
