@@ -967,6 +967,8 @@ FAM = {
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
+    "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",
+                                            skipinit=True), IMG),
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
