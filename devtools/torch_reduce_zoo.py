@@ -268,6 +268,19 @@ class MaxWithIndices(nn.Module):
         return self.head(v * (1.0 + i.float() / SEQ[0]))
 
 
+class MaxNormEmbedding(NormClippedEmbedding):
+    """The same network with nn.Embedding(max_norm=1.0): eager renormalises the looked-up rows of the
+    table in place (embedding_renorm_, without autograd) before each lookup."""
+
+    def __init__(self, vocab=1000, d=64, classes=10):
+        super().__init__(vocab, d, classes)
+        self.emb = nn.Embedding(vocab, d, max_norm=1.0)
+
+    def forward(self, ids):
+        e = self.emb(ids)
+        return self.head(e + self.mlp(e))
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -283,6 +296,7 @@ RED = {
     "red_manual_softmax": ("amax", ManualSoftmax, SEQ),
     "red_vq": ("argmin", VectorQuantizer, SEQ),
     "red_max_indices": ("amax", MaxWithIndices, SEQ),
+    "red_emb_maxnorm": ("l2norm", MaxNormEmbedding, IDS),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
