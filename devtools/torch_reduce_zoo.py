@@ -281,6 +281,22 @@ class MaxNormEmbedding(NormClippedEmbedding):
         return self.head(e + self.mlp(e))
 
 
+class AttentionPool(nn.Module):
+    """Attention pooling: softmax weights over the tokens, the weighted sum `(a * h).sum(1)` (sum's
+    backward hands an expanded gradient to the product), then a head."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(SEQ[1], d), nn.GELU(), nn.Linear(d, d))
+        self.score = nn.Linear(d, 1)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.mlp(x)
+        a = F.softmax(self.score(h), dim=1)
+        return self.head((a * h).sum(1))
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -297,6 +313,7 @@ RED = {
     "red_vq": ("argmin", VectorQuantizer, SEQ),
     "red_max_indices": ("amax", MaxWithIndices, SEQ),
     "red_emb_maxnorm": ("l2norm", MaxNormEmbedding, IDS),
+    "red_attn_pool": ("sum", AttentionPool, SEQ),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
