@@ -329,9 +329,9 @@ def _torch_extreme(op) -> dict:
 
 
 def _torch_prod_refuse(op, operands):
-    rank = len(operands[op.inputs[0]].shape)
-    axes = reduced_axes(op.attrs, rank)
-    if len(axes) > 1 and not _whole(op, operands):
+    x = operands[op.inputs[0]]
+    axes = reduced_axes(op.attrs, len(x.shape))
+    if len(axes) > 1 and not _whole(op, operands) and str(x.dtype).startswith(("float", "bfloat")):
         return f"takes a product over axes {axes}: no eager op does (prod takes one dim, or every one)"
     return None
 
