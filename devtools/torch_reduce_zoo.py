@@ -297,6 +297,14 @@ class AttentionPool(nn.Module):
         return self.head((a * h).sum(1))
 
 
+def _timm(name, **kw):
+    def make():
+        import timm
+
+        return timm.create_model(name, pretrained=False, **kw)
+    return make
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -314,6 +322,10 @@ RED = {
     "red_max_indices": ("amax", MaxWithIndices, SEQ),
     "red_emb_maxnorm": ("l2norm", MaxNormEmbedding, IDS),
     "red_attn_pool": ("sum", AttentionPool, SEQ),
+    # timm's fast pooling: x.amax((2, 3)) (fastmax) and its mean beside it (fastavgmax)
+    "red_timm_resnet18_fastmax": ("amax", _timm("resnet18", num_classes=10, global_pool="fastmax"), (3, 64, 64)),
+    "red_timm_resnet18_fastavgmax": ("amax", _timm("resnet18", num_classes=10, global_pool="fastavgmax"),
+                                     (3, 64, 64)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
