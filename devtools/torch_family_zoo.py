@@ -5,7 +5,8 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
-with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims).
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), and antialiased resizing of a
+learned position table.
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -122,6 +123,27 @@ class BmmAttention(nn.Module):
         return self.o(y)
 
 
+class BufferMaskAttention(nn.Module):
+    """GPT's attention (openai-gpt, GPT-2 before sdpa): a causal table registered as a module buffer
+    at the longest length, sliced to the sequence (a view) and applied as `w * b - 1e4 * (1 - b)`."""
+
+    def __init__(self, d, heads, n_positions=256):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(n_positions, n_positions)).view(
+            1, 1, n_positions, n_positions), persistent=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // self.h)
+        m = self.bias[:, :, :s, :s]
+        w = (w * m + -1e4 * (1 - m)).softmax(-1)
+        return self.o(torch.matmul(w, v).transpose(1, 2).reshape(b, s, d))
+
+
 class SdpaAttention(nn.Module):
     """timm's and Hugging Face's attention through F.scaled_dot_product_attention, with its own
     dropout_p while training (`attn_drop`) and a Dropout after the projection (`proj_drop`): with
@@ -171,6 +193,26 @@ class SdpaMaskAttention(nn.Module):
             m = self.fixed.unsqueeze(0) if self.mask == "fixed4d" else self.fixed
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
         return self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+class AAResizeNet(nn.Module):
+    """timm's ViT with a dynamic image size: a learned position table on its own grid, resampled each step
+    to the input's patch grid with antialiased bicubic (or bilinear) interpolation, added to the patch
+    embedding; a pooled head."""
+
+    def __init__(self, mode="bicubic", grid=10, d=64, patch=8, classes=10):
+        super().__init__()
+        self.mode, self.grid = mode, grid
+        self.embed = nn.Conv2d(3, d, patch, patch)
+        self.pos = nn.Parameter(0.02 * torch.randn(1, d, grid, grid))
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.embed(x)
+        x = x + F.interpolate(self.pos, size=x.shape[-2:], mode=self.mode, align_corners=False, antialias=True)
+        x = x.flatten(2).transpose(1, 2)
+        return self.head((x + self.mlp(x)).mean(1))
 
 
 class AttnLM(nn.Module):
@@ -930,8 +972,13 @@ FAM = {
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
+    "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
+    "fam_buffer_mask_long": ("buffer", lambda: AttnLM(lambda d, h: BufferMaskAttention(d, h, 1024)), SEQ),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
+    "fam_aa_bicubic": ("aaresize", lambda: AAResizeNet("bicubic", grid=16, d=128), (3, 32, 32)),
+    "fam_aa_bilinear": ("aaresize", lambda: AAResizeNet("bilinear", grid=16, d=128), (3, 32, 32)),
+    "fam_aa_bicubic_up": ("aaresize", lambda: AAResizeNet("bicubic", grid=2, d=128), (3, 32, 32)),
     **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),

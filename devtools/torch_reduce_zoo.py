@@ -268,6 +268,43 @@ class MaxWithIndices(nn.Module):
         return self.head(v * (1.0 + i.float() / SEQ[0]))
 
 
+class MaxNormEmbedding(NormClippedEmbedding):
+    """The same network with nn.Embedding(max_norm=1.0): eager renormalises the looked-up rows of the
+    table in place (embedding_renorm_, without autograd) before each lookup."""
+
+    def __init__(self, vocab=1000, d=64, classes=10):
+        super().__init__(vocab, d, classes)
+        self.emb = nn.Embedding(vocab, d, max_norm=1.0)
+
+    def forward(self, ids):
+        e = self.emb(ids)
+        return self.head(e + self.mlp(e))
+
+
+class AttentionPool(nn.Module):
+    """Attention pooling: softmax weights over the tokens, the weighted sum `(a * h).sum(1)` (sum's
+    backward hands an expanded gradient to the product), then a head."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(SEQ[1], d), nn.GELU(), nn.Linear(d, d))
+        self.score = nn.Linear(d, 1)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.mlp(x)
+        a = F.softmax(self.score(h), dim=1)
+        return self.head((a * h).sum(1))
+
+
+def _timm(name, **kw):
+    def make():
+        import timm
+
+        return timm.create_model(name, pretrained=False, **kw)
+    return make
+
+
 RED = {
     "red_zloss": ("logsumexp", ZLossLM, IDS),
     "red_moe_zloss": ("logsumexp", MoEZLoss, SEQ),
@@ -283,6 +320,12 @@ RED = {
     "red_manual_softmax": ("amax", ManualSoftmax, SEQ),
     "red_vq": ("argmin", VectorQuantizer, SEQ),
     "red_max_indices": ("amax", MaxWithIndices, SEQ),
+    "red_emb_maxnorm": ("l2norm", MaxNormEmbedding, IDS),
+    "red_attn_pool": ("sum", AttentionPool, SEQ),
+    # timm's fast pooling: x.amax((2, 3)) (fastmax) and its mean beside it (fastavgmax)
+    "red_timm_resnet18_fastmax": ("amax", _timm("resnet18", num_classes=10, global_pool="fastmax"), (3, 64, 64)),
+    "red_timm_resnet18_fastavgmax": ("amax", _timm("resnet18", num_classes=10, global_pool="fastavgmax"),
+                                     (3, 64, 64)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -329,9 +329,9 @@ def _torch_extreme(op) -> dict:
 
 
 def _torch_prod_refuse(op, operands):
-    rank = len(operands[op.inputs[0]].shape)
-    axes = reduced_axes(op.attrs, rank)
-    if len(axes) > 1 and not _whole(op, operands):
+    x = operands[op.inputs[0]]
+    axes = reduced_axes(op.attrs, len(x.shape))
+    if len(axes) > 1 and not _whole(op, operands) and str(x.dtype).startswith(("float", "bfloat")):
         return f"takes a product over axes {axes}: no eager op does (prod takes one dim, or every one)"
     return None
 
@@ -343,7 +343,10 @@ TORCH = {"Mean": {}, "ReduceSum": {"grad": "expand"},
                              "bwd_tmp": (("in0", "in0"),)},
          "ReduceMax": _torch_extreme, "ReduceMin": _torch_extreme,
          "ReduceProd": {"saves": (("in0", "any"), ("out0", "any")), "refuse": _torch_prod_refuse,
-                        "bwd_tmp": lambda o, opd: (("in0",),) if _whole(o, opd) else _count_tmp(o, opd)}}
+                        "bwd_tmp": lambda o, opd: (("in0",),) if _whole(o, opd) else _count_tmp(o, opd),
+                        # under autocast (prod is on its fp32 list) eager computes on a float32 copy of a
+                        # lower-precision input, saved, with float32 temporaries: not modelled, named
+                        "estimated": lambda o, opd: opd[o.inputs[0]].dtype != opd[o.outputs[0]].dtype}}
 OPS = [OpDef(t, rule=rule, kernels=KERNELS, flops=flops, check=check, nondiff_inputs=(1,), batch=_batch,
              shape_value=_prod_value if t == "ReduceProd" else None, shape_const_input=1 if t == "Mean" else None,
              profiles={"torch": TORCH[t]} if t in TORCH else {},

@@ -18,7 +18,9 @@ with floor (nearest), neither -> "asymmetric" (nearest floors).
 Every tap index is clamped to [0, n - 1] (ONNX pads with the edge value; TF and PyTorch clamp: the
 same samples); linear also clamps the coordinate, cubic does not (as PyTorch and ONNX). The op is
 separable: each resized axis is a 1-D resampling with one tap (nearest), two (linear) or four
-(cubic), index and weight computed from sizes and attributes only.
+(cubic), index and weight computed from sizes and attributes only. With `antialias` (Resize-18; torch.onnx
+writes it for `F.interpolate(..., antialias=True)`) linear and cubic widen their filter to 1 / scale and
+2 / scale input pixels when downsampling, weights normalised (onnx.reference's op_resize).
 
 Training rule (PyTorch derivatives.yaml `upsample_nearest2d` / `upsample_bilinear2d`: self:
 upsample_*_backward(grad, output_size, input_size, ...): nothing is saved but sizes):
@@ -27,7 +29,7 @@ upsample_*_backward(grad, output_size, input_size, ...): nothing is saved but si
 FLOPs: per resized axis, over the elements that axis's pass writes, with T taps: 2T - 1 forward
 (T products, T - 1 sums), 2T backward (products and accumulations); nearest 0 forward (a copy), 1
 backward.
-Refused at load: antialias, tf_crop_and_resize, keep_aspect_ratio_policy other than stretch, scales
+Refused at load: nearest with antialias, tf_crop_and_resize, keep_aspect_ratio_policy other than stretch, scales
 computed at run time (the coordinate map needs their values).
 """
 from __future__ import annotations
@@ -63,9 +65,39 @@ def source_coords(n_in: int, n_out: int, scale: float, coord: str) -> np.ndarray
     return (x + 0.5) / scale - 0.5  # half_pixel
 
 
+def _antialias_taps(n_in: int, c: np.ndarray, scale: float, a: dict) -> tuple[np.ndarray, np.ndarray]:
+    """ONNX's antialiased linear / cubic (Resize-18 `antialias`, as PyTorch's `antialias=True`): when
+    downsampling the filter's support grows to 1 / scale (linear) or 2 / scale (cubic) input pixels, its
+    taps at scale x distance, the weights normalised to sum 1; the taps sit at the input pixels nearest
+    the source coordinate (the left one on a tie: ratio in (0, 1]), edge pixels repeated outside."""
+    sc = min(scale, 1.0)
+    fl = np.floor(c)
+    ratio = np.where(c == fl, 1.0, c - fl)
+    base = c - ratio
+    if a.get("mode") == "cubic":
+        A = float(a.get("cubic_a", -0.75))
+        start = int(np.floor(-2 / sc) + 1)
+        offs = np.arange(start, 2 - start)
+        x = np.abs(sc * (offs[None, :] - ratio[:, None]))
+        w = np.where(x <= 1, (A + 2) * x ** 3 - (A + 3) * x ** 2 + 1,
+                     np.where(x < 2, A * x ** 3 - 5 * A * x ** 2 + 8 * A * x - 4 * A, 0.0))
+    else:
+        start = int(np.floor(-1 / sc) + 1)
+        offs = np.arange(start, start + 2 - 2 * start)
+        w = np.clip(1 - np.abs((offs[None, :] - ratio[:, None]) * sc), 0, 1)
+    w = w / w.sum(axis=1, keepdims=True)
+    idx = base[:, None] + offs[None, :]
+    if a.get("exclude_outside"):
+        w = np.where((idx < 0) | (idx > n_in - 1), 0.0, w)
+        w = w / w.sum(axis=1, keepdims=True)
+    return np.clip(idx, 0, n_in - 1).astype(np.int64), w
+
+
 def taps(n_in: int, n_out: int, scale: float, a: dict) -> tuple[np.ndarray, np.ndarray]:
     """(index, weight) arrays of shape [n_out, T]: output i = sum over t of weight[i, t] x input[index[i, t]]."""
     c = source_coords(n_in, n_out, scale, a.get("coord", "half_pixel"))
+    if a.get("antialias") and a.get("mode") in ("linear", "cubic"):
+        return _antialias_taps(n_in, c, scale, a)
     if a.get("mode", "nearest") == "nearest":
         nm = a.get("nearest_mode", "round_prefer_floor")
         fl = np.floor(c)
@@ -154,7 +186,8 @@ rule = dy_only_rule
 def check(op, operands):
     a = op.attrs
     if a.get("unsupported"):
-        return (f"resizes by {a['unsupported']}: memplan implements nearest, linear and cubic (no antialias) "
+        return (f"resizes by {a['unsupported']}: memplan implements nearest, linear and cubic (antialiased "
+                f"linear and cubic too) "
                 f"with ONNX's coordinate modes other than tf_crop_and_resize")
     for key, allowed in (("mode", MODES), ("coord", COORDS), ("nearest_mode", NEAREST)):
         if a.get(key) not in allowed:
@@ -200,7 +233,22 @@ TORCH = {"fwd_scratch": (("in0", "out0"),), "refuse": _torch_refuse}
 TORCH_CUBIC = {"refuse": _torch_refuse}
 
 
+def _aa_pass(op, operands) -> tuple:
+    """_upsample_bicubic2d_aa / _upsample_bilinear2d_aa (antialias=True): the width pass first, into an
+    N x C x IH x OW buffer beside the output, freed in the op (the taps' index and weight tables beside it,
+    a few hundred bytes, not counted); backward the input's gradient only (measured, torch 2.14.1: 4
+    bicubic and 1 bilinear shapes, down and up)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    n, c, ih = (int(d) for d in x.shape[:3])
+    return ((n * c * ih * int(y.shape[3]) * (x.nbytes // max(x.num_elements, 1)),),)
+
+
+TORCH_AA = {"fwd_scratch": _aa_pass, "refuse": _torch_refuse}
+
+
 def _torch(op):
+    if op.attrs.get("antialias"):
+        return TORCH_AA
     return TORCH_CUBIC if op.attrs.get("mode") == "cubic" else TORCH
 
 
@@ -226,7 +274,7 @@ def _onnx(node) -> Canon:
     mode = a.get("mode", "nearest")
     if mode not in MODES:
         return _refuse(mode)
-    if int(a.get("antialias", 0) or 0):
+    if int(a.get("antialias", 0) or 0) and mode == "nearest":
         return _refuse(f"{mode} with antialias")
     coord = a.get("coordinate_transformation_mode", "half_pixel" if node.op_type == "Resize" else "asymmetric")
     if node.op_type == "Resize" and node.opset < 11:
@@ -253,6 +301,9 @@ def _onnx(node) -> Canon:
              if node.op_type == "Resize" else "floor"}
     if mode == "cubic":
         attrs["cubic_a"] = float(a.get("cubic_coeff_a", -0.75))
+        attrs["exclude_outside"] = int(a.get("exclude_outside", 0) or 0)
+    if int(a.get("antialias", 0) or 0):
+        attrs["antialias"] = 1
         attrs["exclude_outside"] = int(a.get("exclude_outside", 0) or 0)
     attrs["scales"] = tuple(float(s) for s in scales) if scales is not None else tuple(
         o / i for i, o in zip(xs, ys))

@@ -321,6 +321,8 @@ def test_backend_cases_forward_gradients_and_verify(tmp_path, name):
         # the kernel on the case's own input (the bound model's Add and Exp are not the op's)
         got = run_forward(op, [case.data_sets[0][0][0].astype(np.float64)], [g.operands[op.outputs[0]].shape])[0]
         np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-6)
+    if "_example" in name:  # the same graph as its `_random` twin: the forward check is what differs
+        return
     assert check_gradients(p) >= 4
     check_verify(p, "-O", "sgd")
 

@@ -625,3 +625,25 @@ def test_the_optimizer_steps_weights_in_registration_order(tmp_path):
     ts = str(tmp_path / "ts.onnx")
     onnx.save(m, ts)
     assert steps(ts) == ["step a.weight", "step b.weight"]
+
+
+def _sliced_buffer(tmp_path, name, listed: bool):
+    """GPT's causal table: a (1, 1, 64, 64) module buffer sliced to the 16 tokens (the loader folds the
+    Slices into a (1, 1, 16, 16) constant) and multiplied into the scores; `listed`: the graph
+    signature names it a BUFFER."""
+    i64 = lambda *v: np.asarray(v, np.int64)  # noqa: E731
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Slice", ["mask", "zero", "n", "two"], ["rows"], name="slice_rows"),
+             helper.make_node("Slice", ["rows", "zero", "n", "three"], ["slice_2"], name="slice_cols"),
+             helper.make_node("Mul", ["h", "slice_2"], ["y"], name="mul")]
+    inits = [("w", _w(16, 16)), ("mask", np.tril(np.ones((64, 64), np.float32))[None, None]),
+             ("zero", i64(0)), ("n", i64(16)), ("two", i64(2)), ("three", i64(3))]
+    return _dynamo_file(tmp_path, name, nodes, inits, [4, 1, 16, 16], [4, 1, 16, 16], ["w"],
+                        calls={"mul": _fx("mul.Tensor", "%matmul, %slice_2")},
+                        buffers=["mask"] if listed else [])
+
+
+def test_a_module_buffer_read_through_folded_slices_is_held(tmp_path):
+    # eager's module holds the whole table the step long; the slice of it is a view
+    t, _ = _torch(_sliced_buffer(tmp_path, "listed", listed=True))
+    assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64 * 4

@@ -206,3 +206,20 @@ def test_torchscript_max_dim_with_its_indices_read(tmp_path):
     red = next(v for k, v in a.extras["per_layer_extra"].items() if "ReduceMax" in k)
     assert red["fwd_mem_tmp"] == 8 * 4 * 128 and red["bwd_mem_tmp"] == 0 and red["bwd_mem_out"] == 4 * IN
     assert a.extras["torch"]["coverage"]["estimated"] == []
+
+
+def test_prod_under_autocast_is_named_as_estimated(tmp_path):
+    """prod is on autocast's fp32 list: under bf16-mixed eager computes on a float32 copy of a bfloat16
+    input (saved, with float32 temporaries), which the facts do not model: the op is named (measured on
+    red_prod: 2,407,616 B, the profile 10.9 % low)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("ReduceProd", ["h", "ax"], ["r"],
+                                                                                 keepdims=0)]
+    inits = {"w": np.ones((128, 128), np.float32), "ax": np.array([-1], np.int64)}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 32])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    path = tmp_path / "prod.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    for precision, named in (("32-true", []), ("bf16-mixed", ["ReduceProd"])):
+        a = analyze(str(path), TrainConfig(loss="mse", batch_size=4, precision=precision), profile="torch")
+        assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == named

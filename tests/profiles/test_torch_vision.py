@@ -72,12 +72,12 @@ def test_1x1_conv_on_a_small_batch_has_no_scratch(tmp_path):
     assert big["fwd_mem_tmp"] == 16 * 16 * 4 * 4 * 4 + 16 * 16 * 4
 
 
-def _resize_net(tmp_path, mode, name="r.onnx"):
-    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+def _resize_net(tmp_path, mode, name="r.onnx", scale=2, **extra):
+    scales = numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "scales")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
              helper.make_node("Constant", [], ["s"], value=scales),
-             helper.make_node("Resize", ["c", "", "s"], ["y"], mode=mode)]
-    return _save(tmp_path, nodes, (2, 4, 4, 4), (2, 4, 8, 8), [("w", (4, 4, 1, 1))], name)
+             helper.make_node("Resize", ["c", "", "s"], ["y"], mode=mode, **extra)]
+    return _save(tmp_path, nodes, (2, 4, 4, 4), (2, 4, int(4 * scale), int(4 * scale)), [("w", (4, 4, 1, 1))], name)
 
 
 def test_upsampling_copies_its_input_beside_a_second_output(tmp_path):
@@ -96,6 +96,18 @@ def test_bicubic_computes_into_its_output_alone(tmp_path):
     _, cols = _cols(_resize_net(tmp_path, "cubic"))
     r = _col(cols, "Resize")
     assert r["fwd_mem_out"] == 2 * 4 * 8 * 8 * 4 and r["fwd_mem_tmp"] == 0
+    assert r["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_tmp"] == 0
+
+
+@pytest.mark.parametrize("mode,scale", [("cubic", 0.5), ("cubic", 2), ("linear", 0.5)])
+def test_antialiased_resize_makes_its_width_pass_beside_the_output(tmp_path, mode, scale):
+    # _upsample_bicubic2d_aa / _upsample_bilinear2d_aa (torch 2.14.1's allocator events, e.g. (1, 96, 10,
+    # 10) -> (4, 4): +Y 6,144, +15,360 = N x C x IH x OW floats, tap tables, all freed in the op; backward
+    # +X only): the width pass first, into an N x C x IH x OW buffer
+    _, cols = _cols(_resize_net(tmp_path, mode, f"aa{mode}{scale}.onnx", scale, antialias=1))
+    r = _col(cols, "Resize")
+    ow = int(4 * scale)
+    assert r["fwd_mem_out"] == 2 * 4 * ow * ow * 4 and r["fwd_mem_tmp"] == 2 * 4 * 4 * ow * 4
     assert r["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_tmp"] == 0
 
 

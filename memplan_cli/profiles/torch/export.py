@@ -117,6 +117,14 @@ class _Signature:
         return self.target[ph] if ph in self.kind and self.kind[ph] == kind else None
 
 
+def signature_buffers(graph) -> set[str]:
+    """The module's buffers the dynamo exporter's graph signature lists (BUFFER targets): eager's module
+    holds each the whole step, whatever reads it (GPT's causal `bias` table, sliced to the sequence)."""
+    md = (graph.metadata or {}).get("torch_export") or {}
+    sig = _Signature(md.get("signature") or {})
+    return {t for ph, t in sig.target.items() if sig.kind[ph] == "BUFFER"}
+
+
 def _refuse(op, rule: str, why: str) -> UnsupportedOpError:
     return UnsupportedOpError(f"torch profile: op {op.label}: the dynamo exporter's optimizer rewrote it "
                               f"({rule}) and {why}; {_AVOID}")

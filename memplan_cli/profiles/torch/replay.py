@@ -9,7 +9,8 @@ from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, TRANSPOS
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
-from memplan_cli.profiles.torch.export import ESTIMATED_PARAMS, expand_base_bytes, folded_computations
+from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
+                                               signature_buffers)
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
@@ -189,6 +190,11 @@ class Replay:
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
         indices = self.saved_integer_constants()
+        # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
+        # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it
+        buffers = signature_buffers(g)
+        read |= {o.index for o in opd if o.is_const and o.name in buffers and elements(o.shape) > 1
+                 and o.dtype.startswith(("float", "bfloat"))}
         for o in opd:
             if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
                     and o.index not in self.computed:
