@@ -50,6 +50,11 @@ class _Bad(Exception):
     pass
 
 
+class _DataSized(_Bad):
+    """A tensor whose size the data decides: the file is valid, memplan cannot size it."""
+
+
+
 def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
@@ -381,15 +386,30 @@ class _Builder:
                          assumed=kind == "unknown" and name not in self.traced,
                          sources=self.param_sources.get(name, ()))
         elif name in self.value_info:
-            shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
+            try:
+                shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
+            except _Bad as e:
+                if str(e).startswith("no shape"):
+                    self._data_sized(name)
+                raise
             op = Operand(k, name, shape, dtype)
         else:
+            self._data_sized(name)
             raise _Bad(f"no shape for tensor '{name}' (shape inference could not infer it)")
         if op.dtype not in DTYPE_SIZE:
             raise _Bad(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
         self.index[name] = k
         self.operands.append(op)
         return k
+
+    def _data_sized(self, name: str) -> None:
+        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why."""
+        from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
+        node = next((n for n in self.model.graph.node if name in n.output), None)
+        if node is not None and node.op_type in DATA_SIZED_ONNX:
+            # a mixture of experts' Split by tokens per expert, a NonZero of a mask
+            raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "
+                             "data, which no file records; memplan needs static shapes")
 
     def empty_const(self, name: str) -> bool:
         t = self.consts.get(name)
@@ -889,6 +909,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
         return g
     except DimsError as e:
+        raise ModelError(str(e), path) from None
+    except _DataSized as e:
         raise ModelError(str(e), path) from None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause

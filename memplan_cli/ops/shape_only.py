@@ -30,6 +30,11 @@ from memplan_cli.ops.kernel_util import broadcast_batch, first_input_value, para
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 
+# ONNX ops whose outputs' sizes the data may decide (a Split by computed sizes, NonZero of a mask):
+# shape inference leaves them unsized, and the loader refuses them as such, not as a broken file
+DATA_SIZED_ONNX = frozenset({"Split", "NonZero", "Unique", "Compress", "TopK", "Loop", "If", "Scan"})
+
+
 def plain(op, ctx) -> OpRule:
     return OpRule(forward=forward_io(op))
 

@@ -122,3 +122,21 @@ def test_constant_nodes_become_constant_operands(tmp_path):
     g = load_model(om.save(tmp_path, "m.onnx", m))
     s = [o for o in g.operands if o.name == "shape"][0]
     assert s.is_const and s.value == (1, -1) and "Constant" not in {op.source_type for op in g.operations}
+
+
+def test_a_split_by_sizes_computed_from_the_data_is_named_not_called_invalid(tmp_path):
+    # a mixture of experts splits its routed tokens by per-expert counts the data decides (JetMoE's
+    # dynamo export): a valid file that no static shape describes
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    counts = helper.make_tensor_value_info("counts", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
+    nodes = [helper.make_node("Split", ["x", "counts"], ["a", "b"], name="route", axis=0),
+             helper.make_node("Relu", ["a"], ["y"], name="act")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x, counts], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)  # valid
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "moe.onnx", m))
+    msg = str(e.value)
+    assert "invalid onnx file" not in msg
+    assert "'a' (Split 'route') has a size computed from the data" in msg and "static shapes" in msg
