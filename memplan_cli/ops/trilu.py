@@ -1,0 +1,66 @@
+"""Trilu (ONNX Trilu): keeps the lower (`upper` = 0) or upper triangle of the last two axes, from
+diagonal `k` on, and zeroes the rest (torch.tril / torch.triu; linear attention's causal masks on
+activations, as the dynamo exporter writes them).
+
+Canonical form: `Trilu(X) -> Y` with attrs `upper` (0 or 1) and `k`; `k` is read at load (a `k`
+computed at run time is refused).
+Training rule (PyTorch derivatives.yaml `tril` / `triu`: self: grad.tril(diagonal) /
+grad.triu(diagonal)): calcDerivative applies the same mask to dY, reads dY only, keeps nothing.
+A parameter input trains through the same mask. Integer Trilu carries no gradient.
+FLOPs: none (a masked copy, forward and backward).
+`--profile torch`: refused. tril / triu themselves save nothing and allocate only their result
+(the formula's `grad.tril` makes dX), but the one network measured with them, a linear attention's
+chunked delta rule (transformers qwen3_5_text, dynamo), came out 24 % over PyTorch's peak with the
+cause elsewhere in that attention and not traced, so no figure is given for such networks yet.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from memplan_cli.ops.base import Canon, OpDef
+from memplan_cli.ops.kernel_util import dy_only_rule, target
+
+rule = dy_only_rule
+
+
+def trilu(x, upper: bool, k: int) -> np.ndarray:
+    return np.triu(x, k) if upper else np.tril(x, k)
+
+
+def forward(ctx):
+    y = ctx.y()
+    y[...] = trilu(ctx.x(0), bool(ctx.attrs["upper"]), int(ctx.attrs["k"])).astype(y.dtype)
+
+
+def calc_derivative(ctx):
+    out = target(ctx, 0)
+    if out is not None:
+        out[...] = trilu(ctx.dy(), bool(ctx.attrs["upper"]), int(ctx.attrs["k"]))
+
+
+def check(op, operands):
+    if op.attrs.get("k_unknown"):
+        return "has a diagonal offset k computed at run time"
+    if len(operands[op.inputs[0]].shape) < 2:
+        return "masks an input of rank under 2 (ONNX's Trilu needs a matrix)"
+    return None
+
+
+TORCH = {"refuse": lambda op, operands: "tril / triu: the networks that use them (a linear attention's chunked "
+                                       "delta rule) were measured 24 % over this profile's figure, cause not traced"}
+OPS = [OpDef("Trilu", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
+                                          "calcGradient": calc_derivative},
+             flops=lambda op, operands: (0, 0), check=check, batch="keep", profiles={"torch": TORCH})]
+
+
+def _onnx(node) -> Canon:
+    upper = int(node.attrs.get("upper", 1))
+    if len(node.inputs) > 1 and node.inputs[1]:
+        k = node.values(1)
+        if k is None:
+            return Canon("Trilu", {"upper": upper, "k_unknown": True}, inputs=node.inputs[:1])
+        return Canon("Trilu", {"upper": upper, "k": int(np.asarray(k).reshape(-1)[0])}, inputs=node.inputs[:1])
+    return Canon("Trilu", {"upper": upper, "k": 0}, inputs=node.inputs[:1])
+
+
+ONNX = {"Trilu": _onnx}
