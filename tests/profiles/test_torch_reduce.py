@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 from memplan_cli.analysis import analyze  # noqa: E402
 from memplan_cli.config import TrainConfig  # noqa: E402
 from memplan_cli.errors import UnsupportedOpError  # noqa: E402
+from tests.ops.gradcheck import onnx_model, save  # noqa: E402
 
 SHAPE = (4, 32, 128)
 IN = 4 * 32 * 128  # elements of the reduced tensor
@@ -38,11 +39,7 @@ def _model(tmp_path, op, axes, keepdims=0, call=None):
         p.key = "pkg.torch.onnx.fx_node"
         p.value = f"%r : [num_users=1] = call_function[target=torch.ops.{call}](args = (%h, {list(axes or [])}), kwargs = {{}})"
     nodes = [helper.make_node("Add", ["x", "p"], ["h"]), node, helper.make_node("Mul", ["r", "q"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    path = save(tmp_path, onnx_model(nodes, [("x", SHAPE)], [("y", out)], inits, opset=18), "m.onnx")
     return str(path)
 
 
@@ -140,11 +137,8 @@ def _detach_model(tmp_path, detached: bool):
              rec(helper.make_node("Sub", ["h", "m"], ["y"]),
                  f"aten.sub.Tensor](args = (%h, %{'detach' if detached else 'm'})")]
     inits = {"p": np.zeros(SHAPE[1:], np.float32), "ax": np.array([-1], np.int64)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE))],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    path = tmp_path / f"detach{int(detached)}.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    path = save(tmp_path, onnx_model(nodes, [("x", SHAPE)], [("y", SHAPE)], inits, opset=18),
+                f"detach{int(detached)}.onnx")
     return str(path)
 
 
@@ -175,11 +169,7 @@ def test_ops_whose_results_reach_only_an_argmax_run_no_backward(tmp_path):
              helper.make_node("Add", ["hm", "g"], ["y"])]
     inits = {"p": np.zeros(SHAPE[1:], np.float32), "table": np.zeros((32, 128), np.float32),
              "ax": np.array([-1], np.int64), "ax1": np.array([1], np.int64)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 128])],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    path = tmp_path / "argmax.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    path = save(tmp_path, onnx_model(nodes, [("x", SHAPE)], [("y", [4, 128])], inits, opset=18), "argmax.onnx")
     a = analyze(str(path), TrainConfig(loss="mse", batch_size=4), profile="torch")
     cols = {k.split(" ")[1]: v for k, v in a.extras["per_layer_extra"].items()}
     for op in ("Mul", "ReduceSum", "ArgMax"):
@@ -197,11 +187,7 @@ def test_torchscript_max_dim_with_its_indices_read(tmp_path):
              helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
              helper.make_node("Mul", ["red", "f"], ["y"])]
     inits = {"p": np.zeros(SHAPE[1:], np.float32), "ax": np.array([1], np.int64)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 128])],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    path = tmp_path / "maxdim.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    path = save(tmp_path, onnx_model(nodes, [("x", SHAPE)], [("y", [4, 128])], inits, opset=18), "maxdim.onnx")
     a = analyze(str(path), TrainConfig(loss="mse", batch_size=4), profile="torch")
     red = next(v for k, v in a.extras["per_layer_extra"].items() if "ReduceMax" in k)
     assert red["fwd_mem_tmp"] == 8 * 4 * 128 and red["bwd_mem_tmp"] == 0 and red["bwd_mem_out"] == 4 * IN
@@ -215,11 +201,7 @@ def test_prod_under_autocast_is_named_as_estimated(tmp_path):
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("ReduceProd", ["h", "ax"], ["r"],
                                                                                  keepdims=0)]
     inits = {"w": np.ones((128, 128), np.float32), "ax": np.array([-1], np.int64)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 32])],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    path = tmp_path / "prod.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    path = save(tmp_path, onnx_model(nodes, [("x", SHAPE)], [("r", [4, 32])], inits, opset=18), "prod.onnx")
     for precision, named in (("32-true", []), ("bf16-mixed", ["ReduceProd"])):
         a = analyze(str(path), TrainConfig(loss="mse", batch_size=4, precision=precision), profile="torch")
         assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == named

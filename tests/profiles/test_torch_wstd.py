@@ -9,22 +9,14 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from memplan_cli.analysis import analyze  # noqa: E402
 from memplan_cli.config import TrainConfig  # noqa: E402
+from tests.ops.gradcheck import onnx_model, save  # noqa: E402
 
 OUT, IN, K = 8, 4, 3
 W_BYTES = OUT * IN * K * K * 4
-
-
-def _model(tmp_path, nodes, x_shape, y_shape, inits, name="m.onnx"):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    path = tmp_path / name
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
 
 
 def _std_conv(tmp_path):
@@ -48,7 +40,7 @@ def _std_conv(tmp_path):
     inits = {"w": np.ones((OUT, IN, K, K), np.float32), "w0": np.ones((IN, 2, 1, 1), np.float32),
              "s3": np.array([1, OUT, -1], np.int64), "ax": np.array([0, 1], np.int64),
              "ones": np.ones(OUT, np.float32), "zeros": np.zeros(OUT, np.float32)}
-    return _model(tmp_path, nodes, (2, 2, 8, 8), (2, OUT, 8, 8), inits)
+    return save(tmp_path, onnx_model(nodes, [("x", (2, 2, 8, 8))], [("y", (2, OUT, 8, 8))], inits))
 
 
 def _analyze(path, **cfg):
