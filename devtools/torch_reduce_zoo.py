@@ -166,14 +166,22 @@ class ProdGates(nn.Module):
         return self.head(F.gelu(h * g))
 
 
-class L1Norm(nn.Module):
-    """Token features divided by their L1 norm (torch.norm p=1, linalg.vector_norm of order 1)."""
+class _TokenMLP(nn.Module):
+    """A token MLP's three linears (inp: the sequence's features -> d, mid: d -> d, head: d -> classes);
+    each subclass puts its reduction between them in forward."""
 
-    def __init__(self, d=128, classes=10):
+    def __init__(self, d, classes=10):
         super().__init__()
         self.inp = nn.Linear(SEQ[1], d)
         self.mid = nn.Linear(d, d)
         self.head = nn.Linear(d, classes)
+
+
+class L1Norm(_TokenMLP):
+    """Token features divided by their L1 norm (torch.norm p=1, linalg.vector_norm of order 1)."""
+
+    def __init__(self, d=128, classes=10):
+        super().__init__(d, classes)
 
     def forward(self, x):
         h = F.gelu(self.inp(x))
@@ -181,15 +189,12 @@ class L1Norm(nn.Module):
         return self.head(F.gelu(self.mid(h)))
 
 
-class NormalizedTokens(nn.Module):
+class NormalizedTokens(_TokenMLP):
     """Token features L2-normalised over channels (F.normalize, dim -1) and over the sequence (dim 1,
     cross-covariance attention's q and k), wide enough that the norms' backward holds the peak."""
 
     def __init__(self, d=256, classes=10):
-        super().__init__()
-        self.inp = nn.Linear(SEQ[1], d)
-        self.mid = nn.Linear(d, d)
-        self.head = nn.Linear(d, classes)
+        super().__init__(d, classes)
 
     def forward(self, x):
         h = F.normalize(self.inp(x), dim=-1) * 16.0
@@ -197,15 +202,12 @@ class NormalizedTokens(nn.Module):
         return self.head(F.normalize(h, dim=1) + h)
 
 
-class LogSumExpPool(nn.Module):
+class LogSumExpPool(_TokenMLP):
     """log_softmax written as `x - logsumexp(x, -1, keepdim=True)` over a token MLP's channels, then a
     logsumexp pooling over the sequence (a non-last axis)."""
 
     def __init__(self, d=256, classes=10):
-        super().__init__()
-        self.inp = nn.Linear(SEQ[1], d)
-        self.mid = nn.Linear(d, d)
-        self.head = nn.Linear(d, classes)
+        super().__init__(d, classes)
 
     def forward(self, x):
         h = self.inp(x)
@@ -214,16 +216,13 @@ class LogSumExpPool(nn.Module):
         return self.head(torch.logsumexp(h, dim=1))
 
 
-class ManualSoftmax(nn.Module):
+class ManualSoftmax(_TokenMLP):
     """Softmax and logsumexp written out, as hand-written attention does: `e = (x - x.max(-1,
     keepdim=True)[0]).exp(); e / e.sum(-1, keepdim=True)` (max.dim, gradient through it), and a
     logsumexp over the channels with the max detached (amax; eager frees its backward node at once)."""
 
     def __init__(self, d=128, classes=10):
-        super().__init__()
-        self.inp = nn.Linear(SEQ[1], d)
-        self.mid = nn.Linear(d, d)
-        self.head = nn.Linear(d, classes)
+        super().__init__(d, classes)
 
     def forward(self, x):
         h = self.inp(x)
