@@ -50,6 +50,10 @@ class _Bad(Exception):
     pass
 
 
+class _NoShape(_Bad):
+    """Shape inference left a tensor without a shape."""
+
+
 class _DataSized(_Bad):
     """A tensor whose size the data decides: the file is valid, memplan cannot size it."""
 
@@ -261,7 +265,7 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict 
 def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-        raise _Bad(f"no shape for {what} (shape inference could not infer it)")
+        raise _NoShape(f"no shape for {what} (shape inference could not infer it)")
     if len(tt.shape.dim) > MAX_RANK:
         raise _Bad(f"{what} has {len(tt.shape.dim):,d} dimensions, over the {MAX_RANK} memplan reads")
     shape = []
@@ -388,9 +392,8 @@ class _Builder:
         elif name in self.value_info:
             try:
                 shape, dtype = _shape_of(self.value_info[name], f"tensor '{name}'")
-            except _Bad as e:
-                if str(e).startswith("no shape"):
-                    self._data_sized(name)
+            except _NoShape:
+                self._data_sized(name)
                 raise
             op = Operand(k, name, shape, dtype)
         else:
