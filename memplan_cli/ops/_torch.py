@@ -51,7 +51,9 @@ VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Va
 # itself (profiles/torch/rewrites.py `inplace_writes`; its facts: ops/scatter.py)
 INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"), "attr": "inplace",
                  # `x[..., i, :n] = v`: a slice_scatter into `select(x, i)`, written back by a select_scatter
-                 "select": "select", "select_back": "select_scatter"}
+                 "select": "select", "select_back": "select_scatter",
+                 # `x[:, i] = v` alone: one select_scatter, a ScatterElements (rewrites._selected_rows)
+                 "row_type": "ScatterElements"}
 # max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
 # an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}

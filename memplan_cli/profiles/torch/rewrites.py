@@ -193,16 +193,22 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     # the unnamed pass's merges are read back
     ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
+    calls = {op.index: parse_call(op.call) for op in irops if op.call}
+    read = {n for c in calls.values() if c for n in re.findall(r"%(\w+)", " ".join(c[2]))}
     copies: dict[tuple, int] = {}
     out: list[EagerOp] = []
     for op in ops_:
-        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        c = calls.get(op.index) if op.members == (op.index,) else None
         names = re.findall(r"%(\w+)", " ".join(c[2])) if c else []
         new_inputs = list(op.inputs)
         for k, v in enumerate(op.inputs):
             p = producer.get(v)
             pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
                 irops[p.index].name not in ruled else ""
+            # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
+            # per call, so a second call's name (`zeros_2`) is a second tensor
+            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read
+            pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
             dup = [n for n in names if n not in made and fx_kind(n) == fx_kind(pname)]
@@ -210,10 +216,13 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
                 continue
             key = (v, dup[0])
             if key not in copies:
-                y = Operand(len(opd), f"{opd[v].name}:{dup[0]}", tuple(opd[v].shape), opd[v].dtype)
+                o = opd[v]
+                y = Operand(len(opd), f"{o.name}:{dup[0]}", tuple(o.shape), o.dtype, is_const=fill, computed=fill,
+                            broadcast_of=o.broadcast_of if fill else None)
                 opd.append(y)
                 copies[key] = y.index
-                out.append(EagerOp(p.index, p.type, list(p.inputs), [y.index], dict(p.attrs), p.label, p.members))
+                if not fill:
+                    out.append(EagerOp(p.index, p.type, list(p.inputs), [y.index], dict(p.attrs), p.label, p.members))
             uses.setdefault(copies[key], []).append(op.index)
             new_inputs[k] = copies[key]
         out.append(op if new_inputs == op.inputs else
@@ -311,7 +320,28 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                              {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
                              op.label, op.members)
         out.append(op)
-    return _selected_writes(out, g) if traced else out
+    return _selected_rows(_selected_writes(out, g), g, opd) if traced else out
+
+
+def _selected_rows(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """`x[:, i] = v` as the dynamo exporter functionalizes it when no slice follows the select: one
+    `select_scatter`, written as a ScatterElements whose indices are the exporter's (the int `i`
+    expanded to v's shape). Eager runs one copy_ into `x.select(dim, i)`: the write `inplace_writes`
+    reads (CopySlices; derivatives.yaml's select_scatter saves nothing but sizes), its indices no
+    tensor. Where x is a fill (`zeros_like`, folded), the write makes it."""
+    irops = g.operations
+    out = []
+    for op in ops_:
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        if op.type == INPLACE_WRITE["row_type"] and c and c[1].removeprefix("aten.") == INPLACE_WRITE["select_back"] \
+                and len(op.inputs) >= 3 and str(op.attrs.get("reduction", "none")) == "none" \
+                and not op.attrs.get(INPLACE_WRITE["attr"]):
+            data = op.inputs[0]
+            fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+            op = EagerOp(op.index, INPLACE_WRITE["type"], [-1 if fresh else data] + op.inputs[1:], op.outputs,
+                         {**op.attrs, INPLACE_WRITE["attr"]: INPLACE_WRITE["select_back"]}, op.label, op.members)
+        out.append(op)
+    return out
 
 
 def _selected_writes(ops_: list[EagerOp], g) -> list[EagerOp]:
