@@ -724,6 +724,15 @@ def test_a_fill_the_exporter_merged_is_one_tensor_per_call(tmp_path):
     fills = [b for b in a.buffers.buffers if b.name.startswith("zeros_1")]
     assert sorted((b.name, b.size) for b in fills) == [("zeros_1", 128), ("zeros_1:zeros_2", 128)]
     assert all(b.category == "non-const" and a.buffers.steps[b.last].kind != "forward" for b in fills)
+    # a view of one shared tensor (each layer's `cos.unsqueeze(1)` of a rotary table) is no new tensor
+    for n in nodes:
+        for prop in n.metadata_props:
+            prop.value = prop.value.replace("zeros_1", "unsqueeze_1").replace("zeros_2", "unsqueeze_2").replace(
+                "aten.zeros.default", "aten.unsqueeze.default")
+        n.input[:] = ["unsqueeze_1" if i == "zeros_1" else i for i in n.input]
+        n.output[:] = ["unsqueeze_1" if o == "zeros_1" else o for o in n.output]
+    a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [2, 3, 4], inits, ["w"], "views"), loss="mse")
+    assert [b.size for b in a.buffers.buffers if b.name.startswith("unsqueeze_1")] == [128]
 
 
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):

@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (CAST, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
+from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
                                    parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
@@ -207,7 +207,8 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
                 irops[p.index].name not in ruled else ""
             # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
             # per call, so a second call's name (`zeros_2`) is a second tensor
-            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read
+            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read \
+                and fx_kind(opd[v].name) in FILLS
             pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
