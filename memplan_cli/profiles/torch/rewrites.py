@@ -15,13 +15,15 @@ from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
-def selects(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+def selects(ops_: list[EagerOp], opd: list, trained=frozenset()) -> list[EagerOp]:
     """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
-    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size.
+    So is one from a trained parameter (a mixture of experts' `weight[e]`, one expert's slice of a
+    stacked weight: SelectBackward0 keeps only the sizes and the index)."""
     out = []
     for op in ops_:
         if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
-                and not opd[op.inputs[0]].is_const:
+                and (not opd[op.inputs[0]].is_const or op.inputs[0] in trained):
             op = EagerOp(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
                          op.label, op.members)
         out.append(op)
@@ -656,6 +658,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
-    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
+    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
     ops_ = max_with_indices(ops_, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
