@@ -1050,6 +1050,26 @@ class MoELM(AttnLM):
         self.mlp = nn.ModuleList(moe(d, **kw) for _ in range(layers))
 
 
+class TallKernelNet(nn.Module):
+    """Convolutions whose kernel is taller than their input and whose weight's gradient AVX2's oneDNN
+    kernel would take (8 channels per group; 8 input channels, ungrouped): a 5x5 over 4 x 4 with 32
+    groups, a 3x3 over 2 x 2 with 64 groups, an ungrouped 3x3 over 2 x 2 from 8 channels, each with
+    BatchNorm and ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=False), nn.BatchNorm2d(o), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), unit(32, 256, 3, 4, 1), unit(256, 256, 5, 1, 32),
+                                  unit(256, 512, 1, 2, 1), unit(512, 512, 3, 1, 64), unit(512, 8, 1, 1, 1),
+                                  unit(8, 64, 3, 1, 1))
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1103,6 +1123,7 @@ FAM = {
     **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
