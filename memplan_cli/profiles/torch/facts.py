@@ -38,7 +38,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
-#   (the report names it as estimated, as an op the general rule covers).
+#   (the report names it as estimated, as an op the general rule covers); "estimated_dx": the same for
+#   the input's gradient, where that phase runs.
 
 
 def flash_blocks(op, operands) -> tuple:
