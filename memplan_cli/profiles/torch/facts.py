@@ -35,6 +35,9 @@ from memplan_cli.profiles.torch.strides import elements
 # - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "refuse_written": why the facts do not cover the op where its result (through one-input ops) is
+#   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
+#   substitution);
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers).
 
