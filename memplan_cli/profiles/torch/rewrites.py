@@ -15,13 +15,15 @@ from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
-def selects(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+def selects(ops_: list[EagerOp], opd: list, trained=frozenset()) -> list[EagerOp]:
     """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
-    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size.
+    So is one from a trained parameter (a mixture of experts' `weight[e]`, one expert's slice of a
+    stacked weight: SelectBackward0 keeps only the sizes and the index)."""
     out = []
     for op in ops_:
         if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
-                and not opd[op.inputs[0]].is_const:
+                and (not opd[op.inputs[0]].is_const or op.inputs[0] in trained):
             op = EagerOp(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
                          op.label, op.members)
         out.append(op)
@@ -68,6 +70,35 @@ def _recorded_names(g) -> set[str]:
     return {_recorded_name(op) for op in g.operations} - {""}
 
 
+def _computed_again(ops_: list[EagerOp], opd: list, uses: dict, reads_again) -> list[EagerOp]:
+    """What merged_dropouts and merged_duplicates share: a reader that names an input under a second
+    fx name read a second tensor eager computed again. `reads_again(op)` lists (k, name, template):
+    input k is read under `name`, computed by `template` (its index, type, inputs, attrs, label and
+    members). Each (input, name) becomes one copy of the template's op (a new operand
+    `<input>:<name>`, appended to `opd`) run just before its first reader; its readers read the copy.
+    A template None copies a folded constant (a fill eager makes once per call): a second constant, no op."""
+    copies: dict[tuple, int] = {}
+    out: list[EagerOp] = []
+    for op in ops_:
+        new_inputs = list(op.inputs)
+        for k, name, t in reads_again(op):
+            v = op.inputs[k]
+            if (v, name) not in copies:
+                o, fill = opd[v], t is None
+                y = Operand(len(opd), f"{o.name}:{name}", tuple(o.shape), o.dtype, is_const=fill, computed=fill,
+                            broadcast_of=o.broadcast_of if fill else None)
+                opd.append(y)
+                copies[(v, name)] = y.index
+                if not fill:
+                    out.append(EagerOp(t.index, t.type, list(t.inputs), [y.index], dict(t.attrs), t.label,
+                                       t.members))
+            uses.setdefault(copies[(v, name)], []).append(op.index)
+            new_inputs[k] = copies[(v, name)]
+        out.append(op if new_inputs == op.inputs else
+                   EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
 def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Dropouts of one input the dynamo exporter merged into one (its optimizer folds equal nodes; peft's
     lora_dropout of q_proj and of v_proj): the ops reading the Dropout's output record it under
@@ -81,25 +112,17 @@ def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eager
     # `%getitem`): a reader naming one of these reads another value at input 0
     recorded = _recorded_names(g)
     first: dict[int, str] = {}
-    made: dict[tuple, int] = {}
-    out = []
-    for op in ops_:
+
+    def reads_again(op):
         x = op.inputs[0] if op.inputs else -1
         c = parse_call(g.operations[op.index].call) if x in drops and g.operations[op.index].call else None
         arg = c[2][0] if c and c[2] else ""
         if not arg.startswith("%") or arg[1:] in recorded or first.setdefault(x, arg) == arg:
-            out.append(op)
-            continue
-        if (x, arg) not in made:
-            d = drops[x]
-            y = Operand(len(opd), f"{opd[x].name}:{arg[1:]}", tuple(opd[x].shape), opd[x].dtype)
-            opd.append(y)
-            made[(x, arg)] = y.index
-            out.append(EagerOp(op.index, d.type, list(d.inputs), [y.index], dict(d.attrs), d.label, d.members))
-        uses.setdefault(made[(x, arg)], []).append(op.index)
-        out.append(EagerOp(op.index, op.type, [made[(x, arg)]] + op.inputs[1:], op.outputs, op.attrs, op.label,
-                           op.members))
-    return out
+            return []
+        d = drops[x]  # the copy reports under its first reader's index
+        return [(0, arg[1:], EagerOp(op.index, d.type, d.inputs, [], d.attrs, d.label, d.members))]
+
+    return _computed_again(ops_, opd, uses, reads_again)
 
 
 def sdpa_dropouts(ops_: list[EagerOp], opd: list, uses: dict) -> list[EagerOp]:
@@ -195,12 +218,11 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
     calls = {op.index: parse_call(op.call) for op in irops if op.call}
     read = {n for c in calls.values() if c for n in re.findall(r"%(\w+)", " ".join(c[2]))}
-    copies: dict[tuple, int] = {}
-    out: list[EagerOp] = []
-    for op in ops_:
+
+    def reads_again(op):
         c = calls.get(op.index) if op.members == (op.index,) else None
         names = re.findall(r"%(\w+)", " ".join(c[2])) if c else []
-        new_inputs = list(op.inputs)
+        again = []
         for k, v in enumerate(op.inputs):
             p = producer.get(v)
             pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
@@ -213,22 +235,11 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
             if not pname or pname in names:
                 continue
             dup = [n for n in names if n not in made and fx_kind(n) == fx_kind(pname)]
-            if len(dup) != 1:
-                continue
-            key = (v, dup[0])
-            if key not in copies:
-                o = opd[v]
-                y = Operand(len(opd), f"{o.name}:{dup[0]}", tuple(o.shape), o.dtype, is_const=fill, computed=fill,
-                            broadcast_of=o.broadcast_of if fill else None)
-                opd.append(y)
-                copies[key] = y.index
-                if not fill:
-                    out.append(EagerOp(p.index, p.type, list(p.inputs), [y.index], dict(p.attrs), p.label, p.members))
-            uses.setdefault(copies[key], []).append(op.index)
-            new_inputs[k] = copies[key]
-        out.append(op if new_inputs == op.inputs else
-                   EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
-    return out
+            if len(dup) == 1:
+                again.append((k, dup[0], None if fill else p))
+        return again
+
+    return _computed_again(ops_, opd, uses, reads_again)
 
 
 def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
@@ -656,6 +667,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
-    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
+    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
     ops_ = max_with_indices(ops_, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
