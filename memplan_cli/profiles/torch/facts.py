@@ -80,6 +80,10 @@ FACTS = {
         elements(opd[op.inputs[0]].shape) + elements(opd[op.inputs[0]].shape[:-1]),),)},
     # select (`selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
     "Select": {"view": True},
+    # unbind (rewrites.unbinds): each piece a select of the input, a view; UnbindBackward0 stacks the
+    # pieces' gradients into one of the input's size, a piece that got none standing in as a 0-d zero
+    # expanded (measured: 4 B, not counted), not split's zeros of the piece's size
+    "Unbind": {"view": "all"},
 }
 
 
