@@ -749,6 +749,62 @@ class TriluNet(nn.Module):
         return self.head(x)
 
 
+class GatedDeltaNet(nn.Module):
+    """qwen3_5_text's linear attention, written here from its aten ops: a causal depthwise Conv1d
+    (padded by k - 1, then sliced) with SiLU, L2-normalised q and k (`x * rsqrt(sum(x * x) + eps)`), a
+    sigmoid beta and a softplus decay, the chunk's cumsum of the decay, pairwise decays exp'd under a
+    triu mask (masked_fill), the UT system masked with `tril(-1)` and applied without a solve (`I -
+    tril`: the same in eager and in both exports), one chunk's attention, a gated RMSNorm and the
+    output projection. Locals are deleted after their last use (the profile cannot see Python's)."""
+
+    def __init__(self, d=64, heads=4, hd=16, chunk=16, kernel=4, layers=2, classes=50):
+        super().__init__()
+        self.h, self.hd, self.c = heads, hd, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * heads * hd, bias=False) for _ in range(layers))
+        self.conv = nn.ModuleList(nn.Conv1d(3 * heads * hd, 3 * heads * hd, kernel, groups=3 * heads * hd,
+                                            padding=kernel - 1, bias=False) for _ in range(layers))
+        self.ab = nn.ModuleList(nn.Linear(d, 2 * heads, bias=False) for _ in range(layers))
+        self.z = nn.ModuleList(nn.Linear(d, heads * hd, bias=False) for _ in range(layers))
+        self.a_log = nn.ParameterList(nn.Parameter(torch.zeros(heads)) for _ in range(layers))
+        self.norm = nn.ParameterList(nn.Parameter(torch.ones(hd)) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(heads * hd, d, bias=False) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(1), persistent=False)
+
+    @staticmethod
+    def _l2(x):
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h, hd = self.h, self.hd
+        for i in range(len(self.qkv)):
+            m = self.conv[i](self.qkv[i](x).transpose(1, 2))[:, :, :s]
+            m = F.silu(m).transpose(1, 2)
+            q, k, v = (t.reshape(b, s, h, hd).transpose(1, 2).contiguous() for t in m.split(h * hd, -1))
+            del m
+            q, k = self._l2(q) * hd ** -0.5, self._l2(k)
+            a, bt = self.ab[i](x).transpose(1, 2).chunk(2, 1)
+            beta = bt.sigmoid()
+            g = (-self.a_log[i].exp()[:, None] * F.softplus(a)).cumsum(-1)
+            del a, bt
+            decay = (g[..., :, None] - g[..., None, :]).masked_fill(self.upper, float("-inf")).exp()
+            kb = k * beta[..., None]
+            ut = (kb @ k.transpose(-1, -2)) * decay
+            t = torch.eye(s) - ut.tril(-1)
+            del ut
+            u = t @ (v * beta[..., None])
+            del t, kb, beta
+            o = ((q @ k.transpose(-1, -2)) * decay) @ u
+            del q, k, v, u, decay, g
+            o = o.transpose(1, 2).reshape(-1, hd)
+            o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm[i]
+            o = o * F.silu(self.z[i](x).reshape(-1, hd))
+            x = x + self.out[i](o.reshape(b, s, h * hd))
+            del o
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -1105,6 +1161,7 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
+    "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),

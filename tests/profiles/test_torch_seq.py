@@ -343,6 +343,22 @@ def test_select_is_a_view_and_a_lost_clone_a_copy(tmp_path):
     assert _cols(a, "select")["fwd_mem_out"] == 96
 
 
+def test_a_lost_clone_read_twice_is_read_at_both_inputs(tmp_path):
+    # `c = t.contiguous(); c * c` under dynamo: the Mul reads the permuted view twice and records
+    # mul(%clone, %clone). Both inputs are the copy (96 B, saved by the Mul); the permuted h is then
+    # freed in forward, where a Mul that still saved the view at input 1 kept h alive to its backward
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "h = aten.matmul.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("Transpose", ["h"], ["t"], perm=[1, 0, 2], name="perm"),
+                     "permute = aten.permute.default(args = (%h, [1, 0, 2]), kwargs = {})"),
+             _record(helper.make_node("Mul", ["t", "t"], ["y"], name="sq"),
+                     "mul = aten.mul.Tensor(args = (%clone, %clone), kwargs = {})")]
+    a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [3, 2, 4], [("w", _w(4, 4))], ["w"], "sq"), loss="mse")
+    h = next(b for b in a.buffers.buffers if b.name == "h")
+    assert a.buffers.steps[h.last].kind == "forward"
+    assert [b.size for b in a.buffers.buffers if b.name.endswith(":clone")] == [96]
+
+
 def test_cumsum_backward_makes_two_temporaries(tmp_path):
     # torch.cumsum's backward flips the gradient and sums it: two temporaries of the input's size
     # (32 B each) besides its gradient (32 B); forward keeps nothing

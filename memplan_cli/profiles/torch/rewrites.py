@@ -34,8 +34,9 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
     call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
     records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
-    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy.
-    Only ops that read their input 0 from outside their own call's decomposition are matched."""
+    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy,
+    at every input its call passes the clone (`x * x`: mul(%clone, %clone)). Only ops that read
+    their input 0 from outside their own call's decomposition are matched."""
     calls = [parse_call(op.call) if op.call else None for op in g.operations]
     names = {c[0] for c in calls if c}
     defs = g.defs()
@@ -56,7 +57,10 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
             made[arg] = y.index
             out.append(EagerOp(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
         uses.setdefault(made[arg], []).append(op.index)
-        out.append(EagerOp(op.index, op.type, [made[arg]] + op.inputs[1:], op.outputs, op.attrs, op.label, op.members))
+        # every input the call passes the same clone (`x * x` of one `.contiguous()`: mul(%clone, %clone))
+        ins = [made[arg] if k == 0 or (v == x and k < len(c[2]) and c[2][k] == arg) else v
+               for k, v in enumerate(op.inputs)]
+        out.append(EagerOp(op.index, op.type, ins, op.outputs, op.attrs, op.label, op.members))
     return out
 
 
