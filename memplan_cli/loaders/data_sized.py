@@ -15,8 +15,14 @@ never from a model's name, and says so:
   their names (the same counts).
 
 Each piece must keep at least one row (memplan sizes no empty tensor), and bound pieces must sum
-to the length. Data-sized ops with no such bound (NonZero, Unique, a Loop's trip count) are left
-to the loader's refusal.
+to the length.
+
+A count whose op guarantees only an upper bound (`data_sized_count`, ONNX NonZero: at most every
+element of its input) is taken at that bound (`at the bound`: every element selected), the most
+the op can return, so the tensors it sizes are at their largest. It is named like a piece (the file's own name where the
+dynamo exporter gives one, on the transposed indices it reads: `u0`; else `<output>_count`) and
+`--dim NAME=N` sets it, from 1 to the bound. Data-sized ops with no bound (Unique, a Loop's trip
+count) are left to the loader's refusal.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import re
 from memplan_cli.loaders.dims import DimsError
 
 RULE = "equal pieces"
+COUNT_RULE = "at the bound"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -80,6 +87,64 @@ def _splits(model, shapes):
         yield node, f["axis"], x[f["axis"]], k
 
 
+def _counts(model, shapes):
+    """(node, fact) of each op whose output count the data decides, with a bound."""
+    from onnx import helper
+
+    from memplan_cli import ops as registry
+
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or not node.input or not node.output:
+            continue
+        fact = registry.source_facts("onnx", node.op_type).get("data_sized_count")
+        x = shapes.get(node.input[0]) if fact is not None else None
+        if x is None or shapes.get(node.output[0]) is not None:
+            continue
+        yield node, fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x)
+
+
+def _count_name(model, node, given) -> str:
+    """The file's name for a count: the dynamo exporter names it on the transposed indices that
+    `torch.nonzero` returns (NonZero, then Transpose), not on NonZero's own output."""
+    out = node.output[0]
+    dims = given.get(out) or ()
+    if len(dims) > 1 and dims[1] and _NAME.match(dims[1]):
+        return dims[1]
+    readers = [n for n in model.graph.node if out in n.input]
+    if len(readers) == 1 and readers[0].output:
+        dims = given.get(readers[0].output[0]) or ()
+        if dims and dims[0] and _NAME.match(dims[0]):
+            return dims[0]
+    return f"{out}_count"
+
+
+def _assume_counts(model, dims, given, value, shapes) -> list:
+    """Each data-sized count at its bound (or --dim's size): its output's shape written into the
+    model's value_info, for inference to follow. Returns the records."""
+    from onnx import TensorProto, helper
+
+    records = []
+    for node, f in list(_counts(model, shapes)):
+        name = _count_name(model, node, given)
+        n = dims.get(name, value.get(name, f["bound"]))
+        what = f"{node.op_type} {node.name or node.output[0]!r}"
+        if not 1 <= n <= f["bound"]:
+            raise DimsError(f"--dim {name}={n}: {what} selects at most {f['bound']:,d} elements of "
+                            f"'{node.input[0]}' (memplan sizes no empty tensor: at least 1)")
+        shape = list(f["leading"])
+        shape.insert(f["dim"], n)
+        for vi in list(model.graph.value_info):
+            if vi.name == node.output[0]:
+                model.graph.value_info.remove(vi)
+        model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
+        if name not in value:
+            records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
+                            "op": node.name or node.output[0], "tensor": node.output[0], "rule": COUNT_RULE,
+                            "bound": f["bound"]})
+        value[name] = n
+    return records
+
+
 def _piece_name(node, k, axis, sizes, given) -> str:
     dims = given.get(node.output[k]) or ()
     name = dims[axis] if axis < len(dims) else None
@@ -97,10 +162,10 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
 
     shapes = _shapes(model)
     found = list(_splits(model, shapes))
-    if not found:
-        return None
     value = {} if value is None else value
-    records = []
+    records = _assume_counts(model, dims, given, value, shapes)
+    if not found and not records:
+        return None
     for i, (node, axis, length, k) in enumerate(found):
         sizes_in = node.input[k]
         names = [_piece_name(node, j, axis, sizes_in, given) for j in range(len(node.output))]
@@ -127,14 +192,19 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
         for j, n in enumerate(names):
             if n not in value:
                 records.append({"name": n, "size": fixed[n], "set_by": "--dim" if n in dims else "assumed",
-                                "op": node.name or node.output[0], "tensor": node.output[j]})
+                                "op": node.name or node.output[0], "tensor": node.output[j], "rule": RULE})
             value[n] = fixed[n]
         const = f"{sizes_in}:assumed_{len(value)}_{i}"
         model.graph.initializer.append(numpy_helper.from_array(np.asarray([fixed[n] for n in names],
                                                                           dtype=np.int64), const))
         node.input[k] = const
     unsized = [o for n in model.graph.node for o in n.output if o and shapes.get(o) is None]
-    return {"rule": RULE, "dims": records, "unsized": unsized}
+    return {"rule": rule_of(records), "dims": records, "unsized": unsized}
+
+
+def rule_of(records) -> str:
+    """The assumptions taken, in one phrase: "equal pieces", "at the bound" or both."""
+    return " and ".join(dict.fromkeys(r["rule"] for r in records))
 
 
 def found_dims(sized: dict | None) -> list[tuple]:

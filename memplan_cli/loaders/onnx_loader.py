@@ -910,8 +910,9 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 break
             # the sizes taken: every tensor they decide is sized by inference again (a second layer
             # of experts, whose input the first one's pieces sized, is found on the next turn)
-            sized = more if sized is None else {**sized, "dims": sized["dims"] + more["dims"],
+            sized = more if sized is None else {"dims": sized["dims"] + more["dims"],
                                                 "unsized": sized["unsized"] + more["unsized"]}
+            sized["rule"] = data_sized.rule_of(sized["dims"])
             model = infer(model)
             if _has_unknown_shapes(model):
                 from memplan_cli.loaders.onnx_fold import fold_shape_computations

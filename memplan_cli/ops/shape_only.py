@@ -18,7 +18,8 @@ Rules:
   are held once for the softmax's and the next MatMul's backward, not twice.
 - ONNX shape inference (with data propagation) already gives every output a static shape; these
   kernels only exist so that `memplan verify` can run the forward pass through them.
-- NonZero is not here: its output shape depends on the data, which a static plan cannot size.
+- NonZero is not here (its output shape depends on the data), except for the bound of its count,
+  which the loader takes under a stated assumption (`data_sized_count`; loaders/data_sized.py).
 FLOPs: one per output element (comparisons, logic, casts); none for the shape ops.
 """
 from __future__ import annotations
@@ -242,9 +243,21 @@ def _constant_of_shape_elements(shape, *_):
 
 # `elements`: from the constant integer inputs (lists, None where not constant), how many elements
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
+def _nonzero_count(attrs: dict, input_shape: tuple) -> dict:
+    """NonZero (`torch.nonzero`, `torch.where(mask)`: a mixture of experts' tokens of one expert, a
+    mask's positions) returns (rank, count) indices; what it guarantees is that the count is at most
+    the input's elements, every one selected. The loader takes that bound unless --dim sets it
+    (loaders/data_sized.py)."""
+    bound = 1
+    for d in input_shape:
+        bound *= int(d)
+    return {"dim": 1, "bound": bound, "leading": (max(len(input_shape), 1),)}
+
+
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
               "Range": {"elements": _range_elements},
-              "ConstantOfShape": {"elements": _constant_of_shape_elements}}
+              "ConstantOfShape": {"elements": _constant_of_shape_elements},
+              "NonZero": {"data_sized_count": _nonzero_count}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
         "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "CastLike": _onnx_cast_like, "IsNaN": _same_type("IsNaN"),
         "IsInf": _onnx_isinf,

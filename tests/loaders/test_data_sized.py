@@ -74,7 +74,7 @@ def test_analyze_says_it_in_one_line_and_the_json(tmp_path):
     doc = json.loads(r.output)
     jsonschema.validate(doc, load_schema("analysis"))
     assert doc["data_sized"]["dims"][2] == {"name": "counts_2", "size": 4, "set_by": "--dim", "op": "a0",
-                                            "tensor": "a2"}
+                                            "tensor": "a2", "rule": "equal pieces"}
     assert [d["size"] for d in doc["data_sized"]["dims"]] == [1, 1, 4]
     assert "2 set by --dim" not in _run("analyze", p, "--dim", "counts_2=4").output  # one of three
     assert "1 set by --dim" in _run("analyze", p, "--dim", "counts_2=4").output
@@ -112,3 +112,49 @@ def test_inspect_lists_the_names(tmp_path):
     doc = json.loads(_run("inspect", _moe(tmp_path), "-f", "json").output)
     jsonschema.validate(doc, load_schema("inspect"))
     assert [d["name"] for d in doc["data_sized"]["dims"]] == ["counts_0", "counts_1", "counts_2"]
+
+
+def _where(tmp_path):
+    """h = x + p (6, 4); the rows whose sum is positive (NonZero of a (6,) mask, Squeeze: `torch.where`)
+    gathered, through a weight, summed over the rows: the count is the data's, at most 6."""
+    rng = np.random.default_rng(6)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "ax1": np.array([1], np.int64), "ax0": np.array([0], np.int64), "zero": np.array(0.0, np.float32)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("ReduceSum", ["x", "ax1"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Squeeze", ["nz", "ax0"], ["rows"]),
+             helper.make_node("Gather", ["h", "rows"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    return save(tmp_path, onnx_model(nodes, [("x", (6, 4))], [("y", (1, 4))], inits), "where.onnx")
+
+
+def test_a_count_is_taken_at_its_bound_and_set_by_dim(tmp_path):
+    p = _where(tmp_path)
+    g = load_model(p)
+    d = g.metadata["data_sized"]
+    assert d["rule"] == "at the bound"
+    assert d["dims"] == [{"name": "nz_count", "size": 6, "set_by": "assumed", "op": "where", "tensor": "nz",
+                          "rule": "at the bound", "bound": 6}]
+    assert next(o.shape for o in g.operands if o.name == "g") == (6, 4)
+    g = load_model(p, dims={"nz_count": 2})
+    assert next(o.shape for o in g.operands if o.name == "g") == (2, 4)
+    r = _run("analyze", p, "--dim", "nz_count=7")
+    assert r.exit_code == 2 and "NonZero 'where' selects at most 6 elements" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = _run("analyze", p, "-O", "adam")
+    assert "note: 1 data-sized dims assumed at the bound (4 tensors); --dim nz_count=N" in r.output, r.output
+    doc = json.loads(_run("analyze", p, "-f", "json").output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert "data-sized count (at most 6) of 'where': nz_count=6" in _run("inspect", p).output
+
+
+def test_verify_and_the_torch_profile_with_a_count(tmp_path):
+    p = _where(tmp_path)
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
+    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
+    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    assert "Gather" in est, est
