@@ -411,9 +411,16 @@ class _Builder:
         return k
 
     def _data_sized(self, name: str) -> None:
-        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why."""
+        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why;
+        or a value that is a sequence of tensors (a Python list of the model: `nonzero(as_tuple=True)`),
+        which memplan does not read."""
         from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
         node = next((n for n in self.model.graph.node if name in n.output), None)
+        vi = self.value_info.get(name)
+        if node is not None and vi is not None and vi.type.HasField("sequence_type"):
+            raise _DataSized(f"'{name}' ({node.op_type} '{node.name}') is a sequence of tensors (a list in "
+                             "the source model), which memplan does not read; memplan needs tensors of static "
+                             "shapes")
         if node is not None and node.op_type in DATA_SIZED_ONNX:
             # a mixture of experts' Split by tokens per expert, a NonZero of a mask
             raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "

@@ -153,3 +153,19 @@ def test_a_count_computed_from_the_data_without_a_bound_is_named_not_called_inva
     msg = str(e.value)
     assert "invalid onnx file" not in msg
     assert "'y' (Unique 'where') has a size computed from the data" in msg and "static shapes" in msg
+
+
+def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
+    # a Python list of the model (Longformer's `nonzero(as_tuple=True)` under TorchScript): an ONNX
+    # sequence, valid, which memplan does not read
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    k = helper.make_tensor("k", TensorProto.INT64, [], [0])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
+             helper.make_node("SequenceAt", ["seq", "k"], ["y"], name="at")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "seq.onnx", m))
+    msg = str(e.value)
+    assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg
