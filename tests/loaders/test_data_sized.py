@@ -158,3 +158,11 @@ def test_verify_and_the_torch_profile_with_a_count(tmp_path):
     r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
     est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
     assert "Gather" in est, est
+
+
+def test_a_fixed_batch_file_is_not_rebatched_past_its_assumed_sizes(tmp_path):
+    # the pieces were taken for the file's batch: another -b would leave them summing to the old length
+    r = _run("analyze", _moe(tmp_path), "-b", "3")
+    assert r.exit_code == 2 and "sizes computed from the data were taken at the file's batch 6" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert _run("analyze", _moe(tmp_path), "-b", "6").exit_code == 0
