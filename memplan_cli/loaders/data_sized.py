@@ -163,8 +163,9 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
     shapes = _shapes(model)
     found = list(_splits(model, shapes))
     value = {} if value is None else value
+    counts = list(_counts(model, shapes))
     records = _assume_counts(model, dims, given, value, shapes)
-    if not found and not records:
+    if not found and not counts:
         return None
     for i, (node, axis, length, k) in enumerate(found):
         sizes_in = node.input[k]

@@ -861,6 +861,16 @@ def _contained(fn, model, what: str):
     return out
 
 
+def _unknown_shapes(model) -> int:
+    """How many node outputs shape inference left without a static shape."""
+    shaped = set()
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim):
+            shaped.add(vi.name)
+    return sum(1 for n in model.graph.node for o in n.output if o and o not in shaped)
+
+
 def _has_unknown_shapes(model) -> bool:
     """Whether shape inference left a node output without a static shape, or with no elements (a
     TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
@@ -911,7 +921,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
         sized, taken = None, {}
-        while _has_unknown_shapes(model):
+        left = _unknown_shapes(model)
+        while left:
             more = data_sized.assume(model, dict(dims or {}), given, taken)
             if more is None:
                 break
@@ -925,6 +936,10 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
                 model, _ = fold_shape_computations(model, _default_opset(model), infer)
+            now = _unknown_shapes(model)
+            if now >= left:  # nothing more sized this turn: what is left stays unsized (refused below)
+                break
+            left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
