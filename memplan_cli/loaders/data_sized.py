@@ -118,13 +118,13 @@ def _count_name(model, node, given) -> str:
     return f"{out}_count"
 
 
-def _assume_counts(model, dims, given, value, shapes) -> list:
-    """Each data-sized count at its bound (or --dim's size): its output's shape written into the
-    model's value_info, for inference to follow. Returns the records."""
+def _assume_counts(model, dims, given, value, counts) -> list:
+    """Each data-sized count (`counts`: _counts()) at its bound (or --dim's size): its output's shape
+    written into the model's value_info, for inference to follow. Returns the records."""
     from onnx import TensorProto, helper
 
     records = []
-    for node, f in list(_counts(model, shapes)):
+    for node, f in counts:
         name = _count_name(model, node, given)
         n = dims.get(name, value.get(name, f["bound"]))
         what = f"{node.op_type} {node.name or node.output[0]!r}"
@@ -152,10 +152,11 @@ def _piece_name(node, k, axis, sizes, given) -> str:
 
 
 def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None) -> dict | None:
-    """Size every data-sized Split of the inferred `model` (changed in place: its sizes input becomes
-    a constant of the sizes taken); `dims` the user's --dim values, `given` file_names(). Returns
-    {"rule", "dims": [{"name", "size", "set_by", "op", "tensor"}], "unsized": [tensor names shape
-    inference left unsized]} or None when there is none. `value`: the sizes taken by an earlier
+    """Size every data-sized Split (its sizes input becomes a constant of the sizes taken) and count
+    (its output's shape written into value_info) of the inferred `model`, changed in place; `dims`
+    the user's --dim values, `given` file_names(). Returns {"rule", "dims": [{"name", "size",
+    "set_by", "op", "tensor", "rule"[, "bound"]}], "unsized": [tensor names shape inference left
+    unsized]} or None when there is none. `value`: the sizes taken by an earlier
     call (a Split whose input a first one's pieces sized: the next layer of experts)."""
     from onnx import numpy_helper
     import numpy as np
@@ -164,7 +165,7 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
     found = list(_splits(model, shapes))
     value = {} if value is None else value
     counts = list(_counts(model, shapes))
-    records = _assume_counts(model, dims, given, value, shapes)
+    records = _assume_counts(model, dims, given, value, counts)
     if not found and not counts:
         return None
     for i, (node, axis, length, k) in enumerate(found):
@@ -174,8 +175,8 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
         fixed.update({n: value[n] for n in names if n in value and n not in fixed})
         free = [n for n in dict.fromkeys(names) if n not in fixed]
         left = length - sum(fixed[n] for n in names if n in fixed)
-        where = f"Split {node.name or node.output[0]!r} cuts {length:,d} rows (axis {axis} of '{node.input[0]}') into " \
-                f"{len(names)} pieces sized from the data"
+        where = (f"Split {node.name or node.output[0]!r} cuts {length:,d} rows (axis {axis} of "
+                 f"'{node.input[0]}') into {len(names)} pieces sized from the data")
         if free:
             share = sum(1 for n in names if n in free)  # a name met twice takes two shares
             base, rem = divmod(left, share) if left > 0 else (0, 0)
