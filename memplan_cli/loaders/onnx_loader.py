@@ -655,7 +655,41 @@ def _export_rewrites(model) -> dict | None:
         for p in vi.metadata_props:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
-    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded}
+    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
+            "unread": _unread_parameters(model, placeholders, folded)}
+
+
+def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
+    """The signature's parameters (targets) of the modules the traced forward never entered: no
+    parameter of the module is held under its name, named by a node's fx call or by a folded
+    constant's record, and no node was recorded inside the module (`pkg.torch.onnx.name_scopes`).
+    Eager holds them all the same (Fuyu's vision embedding under a text-only forward, a decoder's
+    cross-attention without an encoder); the file says nothing of their sizes. A parameter read under
+    another name (a module shared by several parents: torch.export lists every name) or whose op the
+    exporter's optimizer merged with an equal one looks the same."""
+    from memplan_cli.loaders.params import _FX_ARG
+
+    held = {t.name for t in model.graph.initializer}
+    named, scopes = set(), set()
+    for node in model.graph.node:
+        for p in node.metadata_props:
+            if p.key == "pkg.torch.onnx.fx_node":
+                named.update(_FX_ARG.findall(p.value))
+            elif p.key == "pkg.torch.onnx.name_scopes":
+                scopes.update(x.strip().strip("'\"") for x in p.value.strip("[]").split(","))
+    named.update(src for srcs in folded.values() for src in srcs)
+    modules: dict[str, list] = {}
+    for ph, (kind, target) in placeholders.items():
+        if kind == "PARAMETER":
+            modules.setdefault(target.rpartition(".")[0], []).append((ph, target))
+    out = []
+    for module, params in modules.items():
+        if any(t in held or ph in named or t in named for ph, t in params):
+            continue
+        if module and any(s == module or s.startswith(module + ".") for s in scopes):
+            continue
+        out.extend(t for _, t in params)
+    return out
 
 
 def _int_list(v) -> bool:

@@ -194,6 +194,8 @@ class Replay:
         self.trained -= {m for m in masks if opd[m].assumed}
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
+        # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
+        self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
         # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
         # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it
