@@ -42,7 +42,7 @@ def describe(g, model: str, values: int = 8) -> list[str]:
     for op_name, ds in by_op.items():
         sizes = ", ".join(f"{d['name']}={d['size']}" for d in ds)
         rule = ds[0].get("rule", "equal pieces")
-        what = "pieces" if rule == "equal pieces" else f"count (at most {ds[0].get('bound', 0):,d})"
+        what = "pieces" if "bound" not in ds[0] else f"count (at most {ds[0]['bound']:,d})"
         how = "assumed " + rule if all(d["set_by"] == "assumed" for d in ds) else \
             "set by --dim" + (" where given, the rest equal" if len(ds) > 1 else "")
         lines.append(f"  data-sized {what} of {op_name!r}: {sizes} ({how}; --dim NAME=N sets one)")

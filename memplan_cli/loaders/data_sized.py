@@ -21,8 +21,10 @@ A count whose op guarantees only an upper bound (`data_sized_count`, ONNX NonZer
 element of its input) is taken at that bound (`at the bound`: every element selected), the most
 the op can return, so the tensors it sizes are at their largest. It is named like a piece (the file's own name where the
 dynamo exporter gives one, on the transposed indices it reads: `u0`; else `<output>_count`) and
-`--dim NAME=N` sets it, from 1 to the bound. Data-sized ops with no bound (Unique, a Loop's trip
-count) are left to the loader's refusal.
+`--dim NAME=N` sets it, from 1 to the bound. Where the family finds more (NonZero of one class's
+slice of a one-hot: a mixture of experts' `torch.where(one_hot(...)[e])`), the classes' counts sum
+to at most the one-hot's rows, and are taken as equal pieces of them (`share`). Data-sized ops with
+no bound (Unique, a Loop's trip count) are left to the loader's refusal.
 """
 from __future__ import annotations
 
@@ -87,12 +89,52 @@ def _splits(model, shapes):
         yield node, f["axis"], x[f["axis"]], k
 
 
+class _View:
+    """What an op family's `data_sized_count` may read of the graph around an op: each value's
+    producer (type, attributes, inputs), a small constant's value, a static shape."""
+
+    def __init__(self, model, shapes):
+        from onnx import helper, numpy_helper
+
+        self._nodes, self._values, self._shapes = {}, {}, shapes
+        for t in model.graph.initializer:
+            if len(t.raw_data) + 8 * len(t.int64_data) + 4 * len(t.int32_data) <= 1 << 15:
+                try:
+                    self._values[t.name] = numpy_helper.to_array(t)
+                except Exception:  # noqa: BLE001 - stripped or odd data: no value
+                    pass
+        for n in model.graph.node:
+            attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+            if n.op_type == "Constant" and n.output and "value" in attrs:
+                try:
+                    self._values[n.output[0]] = numpy_helper.to_array(attrs["value"])
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            for o in n.output:
+                self._nodes[o] = {"type": n.op_type, "attrs": attrs, "inputs": list(n.input)}
+
+    def node(self, name):
+        return self._nodes.get(name)
+
+    def value(self, name):
+        return self._values.get(name)
+
+    def shape(self, name):
+        return self._shapes.get(name)
+
+    def rank(self, name):
+        s = self._shapes.get(name)
+        return None if s is None else len(s)
+
+
 def _counts(model, shapes):
     """(node, fact) of each op whose output count the data decides, with a bound."""
     from onnx import helper
 
     from memplan_cli import ops as registry
 
+    view = None
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx") or not node.input or not node.output:
             continue
@@ -100,7 +142,8 @@ def _counts(model, shapes):
         x = shapes.get(node.input[0]) if fact is not None else None
         if x is None or shapes.get(node.output[0]) is not None:
             continue
-        yield node, fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x)
+        view = view or _View(model, shapes)
+        yield node, fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0])
 
 
 def _count_name(model, node, given) -> str:
@@ -126,7 +169,7 @@ def _assume_counts(model, dims, given, value, counts) -> list:
     records = []
     for node, f in counts:
         name = _count_name(model, node, given)
-        n = dims.get(name, value.get(name, f["bound"]))
+        n = dims.get(name, value.get(name, f.get("share", f["bound"])))
         what = f"{node.op_type} {node.name or node.output[0]!r}"
         if not 1 <= n <= f["bound"]:
             raise DimsError(f"--dim {name}={n}: {what} selects at most {f['bound']:,d} elements of "
@@ -139,8 +182,8 @@ def _assume_counts(model, dims, given, value, counts) -> list:
         model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:
             records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
-                            "op": node.name or node.output[0], "tensor": node.output[0], "rule": COUNT_RULE,
-                            "bound": f["bound"]})
+                            "op": node.name or node.output[0], "tensor": node.output[0],
+                            "rule": RULE if "share" in f else COUNT_RULE, "bound": f["bound"]})
         value[name] = n
     return records
 

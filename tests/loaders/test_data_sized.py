@@ -166,3 +166,44 @@ def test_a_fixed_batch_file_is_not_rebatched_past_its_assumed_sizes(tmp_path):
     assert r.exit_code == 2 and "sizes computed from the data were taken at the file's batch 6" in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert _run("analyze", _moe(tmp_path), "-b", "6").exit_code == 0
+
+
+def _one_hot_where(tmp_path, kind):
+    """Mixtral's expert loop for one expert: the tokens of expert 1's slice of a one-hot of the
+    routing (6 tokens, top-2, 4 experts), `torch.where(one_hot(ids, 4).permute(2, 1, 0)[1])`, as
+    TorchScript writes one_hot (`onehot`: OneHot) or the dynamo exporter (`equal`: Equal with an
+    arange); `other`: an Equal with a constant that is no arange (no one-hot: the bound)."""
+    rng = np.random.default_rng(8)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "e": np.array(1, np.int64), "one": np.array(1, np.int64), "ax0": np.array([0], np.int64),
+             "axl": np.array([-1], np.int64)}
+    if kind == "onehot":
+        inits.update(depth=np.array(4, np.int64), values=np.array([0, 1], np.int64))
+        hot = [helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=-1)]
+    else:
+        inits["r"] = np.arange(4, dtype=np.int64) if kind == "equal" else np.array([0, 2, 2, 3], np.int64)
+        hot = [helper.make_node("Unsqueeze", ["ids", "axl"], ["idu"]),
+               helper.make_node("Equal", ["idu", "r"], ["hot"])]
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]), *hot,
+             helper.make_node("Transpose", ["hot"], ["perm"], perm=[2, 1, 0]),
+             helper.make_node("Gather", ["perm", "e"], ["slice"], axis=0),
+             helper.make_node("Cast", ["slice"], ["mask"], to=TensorProto.BOOL),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Gather", ["nz", "one"], ["tok"], axis=0),
+             helper.make_node("Gather", ["h", "tok"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    m = onnx_model(nodes, [("x", (6, 4)), ("ids", (6, 2), TensorProto.INT64)], [("y", (1, 4))], inits)
+    return save(tmp_path, m, f"{kind}.onnx")
+
+
+@pytest.mark.parametrize("kind,size,rule", [("onehot", 3, "equal pieces"), ("equal", 3, "equal pieces"),
+                                            ("other", 12, "at the bound")])
+def test_a_one_hot_class_slice_takes_an_equal_share(tmp_path, kind, size, rule):
+    # each row of a one-hot has at most one nonzero: the 4 experts' counts sum to at most the 12
+    # rows (6 tokens x top-2), taken as equal pieces; any other mask is taken at its bound
+    g = load_model(_one_hot_where(tmp_path, kind))
+    (d,) = g.metadata["data_sized"]["dims"]
+    assert (d["size"], d["rule"], d["bound"]) == (size, rule, 12)
+    assert next(o.shape for o in g.operands if o.name == "g") == (size, 4)
+    check_verify(_one_hot_where(tmp_path, kind), "-O", "adam")
