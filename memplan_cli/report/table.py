@@ -368,6 +368,17 @@ def own_rule_lines(figures: dict) -> list[str]:
     return out
 
 
+def data_sized_note(doc: dict) -> str:
+    """The note naming the assumption under which sizes the data decides were taken."""
+    ds = doc.get("data_sized")
+    if not ds:
+        return ""
+    dims = ds["dims"]
+    given = sum(1 for d in dims if d["set_by"] == "--dim")
+    how = f"assumed {ds['rule']}" + (f", {given} set by --dim" if given else "")
+    return f"{len(dims)} data-sized dims {how} ({ds['tensors']} tensors); --dim {dims[0]['name']}=N"
+
+
 def merged_norm_note(doc: dict) -> str:
     """The note naming normalisations whose scale and shift a converter merged into the next layer."""
     merged = (doc.get("parameters") or {}).get("merged_normalizations") or []
@@ -398,7 +409,7 @@ class TableReporter(Reporter):
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
-        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc)):
+        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc), data_sized_note(doc)):
             if note:
                 con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:
