@@ -678,6 +678,20 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
         coverage_line(unread["coverage"])
 
 
+def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
+    # a TorchScript export (no graph signature) holds only what its trace read: the JSON says so
+    listed, _ = _torch(_with_unread(tmp_path, "listed"))
+    import onnx
+
+    m = onnx.load(_with_unread(tmp_path, "plain"))
+    del m.graph.metadata_props[:]
+    path = str(tmp_path / "ts.onnx")
+    onnx.save(m, path)
+    plain, _ = _torch(path)
+    assert "parameters no op reads" in plain["not_modelled"]
+    assert "parameters no op reads" not in listed["not_modelled"]
+
+
 @pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])
 def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_path, how):
     # tied or merged parameters: a node's aten call names the placeholder; an op the exporter rewrote
