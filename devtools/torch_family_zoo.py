@@ -968,6 +968,43 @@ class WSVariantNet(nn.Module):
         return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
 
 
+class GainConv(nn.Conv2d):
+    """A convolution whose weight is computed each step by a plain product with a per-output gain (no
+    standardisation): `weight * gain`."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.gain, self.bias, self.stride, self.padding, groups=self.groups)
+
+
+class WSStridedNet(nn.Module):
+    """A computed weight on a convolution whose input needs its gradient and whose backward is where the
+    step peaks: a plain stem, then a 3x3 stride-2 convolution of 32 -> 64 channels at 32 x 32 (its
+    first backward phase, the input's gradient, is the largest), then a 1x1; each of the latter two
+    computes its weight every step (`conv`: "scaled" timm's ScaledStdConv2d with a bias, "std" StdConv2d
+    without one, "gain" GainConv without one)."""
+
+    def __init__(self, conv="scaled", c=32, classes=10):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d
+
+        make = {"scaled": lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, eps=1e-5),
+                "std": lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, bias=False, eps=1e-8),
+                "gain": lambda i, o, k, s=1: GainConv(i, o, k, stride=s, padding=k // 2, bias=False)}[conv]
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = make(c, 2 * c, 3, 2)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = F.silu(self.stem(x))
+        x = F.silu(self.c1(x))
+        return self.head(F.silu(self.c2(x)).mean((2, 3)))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -1188,6 +1225,7 @@ FAM = {
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",

@@ -28,6 +28,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
+# - "dw_inputs": with "bwd_scratch_dw", the input positions whose gradient the second phase makes
+#   (a convolution's weight and bias), whether a parameter or a tensor computed each step;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
 # - "only_for_outputs": {input position: output positions}: that input makes only those outputs, so

@@ -504,6 +504,10 @@ class Replay:
             tmp.append(copy)
         mode = f.get("grad", "new")
         det = op.attrs.get("detached", ())
+        # inputs whose gradient the kernel's second phase makes, a parameter or a computed tensor alike
+        # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
+        # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
+        late = set(f.get("dw_inputs", ())) if s_dw != s else set()
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
                 continue
@@ -545,13 +549,14 @@ class Replay:
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+            at = s_dw if k in late else s
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
             dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
                 tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
-            self.deliver(v, gx, dense, s, made, tmp, op.label,
+            self.deliver(v, gx, dense, at, made, tmp, op.label,
                          strides=None if dense else self.grad_strides.get(outs[0]) if outs else None)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
@@ -561,8 +566,8 @@ class Replay:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
-        dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
-        dw = any(v in trained for v in op.inputs)
+        dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
+        dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
