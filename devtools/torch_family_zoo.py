@@ -5,8 +5,8 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
-with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), and antialiased resizing of a
-learned position table.
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
+learned position table, and segment reductions by `scatter_reduce` (amax / amin).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1086,6 +1086,28 @@ class GemmGroupedNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class SegmentReduceNet(nn.Module):
+    """Tokens pooled into segments by `scatter_reduce` (amax / amin), as TAPAS reduces its table cells:
+    a projection, each feature's max (or min) over the tokens of a segment (fixed segment ids, a buffer),
+    read back at each token (gather) and multiplied in, then a head. The reduction's backward shares dY
+    among the values equal to the result (derivatives.yaml's scatter_reduce_backward)."""
+
+    def __init__(self, reduce="amax", include_self=True, d=64, wide=512, segs=4, tokens=16, classes=50):
+        super().__init__()
+        self.reduce, self.include_self, self.segs = reduce, include_self, segs
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+        # each feature's segment ids, stored whole: a view of a smaller buffer would reach the export
+        # as a folded expand whose broadcast dims are not recorded
+        self.register_buffer("seg", (torch.arange(tokens) % segs).view(1, -1, 1).repeat(1, 1, wide))
+
+    def forward(self, x):
+        h = self.up(x)
+        idx = self.seg.expand(h.shape[0], -1, -1)
+        base = h.new_zeros(h.shape[0], self.segs, h.shape[2])
+        pooled = base.scatter_reduce(1, idx, h, self.reduce, include_self=self.include_self)
+        return self.head(h * pooled.gather(1, idx))
+
+
 class MoESplit(nn.Module):
     """A mixture of experts with top-k routing, the tokens sorted by expert and split by each
     expert's count (JetMoE's and MegaBlocks' `split_with_sizes`: sizes computed from the data)."""
@@ -1167,6 +1189,9 @@ SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
+    "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
+    "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
+    "fam_segmax_excl": ("scatter", lambda: SegmentReduceNet("amax", include_self=False), SEQ),
     "fam_groupnorm_1d": ("groupnorm", lambda: GN1d(), (1, 400)),
     "fam_alibi": ("attention", lambda: AttnLM(AlibiAttention), SEQ),
     "fam_bmm_attn": ("attention", lambda: AttnLM(BmmAttention), SEQ),

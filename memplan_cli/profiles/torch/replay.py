@@ -3,8 +3,10 @@ optimizer, each a phase of `Replay` over the eager ops (`rewrites.eager_ops`). T
 are the package docstring's."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
+from memplan_cli.ir.graph import FOLDED_CALLS
 from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, TRANSPOSE, WEIGHT_MATMULS
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
@@ -70,9 +72,14 @@ class Replay:
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
+        # eager ops on constants that memplan folded at load (opgraph/fold.py): not replayed; a result
+        # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
+        read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
         self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
-                                           if op.attrs.get(ESTIMATED)}}
+                                           if op.attrs.get(ESTIMATED)},
+                             "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
+                                             if not read & set(c["outputs"]) and not _a_view(c["type"])]}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []
@@ -739,3 +746,9 @@ def cast_grad(x, y) -> bool:
     """Whether the gradient y hands on to x needs autograd's cast: float tensors of different dtypes."""
     floats = ("float16", "bfloat16", "float32", "float64")
     return x.dtype != y.dtype and x.dtype in floats and y.dtype in floats
+
+
+def _a_view(op_type: str) -> bool:
+    """The op's family says it is a view in eager (slice, transpose, expand): it makes no tensor."""
+    f = ops.profile_facts("torch", op_type)
+    return isinstance(f, dict) and bool(f.get("view"))
