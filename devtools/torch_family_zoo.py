@@ -695,6 +695,60 @@ class DeltaLoopNet(nn.Module):
         return self.head(x + self.out(y))
 
 
+class ChunkStateNet(nn.Module):
+    """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
+    block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
+    chunks are written in place (`out[:, :, i] = ...`: one select_scatter each under dynamo), the
+    state read by two matmuls per chunk and updated from k^T v. The blocks make equal fills, which
+    the dynamo exporter folds and merges into one constant per kind."""
+
+    def __init__(self, d=64, heads=4, chunk=8, layers=2, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd, n = d // self.h, s // self.c
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4).reshape(3, b, self.h, n, self.c, hd)
+            state = torch.zeros(b, self.h, hd, hd)
+            o = torch.zeros_like(v)
+            for i in range(n):
+                o[:, :, i] = q[:, :, i] @ state + (k[:, :, i] @ state) * v[:, :, i]
+                state = state + k[:, :, i].transpose(-1, -2) @ v[:, :, i]
+            x = x + out(o.reshape(b, self.h, s, hd).transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
+
+
+class TriluNet(nn.Module):
+    """torch.tril / triu on activations: linear attention's causal mask of (B, H, S, S) scores
+    written with tril (`scores.tril(k)`, no softmax), and the strictly upper part of a second
+    score map with triu(1) (of the scores themselves for k > 0, else of their sigmoid). `k`: the
+    diagonal offset of the scores' mask."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50, k=0):
+        super().__init__()
+        self.h, self.k = heads, k
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            scores = (q @ k.transpose(-1, -2)).tril(self.k)
+            del q, k  # no local outlives its last use (the profile cannot see Python's locals)
+            a = scores + (scores.triu(1) if self.k > 0 else torch.sigmoid(scores).triu(1))
+            del scores
+            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            del a, v
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -939,6 +993,83 @@ class GemmGroupedNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class MoESplit(nn.Module):
+    """A mixture of experts with top-k routing, the tokens sorted by expert and split by each
+    expert's count (JetMoE's and MegaBlocks' `split_with_sizes`: sizes computed from the data)."""
+
+    def __init__(self, d, experts=4, k=2, hidden=128, index_add=False, router_bias=None):
+        super().__init__()
+        self.e, self.k, self.index_add = experts, k, index_add
+        self.router = nn.Linear(d, experts, bias=router_bias is not None)
+        if router_bias is not None:  # a skewed routing: most tokens go to the experts it favours
+            with torch.no_grad():
+                self.router.bias.copy_(torch.tensor(router_bias))
+        self.w1 = nn.Parameter(torch.randn(experts, hidden, d) * 0.05)
+        self.w2 = nn.Parameter(torch.randn(experts, d, hidden) * 0.05)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = x.reshape(b * s, d)
+        gates, idx = self.router(t).softmax(-1).topk(self.k, -1)
+        order = idx.reshape(-1).sort()[1]
+        token = order // self.k
+        counts = F.one_hot(idx, self.e).sum((0, 1)).tolist()
+        pieces = t[token].split(counts, 0)
+        ys = [F.linear(F.gelu(F.linear(p, self.w1[n])), self.w2[n]) for n, p in enumerate(pieces)]
+        y = torch.cat(ys) * gates.reshape(-1)[order, None]
+        if self.index_add:  # JetMoE's combine (the dynamo exporter writes an index_put that accumulates)
+            return torch.zeros_like(t).index_add(0, token, y).view(b, s, d)
+        # back to (token, choice) order and summed over the choices (TorchScript cannot export an
+        # index_add with repeated indices)
+        inv = torch.empty_like(order).scatter(0, order, torch.arange(order.numel()))
+        return y[inv].view(b, s, self.k, d).sum(2)
+
+
+class MoEWhere(MoESplit):
+    """The same routing written as Mixtral's loop: each expert takes the tokens `torch.where` finds
+    in its slice of the one-hot mask (NonZero: a count computed from the data)."""
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = x.reshape(b * s, d)
+        gates, idx = self.router(t).softmax(-1).topk(self.k, -1)
+        mask = F.one_hot(idx, self.e).permute(2, 1, 0)
+        out = torch.zeros_like(t)
+        for n in range(self.e):
+            pos, tok = torch.where(mask[n])
+            y = F.linear(F.gelu(F.linear(t[tok], self.w1[n])), self.w2[n]) * gates[tok, pos, None]
+            out = out.index_add(0, tok, y)
+        return out.view(b, s, d)
+
+
+class MoELM(AttnLM):
+    """AttnLM whose MLPs are mixtures of experts (`moe`: MoESplit or MoEWhere)."""
+
+    def __init__(self, moe, d=64, layers=2, **kw):
+        super().__init__(BmmAttention, d=d, layers=layers)
+        self.mlp = nn.ModuleList(moe(d, **kw) for _ in range(layers))
+
+
+class TallKernelNet(nn.Module):
+    """Convolutions whose kernel is taller than their input and whose weight's gradient AVX2's oneDNN
+    kernel would take (8 channels per group; 8 input channels, ungrouped): a 5x5 over 4 x 4 with 32
+    groups, a 3x3 over 2 x 2 with 64 groups, an ungrouped 3x3 over 2 x 2 from 8 channels, each with
+    BatchNorm and ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=False), nn.BatchNorm2d(o), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), unit(32, 256, 3, 4, 1), unit(256, 256, 5, 1, 32),
+                                  unit(256, 512, 1, 2, 1), unit(512, 512, 3, 1, 64), unit(512, 8, 1, 1, 1),
+                                  unit(8, 64, 3, 1, 1))
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -971,8 +1102,18 @@ FAM = {
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
+    "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
+    "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
+    "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
+    "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
+    "fam_moe_where": ("moe", lambda: MoELM(MoEWhere), SEQ),
+    "fam_moe_split_add": ("moe", lambda: MoELM(MoESplit, index_add=True), SEQ),
+    "fam_moe_split_skew": ("moe", lambda: MoELM(MoESplit, router_bias=(2.0, 1.0, 0.0, 0.0)), SEQ),
+    "fam_moe_split_wide_skew": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512,
+                                                     router_bias=(2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)), SEQ),
+    "fam_moe_split_wide": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512), SEQ),
     "fam_buffer_mask_long": ("buffer", lambda: AttnLM(lambda d, h: BufferMaskAttention(d, h, 1024)), SEQ),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
@@ -982,6 +1123,7 @@ FAM = {
     **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),

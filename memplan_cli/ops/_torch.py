@@ -55,7 +55,14 @@ VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Va
 # itself (profiles/torch/rewrites.py `inplace_writes`; its facts: ops/scatter.py)
 INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"), "attr": "inplace",
                  # `x[..., i, :n] = v`: a slice_scatter into `select(x, i)`, written back by a select_scatter
-                 "select": "select", "select_back": "select_scatter"}
+                 "select": "select", "select_back": "select_scatter",
+                 # `x[:, i] = v` alone: one select_scatter, a ScatterElements (rewrites._selected_rows)
+                 "row_type": "ScatterElements"}
+# aten's factory functions (fx kinds): each call returns a new tensor, so equal fills the dynamo
+# exporter folded and merged are one tensor per call in eager (profiles/torch/rewrites.py
+# `merged_duplicates`); views of a shared tensor (a rotary table's `unsqueeze`) are not among them
+FILLS = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+                   "new_zeros", "new_ones", "new_full", "new_empty", "eye", "arange", "scalar_tensor"})
 # max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
 # an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}

@@ -941,6 +941,8 @@ def _gemm_weights(op, operands) -> bool:
     if op.type == "DepthwiseConv2D":
         return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
+    if _avx2_weights_refused(op, operands):
+        return True
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
         # ResNeXt's first stage has, takes gemm; 16 and 24 per group do not)
@@ -954,6 +956,23 @@ def _gemm_weights(op, operands) -> bool:
         if q["sh"] > 1 or q["ekh"] > q["ih"]:
             return True
     return kw > 14
+
+
+def _avx2_weights_refused(op, operands) -> bool:
+    """The weight's gradient of a channels-first Conv2D that AVX-512's jit kernel leaves to AVX2's
+    (channels per group in blocks of 8 but not 16, grouped; 4 to 15 input channels, ungrouped) on a
+    kernel taller than the input: AVX2's init_conf (jit_avx2_conv_bwd_weights_kernel_f32, its
+    `[bwd_w:r2]` kh <= ih) refuses it, and gemm_convolution_bwd_weights runs (measured: 3x3 on 2 rows,
+    5x5 on 4, 7x7 on 6, with 8 and 24 channels per group and ungrouped with 8; 5x5 on 5 rows and 16
+    per group stay jit)."""
+    if op.type != "Conv2D" or op.attrs.get("layout", "NCHW") != "NCHW":
+        return False
+    q = _wgeom(op, operands)
+    if q["g"] > 1:
+        avx2 = q["ic"] % 8 == 0 and q["oc"] % 8 == 0 and (q["ic"] % BLOCK or q["oc"] % BLOCK)
+    else:
+        avx2 = 4 <= q["ic"] < BLOCK
+    return bool(avx2) and q["kh"] > q["ih"]
 
 
 def _gemm_weights_scratch(op, operands) -> int:

@@ -16,10 +16,15 @@ self: grad.scatter(dim, index, 0); src: grad.gather(dim, index)). Indices of bat
 batched updates (a re-batched export whose index constant was made at batch 1) apply to every
 sample: a batch-1 file has one row of them, the same for each sample; a constant `data` made at
 the file's batch (zeros the exporter folded) grows with the updates.
+`--profile torch`: an out-of-place ScatterND of reduction add is eager's index_add (the dynamo
+exporter's decomposition: an accumulating index_put), which keeps its index and source; one of
+reduction none recording index_put keeps its indices (docs/torchprof.md, "Sizes computed from the data").
 Reductions "mul", "max", "min" are refused (their gradient needs the values; no export met writes them).
 FLOPs: forward |updates| (data copied), backward |updates| (the gather) for updates and |Y| for data.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -193,7 +198,22 @@ def _torch_nd(op) -> dict | None:
     not worked out (within 0.7 % on the network built for it).
     Where the write made its data (a fresh `new_empty`: input 0 dropped), the result is freed in the
     op. Other ScatterNDs: no facts (the general rule)."""
-    if not op.attrs.get("inplace") or str(op.attrs.get("reduction", "none")) != "none":
+    call = getattr(op, "call", "") or ""
+    if not op.attrs.get("inplace"):
+        if call and not re.search(r"= aten\.index_(put|add)\b", call):
+            return None  # another call written as a ScatterND (a functional scatter): the general rule
+        # out of place, reduction add: eager's index_add, which the dynamo exporter decomposes into
+        # index_put(..., accumulate=True) (torch/_decomp `_index_add`) and TorchScript cannot export.
+        # IndexAddBackward0 keeps the index and the source (derivatives.yaml: self: grad; source:
+        # grad.index_select(dim, index).expand_as(source), which needs the source itself)
+        if str(op.attrs.get("reduction", "none")) == "add":
+            return {"saves": (("in1", "any"), ("in2", "any")), "grad_shared": (0,)}
+        # reduction none: index_put; IndexPutBackward0 keeps the indices only: self:
+        # grad.index_put(indices, zeros_like(values), false), values: grad.index(indices)
+        if str(op.attrs.get("reduction", "none")) == "none":
+            return {"saves": (("in1", "any"),), "bwd_tmp": (("in2?g0",),)}
+        return None
+    if str(op.attrs.get("reduction", "none")) != "none":
         return None
     if op.inputs[0] < 0:
         return {"saves": (), "bwd_tmp": (("out0",),)}

@@ -59,7 +59,7 @@ class CheapRecompute(Pass):
 
     name = "cheap-recompute"
     reads = frozenset({"graph", "config", "extras", "fwd", "grad", "rules", "persistent", "fed", "live_out"})
-    writes = frozenset({"steps", "tensors", "aliases", "cheap_recomputed"})
+    writes = frozenset({"steps", "tensors", "aliases", "cheap_recomputed", "cheap_copies"})
 
     def __init__(self, policy, enabled: bool = True):
         self.policy = policy
@@ -238,4 +238,5 @@ class CheapRecompute(Pass):
             st.label = s.label
             st.subst = {**(getattr(s, "subst", None) or {}), **sub}
         tg.cheap_recomputed = recomputed
+        tg.cheap_copies = {c: y for y, c in copy.items()}
         return True

@@ -158,6 +158,7 @@ class TrainingGraph:
     accumulate_grad: dict[int, list[tuple[int, int, bool]]] = field(default_factory=dict)
     remat: Recomputation | None = None  # what a remat plan dropped and recomputed
     cheap_recomputed: list[str] = field(default_factory=list)  # forward results cheap recompute copies
+    cheap_copies: dict[int, int] = field(default_factory=dict)  # cheap recompute's copy -> its original
     # set by the pipeline's caller after the passes (passes/pipeline.py)
     ran: list[tuple[str, bool]] = field(default_factory=list)  # (pass name, changed anything)
     policy: object = None  # the passes.policy.Policy the passes ran with

@@ -111,10 +111,9 @@ def own_rule_figures(bl, flops: dict | None) -> dict:
     out: dict = {}
     names = list(tg.cheap_recomputed)
     if names:
-        copies = {f"{n}@recompute" for n in names}
         added = 0
         for s in tg.steps:
-            if s.kind == "forward" and any(tg.tensors[t].name in copies for t in s.writes):
+            if s.kind == "forward" and any(t in tg.cheap_copies for t in s.writes):
                 fig = op_flops(tg.graph.operations[s.op], tg.graph.operands)
                 added += fig[0] if fig is not None else 0
         rec = {"results": names, "flops": added}

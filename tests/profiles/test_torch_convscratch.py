@@ -257,6 +257,31 @@ def test_grouped_convolution_no_jit_kernel_blocks_runs_gemm(cfg, fwd, peak):
     assert _bwd_peak(op, opd, True) == peak
 
 
+@pytest.mark.parametrize("cfg,peak,gemm", [
+    # n, c, h, k, groups -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=..,s=1,
+    # p=<k//2>,g=.." --verbose`; AVX2's weight-gradient kernel (8 or 24 channels per group; 4 to 15
+    # input channels ungrouped) refuses a kernel taller than the input, and gemm runs
+    ((4, 672, 4, 5, 84), 2_875_776, True),   # EfficientNet-B0 g8's last stage at 64 x 64
+    ((4, 64, 2, 3, 8), 97_920, True), ((4, 64, 6, 7, 8), 595_584, True), ((4, 96, 4, 5, 4), 1_215_616, True),
+    ((4, 672, 8, 5, 84), 2_604_672, False),  # 8 rows: AVX2's
+    ((4, 64, 5, 5, 8), 128_512 - 256, False)])  # as tall as the input: AVX2's (256 B of it not counted)
+def test_avx2_weight_gradient_of_a_kernel_taller_than_its_input_runs_gemm(cfg, peak, gemm):
+    n, c, h, k, g = cfg
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, c // g, k, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, h, h))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (k, k), "stride": (1, 1), "dilation": (1, 1), "group": g,
+                                                 "layout": "NCHW", "pads": (k // 2,) * 4})
+    assert conv._gemm_weights(op, opd) == gemm
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_avx2_weight_gradient_ungrouped_kernel_taller_than_its_input_runs_gemm():
+    # n=4,c=8,h=4,o=32,k=5,s=1,p=2: 8 input channels take AVX2's kernel, which refuses 5 rows over 4
+    op, opd = _op(4, 8, 4, 32, 5, 1, 2)
+    assert conv._gemm_weights(op, opd)
+    assert _bwd_peak(op, opd, True) == 143_232
+
+
 def test_grouped_convolution_in_blocks_of_4_keeps_the_jit_kernels():
     opd = [Operand(0, "x", (2, 64, 8, 8)), Operand(1, "w", (64, 4, 3, 3), is_const=True),
            Operand(2, "b", (64,), is_const=True), Operand(3, "y", (2, 64, 8, 8))]

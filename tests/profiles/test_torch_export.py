@@ -647,3 +647,52 @@ def test_a_module_buffer_read_through_folded_slices_is_held(tmp_path):
     # eager's module holds the whole table the step long; the slice of it is a view
     t, _ = _torch(_sliced_buffer(tmp_path, "listed", listed=True))
     assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64 * 4
+
+
+def _with_unread(tmp_path, name, listed=(), calls=None, scopes=None):
+    """One 16 -> 16 linear `l1` read by a MatMul; `listed`: more parameters the graph signature lists,
+    which no initializer holds; `calls` / `scopes`: the MatMul's recorded fx call and name scopes."""
+    nodes = [helper.make_node("MatMul", ["x", "l1.weight"], ["y"], name="node_linear")]
+    if scopes:
+        p = nodes[0].metadata_props.add()
+        p.key, p.value = "pkg.torch.onnx.name_scopes", repr(scopes)
+    return _dynamo_file(tmp_path, name, nodes, [("l1.weight", _w(16, 16))], [2, 16], [2, 16],
+                        ["l1.weight", *listed], calls={"node_linear": calls} if calls else None)
+
+
+def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
+    # Fuyu's vision embedding under a text-only forward: eager holds it, the file has no size for it;
+    # the figure is the file's, and the report names what it leaves out
+    from memplan_cli.report.table import torch_unread_note
+
+    plain, _ = _torch(_with_unread(tmp_path, "plain"))
+    unread, a = _torch(_with_unread(tmp_path, "unread", ["vision.weight", "vision.bias"]))
+    assert unread["peak"] == plain["peak"]
+    assert unread["coverage"]["unread_parameters"] == ["vision.weight", "vision.bias"]
+    assert "unread_parameters" not in plain["coverage"]
+    note = torch_unread_note({"figures": {"torch": unread}})
+    assert note.startswith("not counted: 2 parameter(s) no op of the file reads (vision)")
+    from memplan_cli.profiles.torch import coverage_line
+
+    assert "not counted: 2 parameter(s) of 1 module(s) no op of the file reads (vision)" in \
+        coverage_line(unread["coverage"])
+
+
+@pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])
+def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_path, how):
+    # tied or merged parameters: a node's aten call names the placeholder; an op the exporter rewrote
+    # was recorded inside the module; a folded constant's record names the parameter
+    calls = _fx("linear.default", "%x, %p_l1_weight, %p_l2_weight") if how == "fx call" else None
+    scopes = ["", "l2", "linear"] if how == "name scope" else None
+    path = _with_unread(tmp_path, how.replace(" ", "_"), ["l2.weight"], calls, scopes)
+    if how == "folded":
+        import onnx
+
+        m = onnx.load(path)
+        vi = helper.make_tensor_value_info("l1.weight", F, [16, 16])
+        p = vi.metadata_props.add()
+        p.key, p.value = FOLDED, "['l2.weight']"
+        m.graph.value_info.append(vi)
+        onnx.save(m, path)
+    t, _ = _torch(path)
+    assert "unread_parameters" not in t["coverage"]

@@ -7,19 +7,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from memplan_cli.analysis import analyze  # noqa: E402
 from memplan_cli.config import TrainConfig  # noqa: E402
-
-
-def _model(tmp_path, nodes, x_shape, y_shape, inits, name="m.onnx"):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    path = tmp_path / name
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
+from tests.ops.gradcheck import onnx_model, save  # noqa: E402
 
 
 def _group_norm(tmp_path, n=4, c=32, h=16, groups=4, affine=True):
@@ -40,7 +32,7 @@ def _group_norm(tmp_path, n=4, c=32, h=16, groups=4, affine=True):
                   helper.make_node("Add", ["m", "gb3"], ["y"])]
         inits.update({"gw": np.ones(c, np.float32), "gb": np.zeros(c, np.float32),
                       "ax": np.array([1, 2], np.int64)})
-    return _model(tmp_path, nodes, (n, c, h, h), (n, c, h, h), inits)
+    return save(tmp_path, onnx_model(nodes, [("x", (n, c, h, h))], [("y", (n, c, h, h))], inits))
 
 
 def _cols(path, **cfg):
@@ -83,7 +75,8 @@ def test_group_norm_of_one_group_per_channel_without_the_reshape_back(tmp_path):
     inits = {"cw": np.zeros((8, 8, 1), np.float32), "s1": np.array([4, 8, -1], np.int64),
              "ones": np.ones(8, np.float32), "zeros": np.zeros(8, np.float32),
              "gw": np.ones((8, 1), np.float32), "gb": np.zeros((8, 1), np.float32)}
-    a, cols = _cols(_model(tmp_path, nodes, (4, 8, 10), (4, 8, 10), inits), batch_size=4)
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 10))], [("y", (4, 8, 10))], inits))
+    a, cols = _cols(path, batch_size=4)
     gn = [v for k, v in cols.items() if k.split()[1] in ("Reshape", "InstanceNormalization", "Mul", "Add")]
     assert sum(v["fwd_mem_out"] for v in gn) == 4 * 8 * 10 * 4
     assert sum(v["fwd_mem_tmp"] for v in gn) == 2 * 4 * 8 * 4
@@ -99,9 +92,8 @@ def test_an_op_without_torch_facts_is_estimated_and_named(tmp_path):
 
     nodes = [helper.make_node("Conv", ["x", "cw"], ["a"], kernel_shape=[1, 1]),
              helper.make_node("InstanceNormalization", ["a", "s", "b"], ["y"])]
-    path = _model(tmp_path, nodes, (2, 8, 4, 4), (2, 8, 4, 4),
-                  {"cw": np.zeros((8, 8, 1, 1), np.float32), "s": np.ones(8, np.float32),
-                   "b": np.zeros(8, np.float32)})
+    inits = {"cw": np.zeros((8, 8, 1, 1), np.float32), "s": np.ones(8, np.float32), "b": np.zeros(8, np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("x", (2, 8, 4, 4))], [("y", (2, 8, 4, 4))], inits))
     a, _ = _cols(path, batch_size=2)
     cov = a.extras["torch"]["coverage"]
     assert (cov["ops"], cov["measured"]) == (3, 2)  # Conv, InstanceNormalization, the loss
@@ -134,7 +126,8 @@ def test_div_whose_divisor_needs_its_gradient_holds_four_output_sized_tensors(tm
     if divisor_shape[-1] == 1:
         nodes[1] = helper.make_node("Mul", ["x", "three"], ["d"])
         nodes.insert(2, helper.make_node("ReduceL2", ["d", "ax2"], ["dn"], keepdims=1))
-    a, cols = _cols(_model(tmp_path, nodes, (4, 64, 16), (4, 64, 16), inits), batch_size=4)
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 64, 16))], [("y", (4, 64, 16))], inits))
+    a, cols = _cols(path, batch_size=4)
     div = next(v for k, v in cols.items() if k.split()[1] == "Div")
     assert div["bwd_mem_out"] + div["bwd_mem_tmp"] == 4 * 16384
 
@@ -145,8 +138,8 @@ def test_dropout_on_a_parameter_trains_it(tmp_path):
     # float noise tensor of the table's size
     nodes = [helper.make_node("Dropout", ["rel", "p"], ["d"]),
              helper.make_node("MatMul", ["x", "d"], ["y"])]
-    path = _model(tmp_path, nodes, (4, 8, 16), (4, 8, 32),
-                  {"rel": np.ones((16, 32), np.float32), "p": np.array(0.1, np.float32)})
+    inits = {"rel": np.ones((16, 32), np.float32), "p": np.array(0.1, np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 16))], [("y", (4, 8, 32))], inits))
     a, cols = _cols(path, batch_size=4)
     names = {b.name: b.size for b in a.buffers.buffers}
     assert names["rel:grad"] == 16 * 32 * 4
@@ -160,8 +153,8 @@ def test_layer_norm_of_a_parameter_trains_it(tmp_path):
     # op's weight, its gradient dX; native_layer_norm saves it with a float mean and rstd per row
     nodes = [helper.make_node("LayerNormalization", ["rel", "g", "b"], ["n"], axis=-1),
              helper.make_node("MatMul", ["x", "n"], ["y"])]
-    path = _model(tmp_path, nodes, (4, 8, 16), (4, 8, 32),
-                  {"rel": np.ones((16, 32), np.float32), "g": np.ones(32, np.float32), "b": np.zeros(32, np.float32)})
+    inits = {"rel": np.ones((16, 32), np.float32), "g": np.ones(32, np.float32), "b": np.zeros(32, np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 16))], [("y", (4, 8, 32))], inits))
     a, cols = _cols(path, batch_size=4)
     names = {b.name: b.size for b in a.buffers.buffers}
     assert names["rel:grad"] == 16 * 32 * 4 and names["g:grad"] == 32 * 4
@@ -177,7 +170,8 @@ def test_gather_keeps_its_input_and_index_for_backward(tmp_path):
              helper.make_node("GatherElements", ["s", "idx"], ["g"], axis=2),
              helper.make_node("Relu", ["g"], ["y"])]
     idx = np.zeros((4, 8, 8), np.int64)
-    path = _model(tmp_path, nodes, (4, 8, 16), (4, 8, 8), {"w": np.ones((16, 12), np.float32), "idx": idx})
+    inits = {"w": np.ones((16, 12), np.float32), "idx": idx}
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 16))], [("y", (4, 8, 8))], inits))
     a, _ = _cols(path, batch_size=4)
     s = next(b for b in a.buffers.buffers if b.name == "s")
     gather_bwd = max(st.index for st in a.buffers.steps if st.kind != "forward" and "GatherElements" in st.label)
@@ -195,7 +189,8 @@ def test_a_parameter_added_with_a_broadcast_gets_a_gradient_of_its_own_shape(tmp
              helper.make_node("Relu", ["a"], ["b"]),
              helper.make_node("Add", ["b", "shift"], ["y"])]
     inits = {"pos": np.zeros((1, 8, 16), np.float32), "shift": np.zeros(16, np.float32)}
-    a, _ = _cols(_model(tmp_path, nodes, (4, 8, 16), (4, 8, 16), inits), batch_size=4, optimizer="adam")
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 8, 16))], [("y", (4, 8, 16))], inits))
+    a, _ = _cols(path, batch_size=4, optimizer="adam")
     end = len(a.buffers.steps) - 1
     grads = sorted((b.size, b.last) for b in a.buffers.buffers if b.category == "gradient")
     assert grads == [(64, end), (512, end)]
@@ -213,7 +208,7 @@ def _linear_over_pixels(tmp_path, back_to_channels_first):
     inits = {"cw": np.zeros((32, 32, 1, 1), np.float32), "w": np.zeros((32, 32), np.float32),
              "b": np.zeros(32, np.float32)}
     y = (4, 32, 8, 8) if back_to_channels_first else (4, 8, 8, 32)
-    return _model(tmp_path, nodes, (4, 32, 8, 8), y, inits)
+    return save(tmp_path, onnx_model(nodes, [("x", (4, 32, 8, 8))], [("y", y)], inits))
 
 
 def _linear_bwd_tmp(path):
@@ -237,7 +232,7 @@ def _einsum(tmp_path, equation, shape, out_shape):
     nodes = [helper.make_node("Mul", ["x", "p1"], ["a"]), helper.make_node("Mul", ["x", "p2"], ["b"]),
              helper.make_node("Einsum", ["a", "b"], ["y"], equation=equation)]
     inits = {"p1": np.ones(shape[-1], np.float32), "p2": np.ones(shape[-1], np.float32)}
-    return _model(tmp_path, nodes, shape, out_shape, inits)
+    return save(tmp_path, onnx_model(nodes, [("x", shape)], [("y", out_shape)], inits))
 
 
 def _einsum_cols(path):

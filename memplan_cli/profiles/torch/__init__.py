@@ -113,6 +113,10 @@ class TorchProfile:
             # with each read as one, reported beside the op-by-op one
             alt = replay(tg, config, as_functions=True)[0]
             sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
+        unread = ((getattr(graph, "metadata", None) or {}).get("torch_export") or {}).get("unread") or []
+        if unread:
+            sim.coverage["unread_parameters"] = list(unread)
         kept, bufs = _buffers(sim)
         # the training graph: which weights train (the report's assumed-trainable list reads it);
         # profile_data: what `figures` reads

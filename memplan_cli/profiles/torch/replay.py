@@ -59,7 +59,12 @@ class Replay:
         folded = self.folded = folded_computations(g)
         # folded values eager holds as an expanded view of a smaller tensor (export.expand_base_bytes)
         expanded = {v for v in folded_values(g, self.trained, sdpa_masks(g)) if expand_base_bytes(self.opd[v])}
+        # tensors whose size the loader took under a stated assumption (loaders/data_sized.py): the
+        # ops making or reading them are named, so a miss there is
+        sized = set(((g.metadata or {}).get("data_sized") or {}).get("tensors") or ())
         for op in self.ops:
+            if sized and any(v >= 0 and self.opd[v].name in sized for v in (*op.inputs, *op.outputs)):
+                op.attrs[ESTIMATED] = True
             if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
                 op.attrs[ESTIMATED] = True
             if any(v in expanded for v in op.inputs):  # which dims the expand broadcast is not recorded
@@ -190,6 +195,8 @@ class Replay:
         self.trained -= {m for m in masks if opd[m].assumed}
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
+        # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
+        self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
         # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
         # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it

@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (CAST, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
+from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
                                    parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
@@ -15,13 +15,15 @@ from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
-def selects(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+def selects(ops_: list[EagerOp], opd: list, trained=frozenset()) -> list[EagerOp]:
     """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
-    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size.
+    So is one from a trained parameter (a mixture of experts' `weight[e]`, one expert's slice of a
+    stacked weight: SelectBackward0 keeps only the sizes and the index)."""
     out = []
     for op in ops_:
         if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
-                and not opd[op.inputs[0]].is_const:
+                and (not opd[op.inputs[0]].is_const or op.inputs[0] in trained):
             op = EagerOp(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
                          op.label, op.members)
         out.append(op)
@@ -68,6 +70,35 @@ def _recorded_names(g) -> set[str]:
     return {_recorded_name(op) for op in g.operations} - {""}
 
 
+def _computed_again(ops_: list[EagerOp], opd: list, uses: dict, reads_again) -> list[EagerOp]:
+    """What merged_dropouts and merged_duplicates share: a reader that names an input under a second
+    fx name read a second tensor eager computed again. `reads_again(op)` lists (k, name, template):
+    input k is read under `name`, computed by `template` (its index, type, inputs, attrs, label and
+    members). Each (input, name) becomes one copy of the template's op (a new operand
+    `<input>:<name>`, appended to `opd`) run just before its first reader; its readers read the copy.
+    A template None copies a folded constant (a fill eager makes once per call): a second constant, no op."""
+    copies: dict[tuple, int] = {}
+    out: list[EagerOp] = []
+    for op in ops_:
+        new_inputs = list(op.inputs)
+        for k, name, t in reads_again(op):
+            v = op.inputs[k]
+            if (v, name) not in copies:
+                o, fill = opd[v], t is None
+                y = Operand(len(opd), f"{o.name}:{name}", tuple(o.shape), o.dtype, is_const=fill, computed=fill,
+                            broadcast_of=o.broadcast_of if fill else None)
+                opd.append(y)
+                copies[(v, name)] = y.index
+                if not fill:
+                    out.append(EagerOp(t.index, t.type, list(t.inputs), [y.index], dict(t.attrs), t.label,
+                                       t.members))
+            uses.setdefault(copies[(v, name)], []).append(op.index)
+            new_inputs[k] = copies[(v, name)]
+        out.append(op if new_inputs == op.inputs else
+                   EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
+    return out
+
+
 def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Dropouts of one input the dynamo exporter merged into one (its optimizer folds equal nodes; peft's
     lora_dropout of q_proj and of v_proj): the ops reading the Dropout's output record it under
@@ -81,25 +112,17 @@ def merged_dropouts(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eager
     # `%getitem`): a reader naming one of these reads another value at input 0
     recorded = _recorded_names(g)
     first: dict[int, str] = {}
-    made: dict[tuple, int] = {}
-    out = []
-    for op in ops_:
+
+    def reads_again(op):
         x = op.inputs[0] if op.inputs else -1
         c = parse_call(g.operations[op.index].call) if x in drops and g.operations[op.index].call else None
         arg = c[2][0] if c and c[2] else ""
         if not arg.startswith("%") or arg[1:] in recorded or first.setdefault(x, arg) == arg:
-            out.append(op)
-            continue
-        if (x, arg) not in made:
-            d = drops[x]
-            y = Operand(len(opd), f"{opd[x].name}:{arg[1:]}", tuple(opd[x].shape), opd[x].dtype)
-            opd.append(y)
-            made[(x, arg)] = y.index
-            out.append(EagerOp(op.index, d.type, list(d.inputs), [y.index], dict(d.attrs), d.label, d.members))
-        uses.setdefault(made[(x, arg)], []).append(op.index)
-        out.append(EagerOp(op.index, op.type, [made[(x, arg)]] + op.inputs[1:], op.outputs, op.attrs, op.label,
-                           op.members))
-    return out
+            return []
+        d = drops[x]  # the copy reports under its first reader's index
+        return [(0, arg[1:], EagerOp(op.index, d.type, d.inputs, [], d.attrs, d.label, d.members))]
+
+    return _computed_again(ops_, opd, uses, reads_again)
 
 
 def sdpa_dropouts(ops_: list[EagerOp], opd: list, uses: dict) -> list[EagerOp]:
@@ -193,32 +216,30 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     # the unnamed pass's merges are read back
     ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
-    copies: dict[tuple, int] = {}
-    out: list[EagerOp] = []
-    for op in ops_:
-        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+    calls = {op.index: parse_call(op.call) for op in irops if op.call}
+    read = {n for c in calls.values() if c for n in re.findall(r"%(\w+)", " ".join(c[2]))}
+
+    def reads_again(op):
+        c = calls.get(op.index) if op.members == (op.index,) else None
         names = re.findall(r"%(\w+)", " ".join(c[2])) if c else []
-        new_inputs = list(op.inputs)
+        again = []
         for k, v in enumerate(op.inputs):
             p = producer.get(v)
             pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
                 irops[p.index].name not in ruled else ""
+            # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
+            # per call, so a second call's name (`zeros_2`) is a second tensor
+            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read \
+                and fx_kind(opd[v].name) in FILLS
+            pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
             dup = [n for n in names if n not in made and fx_kind(n) == fx_kind(pname)]
-            if len(dup) != 1:
-                continue
-            key = (v, dup[0])
-            if key not in copies:
-                y = Operand(len(opd), f"{opd[v].name}:{dup[0]}", tuple(opd[v].shape), opd[v].dtype)
-                opd.append(y)
-                copies[key] = y.index
-                out.append(EagerOp(p.index, p.type, list(p.inputs), [y.index], dict(p.attrs), p.label, p.members))
-            uses.setdefault(copies[key], []).append(op.index)
-            new_inputs[k] = copies[key]
-        out.append(op if new_inputs == op.inputs else
-                   EagerOp(op.index, op.type, new_inputs, op.outputs, op.attrs, op.label, op.members))
-    return out
+            if len(dup) == 1:
+                again.append((k, dup[0], None if fill else p))
+        return again
+
+    return _computed_again(ops_, opd, uses, reads_again)
 
 
 def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
@@ -311,7 +332,28 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                              {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
                              op.label, op.members)
         out.append(op)
-    return _selected_writes(out, g) if traced else out
+    return _selected_rows(_selected_writes(out, g), g, opd) if traced else out
+
+
+def _selected_rows(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """`x[:, i] = v` as the dynamo exporter functionalizes it when no slice follows the select: one
+    `select_scatter`, written as a ScatterElements whose indices are the exporter's (the int `i`
+    expanded to v's shape). Eager runs one copy_ into `x.select(dim, i)`: the write `inplace_writes`
+    reads (CopySlices; derivatives.yaml's select_scatter saves nothing but sizes), its indices no
+    tensor. Where x is a fill (`zeros_like`, folded), the write makes it."""
+    irops = g.operations
+    out = []
+    for op in ops_:
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        if op.type == INPLACE_WRITE["row_type"] and c and c[1].removeprefix("aten.") == INPLACE_WRITE["select_back"] \
+                and len(op.inputs) >= 3 and str(op.attrs.get("reduction", "none")) == "none" \
+                and not op.attrs.get(INPLACE_WRITE["attr"]):
+            data = op.inputs[0]
+            fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+            op = EagerOp(op.index, INPLACE_WRITE["type"], [-1 if fresh else data] + op.inputs[1:], op.outputs,
+                         {**op.attrs, INPLACE_WRITE["attr"]: INPLACE_WRITE["select_back"]}, op.label, op.members)
+        out.append(op)
+    return out
 
 
 def _selected_writes(ops_: list[EagerOp], g) -> list[EagerOp]:
@@ -625,6 +667,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
-    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
+    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
     ops_ = max_with_indices(ops_, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
