@@ -1256,8 +1256,62 @@ FAM = {
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",
                                             skipinit=True), IMG),
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
+    "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
+    "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
+
+
+class FromEndPermNet(nn.Module):
+    """Channels-last LayerNorm blocks whose permutes count axes from the end (`permute(0, -2, -1, 1)`,
+    as Mamba2's chunked scan writes them): TorchScript writes such a perm as given."""
+
+    def __init__(self, d=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, -2, -1, 1)
+        x = x + self.fc(F.gelu(self.norm(x)))
+        return self.head(x.permute(0, -1, 1, 2).mean((-2, -1)))
+
+
+class EinsumScan(nn.Module):
+    """Mamba2's chunked-scan contractions written with torch.einsum over projected tokens: scores of C
+    and B over the state (`bclhn,bcshn->bclsh`), their product with the values (`bclsh,bcshp->bclhp`,
+    the scores read in their permuted layout), per-chunk states (`bclhn,bclhp->bchpn`); `summed`: a
+    contraction whose letter only one operand has, summed out of it first (`bclhn,bcshp->bclhp`)."""
+
+    def __init__(self, d=64, heads=4, state=16, p=16, chunk=8, classes=10, summed=False):
+        super().__init__()
+        self.h, self.n, self.p, self.chunk, self.summed = heads, state, p, chunk, summed
+        self.inp = nn.Linear(d, heads * (2 * state + p))
+        self.out = nn.Linear(heads * p, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        # each local is dropped after its last use, as eager's tensors are in the profile
+        c, bm, v = self.inp(x).view(b, s // self.chunk, self.chunk, self.h, 2 * self.n + self.p).split(
+            [self.n, self.n, self.p], -1)
+        if self.summed:
+            y = torch.einsum("bclhn,bcshp->bclhp", c, v)
+            del c, bm, v
+        else:
+            g = torch.einsum("bclhn,bcshn->bclsh", c, bm)
+            del c
+            y = torch.einsum("bclsh,bcshp->bclhp", torch.sigmoid(g), v)
+            del g
+            st = torch.einsum("bclhn,bclhp->bchpn", bm, v)
+            del bm, v
+            y = y + st.mean((-1, -2))[:, :, None, :, None]
+            del st
+        x = x + self.out(y.reshape(b, s, -1))
+        return self.head(x.mean(1))
 
 
 def _timm(name, **kw):

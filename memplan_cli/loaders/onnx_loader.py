@@ -719,6 +719,33 @@ def _drop_unused_operands(g: Graph) -> Graph:
     return g
 
 
+def _attrs_as_meant(model) -> list[str]:
+    """Integer attributes an exporter wrote outside ONNX's rule but with one meaning (an op family's
+    "attrs_as_meant" fact: TorchScript's Transpose perm counted from the end), rewritten in place
+    before shape inference; one note per node rewritten."""
+    import onnx
+    from memplan_cli import ops as registry
+
+    notes = []
+    for n in model.graph.node:
+        fn = registry.source_facts("onnx", n.op_type).get("attrs_as_meant")
+        if fn is None:
+            continue
+        ints = {a.name: (list(a.ints) if a.type == onnx.AttributeProto.INTS else a.i) for a in n.attribute
+                if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.INT)}
+        new = fn(ints)
+        if not new:
+            continue
+        for a in n.attribute:
+            if a.name in new:
+                shown = tuple(a.ints) if a.type == onnx.AttributeProto.INTS else a.i
+                a.CopyFrom(onnx.helper.make_attribute(a.name, new[a.name]))
+                notes.append(f"{n.op_type} {_shown(n.name or (n.output[0] if n.output else ''))}: {a.name} "
+                             f"{shown} read as {tuple(new[a.name]) if isinstance(new[a.name], list) else new[a.name]}"
+                             " (axes counted from the end, as torch counts them; ONNX allows none)")
+    return notes
+
+
 def _default_opset(model) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
@@ -940,6 +967,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         given = data_sized.file_names(model)  # before _fix_inputs clears value_info
         found: list = []
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
+        as_meant = _attrs_as_meant(model)
+
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -993,6 +1022,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
+        g.warnings.extend(as_meant)
         return g
     except DimsError as e:
         raise ModelError(str(e), path) from None
