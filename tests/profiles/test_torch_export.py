@@ -649,6 +649,44 @@ def test_a_module_buffer_read_through_folded_slices_is_held(tmp_path):
     assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64 * 4
 
 
+def test_eager_ops_on_constants_folded_at_load_are_named_as_not_counted(tmp_path):
+    # TAPAS's segment reductions: ops the dynamo exporter recorded (fx calls) on constants, which its
+    # optimizer left (over its size limits) and memplan folds at load; eager runs them each step, so
+    # their outputs are named as not counted, except a result eager makes at its reader (a recorded
+    # call names it): the mean read by the Add
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes = [helper.make_node("Mul", ["z", "z"], ["mul_1"], name="node_mul"),
+             helper.make_node("ReduceMean", ["mul_1", "axes"], ["mean"], keepdims=1, name="node_mean"),
+             helper.make_node("MatMul", ["x", "w"], ["mm"], name="node_mm"),
+             helper.make_node("Add", ["mm", "mean"], ["y"], name="node_add")]
+    calls = {"node_mul": _fx("mul.Tensor", "%zeros, %zeros"), "node_mean": _fx("mean.dim", "%mul_1, [1], True"),
+             "node_mm": _fx("mm.default", "%x, %p_w"), "node_add": _fx("add.Tensor", "%mm, %mean")}
+    inits = [("z", np.zeros((2, 4096), np.float32)), ("axes", np.array([1], np.int64)), ("w", _w(16, 8))]
+    path = _dynamo_file(tmp_path, "on_constants", nodes, inits, [2, 16], [2, 8], ["w"], calls=calls)
+    g = load_model(path)
+    assert [(c["type"], c["bytes"]) for c in g.metadata["folded_calls"]] == [("Mul", 2 * 4096 * 4),
+                                                                              ("Mean", 8)]
+    t, _ = _torch(path)
+    nc = t["coverage"]["not_counted"]
+    assert [(c["type"], c["bytes"]) for c in nc["ops"]] == [("Mul", 2 * 4096 * 4)] and nc["says_so"]
+    r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce"])
+    assert r.exit_code == 0, r.output
+    head = " ".join(r.output.split("\n┏")[0].split())
+    assert "not counted: 1 op(s) PyTorch runs on constants each step (Mul) were folded into constants here" in head
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    # a TorchScript file records no calls: nothing is named
+    plain = _save(tmp_path, "on_constants_ts", nodes, inits, [2, 16], [2, 8])
+    assert not load_model(plain).metadata.get("folded_calls")
+
+
 def _with_unread(tmp_path, name, listed=(), calls=None, scopes=None):
     """One 16 -> 16 linear `l1` read by a MatMul; `listed`: more parameters the graph signature lists,
     which no initializer holds; `calls` / `scopes`: the MatMul's recorded fx call and name scopes."""
