@@ -669,7 +669,8 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
     exporter's optimizer merged with an equal one looks the same."""
     from memplan_cli.loaders.params import _FX_ARG
 
-    held = {t.name for t in model.graph.initializer}
+    held = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
+                                                        for o in n.output}
     named, scopes = set(), set()
     for node in model.graph.node:
         for p in node.metadata_props:
@@ -684,7 +685,7 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
             modules.setdefault(target.rpartition(".")[0], []).append((ph, target))
     out = []
     for module, params in modules.items():
-        if any(t in held or ph in named or t in named for ph, t in params):
+        if any(t in held or ph in held or ph in named or t in named for ph, t in params):
             continue
         if module and any(s == module or s.startswith(module + ".") for s in scopes):
             continue
