@@ -1185,6 +1185,20 @@ class TallKernelNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class UnreadNet(nn.Module):
+    """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
+    text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
+        self.unused = nn.Linear(1024, 64)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1243,6 +1257,7 @@ FAM = {
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
+    "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
