@@ -805,6 +805,34 @@ class GatedDeltaNet(nn.Module):
         return self.head(x)
 
 
+class OuterNet(nn.Module):
+    """Kimi / Bailing delta attention's per-channel decayed scores, written as outer products: `(q[...,
+    :, None, :] * k[..., None, :, :] * decay).sum(-1)` over (B, H, S, S, D), both factors broadcast
+    and both needing gradients, then applied to v. Locals are deleted after their last use."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.g = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+        for qkv, gl, out in zip(self.qkv, self.g, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4)
+            g = F.logsigmoid(gl(x)).view(b, s, self.h, hd).transpose(1, 2).cumsum(2)
+            decay = (g.unsqueeze(-2) - g.unsqueeze(-3)).exp()
+            del g
+            a = (q.unsqueeze(-2) * k.unsqueeze(-3) * decay).sum(-1)
+            del q, k, decay
+            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            del a, v
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -1162,6 +1190,7 @@ FAM = {
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
+    "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
