@@ -5,8 +5,10 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
-with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), and antialiased resizing of a
-learned position table.
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
+learned position table, and chunked linear attention's parts (tril / triu masks, the inter-chunk
+scan's fills and row writes, qwen3_5_text's gated delta rule without its export-only loop, outer
+products of two broadcast factors).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
