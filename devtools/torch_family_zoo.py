@@ -6,9 +6,9 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
-learned position table, and chunked linear attention's parts (tril / triu masks, the inter-chunk
-scan's fills and row writes, qwen3_5_text's gated delta rule without its export-only loop, outer
-products of two broadcast factors).
+learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
+attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
+gated delta rule without its export-only loop, outer products of two broadcast factors).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -998,6 +998,43 @@ class WSVariantNet(nn.Module):
         return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
 
 
+class GainConv(nn.Conv2d):
+    """A convolution whose weight is computed each step by a plain product with a per-output gain (no
+    standardisation): `weight * gain`."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.gain, self.bias, self.stride, self.padding, groups=self.groups)
+
+
+class WSStridedNet(nn.Module):
+    """A computed weight on a convolution whose input needs its gradient and whose backward is where the
+    step peaks: a plain stem, then a 3x3 stride-2 convolution of 32 -> 64 channels at 32 x 32 (its
+    first backward phase, the input's gradient, is the largest), then a 1x1; each of the latter two
+    computes its weight every step (`conv`: "scaled" timm's ScaledStdConv2d with a bias, "std" StdConv2d
+    without one, "gain" GainConv without one)."""
+
+    def __init__(self, conv="scaled", c=32, classes=10):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d
+
+        make = {"scaled": lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, eps=1e-5),
+                "std": lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, bias=False, eps=1e-8),
+                "gain": lambda i, o, k, s=1: GainConv(i, o, k, stride=s, padding=k // 2, bias=False)}[conv]
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = make(c, 2 * c, 3, 2)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = F.silu(self.stem(x))
+        x = F.silu(self.c1(x))
+        return self.head(F.silu(self.c2(x)).mean((2, 3)))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -1077,6 +1114,28 @@ class GemmGroupedNet(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x).mean((2, 3)))
+
+
+class SegmentReduceNet(nn.Module):
+    """Tokens pooled into segments by `scatter_reduce` (amax / amin), as TAPAS reduces its table cells:
+    a projection, each feature's max (or min) over the tokens of a segment (fixed segment ids, a buffer),
+    read back at each token (gather) and multiplied in, then a head. The reduction's backward shares dY
+    among the values equal to the result (derivatives.yaml's scatter_reduce_backward)."""
+
+    def __init__(self, reduce="amax", include_self=True, d=64, wide=512, segs=4, tokens=16, classes=50):
+        super().__init__()
+        self.reduce, self.include_self, self.segs = reduce, include_self, segs
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+        # each feature's segment ids, stored whole: a view of a smaller buffer would reach the export
+        # as a folded expand whose broadcast dims are not recorded
+        self.register_buffer("seg", (torch.arange(tokens) % segs).view(1, -1, 1).repeat(1, 1, wide))
+
+    def forward(self, x):
+        h = self.up(x)
+        idx = self.seg.expand(h.shape[0], -1, -1)
+        base = h.new_zeros(h.shape[0], self.segs, h.shape[2])
+        pooled = base.scatter_reduce(1, idx, h, self.reduce, include_self=self.include_self)
+        return self.head(h * pooled.gather(1, idx))
 
 
 class MoESplit(nn.Module):
@@ -1160,6 +1219,9 @@ SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
+    "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
+    "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
+    "fam_segmax_excl": ("scatter", lambda: SegmentReduceNet("amax", include_self=False), SEQ),
     "fam_groupnorm_1d": ("groupnorm", lambda: GN1d(), (1, 400)),
     "fam_alibi": ("attention", lambda: AttnLM(AlibiAttention), SEQ),
     "fam_bmm_attn": ("attention", lambda: AttnLM(BmmAttention), SEQ),
@@ -1219,13 +1281,68 @@ FAM = {
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",
                                             skipinit=True), IMG),
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
+    "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
+    "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
+
+
+class FromEndPermNet(nn.Module):
+    """Channels-last LayerNorm blocks whose permutes count axes from the end (`permute(0, -2, -1, 1)`,
+    as Mamba2's chunked scan writes them): TorchScript writes such a perm as given."""
+
+    def __init__(self, d=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, -2, -1, 1)
+        x = x + self.fc(F.gelu(self.norm(x)))
+        return self.head(x.permute(0, -1, 1, 2).mean((-2, -1)))
+
+
+class EinsumScan(nn.Module):
+    """Mamba2's chunked-scan contractions written with torch.einsum over projected tokens: scores of C
+    and B over the state (`bclhn,bcshn->bclsh`), their product with the values (`bclsh,bcshp->bclhp`,
+    the scores read in their permuted layout), per-chunk states (`bclhn,bclhp->bchpn`); `summed`: a
+    contraction whose letter only one operand has, summed out of it first (`bclhn,bcshp->bclhp`)."""
+
+    def __init__(self, d=64, heads=4, state=16, p=16, chunk=8, classes=10, summed=False):
+        super().__init__()
+        self.h, self.n, self.p, self.chunk, self.summed = heads, state, p, chunk, summed
+        self.inp = nn.Linear(d, heads * (2 * state + p))
+        self.out = nn.Linear(heads * p, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        # each local is dropped after its last use, as eager's tensors are in the profile
+        c, bm, v = self.inp(x).view(b, s // self.chunk, self.chunk, self.h, 2 * self.n + self.p).split(
+            [self.n, self.n, self.p], -1)
+        if self.summed:
+            y = torch.einsum("bclhn,bcshp->bclhp", c, v)
+            del c, bm, v
+        else:
+            g = torch.einsum("bclhn,bcshn->bclsh", c, bm)
+            del c
+            y = torch.einsum("bclsh,bcshp->bclhp", torch.sigmoid(g), v)
+            del g
+            st = torch.einsum("bclhn,bclhp->bchpn", bm, v)
+            del bm, v
+            y = y + st.mean((-1, -2))[:, :, None, :, None]
+            del st
+        x = x + self.out(y.reshape(b, s, -1))
+        return self.head(x.mean(1))
 
 
 def _timm(name, **kw):

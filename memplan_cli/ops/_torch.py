@@ -13,6 +13,10 @@ FORMAT_KEEPING = frozenset({"Relu", "Relu6", "Sigmoid", "Tanh", "Clip", "Add", "
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D")
 # permute: (0, 3, 1, 2) of contiguous NHWC data is a channels-last view, (0, 2, 3, 1) undoes it
 TRANSPOSE = "Transpose"
+# the aten calls a Transpose of a dynamo export stands for as itself; one recording another call
+# (slice_scatter's, index_put's: the exporter moves the written axis first and back) is no eager view
+PERMUTE_CALLS = frozenset({"aten.permute", "aten.transpose", "aten.t", "aten.movedim", "aten.swapaxes",
+                           "aten.swapdims", "aten.numpy_T", "aten.adjoint"})
 
 # output layout taken from the inputs' strides (TensorIterator; the profile tracks strides): the
 # memory-format keepers above and the other elementwise ops
