@@ -746,8 +746,9 @@ class TriluNet(nn.Module):
             del q, k  # no local outlives its last use (the profile cannot see Python's locals)
             a = scores + (scores.triu(1) if self.k > 0 else torch.sigmoid(scores).triu(1))
             del scores
-            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
             del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
@@ -830,8 +831,9 @@ class OuterNet(nn.Module):
             del g
             a = (q.unsqueeze(-2) * k.unsqueeze(-3) * decay).sum(-1)
             del q, k, decay
-            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
             del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
