@@ -6,7 +6,9 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
-learned position table, and segment reductions by `scatter_reduce` (amax / amin).
+learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
+attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
+gated delta rule without its export-only loop, outer products of two broadcast factors).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -744,8 +746,9 @@ class TriluNet(nn.Module):
             del q, k  # no local outlives its last use (the profile cannot see Python's locals)
             a = scores + (scores.triu(1) if self.k > 0 else torch.sigmoid(scores).triu(1))
             del scores
-            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
             del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
@@ -802,6 +805,35 @@ class GatedDeltaNet(nn.Module):
             o = o * F.silu(self.z[i](x).reshape(-1, hd))
             x = x + self.out[i](o.reshape(b, s, h * hd))
             del o
+        return self.head(x)
+
+
+class OuterNet(nn.Module):
+    """Kimi / Bailing delta attention's per-channel decayed scores, written as outer products: `(q[...,
+    :, None, :] * k[..., None, :, :] * decay).sum(-1)` over (B, H, S, S, D), both factors broadcast
+    and both needing gradients, then applied to v. Locals are deleted after their last use."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.g = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+        for qkv, gl, out in zip(self.qkv, self.g, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4)
+            g = F.logsigmoid(gl(x)).view(b, s, self.h, hd).transpose(1, 2).cumsum(2)
+            decay = (g.unsqueeze(-2) - g.unsqueeze(-3)).exp()
+            del g
+            a = (q.unsqueeze(-2) * k.unsqueeze(-3) * decay).sum(-1)
+            del q, k, decay
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
+            del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
@@ -1238,6 +1270,7 @@ FAM = {
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
+    "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
