@@ -1037,6 +1037,23 @@ class WSStridedNet(nn.Module):
         return self.head(F.silu(self.c2(x)).mean((2, 3)))
 
 
+class StemPatchNet(nn.Module):
+    """A hybrid ViT's embedding: a convolutional stem (3 x 3 stride 2, BatchNorm, ReLU), then a strided
+    patch convolution of its output (kernel = stride = `k`), whose input's gradient oneDNN's
+    brgconv_strided computes; the tokens LayerNorm-ed and mean-pooled into a head."""
+
+    def __init__(self, k=8, c=32, d=64, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.patch = nn.Conv2d(c, d, k, k)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        t = self.patch(self.stem(x)).flatten(2).transpose(1, 2)
+        return self.head(self.norm(t).mean(1))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -1299,6 +1316,7 @@ FAM = {
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
     **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
+    **{f"fam_stem_patch{k}": ("widedx", (lambda k=k: StemPatchNet(k)), (3, 64, 64)) for k in (8, 11, 16)},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",

@@ -601,6 +601,9 @@ class Replay:
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
         dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
         dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
+        est = f.get("estimated_dx")
+        if dx and est and alternatives(est, op, opd, needs):  # the input's gradient, counted approximately
+            sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
