@@ -5,8 +5,8 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
-with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), and antialiased resizing of a
-learned position table.
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
+learned position table, and segment reductions by `scatter_reduce` (amax / amin).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -749,6 +749,62 @@ class TriluNet(nn.Module):
         return self.head(x)
 
 
+class GatedDeltaNet(nn.Module):
+    """qwen3_5_text's linear attention, written here from its aten ops: a causal depthwise Conv1d
+    (padded by k - 1, then sliced) with SiLU, L2-normalised q and k (`x * rsqrt(sum(x * x) + eps)`), a
+    sigmoid beta and a softplus decay, the chunk's cumsum of the decay, pairwise decays exp'd under a
+    triu mask (masked_fill), the UT system masked with `tril(-1)` and applied without a solve (`I -
+    tril`: the same in eager and in both exports), one chunk's attention, a gated RMSNorm and the
+    output projection. Locals are deleted after their last use (the profile cannot see Python's)."""
+
+    def __init__(self, d=64, heads=4, hd=16, chunk=16, kernel=4, layers=2, classes=50):
+        super().__init__()
+        self.h, self.hd, self.c = heads, hd, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * heads * hd, bias=False) for _ in range(layers))
+        self.conv = nn.ModuleList(nn.Conv1d(3 * heads * hd, 3 * heads * hd, kernel, groups=3 * heads * hd,
+                                            padding=kernel - 1, bias=False) for _ in range(layers))
+        self.ab = nn.ModuleList(nn.Linear(d, 2 * heads, bias=False) for _ in range(layers))
+        self.z = nn.ModuleList(nn.Linear(d, heads * hd, bias=False) for _ in range(layers))
+        self.a_log = nn.ParameterList(nn.Parameter(torch.zeros(heads)) for _ in range(layers))
+        self.norm = nn.ParameterList(nn.Parameter(torch.ones(hd)) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(heads * hd, d, bias=False) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(1), persistent=False)
+
+    @staticmethod
+    def _l2(x):
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h, hd = self.h, self.hd
+        for i in range(len(self.qkv)):
+            m = self.conv[i](self.qkv[i](x).transpose(1, 2))[:, :, :s]
+            m = F.silu(m).transpose(1, 2)
+            q, k, v = (t.reshape(b, s, h, hd).transpose(1, 2).contiguous() for t in m.split(h * hd, -1))
+            del m
+            q, k = self._l2(q) * hd ** -0.5, self._l2(k)
+            a, bt = self.ab[i](x).transpose(1, 2).chunk(2, 1)
+            beta = bt.sigmoid()
+            g = (-self.a_log[i].exp()[:, None] * F.softplus(a)).cumsum(-1)
+            del a, bt
+            decay = (g[..., :, None] - g[..., None, :]).masked_fill(self.upper, float("-inf")).exp()
+            kb = k * beta[..., None]
+            ut = (kb @ k.transpose(-1, -2)) * decay
+            t = torch.eye(s) - ut.tril(-1)
+            del ut
+            u = t @ (v * beta[..., None])
+            del t, kb, beta
+            o = ((q @ k.transpose(-1, -2)) * decay) @ u
+            del q, k, v, u, decay, g
+            o = o.transpose(1, 2).reshape(-1, hd)
+            o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm[i]
+            o = o * F.silu(self.z[i](x).reshape(-1, hd))
+            x = x + self.out[i](o.reshape(b, s, h * hd))
+            del o
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -912,6 +968,43 @@ class WSVariantNet(nn.Module):
         return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
 
 
+class GainConv(nn.Conv2d):
+    """A convolution whose weight is computed each step by a plain product with a per-output gain (no
+    standardisation): `weight * gain`."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.gain, self.bias, self.stride, self.padding, groups=self.groups)
+
+
+class WSStridedNet(nn.Module):
+    """A computed weight on a convolution whose input needs its gradient and whose backward is where the
+    step peaks: a plain stem, then a 3x3 stride-2 convolution of 32 -> 64 channels at 32 x 32 (its
+    first backward phase, the input's gradient, is the largest), then a 1x1; each of the latter two
+    computes its weight every step (`conv`: "scaled" timm's ScaledStdConv2d with a bias, "std" StdConv2d
+    without one, "gain" GainConv without one)."""
+
+    def __init__(self, conv="scaled", c=32, classes=10):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d
+
+        make = {"scaled": lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, eps=1e-5),
+                "std": lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, bias=False, eps=1e-8),
+                "gain": lambda i, o, k, s=1: GainConv(i, o, k, stride=s, padding=k // 2, bias=False)}[conv]
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = make(c, 2 * c, 3, 2)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = F.silu(self.stem(x))
+        x = F.silu(self.c1(x))
+        return self.head(F.silu(self.c2(x)).mean((2, 3)))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -991,6 +1084,28 @@ class GemmGroupedNet(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x).mean((2, 3)))
+
+
+class SegmentReduceNet(nn.Module):
+    """Tokens pooled into segments by `scatter_reduce` (amax / amin), as TAPAS reduces its table cells:
+    a projection, each feature's max (or min) over the tokens of a segment (fixed segment ids, a buffer),
+    read back at each token (gather) and multiplied in, then a head. The reduction's backward shares dY
+    among the values equal to the result (derivatives.yaml's scatter_reduce_backward)."""
+
+    def __init__(self, reduce="amax", include_self=True, d=64, wide=512, segs=4, tokens=16, classes=50):
+        super().__init__()
+        self.reduce, self.include_self, self.segs = reduce, include_self, segs
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+        # each feature's segment ids, stored whole: a view of a smaller buffer would reach the export
+        # as a folded expand whose broadcast dims are not recorded
+        self.register_buffer("seg", (torch.arange(tokens) % segs).view(1, -1, 1).repeat(1, 1, wide))
+
+    def forward(self, x):
+        h = self.up(x)
+        idx = self.seg.expand(h.shape[0], -1, -1)
+        base = h.new_zeros(h.shape[0], self.segs, h.shape[2])
+        pooled = base.scatter_reduce(1, idx, h, self.reduce, include_self=self.include_self)
+        return self.head(h * pooled.gather(1, idx))
 
 
 class MoESplit(nn.Module):
@@ -1074,6 +1189,9 @@ SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
+    "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
+    "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
+    "fam_segmax_excl": ("scatter", lambda: SegmentReduceNet("amax", include_self=False), SEQ),
     "fam_groupnorm_1d": ("groupnorm", lambda: GN1d(), (1, 400)),
     "fam_alibi": ("attention", lambda: AttnLM(AlibiAttention), SEQ),
     "fam_bmm_attn": ("attention", lambda: AttnLM(BmmAttention), SEQ),
@@ -1105,6 +1223,7 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
+    "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
@@ -1131,6 +1250,7 @@ FAM = {
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",

@@ -63,6 +63,9 @@ INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"),
 # `merged_duplicates`); views of a shared tensor (a rotary table's `unsqueeze`) are not among them
 FILLS = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
                    "new_zeros", "new_ones", "new_full", "new_empty", "eye", "arange", "scalar_tensor"})
+# `x.unbind(d)` under dynamo: a Slice and a Squeeze per piece recording `%unbind`, read back as one eager
+# op of this type (profiles/torch/rewrites.py `unbinds`; its facts in profiles/torch/facts.py)
+UNBIND = {"target": "unbind", "type": "Unbind"}
 # max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
 # an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}

@@ -241,6 +241,19 @@ def torch_estimate_note(doc: dict) -> str:
             f"({', '.join(types)}; JSON figures.torch.coverage)")
 
 
+def torch_folded_note(doc: dict) -> str:
+    """The torch profile's header line when eager ops on constants that memplan folded at load make a
+    share of the peak it does not count (`figures.torch.coverage.not_counted.says_so`)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    nc = cov.get("not_counted") or {}
+    if not nc.get("says_so"):
+        return ""
+    types = sorted({c["type"] for c in nc["ops"]})
+    return (f"not counted: {len(nc['ops'])} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
+            f"folded into constants here; their {nc['bytes']:,d} B of outputs are not in the figure (JSON "
+            f"figures.torch.coverage.not_counted)")
+
+
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
     op of the file reads (`figures.torch.coverage.unread_parameters`): eager holds them, the figure
@@ -416,8 +429,8 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        for est in (torch_estimate_note(doc), torch_functions_note(doc), torch_no_grad_note(doc),
-                    torch_unread_note(doc)):
+        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_no_grad_note(doc), torch_unread_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

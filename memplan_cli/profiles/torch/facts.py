@@ -28,6 +28,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
+# - "dw_inputs": with "bwd_scratch_dw", the input positions whose gradient the second phase makes
+#   (a convolution's weight and bias), whether a parameter or a tensor computed each step;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
 # - "grad_reshaped": fn(op, operands) -> (axes, shape) or None: the op's kernel ran on a reshape and
@@ -42,6 +44,9 @@ from memplan_cli.profiles.torch.strides import elements
 # - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "refuse_written": why the facts do not cover the op where its result (through one-input ops) is
+#   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
+#   substitution);
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers).
 
@@ -85,6 +90,10 @@ FACTS = {
         elements(opd[op.inputs[0]].shape) + elements(opd[op.inputs[0]].shape[:-1]),),)},
     # select (`selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
     "Select": {"view": True},
+    # unbind (rewrites.unbinds): each piece a select of the input, a view; UnbindBackward0 stacks the
+    # pieces' gradients into one of the input's size, a piece that got none standing in as a 0-d zero
+    # expanded (measured: 4 B, not counted), not split's zeros of the piece's size
+    "Unbind": {"view": "all"},
 }
 
 

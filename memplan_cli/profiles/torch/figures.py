@@ -23,6 +23,12 @@ def coverage(bl, at: int, peak: int) -> dict:
            "estimated_bytes_at_peak": total,
            "estimated_share": round(total / peak, 4) if peak else 0.0,
            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+    folded = cov.get("not_counted") or []
+    if folded:
+        # eager ops on constants the loader folded: their tensors are no part of the figure
+        n = sum(c["bytes"] for c in folded)
+        out["not_counted"] = {"ops": [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded],
+                              "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak}
     if cov.get("unread_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file)
@@ -49,6 +55,10 @@ def coverage_line(cov: dict) -> str:
         types = sorted({e["type"] for e in cov["estimated"]})
         line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+    nc = cov.get("not_counted") or {}
+    if nc:
+        line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
+                 f"counted ({nc['bytes']:,d} B of outputs)")
     if cov.get("unread_parameters"):
         line += "; " + unread_note(cov["unread_parameters"])
     fn = cov.get("as_functions") or {}

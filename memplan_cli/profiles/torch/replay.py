@@ -3,8 +3,10 @@ optimizer, each a phase of `Replay` over the eager ops (`rewrites.eager_ops`). T
 are the package docstring's."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
+from memplan_cli.ir.graph import FOLDED_CALLS
 from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE_CALLS, TRANSPOSE, WEIGHT_MATMULS,
                                    parse_call)
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -88,9 +90,15 @@ class Replay:
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
-        self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible, "regions": self.regions,
+        # eager ops on constants that memplan folded at load (opgraph/fold.py): not replayed; a result
+        # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
+        read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
+        self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
+                             "regions": self.regions,
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
-                                           if op.attrs.get(ESTIMATED)}}
+                                           if op.attrs.get(ESTIMATED)},
+                             "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
+                                             if not read & set(c["outputs"]) and not _a_view(c["type"])]}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []
@@ -563,6 +571,10 @@ class Replay:
                 tmp.append(copy)
         mode = f.get("grad", "new")
         det = op.attrs.get("detached", ())
+        # inputs whose gradient the kernel's second phase makes, a parameter or a computed tensor alike
+        # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
+        # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
+        late = set(f.get("dw_inputs", ())) if s_dw != s else set()
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
                 continue
@@ -605,13 +617,14 @@ class Replay:
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+            at = s_dw if k in late else s
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
             dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
                 tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
-            self.deliver(v, gx, dense, s, made, tmp, op.label,
+            self.deliver(v, gx, dense, at, made, tmp, op.label,
                          strides=None if dense else self.grad_strides.get(outs[0]) if outs else None)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
@@ -621,8 +634,8 @@ class Replay:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
-        dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
-        dw = any(v in trained for v in op.inputs)
+        dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
+        dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
@@ -796,3 +809,9 @@ def cast_grad(x, y) -> bool:
     """Whether the gradient y hands on to x needs autograd's cast: float tensors of different dtypes."""
     floats = ("float16", "bfloat16", "float32", "float64")
     return x.dtype != y.dtype and x.dtype in floats and y.dtype in floats
+
+
+def _a_view(op_type: str) -> bool:
+    """The op's family says it is a view in eager (slice, transpose, expand): it makes no tensor."""
+    f = ops.profile_facts("torch", op_type)
+    return isinstance(f, dict) and bool(f.get("view"))
