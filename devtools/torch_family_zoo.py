@@ -1324,6 +1324,8 @@ FAM = {
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
     "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
+    "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
@@ -1378,6 +1380,32 @@ class EinsumScan(nn.Module):
             del st
         x = x + self.out(y.reshape(b, s, -1))
         return self.head(x.mean(1))
+
+
+class RecurrentLM(nn.Module):
+    """HRM's recurrence in small: one block (pre-norm MLP) run `cycles` times over a token sequence, the
+    first `quiet` runs under torch.no_grad() (the k-step gradient trick); `quiet` 0: every run records
+    (the block is still called several times: one weight read at each call)."""
+
+    def __init__(self, d=64, cycles=3, quiet=2, classes=10):
+        super().__init__()
+        self.cycles, self.quiet = cycles, quiet
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def step(self, z, x):
+        return z + self.mlp(self.norm(z + x))
+
+    def forward(self, x):
+        z = torch.zeros_like(x)
+        for i in range(self.cycles):
+            if i < self.quiet:
+                with torch.no_grad():
+                    z = self.step(z, x)
+            else:
+                z = self.step(z, x)
+        return self.head(z.mean(1))
 
 
 def _timm(name, **kw):

@@ -623,6 +623,12 @@ REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
 SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 
+# a node whose recorded stack starts in code torch.fx generated: the body of a higher-order op that
+# torch.export made of a `with torch.no_grad()` / `torch.enable_grad()` / `torch.autocast(...)` block
+# (wrap_with_set_grad_enabled, wrap_with_autocast) and the exporter inlined; the file does not say which
+_INLINED_REGION = re.compile(r'File "(<eval_with_key>[^"]*)"')
+
+
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
     (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
@@ -638,10 +644,13 @@ def _export_rewrites(model) -> dict | None:
 
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
-    nodes, reads = [], {}
+    nodes, reads, inlined = [], {}, {}
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
+        if region and node.name:
+            inlined[node.name] = region.group(1)
         if REWRITE_TAG in md:
             nodes.append({"node": node.name, "op_type": node.op_type,
                           "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
@@ -656,7 +665,7 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded)}
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
