@@ -243,6 +243,7 @@ def _constant_of_shape_elements(shape, *_):
 # `elements`: from the constant integer inputs (lists, None where not constant), how many elements
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
+              "If": {"branches": ("then_branch", "else_branch")},
               "Range": {"elements": _range_elements},
               "ConstantOfShape": {"elements": _constant_of_shape_elements}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
