@@ -749,6 +749,62 @@ class TriluNet(nn.Module):
         return self.head(x)
 
 
+class GatedDeltaNet(nn.Module):
+    """qwen3_5_text's linear attention, written here from its aten ops: a causal depthwise Conv1d
+    (padded by k - 1, then sliced) with SiLU, L2-normalised q and k (`x * rsqrt(sum(x * x) + eps)`), a
+    sigmoid beta and a softplus decay, the chunk's cumsum of the decay, pairwise decays exp'd under a
+    triu mask (masked_fill), the UT system masked with `tril(-1)` and applied without a solve (`I -
+    tril`: the same in eager and in both exports), one chunk's attention, a gated RMSNorm and the
+    output projection. Locals are deleted after their last use (the profile cannot see Python's)."""
+
+    def __init__(self, d=64, heads=4, hd=16, chunk=16, kernel=4, layers=2, classes=50):
+        super().__init__()
+        self.h, self.hd, self.c = heads, hd, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * heads * hd, bias=False) for _ in range(layers))
+        self.conv = nn.ModuleList(nn.Conv1d(3 * heads * hd, 3 * heads * hd, kernel, groups=3 * heads * hd,
+                                            padding=kernel - 1, bias=False) for _ in range(layers))
+        self.ab = nn.ModuleList(nn.Linear(d, 2 * heads, bias=False) for _ in range(layers))
+        self.z = nn.ModuleList(nn.Linear(d, heads * hd, bias=False) for _ in range(layers))
+        self.a_log = nn.ParameterList(nn.Parameter(torch.zeros(heads)) for _ in range(layers))
+        self.norm = nn.ParameterList(nn.Parameter(torch.ones(hd)) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(heads * hd, d, bias=False) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(1), persistent=False)
+
+    @staticmethod
+    def _l2(x):
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h, hd = self.h, self.hd
+        for i in range(len(self.qkv)):
+            m = self.conv[i](self.qkv[i](x).transpose(1, 2))[:, :, :s]
+            m = F.silu(m).transpose(1, 2)
+            q, k, v = (t.reshape(b, s, h, hd).transpose(1, 2).contiguous() for t in m.split(h * hd, -1))
+            del m
+            q, k = self._l2(q) * hd ** -0.5, self._l2(k)
+            a, bt = self.ab[i](x).transpose(1, 2).chunk(2, 1)
+            beta = bt.sigmoid()
+            g = (-self.a_log[i].exp()[:, None] * F.softplus(a)).cumsum(-1)
+            del a, bt
+            decay = (g[..., :, None] - g[..., None, :]).masked_fill(self.upper, float("-inf")).exp()
+            kb = k * beta[..., None]
+            ut = (kb @ k.transpose(-1, -2)) * decay
+            t = torch.eye(s) - ut.tril(-1)
+            del ut
+            u = t @ (v * beta[..., None])
+            del t, kb, beta
+            o = ((q @ k.transpose(-1, -2)) * decay) @ u
+            del q, k, v, u, decay, g
+            o = o.transpose(1, 2).reshape(-1, hd)
+            o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm[i]
+            o = o * F.silu(self.z[i](x).reshape(-1, hd))
+            x = x + self.out[i](o.reshape(b, s, h * hd))
+            del o
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -910,6 +966,43 @@ class WSVariantNet(nn.Module):
 
     def forward(self, x):
         return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
+
+
+class GainConv(nn.Conv2d):
+    """A convolution whose weight is computed each step by a plain product with a per-output gain (no
+    standardisation): `weight * gain`."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.gain, self.bias, self.stride, self.padding, groups=self.groups)
+
+
+class WSStridedNet(nn.Module):
+    """A computed weight on a convolution whose input needs its gradient and whose backward is where the
+    step peaks: a plain stem, then a 3x3 stride-2 convolution of 32 -> 64 channels at 32 x 32 (its
+    first backward phase, the input's gradient, is the largest), then a 1x1; each of the latter two
+    computes its weight every step (`conv`: "scaled" timm's ScaledStdConv2d with a bias, "std" StdConv2d
+    without one, "gain" GainConv without one)."""
+
+    def __init__(self, conv="scaled", c=32, classes=10):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d
+
+        make = {"scaled": lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, eps=1e-5),
+                "std": lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, bias=False, eps=1e-8),
+                "gain": lambda i, o, k, s=1: GainConv(i, o, k, stride=s, padding=k // 2, bias=False)}[conv]
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = make(c, 2 * c, 3, 2)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = F.silu(self.stem(x))
+        x = F.silu(self.c1(x))
+        return self.head(F.silu(self.c2(x)).mean((2, 3)))
 
 
 def _bit():
@@ -1130,6 +1223,7 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
+    "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
@@ -1156,13 +1250,68 @@ FAM = {
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",
                                             skipinit=True), IMG),
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
+    "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
+    "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
+
+
+class FromEndPermNet(nn.Module):
+    """Channels-last LayerNorm blocks whose permutes count axes from the end (`permute(0, -2, -1, 1)`,
+    as Mamba2's chunked scan writes them): TorchScript writes such a perm as given."""
+
+    def __init__(self, d=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, -2, -1, 1)
+        x = x + self.fc(F.gelu(self.norm(x)))
+        return self.head(x.permute(0, -1, 1, 2).mean((-2, -1)))
+
+
+class EinsumScan(nn.Module):
+    """Mamba2's chunked-scan contractions written with torch.einsum over projected tokens: scores of C
+    and B over the state (`bclhn,bcshn->bclsh`), their product with the values (`bclsh,bcshp->bclhp`,
+    the scores read in their permuted layout), per-chunk states (`bclhn,bclhp->bchpn`); `summed`: a
+    contraction whose letter only one operand has, summed out of it first (`bclhn,bcshp->bclhp`)."""
+
+    def __init__(self, d=64, heads=4, state=16, p=16, chunk=8, classes=10, summed=False):
+        super().__init__()
+        self.h, self.n, self.p, self.chunk, self.summed = heads, state, p, chunk, summed
+        self.inp = nn.Linear(d, heads * (2 * state + p))
+        self.out = nn.Linear(heads * p, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        # each local is dropped after its last use, as eager's tensors are in the profile
+        c, bm, v = self.inp(x).view(b, s // self.chunk, self.chunk, self.h, 2 * self.n + self.p).split(
+            [self.n, self.n, self.p], -1)
+        if self.summed:
+            y = torch.einsum("bclhn,bcshp->bclhp", c, v)
+            del c, bm, v
+        else:
+            g = torch.einsum("bclhn,bcshn->bclsh", c, bm)
+            del c
+            y = torch.einsum("bclsh,bcshp->bclhp", torch.sigmoid(g), v)
+            del g
+            st = torch.einsum("bclhn,bclhp->bchpn", bm, v)
+            del bm, v
+            y = y + st.mean((-1, -2))[:, :, None, :, None]
+            del st
+        x = x + self.out(y.reshape(b, s, -1))
+        return self.head(x.mean(1))
 
 
 def _timm(name, **kw):

@@ -411,9 +411,16 @@ class _Builder:
         return k
 
     def _data_sized(self, name: str) -> None:
-        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why."""
+        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why;
+        or a value that is a sequence of tensors (a Python list of the model: `nonzero(as_tuple=True)`),
+        which memplan does not read."""
         from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
         node = next((n for n in self.model.graph.node if name in n.output), None)
+        vi = self.value_info.get(name)
+        if node is not None and vi is not None and vi.type.HasField("sequence_type"):
+            raise _DataSized(f"'{name}' ({node.op_type} '{node.name}') is a sequence of tensors (a list in "
+                             "the source model), which memplan does not read; memplan needs tensors of static "
+                             "shapes")
         if node is not None and node.op_type in DATA_SIZED_ONNX:
             # a mixture of experts' Split by tokens per expert, a NonZero of a mask
             raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "
@@ -712,6 +719,33 @@ def _drop_unused_operands(g: Graph) -> Graph:
     return g
 
 
+def _attrs_as_meant(model) -> list[str]:
+    """Integer attributes an exporter wrote outside ONNX's rule but with one meaning (an op family's
+    "attrs_as_meant" fact: TorchScript's Transpose perm counted from the end), rewritten in place
+    before shape inference; one note per node rewritten."""
+    import onnx
+    from memplan_cli import ops as registry
+
+    notes = []
+    for n in model.graph.node:
+        fn = registry.source_facts("onnx", n.op_type).get("attrs_as_meant")
+        if fn is None:
+            continue
+        ints = {a.name: (list(a.ints) if a.type == onnx.AttributeProto.INTS else a.i) for a in n.attribute
+                if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.INT)}
+        new = fn(ints)
+        if not new:
+            continue
+        for a in n.attribute:
+            if a.name in new:
+                shown = tuple(a.ints) if a.type == onnx.AttributeProto.INTS else a.i
+                a.CopyFrom(onnx.helper.make_attribute(a.name, new[a.name]))
+                notes.append(f"{n.op_type} {_shown(n.name or (n.output[0] if n.output else ''))}: {a.name} "
+                             f"{shown} read as {tuple(new[a.name]) if isinstance(new[a.name], list) else new[a.name]}"
+                             " (axes counted from the end, as torch counts them; ONNX allows none)")
+    return notes
+
+
 def _default_opset(model) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
@@ -888,6 +922,16 @@ def _contained(fn, model, what: str):
     return out
 
 
+def _unknown_shapes(model) -> int:
+    """How many node outputs shape inference left without a static shape."""
+    shaped = set()
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim):
+            shaped.add(vi.name)
+    return sum(1 for n in model.graph.node for o in n.output if o and o not in shaped)
+
+
 def _has_unknown_shapes(model) -> bool:
     """Whether shape inference left a node output without a static shape, or with no elements (a
     TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
@@ -923,6 +967,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         given = data_sized.file_names(model)  # before _fix_inputs clears value_info
         found: list = []
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
+        as_meant = _attrs_as_meant(model)
+
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -938,19 +984,25 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
         sized, taken = None, {}
-        while _has_unknown_shapes(model):
+        left = _unknown_shapes(model)
+        while left:
             more = data_sized.assume(model, dict(dims or {}), given, taken)
             if more is None:
                 break
             # the sizes taken: every tensor they decide is sized by inference again (a second layer
             # of experts, whose input the first one's pieces sized, is found on the next turn)
-            sized = more if sized is None else {**sized, "dims": sized["dims"] + more["dims"],
+            sized = more if sized is None else {"dims": sized["dims"] + more["dims"],
                                                 "unsized": sized["unsized"] + more["unsized"]}
+            sized["rule"] = data_sized.rule_of(sized["dims"])
             model = infer(model)
             if _has_unknown_shapes(model):
                 from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
                 model, _ = fold_shape_computations(model, _default_opset(model), infer)
+            now = _unknown_shapes(model)
+            if now >= left:  # nothing more sized this turn: what is left stays unsized (refused below)
+                break
+            left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
@@ -970,6 +1022,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
+        g.warnings.extend(as_meant)
         return g
     except DimsError as e:
         raise ModelError(str(e), path) from None

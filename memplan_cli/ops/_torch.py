@@ -13,6 +13,10 @@ FORMAT_KEEPING = frozenset({"Relu", "Relu6", "Sigmoid", "Tanh", "Clip", "Add", "
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D")
 # permute: (0, 3, 1, 2) of contiguous NHWC data is a channels-last view, (0, 2, 3, 1) undoes it
 TRANSPOSE = "Transpose"
+# the aten calls a Transpose of a dynamo export stands for as itself; one recording another call
+# (slice_scatter's, index_put's: the exporter moves the written axis first and back) is no eager view
+PERMUTE_CALLS = frozenset({"aten.permute", "aten.transpose", "aten.t", "aten.movedim", "aten.swapaxes",
+                           "aten.swapdims", "aten.numpy_T", "aten.adjoint"})
 
 # output layout taken from the inputs' strides (TensorIterator; the profile tracks strides): the
 # memory-format keepers above and the other elementwise ops
@@ -59,6 +63,9 @@ INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"),
 # `merged_duplicates`); views of a shared tensor (a rotary table's `unsqueeze`) are not among them
 FILLS = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
                    "new_zeros", "new_ones", "new_full", "new_empty", "eye", "arange", "scalar_tensor"})
+# `x.unbind(d)` under dynamo: a Slice and a Squeeze per piece recording `%unbind`, read back as one eager
+# op of this type (profiles/torch/rewrites.py `unbinds`; its facts in profiles/torch/facts.py)
+UNBIND = {"target": "unbind", "type": "Unbind"}
 # max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
 # an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}

@@ -1417,7 +1417,7 @@ def _torch_contiguous_grad(op, operands) -> bool:
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
-         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
+         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated}
 

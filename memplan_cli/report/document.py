@@ -207,7 +207,8 @@ def data_sized_dict(graph) -> dict | None:
     if not sized:
         return None
     return {"rule": sized["rule"],
-            "dims": [{k: d[k] for k in ("name", "size", "set_by", "op", "tensor")} for d in sized["dims"]],
+            "dims": [{k: d[k] for k in ("name", "size", "set_by", "op", "tensor", "rule", "bound") if k in d}
+                     for d in sized["dims"]],
             "tensors": len(dict.fromkeys(sized["tensors"]))}
 
 

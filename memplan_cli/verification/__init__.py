@@ -76,10 +76,11 @@ class VerifyReport:
                          "wrote seeded values of their outputs' shapes: " + ", ".join(r.sources[:3])
                          + (" ..." if len(r.sources) > 3 else ""))
         if self.data_sized:
-            # the Split takes its pieces' sizes from the graph as analysed: the step runs the routing
-            # that realises the assumption, whatever counts the data computed
+            # the Split takes its pieces' sizes from the graph as analysed, and a NonZero (no reference
+            # kernel) writes seeded indices of the count analysed: the step runs at the sizes assumed,
+            # whatever the data computed
             lines.append(f"  assumed   {len(self.data_sized['dims'])} data-sized dims at the sizes analysed "
-                         f"({self.data_sized['rule']}): the step ran with its pieces so sized")
+                         f"({self.data_sized['rule']}): the step ran at those sizes")
         if self.unmapped:
             lines.append(f"  note      {len(self.unmapped)} buffer(s) of the plan hold no tensor the schedule touches: "
                          + ", ".join(self.unmapped[:5]) + (" ..." if len(self.unmapped) > 5 else ""))

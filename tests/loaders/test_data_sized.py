@@ -74,7 +74,7 @@ def test_analyze_says_it_in_one_line_and_the_json(tmp_path):
     doc = json.loads(r.output)
     jsonschema.validate(doc, load_schema("analysis"))
     assert doc["data_sized"]["dims"][2] == {"name": "counts_2", "size": 4, "set_by": "--dim", "op": "a0",
-                                            "tensor": "a2"}
+                                            "tensor": "a2", "rule": "equal pieces"}
     assert [d["size"] for d in doc["data_sized"]["dims"]] == [1, 1, 4]
     assert "2 set by --dim" not in _run("analyze", p, "--dim", "counts_2=4").output  # one of three
     assert "1 set by --dim" in _run("analyze", p, "--dim", "counts_2=4").output
@@ -112,3 +112,98 @@ def test_inspect_lists_the_names(tmp_path):
     doc = json.loads(_run("inspect", _moe(tmp_path), "-f", "json").output)
     jsonschema.validate(doc, load_schema("inspect"))
     assert [d["name"] for d in doc["data_sized"]["dims"]] == ["counts_0", "counts_1", "counts_2"]
+
+
+def _where(tmp_path):
+    """h = x + p (6, 4); the rows whose sum is positive (NonZero of a (6,) mask, Squeeze: `torch.where`)
+    gathered, through a weight, summed over the rows: the count is the data's, at most 6."""
+    rng = np.random.default_rng(6)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "ax1": np.array([1], np.int64), "ax0": np.array([0], np.int64), "zero": np.array(0.0, np.float32)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("ReduceSum", ["x", "ax1"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Squeeze", ["nz", "ax0"], ["rows"]),
+             helper.make_node("Gather", ["h", "rows"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    return save(tmp_path, onnx_model(nodes, [("x", (6, 4))], [("y", (1, 4))], inits), "where.onnx")
+
+
+def test_a_count_is_taken_at_its_bound_and_set_by_dim(tmp_path):
+    p = _where(tmp_path)
+    g = load_model(p)
+    d = g.metadata["data_sized"]
+    assert d["rule"] == "at the bound"
+    assert d["dims"] == [{"name": "nz_count", "size": 6, "set_by": "assumed", "op": "where", "tensor": "nz",
+                          "rule": "at the bound", "bound": 6}]
+    assert next(o.shape for o in g.operands if o.name == "g") == (6, 4)
+    g = load_model(p, dims={"nz_count": 2})
+    assert next(o.shape for o in g.operands if o.name == "g") == (2, 4)
+    r = _run("analyze", p, "--dim", "nz_count=7")
+    assert r.exit_code == 2 and "NonZero 'where' selects at most 6 elements" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = _run("analyze", p, "-O", "adam")
+    assert "note: 1 data-sized dims assumed at the bound (4 tensors); --dim nz_count=N" in r.output, r.output
+    doc = json.loads(_run("analyze", p, "-f", "json").output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert "data-sized count (at most 6) of 'where': nz_count=6" in _run("inspect", p).output
+
+
+def test_verify_and_the_torch_profile_with_a_count(tmp_path):
+    p = _where(tmp_path)
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
+    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
+    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    assert "Gather" in est, est
+
+
+def test_a_fixed_batch_file_is_not_rebatched_past_its_assumed_sizes(tmp_path):
+    # the pieces were taken for the file's batch: another -b would leave them summing to the old length
+    r = _run("analyze", _moe(tmp_path), "-b", "3")
+    assert r.exit_code == 2 and "sizes computed from the data were taken at the file's batch 6" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert _run("analyze", _moe(tmp_path), "-b", "6").exit_code == 0
+
+
+def _one_hot_where(tmp_path, kind):
+    """Mixtral's expert loop for one expert: the tokens of expert 1's slice of a one-hot of the
+    routing (6 tokens, top-2, 4 experts), `torch.where(one_hot(ids, 4).permute(2, 1, 0)[1])`, as
+    TorchScript writes one_hot (`onehot`: OneHot) or the dynamo exporter (`equal`: Equal with an
+    arange); `other`: an Equal with a constant that is no arange (no one-hot: the bound)."""
+    rng = np.random.default_rng(8)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "e": np.array(1, np.int64), "one": np.array(1, np.int64), "ax0": np.array([0], np.int64),
+             "axl": np.array([-1], np.int64)}
+    if kind == "onehot":
+        inits.update(depth=np.array(4, np.int64), values=np.array([0, 1], np.int64))
+        hot = [helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=-1)]
+    else:
+        inits["r"] = np.arange(4, dtype=np.int64) if kind == "equal" else np.array([0, 2, 2, 3], np.int64)
+        hot = [helper.make_node("Unsqueeze", ["ids", "axl"], ["idu"]),
+               helper.make_node("Equal", ["idu", "r"], ["hot"])]
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]), *hot,
+             helper.make_node("Transpose", ["hot"], ["perm"], perm=[2, 1, 0]),
+             helper.make_node("Gather", ["perm", "e"], ["slice"], axis=0),
+             helper.make_node("Cast", ["slice"], ["mask"], to=TensorProto.BOOL),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Gather", ["nz", "one"], ["tok"], axis=0),
+             helper.make_node("Gather", ["h", "tok"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    m = onnx_model(nodes, [("x", (6, 4)), ("ids", (6, 2), TensorProto.INT64)], [("y", (1, 4))], inits)
+    return save(tmp_path, m, f"{kind}.onnx")
+
+
+@pytest.mark.parametrize("kind,size,rule", [("onehot", 3, "equal pieces"), ("equal", 3, "equal pieces"),
+                                            ("other", 12, "at the bound")])
+def test_a_one_hot_class_slice_takes_an_equal_share(tmp_path, kind, size, rule):
+    # each row of a one-hot has at most one nonzero: the 4 experts' counts sum to at most the 12
+    # rows (6 tokens x top-2), taken as equal pieces; any other mask is taken at its bound
+    g = load_model(_one_hot_where(tmp_path, kind))
+    (d,) = g.metadata["data_sized"]["dims"]
+    assert (d["size"], d["rule"], d["bound"]) == (size, rule, 12)
+    assert next(o.shape for o in g.operands if o.name == "g") == (size, 4)
+    check_verify(_one_hot_where(tmp_path, kind), "-O", "adam")

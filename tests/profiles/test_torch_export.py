@@ -716,6 +716,20 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
         coverage_line(unread["coverage"])
 
 
+def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
+    # a TorchScript export (no graph signature) holds only what its trace read: the JSON says so
+    listed, _ = _torch(_with_unread(tmp_path, "listed"))
+    import onnx
+
+    m = onnx.load(_with_unread(tmp_path, "plain"))
+    del m.graph.metadata_props[:]
+    path = str(tmp_path / "ts.onnx")
+    onnx.save(m, path)
+    plain, _ = _torch(path)
+    assert "parameters no op reads" in plain["not_modelled"]
+    assert "parameters no op reads" not in listed["not_modelled"]
+
+
 @pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])
 def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_path, how):
     # tied or merged parameters: a node's aten call names the placeholder; an op the exporter rewrote
@@ -734,3 +748,47 @@ def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_p
         onnx.save(m, path)
     t, _ = _torch(path)
     assert "unread_parameters" not in t["coverage"]
+
+
+def _norm_scales(tmp_path, name, merged: bool):
+    """Two affine norms' scale and shift (x * w + b in modules n1, n2), as the dynamo exporter writes
+    GroupNorm: its call (`aten.group_norm(%x, G, %p_n1_weight, %p_n1_bias, ...)`) recorded on every node
+    of the decomposition, the weight and bias folded into constants (`val_3`, `val_4`) whose record
+    names one parameter each; `merged`: both norms' weights are ones and biases zeros at init, and the
+    optimizer kept n1's constants, which n2's nodes read while their call takes n2's parameters."""
+    w2, b2 = ("val_3", "val_4") if merged else ("val_7", "val_8")
+    nodes = [helper.make_node("Mul", ["x", "val_3"], ["h"], name="node_mul"),
+             helper.make_node("Add", ["h", "val_4"], ["h1"], name="node_add"),
+             helper.make_node("Relu", ["h1"], ["r"], name="node_relu"),
+             helper.make_node("Mul", ["r", w2], ["h2"], name="node_mul_1"),
+             helper.make_node("Add", ["h2", b2], ["y"], name="node_add_1")]
+    call = {1: _fx("group_norm.default", "%x, 1, %p_n1_weight, %p_n1_bias, 1e-05, False"),
+            2: _fx("group_norm.default", "%relu, 1, %p_n2_weight, %p_n2_bias, 1e-05, False")}
+    calls = {"node_mul": call[1], "node_add": call[1], "node_relu": _fx("relu.default", "%group_norm"),
+             "node_mul_1": call[2], "node_add_1": call[2]}
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key, p.value = "pkg.torch.onnx.name_scopes", str(["", "n2" if n.name.endswith("_1") else "n1", "x"])
+    inits = [("val_3", np.ones(16, np.float32)), ("val_4", np.zeros(16, np.float32))]
+    folded = {"val_3": ["n1.weight", "val_1"], "val_4": ["n1.bias", "val_2"]}
+    if not merged:
+        inits += [("val_7", np.ones(16, np.float32)), ("val_8", np.zeros(16, np.float32))]
+        folded.update({"val_7": ["n2.weight", "val_5"], "val_8": ["n2.bias", "val_6"]})
+    return _dynamo_file(tmp_path, name, nodes, inits, [2, 16], [2, 16],
+                        ["n1.weight", "n1.bias", "n2.weight", "n2.bias"], folded, calls)
+
+
+def test_a_folded_norm_bias_is_its_own_parameter_not_a_copy_of_the_weight(tmp_path):
+    # the call names weight and bias on both the Mul and the Add; the folded record says which one
+    # each constant is: the bias trains (it was taken for a second copy of the weight's parameters)
+    _, a = _torch(_norm_scales(tmp_path, "apart", merged=False))
+    assert sorted(_trained(a)) == ["val_3", "val_4", "val_7", "val_8"]
+
+
+def test_norm_parameters_folded_then_merged_are_each_their_own_tensor(tmp_path):
+    # eager holds, differentiates and updates n2's weight and bias too; the merged file reads n1's
+    # constants there, under a call that takes n2's parameters, which the file holds nowhere
+    apart, a = _torch(_norm_scales(tmp_path, "apart", merged=False))
+    merged, b = _torch(_norm_scales(tmp_path, "merged", merged=True))
+    assert sorted(_trained(b).values()) == sorted(_trained(a).values()) and len(_trained(b)) == 4
+    assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]

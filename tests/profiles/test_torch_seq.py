@@ -343,6 +343,22 @@ def test_select_is_a_view_and_a_lost_clone_a_copy(tmp_path):
     assert _cols(a, "select")["fwd_mem_out"] == 96
 
 
+def test_a_lost_clone_read_twice_is_read_at_both_inputs(tmp_path):
+    # `c = t.contiguous(); c * c` under dynamo: the Mul reads the permuted view twice and records
+    # mul(%clone, %clone). Both inputs are the copy (96 B, saved by the Mul); the permuted h is then
+    # freed in forward, where a Mul that still saved the view at input 1 kept h alive to its backward
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "h = aten.matmul.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("Transpose", ["h"], ["t"], perm=[1, 0, 2], name="perm"),
+                     "permute = aten.permute.default(args = (%h, [1, 0, 2]), kwargs = {})"),
+             _record(helper.make_node("Mul", ["t", "t"], ["y"], name="sq"),
+                     "mul = aten.mul.Tensor(args = (%clone, %clone), kwargs = {})")]
+    a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [3, 2, 4], [("w", _w(4, 4))], ["w"], "sq"), loss="mse")
+    h = next(b for b in a.buffers.buffers if b.name == "h")
+    assert a.buffers.steps[h.last].kind == "forward"
+    assert [b.size for b in a.buffers.buffers if b.name.endswith(":clone")] == [96]
+
+
 def test_cumsum_backward_makes_two_temporaries(tmp_path):
     # torch.cumsum's backward flips the gradient and sums it: two temporaries of the input's size
     # (32 B each) besides its gradient (32 B); forward keeps nothing
@@ -672,8 +688,8 @@ def test_a_recorded_row_write_is_one_write_into_the_tensor(tmp_path):
 
 
 def _dynamo_fill_model(tmp_path, nodes, x_shape, y_shape, inits, params, name):
-    """A dynamo file whose fill (`zeros` / `zeros_like`: an Expand of a 0-d zero, recorded) the loader
-    folds; its graph signature lists `params` (so the folded fill is no parameter)."""
+    """A dynamo file from input x to output y whose graph signature lists `params` (so a fill the loader
+    folds, `zeros` / `zeros_like` as an Expand of a 0-d zero, is no parameter)."""
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, x_shape)],
                               [helper.make_tensor_value_info("y", F, y_shape)],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
@@ -735,6 +751,46 @@ def test_a_fill_the_exporter_merged_is_one_tensor_per_call(tmp_path):
         n.output[:] = ["unsqueeze_1" if o == "zeros_1" else o for o in n.output]
     a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [2, 3, 4], inits, ["w"], "views"), loss="mse")
     assert [b.size for b in a.buffers.buffers if b.name.startswith("unsqueeze_1")] == [128]
+
+
+def _unbind(tmp_path, name, read_last: bool):
+    """`q, k, v = h.view(2, 3, 8).permute(1, 0, 2).unbind(0)` as the dynamo exporter writes it (a Slice and
+    a Squeeze per piece, all recording `%unbind`), then `q * k (+ v)`."""
+    call = "unbind = aten.unbind.int(args = (%permute,), kwargs = {})"
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "h = aten.mm.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("Reshape", ["h", "shape"], ["r"], name="view"),
+                     "view = aten.view.default(args = (%h, [2, 3, 8]), kwargs = {})"),
+             _record(helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0, 2], name="permute"),
+                     "permute = aten.permute.default(args = (%view, [1, 0, 2]), kwargs = {})")]
+    for i in range(3):
+        nodes += [_record(helper.make_node("Slice", ["t", f"s{i}", f"s{i + 1}", "ax0"], [f"sl{i}"], name=f"slice{i}"),
+                          call),
+                  _record(helper.make_node("Squeeze", [f"sl{i}", "ax0"], [f"p{i}"], name=f"unbind_{i}"), call)]
+    nodes.append(_record(helper.make_node("Mul", ["p0", "p1"], ["m" if read_last else "y"], name="mul"),
+                         "mul = aten.mul.Tensor(args = (%getitem, %getitem_1), kwargs = {})"))
+    if read_last:
+        nodes.append(_record(helper.make_node("Add", ["m", "p2"], ["y"], name="add"),
+                             "add = aten.add.Tensor(args = (%mul, %getitem_2), kwargs = {})"))
+    inits = [("w", _w(4, 24)), ("shape", np.array([2, 3, 8], np.int64)), ("ax0", np.array([0], np.int64)),
+             *((f"s{i}", np.array([i], np.int64)) for i in range(4))]
+    return _dynamo_fill_model(tmp_path, nodes, [2, 4], [2, 8], inits, ["w"], name)
+
+
+def test_a_recorded_unbind_is_one_op_whose_backward_stacks(tmp_path):
+    # eager's unbind: three select views; UnbindBackward0 stacks the three gradients into one of the
+    # input's size (3 x 2 x 8 floats: 192 B), where each Slice's backward would make one of its own
+    a = _run(_unbind(tmp_path, "unbind3", True), loss="mse")
+    cols = {k: v for k, v in a.extras["per_layer_extra"].items() if "slice" in k or "unbind_" in k}
+    assert sum(v["bwd_mem_out"] for v in cols.values()) == 192
+    assert sum(v["bwd_mem_tmp"] for v in cols.values()) == 0
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    # a piece nobody reads stands in the stack as a 0-d zero expanded (unbind_backward): no zeros of its
+    # size, unlike split's
+    a = _run(_unbind(tmp_path, "unbind2", False), loss="mse")
+    cols = {k: v for k, v in a.extras["per_layer_extra"].items() if "slice" in k or "unbind_" in k}
+    assert sum(v["bwd_mem_out"] for v in cols.values()) == 192
+    assert sum(v["bwd_mem_tmp"] for v in cols.values()) == 0
 
 
 def test_a_cast_to_its_own_dtype_is_no_copy(tmp_path):

@@ -114,7 +114,8 @@ class TorchProfile:
             alt = replay(tg, config, as_functions=True)[0]
             sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
-        unread = ((getattr(graph, "metadata", None) or {}).get("torch_export") or {}).get("unread") or []
+        export = (getattr(graph, "metadata", None) or {}).get("torch_export")
+        unread = (export or {}).get("unread") or []
         if unread:
             sim.coverage["unread_parameters"] = list(unread)
         kept, bufs = _buffers(sim)
@@ -123,7 +124,7 @@ class TorchProfile:
         return BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)],
                           {"profile": self.name, "planner": planner, "steps": len(sim.steps)}, training_graph=tg,
                           profile_data={"layers": layer, "parts": [part_of(s, sim.steps) for s in kept],
-                                        "coverage": sim.coverage})
+                                        "coverage": sim.coverage, "lists_parameters": export is not None})
 
     def figures(self, analysis) -> dict:
         """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
@@ -145,7 +146,10 @@ class TorchProfile:
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
-                                         "scratch); tensors module code keeps past their last use"}}
+                                         "scratch); tensors module code keeps past their last use"
+                                         + ("" if bl.profile_data.get("lists_parameters") else
+                                            "; parameters no op reads (this file does not list the "
+                                            "module's parameters)")}}
         layers = bl.profile_data.get("layers")
         if layers is not None:
             out["per_layer_extra"] = layers

@@ -563,7 +563,10 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
     value of the same fx kind (`%view_2` for `view_1`) that nothing in the file is named: it read
     another parameter, lost. Which one: a parameter of the op's module (its recorded scope) that the
     file holds nowhere, by name or folded; of several, the one named like the stand-in's parameter
-    (n3.v for n2.v), else the first by name (the bytes are the same). {op index: [(position, target)]}."""
+    (n3.v for n2.v), else the first by name (the bytes are the same). An op whose fx node takes
+    parameters themselves, not the stand-in's (GroupNorm's decomposition reads its weight and bias
+    folded to (C, 1, 1): two norms of one width share them), read the lost one of those named like
+    the stand-in's parameter. {op index: [(position, target)]}."""
     folded = md.get("folded_from") or {}
     present = {o.name for o in graph.operands}
     in_folds = {t for srcs in folded.values() for t in srcs}
@@ -585,6 +588,17 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
         for pos, v in enumerate(op.inputs):
             name = graph.operands[v].name if v >= 0 else ""
             if name not in viewed or name in args:
+                continue
+            # a call that takes the parameters themselves (the exporter's decomposition viewed them:
+            # GroupNorm's weight and bias as (C, 1, 1)), not the stand-in's own: it read the one of
+            # them named like the stand-in's parameter
+            named = [sig.target[a] for a in args if sig.kind.get(a) == "PARAMETER"]
+            leaf = viewed[name].rsplit(".", 1)[-1]
+            target = next((t for t in named if t in lost and t not in taken and t.rsplit(".", 1)[-1] == leaf),
+                          None) if viewed[name] not in named else None
+            if target is not None:
+                taken.add(target)
+                out.setdefault(op.index, []).append((pos, target))
                 continue
             kind = fx_kind(name)
             if not any(fx_kind(a) == kind and a not in present for a in args):

@@ -7,7 +7,8 @@ from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
 from memplan_cli.ir.graph import FOLDED_CALLS
-from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, TRANSPOSE, WEIGHT_MATMULS
+from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE_CALLS, TRANSPOSE, WEIGHT_MATMULS,
+                                   parse_call)
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
@@ -364,6 +365,13 @@ class Replay:
         """Inputs a kernel needs contiguous: a copy of a non-contiguous view ("in0" / "in1" -> storage)."""
         opd, c = self.opd, self.cols(op.label)
         copies = {}
+        if f.get("bmm_operands"):  # the tensors einsum's bmm saves in place of its operands
+            sts = [self.strides.get(v) or contiguous_strides(opd[v].shape) for v in op.inputs]
+            for k, nb in enumerate(f["bmm_operands"](op, opd, sts, view_strides)):
+                if nb:
+                    copies[f"in{k}"] = self.sim.new(f"{op.label}:operand{k}", "non-const", nb, s, op.label, "copy")
+                    c["fwd_mem_tmp"] += nb
+            return copies
         if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
             w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
             for k, v in enumerate(op.inputs[:2]):
@@ -404,8 +412,12 @@ class Replay:
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
-                # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
-                if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
+                # the new tensor's layout: its kernel's, like input 0 (empty_like), or TensorIterator's
+                if f.get("out_strides") and k == 0:
+                    lay = f["out_strides"](op, opd)
+                    if lay and not is_contiguous(opd[v].shape, lay):
+                        strides[v] = tuple(lay)
+                elif f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
                     strides[v] = strides[x0]
                 elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
                     lay = iterator_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or
@@ -509,8 +521,25 @@ class Replay:
                            op.label, "scratch")
             sim.touch(copy, s_dw)
             tmp.append(copy)
+        elif f.get("grad_reshaped") and outs and f["grad_reshaped"](op, opd) is not None:
+            # the op's kernel ran on a reshape and viewed its result back (a linear over more than
+            # two dims, einsum's bmm): that view's backward reshapes the incoming gradient, a copy
+            # where its strides allow no view; the copy serves every gradient of the op. A gradient
+            # of unknown strides (a slice's: rows of a wider tensor, a view) is not copied
+            axes, shape = f["grad_reshaped"](op, opd)
+            y = tuple(opd[outs[0]].shape)
+            gs = contiguous_strides(y) if incoming_contig else self.grad_strides.get(outs[0])
+            if gs and view_strides([y[a] for a in axes], [gs[a] for a in axes], shape) is None:
+                copy = sim.new(f"{op.label}:grad_reshaped", "disposable", opd[outs[0]].nbytes, s, op.label,
+                               "tmp")
+                sim.touch(copy, s_dw)
+                tmp.append(copy)
         mode = f.get("grad", "new")
         det = op.attrs.get("detached", ())
+        # inputs whose gradient the kernel's second phase makes, a parameter or a computed tensor alike
+        # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
+        # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
+        late = set(f.get("dw_inputs", ())) if s_dw != s else set()
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
                 continue
@@ -523,7 +552,8 @@ class Replay:
                 continue
             if k in f.get("grad_shared", ()):
                 if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
-                    self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
+                    self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True,
+                                 strides=None if incoming_contig else self.grad_strides.get(outs[0]))
                     continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
                     not f.get("view_needs_contiguous") or incoming_contig):
@@ -552,13 +582,14 @@ class Replay:
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+            at = s_dw if k in late else s
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
             dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
                 tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
-            self.deliver(v, gx, dense, s, made, tmp, op.label,
+            self.deliver(v, gx, dense, at, made, tmp, op.label,
                          strides=None if dense else self.grad_strides.get(outs[0]) if outs else None)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
@@ -568,8 +599,8 @@ class Replay:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
-        dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
-        dw = any(v in trained for v in op.inputs)
+        dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
+        dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
@@ -645,6 +676,8 @@ class Replay:
             if gs is None:
                 return None if not incoming_contig else contiguous_strides(opd[v].shape)
             return view_strides(opd[out].shape, gs, opd[v].shape)
+        if op.type == TRANSPOSE and op.call and (parse_call(op.call) or ("", ""))[1] not in PERMUTE_CALLS:
+            return ()  # part of another aten op's export (slice_scatter's): its layout is not eager's
         if f.get("strided") and op.type == TRANSPOSE and gs is not None:
             perm = op.attrs.get("perm") or tuple(reversed(range(len(opd[v].shape))))
             in_st = [0] * len(perm)

@@ -6,8 +6,8 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
-                                   parse_call)
+from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA,
+                                   UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -34,8 +34,9 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
     call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
     records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
-    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy.
-    Only ops that read their input 0 from outside their own call's decomposition are matched."""
+    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy,
+    at every input its call passes the clone (`x * x`: mul(%clone, %clone)). Only ops that read
+    their input 0 from outside their own call's decomposition are matched."""
     calls = [parse_call(op.call) if op.call else None for op in g.operations]
     names = {c[0] for c in calls if c}
     defs = g.defs()
@@ -56,7 +57,10 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
             made[arg] = y.index
             out.append(EagerOp(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
         uses.setdefault(made[arg], []).append(op.index)
-        out.append(EagerOp(op.index, op.type, [made[arg]] + op.inputs[1:], op.outputs, op.attrs, op.label, op.members))
+        # every input the call passes the same clone (`x * x` of one `.contiguous()`: mul(%clone, %clone))
+        ins = [made[arg] if k == 0 or (v == x and k < len(c[2]) and c[2][k] == arg) else v
+               for k, v in enumerate(op.inputs)]
+        out.append(EagerOp(op.index, op.type, ins, op.outputs, op.attrs, op.label, op.members))
     return out
 
 
@@ -199,6 +203,45 @@ def one_aten_ops(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                            tuple(c.index for c in chain)))
         k = j
     return out
+
+
+def unbinds(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """`x.unbind(d)` (timm's `q, k, v = qkv.unbind(0)`) as the dynamo exporter writes it: a Slice of x
+    and a Squeeze per piece, all recording the one fx node `%unbind`. Eager's unbind returns views (a
+    select each) and its backward (UnbindBackward0: `unbind_backward`, a stack of the pieces'
+    gradients, a 0-d zero expanded for a piece that got none) makes one gradient of x's size, where
+    a Slice's backward each would make one. The group is read back as one op, `Unbind`, from x to the pieces."""
+    irops = g.operations
+    groups: dict[str, list[int]] = {}
+    for k, op in enumerate(ops_):
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        if c and c[1].removeprefix("aten.") == UNBIND["target"]:
+            groups.setdefault(c[0], []).append(k)
+    fused: dict[int, EagerOp] = {}
+    drop: set[int] = set()
+    for name, ks in groups.items():
+        members = [ops_[k] for k in ks]
+        made = {v for m in members for v in m.outputs}
+        ins = {v for m in members for v in m.inputs if v >= 0 and v not in made and not opd[v].is_const}
+        pieces = [v for m in members for v in m.outputs if any(v in r.inputs for r in ops_ if r not in members)
+                  or v in g.outputs]
+        if len(ins) != 1 or not pieces or len(members) < 2:
+            continue
+        x = ins.pop()
+        args = parse_call(irops[members[0].index].call)[2]
+        try:
+            axis = int(args[1]) % len(opd[x].shape) if len(args) > 1 else 0
+        except ValueError:
+            continue
+        if any(tuple(opd[v].shape) != tuple(opd[x].shape[:axis]) + tuple(opd[x].shape[axis + 1:]) for v in pieces):
+            continue
+        first = members[0]
+        fused[ks[0]] = EagerOp(first.index, UNBIND["type"], [x], pieces, {"axis": axis}, first.label,
+                               tuple(m.index for m in members))
+        drop.update(ks[1:])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
 
 
 def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
@@ -668,5 +711,5 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
-    ops_ = max_with_indices(ops_, opd)
+    ops_ = unbinds(max_with_indices(ops_, opd), g, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
