@@ -51,7 +51,12 @@ class _Bad(Exception):
     pass
 
 
-class _NoShape(_Bad):
+class _Unsized(_Bad):
+    """A tensor memplan cannot size in a file that may well be valid (onnx's checker passes an Expand to a
+    shape the data gives, a custom op's output, a string tensor): said as such, not as an invalid file."""
+
+
+class _NoShape(_Unsized):
     """Shape inference left a tensor without a shape, or with a dim it could not size."""
 
 
@@ -403,9 +408,9 @@ class _Builder:
             op = Operand(k, name, shape, dtype)
         else:
             self._data_sized(name)
-            raise _Bad(f"no shape for tensor '{name}' (shape inference could not infer it)")
+            raise _Unsized(f"no shape for tensor '{name}' (shape inference could not infer it)")
         if op.dtype not in DTYPE_SIZE:
-            raise _Bad(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
+            raise _Unsized(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
         self.index[name] = k
         self.operands.append(op)
         return k
@@ -1048,6 +1053,6 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if bound:  # the sizes bound may be ones the model cannot take (beyond a position table)
             raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "
                              "this size", path) from None
-        raise ModelError(f"invalid onnx file: {e}", path) from None
+        raise ModelError(str(e) if isinstance(e, _Unsized) else f"invalid onnx file: {e}", path) from None
     except ProcessLimitError as e:
         raise ModelError(str(e), path) from None

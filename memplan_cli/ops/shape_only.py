@@ -315,6 +315,7 @@ def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "") -> d
 
 
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
+              "If": {"branches": ("then_branch", "else_branch")},
               "Range": {"elements": _range_elements},
               "ConstantOfShape": {"elements": _constant_of_shape_elements},
               "NonZero": {"data_sized_count": _nonzero_count}}

@@ -248,14 +248,14 @@ class Replay:
         for o in opd:
             if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
                     and o.index not in self.computed:
-                storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+                storage[o.index] = sim.new(o.name, "trainable", _held_bytes(o), 0, kind="held")
             elif o.index in indices and o.index not in self.computed:
                 # an integer tensor an index op saves (gather keeps its indices): the module's index
                 # buffer (TinyViT's and LeViT's attention_bias_idxs, Swin's relative_position_index),
                 # held like a float buffer; one eager computes each step instead lives at least until
                 # the backward of the op that saves it (a value the dynamo exporter folded is made where
                 # eager computes it: `computed`)
-                storage[o.index] = sim.new(o.name, "trainable", o.nbytes, 0, kind="held")
+                storage[o.index] = sim.new(o.name, "trainable", _held_bytes(o), 0, kind="held")
         for v in g.inputs:
             o = opd[v]
             if v == tg.label:
@@ -818,3 +818,11 @@ def _a_view(op_type: str) -> bool:
     """The op's family says it is a view in eager (slice, transpose, expand): it makes no tensor."""
     f = ops.profile_facts("torch", op_type)
     return isinstance(f, dict) and bool(f.get("view"))
+
+
+def _held_bytes(o) -> int:
+    """Bytes eager holds for a constant: a broadcast memplan folded (`Operand.broadcast_of`: an expand of
+    a module buffer, a stride-0 view in eager) holds only the values it repeats."""
+    if o.broadcast_of is not None:
+        return elements(o.broadcast_of) * dtype_size(o.dtype)
+    return o.nbytes
