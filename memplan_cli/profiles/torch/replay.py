@@ -235,7 +235,10 @@ class Replay:
         # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
         # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
         self.trained -= {m for m in masks if opd[m].assumed}
-        self.rg = set(self.trained)
+        # a constant folded from a parameter's computation that memplan's rules do not train (a 0-d
+        # value: DiffLlama's λ, exp(sum(λq·λk)) - ...) is still computed from parameters in eager: it
+        # requires grad, so its readers keep what its gradient needs (they are named as estimated)
+        self.rg = set(self.trained) | {o.index for o in opd[:len(g.operands)] if o.is_const and o.name in self.folded}
         self.computed = folded_values(g, self.trained, masks)
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
