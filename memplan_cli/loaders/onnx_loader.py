@@ -628,6 +628,12 @@ REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
 SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 
+# a node whose recorded stack starts in code torch.fx generated: the body of a higher-order op that
+# torch.export made of a `with torch.no_grad()` / `torch.enable_grad()` / `torch.autocast(...)` block
+# (wrap_with_set_grad_enabled, wrap_with_autocast) and the exporter inlined; the file does not say which
+_INLINED_REGION = re.compile(r'File "(<eval_with_key>[^"]*)"')
+
+
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
     (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
@@ -643,10 +649,13 @@ def _export_rewrites(model) -> dict | None:
 
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
-    nodes, reads = [], {}
+    nodes, reads, inlined = [], {}, {}
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
+        if region and node.name:
+            inlined[node.name] = region.group(1)
         if REWRITE_TAG in md:
             nodes.append({"node": node.name, "op_type": node.op_type,
                           "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
@@ -661,7 +670,7 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded)}
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
@@ -674,7 +683,8 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
     exporter's optimizer merged with an equal one looks the same."""
     from memplan_cli.loaders.params import _FX_ARG
 
-    held = {t.name for t in model.graph.initializer}
+    held = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
+                                                        for o in n.output}
     named, scopes = set(), set()
     for node in model.graph.node:
         for p in node.metadata_props:
@@ -689,7 +699,7 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
             modules.setdefault(target.rpartition(".")[0], []).append((ph, target))
     out = []
     for module, params in modules.items():
-        if any(t in held or ph in named or t in named for ph, t in params):
+        if any(t in held or ph in held or ph in named or t in named for ph, t in params):
             continue
         if module and any(s == module or s.startswith(module + ".") for s in scopes):
             continue

@@ -281,6 +281,19 @@ def torch_functions_note(doc: dict) -> str:
     return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
 
 
+def torch_no_grad_note(doc: dict) -> str:
+    """The torch profile's header line when ops a dynamo export inlined from the body of a `with` block
+    (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad."""
+    torch = (doc.get("figures") or {}).get("torch") or {}
+    ng = (torch.get("coverage") or {}).get("as_no_grad") or {}
+    peak = torch.get("peak") or 0
+    if not ng.get("says_so") or not peak:
+        return ""
+    return (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined ran as "
+            f"recorded; if under torch.no_grad() (the file cannot tell it from autocast), the peak is "
+            f"{ng['peak']:,d} B ({100 * (ng['peak'] / peak - 1):+.1f} %)")
+
+
 def function_modules(modules: list) -> str:
     """`gelu_impl x 2`: the modules' last names, counted."""
     names: dict[str, int] = {}
@@ -416,7 +429,8 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc), torch_unread_note(doc)):
+        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_no_grad_note(doc), torch_unread_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

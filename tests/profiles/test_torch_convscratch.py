@@ -352,3 +352,22 @@ def test_a_conv1d_whose_2d_view_was_not_measured_is_estimated_not_refused():
     assert conv.TORCH["fwd_scratch"](op, opd) == conv._torch_fwd(op, opd)
     op, opd = _op1d(4, 32, 79, 32, 3, 2)
     assert not conv.TORCH["estimated"](op, opd)
+
+
+def _wide_strided(tmp_path, after_a_conv):
+    """An 11 x 11 stride-2 convolution (16 -> 32 channels, 32 x 32), on the batch or on a 1 x 1
+    convolution's output (whose gradient it then computes)."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1, 1])] if after_a_conv else []
+    nodes += [helper.make_node("Conv", ["a" if after_a_conv else "x", "w"], ["y"], kernel_shape=[11, 11],
+                               strides=[2, 2])]
+    inits = [("w", (32, 16, 11, 11))] + ([("w0", (16, 16, 1, 1))] if after_a_conv else [])
+    return _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 11, 11), inits, f"w{int(after_a_conv)}.onnx")
+
+
+def test_a_strided_wide_input_gradient_is_named_as_estimated_where_it_runs(tmp_path):
+    # brgconv_strided's batch for a kernel over 10 x 10 is its blocking search's pick: analysed (it was
+    # refused) and named as estimated, but only where the input's gradient is computed
+    for after, named in ((True, True), (False, False)):
+        a = analyze(_wide_strided(tmp_path, after), TrainConfig(loss="mse"), profile="torch")
+        est = a.extras["torch"]["coverage"]["estimated"]
+        assert any(e["type"] == "Conv2D" for e in est) is named

@@ -48,7 +48,8 @@ from memplan_cli.profiles.torch.strides import elements
 #   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
 #   substitution);
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
-#   (the report names it as estimated, as an op the general rule covers).
+#   (the report names it as estimated, as an op the general rule covers); "estimated_dx": the same for
+#   the input's gradient, where that phase runs.
 
 
 def flash_blocks(op, operands) -> tuple:

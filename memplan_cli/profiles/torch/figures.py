@@ -39,6 +39,12 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+    if cov.get("regions"):
+        # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
+        # does not say which): the peak with the blocks run under no_grad
+        alt = cov["as_no_grad_peak"]
+        out["as_no_grad"] = {**cov["regions"], "peak": alt,
+                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
     return out
 
 
@@ -59,6 +65,10 @@ def coverage_line(cov: dict) -> str:
     if fn.get("says_so"):
         line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
                  f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+    ng = cov.get("as_no_grad") or {}
+    if ng.get("says_so"):
+        line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
+                 f"(peak so: {ng['peak']:,d} B)")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 

@@ -25,11 +25,27 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config, as_functions: bool = False):
+def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
-    Function is read as one (functions.py), for the figure reported beside the op-by-op one."""
-    return Replay(tg, config, as_functions).run()
+    Function is read as one (functions.py), for the figure reported beside the op-by-op one.
+    `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad."""
+    return Replay(tg, config, as_functions, as_no_grad).run()
+
+
+def inlined_regions(g, ops_) -> dict:
+    """The ops a dynamo export inlined from the body of a `with torch.no_grad()`, `torch.enable_grad()`
+    or `torch.autocast(...)` block (loaders/onnx_loader.py: their recorded stack starts in code torch.fx
+    generated): eager-op position -> the block. The file does not say which kind of block it was."""
+    inlined = ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("inlined") or {}
+    if not inlined:
+        return {}
+    out = {}
+    for p, op in enumerate(ops_):
+        keys = {inlined.get(g.operations[i].name) for i in (op.members or (op.index,))} - {None}
+        if keys:
+            out[p] = min(keys)
+    return out
 
 
 def alternatives(fn, op, opd, needs) -> tuple:
@@ -42,7 +58,7 @@ class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config, as_functions: bool = False):
+    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False):
         self.tg, self.config = tg, config
         g = self.g = tg.graph
         self.uses = g.uses()
@@ -57,6 +73,7 @@ class Replay:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
         self.read_functions(as_functions)
+        self.read_regions(as_no_grad)
         # ops reading a constant the exporter folded from a parameter's computation (export.py)
         folded = self.folded = folded_computations(g)
         # folded values eager holds as an expanded view of a smaller tensor (export.expand_base_bytes)
@@ -77,6 +94,7 @@ class Replay:
         # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
         read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
         self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
+                             "regions": self.regions,
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
                                            if op.attrs.get(ESTIMATED)},
                              "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
@@ -122,6 +140,23 @@ class Replay:
             self.ops[q].attrs[ESTIMATED] = True
         if groups:
             self.ops = as_functions_(self.ops, groups, g, self.opd, self.uses, names)
+
+    def read_regions(self, as_no_grad: bool) -> None:
+        """Ops a dynamo export inlined from a `with` block's body: under torch.no_grad() eager records no
+        node for them and their results need no gradient; under autocast (in float32) or enable_grad
+        they run as any op. The file does not say which: they run as any op and are named as estimated
+        (`as_no_grad`: under no_grad, every read in or out of the block detached, for the figure beside)."""
+        regions = inlined_regions(self.g, self.ops)
+        self.regions = {"blocks": len(set(regions.values())), "ops": len({self.ops[p].label for p in regions})} \
+            if regions else {}
+        made = {v for p in regions for v in self.ops[p].outputs}
+        for p, op in enumerate(self.ops):
+            if p in regions:
+                op.attrs[ESTIMATED] = True
+            if as_no_grad:
+                det = {k for k, v in enumerate(op.inputs) if v >= 0 and (p in regions or v in made)}
+                if det:
+                    op.attrs["detached"] = tuple(sorted(det | set(op.attrs.get("detached", ()))))
 
     def run(self):
         self.held_before()
@@ -601,6 +636,9 @@ class Replay:
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
         dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
         dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
+        est = f.get("estimated_dx")
+        if dx and est and alternatives(est, op, opd, needs):  # the input's gradient, counted approximately
+            sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
