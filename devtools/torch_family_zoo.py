@@ -5,8 +5,10 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 (and the same formula op by op), a norm whose `x - mean` the dynamo exporter merges, EvoNorm's
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
-with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), and antialiased resizing of a
-learned position table.
+with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
+learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
+attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
+gated delta rule without its export-only loop, outer products of two broadcast factors).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -695,6 +697,146 @@ class DeltaLoopNet(nn.Module):
         return self.head(x + self.out(y))
 
 
+class ChunkStateNet(nn.Module):
+    """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
+    block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
+    chunks are written in place (`out[:, :, i] = ...`: one select_scatter each under dynamo), the
+    state read by two matmuls per chunk and updated from k^T v. The blocks make equal fills, which
+    the dynamo exporter folds and merges into one constant per kind."""
+
+    def __init__(self, d=64, heads=4, chunk=8, layers=2, classes=50):
+        super().__init__()
+        self.h, self.c = heads, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd, n = d // self.h, s // self.c
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4).reshape(3, b, self.h, n, self.c, hd)
+            state = torch.zeros(b, self.h, hd, hd)
+            o = torch.zeros_like(v)
+            for i in range(n):
+                o[:, :, i] = q[:, :, i] @ state + (k[:, :, i] @ state) * v[:, :, i]
+                state = state + k[:, :, i].transpose(-1, -2) @ v[:, :, i]
+            x = x + out(o.reshape(b, self.h, s, hd).transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
+
+
+class TriluNet(nn.Module):
+    """torch.tril / triu on activations: linear attention's causal mask of (B, H, S, S) scores
+    written with tril (`scores.tril(k)`, no softmax), and the strictly upper part of a second
+    score map with triu(1) (of the scores themselves for k > 0, else of their sigmoid). `k`: the
+    diagonal offset of the scores' mask."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50, k=0):
+        super().__init__()
+        self.h, self.k = heads, k
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            scores = (q @ k.transpose(-1, -2)).tril(self.k)
+            del q, k  # no local outlives its last use (the profile cannot see Python's locals)
+            a = scores + (scores.triu(1) if self.k > 0 else torch.sigmoid(scores).triu(1))
+            del scores
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
+            del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
+
+
+class GatedDeltaNet(nn.Module):
+    """qwen3_5_text's linear attention, written here from its aten ops: a causal depthwise Conv1d
+    (padded by k - 1, then sliced) with SiLU, L2-normalised q and k (`x * rsqrt(sum(x * x) + eps)`), a
+    sigmoid beta and a softplus decay, the chunk's cumsum of the decay, pairwise decays exp'd under a
+    triu mask (masked_fill), the UT system masked with `tril(-1)` and applied without a solve (`I -
+    tril`: the same in eager and in both exports), one chunk's attention, a gated RMSNorm and the
+    output projection. Locals are deleted after their last use (the profile cannot see Python's)."""
+
+    def __init__(self, d=64, heads=4, hd=16, chunk=16, kernel=4, layers=2, classes=50):
+        super().__init__()
+        self.h, self.hd, self.c = heads, hd, chunk
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * heads * hd, bias=False) for _ in range(layers))
+        self.conv = nn.ModuleList(nn.Conv1d(3 * heads * hd, 3 * heads * hd, kernel, groups=3 * heads * hd,
+                                            padding=kernel - 1, bias=False) for _ in range(layers))
+        self.ab = nn.ModuleList(nn.Linear(d, 2 * heads, bias=False) for _ in range(layers))
+        self.z = nn.ModuleList(nn.Linear(d, heads * hd, bias=False) for _ in range(layers))
+        self.a_log = nn.ParameterList(nn.Parameter(torch.zeros(heads)) for _ in range(layers))
+        self.norm = nn.ParameterList(nn.Parameter(torch.ones(hd)) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(heads * hd, d, bias=False) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+        self.register_buffer("upper", torch.ones(chunk, chunk, dtype=torch.bool).triu(1), persistent=False)
+
+    @staticmethod
+    def _l2(x):
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h, hd = self.h, self.hd
+        for i in range(len(self.qkv)):
+            m = self.conv[i](self.qkv[i](x).transpose(1, 2))[:, :, :s]
+            m = F.silu(m).transpose(1, 2)
+            q, k, v = (t.reshape(b, s, h, hd).transpose(1, 2).contiguous() for t in m.split(h * hd, -1))
+            del m
+            q, k = self._l2(q) * hd ** -0.5, self._l2(k)
+            a, bt = self.ab[i](x).transpose(1, 2).chunk(2, 1)
+            beta = bt.sigmoid()
+            g = (-self.a_log[i].exp()[:, None] * F.softplus(a)).cumsum(-1)
+            del a, bt
+            decay = (g[..., :, None] - g[..., None, :]).masked_fill(self.upper, float("-inf")).exp()
+            kb = k * beta[..., None]
+            ut = (kb @ k.transpose(-1, -2)) * decay
+            t = torch.eye(s) - ut.tril(-1)
+            del ut
+            u = t @ (v * beta[..., None])
+            del t, kb, beta
+            o = ((q @ k.transpose(-1, -2)) * decay) @ u
+            del q, k, v, u, decay, g
+            o = o.transpose(1, 2).reshape(-1, hd)
+            o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm[i]
+            o = o * F.silu(self.z[i](x).reshape(-1, hd))
+            x = x + self.out[i](o.reshape(b, s, h * hd))
+            del o
+        return self.head(x)
+
+
+class OuterNet(nn.Module):
+    """Kimi / Bailing delta attention's per-channel decayed scores, written as outer products: `(q[...,
+    :, None, :] * k[..., None, :, :] * decay).sum(-1)` over (B, H, S, S, D), both factors broadcast
+    and both needing gradients, then applied to v. Locals are deleted after their last use."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.g = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+        for qkv, gl, out in zip(self.qkv, self.g, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4)
+            g = F.logsigmoid(gl(x)).view(b, s, self.h, hd).transpose(1, 2).cumsum(2)
+            decay = (g.unsqueeze(-2) - g.unsqueeze(-3)).exp()
+            del g
+            a = (q.unsqueeze(-2) * k.unsqueeze(-3) * decay).sum(-1)
+            del q, k, decay
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
+            del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -858,6 +1000,60 @@ class WSVariantNet(nn.Module):
         return self.head(F.relu(self.c1(F.relu(self.stem(x)))).mean((2, 3)))
 
 
+class GainConv(nn.Conv2d):
+    """A convolution whose weight is computed each step by a plain product with a per-output gain (no
+    standardisation): `weight * gain`."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.gain, self.bias, self.stride, self.padding, groups=self.groups)
+
+
+class WSStridedNet(nn.Module):
+    """A computed weight on a convolution whose input needs its gradient and whose backward is where the
+    step peaks: a plain stem, then a 3x3 stride-2 convolution of 32 -> 64 channels at 32 x 32 (its
+    first backward phase, the input's gradient, is the largest), then a 1x1; each of the latter two
+    computes its weight every step (`conv`: "scaled" timm's ScaledStdConv2d with a bias, "std" StdConv2d
+    without one, "gain" GainConv without one)."""
+
+    def __init__(self, conv="scaled", c=32, classes=10):
+        super().__init__()
+        from timm.layers import ScaledStdConv2d, StdConv2d
+
+        make = {"scaled": lambda i, o, k, s=1: ScaledStdConv2d(i, o, k, stride=s, eps=1e-5),
+                "std": lambda i, o, k, s=1: StdConv2d(i, o, k, stride=s, bias=False, eps=1e-8),
+                "gain": lambda i, o, k, s=1: GainConv(i, o, k, stride=s, padding=k // 2, bias=False)}[conv]
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.c1 = make(c, 2 * c, 3, 2)
+        self.c2 = make(2 * c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        x = F.silu(self.stem(x))
+        x = F.silu(self.c1(x))
+        return self.head(F.silu(self.c2(x)).mean((2, 3)))
+
+
+class StemPatchNet(nn.Module):
+    """A hybrid ViT's embedding: a convolutional stem (3 x 3 stride 2, BatchNorm, ReLU), then a strided
+    patch convolution of its output (kernel = stride = `k`), whose input's gradient oneDNN's
+    brgconv_strided computes; the tokens LayerNorm-ed and mean-pooled into a head."""
+
+    def __init__(self, k=8, c=32, d=64, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.patch = nn.Conv2d(c, d, k, k)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        t = self.patch(self.stem(x)).flatten(2).transpose(1, 2)
+        return self.head(self.norm(t).mean(1))
+
+
 def _bit():
     """A BiT-style pre-activation ResNetV2 (StdConv2d, GroupNorm), small: one bottleneck per stage."""
     from functools import partial
@@ -939,10 +1135,126 @@ class GemmGroupedNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class SegmentReduceNet(nn.Module):
+    """Tokens pooled into segments by `scatter_reduce` (amax / amin), as TAPAS reduces its table cells:
+    a projection, each feature's max (or min) over the tokens of a segment (fixed segment ids, a buffer),
+    read back at each token (gather) and multiplied in, then a head. The reduction's backward shares dY
+    among the values equal to the result (derivatives.yaml's scatter_reduce_backward)."""
+
+    def __init__(self, reduce="amax", include_self=True, d=64, wide=512, segs=4, tokens=16, classes=50):
+        super().__init__()
+        self.reduce, self.include_self, self.segs = reduce, include_self, segs
+        self.up, self.head = nn.Linear(d, wide), nn.Linear(wide, classes)
+        # each feature's segment ids, stored whole: a view of a smaller buffer would reach the export
+        # as a folded expand whose broadcast dims are not recorded
+        self.register_buffer("seg", (torch.arange(tokens) % segs).view(1, -1, 1).repeat(1, 1, wide))
+
+    def forward(self, x):
+        h = self.up(x)
+        idx = self.seg.expand(h.shape[0], -1, -1)
+        base = h.new_zeros(h.shape[0], self.segs, h.shape[2])
+        pooled = base.scatter_reduce(1, idx, h, self.reduce, include_self=self.include_self)
+        return self.head(h * pooled.gather(1, idx))
+
+
+class MoESplit(nn.Module):
+    """A mixture of experts with top-k routing, the tokens sorted by expert and split by each
+    expert's count (JetMoE's and MegaBlocks' `split_with_sizes`: sizes computed from the data)."""
+
+    def __init__(self, d, experts=4, k=2, hidden=128, index_add=False, router_bias=None):
+        super().__init__()
+        self.e, self.k, self.index_add = experts, k, index_add
+        self.router = nn.Linear(d, experts, bias=router_bias is not None)
+        if router_bias is not None:  # a skewed routing: most tokens go to the experts it favours
+            with torch.no_grad():
+                self.router.bias.copy_(torch.tensor(router_bias))
+        self.w1 = nn.Parameter(torch.randn(experts, hidden, d) * 0.05)
+        self.w2 = nn.Parameter(torch.randn(experts, d, hidden) * 0.05)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = x.reshape(b * s, d)
+        gates, idx = self.router(t).softmax(-1).topk(self.k, -1)
+        order = idx.reshape(-1).sort()[1]
+        token = order // self.k
+        counts = F.one_hot(idx, self.e).sum((0, 1)).tolist()
+        pieces = t[token].split(counts, 0)
+        ys = [F.linear(F.gelu(F.linear(p, self.w1[n])), self.w2[n]) for n, p in enumerate(pieces)]
+        y = torch.cat(ys) * gates.reshape(-1)[order, None]
+        if self.index_add:  # JetMoE's combine (the dynamo exporter writes an index_put that accumulates)
+            return torch.zeros_like(t).index_add(0, token, y).view(b, s, d)
+        # back to (token, choice) order and summed over the choices (TorchScript cannot export an
+        # index_add with repeated indices)
+        inv = torch.empty_like(order).scatter(0, order, torch.arange(order.numel()))
+        return y[inv].view(b, s, self.k, d).sum(2)
+
+
+class MoEWhere(MoESplit):
+    """The same routing written as Mixtral's loop: each expert takes the tokens `torch.where` finds
+    in its slice of the one-hot mask (NonZero: a count computed from the data)."""
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = x.reshape(b * s, d)
+        gates, idx = self.router(t).softmax(-1).topk(self.k, -1)
+        mask = F.one_hot(idx, self.e).permute(2, 1, 0)
+        out = torch.zeros_like(t)
+        for n in range(self.e):
+            pos, tok = torch.where(mask[n])
+            y = F.linear(F.gelu(F.linear(t[tok], self.w1[n])), self.w2[n]) * gates[tok, pos, None]
+            out = out.index_add(0, tok, y)
+        return out.view(b, s, d)
+
+
+class MoELM(AttnLM):
+    """AttnLM whose MLPs are mixtures of experts (`moe`: MoESplit or MoEWhere)."""
+
+    def __init__(self, moe, d=64, layers=2, **kw):
+        super().__init__(BmmAttention, d=d, layers=layers)
+        self.mlp = nn.ModuleList(moe(d, **kw) for _ in range(layers))
+
+
+class TallKernelNet(nn.Module):
+    """Convolutions whose kernel is taller than their input and whose weight's gradient AVX2's oneDNN
+    kernel would take (8 channels per group; 8 input channels, ungrouped): a 5x5 over 4 x 4 with 32
+    groups, a 3x3 over 2 x 2 with 64 groups, an ungrouped 3x3 over 2 x 2 from 8 channels, each with
+    BatchNorm and ReLU; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2, groups=g, bias=False), nn.BatchNorm2d(o), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), unit(32, 256, 3, 4, 1), unit(256, 256, 5, 1, 32),
+                                  unit(256, 512, 1, 2, 1), unit(512, 512, 3, 1, 64), unit(512, 8, 1, 1, 1),
+                                  unit(8, 64, 3, 1, 1))
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
+class UnreadNet(nn.Module):
+    """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
+    text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
+        self.unused = nn.Linear(1024, 64)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
+    "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
+    "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
+    "fam_segmax_excl": ("scatter", lambda: SegmentReduceNet("amax", include_self=False), SEQ),
     "fam_groupnorm_1d": ("groupnorm", lambda: GN1d(), (1, 400)),
     "fam_alibi": ("attention", lambda: AttnLM(AlibiAttention), SEQ),
     "fam_bmm_attn": ("attention", lambda: AttnLM(BmmAttention), SEQ),
@@ -971,8 +1283,20 @@ FAM = {
     "fam_setitem": ("inplace", lambda: SetItemNet(), SEQ),
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
+    "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
+    "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
+    "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
+    "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
+    "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
+    "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
+    "fam_moe_where": ("moe", lambda: MoELM(MoEWhere), SEQ),
+    "fam_moe_split_add": ("moe", lambda: MoELM(MoESplit, index_add=True), SEQ),
+    "fam_moe_split_skew": ("moe", lambda: MoELM(MoESplit, router_bias=(2.0, 1.0, 0.0, 0.0)), SEQ),
+    "fam_moe_split_wide_skew": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512,
+                                                     router_bias=(2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)), SEQ),
+    "fam_moe_split_wide": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512), SEQ),
     "fam_buffer_mask_long": ("buffer", lambda: AttnLM(lambda d, h: BufferMaskAttention(d, h, 1024)), SEQ),
     "fam_bicubic": ("resize", lambda: ResizeNet("bicubic"), IMG),
     "fam_cl_grouped": ("clgrouped", lambda: CLGroupedNet(), (3, 64, 64)),
@@ -982,6 +1306,8 @@ FAM = {
     **{f"fam_sdpa_{m}": ("sdpamask", (lambda m=m: AttnLM(lambda d, h: SdpaMaskAttention(d, h, m))), SEQ)
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
+    "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
+    "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
@@ -989,13 +1315,97 @@ FAM = {
     "fam_scaled_stdconv": ("wstd", lambda: WSNet("scaled"), IMG),
     "fam_stdconv_same": ("wstd", lambda: WSNet("same"), IMG),
     "fam_nf_gamma": ("wstd", lambda: WSNet("scaled", gamma=1.7), IMG),
+    **{f"fam_ws_strided_{k}": ("wstd", (lambda k=k: WSStridedNet(k)), IMG) for k in ("scaled", "std", "gain")},
+    **{f"fam_stem_patch{k}": ("widedx", (lambda k=k: StemPatchNet(k)), (3, 64, 64)) for k in (8, 11, 16)},
     "fam_bit": ("wstd", _bit, IMG),
     "fam_nf_net": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu"), IMG),
     "fam_nf_skipinit": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.5), act_layer="gelu",
                                             skipinit=True), IMG),
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
+    "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
+    "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
+    "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
+    "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
+
+
+class FromEndPermNet(nn.Module):
+    """Channels-last LayerNorm blocks whose permutes count axes from the end (`permute(0, -2, -1, 1)`,
+    as Mamba2's chunked scan writes them): TorchScript writes such a perm as given."""
+
+    def __init__(self, d=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, -2, -1, 1)
+        x = x + self.fc(F.gelu(self.norm(x)))
+        return self.head(x.permute(0, -1, 1, 2).mean((-2, -1)))
+
+
+class EinsumScan(nn.Module):
+    """Mamba2's chunked-scan contractions written with torch.einsum over projected tokens: scores of C
+    and B over the state (`bclhn,bcshn->bclsh`), their product with the values (`bclsh,bcshp->bclhp`,
+    the scores read in their permuted layout), per-chunk states (`bclhn,bclhp->bchpn`); `summed`: a
+    contraction whose letter only one operand has, summed out of it first (`bclhn,bcshp->bclhp`)."""
+
+    def __init__(self, d=64, heads=4, state=16, p=16, chunk=8, classes=10, summed=False):
+        super().__init__()
+        self.h, self.n, self.p, self.chunk, self.summed = heads, state, p, chunk, summed
+        self.inp = nn.Linear(d, heads * (2 * state + p))
+        self.out = nn.Linear(heads * p, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        # each local is dropped after its last use, as eager's tensors are in the profile
+        c, bm, v = self.inp(x).view(b, s // self.chunk, self.chunk, self.h, 2 * self.n + self.p).split(
+            [self.n, self.n, self.p], -1)
+        if self.summed:
+            y = torch.einsum("bclhn,bcshp->bclhp", c, v)
+            del c, bm, v
+        else:
+            g = torch.einsum("bclhn,bcshn->bclsh", c, bm)
+            del c
+            y = torch.einsum("bclsh,bcshp->bclhp", torch.sigmoid(g), v)
+            del g
+            st = torch.einsum("bclhn,bclhp->bchpn", bm, v)
+            del bm, v
+            y = y + st.mean((-1, -2))[:, :, None, :, None]
+            del st
+        x = x + self.out(y.reshape(b, s, -1))
+        return self.head(x.mean(1))
+
+
+class RecurrentLM(nn.Module):
+    """HRM's recurrence in small: one block (pre-norm MLP) run `cycles` times over a token sequence, the
+    first `quiet` runs under torch.no_grad() (the k-step gradient trick); `quiet` 0: every run records
+    (the block is still called several times: one weight read at each call)."""
+
+    def __init__(self, d=64, cycles=3, quiet=2, classes=10):
+        super().__init__()
+        self.cycles, self.quiet = cycles, quiet
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def step(self, z, x):
+        return z + self.mlp(self.norm(z + x))
+
+    def forward(self, x):
+        z = torch.zeros_like(x)
+        for i in range(self.cycles):
+            if i < self.quiet:
+                with torch.no_grad():
+                    z = self.step(z, x)
+            else:
+                z = self.step(z, x)
+        return self.head(z.mean(1))
 
 
 def _timm(name, **kw):

@@ -228,15 +228,17 @@ def table(rows: list[dict]) -> str:
             kinds[e["type"]] = kinds.get(e["type"], 0) + 1
         named = (", ".join(f"{t} x {k}" for t, k in kinds.items())
                  + f" ({sum(e['bytes_at_peak'] for e in est):,d} B at the peak)") if est else ""
+        unread = cov.get("unread_parameters") or []
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named)
-        note = f"estimated: {named}" if named else ""
+            far_named += bool(named or unread)
+        note = "; ".join(([f"estimated: {named}"] if named else [])
+                         + ([f"not counted: {len(unread)} parameters no op reads"] if unread else []))
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
-               f"({far_named} of them with estimated ops named)"
+               f"({far_named} of them with estimated ops or uncounted parameters named)"
                + (f"; not exported: {', '.join(unexported)}" if unexported else ""))
     return "\n".join(out)
 

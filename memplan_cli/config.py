@@ -449,7 +449,9 @@ TRAINING_FLAGS = (
     TrainingFlag("dim", ("--dim",), "dims", "dims", "dims",
                  "NAME=N: a symbolic dimension other than the batch, bound by name before shape inference "
                  "(ONNX Runtime's free-dimension override), e.g. --dim seq=512. Repeatable; every symbolic "
-                 "dimension but the batch (-b) must be bound (`memplan inspect MODEL` lists them).",
+                 "dimension but the batch (-b) must be bound (`memplan inspect MODEL` lists them). Also sets a "
+                 "size computed from the data (a mixture of experts' tokens per expert), otherwise taken as "
+                 "equal pieces (docs/dims.md).",
                  metavar="NAME=N", records_default=False, absent={}),
     TrainingFlag("optimizer", ("-O", "--optimizer"), "choice", "optimizer", "optimizer",
                  "Optimizer: sgd (no state), momentum (1 state tensor per weight), adam (2). Default sgd.",

@@ -36,6 +36,16 @@ def describe(g, model: str, values: int = 8) -> list[str]:
         lines.append(f"  {name} (symbolic: dim {k} of graph input '{inp}'): " +
                      (f"{value}, bound by --dim {name}={value}" if bound else
                       f"shapes shown at {value}; --dim {name}=N binds it (needed to analyse the model)"))
+    by_op: dict = {}
+    for d in (md.get("data_sized") or {}).get("dims", ()):  # --dim NAME=N binds them too
+        by_op.setdefault(d["op"], []).append(d)
+    for op_name, ds in by_op.items():
+        sizes = ", ".join(f"{d['name']}={d['size']}" for d in ds)
+        rule = ds[0].get("rule", "equal pieces")
+        what = "pieces" if "bound" not in ds[0] else f"count (at most {ds[0]['bound']:,d})"
+        how = "assumed " + rule if all(d["set_by"] == "assumed" for d in ds) else \
+            "set by --dim" + (" where given, the rest equal" if len(ds) > 1 else "")
+        lines.append(f"  data-sized {what} of {op_name!r}: {sizes} ({how}; --dim NAME=N sets one)")
     tr = md.get("training")
     if tr:
         shown = " ".join(f"{k}={v if not isinstance(v, tuple) else _fmt_value(v)}"
@@ -111,6 +121,11 @@ def inspect_document(g, model: str) -> dict:
                   "dynamic": bool(md.get("dynamic_batch") or md.get("dynamic_dims"))},
         "dims": [{"name": name, "input": inp, "position": k, "size": int(value), "bound": bound}
                  for name, inp, k, value, bound in md.get("symbolic_dims") or ()],
+        **({"data_sized": {"rule": md["data_sized"]["rule"],
+                           "dims": [{k: d[k] for k in ("name", "size", "set_by", "op", "tensor", "rule", "bound") if k in d}
+                                    for d in md["data_sized"]["dims"]],
+                           "tensors": len(dict.fromkeys(md["data_sized"]["tensors"]))}}
+           if md.get("data_sized") else {}),
         "float_parameters": g.parameter_count(), "activation_bytes": g.activation_bytes(),
         "constant_bytes": g.constant_bytes(),
         "operations": [{"index": op.index, "type": op.type, "source_type": op.source_type or op.type,

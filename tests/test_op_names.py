@@ -21,6 +21,7 @@ ALLOWED = {
     ("loaders/onnx_loader.py", "Constant"): "an ONNX Constant node read as a value",
     ("loaders/onnx_fold.py", "Constant"): "an ONNX Constant node read as a value",
     ("loaders/params.py", "Constant"): "an ONNX Constant node read as a value",
+    ("loaders/data_sized.py", "Constant"): "an ONNX Constant node read as a value",
     # the flatbuffer format's code for "look in custom_code for the name"
     ("loaders/flatbuffer_loader.py", "CUSTOM"): "the file format's custom-op code",
     # click's placeholder in --lora's help text

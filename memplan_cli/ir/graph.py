@@ -64,6 +64,9 @@ MAX_OPERAND_BYTES = 2**48
 # A tensor of more dims is refused at load: the product of 100,000 huge dims is a bigint whose
 # computation took minutes. No exporter writes more than a few dozen; NumPy stops at 64.
 MAX_RANK = 1024
+# Graph.metadata key: the eager calls a dynamo export recorded that constant folding computed at load
+# (opgraph/fold.py: {"op", "type", "outputs", "bytes"} each), which the torch profile does not count
+FOLDED_CALLS = "folded_calls"
 
 
 @dataclass(slots=True)

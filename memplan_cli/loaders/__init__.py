@@ -117,6 +117,13 @@ def batched(graph, batch_size: int | None, path: str):
         from memplan_cli.opgraph.rebatch import rebatch
 
         old = graph
+        sized = graph.metadata.get("data_sized")
+        if sized and batch_size != graph.input_batch():
+            # the sizes were taken for the file's own batch (loaders/data_sized.py): re-batching would
+            # leave them summing to the old length
+            raise ModelError(f"cannot re-batch to batch {batch_size}: {len(sized['dims'])} sizes computed from "
+                             f"the data were taken at the file's batch {_file_batch(old)} (export it with a "
+                             "dynamic batch axis, or analyse it at its own batch)", path)
         try:  # a failure here is memplan not following the batch, not a bad file: say what helps
             graph = rebatch(graph, batch_size)
             contract.verify(graph)

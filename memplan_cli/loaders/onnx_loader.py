@@ -21,6 +21,7 @@ from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
 from memplan_cli.loaders.onnx_strip import elements, MAX_KEEP_CONSTANT, ProtobufError, SubgraphBudgetError, strip_model
@@ -56,7 +57,7 @@ class _Bad(Exception):
 
 
 class _NoShape(_Bad):
-    """Shape inference left a tensor without a shape."""
+    """Shape inference left a tensor without a shape, or with a dim it could not size."""
 
 
 class _DataSized(_Bad):
@@ -205,15 +206,18 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
 
 
 def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict | None = None,
-                symbolic_default: int | None = None) -> tuple[bool | str, list]:
+                symbolic_default: int | None = None, found_out: list | None = None) -> tuple[bool | str, list]:
     """Give every graph input a static shape before shape inference: a symbolic dim 0 is the batch
     (`batch_size`), any other symbolic dim takes its value from `dims` (name -> value, ONNX Runtime's
     free-dimension override by name; an unnamed one is called `<input>_dim<position>`). An unbound
     one takes `symbolic_default` (for showing the file: `inspect`), else the file is refused. Returns
     whether the batch dim was symbolic (its name when the file gives one) and the other symbolic
-    dims as (name, input, position, value, bound)."""
+    dims as (name, input, position, value, bound). `found_out`: a list that receives the dims found
+    instead of checking `dims` against them here (the caller checks once the sizes computed from the
+    data are named too: data_sized.py)."""
     dims = dict(dims or {})
-    found = []  # (name, input, position, is_batch)
+    check = found_out is None
+    found = [] if check else found_out  # (name, input, position, is_batch)
     for vi in model.graph.input:
         if vi.name in init_names:
             continue
@@ -230,7 +234,8 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict 
                 continue
             found.append((d.dim_param or symbolic_dim_name(vi.name, k), vi.name, k, k == 0))
     batch_names = {name for name, _, _, is_batch in found if is_batch}
-    check_dims(dims, found)
+    # a --dim naming the batch is refused here; one naming no input's dim may name a data-sized one
+    check_dims(dims if check else {k: v for k, v in dims.items() if k in batch_names}, found)
     unbound = [f for f in found if f[0] not in batch_names and f[0] not in dims]
     if unbound and symbolic_default is None:
         raise DimsError(unbound_dims(unbound))
@@ -272,7 +277,7 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
     for k, d in enumerate(tt.shape.dim):
         if not d.HasField("dim_value"):
             label = f"'{d.dim_param}'" if d.dim_param else "an unknown dim"
-            raise _Bad(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
+            raise _NoShape(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
         if d.dim_value <= 0:
             raise _Bad(f"{what} has a {'zero' if d.dim_value == 0 else 'negative'} dimension {d.dim_value}")
         shape.append(d.dim_value)
@@ -403,8 +408,15 @@ class _Builder:
         return k
 
     def _data_sized(self, name: str) -> None:
-        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why."""
+        """Refuse a tensor left unsized because the data decides its size (a valid file), naming why;
+        or a value that is a sequence of tensors (a Python list of the model: `nonzero(as_tuple=True)`),
+        which memplan does not read."""
         node = next((n for n in self.model.graph.node if name in n.output), None)
+        vi = self.value_info.get(name)
+        if node is not None and vi is not None and vi.type.HasField("sequence_type"):
+            raise _DataSized(f"'{name}' ({node.op_type} '{node.name}') is a sequence of tensors (a list in "
+                             "the source model), which memplan does not read; memplan needs tensors of static "
+                             "shapes")
         if node is not None and node.op_type in DATA_SIZED_ONNX:
             # a mixture of experts' Split by tokens per expert, a NonZero of a mask
             raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "
@@ -604,6 +616,12 @@ REWRITE_TAG = "pkg.onnxscript.rewriter.rule_name"
 SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
 
 
+# a node whose recorded stack starts in code torch.fx generated: the body of a higher-order op that
+# torch.export made of a `with torch.no_grad()` / `torch.enable_grad()` / `torch.autocast(...)` block
+# (wrap_with_set_grad_enabled, wrap_with_autocast) and the exporter inlined; the file does not say which
+_INLINED_REGION = re.compile(r'File "(<eval_with_key>[^"]*)"')
+
+
 def _export_rewrites(model) -> dict | None:
     """What torch.onnx's dynamo exporter recorded about its optimizer's rewrites, for `--profile torch`
     (profiles/torch/export.py reads it back): the graph signature (placeholder -> (PARAMETER |
@@ -616,10 +634,13 @@ def _export_rewrites(model) -> dict | None:
 
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
-    nodes, reads = [], {}
+    nodes, reads, inlined = [], {}, {}
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
+        if region and node.name:
+            inlined[node.name] = region.group(1)
         if REWRITE_TAG in md:
             nodes.append({"node": node.name, "op_type": node.op_type,
                           "rules": tuple(r.strip() for r in md[REWRITE_TAG].split(",") if r.strip()),
@@ -633,7 +654,42 @@ def _export_rewrites(model) -> dict | None:
         for p in vi.metadata_props:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
-    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded}
+    return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
+
+
+def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
+    """The signature's parameters (targets) of the modules the traced forward never entered: no
+    parameter of the module is held under its name, named by a node's fx call or by a folded
+    constant's record, and no node was recorded inside the module (`pkg.torch.onnx.name_scopes`).
+    Eager holds them all the same (Fuyu's vision embedding under a text-only forward, a decoder's
+    cross-attention without an encoder); the file says nothing of their sizes. A parameter read under
+    another name (a module shared by several parents: torch.export lists every name) or whose op the
+    exporter's optimizer merged with an equal one looks the same."""
+    from memplan_cli.loaders.params import _FX_ARG
+
+    held = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
+                                                        for o in n.output}
+    named, scopes = set(), set()
+    for node in model.graph.node:
+        for p in node.metadata_props:
+            if p.key == "pkg.torch.onnx.fx_node":
+                named.update(_FX_ARG.findall(p.value))
+            elif p.key == "pkg.torch.onnx.name_scopes":
+                scopes.update(x.strip().strip("'\"") for x in p.value.strip("[]").split(","))
+    named.update(src for srcs in folded.values() for src in srcs)
+    modules: dict[str, list] = {}
+    for ph, (kind, target) in placeholders.items():
+        if kind == "PARAMETER":
+            modules.setdefault(target.rpartition(".")[0], []).append((ph, target))
+    out = []
+    for module, params in modules.items():
+        if any(t in held or ph in held or ph in named or t in named for ph, t in params):
+            continue
+        if module and any(s == module or s.startswith(module + ".") for s in scopes):
+            continue
+        out.extend(t for _, t in params)
+    return out
 
 
 def _int_list(v) -> bool:
@@ -661,6 +717,33 @@ def _drop_unused_operands(g: Graph) -> Graph:
     g.inputs = [remap[i] for i in g.inputs]
     g.outputs = [remap[i] for i in g.outputs]
     return g
+
+
+def _attrs_as_meant(model) -> list[str]:
+    """Integer attributes an exporter wrote outside ONNX's rule but with one meaning (an op family's
+    "attrs_as_meant" fact: TorchScript's Transpose perm counted from the end), rewritten in place
+    before shape inference; one note per node rewritten."""
+    import onnx
+    from memplan_cli import ops as registry
+
+    notes = []
+    for n in model.graph.node:
+        fn = registry.source_facts("onnx", n.op_type).get("attrs_as_meant")
+        if fn is None:
+            continue
+        ints = {a.name: (list(a.ints) if a.type == onnx.AttributeProto.INTS else a.i) for a in n.attribute
+                if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.INT)}
+        new = fn(ints)
+        if not new:
+            continue
+        for a in n.attribute:
+            if a.name in new:
+                shown = tuple(a.ints) if a.type == onnx.AttributeProto.INTS else a.i
+                a.CopyFrom(onnx.helper.make_attribute(a.name, new[a.name]))
+                notes.append(f"{n.op_type} {_shown(n.name or (n.output[0] if n.output else ''))}: {a.name} "
+                             f"{shown} read as {tuple(new[a.name]) if isinstance(new[a.name], list) else new[a.name]}"
+                             " (axes counted from the end, as torch counts them; ONNX allows none)")
+    return notes
 
 
 def _default_opset(model) -> int:
@@ -836,6 +919,16 @@ def _contained(fn, model, what: str):
     return out
 
 
+def _unknown_shapes(model) -> int:
+    """How many node outputs shape inference left without a static shape."""
+    shaped = set()
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim):
+            shaped.add(vi.name)
+    return sum(1 for n in model.graph.node for o in n.output if o and o not in shaped)
+
+
 def _has_unknown_shapes(model) -> bool:
     """Whether shape inference left a node output without a static shape, or with no elements (a
     TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
@@ -868,7 +961,11 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
         model = _upgrade_opset(model)
-        dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default)
+        given = data_sized.file_names(model)  # before _fix_inputs clears value_info
+        found: list = []
+        dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
+        as_meant = _attrs_as_meant(model)
+
         def infer(m):
             try:
                 return _contained(lambda x: shape_inference.infer_shapes(x, check_type=False, strict_mode=False,
@@ -883,6 +980,27 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
             model, _ = fold_shape_computations(model, _default_opset(model), infer)
+        sized, taken = None, {}
+        left = _unknown_shapes(model)
+        while left:
+            more = data_sized.assume(model, dict(dims or {}), given, taken)
+            if more is None:
+                break
+            # the sizes taken: every tensor they decide is sized by inference again (a second layer
+            # of experts, whose input the first one's pieces sized, is found on the next turn)
+            sized = more if sized is None else {"dims": sized["dims"] + more["dims"],
+                                                "unsized": sized["unsized"] + more["unsized"]}
+            sized["rule"] = data_sized.rule_of(sized["dims"])
+            model = infer(model)
+            if _has_unknown_shapes(model):
+                from memplan_cli.loaders.onnx_fold import fold_shape_computations
+
+                model, _ = fold_shape_computations(model, _default_opset(model), infer)
+            now = _unknown_shapes(model)
+            if now >= left:  # nothing more sized this turn: what is left stays unsized (refused below)
+                break
+            left = now
+        check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
@@ -894,9 +1012,14 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 g.metadata["batch_symbol"] = dynamic
         if symbolic:
             g.metadata["symbolic_dims"] = symbolic
+        if sized is not None:
+            names = {o.name for o in g.operands}
+            g.metadata["data_sized"] = {"rule": sized["rule"], "dims": sized["dims"],
+                                        "tensors": [t for t in sized["unsized"] if t in names]}
         if _default_opset(model) != old_opset:
             g.metadata["onnx_opset"] = {"file": old_opset, "converted_to": _default_opset(model)}
         g.warnings.extend(f"{r}: not read; every tensor was sized without it" for r in refused)
+        g.warnings.extend(as_meant)
         return g
     except DimsError as e:
         raise ModelError(str(e), path) from None

@@ -176,6 +176,10 @@ def _dynamo(g, floats, sig: str, sources: dict, folded_from: dict) -> dict[str, 
         hit = (args & set(missing)) | {missing_modules[_module_of(n)] for n in rs if _module_of(n) in missing_modules
                                        and any(n.input[k] == name for k in _onnx_weight_slots(n.op_type)
                                                if k < len(n.input))}
+        # of the parameters a call takes (GroupNorm's weight and bias), the ones the optimizer's record
+        # says this constant was folded from (its bias alone: not a second copy of the weight)
+        own = {ph for ph in hit if missing[ph] in (folded or ())}
+        hit = own or hit
         shape = dims.get(name, ())
         if hit and any(s in claimed.get(frozenset(hit), ()) for s in (shape, shape[::-1])):
             # the same folded parameters again, in the same shape: a layer used twice (ALBERT's shared

@@ -31,6 +31,12 @@ Rules:
   relative-position indices clamped, then expanded to batch x heads x seq²) records the shape of the
   values it repeats (`Operand.broadcast_of`): its storage, as PyTorch's `expand` is a stride-0 view of
   its input. Profiles that hold views (memplan's `Policy.broadcast_views`) size it so.
+- An op the dynamo exporter recorded a call for (`Operation.call`) that computes no parameter is an
+  eager op PyTorch runs each step on constants, left unfolded by the exporter's optimizer (over its
+  size limits: TAPAS's segment reductions of its table positions). Folded here, its outputs are
+  constants; the op and its outputs' bytes are recorded (`FOLDED_CALLS`, at the file's batch; views
+  and shape reads, which make no tensor in eager, are not) so that the torch profile can say what it
+  does not count.
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -39,13 +45,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import Graph, broadcasts_to
+from memplan_cli.ir.graph import FOLDED_CALLS, Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
 
 
 # graph metadata: the file lists every parameter of its source (loaders/params.py's dynamo rule), so a
 # fill computed in the graph is no parameter
 PARAMETERS_LISTED = "parameters_listed"
+_VIEW_ROLES = ("reshape", "broadcast", "identity", "shape_of")
 
 
 class FoldConstants:
@@ -90,6 +97,10 @@ class FoldConstants:
                 g.operands[o] = replace(g.operands[o], is_const=True, sources=sources, broadcast_of=stored)
                 kinds[o] = kind
             folded.append(k)
+            if op.call and kind != "param" and role(op.type) not in _VIEW_ROLES:
+                g.metadata.setdefault(FOLDED_CALLS, []).append(
+                    {"op": op.label, "type": op.type, "outputs": [g.operands[o].name for o in op.outputs],
+                     "bytes": sum(g.operands[o].nbytes for o in op.outputs)})
         if not folded:
             return aliased
         for o, kind in kinds.items():

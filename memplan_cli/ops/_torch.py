@@ -13,6 +13,10 @@ FORMAT_KEEPING = frozenset({"Relu", "Relu6", "Sigmoid", "Tanh", "Clip", "Add", "
 CONVOLUTIONS = ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D")
 # permute: (0, 3, 1, 2) of contiguous NHWC data is a channels-last view, (0, 2, 3, 1) undoes it
 TRANSPOSE = "Transpose"
+# the aten calls a Transpose of a dynamo export stands for as itself; one recording another call
+# (slice_scatter's, index_put's: the exporter moves the written axis first and back) is no eager view
+PERMUTE_CALLS = frozenset({"aten.permute", "aten.transpose", "aten.t", "aten.movedim", "aten.swapaxes",
+                           "aten.swapdims", "aten.numpy_T", "aten.adjoint"})
 
 # output layout taken from the inputs' strides (TensorIterator; the profile tracks strides): the
 # memory-format keepers above and the other elementwise ops
@@ -51,7 +55,17 @@ VAR = {"mean": "Mean", "sub": "Sub", "square": "Mul", "pow": "Pow", "eager": "Va
 # itself (profiles/torch/rewrites.py `inplace_writes`; its facts: ops/scatter.py)
 INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"), "attr": "inplace",
                  # `x[..., i, :n] = v`: a slice_scatter into `select(x, i)`, written back by a select_scatter
-                 "select": "select", "select_back": "select_scatter"}
+                 "select": "select", "select_back": "select_scatter",
+                 # `x[:, i] = v` alone: one select_scatter, a ScatterElements (rewrites._selected_rows)
+                 "row_type": "ScatterElements"}
+# aten's factory functions (fx kinds): each call returns a new tensor, so equal fills the dynamo
+# exporter folded and merged are one tensor per call in eager (profiles/torch/rewrites.py
+# `merged_duplicates`); views of a shared tensor (a rotary table's `unsqueeze`) are not among them
+FILLS = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+                   "new_zeros", "new_ones", "new_full", "new_empty", "eye", "arange", "scalar_tensor"})
+# `x.unbind(d)` under dynamo: a Slice and a Squeeze per piece recording `%unbind`, read back as one eager
+# op of this type (profiles/torch/rewrites.py `unbinds`; its facts in profiles/torch/facts.py)
+UNBIND = {"target": "unbind", "type": "Unbind"}
 # max.dim / min.dim with their indices read: TorchScript's symbolic writes a ReduceMax (ReduceMin) and
 # an ArgMax (ArgMin) of the same input over the same axis (profiles/torch/rewrites.py `max_with_indices`)
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}

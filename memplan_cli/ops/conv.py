@@ -838,11 +838,17 @@ def _strided(op) -> bool:
     return any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
 
 
+BRGEMM_BATCH_ELEMENT = 40  # bytes of oneDNN's brgemm_batch_element_t: two pointers, two vpad dims, one dim
+
+
 def _brgconv_scratch(op, operands, x=None, y=None) -> int:
     """Bytes of the scratchpad oneDNN's strided backward-data kernel (brgconv_strided) books on one
-    thread (jit_brgemm_conv_bwd_utils init_scratchpad, each piece plus 4,096 B of alignment): a
-    4 KB brgemm batch, the incoming gradient's padded copy (ohp x owp x O floats, rounded up to
-    4,096 floats), a 4 KB mask, and 24 B (measured, constant)."""
+    thread (jit_brgemm_conv_bwd_utils init_scratchpad, each piece plus 4,096 B of alignment): the
+    brgemm batch, the incoming gradient's padded copy (ohp x owp x O floats, rounded up to 4,096
+    floats), a 4 KB mask, and 24 B (measured, constant). The batch holds kh_block x KW elements of
+    40 B rounded up to 4 KB (init_conf's gemm_batch_size; kh_block is KH or the stride, the blocking
+    search's pick: KH taken, what it picked on 62 of 64 strided kernels 11 to 31 wide of the
+    `wide_dx` sweep), one page for kernels up to 10 x 10 either way."""
     y = y if y is not None else operands[op.outputs[0]]  # a transposed convolution passes its roles
     x = x if x is not None else operands[op.inputs[0]]
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
@@ -861,8 +867,25 @@ def _brgconv_scratch(op, operands, x=None, y=None) -> int:
     out = 0
     if iw % sw:  # an input width the stride does not divide: a buffer of output rows (exec_trans)
         c = int(x.shape[ch])
-        out = 4 * -(-iw * sw * c // page) * page + page
-    return (page + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24 + out
+        # iw_block x stride x C floats; beyond 7 wide the block is taken as the whole width rounded up to
+        # the stride (init_conf's sp, the largest block its search may pick); up to 7 the width (measured)
+        w_ = -(-iw // sw) * sw if max(kh, kw) > 7 else iw
+        out = 4 * -(-w_ * sw * c // page) * page + page
+    batch = -(-max(kh, sh) * kw * BRGEMM_BATCH_ELEMENT // page) * page
+    return (batch + page) + (4 * -(-ohp * owp * o // page) * page + page) + (page + page) + 24 + out
+
+
+def _brgconv_searched(op, operands) -> bool:
+    """Where brgconv_strided's scratchpad depends on its blocking search's pick (not reproduced): a
+    brgemm batch over one page (kernels over 10 x 10) or an input width the stride does not divide,
+    on a kernel wider than 7 (up to 7 the sizes were measured on the shapes the search reaches)."""
+    x, w = operands[op.inputs[0]], operands[op.inputs[1]]
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    iw = int(x.shape[3] if ch == 1 else x.shape[2])
+    (kh, kw), (sh, sw) = (tuple(int(v) for v in op.attrs[k]) for k in ("kernel", "stride"))
+    if max(kh, kw) <= 7:
+        return False
+    return max(kh, sh) * kw * BRGEMM_BATCH_ELEMENT > 4096 or iw % sw != 0
 
 
 def _torch_bwd_dx(op, operands) -> tuple:
@@ -905,11 +928,6 @@ def _torch_bwd_dx(op, operands) -> tuple:
             bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
             return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
     if _ungrouped(op) and _strided(op):
-        if max(int(v) for v in op.attrs["kernel"]) > 7:
-            label = getattr(op, "label", "") or f"{op.type}"
-            raise UnsupportedOpError(
-                f"torch profile: op {label} ({op.type}): the input's gradient of a strided kernel wider than 7 "
-                f"(oneDNN's brgconv_strided, whose scratchpad for such kernels was not worked out)")
         # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
         # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
         # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
@@ -941,6 +959,8 @@ def _gemm_weights(op, operands) -> bool:
     if op.type == "DepthwiseConv2D":
         return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
+    if _avx2_weights_refused(op, operands):
+        return True
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
         # ResNeXt's first stage has, takes gemm; 16 and 24 per group do not)
@@ -954,6 +974,23 @@ def _gemm_weights(op, operands) -> bool:
         if q["sh"] > 1 or q["ekh"] > q["ih"]:
             return True
     return kw > 14
+
+
+def _avx2_weights_refused(op, operands) -> bool:
+    """The weight's gradient of a channels-first Conv2D that AVX-512's jit kernel leaves to AVX2's
+    (channels per group in blocks of 8 but not 16, grouped; 4 to 15 input channels, ungrouped) on a
+    kernel taller than the input: AVX2's init_conf (jit_avx2_conv_bwd_weights_kernel_f32, its
+    `[bwd_w:r2]` kh <= ih) refuses it, and gemm_convolution_bwd_weights runs (measured: 3x3 on 2 rows,
+    5x5 on 4, 7x7 on 6, with 8 and 24 channels per group and ungrouped with 8; 5x5 on 5 rows and 16
+    per group stay jit)."""
+    if op.type != "Conv2D" or op.attrs.get("layout", "NCHW") != "NCHW":
+        return False
+    q = _wgeom(op, operands)
+    if q["g"] > 1:
+        avx2 = q["ic"] % 8 == 0 and q["oc"] % 8 == 0 and (q["ic"] % BLOCK or q["oc"] % BLOCK)
+    else:
+        avx2 = 4 <= q["ic"] < BLOCK
+    return bool(avx2) and q["kh"] > q["ih"]
 
 
 def _gemm_weights_scratch(op, operands) -> int:
@@ -1387,6 +1424,17 @@ def _torch_estimated(op, operands) -> bool:
     return grp[2] > 8 and not _jit_fwd_fits(op, operands)
 
 
+def _torch_estimated_dx(op, operands) -> bool:
+    """The input's gradient is counted only approximately (the report names the op where it runs):
+    brgconv_strided's scratchpad where its blocking search decides it (`_brgconv_searched`)."""
+    if _bf16(op, operands) or _channels_last(op) or op.type in TRANSPOSED or \
+            torch_backend(op, operands) != "mkldnn" or _gemm_grouped(op, operands):
+        return False
+    if _wide(op, operands) and _wide_dx_kernel(op, operands) != "brgconv_strided":
+        return False
+    return _ungrouped(op) and _strided(op) and not _dilated(op) and _brgconv_searched(op, operands)
+
+
 def _torch_contiguous_grad(op, operands) -> bool:
     """oneDNN's backward (ATen's mkldnn_convolution_backward) takes the incoming gradient contiguous
     in the convolution's memory format: one laid out otherwise (a transposed view's, handed on by an
@@ -1398,9 +1446,9 @@ def _torch_contiguous_grad(op, operands) -> bool:
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
-         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw),
+         "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
-         "estimated": _torch_estimated}
+         "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx)}
 
 
 def not_2d(t: str, nd: int) -> dict:

@@ -165,9 +165,102 @@ def _batch(op, graph, shapes, batched):
     return [tuple(sizes[c] for c in _split(eq)[1])]
 
 
+# `--profile torch`: ATen's einsum (Linear.cpp) of two operands, as it runs. Each operand is viewed in
+# one aligned order (the output's letters, then the contracted ones in subscript order: A-Z, a-z); a
+# contracted letter only one operand has is summed out of it first (`a.sum(dims, true)`: a new
+# tensor); then `sumproduct_pair` permutes the left operand to (both and out, left's own out, summed)
+# and the right to (both and out, summed, right's own out), reshapes each to 3 dims (a copy where its
+# strides allow no view) and runs bmm, which saves those two for each other's gradient; the result
+# is bmm's output viewed back and permuted to the output's order (a non-contiguous layout). Backward,
+# bmm reshapes the incoming gradient to its own 3 dims the same way (a copy where no view exists).
+def _subscript_order(c: str) -> tuple:
+    return (c.islower(), c)
+
+
+def _pair(op, operands) -> dict | None:
+    """sumproduct_pair's plan for a two-operand einsum: each operand's letters in its bmm order, the
+    output's, bmm's 3-dim shapes; None for another arity."""
+    eq = op.attrs.get("equation", "")
+    ins = list(op.inputs)
+    if not eq or len(ins) != 2 or any(i < 0 for i in ins):
+        return None
+    subs, out = _split(eq)
+    size = [{c: int(n) for c, n in zip(sub, operands[i].shape)} for sub, i in zip(subs, ins)]
+
+    def has(k, c):
+        return size[k].get(c, 1) != 1
+
+    contracted = sorted({c for sub in subs for c in sub if c not in out}, key=_subscript_order)
+    summed = [c for c in contracted if has(0, c) and has(1, c)]
+    lro = [c for c in out if has(0, c) and has(1, c)]
+    lo = [c for c in out if has(0, c) and not has(1, c)]
+    ro = [c for c in out if has(1, c) and not has(0, c)]
+    n = {c: max(size[0].get(c, 1), size[1].get(c, 1)) for c in out + "".join(contracted)}
+    dims = (math.prod(n[c] for c in lro), math.prod(n[c] for c in lo), math.prod(n[c] for c in summed),
+            math.prod(n[c] for c in ro))
+    return {"subs": subs, "out": out, "size": size, "order": (lro + lo + summed, lro + summed + ro),
+            "bmm_order": lro + lo + ro, "shape3": ((dims[0], dims[1], dims[2]), (dims[0], dims[2], dims[3])),
+            "out3": (dims[0], dims[1], dims[3])}
+
+
+def _contiguous(shape) -> list:
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= int(d)
+    return st[::-1]
+
+
+def bmm_operands(op, operands, strides, view_strides) -> tuple:
+    """Bytes of the tensor bmm saves in place of each operand: 0 where it saves a view of the operand
+    itself, else its permuted copy. `strides`: each operand's; `view_strides(shape, strides, new)`:
+    ATen's computeStride (None: reshape copies)."""
+    plan = _pair(op, operands)
+    out = []
+    for k, v in enumerate(op.inputs):
+        size, st = plan["size"][k], dict(zip(plan["subs"][k], strides[k]))
+        letters = [c for c in plan["order"][k] if size.get(c, 1) != 1]
+        view = view_strides([size[c] for c in letters], [st[c] for c in letters], plan["shape3"][k]) \
+            if letters else ()
+        out.append(0 if view is not None else operands[v].nbytes)
+    return tuple(out)
+
+
+def out_strides(op, operands) -> tuple | None:
+    """The output's strides: bmm's contiguous result in (both, left's, right's) order, permuted back."""
+    plan = _pair(op, operands)
+    n = dict(zip(plan["out"], operands[op.outputs[0]].shape))
+    order = plan["bmm_order"] + [c for c in plan["out"] if c not in plan["bmm_order"]]
+    st = dict(zip(order, _contiguous([int(n[c]) for c in order])))
+    return tuple(st[c] for c in plan["out"])
+
+
+def grad_reshaped(op, operands) -> tuple:
+    """bmm's backward takes the incoming gradient permuted to its order and reshaped to 3 dims."""
+    plan = _pair(op, operands)
+    out = plan["out"]
+    order = plan["bmm_order"] + [c for c in out if c not in plan["bmm_order"]]
+    return tuple(out.index(c) for c in order), plan["out3"]
+
+
+def _torch(op) -> dict | None:
+    """Two operands contracted over a letter both have: ATen's sumproduct_pair's bmm (above). Any other
+    einsum is left to the general rule (named as estimated): another arity, an operand used twice, a
+    letter summed out of one operand first (its gradient is an expanded view of a smaller tensor), or
+    nothing contracted (sumproduct_pair runs `mul` then)."""
+    if len(op.inputs) != 2 or any(i < 0 for i in op.inputs) or op.inputs[0] == op.inputs[1]:
+        return None
+    subs, out = _split(op.attrs.get("equation", "->"))
+    contracted = {c for sub in subs for c in sub if c not in out}
+    if len(subs) != 2 or not contracted or any(c not in subs[0] or c not in subs[1] for c in contracted):
+        return None
+    return {"saves": (("in0", "g1"), ("in1", "g0")), "bmm_operands": bmm_operands, "out_strides": out_strides,
+            "grad_reshaped": grad_reshaped}
+
+
 OPS = [OpDef("Einsum", rule=rule, kernels={"forward": forward, "calcGradient": _back("calcGradient"),
                                           "calcDerivative": _back("calcDerivative")},
-             flops=flops, check=check, batch=_batch,
+             flops=flops, check=check, batch=_batch, profiles={"torch": _torch},
              autocast="lower")]  # einsum is composite: its bmm calls take autocast's lower-precision policy
 
 

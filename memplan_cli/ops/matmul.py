@@ -374,6 +374,22 @@ _MM = {"forward": _mm_fwd, "calcGradient": lambda c: _mm_back(c, True),
 TORCH = {"saves": (("in0", "g1"), ("in1", "g0"))}
 
 
+def over_rows(op, operands) -> tuple | None:
+    """A linear (or a matmul by a 2-D weight) over more than two dims: ATen's `linear`
+    (`_flatten_nd_linear`) and `matmul` (its fold of a >= 3-D tensor times a 2-D one) run addmm / mm
+    on `x.reshape(-1, k)` and view the result back, so the backward of that view (`grad.reshape`,
+    derivatives.yaml's view / _unsafe_view) takes the incoming gradient as rows: (its axes in
+    order, (rows, last dim)); None for a 2-D one."""
+    w = operands[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    y = tuple(int(d) for d in operands[op.outputs[0]].shape)
+    if w is None or len(w.shape) != 2 or len(y) <= 2:
+        return None
+    return tuple(range(len(y))), (math.prod(y[:-1]), y[-1])
+
+
+TORCH_FC = {**TORCH, "grad_reshaped": over_rows}
+
+
 # bfloat16 (--precision bf16-*): ATen runs addmm / mm on oneDNN's brgemm matmul (AMX on the measuring
 # CPU), whose scratchpad goes through the allocator (ideep books it per call). Its pieces
 # (brgemm_matmul_utils init_scratchpad): the B operand reformatted to VNNI (buffer_b), a transposed A
@@ -463,11 +479,11 @@ OPS = [
     OpDef("FullyConnected", rule=fully_connected, kernels={"forward": _fc_fwd, "calcGradient": _fc_grad,
                                                           "calcDerivative": _fc_deriv},
           flops=fc_flops, required_inputs=2, check=fc_check, batch=_fc_batch, bias_inputs=(2,),
-          weight_inputs=(1, 2), lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH},
+          weight_inputs=(1, 2), lora_layout=_fc_lora_layout, profiles={"onert": ONERT_FC, "torch": TORCH_FC},
           autocast="lower"),  # autocast: linear, addmm
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", autocast="lower",  # matmul, mm, bmm
-          profiles={"torch": {**TORCH, "contiguous_inputs": 2, "fwd_scratch": matmul_bf16_fwd,
+          profiles={"torch": {**TORCH_FC, "contiguous_inputs": 2, "fwd_scratch": matmul_bf16_fwd,
                               "bwd_scratch": matmul_bf16_bwd}}),
 ]
 

@@ -16,10 +16,22 @@ self: grad.scatter(dim, index, 0); src: grad.gather(dim, index)). Indices of bat
 batched updates (a re-batched export whose index constant was made at batch 1) apply to every
 sample: a batch-1 file has one row of them, the same for each sample; a constant `data` made at
 the file's batch (zeros the exporter folded) grows with the updates.
-Reductions "mul", "max", "min" are refused (their gradient needs the values; no export met writes them).
+Reductions "max" and "min" (torch `scatter_reduce` with "amax" / "amin": the dynamo exporter writes
+them, TAPAS's segment reductions of its table positions) take derivatives.yaml's
+`scatter_reduce_backward` (torch/csrc/autograd/FunctionsManual.cpp, the amax / amin branch): the
+gradient is split evenly among the values equal to the result, data's and the updates' alike,
+`N = (data == Y) + scatter_add(updates == Y[where])`, d(data) = (data == Y) dY / N, d(updates) =
+(updates == Y[where]) (dY / N)[where]; the backward reads data, updates and Y besides dY and the
+indices. ONNX's reduction takes data as the first value (torch's `include_self=True`). "mul" is
+refused (its gradient divides by the values; no export met writes it).
+`--profile torch`: an out-of-place ScatterND of reduction add is eager's index_add (the dynamo
+exporter's decomposition: an accumulating index_put), which keeps its index and source; one of
+reduction none recording index_put keeps its indices (docs/torchprof.md, "Sizes computed from the data").
 FLOPs: forward |updates| (data copied), backward |updates| (the gather) for updates and |Y| for data.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -27,7 +39,9 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
-REDUCTIONS = ("none", "add")
+REDUCTIONS = ("none", "add", "max", "min")
+# a reduction that selects one of the values (names only: NumPy loads on first use, not with the registry)
+_SELECTING = ("max", "min")
 
 
 def rule(op, ctx) -> OpRule:
@@ -35,6 +49,8 @@ def rule(op, ctx) -> OpRule:
     y = op.outputs[0]
     r = OpRule(forward=forward_io(op))
     reads = [("bp", y), ("fwd", idx)]
+    if op.attrs.get("reduction", "none") in _SELECTING:  # which values won: data, updates and the result
+        reads += [("fwd", data), ("fwd", upd), ("fwd", y)]
     weights = [i for i in dict.fromkeys((data, upd)) if ctx.is_param(i)]
     r.weights += weights
     if ctx.trains(op) and weights:
@@ -48,7 +64,7 @@ def rule(op, ctx) -> OpRule:
 def _elements_where(ctx):
     """ScatterElements: the element positions in data of every update, as an index tuple."""
     ax = int(ctx.attrs["axis"])
-    upd_shape = tuple(ctx.tg.graph.operands[ctx.op.inputs[2]].shape)  # backward does not read the updates
+    upd_shape = tuple(ctx.tg.graph.operands[ctx.op.inputs[2]].shape)  # backward may not read the updates
     idx = np.broadcast_to(np.asarray(ctx.x(1)).astype(np.int64), upd_shape)
     n = ctx.tg.graph.operands[ctx.op.inputs[0]].shape[ax]
     full = list(np.indices(upd_shape))
@@ -59,15 +75,36 @@ def _elements_where(ctx):
 def _scatter(ctx, where, updates):
     """Y = the data with `updates` written at `where` (added, with reduction "add")."""
     out = np.asarray(ctx.x(0)).copy()
-    if ctx.attrs.get("reduction", "none") == "add":
+    red = ctx.attrs.get("reduction", "none")
+    if red == "add":
         np.add.at(out, where, updates)
+    elif red in _SELECTING:
+        (np.maximum if red == "max" else np.minimum).at(out, where, updates)
     else:
         out[where] = updates
     ctx.y()[...] = out
 
 
+def _selecting_backward(ctx, where):
+    """max / min: dY split evenly among the values equal to the result (scatter_reduce_backward)."""
+    dy, data, y = np.asarray(ctx.dy()), np.asarray(ctx.x(0)), np.asarray(ctx.y())
+    updates = np.asarray(ctx.x(2)).reshape(y[where].shape)
+    dd, du = target(ctx, 0), target(ctx, 2)
+    data_won = (data == y).astype(dy.dtype)
+    upd_won = (updates == y[where]).astype(dy.dtype)
+    n = data_won.copy()
+    np.add.at(n, where, upd_won)
+    share = dy / np.where(n == 0, 1, n)
+    if du is not None:
+        du[...] = (upd_won * share[where]).reshape(du.shape)
+    if dd is not None:
+        dd[...] = data_won * share
+
+
 def _scatter_backward(ctx, where):
     """d(updates) = dY at `where`; d(data) = dY, but 0 where the updates overwrote it."""
+    if ctx.attrs.get("reduction", "none") in _SELECTING:
+        return _selecting_backward(ctx, where)
     dy = np.asarray(ctx.dy())
     dd, du = target(ctx, 0), target(ctx, 2)
     if du is not None:
@@ -90,7 +127,7 @@ def elements_backward(ctx):
 def elements_check(op, operands):
     red = op.attrs.get("reduction", "none")
     if red not in REDUCTIONS:
-        return f"has reduction {red!r} (memplan trains 'none' and 'add')"
+        return f"has reduction {red!r} (memplan trains 'none', 'add', 'max' and 'min')"
     data, idx, upd = (operands[i] for i in op.inputs[:3])
     if not idx.dtype.startswith("int"):
         return f"has indices of type {idx.dtype} (needs integers)"
@@ -145,7 +182,7 @@ def backward(ctx):
 def check(op, operands):
     red = op.attrs.get("reduction", "none")
     if red not in REDUCTIONS:
-        return f"has reduction {red!r} (memplan trains 'none' and 'add')"
+        return f"has reduction {red!r} (memplan trains 'none', 'add', 'max' and 'min')"
     data, idx, upd = (operands[i] for i in op.inputs[:3])
     if not idx.dtype.startswith("int") or not idx.shape:
         return f"has indices of type {idx.dtype} and shape {tuple(idx.shape)} (needs integers, rank >= 1)"
@@ -172,11 +209,32 @@ def _batch(op, graph, shapes, batched):
     return [tuple(shapes[d]) if d in batched else None]
 
 
+def _selecting_bwd_tmp(op, operands, needs) -> tuple:
+    """scatter_reduce_backward's amax / amin branch (FunctionsManual.cpp; allocator events measured,
+    torch 2.14.1, one thread, (4, 4, 512) data, (4, 16, 512) updates, with and without include_self and
+    a data gradient: the same events): the result gathered at the indices, float masks of the values
+    that won (data's and the updates'), their count, dY shared out, the data's share (made whether or
+    not data needs it), the share gathered back, a bool mask of the updates and the updates' share
+    before its cast: at its peak 5 updates-sized and 4 data-sized float tensors and an updates-sized
+    bool, the gradients it returns among them."""
+    d, u = operands[op.inputs[0]], operands[op.inputs[2]]
+    tmp = 5 * u.nbytes + int(np.prod(u.shape)) + 4 * d.nbytes
+    tmp -= (u.nbytes if needs[2] else 0) + (d.nbytes if needs[0] else 0)
+    return ((tmp,),)
+
+
 def _torch(op) -> dict | None:
     """`--profile torch`: scatter / select_scatter (no reduction) copy the input and keep only the index;
     their backward makes the input's gradient (input-sized) and the updates' (updates-sized),
-    measured. A reduction is not modelled."""
-    if str(op.attrs.get("reduction", "none")) != "none":
+    measured. scatter_reduce with amax / amin (reductions "max" / "min") makes its result only and
+    saves data, indices, updates and the result (derivatives.yaml: `self, src:
+    scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)`); its backward's
+    temporaries were measured (`_selecting_bwd_tmp`). "add" is not modelled (the general rule)."""
+    red = str(op.attrs.get("reduction", "none"))
+    if red in _SELECTING:
+        return {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any")),
+                "bwd_tmp": _selecting_bwd_tmp}
+    if red != "none":
         return None
     return {"saves": (("in1", "any"),)}
 
@@ -193,7 +251,22 @@ def _torch_nd(op) -> dict | None:
     not worked out (within 0.7 % on the network built for it).
     Where the write made its data (a fresh `new_empty`: input 0 dropped), the result is freed in the
     op. Other ScatterNDs: no facts (the general rule)."""
-    if not op.attrs.get("inplace") or str(op.attrs.get("reduction", "none")) != "none":
+    call = getattr(op, "call", "") or ""
+    if not op.attrs.get("inplace"):
+        if call and not re.search(r"= aten\.index_(put|add)\b", call):
+            return None  # another call written as a ScatterND (a functional scatter): the general rule
+        # out of place, reduction add: eager's index_add, which the dynamo exporter decomposes into
+        # index_put(..., accumulate=True) (torch/_decomp `_index_add`) and TorchScript cannot export.
+        # IndexAddBackward0 keeps the index and the source (derivatives.yaml: self: grad; source:
+        # grad.index_select(dim, index).expand_as(source), which needs the source itself)
+        if str(op.attrs.get("reduction", "none")) == "add":
+            return {"saves": (("in1", "any"), ("in2", "any")), "grad_shared": (0,)}
+        # reduction none: index_put; IndexPutBackward0 keeps the indices only: self:
+        # grad.index_put(indices, zeros_like(values), false), values: grad.index(indices)
+        if str(op.attrs.get("reduction", "none")) == "none":
+            return {"saves": (("in1", "any"),), "bwd_tmp": (("in2?g0",),)}
+        return None
+    if str(op.attrs.get("reduction", "none")) != "none":
         return None
     if op.inputs[0] < 0:
         return {"saves": (), "bwd_tmp": (("out0",),)}

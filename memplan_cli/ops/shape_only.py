@@ -18,7 +18,8 @@ Rules:
   are held once for the softmax's and the next MatMul's backward, not twice.
 - ONNX shape inference (with data propagation) already gives every output a static shape; these
   kernels only exist so that `memplan verify` can run the forward pass through them.
-- NonZero is not here: its output shape depends on the data, which a static plan cannot size.
+- NonZero is not here (its output shape depends on the data), except for the bound of its count,
+  which the loader takes under a stated assumption (`data_sized_count`; loaders/data_sized.py).
 FLOPs: one per output element (comparisons, logic, casts); none for the shape ops.
 """
 from __future__ import annotations
@@ -242,9 +243,81 @@ def _constant_of_shape_elements(shape, *_):
 
 # `elements`: from the constant integer inputs (lists, None where not constant), how many elements
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
+def _one_hot_slice(x: str, view) -> tuple | None:
+    """(classes, class index) when `x` is one class's slice of a one-hot encoding: a Gather of a
+    constant scalar index along the class axis (through Casts and Transposes) of an ONNX OneHot with
+    off value 0, or of Equal(ints with a last axis of 1, arange(classes)) (torch's one_hot as the
+    dynamo exporter writes it). Every row of a one-hot holds at most one nonzero, so the classes'
+    counts sum to at most its rows: a mixture of experts' `torch.where(one_hot(...)[e])`."""
+    def through(name, kinds):
+        n = view.node(name)
+        while n is not None and n["type"] in kinds:
+            name = n["inputs"][0]
+            n = view.node(name)
+        return name, n
+
+    _, g = through(x, ("Cast",))
+    if g is None or g["type"] != "Gather" or len(g["inputs"]) < 2:
+        return None
+    e = view.value(g["inputs"][1])
+    if e is None or e.ndim != 0:
+        return None
+    axis, name = int(g["attrs"].get("axis", 0)), g["inputs"][0]
+    n = view.node(name)
+    while n is not None and n["type"] in ("Cast", "Transpose"):
+        if n["type"] == "Transpose":
+            perm = n["attrs"].get("perm")
+            if perm is None:
+                return None
+            axis = int(perm[axis])
+        name = n["inputs"][0]
+        n = view.node(name)
+    rank = view.rank(name)
+    if n is None or rank is None:
+        return None
+    if n["type"] == "OneHot" and len(n["inputs"]) >= 3:
+        depth, values = view.value(n["inputs"][1]), view.value(n["inputs"][2])
+        if depth is None or values is None or values.size != 2 or values.reshape(-1)[0] != 0:
+            return None
+        if int(n["attrs"].get("axis", -1)) % rank != axis % rank:
+            return None
+        classes = int(depth.reshape(-1)[0])
+    elif n["type"] == "Equal" and len(n["inputs"]) == 2:
+        consts = [view.value(i) for i in n["inputs"]]
+        r = next((c for c in consts if c is not None and c.ndim == 1), None)
+        other = [i for i, c in zip(n["inputs"], consts) if c is None]
+        if r is None or len(other) != 1 or axis % rank != rank - 1 or \
+                not np.array_equal(r, np.arange(r.size)) or (view.shape(other[0]) or (0,))[-1] != 1:
+            return None
+        classes = int(r.size)
+    else:
+        return None
+    k = int(e)
+    return (classes, k % classes) if -classes <= k < classes else None
+
+
+def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "") -> dict:
+    """NonZero (`torch.nonzero`, `torch.where(mask)`: a mixture of experts' tokens of one expert, a
+    mask's positions) returns (rank, count) indices; what it guarantees is that the count is at most
+    the input's elements, every one selected. The loader takes that bound unless --dim sets it
+    (loaders/data_sized.py). Of one class's slice of a one-hot (`_one_hot_slice`), the classes'
+    counts sum to at most the rows: the loader takes them as equal shares (balanced routing)."""
+    bound = 1
+    for d in input_shape:
+        bound *= int(d)
+    out = {"dim": 1, "bound": bound, "leading": (max(len(input_shape), 1),)}
+    found = _one_hot_slice(x, view) if view is not None and x else None
+    if found is not None:
+        classes, k = found
+        # the slice has one element per row of the one-hot: `bound` rows shared by `classes`
+        out["share"] = max(1, bound // classes + (k < bound % classes))
+    return out
+
+
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
               "Range": {"elements": _range_elements},
-              "ConstantOfShape": {"elements": _constant_of_shape_elements}}
+              "ConstantOfShape": {"elements": _constant_of_shape_elements},
+              "NonZero": {"data_sized_count": _nonzero_count}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,
         "Range": _same_type("Range"), "Not": _same_type("Not"), "Cast": _onnx_cast, "CastLike": _onnx_cast_like, "IsNaN": _same_type("IsNaN"),
         "IsInf": _onnx_isinf,

@@ -427,3 +427,16 @@ def _tfl_unpack(node) -> Canon:
 ONNX = {"Slice": _onnx_slice, "Split": _onnx_split}
 TFLITE = {"SLICE": _tfl_slice, "STRIDED_SLICE": _tfl_strided_slice, "SPLIT": _tfl_split,
           "SPLIT_V": _tfl_split_v, "UNPACK": _tfl_unpack, "PACK": _tfl_pack}
+
+
+def _onnx_split_pieces(attrs: dict, n_inputs: int, n_outputs: int, input_rank: int) -> dict | None:
+    """A Split whose sizes input is computed from the data (a mixture of experts' tokens split by
+    each expert's count: `split_with_sizes` of `counts.tolist()`). What ONNX's Split guarantees is
+    that the pieces, one per output, sum to the input's length along `axis`: the loader sizes them
+    under a stated assumption (loaders/data_sized.py). None for a Split whose sizes are attributes."""
+    if n_inputs < 2 or n_outputs < 1 or input_rank < 1:
+        return None
+    return {"axis": int(attrs.get("axis", 0)) % input_rank, "sizes_input": 1}
+
+
+ONNX_FACTS = {"Split": {"data_sized_pieces": _onnx_split_pieces}}

@@ -68,7 +68,21 @@ def _tflite(node) -> Canon | None:
     return Canon("Transpose", {"perm": tuple(int(a) for a in perm)}, inputs=node.inputs[:1])
 
 
+def _perm_from_end(attrs: dict) -> dict | None:
+    """A perm with axes counted from the end (TorchScript writes `x.permute(0, -2, -1, 1)` as given):
+    ONNX allows only 0 <= axis < rank there, and onnx's shape inference and onnxruntime reject it, but
+    it has one meaning, torch.permute's (an axis a < 0 is a + rank). Read so where the result is a
+    permutation; anything else stays as written (and is refused)."""
+    p = attrs.get("perm")
+    if not p or all(a >= 0 for a in p):
+        return None
+    q = [a + len(p) if -len(p) <= a < 0 else a for a in p]
+    return {"perm": q} if sorted(q) == list(range(len(p))) else None
+
+
 ONNX = {"Transpose": _onnx}
+# read before shape inference: an attribute as the exporter meant it where ONNX's rule is narrower
+ONNX_FACTS = {"Transpose": {"attrs_as_meant": _perm_from_end}}
 TFLITE = {"TRANSPOSE": _tflite}
 # its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
 # input still read at load (loaders/flatbuffer_loader.py)

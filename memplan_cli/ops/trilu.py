@@ -8,10 +8,12 @@ Training rule (PyTorch derivatives.yaml `tril` / `triu`: self: grad.tril(diagona
 grad.triu(diagonal)): calcDerivative applies the same mask to dY, reads dY only, keeps nothing.
 A parameter input trains through the same mask. Integer Trilu carries no gradient.
 FLOPs: none (a masked copy, forward and backward).
-`--profile torch`: refused. tril / triu themselves save nothing and allocate only their result
-(the formula's `grad.tril` makes dX), but the one network measured with them, a linear attention's
-chunked delta rule (transformers qwen3_5_text, dynamo), came out 24 % over PyTorch's peak with the
-cause elsewhere in that attention and not traced, so no figure is given for such networks yet.
+`--profile torch` (derivatives.yaml `tril` / `triu`: self: grad.tril(diagonal) / grad.triu(diagonal)):
+saves nothing; its backward makes dX, the masked incoming gradient (measured, torch 2.14.1: causal
+masks of (4, 4, 16, 16) scores, `fam_trilu`, to 4 B under both exporters). Refused where its result is
+solved for by forward substitution, rows written in place (transformers' chunked gated delta rule
+writes that loop only under export, in place of `torch.linalg.solve_triangular`, so the file does not
+say which ran; the two differ by the row copies the loop saves).
 """
 from __future__ import annotations
 
@@ -46,8 +48,12 @@ def check(op, operands):
     return None
 
 
-TORCH = {"refuse": lambda op, operands: "tril / triu: the networks that use them (a linear attention's chunked "
-                                       "delta rule) were measured 24 % over this profile's figure, cause not traced"}
+# a masked copy that saves nothing (its backward needs the diagonal only); `refuse_written`: the
+# profile refuses where its result, through one-input ops, is then written in place row by row
+TORCH = {"refuse_written": "a triangular matrix solved by forward substitution, its rows written in place: "
+                           "transformers' chunked gated delta rule writes that loop only when exporting, in "
+                           "place of torch.linalg.solve_triangular (which saves the matrix and its result, not "
+                           "each row's copies), so the file does not say which eager ran"}
 OPS = [OpDef("Trilu", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                           "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, batch="keep", profiles={"torch": TORCH})]

@@ -164,6 +164,9 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     params = parameters_dict(analysis)
     if params is not None:
         doc["parameters"] = params
+    sized = data_sized_dict(graph)
+    if sized is not None:
+        doc["data_sized"] = sized
     on = analysis.onert
     if on is not None:
         doc["onert"] = {"available": on.available, "reason": on.reason}
@@ -195,6 +198,18 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
     if remat is not None:
         doc["remat"] = remat
     return doc
+
+
+def data_sized_dict(graph) -> dict | None:
+    """Sizes the data decides, taken under a stated assumption (loaders/data_sized.py): the rule, each
+    named dim with its size and whether --dim set it, and the tensors whose shapes follow from them."""
+    sized = (getattr(graph, "metadata", None) or {}).get("data_sized")
+    if not sized:
+        return None
+    return {"rule": sized["rule"],
+            "dims": [{k: d[k] for k in ("name", "size", "set_by", "op", "tensor", "rule", "bound") if k in d}
+                     for d in sized["dims"]],
+            "tensors": len(dict.fromkeys(sized["tensors"]))}
 
 
 def parameters_dict(analysis) -> dict | None:

@@ -241,6 +241,35 @@ def torch_estimate_note(doc: dict) -> str:
             f"({', '.join(types)}; JSON figures.torch.coverage)")
 
 
+def torch_folded_note(doc: dict) -> str:
+    """The torch profile's header line when eager ops on constants that memplan folded at load make a
+    share of the peak it does not count (`figures.torch.coverage.not_counted.says_so`)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    nc = cov.get("not_counted") or {}
+    if not nc.get("says_so"):
+        return ""
+    types = sorted({c["type"] for c in nc["ops"]})
+    return (f"not counted: {len(nc['ops'])} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
+            f"folded into constants here; their {nc['bytes']:,d} B of outputs are not in the figure (JSON "
+            f"figures.torch.coverage.not_counted)")
+
+
+def torch_unread_note(doc: dict) -> str:
+    """The torch profile's header line when the dynamo graph signature lists parameters of modules no
+    op of the file reads (`figures.torch.coverage.unread_parameters`): eager holds them, the figure
+    does not, and the file gives no size."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    targets = cov.get("unread_parameters") or []
+    if not targets:
+        return ""
+    modules = sorted({t.rpartition(".")[0] or t for t in targets})
+    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
+            f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
+            f"equal one; the file gives no size "
+            f"(JSON figures.torch.coverage.unread_parameters)")
+
+
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
     run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
@@ -250,6 +279,19 @@ def torch_functions_note(doc: dict) -> str:
     if not fn.get("says_so") or not peak:
         return ""
     return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
+
+
+def torch_no_grad_note(doc: dict) -> str:
+    """The torch profile's header line when ops a dynamo export inlined from the body of a `with` block
+    (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad."""
+    torch = (doc.get("figures") or {}).get("torch") or {}
+    ng = (torch.get("coverage") or {}).get("as_no_grad") or {}
+    peak = torch.get("peak") or 0
+    if not ng.get("says_so") or not peak:
+        return ""
+    return (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined ran as "
+            f"recorded; if under torch.no_grad() (the file cannot tell it from autocast), the peak is "
+            f"{ng['peak']:,d} B ({100 * (ng['peak'] / peak - 1):+.1f} %)")
 
 
 def function_modules(modules: list) -> str:
@@ -352,6 +394,17 @@ def own_rule_lines(figures: dict) -> list[str]:
     return out
 
 
+def data_sized_note(doc: dict) -> str:
+    """The note naming the assumption under which sizes the data decides were taken."""
+    ds = doc.get("data_sized")
+    if not ds:
+        return ""
+    dims = ds["dims"]
+    given = sum(1 for d in dims if d["set_by"] == "--dim")
+    how = f"assumed {ds['rule']}" + (f", {given} set by --dim" if given else "")
+    return f"{len(dims)} data-sized dims {how} ({ds['tensors']} tensors); --dim {dims[0]['name']}=N"
+
+
 def merged_norm_note(doc: dict) -> str:
     """The note naming normalisations whose scale and shift a converter merged into the next layer."""
     merged = (doc.get("parameters") or {}).get("merged_normalizations") or []
@@ -376,13 +429,14 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        for est in (torch_estimate_note(doc), torch_functions_note(doc)):
+        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_no_grad_note(doc), torch_unread_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
         if note:
             con.print(Text(f"note: {note}", style="yellow"))
-        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc)):
+        for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc), data_sized_note(doc)):
             if note:
                 con.print(Text(f"note: {note}", style="yellow"))
         if "alloc_lines" in doc:

@@ -24,6 +24,8 @@ class VerifyReport:
     unmapped: list[str] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     model_batch: int | None = None  # the batch the graph was run at when no flag chose one
+    # sizes the data decides, run at the sizes the loader took (loaders/data_sized.py)
+    data_sized: dict | None = None
 
     def to_json(self) -> dict:
         """The run's part of `verify`'s JSON document (the API writes its header: model, profile, config)."""
@@ -40,6 +42,8 @@ class VerifyReport:
                                               "overlapping_live_buffers": [{"step": st, "buffers": [a, b]}
                                                                            for st, a, b in r.conflicts]},
             "unmapped_buffers": self.unmapped, "seconds": self.timings,
+            **({"data_sized": {"rule": self.data_sized["rule"], "dims": len(self.data_sized["dims"])}}
+               if self.data_sized else {}),
         }
 
     def text(self, level: int = 1) -> str:
@@ -71,6 +75,12 @@ class VerifyReport:
             lines.append(f"  sources   {len(r.sources)} op(s) without a reference kernel, outside the backward region, "
                          "wrote seeded values of their outputs' shapes: " + ", ".join(r.sources[:3])
                          + (" ..." if len(r.sources) > 3 else ""))
+        if self.data_sized:
+            # the Split takes its pieces' sizes from the graph as analysed, and a NonZero (no reference
+            # kernel) writes seeded indices of the count analysed: the step runs at the sizes assumed,
+            # whatever the data computed
+            lines.append(f"  assumed   {len(self.data_sized['dims'])} data-sized dims at the sizes analysed "
+                         f"({self.data_sized['rule']}): the step ran at those sizes")
         if self.unmapped:
             lines.append(f"  note      {len(self.unmapped)} buffer(s) of the plan hold no tensor the schedule touches: "
                          + ", ".join(self.unmapped[:5]) + (" ..." if len(self.unmapped) > 5 else ""))
@@ -247,4 +257,5 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
     pools = [{"name": p.pool.name, "category": p.pool.category, "planner": p.plan.planner, "arena": p.plan.arena,
               "buffers": len(p.buffers)} for p in a.pools]
     return VerifyReport(path, a.profile, cfg, pools, len(a.buffers.buffers), len(tg.steps), res,
-                        list(layout.unmapped), timings, a.graph.input_batch())
+                        list(layout.unmapped), timings, a.graph.input_batch(),
+                        (a.graph.metadata or {}).get("data_sized"))

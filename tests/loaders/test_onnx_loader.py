@@ -124,9 +124,10 @@ def test_constant_nodes_become_constant_operands(tmp_path):
     assert s.is_const and s.value == (1, -1) and "Constant" not in {op.source_type for op in g.operations}
 
 
-def test_a_split_by_sizes_computed_from_the_data_is_named_not_called_invalid(tmp_path):
+def test_a_split_by_sizes_computed_from_the_data_is_sized_under_the_stated_assumption(tmp_path):
     # a mixture of experts splits its routed tokens by per-expert counts the data decides (JetMoE's
-    # dynamo export): a valid file that no static shape describes
+    # dynamo export): a valid file that no static shape describes; the pieces sum to the input's
+    # length, taken equal (loaders/data_sized.py; tests/loaders/test_data_sized.py)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
     counts = helper.make_tensor_value_info("counts", TensorProto.INT64, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
@@ -135,8 +136,36 @@ def test_a_split_by_sizes_computed_from_the_data_is_named_not_called_invalid(tmp
     m = helper.make_model(helper.make_graph(nodes, "g", [x, counts], [y]),
                           opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m)  # valid
+    g = load_model(om.save(tmp_path, "moe.onnx", m))
+    assert next(o.shape for o in g.operands if o.name == "a") == (3, 4)
+    assert [d["name"] for d in g.metadata["data_sized"]["dims"]] == ["counts_0", "counts_1"]
+
+
+def test_a_count_computed_from_the_data_without_a_bound_is_named_not_called_invalid(tmp_path):
+    # Unique's count: no bound memplan takes; refused as what it is, not as a broken file
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    nodes = [helper.make_node("Unique", ["x"], ["y"], name="where")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
     with pytest.raises(ModelError) as e:
-        load_model(om.save(tmp_path, "moe.onnx", m))
+        load_model(om.save(tmp_path, "nz.onnx", m))
     msg = str(e.value)
     assert "invalid onnx file" not in msg
-    assert "'a' (Split 'route') has a size computed from the data" in msg and "static shapes" in msg
+    assert "'y' (Unique 'where') has a size computed from the data" in msg and "static shapes" in msg
+
+
+def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
+    # a Python list of the model (Longformer's `nonzero(as_tuple=True)` under TorchScript): an ONNX
+    # sequence, valid, which memplan does not read
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    k = helper.make_tensor("k", TensorProto.INT64, [], [0])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
+             helper.make_node("SequenceAt", ["seq", "k"], ["y"], name="at")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "seq.onnx", m))
+    msg = str(e.value)
+    assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg

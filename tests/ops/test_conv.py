@@ -301,16 +301,26 @@ def test_torch_wide_kernels_not_worked_out_are_refused(cfg, why):
     assert why in conv._torch_refuse(op, opd)
 
 
-def test_torch_strided_wide_input_gradient_is_refused_where_it_runs():
-    # brgconv_strided's scratchpad for kernels wider than 7 follows oneDNN's blocking search (measured
-    # 4 to 217 KB above the formula): refused when the input needs its gradient, analysed when not
-    from memplan_cli.errors import UnsupportedOpError
+@pytest.mark.parametrize("cfg,peak,estimated", [
+    # (n, c, h, o, k, s, p), the input's gradient alone (a frozen weight), torch 2.14 measured peak:
+    # kernels up to 10 x 10 book one page of brgemm batch whatever the blocking search picks: counted
+    ((2, 16, 32, 32, 8, 8, 0), 393_216, False), ((2, 24, 32, 40, 8, 2, 4), 702_808, False),
+    # wider: the batch of KH x KW elements (KH the search's usual pick), 8 to 24 B from torch's
+    ((2, 16, 32, 32, 11, 2, 0), 499_976 + 16, True), ((2, 16, 40, 32, 19, 9, 9), 1_036_560 + 8, True),
+    # an input width the stride does not divide: the row buffer at the width rounded up to the stride
+    ((2, 16, 32, 32, 14, 14, 0), 627_720 + 16, True),
+    # the search picked a batch of stride x KW elements here: 9 pages over, named as estimated
+    ((2, 24, 40, 40, 31, 2, 0), 5_452_632 + 36_864, True)])
+def test_torch_strided_wide_input_gradient(cfg, peak, estimated):
+    # brgconv_strided (jit_brgemm_conv_bwd_utils init_conf / init_scratchpad): the brgemm batch books
+    # kh_block x KW elements of brgemm_batch_element_t (40 B) rounded up to 4 KB, kh_block being KH or
+    # the stride as its efficiency estimate picks; the row buffer of an uneven width iw_block x stride x C
+    # floats. Where that pick decides the size the op is named as estimated
     from memplan_cli.ops import conv
 
-    op, opd = _torch_op(2, 16, 32, 32, 16, 8, 0)
-    assert conv._torch_refuse(op, opd) is None
-    with pytest.raises(UnsupportedOpError, match="strided kernel wider than 7"):
-        conv._torch_bwd_dx(op, opd)
+    op, opd = _torch_op(*cfg)
+    assert _torch_phases(op, opd, wgrad=False)[1] == peak
+    assert conv.TORCH["estimated_dx"](op, opd) is estimated
 
 
 def test_wide_padded_conv_gradients_and_verify(tmp_path):

@@ -1,5 +1,6 @@
-"""ops/scatter.py: ONNX ScatterND (reduction none / add): forward against onnx's reference,
-gradients of data and updates by finite differences, what backward keeps, verify, refusals."""
+"""ops/scatter.py: ONNX ScatterND and ScatterElements (reduction none / add / max / min): forward
+against onnx's reference, gradients of data and updates by finite differences, what backward keeps,
+verify, refusals."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -25,7 +26,7 @@ def _model(reduction="none", idx=IDX):
     return onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 3, 4))], inits, opset=16)
 
 
-@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("reduction", ["none", "add", "max", "min"])
 def test_forward_matches_onnx_reference(tmp_path, reduction):
     from memplan_cli.ops.scatter import forward
 
@@ -66,6 +67,48 @@ def test_gradients_keep_only_the_indices_and_verify(tmp_path, reduction):
     check_verify(p, "-b", "2")
 
 
+@pytest.mark.parametrize("reduction", ["max", "min"])
+def test_selecting_reductions_keep_data_updates_and_result_and_verify(tmp_path, reduction):
+    # scatter_reduce_backward (amax / amin): which value won needs data, the updates and the result
+    p = save(tmp_path, _model(reduction))
+    tg = training_graph(p)
+    k = next(o.index for o in tg.graph.operations if o.type == "ScatterND")
+    assert sorted(tg.graph.operands[i].name for i in tg.rules[k].kept_forward()) == ["i", "s", "t", "u"]
+    assert check_gradients(p) >= 12 + 4
+    check_verify(p, "-b", "2")
+
+
+def test_selecting_reduction_splits_the_gradient_among_ties():
+    # derivatives.yaml's scatter_reduce_backward: dY is shared evenly by the values equal to the result
+    import memplan_cli.ops.scatter as sc
+
+    data, upd, dy = np.array([1.0, 5.0, 2.0]), np.array([5.0, 3.0, 5.0]), np.array([1.0, 1.0, 1.0])
+    where = (np.array([1, 2, 1]),)
+    y = data.copy()
+    np.maximum.at(y, where, upd)  # y = [1, 5, 3]: position 1 won by data and two updates
+    dd, du = np.zeros(3), np.zeros(3)
+
+    class Ctx:
+        attrs = {"reduction": "max"}
+        step = type("S", (), {"kind": "calcDerivative"})
+
+        def dy(self):
+            return dy
+
+        def x(self, k):
+            return [data, None, upd][k]
+
+        def y(self):
+            return y
+
+        def dx(self, k):
+            return {0: dd, 2: du}[k]
+
+    sc._scatter_backward(Ctx(), where)
+    np.testing.assert_allclose(dd, [1.0, 1 / 3, 0.0])
+    np.testing.assert_allclose(du, [1 / 3, 1.0, 1 / 3])
+
+
 def test_refusals(tmp_path):
     m = _model()
     m.graph.node[3].attribute[0].s = b"mul"
@@ -89,7 +132,7 @@ def _elements_model(reduction="none", idx=EIDX):
     return onnx_model(nodes, [("x", (2, 4, 3))], [("y", (2, 4, 3))], inits, opset=16)
 
 
-@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("reduction", ["none", "add", "max", "min"])
 def test_scatter_elements_forward_matches_onnx_reference(tmp_path, reduction):
     rng = np.random.default_rng(2)
     data, upd = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 1, 3))
@@ -116,7 +159,7 @@ def test_scatter_elements_forward_matches_onnx_reference(tmp_path, reduction):
     assert np.array_equal(out, want)
 
 
-@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("reduction", ["none", "add", "max", "min"])
 def test_scatter_elements_gradients_and_verify(tmp_path, reduction):
     p = save(tmp_path, _elements_model(reduction))
     assert check_gradients(p) >= 12

@@ -39,3 +39,35 @@ def test_a_perm_that_is_not_a_permutation_is_refused(tmp_path):
     m.graph.node[1].attribute[0].ints[:] = [0, 1, 1]
     with pytest.raises(ModelError):
         load_model(save(tmp_path, m))
+
+
+def _counted_from_end(perm):
+    # x (2, 3, 4, 5) -> Transpose(perm) -> Relu -> y: the perm as TorchScript writes `permute(0, -2, -1, 1)`
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=list(perm)), helper.make_node("Relu", ["t"], ["y"])]
+    return onnx_model(nodes, [("x", (2, 3, 4, 5))], [("y", (2, 4, 5, 3))], {})
+
+
+def test_a_perm_counted_from_the_end_reads_as_torch_permute_does(tmp_path):
+    # onnx's shape inference and onnxruntime reject negative axes in perm; torch.permute's meaning is
+    # the only one (a + rank), so the file loads with the shapes torch gives, and says so
+    g = load_model(save(tmp_path, _counted_from_end((0, -2, -1, 1))))
+    t = next(op for op in g.operations if op.type == "Transpose")
+    assert t.attrs["perm"] == (0, 2, 3, 1)
+    assert tuple(g.operands[t.outputs[0]].shape) == (2, 4, 5, 3)
+    assert any("perm (0, -2, -1, 1) read as (0, 2, 3, 1)" in w for w in g.warnings)
+
+
+def test_a_perm_from_the_end_that_repeats_an_axis_is_still_refused(tmp_path):
+    # -1 and 3 are the same axis of a rank-4 input: no permutation, nothing to read back
+    with pytest.raises(ModelError):
+        load_model(save(tmp_path, _counted_from_end((0, -1, 3, 1))))
+
+
+def test_a_perm_from_the_end_trains_and_verifies(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["t"], perm=[0, -1, 1]),
+             helper.make_node("MatMul", ["t", "w"], ["y"])]
+    inits = {"p": np.ones((3, 4), np.float32), "w": np.ones((3, 5), np.float32)}
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 4, 5))], inits))
+    assert check_gradients(p) >= 12
+    check_verify(p, "-b", "2")

@@ -32,14 +32,45 @@ def test_trilu(tmp_path, upper, k):
     check_verify(p, "-b", "3")
 
 
-def test_trilu_torch_profile_refuses_in_one_line(tmp_path):
+def _torch_layers(path):
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.config import TrainConfig
+
+    a = analyze_graph(load_model(path, batch_size=2), TrainConfig(batch_size=2, optimizer="adam", loss="mse"),
+                      profile="torch")
+    return a, {k.split("(")[-1].rstrip(")"): v for k, v in a.extras["per_layer_extra"].items()}
+
+
+def test_trilu_torch_facts_save_nothing_and_make_dx(tmp_path):
+    # derivatives.yaml: tril / triu's backward is grad.tril(k) / grad.triu(k): nothing saved (the Add's
+    # result is freed once the mask has read it), dX one new tensor of the input's size, no scratch
+    inits = {"p": np.ones(X[1:], np.float32), "k": np.array(1, np.int64)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"], name="add"),
+             helper.make_node("Trilu", ["a", "k"], ["t"], upper=0, name="tril"),
+             helper.make_node("Sigmoid", ["t"], ["y"], name="act")]
+    p = save(tmp_path, onnx_model(nodes, [("x", X)], [("y", X)], inits))
+    a, cols = _torch_layers(p)
+    size = 2 * 4 * 5 * 4
+    assert cols["tril"] == {"fwd_mem_out": size, "fwd_mem_tmp": 0, "bwd_mem_tmp": 0, "bwd_mem_out": size}
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    x_plus_p = next(b for b in a.buffers.buffers if b.name == "a")
+    assert a.buffers.steps[x_plus_p.last].kind == "forward"
+
+
+def test_trilu_solved_by_forward_substitution_is_refused_in_one_line(tmp_path):
+    # `m = -a.tril(-1)`, then its rows written in place (a ScatterND in a TorchScript file is eager's
+    # write): the unrolled solve transformers writes only under export, in place of solve_triangular
     from click.testing import CliRunner
 
     from memplan_cli.cli import main
 
-    inits = {"p": np.ones(X[1:], np.float32), "k": np.array(0, np.int64)}
-    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Trilu", ["a", "k"], ["y"], upper=0)]
+    idx = np.stack(np.meshgrid(np.arange(2), [1], np.arange(5), indexing="ij"), -1).reshape(2, 1, 5, 3)
+    inits = {"p": np.ones(X[1:], np.float32), "k": np.array(-1, np.int64), "idx": idx.astype(np.int64),
+             "u": np.ones((2, 1, 5), np.float32)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Trilu", ["a", "k"], ["t"], upper=0),
+             helper.make_node("Neg", ["t"], ["n"]), helper.make_node("ScatterND", ["n", "idx", "u"], ["y"])]
     p = save(tmp_path, onnx_model(nodes, [("x", X)], [("y", X)], inits))
     r = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-p", "torch"], env={"NO_COLOR": "1"})
-    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "tril / triu" in r.output, r.output
+    out = r.output.strip()
+    assert r.exit_code == 2 and len(out.splitlines()) == 1 and "forward substitution" in out, r.output
     assert CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam"]).exit_code == 0

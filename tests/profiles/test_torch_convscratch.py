@@ -257,6 +257,31 @@ def test_grouped_convolution_no_jit_kernel_blocks_runs_gemm(cfg, fwd, peak):
     assert _bwd_peak(op, opd, True) == peak
 
 
+@pytest.mark.parametrize("cfg,peak,gemm", [
+    # n, c, h, k, groups -> backward peak (xgrad=1), measured: `--one "n=..,c=..,h=..,o=<c>,k=..,s=1,
+    # p=<k//2>,g=.." --verbose`; AVX2's weight-gradient kernel (8 or 24 channels per group; 4 to 15
+    # input channels ungrouped) refuses a kernel taller than the input, and gemm runs
+    ((4, 672, 4, 5, 84), 2_875_776, True),   # EfficientNet-B0 g8's last stage at 64 x 64
+    ((4, 64, 2, 3, 8), 97_920, True), ((4, 64, 6, 7, 8), 595_584, True), ((4, 96, 4, 5, 4), 1_215_616, True),
+    ((4, 672, 8, 5, 84), 2_604_672, False),  # 8 rows: AVX2's
+    ((4, 64, 5, 5, 8), 128_512 - 256, False)])  # as tall as the input: AVX2's (256 B of it not counted)
+def test_avx2_weight_gradient_of_a_kernel_taller_than_its_input_runs_gemm(cfg, peak, gemm):
+    n, c, h, k, g = cfg
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, c // g, k, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, h, h))]
+    op = Operation(0, "Conv2D", [0, 1, 2], [3], {"kernel": (k, k), "stride": (1, 1), "dilation": (1, 1), "group": g,
+                                                 "layout": "NCHW", "pads": (k // 2,) * 4})
+    assert conv._gemm_weights(op, opd) == gemm
+    assert _bwd_peak(op, opd, True) == peak
+
+
+def test_avx2_weight_gradient_ungrouped_kernel_taller_than_its_input_runs_gemm():
+    # n=4,c=8,h=4,o=32,k=5,s=1,p=2: 8 input channels take AVX2's kernel, which refuses 5 rows over 4
+    op, opd = _op(4, 8, 4, 32, 5, 1, 2)
+    assert conv._gemm_weights(op, opd)
+    assert _bwd_peak(op, opd, True) == 143_232
+
+
 def test_grouped_convolution_in_blocks_of_4_keeps_the_jit_kernels():
     opd = [Operand(0, "x", (2, 64, 8, 8)), Operand(1, "w", (64, 4, 3, 3), is_const=True),
            Operand(2, "b", (64,), is_const=True), Operand(3, "y", (2, 64, 8, 8))]
@@ -327,3 +352,22 @@ def test_a_conv1d_whose_2d_view_was_not_measured_is_estimated_not_refused():
     assert conv.TORCH["fwd_scratch"](op, opd) == conv._torch_fwd(op, opd)
     op, opd = _op1d(4, 32, 79, 32, 3, 2)
     assert not conv.TORCH["estimated"](op, opd)
+
+
+def _wide_strided(tmp_path, after_a_conv):
+    """An 11 x 11 stride-2 convolution (16 -> 32 channels, 32 x 32), on the batch or on a 1 x 1
+    convolution's output (whose gradient it then computes)."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1, 1])] if after_a_conv else []
+    nodes += [helper.make_node("Conv", ["a" if after_a_conv else "x", "w"], ["y"], kernel_shape=[11, 11],
+                               strides=[2, 2])]
+    inits = [("w", (32, 16, 11, 11))] + ([("w0", (16, 16, 1, 1))] if after_a_conv else [])
+    return _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 11, 11), inits, f"w{int(after_a_conv)}.onnx")
+
+
+def test_a_strided_wide_input_gradient_is_named_as_estimated_where_it_runs(tmp_path):
+    # brgconv_strided's batch for a kernel over 10 x 10 is its blocking search's pick: analysed (it was
+    # refused) and named as estimated, but only where the input's gradient is computed
+    for after, named in ((True, True), (False, False)):
+        a = analyze(_wide_strided(tmp_path, after), TrainConfig(loss="mse"), profile="torch")
+        est = a.extras["torch"]["coverage"]["estimated"]
+        assert any(e["type"] == "Conv2D" for e in est) is named

@@ -647,3 +647,199 @@ def test_a_module_buffer_read_through_folded_slices_is_held(tmp_path):
     # eager's module holds the whole table the step long; the slice of it is a view
     t, _ = _torch(_sliced_buffer(tmp_path, "listed", listed=True))
     assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64 * 4
+
+
+def test_eager_ops_on_constants_folded_at_load_are_named_as_not_counted(tmp_path):
+    # TAPAS's segment reductions: ops the dynamo exporter recorded (fx calls) on constants, which its
+    # optimizer left (over its size limits) and memplan folds at load; eager runs them each step, so
+    # their outputs are named as not counted, except a result eager makes at its reader (a recorded
+    # call names it): the mean read by the Add
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes = [helper.make_node("Mul", ["z", "z"], ["mul_1"], name="node_mul"),
+             helper.make_node("ReduceMean", ["mul_1", "axes"], ["mean"], keepdims=1, name="node_mean"),
+             helper.make_node("MatMul", ["x", "w"], ["mm"], name="node_mm"),
+             helper.make_node("Add", ["mm", "mean"], ["y"], name="node_add")]
+    calls = {"node_mul": _fx("mul.Tensor", "%zeros, %zeros"), "node_mean": _fx("mean.dim", "%mul_1, [1], True"),
+             "node_mm": _fx("mm.default", "%x, %p_w"), "node_add": _fx("add.Tensor", "%mm, %mean")}
+    inits = [("z", np.zeros((2, 4096), np.float32)), ("axes", np.array([1], np.int64)), ("w", _w(16, 8))]
+    path = _dynamo_file(tmp_path, "on_constants", nodes, inits, [2, 16], [2, 8], ["w"], calls=calls)
+    g = load_model(path)
+    assert [(c["type"], c["bytes"]) for c in g.metadata["folded_calls"]] == [("Mul", 2 * 4096 * 4),
+                                                                              ("Mean", 8)]
+    t, _ = _torch(path)
+    nc = t["coverage"]["not_counted"]
+    assert [(c["type"], c["bytes"]) for c in nc["ops"]] == [("Mul", 2 * 4096 * 4)] and nc["says_so"]
+    r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce"])
+    assert r.exit_code == 0, r.output
+    head = " ".join(r.output.split("\n┏")[0].split())
+    assert "not counted: 1 op(s) PyTorch runs on constants each step (Mul) were folded into constants here" in head
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    # a TorchScript file records no calls: nothing is named
+    plain = _save(tmp_path, "on_constants_ts", nodes, inits, [2, 16], [2, 8])
+    assert not load_model(plain).metadata.get("folded_calls")
+
+
+def _with_unread(tmp_path, name, listed=(), calls=None, scopes=None):
+    """One 16 -> 16 linear `l1` read by a MatMul; `listed`: more parameters the graph signature lists,
+    which no initializer holds; `calls` / `scopes`: the MatMul's recorded fx call and name scopes."""
+    nodes = [helper.make_node("MatMul", ["x", "l1.weight"], ["y"], name="node_linear")]
+    if scopes:
+        p = nodes[0].metadata_props.add()
+        p.key, p.value = "pkg.torch.onnx.name_scopes", repr(scopes)
+    return _dynamo_file(tmp_path, name, nodes, [("l1.weight", _w(16, 16))], [2, 16], [2, 16],
+                        ["l1.weight", *listed], calls={"node_linear": calls} if calls else None)
+
+
+def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
+    # Fuyu's vision embedding under a text-only forward: eager holds it, the file has no size for it;
+    # the figure is the file's, and the report names what it leaves out
+    from memplan_cli.report.table import torch_unread_note
+
+    plain, _ = _torch(_with_unread(tmp_path, "plain"))
+    unread, a = _torch(_with_unread(tmp_path, "unread", ["vision.weight", "vision.bias"]))
+    assert unread["peak"] == plain["peak"]
+    assert unread["coverage"]["unread_parameters"] == ["vision.weight", "vision.bias"]
+    assert "unread_parameters" not in plain["coverage"]
+    note = torch_unread_note({"figures": {"torch": unread}})
+    assert note.startswith("not counted: 2 parameter(s) no op of the file reads (vision)")
+    from memplan_cli.profiles.torch import coverage_line
+
+    assert "not counted: 2 parameter(s) of 1 module(s) no op of the file reads (vision)" in \
+        coverage_line(unread["coverage"])
+
+
+def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
+    # a TorchScript export (no graph signature) holds only what its trace read: the JSON says so
+    listed, _ = _torch(_with_unread(tmp_path, "listed"))
+    import onnx
+
+    m = onnx.load(_with_unread(tmp_path, "plain"))
+    del m.graph.metadata_props[:]
+    path = str(tmp_path / "ts.onnx")
+    onnx.save(m, path)
+    plain, _ = _torch(path)
+    assert "parameters no op reads" in plain["not_modelled"]
+    assert "parameters no op reads" not in listed["not_modelled"]
+
+
+@pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])
+def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_path, how):
+    # tied or merged parameters: a node's aten call names the placeholder; an op the exporter rewrote
+    # was recorded inside the module; a folded constant's record names the parameter
+    calls = _fx("linear.default", "%x, %p_l1_weight, %p_l2_weight") if how == "fx call" else None
+    scopes = ["", "l2", "linear"] if how == "name scope" else None
+    path = _with_unread(tmp_path, how.replace(" ", "_"), ["l2.weight"], calls, scopes)
+    if how == "folded":
+        import onnx
+
+        m = onnx.load(path)
+        vi = helper.make_tensor_value_info("l1.weight", F, [16, 16])
+        p = vi.metadata_props.add()
+        p.key, p.value = FOLDED, "['l2.weight']"
+        m.graph.value_info.append(vi)
+        onnx.save(m, path)
+    t, _ = _torch(path)
+    assert "unread_parameters" not in t["coverage"]
+
+
+def _called_twice(tmp_path, name, folded: bool):
+    """A module run twice (HRM's recurrent stack, a shared layer): torch.export traces each call, and
+    the optimizer folds the weight's transpose once per call, each constant recording the parameter
+    alone; `folded=False`: the two constants are the file's own (no record)."""
+    nodes = [helper.make_node("MatMul", ["x", "val_1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "val_2"], ["y"], name="mm2")]
+    inits = [("val_1", _w(16, 16)), ("val_2", _w(16, 16))]
+    return _dynamo_file(tmp_path, name, nodes, inits, (4, 16), (4, 16), ["l.weight"],
+                        folded={"val_1": ["l.weight"], "val_2": ["l.weight"]} if folded else None)
+
+
+def test_one_parameter_folded_at_each_call_of_its_module_trains_once(tmp_path):
+    t, a = _torch(_called_twice(tmp_path, "twice", True), batch_size=4)
+    assert list(_trained(a).values()) == [(16, 16)]
+    assert t["split"]["parameters"] == 16 * 16 * 4
+    t2, a2 = _torch(_called_twice(tmp_path, "plain", False), batch_size=4)
+    assert len(_trained(a2)) == 2 and t2["split"]["parameters"] == 2 * 16 * 16 * 4
+
+
+STACK = "pkg.torch.onnx.stack_trace"
+
+
+def _inlined_block(tmp_path, name):
+    """x -> linear -> [relu -> linear] -> add -> head: the bracketed ops carry the stack torch.fx
+    generates for the body of a `with` block torch.export made a higher-order op of (no_grad,
+    enable_grad or autocast), as the dynamo exporter inlines it."""
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["b"], name="mm2"),
+             helper.make_node("Add", ["h", "b"], ["s"], name="add"),
+             helper.make_node("MatMul", ["s", "w3"], ["y"], name="head")]
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key = STACK
+        p.value = ('File "<eval_with_key>.7", line 5, in forward\n    relu = torch.ops.aten.relu.default(linear)'
+                   if n.name in ("relu", "mm2") else 'File "model.py", line 9, in forward\n    return self.l(x)')
+    inits = [("w1", _w(64, 64)), ("w2", _w(64, 64)), ("w3", _w(64, 10))]
+    return _dynamo_file(tmp_path, name, nodes, inits, (256, 64), (256, 10), ["w1", "w2", "w3"])
+
+
+def test_ops_inlined_from_a_with_block_are_named_with_the_no_grad_figure_beside(tmp_path):
+    t, _ = _torch(_inlined_block(tmp_path, "block"), batch_size=256)
+    cov = t["coverage"]
+    assert {e["op"].split(" (")[1].rstrip(")") for e in cov["estimated"]} == {"relu", "mm2"}
+    ng = cov["as_no_grad"]
+    assert ng["blocks"] == 1 and ng["ops"] == 2
+    # under no_grad the block saves nothing (relu's output, mm2's input) and w2 gets no gradient
+    assert ng["peak"] < t["peak"]
+
+
+def _norm_scales(tmp_path, name, merged: bool):
+    """Two affine norms' scale and shift (x * w + b in modules n1, n2), as the dynamo exporter writes
+    GroupNorm: its call (`aten.group_norm(%x, G, %p_n1_weight, %p_n1_bias, ...)`) recorded on every node
+    of the decomposition, the weight and bias folded into constants (`val_3`, `val_4`) whose record
+    names one parameter each; `merged`: both norms' weights are ones and biases zeros at init, and the
+    optimizer kept n1's constants, which n2's nodes read while their call takes n2's parameters."""
+    w2, b2 = ("val_3", "val_4") if merged else ("val_7", "val_8")
+    nodes = [helper.make_node("Mul", ["x", "val_3"], ["h"], name="node_mul"),
+             helper.make_node("Add", ["h", "val_4"], ["h1"], name="node_add"),
+             helper.make_node("Relu", ["h1"], ["r"], name="node_relu"),
+             helper.make_node("Mul", ["r", w2], ["h2"], name="node_mul_1"),
+             helper.make_node("Add", ["h2", b2], ["y"], name="node_add_1")]
+    call = {1: _fx("group_norm.default", "%x, 1, %p_n1_weight, %p_n1_bias, 1e-05, False"),
+            2: _fx("group_norm.default", "%relu, 1, %p_n2_weight, %p_n2_bias, 1e-05, False")}
+    calls = {"node_mul": call[1], "node_add": call[1], "node_relu": _fx("relu.default", "%group_norm"),
+             "node_mul_1": call[2], "node_add_1": call[2]}
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key, p.value = "pkg.torch.onnx.name_scopes", str(["", "n2" if n.name.endswith("_1") else "n1", "x"])
+    inits = [("val_3", np.ones(16, np.float32)), ("val_4", np.zeros(16, np.float32))]
+    folded = {"val_3": ["n1.weight", "val_1"], "val_4": ["n1.bias", "val_2"]}
+    if not merged:
+        inits += [("val_7", np.ones(16, np.float32)), ("val_8", np.zeros(16, np.float32))]
+        folded.update({"val_7": ["n2.weight", "val_5"], "val_8": ["n2.bias", "val_6"]})
+    return _dynamo_file(tmp_path, name, nodes, inits, [2, 16], [2, 16],
+                        ["n1.weight", "n1.bias", "n2.weight", "n2.bias"], folded, calls)
+
+
+def test_a_folded_norm_bias_is_its_own_parameter_not_a_copy_of_the_weight(tmp_path):
+    # the call names weight and bias on both the Mul and the Add; the folded record says which one
+    # each constant is: the bias trains (it was taken for a second copy of the weight's parameters)
+    _, a = _torch(_norm_scales(tmp_path, "apart", merged=False))
+    assert sorted(_trained(a)) == ["val_3", "val_4", "val_7", "val_8"]
+
+
+def test_norm_parameters_folded_then_merged_are_each_their_own_tensor(tmp_path):
+    # eager holds, differentiates and updates n2's weight and bias too; the merged file reads n1's
+    # constants there, under a call that takes n2's parameters, which the file holds nowhere
+    apart, a = _torch(_norm_scales(tmp_path, "apart", merged=False))
+    merged, b = _torch(_norm_scales(tmp_path, "merged", merged=True))
+    assert sorted(_trained(b).values()) == sorted(_trained(a).values()) and len(_trained(b)) == 4
+    assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]

@@ -19,10 +19,11 @@ OUT, IN, K = 8, 4, 3
 W_BYTES = OUT * IN * K * K * 4
 
 
-def _std_conv(tmp_path):
+def _std_conv(tmp_path, stem=False):
     """TorchScript's StdConv2d: Reshape(w, (1, OUT, -1)); the exporter's input_mean / input_var
     (ReduceMean over a transposed copy, and the variance written out) that only make the running
-    statistics; BatchNormalization(training_mode=1) with ones / zeros; Reshape(., Shape(w)); Conv."""
+    statistics; BatchNormalization(training_mode=1) with ones / zeros; Reshape(., Shape(w)); Conv
+    (without a bias) of a 1x1 convolution's output, or of the graph's input (`stem`)."""
     nodes = [helper.make_node("Reshape", ["w", "s3"], ["wr"]),
              helper.make_node("Reshape", ["wr", "s3"], ["wr2"]),
              helper.make_node("Transpose", ["wr2"], ["wt"], perm=[0, 2, 1]),
@@ -36,11 +37,15 @@ def _std_conv(tmp_path):
              helper.make_node("Shape", ["w"], ["ws"]),
              helper.make_node("Reshape", ["wn", "ws"], ["wc"]),
              helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1, 1]),
-             helper.make_node("Conv", ["a", "wc"], ["y"], kernel_shape=[K, K], pads=[1, 1, 1, 1])]
+             helper.make_node("Conv", ["x" if stem else "a", "wc"], ["y"], kernel_shape=[K, K], pads=[1, 1, 1, 1])]
     inits = {"w": np.ones((OUT, IN, K, K), np.float32), "w0": np.ones((IN, 2, 1, 1), np.float32),
              "s3": np.array([1, OUT, -1], np.int64), "ax": np.array([0, 1], np.int64),
              "ones": np.ones(OUT, np.float32), "zeros": np.zeros(OUT, np.float32)}
-    return save(tmp_path, onnx_model(nodes, [("x", (2, 2, 8, 8))], [("y", (2, OUT, 8, 8))], inits))
+    if stem:
+        nodes.pop(-2)
+        del inits["w0"]
+    x = (2, IN if stem else 2, 8, 8)
+    return save(tmp_path, onnx_model(nodes, [("x", x)], [("y", (2, OUT, 8, 8))], inits))
 
 
 def _analyze(path, **cfg):
@@ -67,6 +72,41 @@ def test_the_standardised_weight_is_held_until_the_convolution_backward(tmp_path
     wn = next(b for b in a.buffers.buffers if b.name == "wn")
     assert wn.size == W_BYTES
     assert steps[wn.last].kind != "forward" and "Conv" in steps[wn.last].label
+
+
+def _conv_backward(a):
+    """The last convolution's backward steps: {kind: [buffers made there]} ("calcDerivative", the
+    input's gradient; "calcGradient", the weight's)."""
+    steps = a.buffers.steps
+    last = max((s.label for s in steps if "Conv2D" in s.label), key=lambda lb: int(lb.split()[0][1:]))
+    at = {i: s.kind for i, s in enumerate(steps) if s.kind != "forward" and s.label == last}
+    made = {}
+    for b in a.buffers.buffers:
+        if b.first in at:
+            made.setdefault(at[b.first], []).append(b)
+    return made
+
+
+def test_a_computed_weight_gets_its_gradient_in_the_weight_phase(tmp_path):
+    """mkldnn_convolution_backward (ATen's mkldnn/Conv.cpp) makes the input's gradient when
+    output_mask[0], then the weight's and the bias's when output_mask[1] or [2], each phase with its
+    scratch: a weight computed each step (requires grad, no parameter) gets its gradient in the second
+    phase, with that phase's scratch, as a parameter does; nothing of it exists in the first."""
+    made = _conv_backward(_analyze(_std_conv(tmp_path), batch_size=2))
+    first = {b.name for b in made["calcDerivative"]}
+    second = {b.name for b in made["calcGradient"]}
+    assert "wc:grad" in second and "wc:grad" not in first
+    assert "a:grad" in first
+    assert any(n.endswith(":scratch") for n in second)  # the weight phase's scratch, with no bias to train
+
+
+def test_a_computed_weight_on_an_input_without_gradient_runs_the_weight_phase_only(tmp_path):
+    """A convolution of the batch (a stem) whose weight is computed each step: output_mask[0] is false,
+    so no input-gradient phase and none of its scratch; the weight phase runs."""
+    made = _conv_backward(_analyze(_std_conv(tmp_path, stem=True), batch_size=2))
+    assert not [b.name for b in made.get("calcDerivative", ()) if b.name.endswith(":scratch")]
+    second = {b.name for b in made["calcGradient"]}
+    assert "wc:grad" in second and any(n.endswith(":scratch") for n in second)
 
 
 def test_a_weight_read_through_a_view_keeps_its_gradient_to_the_end_of_the_step(tmp_path):

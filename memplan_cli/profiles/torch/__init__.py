@@ -113,13 +113,23 @@ class TorchProfile:
             # with each read as one, reported beside the op-by-op one
             alt = replay(tg, config, as_functions=True)[0]
             sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        if sim.coverage.get("regions"):
+            # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
+            # the figure with the blocks run under no_grad, reported beside the one with them recorded
+            alt = replay(tg, config, as_no_grad=True)[0]
+            sim.coverage["as_no_grad_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
+        export = (getattr(graph, "metadata", None) or {}).get("torch_export")
+        unread = (export or {}).get("unread") or []
+        if unread:
+            sim.coverage["unread_parameters"] = list(unread)
         kept, bufs = _buffers(sim)
         # the training graph: which weights train (the report's assumed-trainable list reads it);
         # profile_data: what `figures` reads
         return BufferList(bufs, sim.steps, [Pool("heap", "non-const", planner)],
                           {"profile": self.name, "planner": planner, "steps": len(sim.steps)}, training_graph=tg,
                           profile_data={"layers": layer, "parts": [part_of(s, sim.steps) for s in kept],
-                                        "coverage": sim.coverage})
+                                        "coverage": sim.coverage, "lists_parameters": export is not None})
 
     def figures(self, analysis) -> dict:
         """Eager's peak (live bytes, what its allocator counts), the split there, and the per-layer
@@ -141,7 +151,10 @@ class TorchProfile:
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
-                                         "scratch); tensors module code keeps past their last use"}}
+                                         "scratch); tensors module code keeps past their last use"
+                                         + ("" if bl.profile_data.get("lists_parameters") else
+                                            "; parameters no op reads (this file does not list the "
+                                            "module's parameters)")}}
         layers = bl.profile_data.get("layers")
         if layers is not None:
             out["per_layer_extra"] = layers

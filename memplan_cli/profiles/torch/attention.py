@@ -187,8 +187,17 @@ def folded_values(g, trained, masks) -> set[int]:
     (`sdpa_masks`). Those that do not train are forward values (made at their first reader, freed
     after their last), not held the whole step."""
     names: set[str] = set()
+    first: set[int] = set()
     for op in g.operations:
         if op.call:
             names.update(re.findall(r"%(\w+)", op.call.partition(" = ")[2].partition("(")[2]))
-    return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks)
+            # the call's first argument, its `self`, is the op's input 0: a constant there that the
+            # call reads as an fx node (not `%p_` / `%b_` / `%c_`) is a value eager computed, though
+            # the exporter renamed it (JetMoE's `torch.zeros(...)` that `index_put` writes into: `%zeros_2`
+            # in the call, `val_240` in the file)
+            c = parse_call(op.call)
+            if c and c[2] and re.fullmatch(r"%\w+", c[2][0]) and not c[2][0].startswith(("%p_", "%b_", "%c_")) \
+                    and op.inputs and op.inputs[0] >= 0 and g.operands[op.inputs[0]].is_const:
+                first.add(op.inputs[0])
+    return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks or o.index in first)
             and o.index not in trained}

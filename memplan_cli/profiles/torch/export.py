@@ -428,7 +428,8 @@ def eager_graph(graph):
     merged = _merged(graph, sig, md)
     views = _folded_views(graph, sig, md)
     unfold = unfolded_computations(graph, sig, md)
-    if not todo and not merged and not views and not unfold:
+    again = _folded_again(graph, sig, md)
+    if not todo and not merged and not views and not unfold and not again:
         return graph
     g = copy.copy(graph)
     g.operands, g.operations = list(graph.operands), list(graph.operations)
@@ -451,6 +452,12 @@ def eager_graph(graph):
             if target not in copies:
                 copies[target] = operand(target, stand_in.shape, stand_in.dtype, const=True)
             op.inputs[pos] = copies[target]
+    # one parameter folded alike at each call of its module (a module run several times: the exporter
+    # folds its weight's transpose once per call): one tensor in eager, read at each call
+    for k, op in enumerate(g.operations):
+        if any(v in again for v in op.inputs):
+            op = g.operations[k] = copy.copy(op)
+            op.inputs = [again.get(v, v) for v in op.inputs]
     before: dict[int, list] = {}  # op index -> ops eager runs just before it (a pad), after it (batch_norm)
     after: dict[int, list] = {}
 
@@ -563,7 +570,10 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
     value of the same fx kind (`%view_2` for `view_1`) that nothing in the file is named: it read
     another parameter, lost. Which one: a parameter of the op's module (its recorded scope) that the
     file holds nowhere, by name or folded; of several, the one named like the stand-in's parameter
-    (n3.v for n2.v), else the first by name (the bytes are the same). {op index: [(position, target)]}."""
+    (n3.v for n2.v), else the first by name (the bytes are the same). An op whose fx node takes
+    parameters themselves, not the stand-in's (GroupNorm's decomposition reads its weight and bias
+    folded to (C, 1, 1): two norms of one width share them), read the lost one of those named like
+    the stand-in's parameter. {op index: [(position, target)]}."""
     folded = md.get("folded_from") or {}
     present = {o.name for o in graph.operands}
     in_folds = {t for srcs in folded.values() for t in srcs}
@@ -586,6 +596,17 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
             name = graph.operands[v].name if v >= 0 else ""
             if name not in viewed or name in args:
                 continue
+            # a call that takes the parameters themselves (the exporter's decomposition viewed them:
+            # GroupNorm's weight and bias as (C, 1, 1)), not the stand-in's own: it read the one of
+            # them named like the stand-in's parameter
+            named = [sig.target[a] for a in args if sig.kind.get(a) == "PARAMETER"]
+            leaf = viewed[name].rsplit(".", 1)[-1]
+            target = next((t for t in named if t in lost and t not in taken and t.rsplit(".", 1)[-1] == leaf),
+                          None) if viewed[name] not in named else None
+            if target is not None:
+                taken.add(target)
+                out.setdefault(op.index, []).append((pos, target))
+                continue
             kind = fx_kind(name)
             if not any(fx_kind(a) == kind and a not in present for a in args):
                 continue
@@ -599,6 +620,28 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
             target = next((t for t in mods if t.rsplit(".", 1)[-1] == leaf), mods[0])
             taken.add(target)
             out.setdefault(op.index, []).append((pos, target))
+    return out
+
+
+def _folded_again(graph, sig, md) -> dict[int, int]:
+    """{folded constant: the first constant folded the same way}: constants each folded from one and
+    the same parameter alone (the optimizer's record names only it: a transpose or a view of it), of
+    one shape and dtype. torch.export traces a module called several times (HRM's recurrent stacks, a
+    shared layer) once per call, and the optimizer folds the weight's transpose at each; eager reads
+    the one parameter each time, so it is held, differentiated and updated once."""
+    folded = md.get("folded_from") or {}
+    by_name = {o.name: o.index for o in graph.operands if o.is_const}
+    first: dict[tuple, int] = {}
+    out = {}
+    for name, srcs in folded.items():
+        c = by_name.get(name)
+        if c is None or len(srcs) != 1 or srcs[0] not in sig.params:
+            continue
+        key = (srcs[0], tuple(graph.operands[c].shape), graph.operands[c].dtype)
+        if key in first:
+            out[c] = first[key]
+        else:
+            first[key] = c
     return out
 
 

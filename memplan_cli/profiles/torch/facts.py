@@ -28,15 +28,28 @@ from memplan_cli.profiles.torch.strides import elements
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
 #   function (op, operands) -> that tuple;
+# - "dw_inputs": with "bwd_scratch_dw", the input positions whose gradient the second phase makes
+#   (a convolution's weight and bias), whether a parameter or a tensor computed each step;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
+# - "grad_reshaped": fn(op, operands) -> (axes, shape) or None: the op's kernel ran on a reshape and
+#   viewed its result back (a linear over more than two dims: rows; einsum: bmm's 3 dims), so its
+#   backward permutes the incoming gradient by `axes` and reshapes it to `shape`: a copy, through
+#   its backward, where the gradient's known strides allow no view;
+# - "bmm_operands": fn(op, operands, strides, view_strides) -> bytes per input: a new tensor the
+#   kernel saves in place of that input (einsum's permuted copy or a sum), 0 for a view of it;
+# - "out_strides": fn(op, operands) -> the new output's strides (einsum's permuted bmm result);
 # - "only_for_outputs": {input position: output positions}: that input makes only those outputs, so
 #   where none of them is read eager never computes it (rewrites.unread_statistics);
 # - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
+# - "refuse_written": why the facts do not cover the op where its result (through one-input ops) is
+#   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
+#   substitution);
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
-#   (the report names it as estimated, as an op the general rule covers).
+#   (the report names it as estimated, as an op the general rule covers); "estimated_dx": the same for
+#   the input's gradient, where that phase runs.
 
 
 def flash_blocks(op, operands) -> tuple:
@@ -65,9 +78,10 @@ FACTS = {
     "SDPA": {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("out0", "any"), ("in3", "any")),
              "aux": (("logsumexp", "rows", "float32"),), "layout": "in0",
              "fwd_scratch": flash_fwd, "bwd_scratch": flash_bwd},
-    # addmm: mat1 when the weight needs its gradient; in bfloat16, oneDNN's matmul scratchpads
+    # addmm: mat1 when the weight needs its gradient; in bfloat16, oneDNN's matmul scratchpads; over
+    # more than two dims, the incoming gradient reshaped to rows (matmul.py)
     "Linear": {"saves": (("in0", "g1"),), "fwd_scratch": matmul.linear_bf16_fwd,
-               "bwd_scratch": matmul.linear_bf16_bwd},
+               "bwd_scratch": matmul.linear_bf16_bwd, "grad_reshaped": matmul.over_rows},
     # a copy the dynamo export dropped (`lost_clones`): a new contiguous tensor, saves nothing; its
     # backward hands the incoming gradient on (CloneBackward0)
     "Clone": {"grad": "pass"},
@@ -77,6 +91,10 @@ FACTS = {
         elements(opd[op.inputs[0]].shape) + elements(opd[op.inputs[0]].shape[:-1]),),)},
     # select (`selects`): a view; select_backward makes a zeroed gradient of the input's size (measured)
     "Select": {"view": True},
+    # unbind (rewrites.unbinds): each piece a select of the input, a view; UnbindBackward0 stacks the
+    # pieces' gradients into one of the input's size, a piece that got none standing in as a 0-d zero
+    # expanded (measured: 4 B, not counted), not split's zeros of the piece's size
+    "Unbind": {"view": "all"},
 }
 
 

@@ -23,12 +23,28 @@ def coverage(bl, at: int, peak: int) -> dict:
            "estimated_bytes_at_peak": total,
            "estimated_share": round(total / peak, 4) if peak else 0.0,
            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+    folded = cov.get("not_counted") or []
+    if folded:
+        # eager ops on constants the loader folded: their tensors are no part of the figure
+        n = sum(c["bytes"] for c in folded)
+        out["not_counted"] = {"ops": [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded],
+                              "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak}
+    if cov.get("unread_parameters"):
+        # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
+        # does not (their sizes are not in the file)
+        out["unread_parameters"] = list(cov["unread_parameters"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+    if cov.get("regions"):
+        # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
+        # does not say which): the peak with the blocks run under no_grad
+        alt = cov["as_no_grad_peak"]
+        out["as_no_grad"] = {**cov["regions"], "peak": alt,
+                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
     return out
 
 
@@ -39,11 +55,31 @@ def coverage_line(cov: dict) -> str:
         types = sorted({e["type"] for e in cov["estimated"]})
         line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+    nc = cov.get("not_counted") or {}
+    if nc:
+        line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
+                 f"counted ({nc['bytes']:,d} B of outputs)")
+    if cov.get("unread_parameters"):
+        line += "; " + unread_note(cov["unread_parameters"])
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
                  f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+    ng = cov.get("as_no_grad") or {}
+    if ng.get("says_so"):
+        line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
+                 f"(peak so: {ng['peak']:,d} B)")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
+
+
+def unread_note(targets: list) -> str:
+    """What the figure leaves out: the parameters of modules the traced forward never entered."""
+    modules = sorted({t.rpartition(".")[0] or t for t in targets})
+    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    return (f"not counted: {len(targets)} parameter(s) of {len(modules)} module(s) no op of the file reads "
+            f"({shown}): eager holds them unless they are read under other names (a shared module) or by an op "
+            f"the exporter merged with an equal one; "
+            f"the file gives no size")
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,

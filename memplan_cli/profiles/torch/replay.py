@@ -3,9 +3,12 @@ optimizer, each a phase of `Replay` over the eager ops (`rewrites.eager_ops`). T
 are the package docstring's."""
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
-from memplan_cli.ops._torch import GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, TRANSPOSE, WEIGHT_MATMULS
+from memplan_cli.ir.graph import FOLDED_CALLS
+from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE_CALLS, TRANSPOSE, WEIGHT_MATMULS,
+                                   parse_call)
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
@@ -22,11 +25,27 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config, as_functions: bool = False):
+def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
-    Function is read as one (functions.py), for the figure reported beside the op-by-op one."""
-    return Replay(tg, config, as_functions).run()
+    Function is read as one (functions.py), for the figure reported beside the op-by-op one.
+    `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad."""
+    return Replay(tg, config, as_functions, as_no_grad).run()
+
+
+def inlined_regions(g, ops_) -> dict:
+    """The ops a dynamo export inlined from the body of a `with torch.no_grad()`, `torch.enable_grad()`
+    or `torch.autocast(...)` block (loaders/onnx_loader.py: their recorded stack starts in code torch.fx
+    generated): eager-op position -> the block. The file does not say which kind of block it was."""
+    inlined = ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("inlined") or {}
+    if not inlined:
+        return {}
+    out = {}
+    for p, op in enumerate(ops_):
+        keys = {inlined.get(g.operations[i].name) for i in (op.members or (op.index,))} - {None}
+        if keys:
+            out[p] = min(keys)
+    return out
 
 
 def alternatives(fn, op, opd, needs) -> tuple:
@@ -39,7 +58,7 @@ class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config, as_functions: bool = False):
+    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False):
         self.tg, self.config = tg, config
         g = self.g = tg.graph
         self.uses = g.uses()
@@ -54,20 +73,32 @@ class Replay:
             raise UnsupportedOpError(why)
         self.trained = set(tg.grad)
         self.read_functions(as_functions)
+        self.read_regions(as_no_grad)
         # ops reading a constant the exporter folded from a parameter's computation (export.py)
         folded = self.folded = folded_computations(g)
         # folded values eager holds as an expanded view of a smaller tensor (export.expand_base_bytes)
         expanded = {v for v in folded_values(g, self.trained, sdpa_masks(g)) if expand_base_bytes(self.opd[v])}
+        # tensors whose size the loader took under a stated assumption (loaders/data_sized.py): the
+        # ops making or reading them are named, so a miss there is
+        sized = set(((g.metadata or {}).get("data_sized") or {}).get("tensors") or ())
         for op in self.ops:
+            if sized and any(v >= 0 and self.opd[v].name in sized for v in (*op.inputs, *op.outputs)):
+                op.attrs[ESTIMATED] = True
             if folded and any(v >= 0 and self.opd[v].is_const and self.opd[v].name in folded for v in op.inputs):
                 op.attrs[ESTIMATED] = True
             if any(v in expanded for v in op.inputs):  # which dims the expand broadcast is not recorded
                 op.attrs[ESTIMATED] = True
         self.sim = Sim()
         self.ac = Autocast(config, self.opd, self.trained)  # --precision N-mixed: autocast.py
+        # eager ops on constants that memplan folded at load (opgraph/fold.py): not replayed; a result
+        # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
+        read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
         self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
+                             "regions": self.regions,
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
-                                           if op.attrs.get(ESTIMATED)}}
+                                           if op.attrs.get(ESTIMATED)},
+                             "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
+                                             if not read & set(c["outputs"]) and not _a_view(c["type"])]}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []
@@ -109,6 +140,23 @@ class Replay:
             self.ops[q].attrs[ESTIMATED] = True
         if groups:
             self.ops = as_functions_(self.ops, groups, g, self.opd, self.uses, names)
+
+    def read_regions(self, as_no_grad: bool) -> None:
+        """Ops a dynamo export inlined from a `with` block's body: under torch.no_grad() eager records no
+        node for them and their results need no gradient; under autocast (in float32) or enable_grad
+        they run as any op. The file does not say which: they run as any op and are named as estimated
+        (`as_no_grad`: under no_grad, every read in or out of the block detached, for the figure beside)."""
+        regions = inlined_regions(self.g, self.ops)
+        self.regions = {"blocks": len(set(regions.values())), "ops": len({self.ops[p].label for p in regions})} \
+            if regions else {}
+        made = {v for p in regions for v in self.ops[p].outputs}
+        for p, op in enumerate(self.ops):
+            if p in regions:
+                op.attrs[ESTIMATED] = True
+            if as_no_grad:
+                det = {k for k, v in enumerate(op.inputs) if v >= 0 and (p in regions or v in made)}
+                if det:
+                    op.attrs["detached"] = tuple(sorted(det | set(op.attrs.get("detached", ()))))
 
     def run(self):
         self.held_before()
@@ -189,6 +237,8 @@ class Replay:
         self.trained -= {m for m in masks if opd[m].assumed}
         self.rg = set(self.trained)
         self.computed = folded_values(g, self.trained, masks)
+        # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
+        self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
         # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
         # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it
@@ -350,6 +400,13 @@ class Replay:
         """Inputs a kernel needs contiguous: a copy of a non-contiguous view ("in0" / "in1" -> storage)."""
         opd, c = self.opd, self.cols(op.label)
         copies = {}
+        if f.get("bmm_operands"):  # the tensors einsum's bmm saves in place of its operands
+            sts = [self.strides.get(v) or contiguous_strides(opd[v].shape) for v in op.inputs]
+            for k, nb in enumerate(f["bmm_operands"](op, opd, sts, view_strides)):
+                if nb:
+                    copies[f"in{k}"] = self.sim.new(f"{op.label}:operand{k}", "non-const", nb, s, op.label, "copy")
+                    c["fwd_mem_tmp"] += nb
+            return copies
         if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
             w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
             for k, v in enumerate(op.inputs[:2]):
@@ -390,8 +447,12 @@ class Replay:
             else:
                 storage[v] = sim.new(opd[v].name, "non-const", opd[v].nbytes, s, op.label, "out")
                 c["fwd_mem_out"] += opd[v].nbytes
-                # the new tensor's layout: like input 0 (empty_like), or TensorIterator's
-                if f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
+                # the new tensor's layout: its kernel's, like input 0 (empty_like), or TensorIterator's
+                if f.get("out_strides") and k == 0:
+                    lay = f["out_strides"](op, opd)
+                    if lay and not is_contiguous(opd[v].shape, lay):
+                        strides[v] = tuple(lay)
+                elif f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
                     strides[v] = strides[x0]
                 elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
                     lay = iterator_strides(opd[v].shape, [(opd[i].shape, strides.get(i) or
@@ -495,8 +556,25 @@ class Replay:
                            op.label, "scratch")
             sim.touch(copy, s_dw)
             tmp.append(copy)
+        elif f.get("grad_reshaped") and outs and f["grad_reshaped"](op, opd) is not None:
+            # the op's kernel ran on a reshape and viewed its result back (a linear over more than
+            # two dims, einsum's bmm): that view's backward reshapes the incoming gradient, a copy
+            # where its strides allow no view; the copy serves every gradient of the op. A gradient
+            # of unknown strides (a slice's: rows of a wider tensor, a view) is not copied
+            axes, shape = f["grad_reshaped"](op, opd)
+            y = tuple(opd[outs[0]].shape)
+            gs = contiguous_strides(y) if incoming_contig else self.grad_strides.get(outs[0])
+            if gs and view_strides([y[a] for a in axes], [gs[a] for a in axes], shape) is None:
+                copy = sim.new(f"{op.label}:grad_reshaped", "disposable", opd[outs[0]].nbytes, s, op.label,
+                               "tmp")
+                sim.touch(copy, s_dw)
+                tmp.append(copy)
         mode = f.get("grad", "new")
         det = op.attrs.get("detached", ())
+        # inputs whose gradient the kernel's second phase makes, a parameter or a computed tensor alike
+        # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
+        # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
+        late = set(f.get("dw_inputs", ())) if s_dw != s else set()
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
                 continue
@@ -509,7 +587,8 @@ class Replay:
                 continue
             if k in f.get("grad_shared", ()):
                 if tuple(opd[v].shape) == tuple(opd[op.outputs[0]].shape) and g_out and g_out[0] is not None:
-                    self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True)
+                    self.deliver(v, g_out[0], incoming_contig, s, made, tmp, op.label, shared=True,
+                                 strides=None if incoming_contig else self.grad_strides.get(outs[0]))
                     continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and v in trained and (
                     not f.get("view_needs_contiguous") or incoming_contig):
@@ -538,13 +617,14 @@ class Replay:
             if v in trained:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s, op.label, "grad")
+            at = s_dw if k in late else s
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
             dense = incoming_contig or op.type not in GRAD_LAYOUT_KEEPING or \
                 tuple(opd[v].shape) != tuple(opd[op.outputs[0]].shape)
-            self.deliver(v, gx, dense, s, made, tmp, op.label,
+            self.deliver(v, gx, dense, at, made, tmp, op.label,
                          strides=None if dense else self.grad_strides.get(outs[0]) if outs else None)
         if s_dw != s:
             # the engine adds an input's gradient into an earlier one when the op's backward returns,
@@ -554,8 +634,11 @@ class Replay:
                 if sim.store[t]["kind"] == "grad" and sim.store[t]["first"] == s:
                     sim.touch(t, s_dw)
         needs = [v in self.rg and k not in det for k, v in enumerate(op.inputs)]
-        dx = any(n and v not in trained for v, n in zip(op.inputs, needs))
-        dw = any(v in trained for v in op.inputs)
+        dx = any(n and v not in trained and k not in late for k, (v, n) in enumerate(zip(op.inputs, needs)))
+        dw = any(v in trained for v in op.inputs) or any(needs[k] for k in late if k < len(needs))
+        est = f.get("estimated_dx")
+        if dx and est and alternatives(est, op, opd, needs):  # the input's gradient, counted approximately
+            sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
             tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
                                "scratch"))
@@ -631,6 +714,8 @@ class Replay:
             if gs is None:
                 return None if not incoming_contig else contiguous_strides(opd[v].shape)
             return view_strides(opd[out].shape, gs, opd[v].shape)
+        if op.type == TRANSPOSE and op.call and (parse_call(op.call) or ("", ""))[1] not in PERMUTE_CALLS:
+            return ()  # part of another aten op's export (slice_scatter's): its layout is not eager's
         if f.get("strided") and op.type == TRANSPOSE and gs is not None:
             perm = op.attrs.get("perm") or tuple(reversed(range(len(opd[v].shape))))
             in_st = [0] * len(perm)
@@ -727,3 +812,9 @@ def cast_grad(x, y) -> bool:
     """Whether the gradient y hands on to x needs autograd's cast: float tensors of different dtypes."""
     floats = ("float16", "bfloat16", "float32", "float64")
     return x.dtype != y.dtype and x.dtype in floats and y.dtype in floats
+
+
+def _a_view(op_type: str) -> bool:
+    """The op's family says it is a view in eager (slice, transpose, expand): it makes no tensor."""
+    f = ops.profile_facts("torch", op_type)
+    return isinstance(f, dict) and bool(f.get("view"))

@@ -6,8 +6,8 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (CAST, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA, VAR, fx_kind,
-                                   parse_call)
+from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA,
+                                   UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -15,13 +15,15 @@ from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations
 from memplan_cli.profiles.torch.fuse import fuse
 
 
-def selects(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+def selects(ops_: list[EagerOp], opd: list, trained=frozenset()) -> list[EagerOp]:
     """A Gather of one index (a 0-d index: the rank drops) from an activation is eager's `select`
-    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size."""
+    (`x[i]`, `unbind`): a view, not a copy; its backward makes a zeroed gradient of the input's size.
+    So is one from a trained parameter (a mixture of experts' `weight[e]`, one expert's slice of a
+    stacked weight: SelectBackward0 keeps only the sizes and the index)."""
     out = []
     for op in ops_:
         if op.type == GATHER and len(op.inputs) > 1 and op.inputs[1] >= 0 and not opd[op.inputs[1]].shape \
-                and not opd[op.inputs[0]].is_const:
+                and (not opd[op.inputs[0]].is_const or op.inputs[0] in trained):
             op = EagerOp(op.index, "Select", op.inputs[:1], op.outputs, {"axis": int(op.attrs.get("axis", 0))},
                          op.label, op.members)
         out.append(op)
@@ -32,8 +34,9 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
     call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
     records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
-    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy.
-    Only ops that read their input 0 from outside their own call's decomposition are matched."""
+    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy,
+    at every input its call passes the clone (`x * x`: mul(%clone, %clone)). Only ops that read
+    their input 0 from outside their own call's decomposition are matched."""
     calls = [parse_call(op.call) if op.call else None for op in g.operations]
     names = {c[0] for c in calls if c}
     defs = g.defs()
@@ -54,7 +57,10 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
             made[arg] = y.index
             out.append(EagerOp(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
         uses.setdefault(made[arg], []).append(op.index)
-        out.append(EagerOp(op.index, op.type, [made[arg]] + op.inputs[1:], op.outputs, op.attrs, op.label, op.members))
+        # every input the call passes the same clone (`x * x` of one `.contiguous()`: mul(%clone, %clone))
+        ins = [made[arg] if k == 0 or (v == x and k < len(c[2]) and c[2][k] == arg) else v
+               for k, v in enumerate(op.inputs)]
+        out.append(EagerOp(op.index, op.type, ins, op.outputs, op.attrs, op.label, op.members))
     return out
 
 
@@ -73,7 +79,8 @@ def _computed_again(ops_: list[EagerOp], opd: list, uses: dict, reads_again) -> 
     fx name read a second tensor eager computed again. `reads_again(op)` lists (k, name, template):
     input k is read under `name`, computed by `template` (its index, type, inputs, attrs, label and
     members). Each (input, name) becomes one copy of the template's op (a new operand
-    `<input>:<name>`, appended to `opd`) run just before its first reader; its readers read the copy."""
+    `<input>:<name>`, appended to `opd`) run just before its first reader; its readers read the copy.
+    A template None copies a folded constant (a fill eager makes once per call): a second constant, no op."""
     copies: dict[tuple, int] = {}
     out: list[EagerOp] = []
     for op in ops_:
@@ -81,10 +88,14 @@ def _computed_again(ops_: list[EagerOp], opd: list, uses: dict, reads_again) -> 
         for k, name, t in reads_again(op):
             v = op.inputs[k]
             if (v, name) not in copies:
-                y = Operand(len(opd), f"{opd[v].name}:{name}", tuple(opd[v].shape), opd[v].dtype)
+                o, fill = opd[v], t is None
+                y = Operand(len(opd), f"{o.name}:{name}", tuple(o.shape), o.dtype, is_const=fill, computed=fill,
+                            broadcast_of=o.broadcast_of if fill else None)
                 opd.append(y)
                 copies[(v, name)] = y.index
-                out.append(EagerOp(t.index, t.type, list(t.inputs), [y.index], dict(t.attrs), t.label, t.members))
+                if not fill:
+                    out.append(EagerOp(t.index, t.type, list(t.inputs), [y.index], dict(t.attrs), t.label,
+                                       t.members))
             uses.setdefault(copies[(v, name)], []).append(op.index)
             new_inputs[k] = copies[(v, name)]
         out.append(op if new_inputs == op.inputs else
@@ -194,6 +205,45 @@ def one_aten_ops(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     return out
 
 
+def unbinds(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """`x.unbind(d)` (timm's `q, k, v = qkv.unbind(0)`) as the dynamo exporter writes it: a Slice of x
+    and a Squeeze per piece, all recording the one fx node `%unbind`. Eager's unbind returns views (a
+    select each) and its backward (UnbindBackward0: `unbind_backward`, a stack of the pieces'
+    gradients, a 0-d zero expanded for a piece that got none) makes one gradient of x's size, where
+    a Slice's backward each would make one. The group is read back as one op, `Unbind`, from x to the pieces."""
+    irops = g.operations
+    groups: dict[str, list[int]] = {}
+    for k, op in enumerate(ops_):
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        if c and c[1].removeprefix("aten.") == UNBIND["target"]:
+            groups.setdefault(c[0], []).append(k)
+    fused: dict[int, EagerOp] = {}
+    drop: set[int] = set()
+    for name, ks in groups.items():
+        members = [ops_[k] for k in ks]
+        made = {v for m in members for v in m.outputs}
+        ins = {v for m in members for v in m.inputs if v >= 0 and v not in made and not opd[v].is_const}
+        pieces = [v for m in members for v in m.outputs if any(v in r.inputs for r in ops_ if r not in members)
+                  or v in g.outputs]
+        if len(ins) != 1 or not pieces or len(members) < 2:
+            continue
+        x = ins.pop()
+        args = parse_call(irops[members[0].index].call)[2]
+        try:
+            axis = int(args[1]) % len(opd[x].shape) if len(args) > 1 else 0
+        except ValueError:
+            continue
+        if any(tuple(opd[v].shape) != tuple(opd[x].shape[:axis]) + tuple(opd[x].shape[axis + 1:]) for v in pieces):
+            continue
+        first = members[0]
+        fused[ks[0]] = EagerOp(first.index, UNBIND["type"], [x], pieces, {"axis": axis}, first.label,
+                               tuple(m.index for m in members))
+        drop.update(ks[1:])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
+
+
 def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Equal ops the dynamo exporter's optimizer merged (onnx_ir's common-subexpression elimination,
     which records no rule name): a reader whose recorded call names, for an input, an fx value no node
@@ -209,20 +259,27 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     # the unnamed pass's merges are read back
     ruled = {r["node"] for r in ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("rewritten", ())}
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
+    calls = {op.index: parse_call(op.call) for op in irops if op.call}
+    read = {n for c in calls.values() if c for n in re.findall(r"%(\w+)", " ".join(c[2]))}
 
     def reads_again(op):
-        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        c = calls.get(op.index) if op.members == (op.index,) else None
         names = re.findall(r"%(\w+)", " ".join(c[2])) if c else []
         again = []
         for k, v in enumerate(op.inputs):
             p = producer.get(v)
             pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
                 irops[p.index].name not in ruled else ""
+            # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
+            # per call, so a second call's name (`zeros_2`) is a second tensor
+            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read \
+                and fx_kind(opd[v].name) in FILLS
+            pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
             dup = [n for n in names if n not in made and fx_kind(n) == fx_kind(pname)]
             if len(dup) == 1:
-                again.append((k, dup[0], p))
+                again.append((k, dup[0], None if fill else p))
         return again
 
     return _computed_again(ops_, opd, uses, reads_again)
@@ -318,7 +375,28 @@ def inplace_writes(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
                              {**op.attrs, INPLACE_WRITE["attr"]: target or INPLACE_WRITE["targets"][0]},
                              op.label, op.members)
         out.append(op)
-    return _selected_writes(out, g) if traced else out
+    return _selected_rows(_selected_writes(out, g), g, opd) if traced else out
+
+
+def _selected_rows(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
+    """`x[:, i] = v` as the dynamo exporter functionalizes it when no slice follows the select: one
+    `select_scatter`, written as a ScatterElements whose indices are the exporter's (the int `i`
+    expanded to v's shape). Eager runs one copy_ into `x.select(dim, i)`: the write `inplace_writes`
+    reads (CopySlices; derivatives.yaml's select_scatter saves nothing but sizes), its indices no
+    tensor. Where x is a fill (`zeros_like`, folded), the write makes it."""
+    irops = g.operations
+    out = []
+    for op in ops_:
+        c = parse_call(irops[op.index].call) if op.members == (op.index,) and irops[op.index].call else None
+        if op.type == INPLACE_WRITE["row_type"] and c and c[1].removeprefix("aten.") == INPLACE_WRITE["select_back"] \
+                and len(op.inputs) >= 3 and str(op.attrs.get("reduction", "none")) == "none" \
+                and not op.attrs.get(INPLACE_WRITE["attr"]):
+            data = op.inputs[0]
+            fresh = data >= 0 and opd[data].is_const and not opd[data].assumed
+            op = EagerOp(op.index, INPLACE_WRITE["type"], [-1 if fresh else data] + op.inputs[1:], op.outputs,
+                         {**op.attrs, INPLACE_WRITE["attr"]: INPLACE_WRITE["select_back"]}, op.label, op.members)
+        out.append(op)
+    return out
 
 
 def _selected_writes(ops_: list[EagerOp], g) -> list[EagerOp]:
@@ -632,6 +710,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = merged_duplicates(one_aten_ops(variances(fuse(g, uses, trained), g, uses), g, opd), g, opd, uses)
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
-    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd)
-    ops_ = max_with_indices(ops_, opd)
+    ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
+    ops_ = unbinds(max_with_indices(ops_, opd), g, opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)

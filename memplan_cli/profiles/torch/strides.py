@@ -2,7 +2,7 @@
 operand is copied, what counts as channels-last. Pure functions of shapes and strides (in elements)."""
 from __future__ import annotations
 
-from memplan_cli.ops._torch import EXPAND, NARROWS, TRANSPOSE
+from memplan_cli.ops._torch import EXPAND, NARROWS, TRANSPOSE, UNBIND
 
 
 def elements(shape) -> int:
@@ -57,7 +57,7 @@ def view_output_strides(op, opd, st, k=0):
     if op.type == TRANSPOSE:
         perm = op.attrs.get("perm") or tuple(reversed(range(len(x))))
         return tuple(st[int(i)] for i in perm)
-    if op.type == "Select":  # the selected dim goes
+    if op.type in ("Select", UNBIND["type"]):  # the selected dim goes (each piece of an unbind is a select)
         ax = int(op.attrs.get("axis", 0)) % len(x)
         return tuple(st[:ax]) + tuple(st[ax + 1:])
     if op.type == EXPAND:  # broadcast dims get stride 0

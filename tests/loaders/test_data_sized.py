@@ -1,0 +1,209 @@
+"""Sizes computed from the data (loaders/data_sized.py): a Split by sizes the graph computes (a mixture
+of experts' tokens per expert) is sized under the stated assumption (equal pieces summing to the
+input's length) instead of refused; the names --dim binds, the report's line, the JSON, verify, the
+torch profile's estimated ops, and the one-line refusals of sizes that cannot hold."""
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from memplan_cli.cli import main
+from memplan_cli.loaders import load_model
+from memplan_cli.schemas import load_schema
+from tests.ops.gradcheck import check_verify, onnx_model, save
+
+
+def _moe(tmp_path, rows=6, names=None):
+    """x (rows, 4) + p, cut along rows by counts computed from x (per column, how many rows of x @ r
+    are positive), each piece through its own weight, put back together: shape inference cannot size
+    the pieces. `names`: the dim_param the file gives each piece (the dynamo exporter's u0, u1, ...)."""
+    rng = np.random.default_rng(5)
+    inits = {"p": rng.normal(size=(rows, 4)).astype(np.float32), "r": rng.normal(size=(4, 3)).astype(np.float32),
+             "ax": np.array([0], np.int64), **{f"w{k}": rng.normal(size=(4, 4)).astype(np.float32) for k in range(3)}}
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("MatMul", ["x", "r"], ["logits"]),
+             helper.make_node("Greater", ["logits", "zero"], ["pos"]),
+             helper.make_node("Cast", ["pos"], ["posi"], to=TensorProto.INT64),
+             helper.make_node("ReduceSum", ["posi", "ax"], ["counts"], keepdims=0),
+             helper.make_node("Split", ["h", "counts"], ["a0", "a1", "a2"], axis=0),
+             *[helper.make_node("MatMul", [f"a{k}", f"w{k}"], [f"y{k}"]) for k in range(3)],
+             helper.make_node("Concat", ["y0", "y1", "y2"], ["y"], axis=0)]
+    inits["zero"] = np.array(0.0, np.float32)
+    m = onnx_model(nodes, [("x", (rows, 4))], [("y", (rows, 4))], inits)
+    if names:
+        m.graph.value_info.extend(helper.make_tensor_value_info(f"a{k}", TensorProto.FLOAT, [n, 4])
+                                  for k, n in enumerate(names))
+    return save(tmp_path, m)
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [*args], env={"NO_COLOR": "1", "COLUMNS": "80"})
+
+
+def test_pieces_are_taken_equal_and_named_after_the_sizes_tensor(tmp_path):
+    g = load_model(_moe(tmp_path, rows=7))
+    ds = g.metadata["data_sized"]
+    assert ds["rule"] == "equal pieces"
+    # the remainder one row each on the first pieces
+    assert [(d["name"], d["size"], d["set_by"]) for d in ds["dims"]] == [
+        ("counts_0", 3, "assumed"), ("counts_1", 2, "assumed"), ("counts_2", 2, "assumed")]
+    shapes = {o.name: o.shape for o in g.operands}
+    assert shapes["a0"] == (3, 4) and shapes["y2"] == (2, 4) and shapes["y"] == (7, 4)
+    assert set(ds["tensors"]) == {"a0", "a1", "a2", "y0", "y1", "y2", "y"}  # inference sized y from them
+
+
+def test_the_files_own_names_are_used(tmp_path):
+    g = load_model(_moe(tmp_path, names=["u0", "u1", "u2"]))
+    assert [d["name"] for d in g.metadata["data_sized"]["dims"]] == ["u0", "u1", "u2"]
+    g = load_model(_moe(tmp_path, names=["u0", "u1", "u2"]), dims={"u1": 4})
+    assert [(d["size"], d["set_by"]) for d in g.metadata["data_sized"]["dims"]] == [
+        (1, "assumed"), (4, "--dim"), (1, "assumed")]
+
+
+def test_analyze_says_it_in_one_line_and_the_json(tmp_path):
+    p = _moe(tmp_path)
+    r = _run("analyze", p, "-O", "adam")
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if "data-sized" in x)
+    assert line == "note: 3 data-sized dims assumed equal pieces (7 tensors); --dim counts_0=N"
+    assert len(line) <= 80
+    r = _run("analyze", p, "-O", "adam", "-f", "json", "--dim", "counts_2=4")
+    doc = json.loads(r.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["data_sized"]["dims"][2] == {"name": "counts_2", "size": 4, "set_by": "--dim", "op": "a0",
+                                            "tensor": "a2", "rule": "equal pieces"}
+    assert [d["size"] for d in doc["data_sized"]["dims"]] == [1, 1, 4]
+    assert "2 set by --dim" not in _run("analyze", p, "--dim", "counts_2=4").output  # one of three
+    assert "1 set by --dim" in _run("analyze", p, "--dim", "counts_2=4").output
+
+
+@pytest.mark.parametrize("dims,says", [
+    (("counts_0=1", "counts_1=1", "counts_2=1"), "they sum to 3, not 6"),
+    (("counts_0=6",), "a piece would get no row"),
+    (("count_0=2",), "the model has no symbolic dimension 'count_0'"),
+])
+def test_sizes_that_cannot_hold_are_refused_in_one_line(tmp_path, dims, says):
+    r = _run("analyze", _moe(tmp_path), *[a for d in dims for a in ("--dim", d)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and says in r.output, r.output
+
+
+def test_verify_runs_the_step_at_the_assumed_sizes(tmp_path):
+    p = _moe(tmp_path)
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "equal pieces", "dims": 3}
+    jsonschema.validate(doc, load_schema("verify"))
+    r = _run("verify", p)
+    assert r.exit_code == 0 and "assumed   3 data-sized dims" in r.output, r.output
+
+
+def test_torch_profile_names_the_ops_it_sized(tmp_path):
+    r = _run("analyze", _moe(tmp_path), "-O", "adam", "-p", "torch", "-f", "json")
+    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    assert {"Split", "Concat"} <= est, est
+
+
+def test_inspect_lists_the_names(tmp_path):
+    r = _run("inspect", _moe(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "data-sized pieces of 'a0': counts_0=2, counts_1=2, counts_2=2 (assumed equal" in r.output
+    doc = json.loads(_run("inspect", _moe(tmp_path), "-f", "json").output)
+    jsonschema.validate(doc, load_schema("inspect"))
+    assert [d["name"] for d in doc["data_sized"]["dims"]] == ["counts_0", "counts_1", "counts_2"]
+
+
+def _where(tmp_path):
+    """h = x + p (6, 4); the rows whose sum is positive (NonZero of a (6,) mask, Squeeze: `torch.where`)
+    gathered, through a weight, summed over the rows: the count is the data's, at most 6."""
+    rng = np.random.default_rng(6)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "ax1": np.array([1], np.int64), "ax0": np.array([0], np.int64), "zero": np.array(0.0, np.float32)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("ReduceSum", ["x", "ax1"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Squeeze", ["nz", "ax0"], ["rows"]),
+             helper.make_node("Gather", ["h", "rows"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    return save(tmp_path, onnx_model(nodes, [("x", (6, 4))], [("y", (1, 4))], inits), "where.onnx")
+
+
+def test_a_count_is_taken_at_its_bound_and_set_by_dim(tmp_path):
+    p = _where(tmp_path)
+    g = load_model(p)
+    d = g.metadata["data_sized"]
+    assert d["rule"] == "at the bound"
+    assert d["dims"] == [{"name": "nz_count", "size": 6, "set_by": "assumed", "op": "where", "tensor": "nz",
+                          "rule": "at the bound", "bound": 6}]
+    assert next(o.shape for o in g.operands if o.name == "g") == (6, 4)
+    g = load_model(p, dims={"nz_count": 2})
+    assert next(o.shape for o in g.operands if o.name == "g") == (2, 4)
+    r = _run("analyze", p, "--dim", "nz_count=7")
+    assert r.exit_code == 2 and "NonZero 'where' selects at most 6 elements" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = _run("analyze", p, "-O", "adam")
+    assert "note: 1 data-sized dims assumed at the bound (4 tensors); --dim nz_count=N" in r.output, r.output
+    doc = json.loads(_run("analyze", p, "-f", "json").output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert "data-sized count (at most 6) of 'where': nz_count=6" in _run("inspect", p).output
+
+
+def test_verify_and_the_torch_profile_with_a_count(tmp_path):
+    p = _where(tmp_path)
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
+    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
+    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    assert "Gather" in est, est
+
+
+def test_a_fixed_batch_file_is_not_rebatched_past_its_assumed_sizes(tmp_path):
+    # the pieces were taken for the file's batch: another -b would leave them summing to the old length
+    r = _run("analyze", _moe(tmp_path), "-b", "3")
+    assert r.exit_code == 2 and "sizes computed from the data were taken at the file's batch 6" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert _run("analyze", _moe(tmp_path), "-b", "6").exit_code == 0
+
+
+def _one_hot_where(tmp_path, kind):
+    """Mixtral's expert loop for one expert: the tokens of expert 1's slice of a one-hot of the
+    routing (6 tokens, top-2, 4 experts), `torch.where(one_hot(ids, 4).permute(2, 1, 0)[1])`, as
+    TorchScript writes one_hot (`onehot`: OneHot) or the dynamo exporter (`equal`: Equal with an
+    arange); `other`: an Equal with a constant that is no arange (no one-hot: the bound)."""
+    rng = np.random.default_rng(8)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "e": np.array(1, np.int64), "one": np.array(1, np.int64), "ax0": np.array([0], np.int64),
+             "axl": np.array([-1], np.int64)}
+    if kind == "onehot":
+        inits.update(depth=np.array(4, np.int64), values=np.array([0, 1], np.int64))
+        hot = [helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=-1)]
+    else:
+        inits["r"] = np.arange(4, dtype=np.int64) if kind == "equal" else np.array([0, 2, 2, 3], np.int64)
+        hot = [helper.make_node("Unsqueeze", ["ids", "axl"], ["idu"]),
+               helper.make_node("Equal", ["idu", "r"], ["hot"])]
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]), *hot,
+             helper.make_node("Transpose", ["hot"], ["perm"], perm=[2, 1, 0]),
+             helper.make_node("Gather", ["perm", "e"], ["slice"], axis=0),
+             helper.make_node("Cast", ["slice"], ["mask"], to=TensorProto.BOOL),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Gather", ["nz", "one"], ["tok"], axis=0),
+             helper.make_node("Gather", ["h", "tok"], ["g"], axis=0),
+             helper.make_node("MatMul", ["g", "w"], ["m"]),
+             helper.make_node("ReduceSum", ["m", "ax0"], ["y"], keepdims=1)]
+    m = onnx_model(nodes, [("x", (6, 4)), ("ids", (6, 2), TensorProto.INT64)], [("y", (1, 4))], inits)
+    return save(tmp_path, m, f"{kind}.onnx")
+
+
+@pytest.mark.parametrize("kind,size,rule", [("onehot", 3, "equal pieces"), ("equal", 3, "equal pieces"),
+                                            ("other", 12, "at the bound")])
+def test_a_one_hot_class_slice_takes_an_equal_share(tmp_path, kind, size, rule):
+    # each row of a one-hot has at most one nonzero: the 4 experts' counts sum to at most the 12
+    # rows (6 tokens x top-2), taken as equal pieces; any other mask is taken at its bound
+    g = load_model(_one_hot_where(tmp_path, kind))
+    (d,) = g.metadata["data_sized"]["dims"]
+    assert (d["size"], d["rule"], d["bound"]) == (size, rule, 12)
+    assert next(o.shape for o in g.operands if o.name == "g") == (size, 4)
+    check_verify(_one_hot_where(tmp_path, kind), "-O", "adam")
