@@ -709,7 +709,7 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
-        from memplan_cli.report.sweep import swept_value
+        from memplan_cli.report.sweep import swept_value  # lazy: `memplan analyze -q` does not load it
 
         budget = doc["budget"]
         profiles = doc["profiles"]
