@@ -82,14 +82,77 @@ def test_dft_flops_count_5_n_log2_n_per_transform(tmp_path):
     assert ops.get("DFT").flops(op, g.operands) == (2 * 4 * 120, 2 * 4 * 120)
 
 
-def test_dft_torch_facts_save_nothing_and_are_named_estimated(tmp_path):
+@pytest.mark.parametrize("trail", [1, 2])
+def test_dft_torch_facts(tmp_path, trail):
+    # derivatives.yaml: _fft_c2c saves nothing; _fft_r2c's formula reads self.sym_size(dim.back()), which
+    # autograd's codegen saves as self itself (FftR2CBackward0._saved_self); named as estimated
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.config import TrainConfig
 
-    p, *_ = _model(tmp_path, 20, 1, 1, 0, 0, None)
+    p, *_ = _model(tmp_path, 20, trail, 1, 0, 0, None)
     a = analyze_graph(load_model(p, batch_size=2), TrainConfig(batch_size=2, optimizer="adam", loss="mse"),
                       profile="torch")
     est = a.extras["torch"]["coverage"]["estimated"]
     assert any("DFT" in str(e) for e in est), est
     added = next(b for b in a.buffers.buffers if b.name == "a")
-    assert a.buffers.steps[added.last].kind == "forward"  # the transform keeps nothing of its input
+    assert (a.buffers.steps[added.last].kind == "forward") == (trail == 2)
+
+
+def test_dft_batch_copy_follows_the_recorded_call():
+    # MKL's _exec_fft folds the untransformed axes into one: a copy where a transformed axis lies
+    # between two of them (fft over the tokens of (B, S, D)), none for fftn over (S, D)
+    from types import SimpleNamespace as NS
+
+    from memplan_cli.ops import dft
+
+    opd = [NS(shape=(4, 16, 64, 2))]
+    one = NS(inputs=[0], attrs={"axis": 1}, call="")
+    assert dft.fft_dims(one, 3) == [1] and dft.batch_copied(one, opd)
+    both = NS(inputs=[0], attrs={"axis": 1},
+              call="_fft_c2c = aten._fft_c2c.default(args = (%_to_copy, [1, 2], 0, True), kwargs = {})")
+    assert dft.fft_dims(both, 3) == [1, 2] and not dft.batch_copied(both, opd)
+    last = NS(inputs=[0], attrs={"axis": 2}, call="")
+    assert not dft.batch_copied(last, opd)
+
+
+def _fx(node, call):
+    # the dynamo exporter's record of the aten call a node lowers
+    name, _, rest = call.partition(" = ")
+    target, _, args = rest.partition("(")
+    node.metadata_props.add(key="pkg.torch.onnx.fx_node",
+                            value=f"%{name} : [num_users=1] = call_function[target=torch.ops.{target}]({args}")
+    return node
+
+
+def test_fftn_of_a_real_input_as_dynamo_writes_it(tmp_path):
+    # `torch.fft.fftn(h, dim=(1, 2)).real`: the real input concatenated with a constant of zeros (eager's
+    # `_to_copy` to complex, which holds no zeros), one DFT per axis, the real part gathered
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.config import TrainConfig
+
+    x = (2, 4, 6)
+    rng = np.random.default_rng(1)
+    inits = {"p": rng.normal(size=x[1:]).astype(np.float32), "zeros": np.zeros(x + (1,), np.float32),
+             "m1": np.array([-1], np.int64), "a1": np.array(1, np.int64), "a2": np.array(2, np.int64),
+             "i0": np.array(0, np.int64), "q": rng.normal(size=x[1:]).astype(np.float32)}
+    copy = "_to_copy = aten._to_copy.default(args = (%h,), kwargs = {dtype: torch.complex64})"
+    fft = "_fft_c2c = aten._fft_c2c.default(args = (%_to_copy, [1, 2], 0, True), kwargs = {})"
+
+    def model(recorded):
+        mark = _fx if recorded else (lambda n, c: n)
+        nodes = [helper.make_node("Add", ["x", "p"], ["h"]), helper.make_node("Unsqueeze", ["h", "m1"], ["u"]),
+                 mark(helper.make_node("Concat", ["u", "zeros"], ["c"], axis=-1), copy),
+                 mark(helper.make_node("DFT", ["c", "", "a2"], ["f1"]), fft),
+                 mark(helper.make_node("DFT", ["f1", "", "a1"], ["f2"]), fft),
+                 helper.make_node("Gather", ["f2", "i0"], ["r"], axis=3), helper.make_node("Mul", ["r", "q"], ["y"])]
+        return save(tmp_path, onnx_model(nodes, [("x", x)], [("y", x)], inits, opset=20), f"m{int(recorded)}.onnx")
+
+    def peak(path):
+        a = analyze_graph(load_model(path, batch_size=2), TrainConfig(batch_size=2, optimizer="adam", loss="mse"),
+                          profile="torch")
+        return a.extras["torch"]["peak"] if "peak" in a.extras["torch"] else a.peak
+
+    p1 = model(True)
+    assert check_gradients(p1) >= 20
+    check_verify(p1, "-b", "2")
+    assert peak(model(False)) - peak(p1) == inits["zeros"].nbytes
