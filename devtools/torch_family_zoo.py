@@ -8,7 +8,8 @@ grouped convolutions (depth multipliers, small groups; channels-last and channel
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
-gated delta rule without its export-only loop, outer products of two broadcast factors).
+gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
+Fourier token mixing (`torch.fft.fftn(x).real`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1248,6 +1249,29 @@ class UnreadNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class FourierMixNet(nn.Module):
+    """FNet's token mixing: the real part of a Fourier transform of the tokens added back, LayerNorm,
+    a feed-forward block, LayerNorm; `dims` (1, 2): `torch.fft.fftn` over tokens and features (FNet's),
+    (1,): `torch.fft.fft` over the tokens alone."""
+
+    def __init__(self, d=64, layers=2, classes=10, dims=(1, 2)):
+        super().__init__()
+        self.dims = dims
+        self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.n2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for n1, n2, ff in zip(self.n1, self.n2, self.ff):
+            mixed = torch.fft.fftn(x, dim=self.dims) if len(self.dims) > 1 else torch.fft.fft(x, dim=self.dims[0])
+            x = n1(x + mixed.real)
+            del mixed
+            x = n2(x + ff(x))
+        return self.head(x.mean(1))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1285,6 +1309,8 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
+    "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
+    "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),

@@ -491,7 +491,8 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
-        for spec in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+        specs = f.get("fwd_tmp", ())
+        for spec in (specs(op, opd) if callable(specs) else specs):  # tensors the forward makes and frees in the op
             nb = self.nbytes(spec, op, needs)
             sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
             c["fwd_mem_tmp"] += nb
@@ -621,7 +622,10 @@ class Replay:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
             at = s_dw if k in late else s
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
+            # a gradient that is a view of a larger tensor (the real part of a complex one) holds all of it
+            gb = f.get("grad_bytes")
+            nb = (gb(op, opd, k) if gb else None) or opd[v].nbytes
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", nb, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
