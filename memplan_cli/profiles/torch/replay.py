@@ -14,7 +14,7 @@ from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
                                                signature_buffers)
-from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
+from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
@@ -97,6 +97,8 @@ class Replay:
                              "regions": self.regions,
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
                                            if op.attrs.get(ESTIMATED)},
+                             "why": {op.label: op.attrs[ESTIMATED_WHY] for op in self.ops
+                                     if op.attrs.get(ESTIMATED) and op.attrs.get(ESTIMATED_WHY)},
                              "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
                                              if not read & set(c["outputs"]) and not _a_view(c["type"])]}
         self.layer: dict[str, dict[str, int]] = {}
