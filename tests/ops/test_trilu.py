@@ -91,6 +91,22 @@ def test_trilu_solved_by_forward_substitution_is_named_as_estimated(tmp_path):
     assert sorted(why) == ["neg", "row1", "row2", "row_product", "row_sum", "row_update", "tril"], why
     assert all("forward substitution" in w and "solve_triangular" in w for w in why.values())
     assert cov["estimated_bytes_at_peak"] > 0
+    # beside it, the peak with the loop run as one op saving only its matrix (as solve_triangular does)
+    assert cov["as_solve"]["loops"] == 1 and cov["as_solve"]["peak"] > 0
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.profiles.torch import PROFILE
+    from memplan_cli.profiles.torch.replay import Replay
+
+    cfg = TrainConfig(batch_size=2, optimizer="adam", loss="mse")
+    tg = PROFILE.training_graph(load_model(p, batch_size=2), cfg)
+    solve = [op for op in Replay(tg, cfg, as_solve=True).ops if op.attrs.get("function") == "solve_triangular"]
+    assert len(solve) == 1
+    opd = tg.graph.operands
+    # reads the matrix (and the writes' constants), hands on the last write's result only; no forward
+    # scratch, one temporary of the result's size in its backward (grad @ X^H before the mask)
+    assert [opd[v].name for v in solve[0].inputs if not opd[v].is_const] == ["a"]
+    assert [opd[v].name for v in solve[0].outputs] == ["w2"]
+    assert solve[0].attrs["fwd_tmp"] == 0 and solve[0].attrs["bwd_tmp"] == 2 * 4 * 5 * 4
     text = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-p", "torch"], env={"NO_COLOR": "1"})
     assert text.exit_code == 0 and "as a triangular solve by forward substitution" in text.output, text.output
     assert CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam"]).exit_code == 0

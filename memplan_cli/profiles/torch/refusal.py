@@ -34,6 +34,7 @@ def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> 
             for q in _solved_region(ops_, op):  # the file's loop is replayed; the report names it
                 ops_[q].attrs[ESTIMATED] = True
                 ops_[q].attrs[ESTIMATED_WHY] = f["estimated_written"]
+                ops_[q].attrs.setdefault(SOLVED, op.label)  # which solve (replay.solved_groups)
         if f.get("estimated") and operands is not None and f["estimated"](op, operands):
             op.attrs[ESTIMATED] = True  # its facts cover it only approximately; the report names it
         act = (op.attrs.get("activation") or "NONE").upper()
@@ -42,11 +43,32 @@ def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> 
     return None
 
 
+# attrs key: the label of the Trilu whose forward-substitution loop the op belongs to
+SOLVED = "torch_solved"
+
+
+def solved_groups(ops_: list[EagerOp]) -> list[list[int]]:
+    """The positions of each forward-substitution loop (`_solved_region`), where nothing the loop
+    reads is made after its first op (so it can run as one op at that place)."""
+    groups: dict[str, list[int]] = {}
+    for q, op in enumerate(ops_):
+        if op.attrs.get(SOLVED):
+            groups.setdefault(op.attrs[SOLVED], []).append(q)
+    maker = {v: q for q, r in enumerate(ops_) for v in r.outputs}
+    out = []
+    for pos in groups.values():
+        inside = set(pos)
+        if all(maker.get(v, -1) < pos[0] or maker[v] in inside for q in pos for v in ops_[q].inputs):
+            out.append(pos)
+    return out
+
+
 def _solved_region(ops_: list[EagerOp], op: EagerOp, hops: int = 3) -> list[int]:
     """Where `op`'s result, or that of a chain of up to `hops` one-input ops from it (a negation, a
     view), is the data of in-place writes (rewrites.inplace_writes), writes into their results
     following: the positions of `op` and of every op on a path from it to one of those writes (the
-    loop that writes the rows: its slices, products and sums). Empty where nothing is so written."""
+    loop that writes the rows: its slices, products and sums), and of the ops after it that only
+    they read (dead ends). Empty where nothing is so written."""
     readers: dict[int, list[int]] = {}
     for q, r in enumerate(ops_):
         for v in set(r.inputs):
@@ -83,4 +105,20 @@ def _solved_region(ops_: list[EagerOp], op: EagerOp, hops: int = 3) -> list[int]
             if q is not None and q in after and q not in before:
                 before.add(q)
                 todo.append(q)
-    return sorted(before | {start})
+    region = before | {start}
+    # dead ends off the loop (a select only a view reads): one-input ops after it whose results lead
+    # nowhere but into the loop, and that read nothing made after it but the loop's values
+    dead: set[int] = set()
+    for q in sorted(after - region, reverse=True):
+        if len([v for v in ops_[q].inputs if v >= 0]) == 1 and \
+                all(r in region or r in dead for v in ops_[q].outputs for r in readers.get(v, ())):
+            dead.add(q)
+    while True:
+        drop = {q for q in dead if any(maker.get(v) in after and maker[v] not in region and maker[v] not in dead
+                                       for v in ops_[q].inputs)
+                or any(r not in region and r not in dead for v in ops_[q].outputs for r in readers.get(v, ()))}
+        if not drop:
+            break
+        dead -= drop
+    region |= dead
+    return sorted(region)
