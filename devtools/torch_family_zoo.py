@@ -6,7 +6,10 @@ parameter), reduction-conv efficient attention, a conv-attention hybrid, a custo
 group standard deviation (`Tensor.var`), the inverse trigonometric and hyperbolic functions and
 grouped convolutions (depth multipliers, small groups; channels-last and channels-first) and sdpa
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
-learned position table, and segment reductions by `scatter_reduce` (amax / amin).
+learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
+attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
+gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
+Fourier token mixing (`torch.fft.fftn(x).real`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -744,8 +747,9 @@ class TriluNet(nn.Module):
             del q, k  # no local outlives its last use (the profile cannot see Python's locals)
             a = scores + (scores.triu(1) if self.k > 0 else torch.sigmoid(scores).triu(1))
             del scores
-            x = x + out((a @ v).transpose(1, 2).reshape(b, s, d))
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
             del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
@@ -802,6 +806,35 @@ class GatedDeltaNet(nn.Module):
             o = o * F.silu(self.z[i](x).reshape(-1, hd))
             x = x + self.out[i](o.reshape(b, s, h * hd))
             del o
+        return self.head(x)
+
+
+class OuterNet(nn.Module):
+    """Kimi / Bailing delta attention's per-channel decayed scores, written as outer products: `(q[...,
+    :, None, :] * k[..., None, :, :] * decay).sum(-1)` over (B, H, S, S, D), both factors broadcast
+    and both needing gradients, then applied to v. Locals are deleted after their last use."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.g = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+        for qkv, gl, out in zip(self.qkv, self.g, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, hd).permute(2, 0, 3, 1, 4)
+            g = F.logsigmoid(gl(x)).view(b, s, self.h, hd).transpose(1, 2).cumsum(2)
+            decay = (g.unsqueeze(-2) - g.unsqueeze(-3)).exp()
+            del g
+            a = (q.unsqueeze(-2) * k.unsqueeze(-3) * decay).sum(-1)
+            del q, k, decay
+            av = [a, v]  # so that v's base (the qkv output) goes with the product, not with the block
+            del a, v
+            x = x + out((av.pop(0) @ av.pop()).transpose(1, 2).reshape(b, s, d))
         return self.head(x)
 
 
@@ -1202,6 +1235,43 @@ class TallKernelNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class UnreadNet(nn.Module):
+    """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
+    text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
+        self.unused = nn.Linear(1024, 64)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
+class FourierMixNet(nn.Module):
+    """FNet's token mixing: the real part of a Fourier transform of the tokens added back, LayerNorm,
+    a feed-forward block, LayerNorm; `dims` (1, 2): `torch.fft.fftn` over tokens and features (FNet's),
+    (1,): `torch.fft.fft` over the tokens alone."""
+
+    def __init__(self, d=64, layers=2, classes=10, dims=(1, 2)):
+        super().__init__()
+        self.dims = dims
+        self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.n2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for n1, n2, ff in zip(self.n1, self.n2, self.ff):
+            mixed = torch.fft.fftn(x, dim=self.dims) if len(self.dims) > 1 else torch.fft.fft(x, dim=self.dims[0])
+            x = n1(x + mixed.real)
+            del mixed
+            x = n2(x + ff(x))
+        return self.head(x.mean(1))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1239,8 +1309,11 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
+    "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
+    "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
+    "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
@@ -1260,6 +1333,7 @@ FAM = {
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
+    "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
@@ -1276,6 +1350,9 @@ FAM = {
     "fam_nf_reg": ("wstd", lambda: _nf(attn_layer="se", attn_kwargs=dict(rd_ratio=0.25), reg=True, act_layer="silu"), IMG),
     "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
+    "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
+    "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
+    "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
@@ -1329,6 +1406,50 @@ class EinsumScan(nn.Module):
             y = y + st.mean((-1, -2))[:, :, None, :, None]
             del st
         x = x + self.out(y.reshape(b, s, -1))
+        return self.head(x.mean(1))
+
+
+class RecurrentLM(nn.Module):
+    """HRM's recurrence in small: one block (pre-norm MLP) run `cycles` times over a token sequence, the
+    first `quiet` runs under torch.no_grad() (the k-step gradient trick); `quiet` 0: every run records
+    (the block is still called several times: one weight read at each call)."""
+
+    def __init__(self, d=64, cycles=3, quiet=2, classes=10):
+        super().__init__()
+        self.cycles, self.quiet = cycles, quiet
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def step(self, z, x):
+        return z + self.mlp(self.norm(z + x))
+
+    def forward(self, x):
+        z = torch.zeros_like(x)
+        for i in range(self.cycles):
+            if i < self.quiet:
+                with torch.no_grad():
+                    z = self.step(z, x)
+            else:
+                z = self.step(z, x)
+        return self.head(z.mean(1))
+
+
+class LambdaScaleLM(nn.Module):
+    """DiffLlama's λ in small: a scalar computed each step from two parameter vectors,
+    `exp(sum(λq·λk)) + 0.8`, scaling the output of a GELU MLP block over the tokens."""
+
+    def __init__(self, d=64, layers=2, classes=10):
+        super().__init__()
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.lq = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.lk = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for mlp, lq, lk in zip(self.mlp, self.lq, self.lk):
+            x = x + torch.exp(torch.sum(lq * lk)) * mlp(x) + 0.8 * x
         return self.head(x.mean(1))
 
 

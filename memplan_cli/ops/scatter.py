@@ -40,7 +40,8 @@ from memplan_cli.ops.kernel_util import target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 REDUCTIONS = ("none", "add", "max", "min")
-_SELECTING = {"max": np.maximum, "min": np.minimum}  # a reduction that selects one of the values
+# a reduction that selects one of the values (names only: NumPy loads on first use, not with the registry)
+_SELECTING = ("max", "min")
 
 
 def rule(op, ctx) -> OpRule:
@@ -78,7 +79,7 @@ def _scatter(ctx, where, updates):
     if red == "add":
         np.add.at(out, where, updates)
     elif red in _SELECTING:
-        _SELECTING[red].at(out, where, updates)
+        (np.maximum if red == "max" else np.minimum).at(out, where, updates)
     else:
         out[where] = updates
     ctx.y()[...] = out

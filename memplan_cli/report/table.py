@@ -236,9 +236,22 @@ def torch_estimate_note(doc: dict) -> str:
     why = "no measured rule covers"
     if cov.get("as_functions"):
         why += " or a custom autograd Function may have run"
-    return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
+    line = (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
             f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) {why} "
             f"({', '.join(types)}; JSON figures.torch.coverage)")
+    named: dict[str, list[int]] = {}  # a family's reason: its ops' count and bytes at the peak
+    for e in cov["estimated"]:
+        if e.get("why"):
+            n = named.setdefault(e["why"], [0, 0])
+            n[0] += 1
+            n[1] += e["bytes_at_peak"]
+    for reason, (n, b) in named.items():
+        line += f"; {n} of them ({b:,d} B) as {reason}"
+    solve = cov.get("as_solve") or {}
+    if solve:
+        line += (f"; with each of the {solve['loops']} loop(s) run as one op saving only its matrix, "
+                 f"the peak is {solve['peak']:,d} B")
+    return line
 
 
 def torch_folded_note(doc: dict) -> str:
@@ -279,6 +292,19 @@ def torch_functions_note(doc: dict) -> str:
     if not fn.get("says_so") or not peak:
         return ""
     return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
+
+
+def torch_no_grad_note(doc: dict) -> str:
+    """The torch profile's header line when ops a dynamo export inlined from the body of a `with` block
+    (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad."""
+    torch = (doc.get("figures") or {}).get("torch") or {}
+    ng = (torch.get("coverage") or {}).get("as_no_grad") or {}
+    peak = torch.get("peak") or 0
+    if not ng.get("says_so") or not peak:
+        return ""
+    return (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined ran as "
+            f"recorded; if under torch.no_grad() (the file cannot tell it from autocast), the peak is "
+            f"{ng['peak']:,d} B ({100 * (ng['peak'] / peak - 1):+.1f} %)")
 
 
 def function_modules(modules: list) -> str:
@@ -416,7 +442,8 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc), torch_unread_note(doc)):
+        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_no_grad_note(doc), torch_unread_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
@@ -695,7 +722,7 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
-        from memplan_cli.report.sweep import swept_value
+        from memplan_cli.report.sweep import swept_value  # lazy: `memplan analyze -q` does not load it
 
         budget = doc["budget"]
         profiles = doc["profiles"]

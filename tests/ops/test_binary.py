@@ -279,3 +279,28 @@ def test_onnx_mean_is_the_elementwise_mean_of_its_inputs(tmp_path, n):
     feeds = {k: v for k, v in FEEDS.items() if k in ("x", "q", *ins)}
     assert check_gradients(p, feeds=feeds) >= 4
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_torch_mul_of_two_broadcast_sides_keeps_both_products(tmp_path, both):
+    # an outer product a[..., :, None] * b[..., None, :]: MulBackward0 returns both full-size gradients
+    # and the engine sums each down after, so both products (2 x 5 x 5 x 4 floats: 800 B each) are alive
+    # at once; where b needs no gradient only a's product is made
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.config import TrainConfig
+
+    inits = {"wa": np.full((4, 4), 0.1, np.float32), "wb": np.full((4, 4), 0.1, np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "wa"], ["a0"], name="mma"),
+             helper.make_node("MatMul", ["x", "wb"] if both else ["x", "x4"], ["b0"], name="mmb"),
+             helper.make_node("Unsqueeze", ["a0", "ax2"], ["a"], name="ua"),
+             helper.make_node("Unsqueeze", ["b0", "ax1"], ["b"], name="ub"),
+             helper.make_node("Mul", ["a", "b"], ["y"], name="outer")]
+    inits.update({"ax2": np.array([2], np.int64), "ax1": np.array([1], np.int64)})
+    if not both:
+        inits.pop("wb")
+        inits["x4"] = np.eye(4, dtype=np.float32)
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 5, 4))], [("y", (2, 5, 5, 4))], inits))
+    cfg = TrainConfig(batch_size=2, optimizer="sgd", loss="mse", freeze=() if both else ("params:x4",))
+    a = analyze_graph(load_model(p, batch_size=2), cfg, profile="torch")
+    outer = next(v for k, v in a.extras["per_layer_extra"].items() if k.endswith("(outer)"))
+    assert outer["bwd_mem_tmp"] == (1600 if both else 800)

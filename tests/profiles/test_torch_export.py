@@ -750,6 +750,57 @@ def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_p
     assert "unread_parameters" not in t["coverage"]
 
 
+def _called_twice(tmp_path, name, folded: bool):
+    """A module run twice (HRM's recurrent stack, a shared layer): torch.export traces each call, and
+    the optimizer folds the weight's transpose once per call, each constant recording the parameter
+    alone; `folded=False`: the two constants are the file's own (no record)."""
+    nodes = [helper.make_node("MatMul", ["x", "val_1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "val_2"], ["y"], name="mm2")]
+    inits = [("val_1", _w(16, 16)), ("val_2", _w(16, 16))]
+    return _dynamo_file(tmp_path, name, nodes, inits, (4, 16), (4, 16), ["l.weight"],
+                        folded={"val_1": ["l.weight"], "val_2": ["l.weight"]} if folded else None)
+
+
+def test_one_parameter_folded_at_each_call_of_its_module_trains_once(tmp_path):
+    t, a = _torch(_called_twice(tmp_path, "twice", True), batch_size=4)
+    assert list(_trained(a).values()) == [(16, 16)]
+    assert t["split"]["parameters"] == 16 * 16 * 4
+    t2, a2 = _torch(_called_twice(tmp_path, "plain", False), batch_size=4)
+    assert len(_trained(a2)) == 2 and t2["split"]["parameters"] == 2 * 16 * 16 * 4
+
+
+STACK = "pkg.torch.onnx.stack_trace"
+
+
+def _inlined_block(tmp_path, name):
+    """x -> linear -> [relu -> linear] -> add -> head: the bracketed ops carry the stack torch.fx
+    generates for the body of a `with` block torch.export made a higher-order op of (no_grad,
+    enable_grad or autocast), as the dynamo exporter inlines it."""
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["b"], name="mm2"),
+             helper.make_node("Add", ["h", "b"], ["s"], name="add"),
+             helper.make_node("MatMul", ["s", "w3"], ["y"], name="head")]
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key = STACK
+        p.value = ('File "<eval_with_key>.7", line 5, in forward\n    relu = torch.ops.aten.relu.default(linear)'
+                   if n.name in ("relu", "mm2") else 'File "model.py", line 9, in forward\n    return self.l(x)')
+    inits = [("w1", _w(64, 64)), ("w2", _w(64, 64)), ("w3", _w(64, 10))]
+    return _dynamo_file(tmp_path, name, nodes, inits, (256, 64), (256, 10), ["w1", "w2", "w3"])
+
+
+def test_ops_inlined_from_a_with_block_are_named_with_the_no_grad_figure_beside(tmp_path):
+    t, _ = _torch(_inlined_block(tmp_path, "block"), batch_size=256)
+    cov = t["coverage"]
+    assert {e["op"].split(" (")[1].rstrip(")") for e in cov["estimated"]} == {"relu", "mm2"}
+    ng = cov["as_no_grad"]
+    assert ng["blocks"] == 1 and ng["ops"] == 2
+    # under no_grad the block saves nothing (relu's output, mm2's input) and w2 gets no gradient
+    assert ng["peak"] < t["peak"]
+
+
 def _norm_scales(tmp_path, name, merged: bool):
     """Two affine norms' scale and shift (x * w + b in modules n1, n2), as the dynamo exporter writes
     GroupNorm: its call (`aten.group_norm(%x, G, %p_n1_weight, %p_n1_bias, ...)`) recorded on every node
@@ -792,3 +843,26 @@ def test_norm_parameters_folded_then_merged_are_each_their_own_tensor(tmp_path):
     merged, b = _torch(_norm_scales(tmp_path, "merged", merged=True))
     assert sorted(_trained(b).values()) == sorted(_trained(a).values()) and len(_trained(b)) == 4
     assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]
+
+
+def _scaled_by_folded_scalar(tmp_path, name, record: bool):
+    """x -> MatMul(w) -> Mul by `add_8`, a 0-d constant the optimizer folded from four parameters'
+    computation (DiffLlama's λ = exp(sum(λq1·λk1)) - exp(sum(λq2·λk2)) + λinit); `record=False`: a plain
+    constant the file records no fold for."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="node_mm"),
+             helper.make_node("Mul", ["add_8", "h"], ["m"], name="node_mul"),
+             helper.make_node("Relu", ["m"], ["y"], name="node_relu")]
+    inits = [("w", _w(64, 64)), ("add_8", np.array(0.5, np.float32))]
+    folded = {"add_8": ["exp", "exp_1", "l.lambda_k1", "l.lambda_k2", "l.lambda_q1", "l.lambda_q2", "sub"]}
+    return _dynamo_file(tmp_path, name, nodes, inits, (256, 64), (256, 64),
+                        ["w", "l.lambda_q1", "l.lambda_k1", "l.lambda_q2", "l.lambda_k2"], folded if record else None)
+
+
+def test_a_scalar_folded_from_parameters_requires_grad_so_its_reader_keeps_the_other_side(tmp_path):
+    # mul's backward for the scalar needs the other operand (derivatives.yaml: other: grad * self):
+    # eager keeps the MatMul's output (256 x 64 floats) to the Mul's backward; memplan's rules do not
+    # train a 0-d constant, but eager computes it from parameters each step, so it requires grad
+    t, _ = _torch(_scaled_by_folded_scalar(tmp_path, "folded", True), batch_size=256)
+    plain, _ = _torch(_scaled_by_folded_scalar(tmp_path, "plain", False), batch_size=256)
+    assert t["split"]["activations"] - plain["split"]["activations"] == 256 * 64 * 4
+    assert "Mul" in {e["type"] for e in t["coverage"]["estimated"]}

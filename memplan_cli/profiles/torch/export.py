@@ -428,7 +428,8 @@ def eager_graph(graph):
     merged = _merged(graph, sig, md)
     views = _folded_views(graph, sig, md)
     unfold = unfolded_computations(graph, sig, md)
-    if not todo and not merged and not views and not unfold:
+    again = _folded_again(graph, sig, md)
+    if not todo and not merged and not views and not unfold and not again:
         return graph
     g = copy.copy(graph)
     g.operands, g.operations = list(graph.operands), list(graph.operations)
@@ -451,6 +452,12 @@ def eager_graph(graph):
             if target not in copies:
                 copies[target] = operand(target, stand_in.shape, stand_in.dtype, const=True)
             op.inputs[pos] = copies[target]
+    # one parameter folded alike at each call of its module (a module run several times: the exporter
+    # folds its weight's transpose once per call): one tensor in eager, read at each call
+    for k, op in enumerate(g.operations):
+        if any(v in again for v in op.inputs):
+            op = g.operations[k] = copy.copy(op)
+            op.inputs = [again.get(v, v) for v in op.inputs]
     before: dict[int, list] = {}  # op index -> ops eager runs just before it (a pad), after it (batch_norm)
     after: dict[int, list] = {}
 
@@ -613,6 +620,28 @@ def _merged_views(graph, sig, md) -> dict[int, list]:
             target = next((t for t in mods if t.rsplit(".", 1)[-1] == leaf), mods[0])
             taken.add(target)
             out.setdefault(op.index, []).append((pos, target))
+    return out
+
+
+def _folded_again(graph, sig, md) -> dict[int, int]:
+    """{folded constant: the first constant folded the same way}: constants each folded from one and
+    the same parameter alone (the optimizer's record names only it: a transpose or a view of it), of
+    one shape and dtype. torch.export traces a module called several times (HRM's recurrent stacks, a
+    shared layer) once per call, and the optimizer folds the weight's transpose at each; eager reads
+    the one parameter each time, so it is held, differentiated and updated once."""
+    folded = md.get("folded_from") or {}
+    by_name = {o.name: o.index for o in graph.operands if o.is_const}
+    first: dict[tuple, int] = {}
+    out = {}
+    for name, srcs in folded.items():
+        c = by_name.get(name)
+        if c is None or len(srcs) != 1 or srcs[0] not in sig.params:
+            continue
+        key = (srcs[0], tuple(graph.operands[c].shape), graph.operands[c].dtype)
+        if key in first:
+            out[c] = first[key]
+        else:
+            first[key] = c
     return out
 
 
