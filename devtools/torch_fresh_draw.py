@@ -229,12 +229,15 @@ def table(rows: list[dict]) -> str:
         named = (", ".join(f"{t} x {k}" for t, k in kinds.items())
                  + f" ({sum(e['bytes_at_peak'] for e in est):,d} B at the peak)") if est else ""
         unread = cov.get("unread_parameters") or []
+        folded = (cov.get("not_counted") or {}).get("ops") or []  # eager ops on constants folded at load
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named or unread)
+            far_named += bool(named or unread or folded)
         note = "; ".join(([f"estimated: {named}"] if named else [])
-                         + ([f"not counted: {len(unread)} parameters no op reads"] if unread else []))
+                         + ([f"not counted: {len(unread)} parameters no op reads"] if unread else [])
+                         + ([f"not counted: {len(folded)} ops on constants folded at load "
+                             f"({sum(c['bytes'] for c in folded):,d} B)"] if folded else []))
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "

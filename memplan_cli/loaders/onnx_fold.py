@@ -20,6 +20,9 @@ Rules:
   reads them. Except a float value read only as a Resize's (Upsample's) scales: a scale is no
   weight, and shape inference needs it (TorchScript's `interpolate(scale_factor=..)` without constant
   folding concatenates the scales from Constants).
+- An `If` whose condition is known is its chosen branch: the branch's nodes take its place, writing
+  the If's outputs (TorchScript's `scatter_reduce` symbolic branches on the data's rank, known once
+  shapes are). A branch with initializers of its own or a nested subgraph is left as it is.
 - Random ops are never evaluated. A node the reference cannot run is left as it is.
 - Folded nodes are removed; each of their outputs still read by a remaining node (or a graph output)
   becomes an initializer. Shape inference then runs again, and the pass repeats while it folds
@@ -31,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from memplan_cli import ops
+from memplan_cli.ops.views import IDENTITY_TYPE
 
 MAX_ELEMENTS = 4096
 MAX_FLOAT_ELEMENTS = 16
@@ -103,6 +107,36 @@ def _evaluate(node, values, opset: int):
     return [np.asarray(o) for o in outs]
 
 
+def _branch_nodes(node, branches: tuple, then: bool) -> list | None:
+    """The nodes of an If's chosen branch, writing the If's outputs (a branch output the branch does
+    not make, a value from around it, goes through an Identity); None when it cannot be inlined."""
+    from onnx import helper
+
+    key = branches[0] if then else branches[1]
+    g = next((a.g for a in node.attribute if a.name == key), None)
+    if g is None or len(g.output) != len(node.output) or len(g.initializer) or len(g.sparse_initializer):
+        return None
+    if any(a.HasField("g") or len(a.graphs) for n in g.node for a in n.attribute):
+        return None
+    rename = {o.name: out for o, out in zip(g.output, node.output) if out}
+    made = {o for n in g.node for o in n.output}
+    nodes = []
+    for n in g.node:
+        c = type(n)()
+        c.CopyFrom(n)
+        for k, i in enumerate(c.input):
+            if i in rename and i in made:
+                c.input[k] = rename[i]
+        for k, o in enumerate(c.output):
+            if o in rename:
+                c.output[k] = rename[o]
+        nodes.append(c)
+    for o in g.output:
+        if o.name not in made and o.name in rename:
+            nodes.append(helper.make_node(IDENTITY_TYPE, [o.name], [rename[o.name]]))
+    return nodes
+
+
 def fold_round(model, opset: int) -> int:
     """One pass in node order; returns how many nodes it folded (the model is changed in place)."""
     from onnx import numpy_helper
@@ -118,8 +152,21 @@ def fold_round(model, opset: int) -> int:
         readers.setdefault(o.name, set()).add(("", -1))
     scales_only = {name for name, rs in readers.items()
                    if all(k >= 0 and ops.source_facts("onnx", t).get("scales_input") == k for t, k in rs)}
+    inlined: dict[int, list] = {}  # id of an If whose condition is known -> its branch's nodes
+    inlined_outputs: set[str] = set()
+    held = []
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
+            continue
+        branches = ops.source_facts("onnx", node.op_type).get("branches")
+        if branches:
+            cond = known.get(node.input[0]) if node.input else None
+            branch = None if cond is None or np.asarray(cond).size != 1 else \
+                _branch_nodes(node, branches, bool(np.asarray(cond).reshape(-1)[0]))
+            if branch is not None:
+                inlined[id(node)] = branch
+                held.append(node)  # keeps its wrapper, and so its id, alive (as `folded` does)
+                inlined_outputs.update(o for b in branch for o in b.output)
             continue
         if node.op_type == "Constant":
             out = _evaluate(node, known, opset)
@@ -150,10 +197,10 @@ def fold_round(model, opset: int) -> int:
                 known[name] = v
                 new_values[name] = v
         folded.append(node)
-    if not folded:
+    if not folded and not inlined:
         return 0
     gone = {id(n) for n in folded}
-    keep = [n for n in model.graph.node if id(n) not in gone]
+    keep = [m for n in model.graph.node if id(n) not in gone for m in inlined.get(id(n), [n])]
     outputs = {o.name for o in model.graph.output}
     dropped = True
     while dropped:  # float nodes only folded values read
@@ -170,10 +217,11 @@ def fold_round(model, opset: int) -> int:
         if name in read and name not in have:
             model.graph.initializer.append(numpy_helper.from_array(v, name))
     # value_info of folded tensors would shadow the initializers' shapes: drop them
-    vi = [v for v in model.graph.value_info if v.name not in new_values]
+    stale = set(new_values) | inlined_outputs  # an inlined If's merged shapes are its branches' now
+    vi = [v for v in model.graph.value_info if v.name not in stale]
     del model.graph.value_info[:]
     model.graph.value_info.extend(vi)
-    return len(folded)
+    return len(folded) + len(inlined)
 
 
 def fold_shape_computations(model, opset: int, infer) -> tuple:

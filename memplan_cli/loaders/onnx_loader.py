@@ -52,15 +52,28 @@ def _dtype(code: int) -> str:
     return _DTYPE_RENAME.get(name, name)
 
 
+# onnx's training operators (Gradient, Adagrad, Adam, Momentum): a training step inside the file
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+
+
 class _Bad(Exception):
     pass
 
 
-class _NoShape(_Bad):
+class _Unsized(_Bad):
+    """A tensor memplan cannot size in a file that may well be valid (onnx's checker passes an Expand to a
+    shape the data gives, a custom op's output, a string tensor): said as such, not as an invalid file."""
+
+
+class _NoShape(_Unsized):
     """Shape inference left a tensor without a shape, or with a dim it could not size."""
 
 
-class _DataSized(_Bad):
+class _CannotPlan(_Bad):
+    """A valid file memplan cannot plan, said with the reason (never "invalid")."""
+
+
+class _DataSized(_CannotPlan):
     """A tensor whose size the data decides: the file is valid, memplan cannot size it."""
 
 
@@ -400,9 +413,12 @@ class _Builder:
             op = Operand(k, name, shape, dtype)
         else:
             self._data_sized(name)
-            raise _Bad(f"no shape for tensor '{name}' (shape inference could not infer it)")
+            raise _Unsized(f"no shape for tensor '{name}' (shape inference could not infer it)")
+        if op.dtype == "string":
+            raise _Unsized(f"tensor '{name}' has dtype string: its bytes are the text it holds, which no "
+                           "file records, so memplan cannot size it")
         if op.dtype not in DTYPE_SIZE:
-            raise _Bad(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
+            raise _Unsized(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
         self.index[name] = k
         self.operands.append(op)
         return k
@@ -413,14 +429,47 @@ class _Builder:
         which memplan does not read."""
         node = next((n for n in self.model.graph.node if name in n.output), None)
         vi = self.value_info.get(name)
-        if node is not None and vi is not None and vi.type.HasField("sequence_type"):
-            raise _DataSized(f"'{name}' ({node.op_type} '{node.name}') is a sequence of tensors (a list in "
-                             "the source model), which memplan does not read; memplan needs tensors of static "
-                             "shapes")
-        if node is not None and node.op_type in DATA_SIZED_ONNX:
+        if node is None:
+            return
+        what = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+        if vi is not None and vi.type.HasField("sequence_type"):
+            raise _DataSized(f"'{name}' ({what}) is a sequence of tensors (a list in the source model), which "
+                             "memplan does not read; memplan needs tensors of static shapes")
+        if node.op_type in DATA_SIZED_ONNX:
             # a mixture of experts' Split by tokens per expert, a NonZero of a mask
-            raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "
-                             "data, which no file records; memplan needs static shapes")
+            raise _DataSized(f"tensor '{name}' ({what}) has a size computed from the data, which no file "
+                             "records; memplan needs static shapes")
+        if node.domain == TRAINING_DOMAIN:
+            # onnx's Gradient / optimizer ops: the file holds its own training step
+            raise _CannotPlan(f"tensor '{name}' ({what}, domain {TRAINING_DOMAIN}) comes from a training "
+                              "step written into the file, which memplan does not read; memplan plans "
+                              "training from the forward model alone")
+        source = self._data_source(node)
+        if source is not None:
+            raise _DataSized(f"tensor '{name}' ({what}) has a shape computed from the data (the values of "
+                             f"input '{source}'), which no file records; memplan needs static shapes")
+
+    def _data_source(self, node) -> str | None:
+        """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
+        from memplan_cli.ops.shape_only import SHAPE_FROM_VALUES_ONNX, SHAPE_READERS_ONNX
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        g = self.model.graph
+        inputs = {vi.name for vi in g.input} - set(self.consts)
+        producer = {o: n for n in g.node for o in n.output}
+        todo = [node.input[i] for i in SHAPE_FROM_VALUES_ONNX.get(node.op_type, ()) if i < len(node.input)]
+        seen: set[str] = set()
+        while todo:
+            v = todo.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in inputs:
+                return v
+            p = producer.get(v)
+            if p is not None and p.op_type not in SHAPE_READERS_ONNX:
+                todo.extend(p.input)
+        return None
 
     def empty_const(self, name: str) -> bool:
         t = self.consts.get(name)
@@ -1023,7 +1072,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         return g
     except DimsError as e:
         raise ModelError(str(e), path) from None
-    except _DataSized as e:
+    except _CannotPlan as e:
         raise ModelError(str(e), path) from None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause
@@ -1035,6 +1084,6 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if bound:  # the sizes bound may be ones the model cannot take (beyond a position table)
             raise ModelError(f"with {bound}: the model's shapes do not agree ({e}); it may not take "
                              "this size", path) from None
-        raise ModelError(f"invalid onnx file: {e}", path) from None
+        raise ModelError(str(e) if isinstance(e, _Unsized) else f"invalid onnx file: {e}", path) from None
     except ProcessLimitError as e:
         raise ModelError(str(e), path) from None

@@ -15,9 +15,11 @@ Rules:
   the file's buffers (`Operand.computed`: a rotary `inv_freq`) are not the file's parameters and do
   not stop folding (a rotary table folds, as the exporter folds it at a fixed length).
 - An Identity of a constant is that constant: its readers read the constant itself and the op goes
-  (not when its output is a graph output). TorchScript's exporter deduplicates initializers of equal
-  value into one and `Identity` nodes (random init: zero biases, unit norm scales), so the file
-  holds one parameter read by several ops: a shared weight, whose gradients accumulate.
+  (not when its output is a graph output), also of a constant folded here (it is not folded into a
+  copy: TorchScript's If branches pass an expanded index on through Identities). TorchScript's
+  exporter deduplicates initializers of equal value into one and `Identity` nodes (random init:
+  zero biases, unit norm scales), so the file holds one parameter read by several ops: a shared
+  weight, whose gradients accumulate.
 - What a folded constant is: a fill (ConstantOfShape, through Reshape / Cast / Transpose /
   Squeeze / Unsqueeze / Identity moves) standing alone is a weight (the zoo's light models write
   every weight so), except in a file whose producer lists every parameter (`PARAMETERS_LISTED`: the
@@ -79,6 +81,8 @@ class FoldConstants:
                 continue
             if is_random(op.type):  # a new draw each step (dropout's mask from a constant shape): no constant
                 continue
+            if role(op.type) == "identity" and len(ins) == 1 and len(op.outputs) == 1:
+                continue  # read as its constant below, not folded into a copy of it
             if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kind_of(i) == "param"],
                                                    readers):
                 continue
@@ -116,6 +120,8 @@ class FoldConstants:
         g.operations = kept
         g.warnings.append(f"{len(folded)} op(s) computing only from constants were folded into constants "
                           f"(first: {first.source_type or first.type}{f' {first.name}' if first.name else ''})")
+        if _alias_constant_identities(g, outputs):  # Identities of what this run folded, then what they feed
+            self.run(g)
         return True
 
 

@@ -17,7 +17,9 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   dim 0 when the model is re-batched), "data_sized_pieces" (ONNX: an op whose outputs are pieces,
   sized by an input the data computes, that sum to the input's length along an axis:
   loaders/data_sized.py), "attrs_as_meant" (`fn(int attrs) -> dict | None`: attributes an exporter
-  writes outside ONNX's rule with one meaning, rewritten before shape inference);
+  writes outside ONNX's rule with one meaning, rewritten before shape inference), "branches" (ONNX: a
+  conditional on input 0, the attributes holding its (true, false) subgraphs: the shape folding
+  inlines the one a known condition picks);
 - `PROFILES` (optional): profile name -> op type -> that profile's facts about the op (what
   `profiles/onert`, `singa`, `nntrainer` read); merged into the OpDef's `profiles` at load, so a
   family may keep them beside its OPS or in one table; an op type no family defines (a source op

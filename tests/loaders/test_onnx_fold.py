@@ -138,3 +138,59 @@ def test_an_empty_slice_of_a_shape_vector_folds_away(tmp_path):
     assert [o.type for o in g.operations] == ["Add", "Reshape"]
     assert {o.name: tuple(o.shape) for o in g.operands}["y"] == (6, 4)
     check_verify(p)
+
+
+def _scatter_reduce_if(tmp_path):
+    """TorchScript's scatter_reduce symbolic (opset 16+): its inputs and result pass through an If on the
+    data's rank (`If(Size(Shape(data)) == 0)`: reshaped to 1-D, else Identities), data zeros, the index
+    an Expand of a (1, 64, 40) buffer (too large for the shape folding here: memplan folds it), the
+    updates x + p; the result read back at each position."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+
+    def branch(name, kind, ins, outs):
+        nodes = [helper.make_node("Constant", [], ["flat"], value=helper.make_tensor("fv", i64, [1], [-1]))] \
+            if kind == "Reshape" else []
+        nodes += [helper.make_node(kind, [i, "flat"] if kind == "Reshape" else [i], [o]) for i, o in zip(ins, outs)]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(o, f, None) for o in outs])
+
+    ins = ["base", "idx", "h"]
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("Expand", ["seg", "shape"], ["idx"]),
+             helper.make_node("Constant", [], ["base"], value=helper.make_tensor("z", f, [2, 3, 40], [0.0] * 240)),
+             helper.make_node("Shape", ["base"], ["sb"]),
+             helper.make_node("Size", ["sb"], ["rank"]),
+             helper.make_node("Equal", ["rank", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["i0", "i1", "i2"],
+                              then_branch=branch("t", "Reshape", ins, ["r0", "r1", "r2"]),
+                              else_branch=branch("e", "Identity", ins, ["d0", "d1", "d2"])),
+             helper.make_node("ScatterElements", ["i0", "i1", "i2"], ["s"], axis=1, reduction="max"),
+             helper.make_node("If", ["cond"], ["s2"], then_branch=branch("t2", "Squeeze", ["s"], ["q"]),
+                              else_branch=branch("e2", "Identity", ["s"], ["n"])),
+             helper.make_node("GatherElements", ["s2", "idx"], ["g"], axis=1),
+             helper.make_node("Mul", ["h", "g"], ["y"])]
+    inits = {"p": np.linspace(-1, 1, 2560).reshape(1, 64, 40).astype(np.float32),
+             "seg": (np.arange(64) % 3).reshape(1, 64, 1).repeat(40, 2).astype(np.int64),
+             "shape": np.array([2, 64, 40], np.int64), "zero": np.array(0, np.int64)}
+    return save(tmp_path, onnx_model(nodes, [("x", (2, 64, 40))], [("y", (2, 64, 40))], inits, opset=18))
+
+
+def test_an_if_on_a_known_condition_is_its_branch(tmp_path):
+    p = _scatter_reduce_if(tmp_path)
+    g = load_model(p)
+    assert "If" not in {o.type for o in g.operations}
+    scatter = next(o for o in g.operations if o.type == "ScatterElements")
+    gather = next(o for o in g.operations if o.type == "GatherElements")
+    # the else branch's Identity of the folded index is that index, not a copy of it
+    assert scatter.inputs[1] == gather.inputs[1] and g.operands[scatter.inputs[1]].broadcast_of == (1, 64, 40)
+    assert tuple(g.operands[scatter.outputs[0]].shape) == (2, 3, 40)
+    check_verify(p, "-b", "2")
+
+
+def test_the_torch_profile_holds_a_folded_expand_of_a_buffer_at_the_buffer_s_size(tmp_path):
+    from memplan_cli.analysis import analyze_graph
+    from memplan_cli.config import TrainConfig
+
+    a = analyze_graph(load_model(_scatter_reduce_if(tmp_path)), TrainConfig(loss="mse", optimizer="adam"),
+                      profile="torch")
+    held = {b.name: b.size for b in a.buffers.buffers if b.first == 0 and b.category == "trainable"}
+    assert held["idx"] == 64 * 40 * 8  # the (1, 64, 40) int64 buffer eager holds, not its (2, 64, 40) expand

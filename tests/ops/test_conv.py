@@ -323,6 +323,22 @@ def test_torch_strided_wide_input_gradient(cfg, peak, estimated):
     assert conv.TORCH["estimated_dx"](op, opd) is estimated
 
 
+@pytest.mark.parametrize("n, c, h, o, k, s, scratch", [
+    (4, 64, 16, 192, 8, 8, 36888), (4, 64, 20, 192, 8, 8, 90136), (4, 64, 16, 128, 8, 2, 86040),
+    (4, 48, 16, 96, 8, 8, 36888), (4, 64, 18, 128, 9, 3, 53272), (4, 64, 20, 128, 10, 5, 36888)])
+def test_torch_strided_input_gradient_of_kernels_8_to_10(n, c, h, o, k, s, scratch):
+    # brgconv_strided as for smaller kernels: the incoming gradient, the weight with its input channels
+    # rounded up to 16, the scratchpad (allocator events, torch 2.14.1, one thread); then the input's
+    # gradient copied out and cloned (a hybrid ViT's patch embedding on a backbone's features)
+    from memplan_cli.ops import conv
+
+    op, opd = _torch_op(n, c, h, o, k, s, bias=False)
+    assert conv._torch_refuse(op, opd) is None
+    assert conv._brgconv_scratch(op, opd) == scratch
+    x, w, y = (opd[i].nbytes for i in (0, 1, 3))
+    assert conv._torch_bwd_dx(op, opd) == ((y, w * -(-c // 16) * 16 // c, scratch), (x, x))
+
+
 def test_wide_padded_conv_gradients_and_verify(tmp_path):
     # a 15 x 15 kernel, pad 7 (a large-kernel stem): the memplan rule and `memplan verify`
     p = save(tmp_path, _model("Conv", (1, 2, 16, 16), (3, 2, 15, 15), (1, 3, 16, 16), pads=[7, 7, 7, 7]))
