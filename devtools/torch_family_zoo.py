@@ -1374,6 +1374,7 @@ FAM = {
     "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
+    "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
@@ -1455,6 +1456,24 @@ class RecurrentLM(nn.Module):
             else:
                 z = self.step(z, x)
         return self.head(z.mean(1))
+
+
+class LambdaScaleLM(nn.Module):
+    """DiffLlama's λ in small: a scalar computed each step from two parameter vectors,
+    `exp(sum(λq·λk)) + 0.8`, scaling the output of a GELU MLP block over the tokens."""
+
+    def __init__(self, d=64, layers=2, classes=10):
+        super().__init__()
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.lq = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.lk = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for mlp, lq, lk in zip(self.mlp, self.lq, self.lk):
+            x = x + torch.exp(torch.sum(lq * lk)) * mlp(x) + 0.8 * x
+        return self.head(x.mean(1))
 
 
 def _timm(name, **kw):

@@ -171,20 +171,24 @@ def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
     assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg
 
 
-@pytest.mark.parametrize("case", ["expand_to_data", "string"])
+@pytest.mark.parametrize("case", ["expand_to_data", "expand_to_computed_data", "string"])
 def test_a_valid_file_memplan_cannot_size_is_not_called_invalid(tmp_path, case):
     # onnx's backend test models: an Expand to a shape an input gives (test_expand_shape_model*), a
     # string tensor (test_strnorm_model_*); onnx's checker passes both, memplan cannot size them
-    if case == "expand_to_data":
+    if case.startswith("expand"):
         ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
                helper.make_tensor_value_info("s", TensorProto.INT64, [2])]
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
-        nodes, want = [helper.make_node("Expand", ["x", "s"], ["y"])], "memplan needs static shapes"
+        nodes = [helper.make_node("Expand", ["x", "s"], ["y"], name="grow")]
+        if case == "expand_to_computed_data":  # the target is computed from the input's values
+            nodes = [helper.make_node("Abs", ["s"], ["t"]), helper.make_node("Expand", ["x", "t"], ["y"], name="grow")]
+        want = ("tensor 'y' (Expand 'grow') has a shape computed from the data (the values of input 's'), which "
+                "no file records; memplan needs static shapes")
     else:
         ins = [helper.make_tensor_value_info("x", TensorProto.STRING, [2])]
         out = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
         nodes, want = [helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER")], \
-            "has dtype string, which memplan cannot size"
+            "tensor 'x' has dtype string: its bytes are the text it holds, which no file records"
     m = helper.make_model(helper.make_graph(nodes, "g", ins, [out]), opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m, full_check=True)
     with pytest.raises(ModelError) as e:

@@ -45,9 +45,9 @@ from memplan_cli.profiles.torch.strides import elements
 # - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
-# - "refuse_written": why the facts do not cover the op where its result (through one-input ops) is
-#   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
-#   substitution);
+# - "estimated_written": why the facts cover the op only approximately where its result (through
+#   one-input ops) is then written in place (refusal.py): a matrix a loop solves row by row (tril
+#   before forward substitution); the op and the loop's ops are named as estimated, with this reason;
 # - "grad_bytes": fn(op, operands, k) -> bytes of the tensor input k's new gradient is a view of (the
 #   real part of a complex gradient: a real input's Fourier transform), or None: its own bytes;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
@@ -107,6 +107,7 @@ FACTS = {
 # measured: the report names it and its bytes at the peak (`figures.torch.coverage`).
 GENERAL = {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("in3", "any"))}
 ESTIMATED = "torch_estimated"  # attrs key marking an op the general rule covers
+ESTIMATED_WHY = "torch_estimated_why"  # attrs key: why, where a family's facts say (the report names it)
 # facts of an op made of other ops, computed from theirs: functions.py registers the custom autograd
 # Function here (it reads `facts` of its inner ops, so `facts` cannot import it)
 COMPOSED: dict = {}
