@@ -1272,6 +1272,28 @@ class FourierMixNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class GlobalFilterNet(nn.Module):
+    """GFNet's global filter over the tokens: `irfft(rfft(x, dim=1) * w, n=S, dim=1)` with a learned
+    complex weight per bin and channel, added back, LayerNorm, a feed-forward block."""
+
+    def __init__(self, d=64, s=16, layers=2, classes=10):
+        super().__init__()
+        self.s = s
+        self.w = nn.ParameterList(nn.Parameter(torch.randn(s // 2 + 1, d, 2) * 0.02) for _ in range(layers))
+        self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for w, n1, ff in zip(self.w, self.n1, self.ff):
+            spec = torch.fft.rfft(x, dim=1) * torch.view_as_complex(w)
+            x = n1(x + torch.fft.irfft(spec, n=self.s, dim=1))
+            del spec
+            x = x + ff(x)
+        return self.head(x.mean(1))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1311,6 +1333,7 @@ FAM = {
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
+    "fam_global_filter": ("dft", lambda: GlobalFilterNet(), SEQ),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),

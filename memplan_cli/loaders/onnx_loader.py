@@ -56,6 +56,13 @@ def _dtype(code: int) -> str:
 TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
+# valid ONNX values that are not tensors (TypeProto's `value` cases)
+_VALUE_KINDS = {"sequence_type": "a sequence of tensors", "optional_type": "an optional value",
+                "map_type": "a map", "sparse_tensor_type": "a sparse tensor"}
+# a valid file (onnx's checker passes a zero dim); memplan's plans hold tensors of at least one element
+_EMPTY = ", which memplan does not plan; memplan needs tensors of at least one element"
+
+
 class _Bad(Exception):
     pass
 
@@ -236,14 +243,21 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict 
             continue
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
-            raise _Bad(f"graph input '{vi.name}' is not a tensor")
+            kind = vi.type.WhichOneof("value")
+            if kind is None:
+                raise _Bad(f"graph input '{vi.name}' has no type")
+            # a sequence, an optional, a map: valid ONNX values memplan does not read
+            raise _CannotPlan(f"graph input '{vi.name}' is {_VALUE_KINDS.get(kind, kind)}, not a tensor; "
+                              "memplan reads tensors only")
         if not tt.HasField("shape"):
             raise _Bad(f"graph input '{vi.name}' has no shape")
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value"):
-                if d.dim_value <= 0:
-                    raise _Bad(f"graph input '{vi.name}' has a {'zero' if d.dim_value == 0 else 'negative'} "
-                               f"dimension {d.dim_value} at position {k}")
+                if d.dim_value == 0:
+                    raise _CannotPlan(f"graph input '{vi.name}' has a zero dimension at position {k} (an empty "
+                                      f"tensor){_EMPTY}")
+                if d.dim_value < 0:
+                    raise _Bad(f"graph input '{vi.name}' has a negative dimension {d.dim_value} at position {k}")
                 continue
             found.append((d.dim_param or symbolic_dim_name(vi.name, k), vi.name, k, k == 0))
     batch_names = {name for name, _, _, is_batch in found if is_batch}
@@ -291,8 +305,10 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
         if not d.HasField("dim_value"):
             label = f"'{d.dim_param}'" if d.dim_param else "an unknown dim"
             raise _NoShape(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
-        if d.dim_value <= 0:
-            raise _Bad(f"{what} has a {'zero' if d.dim_value == 0 else 'negative'} dimension {d.dim_value}")
+        if d.dim_value == 0:
+            raise _CannotPlan(f"{what} has a zero dimension at position {k} (an empty tensor){_EMPTY}")
+        if d.dim_value < 0:
+            raise _Bad(f"{what} has a negative dimension {d.dim_value}")
         shape.append(d.dim_value)
     return tuple(shape), _dtype(tt.elem_type)
 
@@ -396,8 +412,10 @@ class _Builder:
             if len(t.dims) > MAX_RANK:
                 raise _Bad(f"initializer '{name}' has {len(t.dims):,d} dimensions, over the {MAX_RANK} memplan reads")
             shape = tuple(int(d) for d in t.dims)
-            if any(d <= 0 for d in shape):
-                raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
+            if any(d < 0 for d in shape):
+                raise _Bad(f"initializer '{name}' has a negative dimension in {list(shape)}")
+            if any(d == 0 for d in shape):
+                raise _CannotPlan(f"initializer '{name}' has shape {list(shape)} (an empty tensor){_EMPTY}")
             kind = self.param_kind.get(name)
             op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
                          value=_small_int_value(t) or _small_float_value(t),

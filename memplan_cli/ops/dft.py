@@ -5,11 +5,14 @@ one DFT per transformed axis, the real part gathered; transformers' FNet mixes t
 
 Canonical form: `DFT(X) -> Y` with attrs `axis` (a signal axis, counted from 0), `inverse`,
 `onesided` and `n` (the transform length: `dft_length`, or the axis's size). The axis (opset 20's
-input, opset 17's attribute) and `dft_length` must be constants; inverse with onesided is refused.
+input, opset 17's attribute) and `dft_length` must be constants. Inverse with onesided is irfft
+(n // 2 + 1 complex bins in, n real values out; `dft_length` required), as the dynamo exporter
+writes `torch.fft.irfft` and onnx's shape inference reads it.
 Training rule: the transform is linear, so dX is its adjoint applied to dY read as complex numbers:
 a onesided result's gradient padded with zeros to n, then n * ifft (forward) or fft / n (inverse),
 then cut or zero-padded back to the input's length (the adjoint of dft_length's pad or cut), its real
-part alone for a real input. Reads dY only, keeps nothing (as PyTorch's derivatives.yaml `_fft_c2c`:
+part alone for a real input; irfft's is rfft(dY) / n with the conjugate pairs' bins doubled (PyTorch's
+fft_c2r_backward). Reads dY only, keeps nothing (as PyTorch's derivatives.yaml `_fft_c2c`:
 self: _fft_c2c(grad, dim, normalization, !forward)). A parameter input trains through the same map.
 FLOPs: 5 n log2 n per complex transform of length n (the usual radix-2 count), forward and backward.
 `--profile torch` (derivatives.yaml `_fft_c2c`, `_fft_r2c`, `_fft_c2r`; MKL's `_exec_fft`, measured on
@@ -56,6 +59,9 @@ def _store(out, z: np.ndarray) -> None:
 def forward(ctx):
     a = ctx.attrs
     ax, n = int(a["axis"]), int(a["n"])
+    if a["inverse"] and a["onesided"]:  # torch.fft.irfft: n // 2 + 1 bins in, n real values out
+        _store(ctx.y(), np.fft.irfft(_complex(ctx.x(0)), n=n, axis=ax).astype(np.complex128))
+        return
     z = _fit(_complex(ctx.x(0)), ax, n)
     y = np.fft.ifft(z, axis=ax) if a["inverse"] else np.fft.fft(z, axis=ax)
     if a["onesided"]:
@@ -69,6 +75,16 @@ def calc_derivative(ctx):
         return
     a = ctx.attrs
     ax, n = int(a["axis"]), int(a["n"])
+    if a["inverse"] and a["onesided"]:
+        # irfft's adjoint (as PyTorch's fft_c2r_backward): rfft(dY) / n, the bins that stand for two
+        # (a conjugate pair) doubled; the input's surplus bins (past n // 2 + 1) get none
+        g = np.fft.rfft(np.asarray(ctx.dy(), dtype=np.float64)[..., 0], axis=ax) / n
+        pairs = n - (n // 2 + 1)
+        idx = [slice(None)] * g.ndim
+        idx[ax] = slice(1, 1 + pairs)
+        g[tuple(idx)] *= 2
+        _store(out, _fit(g, ax, out.shape[ax]))
+        return
     g = _fit(_complex(ctx.dy()), ax, n)  # a onesided result's gradient padded with zeros to n
     # the adjoint of fft is the unnormalised inverse (n * ifft); of ifft (fft / n), fft / n
     g = np.fft.fft(g, axis=ax) / n if a["inverse"] else np.fft.ifft(g, axis=ax) * n
@@ -101,9 +117,9 @@ def check(op, operands):
     ax = int(a["axis"])
     if not 0 <= ax < len(xs) - 1:
         return f"has axis {ax} outside the signal axes of {list(xs)}"
-    if a["inverse"] and a["onesided"]:
-        return "is an inverse onesided transform"
-    if a["onesided"] and xs[-1] == 2:  # ONNX's onesided result is of a real signal only
+    if a["inverse"] and a["onesided"] and (xs[-1] != 2 or not a.get("length_given")):
+        return "is an inverse onesided transform of a real input or without dft_length"
+    if a["onesided"] and not a["inverse"] and xs[-1] == 2:  # ONNX's onesided result is of a real signal only
         return "is a onesided transform of a complex input"
     if a["n"] < 1:
         return f"has dft_length {a['n']}"
@@ -162,8 +178,20 @@ def _torch(op):
     f = {"saves": saves, "grad_bytes": _real_input_grad, "estimated": lambda op, operands: True}
 
     f["fwd_tmp"] = lambda op, operands: ("in0",) if batch_copied(op, operands) else ()
-    f["bwd_tmp"] = lambda op, operands: (("out0",),) if batch_copied(op, operands) else ()
+    f["bwd_tmp"] = _bwd_tmp
     return f
+
+
+def _bwd_tmp(op, operands):
+    """The incoming gradient copied where the axes do not fold; a onesided transform of a real input
+    first pads it to the full length (fft_r2c_backward: new_zeros, then a c2c of that)."""
+    copied = batch_copied(op, operands)
+    x = operands[op.inputs[0]]
+    if op.attrs.get("real") and op.attrs["onesided"] and not op.attrs["inverse"]:
+        ax = int(op.attrs["axis"])
+        full = 2 * x.nbytes // int(x.shape[ax]) * int(op.attrs["n"])
+        return ((full, full),) if copied else ((full,),)
+    return (("out0",),) if copied else ()
 OPS = [OpDef("DFT", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                         "calcGradient": calc_derivative},
              flops=flops, check=check, batch="keep", profiles={"torch": _torch})]
@@ -189,6 +217,7 @@ def _onnx(node) -> Canon:
         if v is None:
             return Canon("DFT", {**attrs, "unknown": "dft_length", "axis": axis, "n": n}, inputs=node.inputs[:1])
         n = int(np.asarray(v).reshape(-1)[0])
+        attrs["length_given"] = 1
     return Canon("DFT", {**attrs, "axis": axis, "n": n}, inputs=node.inputs[:1])
 
 

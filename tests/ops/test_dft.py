@@ -12,6 +12,7 @@ from tests.ops.gradcheck import check_gradients, check_verify, onnx_model, run_f
 CASES = [  # opset, trailing (1 real, 2 complex), axis, inverse, onesided, dft_length
     (17, 1, 1, 0, 0, None), (17, 2, 2, 1, 0, None), (17, 1, 2, 0, 1, None), (20, 2, -2, 0, 0, None),
     (20, 1, 1, 1, 0, 8), (20, 1, 2, 0, 1, 3), (20, 1, -3, 0, 0, 4),
+    (20, 2, 2, 1, 1, 10), (20, 2, 1, 1, 1, 8), (20, 2, 2, 1, 1, 9),  # irfft: n // 2 + 1 bins in, n out
 ]
 
 
@@ -31,8 +32,8 @@ def _model(tmp_path, opset, trail, axis, inverse, onesided, length):
         attrs["axis"] = axis
     ax = axis % 4
     n = length or x[ax]
-    y = list(x[:3]) + [2]
-    y[ax] = n // 2 + 1 if onesided else n
+    y = list(x[:3]) + [1 if inverse and onesided else 2]
+    y[ax] = n // 2 + 1 if onesided and not inverse else n
     inits["q"] = rng.normal(size=y[1:]).astype(np.float32)
     nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("DFT", ins, ["f"], **attrs),
              helper.make_node("Mul", ["f", "q"], ["y"])]
@@ -57,7 +58,7 @@ def test_dft(tmp_path, case):
     check_verify(p, "-b", "3")
 
 
-@pytest.mark.parametrize("attrs,why", [({"inverse": 1, "onesided": 1}, "inverse onesided")])
+@pytest.mark.parametrize("attrs,why", [({"inverse": 1, "onesided": 1}, "without dft_length")])
 def test_dft_refused_in_one_line(tmp_path, attrs, why):
     from click.testing import CliRunner
 
