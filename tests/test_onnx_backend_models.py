@@ -3,6 +3,8 @@
 - `pytorch-converted/`: single torch.nn modules exported by torch.onnx. Every model `analyze` accepts
   also passes `verify -b 2 -O sgd`, unless one of its ops has no reference kernel yet: then verify
   refuses it with one line naming that op (exit 2), never a crash.
+- `simple/`: hand-written graphs, every one valid (onnx's full checker passes). Those memplan cannot
+  plan are refused with one line saying why, never called invalid.
 """
 import os
 
@@ -14,6 +16,14 @@ from memplan_cli.cli import main
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 CONVERTED = os.path.join(DATA, "pytorch-converted")
+SIMPLE = os.path.join(DATA, "simple")
+# the valid files of simple/ memplan cannot plan (by name prefix) and the reason it gives
+CANNOT_PLAN = {
+    "test_expand_shape_model": "(Expand 'test') has a shape computed from the data (the values of input 'shape')",
+    "test_gradient_of_add": "(Gradient 'my_gradient', domain ai.onnx.preview.training) comes from a training step",
+    "test_strnorm_model": "tensor 'x' has dtype string: its bytes are the text it holds",
+    "test_sequence_model": "is a sequence of tensors",
+}
 
 
 def _models(folder):
@@ -53,3 +63,21 @@ def test_pytorch_converted_analyze_then_verify(name):
             v.output
     else:
         assert v.exit_code == 0 and "PASS" in v.output, v.output
+
+
+def test_the_simple_folder_is_there():
+    assert len(_models(SIMPLE)) >= 20
+
+
+@pytest.mark.parametrize("name", _models(SIMPLE))
+@pytest.mark.parametrize("profile", ["memplan", "torch"])
+def test_simple_models_are_planned_or_refused_with_the_reason(name, profile):
+    path = os.path.join(SIMPLE, name, "model.onnx")
+    onnx.checker.check_model(path, full_check=True)
+    a = _run("analyze", path, "-b", "2", "-p", profile)
+    reason = next((r for prefix, r in CANNOT_PLAN.items() if name.startswith(prefix)), None)
+    if reason is None:
+        assert a.exit_code == 0, a.output
+        return
+    assert a.exit_code == 2 and len(a.output.strip().splitlines()) == 1, a.output
+    assert "invalid" not in a.output and reason in a.output, a.output

@@ -86,7 +86,10 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
     except DimsError as e:
         raise ModelError(str(e), path) from None
     except GraphError as e:
-        raise ModelError(f"invalid {fmt} graph: {e}", path) from None
+        # onnx's shape inference has read an ONNX graph by now: what memplan's own rules refuse there
+        # (a run-time Pad width, a float Mod) is a graph memplan cannot plan, not an invalid file
+        why = "memplan cannot plan this onnx graph" if fmt == "onnx" else f"invalid {fmt} graph"
+        raise ModelError(f"{why}: {e}", path) from None
     except OSError as e:  # the file went away or became unreadable after its first bytes were read
         why = "it was removed while memplan read it" if isinstance(e, FileNotFoundError) else e.strerror or e
         raise ModelError(f"cannot read: {why}", path) from None

@@ -13,16 +13,21 @@ import os
 import re
 import signal
 import stat
+import struct
 
+from memplan_cli import ops
+from memplan_cli import ops as registry  # in functions whose own `ops` is the op list
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
-from memplan_cli.loaders.onnx_strip import elements
-from memplan_cli.loaders.params import DYNAMO_RULE
+from memplan_cli.loaders.mapped import sigbus_named
+from memplan_cli.loaders.onnx_strip import elements, MAX_KEEP_CONSTANT, ProtobufError, SubgraphBudgetError, strip_model
+from memplan_cli.loaders.params import DYNAMO_RULE, _FX_ARG, _SIG_LINE, onnx_rule, peft_train_globs
 from memplan_cli.opgraph.fold import PARAMETERS_LISTED
+from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
@@ -47,6 +52,17 @@ def _dtype(code: int) -> str:
     return _DTYPE_RENAME.get(name, name)
 
 
+# onnx's training operators (Gradient, Adagrad, Adam, Momentum): a training step inside the file
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+
+
+# valid ONNX values that are not tensors (TypeProto's `value` cases)
+_VALUE_KINDS = {"sequence_type": "a sequence of tensors", "optional_type": "an optional value",
+                "map_type": "a map", "sparse_tensor_type": "a sparse tensor"}
+# a valid file (onnx's checker passes a zero dim); memplan's plans hold tensors of at least one element
+_EMPTY = ", which memplan does not plan; memplan needs tensors of at least one element"
+
+
 class _Bad(Exception):
     pass
 
@@ -60,7 +76,11 @@ class _NoShape(_Unsized):
     """Shape inference left a tensor without a shape, or with a dim it could not size."""
 
 
-class _DataSized(_Bad):
+class _CannotPlan(_Bad):
+    """A valid file memplan cannot plan, said with the reason (never "invalid")."""
+
+
+class _DataSized(_CannotPlan):
     """A tensor whose size the data decides: the file is valid, memplan cannot size it."""
 
 
@@ -68,9 +88,6 @@ class _DataSized(_Bad):
 def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
-
-    from memplan_cli.loaders.mapped import sigbus_named
-    from memplan_cli.loaders.onnx_strip import ProtobufError, SubgraphBudgetError, strip_model
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -100,8 +117,6 @@ def _read_stripped(path: str):
 
 def _wanted_float_values(model) -> frozenset:
     """Names of the small float constants the stripped model lacks that shape inference needs."""
-    from memplan_cli import ops as registry
-
     names = {n.input[k] for n in model.graph.node if n.domain in ("", "ai.onnx")
              for k in registry.source_facts("onnx", n.op_type).get("shape_float_inputs", ())
              if k < len(n.input) and n.input[k]}
@@ -228,14 +243,21 @@ def _fix_inputs(model, init_names: set[str], batch_size: int | None, dims: dict 
             continue
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
-            raise _Bad(f"graph input '{vi.name}' is not a tensor")
+            kind = vi.type.WhichOneof("value")
+            if kind is None:
+                raise _Bad(f"graph input '{vi.name}' has no type")
+            # a sequence, an optional, a map: valid ONNX values memplan does not read
+            raise _CannotPlan(f"graph input '{vi.name}' is {_VALUE_KINDS.get(kind, kind)}, not a tensor; "
+                              "memplan reads tensors only")
         if not tt.HasField("shape"):
             raise _Bad(f"graph input '{vi.name}' has no shape")
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value"):
-                if d.dim_value <= 0:
-                    raise _Bad(f"graph input '{vi.name}' has a {'zero' if d.dim_value == 0 else 'negative'} "
-                               f"dimension {d.dim_value} at position {k}")
+                if d.dim_value == 0:
+                    raise _CannotPlan(f"graph input '{vi.name}' has a zero dimension at position {k} (an empty "
+                                      f"tensor){_EMPTY}")
+                if d.dim_value < 0:
+                    raise _Bad(f"graph input '{vi.name}' has a negative dimension {d.dim_value} at position {k}")
                 continue
             found.append((d.dim_param or symbolic_dim_name(vi.name, k), vi.name, k, k == 0))
     batch_names = {name for name, _, _, is_batch in found if is_batch}
@@ -283,8 +305,10 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
         if not d.HasField("dim_value"):
             label = f"'{d.dim_param}'" if d.dim_param else "an unknown dim"
             raise _NoShape(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
-        if d.dim_value <= 0:
-            raise _Bad(f"{what} has a {'zero' if d.dim_value == 0 else 'negative'} dimension {d.dim_value}")
+        if d.dim_value == 0:
+            raise _CannotPlan(f"{what} has a zero dimension at position {k} (an empty tensor){_EMPTY}")
+        if d.dim_value < 0:
+            raise _Bad(f"{what} has a negative dimension {d.dim_value}")
         shape.append(d.dim_value)
     return tuple(shape), _dtype(tt.elem_type)
 
@@ -306,8 +330,6 @@ def _small_float_value(t) -> tuple | None:
     small Constant node: a traced buffer), so that `memplan verify` runs the step with the file's own
     values: random ones turn NF-ResNet's signal-preserving scales into growth that overflows."""
     from onnx import numpy_helper
-
-    from memplan_cli.loaders.onnx_strip import MAX_KEEP_CONSTANT
 
     n = elements(t.dims, MAX_KEEP_CONSTANT)
 
@@ -376,7 +398,6 @@ class _Builder:
         # coordinate table, batch_norm's mean and variance in weight standardization): buffers
         self.traced: set[str] = set()
         self.constants_are_buffers = model.producer_name == "pytorch"
-        from memplan_cli.loaders.params import onnx_rule
 
         self.param_rule, self.param_kind, self.param_sources = onnx_rule(model, folded_from)
 
@@ -391,8 +412,10 @@ class _Builder:
             if len(t.dims) > MAX_RANK:
                 raise _Bad(f"initializer '{name}' has {len(t.dims):,d} dimensions, over the {MAX_RANK} memplan reads")
             shape = tuple(int(d) for d in t.dims)
-            if any(d <= 0 for d in shape):
-                raise _Bad(f"initializer '{name}' has a non-positive dimension in {list(shape)}")
+            if any(d < 0 for d in shape):
+                raise _Bad(f"initializer '{name}' has a negative dimension in {list(shape)}")
+            if any(d == 0 for d in shape):
+                raise _CannotPlan(f"initializer '{name}' has shape {list(shape)} (an empty tensor){_EMPTY}")
             kind = self.param_kind.get(name)
             op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
                          value=_small_int_value(t) or _small_float_value(t),
@@ -409,6 +432,9 @@ class _Builder:
         else:
             self._data_sized(name)
             raise _Unsized(f"no shape for tensor '{name}' (shape inference could not infer it)")
+        if op.dtype == "string":
+            raise _Unsized(f"tensor '{name}' has dtype string: its bytes are the text it holds, which no "
+                           "file records, so memplan cannot size it")
         if op.dtype not in DTYPE_SIZE:
             raise _Unsized(f"tensor '{name}' has dtype {op.dtype}, which memplan cannot size")
         self.index[name] = k
@@ -419,17 +445,49 @@ class _Builder:
         """Refuse a tensor left unsized because the data decides its size (a valid file), naming why;
         or a value that is a sequence of tensors (a Python list of the model: `nonzero(as_tuple=True)`),
         which memplan does not read."""
-        from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
         node = next((n for n in self.model.graph.node if name in n.output), None)
         vi = self.value_info.get(name)
-        if node is not None and vi is not None and vi.type.HasField("sequence_type"):
-            raise _DataSized(f"'{name}' ({node.op_type} '{node.name}') is a sequence of tensors (a list in "
-                             "the source model), which memplan does not read; memplan needs tensors of static "
-                             "shapes")
-        if node is not None and node.op_type in DATA_SIZED_ONNX:
+        if node is None:
+            return
+        what = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+        if vi is not None and vi.type.HasField("sequence_type"):
+            raise _DataSized(f"'{name}' ({what}) is a sequence of tensors (a list in the source model), which "
+                             "memplan does not read; memplan needs tensors of static shapes")
+        if node.op_type in DATA_SIZED_ONNX:
             # a mixture of experts' Split by tokens per expert, a NonZero of a mask
-            raise _DataSized(f"tensor '{name}' ({node.op_type} '{node.name}') has a size computed from the "
-                             "data, which no file records; memplan needs static shapes")
+            raise _DataSized(f"tensor '{name}' ({what}) has a size computed from the data, which no file "
+                             "records; memplan needs static shapes")
+        if node.domain == TRAINING_DOMAIN:
+            # onnx's Gradient / optimizer ops: the file holds its own training step
+            raise _CannotPlan(f"tensor '{name}' ({what}, domain {TRAINING_DOMAIN}) comes from a training "
+                              "step written into the file, which memplan does not read; memplan plans "
+                              "training from the forward model alone")
+        source = self._data_source(node)
+        if source is not None:
+            raise _DataSized(f"tensor '{name}' ({what}) has a shape computed from the data (the values of "
+                             f"input '{source}'), which no file records; memplan needs static shapes")
+
+    def _data_source(self, node) -> str | None:
+        """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
+        from memplan_cli.ops.shape_only import SHAPE_FROM_VALUES_ONNX, SHAPE_READERS_ONNX
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        g = self.model.graph
+        inputs = {vi.name for vi in g.input} - set(self.consts)
+        producer = {o: n for n in g.node for o in n.output}
+        todo = [node.input[i] for i in SHAPE_FROM_VALUES_ONNX.get(node.op_type, ()) if i < len(node.input)]
+        seen: set[str] = set()
+        while todo:
+            v = todo.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in inputs:
+                return v
+            p = producer.get(v)
+            if p is not None and p.op_type not in SHAPE_READERS_ONNX:
+                todo.extend(p.input)
+        return None
 
     def empty_const(self, name: str) -> bool:
         t = self.consts.get(name)
@@ -465,7 +523,6 @@ class _Builder:
             outs = [o for o in outs if o >= 0]
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node), call=_fx_call(node)))
-        from memplan_cli import ops as registry
 
         for fuse in registry.onnx_fusions():
             ops = fuse(ops, self.operands)
@@ -482,7 +539,6 @@ class _Builder:
             # registration order eager's optimizer steps in (profiles/torch/replay.py); the names it
             # made itself (`onnx::MatMul_12`: a folded transpose) say nothing of it
             graph.metadata["state_dict_order"] = [t.name for t in g.initializer if not t.name.startswith("onnx::")]
-        from memplan_cli.loaders.params import peft_train_globs
 
         peft = peft_train_globs([t.name for t in g.initializer] + [s for v in self.param_sources.values() for s in v])
         if peft:  # what trains, as the file's peft adapters say (flags win, as over circle metadata)
@@ -512,7 +568,6 @@ class _Builder:
         """The op registry's converter for this node (memplan_cli/ops/), or None."""
         if node.domain not in ("", "ai.onnx"):
             return None
-        from memplan_cli import ops
 
         fn = ops.onnx_converter(node.op_type)
         if fn is None:
@@ -643,9 +698,6 @@ def _export_rewrites(model) -> dict | None:
     sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
     if sig is None:
         return None
-    import re
-
-    from memplan_cli.loaders.params import _FX_ARG, _SIG_LINE
 
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
@@ -834,7 +886,6 @@ def _memory_hog(model) -> str:
                         consts[n.output[0]] = [int(v) for v in numpy_helper.to_array(a.t).reshape(-1)]
                     except Exception:  # noqa: BLE001
                         pass
-    from memplan_cli import ops as registry
 
     for n in model.graph.node:
         elements = registry.source_facts("onnx", n.op_type).get("elements")
@@ -854,8 +905,6 @@ def _contained(fn, model, what: str):
     num_outputs) an assertion aborts the whole process, which no `except` can catch. In a child, a
     crash becomes one line naming what crashed. An exception inside `fn` comes back as RuntimeError
     with its first line. Without fork (not POSIX), `fn` runs here."""
-    import struct
-
     if not hasattr(os, "fork"):
         return fn(model)
     import onnx
@@ -1041,7 +1090,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         return g
     except DimsError as e:
         raise ModelError(str(e), path) from None
-    except _DataSized as e:
+    except _CannotPlan as e:
         raise ModelError(str(e), path) from None
     except _Bad as e:
         if refused:  # the values left unread may be what shape inference missed: that is the cause

@@ -34,6 +34,14 @@ from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 # ONNX ops whose outputs' sizes the data may decide (a Split by computed sizes, NonZero of a mask):
 # shape inference leaves them unsized, and the loader refuses them as such, not as a broken file
 DATA_SIZED_ONNX = frozenset({"Split", "NonZero", "Unique", "Compress", "TopK", "Loop", "If", "Scan"})
+# ONNX ops whose output shape the *values* of some inputs set (input positions): an Expand or Reshape
+# to a target shape, Tile's repeats, a Range's bounds. When such a value comes from a graph input (not
+# through a Shape), the data decides the shape and the loader says so, naming that input
+SHAPE_FROM_VALUES_ONNX = {"Expand": (1,), "Reshape": (1,), "ConstantOfShape": (0,), "Tile": (1,),
+                          "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (2, 3),
+                          "Upsample": (1,), "OneHot": (1,), "CenterCropPad": (1,)}
+# ONNX ops whose output is the input's static shape, never its values: a walk for data stops there
+SHAPE_READERS_ONNX = frozenset({"Shape", "Size"})
 
 
 def plain(op, ctx) -> OpRule:

@@ -171,23 +171,66 @@ def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
     assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg
 
 
-@pytest.mark.parametrize("case", ["expand_to_data", "string"])
+@pytest.mark.parametrize("case", ["expand_to_data", "expand_to_computed_data", "string"])
 def test_a_valid_file_memplan_cannot_size_is_not_called_invalid(tmp_path, case):
     # onnx's backend test models: an Expand to a shape an input gives (test_expand_shape_model*), a
     # string tensor (test_strnorm_model_*); onnx's checker passes both, memplan cannot size them
-    if case == "expand_to_data":
+    if case.startswith("expand"):
         ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
                helper.make_tensor_value_info("s", TensorProto.INT64, [2])]
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])
-        nodes, want = [helper.make_node("Expand", ["x", "s"], ["y"])], "memplan needs static shapes"
+        nodes = [helper.make_node("Expand", ["x", "s"], ["y"], name="grow")]
+        if case == "expand_to_computed_data":  # the target is computed from the input's values
+            nodes = [helper.make_node("Abs", ["s"], ["t"]), helper.make_node("Expand", ["x", "t"], ["y"], name="grow")]
+        want = ("tensor 'y' (Expand 'grow') has a shape computed from the data (the values of input 's'), which "
+                "no file records; memplan needs static shapes")
     else:
         ins = [helper.make_tensor_value_info("x", TensorProto.STRING, [2])]
         out = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
         nodes, want = [helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER")], \
-            "has dtype string, which memplan cannot size"
+            "tensor 'x' has dtype string: its bytes are the text it holds, which no file records"
     m = helper.make_model(helper.make_graph(nodes, "g", ins, [out]), opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m, full_check=True)
     with pytest.raises(ModelError) as e:
         load_model(om.save(tmp_path, f"{case}.onnx", m))
     msg = str(e.value)
     assert "invalid onnx file" not in msg and want in msg, msg
+
+
+def _empty_input():  # onnx's test_castlike_*: an empty graph input
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])
+    return [helper.make_node("Relu", ["x"], ["y"])], [x], [], [0, 4], "graph input 'x' has a zero dimension at position 0 " \
+        "(an empty tensor), which memplan does not plan"
+
+
+def _empty_initializer():  # onnx's test_shape_start_greater_than_end: a shape folded to an empty vector
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    return [helper.make_node("Shape", ["x"], ["y"], start=2, end=1)], [x], [], [0], \
+        "initializer 'y' has shape [0] (an empty tensor), which memplan does not plan"
+
+
+def _optional_input():  # onnx's test_identity_opt: an optional value, not a tensor
+    opt = helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
+    return [helper.make_node("OptionalGetElement", ["o"], ["y"])], [opt], [], [2], \
+        "graph input 'o' is an optional value, not a tensor; memplan reads tensors only"
+
+
+def _run_time_k():  # onnx's test_tril_neg: Trilu's diagonal offset is an input's value
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3]),
+           helper.make_tensor_value_info("k", TensorProto.INT64, [])]
+    return [helper.make_node("Trilu", ["x", "k"], ["y"], upper=0)], ins, [], [3, 3], \
+        "memplan cannot plan this onnx graph: op #0 Trilu has a diagonal offset k computed at run time"
+
+
+@pytest.mark.parametrize("build", [_empty_input, _empty_initializer, _optional_input, _run_time_k])
+def test_a_valid_file_memplan_cannot_plan_says_why_not_invalid(tmp_path, build):
+    # onnx's node test models: each passes onnx's full checker; memplan refuses it naming the reason
+    nodes, ins, inits, out, want = build()
+    y = helper.make_tensor_value_info("y", TensorProto.INT64 if build is _empty_initializer else TensorProto.FLOAT, out)
+    m = helper.make_model(helper.make_graph(nodes, "g", ins, [y], inits), opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(m, full_check=True)
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
+    msg = str(e.value)
+    assert "invalid" not in msg and want in msg, msg
