@@ -8,7 +8,8 @@ grouped convolutions (depth multipliers, small groups; channels-last and channel
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
-gated delta rule without its export-only loop, outer products of two broadcast factors).
+gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
+Fourier token mixing (`torch.fft.fftn(x).real`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1248,6 +1249,54 @@ class UnreadNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class FourierMixNet(nn.Module):
+    """FNet's token mixing: the real part of a Fourier transform of the tokens added back, LayerNorm,
+    a feed-forward block, LayerNorm; `dims` (1, 2): `torch.fft.fftn` over tokens and features (FNet's),
+    (1,): `torch.fft.fft` over the tokens alone; `mix_last`: the feed-forward block before the mixing."""
+
+    def __init__(self, d=64, layers=2, classes=10, dims=(1, 2), mix_last=False):
+        super().__init__()
+        self.dims, self.mix_last = dims, mix_last
+        self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.n2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for n1, n2, ff in zip(self.n1, self.n2, self.ff):
+            if self.mix_last:  # the feed-forward first: the mixing's backward runs first
+                x = n2(x + ff(x))
+            mixed = torch.fft.fftn(x, dim=self.dims) if len(self.dims) > 1 else torch.fft.fft(x, dim=self.dims[0])
+            x = n1(x + mixed.real)
+            del mixed
+            if not self.mix_last:
+                x = n2(x + ff(x))
+        return self.head(x.mean(1))
+
+
+class GlobalFilterNet(nn.Module):
+    """GFNet's global filter over the tokens: `irfft(rfft(x, dim=1) * w, n=S, dim=1)` with a learned
+    complex weight per bin and channel, added back, LayerNorm, a feed-forward block."""
+
+    def __init__(self, d=64, s=16, layers=2, classes=10):
+        super().__init__()
+        self.s = s
+        self.w = nn.ParameterList(nn.Parameter(torch.randn(s // 2 + 1, d, 2) * 0.02) for _ in range(layers))
+        self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+                                for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for w, n1, ff in zip(self.w, self.n1, self.ff):
+            spec = torch.fft.rfft(x, dim=1) * torch.view_as_complex(w)
+            x = n1(x + torch.fft.irfft(spec, n=self.s, dim=1))
+            del spec
+            x = x + ff(x)
+        return self.head(x.mean(1))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1285,6 +1334,11 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
+    "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
+    "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
+    "fam_global_filter": ("dft", lambda: GlobalFilterNet(), SEQ),
+    "fam_fnet_long": ("dft", lambda: FourierMixNet(d=32, layers=1), (64, 32)),
+    "fam_fnet_mix_last": ("dft", lambda: FourierMixNet(d=16, layers=1, mix_last=True), (128, 16)),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
@@ -1325,6 +1379,7 @@ FAM = {
     "fam_perm_from_end": ("transpose", lambda: FromEndPermNet(), IMG),
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
+    "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
@@ -1406,6 +1461,24 @@ class RecurrentLM(nn.Module):
             else:
                 z = self.step(z, x)
         return self.head(z.mean(1))
+
+
+class LambdaScaleLM(nn.Module):
+    """DiffLlama's λ in small: a scalar computed each step from two parameter vectors,
+    `exp(sum(λq·λk)) + 0.8`, scaling the output of a GELU MLP block over the tokens."""
+
+    def __init__(self, d=64, layers=2, classes=10):
+        super().__init__()
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.lq = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.lk = nn.ParameterList(nn.Parameter(0.1 * torch.randn(16)) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for mlp, lq, lk in zip(self.mlp, self.lq, self.lk):
+            x = x + torch.exp(torch.sum(lq * lk)) * mlp(x) + 0.8 * x
+        return self.head(x.mean(1))
 
 
 def _timm(name, **kw):

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import functools
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
 from memplan_cli.buffers import CATEGORIES, Buffer, BufferList, Pool
 from memplan_cli.config import TrainConfig
+from memplan_cli.errors import MemplanError, UnsupportedOpError, naming
+from memplan_cli.loaders import file_object_sha256
 from memplan_cli.opgraph.outputs import loss_output_names, loss_outputs
-from memplan_cli.planners import Plan
+from memplan_cli.planners import Plan, get_planner
+from memplan_cli.profiles import get_profile
 
 
 @dataclass
@@ -113,8 +117,6 @@ def _peak_composition(buffers: list[Buffer]) -> dict[str, int]:
 
 
 def file_sha256(path: str) -> str:
-    from memplan_cli.loaders import file_object_sha256
-
     with open(path, "rb") as f:
         return file_object_sha256(f)
 
@@ -127,8 +129,6 @@ def model_sha256(graph, path: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _takes(fn, name: str) -> bool:
-    import inspect
-
     try:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -138,8 +138,6 @@ def _takes(fn, name: str) -> bool:
 def checked_by(profile: str, extras: dict | None = None) -> str:
     """How a profile's figures were checked (its `checked` line), for reports that name it; a profile
     that can say it for this model (its `checked_for(extras)`, from the figures of its analysis) does."""
-    from memplan_cli.profiles import get_profile
-
     prof = get_profile(profile)
     line = prof.checked_for(extras) if extras is not None and hasattr(prof, "checked_for") else ""
     return line or getattr(prof, "checked", "")
@@ -150,9 +148,8 @@ def plan_buffer_list(bl: BufferList, *, planner_override: str | None = None,
     """Plan each pool with its planner and verify the result independently. A failed check is a bug.
     `time_limit` (seconds, the user's --time-limit) replaces the planners' work budgets by the
     clock; None (the default) keeps every plan independent of timing."""
-    from memplan_cli.check.overlap import check_plan
-    from memplan_cli.planners import get_planner
-    from memplan_cli.planners.bound import lower_bound
+    from memplan_cli.check.overlap import check_plan  # lazy: `memplan analyze -p nntrainer` does not load it
+    from memplan_cli.planners.bound import lower_bound  # lazy: `memplan analyze -p nntrainer` does not load it
 
     out = []
     pooled = bl.by_pool()
@@ -179,7 +176,6 @@ def analyze(path: str, config: TrainConfig, *, profile: str = "memplan",
     build and plan the onert profile for the same model and configuration and keep its totals in
     `Analysis.onert`; when onert cannot train the model, `Analysis.onert.reason` says why.
     `graph`: `path` already loaded at `config.batch_size` (the file is then not read again)."""
-    from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
     t0 = time.perf_counter()
@@ -208,8 +204,6 @@ def analyze_graph(graph, config: TrainConfig, *, profile: str = "memplan", plann
                   path: str = "", onert: OnertComparison | None = None) -> Analysis:
     """The same as `analyze` on a graph already loaded (and re-batched to `config.batch_size`);
     `onert`: onert's figures for the same setup (`compare_with_onert`), kept in `Analysis.onert`."""
-    from memplan_cli.profiles import get_profile
-
     if not graph.operations or not graph.outputs:  # for every profile: nothing to train
         from memplan_cli.errors import ConfigError
 
@@ -237,7 +231,7 @@ def domain_lower_bound(bl: BufferList) -> int:
     """Rules: within a time domain, the most bytes live at one step (what any placement of its
     buffers needs); domains count time apart, so nothing is live "together" across them and their
     bounds add up. With one domain this is the peak of all buffers as one arena."""
-    from memplan_cli.planners.bound import lower_bound
+    from memplan_cli.planners.bound import lower_bound  # lazy: `memplan analyze -p nntrainer` does not load it
 
     return sum(lower_bound([x.size for x in b], [x.first for x in b], [x.last for x in b])
                for _, b in bl.domains() if b)
@@ -249,7 +243,6 @@ def refuse_precision(prof, config) -> None:
     p = getattr(config, "precision", "32-true")
     if p in getattr(prof, "precisions", ("32-true",)):
         return
-    from memplan_cli.errors import UnsupportedOpError
 
     note = getattr(prof, "precision_note", "modelled for float32 training only")
     raise UnsupportedOpError(f"{prof.name} profile: {note}; --precision {p} needs the memplan profile")
@@ -258,8 +251,6 @@ def refuse_precision(prof, config) -> None:
 def compare_with_onert(graph, config: TrainConfig, onert_options: dict | None = None) -> OnertComparison:
     """onert's totals for `graph`, or the reason there are none (a MemplanError from the onert
     profile: an op onert cannot train, a capacity over its 32-bit limit, the profile not built)."""
-    from memplan_cli.errors import MemplanError
-
     try:
         o = analyze_graph(graph, config, profile="onert", profile_options=onert_options)
     except MemplanError as e:

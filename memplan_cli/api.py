@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import functools
 import inspect as _inspect
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
 from memplan_cli.config import FLAG_BY_NAME, TRAINING_FLAGS, check_positive as _positive, check_training_arguments, \
-    training_words
-from memplan_cli.errors import ConfigError
+    config_json, merge_setup, parse_dims, training_words
+from memplan_cli.errors import ConfigError, MemplanError, naming
 from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
+
+# the modules that do the work (analysis, loaders, remat, the report's documents, ...) are imported
+# inside the functions that use them: `memplan --help` imports this module and loads none of them
 
 __all__ = ["analyze", "compare", "plan", "verify", "fit", "sweep", "diff", "inspect", "FitResult", "SweepResult",
            "DiffResult", "InspectResult",
@@ -319,7 +323,6 @@ def planner_kernels() -> str:
 def load_for(model: str, flags: dict):
     """MODEL loaded at the flags' batch size and --dim bindings (an ONNX model's symbolic dims are
     bound before shape inference, so they are needed at load)."""
-    from memplan_cli.config import parse_dims
     from memplan_cli.loaders import load_model
 
     return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
@@ -340,7 +343,6 @@ class Setup:
 def build_setup(path: str, flags: dict) -> Setup:
     """Load `path` once at the flag's batch (an ONNX model with a symbolic batch cannot load without
     it) and merge its setup; a batch the training metadata names re-batches the loaded graph."""
-    from memplan_cli.config import merge_setup, parse_dims
     from memplan_cli.loaders import batched, load_model
 
     graph = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True)
@@ -407,7 +409,6 @@ def solve_budget(setup: Setup, limit: int, *, planner=None, onert=None):
     the memplan profile's options for that plan, the Analysis of the step as run, RematProblem);
     the analysis is of the plain step when nothing fits. `onert`: onert's figures for the setup, for
     the analysis to keep (analysis.compare_with_onert)."""
-    from memplan_cli.errors import MemplanError, naming
     from memplan_cli.remat.problem import RematProblem
     from memplan_cli.remat.solve import solve_as_run
 
@@ -500,8 +501,6 @@ class VerificationResult:
         return (self.report.get("remat") or {}).get("fits", True)
 
     def to_json(self) -> str:
-        import json
-
         return json.dumps(self.report, indent=2) + "\n"
 
 
@@ -519,13 +518,20 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     weights with the step without remat. timings adds `seconds` to the report (then not the same
     bytes from run to run). The model is loaded once."""
     from memplan_cli.analysis import model_sha256
-    from memplan_cli.config import config_json
     from memplan_cli.remat.section import remat_section
     from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
     from memplan_cli.verification import verify_model
 
     path = _model_path(model)
+    if profile == "torch":
+        # the torch profile replays eager's tensors through a model of PyTorch's allocator: a figure
+        # to compare with, not an arena whose offsets the step's tensors could be run in
+        raise ConfigError.worded(
+            "verify runs a step inside a plan memplan made; the torch profile models PyTorch's allocator "
+            "and makes none: leave profile \"memplan\" (or onert, nntrainer, singa)",
+            "verify runs a step inside a plan memplan made; --profile torch models PyTorch's allocator "
+            "and makes none: drop it (or use onert, nntrainer, singa)", str(path))
     flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
              "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
     check_planner(planner)
@@ -588,8 +594,6 @@ class FitResult:
         return self.report["fits"]
 
     def to_json(self) -> str:
-        import json
-
         return json.dumps(self.report, indent=2) + "\n"
 
 
@@ -601,8 +605,6 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     dimension that fits without remat (its own size given in dim). The commands the report prints
     carry the setup arguments given."""
     from memplan_cli.analysis import model_sha256
-    from memplan_cli.config import config_json, parse_dims
-    from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.document import document_header, model_head
@@ -683,8 +685,6 @@ class SweepResult:
         return self.report["status"] == "over_budget"
 
     def to_json(self) -> str:
-        import json
-
         return json.dumps(self.report, indent=2) + "\n"
 
 
@@ -701,8 +701,6 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     model's). A profile that cannot handle the model shows n/a with the reason, except the first:
     its errors stop the sweep. The other training setup arguments are `analyze`'s but batch_size."""
     from memplan_cli.analysis import analyze, model_sha256
-    from memplan_cli.config import config_json, parse_dims
-    from memplan_cli.errors import MemplanError
     from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
     from memplan_cli.report.document import model_head
@@ -889,8 +887,6 @@ class InspectResult:
 
     def to_json(self) -> str:
         """The document as `memplan inspect --format json` writes it."""
-        import json
-
         return json.dumps(self.report, indent=2) + "\n"
 
 
@@ -898,7 +894,6 @@ def inspect(model: PathLike, *, batch_size: int | None = None, dim=None) -> Insp
     """What memplan reads from `model`: its ops and operands with shapes, dtypes and sizes: `memplan
     inspect`. batch_size re-batches it first; dim binds symbolic dimensions ({"seq": 512}); an
     unbound one is shown at 1, as the batch is."""
-    from memplan_cli.config import parse_dims
     from memplan_cli.loaders import load_model
 
     path = _model_path(model)
@@ -915,7 +910,6 @@ def compare(model: PathLike, *, time_limit: float | None = None, onert_threads: 
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
     from memplan_cli.comparison import compare as compare_model
-    from memplan_cli.config import merge_setup
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import importlib
 import io
 import os
 import sys
@@ -247,8 +248,6 @@ def main():
 
 
 def _register_commands():
-    import importlib
-
     for name in COMMAND_MODULES:
         mod = importlib.import_module(f"memplan_cli.commands.{name}")
         main.add_command(mod.command)

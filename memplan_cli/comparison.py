@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memplan_cli.analysis import analyze_graph, checked_by, file_sha256, loss_output_names
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.config import TrainConfig
+from memplan_cli.errors import MemplanError, naming
 
 PROFILES = ("naive", "onert", "nntrainer", "singa", "torch", "memplan")
 
@@ -63,8 +65,6 @@ class Comparison:
     @property
     def loss_outputs(self) -> list[str]:
         """The outputs that carry a loss, by name (the report's config.loss_outputs)."""
-        from memplan_cli.analysis import loss_output_names
-
         return loss_output_names(self.graph, self.config)
 
     @property
@@ -88,9 +88,6 @@ def _column(profile: str, a) -> Column:
 def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: dict | None = None,
                   time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
     """Every column for `graph` (already loaded and re-batched to `config.batch_size`)."""
-    from memplan_cli.analysis import analyze_graph, checked_by, file_sha256
-    from memplan_cli.errors import MemplanError
-
     onert_options = dict(onert_options or {})
     mem = analyze_graph(graph, config, profile="memplan", time_limit=time_limit)
     cols = {"memplan": _column("memplan", mem)}
@@ -113,7 +110,6 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
 def compare(path: str, config: TrainConfig, *, onert_options: dict | None = None,
             time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
     """Load `path` at `config.batch_size` and compare every system on it."""
-    from memplan_cli.errors import MemplanError, naming
     from memplan_cli.loaders import load_model
 
     graph = load_model(path, batch_size=config.batch_size, dims=config.dims)

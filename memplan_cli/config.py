@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from memplan_cli.errors import ConfigError
+from fnmatch import fnmatchcase
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 # optimizer state tensors per trainable weight
@@ -189,8 +190,6 @@ class TrainConfig:
 def _named(consts, glob: str) -> set[int]:
     """Indices of the constants `glob` names: by their own name, or by a parameter a constant folded
     at load was computed from (`Operand.sources`)."""
-    from fnmatch import fnmatchcase
-
     return {o.index for o in consts if any(fnmatchcase(n, glob) for n in (o.name, *o.sources))}
 
 
@@ -212,8 +211,6 @@ def op_names(op) -> tuple[str, ...]:
 
 
 def _matching(ops, globs, flag: str) -> set[int]:
-    from fnmatch import fnmatchcase
-
     out: set[int] = set()
     for g in globs:
         hit = {op.index for op in ops

@@ -7,11 +7,14 @@ MemplanError: the input was fine). Zero-size buffers are given offset 0 (they oc
 """
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from memplan_cli.planners import Plan
+from memplan_cli.check.overlap import PlanError, check_plan
+from memplan_cli.planners import Plan, get_planner, planner_names
+from memplan_cli.planners.bound import lower_bound as bound
 
 
 class InvalidPlan(RuntimeError):
@@ -44,17 +47,11 @@ class PlanResult:
 
 def default_planner() -> str:
     """`best` when it is registered, else `greedy`."""
-    from memplan_cli.planners import planner_names
-
     return "best" if "best" in planner_names() else "greedy"
 
 
 def takes_rounds(name: str) -> bool:
     """True when the planner `name` has a work budget in search rounds (best, exact)."""
-    import inspect
-
-    from memplan_cli.planners import get_planner
-
     try:
         return "rounds" in inspect.signature(get_planner(name)).parameters
     except (TypeError, ValueError):
@@ -72,10 +69,6 @@ def plan_buffers(name: str, sizes: Sequence[int], firsts: Sequence[int], lasts: 
     `alignments`, when given, are checked against the offsets (InvalidPlan if one is not a multiple).
     `lower_bound` may be passed when already known (it is computed otherwise).
     """
-    from memplan_cli.check.overlap import PlanError, check_plan
-    from memplan_cli.planners import get_planner
-    from memplan_cli.planners.bound import lower_bound as bound
-
     planner = get_planner(name)
     t0 = time.perf_counter()
     extra = {"rounds": rounds} if rounds is not None and takes_rounds(name) else {}

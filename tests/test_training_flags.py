@@ -50,11 +50,14 @@ def test_the_json_keys_are_the_schemas(kind):
 
 
 def test_a_member_of_a_json_object_is_one_in_the_schema():
-    config = load_schema("analysis")["properties"]["config"]["properties"]
+    schema = load_schema("analysis")
+    config = schema["properties"]["config"]["properties"]
+    shared = schema["$defs"]["training.schema.json"]["$defs"]
     for f in TRAINING_FLAGS:
         if "." in f.json_key:
             parent, member = f.json_key.split(".")
-            assert member in config[parent]["properties"], f.json_key
+            definition = shared[config[parent]["$ref"].rpartition("/")[2]]
+            assert member in definition["properties"], f.json_key
 
 
 def test_sources_and_metadata_keys_are_trainconfig_fields():

@@ -9,8 +9,11 @@ import os
 
 import click
 
+from memplan_cli import api
 from memplan_cli.commands.options import output_options, output_path, profile_options, training_options, verbosity
 from memplan_cli.errors import EXIT_OVER_BUDGET, MemplanError
+from memplan_cli.report import get_reporter
+from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color, write_atomic
 
 
 def api_arguments(flags: dict) -> dict:
@@ -40,12 +43,9 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     With the default memplan profile the onert column shows what onert would allocate for the same
     model and configuration (n/a, with the reason, when onert cannot train it).
     """
-    from memplan_cli import api
-    from memplan_cli.report import get_reporter
-    from memplan_cli.report.layers import last_forward_step
-    from memplan_cli.report.live import live_series, timeline
-    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color, write_atomic
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.layers import last_forward_step  # lazy: `memplan --help` does not load it
+    from memplan_cli.report.live import live_series, timeline  # lazy: `memplan --help` does not load it
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     r = api.analyze(model, **api_arguments(flags), budget=budget, by_layer=by_layer, progress=enabled(level))

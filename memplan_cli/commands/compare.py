@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli import api
+from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import (ONERT_SIMD_HELP, ONERT_THREADS_HELP, SIMD_WIDTHS, nntrainer_option,
                                           output_options, training_options, verbosity)
+from memplan_cli.report import get_reporter
+from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
 
 @click.command("compare", short_help="One step under naive, onert, nntrainer, singa, torch, memplan.")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -32,11 +36,7 @@ def command(model, fmt, output, color, quiet, verbose, **flags):
     A system that cannot train the model (e.g. onert and an op it has no backward for) shows n/a
     with the reason.
     """
-    from memplan_cli import api
-    from memplan_cli.commands.analyze import api_arguments
-    from memplan_cli.report import get_reporter
-    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     doc = api.compare(model, **api_arguments(flags), progress=enabled(level)).report

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli import api
+from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import (defaults_from, output_options, planner_options, profile_option,
                                           training_options, verbosity)
 from memplan_cli.errors import EXIT_FAILED, printable
+from memplan_cli.report import get_reporter
+from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
 
 
 @defaults_from("the baseline's")
@@ -30,11 +34,7 @@ def command(baseline, target, fail_on, fmt, output, color, quiet, verbose, **fla
     another JSON report. Exit status: 0 within the thresholds, 1 on a regression, 2 on a usage or
     input error (unreadable report, bad threshold).
     """
-    from memplan_cli import api
-    from memplan_cli.commands.analyze import api_arguments
-    from memplan_cli.report import get_reporter
-    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     # a flag not given is None (or no value of a repeatable one): the API takes the baseline's then

@@ -3,19 +3,22 @@ with its memory and compute, and the memory / compute Pareto front (work: mempla
 Exit status: 0 some option fits, 3 none does, 2 bad input."""
 from __future__ import annotations
 
+import io
 import json
+import re
 
 import click
 
+from memplan_cli import api
+from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import output_options, training_options, verbosity
 from memplan_cli.errors import EXIT_OVER_BUDGET
+from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
 
 
 def shell_lines(command: str, width: int, indent: int) -> list[str]:
     """`command` broken at spaces into lines of at most `width` columns, each but the last ending in
     ` \\` (a shell line continuation, so the lines still paste as one command)."""
-    import re
-
     # a flag and its value stay on one line
     words, lines, line = re.split(r" (?=--?[A-Za-z])", command), [], ""
     for w in words:
@@ -43,10 +46,7 @@ def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags)
     remat plan at the requested batch, the smallest frozen prefix, SGD instead of Adam, and the
     combinations on the memory / compute Pareto front. Each option comes with the `memplan analyze`
     command that applies it (and prints its figure)."""
-    from memplan_cli import api
-    from memplan_cli.commands.analyze import api_arguments
-    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     doc = api.fit(model, **api_arguments(flags), budget=budget, max_dim=max_dim,
@@ -74,8 +74,7 @@ def command(model, budget, max_dim, fmt, output, color, quiet, verbose, **flags)
 
 def render_csv(doc: dict) -> str:
     """One row per option; bytes as integers, an empty flops_ratio when memplan has no figure."""
-    import csv
-    import io
+    import csv  # lazy: `memplan --help` does not load it
 
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
@@ -90,8 +89,9 @@ def render(doc: dict, opts) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    # lazy: `memplan --help` does not load it
     from memplan_cli.report.table import _console, exact_note, fig, dims_part, fine_tuning_part, fitted, precision_part
-    from memplan_cli.report.units import human
+    from memplan_cli.report.units import human  # lazy: `memplan --help` does not load it
 
     c = doc["config"]
     head = (f"{doc['model']['file']} · batch {c['batch_size']}{dims_part(c)}{precision_part(c)} · {c['optimizer']} · {c['loss']} · trainable "
@@ -144,7 +144,7 @@ def render(doc: dict, opts) -> str:
 
 def _shrunk(con, build):
     """`build()`'s table as wide as the console allows, its change column wrapping to make room."""
-    from memplan_cli.report.table import natural_width
+    from memplan_cli.report.table import natural_width  # lazy: `memplan --help` does not load it
 
     table = build()
     if natural_width(con, table) > con.width:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli import api
 from memplan_cli.commands.options import dim_option, output_options, verbosity
+from memplan_cli.report.output import emit, terminal_width, wrap_text
 
 
 @click.command("inspect", short_help="The ops and operands of a model: shapes, dtypes and sizes.")
@@ -24,9 +26,6 @@ def command(model, batch_size, dim, fmt, output, quiet, verbose):
     differs), attributes, each operand's kind (input, output, act, const), and the values of the
     small integer constants that decide shapes. Weights are never read.
     """
-    from memplan_cli import api
-    from memplan_cli.report.output import emit, terminal_width, wrap_text
-
     level = verbosity(quiet, verbose)
     r = api.inspect(model, batch_size=batch_size, dim=dim)
     to_file = bool(output and output != "-")

@@ -9,10 +9,12 @@ import json
 
 import click
 
-from memplan_cli.commands.options import output_options
+from memplan_cli import api
+from memplan_cli.commands.options import output_options, verbosity
+from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
 
 def summary_table(d: dict) -> str:
-    from memplan_cli.report.units import human
+    from memplan_cli.report.units import human  # lazy: `memplan --help` does not load it
 
     def nb(n):
         return f"{n:,} B ({human(n)})" if n >= 1024 else f"{n:,} B"
@@ -88,10 +90,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
     any machine at any load. Every plan is checked by memplan's independent overlap
     verifier before anything is printed or written.
     """
-    from memplan_cli import api
-    from memplan_cli.commands.options import verbosity
-    from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     # a search can take its whole time limit: a spinner after a second, on a terminal only

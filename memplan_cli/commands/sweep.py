@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli import api
 from memplan_cli.api import DEFAULT_BATCHES
+from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import output_options, planner_options, profile_option, training_options, verbosity
 from memplan_cli.errors import EXIT_OVER_BUDGET
+from memplan_cli.report import get_reporter
+from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
 
 
 @click.command("sweep", short_help="Training memory per batch size and profile; the largest fitting.")
@@ -32,11 +36,7 @@ def command(model, batch_sizes, budget, profiles, dim, fmt, output, color, quiet
     A profile that cannot handle the model (e.g. onert and an op it cannot train) shows n/a with
     the reason, except the first profile: its errors stop the sweep.
     """
-    from memplan_cli import api
-    from memplan_cli.commands.analyze import api_arguments
-    from memplan_cli.report import get_reporter
-    from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     doc = api.sweep(model, **api_arguments(flags), batch_sizes=batch_sizes, budget=budget, profiles=profiles, dim=dim,

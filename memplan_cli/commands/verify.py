@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import click
 
+from memplan_cli import api
+from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
 from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
+from memplan_cli.report.output import emit, terminal_width, wrap_text
 
 @click.command("verify", short_help="Run one training step inside its plan and check every value.")
 @click.argument("model", type=click.Path(dir_okay=True))
@@ -37,10 +40,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     ends. The loss and every updated weight must match; on failure the report names the first step
     where results diverge and the buffers involved (exit status 1).
     """
-    from memplan_cli import api
-    from memplan_cli.commands.analyze import api_arguments
-    from memplan_cli.report.output import emit, terminal_width, wrap_text
-    from memplan_cli.report.progress import enabled
+    from memplan_cli.report.progress import enabled  # lazy: `memplan --help` does not load it
 
     level = verbosity(quiet, verbose)
     r = api.verify(model, **api_arguments(flags), seed=seed, threads=threads, check_live=not no_live_check,

@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import glob
 import os
+import threading
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
             "openblas_set_num_threads")
@@ -46,8 +47,6 @@ def get_threads() -> int | None:
 def _can_start_threads(k: int) -> None:
     """Start and end `k` threads, so that a refusal is a RuntimeError here: OpenBLAS, refused a
     thread, prints four lines and raises SIGINT (which read as a Ctrl-C)."""
-    import threading
-
     release = threading.Event()
     started = []
     try:

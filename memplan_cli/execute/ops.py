@@ -111,24 +111,23 @@ class StepContext:
     def dx(self, k: int) -> np.ndarray | None:
         """Where back-prop to input k goes: this op's contribution tensor, else the operand's
         back-prop; None when the step writes neither (nobody needs it)."""
-        o = self.operand_in(k)
-        if o < 0:
-            return None
-        c = self.tg.contributions.get((self.op.index, o))
-        if c is not None and c in self._writes:
-            return self.tensor(c)
-        return self._opt(self.tg.bp.get(o), self._writes)
+        return self._written_for(k, self.tg.bp)
 
     def grad(self, k: int) -> np.ndarray | None:
         """Where the gradient of input k goes: this op's contribution to a shared weight's gradient,
         else the gradient; None when the step writes neither."""
+        return self._written_for(k, self.tg.grad)
+
+    def _written_for(self, k: int, tensors: dict) -> np.ndarray | None:
+        """This op's contribution for input k when the step writes it, else the operand's tensor in
+        `tensors` (back-props or gradients) when the step writes that; None for an absent input."""
         o = self.operand_in(k)
         if o < 0:
             return None
         c = self.tg.contributions.get((self.op.index, o))
         if c is not None and c in self._writes:
             return self.tensor(c)
-        return self._opt(self.tg.grad.get(o), self._writes)
+        return self._opt(tensors.get(o), self._writes)
 
     def extra(self, what: str) -> np.ndarray | None:
         """The op's auxiliary tensor whose role is `extra:<what>`, if this step touches it."""

@@ -7,16 +7,23 @@ bounds-checked against the file before it is walked, so a corrupt length fails f
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import mmap
 import os
+import re
 import struct
 import sys
 
+from memplan_cli import ops
 from memplan_cli.errors import ModelError
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.lazyimport import defer_package_modules, numpy_deferred
+from memplan_cli.loaders.mapped import sigbus_named
 from memplan_cli.opgraph.shape_values import follows
 from memplan_cli.loaders.params import is_variable_read
+from memplan_cli.traininfo import METADATA_NAME, TrainInfoError, read_training_metadata
 
 MAX_VALUE_ELEMENTS = 64  # an int constant bigger than this is data, not a shape
 EXTENDED_CODE = 127  # deprecated_builtin_code when the real code is only in builtin_code
@@ -25,8 +32,6 @@ EXTENDED_CODE = 127  # deprecated_builtin_code when the real code is only in bui
 def _shape_const_input(typ: str) -> int | None:
     """The input holding a small int constant that decides the op's output shape (a Reshape's shape,
     a Mean's axes: `OpDef.shape_const_input`; a builtin kept unconverted: its family's facts)."""
-    from memplan_cli import ops
-
     d = ops.get(typ)
     return d.shape_const_input if d is not None else ops.source_facts("tflite", typ).get("shape_const_input")
 
@@ -40,9 +45,6 @@ def _defer_schema_tables() -> None:
     Stand the rest in until first use (memplan_cli/lazyimport.py); nothing when already loaded."""
     if "circle_schema.v0_10.circle" in sys.modules:
         return
-    import importlib.util
-
-    from memplan_cli.lazyimport import defer_package_modules, numpy_deferred
 
     spec = importlib.util.find_spec("circle_schema")
     if spec is None or not spec.submodule_search_locations:
@@ -260,8 +262,6 @@ class _Reader:
 
     def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers):
         """The op registry's converter for this builtin (memplan_cli/ops/), or None."""
-        from memplan_cli import ops
-
         fn = ops.tflite_converter(builtin)
         if fn is None:
             return None
@@ -285,9 +285,6 @@ class _Reader:
     def generic_options(self, o) -> dict:
         """The builtin options table's fields by snake_case name: scalars, and short int vectors as
         tuples. Read through circle-schema's generated class for the table's type."""
-        import importlib
-        import re
-
         from circle_schema.v0_10.circle.BuiltinOptions import BuiltinOptions as BO
 
         table, kind = o.BuiltinOptions(), o.BuiltinOptionsType()
@@ -324,8 +321,6 @@ class _Reader:
 
     # ---- training metadata ---------------------------------------------------------------
     def training_metadata(self, model, buffers, g: Graph) -> None:
-        from memplan_cli.traininfo import METADATA_NAME, TrainInfoError, read_training_metadata
-
         n = self.vec_len(model, 6, 4)
         for j in range(n):
             md = model.Metadata(j)
@@ -357,9 +352,6 @@ def load_flatbuffer(path: str, fmt: str) -> Graph:
         if size < 8:
             raise ModelError(f"truncated {fmt} file ({size} bytes)", path)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    from memplan_cli.lazyimport import numpy_deferred
-
-    from memplan_cli.loaders.mapped import sigbus_named
 
     try:
         with numpy_deferred(), sigbus_named(path):  # flatbuffers imports NumPy; reading a model never uses it

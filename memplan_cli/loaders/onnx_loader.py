@@ -13,16 +13,21 @@ import os
 import re
 import signal
 import stat
+import struct
 
+from memplan_cli import ops
+from memplan_cli import ops as registry  # in functions whose own `ops` is the op list
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
 from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
-from memplan_cli.loaders.onnx_strip import elements
-from memplan_cli.loaders.params import DYNAMO_RULE
+from memplan_cli.loaders.mapped import sigbus_named
+from memplan_cli.loaders.onnx_strip import elements, MAX_KEEP_CONSTANT, ProtobufError, SubgraphBudgetError, strip_model
+from memplan_cli.loaders.params import DYNAMO_RULE, _FX_ARG, _SIG_LINE, onnx_rule, peft_train_globs
 from memplan_cli.opgraph.fold import PARAMETERS_LISTED
+from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
@@ -84,9 +89,6 @@ def _read_stripped(path: str):
     import onnx
     from google.protobuf.message import DecodeError
 
-    from memplan_cli.loaders.mapped import sigbus_named
-    from memplan_cli.loaders.onnx_strip import ProtobufError, SubgraphBudgetError, strip_model
-
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -115,8 +117,6 @@ def _read_stripped(path: str):
 
 def _wanted_float_values(model) -> frozenset:
     """Names of the small float constants the stripped model lacks that shape inference needs."""
-    from memplan_cli import ops as registry
-
     names = {n.input[k] for n in model.graph.node if n.domain in ("", "ai.onnx")
              for k in registry.source_facts("onnx", n.op_type).get("shape_float_inputs", ())
              if k < len(n.input) and n.input[k]}
@@ -331,8 +331,6 @@ def _small_float_value(t) -> tuple | None:
     values: random ones turn NF-ResNet's signal-preserving scales into growth that overflows."""
     from onnx import numpy_helper
 
-    from memplan_cli.loaders.onnx_strip import MAX_KEEP_CONSTANT
-
     n = elements(t.dims, MAX_KEEP_CONSTANT)
 
     if t.data_type not in (1, 10, 11) or t.data_location == 1 or n > MAX_KEEP_CONSTANT:
@@ -400,7 +398,6 @@ class _Builder:
         # coordinate table, batch_norm's mean and variance in weight standardization): buffers
         self.traced: set[str] = set()
         self.constants_are_buffers = model.producer_name == "pytorch"
-        from memplan_cli.loaders.params import onnx_rule
 
         self.param_rule, self.param_kind, self.param_sources = onnx_rule(model, folded_from)
 
@@ -448,7 +445,6 @@ class _Builder:
         """Refuse a tensor left unsized because the data decides its size (a valid file), naming why;
         or a value that is a sequence of tensors (a Python list of the model: `nonzero(as_tuple=True)`),
         which memplan does not read."""
-        from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
         node = next((n for n in self.model.graph.node if name in n.output), None)
         vi = self.value_info.get(name)
         if node is None:
@@ -528,7 +524,6 @@ class _Builder:
             outs = [o for o in outs if o >= 0]
             ops.append(Operation(len(ops), typ, ins, outs, attrs, source_type=node.op_type, name=node.name,
                                  scope=_name_scope(node), call=_fx_call(node)))
-        from memplan_cli import ops as registry
 
         for fuse in registry.onnx_fusions():
             ops = fuse(ops, self.operands)
@@ -545,7 +540,6 @@ class _Builder:
             # registration order eager's optimizer steps in (profiles/torch/replay.py); the names it
             # made itself (`onnx::MatMul_12`: a folded transpose) say nothing of it
             graph.metadata["state_dict_order"] = [t.name for t in g.initializer if not t.name.startswith("onnx::")]
-        from memplan_cli.loaders.params import peft_train_globs
 
         peft = peft_train_globs([t.name for t in g.initializer] + [s for v in self.param_sources.values() for s in v])
         if peft:  # what trains, as the file's peft adapters say (flags win, as over circle metadata)
@@ -575,7 +569,6 @@ class _Builder:
         """The op registry's converter for this node (memplan_cli/ops/), or None."""
         if node.domain not in ("", "ai.onnx"):
             return None
-        from memplan_cli import ops
 
         fn = ops.onnx_converter(node.op_type)
         if fn is None:
@@ -706,9 +699,6 @@ def _export_rewrites(model) -> dict | None:
     sig = next((p.value for p in model.graph.metadata_props if p.key == SIGNATURE_KEY), None)
     if sig is None:
         return None
-    import re
-
-    from memplan_cli.loaders.params import _FX_ARG, _SIG_LINE
 
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
@@ -897,7 +887,6 @@ def _memory_hog(model) -> str:
                         consts[n.output[0]] = [int(v) for v in numpy_helper.to_array(a.t).reshape(-1)]
                     except Exception:  # noqa: BLE001
                         pass
-    from memplan_cli import ops as registry
 
     for n in model.graph.node:
         elements = registry.source_facts("onnx", n.op_type).get("elements")
@@ -917,8 +906,6 @@ def _contained(fn, model, what: str):
     num_outputs) an assertion aborts the whole process, which no `except` can catch. In a child, a
     crash becomes one line naming what crashed. An exception inside `fn` comes back as RuntimeError
     with its first line. Without fork (not POSIX), `fn` runs here."""
-    import struct
-
     if not hasattr(os, "fork"):
         return fn(model)
     import onnx

@@ -41,6 +41,7 @@ Rules (the file's producer picks the naming rule; each constant is a parameter, 
 from __future__ import annotations
 
 import re
+from memplan_cli import ops
 
 PARAM, BUFFER, UNKNOWN = "param", "buffer", "unknown"
 # the rule of a file whose producer lists every parameter (opgraph/fold.py PARAMETERS_LISTED)
@@ -58,8 +59,6 @@ _FX_ARG = re.compile(r"%(\w+)")
 def _onnx_weight_slots(op_type: str) -> tuple:
     """ONNX inputs that only a layer's weights fill (the op family's "weight_inputs" fact: its
     OpDef.weight_inputs before canonical conversion)."""
-    from memplan_cli import ops
-
     return ops.source_facts("onnx", op_type).get("weight_inputs", ())
 
 
@@ -241,8 +240,6 @@ def _dynamo(g, floats, sig: str, sources: dict, folded_from: dict) -> dict[str, 
 
 def weight_slot_operands(graph) -> set[int]:
     """Operands read only in `OpDef.weight_inputs` positions (and read at all)."""
-    from memplan_cli import ops
-
     slot: dict[int, bool] = {}
     for op in graph.operations:
         d = ops.get(op.type)
@@ -255,8 +252,6 @@ def weight_slot_operands(graph) -> set[int]:
 
 def _embedding_tables(graph) -> set[tuple]:
     """Shapes of the 2-D float constants an op reads rows of (`OpDef.table_inputs`: token embeddings)."""
-    from memplan_cli import ops
-
     out = set()
     for op in graph.operations:
         d = ops.get(op.type)
@@ -290,8 +285,6 @@ def gradient_free(graph) -> set[int]:
     never back-propagates to (`OpDef.nondiff_inputs`: indices, shapes, a comparison's operands of a
     `no_grad` op). Whatever the file says they are, they do not train (the training graph freezes
     them: "no loss depends on it"), so `settle` does not leave them assumed trainable."""
-    from memplan_cli import ops
-
     free: dict[int, bool] = {}
     for op in graph.operations:
         d = ops.get(op.type)

@@ -25,21 +25,9 @@ class Canon:
     outputs: list[int] | None = None
 
 
-@dataclass
-class OnnxNode:
-    """One ONNX node as a converter sees it: attributes decoded, operands already created (shapes
-    from ONNX shape inference). `ints(k)` / `floats(k)` give a small constant input's values (the
-    loader reads only small constants: shapes, axes, pads, scalars), or None when unknown."""
-
-    op_type: str
-    domain: str
-    name: str
-    attrs: dict
-    inputs: list[int]
-    outputs: list[int]
-    operands: list
-    opset: int
-    _values: Callable[[int], tuple | None] = lambda k: None
+class _SourceNode:
+    """What OnnxNode and TfliteNode share: their operands by input and output index (`inputs`,
+    `outputs`, `operands`, `_values` are the dataclass fields of each)."""
 
     def input(self, k: int):
         """The operand of input k, or None when absent."""
@@ -62,7 +50,24 @@ class OnnxNode:
 
 
 @dataclass
-class TfliteNode:
+class OnnxNode(_SourceNode):
+    """One ONNX node as a converter sees it: attributes decoded, operands already created (shapes
+    from ONNX shape inference). `ints(k)` / `floats(k)` give a small constant input's values (the
+    loader reads only small constants: shapes, axes, pads, scalars), or None when unknown."""
+
+    op_type: str
+    domain: str
+    name: str
+    attrs: dict
+    inputs: list[int]
+    outputs: list[int]
+    operands: list
+    opset: int
+    _values: Callable[[int], tuple | None] = lambda k: None
+
+
+@dataclass
+class TfliteNode(_SourceNode):
     """One TFLite/circle operator as a converter sees it: `options` holds the builtin options table's
     scalar fields by snake_case name (e.g. `{"axis": 1, "batch_dims": 0}`); `values(k)` a small
     integer constant input's values."""
@@ -73,23 +78,6 @@ class TfliteNode:
     outputs: list[int]
     operands: list
     _values: Callable[[int], tuple | None] = lambda k: None
-
-    def input(self, k: int):
-        if k >= len(self.inputs) or self.inputs[k] < 0:
-            return None
-        return self.operands[self.inputs[k]]
-
-    def shape(self, k: int) -> tuple | None:
-        o = self.input(k)
-        return None if o is None else tuple(o.shape)
-
-    def out_shape(self, k: int = 0) -> tuple:
-        return tuple(self.operands[self.outputs[k]].shape)
-
-    def values(self, k: int) -> tuple | None:
-        if k >= len(self.inputs) or self.inputs[k] < 0:
-            return None
-        return self._values(k)
 
 
 @dataclass

@@ -125,8 +125,20 @@ def _batch_attrs(op, graph, shapes, batched):
 
 
 # `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one
+TORCH = {"grad": "view"}
+# the dynamo exporter writes a real tensor's `.to(complex)` (torch.fft of a real input) as the real part
+# concatenated with a constant of zeros: eager's `_to_copy` makes the complex tensor and has no such
+# zeros (a computed constant, not held); its backward (`_to_copy_backward`: at::real(grad)) is a view
+TORCH_COMPLEX_COPY = {"grad": "view", "none_fills": (1,)}
+
+
+def _torch(op):
+    call = getattr(op, "call", "") or ""
+    return TORCH_COMPLEX_COPY if "aten._to_copy" in call and "torch.complex" in call else TORCH
+
+
 OPS = [OpDef("Concat", rule=concat, kernels=_KERNELS, flops=_flops, check=_check, shape_value=_shape_value,
-             batch=_batch, batch_attrs=_batch_attrs, profiles={"torch": {"grad": "view"}})]
+             batch=_batch, batch_attrs=_batch_attrs, profiles={"torch": _torch})]
 
 
 def _onnx(node) -> Canon:

@@ -10,10 +10,11 @@ A parameter input trains through the same mask. Integer Trilu carries no gradien
 FLOPs: none (a masked copy, forward and backward).
 `--profile torch` (derivatives.yaml `tril` / `triu`: self: grad.tril(diagonal) / grad.triu(diagonal)):
 saves nothing; its backward makes dX, the masked incoming gradient (measured, torch 2.14.1: causal
-masks of (4, 4, 16, 16) scores, `fam_trilu`, to 4 B under both exporters). Refused where its result is
-solved for by forward substitution, rows written in place (transformers' chunked gated delta rule
-writes that loop only under export, in place of `torch.linalg.solve_triangular`, so the file does not
-say which ran; the two differ by the row copies the loop saves).
+masks of (4, 4, 16, 16) scores, `fam_trilu`, to 4 B under both exporters). Where its result is
+solved for by forward substitution, rows written in place, the file's loop is replayed as it is and
+named as estimated, with the loop's ops (transformers' chunked gated delta rule writes that loop only
+under export, in place of `torch.linalg.solve_triangular`, so the file does not say which ran; the two
+differ by the row copies the loop saves).
 """
 from __future__ import annotations
 
@@ -48,12 +49,11 @@ def check(op, operands):
     return None
 
 
-# a masked copy that saves nothing (its backward needs the diagonal only); `refuse_written`: the
-# profile refuses where its result, through one-input ops, is then written in place row by row
-TORCH = {"refuse_written": "a triangular matrix solved by forward substitution, its rows written in place: "
-                           "transformers' chunked gated delta rule writes that loop only when exporting, in "
-                           "place of torch.linalg.solve_triangular (which saves the matrix and its result, not "
-                           "each row's copies), so the file does not say which eager ran"}
+# a masked copy that saves nothing (its backward needs the diagonal only); `estimated_written`: where
+# its result, through one-input ops, is then written in place row by row, it and the loop are named
+TORCH = {"estimated_written": "a triangular solve by forward substitution (rows written in place): eager "
+                              "may run torch.linalg.solve_triangular instead, saving the matrix and its "
+                              "result, not each row's copies (the file cannot tell)"}
 OPS = [OpDef("Trilu", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                           "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, batch="keep", profiles={"torch": TORCH})]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import importlib
 from typing import Callable, Protocol, Sequence
 
 
@@ -40,8 +41,6 @@ SEARCH = ("greedy", "exact", "best")
 
 
 def load_modules(names) -> None:
-    import importlib
-
     for n in names:
         importlib.import_module(f"memplan_cli.planners.{n}")
 

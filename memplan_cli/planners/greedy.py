@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import threading
 import time
 
 import numpy as np
@@ -177,8 +178,6 @@ def start_best_fit(sizes, firsts, lasts) -> tuple[np.ndarray, int]:
 def run_greedy(sizes, firsts, lasts, *, time_limit=None, work=None, combos=COMBOS, threads: int = 2):
     """Returns (offsets, arena, label) of the best combination, label like 'size/first-fit'.
     Without `time_limit`, runs the combinations `work` (default WORK) pays for."""
-    import threading
-
     n = len(sizes)
     if n == 0:
         return np.zeros(0, np.int64), 0, "empty"

@@ -17,14 +17,17 @@ import math
 
 from memplan_cli.buffers import CATEGORIES, Pool
 from memplan_cli.errors import ConfigError
+from memplan_cli.ir.dtypes import dtype_size
+from memplan_cli.passes.cost import op_flops, step_flops
+from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.passes.policy import Policy
+from memplan_cli.planners import planner_names
 
 PLANNER_PREFERENCE = ("best", "greedy", "wic", "firstfit", "naive")
 
 
 def pick_planner(preferred: str | None = None) -> str:
     """The best planner that is registered (the planners are built in parallel with this profile)."""
-    from memplan_cli.planners import planner_names
-
     names = set(planner_names())
     if preferred:
         if preferred not in names:
@@ -45,8 +48,6 @@ class MemplanProfile:
     precisions = ("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true")
 
     def policy(self, options: dict):
-        from memplan_cli.passes.policy import Policy
-
         flags = {k: v for k, v in options.items() if k not in self.OPTIONS}
         bad = sorted(set(flags) - set(Policy.names()))
         if bad:
@@ -56,8 +57,6 @@ class MemplanProfile:
 
     def training_graph(self, graph, config, **options):
         """The TrainingGraph behind `build` (steps with exact reads and writes, for executors)."""
-        from memplan_cli.passes.pipeline import build_training_graph
-
         return build_training_graph(graph, config, policy=self.policy(options), remat=options.get("remat") or ())
 
     def build(self, graph, config, **options):
@@ -65,7 +64,7 @@ class MemplanProfile:
         16), `planner` (a registered planner name), `one_arena` (False: one pool per category, as
         separate arenas, to measure what sharing saves), `remat` (forward op indices whose results are
         dropped and recomputed before backward, passes/rematerialize.py)."""
-        from memplan_cli.check.schedule import check_schedule
+        from memplan_cli.check.schedule import check_schedule  # lazy: `memplan analyze -p torch` does not load it
 
         tg = self.training_graph(graph, config, **options)
         planner = pick_planner(options.get("planner"))
@@ -105,8 +104,6 @@ def own_rule_figures(bl, flops: dict | None) -> dict:
     tg = bl.training_graph
     if tg is None:
         return {}
-    from memplan_cli.ir.dtypes import dtype_size
-    from memplan_cli.passes.cost import op_flops
 
     out: dict = {}
     names = list(tg.cheap_recomputed)
@@ -135,7 +132,6 @@ def flops_figures(bl) -> dict:
     tg = bl.training_graph
     if tg is None:
         return {}
-    from memplan_cli.passes.cost import step_flops
 
     f = step_flops(tg)
     out = {"available": f.available, "reason": f.reason}

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memplan_cli import ops
 from memplan_cli.buffers import Buffer, BufferList, Pool, Step
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -116,8 +117,6 @@ def fused_activation(op) -> str:
 
 
 def _all_facts(op_type: str) -> dict:
-    from memplan_cli import ops
-
     return ops.profile_facts("nntrainer", op_type) or {}
 
 
@@ -137,8 +136,6 @@ def _cross_entropy(op) -> str | None:
 
 def fused_to_op() -> dict:
     """Fused activation -> the op type of the activation layer nntrainer realizes it as."""
-    from memplan_cli import ops
-
     return {d.activation: t for t, d in ops.all_ops().items() if d.activation and _kind(t) == "activation"}
 
 

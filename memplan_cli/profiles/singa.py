@@ -52,8 +52,15 @@ the same buffers needs). 1.0 means the online allocator lost nothing.
 """
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.buffers import Pool
+from memplan_cli.check.schedule import check_schedule
 from memplan_cli.errors import ConfigError, UnsupportedOpError
+from memplan_cli.passes.pipeline import build_training_graph
+from memplan_cli.passes.policy import Policy
+from memplan_cli.passes.rules import ExtraRequest, FORWARD_TO_BACKWARD, default_rules
+from memplan_cli.planners import planner_names
+from memplan_cli.profiles.memplan import peak_figures
 
 RELU_FAMILY = ("RELU", "RELU6", "RELU_N1_TO_1")
 DEFAULT_ALIGN = 512  # cnmem's CNMEM_GRANULARITY
@@ -62,8 +69,6 @@ PLANNER = "singa"
 
 def policy():
     """The memplan saving rules SINGA has (see the module docstring)."""
-    from memplan_cli.passes.policy import Policy
-
     return Policy(inplace=False, alias_reshape=True, add_keeps_nothing=True, input_backprop=True,
                   transpose_extras=False, opt_state_all_constants=False, accumulate_in_place=True,
                   maxpool_recompute=False, relu_mask=False, apply_immediately=True,
@@ -88,8 +93,6 @@ def _wrap(base):
 def _keep_pre_activation(op, ctx, rule) -> None:
     """A fused ReLU / ReLU6 is a separate SINGA operator that keeps its input (ReLU) or a float mask
     (Clip): one |Y| float tensor from the op's forward to its backward, read where memplan reads Y."""
-    from memplan_cli.passes.rules import FORWARD_TO_BACKWARD, ExtraRequest
-
     act = _fused_act(op)
     steps = rule.backward_steps()
     if act not in RELU_FAMILY or not steps or len(op.outputs) != 1 or op.index not in ctx.tg.backward_ops:
@@ -113,8 +116,6 @@ def _keep_pre_activation(op, ctx, rule) -> None:
 
 
 def _facts(op_type: str) -> dict | None:
-    from memplan_cli import ops
-
     f = ops.profile_facts("singa", op_type)
     return f if f is not None and f.get("operator") else None
 
@@ -134,10 +135,7 @@ def refusal(graph) -> str | None:
 
 def rules() -> dict:
     """op type -> rule: memplan's defaults with SINGA's overrides, each wrapped for fused ReLUs."""
-    from memplan_cli.passes.rules import default_rules
-
     table = default_rules()
-    from memplan_cli import ops
 
     for t, d in ops.all_ops().items():  # SINGA's own rule, where a registry op declares one
         f = (d.profiles or {}).get("singa") or {}
@@ -158,8 +156,6 @@ class SingaProfile:
     def training_graph(self, graph, config, **options):
         """The TrainingGraph behind `build`, with SINGA's whole-step blocks (inputs, label, model
         output) marked."""
-        from memplan_cli.passes.pipeline import build_training_graph
-
         bad = sorted(set(options) - set(self.OPTIONS))
         if bad:
             raise ConfigError(f"unknown singa profile option {bad[0]!r} (known: {', '.join(self.OPTIONS)})")
@@ -187,9 +183,6 @@ class SingaProfile:
         """BufferList for one training step: one pool planned online by the `singa` planner.
         Options: `align` (bytes, default 512: cnmem's granularity), `planner` (another planner
         for the same lifetimes)."""
-        from memplan_cli.check.schedule import check_schedule
-        from memplan_cli.planners import planner_names
-
         tg = self.training_graph(graph, config, **options)
         align = int(options.get("align", DEFAULT_ALIGN))
         if align < 1:
@@ -204,8 +197,6 @@ class SingaProfile:
 
     def figures(self, analysis) -> dict:
         """The pool's high-water mark and its fragmentation (high-water / lower bound)."""
-        from memplan_cli.profiles.memplan import peak_figures
-
         p = analysis.pools[0]
         hw, lb = p.plan.arena, p.lower_bound
         out = {"singa": {"high_water": hw, "lower_bound": lb,

@@ -25,6 +25,7 @@ Options (each planned by memplan's own profile, every figure its planned arena):
 from __future__ import annotations
 
 from memplan_cli.analysis import analyze_graph
+from memplan_cli.errors import MemplanError
 from memplan_cli.passes.cost import step_flops
 from memplan_cli.remat.problem import RematProblem
 from memplan_cli.remat.solve import solve
@@ -64,8 +65,6 @@ class _Sizes:
         self.refused: dict[int, str] = {}
 
     def at(self, v: int):
-        from memplan_cli.errors import MemplanError
-
         if v not in self.cache:
             try:
                 self.cache[v] = self.analyse(v)

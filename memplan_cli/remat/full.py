@@ -279,7 +279,7 @@ def _solve(problem, full: Full, rows, max_nodes, depth_max) -> Bound:
     import highspy
     import numpy as np
 
-    from memplan_cli.remat.relax import _quiet_highs
+    from memplan_cli.remat.relax import _quiet_highs  # lazy: `memplan analyze --budget 30MiB` does not load it
 
     inf = highspy.kHighsInf
     # columns: x_k (binary: k runs again), then per row t: y_kt (k runs again after t, <= x_k)

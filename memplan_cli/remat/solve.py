@@ -37,7 +37,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from memplan_cli.analysis import analyze_graph, plan_buffer_list
+from memplan_cli.buffers import Pool
 from memplan_cli.errors import MemplanError
+from memplan_cli.passes.rematerialize import each, plan_ops
+from memplan_cli.profiles.memplan import pick_planner
 from memplan_cli.remat import chen
 from memplan_cli.remat.problem import RematProblem
 
@@ -101,8 +105,6 @@ def close(problem: RematProblem, plan) -> frozenset:
     """Add to `plan` the producers whose results only recomputes read after the forward pass (a
     Conv before a dropped ReLU, a Pad before a dropped conv): keeping them would hold their results
     for the recompute, so the chain recomputes from the kept tensors before it."""
-    from memplan_cli.passes.rematerialize import plan_ops
-
     narrow = set(problem.narrow)
     fwd = problem.fwd_reads
     out = set(plan)
@@ -121,8 +123,6 @@ def close(problem: RematProblem, plan) -> frozenset:
 
 def _moves(problem: RematProblem, plan: frozenset):
     """Plans one step from `plan`: each candidate kept, recomputed once or before each use."""
-    from memplan_cli.passes.rematerialize import each
-
     for k in problem.candidates:
         e = each(k)
         state = e if e in plan else (k if k in plan else None)
@@ -168,8 +168,6 @@ def cut(problem: RematProblem, plan: frozenset, target: int, start: float, work:
     scored again; the one removing most excess bytes per added FLOP wins. Only when no fresh drop
     gains, a dropped op
     is recomputed before each use instead of once. None: nothing gains (or `work` is spent)."""
-    from memplan_cli.passes.rematerialize import each, plan_ops
-
     held = problem.holders(plan, target)
     if not held:
         return None
@@ -230,8 +228,6 @@ def _repair(problem: RematProblem, plan, trial, target: int, start: float, work:
     recompute of its BatchNormalization now costs the Conv too, so the BN's output is kept, and with
     it the activation computed in place over it): drop those too, up to `REPAIRS` rounds, until the
     excess over `target` falls below `plan`'s. None when it never does (or `work` is spent)."""
-    from memplan_cli.passes.rematerialize import plan_ops
-
     before = problem.spans(plan)
     ex = problem.excess(plan, target)
     for _ in range(REPAIRS):
@@ -250,8 +246,6 @@ def _repair(problem: RematProblem, plan, trial, target: int, start: float, work:
 def _run(problem: RematProblem, plan, k: int, depth: int) -> set:
     """k and the candidates up to `depth` producers before it (through their forward reads) that
     `plan` keeps: dropped together, they recompute from the tensors before the run."""
-    from memplan_cli.passes.rematerialize import plan_ops
-
     dropped = set(plan_ops(plan))
     out, front = {k}, [k]
     for _ in range(depth):
@@ -274,10 +268,6 @@ def reach(problem: RematProblem, plan: frozenset, target: int, work: float) -> f
 
 def plan_arena(problem: RematProblem, drop) -> int:
     """The arena memplan's own profile plans for this plan (planned and checked like `analyze`)."""
-    from memplan_cli.analysis import plan_buffer_list
-    from memplan_cli.buffers import Pool
-    from memplan_cli.profiles.memplan import pick_planner
-
     key = frozenset(drop)
     cache = problem.__dict__.setdefault("_arenas", {})
     if key not in cache:
@@ -292,8 +282,6 @@ def improve(problem: RematProblem, plan: frozenset, target: int, work: float) ->
     """Local search at `target`: keep a dropped op again, or recompute it once instead of before each
     use, the moves saving most FLOPs first, each kept when the plan's bound stays <= target; one pass
     over the dropped ops (again while it improves), until `work` is spent."""
-    from memplan_cli.passes.rematerialize import each
-
     start = problem.steps_built
     best = plan
     improved = True
@@ -490,8 +478,6 @@ def solve_as_run(graph, cfg, problem: RematProblem, budget: int, **analyze_kw):
     """The remat answer for `budget`: (RematResult, profile options, Analysis of the plan that is
     reported and that `verify --budget` runs). The analysis is memplan's own profile with
     `remat=plan`: the very pipeline the problem scored, so its planned arena is the solver's."""
-    from memplan_cli.analysis import analyze_graph
-
     analyze_kw.pop("time_limit", None)  # planned on the work budget, as the solver planned it
     res = solve(problem, budget)
     opts = {"remat": sorted(res.drop)} if res.fits and res.drop else {}

@@ -8,6 +8,7 @@ decimals; an unavailable column has null figures and a reason.
 from __future__ import annotations
 
 from memplan_cli.buffers import CATEGORIES
+from memplan_cli.report.document import _plain, config_dict, document_header, model_dict
 
 
 def _r(x: float | None) -> float | None:
@@ -31,8 +32,6 @@ NAIVE_CHECKED = "definition (no checking needed)"
 
 def compare_document(cmp) -> dict:
     """The JSON document of a `comparison.Comparison`."""
-    from memplan_cli.report.document import _plain, config_dict, document_header, model_dict
-
     graph = cmp.graph
     columns = {}
     for col in cmp.columns:

@@ -60,7 +60,7 @@ class CsvReporter(Reporter):
         return _write(rows)
 
     def compare(self, doc, opts):
-        from memplan_cli.report.compare import csv_rows
+        from memplan_cli.report.compare import csv_rows  # lazy: `memplan analyze --by-layer -f csv` does not load it
 
         return _write(csv_rows(doc))
 

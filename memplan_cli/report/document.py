@@ -119,7 +119,7 @@ def build_document(analysis, *, planner: str | None = None, profile_options: dic
                    by_layer: bool = False, remat: dict | None = None) -> dict:
     """The JSON report of `analysis` (see schemas/analysis.schema.json); `remat`: the remat section of
     a budgeted analysis (remat/section.py), last."""
-    from memplan_cli.report.layers import add_dtypes, per_layer
+    from memplan_cli.report.layers import add_dtypes, per_layer  # lazy: `memplan compare` does not load it
 
     bl = analysis.buffers
     naive = analysis.naive_by_category

@@ -84,7 +84,7 @@ def wrap_text(text: str, width: int = MIN_WIDTH) -> str:
     """Plain-text views (verify, plan, fit's notes, inspect) laid out for `width` columns: a longer
     line breaks at spaces and continues indented under its value (a `  key   value` line) or two
     columns deeper than it starts. Only a word longer than a whole line (a path) is ever split."""
-    import textwrap
+    import textwrap  # lazy: `memplan analyze -p onert` does not load it
 
     out = []
     for line in text.split("\n"):

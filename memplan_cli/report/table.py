@@ -236,9 +236,22 @@ def torch_estimate_note(doc: dict) -> str:
     why = "no measured rule covers"
     if cov.get("as_functions"):
         why += " or a custom autograd Function may have run"
-    return (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
+    line = (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
             f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) {why} "
             f"({', '.join(types)}; JSON figures.torch.coverage)")
+    named: dict[str, list[int]] = {}  # a family's reason: its ops' count and bytes at the peak
+    for e in cov["estimated"]:
+        if e.get("why"):
+            n = named.setdefault(e["why"], [0, 0])
+            n[0] += 1
+            n[1] += e["bytes_at_peak"]
+    for reason, (n, b) in named.items():
+        line += f"; {n} of them ({b:,d} B) as {reason}"
+    solve = cov.get("as_solve") or {}
+    if solve:
+        line += (f"; with each of the {solve['loops']} loop(s) run as one op saving only its matrix, "
+                 f"the peak is {solve['peak']:,d} B")
+    return line
 
 
 def torch_folded_note(doc: dict) -> str:
@@ -709,7 +722,7 @@ class TableReporter(Reporter):
     def sweep(self, doc: dict, opts: RenderOptions) -> str:
         if opts.verbosity <= -1:
             return ""
-        from memplan_cli.report.sweep import swept_value
+        from memplan_cli.report.sweep import swept_value  # lazy: `memplan analyze -q` does not load it
 
         budget = doc["budget"]
         profiles = doc["profiles"]

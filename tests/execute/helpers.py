@@ -2,6 +2,8 @@
 first-fit placement, so the executor is tested without the pass pipeline or the planners."""
 from __future__ import annotations
 
+import numpy as np
+
 from memplan_cli.config import TrainConfig
 from memplan_cli.execute.memory import Layout, Placement
 from memplan_cli.ir.graph import Graph, Operand, Operation
@@ -102,3 +104,27 @@ def run_backward(tg, feeds: dict, backward: bool = True, seed: int = 0):
             mem.storage(t)[...] = src.value(t, mem.view(t).dtype) if v is None else v
         run_step(StepContext(tg, s, mem, "sgd", 0.0, state=state))
     return mem
+
+
+def finite_difference_check(tg, values: dict, targets: list, samples: int, h: float) -> int:
+    """backward's result against the loss's central difference: for each (tensor, where backward
+    writes its gradient or back-prop) of `targets`, up to `samples` elements of the tensor's value in
+    `values` ({tensor id: array}), each nudged by +-h; returns how many elements were checked."""
+    loss_t = next(t.id for t in tg.tensors if t.role == "loss")
+    mem = run_backward(tg, values)
+    got = {t: np.array(mem.view(g)) for t, g in targets}
+    rng = np.random.default_rng(1)
+    checked = 0
+    for t, _ in targets:
+        p = values[t].reshape(-1)
+        for k in rng.choice(p.size, size=min(p.size, samples), replace=False):
+            old = p[k]
+            p[k] = old + h
+            a = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
+            p[k] = old - h
+            b = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
+            p[k] = old
+            num, ana = (a - b) / (2 * h), got[t].reshape(-1)[k]
+            assert abs(num - ana) <= 1e-6 * max(1.0, abs(num)), (tg.tensors[t].name, int(k), num, ana)
+            checked += 1
+    return checked

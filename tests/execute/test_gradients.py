@@ -14,7 +14,7 @@ from memplan_cli.execute.executor import _Inputs
 from memplan_cli.passes.pipeline import build_training_graph
 from memplan_cli.passes.policy import Policy
 from tests.execute.graphs import GRAPHS
-from tests.execute.helpers import run_backward
+from tests.execute.helpers import finite_difference_check
 
 H = 1e-6
 SAMPLES = 12  # elements checked per tensor (all when smaller)
@@ -66,29 +66,12 @@ def test_the_graphs_cover_every_op_with_a_backward_rule():
 def test_gradients_match_finite_differences(graph, policy, loss):
     tg = _float64_tg(graph, policy, loss)
     src = _Inputs(tg, 0)
-    loss_t = next(t.id for t in tg.tensors if t.role == "loss")
     # what backward computes: every weight's gradient, and (onert's graph) the input's and label's back-prop
     targets = [(tg.fwd[o], g) for o, g in tg.grad.items()]
     written = {t for st in tg.steps for t in st.writes}
     targets += [(tg.fwd[o], b) for o, b in tg.bp.items() if tg.fwd[o] in tg.fed and b in written]
     values = {t: src.value(t, np.float64) for t, _ in targets}
-    mem = run_backward(tg, values)
-    got = {t: np.array(mem.view(g)) for t, g in targets}
-    rng = np.random.default_rng(1)
-    checked = 0
-    for t, _ in targets:
-        p = values[t].reshape(-1)
-        idx = rng.choice(p.size, size=min(p.size, SAMPLES), replace=False)
-        for k in idx:
-            old = p[k]
-            p[k] = old + H
-            a = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
-            p[k] = old - H
-            b = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
-            p[k] = old
-            num, ana = (a - b) / (2 * H), got[t].reshape(-1)[k]
-            assert abs(num - ana) <= 1e-6 * max(1.0, abs(num)), (tg.tensors[t].name, int(k), num, ana)
-            checked += 1
+    checked = finite_difference_check(tg, values, targets, SAMPLES, H)
     assert len(tg.grad) >= 6 and checked >= 40
     if policy == "baseline":
         assert any(tg.tensors[t].role == "input" for t, _ in targets)

@@ -21,7 +21,7 @@ from memplan_cli.execute.executor import _Inputs
 from memplan_cli.loaders import load_model
 from memplan_cli.passes.pipeline import build_training_graph
 from memplan_cli.passes.policy import Policy
-from tests.execute.helpers import run_backward
+from tests.execute.helpers import finite_difference_check
 
 H = 1e-6
 SAMPLES = 12
@@ -66,27 +66,12 @@ def check_gradients(path, *, loss="mse", policies=(Policy(), Policy.baseline()),
     for policy in policies:
         tg = training_graph(path, policy, loss, **config)
         src = _Inputs(tg, 0)
-        loss_t = next(t.id for t in tg.tensors if t.role == "loss")
         targets = [(tg.fwd[o], g) for o, g in tg.grad.items()]
         values = {t: src.value(t, np.float64) for t, _ in targets}
         by_name = {t.name: t.id for t in tg.tensors}
         for name, v in (feeds or {}).items():
             values[by_name[name]] = np.asarray(v)
-        mem = run_backward(tg, values)
-        got = {t: np.array(mem.view(g)) for t, g in targets}
-        rng = np.random.default_rng(1)
-        for t, _ in targets:
-            p = values[t].reshape(-1)
-            for k in rng.choice(p.size, size=min(p.size, SAMPLES), replace=False):
-                old = p[k]
-                p[k] = old + H
-                a = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
-                p[k] = old - H
-                b = run_backward(tg, values, backward=False).view(loss_t).reshape(-1)[0]
-                p[k] = old
-                num, ana = (a - b) / (2 * H), got[t].reshape(-1)[k]
-                assert abs(num - ana) <= 1e-6 * max(1.0, abs(num)), (tg.tensors[t].name, int(k), num, ana)
-                checked += 1
+        checked += finite_difference_check(tg, values, targets, SAMPLES, H)
     assert checked >= min_checked
     return checked
 

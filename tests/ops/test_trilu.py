@@ -57,20 +57,56 @@ def test_trilu_torch_facts_save_nothing_and_make_dx(tmp_path):
     assert a.buffers.steps[x_plus_p.last].kind == "forward"
 
 
-def test_trilu_solved_by_forward_substitution_is_refused_in_one_line(tmp_path):
+def test_trilu_solved_by_forward_substitution_is_named_as_estimated(tmp_path):
     # `m = -a.tril(-1)`, then its rows written in place (a ScatterND in a TorchScript file is eager's
-    # write): the unrolled solve transformers writes only under export, in place of solve_triangular
+    # write), the next row read from the written matrix: the unrolled solve transformers writes only
+    # under export, in place of solve_triangular. Analysed as the file says, the region named
+    import json
+
     from click.testing import CliRunner
 
     from memplan_cli.cli import main
 
-    idx = np.stack(np.meshgrid(np.arange(2), [1], np.arange(5), indexing="ij"), -1).reshape(2, 1, 5, 3)
-    inits = {"p": np.ones(X[1:], np.float32), "k": np.array(-1, np.int64), "idx": idx.astype(np.int64),
-             "u": np.ones((2, 1, 5), np.float32)}
-    nodes = [helper.make_node("Add", ["x", "p"], ["a"]), helper.make_node("Trilu", ["a", "k"], ["t"], upper=0),
-             helper.make_node("Neg", ["t"], ["n"]), helper.make_node("ScatterND", ["n", "idx", "u"], ["y"])]
+    def idx(row):
+        i = np.stack(np.meshgrid(np.arange(2), [row], np.arange(5), indexing="ij"), -1).reshape(2, 1, 5, 3)
+        return i.astype(np.int64)
+
+    inits = {"p": np.ones(X[1:], np.float32), "k": np.array(-1, np.int64), "i1": idx(1), "i2": idx(2),
+             "u": np.ones((2, 1, 5), np.float32), "q": np.ones(X[1:], np.float32)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["a"], name="add"),
+             helper.make_node("Trilu", ["a", "k"], ["t"], upper=0, name="tril"),
+             helper.make_node("Neg", ["t"], ["n"], name="neg"),
+             helper.make_node("ScatterND", ["n", "i1", "u"], ["w1"], name="row1"),
+             helper.make_node("Mul", ["w1", "w1"], ["sq"], name="row_product"),
+             helper.make_node("ReduceSum", ["sq"], ["s"], keepdims=1, name="row_sum"),
+             helper.make_node("Mul", ["s", "u"], ["v2"], name="row_update"),
+             helper.make_node("ScatterND", ["w1", "i2", "v2"], ["w2"], name="row2"),
+             helper.make_node("Mul", ["w2", "q"], ["y"], name="after")]
     p = save(tmp_path, onnx_model(nodes, [("x", X)], [("y", X)], inits))
-    r = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-p", "torch"], env={"NO_COLOR": "1"})
-    out = r.output.strip()
-    assert r.exit_code == 2 and len(out.splitlines()) == 1 and "forward substitution" in out, r.output
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-p", "torch", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    cov = json.loads(r.output)["figures"]["torch"]["coverage"]
+    why = {e["op"].split("(")[-1].rstrip(")"): e.get("why", "") for e in cov["estimated"]}
+    # the Trilu, the chain to the first write, the writes and the ops between them; not what follows
+    assert sorted(why) == ["neg", "row1", "row2", "row_product", "row_sum", "row_update", "tril"], why
+    assert all("forward substitution" in w and "solve_triangular" in w for w in why.values())
+    assert cov["estimated_bytes_at_peak"] > 0
+    # beside it, the peak with the loop run as one op saving only its matrix (as solve_triangular does)
+    assert cov["as_solve"]["loops"] == 1 and cov["as_solve"]["peak"] > 0
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.profiles.torch import PROFILE
+    from memplan_cli.profiles.torch.replay import Replay
+
+    cfg = TrainConfig(batch_size=2, optimizer="adam", loss="mse")
+    tg = PROFILE.training_graph(load_model(p, batch_size=2), cfg)
+    solve = [op for op in Replay(tg, cfg, as_solve=True).ops if op.attrs.get("function") == "solve_triangular"]
+    assert len(solve) == 1
+    opd = tg.graph.operands
+    # reads the matrix (and the writes' constants), hands on the last write's result only; no forward
+    # scratch, one temporary of the result's size in its backward (grad @ X^H before the mask)
+    assert [opd[v].name for v in solve[0].inputs if not opd[v].is_const] == ["a"]
+    assert [opd[v].name for v in solve[0].outputs] == ["w2"]
+    assert solve[0].attrs["fwd_tmp"] == 0 and solve[0].attrs["bwd_tmp"] == 2 * 4 * 5 * 4
+    text = CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam", "-p", "torch"], env={"NO_COLOR": "1"})
+    assert text.exit_code == 0 and "as a triangular solve by forward substitution" in text.output, text.output
     assert CliRunner().invoke(main, ["analyze", p, "-b", "2", "-O", "adam"]).exit_code == 0

@@ -843,3 +843,26 @@ def test_norm_parameters_folded_then_merged_are_each_their_own_tensor(tmp_path):
     merged, b = _torch(_norm_scales(tmp_path, "merged", merged=True))
     assert sorted(_trained(b).values()) == sorted(_trained(a).values()) and len(_trained(b)) == 4
     assert merged["peak"] == apart["peak"] and merged["split"] == apart["split"]
+
+
+def _scaled_by_folded_scalar(tmp_path, name, record: bool):
+    """x -> MatMul(w) -> Mul by `add_8`, a 0-d constant the optimizer folded from four parameters'
+    computation (DiffLlama's λ = exp(sum(λq1·λk1)) - exp(sum(λq2·λk2)) + λinit); `record=False`: a plain
+    constant the file records no fold for."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="node_mm"),
+             helper.make_node("Mul", ["add_8", "h"], ["m"], name="node_mul"),
+             helper.make_node("Relu", ["m"], ["y"], name="node_relu")]
+    inits = [("w", _w(64, 64)), ("add_8", np.array(0.5, np.float32))]
+    folded = {"add_8": ["exp", "exp_1", "l.lambda_k1", "l.lambda_k2", "l.lambda_q1", "l.lambda_q2", "sub"]}
+    return _dynamo_file(tmp_path, name, nodes, inits, (256, 64), (256, 64),
+                        ["w", "l.lambda_q1", "l.lambda_k1", "l.lambda_q2", "l.lambda_k2"], folded if record else None)
+
+
+def test_a_scalar_folded_from_parameters_requires_grad_so_its_reader_keeps_the_other_side(tmp_path):
+    # mul's backward for the scalar needs the other operand (derivatives.yaml: other: grad * self):
+    # eager keeps the MatMul's output (256 x 64 floats) to the Mul's backward; memplan's rules do not
+    # train a 0-d constant, but eager computes it from parameters each step, so it requires grad
+    t, _ = _torch(_scaled_by_folded_scalar(tmp_path, "folded", True), batch_size=256)
+    plain, _ = _torch(_scaled_by_folded_scalar(tmp_path, "plain", False), batch_size=256)
+    assert t["split"]["activations"] - plain["split"]["activations"] == 256 * 64 * 4
+    assert "Mul" in {e["type"] for e in t["coverage"]["estimated"]}

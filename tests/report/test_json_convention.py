@@ -74,3 +74,20 @@ def test_the_envelope_is_written_in_one_place():
 def test_every_model_document_names_the_file_alike(docs, command):
     model = docs[command]["model"]
     assert list(model)[:2] == ["file", "sha256"] and model["file"] == "mnist.circle"
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare", "sweep", "verify", "fit"])
+def test_the_bare_schema_files_validate_with_the_shared_one_in_a_registry(docs, command):
+    # the training setup's members are defined once (training.schema.json) and referenced: a validator
+    # of the installed files resolves them from a registry, as load_schema's embedded copy does
+    from referencing import Registry, Resource
+
+    doc = docs[command]
+    shared = json.loads(schema_path("training").read_text(encoding="utf-8"))
+    registry = Registry().with_resource(shared["$id"], Resource.from_contents(shared))
+    bare = jsonschema.Draft202012Validator(json.loads(schema_path(doc["kind"]).read_text(encoding="utf-8")),
+                                           registry=registry)
+    bare.validate(doc)
+    bad = {**doc, "config": {**doc["config"], "trainable_ops": "some"}}
+    assert [e.message for e in bare.iter_errors(bad)] == \
+        [e.message for e in jsonschema.Draft202012Validator(load_schema(doc["kind"])).iter_errors(bad)] != []

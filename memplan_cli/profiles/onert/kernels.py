@@ -11,12 +11,11 @@ graph's topological order), for ops whose backward runs:
 - MaxPool2D: argmax (|Y|), then act (|Y|) if fused. AvgPool2D / Add / Sub / Mul / Div: act if fused.
 """
 from __future__ import annotations
+from memplan_cli import ops
 
 
 def kernel_buffers(ir, *, threads: int, simd_width: int) -> list[tuple[str, int, str]]:
     """(name, bytes, op label) in onert's print order: each op family's onert "kernel_buffers"."""
-    from memplan_cli import ops
-
     out = []
     enabled = set(ir.backward_order)
     for k in ir.kernel_order or ir.forward_order:

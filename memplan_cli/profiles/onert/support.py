@@ -34,6 +34,7 @@ Samsung/ONE `runtime/onert/backend/train/KernelGenerator.cc`, `ops/*Layer.cc`, t
 """
 from __future__ import annotations
 
+from memplan_cli import ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._onert import VERSION, AfterCompile
 
@@ -43,8 +44,6 @@ STAGES = ("compile", "train")
 
 def facts(op_type: str) -> dict | str:
     """The onert facts of `op_type` (its op family's), or why onert cannot train it."""
-    from memplan_cli import ops
-
     p = ops.profile_facts("onert", op_type)
     if p is None:
         return f"{op_type} has no kernel in {VERSION} (onert fails to compile)"
@@ -55,8 +54,6 @@ def facts(op_type: str) -> dict | str:
 
 def supported_types() -> list[str]:
     """Op types the onert profile has train kernels for, sorted."""
-    from memplan_cli import ops
-
     return sorted(t for t in ops.all_ops() if isinstance(facts(t), dict))
 
 

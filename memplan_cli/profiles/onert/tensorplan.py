@@ -18,6 +18,7 @@ release event, so a planner that walks events in order (Bump, FirstFit) or order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from memplan_cli.profiles.onert.stdhash import unordered_order
 
 ALIGN = 16
 
@@ -79,8 +80,6 @@ def plan_trainable(ir) -> list[Event]:
 
 def zero_def_claim_order(ir, candidates: list[int]) -> list[int]:
     """Order onert claims the operands that have no forward def (an unordered_map walk)."""
-    from memplan_cli.profiles.onert.stdhash import unordered_order
-
     return unordered_order(ir, candidates)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memplan_cli import ops as registry
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.onert import support
@@ -219,8 +220,6 @@ _NONE = frozenset()
 def _weighted(op_type: str) -> bool:
     """Conv2D / DepthwiseConv2D / FullyConnected: the backward region is cut to ops reachable forward
     from one (its family's onert "weighted" fact)."""
-    from memplan_cli import ops as registry
-
     return bool((registry.profile_facts("onert", op_type) or {}).get("weighted"))
 
 
@@ -263,7 +262,6 @@ def _usedefs(ir: TrainIR) -> None:
                 uses.add((i, True), f)
 
     const = {o.index for o in ir.operands if o.is_const}
-    from memplan_cli import ops as registry
 
     for k in ir.backward_order:
         op = ir.ops[k]

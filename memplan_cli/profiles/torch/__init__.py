@@ -118,6 +118,11 @@ class TorchProfile:
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
             alt = replay(tg, config, as_no_grad=True)[0]
             sim.coverage["as_no_grad_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        if sim.coverage.get("solves"):
+            # triangular solves the file writes as a loop of row writes (eager may run solve_triangular):
+            # the figure with each loop run as one op saving its matrix, reported beside
+            alt = replay(tg, config, as_solve=True)[0]
+            sim.coverage["as_solve_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
         unread = (export or {}).get("unread") or []

@@ -24,6 +24,7 @@ from memplan_cli.profiles.torch.strides import elements
 #   first N inputs go to BLAS contiguous when batched (a copy of a non-contiguous view);
 # - "fwd_tmp": temporary tensors the forward makes and frees in the op, all alive with its output
 #   (a custom Function's intermediates): each bytes, or a size "in0" / "out0" / "mask:in0" as below;
+#   or a function (op, operands) -> those sizes;
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
 #   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
@@ -44,9 +45,11 @@ from memplan_cli.profiles.torch.strides import elements
 # - "none_fills": input positions where a constant that is no parameter (`Operand.computed`) is the
 #   exporter's fill for an argument eager passes as None (batch_norm's weight and bias): not held;
 # - "refuse": a function (op, operands) -> why the facts do not cover this op here, or None;
-# - "refuse_written": why the facts do not cover the op where its result (through one-input ops) is
-#   then written in place (refusal.py): a matrix a loop solves row by row (tril before forward
-#   substitution);
+# - "estimated_written": why the facts cover the op only approximately where its result (through
+#   one-input ops) is then written in place (refusal.py): a matrix a loop solves row by row (tril
+#   before forward substitution); the op and the loop's ops are named as estimated, with this reason;
+# - "grad_bytes": fn(op, operands, k) -> bytes of the tensor input k's new gradient is a view of (the
+#   real part of a complex gradient: a real input's Fourier transform), or None: its own bytes;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers); "estimated_dx": the same for
 #   the input's gradient, where that phase runs.
@@ -104,6 +107,7 @@ FACTS = {
 # measured: the report names it and its bytes at the peak (`figures.torch.coverage`).
 GENERAL = {"saves": (("in0", "any"), ("in1", "any"), ("in2", "any"), ("in3", "any"))}
 ESTIMATED = "torch_estimated"  # attrs key marking an op the general rule covers
+ESTIMATED_WHY = "torch_estimated_why"  # attrs key: why, where a family's facts say (the report names it)
 # facts of an op made of other ops, computed from theirs: functions.py registers the custom autograd
 # Function here (it reads `facts` of its inner ops, so `facts` cannot import it)
 COMPOSED: dict = {}

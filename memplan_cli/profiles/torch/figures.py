@@ -13,13 +13,15 @@ def coverage(bl, at: int, peak: int) -> dict:
     temporaries, gradients from its backward) that are live at the peak."""
     cov = bl.profile_data.get("coverage") or {"ops": 0, "estimated": {}}
     est = cov["estimated"]
+    why = cov.get("why") or {}  # a family's reason, where its facts say why they are approximate
     at_peak = dict.fromkeys(est, 0)
     for b in bl.buffers:
         if b.owner in at_peak and b.first <= at <= b.last:
             at_peak[b.owner] += b.size
     total = sum(at_peak.values())
     out = {"ops": cov["ops"], "measured": cov["ops"] - len(est),
-           "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label]} for label in est],
+           "estimated": [{"op": label, "type": est[label], "bytes_at_peak": at_peak[label],
+                          **({"why": why[label]} if label in why else {})} for label in est],
            "estimated_bytes_at_peak": total,
            "estimated_share": round(total / peak, 4) if peak else 0.0,
            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
@@ -39,6 +41,12 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+    if cov.get("solves"):
+        # triangular solves the file writes as a loop of in-place row writes: the peak with each loop
+        # run as one op saving its matrix (as linalg.solve_triangular does), not each row's copies
+        alt = cov["as_solve_peak"]
+        out["as_solve"] = {"loops": cov["solves"], "peak": alt,
+                           "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
@@ -55,6 +63,11 @@ def coverage_line(cov: dict) -> str:
         types = sorted({e["type"] for e in cov["estimated"]})
         line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
+        for why in reasons(cov):
+            line += f"; estimated as {why}"
+        if cov.get("as_solve"):
+            line += (f"; with each of its {cov['as_solve']['loops']} loop(s) run as one op saving only its "
+                     f"matrix, the peak is {cov['as_solve']['peak']:,d} B")
     nc = cov.get("not_counted") or {}
     if nc:
         line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
@@ -70,6 +83,18 @@ def coverage_line(cov: dict) -> str:
         line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
                  f"(peak so: {ng['peak']:,d} B)")
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
+
+
+def reasons(cov: dict) -> list[str]:
+    """The distinct reasons a family's facts gave for ops named as estimated, each with its ops' count
+    and bytes at the peak."""
+    out: dict[str, list[int]] = {}
+    for e in cov.get("estimated") or ():
+        if e.get("why"):
+            n = out.setdefault(e["why"], [0, 0])
+            n[0] += 1
+            n[1] += e["bytes_at_peak"]
+    return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
 
 
 def unread_note(targets: list) -> str:

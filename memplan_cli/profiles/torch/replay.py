@@ -14,23 +14,26 @@ from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
                                                signature_buffers)
-from memplan_cli.profiles.torch.facts import ESTIMATED, facts, no_grad
+from memplan_cli.profiles.torch.eager_op import EagerOp
+from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import module_path, possible_functions, recorded_functions
+from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
-from memplan_cli.profiles.torch.refusal import refusal
+from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False):
+def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
-    `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad."""
-    return Replay(tg, config, as_functions, as_no_grad).run()
+    `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad.
+    `as_solve`: each triangular solve the file writes as a loop of row writes runs as one op saving
+    its input (the matrix, as linalg.solve_triangular saves it), for the figure reported beside."""
+    return Replay(tg, config, as_functions, as_no_grad, as_solve).run()
 
 
 def inlined_regions(g, ops_) -> dict:
@@ -54,11 +57,37 @@ def alternatives(fn, op, opd, needs) -> tuple:
     return fn(op, opd, needs) if fn.__code__.co_argcount >= 3 else fn(op, opd)
 
 
+def as_solves(ops_: list, groups: list[list[int]], g, opd: list) -> list:
+    """`ops_` with each forward-substitution loop read back as one op at its first op's place, as
+    derivatives.yaml's linalg_solve_triangular runs: it saves its matrix (the loop's input); no
+    forward scratch; its backward makes the matrix's gradient from `grad @ X^H` (one temporary of
+    the result's size) then masks it."""
+    first = {pos[0]: pos for pos in groups}
+    inside = {q for pos in groups for q in pos}
+    out = []
+    for p, op in enumerate(ops_):
+        if p in first:
+            members = [ops_[q] for q in first[p]]
+            made = {v for m in members for v in m.outputs}
+            read_outside = {v for q, r in enumerate(ops_) if q not in inside for v in r.inputs}
+            leaving = [v for m in members for v in m.outputs
+                       if v >= 0 and (v in g.outputs or v in read_outside)]
+            reads = [v for v in dict.fromkeys(v for m in members for v in m.inputs)
+                     if v >= 0 and v not in made and not (opd[v].is_const and elements(opd[v].shape) <= 1)]
+            attrs = {ESTIMATED: True, "function": "solve_triangular", "fwd_tmp": 0,
+                     "bwd_tmp": sum(opd[v].nbytes for v in leaving)}
+            out.append(EagerOp(op.index, FUNCTION, reads, leaving, attrs, f"{op.label} [solve_triangular]",
+                               tuple(x for m in members for x in m.members)))
+        elif p not in inside:
+            out.append(op)
+    return out
+
+
 class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False):
+    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
         self.tg, self.config = tg, config
         g = self.g = tg.graph
         self.uses = g.uses()
@@ -71,6 +100,9 @@ class Replay:
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
         if why:
             raise UnsupportedOpError(why)
+        self.solves = solved_groups(self.ops)
+        if as_solve and self.solves:
+            self.ops = as_solves(self.ops, self.solves, g, self.opd)
         self.trained = set(tg.grad)
         self.read_functions(as_functions)
         self.read_regions(as_no_grad)
@@ -94,9 +126,11 @@ class Replay:
         # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
         read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
         self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
-                             "regions": self.regions,
+                             "regions": self.regions, "solves": len(self.solves),
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
                                            if op.attrs.get(ESTIMATED)},
+                             "why": {op.label: op.attrs[ESTIMATED_WHY] for op in self.ops
+                                     if op.attrs.get(ESTIMATED) and op.attrs.get(ESTIMATED_WHY)},
                              "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
                                              if not read & set(c["outputs"]) and not _a_view(c["type"])]}
         self.layer: dict[str, dict[str, int]] = {}
@@ -235,7 +269,10 @@ class Replay:
         # an sdpa mask received as a computed value is no parameter in eager, also where memplan's
         # parameter rules cannot tell (assumed trainable: T5's position bias, folded with its table)
         self.trained -= {m for m in masks if opd[m].assumed}
-        self.rg = set(self.trained)
+        # a constant folded from a parameter's computation that memplan's rules do not train (a 0-d
+        # value: DiffLlama's λ, exp(sum(λq·λk)) - ...) is still computed from parameters in eager: it
+        # requires grad, so its readers keep what its gradient needs (they are named as estimated)
+        self.rg = set(self.trained) | {o.index for o in opd[:len(g.operands)] if o.is_const and o.name in self.folded}
         self.computed = folded_values(g, self.trained, masks)
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
@@ -488,7 +525,8 @@ class Replay:
         if tmp_b:
             sim.new(f"{op.label}:scratch", "extra", tmp_b, s, op.label, "scratch")
             c["fwd_mem_tmp"] += tmp_b
-        for spec in f.get("fwd_tmp", ()):  # tensors the forward makes and frees in the op
+        specs = f.get("fwd_tmp", ())
+        for spec in (specs(op, opd) if callable(specs) else specs):  # tensors the forward makes and frees in the op
             nb = self.nbytes(spec, op, needs)
             sim.new(f"{op.label}:tmp", "non-const", nb, s, op.label, "tmp")
             c["fwd_mem_tmp"] += nb
@@ -618,7 +656,10 @@ class Replay:
                 self.weight_grad(v, op, s_dw, made, tmp)
                 continue
             at = s_dw if k in late else s
-            gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, at, op.label, "grad")
+            # a gradient that is a view of a larger tensor (the real part of a complex one) holds all of it
+            gb = f.get("grad_bytes")
+            nb = (gb(op, opd, k) if gb else None) or opd[v].nbytes
+            gx = sim.new(f"{opd[v].name}:grad", "back-prop", nb, at, op.label, "grad")
             made.append(gx)
             # an elementwise backward (TensorIterator, the incoming gradient its first input) lays its
             # result out like the incoming gradient: a transposed view's stays non-contiguous
