@@ -111,7 +111,7 @@ def flops(op, operands):
 def check(op, operands):
     a = op.attrs
     if a.get("unknown"):
-        return f"has a {a['unknown']} computed at run time"
+        return f"has its {a['unknown']} computed at run time"
     xs = operands[op.inputs[0]].shape
     if len(xs) < 2 or xs[-1] not in (1, 2):
         return f"transforms a tensor of shape {list(xs)} (the last axis must hold 1 or 2 values)"
