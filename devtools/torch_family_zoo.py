@@ -1252,11 +1252,11 @@ class UnreadNet(nn.Module):
 class FourierMixNet(nn.Module):
     """FNet's token mixing: the real part of a Fourier transform of the tokens added back, LayerNorm,
     a feed-forward block, LayerNorm; `dims` (1, 2): `torch.fft.fftn` over tokens and features (FNet's),
-    (1,): `torch.fft.fft` over the tokens alone."""
+    (1,): `torch.fft.fft` over the tokens alone; `mix_last`: the feed-forward block before the mixing."""
 
-    def __init__(self, d=64, layers=2, classes=10, dims=(1, 2)):
+    def __init__(self, d=64, layers=2, classes=10, dims=(1, 2), mix_last=False):
         super().__init__()
-        self.dims = dims
+        self.dims, self.mix_last = dims, mix_last
         self.n1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
         self.n2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
         self.ff = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
@@ -1265,10 +1265,13 @@ class FourierMixNet(nn.Module):
 
     def forward(self, x):
         for n1, n2, ff in zip(self.n1, self.n2, self.ff):
+            if self.mix_last:  # the feed-forward first: the mixing's backward runs first
+                x = n2(x + ff(x))
             mixed = torch.fft.fftn(x, dim=self.dims) if len(self.dims) > 1 else torch.fft.fft(x, dim=self.dims[0])
             x = n1(x + mixed.real)
             del mixed
-            x = n2(x + ff(x))
+            if not self.mix_last:
+                x = n2(x + ff(x))
         return self.head(x.mean(1))
 
 
@@ -1334,6 +1337,8 @@ FAM = {
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
     "fam_global_filter": ("dft", lambda: GlobalFilterNet(), SEQ),
+    "fam_fnet_long": ("dft", lambda: FourierMixNet(d=32, layers=1), (64, 32)),
+    "fam_fnet_mix_last": ("dft", lambda: FourierMixNet(d=16, layers=1, mix_last=True), (128, 16)),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
     "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),

@@ -524,6 +524,14 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     from memplan_cli.verification import verify_model
 
     path = _model_path(model)
+    if profile == "torch":
+        # the torch profile replays eager's tensors through a model of PyTorch's allocator: a figure
+        # to compare with, not an arena whose offsets the step's tensors could be run in
+        raise ConfigError.worded(
+            "verify runs a step inside a plan memplan made; the torch profile models PyTorch's allocator "
+            "and makes none: leave profile \"memplan\" (or onert, nntrainer, singa)",
+            "verify runs a step inside a plan memplan made; --profile torch models PyTorch's allocator "
+            "and makes none: drop it (or use onert, nntrainer, singa)", str(path))
     flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
              "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
     check_planner(planner)

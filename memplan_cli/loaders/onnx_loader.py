@@ -475,7 +475,8 @@ class _Builder:
         g = self.model.graph
         inputs = {vi.name for vi in g.input} - set(self.consts)
         producer = {o: n for n in g.node for o in n.output}
-        todo = [node.input[i] for i in SHAPE_FROM_VALUES_ONNX.get(node.op_type, ()) if i < len(node.input)]
+        # the first value input is named first (popped last-in first-out)
+        todo = [node.input[i] for i in SHAPE_FROM_VALUES_ONNX.get(node.op_type, ()) if i < len(node.input)][::-1]
         seen: set[str] = set()
         while todo:
             v = todo.pop()

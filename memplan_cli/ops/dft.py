@@ -32,6 +32,7 @@ from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import dy_only_rule, target
 
 rule = dy_only_rule
+DFT_TYPE = "DFT"
 
 
 def _complex(a) -> np.ndarray:
@@ -110,7 +111,7 @@ def flops(op, operands):
 def check(op, operands):
     a = op.attrs
     if a.get("unknown"):
-        return f"has a {a['unknown']} computed at run time"
+        return f"has its {a['unknown']} computed at run time"
     xs = operands[op.inputs[0]].shape
     if len(xs) < 2 or xs[-1] not in (1, 2):
         return f"transforms a tensor of shape {list(xs)} (the last axis must hold 1 or 2 values)"
@@ -192,7 +193,7 @@ def _bwd_tmp(op, operands):
         full = 2 * x.nbytes // int(x.shape[ax]) * int(op.attrs["n"])
         return ((full, full),) if copied else ((full,),)
     return (("out0",),) if copied else ()
-OPS = [OpDef("DFT", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
+OPS = [OpDef(DFT_TYPE, rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                         "calcGradient": calc_derivative},
              flops=flops, check=check, batch="keep", profiles={"torch": _torch})]
 

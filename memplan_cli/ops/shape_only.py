@@ -39,7 +39,13 @@ DATA_SIZED_ONNX = frozenset({"Split", "NonZero", "Unique", "Compress", "TopK", "
 # through a Shape), the data decides the shape and the loader says so, naming that input
 SHAPE_FROM_VALUES_ONNX = {"Expand": (1,), "Reshape": (1,), "ConstantOfShape": (0,), "Tile": (1,),
                           "Range": (0, 1, 2), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (2, 3),
-                          "Upsample": (1,), "OneHot": (1,), "CenterCropPad": (1,)}
+                          "Upsample": (1,), "OneHot": (1,), "CenterCropPad": (1,), "Unsqueeze": (1,),
+                          "Squeeze": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2),
+                          "STFT": (1, 3), "MaxUnpool": (2,), "HannWindow": (0,), "HammingWindow": (0,),
+                          "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2), "ImageDecoder": (0,),
+                          "NonMaxSuppression": (0, 1, 2, 3, 4),
+                          **{f"Reduce{r}": (1,) for r in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2",
+                                                          "LogSum", "LogSumExp", "SumSquare")}}
 # ONNX ops whose output is the input's static shape, never its values: a walk for data stops there
 SHAPE_READERS_ONNX = frozenset({"Shape", "Size"})
 

@@ -31,6 +31,17 @@ def test_the_plans_of_both_profiles_hold(profile, optimizer):
     assert doc["arena_bytes"] == sum(p["arena"] for p in doc["pools"])
 
 
+def test_the_torch_profile_is_refused_in_one_line(tmp_path):
+    # its figure models PyTorch's allocator over eager's tensors; there is no arena to run a step in,
+    # so a verdict either way would be made up: exit 2, the file named, nothing written
+    out = tmp_path / "v.json"
+    r = run(MNIST, "-b", "2", "-p", "torch", "-f", "json", "-o", str(out))
+    assert r.exit_code == 2
+    (line,) = r.output.splitlines()
+    assert MNIST in line and "--profile torch models PyTorch's allocator" in line
+    assert not out.exists()
+
+
 def test_table_output():
     r = run(MNIST, "-b", "2")
     assert r.exit_code == 0, r.output

@@ -234,3 +234,18 @@ def test_a_valid_file_memplan_cannot_plan_says_why_not_invalid(tmp_path, build):
         load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
     msg = str(e.value)
     assert "invalid" not in msg and want in msg, msg
+
+
+@pytest.mark.parametrize("node", [
+    helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u"),  # onnx's test_unsqueeze_*: axes an input
+    helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="u", keepdims=0),  # test_reduce_*: the same
+])
+def test_a_shape_set_by_an_inputs_values_names_that_input(tmp_path, node):
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+           helper.make_tensor_value_info("axes", TensorProto.INT64, [1])]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph([node], "g", ins, [y]), opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
+    assert f"tensor 'y' ({node.op_type} 'u') has a shape computed from the data (the values of input 'axes')" \
+        in str(e.value), str(e.value)

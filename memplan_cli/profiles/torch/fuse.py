@@ -5,6 +5,7 @@ from __future__ import annotations
 from memplan_cli.ops._torch import SDPA
 from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
+from memplan_cli.ops.dft import DFT_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.profiles.torch.attention import sdpa_decompositions
 from memplan_cli.profiles.torch.eager_op import EagerOp, eager_order
@@ -145,6 +146,14 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
                     out.append(EagerOp(op.index, "Linear", [op.inputs[0], op.inputs[1], other[0]], list(add.outputs),
                                        {}, op.label, (op.index, add.index)))
                     continue
+        # one DFT per axis of one recorded call (`aten._fft_c2c(x, [1, 2], ...)`, as the dynamo exporter
+        # writes fftn) -> that one call: eager makes no intermediate, and one gradient in backward
+        if op.type == DFT_TYPE and op.call and out and out[-1].type == DFT_TYPE and out[-1].call == op.call:
+            prev = out[-1]
+            if prev.outputs[0] == op.inputs[0] and uses[op.inputs[0]] == [op.index] and op.inputs[0] not in g.outputs:
+                out[-1] = EagerOp(op.index, DFT_TYPE, list(prev.inputs), list(op.outputs), dict(prev.attrs), op.label,
+                                  prev.members + (op.index,), op.call)
+                continue
         out.append(EagerOp(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.attrs), op.label, (op.index,),
                            op.call or ""))
     return out
