@@ -156,7 +156,8 @@ class TorchProfile:
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
-                                         "scratch); tensors module code keeps past their last use"
+                                         "scratch); tensors module code keeps past their last use; copies "
+                                         "the export leaves out (a `.clone()` is no node)"
                                          + ("" if bl.profile_data.get("lists_parameters") else
                                             "; parameters no op reads (this file does not list the "
                                             "module's parameters)")}}
