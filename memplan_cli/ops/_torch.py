@@ -71,6 +71,11 @@ UNBIND = {"target": "unbind", "type": "Unbind"}
 MAX_INDICES = {"ReduceMax": "ArgMax", "ReduceMin": "ArgMin"}
 # a Gather of one index from an activation is eager's select, a view (profiles/torch/rewrites.py `selects`)
 GATHER = "Gather"
+# aten calls the dynamo exporter writes as one op reading the call's tensor arguments in the same
+# order (mul(%a, %b) -> Mul(a, b)), by the op's type: a dropped `.clone()` passed at any argument
+# is read at that input (profiles/torch/rewrites.py `lost_clones`)
+ARGS_IN_ORDER = {"aten.mul": "Mul", "aten.add": "Add", "aten.sub": "Sub", "aten.div": "Div",
+                 "aten.maximum": "Max", "aten.minimum": "Min", "aten.matmul": "MatMul", "aten.bmm": "MatMul"}
 # a matmul against a 2-D weight folds its leading dims into rows (the fused Linear, FullyConnected)
 WEIGHT_MATMULS = ("Linear", "FullyConnected")
 

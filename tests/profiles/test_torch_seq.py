@@ -359,6 +359,30 @@ def test_a_lost_clone_read_twice_is_read_at_both_inputs(tmp_path):
     assert [b.size for b in a.buffers.buffers if b.name.endswith(":clone")] == [96]
 
 
+def _gated_by_a_clone(tmp_path, call, name):
+    """s = tanh(h); y = s * h.clone() (xLSTM's mLSTM step: `scaF_act * matC_old.clone()`), the
+    Mul's call recorded as `call`; h is (2, 3, 4) floats, 96 B."""
+    nodes = [_record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "h = aten.matmul.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("Tanh", ["h"], ["s"], name="gate"),
+                     "s = aten.tanh.default(args = (%h,), kwargs = {})"),
+             _record(helper.make_node("Mul", ["s", "h"], ["y"], name="gated"), call)]
+    return _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [2, 3, 4], [("w", _w(4, 4))], ["w"], name),
+                loss="mse")
+
+
+def test_a_lost_clone_at_a_later_argument_is_a_copy_the_mul_saves(tmp_path):
+    # mul(%s, %clone): the Mul reads the copy at input 1 (its inputs are the call's arguments in
+    # order) and saves it, since s requires grad: 96 B alive from forward to the Mul's backward
+    a = _gated_by_a_clone(tmp_path, "y = aten.mul.Tensor(args = (%s, %clone), kwargs = {})", "late")
+    copies = [b for b in a.buffers.buffers if b.name.endswith(":clone")]
+    assert [b.size for b in copies] == [96]
+    assert a.buffers.steps[copies[0].last].kind != "forward"
+    # the same file recording a call whose arguments are not the op's inputs in order makes no copy
+    a = _gated_by_a_clone(tmp_path, "y = aten.addcmul.default(args = (%z, %s, %clone), kwargs = {})", "other")
+    assert not [b for b in a.buffers.buffers if b.name.endswith(":clone")]
+
+
 def test_cumsum_backward_makes_two_temporaries(tmp_path):
     # torch.cumsum's backward flips the gradient and sums it: two temporaries of the input's size
     # (32 B each) besides its gradient (32 B); forward keeps nothing

@@ -6,8 +6,8 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES, POINTWISE_MATH, SDPA,
-                                   UNBIND, VAR, fx_kind, parse_call)
+from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES,
+                                   POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -33,33 +33,48 @@ def selects(ops_: list[EagerOp], opd: list, trained=frozenset()) -> list[EagerOp
 def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """A copy the export dropped, read back from the calls the dynamo exporter recorded: an op whose
     call's first argument is an `aten.clone` (`.contiguous()`, `.clone()`) that no op of the file
-    records read a copy of its input 0 in eager. Each such clone becomes one Clone op (a new
-    contiguous operand, appended to `opd`) before its first reader; every reader of it reads the copy,
-    at every input its call passes the clone (`x * x`: mul(%clone, %clone)). Only ops that read
-    their input 0 from outside their own call's decomposition are matched."""
+    records read a copy of its input 0 in eager. So did an op of ARGS_IN_ORDER (mul(%a, %clone):
+    Mul(a, b) reads the copy at input 1) at any other argument, its input an activation. Each such
+    clone becomes one Clone op (a new contiguous operand, appended to `opd`) before its first reader;
+    every reader of it reads the copy, at every input its call passes the clone (`x * x`:
+    mul(%clone, %clone)). Only inputs read from outside the op's own call's decomposition are matched."""
     calls = [parse_call(op.call) if op.call else None for op in g.operations]
     names = {c[0] for c in calls if c}
     defs = g.defs()
     made: dict[str, int] = {}
     out = []
+
+    def lost(c, k, x) -> bool:
+        arg = c[2][k] if k < len(c[2]) else ""
+        p = defs.get(x)
+        return x >= 0 and bool(re.fullmatch(r"%clone(_\d+)?", arg)) and arg[1:] not in names and not (
+            p is not None and calls[p] and calls[p][0] == c[0])
+
     for op in ops_:
         c = calls[op.index]
-        x = op.inputs[0] if op.inputs else -1
-        arg = c[2][0] if c and c[2] else ""
-        p = defs.get(x)
-        if x < 0 or not re.fullmatch(r"%clone(_\d+)?", arg) or arg[1:] in names or (
-                p is not None and calls[p] and calls[p][0] == c[0]):
+        if not c or not c[2]:
             out.append(op)
             continue
-        if arg not in made:
-            y = Operand(len(opd), f"{opd[x].name}:clone", tuple(opd[x].shape), opd[x].dtype)
-            opd.append(y)
-            made[arg] = y.index
-            out.append(EagerOp(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
-        uses.setdefault(made[arg], []).append(op.index)
-        # every input the call passes the same clone (`x * x` of one `.contiguous()`: mul(%clone, %clone))
-        ins = [made[arg] if k == 0 or (v == x and k < len(c[2]) and c[2][k] == arg) else v
-               for k, v in enumerate(op.inputs)]
+        in_order = ARGS_IN_ORDER.get(c[1]) == op.type
+        ks = [k for k, v in enumerate(op.inputs)
+              if (k == 0 or (in_order and v >= 0 and not opd[v].is_const)) and lost(c, k, v)]
+        if not ks:
+            out.append(op)
+            continue
+        ins = list(op.inputs)
+        for k in ks:
+            arg, x = c[2][k], op.inputs[k]
+            if ins[k] != x:  # already the copy: the same clone at an earlier input
+                continue
+            if arg not in made:
+                y = Operand(len(opd), f"{opd[x].name}:clone", tuple(opd[x].shape), opd[x].dtype)
+                opd.append(y)
+                made[arg] = y.index
+                out.append(EagerOp(op.index, "Clone", [x], [y.index], {}, op.label, op.members))
+            uses.setdefault(made[arg], []).append(op.index)
+            # every input the call passes the same clone (`x * x` of one `.contiguous()`: mul(%clone, %clone))
+            ins = [made[arg] if j == k or (v == x and j < len(c[2]) and c[2][j] == arg) else v
+                   for j, v in enumerate(ins)]
         out.append(EagerOp(op.index, op.type, ins, op.outputs, op.attrs, op.label, op.members))
     return out
 
