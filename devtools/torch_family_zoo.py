@@ -1381,6 +1381,7 @@ FAM = {
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
     "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
+    "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
 }
@@ -1479,6 +1480,30 @@ class LambdaScaleLM(nn.Module):
         for mlp, lq, lk in zip(self.mlp, self.lq, self.lk):
             x = x + torch.exp(torch.sum(lq * lk)) * mlp(x) + 0.8 * x
         return self.head(x.mean(1))
+
+
+class GatedStateLM(nn.Module):
+    """A gated matrix memory run step by step over the tokens (mLSTM-like, in small): per head
+    C = f * C.clone() + k v^T, read with q; the `.clone()` is a copy eager makes and `mul` saves,
+    which neither exporter writes as a node."""
+
+    def __init__(self, d=32, heads=4, classes=10):
+        super().__init__()
+        self.h, self.hd = heads, d // heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.gate = nn.Linear(d, heads)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, self.hd).unbind(2)
+        f = torch.sigmoid(self.gate(x))
+        c = torch.zeros(b, self.h, self.hd, self.hd)
+        out = []
+        for t in range(s):
+            c = f[:, t, :, None, None] * c.clone() + k[:, t, :, :, None] @ v[:, t, :, None, :]
+            out.append((q[:, t, :, None, :] @ c).squeeze(2))
+        return self.head(torch.tanh(torch.stack(out, 1).flatten(2)).mean(1))
 
 
 def _timm(name, **kw):
