@@ -906,6 +906,8 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     assert "not counted: 1 trained layer(s) read a batch-shaped constant (384 B), not the model's input" in head
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
+    from memplan_cli.profiles.torch.figures import coverage_line
+    assert "1 trained layer(s) read a batch-shaped constant" in coverage_line(t["coverage"])
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]
