@@ -838,6 +838,30 @@ class OuterNet(nn.Module):
         return self.head(x)
 
 
+class MadeLeafNet(nn.Module):
+    """transformers MRA's attention without its CUDA kernel: query, key and value are computed and
+    left unread, the attention's result is `torch.zeros_like(query).requires_grad_()` (a new leaf per
+    layer, padded to 32 wide, then cut back), read by the output projection. Eager holds each leaf
+    and its gradient through the step; the file holds a constant."""
+
+    def __init__(self, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h = heads
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+        for qkv, out in zip(self.qkv, self.out):
+            q = qkv(x)[..., :d].view(b, s, self.h, hd).transpose(1, 2)
+            q = torch.cat([q, torch.zeros(b, self.h, s, 32 - hd)], dim=-1)
+            a = torch.zeros_like(q).requires_grad_()[..., :hd]
+            x = x + out(a.transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
+
+
 class GroupStdNorm(nn.Module):
     """EvoNorm-S0a's form: x * sigmoid(v * x) over a group standard deviation taken with `Tensor.var`
     (one aten::var.correction in eager; both exporters write it as Mean, Sub, Mul, Mean), a scale and a
@@ -1362,6 +1386,7 @@ FAM = {
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
+    "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),

@@ -283,6 +283,21 @@ def torch_unread_note(doc: dict) -> str:
             f"(JSON figures.torch.coverage.unread_parameters)")
 
 
+def torch_constant_layers_note(doc: dict) -> str:
+    """The torch profile's header line when trained layers read a constant of a batch's shape instead
+    of anything computed from the model's input (`figures.torch.coverage.constant_layers.says_so`):
+    a tensor the module made each step; made requiring grad (transformers MRA's fallback without its
+    CUDA kernel), eager holds it and its gradient through the step, which the file cannot say."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    cl = cov.get("constant_layers") or {}
+    if not cl.get("says_so"):
+        return ""
+    return (f"not counted: {len(cl['constants'])} trained layer(s) read a batch-shaped constant "
+            f"({cl['bytes']:,d} B), not the model's input; if the module made it requiring grad, "
+            f"eager also holds it and its gradient through the step "
+            f"(JSON figures.torch.coverage.constant_layers)")
+
+
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
     run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
@@ -443,7 +458,7 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
-                    torch_no_grad_note(doc), torch_unread_note(doc)):
+                    torch_no_grad_note(doc), torch_unread_note(doc), torch_constant_layers_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

@@ -869,3 +869,48 @@ def test_a_scalar_folded_from_parameters_requires_grad_so_its_reader_keeps_the_o
     plain, _ = _torch(_scaled_by_folded_scalar(tmp_path, "plain", False), batch_size=256)
     assert t["split"]["activations"] - plain["split"]["activations"] == 256 * 64 * 4
     assert "Mul" in {e["type"] for e in t["coverage"]["estimated"]}
+
+
+def _made_attention(tmp_path, name, from_input: bool):
+    """A layer `y = a @ w.T + x[..., :8]` (as TorchScript writes a Linear) whose `a` is either the
+    module's own batch-shaped zeros sliced (transformers MRA's attention without its CUDA kernel:
+    `zeros_like(query).requires_grad_()` padded to 32 wide, then cut back; TorchScript writes it as
+    a fill of a concatenated size) or the input's slice."""
+    cut = ["starts", "ends", "axes"]
+    nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("Slice", ["x", *cut], ["s"], name="cut_x"),
+             helper.make_node("Slice", ["z", *cut], ["sz"], name="cut_z"),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="dense_t"),
+             helper.make_node("MatMul", ["s" if from_input else "sz", "wt"], ["mm"], name="dense"),
+             helper.make_node("Add", ["mm", "s"], ["y"], name="residual")]
+    inits = [("rows", np.array([4], np.int64)), ("cols", np.array([3, 16], np.int64)),
+             ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
+             ("axes", np.array([2], np.int64)), ("w", _w(8, 8))]
+    return _save(tmp_path, name, nodes, inits, [4, 3, 16], [4, 3, 8])
+
+
+def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tmp_path):
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    path = _made_attention(tmp_path, "made", from_input=False)
+    t, _ = _torch(path)
+    cl = t["coverage"]["constant_layers"]
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 4 * 24 * 4)] and cl["says_so"]
+    r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-O", "adam"])
+    assert r.exit_code == 0, r.output
+    head = " ".join(r.output.split("\n┏")[0].split())
+    assert "not counted: 1 trained layer(s) read a batch-shaped constant (384 B), not the model's input" in head
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    from memplan_cli.profiles.torch.figures import coverage_line
+    assert "1 trained layer(s) read a batch-shaped constant" in coverage_line(t["coverage"])
+    # the same layer reading the input names nothing
+    t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
+    assert "constant_layers" not in t["coverage"]

@@ -35,6 +35,13 @@ def coverage(bl, at: int, peak: int) -> dict:
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file)
         out["unread_parameters"] = list(cov["unread_parameters"])
+    if cov.get("constant_layers"):
+        # trained layers whose data input is a batch-shaped constant (constant_layers.py): if the module
+        # made it requiring grad, eager also holds it and its gradient through the step
+        made = cov["constant_layers"]
+        n = sum(c["bytes"] for c in made)
+        out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
+                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak}
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -74,6 +81,11 @@ def coverage_line(cov: dict) -> str:
                  f"counted ({nc['bytes']:,d} B of outputs)")
     if cov.get("unread_parameters"):
         line += "; " + unread_note(cov["unread_parameters"])
+    cl = cov.get("constant_layers") or {}
+    if cl:
+        line += (f"; {len(cl['constants'])} trained layer(s) read a batch-shaped constant, not the model's "
+                 f"input ({cl['bytes']:,d} B): if the module made it requiring grad, eager also holds it and "
+                 f"its gradient through the step, not counted")
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "

@@ -12,6 +12,7 @@ from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
+from memplan_cli.profiles.torch.constant_layers import constant_layers
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
                                                signature_buffers)
 from memplan_cli.profiles.torch.eager_op import EagerOp
@@ -132,7 +133,9 @@ class Replay:
                              "why": {op.label: op.attrs[ESTIMATED_WHY] for op in self.ops
                                      if op.attrs.get(ESTIMATED) and op.attrs.get(ESTIMATED_WHY)},
                              "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
-                                             if not read & set(c["outputs"]) and not _a_view(c["type"])]}
+                                             if not read & set(c["outputs"]) and not _a_view(c["type"])],
+                             # trained layers reading a batch-shaped tensor the module made itself
+                             "constant_layers": constant_layers(g, self.trained)}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []

@@ -1,0 +1,42 @@
+"""Trained layers whose data input is a constant of a batch's shape, not anything computed from the
+model's input: the module made that tensor itself each step, and the file cannot say how. A tensor
+made with `requires_grad_()` is a leaf of autograd's graph: backward accumulates its gradient into
+`.grad` and the graph (alive while the loss is) holds both through the optimizer step. transformers'
+MRA does so when its CUDA kernel is absent (`mra2_attention` returns
+`torch.zeros_like(query).requires_grad_()`), and neither exporter keeps the flag. Named, not
+counted (docs/torchprof.md, "After the seventh draw")."""
+from __future__ import annotations
+
+
+def constant_layers(g, trained) -> list[dict]:
+    """Each op reading a trained weight (or a value computed from weights only) and a floating
+    constant (or a view of one) whose leading dimension is the batch's (more than one row), with no
+    input computed from the model's input: the constant's name and bytes at the file's batch."""
+    data = [v for v in g.inputs if v >= 0 and not g.operands[v].is_const]
+    batches = {g.operands[v].shape[0] for v in data if g.operands[v].shape}
+    if not batches or max(batches) <= 1:  # a batch of one row cannot be told from any constant
+        return []
+    from_input, from_weights = set(data), set(trained)
+    origin: dict[int, int] = {}  # a value computed from constants only -> the batch-shaped one it came from
+    for v, o in enumerate(g.operands):
+        # only floating tensors can require grad (an embedding's index constant cannot); a broadcast
+        # to the batch (ConViT's relative positions expanded) is a view of a smaller tensor, no leaf
+        if o.is_const and v not in trained and o.dtype.startswith(("float", "bfloat")) and len(o.shape) >= 2 \
+                and o.shape[0] in batches and o.shape[0] > 1 and o.broadcast_of is None:
+            origin[v] = v
+    out: dict[str, dict] = {}
+    for op in g.operations:
+        reads = [v for v in op.inputs if v >= 0]
+        if any(v in from_input for v in reads):
+            from_input.update(v for v in op.outputs if v >= 0)
+        elif any(v in from_weights for v in reads):
+            from_weights.update(v for v in op.outputs if v >= 0)
+            for v in reads:
+                if v in origin:
+                    o = g.operands[origin[v]]
+                    out.setdefault(o.name, {"constant": o.name, "op": op.type, "bytes": o.nbytes})
+        else:  # constants only: a view or copy of a batch-shaped constant is one still
+            first = next((origin[v] for v in reads if v in origin), None)
+            if first is not None:
+                origin.update((v, first) for v in op.outputs if v >= 0)
+    return list(out.values())
