@@ -74,7 +74,7 @@ def _alarm(signum, frame):
 
 
 def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_size: int | None = 3,
-             analyze: bool = False):
+             analyze: bool = False, hang_after: int = 5):
     """Mutate once and load (`rng` None: `data` is a (kind, bytes) from `systematic`); with `analyze`,
     a model that loads is also analysed the way `memplan analyze` does (memplan profile with the onert comparison, then the JSON document).
     Returns (kind, outcome, seconds); outcome is "ok", "error" or a description."""
@@ -87,7 +87,7 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
         f.write(b)
     t = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(5)
+    signal.alarm(hang_after)
     try:
         load_model(p)
         if batch_size:
@@ -99,7 +99,7 @@ def fuzz_one(data: bytes, suffix: str, rng: random.Random, folder: str, batch_si
         # the CLI prints one_line(e): a name from the file with a newline in it stays on the line
         outcome = "error" if p in str(e) and "\n" not in one_line(e) else f"bad message: {e!r}"
     except Hang:
-        outcome = "hang (> 5 s)"
+        outcome = f"hang (> {hang_after} s)"
     except Exception as e:  # noqa: BLE001 - any other exception is the finding
         outcome = f"{type(e).__name__}: {e}"
     finally:
