@@ -67,7 +67,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
                          else f"; DIFFERS from the step without remat: {same[1]}")
             lines = text.rstrip("\n").split("\n")
             text = "\n".join(lines[:-1] + [line, lines[-1]]) + "\n"  # before the verdict
-    if fmt == "table":
+    if fmt == "table" and level >= 1:  # -q's one line is for scripts, as analyze -q's: never wrapped
         text = wrap_text(text, terminal_width(to_file=bool(output and output != "-")))
     if level >= 0 or (output and output != "-"):
         emit(text, output, (model,))

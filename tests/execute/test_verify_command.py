@@ -42,13 +42,20 @@ def test_the_torch_profile_is_refused_in_one_line(tmp_path):
     assert not out.exists()
 
 
-def test_table_output():
+def test_table_output(tmp_path):
     r = run(MNIST, "-b", "2")
     assert r.exit_code == 0, r.output
     assert "PASS: the plan holds for one training step" in r.stdout
     assert "largest difference 0" in r.stdout and "12 updated, all equal to the reference" in r.stdout
     r = run(MNIST, "-b", "2", "-q")
     assert r.stdout.startswith("PASS ") and len(r.stdout.splitlines()) == 1
+    # one line for scripts whatever the path's length (a long checkout's path once wrapped it)
+    deep = tmp_path.joinpath(*["a_rather_long_directory_name"] * 4)
+    deep.mkdir(parents=True)
+    model = deep / "mnist.circle"
+    model.write_bytes(pathlib.Path(MNIST).read_bytes())
+    r = run(str(model), "-b", "2", "-q")
+    assert r.stdout.startswith("PASS ") and len(r.stdout.splitlines()) == 1 and str(model) in r.stdout
 
 
 def _faulty(monkeypatch, fault):
