@@ -15,8 +15,7 @@ import signal
 import stat
 import struct
 
-from memplan_cli import ops
-from memplan_cli import ops as registry  # in functions whose own `ops` is the op list
+from memplan_cli import ops as registry  # `registry`: functions here have an `ops` of their own, the op list
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
@@ -27,7 +26,7 @@ from memplan_cli.loaders.mapped import sigbus_named
 from memplan_cli.loaders.onnx_strip import elements, MAX_KEEP_CONSTANT, ProtobufError, SubgraphBudgetError, strip_model
 from memplan_cli.loaders.params import DYNAMO_RULE, _FX_ARG, _SIG_LINE, onnx_rule, peft_train_globs
 from memplan_cli.opgraph.fold import PARAMETERS_LISTED
-from memplan_cli.ops.shape_only import DATA_SIZED_ONNX
+from memplan_cli.ops.shape_only import DATA_SIZED_ONNX, SHAPE_FROM_VALUES_ONNX, SHAPE_READERS_ONNX
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
 MAX_VALUE_ELEMENTS = 64
@@ -469,7 +468,6 @@ class _Builder:
 
     def _data_source(self, node) -> str | None:
         """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
-        from memplan_cli.ops.shape_only import SHAPE_FROM_VALUES_ONNX, SHAPE_READERS_ONNX
         if node.domain not in ("", "ai.onnx"):
             return None
         g = self.model.graph
@@ -569,8 +567,7 @@ class _Builder:
         """The op registry's converter for this node (memplan_cli/ops/), or None."""
         if node.domain not in ("", "ai.onnx"):
             return None
-
-        fn = ops.onnx_converter(node.op_type)
+        fn = registry.onnx_converter(node.op_type)
         if fn is None:
             return None
         names = list(node.input)
@@ -578,8 +575,8 @@ class _Builder:
         def values(k):
             return self.small_values(names[k]) if k < len(names) and names[k] else None
 
-        view = ops.OnnxNode(node.op_type, node.domain, node.name, _attr(node), list(ins), list(outs),
-                            self.operands, self.opset, values)
+        view = registry.OnnxNode(node.op_type, node.domain, node.name, _attr(node), list(ins), list(outs),
+                                 self.operands, self.opset, values)
         return fn(view)
 
     def small_values(self, name: str) -> tuple | None:
@@ -734,8 +731,6 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
     cross-attention without an encoder); the file says nothing of their sizes. A parameter read under
     another name (a module shared by several parents: torch.export lists every name) or whose op the
     exporter's optimizer merged with an equal one looks the same."""
-    from memplan_cli.loaders.params import _FX_ARG
-
     held = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
                                                         for o in n.output}
     named, scopes = set(), set()
@@ -792,7 +787,6 @@ def _attrs_as_meant(model) -> list[str]:
     "attrs_as_meant" fact: TorchScript's Transpose perm counted from the end), rewritten in place
     before shape inference; one note per node rewritten."""
     import onnx
-    from memplan_cli import ops as registry
 
     notes = []
     for n in model.graph.node:
@@ -988,17 +982,7 @@ def _contained(fn, model, what: str):
 
 
 def _unknown_shapes(model) -> int:
-    """How many node outputs shape inference left without a static shape."""
-    shaped = set()
-    for vi in list(model.graph.value_info) + list(model.graph.output):
-        t = vi.type.tensor_type
-        if t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim):
-            shaped.add(vi.name)
-    return sum(1 for n in model.graph.node for o in n.output if o and o not in shaped)
-
-
-def _has_unknown_shapes(model) -> bool:
-    """Whether shape inference left a node output without a static shape, or with no elements (a
+    """How many node outputs shape inference left without a static shape, or with no elements (a
     TorchScript `x.shape[:0]`: an empty slice of a shape vector, concatenated into a Reshape target;
     folding removes it)."""
     shaped = {}
@@ -1006,7 +990,7 @@ def _has_unknown_shapes(model) -> bool:
         t = vi.type.tensor_type
         shaped[vi.name] = t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0
                                                       for d in t.shape.dim)
-    return any(not shaped.get(o, False) for n in model.graph.node for o in n.output if o)
+    return sum(1 for n in model.graph.node for o in n.output if o and not shaped.get(o, False))
 
 
 def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None,
@@ -1042,12 +1026,16 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 raise _Bad(f"shape inference failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
                     from None
 
-        model = infer(model)
-        if _has_unknown_shapes(model):
-            # shapes computed at run time (TorchScript's Expand / Reshape targets): fold them, then infer again
-            from memplan_cli.loaders.onnx_fold import fold_shape_computations
+        def infer_folded(m):
+            m = infer(m)
+            if _unknown_shapes(m):
+                # shapes computed at run time (TorchScript's Expand / Reshape targets): fold them, then infer again
+                from memplan_cli.loaders.onnx_fold import fold_shape_computations
 
-            model, _ = fold_shape_computations(model, _default_opset(model), infer)
+                m, _ = fold_shape_computations(m, _default_opset(m), infer)
+            return m
+
+        model = infer_folded(model)
         sized, taken = None, {}
         left = _unknown_shapes(model)
         while left:
@@ -1059,11 +1047,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             sized = more if sized is None else {"dims": sized["dims"] + more["dims"],
                                                 "unsized": sized["unsized"] + more["unsized"]}
             sized["rule"] = data_sized.rule_of(sized["dims"])
-            model = infer(model)
-            if _has_unknown_shapes(model):
-                from memplan_cli.loaders.onnx_fold import fold_shape_computations
-
-                model, _ = fold_shape_computations(model, _default_opset(model), infer)
+            model = infer_folded(model)
             now = _unknown_shapes(model)
             if now >= left:  # nothing more sized this turn: what is left stays unsized (refused below)
                 break

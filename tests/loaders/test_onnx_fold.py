@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, shape_inference
 
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
-from memplan_cli.loaders.onnx_loader import _has_unknown_shapes
+from memplan_cli.loaders.onnx_loader import _unknown_shapes
 from tests.ops.gradcheck import analyze_json, check_verify, onnx_model, save
 
 
@@ -38,7 +38,7 @@ def _torchscript_expand(extra_nodes=(), extra_inits=None):
 def test_inference_alone_leaves_the_expand_unknown():
     # the premise: without folding, memplan would refuse this graph (no static shape for 'pe')
     m = shape_inference.infer_shapes(_torchscript_expand(), strict_mode=False, data_prop=True)
-    assert _has_unknown_shapes(m)
+    assert _unknown_shapes(m)
 
 
 def test_folded_shapes_load_analyse_and_verify(tmp_path):
