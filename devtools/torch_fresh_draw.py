@@ -39,6 +39,13 @@ drawn with their own stream of the seed: each type's default config with its sta
 block, its layers to two and its widths to a quarter (tried with its widths kept, then as it is,
 when that does not build), 3 x 64 x 64 images, 4,000 waveform samples or a short spectrogram;
 the overrides and the input shape go into the --draw file.
+--torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
+is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
+10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
+x 64, else 16 x 224 x 224; RAFT's two images 64 x 64, else 128 x 128). Segmentation models train on
+their per-pixel "out", RAFT on its last flow; detection builders are left out (see TV_SHAPES).
+
+    python devtools/torch_fresh_draw.py --timm 0 --hf 0 --torchvision 200 --draw tv.json --list
 """
 from __future__ import annotations
 
@@ -294,6 +301,115 @@ def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, 
     return out
 
 
+# ---- torchvision (--torchvision N) -------------------------------------------------------------
+# Classification, segmentation, video and optical-flow builders of torchvision.models; detection is
+# left out: its train-mode forward needs box targets and returns a dict of losses (no logits for the
+# cross-entropy the oracle and `-l cce` train with), and its proposal sampling is data-dependent.
+# Quantized builders are inference models. Inputs: the first shape a model builds and runs at.
+TV_SHAPES = {"image": ((3, 64, 64), (3, 224, 224)), "segmentation": ((3, 64, 64),),
+             "video": ((3, 8, 64, 64), (3, 16, 224, 224)), "flow": ((6, 64, 64), (6, 128, 128))}
+
+
+class _PerPixel(torch.nn.Module):
+    """A segmentation model's "out" (or a video / classification model's logits) with the classes
+    last, as the loss reads them."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        out = self.m(x)
+        if isinstance(out, dict):
+            out = out["out"]
+        return out.movedim(1, -1) if out.dim() > 2 else out
+
+
+class _FlowPair(torch.nn.Module):
+    """RAFT on the two images stacked on channels; the last refinement's flow, per pixel, is what the
+    loss reads (a cross entropy over its two channels stands in for the end-point error)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x[:, :3], x[:, 3:])[-1].movedim(1, -1)
+
+
+def tv_candidates(rng, quoted):
+    import torchvision.models as M
+
+    kinds = {}
+    for mod, kind in ((M, "image"), (M.segmentation, "segmentation"), (M.video, "video"),
+                      (M.optical_flow, "flow")):
+        for n in M.list_models(module=mod):
+            kinds[n] = kind
+    names = sorted(n for n in kinds if n not in quoted)
+    rng.shuffle(names)
+    return [(n, kinds[n]) for n in names]
+
+
+def tv_builder(name, kw):
+    def build():
+        import torchvision.models as M
+
+        m = M.get_model(name, weights=None, **kw)
+        return _FlowPair(m) if name.startswith("raft") else _PerPixel(m)
+    return build
+
+
+def _tv_params(name, kw, max_params) -> int:
+    """Parameters of the built model: on the meta device, or (RegNet computes its widths with tensors,
+    which meta cannot read back) on the CPU when torchvision's weights metadata does not already put
+    it far over the limit."""
+    import torchvision.models as M
+
+    try:
+        return _params_on_meta(tv_builder(name, kw))
+    except NotImplementedError:
+        listed = min(w.meta["num_params"] for w in M.get_model_weights(name))
+        if listed > 2 * max_params:
+            return listed
+        return sum(p.numel() for p in tv_builder(name, kw)().parameters())
+
+
+def draw_torchvision(seed: int, n: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of `n` torchvision models (random weights, 10 classes where the builder takes
+    num_classes) that no zoo file and no earlier draw names, in the seed's order; its own generator, so
+    that adding it leaves the timm / transformers draw of a seed unchanged."""
+    rng = random.Random(seed)
+    quoted, _ = used_names()
+    quoted |= {name for source, name, _ in exclude if source == "tv"}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, kind in tv_candidates(rng, quoted):
+            if len(out) >= n:
+                break
+            # a segmentation builder's backbone weights default to ImageNet's (a download)
+            kw = {} if kind == "flow" else {"num_classes": 10} if kind != "segmentation" else \
+                {"num_classes": 10, "weights_backbone": None}
+            try:
+                k = _tv_params(name, kw, max_params)
+            except Exception as e:  # noqa: BLE001
+                log(f"skip torchvision {name}: does not build ({type(e).__name__})")
+                continue
+            if k > max_params:
+                log(f"skip torchvision {name}: {k / 1e6:.1f} M parameters")
+                continue
+            for shape in TV_SHAPES[kind]:
+                try:
+                    if _runs(tv_builder(name, kw), shape):
+                        out[f"fr_tv_{name}"] = _entry("tv", name, {"kw": kw, "input": list(shape)})
+                        log(f"draw torchvision {name} {'x'.join(map(str, shape))} ({k / 1e6:.2f} M parameters)")
+                        break
+                except Exception as e:  # noqa: BLE001
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                    log(f"skip torchvision {name} at {'x'.join(map(str, shape))} ({type(e).__name__}: {why})")
+    return out
+
+
 def _runs(build, shape) -> bool:
     torch.manual_seed(0)
     m = build()
@@ -533,6 +649,8 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
                 tuple(kw["input"]), (source, name, kw))
     if source == "hf" and kw.get("config"):  # drawn by the shrunk-defaults fallback: its overrides rebuild it
         return ("fresh-hf", hf_shrunk_builder(name, kw["config"]), IDS, (source, name, kw))
+    if source == "tv":
+        return ("fresh-torchvision", tv_builder(name, kw["kw"]), tuple(kw["input"]), (source, name, kw))
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
@@ -592,7 +710,7 @@ EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 def _network(module: str) -> str:
     for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
-                        ("fr_hfa_", "transformers")):
+                        ("fr_hfa_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
             return f"{lib} {module[len(prefix):]}"
     return module
@@ -661,6 +779,8 @@ def main(argv=None):
     ap.add_argument("--hf", type=int, default=6)
     ap.add_argument("--hf-vision", type=int, default=0, help="transformers image-classification types")
     ap.add_argument("--hf-audio", type=int, default=0, help="transformers audio-classification types")
+    ap.add_argument("--torchvision", type=int, default=0, metavar="N",
+                    help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
     ap.add_argument("--hf-shrink", action="store_true",
@@ -672,7 +792,8 @@ def main(argv=None):
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
-                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_): the draw itself is unchanged")
+                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_tv_): the draw itself "
+                                                     "is unchanged")
     ap.add_argument("--torch-only", action="store_true",
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
@@ -708,6 +829,9 @@ def main(argv=None):
             if n:
                 drawn.update(draw_hf_classes(seed, n, kind, args.max_params, log=lambda s: print(s, flush=True),
                                              exclude=earlier))
+        if args.torchvision:
+            drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
+                                          log=lambda s: print(s, flush=True), exclude=earlier))
         if args.draw:
             with open(args.draw, "w") as f:
                 json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)
