@@ -9,7 +9,7 @@ with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiase
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
 gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
-Fourier token mixing (`torch.fft.fftn(x).real`).
+Fourier token mixing (`torch.fft.fftn(x).real`), and weight norm (`_weight_norm_interface`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1321,9 +1321,32 @@ class GlobalFilterNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class WeightNormNet(nn.Module):
+    """Weight norm (`torch.nn.utils.parametrizations.weight_norm`) on a strided Conv1d stem, a grouped
+    positional Conv1d along the kernel's axis (`dim=2`, as Wav2Vec2's positional convolution) or along
+    its outputs (`dim=0`, the default), and on the Linear layers of a feed-forward block."""
+
+    def __init__(self, dim=2, c=64, k=16, groups=4, classes=10):
+        super().__init__()
+        wn = torch.nn.utils.parametrizations.weight_norm
+        self.stem = wn(nn.Conv1d(1, c, 10, stride=5), dim=0)
+        self.pos = wn(nn.Conv1d(c, c, k, padding=k // 2, groups=groups), dim=dim)
+        self.ff = nn.Sequential(wn(nn.Linear(c, 2 * c)), nn.GELU(), wn(nn.Linear(2 * c, c)))
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.gelu(self.stem(x))
+        x = x + F.gelu(self.pos(x)[..., :-1])
+        x = x.transpose(1, 2)
+        x = x + self.ff(x)
+        return self.head(x.mean(1))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
+    "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
+    "fam_weight_norm_dim0": ("weightnorm", lambda: WeightNormNet(dim=0), (1, 800)),
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
     "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
     "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),

@@ -234,6 +234,8 @@ class Replay:
             return elements(x.shape)
         if spec == "out0":
             return elements(self.opd[op.outputs[0]].shape)
+        if spec == "in1":
+            return elements(self.opd[op.inputs[1]].shape)
         if spec == "channels":
             return int(x.shape[1]) if len(x.shape) > 1 else 1
         if spec == "groups":  # (N, G): one per sample and group (group_norm's statistics)
