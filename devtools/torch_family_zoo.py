@@ -1342,9 +1342,40 @@ class WeightNormNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class SplitPermutedNet(nn.Module):
+    """FocalNet's modulation: a Linear over channels-last tokens, permuted to (N, C, H, W) (and made
+    `.contiguous()` with `contig`, as FocalNet does), split into q, a context and gates; the context
+    through depthwise 3 x 3 and 5 x 5 convolutions, gated, a 1 x 1 projection, times q."""
+
+    def __init__(self, contig=False, c=64, classes=10):
+        super().__init__()
+        self.contig, self.c = contig, c
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.proj_in = nn.Linear(c, 2 * c + 3)
+        self.focal = nn.ModuleList(nn.Conv2d(c, c, k, padding=k // 2, groups=c, bias=False) for k in (3, 5))
+        self.ctx = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, 2, 3, 1)
+        y = self.proj_in(x).permute(0, 3, 1, 2)
+        if self.contig:
+            y = y.contiguous()
+        q, ctx, gates = torch.split(y, (self.c, self.c, 3), 1)
+        acc = 0
+        for k, conv in enumerate(self.focal):
+            ctx = F.gelu(conv(ctx))
+            acc = acc + ctx * gates[:, k:k + 1]
+        acc = acc + F.gelu(ctx.mean((2, 3), keepdim=True)) * gates[:, 2:]
+        out = (q * self.ctx(acc)).permute(0, 2, 3, 1)
+        return self.head((x + out).mean((1, 2)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
+    "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
+    "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
     "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
     "fam_weight_norm_dim0": ("weightnorm", lambda: WeightNormNet(dim=0), (1, 800)),
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
