@@ -9,7 +9,7 @@ with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiase
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
 gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
-Fourier token mixing (`torch.fft.fftn(x).real`), and weight norm (`_weight_norm_interface`).
+Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), and F.fold (`aten.col2im`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1371,9 +1371,30 @@ class SplitPermutedNet(nn.Module):
         return self.head((x + out).mean((1, 2)))
 
 
+class FoldNet(nn.Module):
+    """MobileViTV2's patch round trip: F.unfold of the map into 2 x 2 patches, a Linear over each
+    patch's channels and a softmax over the patches, F.fold back (aten.col2im), a 1 x 1 convolution."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.mix = nn.Linear(c, c)
+        self.proj = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        n, c, h, w = x.shape
+        p = F.unfold(x, 2, stride=2).reshape(n, c, 4, -1)
+        p = self.mix(p.transpose(1, 3)).transpose(1, 3).softmax(-1)
+        x = x + self.proj(F.fold(p.reshape(n, c * 4, -1), (h, w), 2, stride=2))
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
+    "fam_fold": ("fold", lambda: FoldNet(), IMG),
     "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
     "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
     "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
