@@ -21,7 +21,7 @@ from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
-from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
+from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
@@ -427,7 +427,8 @@ class Replay:
             c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
         if rec and not no_grad(op.type):
             for v in outs:
-                self.rg.add(v)
+                if floating(opd[v]):  # an integer / bool result (top-k's indices) never requires grad
+                    self.rg.add(v)
         saved = []
         if rec:
             saved = self.saves(op, p, s, f, needs, copies)
