@@ -32,6 +32,20 @@ it is over --max-params from its expert counts or sub-configs, a head width does
 once more from its own defaults, every size shrunk the same way (hf_shrink_overrides); the draw file
 records the overrides, so a later run rebuilds the same network. Without the flag a draw, and every
 earlier --draw file, is what it was.
+
+--hf-vision N and --hf-audio N add transformers' own image- and audio-classification types
+(AutoModelForImageClassification / AutoModelForAudioClassification, names fr_hfv_* and fr_hfa_*),
+drawn with their own stream of the seed: each type's default config with its stages cut to one
+block, its layers to two and its widths to a quarter (tried with its widths kept, then as it is,
+when that does not build), 3 x 64 x 64 images, 4,000 waveform samples or a short spectrogram;
+the overrides and the input shape go into the --draw file.
+--torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
+is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
+10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
+x 64, else 16 x 224 x 224; RAFT's two images 64 x 64, else 128 x 128). Segmentation models train on
+their per-pixel "out", RAFT on its last flow; detection builders are left out (see TV_SHAPES).
+
+    python devtools/torch_fresh_draw.py --timm 0 --hf 0 --torchvision 200 --draw tv.json --list
 """
 from __future__ import annotations
 
@@ -125,6 +139,275 @@ def hf_builder(model_type):
             cfg.num_labels = 10
         return T._Logits(auto.from_config(cfg))
     return build
+
+
+# ---- transformers' own image and audio classifiers (--hf-vision N, --hf-audio N) ------------------
+# Each type's default config, shrunk the same way for every type: stages and layers cut to one or two,
+# widths divided by 4, images 64 x 64, a short input of the type's own modality. Layer drop (a random
+# layer skip per step) and SpecAugment's masks (drawn with numpy per step) are switched off: an export
+# traces one draw of them while torch measures another. A type whose shrunk config does not build or
+# run is tried with its widths kept, then with its sizes as they are, then skipped and said so.
+HF_CLASS_SOURCES = {"hfv": "vision", "hfa": "audio"}
+HF_CLASS_IMAGE = 64
+HF_CLASS_WAVE = 4000  # samples: 0.25 s at 16 kHz
+HF_CLASS_DEPTH_KEYS = ("depths", "num_block_repeats", "depth")
+HF_CLASS_LAYER_KEYS = ("num_hidden_layers", "encoder_layers", "decoder_layers", "n_layer")
+HF_CLASS_WIDTH_KEYS = ("hidden_size", "hidden_sizes", "intermediate_size", "d_model", "encoder_ffn_dim",
+                       "decoder_ffn_dim", "embed_dim", "hidden_dim", "embedding_size", "conv_dim",
+                       "output_hidden_size", "classifier_proj_size", "tdnn_dim", "num_filters", "n_embd")
+HF_CLASS_OFF = {"layerdrop": 0.0, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "mask_time_prob": 0.0,
+                "mask_feature_prob": 0.0, "apply_spec_augment": False}
+
+
+def hf_class_candidates(rng, kind, configs):
+    from transformers.models.auto import modeling_auto as ma
+
+    names = (ma.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES if kind == "vision"
+             else ma.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES)
+    types = [t for t in sorted(names) if _norm(t) not in configs]
+    rng.shuffle(types)
+    return types
+
+
+def _hf_class_width(v):
+    return max(8, (v // 4) // 8 * 8) if isinstance(v, int) and not isinstance(v, bool) and v >= 32 else v
+
+
+def hf_class_overrides(cfg, level: int) -> dict:
+    """The overrides of a type's default config: level 0 shrinks depths and widths, 1 depths only, 2 neither
+    (the image size, the sequence bounds and the random structure are set at every level)."""
+    d = cfg.to_dict() if not isinstance(cfg, dict) else cfg
+    out = {k: v for k, v in HF_CLASS_OFF.items() if k in d}
+    for k, sub in d.items():  # a composite config (CLIP, SigLIP): its towers shrunk alike
+        if isinstance(sub, dict) and "model_type" in sub:
+            out[k] = sub | hf_class_overrides(sub, level)
+    if "image_size" in d:
+        out["image_size"] = [HF_CLASS_IMAGE] * 2 if isinstance(d["image_size"], (list, tuple)) else HF_CLASS_IMAGE
+    if "max_source_positions" in d:  # whisper: the encoder takes exactly 2 x this many frames
+        out["max_source_positions"] = 32
+    if "max_target_positions" in d:
+        out["max_target_positions"] = 32
+    if "max_length" in d and "num_mel_bins" in d:  # AST: frames of the spectrogram
+        out["max_length"] = 64
+    if level <= 1:
+        for k in HF_CLASS_LAYER_KEYS:
+            if isinstance(d.get(k), int) and d[k] > 2:
+                out[k] = 2
+        for k in HF_CLASS_DEPTH_KEYS:
+            if isinstance(d.get(k), list) and d[k] and all(isinstance(x, int) for x in d[k]):
+                out[k] = [min(x, 1) for x in d[k]]
+        for k in ("width_coefficient", "depth_coefficient", "depth_multiplier"):
+            if isinstance(d.get(k), float) and d[k] > 1.0:
+                out[k] = 1.0
+    if level == 0:
+        for k in HF_CLASS_WIDTH_KEYS:
+            v = d.get(k)
+            w = [_hf_class_width(x) for x in v] if isinstance(v, list) else _hf_class_width(v)
+            if w != v:
+                out[k] = w
+    return out
+
+
+def _hf_class_config(model_type: str, overrides: dict):
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type, **overrides)
+    cfg.num_labels = 10
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def hf_class_inputs(cfg, input_name: str) -> list:
+    """Candidate input shapes (without the batch) for the model's main input."""
+    if input_name == "pixel_values":
+        return [(getattr(cfg, "num_channels", 3), HF_CLASS_IMAGE, HF_CLASS_IMAGE)]
+    if input_name == "input_values":
+        return [(HF_CLASS_WAVE,)]
+    out = []
+    if getattr(cfg, "max_source_positions", None) and getattr(cfg, "num_mel_bins", None):
+        out.append((cfg.num_mel_bins, 2 * cfg.max_source_positions))
+    if getattr(cfg, "max_length", None) and getattr(cfg, "num_mel_bins", None):
+        out.append((cfg.max_length, cfg.num_mel_bins))
+    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel"):
+        if isinstance(getattr(cfg, k, None), int):
+            out.append((32, getattr(cfg, k)))
+    return out
+
+
+class _HFClassLogits(torch.nn.Module):
+    def __init__(self, m, input_name):
+        super().__init__()
+        self.m = m
+        self.input_name = input_name
+
+    def forward(self, x):
+        return self.m(**{self.input_name: x}).logits
+
+
+def hf_class_builder(kind: str, model_type: str, overrides: dict):
+    def build():
+        from transformers import AutoModelForAudioClassification, AutoModelForImageClassification
+
+        auto = AutoModelForImageClassification if kind == "vision" else AutoModelForAudioClassification
+        m = auto.from_config(_hf_class_config(model_type, overrides))
+        return _HFClassLogits(m, m.main_input_name)
+    return build
+
+
+def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of n transformers image (kind "vision") or audio ("audio") classification types
+    none of the zoo files nor `exclude` names, shuffled with its own stream of `seed`."""
+    source = next(s for s, k in HF_CLASS_SOURCES.items() if k == kind)
+    rng = random.Random(f"{seed}-{source}")
+    _, configs = used_names()
+    configs |= {_norm(name) for src, name, _ in exclude if src == "hf" or src in HF_CLASS_SOURCES}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for t in hf_class_candidates(rng, kind, configs):
+            if len(out) >= n:
+                break
+            whys = []
+            for level in (0, 1, 2):
+                if level:
+                    whys.append(why)
+                why = "no config"
+                try:
+                    overrides = hf_class_overrides(_hf_class_config(t, {}), level)
+                    b = hf_class_builder(kind, t, overrides)
+                    nparams = _params_on_meta(b)
+                    if nparams > max_params:
+                        why = f"{nparams / 1e6:.1f} M parameters"
+                        continue
+                    cfg = _hf_class_config(t, overrides)
+                    name = b().input_name
+                    for shape in hf_class_inputs(cfg, name):
+                        try:
+                            if _runs(b, shape):
+                                kw = {"config": overrides, "input": list(shape)}
+                                out[f"fr_{source}_{t}"] = _entry(source, t, kw)
+                                log(f"draw transformers {kind} {t} {kw} ({nparams / 1e6:.2f} M parameters)")
+                                break
+                            why = "output is not float logits"
+                        except Exception as e:  # noqa: BLE001 (a type that does not run here is skipped)
+                            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:100]}"
+                    if f"fr_{source}_{t}" in out:
+                        break
+                except Exception as e:  # noqa: BLE001
+                    why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:100]}"
+            else:
+                whys.append(why)
+                log(f"skip transformers {kind} {t}: does not build / run (shrunk: {whys[0]}; as it is: {whys[-1]})")
+    return out
+
+
+# ---- torchvision (--torchvision N) -------------------------------------------------------------
+# Classification, segmentation, video and optical-flow builders of torchvision.models; detection is
+# left out: its train-mode forward needs box targets and returns a dict of losses (no logits for the
+# cross-entropy the oracle and `-l cce` train with), and its proposal sampling is data-dependent.
+# Quantized builders are inference models. Inputs: the first shape a model builds and runs at.
+TV_SHAPES = {"image": ((3, 64, 64), (3, 224, 224)), "segmentation": ((3, 64, 64),),
+             "video": ((3, 8, 64, 64), (3, 16, 224, 224)), "flow": ((6, 64, 64), (6, 128, 128))}
+
+
+class _PerPixel(torch.nn.Module):
+    """A segmentation model's "out" (or a video / classification model's logits) with the classes
+    last, as the loss reads them."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        out = self.m(x)
+        if isinstance(out, dict):
+            out = out["out"]
+        return out.movedim(1, -1) if out.dim() > 2 else out
+
+
+class _FlowPair(torch.nn.Module):
+    """RAFT on the two images stacked on channels; the last refinement's flow, per pixel, is what the
+    loss reads (a cross entropy over its two channels stands in for the end-point error)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x[:, :3], x[:, 3:])[-1].movedim(1, -1)
+
+
+def tv_candidates(rng, quoted):
+    import torchvision.models as M
+
+    kinds = {}
+    for mod, kind in ((M, "image"), (M.segmentation, "segmentation"), (M.video, "video"),
+                      (M.optical_flow, "flow")):
+        for n in M.list_models(module=mod):
+            kinds[n] = kind
+    names = sorted(n for n in kinds if n not in quoted)
+    rng.shuffle(names)
+    return [(n, kinds[n]) for n in names]
+
+
+def tv_builder(name, kw):
+    def build():
+        import torchvision.models as M
+
+        m = M.get_model(name, weights=None, **kw)
+        return _FlowPair(m) if name.startswith("raft") else _PerPixel(m)
+    return build
+
+
+def _tv_params(name, kw, max_params) -> int:
+    """Parameters of the built model: on the meta device, or (RegNet computes its widths with tensors,
+    which meta cannot read back) on the CPU when torchvision's weights metadata does not already put
+    it far over the limit."""
+    import torchvision.models as M
+
+    try:
+        return _params_on_meta(tv_builder(name, kw))
+    except NotImplementedError:
+        listed = min(w.meta["num_params"] for w in M.get_model_weights(name))
+        if listed > 2 * max_params:
+            return listed
+        return sum(p.numel() for p in tv_builder(name, kw)().parameters())
+
+
+def draw_torchvision(seed: int, n: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of `n` torchvision models (random weights, 10 classes where the builder takes
+    num_classes) that no zoo file and no earlier draw names, in the seed's order; its own generator, so
+    that adding it leaves the timm / transformers draw of a seed unchanged."""
+    rng = random.Random(seed)
+    quoted, _ = used_names()
+    quoted |= {name for source, name, _ in exclude if source == "tv"}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, kind in tv_candidates(rng, quoted):
+            if len(out) >= n:
+                break
+            # a segmentation builder's backbone weights default to ImageNet's (a download)
+            kw = {} if kind == "flow" else {"num_classes": 10} if kind != "segmentation" else \
+                {"num_classes": 10, "weights_backbone": None}
+            try:
+                k = _tv_params(name, kw, max_params)
+            except Exception as e:  # noqa: BLE001
+                log(f"skip torchvision {name}: does not build ({type(e).__name__})")
+                continue
+            if k > max_params:
+                log(f"skip torchvision {name}: {k / 1e6:.1f} M parameters")
+                continue
+            for shape in TV_SHAPES[kind]:
+                try:
+                    if _runs(tv_builder(name, kw), shape):
+                        out[f"fr_tv_{name}"] = _entry("tv", name, {"kw": kw, "input": list(shape)})
+                        log(f"draw torchvision {name} {'x'.join(map(str, shape))} ({k / 1e6:.2f} M parameters)")
+                        break
+                except Exception as e:  # noqa: BLE001
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                    log(f"skip torchvision {name} at {'x'.join(map(str, shape))} ({type(e).__name__}: {why})")
+    return out
 
 
 def _runs(build, shape) -> bool:
@@ -361,8 +644,13 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
     if source == "timm":
         b = timm_builder(name)
         return ("fresh-timm", (lambda: b(kw)), IMG, (source, name, kw))
-    if kw.get("config"):  # drawn by the shrunk-defaults fallback: its overrides rebuild it
+    if source in HF_CLASS_SOURCES:
+        return (f"fresh-{source}", hf_class_builder(HF_CLASS_SOURCES[source], name, kw["config"]),
+                tuple(kw["input"]), (source, name, kw))
+    if source == "hf" and kw.get("config"):  # drawn by the shrunk-defaults fallback: its overrides rebuild it
         return ("fresh-hf", hf_shrunk_builder(name, kw["config"]), IDS, (source, name, kw))
+    if source == "tv":
+        return ("fresh-torchvision", tv_builder(name, kw["kw"]), tuple(kw["input"]), (source, name, kw))
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
@@ -421,7 +709,8 @@ EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 
 def _network(module: str) -> str:
-    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers")):
+    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
+                        ("fr_hfa_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
             return f"{lib} {module[len(prefix):]}"
     return module
@@ -488,6 +777,10 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, help="the draw's seed (default: a random one, printed)")
     ap.add_argument("--timm", type=int, default=20)
     ap.add_argument("--hf", type=int, default=6)
+    ap.add_argument("--hf-vision", type=int, default=0, help="transformers image-classification types")
+    ap.add_argument("--hf-audio", type=int, default=0, help="transformers audio-classification types")
+    ap.add_argument("--torchvision", type=int, default=0, metavar="N",
+                    help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
     ap.add_argument("--hf-shrink", action="store_true",
@@ -500,7 +793,8 @@ def main(argv=None):
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
-                                                     "(fr_timm_, fr_hf_): the draw itself is unchanged")
+                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_tv_): the draw itself "
+                                                     "is unchanged")
     ap.add_argument("--torch-only", action="store_true",
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
@@ -532,6 +826,13 @@ def main(argv=None):
                 earlier += json.load(fh)["drawn"].values()
         drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier,
                      hf_shrink=args.hf_shrink)
+        for kind, n in (("vision", args.hf_vision), ("audio", args.hf_audio)):
+            if n:
+                drawn.update(draw_hf_classes(seed, n, kind, args.max_params, log=lambda s: print(s, flush=True),
+                                             exclude=earlier))
+        if args.torchvision:
+            drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
+                                          log=lambda s: print(s, flush=True), exclude=earlier))
         if args.draw:
             with open(args.draw, "w") as f:
                 json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)
