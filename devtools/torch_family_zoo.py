@@ -9,7 +9,7 @@ with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiase
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
 gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
-Fourier token mixing (`torch.fft.fftn(x).real`).
+Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), and F.fold (`aten.col2im`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1368,9 +1368,84 @@ class GlobalFilterNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class WeightNormNet(nn.Module):
+    """Weight norm (`torch.nn.utils.parametrizations.weight_norm`) on a strided Conv1d stem, a grouped
+    positional Conv1d along the kernel's axis (`dim=2`, as Wav2Vec2's positional convolution) or along
+    its outputs (`dim=0`, the default), and on the Linear layers of a feed-forward block."""
+
+    def __init__(self, dim=2, c=64, k=16, groups=4, classes=10):
+        super().__init__()
+        wn = torch.nn.utils.parametrizations.weight_norm
+        self.stem = wn(nn.Conv1d(1, c, 10, stride=5), dim=0)
+        self.pos = wn(nn.Conv1d(c, c, k, padding=k // 2, groups=groups), dim=dim)
+        self.ff = nn.Sequential(wn(nn.Linear(c, 2 * c)), nn.GELU(), wn(nn.Linear(2 * c, c)))
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.gelu(self.stem(x))
+        x = x + F.gelu(self.pos(x)[..., :-1])
+        x = x.transpose(1, 2)
+        x = x + self.ff(x)
+        return self.head(x.mean(1))
+
+
+class SplitPermutedNet(nn.Module):
+    """FocalNet's modulation: a Linear over channels-last tokens, permuted to (N, C, H, W) (and made
+    `.contiguous()` with `contig`, as FocalNet does), split into q, a context and gates; the context
+    through depthwise 3 x 3 and 5 x 5 convolutions, gated, a 1 x 1 projection, times q."""
+
+    def __init__(self, contig=False, c=64, classes=10):
+        super().__init__()
+        self.contig, self.c = contig, c
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.proj_in = nn.Linear(c, 2 * c + 3)
+        self.focal = nn.ModuleList(nn.Conv2d(c, c, k, padding=k // 2, groups=c, bias=False) for k in (3, 5))
+        self.ctx = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, 2, 3, 1)
+        y = self.proj_in(x).permute(0, 3, 1, 2)
+        if self.contig:
+            y = y.contiguous()
+        q, ctx, gates = torch.split(y, (self.c, self.c, 3), 1)
+        acc = 0
+        for k, conv in enumerate(self.focal):
+            ctx = F.gelu(conv(ctx))
+            acc = acc + ctx * gates[:, k:k + 1]
+        acc = acc + F.gelu(ctx.mean((2, 3), keepdim=True)) * gates[:, 2:]
+        out = (q * self.ctx(acc)).permute(0, 2, 3, 1)
+        return self.head((x + out).mean((1, 2)))
+
+
+class FoldNet(nn.Module):
+    """MobileViTV2's patch round trip: F.unfold of the map into 2 x 2 patches, a Linear over each
+    patch's channels and a softmax over the patches, F.fold back (aten.col2im), a 1 x 1 convolution."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.mix = nn.Linear(c, c)
+        self.proj = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        n, c, h, w = x.shape
+        p = F.unfold(x, 2, stride=2).reshape(n, c, 4, -1)
+        p = self.mix(p.transpose(1, 3)).transpose(1, 3).softmax(-1)
+        x = x + self.proj(F.fold(p.reshape(n, c * 4, -1), (h, w), 2, stride=2))
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
+    "fam_fold": ("fold", lambda: FoldNet(), IMG),
+    "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
+    "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
+    "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
+    "fam_weight_norm_dim0": ("weightnorm", lambda: WeightNormNet(dim=0), (1, 800)),
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
     "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
     "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
