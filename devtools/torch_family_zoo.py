@@ -1229,6 +1229,43 @@ class SegmentReduceNet(nn.Module):
         return self.head(h * pooled.gather(1, idx))
 
 
+class GlobalTokenLM(nn.Module):
+    """Longformer's global attention in small: a mask made from the input's shape each step marks
+    token 0 of each row global (`mask = ones * (glob + 1)`, `mask > 1`); the global tokens' indices
+    (`nonzero(as_tuple=True)`), their largest count per row (an `arange`'s length) and the slots with
+    no global token (an empty index: every row has one) decide what the attention gathers and
+    writes. Every size follows from the input's shape; one tensor per layer is empty."""
+
+    def __init__(self, d=64, layers=2, classes=10, chunk=True):
+        super().__init__()
+        self.chunk = chunk  # q, k, v as chunks of one projection, or three projections
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) if chunk else nn.ModuleList(nn.Linear(d, d) for _ in range(3))
+                                 for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        glob = torch.zeros(b, s, dtype=torch.long)
+        glob[:, 0] = 1
+        is_glob = torch.ones(b, s) * (glob + 1) > 1
+        n = is_glob.long().sum(1)
+        bi, ti = is_glob.nonzero(as_tuple=True)
+        slot = torch.arange(n.max()) < n.unsqueeze(-1)
+        sb, st = slot.nonzero(as_tuple=True)
+        nb, nt = (slot == 0).nonzero(as_tuple=True)
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).chunk(3, -1) if self.chunk else (f(x) for f in qkv)
+            kg = k.new_zeros(b, slot.shape[1], d)
+            kg[sb, st] = k[bi, ti]
+            vg = v.new_zeros(b, slot.shape[1], d)
+            vg[sb, st] = v[bi, ti]
+            sc = (kg @ q.transpose(1, 2) / d ** 0.5)  # (b, slot, token), as Longformer transposes it
+            sc[nb, nt] = -10000.0
+            x = x + out(sc.transpose(1, 2).softmax(-1) @ vg)
+        return self.head(x.mean(1))
+
+
 class MoESplit(nn.Module):
     """A mixture of experts with top-k routing, the tokens sorted by expert and split by each
     expert's count (JetMoE's and MegaBlocks' `split_with_sizes`: sizes computed from the data)."""
@@ -1511,6 +1548,8 @@ FAM = {
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
+    "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
+    "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
