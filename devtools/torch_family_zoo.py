@@ -1288,6 +1288,29 @@ class DilatedNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class GridSampleNet(nn.Module):
+    """Bilinear grid sampling (F.grid_sample, zeros padding) of conv features at a base grid moved by a
+    learned flow, as RAFT's lookups and spatial transformers do: `detach` samples at a grid that needs
+    no gradient (RAFT detaches its coordinates), else the flow trains through the grid too."""
+
+    def __init__(self, detach=False, align=True, classes=10, size=32):
+        super().__init__()
+        self.detach, self.align = detach, align
+        self.feat = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        self.flow = nn.Conv2d(16, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys], -1)[None], persistent=False)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        f = self.feat(x)
+        grid = self.base + torch.tanh(self.flow(f)).permute(0, 2, 3, 1) * 0.2
+        if self.detach:
+            grid = grid.detach()
+        s = F.grid_sample(f, grid, mode="bilinear", padding_mode="zeros", align_corners=self.align)
+        return self.head(F.relu(s).mean((2, 3)))
+
+
 class UnreadNet(nn.Module):
     """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
     text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
@@ -1440,6 +1463,9 @@ FAM = {
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
     "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
     "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
+    "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
+    "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
 }
 
 
