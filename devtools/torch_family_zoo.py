@@ -809,6 +809,53 @@ class GatedDeltaNet(nn.Module):
         return self.head(x)
 
 
+class SolveNet(nn.Module):
+    """The UT system of chunked gated-delta attention (transformers' Qwen3-Next / Qwen3.5 /
+    OLMo-hybrid `torch_chunk_gated_delta_rule`), solved for two right-hand sides. `mode` "export":
+    as transformers writes it, `torch.linalg.solve_triangular` in eager and, only under export
+    (`torch.compiler.is_exporting()`), the forward-substitution loop (`-A.tril(-1)`, rows written in
+    place, `+ eye`, two matmuls); "loop": that loop in eager too. Both give the same dynamo export;
+    TorchScript traces what eager runs (its exporter has no solve_triangular). Locals are deleted
+    after their last use (the profile cannot see Python's)."""
+
+    def __init__(self, d=32, heads=4, hd=16, chunk=16, layers=2, classes=50, mode="export"):
+        super().__init__()
+        self.h, self.hd, self.c, self.mode = heads, hd, chunk, mode
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * heads * hd, bias=False) for _ in range(layers))
+        self.beta = nn.ModuleList(nn.Linear(d, heads, bias=False) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(heads * hd, d, bias=False) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h, hd, c = self.h, self.hd, self.c
+        for i in range(len(self.qkv)):
+            q, k, v = (t.reshape(b, h, s // c, c, hd) for t in
+                       self.qkv[i](x).view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4).unbind(0))
+            beta = self.beta[i](x).sigmoid().transpose(1, 2).reshape(b, h, s // c, c, 1)
+            kb, vb = k * beta, v * beta
+            del beta
+            ut = (kb @ k.transpose(-1, -2)) * 0.1
+            if self.mode == "loop" or torch.compiler.is_exporting():
+                ut = -ut.tril(-1)
+                for j in range(1, c):
+                    row = ut[..., j, :j].clone()
+                    sub = ut[..., :j, :j].clone()
+                    ut[..., j, :j] = row + (row.unsqueeze(-1) * sub).sum(-2)
+                    del row, sub
+                ut = ut + torch.eye(c)
+                nv, kc = ut @ vb, ut @ kb
+            else:
+                nv = torch.linalg.solve_triangular(ut, vb, upper=False, unitriangular=True)
+                kc = torch.linalg.solve_triangular(ut, kb, upper=False, unitriangular=True)
+            del ut, kb, vb, v
+            o = (q @ k.transpose(-1, -2)) @ nv + kc
+            del q, k, nv, kc
+            x = x + self.out[i](o.reshape(b, h, s, hd).transpose(1, 2).reshape(b, s, h * hd))
+            del o
+        return self.head(x)
+
+
 class OuterNet(nn.Module):
     """Kimi / Bailing delta attention's per-channel decayed scores, written as outer products: `(q[...,
     :, None, :] * k[..., None, :, :] * decay).sum(-1)` over (B, H, S, S, D), both factors broadcast
@@ -1417,6 +1464,8 @@ FAM = {
     "fam_fnet_mix_last": ("dft", lambda: FourierMixNet(d=16, layers=1, mix_last=True), (128, 16)),
     "fam_trilu_k1": ("trilu", lambda: TriluNet(k=1), SEQ),
     "fam_gated_delta": ("trilu", lambda: GatedDeltaNet(), SEQ),
+    "fam_solve_export": ("trilu", lambda: SolveNet(), (64, 32)),
+    "fam_solve_loop": ("trilu", lambda: SolveNet(mode="loop"), (64, 32)),
     "fam_outer": ("broadcast", lambda: OuterNet(), SEQ),
     "fam_evonorm": ("var", lambda: EvoNet(), IMG),
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),

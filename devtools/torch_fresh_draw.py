@@ -27,6 +27,18 @@ or does not build and run forward in eager at the fixed input (timm: 3 x 64 x 64
 when the model needs it; transformers: 32 token ids of a 1000-word vocabulary, a small config: hidden
 64, 2 layers, 4 heads, eager attention). Nothing about memplan decides the draw.
 
+--hf-shrink: a transformers type the small config cannot build (its attributes are spelled otherwise,
+it is over --max-params from its expert counts or sub-configs, a head width does not divide) is tried
+once more from its own defaults, every size shrunk the same way (hf_shrink_overrides); the draw file
+records the overrides, so a later run rebuilds the same network. Without the flag a draw, and every
+earlier --draw file, is what it was.
+
+--hf-vision N and --hf-audio N add transformers' own image- and audio-classification types
+(AutoModelForImageClassification / AutoModelForAudioClassification, names fr_hfv_* and fr_hfa_*),
+drawn with their own stream of the seed: each type's default config with its stages cut to one
+block, its layers to two and its widths to a quarter (tried with its widths kept, then as it is,
+when that does not build), 3 x 64 x 64 images, 4,000 waveform samples or a short spectrogram;
+the overrides and the input shape go into the --draw file.
 --torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
 is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
 10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
@@ -127,6 +139,166 @@ def hf_builder(model_type):
             cfg.num_labels = 10
         return T._Logits(auto.from_config(cfg))
     return build
+
+
+# ---- transformers' own image and audio classifiers (--hf-vision N, --hf-audio N) ------------------
+# Each type's default config, shrunk the same way for every type: stages and layers cut to one or two,
+# widths divided by 4, images 64 x 64, a short input of the type's own modality. Layer drop (a random
+# layer skip per step) and SpecAugment's masks (drawn with numpy per step) are switched off: an export
+# traces one draw of them while torch measures another. A type whose shrunk config does not build or
+# run is tried with its widths kept, then with its sizes as they are, then skipped and said so.
+HF_CLASS_SOURCES = {"hfv": "vision", "hfa": "audio"}
+HF_CLASS_IMAGE = 64
+HF_CLASS_WAVE = 4000  # samples: 0.25 s at 16 kHz
+HF_CLASS_DEPTH_KEYS = ("depths", "num_block_repeats", "depth")
+HF_CLASS_LAYER_KEYS = ("num_hidden_layers", "encoder_layers", "decoder_layers", "n_layer")
+HF_CLASS_WIDTH_KEYS = ("hidden_size", "hidden_sizes", "intermediate_size", "d_model", "encoder_ffn_dim",
+                       "decoder_ffn_dim", "embed_dim", "hidden_dim", "embedding_size", "conv_dim",
+                       "output_hidden_size", "classifier_proj_size", "tdnn_dim", "num_filters", "n_embd")
+HF_CLASS_OFF = {"layerdrop": 0.0, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "mask_time_prob": 0.0,
+                "mask_feature_prob": 0.0, "apply_spec_augment": False}
+
+
+def hf_class_candidates(rng, kind, configs):
+    from transformers.models.auto import modeling_auto as ma
+
+    names = (ma.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES if kind == "vision"
+             else ma.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES)
+    types = [t for t in sorted(names) if _norm(t) not in configs]
+    rng.shuffle(types)
+    return types
+
+
+def _hf_class_width(v):
+    return max(8, (v // 4) // 8 * 8) if isinstance(v, int) and not isinstance(v, bool) and v >= 32 else v
+
+
+def hf_class_overrides(cfg, level: int) -> dict:
+    """The overrides of a type's default config: level 0 shrinks depths and widths, 1 depths only, 2 neither
+    (the image size, the sequence bounds and the random structure are set at every level)."""
+    d = cfg.to_dict() if not isinstance(cfg, dict) else cfg
+    out = {k: v for k, v in HF_CLASS_OFF.items() if k in d}
+    for k, sub in d.items():  # a composite config (CLIP, SigLIP): its towers shrunk alike
+        if isinstance(sub, dict) and "model_type" in sub:
+            out[k] = sub | hf_class_overrides(sub, level)
+    if "image_size" in d:
+        out["image_size"] = [HF_CLASS_IMAGE] * 2 if isinstance(d["image_size"], (list, tuple)) else HF_CLASS_IMAGE
+    if "max_source_positions" in d:  # whisper: the encoder takes exactly 2 x this many frames
+        out["max_source_positions"] = 32
+    if "max_target_positions" in d:
+        out["max_target_positions"] = 32
+    if "max_length" in d and "num_mel_bins" in d:  # AST: frames of the spectrogram
+        out["max_length"] = 64
+    if level <= 1:
+        for k in HF_CLASS_LAYER_KEYS:
+            if isinstance(d.get(k), int) and d[k] > 2:
+                out[k] = 2
+        for k in HF_CLASS_DEPTH_KEYS:
+            if isinstance(d.get(k), list) and d[k] and all(isinstance(x, int) for x in d[k]):
+                out[k] = [min(x, 1) for x in d[k]]
+        for k in ("width_coefficient", "depth_coefficient", "depth_multiplier"):
+            if isinstance(d.get(k), float) and d[k] > 1.0:
+                out[k] = 1.0
+    if level == 0:
+        for k in HF_CLASS_WIDTH_KEYS:
+            v = d.get(k)
+            w = [_hf_class_width(x) for x in v] if isinstance(v, list) else _hf_class_width(v)
+            if w != v:
+                out[k] = w
+    return out
+
+
+def _hf_class_config(model_type: str, overrides: dict):
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type, **overrides)
+    cfg.num_labels = 10
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def hf_class_inputs(cfg, input_name: str) -> list:
+    """Candidate input shapes (without the batch) for the model's main input."""
+    if input_name == "pixel_values":
+        return [(getattr(cfg, "num_channels", 3), HF_CLASS_IMAGE, HF_CLASS_IMAGE)]
+    if input_name == "input_values":
+        return [(HF_CLASS_WAVE,)]
+    out = []
+    if getattr(cfg, "max_source_positions", None) and getattr(cfg, "num_mel_bins", None):
+        out.append((cfg.num_mel_bins, 2 * cfg.max_source_positions))
+    if getattr(cfg, "max_length", None) and getattr(cfg, "num_mel_bins", None):
+        out.append((cfg.max_length, cfg.num_mel_bins))
+    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel"):
+        if isinstance(getattr(cfg, k, None), int):
+            out.append((32, getattr(cfg, k)))
+    return out
+
+
+class _HFClassLogits(torch.nn.Module):
+    def __init__(self, m, input_name):
+        super().__init__()
+        self.m = m
+        self.input_name = input_name
+
+    def forward(self, x):
+        return self.m(**{self.input_name: x}).logits
+
+
+def hf_class_builder(kind: str, model_type: str, overrides: dict):
+    def build():
+        from transformers import AutoModelForAudioClassification, AutoModelForImageClassification
+
+        auto = AutoModelForImageClassification if kind == "vision" else AutoModelForAudioClassification
+        m = auto.from_config(_hf_class_config(model_type, overrides))
+        return _HFClassLogits(m, m.main_input_name)
+    return build
+
+
+def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of n transformers image (kind "vision") or audio ("audio") classification types
+    none of the zoo files nor `exclude` names, shuffled with its own stream of `seed`."""
+    source = next(s for s, k in HF_CLASS_SOURCES.items() if k == kind)
+    rng = random.Random(f"{seed}-{source}")
+    _, configs = used_names()
+    configs |= {_norm(name) for src, name, _ in exclude if src == "hf" or src in HF_CLASS_SOURCES}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for t in hf_class_candidates(rng, kind, configs):
+            if len(out) >= n:
+                break
+            whys = []
+            for level in (0, 1, 2):
+                if level:
+                    whys.append(why)
+                why = "no config"
+                try:
+                    overrides = hf_class_overrides(_hf_class_config(t, {}), level)
+                    b = hf_class_builder(kind, t, overrides)
+                    nparams = _params_on_meta(b)
+                    if nparams > max_params:
+                        why = f"{nparams / 1e6:.1f} M parameters"
+                        continue
+                    cfg = _hf_class_config(t, overrides)
+                    name = b().input_name
+                    for shape in hf_class_inputs(cfg, name):
+                        try:
+                            if _runs(b, shape):
+                                kw = {"config": overrides, "input": list(shape)}
+                                out[f"fr_{source}_{t}"] = _entry(source, t, kw)
+                                log(f"draw transformers {kind} {t} {kw} ({nparams / 1e6:.2f} M parameters)")
+                                break
+                            why = "output is not float logits"
+                        except Exception as e:  # noqa: BLE001 (a type that does not run here is skipped)
+                            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:100]}"
+                    if f"fr_{source}_{t}" in out:
+                        break
+                except Exception as e:  # noqa: BLE001
+                    why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:100]}"
+            else:
+                whys.append(why)
+                log(f"skip transformers {kind} {t}: does not build / run (shrunk: {whys[0]}; as it is: {whys[-1]})")
+    return out
 
 
 # ---- torchvision (--torchvision N) -------------------------------------------------------------
@@ -246,19 +418,246 @@ def _runs(build, shape) -> bool:
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
 
 
+# --- the shrunk-defaults fallback (--hf-shrink): a transformers type SMALL cannot build ------------
+# SMALL names one set of attributes; many types spell theirs differently (n_embd, d_model, MLA ranks,
+# expert counts, per-layer lists), so SMALL leaves them at the type's full size or makes them
+# inconsistent. The fallback starts from the type's own defaults and shrinks every size the same way
+# (a hidden width of 64, 4 heads, head widths by the factor that makes the main one 16), keeps 2 layers
+# that show each distinct per-layer kind, at most 4 experts (2 per token), a 1000-word vocabulary with
+# special token ids above it moved into it, and experts run as transformers' batched_mm (its default,
+# grouped_mm, is a custom op neither exporter writes). The overrides are recorded in the --draw file.
+SHRINK_HIDDEN = ("hidden_size", "d_model", "n_embd", "n_embed", "dim")
+SHRINK_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+                "decoder_attention_heads", "num_encoder_attention_heads", "num_decoder_attention_heads",
+                "num_self_attention_heads", "num_cross_attention_heads", "swa_num_attention_heads",
+                "index_n_heads", "n_mamba_heads", "linear_num_value_heads")
+SHRINK_KV_HEADS = ("num_key_value_heads", "swa_num_key_value_heads", "n_kv_heads", "num_kv_heads",
+                   "linear_num_key_heads", "num_query_groups")
+SHRINK_LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
+                 "num_encoder_layers", "encoder_layers", "decoder_layers")
+SHRINK_EXPERTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "n_experts")
+SHRINK_TOP_K = ("num_experts_per_tok", "moe_k", "top_k", "num_experts_per_token", "moe_topk")
+SHRINK_SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+SHRINK_VOCAB = 1000
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _step(v: float, step: int) -> int:
+    return max(step, step * round(v / step))
+
+
+def _shrink_one(d: dict) -> dict:
+    """Overrides for one config's attributes `d` (its to_dict(), sub-configs left out)."""
+    out = {}
+    hidden = next((d[k] for k in SHRINK_HIDDEN if _is_int(d.get(k)) and d[k] > 0), None)
+    if hidden is None or hidden <= 64:
+        f_hidden = 1.0
+    else:
+        f_hidden = hidden / 64
+    heads = next((d[k] for k in SHRINK_HEADS if _is_int(d.get(k)) and d[k] > 0), None)
+    head_dim = d.get("head_dim") if _is_int(d.get("head_dim")) and d["head_dim"] > 0 else \
+        (hidden // heads if hidden and heads else None)
+    f_head = head_dim / 16 if head_dim and head_dim > 16 else 1.0
+    for k in SHRINK_HIDDEN:
+        if _is_int(d.get(k)) and d[k] > 64:
+            out[k] = 64
+    for k in SHRINK_HEADS:
+        if _is_int(d.get(k)) and d[k] > 4:
+            out[k] = 4
+    for k in SHRINK_KV_HEADS:
+        if _is_int(d.get(k)) and d[k] > 1:
+            out[k] = 4 if heads and d[k] >= heads else min(d[k], 2)
+    for k, v in d.items():
+        if k in out or not (_is_int(v) or (isinstance(v, list) and v and all(_is_int(x) for x in v))):
+            continue
+        if "token_id" in k or "token_index" in k or "vocab" in k:
+            continue
+        name = k.lower()
+        scale = None
+        if any(t in name for t in ("head_dim", "head_size", "d_head", "rotary_dim", "headdim")):
+            scale = f_head
+        elif (any(t in name for t in ("intermediate", "ffn", "n_inner", "d_ff", "_rank", "hidden_size",
+                                      "embed_dim", "d_kv", "hidden_dim")) or name.endswith("_dim")) \
+                and "layer" not in name and "conv" not in name:
+            scale = f_hidden
+        if scale and scale > 1:
+            # widths by multiples of 8 where the default is one (grouped expert matmuls need 16-byte strides)
+            step = 8 if scale is f_hidden else 2
+            out[k] = [_step(x / scale, step) for x in v] if isinstance(v, list) else \
+                _step(v / scale, step if v >= step else 1)
+    for k in SHRINK_EXPERTS:
+        if _is_int(d.get(k)) and d[k] > 4:
+            out[k] = 4
+    for k in SHRINK_TOP_K:
+        if _is_int(d.get(k)) and d[k] > 2:
+            out[k] = 2
+    for k in SHRINK_SHARED:
+        if _is_int(d.get(k)) and d[k] > 1:
+            out[k] = 1
+    for k in ("n_group", "topk_group"):
+        if _is_int(d.get(k)) and d[k] > 1:
+            out[k] = 1
+    for k in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
+        if _is_int(d.get(k)) and d[k] > 128:
+            out[k] = 128
+    if _is_int(d.get("vocab_size")) and d["vocab_size"] > SHRINK_VOCAB:
+        out["vocab_size"] = SHRINK_VOCAB
+        for k, v in d.items():
+            if "vocab_size" in k and k != "vocab_size" and "type_vocab" not in k and _is_int(v) and v > SHRINK_VOCAB:
+                out[k] = SHRINK_VOCAB
+    ids = {}  # an id above the vocabulary -> one inside it, the same for every attribute that names it
+    for k, v in sorted(d.items()):
+        if not ("token_id" in k or "token_index" in k):
+            continue
+        vals = v if isinstance(v, list) else [v]
+        if not all(_is_int(x) for x in vals) or all(x < SHRINK_VOCAB for x in vals):
+            continue
+        for x in vals:
+            if x >= SHRINK_VOCAB and x not in ids:
+                ids[x] = 0 if k == "pad_token_id" and 0 not in ids.values() else SHRINK_VOCAB - 1 - len(ids)
+        out[k] = [ids.get(x, x) for x in vals] if isinstance(v, list) else ids[v]
+    out.update(_shrink_layers(d))
+    return out
+
+
+def _shrink_layers(d: dict) -> dict:
+    """2 layers (up to 4 where the type mixes more kinds): the first layer of each distinct kind the
+    per-layer lists give; those lists cut to the chosen layers."""
+    n = next((d[k] for k in SHRINK_LAYERS if _is_int(d.get(k)) and d[k] > 0), None)
+    out = {}
+    if n is None:
+        return out
+    per_layer = sorted(k for k, v in d.items() if isinstance(v, list) and len(v) == n and n > 2)
+    keep, seen = [], set()
+    for i in range(n):
+        sig = tuple(str(d[k][i]) for k in per_layer)
+        if sig not in seen:
+            seen.add(sig)
+            keep.append(i)
+    keep = keep[:4]
+    for i in range(n):
+        if len(keep) >= 2:
+            break
+        if i not in keep:
+            keep.append(i)
+    keep.sort()
+    for k in SHRINK_LAYERS:
+        if _is_int(d.get(k)) and d[k] > len(keep):
+            out[k] = len(keep)
+    for k in per_layer:
+        out[k] = [d[k][i] for i in keep]
+    if _is_int(d.get("first_k_dense_replace")) and d["first_k_dense_replace"] > 1:
+        out["first_k_dense_replace"] = 1
+    return out
+
+
+def hf_shrink_overrides(model_type: str) -> dict:
+    """The overrides of the fallback for `model_type`: its own defaults' attributes shrunk, and each
+    sub-config's (text_config, vision_config, ...) as a nested dict."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    cfg = AutoConfig.for_model(model_type)
+    experts = []
+
+    def walk(c) -> dict:
+        d = {k: v for k, v in c.to_dict().items() if not isinstance(getattr(c, k, None), PretrainedConfig)}
+        experts.extend(k for k in SHRINK_EXPERTS if _is_int(d.get(k)) and d[k] > 1)
+        out = _shrink_one(d)
+        for k, v in vars(c).items():
+            if isinstance(v, PretrainedConfig):
+                sub = walk(v)
+                if sub:
+                    out[k] = sub
+        return out
+    out = walk(cfg)
+    out["use_cache"] = False
+    if experts:  # transformers' default (grouped_mm) is a custom op no exporter writes; batched_mm is aten
+        out["experts_implementation"] = "batched_mm"
+    if not isinstance(getattr(cfg, "pad_token_id", None), int) or cfg.pad_token_id >= SHRINK_VOCAB:
+        out.setdefault("pad_token_id", 0)
+    return out
+
+
+def hf_shrunk_config(model_type: str, overrides: dict):
+    """The type's config with `overrides` (hf_shrink_overrides' dict, or a --draw file's): a nested
+    dict overrides that sub-config's own attributes."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    base = AutoConfig.for_model(model_type)
+
+    def merged(c, ov: dict) -> dict:
+        kw = {}
+        for k, v in ov.items():
+            sub = getattr(c, k, None)
+            if isinstance(v, dict) and isinstance(sub, PretrainedConfig):
+                d = sub.to_dict()
+                d.update(merged(sub, v))
+                kw[k] = d
+            else:
+                kw[k] = v
+        return kw
+    return AutoConfig.for_model(model_type, **merged(base, overrides))
+
+
+def hf_shrunk_builder(model_type: str, overrides: dict):
+    def build():
+        from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        cfg = hf_shrunk_config(model_type, overrides)
+        cfg._attn_implementation = "eager"
+        for sub in vars(cfg).values():
+            if hasattr(sub, "_attn_implementation") and hasattr(sub, "to_dict"):
+                sub._attn_implementation = "eager"
+        auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else \
+            AutoModelForSequenceClassification
+        if auto is AutoModelForSequenceClassification:
+            cfg.num_labels = 10
+        return T._Logits(auto.from_config(cfg))
+    return build
+
+
+def hf_shrink_try(model_type: str, max_params: float, log=print):
+    """(overrides, parameters) when the fallback builds `model_type`, runs forward and stays under
+    max_params; None (said in the log) when not."""
+    try:
+        ov = hf_shrink_overrides(model_type)
+        b = hf_shrunk_builder(model_type, ov)
+        n = _params_on_meta(b)
+        if n > max_params:
+            log(f"skip transformers {model_type} (shrunk defaults): {n / 1e6:.1f} M parameters")
+            return None
+        if _runs(b, IDS):
+            return ov, n
+        log(f"skip transformers {model_type} (shrunk defaults): the output is not float32 logits")
+    except Exception as e:  # noqa: BLE001 (a model that does not build here is skipped)
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+        log(f"skip transformers {model_type} (shrunk defaults): does not build / run ({type(e).__name__}: {why})")
+    return None
+
+
 def _entry(source: str, name: str, kw: dict) -> tuple:
     """The oracle's zoo entry of a drawn model; `drawn` keeps what the --draw file records."""
     if source == "timm":
         b = timm_builder(name)
         return ("fresh-timm", (lambda: b(kw)), IMG, (source, name, kw))
+    if source in HF_CLASS_SOURCES:
+        return (f"fresh-{source}", hf_class_builder(HF_CLASS_SOURCES[source], name, kw["config"]),
+                tuple(kw["input"]), (source, name, kw))
+    if source == "hf" and kw.get("config"):  # drawn by the shrunk-defaults fallback: its overrides rebuild it
+        return ("fresh-hf", hf_shrunk_builder(name, kw["config"]), IDS, (source, name, kw))
     if source == "tv":
         return ("fresh-torchvision", tv_builder(name, kw["kw"]), tuple(kw["input"]), (source, name, kw))
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
-def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclude=()) -> dict:
+def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclude=(), hf_shrink=False) -> dict:
     """{zoo name: (family, builder, input shape)} of the draw, in draw order. `exclude`: earlier draws
-    (their --draw files' records): a new draw takes none of their models."""
+    (their --draw files' records): a new draw takes none of their models. `hf_shrink`: a transformers
+    type SMALL cannot build (or builds over max_params) is tried with its own defaults shrunk."""
     rng = random.Random(seed)
     quoted, configs = used_names()
     quoted |= {name for source, name, _ in exclude if source == "timm"}
@@ -292,13 +691,17 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
                 n = _params_on_meta(b)
                 if n > max_params:
                     log(f"skip transformers {t}: {n / 1e6:.1f} M parameters")
-                    continue
-                if _runs(b, IDS):
+                elif _runs(b, IDS):
                     out[f"fr_hf_{t}"] = _entry("hf", t, {})
                     log(f"draw transformers {t} ({n / 1e6:.2f} M parameters)")
+                    continue
             except Exception as e:  # noqa: BLE001
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
                 log(f"skip transformers {t}: does not build / run ({type(e).__name__}: {why})")
+            shrunk = hf_shrink_try(t, max_params, log) if hf_shrink else None
+            if shrunk:
+                out[f"fr_hf_{t}"] = _entry("hf", t, {"config": shrunk[0]})
+                log(f"draw transformers {t} with its defaults shrunk ({shrunk[1] / 1e6:.2f} M parameters)")
     return out
 
 
@@ -306,7 +709,8 @@ EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 
 def _network(module: str) -> str:
-    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_tv_", "torchvision")):
+    for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
+                        ("fr_hfa_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
             return f"{lib} {module[len(prefix):]}"
     return module
@@ -373,17 +777,23 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, help="the draw's seed (default: a random one, printed)")
     ap.add_argument("--timm", type=int, default=20)
     ap.add_argument("--hf", type=int, default=6)
+    ap.add_argument("--hf-vision", type=int, default=0, help="transformers image-classification types")
+    ap.add_argument("--hf-audio", type=int, default=0, help="transformers audio-classification types")
     ap.add_argument("--torchvision", type=int, default=0, metavar="N",
                     help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
+    ap.add_argument("--hf-shrink", action="store_true",
+                    help="a transformers type the small config cannot build is tried with its own defaults "
+                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the overrides go into --draw")
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
-                                                     "(fr_timm_, fr_hf_, fr_tv_): the draw itself is unchanged")
+                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_tv_): the draw itself "
+                                                     "is unchanged")
     ap.add_argument("--torch-only", action="store_true",
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
@@ -413,7 +823,12 @@ def main(argv=None):
         for f in args.exclude:
             with open(f) as fh:
                 earlier += json.load(fh)["drawn"].values()
-        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier)
+        drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier,
+                     hf_shrink=args.hf_shrink)
+        for kind, n in (("vision", args.hf_vision), ("audio", args.hf_audio)):
+            if n:
+                drawn.update(draw_hf_classes(seed, n, kind, args.max_params, log=lambda s: print(s, flush=True),
+                                             exclude=earlier))
         if args.torchvision:
             drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
                                           log=lambda s: print(s, flush=True), exclude=earlier))

@@ -665,7 +665,8 @@ def analyze_command(model: str, given: dict, changes: dict) -> str:
     import shlex
 
     flags = {**given, **changes}
-    words = ["memplan", "analyze", shlex.quote(model), *map(shlex.quote, training_words(flags))]
+    # a path that starts with a dash would read as a flag: ./ keeps it a path
+    words = ["memplan", "analyze", shlex.quote("./" + model if model.startswith("-") else model), *map(shlex.quote, training_words(flags))]
     if flags.get("budget") is not None:
         words += ["--budget", shlex.quote(str(flags["budget"]))]
     return " ".join(words)

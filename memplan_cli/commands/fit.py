@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 
 import click
 
@@ -19,9 +20,8 @@ from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_c
 def shell_lines(command: str, width: int, indent: int) -> list[str]:
     """`command` broken at spaces into lines of at most `width` columns, each but the last ending in
     ` \\` (a shell line continuation, so the lines still paste as one command)."""
-    # a flag and its value stay on one line
-    words, lines, line = re.split(r" (?=--?[A-Za-z])", command), [], ""
-    for w in words:
+    lines, line = [], ""
+    for w in _shell_words(command):
         if line and len(line) + 1 + len(w) + 2 > width - indent:
             lines.append(line + " \\")
             line = "    " + w
@@ -29,6 +29,23 @@ def shell_lines(command: str, width: int, indent: int) -> list[str]:
             line = f"{line} {w}" if line else w
     lines.append(line)
     return lines
+
+
+def _shell_words(command: str) -> list[str]:
+    """`command`'s words as the shell quotes them, a flag and its value kept as one: the places a
+    line may break. The program, the subcommand and the model path are words of their own, so a long
+    path moves to a line of its own instead of running past the width."""
+    words: list[str] = []
+    flag_waits = False
+    for token in shlex.split(command):
+        quoted = shlex.quote(token)
+        if flag_waits and not re.match(r"--?[A-Za-z]", token):
+            words[-1] += " " + quoted
+            flag_waits = False
+        else:
+            words.append(quoted)
+            flag_waits = bool(re.match(r"--?[A-Za-z]", token)) and "=" not in token
+    return words
 
 
 @click.command("fit", short_help="How to make one step fit a budget, and the command for each way.")

@@ -13,11 +13,14 @@ Rules:
   (`onnx.reference`), and folded only if every output is an integer or bool tensor of at most
   MAX_ELEMENTS elements. Float tensors are never folded here: they are activations or weights
   (weights computed from constants are folded later, on the IR, by `opgraph.fold`).
-- Float values of at most MAX_FLOAT_ELEMENTS elements computed only from `Constant` nodes and known
-  integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer) are known too, so the
-  integer results computed from them fold; the float nodes themselves are never folded into
-  initializers (a float initializer would read as a weight), and are removed once nothing else
-  reads them. Except a float value read only as a Resize's (Upsample's) scales: a scale is no
+- Float values computed only from `Constant` nodes and known integers (MobileViT's `ceil(h / patch) * patch`, cast back to an integer; Longformer's
+  attention mask, `ones(shape) * (global_mask + 1)`, compared with 0 to find the global tokens) are
+  known too, so the integer and bool results computed from them fold; the float nodes themselves
+  are never folded into initializers (a float initializer would read as a weight), and are removed
+  once nothing else reads them. So are integer or bool values of more than MAX_ELEMENTS elements
+  (Longformer's 4-d mask, of which it reads one row per sample) and sequences of known tensors
+  (SplitToSequence of `nonzero(as_tuple=True)`'s indices: SequenceAt of one folds), each up to
+  MAX_KNOWN_ELEMENTS elements and MAX_KNOWN_TOTAL in a round. Except a float value read only as a Resize's (Upsample's) scales: a scale is no
   weight, and shape inference needs it (TorchScript's `interpolate(scale_factor=..)` without constant
   folding concatenates the scales from Constants).
 - An `If` whose condition is known is its chosen branch: the branch's nodes take its place, writing
@@ -38,14 +41,31 @@ from memplan_cli.ops.views import IDENTITY_TYPE
 
 MAX_ELEMENTS = 4096
 MAX_FLOAT_ELEMENTS = 16
+# values known only to compute others (never initializers): at most this many elements each, and
+# this many in all per round (the work and memory a round may spend on them)
+MAX_KNOWN_ELEMENTS = 1 << 20
+MAX_KNOWN_TOTAL = 1 << 23
 
 
 def _small_int(arr) -> bool:
-    return arr.dtype.kind in "iub" and arr.size <= MAX_ELEMENTS
+    return not isinstance(arr, list) and arr.dtype.kind in "iub" and arr.size <= MAX_ELEMENTS
 
 
 def _small_float(arr) -> bool:
-    return arr.dtype.kind == "f" and arr.size <= MAX_FLOAT_ELEMENTS
+    return not isinstance(arr, list) and arr.dtype.kind == "f" and arr.size <= MAX_FLOAT_ELEMENTS
+
+
+def _known_only(arr) -> bool:
+    """A value known but never folded into an initializer: one computed from fills and shapes (a
+    float, or more than MAX_ELEMENTS integers or bools, up to MAX_KNOWN_ELEMENTS), or a sequence of
+    known tensors."""
+    if isinstance(arr, list):
+        return all(isinstance(a, np.ndarray) and _known_only(a) for a in arr)
+    return arr.dtype.kind in "fiub" and arr.size <= MAX_KNOWN_ELEMENTS
+
+
+def _size(arr) -> int:
+    return sum(a.size for a in arr) if isinstance(arr, list) else arr.size
 
 
 def _static_shapes(model) -> dict[str, tuple]:
@@ -104,7 +124,7 @@ def _evaluate(node, values, opset: int):
         outs = ref.run(None, feeds)
     except Exception:  # an op the reference lacks, or one it cannot run on these values
         return None
-    return [np.asarray(o) for o in outs]
+    return [[np.asarray(a) for a in o] if isinstance(o, list) else np.asarray(o) for o in outs]
 
 
 def _branch_nodes(node, branches: tuple, then: bool) -> list | None:
@@ -155,6 +175,7 @@ def fold_round(model, opset: int) -> int:
     inlined: dict[int, list] = {}  # id of an If whose condition is known -> its branch's nodes
     inlined_outputs: set[str] = set()
     held = []
+    known_total = 0
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -170,7 +191,7 @@ def fold_round(model, opset: int) -> int:
             continue
         if node.op_type == "Constant":
             out = _evaluate(node, known, opset)
-            if out and (_small_int(out[0]) or _small_float(out[0])):
+            if out and (_small_int(out[0]) or _small_float(out[0]) or _known_only(out[0])):
                 known[node.output[0]] = out[0]
             continue
         facts = ops.source_facts("onnx", node.op_type)
@@ -179,18 +200,23 @@ def fold_round(model, opset: int) -> int:
             outs = None if v is None else [v]
         elif facts.get("random") or not all(not i or i in known for i in node.input) or not node.input:
             continue
+        elif any(o in shapes and int(np.prod(shapes[o])) > MAX_KNOWN_ELEMENTS for o in node.output):
+            continue  # too large to compute here (its shape is all a shape needs)
         else:
             outs = _evaluate(node, known, opset)
         if outs is None or len(outs) != len(node.output):
             continue
-        if all(_small_float(o) for o in outs) and not all(not n or n in scales_only for n in node.output):
-            # known, never folded (see the rules)
-            for name, v in zip(node.output, outs):
-                if name:
-                    known[name] = v
-            scalar_nodes.append(node)
-            continue
-        if not all(_small_int(o) or _small_float(o) for o in outs):
+        foldable = all(_small_int(o) or _small_float(o) for o in outs) and not \
+            (all(_small_float(o) for o in outs) and not all(not n or n in scales_only for n in node.output))
+        if not foldable:
+            size = sum(_size(o) for o in outs)
+            if all(_known_only(o) for o in outs) and known_total + size <= MAX_KNOWN_TOTAL:
+                # known, never folded (see the rules)
+                known_total += size
+                for name, v in zip(node.output, outs):
+                    if name:
+                        known[name] = v
+                scalar_nodes.append(node)
             continue
         for name, v in zip(node.output, outs):
             if name:

@@ -25,7 +25,7 @@ from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, u
 from memplan_cli.loaders.mapped import sigbus_named
 from memplan_cli.loaders.onnx_strip import elements, MAX_KEEP_CONSTANT, ProtobufError, SubgraphBudgetError, strip_model
 from memplan_cli.loaders.params import DYNAMO_RULE, _FX_ARG, _SIG_LINE, onnx_rule, peft_train_globs
-from memplan_cli.opgraph.fold import PARAMETERS_LISTED
+from memplan_cli.opgraph.fold import PARAMETERS_LISTED, PARAMETERS_STORED
 from memplan_cli.ops.shape_only import DATA_SIZED_ONNX, SHAPE_FROM_VALUES_ONNX, SHAPE_READERS_ONNX
 
 _DTYPE_RENAME = {"float": "float32", "double": "float64"}
@@ -304,8 +304,6 @@ def _shape_of(vi, what: str) -> tuple[tuple[int, ...], str]:
         if not d.HasField("dim_value"):
             label = f"'{d.dim_param}'" if d.dim_param else "an unknown dim"
             raise _NoShape(f"{what} has {label} at position {k} after shape inference; memplan needs static shapes")
-        if d.dim_value == 0:
-            raise _CannotPlan(f"{what} has a zero dimension at position {k} (an empty tensor){_EMPTY}")
         if d.dim_value < 0:
             raise _Bad(f"{what} has a negative dimension {d.dim_value}")
         shape.append(d.dim_value)
@@ -413,8 +411,6 @@ class _Builder:
             shape = tuple(int(d) for d in t.dims)
             if any(d < 0 for d in shape):
                 raise _Bad(f"initializer '{name}' has a negative dimension in {list(shape)}")
-            if any(d == 0 for d in shape):
-                raise _CannotPlan(f"initializer '{name}' has shape {list(shape)} (an empty tensor){_EMPTY}")
             kind = self.param_kind.get(name)
             op = Operand(k, name, shape, _dtype(t.data_type), is_const=True,
                          value=_small_int_value(t) or _small_float_value(t),
@@ -489,8 +485,10 @@ class _Builder:
         return None
 
     def empty_const(self, name: str) -> bool:
+        """An empty 1-d constant: an optional input not given (Resize's roi). An empty constant of
+        more dimensions is a value with no element (the indices of a mask nothing selected)."""
         t = self.consts.get(name)
-        return t is not None and any(int(d) == 0 for d in t.dims)
+        return t is not None and len(t.dims) == 1 and int(t.dims[0]) == 0
 
     def build(self) -> Graph:
         g = self.model.graph
@@ -534,6 +532,7 @@ class _Builder:
         if self.param_rule == DYNAMO_RULE:
             graph.metadata[PARAMETERS_LISTED] = True
         if self.model.producer_name == "pytorch":
+            graph.metadata[PARAMETERS_STORED] = True
             # torch.onnx (TorchScript) writes the initializers in the module's state_dict order, the
             # registration order eager's optimizer steps in (profiles/torch/replay.py); the names it
             # made itself (`onnx::MatMul_12`: a folded transpose) say nothing of it

@@ -24,7 +24,9 @@ Rules:
   Squeeze / Unsqueeze / Identity moves) standing alone is a weight (the zoo's light models write
   every weight so), except in a file whose producer lists every parameter (`PARAMETERS_LISTED`: the
   dynamo exporter's graph signature), where a fill the graph computes is the source's own tensor
-  made each step (MiniCPM3's `new_empty` that slice assignments fill), a buffer; anything computed
+  made each step (MiniCPM3's `new_empty` that slice assignments fill), a buffer, and so is one in a
+  file whose producer writes every parameter as an initializer (`PARAMETERS_STORED`: torch.onnx's
+  TorchScript exporter; Longformer's `new_zeros` padding of its chunked attention); anything computed
   from a stored float parameter is a weight; anything else
   computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
   ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
@@ -54,6 +56,9 @@ from memplan_cli.ops import is_random, role
 # graph metadata: the file lists every parameter of its source (loaders/params.py's dynamo rule), so a
 # fill computed in the graph is no parameter
 PARAMETERS_LISTED = "parameters_listed"
+# graph metadata: the file's producer writes every parameter as an initializer (torch.onnx's
+# TorchScript exporter), so a fill the graph computes (`torch.zeros(...)` in forward) is no parameter
+PARAMETERS_STORED = "parameters_stored"
 _VIEW_ROLES = ("reshape", "broadcast", "identity", "shape_of")
 
 
@@ -87,7 +92,7 @@ class FoldConstants:
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
-            if kind == "fill" and g.metadata.get(PARAMETERS_LISTED):
+            if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"
             # a fill is a weight by guess; a value computed from parameters is as sure as they are
             guess = kind == "fill" or any(assumed.get(i, g.operands[i].assumed) for i in ins)

@@ -216,7 +216,7 @@ def split_check(op, operands):
         return "has no axis or sizes"
     if not -rank <= int(ax) < rank:
         return f"has axis {ax} outside the input's {rank} dimensions"
-    if len(sizes) != len(op.outputs) or sum(sizes) != shape[int(ax) % rank] or min(sizes) < 1:
+    if len(sizes) != len(op.outputs) or sum(sizes) != shape[int(ax) % rank] or min(sizes) < 0:
         return f"cuts a dimension of {shape[int(ax) % rank]} into {tuple(sizes)} for {len(op.outputs)} outputs"
     for o, n in zip(op.outputs, sizes):
         if operands[o].num_elements != math.prod(shape) // shape[int(ax) % rank] * n:

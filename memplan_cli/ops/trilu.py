@@ -14,7 +14,10 @@ masks of (4, 4, 16, 16) scores, `fam_trilu`, to 4 B under both exporters). Where
 solved for by forward substitution, rows written in place, the file's loop is replayed as it is and
 named as estimated, with the loop's ops (transformers' chunked gated delta rule writes that loop only
 under export, in place of `torch.linalg.solve_triangular`, so the file does not say which ran; the two
-differ by the row copies the loop saves).
+differ by the row copies the loop saves). Under a TorchScript export the loop is what eager ran (its
+exporter has no solve_triangular: eager's branch is the one traced); under dynamo the loop and the
+`+ eye` and matmuls after it are replayed as eager's two `linalg_solve_triangular` calls
+(`SOLVE_TYPE`, facts below), the loop's own figure given beside.
 """
 from __future__ import annotations
 
@@ -54,6 +57,29 @@ def check(op, operands):
 TORCH = {"estimated_written": "a triangular solve by forward substitution (rows written in place): eager "
                               "may run torch.linalg.solve_triangular instead, saving the matrix and its "
                               "result, not each row's copies (the file cannot tell)"}
+
+
+# eager's `torch.linalg.solve_triangular(A, B, upper=False, unitriangular=True)`, which the dynamo file
+# writes as the loop (profiles/torch/replay.py `as_solves`): a torch-profile op, no file's op
+SOLVE_TYPE = "SolveTriangular"
+
+
+def _solve_bwd_tmp(op, operands, needs) -> tuple:
+    """linalg_solve_triangular_backward (FunctionsManual.cpp; measured, torch 2.14.1): G_B =
+    solve_triangular(A^H, grad) first, then, for A's gradient, -(G_B @ X^H) (the product and its
+    negation alive at once) masked by tril(-1) into G_A, the negation alive with it. Beyond the
+    gradients made: one A-sized temporary, and G_B itself where B needs none."""
+    a, b = (operands[v].nbytes for v in op.inputs[:2])
+    if not needs[0]:
+        return ()
+    return ((a + (0 if needs[1] else b),),)
+
+
+# derivatives.yaml `linalg_solve_triangular`: self, B: linalg_solve_triangular_backward(grad, self,
+# result, ...): saves the matrix and the result; the forward allocates the result only (measured)
+SOLVE_FACTS = {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": _solve_bwd_tmp}
+PROFILES = {"torch": {SOLVE_TYPE: SOLVE_FACTS}}
+
 OPS = [OpDef("Trilu", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,
                                           "calcGradient": calc_derivative},
              flops=lambda op, operands: (0, 0), check=check, batch="keep", profiles={"torch": TORCH})]

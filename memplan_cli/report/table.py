@@ -247,10 +247,10 @@ def torch_estimate_note(doc: dict) -> str:
             n[1] += e["bytes_at_peak"]
     for reason, (n, b) in named.items():
         line += f"; {n} of them ({b:,d} B) as {reason}"
-    solve = cov.get("as_solve") or {}
-    if solve:
-        line += (f"; with each of the {solve['loops']} loop(s) run as one op saving only its matrix, "
-                 f"the peak is {solve['peak']:,d} B")
+    loop = cov.get("as_loop") or {}
+    if loop:
+        line += (f"; with the {loop['loops']} forward-substitution loop(s) run as written instead of "
+                 f"solve_triangular, the peak is {loop['peak']:,d} B")
     return line
 
 

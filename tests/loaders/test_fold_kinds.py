@@ -142,3 +142,21 @@ def test_a_fill_in_a_file_listing_its_parameters_is_no_parameter(tmp_path):
         tg = training_graph(save(tmp_path, m))
         trained = sorted(tg.graph.operands[w].name for w in tg.grad)
         assert trained == (["w"] if signed else ["et", "w"]), signed
+
+
+@pytest.mark.parametrize("producer,trains", [("pytorch", False), ("onnx-caffe2", True)])
+def test_a_fill_the_graph_computes_in_a_torchscript_file_is_no_parameter(tmp_path, producer, trains):
+    """torch.onnx's TorchScript exporter writes every parameter as an initializer: a ConstantOfShape
+    the graph computes (Longformer's `new_zeros` padding) is a tensor eager makes each step, not a
+    weight; another producer's fill may stand for a weight (the zoo's light models) and trains."""
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])
+    nodes = [_c("wshape", [4, 3]), helper.make_node("ConstantOfShape", ["wshape"], ["e"], value=fill),
+             helper.make_node("Transpose", ["e"], ["et"], perm=[1, 0]),
+             helper.make_node("Add", ["x", "et"], ["h"]),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    m = onnx_model(nodes, [("x", (3, 4))], [("y", (3, 4))], {"w": np.ones((4, 4), np.float32)})
+    m.producer_name = producer
+    p = save(tmp_path, m)
+    tg = training_graph(p)
+    assert sorted(tg.graph.operands[w].name for w in tg.grad) == (["et", "w"] if trains else ["w"])
+    check_verify(p)

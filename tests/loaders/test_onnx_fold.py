@@ -194,3 +194,66 @@ def test_the_torch_profile_holds_a_folded_expand_of_a_buffer_at_the_buffer_s_siz
                       profile="torch")
     held = {b.name: b.size for b in a.buffers.buffers if b.first == 0 and b.category == "trainable"}
     assert held["idx"] == 64 * 40 * 8  # the (1, 64, 40) int64 buffer eager holds, not its (2, 64, 40) expand
+
+
+def _c(name, v, dtype=TensorProto.INT64, dims=None):
+    v = list(v)
+    return helper.make_node("Constant", [], [name], value=helper.make_tensor(name + "_v", dtype,
+                                                                             [len(v)] if dims is None else dims, v))
+
+
+def _global_tokens():
+    """Longformer's global attention, on a mask computed from shapes (TorchScript, no mask given):
+    ones(2, 16) * (global + 1), global marking position 0 of each row; `mask > 1` gives the global
+    tokens; their indices (`nonzero(as_tuple=True)`: NonZero, Transpose, SplitToSequence, SequenceAt)
+    and the largest count per row (a Range's length) size what gathers them."""
+    f1 = helper.make_tensor("f1", TensorProto.FLOAT, [1], [1.0])
+    i0 = helper.make_tensor("i0", TensorProto.INT64, [1], [0])
+    nodes = [
+        _c("shape", [2, 16]), _c("col0", [0, 0, 1, 0], dims=[2, 2]), _c("one2", [1, 1]), _c("k1", [1]),
+        _c("ax1", [1]), _c("p1", [1], dims=[]), _c("zero0", [0], dims=[]), _c("one0", [1], dims=[]),
+        _c("onef", [1.0], TensorProto.FLOAT, dims=[]),
+        helper.make_node("ConstantOfShape", ["shape"], ["ones"], value=f1),
+        helper.make_node("ConstantOfShape", ["shape"], ["g0"], value=i0),
+        helper.make_node("ScatterND", ["g0", "col0", "one2"], ["glob"]),
+        helper.make_node("Add", ["glob", "k1"], ["glob1"]),
+        helper.make_node("Cast", ["glob1"], ["globf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["ones", "globf"], ["mask"]),
+        helper.make_node("Greater", ["mask", "onef"], ["is_glob"]),
+        helper.make_node("Cast", ["is_glob"], ["is_glob_i"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["is_glob_i", "ax1"], ["count"], keepdims=0),
+        helper.make_node("ReduceMax", ["count"], ["maxcount"], keepdims=0),
+        helper.make_node("NonZero", ["is_glob"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+        helper.make_node("SplitToSequence", ["nzt"], ["seq"], axis=1, keepdims=0),
+        helper.make_node("SequenceAt", ["seq", "p1"], ["pos"]),
+        helper.make_node("Range", ["zero0", "maxcount", "one0"], ["r"]),
+        helper.make_node("Gather", ["x", "r"], ["xg"], axis=1),
+        helper.make_node("Gather", ["x", "pos"], ["xp"], axis=1),
+        helper.make_node("Concat", ["xg", "xp"], ["y"], axis=1),
+    ]
+    m = onnx_model(nodes, [("x", (2, 16, 4))], [("y", (2, 3, 4))], {})
+    m.producer_name = "pytorch"
+    return m
+
+
+def test_indices_of_a_mask_computed_from_shapes_fold(tmp_path):
+    # the float mask (32 elements) and the sequence of index vectors are known, never initializers;
+    # what they give (the positions, the Range) is static, so nothing is sized from the data
+    p = save(tmp_path, _global_tokens())
+    g = load_model(p)
+    shapes = {o.name: tuple(o.shape) for o in g.operands}
+    assert shapes["xg"] == (2, 1, 4) and shapes["xp"] == (2, 2, 4) and shapes["y"] == (2, 3, 4)
+    assert "data_sized" not in g.metadata
+    assert not {"NonZero", "SplitToSequence", "SequenceAt", "Range", "Mul"} & {o.type for o in g.operations}
+    assert analyze_json(p, "-p", "torch")["figures"]["torch"]["peak"] > 0
+    check_verify(p)
+
+
+def test_a_known_value_over_the_limit_is_not_computed(tmp_path, monkeypatch):
+    # the work a round spends on values it only reads is bounded: over it, the file is refused as before
+    from memplan_cli.loaders import onnx_fold
+
+    monkeypatch.setattr(onnx_fold, "MAX_KNOWN_ELEMENTS", 16)
+    with pytest.raises(ModelError, match="sequence of tensors"):
+        load_model(save(tmp_path, _global_tokens()))

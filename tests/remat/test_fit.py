@@ -155,3 +155,23 @@ def test_remat_recomputing_nothing_plans_the_step_as_asked(model, flags):
         doc = json.loads(run("fit", model, *flags, "--budget", str(budget), "-f", "json").stdout)
         o = {x["option"]: x for x in doc["options"]}
         assert o["remat"]["recomputed_ops"] == 0 and o["remat"]["planned"] == o["as asked"]["planned"] == asked
+
+
+@pytest.mark.parametrize("name", ["d" * 54 + "/mnist.circle", "-mnist.circle"])
+def test_printed_commands_fit_80_columns_and_run_as_printed(name, tmp_path, monkeypatch):
+    # a 67-character path beside `  1  memplan analyze` ran to 90 columns (the path was not a place to
+    # break the line); a path starting with a dash read as a flag when pasted
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / name
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(pathlib.Path(MNIST).read_bytes())
+    r = CliRunner().invoke(main, ["fit", "-b", "32", "-O", "adam", "-l", "cce", "--budget", "12MiB", "--", name],
+                           env={"NO_COLOR": "1", "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(map(len, r.stdout.split("\n"))) <= 80, r.stdout
+    printed = _printed_commands(r.stdout)
+    assert len(printed) >= 4
+    doc = json.loads(run("fit", "-b", "32", "-O", "adam", "-l", "cce", "--budget", "12MiB", "-f", "json",
+                         "--", name).stdout)
+    for cmd, o in zip(printed, [o for o in doc["options"] if o["command"]]):
+        assert _figure(cmd) == o["planned"], cmd

@@ -107,22 +107,22 @@ class TorchProfile:
         from memplan_cli.profiles.memplan import peak_step
 
         tg = self.training_graph(graph, config)
-        sim, layer = replay(tg, config)
+        # a dynamo file's forward-substitution loops read as eager's solve_triangular (replay.as_solves)
+        sim, layer = replay(tg, config, as_solve=True)
         if sim.coverage.get("possible_functions"):
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
-            alt = replay(tg, config, as_functions=True)[0]
+            alt = replay(tg, config, as_functions=True, as_solve=True)[0]
             sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         if sim.coverage.get("regions"):
             # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
-            alt = replay(tg, config, as_no_grad=True)[0]
+            alt = replay(tg, config, as_no_grad=True, as_solve=True)[0]
             sim.coverage["as_no_grad_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         if sim.coverage.get("solves"):
-            # triangular solves the file writes as a loop of row writes (eager may run solve_triangular):
-            # the figure with each loop run as one op saving its matrix, reported beside
-            alt = replay(tg, config, as_solve=True)[0]
-            sim.coverage["as_solve_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            # those loops replayed as the file writes them (had eager run the loop): reported beside
+            alt = replay(tg, config)[0]
+            sim.coverage["as_loop_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
         unread = (export or {}).get("unread") or []

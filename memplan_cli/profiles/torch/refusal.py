@@ -7,7 +7,11 @@ from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, fused_activations
 
 
-def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> str | None:
+def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx", written_solves: bool = True
+            ) -> str | None:
+    """Why the torch profile refuses these ops (one line), or None; marks the ops it names as
+    estimated. `written_solves`: a forward-substitution loop may stand in for eager's solve (a dynamo
+    export); a TorchScript trace's loop is eager's own and is not named."""
     for op in ops_:
         if op.type == "SDPA?":
             return (f"torch profile: op {op.label} is scaled_dot_product_attention in a model with dropout, "
@@ -30,7 +34,7 @@ def refusal(ops_: list[EagerOp], operands=None, source_format: str = "onnx") -> 
         why = f.get("refuse") and operands is not None and f["refuse"](op, operands)
         if why:
             return f"torch profile: op {op.label} ({op.type}): {why}"
-        if f.get("estimated_written"):
+        if f.get("estimated_written") and written_solves:
             for q in _solved_region(ops_, op):  # the file's loop is replayed; the report names it
                 ops_[q].attrs[ESTIMATED] = True
                 ops_[q].attrs[ESTIMATED_WHY] = f["estimated_written"]

@@ -4,6 +4,8 @@ are the package docstring's."""
 from __future__ import annotations
 
 from memplan_cli import ops
+from memplan_cli.ops import binary, matmul
+from memplan_cli.ops import trilu as trilu_ops
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.dtypes import dtype_size
 from memplan_cli.ir.graph import FOLDED_CALLS
@@ -32,8 +34,9 @@ def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
     `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad.
-    `as_solve`: each triangular solve the file writes as a loop of row writes runs as one op saving
-    its input (the matrix, as linalg.solve_triangular saves it), for the figure reported beside."""
+    `as_solve`: each triangular solve a dynamo file writes as a loop of row writes then `+ eye` and
+    matmuls runs as eager's linalg_solve_triangular calls (`as_solves`): the figure; without it, the
+    loop as written, the figure reported beside."""
     return Replay(tg, config, as_functions, as_no_grad, as_solve).run()
 
 
@@ -59,29 +62,61 @@ def alternatives(fn, op, opd, needs) -> tuple:
 
 
 def as_solves(ops_: list, groups: list[list[int]], g, opd: list) -> list:
-    """`ops_` with each forward-substitution loop read back as one op at its first op's place, as
-    derivatives.yaml's linalg_solve_triangular runs: it saves its matrix (the loop's input); no
-    forward scratch; its backward makes the matrix's gradient from `grad @ X^H` (one temporary of
-    the result's size) then masks it."""
-    first = {pos[0]: pos for pos in groups}
-    inside = {q for pos in groups for q in pos}
-    out = []
-    for p, op in enumerate(ops_):
-        if p in first:
-            members = [ops_[q] for q in first[p]]
-            made = {v for m in members for v in m.outputs}
-            read_outside = {v for q, r in enumerate(ops_) if q not in inside for v in r.inputs}
-            leaving = [v for m in members for v in m.outputs
-                       if v >= 0 and (v in g.outputs or v in read_outside)]
-            reads = [v for v in dict.fromkeys(v for m in members for v in m.inputs)
-                     if v >= 0 and v not in made and not (opd[v].is_const and elements(opd[v].shape) <= 1)]
-            attrs = {ESTIMATED: True, "function": "solve_triangular", "fwd_tmp": 0,
-                     "bwd_tmp": sum(opd[v].nbytes for v in leaving)}
-            out.append(EagerOp(op.index, FUNCTION, reads, leaving, attrs, f"{op.label} [solve_triangular]",
-                               tuple(x for m in members for x in m.members)))
-        elif p not in inside:
-            out.append(op)
-    return out
+    """`ops_` with each forward-substitution loop of `groups` (`solved_products`) read back as eager's
+    `linalg_solve_triangular` calls (transformers' chunked gated delta rule: `-A.tril(-1)`, the rows
+    written in place, `+ eye`, then one matmul per right-hand side): one solve op per matmul, at its
+    place, reading the loop's matrix and the matmul's other side, making the matmul's result (ops/trilu.py
+    `SOLVE_FACTS`); the loop, the `+ eye` and the matmuls are dropped."""
+    at: dict[int, EagerOp] = {}
+    drop: set[int] = set()
+    for pos in groups:
+        add, products = solved_products(ops_, pos, g, opd)
+        trilu = ops_[pos[0]]
+        members = tuple(x for q in (*pos, add) for x in ops_[q].members)
+        for k, q in enumerate(products):
+            r = ops_[q]
+            attrs = {ESTIMATED: True, ESTIMATED_WHY: SOLVE_WHY, "function": "solve_triangular"}
+            at[q] = EagerOp(r.index, trilu_ops.SOLVE_TYPE, [trilu.inputs[0], r.inputs[1]], list(r.outputs), attrs,
+                            f"{r.label} [solve_triangular]", (members if k == 0 else ()) + tuple(r.members))
+        drop |= set(pos) | {add}
+    return [at.get(p, op) for p, op in enumerate(ops_) if p not in drop]
+
+
+SOLVE_WHY = ("eager's torch.linalg.solve_triangular, which the dynamo export writes as a forward-substitution "
+             "loop (transformers' chunked gated delta rule branches on torch.compiler.is_exporting()); had eager "
+             "run the loop, it would hold each row's copies instead (the file cannot tell)")
+
+
+def solved_products(ops_: list, pos: list[int], g, opd: list):
+    """Where the loop at `pos` (its first op the Trilu) hands on one matrix T, read by one Add of a
+    constant (c, c) identity-sized matrix only, whose sum only matmuls read as their left side, each
+    with another right-hand side: (the Add's position, the matmuls' positions); else None."""
+    readers: dict[int, list[int]] = {}
+    for q, r in enumerate(ops_):
+        for v in set(r.inputs):
+            readers.setdefault(v, []).append(q)
+    inside = set(pos)
+    leaving = [v for q in pos for v in ops_[q].outputs
+               if v >= 0 and (v in g.outputs or any(r not in inside for r in readers.get(v, ())))]
+    if len(leaving) != 1 or leaving[0] in g.outputs:
+        return None
+    t = leaving[0]
+    outside = [r for r in readers.get(t, ()) if r not in inside]
+    if len(outside) != 1:
+        return None
+    add = ops_[outside[0]]
+    c = opd[t].shape[-1]
+    other = [v for v in add.inputs if v != t]
+    if add.type != binary.ADD_TYPE or len(add.inputs) != 2 or len(other) != 1 or not opd[other[0]].is_const \
+            or tuple(opd[other[0]].shape)[-2:] != (c, c) or elements(opd[other[0]].shape) != c * c:
+        return None
+    s = add.outputs[0]
+    products = readers.get(s, [])
+    if not products or s in g.outputs or any(
+            ops_[q].type != matmul.MATMUL_TYPE or len(ops_[q].inputs) != 2 or ops_[q].inputs[0] != s
+            or ops_[q].inputs[1] == s for q in products):
+        return None
+    return outside[0], products
 
 
 class Replay:
@@ -98,10 +133,14 @@ class Replay:
         self.ops = eager_ops(g, self.uses, self.opd, grads)
         if (getattr(config, "precision", None) or "32-true") == "32-true":
             self.ops = same_dtype_casts(self.ops, self.opd)
-        why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx")
+        # a loop of row writes solving a triangular system is transformers' export-only stand-in for
+        # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
+        # solve_triangular), so there the loop is what eager ran
+        dynamo = (getattr(g, "metadata", None) or {}).get("torch_export") is not None
+        why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx", written_solves=dynamo)
         if why:
             raise UnsupportedOpError(why)
-        self.solves = solved_groups(self.ops)
+        self.solves = [pos for pos in solved_groups(self.ops) if solved_products(self.ops, pos, g, self.opd)]
         if as_solve and self.solves:
             self.ops = as_solves(self.ops, self.solves, g, self.opd)
         self.trained = set(tg.grad)
