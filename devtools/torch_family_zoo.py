@@ -1343,6 +1343,58 @@ class TallKernelNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class DilatedNet(nn.Module):
+    """Dilated 3x3 convolutions as DeepLab's ASPP and dilated backbones use them. "aspp": on an 8 x 8
+    map, branches of dilation 6 and 12 (extents 13 and 25, taller than the map) beside a 1x1 and a
+    dilation-2 one (extent 5, within it), concatenated and projected; "strided": a dilation-2 kernel
+    with stride 2, then a dilation-3 5x5 within its 16 x 16 input. BatchNorm and ReLU after each."""
+
+    def __init__(self, kind="aspp", classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s=1, d=1):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, d * (k // 2), dilation=d, bias=False), nn.BatchNorm2d(o),
+                                 nn.ReLU())
+        self.kind = kind
+        if kind == "aspp":
+            self.stem = nn.Sequential(unit(3, 32, 3, 2), unit(32, 64, 3, 4))
+            self.branches = nn.ModuleList([unit(64, 48, 1), unit(64, 48, 3, d=6), unit(64, 48, 3, d=12),
+                                           unit(64, 48, 3, d=2)])
+            self.proj = unit(4 * 48, 64, 1)
+        else:
+            self.stem = nn.Sequential(unit(3, 32, 3, 2), unit(32, 64, 3, 2, d=2), unit(64, 64, 5, d=3))
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        if self.kind == "aspp":
+            x = self.proj(torch.cat([b(x) for b in self.branches], 1))
+        return self.head(x.mean((2, 3)))
+
+
+class GridSampleNet(nn.Module):
+    """Bilinear grid sampling (F.grid_sample, zeros padding) of conv features at a base grid moved by a
+    learned flow, as RAFT's lookups and spatial transformers do: `detach` samples at a grid that needs
+    no gradient (RAFT detaches its coordinates), else the flow trains through the grid too."""
+
+    def __init__(self, detach=False, align=True, classes=10, size=32):
+        super().__init__()
+        self.detach, self.align = detach, align
+        self.feat = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        self.flow = nn.Conv2d(16, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys], -1)[None], persistent=False)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        f = self.feat(x)
+        grid = self.base + torch.tanh(self.flow(f)).permute(0, 2, 3, 1) * 0.2
+        if self.detach:
+            grid = grid.detach()
+        s = F.grid_sample(f, grid, mode="bilinear", padding_mode="zeros", align_corners=self.align)
+        return self.head(F.relu(s).mean((2, 3)))
+
+
 class UnreadNet(nn.Module):
     """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
     text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
@@ -1572,6 +1624,11 @@ FAM = {
     "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
+    "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
+    "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
+    "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
+    "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
 }
 
 

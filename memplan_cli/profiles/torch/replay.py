@@ -252,12 +252,12 @@ class Replay:
         return v not in self.strides or is_contiguous(self.opd[v].shape, self.strides[v])
 
     def nbytes(self, spec, op, needs):
-        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
-        bytes already (a family's own function computed them)."""
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient (`in1?n1`:
+        when input 1 needs one); an int is bytes already (a family's own function computed them)."""
         if isinstance(spec, int):
             return spec
         spec, _, cond = spec.partition("?")
-        if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
+        if cond and (int(cond[1:]) < len(needs) and bool(needs[int(cond[1:])])) != (cond[0] == "g"):
             return 0
         mask = spec.startswith("mask:")  # a bool tensor of that many elements
         spec = spec[5:] if mask else spec
