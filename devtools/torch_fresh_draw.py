@@ -281,6 +281,7 @@ def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, 
                         continue
                     cfg = _hf_class_config(t, overrides)
                     name = b().input_name
+                    why = f"no input shape for its main input {name!r}"
                     for shape in hf_class_inputs(cfg, name):
                         try:
                             if _runs(b, shape):
