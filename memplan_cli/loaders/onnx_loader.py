@@ -461,6 +461,16 @@ class _Builder:
         if source is not None:
             raise _DataSized(f"tensor '{name}' ({what}) has a shape computed from the data (the values of "
                              f"input '{source}'), which no file records; memplan needs static shapes")
+        if node.domain not in ("", "ai.onnx") or (registry.onnx_converter(node.op_type) is None
+                                                  and registry.get(node.op_type) is None):
+            # the op is the problem, not its shape: a custom op (com.microsoft's fused ops), or a
+            # standard one onnx sizes only through a function body it does not infer (GroupNormalization)
+            local = any((f.domain, f.name) == (node.domain, node.op_type) for f in self.model.functions)
+            kind = ("" if node.domain in ("", "ai.onnx") else
+                    f" (a function the file defines, domain {node.domain})" if local else
+                    f" (domain {node.domain}, not a standard ONNX op)")
+            raise _CannotPlan(f"op {what}{kind} has no rule in memplan, and onnx's shape inference cannot "
+                              f"size its output '{name}'")
 
     def _data_source(self, node) -> str | None:
         """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
