@@ -148,3 +148,5 @@ def test_padv2_fill_computed_at_run_time_is_refused(tmp_path):
     p = _padv2_pool(tmp_path, None, fill=lambda m: m.input([1]))
     r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
     assert r.exit_code == 2 and "pad value" in r.output and "Traceback" not in r.output
+    # a valid file memplan's rules refuse is not called invalid (docs/safety.md's exit-status table)
+    assert "memplan cannot plan this tflite graph: op #1 Pad" in r.output and "invalid" not in r.output, r.output
