@@ -785,7 +785,8 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
     ap.add_argument("--hf-shrink", action="store_true",
                     help="a transformers type the small config cannot build is tried with its own defaults "
-                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the overrides go into --draw")
+                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the "
+                         "overrides go into --draw")
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")

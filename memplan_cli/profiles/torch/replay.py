@@ -23,7 +23,7 @@ from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
-from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
+from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
@@ -252,12 +252,12 @@ class Replay:
         return v not in self.strides or is_contiguous(self.opd[v].shape, self.strides[v])
 
     def nbytes(self, spec, op, needs):
-        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
-        bytes already (a family's own function computed them)."""
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient (`in1?n1`:
+        when input 1 needs one); an int is bytes already (a family's own function computed them)."""
         if isinstance(spec, int):
             return spec
         spec, _, cond = spec.partition("?")
-        if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
+        if cond and (int(cond[1:]) < len(needs) and bool(needs[int(cond[1:])])) != (cond[0] == "g"):
             return 0
         mask = spec.startswith("mask:")  # a bool tensor of that many elements
         spec = spec[5:] if mask else spec
@@ -273,6 +273,8 @@ class Replay:
             return elements(x.shape)
         if spec == "out0":
             return elements(self.opd[op.outputs[0]].shape)
+        if spec == "in1":
+            return elements(self.opd[op.inputs[1]].shape)
         if spec == "channels":
             return int(x.shape[1]) if len(x.shape) > 1 else 1
         if spec == "groups":  # (N, G): one per sample and group (group_norm's statistics)
@@ -460,13 +462,16 @@ class Replay:
         memory_format(op, opd, self.contig, self.cl, self.strides)
         if op.attrs.get(ESTIMATED):  # a kernel its memory format chose may be estimated too
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
+            if op.attrs.get(ESTIMATED_WHY):
+                sim.coverage["why"].setdefault(op.label, op.attrs[ESTIMATED_WHY])
         if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
             c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
         if rec and not no_grad(op.type):
             for v in outs:
-                self.rg.add(v)
+                if floating(opd[v]):  # an integer / bool result (top-k's indices) never requires grad
+                    self.rg.add(v)
         saved = []
         if rec:
             saved = self.saves(op, p, s, f, needs, copies)
