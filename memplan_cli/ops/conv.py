@@ -911,8 +911,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
         k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
         x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
         return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,), ("in0",))
-    if _wide(op, operands):
-        kern = _wide_dx_kernel(op, operands)
+    kern = _wide_dx_kernel(op, operands) if _wide(op, operands) else \
+        "gemm" if _ungrouped(op) and _strided(op) and _dilated(op) and torch_backend(op, operands) == "mkldnn" \
+        else None  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
+    if _wide(op, operands) or kern == "gemm":
         if kern is None:
             label = getattr(op, "label", "") or f"{op.type}"
             raise UnsupportedOpError(
@@ -974,9 +976,11 @@ def _gemm_weights(op, operands) -> bool:
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0 or kw > 14
-    if _wide(op, operands) and _dilated(op):
+    if _dilated(op) and (_wide(op, operands) or (op.attrs.get("layout", "NCHW") == "NCHW"
+                                                  and torch_backend(op, operands) == "mkldnn")):
         # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
-        # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)
+        # the input, at any width; AVX2's kernel takes no dilation at all (measured: 14 x 14, dilation
+        # 2, stride 2 takes gemm; DeepLabV3's ASPP 3x3, dilation 12 to 36, on 4 x 4 rows too)
         q = _wgeom(op, operands)
         if q["sh"] > 1 or q["ekh"] > q["ih"]:
             return True

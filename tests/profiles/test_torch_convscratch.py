@@ -399,3 +399,37 @@ def test_grouped_strided_wide_input_gradient(cfg, peak):
     assert conv.TORCH["refuse"](op, opd) is None
     got = opd[0].nbytes + _best(conv.TORCH["bwd_scratch_dx"](op, opd), opd, op, True)
     assert 0 <= got - peak <= 16
+
+
+def _dilated(n, c, h, o, k, s, d, bias=False):
+    p = d * (k // 2)
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    op = Operation(0, "Conv2D", [0, 1, 2] if bias else [0, 1, -1], [3],
+                   {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": 1, "layout": "NCHW",
+                    "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,dw", [
+    # (n, c, h, o, k, s, d) -> the weight phase's gemm scratch (4 x the weight + one image's columns +
+    # alignment), measured in the profiler's events of a training step (torch 2.14, one thread):
+    ((4, 960, 4, 256, 3, 1, 12), 35_942_656),  # DeepLabV3's ASPP branch: extent 25 over 4 rows
+    ((4, 32, 32, 64, 3, 2, 2), 590_080),       # a dilated kernel with a stride
+    ((4, 64, 8, 48, 3, 1, 6), None),           # extent 13 over 8 rows: gemm (no figure of its own here)
+    ((4, 64, 8, 48, 3, 1, 2), 0)])             # extent 5 within 8 rows: the jit kernel, no gemm
+def test_dilated_weight_gradient_takes_gemm(cfg, dw):
+    # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
+    # the input, at any kernel width (AVX2's takes no dilation)
+    op, opd = _dilated(*cfg)
+    assert conv._gemm_weights(op, opd) == (dw != 0)
+    if dw:
+        assert conv._gemm_weights_scratch(op, opd) == dw
+
+
+def test_dilated_strided_input_gradient_takes_gemm():
+    # brgconv_strided takes no dilation: gemm_convolution_bwd_data's columns (one image, 32 x 9 x 16 x 16
+    # floats + 128 B, measured 295,040 B) beside the input's gradient, then the gradient copied out
+    op, opd = _dilated(4, 32, 32, 64, 3, 2, 2)
+    assert conv._torch_bwd_dx(op, opd) == ((295_040,), ("in0",))
