@@ -709,9 +709,18 @@ def _export_rewrites(model) -> dict | None:
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
     nodes, reads, inlined = [], {}, {}
+    stacks: dict[str, int] = {}  # each distinct recorded stack -> its number
+    lines: dict[str, int] = {}  # node -> the number of the stack it records (the source line it ran)
+    line_text: list[str] = []  # per stack number: its last code line
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        trace = md.get("pkg.torch.onnx.stack_trace", "")
+        if trace and node.name:
+            if trace not in stacks:
+                stacks[trace] = len(stacks)
+                line_text.append(trace.strip().splitlines()[-1].strip()[:80])
+            lines[node.name] = stacks[trace]
         region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
         if region and node.name:
             inlined[node.name] = region.group(1)
@@ -729,7 +738,8 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined,
+            "lines": lines, "line_text": line_text}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
