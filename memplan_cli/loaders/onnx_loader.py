@@ -461,6 +461,16 @@ class _Builder:
         if source is not None:
             raise _DataSized(f"tensor '{name}' ({what}) has a shape computed from the data (the values of "
                              f"input '{source}'), which no file records; memplan needs static shapes")
+        if node.domain not in ("", "ai.onnx") or (registry.onnx_converter(node.op_type) is None
+                                                  and registry.get(node.op_type) is None):
+            # the op is the problem, not its shape: a custom op (com.microsoft's fused ops), or a
+            # standard one onnx sizes only through a function body it does not infer (GroupNormalization)
+            local = any((f.domain, f.name) == (node.domain, node.op_type) for f in self.model.functions)
+            kind = ("" if node.domain in ("", "ai.onnx") else
+                    f" (a function the file defines, domain {node.domain})" if local else
+                    f" (domain {node.domain}, not a standard ONNX op)")
+            raise _CannotPlan(f"op {what}{kind} has no rule in memplan, and onnx's shape inference cannot "
+                              f"size its output '{name}'")
 
     def _data_source(self, node) -> str | None:
         """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
@@ -699,9 +709,18 @@ def _export_rewrites(model) -> dict | None:
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
     nodes, reads, inlined = [], {}, {}
+    stacks: dict[str, int] = {}  # each distinct recorded stack -> its number
+    lines: dict[str, int] = {}  # node -> the number of the stack it records (the source line it ran)
+    line_text: list[str] = []  # per stack number: its last code line
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        trace = md.get("pkg.torch.onnx.stack_trace", "")
+        if trace and node.name:
+            if trace not in stacks:
+                stacks[trace] = len(stacks)
+                line_text.append(trace.strip().splitlines()[-1].strip()[:80])
+            lines[node.name] = stacks[trace]
         region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
         if region and node.name:
             inlined[node.name] = region.group(1)
@@ -719,7 +738,8 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined,
+            "lines": lines, "line_text": line_text}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:

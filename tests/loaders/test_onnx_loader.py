@@ -270,3 +270,31 @@ def test_a_shape_set_by_an_inputs_values_names_that_input(tmp_path, node):
         load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
     assert f"tensor 'y' ({node.op_type} 'u') has a shape computed from the data (the values of input 'axes')" \
         in str(e.value), str(e.value)
+
+
+def _unknown_op_model(op_type: str, domain: str, opset: int):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 2, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 2, 2])  # the file gives its shape
+    attrs = {"num_groups": 2} if op_type == "GroupNormalization" else {}
+    inputs = ["x", "s", "b"] if op_type == "GroupNormalization" else ["x"]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), n) for n in ("s", "b")][:len(inputs) - 1]
+    node = helper.make_node(op_type, inputs, ["y"], name="n", domain=domain, **attrs)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(helper.make_graph([node], "g", [x], [y], inits), opset_imports=opsets)
+
+
+@pytest.mark.parametrize("op_type, domain, opset, want", [
+    # onnx's node test test_group_normalization_*: a standard op onnx sizes only through its function body
+    ("GroupNormalization", "", 21, "op GroupNormalization 'n' has no rule in memplan"),
+    ("MeanVarianceNormalization", "", 13, "op MeanVarianceNormalization 'n' has no rule in memplan"),
+    # an onnxruntime fused op: not a standard op at all
+    ("FusedMatMul", "com.microsoft", 17, "op FusedMatMul 'n' (domain com.microsoft, not a standard ONNX op) has no "
+                                         "rule in memplan"),
+])
+def test_an_op_without_a_rule_whose_output_onnx_cannot_size_is_named(tmp_path, op_type, domain, opset, want):
+    # it read "no shape for tensor 'y' (shape inference could not infer it)", which names neither the op
+    # nor that memplan has no rule for it, though the file itself gives y's shape
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "m.onnx", _unknown_op_model(op_type, domain, opset)))
+    msg = str(e.value)
+    assert want in msg and "cannot size its output 'y'" in msg and "invalid" not in msg, msg
