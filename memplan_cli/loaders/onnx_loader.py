@@ -202,7 +202,11 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
             refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
             continue
         if found is None:
-            continue  # inference will report the shape it could not find
+            # a copy of the .onnx without its data file: the weights are never needed, but a small
+            # integer (a ReduceMean's axes, a Reshape's target) may be; named if a shape is left unknown
+            refused.append(f"external data file missing: {_shown(loc)} (tensor {_shown(t.name)}, a small "
+                           "integer constant shape inference reads; keep the data file beside the model)")
+            continue
         nbytes = n * (4 if t.data_type == 6 else 8)
         try:
             offset = int(info.get("offset", 0) or 0)
