@@ -182,9 +182,20 @@ def _assume_counts(model, dims, given, value, counts) -> list:
         shape = list(f["leading"])
         shape.insert(f["dim"], n)
         for vi in list(model.graph.value_info):
-            if vi.name == node.output[0]:
+            if vi.name in (node.output[0], f.get("value_of")):
                 model.graph.value_info.remove(vi)
-        model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
+        if f.get("value_of"):
+            # the count is a value the graph reads elsewhere too (a size): it becomes that constant,
+            # and what it sizes is inferred from it
+            import numpy as np
+            from onnx import numpy_helper
+
+            for src in [m for m in model.graph.node if f["value_of"] in m.output]:
+                model.graph.node.remove(src)
+            model.graph.initializer.append(numpy_helper.from_array(np.array(n, dtype=f["value_dtype"]),
+                                                                   f["value_of"]))
+        else:
+            model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:
             records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
                             "op": node.name or node.output[0], "tensor": node.output[0],

@@ -335,12 +335,13 @@ def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs
             n = view.node(name)
         return name, n
 
-    _, top = through(inputs[1], ("Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"))
+    largest, top = through(inputs[1], ("Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"))
     if top is None or top["type"] != "ReduceMax":
         return None
     _, total = through(top["inputs"][0], ("Cast", "Identity"))
     if total is None or total["type"] != "ReduceSum":
         return None
+    cast = view.node(total["inputs"][0])
     mask, n = through(total["inputs"][0], ("Cast",))
     shape = view.shape(mask)
     if n is None or n["type"] not in _BOOL_RESULTS or shape is None or not shape:
@@ -354,7 +355,13 @@ def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs
     bound = 1
     for a in set(int(a) % len(shape) for a in axes):
         bound *= int(shape[a])
-    return {"dim": 0, "bound": bound, "leading": (), "of": mask}
+    out = {"dim": 0, "bound": bound, "leading": (), "of": mask}
+    if cast is not None and cast["type"] == "Cast" and view.node(top["inputs"][0]) is total and \
+            int(cast["attrs"].get("to", 0)) in (6, 7):
+        # the largest count itself, read elsewhere as a size (`new_zeros(b, count.max(), ...)`), is
+        # taken at the same value: an integer of the Cast's type (6 int32, 7 int64)
+        out["value_of"], out["value_dtype"] = largest, ("int32" if int(cast["attrs"]["to"]) == 6 else "int64")
+    return out
 
 
 def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict:
