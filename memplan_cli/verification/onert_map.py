@@ -114,9 +114,9 @@ def untied(graph):
     """`graph` with each float constant that several ops read copied once per op after the first, named
     NAME_copy, as onert's ConstantInsertionPass does (profiles/onert/trainir.py): onert trains each
     copy as a weight of its own (its own gradient and optimizer state), so the step that runs onert's
-    plan must too (integer constants train nothing: they stay shared). A constant read by three ops or
-    more would give two copies one name, which the buffers could not tell apart: such a graph is left
-    as it is (its plan then names what it misses)."""
+    plan must too (integer constants train nothing: they stay shared). The copies are named as
+    trainir names them: NAME_copy, NAME_copy2, ... A name the graph already has leaves the graph as
+    it is (its plan then names what it misses)."""
     import copy
 
     readers: dict[int, list] = {}
@@ -127,15 +127,17 @@ def untied(graph):
                 readers.setdefault(i, []).append(op)
     shared = {i: ops for i, ops in readers.items() if len(ops) > 1}
     names = {o.name for o in graph.operands}
-    if not shared or any(len(ops) > 2 or graph.operands[i].name + "_copy" in names for i, ops in shared.items()):
+    copies = {i: [graph.operands[i].name + ("_copy" if k == 1 else f"_copy{k}") for k in range(1, len(ops))]
+              for i, ops in shared.items()}
+    if not shared or any(n in names for c in copies.values() for n in c):
         return graph
     g = copy.deepcopy(graph)
     for i, ops in shared.items():
-        src = g.operands[i]
-        new = replace(src, index=len(g.operands), name=src.name + "_copy")
-        g.operands.append(new)
-        op = g.operations[ops[1].index]
-        op.inputs = [new.index if j == i else j for j in op.inputs]
+        for reader, name in zip(ops[1:], copies[i]):
+            new = replace(g.operands[i], index=len(g.operands), name=name)
+            g.operands.append(new)
+            op = g.operations[reader.index]
+            op.inputs = [new.index if j == i else j for j in op.inputs]
     return g
 
 

@@ -33,8 +33,9 @@ def _shared_linear(path, readers: int) -> str:
     return p
 
 
-def test_a_weight_two_ops_read_verifies_under_onerts_plan(tmp_path):
-    p = _shared_linear(tmp_path, 2)
+@pytest.mark.parametrize("readers", [2, 3])
+def test_a_weight_several_ops_read_verifies_under_onerts_plan(tmp_path, readers):
+    p = _shared_linear(tmp_path, readers)
     r = CliRunner().invoke(main, ["verify", p, "-p", "onert", "-b", "4", "-O", "adam", "-f", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
