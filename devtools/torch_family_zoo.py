@@ -8,8 +8,10 @@ grouped convolutions (depth multipliers, small groups; channels-last and channel
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
-gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
-Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), and F.fold (`aten.col2im`).
+gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
+Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
+(`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
+sparse-attention indexer).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1229,6 +1231,45 @@ class SegmentReduceNet(nn.Module):
         return self.head(h * pooled.gather(1, idx))
 
 
+class TopKIndexAttention(nn.Module):
+    """Attention over the keys a separate score branch picks per query (DeepSeek-V3.2's sparse
+    attention indexer): relu'd dot products of two small projections, top-k, and only the indices
+    read (scattered into an additive mask), so the branch gets no gradient; `no_grad`: the branch
+    under torch.no_grad(), as transformers writes it; `gather`: the picked keys' scores gathered
+    instead (a router that keeps indices only)."""
+
+    def __init__(self, d, heads, k=4, no_grad=False, gather=False):
+        super().__init__()
+        self.h, self.k, self.no_grad, self.gather = heads, k, no_grad, gather
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.iq = nn.Linear(d, 32)
+        self.ik = nn.Linear(d, 32)
+
+    def index(self, x):
+        return F.relu(self.iq(x) @ self.ik(x).transpose(1, 2)).topk(self.k, -1).indices
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, hd = self.h, d // self.h
+        if self.no_grad:
+            with torch.no_grad():
+                idx = self.index(x)
+        else:
+            idx = self.index(x)
+        q, k, v = self.qkv(x).view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        a = q @ k.transpose(-1, -2) * hd ** -0.5
+        if self.gather:  # attention over the k picked keys only
+            i = idx[:, None].expand(b, h, s, self.k)
+            p = a.gather(-1, i).softmax(-1)
+            y = (p.unsqueeze(-1) * v[:, :, None].expand(b, h, s, s, hd).gather(
+                3, i[..., None].expand(b, h, s, self.k, hd))).sum(3)
+        else:
+            mask = x.new_full((b, s, s), -1e4).scatter(-1, idx, 0.0)
+            y = (a + mask[:, None]).softmax(-1) @ v
+        return self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
 class GlobalTokenLM(nn.Module):
     """Longformer's global attention in small: a mask made from the input's shape each step marks
     token 0 of each row global (`mask = ones * (glob + 1)`, `mask > 1`); the global tokens' indices
@@ -1583,6 +1624,9 @@ FAM = {
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
     "fam_moe_where": ("moe", lambda: MoELM(MoEWhere), SEQ),
+    "fam_topk_index": ("topk", lambda: AttnLM(TopKIndexAttention), SEQ),
+    "fam_topk_index_ng": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, no_grad=True)), SEQ),
+    "fam_topk_gather": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, gather=True)), SEQ),
     "fam_moe_split_add": ("moe", lambda: MoELM(MoESplit, index_add=True), SEQ),
     "fam_moe_split_skew": ("moe", lambda: MoELM(MoESplit, router_bias=(2.0, 1.0, 0.0, 0.0)), SEQ),
     "fam_moe_split_wide_skew": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512,

@@ -281,6 +281,7 @@ def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, 
                         continue
                     cfg = _hf_class_config(t, overrides)
                     name = b().input_name
+                    why = f"no input shape for its main input {name!r}"
                     for shape in hf_class_inputs(cfg, name):
                         try:
                             if _runs(b, shape):
@@ -326,15 +327,17 @@ class _PerPixel(torch.nn.Module):
 
 
 class _FlowPair(torch.nn.Module):
-    """RAFT on the two images stacked on channels; the last refinement's flow, per pixel, is what the
-    loss reads (a cross entropy over its two channels stands in for the end-point error)."""
+    """RAFT on the two images stacked on channels; every refinement's flow, per pixel, is what the loss
+    reads, as RAFT's sequence loss reads them all (a cross entropy over the two channels stands in for
+    the end-point error). Reading the last alone would leave eager computing the others' upsampling
+    for nothing, which no export holds (the exporters drop what no output reads)."""
 
     def __init__(self, m):
         super().__init__()
         self.m = m
 
     def forward(self, x):
-        return self.m(x[:, :3], x[:, 3:])[-1].movedim(1, -1)
+        return torch.stack(self.m(x[:, :3], x[:, 3:]), 1).movedim(2, -1)
 
 
 def tv_candidates(rng, quoted):

@@ -24,7 +24,9 @@ dynamo exporter gives one, on the transposed indices it reads: `u0`; else `<outp
 `--dim NAME=N` sets it, up to the bound. Where the family finds more (NonZero of one class's
 slice of a one-hot: a mixture of experts' `torch.where(one_hot(...)[e])`), the classes' counts sum
 to at most the one-hot's rows, and are taken as equal pieces of them (`share`). Data-sized ops with
-no bound (Unique, a Loop's trip count) are left to the loader's refusal.
+no bound (Unique, a Loop's trip count) are left to the loader's refusal. A Range whose length is
+the largest count of a mask along an axis (Longformer's `arange(num_global.max())`, when the mask
+is the model's input) is bounded by that axis's length, and taken at it.
 """
 from __future__ import annotations
 
@@ -143,7 +145,10 @@ def _counts(model, shapes):
         if x is None or shapes.get(node.output[0]) is not None:
             continue
         view = view or _View(model, shapes)
-        yield node, fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0])
+        f = fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0],
+                 inputs=list(node.input))
+        if f is not None:  # None: the family finds no bound (left to the loader's refusal)
+            yield node, f
 
 
 def _count_name(model, node, given) -> str:
@@ -173,13 +178,24 @@ def _assume_counts(model, dims, given, value, counts) -> list:
         what = f"{node.op_type} {node.name or node.output[0]!r}"
         if not 0 <= n <= f["bound"]:
             raise DimsError(f"--dim {name}={n}: {what} selects at most {f['bound']:,d} elements of "
-                            f"'{node.input[0]}'")
+                            f"'{f.get('of', node.input[0])}'")
         shape = list(f["leading"])
         shape.insert(f["dim"], n)
         for vi in list(model.graph.value_info):
-            if vi.name == node.output[0]:
+            if vi.name in (node.output[0], f.get("value_of")):
                 model.graph.value_info.remove(vi)
-        model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
+        if f.get("value_of"):
+            # the count is a value the graph reads elsewhere too (a size): it becomes that constant,
+            # and what it sizes is inferred from it
+            import numpy as np
+            from onnx import numpy_helper
+
+            for src in [m for m in model.graph.node if f["value_of"] in m.output]:
+                model.graph.node.remove(src)
+            model.graph.initializer.append(numpy_helper.from_array(np.array(n, dtype=f["value_dtype"]),
+                                                                   f["value_of"]))
+        else:
+            model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:
             records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
                             "op": node.name or node.output[0], "tensor": node.output[0],

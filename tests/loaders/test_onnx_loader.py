@@ -156,19 +156,33 @@ def test_a_count_computed_from_the_data_without_a_bound_is_named_not_called_inva
 
 
 def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
-    # a Python list of the model (Longformer's `nonzero(as_tuple=True)` under TorchScript): an ONNX
-    # sequence, valid, which memplan does not read
+    # a Python list of the model read at a position the data gives: an ONNX sequence, valid, which
+    # memplan does not read (read at constant positions, its pieces are read as Gathers: the next test)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    k = helper.make_tensor_value_info("k", TensorProto.INT64, [])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
-    k = helper.make_tensor("k", TensorProto.INT64, [], [0])
     nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
              helper.make_node("SequenceAt", ["seq", "k"], ["y"], name="at")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(helper.make_graph(nodes, "g", [x, k], [y]), opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m)
     with pytest.raises(ModelError) as e:
         load_model(om.save(tmp_path, "seq.onnx", m))
     msg = str(e.value)
     assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg
+
+
+def test_a_sequence_read_at_constant_positions_is_read_as_its_pieces(tmp_path):
+    # Longformer's `nonzero(as_tuple=True)` under TorchScript: pieces of one along an axis, each read
+    # at a constant position, are Gathers of the sequence's input (keepdims 1 here: the axis stays)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    k = helper.make_tensor("k", TensorProto.INT64, [], [2])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
+             helper.make_node("SequenceAt", ["seq", "k"], ["p"], name="at"),
+             helper.make_node("Relu", ["p"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    g = load_model(om.save(tmp_path, "seq.onnx", m))
+    assert next(o.shape for o in g.operands if o.name == "p") == (1, 4)
 
 
 @pytest.mark.parametrize("case", ["expand_to_data", "expand_to_computed_data", "string"])

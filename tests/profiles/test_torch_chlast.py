@@ -286,3 +286,30 @@ def test_a_convolution_of_a_whole_permuted_tensor_is_not_named(tmp_path):
     # ConvNeXt's depthwise convolution of the permuted LayerNorm output: a dense channels-last view
     a, _ = _cols(_block(tmp_path), batch_size=2)
     assert not [e for e in a.extras["torch"]["coverage"]["estimated"] if "Conv" in e["type"]]
+
+
+def test_a_split_before_the_permute_is_read_as_written(tmp_path):
+    # MambaOut's gated convolution splits the channels-last tokens, then permutes the piece: the same
+    # strides, but not the place where code writes `.contiguous()`: not named
+    c = 16
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], kernel_shape=[1, 1]),
+             helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["t", "wl"], ["l"]),
+             helper.make_node("Split", ["l", "sizes"], ["g", "ctx"], axis=3),
+             helper.make_node("Transpose", ["ctx"], ["p"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["p", "wd"], ["d"], kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=c),
+             helper.make_node("Transpose", ["d"], ["q"], perm=[0, 2, 3, 1]),
+             helper.make_node("Mul", ["g", "q"], ["m"]),
+             helper.make_node("ReduceMean", ["m"], ["r"], axes=[1, 2], keepdims=0),
+             helper.make_node("Gemm", ["r", "wh"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in
+                               (("w0", (c, 3, 1, 1)), ("wl", (c, 2 * c)), ("wd", (c, 1, 5, 5)), ("wh", (10, c)))]
+                              + [numpy_helper.from_array(np.array([c, c], np.int64), "sizes")])
+    path = tmp_path / "split_first.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    a, cols = _cols(str(path), batch_size=2)
+    assert not [e for e in a.extras["torch"]["coverage"]["estimated"] if "Conv" in e["type"]]
+    # still channels-last (ATen's stride rule): the 256 x weight scratch of a 5 x 5 depthwise kernel
+    assert _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"] >= 256 * 16 * 25 * 4

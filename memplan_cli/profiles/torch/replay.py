@@ -29,15 +29,19 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
+def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
+           as_held_lines: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
     `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad.
     `as_solve`: each triangular solve a dynamo file writes as a loop of row writes then `+ eye` and
     matmuls runs as eager's linalg_solve_triangular calls (`as_solves`): the figure; without it, the
-    loop as written, the figure reported beside."""
-    return Replay(tg, config, as_functions, as_no_grad, as_solve).run()
+    loop as written, the figure reported beside.
+    `as_held_lines`: every tensor made by ops a dynamo file records under one source line is held until
+    that line's last op (`line_runs`: a called function whose own lines the file does not record holds
+    its Python locals until it returns), for the figure reported beside."""
+    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines).run()
 
 
 def inlined_regions(g, ops_) -> dict:
@@ -119,12 +123,40 @@ def solved_products(ops_: list, pos: list[int], g, opd: list):
     return outside[0], products
 
 
+def line_runs(g, ops_) -> tuple[list[list[int]], dict[int, str]]:
+    """Runs of two or more consecutive eager ops whose file nodes all record one stack (the dynamo
+    exporter's `pkg.torch.onnx.stack_trace`, loaders/onnx_loader.py): one source line as far as the
+    file says; a call into a function whose own lines the file does not record (transformers'
+    hub-kernel fallbacks) is such a run. Returns the runs and, per first position, the line's code."""
+    export = (getattr(g, "metadata", None) or {}).get("torch_export") or {}
+    lines, text = export.get("lines") or {}, export.get("line_text") or []
+    if not lines:
+        return [], {}
+    runs, cur, key, texts = [], [], None, {}
+    for p, op in enumerate(ops_):
+        ids = {lines.get(g.operations[i].name) for i in (op.members or (op.index,)) if i < len(g.operations)}
+        k = ids.pop() if len(ids) == 1 else None
+        if k is not None and k == key:
+            cur.append(p)
+            continue
+        if len(cur) > 1:
+            runs.append(cur)
+            texts[cur[0]] = text[key] if key < len(text) else ""
+        cur, key = ([p], k) if k is not None else ([], None)
+    if len(cur) > 1:
+        runs.append(cur)
+        texts[cur[0]] = text[key] if key < len(text) else ""
+    return runs, texts
+
+
 class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
+    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
+                 as_held_lines: bool = False):
         self.tg, self.config = tg, config
+        self.as_held_lines = as_held_lines
         g = self.g = tg.graph
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
@@ -237,11 +269,34 @@ class Replay:
     def run(self):
         self.held_before()
         self.forward()
+        self.held_lines()
         self.backward()
         self.lifetimes()
         self.optimizer()
         self.end_of_step()
         return self.sim, self.layer
+
+    def held_lines(self) -> None:
+        """The runs of ops a dynamo file records under one source line (`line_runs`) where a tensor one
+        of them makes is freed before the run's last op: in coverage (`held_lines`); with
+        `as_held_lines`, each such tensor held to the run's last op."""
+        runs, texts = line_runs(self.g, self.ops)
+        found, lines = [], []
+        for pos in runs:
+            end = self.fwd_step[pos[-1]]
+            early = [st for p in pos for v in self.ops[p].outputs
+                     if (st := self.storage.get(v)) is not None and self.sim.store[st]["first"] == self.fwd_step[p]
+                     and self.fwd_last.get(st, 0) < end]
+            if not early:
+                continue
+            found.append(pos)
+            lines.append(texts[pos[0]])
+            if self.as_held_lines:
+                for st in early:
+                    self.fwd_last[st] = end
+        if found:
+            self.sim.coverage["held_lines"] = {"calls": len(found), "ops": sum(len(p) for p in found),
+                                               "lines": sorted(set(lines))}
 
     # ---- helpers ----
     def cols(self, label):
