@@ -516,6 +516,26 @@ class CoaTNet(nn.Module):
         return self.head(t.mean(1))
 
 
+
+class SharedMLPNet(nn.Module):
+    """CoaT's parallel blocks in small: one MLP module (`mlp2 = mlp3 = mlp4`) applied to token
+    streams of different lengths, each weight read `uses` times through its own transpose."""
+
+    def __init__(self, d=64, uses=3, classes=10):
+        super().__init__()
+        self.patch = nn.ModuleList(nn.Conv2d(3, d, 2 ** (k + 1), stride=2 ** (k + 1)) for k in range(uses))
+        self.norm = nn.ModuleList(nn.LayerNorm(d) for _ in range(uses))
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        out = 0
+        for patch, norm in zip(self.patch, self.norm):
+            t = patch(x).flatten(2).transpose(1, 2)
+            t = t + self.mlp(norm(t))
+            out = out + t.mean(1)
+        return self.head(out)
+
 def tanh_gelu(x):
     """GELU's tanh approximation written out (GPT-2's and BLOOM's formula)."""
     return x * 0.5 * (1.0 + torch.tanh(0.7978845608 * x * (1.0 + 0.044715 * x * x)))
@@ -1591,6 +1611,8 @@ FAM = {
     "fam_type_emb": ("embedding", lambda: TypeEmbLM(), ("ids", 32, 1000)),
     "fam_sr_attn": ("srattn", lambda: SRNet(), IMG),
     "fam_coat": ("coat", lambda: CoaTNet(), IMG),
+    "fam_shared_mlp": ("shared", lambda: SharedMLPNet(), IMG),
+    "fam_shared_mlp2": ("shared", lambda: SharedMLPNet(uses=2), IMG),
     "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
     "fam_sdpa_drop": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1)), SEQ),
     "fam_sdpa_drop_causal": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1, causal=True)),

@@ -228,6 +228,7 @@ class Replay:
         self.grad_contig: dict[int, bool] = {}  # operand -> its gradient is contiguous
         self.grad_strides: dict[int, tuple] = {}  # operand -> its non-contiguous gradient's strides, where known
         self.grads_of_weights: list[int] = []
+        self.view_delivered: dict[int, int] = {}  # a trained weight -> the last step a view's gradient reached it
         self.release_at: dict[int, int] = {}  # storage -> backward step that last needs it
 
     def read_functions(self, as_functions: bool) -> None:
@@ -271,6 +272,7 @@ class Replay:
         self.forward()
         self.held_lines()
         self.backward()
+        self.accumulate_view_grads()
         self.lifetimes()
         self.optimizer()
         self.end_of_step()
@@ -743,6 +745,7 @@ class Replay:
                     self.weight_grad_of_view(v, g_out[0], op, s, made, tmp)
                     continue
                 self.deliver(v, g_out[0], False, s, made, tmp, op.label, shared=True)
+                self.view_delivered[v] = s
                 continue
             if mode in ("view", "pass") and g_out and g_out[0] is not None and v not in trained:
                 in_st = self.view_grad_strides(op, f, v, outs[0], incoming_contig)
@@ -895,6 +898,26 @@ class Replay:
         if st in made:
             made.remove(st)
         tmp.append(st)
+
+    def accumulate_view_grads(self) -> None:
+        """A trained weight whose gradients all came through strided views (a weight shared by several
+        linears, each reading it through its own Transpose: CoaT's `mlp2 = mlp3 = mlp4`): when the
+        last one has arrived, AccumulateGrad makes the sum `.grad` until the end of the step. It keeps a
+        contiguous sum as it is and copies a transposed view into the weight's layout
+        (accumulate_grad.h: `obeys_layout_contract`, else `clone_obey_contract`)."""
+        sim, grad = self.sim, self.grad
+        for v, s in self.view_delivered.items():
+            st = grad.get(v)
+            if st is None or st in self.grads_of_weights:
+                continue
+            if self.grad_contig.get(v, True) and sim.store[st]["last"] <= s:
+                sim.store[st]["category"] = "gradient"
+                sim.store[st]["kind"] = "wgrad"
+                self.grads_of_weights.append(st)
+                continue
+            sim.touch(st, s)
+            self.grads_of_weights.append(sim.new(f"{self.opd[v].name}:grad", "gradient", self.opd[v].nbytes, s,
+                                                 sim.store[st]["owner"], "wgrad"))
 
     # ---- lifetimes of forward storages ----
     def lifetimes(self) -> None:
