@@ -281,6 +281,7 @@ def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, 
                         continue
                     cfg = _hf_class_config(t, overrides)
                     name = b().input_name
+                    why = f"no input shape for its main input {name!r}"
                     for shape in hf_class_inputs(cfg, name):
                         try:
                             if _runs(b, shape):
@@ -787,7 +788,8 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
     ap.add_argument("--hf-shrink", action="store_true",
                     help="a transformers type the small config cannot build is tried with its own defaults "
-                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the overrides go into --draw")
+                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the "
+                         "overrides go into --draw")
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")

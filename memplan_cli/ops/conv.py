@@ -606,18 +606,21 @@ def _wide_fwd_kernel(op, operands) -> str | None:
 
 def _wide_dx_kernel(op, operands) -> str | None:
     """oneDNN's input-gradient kernel for a wide 2-D convolution: "jit_dw" (depthwise),
-    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data; grouped, in blocks of 16, 8
-    or 4 channels per group), "jit_avx2" (its AVX2 kernel, when AVX-512's declines), "gemm"; None
-    where not worked out (grouped and strided; one output column that the whole input row feeds:
-    AVX-512's large-filter case)."""
+    "brgconv_strided" (strided: ungrouped, more than 16 channels per group, or a smaller group the jit
+    kernel declines), "jit" (jit_avx512_common_conv_bwd_data; grouped, in blocks of 16, 8 or 4
+    channels per group, strided too), "jit_avx2" (its AVX2 kernel, when AVX-512's declines), "gemm";
+    None where not worked out (one output column that the whole input row feeds: AVX-512's
+    large-filter case)."""
     if op.type == "DepthwiseConv2D":
         return "jit_dw"
     if _strided(op) and _dilated(op):
         return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
     q = _wgeom(op, operands)
     grouped = not _ungrouped(op)
-    if _strided(op):
-        return None if grouped else "brgconv_strided"
+    if _strided(op) and (not grouped or (q["ic"] > BLOCK and q["oc"] > BLOCK)):
+        # brgemm's backward data takes a group of more than 16 channels (is_grouped_small_ic), as it
+        # takes an ungrouped kernel
+        return "brgconv_strided"
     oc_block = _group_block(q) if grouped else BLOCK
     if oc_block is None:
         return None
@@ -636,6 +639,10 @@ def _wide_dx_kernel(op, operands) -> str | None:
     if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
             mult * kw * oc_block * ur_w * 15 <= JIT_CODE:
         return "jit"
+    if _strided(op):
+        # a smaller group that the jit kernel declines: brgconv_strided's AVX2 variant, whose buffers
+        # are the AVX-512 one's (measured: 12 and 16 channels per group, kernels 31 to 128 wide)
+        return "brgconv_strided"
     if grouped and (q["ic"] % 8 or q["oc"] % 8):
         return "gemm"  # AVX2's kernel pads no grouped channels: 8 per group at least
     # AVX2 (blocks of 8): the unroll with the most FMAs in 15 registers whose block holds the left
@@ -929,10 +936,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
             c, o = q["ic"], q["oc"]
             bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
             return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
-    if _ungrouped(op) and _strided(op):
-        # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
-        # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
-        # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
+    if _strided(op) and (_ungrouped(op) or (_wide(op, operands) and _wide_dx_kernel(op, operands) == "brgconv_strided")):
+        # brgconv_strided: the incoming gradient as it is, the weight with its input channels (per
+        # group) rounded up to 16, the input's gradient unrounded (channels last) beside the kernel's
+        # scratchpad; then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
         x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
         i = int(w.shape[1] if op.attrs.get("layout", "NCHW") == "NCHW" else w.shape[-1])
         return ((y.nbytes, w.nbytes * _round(i) // i, _brgconv_scratch(op, operands)), (x.nbytes, x.nbytes))

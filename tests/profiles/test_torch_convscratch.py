@@ -373,6 +373,34 @@ def test_a_strided_wide_input_gradient_is_named_as_estimated_where_it_runs(tmp_p
         assert any(e["type"] == "Conv2D" for e in est) is named
 
 
+# Grouped, strided Conv1d kernels 15 to 128 wide (SEW's positional convolution: 128 wide, 16 groups,
+# stride 2), (N, C, L, O, K, stride, pad, groups) -> the peak of the input's gradient phase (dY, the
+# weight's copy, dX and the kernel's buffers beside it), read off torch 2.14's allocator events (one
+# thread, F.conv1d with a bias) and the kernel oneDNN named. They were refused.
+GROUPED_STRIDED_WIDE = [
+    ((4, 192, 12, 192, 128, 2, 64, 16), 1_721_352),  # brgconv_strided:avx2 (12 per group; 16 B less)
+    ((4, 192, 25, 192, 128, 2, 64, 16), 1_832_968),  # brgconv_strided:avx2 (16 B less)
+    ((4, 96, 12, 96, 64, 2, 32, 8), 459_288),        # brgconv_strided:avx2, the weight's 12 per group as 16
+    ((2, 128, 20, 128, 31, 2, 15, 8), 321_560),      # brgconv_strided:avx2, 16 per group
+    ((2, 64, 16, 64, 15, 3, 7, 2), 191_512),         # brgconv_strided:avx512_core, 32 per group
+    ((4, 64, 12, 64, 16, 2, 8, 4), 84_992),          # jit:avx512_core: dY, W and dX blocked as they are
+    ((4, 48, 40, 48, 20, 2, 10, 4), 92_928),         # jit:avx512_core
+]
+
+
+@pytest.mark.parametrize("cfg,peak", GROUPED_STRIDED_WIDE)
+def test_grouped_strided_wide_input_gradient(cfg, peak):
+    n, c, length, o, k, s, p, g = cfg
+    ol = (length + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (o, c // g, k), is_const=True),
+           Operand(2, "y", (n, o, ol))]
+    op = Operation(0, "Conv1D", [0, 1, -1], [2], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": g,
+                                                   "layout": "NCHW", "pads": (p, p)})
+    assert conv.TORCH["refuse"](op, opd) is None
+    got = opd[0].nbytes + _best(conv.TORCH["bwd_scratch_dx"](op, opd), opd, op, True)
+    assert 0 <= got - peak <= 16
+
+
 def _dilated(n, c, h, o, k, s, d, bias=False):
     p = d * (k // 2)
     oh = (h + 2 * p - d * (k - 1) - 1) // s + 1

@@ -892,3 +892,21 @@ def test_an_integer_index_constant_gather_saves_is_held_a_shape_is_not(tmp_path)
     held = {b.name: b for b in a.buffers.buffers if b.first == 0 and b.last == len(a.buffers.steps) - 1}
     assert held["idx"].size == 128
     assert not {"s5", "s3", "a0m"} & set(held)
+
+
+@pytest.mark.parametrize("uses", [1, 2, 3])
+def test_a_weight_read_only_through_transposes_keeps_its_gradient(tmp_path, uses):
+    # CoaT's parallel blocks share one MLP (`mlp2 = mlp3 = mlp4`): the TorchScript export reads its weight
+    # W (4 x 3 floats, 48 B) through one Transpose per use. The sum of the views' gradients is W's .grad
+    # (AccumulateGrad keeps a contiguous sum, copies a transposed view): it lives to the end of the step
+    nodes, outs = [], []
+    for k in range(uses):
+        nodes += [helper.make_node("Transpose", ["W"], [f"Wt{k}"], perm=[1, 0], name=f"t{k}"),
+                  helper.make_node("MatMul", [f"x{k}", f"Wt{k}"], [f"y{k}"], name=f"fc{k}")]
+    nodes.append(helper.make_node("Concat", [f"y{k}" for k in range(uses)], ["y"], axis=1, name="cat"))
+    g = _model(tmp_path, nodes, [(f"x{k}", F, [2, k + 1, 3]) for k in range(uses)],
+               [("y", [2, uses * (uses + 1) // 2, 4])], [("W", _w(4, 3))])
+    a = _run(g)
+    end = len(a.buffers.steps) - 1
+    kept = [b for b in a.buffers.buffers if b.category == "gradient" and b.last == end]
+    assert [b.size for b in kept] == [48]
