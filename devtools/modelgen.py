@@ -20,8 +20,8 @@ import os
 import numpy as np
 
 ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGN_BIT": 5}
-TYPE = {"float32": 0, "int32": 2}
-NP_TYPE = {"float32": np.float32, "int32": np.int32}
+TYPE = {"float32": 0, "float16": 1, "int32": 2}
+NP_TYPE = {"float32": np.float32, "float16": np.float16, "int32": np.int32}
 
 
 def _same_out(size: int, stride: int) -> int:

@@ -8,8 +8,10 @@ grouped convolutions (depth multipliers, small groups; channels-last and channel
 with a float attn_mask (a learned bias, fixed masks of 3 and 4 dims), antialiased resizing of a
 learned position table, segment reductions by `scatter_reduce` (amax / amin), and chunked linear
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
-gated delta rule without its export-only loop, outer products of two broadcast factors), and FNet's
-Fourier token mixing (`torch.fft.fftn(x).real`).
+gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
+Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
+(`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
+sparse-attention indexer).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1249,6 +1251,82 @@ class SegmentReduceNet(nn.Module):
         return self.head(h * pooled.gather(1, idx))
 
 
+class TopKIndexAttention(nn.Module):
+    """Attention over the keys a separate score branch picks per query (DeepSeek-V3.2's sparse
+    attention indexer): relu'd dot products of two small projections, top-k, and only the indices
+    read (scattered into an additive mask), so the branch gets no gradient; `no_grad`: the branch
+    under torch.no_grad(), as transformers writes it; `gather`: the picked keys' scores gathered
+    instead (a router that keeps indices only)."""
+
+    def __init__(self, d, heads, k=4, no_grad=False, gather=False):
+        super().__init__()
+        self.h, self.k, self.no_grad, self.gather = heads, k, no_grad, gather
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.iq = nn.Linear(d, 32)
+        self.ik = nn.Linear(d, 32)
+
+    def index(self, x):
+        return F.relu(self.iq(x) @ self.ik(x).transpose(1, 2)).topk(self.k, -1).indices
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, hd = self.h, d // self.h
+        if self.no_grad:
+            with torch.no_grad():
+                idx = self.index(x)
+        else:
+            idx = self.index(x)
+        q, k, v = self.qkv(x).view(b, s, 3, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        a = q @ k.transpose(-1, -2) * hd ** -0.5
+        if self.gather:  # attention over the k picked keys only
+            i = idx[:, None].expand(b, h, s, self.k)
+            p = a.gather(-1, i).softmax(-1)
+            y = (p.unsqueeze(-1) * v[:, :, None].expand(b, h, s, s, hd).gather(
+                3, i[..., None].expand(b, h, s, self.k, hd))).sum(3)
+        else:
+            mask = x.new_full((b, s, s), -1e4).scatter(-1, idx, 0.0)
+            y = (a + mask[:, None]).softmax(-1) @ v
+        return self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
+class GlobalTokenLM(nn.Module):
+    """Longformer's global attention in small: a mask made from the input's shape each step marks
+    token 0 of each row global (`mask = ones * (glob + 1)`, `mask > 1`); the global tokens' indices
+    (`nonzero(as_tuple=True)`), their largest count per row (an `arange`'s length) and the slots with
+    no global token (an empty index: every row has one) decide what the attention gathers and
+    writes. Every size follows from the input's shape; one tensor per layer is empty."""
+
+    def __init__(self, d=64, layers=2, classes=10, chunk=True):
+        super().__init__()
+        self.chunk = chunk  # q, k, v as chunks of one projection, or three projections
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) if chunk else nn.ModuleList(nn.Linear(d, d) for _ in range(3))
+                                 for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        glob = torch.zeros(b, s, dtype=torch.long)
+        glob[:, 0] = 1
+        is_glob = torch.ones(b, s) * (glob + 1) > 1
+        n = is_glob.long().sum(1)
+        bi, ti = is_glob.nonzero(as_tuple=True)
+        slot = torch.arange(n.max()) < n.unsqueeze(-1)
+        sb, st = slot.nonzero(as_tuple=True)
+        nb, nt = (slot == 0).nonzero(as_tuple=True)
+        for qkv, out in zip(self.qkv, self.out):
+            q, k, v = qkv(x).chunk(3, -1) if self.chunk else (f(x) for f in qkv)
+            kg = k.new_zeros(b, slot.shape[1], d)
+            kg[sb, st] = k[bi, ti]
+            vg = v.new_zeros(b, slot.shape[1], d)
+            vg[sb, st] = v[bi, ti]
+            sc = (kg @ q.transpose(1, 2) / d ** 0.5)  # (b, slot, token), as Longformer transposes it
+            sc[nb, nt] = -10000.0
+            x = x + out(sc.transpose(1, 2).softmax(-1) @ vg)
+        return self.head(x.mean(1))
+
+
 class MoESplit(nn.Module):
     """A mixture of experts with top-k routing, the tokens sorted by expert and split by each
     expert's count (JetMoE's and MegaBlocks' `split_with_sizes`: sizes computed from the data)."""
@@ -1326,6 +1404,58 @@ class TallKernelNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class DilatedNet(nn.Module):
+    """Dilated 3x3 convolutions as DeepLab's ASPP and dilated backbones use them. "aspp": on an 8 x 8
+    map, branches of dilation 6 and 12 (extents 13 and 25, taller than the map) beside a 1x1 and a
+    dilation-2 one (extent 5, within it), concatenated and projected; "strided": a dilation-2 kernel
+    with stride 2, then a dilation-3 5x5 within its 16 x 16 input. BatchNorm and ReLU after each."""
+
+    def __init__(self, kind="aspp", classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s=1, d=1):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, d * (k // 2), dilation=d, bias=False), nn.BatchNorm2d(o),
+                                 nn.ReLU())
+        self.kind = kind
+        if kind == "aspp":
+            self.stem = nn.Sequential(unit(3, 32, 3, 2), unit(32, 64, 3, 4))
+            self.branches = nn.ModuleList([unit(64, 48, 1), unit(64, 48, 3, d=6), unit(64, 48, 3, d=12),
+                                           unit(64, 48, 3, d=2)])
+            self.proj = unit(4 * 48, 64, 1)
+        else:
+            self.stem = nn.Sequential(unit(3, 32, 3, 2), unit(32, 64, 3, 2, d=2), unit(64, 64, 5, d=3))
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        if self.kind == "aspp":
+            x = self.proj(torch.cat([b(x) for b in self.branches], 1))
+        return self.head(x.mean((2, 3)))
+
+
+class GridSampleNet(nn.Module):
+    """Bilinear grid sampling (F.grid_sample, zeros padding) of conv features at a base grid moved by a
+    learned flow, as RAFT's lookups and spatial transformers do: `detach` samples at a grid that needs
+    no gradient (RAFT detaches its coordinates), else the flow trains through the grid too."""
+
+    def __init__(self, detach=False, align=True, classes=10, size=32):
+        super().__init__()
+        self.detach, self.align = detach, align
+        self.feat = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        self.flow = nn.Conv2d(16, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys], -1)[None], persistent=False)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        f = self.feat(x)
+        grid = self.base + torch.tanh(self.flow(f)).permute(0, 2, 3, 1) * 0.2
+        if self.detach:
+            grid = grid.detach()
+        s = F.grid_sample(f, grid, mode="bilinear", padding_mode="zeros", align_corners=self.align)
+        return self.head(F.relu(s).mean((2, 3)))
+
+
 class UnreadNet(nn.Module):
     """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
     text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
@@ -1388,9 +1518,84 @@ class GlobalFilterNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class WeightNormNet(nn.Module):
+    """Weight norm (`torch.nn.utils.parametrizations.weight_norm`) on a strided Conv1d stem, a grouped
+    positional Conv1d along the kernel's axis (`dim=2`, as Wav2Vec2's positional convolution) or along
+    its outputs (`dim=0`, the default), and on the Linear layers of a feed-forward block."""
+
+    def __init__(self, dim=2, c=64, k=16, groups=4, classes=10):
+        super().__init__()
+        wn = torch.nn.utils.parametrizations.weight_norm
+        self.stem = wn(nn.Conv1d(1, c, 10, stride=5), dim=0)
+        self.pos = wn(nn.Conv1d(c, c, k, padding=k // 2, groups=groups), dim=dim)
+        self.ff = nn.Sequential(wn(nn.Linear(c, 2 * c)), nn.GELU(), wn(nn.Linear(2 * c, c)))
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.gelu(self.stem(x))
+        x = x + F.gelu(self.pos(x)[..., :-1])
+        x = x.transpose(1, 2)
+        x = x + self.ff(x)
+        return self.head(x.mean(1))
+
+
+class SplitPermutedNet(nn.Module):
+    """FocalNet's modulation: a Linear over channels-last tokens, permuted to (N, C, H, W) (and made
+    `.contiguous()` with `contig`, as FocalNet does), split into q, a context and gates; the context
+    through depthwise 3 x 3 and 5 x 5 convolutions, gated, a 1 x 1 projection, times q."""
+
+    def __init__(self, contig=False, c=64, classes=10):
+        super().__init__()
+        self.contig, self.c = contig, c
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.proj_in = nn.Linear(c, 2 * c + 3)
+        self.focal = nn.ModuleList(nn.Conv2d(c, c, k, padding=k // 2, groups=c, bias=False) for k in (3, 5))
+        self.ctx = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x).permute(0, 2, 3, 1)
+        y = self.proj_in(x).permute(0, 3, 1, 2)
+        if self.contig:
+            y = y.contiguous()
+        q, ctx, gates = torch.split(y, (self.c, self.c, 3), 1)
+        acc = 0
+        for k, conv in enumerate(self.focal):
+            ctx = F.gelu(conv(ctx))
+            acc = acc + ctx * gates[:, k:k + 1]
+        acc = acc + F.gelu(ctx.mean((2, 3), keepdim=True)) * gates[:, 2:]
+        out = (q * self.ctx(acc)).permute(0, 2, 3, 1)
+        return self.head((x + out).mean((1, 2)))
+
+
+class FoldNet(nn.Module):
+    """MobileViTV2's patch round trip: F.unfold of the map into 2 x 2 patches, a Linear over each
+    patch's channels and a softmax over the patches, F.fold back (aten.col2im), a 1 x 1 convolution."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.mix = nn.Linear(c, c)
+        self.proj = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        n, c, h, w = x.shape
+        p = F.unfold(x, 2, stride=2).reshape(n, c, 4, -1)
+        p = self.mix(p.transpose(1, 3)).transpose(1, 3).softmax(-1)
+        x = x + self.proj(F.fold(p.reshape(n, c * 4, -1), (h, w), 2, stride=2))
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
+    "fam_fold": ("fold", lambda: FoldNet(), IMG),
+    "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
+    "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
+    "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
+    "fam_weight_norm_dim0": ("weightnorm", lambda: WeightNormNet(dim=0), (1, 800)),
     "fam_groupnorm": ("groupnorm", lambda: GNNet(), IMG),
     "fam_segmax": ("scatter", lambda: SegmentReduceNet("amax"), SEQ),
     "fam_segmin": ("scatter", lambda: SegmentReduceNet("amin"), SEQ),
@@ -1441,6 +1646,9 @@ FAM = {
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
     "fam_moe_where": ("moe", lambda: MoELM(MoEWhere), SEQ),
+    "fam_topk_index": ("topk", lambda: AttnLM(TopKIndexAttention), SEQ),
+    "fam_topk_index_ng": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, no_grad=True)), SEQ),
+    "fam_topk_gather": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, gather=True)), SEQ),
     "fam_moe_split_add": ("moe", lambda: MoELM(MoESplit, index_add=True), SEQ),
     "fam_moe_split_skew": ("moe", lambda: MoELM(MoESplit, router_bias=(2.0, 1.0, 0.0, 0.0)), SEQ),
     "fam_moe_split_wide_skew": ("moe", lambda: MoELM(MoESplit, experts=8, hidden=512,
@@ -1458,6 +1666,8 @@ FAM = {
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
+    "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
+    "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
     "fam_stdconv": ("wstd", lambda: WSNet("std"), IMG),
     "fam_ws_manual": ("wstd", lambda: WSVariantNet(ManualWSConv), IMG),
@@ -1480,6 +1690,11 @@ FAM = {
     "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
     **{f"fam_{k}": ("trig", (lambda fn=fn, dom=dom: TrigNet(fn, dom)), SEQ) for k, (fn, dom) in TRIG.items()},
+    "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
+    "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
+    "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
+    "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
 }
 
 

@@ -281,6 +281,7 @@ def draw_hf_classes(seed: int, n: int, kind: str, max_params: float, log=print, 
                         continue
                     cfg = _hf_class_config(t, overrides)
                     name = b().input_name
+                    why = f"no input shape for its main input {name!r}"
                     for shape in hf_class_inputs(cfg, name):
                         try:
                             if _runs(b, shape):
@@ -326,15 +327,17 @@ class _PerPixel(torch.nn.Module):
 
 
 class _FlowPair(torch.nn.Module):
-    """RAFT on the two images stacked on channels; the last refinement's flow, per pixel, is what the
-    loss reads (a cross entropy over its two channels stands in for the end-point error)."""
+    """RAFT on the two images stacked on channels; every refinement's flow, per pixel, is what the loss
+    reads, as RAFT's sequence loss reads them all (a cross entropy over the two channels stands in for
+    the end-point error). Reading the last alone would leave eager computing the others' upsampling
+    for nothing, which no export holds (the exporters drop what no output reads)."""
 
     def __init__(self, m):
         super().__init__()
         self.m = m
 
     def forward(self, x):
-        return self.m(x[:, :3], x[:, 3:])[-1].movedim(1, -1)
+        return torch.stack(self.m(x[:, :3], x[:, 3:]), 1).movedim(2, -1)
 
 
 def tv_candidates(rng, quoted):
@@ -785,7 +788,8 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the draw and stop")
     ap.add_argument("--hf-shrink", action="store_true",
                     help="a transformers type the small config cannot build is tried with its own defaults "
-                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the overrides go into --draw")
+                         "shrunk (hidden 64, 4 heads, 2 layers, <= 4 experts, batched_mm experts); the "
+                         "overrides go into --draw")
     ap.add_argument("--draw", metavar="DRAW.json",
                     help="write the draw here, or read it back when the file exists (for this seed): a later "
                          "run measures the same models even if a zoo file has named one of them since")

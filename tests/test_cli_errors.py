@@ -97,7 +97,7 @@ def _onnx_uninferable_op(tmp):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     m = om.model([helper.make_node("Mystery", ["x"], ["y"], domain="com.example")], [x], [y], [])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
-    return om.save(tmp, "mystery.onnx", m), "no shape for"
+    return om.save(tmp, "mystery.onnx", m), "op Mystery (domain com.example, not a standard ONNX op) has no rule in memplan"
 
 
 def _onnx_symbolic_batch(tmp):

@@ -111,7 +111,7 @@ class _Inputs:
                 raise ValueError(f"feed for {spec.name} has {fed.size} elements, the tensor {shape}")
             return fed.astype(dtype, copy=False).reshape(shape)
         rng = self.rng(t)
-        if role == "opt-state":
+        if role == "opt-state" or 0 in tuple(shape):  # an empty tensor has no value to draw
             return np.zeros(shape, dtype)
         operand = self.tg.graph.operands[spec.operand] if spec.operand is not None else None
         if np.dtype(dtype).kind in "iub":

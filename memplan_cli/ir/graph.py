@@ -95,6 +95,11 @@ class GraphError(ValueError):
     """The graph is not a valid DAG (cycle, dangling index, double definition)."""
 
 
+class OpContractError(GraphError):
+    """An op outside what memplan's rules understand (`verify`'s op_check): said of the op, which a
+    valid file may well hold (a PADV2 fill memplan cannot read), not of the file."""
+
+
 @dataclass
 class Graph:
     operands: list[Operand]
@@ -194,7 +199,7 @@ class Graph:
         for op in self.operations if op_check is not None else ():
             why = op_check(op, self.operands)
             if why:
-                raise GraphError(f"op {op.label} {why}")
+                raise OpContractError(f"op {op.label} {why}")
         why = check_operands_are_defined(self)
         if why:
             raise GraphError(why)

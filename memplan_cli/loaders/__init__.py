@@ -36,7 +36,7 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
     `symbolic_dims` the others), else the file is refused. `sha256`: also hash the file, in the
     same open as the format sniff (`Graph.metadata["sha256"]`; reports name the file by it), so
     that a command opens the file twice in all: the sniff and the loader's read."""
-    from memplan_cli.ir.graph import GraphError
+    from memplan_cli.ir.graph import GraphError, OpContractError
 
     require_regular_file(path, "model file", ModelError)
     digest = None
@@ -87,8 +87,11 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
         raise ModelError(str(e), path) from None
     except GraphError as e:
         # onnx's shape inference has read an ONNX graph by now: what memplan's own rules refuse there
-        # (a run-time Pad width, a float Mod) is a graph memplan cannot plan, not an invalid file
-        why = "memplan cannot plan this onnx graph" if fmt == "onnx" else f"invalid {fmt} graph"
+        # (a run-time Pad width, a float Mod) is a graph memplan cannot plan, not an invalid file; so
+        # is an op of a flatbuffer its rules refuse (onnx2tf's PADV2 fill behind a DEQUANTIZE was
+        # "invalid"); a flatbuffer's broken structure (a dangling index, a cycle) is invalid
+        why = (f"memplan cannot plan this {fmt} graph" if fmt == "onnx" or isinstance(e, OpContractError)
+               else f"invalid {fmt} graph")
         raise ModelError(f"{why}: {e}", path) from None
     except OSError as e:  # the file went away or became unreadable after its first bytes were read
         why = "it was removed while memplan read it" if isinstance(e, FileNotFoundError) else e.strerror or e

@@ -14,17 +14,19 @@ never from a model's name, and says so:
   pieces not bound share what is left equally. Pieces of two Splits reading the same sizes share
   their names (the same counts).
 
-Each piece must keep at least one row (memplan sizes no empty tensor), and bound pieces must sum
-to the length.
+Bound pieces must sum to the length; a piece may get no row (an expert with no token: its tensors
+are empty, 0 bytes, as eager's are).
 
 A count whose op guarantees only an upper bound (`data_sized_count`, ONNX NonZero: at most every
 element of its input) is taken at that bound (`at the bound`: every element selected), the most
 the op can return, so the tensors it sizes are at their largest. It is named like a piece (the file's own name where the
 dynamo exporter gives one, on the transposed indices it reads: `u0`; else `<output>_count`) and
-`--dim NAME=N` sets it, from 1 to the bound. Where the family finds more (NonZero of one class's
+`--dim NAME=N` sets it, up to the bound. Where the family finds more (NonZero of one class's
 slice of a one-hot: a mixture of experts' `torch.where(one_hot(...)[e])`), the classes' counts sum
 to at most the one-hot's rows, and are taken as equal pieces of them (`share`). Data-sized ops with
-no bound (Unique, a Loop's trip count) are left to the loader's refusal.
+no bound (Unique, a Loop's trip count) are left to the loader's refusal. A Range whose length is
+the largest count of a mask along an axis (Longformer's `arange(num_global.max())`, when the mask
+is the model's input) is bounded by that axis's length, and taken at it.
 """
 from __future__ import annotations
 
@@ -143,7 +145,10 @@ def _counts(model, shapes):
         if x is None or shapes.get(node.output[0]) is not None:
             continue
         view = view or _View(model, shapes)
-        yield node, fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0])
+        f = fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0],
+                 inputs=list(node.input))
+        if f is not None:  # None: the family finds no bound (left to the loader's refusal)
+            yield node, f
 
 
 def _count_name(model, node, given) -> str:
@@ -171,15 +176,26 @@ def _assume_counts(model, dims, given, value, counts) -> list:
         name = _count_name(model, node, given)
         n = dims.get(name, value.get(name, f.get("share", f["bound"])))
         what = f"{node.op_type} {node.name or node.output[0]!r}"
-        if not 1 <= n <= f["bound"]:
+        if not 0 <= n <= f["bound"]:
             raise DimsError(f"--dim {name}={n}: {what} selects at most {f['bound']:,d} elements of "
-                            f"'{node.input[0]}' (memplan sizes no empty tensor: at least 1)")
+                            f"'{f.get('of', node.input[0])}'")
         shape = list(f["leading"])
         shape.insert(f["dim"], n)
         for vi in list(model.graph.value_info):
-            if vi.name == node.output[0]:
+            if vi.name in (node.output[0], f.get("value_of")):
                 model.graph.value_info.remove(vi)
-        model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
+        if f.get("value_of"):
+            # the count is a value the graph reads elsewhere too (a size): it becomes that constant,
+            # and what it sizes is inferred from it
+            import numpy as np
+            from onnx import numpy_helper
+
+            for src in [m for m in model.graph.node if f["value_of"] in m.output]:
+                model.graph.node.remove(src)
+            model.graph.initializer.append(numpy_helper.from_array(np.array(n, dtype=f["value_dtype"]),
+                                                                   f["value_of"]))
+        else:
+            model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:
             records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
                             "op": node.name or node.output[0], "tensor": node.output[0],
@@ -223,11 +239,6 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
         if free:
             share = sum(1 for n in names if n in free)  # a name met twice takes two shares
             base, rem = divmod(left, share) if left > 0 else (0, 0)
-            if base < 1:
-                bound = ", ".join(f"{n}={v}" for n, v in sorted(fixed.items()))
-                raise DimsError(f"{where}: {'with ' + bound + ', ' if bound else ''}a piece would get no row "
-                                "(memplan sizes no empty tensor); bind the pieces with --dim NAME=N so that "
-                                f"each has at least 1 and they sum to {length:,d}")
             for j, n in enumerate(free):
                 fixed[n] = base + (j < rem)
         total = sum(fixed[n] for n in names)

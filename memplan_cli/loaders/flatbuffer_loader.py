@@ -36,6 +36,11 @@ def _shape_const_input(typ: str) -> int | None:
     return d.shape_const_input if d is not None else ops.source_facts("tflite", typ).get("shape_const_input")
 
 
+def _casts_values(builtin: str) -> bool:
+    """A builtin whose output holds its input's values as float32 (ops/quantize.py's DEQUANTIZE)."""
+    return bool(ops.source_facts("tflite", builtin).get("casts_values"))
+
+
 def _enum_names(cls) -> dict[int, str]:
     return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
 
@@ -210,7 +215,7 @@ class _Reader:
 
     def buffer_ints(self, buf, dtype: str, count: int) -> tuple[int, ...] | None:
         """The values of a small int32/int64 constant (count elements), read in place."""
-        code = {"int32": "i", "int64": "q", "float32": "f"}.get(dtype)
+        code = {"int32": "i", "int64": "q", "float32": "f", "float16": "e"}.get(dtype)
         if code is None or count > MAX_VALUE_ELEMENTS:
             return None
         width = struct.calcsize(code)
@@ -232,6 +237,7 @@ class _Reader:
 
         n = self.vec_len(sub, 3, 4)
         ops = []
+        casts: dict[int, int] = {}  # a cast's output -> the float16 constant it casts (see registry_canonical)
         for j in range(n):
             o = sub.Operators(j)
             k = o.OpcodeIndex()
@@ -240,13 +246,16 @@ class _Reader:
             src = opcodes[k]
             typ, attrs = src, {}  # a builtin no registry family converts keeps its name
             ins, outs = self.ints(o, 1), self.ints(o, 2)
-            canon = self.registry_canonical(o, src, sub, ins, outs, operands, buffers)
+            canon = self.registry_canonical(o, src, sub, ins, outs, operands, buffers, casts)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
                 ins = ins if canon.inputs is None else canon.inputs
                 outs = outs if canon.outputs is None else canon.outputs
             op = Operation(j, typ, ins, outs, attrs, source_type=src)
             ops.append(op)
+            if _casts_values(src) and len(ins) == 1 and len(outs) == 1 and 0 <= ins[0] < len(operands) \
+                    and operands[ins[0]].is_const and operands[ins[0]].dtype == "float16":
+                casts[outs[0]] = ins[0]
             pos = _shape_const_input(typ)
             want = [ins[pos]] if pos is not None and len(ins) > pos else []
             if follows(typ) and any(0 <= i < len(operands) and operands[i].dtype.startswith("int")
@@ -260,14 +269,17 @@ class _Reader:
                         t.value = self.buffer_ints(buffers[tb], t.dtype, t.num_elements)
         return ops
 
-    def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers):
-        """The op registry's converter for this builtin (memplan_cli/ops/), or None."""
+    def registry_canonical(self, o, builtin: str, sub, ins, outs, operands, buffers, casts=None):
+        """The op registry's converter for this builtin (memplan_cli/ops/), or None. `casts`: the
+        outputs of the casts seen so far (a float16 constant's DEQUANTIZE) -> the constant they cast,
+        whose values a converter reads in their place."""
         fn = ops.tflite_converter(builtin)
         if fn is None:
             return None
 
         def values(k):
             i = ins[k]
+            i = (casts or {}).get(i, i)
             if not 0 <= i < len(operands) or not operands[i].is_const:
                 return None
             t = operands[i]

@@ -204,6 +204,14 @@ def fold_round(model, opset: int) -> int:
             continue  # too large to compute here (its shape is all a shape needs)
         else:
             outs = _evaluate(node, known, opset)
+            pieces = facts.get("sequence_pieces")
+            if pieces and outs and isinstance(outs[0], list):
+                from onnx import helper
+
+                split = known.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+                how = pieces({a.name: helper.get_attribute_value(a) for a in node.attribute}, split)
+                if how is not None and not how["keep"]:  # the axis dropped, as ONNX Runtime drops it
+                    outs = [[np.squeeze(a, how["axis"]) if a.shape[how["axis"]] == 1 else a for a in outs[0]]]
         if outs is None or len(outs) != len(node.output):
             continue
         foldable = all(_small_int(o) or _small_float(o) for o in outs) and not \

@@ -202,7 +202,11 @@ def _inline_small_external(model, base_dir: str) -> list[str]:
             refused.append(f"{e}: {_shown(loc)} (tensor {_shown(t.name)})")
             continue
         if found is None:
-            continue  # inference will report the shape it could not find
+            # a copy of the .onnx without its data file: the weights are never needed, but a small
+            # integer (a ReduceMean's axes, a Reshape's target) may be; named if a shape is left unknown
+            refused.append(f"external data file missing: {_shown(loc)} (tensor {_shown(t.name)}, a small "
+                           "integer constant shape inference reads; keep the data file beside the model)")
+            continue
         nbytes = n * (4 if t.data_type == 6 else 8)
         try:
             offset = int(info.get("offset", 0) or 0)
@@ -461,6 +465,16 @@ class _Builder:
         if source is not None:
             raise _DataSized(f"tensor '{name}' ({what}) has a shape computed from the data (the values of "
                              f"input '{source}'), which no file records; memplan needs static shapes")
+        if node.domain not in ("", "ai.onnx") or (registry.onnx_converter(node.op_type) is None
+                                                  and registry.get(node.op_type) is None):
+            # the op is the problem, not its shape: a custom op (com.microsoft's fused ops), or a
+            # standard one onnx sizes only through a function body it does not infer (GroupNormalization)
+            local = any((f.domain, f.name) == (node.domain, node.op_type) for f in self.model.functions)
+            kind = ("" if node.domain in ("", "ai.onnx") else
+                    f" (a function the file defines, domain {node.domain})" if local else
+                    f" (domain {node.domain}, not a standard ONNX op)")
+            raise _CannotPlan(f"op {what}{kind} has no rule in memplan, and onnx's shape inference cannot "
+                              f"size its output '{name}'")
 
     def _data_source(self, node) -> str | None:
         """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
@@ -699,9 +713,18 @@ def _export_rewrites(model) -> dict | None:
     placeholders = {ph: (kind, target) for ph, kind, target in _SIG_LINE.findall(sig)}
     params = {ph for ph, (kind, _) in placeholders.items() if kind == "PARAMETER"}
     nodes, reads, inlined = [], {}, {}
+    stacks: dict[str, int] = {}  # each distinct recorded stack -> its number
+    lines: dict[str, int] = {}  # node -> the number of the stack it records (the source line it ran)
+    line_text: list[str] = []  # per stack number: its last code line
     for node in model.graph.node:
         md = {p.key: p.value for p in node.metadata_props}
         fx = md.get("pkg.torch.onnx.fx_node", "")
+        trace = md.get("pkg.torch.onnx.stack_trace", "")
+        if trace and node.name:
+            if trace not in stacks:
+                stacks[trace] = len(stacks)
+                line_text.append(trace.strip().splitlines()[-1].strip()[:80])
+            lines[node.name] = stacks[trace]
         region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
         if region and node.name:
             inlined[node.name] = region.group(1)
@@ -719,7 +742,8 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined}
+            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined,
+            "lines": lines, "line_text": line_text}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
@@ -805,6 +829,61 @@ def _attrs_as_meant(model) -> list[str]:
                              f"{shown} read as {tuple(new[a.name]) if isinstance(new[a.name], list) else new[a.name]}"
                              " (axes counted from the end, as torch counts them; ONNX allows none)")
     return notes
+
+
+def _sequences_as_pieces(model) -> None:
+    """A sequence an op family cuts into pieces of one (its "sequence_pieces" fact: SplitToSequence
+    without sizes, TorchScript's `nonzero(as_tuple=True)`) read only at constant positions (the
+    readers' "sequence_position_input" fact: SequenceAt) is read as one op per reader taking that
+    piece from the sequence's input (a Gather), so the sizes the data decides follow as tensors' do
+    (loaders/data_sized.py). Rewritten in place before shape inference."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    values = {t.name: t for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    values[n.output[0]] = a.t
+    readers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    outputs = {o.name for o in model.graph.output}
+    changed = False
+    for n in list(model.graph.node):
+        fact = registry.source_facts("onnx", n.op_type).get("sequence_pieces")
+        if fact is None or n.domain not in ("", "ai.onnx") or len(n.output) != 1 or n.output[0] in outputs:
+            continue
+        split = n.input[1] if len(n.input) > 1 and n.input[1] else None
+        if split is not None and split not in values:
+            continue
+        how = fact({a.name: helper.get_attribute_value(a) for a in n.attribute},
+                   None if split is None else numpy_helper.to_array(values[split]))
+        rs = readers.get(n.output[0], [])
+        if how is None or not rs:
+            continue
+        places = []
+        for r in rs:
+            k = registry.source_facts("onnx", r.op_type).get("sequence_position_input")
+            t = values.get(r.input[k]) if k is not None and k < len(r.input) and r.input[0] == n.output[0] else None
+            if t is None or int(np.prod(t.dims)) != 1 or len(r.output) != 1:
+                break
+            places.append((r, int(numpy_helper.to_array(t).reshape(-1)[0])))
+        else:
+            for r, pos in places:
+                idx = f"{r.output[0]}:piece"
+                model.graph.initializer.append(numpy_helper.from_array(
+                    np.array([pos] if how["keep"] else pos, dtype=np.int64), idx))
+                g = helper.make_node(how["type"], [n.input[0], idx], [r.output[0]], name=r.name, axis=how["axis"])
+                r.CopyFrom(g)
+            model.graph.node.remove(n)
+            changed = True
+    if changed:  # a sequence's stale value_info would shadow the pieces' inferred shapes
+        keep = [v for v in model.graph.value_info if not v.type.HasField("sequence_type")]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(keep)
 
 
 def _default_opset(model) -> int:
@@ -1016,6 +1095,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         found: list = []
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
         as_meant = _attrs_as_meant(model)
+        _sequences_as_pieces(model)
 
         def infer(m):
             try:

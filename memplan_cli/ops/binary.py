@@ -57,6 +57,7 @@ from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io, fused_a
 
 ARITH = ("Add", "Sub", "Mul", "Div")
 ADD_TYPE, MUL_TYPE = "Add", "Mul"  # what LoRA's adapters compute with (passes/lora.py)
+DIV_TYPE = "Div"  # weight_norm's direction, as the exporters write it (profiles/torch/weightnorm.py)
 Y = "y"  # in a spec's `needs`: the op's output
 
 

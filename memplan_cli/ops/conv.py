@@ -606,18 +606,21 @@ def _wide_fwd_kernel(op, operands) -> str | None:
 
 def _wide_dx_kernel(op, operands) -> str | None:
     """oneDNN's input-gradient kernel for a wide 2-D convolution: "jit_dw" (depthwise),
-    "brgconv_strided" (strided), "jit" (jit_avx512_common_conv_bwd_data; grouped, in blocks of 16, 8
-    or 4 channels per group), "jit_avx2" (its AVX2 kernel, when AVX-512's declines), "gemm"; None
-    where not worked out (grouped and strided; one output column that the whole input row feeds:
-    AVX-512's large-filter case)."""
+    "brgconv_strided" (strided: ungrouped, more than 16 channels per group, or a smaller group the jit
+    kernel declines), "jit" (jit_avx512_common_conv_bwd_data; grouped, in blocks of 16, 8 or 4
+    channels per group, strided too), "jit_avx2" (its AVX2 kernel, when AVX-512's declines), "gemm";
+    None where not worked out (one output column that the whole input row feeds: AVX-512's
+    large-filter case)."""
     if op.type == "DepthwiseConv2D":
         return "jit_dw"
     if _strided(op) and _dilated(op):
         return "gemm"  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
     q = _wgeom(op, operands)
     grouped = not _ungrouped(op)
-    if _strided(op):
-        return None if grouped else "brgconv_strided"
+    if _strided(op) and (not grouped or (q["ic"] > BLOCK and q["oc"] > BLOCK)):
+        # brgemm's backward data takes a group of more than 16 channels (is_grouped_small_ic), as it
+        # takes an ungrouped kernel
+        return "brgconv_strided"
     oc_block = _group_block(q) if grouped else BLOCK
     if oc_block is None:
         return None
@@ -636,6 +639,10 @@ def _wide_dx_kernel(op, operands) -> str | None:
     if l_over <= ur_w and r_over <= ur_w and not (iw > ur_w and r + tail < 0) and \
             mult * kw * oc_block * ur_w * 15 <= JIT_CODE:
         return "jit"
+    if _strided(op):
+        # a smaller group that the jit kernel declines: brgconv_strided's AVX2 variant, whose buffers
+        # are the AVX-512 one's (measured: 12 and 16 channels per group, kernels 31 to 128 wide)
+        return "brgconv_strided"
     if grouped and (q["ic"] % 8 or q["oc"] % 8):
         return "gemm"  # AVX2's kernel pads no grouped channels: 8 per group at least
     # AVX2 (blocks of 8): the unroll with the most FMAs in 15 registers whose block holds the left
@@ -904,8 +911,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
         k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
         x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
         return ((4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128,), ("in0",))
-    if _wide(op, operands):
-        kern = _wide_dx_kernel(op, operands)
+    kern = _wide_dx_kernel(op, operands) if _wide(op, operands) else \
+        "gemm" if _ungrouped(op) and _strided(op) and _dilated(op) and torch_backend(op, operands) == "mkldnn" \
+        else None  # brgconv_strided takes no dilation, the jit kernels no dilation with a stride
+    if _wide(op, operands) or kern == "gemm":
         if kern is None:
             label = getattr(op, "label", "") or f"{op.type}"
             raise UnsupportedOpError(
@@ -927,10 +936,10 @@ def _torch_bwd_dx(op, operands) -> tuple:
             c, o = q["ic"], q["oc"]
             bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
             return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
-    if _ungrouped(op) and _strided(op):
-        # brgconv_strided: the incoming gradient as it is, the weight with its input channels rounded
-        # up to 16, the input's gradient unrounded (channels last) beside the kernel's scratchpad;
-        # then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
+    if _strided(op) and (_ungrouped(op) or (_wide(op, operands) and _wide_dx_kernel(op, operands) == "brgconv_strided")):
+        # brgconv_strided: the incoming gradient as it is, the weight with its input channels (per
+        # group) rounded up to 16, the input's gradient unrounded (channels last) beside the kernel's
+        # scratchpad; then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
         x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
         i = int(w.shape[1] if op.attrs.get("layout", "NCHW") == "NCHW" else w.shape[-1])
         return ((y.nbytes, w.nbytes * _round(i) // i, _brgconv_scratch(op, operands)), (x.nbytes, x.nbytes))
@@ -967,9 +976,11 @@ def _gemm_weights(op, operands) -> bool:
         x, w = operands[op.inputs[0]], operands[op.inputs[1]]
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         return (int(x.shape[ch]) // grp) % 8 != 0 or (int(w.shape[0]) // grp) % 8 != 0 or kw > 14
-    if _wide(op, operands) and _dilated(op):
+    if _dilated(op) and (_wide(op, operands) or (op.attrs.get("layout", "NCHW") == "NCHW"
+                                                  and torch_backend(op, operands) == "mkldnn")):
         # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
-        # the input (measured: 14 x 14, dilation 2, stride 2 takes gemm)
+        # the input, at any width; AVX2's kernel takes no dilation at all (measured: 14 x 14, dilation
+        # 2, stride 2 takes gemm; DeepLabV3's ASPP 3x3, dilation 12 to 36, on 4 x 4 rows too)
         q = _wgeom(op, operands)
         if q["sh"] > 1 or q["ekh"] > q["ih"]:
             return True
@@ -1444,8 +1455,18 @@ def _torch_contiguous_grad(op, operands) -> bool:
     return not _channels_last(op) and op.type not in TRANSPOSED and torch_backend(op, operands) == "mkldnn"
 
 
+def _torch_copies_input(op, operands) -> bool:
+    """oneDNN's forward and backward (ATen's mkldnn_convolution, mkldnn_convolution_backward) take the
+    input contiguous in the convolution's memory format: a channels-first input laid out otherwise
+    (an elementwise op's result on a transposed view: Data2VecAudio's feature extractor, LayerNorm
+    over the channels between transposes, then GELU) is copied in forward, freed in the op, and the
+    saved input copied again in backward, living through both phases (measured, torch 2.14: one input
+    size more in each, Conv1d (4, 128, 799) stride 2 and (4, 64, 100))."""
+    return _torch_contiguous_grad(op, operands)
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
+TORCH = {"copies_noncontiguous": _as_2d(_torch_copies_input), "saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx)}

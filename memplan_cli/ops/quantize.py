@@ -5,4 +5,6 @@ the op named (memplan trains float graphs). What the loaders and re-batching nee
 them as source ops lives here: both keep dim 0 (one value in, one value out, per sample).
 """
 
-TFLITE_FACTS = {"QUANTIZE": {"keeps_batch": True}, "DEQUANTIZE": {"keeps_batch": True}}
+# DEQUANTIZE of a float16 constant is a plain cast (no scale, no zero point): its values are the
+# constant's, which a converter may read through it (flatbuffer_loader reads only float16 that way)
+TFLITE_FACTS = {"QUANTIZE": {"keeps_batch": True}, "DEQUANTIZE": {"keeps_batch": True, "casts_values": True}}

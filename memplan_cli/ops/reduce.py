@@ -448,3 +448,29 @@ PROFILES["nntrainer"] = {"Mean": {"layer": "pooling2d (global_average)", "kind":
 # one expression, alive until the input's gradient is made. The forward (std_var_kernel, a Welford
 # reduction) makes nothing beside its output.
 PROFILES["torch"] = {VAR["eager"]: {"saves": (("in0", "any"),), "bwd_tmp": (("in0", "out0", "out0"),)}}
+
+# torch's weight norm (torch.nn.utils.parametrizations.weight_norm, nn.utils.weight_norm): both
+# exporters write `torch._weight_norm(v, g, dim)` as ReduceL2 of v over every axis but `dim` (kept),
+# a Div and a Mul (TorchScript: (v / ||v||) * g; dynamo: v * (g / ||v||)). Eager (WeightNorm.cpp
+# `_weight_norm`) runs one fused `_weight_norm_interface(v, g, dim)` when `dim` is the first or the
+# last axis (else it computes `v * (g / norm_except_dim(v, 2, dim))` op by op, which is left to the
+# ops as written); profiles/torch/weightnorm.py reads the pattern back as that one op. derivatives.yaml:
+# `_weight_norm_interface` saves v, g and its second result, the norms (g's size, float); its backward,
+# `_weight_norm_interface_backward`, makes v's and g's gradients. Measured (torch 2.14, one thread, the
+# allocator's events; v of (192, 12, 128), (64, 32, 5) along the last axis, (64, 32, 3, 3) along the
+# first): forward the weight and the norms, and along the last axis one more g-sized buffer freed in
+# the op (the kernel's per-column sums); backward the two gradients and, along the last axis, a
+# buffer of 3 x g's bytes freed in the op; nothing else.
+REDUCE_L2_TYPE = "ReduceL2"
+WEIGHT_NORM_EAGER = "WeightNorm"  # the fused eager op: inputs (v, g), attrs["dim"]
+
+
+def _weight_norm_last(op, operands) -> bool:
+    return int(op.attrs["dim"]) == len(operands[op.inputs[0]].shape) - 1 and int(op.attrs["dim"]) > 0
+
+
+PROFILES["torch"][WEIGHT_NORM_EAGER] = {
+    "saves": (("in0", "any"), ("in1", "any")),
+    "aux": (("norms", "in1", "float32"),),
+    "fwd_tmp": lambda op, opd: ("in1",) if _weight_norm_last(op, opd) else (),
+    "bwd_tmp": lambda op, opd: ((3 * opd[op.inputs[1]].nbytes,),) if _weight_norm_last(op, opd) else ()}

@@ -19,7 +19,8 @@ Rules:
 - ONNX shape inference (with data propagation) already gives every output a static shape; these
   kernels only exist so that `memplan verify` can run the forward pass through them.
 - NonZero is not here (its output shape depends on the data), except for the bound of its count,
-  which the loader takes under a stated assumption (`data_sized_count`; loaders/data_sized.py).
+  which the loader takes under a stated assumption (`data_sized_count`; loaders/data_sized.py); so
+  does a Range up to the largest count of a mask along an axis (`_range_count`).
 FLOPs: one per output element (comparisons, logic, casts); none for the shape ops.
 """
 from __future__ import annotations
@@ -81,7 +82,9 @@ def const_fwd(ctx):
 def range_fwd(ctx):
     start, limit, delta = (np.asarray(ctx.x(k)).reshape(-1)[0] for k in range(3))
     y = ctx.y()
-    y[...] = np.arange(start, limit, delta)[: y.size].reshape(y.shape)
+    v = np.arange(start, limit, delta)[: y.size]
+    y[...] = 0  # a length the loader took under an assumption (loaders/data_sized.py) may exceed it
+    y.reshape(-1)[: v.size] = v
 
 
 BINARY = {"Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
@@ -310,7 +313,58 @@ def _one_hot_slice(x: str, view) -> tuple | None:
     return (classes, k % classes) if -classes <= k < classes else None
 
 
-def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "") -> dict:
+_BOOL_RESULTS = ("Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN")
+
+
+def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict | None:
+    """Range(0, limit, 1) whose limit is the largest count of a mask along an axis (Longformer's
+    `arange(num_global_attn_indices.max())`: ReduceMax of ReduceSum of a Cast of a comparison, through
+    Casts and reshapes) makes at most as many elements as that axis is long; the loader takes that
+    bound (every element selected) unless --dim sets it. Any other data-sized Range has no bound."""
+    if view is None or len(inputs) < 3:
+        return None
+    start, delta = view.value(inputs[0]), view.value(inputs[2])
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or start.reshape(-1)[0] != 0 \
+            or delta.reshape(-1)[0] != 1 or start.dtype.kind not in "iu":
+        return None
+
+    def through(name, kinds):
+        n = view.node(name)
+        while n is not None and n["type"] in kinds:
+            name = n["inputs"][0]
+            n = view.node(name)
+        return name, n
+
+    largest, top = through(inputs[1], ("Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"))
+    if top is None or top["type"] != "ReduceMax":
+        return None
+    _, total = through(top["inputs"][0], ("Cast", "Identity"))
+    if total is None or total["type"] != "ReduceSum":
+        return None
+    cast = view.node(total["inputs"][0])
+    mask, n = through(total["inputs"][0], ("Cast",))
+    shape = view.shape(mask)
+    if n is None or n["type"] not in _BOOL_RESULTS or shape is None or not shape:
+        return None
+    axes = total["attrs"].get("axes")
+    if axes is None and len(total["inputs"]) > 1 and total["inputs"][1]:
+        axes = view.value(total["inputs"][1])
+        axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if axes is None or total["attrs"].get("noop_with_empty_axes", 0):
+        axes = range(len(shape))  # every axis: the whole mask's count
+    bound = 1
+    for a in set(int(a) % len(shape) for a in axes):
+        bound *= int(shape[a])
+    out = {"dim": 0, "bound": bound, "leading": (), "of": mask}
+    if cast is not None and cast["type"] == "Cast" and view.node(top["inputs"][0]) is total and \
+            int(cast["attrs"].get("to", 0)) in (6, 7):
+        # the largest count itself, read elsewhere as a size (`new_zeros(b, count.max(), ...)`), is
+        # taken at the same value: an integer of the Cast's type (6 int32, 7 int64)
+        out["value_of"], out["value_dtype"] = largest, ("int32" if int(cast["attrs"]["to"]) == 6 else "int64")
+    return out
+
+
+def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict:
     """NonZero (`torch.nonzero`, `torch.where(mask)`: a mixture of experts' tokens of one expert, a
     mask's positions) returns (rank, count) indices; what it guarantees is that the count is at most
     the input's elements, every one selected. The loader takes that bound unless --dim sets it
@@ -330,7 +384,7 @@ def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "") -> d
 
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
               "If": {"branches": ("then_branch", "else_branch")},
-              "Range": {"elements": _range_elements},
+              "Range": {"elements": _range_elements, "data_sized_count": _range_count},
               "ConstantOfShape": {"elements": _constant_of_shape_elements},
               "NonZero": {"data_sized_count": _nonzero_count}}
 ONNX = {"Shape": _onnx_shape, "Size": _same_type("Size"), "ConstantOfShape": _onnx_constant_of_shape,

@@ -439,4 +439,19 @@ def _onnx_split_pieces(attrs: dict, n_inputs: int, n_outputs: int, input_rank: i
     return {"axis": int(attrs.get("axis", 0)) % input_rank, "sizes_input": 1}
 
 
-ONNX_FACTS = {"Split": {"data_sized_pieces": _onnx_split_pieces}}
+def _onnx_sequence_pieces(attrs: dict, split) -> dict | None:
+    """SplitToSequence with no split input, or a scalar split of 1 (`split`: its value, None when
+    absent), cuts its input into pieces of one along `axis`, dropped with keepdims 0 (TorchScript's
+    `nonzero(as_tuple=True)` / `unbind`: a scalar 1 with keepdims 0; ONNX Runtime drops the axis for a
+    scalar split, as eager's 1-d tensors are, where onnx's reference keeps it). A piece read at a
+    constant position k is Gather(x, k, axis) (a 0-d index drops the axis, [k] keeps it), so the
+    loader reads the sequence as those Gathers. A 1-d split cuts Split's pieces (not read so)."""
+    if split is not None and (np.asarray(split).ndim != 0 or int(np.asarray(split)) != 1):
+        return None
+    return {"type": "Gather", "axis": int(attrs.get("axis", 0)), "keep": bool(attrs.get("keepdims", 1))}
+
+
+ONNX_FACTS = {"Split": {"data_sized_pieces": _onnx_split_pieces},
+              "SplitToSequence": {"sequence_pieces": _onnx_sequence_pieces},
+              # reads one piece of a sequence, at the position its input 1 gives
+              "SequenceAt": {"sequence_position_input": 1}}

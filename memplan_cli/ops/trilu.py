@@ -77,7 +77,20 @@ def _solve_bwd_tmp(op, operands, needs) -> tuple:
 
 # derivatives.yaml `linalg_solve_triangular`: self, B: linalg_solve_triangular_backward(grad, self,
 # result, ...): saves the matrix and the result; the forward allocates the result only (measured)
-SOLVE_FACTS = {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": _solve_bwd_tmp}
+def _solve_out_strides(op, operands) -> tuple:
+    """The result is laid out for LAPACK: each matrix column-major (measured: strides (m*n, 1, m) for
+    (b, m, n)), the batch dims contiguous over the matrices."""
+    shape = tuple(operands[op.outputs[0]].shape)
+    m, n = shape[-2:]
+    batch, step = [], m * n
+    for d in reversed(shape[:-2]):
+        batch.append(step)
+        step *= d
+    return tuple(reversed(batch)) + (1, m)
+
+
+SOLVE_FACTS = {"saves": (("in0", "any"), ("out0", "any")), "bwd_tmp": _solve_bwd_tmp,
+               "out_strides": _solve_out_strides}
 PROFILES = {"torch": {SOLVE_TYPE: SOLVE_FACTS}}
 
 OPS = [OpDef("Trilu", rule=rule, kernels={"forward": forward, "calcDerivative": calc_derivative,

@@ -267,6 +267,21 @@ def torch_folded_note(doc: dict) -> str:
             f"figures.torch.coverage.not_counted)")
 
 
+def torch_held_note(doc: dict) -> str:
+    """The torch profile's header line when ops a dynamo file records under one source line each (a
+    called function whose own lines it does not record) would hold a share of the peak more had every
+    tensor they make lived until they return (`figures.torch.coverage.as_held.says_so`)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    held = cov.get("as_held") or {}
+    if not held.get("says_so"):
+        return ""
+    calls = [t for t in held["lines"] if t.endswith("(")] or held["lines"]
+    shown = "; ".join(f"`{t}`" for t in calls[:1]) + (" and more" if len(held["lines"]) > 1 else "")
+    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
+            f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
+            f"peak is {held['peak']:,d} B (JSON figures.torch.coverage.as_held)")
+
+
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
     op of the file reads (`figures.torch.coverage.unread_parameters`): eager holds them, the figure
@@ -458,7 +473,8 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
-                    torch_no_grad_note(doc), torch_unread_note(doc), torch_constant_layers_note(doc)):
+                    torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc),
+                    torch_constant_layers_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

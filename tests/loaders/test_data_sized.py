@@ -82,7 +82,7 @@ def test_analyze_says_it_in_one_line_and_the_json(tmp_path):
 
 @pytest.mark.parametrize("dims,says", [
     (("counts_0=1", "counts_1=1", "counts_2=1"), "they sum to 3, not 6"),
-    (("counts_0=6",), "a piece would get no row"),
+    (("counts_0=7",), "they sum to 7, not 6"),
     (("count_0=2",), "the model has no symbolic dimension 'count_0'"),
 ])
 def test_sizes_that_cannot_hold_are_refused_in_one_line(tmp_path, dims, says):
@@ -141,6 +141,8 @@ def test_a_count_is_taken_at_its_bound_and_set_by_dim(tmp_path):
     assert next(o.shape for o in g.operands if o.name == "g") == (6, 4)
     g = load_model(p, dims={"nz_count": 2})
     assert next(o.shape for o in g.operands if o.name == "g") == (2, 4)
+    g = load_model(p, dims={"nz_count": 0})  # nothing selected: empty tensors, as eager's
+    assert next(o.shape for o in g.operands if o.name == "g") == (0, 4)
     r = _run("analyze", p, "--dim", "nz_count=7")
     assert r.exit_code == 2 and "NonZero 'where' selects at most 6 elements" in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
@@ -207,3 +209,82 @@ def test_a_one_hot_class_slice_takes_an_equal_share(tmp_path, kind, size, rule):
     assert (d["size"], d["rule"], d["bound"]) == (size, rule, 12)
     assert next(o.shape for o in g.operands if o.name == "g") == (size, 4)
     check_verify(_one_hot_where(tmp_path, kind), "-O", "adam")
+
+
+def _global_range(tmp_path):
+    """Longformer's `arange(num_global.max())` when the attention mask is the model's input: the
+    largest count of global tokens per row (ReduceMax of ReduceSum of `mask > 1`) is a Range's
+    length, decided by the data; it is at most a row's length."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    inits = {"one": np.array(1.0, np.float32), "ax1": i64([1]), "zero": i64(0), "step": i64(1), "ax0": i64([0]),
+             "b": i64([2]), "w": i64([4])}
+    f0 = helper.make_tensor("f0", TensorProto.FLOAT, [1], [0.0])
+    nodes = [helper.make_node("Greater", ["m", "one"], ["is_glob"]),
+             helper.make_node("Cast", ["is_glob"], ["is_glob_i"], to=TensorProto.INT64),
+             helper.make_node("ReduceSum", ["is_glob_i", "ax1"], ["count"], keepdims=0),
+             helper.make_node("ReduceMax", ["count"], ["most"], keepdims=0),
+             helper.make_node("Range", ["zero", "most", "step"], ["r"], name="slots"),
+             helper.make_node("Gather", ["x", "r"], ["g"], axis=1),
+             # the largest count read as a size too (`x.new_zeros(b, count.max(), w)`)
+             helper.make_node("Unsqueeze", ["most", "ax0"], ["most1"]),
+             helper.make_node("Concat", ["b", "most1", "w"], ["zshape"], axis=0),
+             helper.make_node("ConstantOfShape", ["zshape"], ["zeros"], value=f0),
+             helper.make_node("Add", ["g", "zeros"], ["gz"]),
+             helper.make_node("ReduceSum", ["gz", "ax1"], ["y"], keepdims=1)]
+    m = onnx_model(nodes, [("x", (2, 8, 4)), ("m", (2, 8))], [("y", (2, 1, 4))], inits)
+    return save(tmp_path, m, "global_range.onnx")
+
+
+def test_a_range_up_to_a_mask_s_largest_count_is_taken_at_its_bound(tmp_path):
+    p = _global_range(tmp_path)
+    g = load_model(p)
+    d = g.metadata["data_sized"]
+    assert d["dims"] == [{"name": "r_count", "size": 8, "set_by": "assumed", "op": "slots", "tensor": "r",
+                          "rule": "at the bound", "bound": 8}]
+    assert next(o.shape for o in g.operands if o.name == "gz") == (2, 8, 4)
+    assert next(o.shape for o in load_model(p, dims={"r_count": 3}).operands if o.name == "gz") == (2, 3, 4)
+    r = _run("analyze", p, "--dim", "r_count=9")
+    assert r.exit_code == 2 and "Range 'slots' selects at most 8 elements of 'is_glob'" in r.output, r.output
+    doc = check_verify(p, "-O", "adam", "--dim", "r_count=3")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
+
+
+def test_a_range_of_another_data_sized_limit_is_still_refused(tmp_path):
+    # the largest value of the data itself (not of a mask's count) has no bound: one line, exit 2
+    p = _global_range(tmp_path)
+    import onnx
+    m = onnx.load(p)
+    m.graph.node[0].op_type = "Add"  # m + 1: a float, not a comparison's 0 / 1
+    for n in list(m.graph.node):
+        if n.op_type == "Cast":
+            n.attribute[0].i = TensorProto.INT64
+    r = _run("analyze", save(tmp_path, m, "no_bound.onnx"))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "computed from the data" in r.output, \
+        r.output
+
+
+def test_nonzero_as_a_tuple_of_a_data_mask_is_read_as_pieces(tmp_path):
+    """`rows, cols = mask.nonzero(as_tuple=True)` as TorchScript writes it (NonZero, Transpose,
+    SplitToSequence with a scalar split of 1 and keepdims 0, SequenceAt 0 and 1): the sequence is read
+    as two Gathers of the indices, 1-d as eager's (ONNX Runtime drops the axis), so the count sizes
+    them like any tensor: at the bound."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    inits = {"one": np.array(1.0, np.float32), "split": i64(1), "p0": i64(0), "p1": i64(1)}
+    nodes = [helper.make_node("Greater", ["m", "one"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+             helper.make_node("SplitToSequence", ["nzt", "split"], ["seq"], axis=1, keepdims=0),
+             helper.make_node("SequenceAt", ["seq", "p0"], ["rows"]),
+             helper.make_node("SequenceAt", ["seq", "p1"], ["cols"]),
+             helper.make_node("Unsqueeze", ["rows", "ax"], ["rows1"]),
+             helper.make_node("Unsqueeze", ["cols", "ax"], ["cols1"]),
+             helper.make_node("Concat", ["rows1", "cols1"], ["idx"], axis=1),
+             helper.make_node("GatherND", ["x", "idx"], ["picked"]),
+             helper.make_node("ReduceSum", ["picked", "ax0"], ["y"], keepdims=1)]
+    inits.update({"ax": i64([1]), "ax0": i64([0])})
+    p = save(tmp_path, onnx_model(nodes, [("x", (2, 8, 4)), ("m", (2, 8))], [("y", (1, 4))], inits), "tuple.onnx")
+    g = load_model(p)
+    shapes = {o.name: o.shape for o in g.operands}
+    assert shapes["rows"] == (16,) and shapes["picked"] == (16, 4)
+    assert g.metadata["data_sized"]["dims"][0]["bound"] == 16
+    check_verify(p, "-O", "adam", "--dim", "nz_count=5")

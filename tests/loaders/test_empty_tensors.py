@@ -73,3 +73,23 @@ def test_an_expert_with_no_token_analyses_and_verifies(tmp_path):
     doc = analyze_json(p, "-O", "adam", "-p", "torch")
     assert doc["figures"]["torch"]["split"]["optimizer"] >= 3 * 2 * 80  # Adam's two states of each weight
     check_verify(p, "-O", "adam")
+
+
+def test_an_empty_constant_written_through_an_empty_index_verifies(tmp_path):
+    """`scores[rows] = -10000.0` over no row: TorchScript expands the value written to the rows'
+    shape (0 x 3 x 4), which folds into an empty float constant; verify draws nothing for it."""
+    nodes = [
+        _c("zero0", 0), _c("two0", 2), _c("one0", 1), _c("minus", -10000.0, TensorProto.FLOAT),
+        helper.make_node("Constant", [], ["fshape"], value=helper.make_tensor("fs", TensorProto.INT64, [3], [0, 3, 4])),
+        helper.make_node("Expand", ["minus", "fshape"], ["fill"]),
+        helper.make_node("Range", ["zero0", "two0", "one0"], ["r"]),
+        helper.make_node("Less", ["r", "zero0"], ["mask"]),
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+        helper.make_node("Mul", ["x", "w"], ["h"]),
+        helper.make_node("ScatterND", ["h", "idx", "fill"], ["y"]),
+    ]
+    m = onnx_model(nodes, [("x", (2, 3, 4))], [("y", (2, 3, 4))], {"w": np.ones((3, 4), np.float32)})
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    check_verify(p, "-O", "adam")

@@ -201,3 +201,29 @@ def test_a_hostile_location_string_stays_on_one_line(tmp_path):
     p = model_with_external_shape(folder, "../x\n\x1b[31mred\r")
     code, out, err = run(["inspect", p])
     assert code == 2 and len(err.strip().splitlines()) == 1 and "\x1b" not in err, err
+
+
+def test_a_missing_data_file_that_holds_a_shape_is_named(tmp_path):
+    # the .onnx copied without its .onnx.data: the weights are never needed, but a small integer
+    # there (here the Reshape's target) is; it read "no shape for tensor ..." without saying why
+    folder, _ = layout(tmp_path)
+    p = model_with_external_shape(folder, "m.onnx.data")
+    code, out, err = run(["analyze", p, "-b", "4"])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "external data file missing: 'm.onnx.data' (tensor 'shape'" in lines[0] and p in lines[0], err
+    # the data file present: it loads
+    (folder / "m.onnx.data").write_bytes(np.array([1, -1], np.int64).tobytes())
+    assert run(["analyze", p, "-b", "4"])[0] == 0
+
+
+def test_a_missing_data_file_no_tensor_needs_is_noted(tmp_path):
+    folder, _ = layout(tmp_path)
+    m = om.tiny_cnn()
+    t = m.graph.initializer.add()
+    t.name, t.data_type, t.data_location = "unused", 7, 1
+    t.dims.append(2)
+    e = t.external_data.add()
+    e.key, e.value = "location", "gone.data"
+    g = load_model(om.save(folder, "m.onnx", m), batch_size=4)
+    assert any("external data file missing: 'gone.data'" in w and "not read" in w for w in g.warnings), g.warnings

@@ -156,19 +156,33 @@ def test_a_count_computed_from_the_data_without_a_bound_is_named_not_called_inva
 
 
 def test_a_sequence_of_tensors_is_named_not_called_invalid(tmp_path):
-    # a Python list of the model (Longformer's `nonzero(as_tuple=True)` under TorchScript): an ONNX
-    # sequence, valid, which memplan does not read
+    # a Python list of the model read at a position the data gives: an ONNX sequence, valid, which
+    # memplan does not read (read at constant positions, its pieces are read as Gathers: the next test)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    k = helper.make_tensor_value_info("k", TensorProto.INT64, [])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
-    k = helper.make_tensor("k", TensorProto.INT64, [], [0])
     nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
              helper.make_node("SequenceAt", ["seq", "k"], ["y"], name="at")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(helper.make_graph(nodes, "g", [x, k], [y]), opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m)
     with pytest.raises(ModelError) as e:
         load_model(om.save(tmp_path, "seq.onnx", m))
     msg = str(e.value)
     assert "invalid onnx file" not in msg and "(SplitToSequence 'unbind') is a sequence of tensors" in msg, msg
+
+
+def test_a_sequence_read_at_constant_positions_is_read_as_its_pieces(tmp_path):
+    # Longformer's `nonzero(as_tuple=True)` under TorchScript: pieces of one along an axis, each read
+    # at a constant position, are Gathers of the sequence's input (keepdims 1 here: the axis stays)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    k = helper.make_tensor("k", TensorProto.INT64, [], [2])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], name="unbind", axis=0),
+             helper.make_node("SequenceAt", ["seq", "k"], ["p"], name="at"),
+             helper.make_node("Relu", ["p"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [k]), opset_imports=[helper.make_opsetid("", 17)])
+    g = load_model(om.save(tmp_path, "seq.onnx", m))
+    assert next(o.shape for o in g.operands if o.name == "p") == (1, 4)
 
 
 @pytest.mark.parametrize("case", ["expand_to_data", "expand_to_computed_data", "string"])
@@ -256,3 +270,31 @@ def test_a_shape_set_by_an_inputs_values_names_that_input(tmp_path, node):
         load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
     assert f"tensor 'y' ({node.op_type} 'u') has a shape computed from the data (the values of input 'axes')" \
         in str(e.value), str(e.value)
+
+
+def _unknown_op_model(op_type: str, domain: str, opset: int):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 2, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 2, 2])  # the file gives its shape
+    attrs = {"num_groups": 2} if op_type == "GroupNormalization" else {}
+    inputs = ["x", "s", "b"] if op_type == "GroupNormalization" else ["x"]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), n) for n in ("s", "b")][:len(inputs) - 1]
+    node = helper.make_node(op_type, inputs, ["y"], name="n", domain=domain, **attrs)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(helper.make_graph([node], "g", [x], [y], inits), opset_imports=opsets)
+
+
+@pytest.mark.parametrize("op_type, domain, opset, want", [
+    # onnx's node test test_group_normalization_*: a standard op onnx sizes only through its function body
+    ("GroupNormalization", "", 21, "op GroupNormalization 'n' has no rule in memplan"),
+    ("MeanVarianceNormalization", "", 13, "op MeanVarianceNormalization 'n' has no rule in memplan"),
+    # an onnxruntime fused op: not a standard op at all
+    ("FusedMatMul", "com.microsoft", 17, "op FusedMatMul 'n' (domain com.microsoft, not a standard ONNX op) has no "
+                                         "rule in memplan"),
+])
+def test_an_op_without_a_rule_whose_output_onnx_cannot_size_is_named(tmp_path, op_type, domain, opset, want):
+    # it read "no shape for tensor 'y' (shape inference could not infer it)", which names neither the op
+    # nor that memplan has no rule for it, though the file itself gives y's shape
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "m.onnx", _unknown_op_model(op_type, domain, opset)))
+    msg = str(e.value)
+    assert want in msg and "cannot size its output 'y'" in msg and "invalid" not in msg, msg

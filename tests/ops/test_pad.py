@@ -134,7 +134,19 @@ def test_padv2_fill_is_not_trained(tmp_path):
     assert doc["categories"]["gradient"]["naive"] == sum((4 * n + 15) // 16 * 16 for n in params)
 
 
+@pytest.mark.parametrize("value", [float(np.finfo(np.float16).min), float("-inf")])
+def test_padv2_fill_dequantized_from_float16_is_read(tmp_path, value):
+    # onnx2tf's float16 files store every constant in float16 behind a DEQUANTIZE (builtin 6), the
+    # fill included; it was refused as "invalid tflite graph: ... a pad value that is not a constant"
+    p = _padv2_pool(tmp_path, None, fill=lambda m: m._op(6, [m.const([], "float16", np.array(value, np.float16))], []))
+    op = next(o for o in load_model(p).operations if o.type == "Pad")
+    assert op.source_type == "PADV2" and op.attrs["value"] == value
+    check_verify(p, "-b", "2", "-O", "adam", "-l", "cce")
+
+
 def test_padv2_fill_computed_at_run_time_is_refused(tmp_path):
     p = _padv2_pool(tmp_path, None, fill=lambda m: m.input([1]))
     r = CliRunner().invoke(main, ["analyze", p], env={"NO_COLOR": "1"})
     assert r.exit_code == 2 and "pad value" in r.output and "Traceback" not in r.output
+    # a valid file memplan's rules refuse is not called invalid (docs/safety.md's exit-status table)
+    assert "memplan cannot plan this tflite graph: op #1 Pad" in r.output and "invalid" not in r.output, r.output

@@ -55,3 +55,42 @@ def test_topk_torch_facts_keep_the_indices(tmp_path):
     doc = analyze_json(_model(tmp_path, 2), "-b", "3", "-O", "adam", "-p", "torch")
     cov = doc["figures"]["torch"]["coverage"]
     assert not any(e["type"] == "TopK" for e in cov["estimated"])
+
+
+def _routed(tmp_path, values_read: bool):
+    """A score branch (x @ w_idx, relu) whose top-k picks which of h's columns go on (DeepSeek's sparse
+    attention indexer, a router that keeps only indices); `values_read`: the top-k values also scale
+    them (a gradient then reaches the branch)."""
+    rng = np.random.default_rng(5)
+    inits = {w: rng.normal(size=(64, 64)).astype(np.float32) for w in ("w_in", "w_idx", "w")}
+    inits.update({"k": np.array([4], np.int64),
+                  "q": rng.normal(size=(8, 4)).astype(np.float32)})
+    nodes = [helper.make_node("MatMul", ["x0", "w_in"], ["x"]),  # x requires grad, as a hidden state does
+             helper.make_node("MatMul", ["x", "w_idx"], ["score"]),
+             helper.make_node("Relu", ["score"], ["r"]),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"], axis=1),
+             helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("GatherElements", ["h", "i"], ["g"], axis=1)]
+    if values_read:
+        nodes += [helper.make_node("Mul", ["g", "v"], ["gv"]), helper.make_node("Mul", ["gv", "q"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["g", "q"], ["y"])]
+    return save(tmp_path, onnx_model(nodes, [("x0", (8, 64))], [("y", (8, 4))], inits), f"routed{values_read}.onnx")
+
+
+@pytest.mark.parametrize("values_read", [False, True])
+def test_topk_indices_alone_keep_no_backward_node_upstream(tmp_path, values_read):
+    """An integer result carries no gradient (only floating tensors require grad; derivatives.yaml:
+    topk's indices are not differentiable): when only the indices are read, the score branch's nodes
+    die with their results in forward (relu's output is not held to backward), as eager frees a graph
+    no live tensor refers to; when the values are read too, relu's output is saved for backward."""
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.profiles.torch import PROFILE, replay
+
+    cfg = TrainConfig(loss="mse", batch_size=8, optimizer="adam")
+    sim = replay(PROFILE.training_graph(load_model(_routed(tmp_path, values_read)), cfg), cfg)[0]
+    first_backward = next(s.index for s in sim.steps if s.kind != "forward")
+    relu_out = next(s for s in sim.store if s["name"] == "r")
+    assert (relu_out["last"] >= first_backward) == values_read
+    idx_grads = [s for s in sim.store if "w_idx" in s["name"] and s["category"] == "gradient"]
+    assert bool(idx_grads) == values_read  # w_idx trains only through the values

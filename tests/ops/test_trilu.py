@@ -118,7 +118,7 @@ def test_a_dynamo_files_forward_substitution_is_counted_as_solve_triangular(tmp_
     # backward makes G_B, then G_A through one more matrix-sized temporary: measured, torch 2.14.1)
     from memplan_cli.analysis import analyze_graph
     from memplan_cli.config import TrainConfig
-    from memplan_cli.ops.trilu import SOLVE_TYPE
+    from memplan_cli.ops.trilu import SOLVE_FACTS, SOLVE_TYPE
     from memplan_cli.profiles.torch import PROFILE
     from memplan_cli.profiles.torch.replay import Replay
 
@@ -130,6 +130,8 @@ def test_a_dynamo_files_forward_substitution_is_counted_as_solve_triangular(tmp_
     solves = [op for op in ops_ if op.type == SOLVE_TYPE]
     assert [[opd[v].name for v in op.inputs] for op in solves] == [["a", "b1"], ["a", "b2"]]
     assert [[opd[v].name for v in op.outputs] for op in solves] == [["y1"], ["y2"]]
+    # its result laid out for LAPACK, each matrix column-major (measured: (512, 1, 16) for (8, 16, 32))
+    assert SOLVE_FACTS["out_strides"](solves[0], opd) == (C * D, 1, C)
     names = {o.label.split("(")[-1].split(")")[0] for o in ops_}
     assert not names & {"tril", "neg", "row1", "row2", "plus_eye"}  # the loop is gone
     a = analyze_graph(load_model(p, batch_size=2), cfg, profile="torch")

@@ -244,3 +244,72 @@ def test_tokens_read_back_as_an_image_hand_the_patch_convolution_a_channels_last
     # the depthwise convolution with two outputs per channel on the channels-last view: its weight
     # blocked 16 x 16 per group (16 groups x 256 x 9 floats)
     assert _col(cols, "DepthwiseConv2D")["fwd_mem_tmp"] == 16 * 256 * 9 * 4
+
+
+def _split_permuted(tmp_path, c=16):
+    """FocalNet's modulation as both exporters write it: a Linear over channels-last tokens,
+    Transpose (0, 3, 1, 2), Split along the channels into q and a context; the context through a
+    depthwise 5 x 5 convolution and ReLU (then a 1 x 1 one), times q."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], kernel_shape=[1, 1]),
+             helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["t", "wl"], ["l"]),
+             helper.make_node("Transpose", ["l"], ["p"], perm=[0, 3, 1, 2]),
+             helper.make_node("Split", ["p", "sizes"], ["q", "ctx"], axis=1),
+             helper.make_node("Conv", ["ctx", "wd"], ["d"], kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=c),
+             helper.make_node("Relu", ["d"], ["e"]),
+             helper.make_node("Conv", ["e", "wp"], ["f"], kernel_shape=[1, 1]),
+             helper.make_node("Mul", ["q", "f"], ["m"]),
+             helper.make_node("ReduceMean", ["m"], ["r"], axes=[2, 3], keepdims=0),
+             helper.make_node("Gemm", ["r", "wh"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in
+                               (("w0", (c, 3, 1, 1)), ("wl", (c, 2 * c)), ("wd", (c, 1, 5, 5)), ("wp", (c, c, 1, 1)),
+                                ("wh", (10, c)))] + [numpy_helper.from_array(np.array([c, c], np.int64), "sizes")])
+    path = tmp_path / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return str(path)
+
+
+def test_a_convolution_of_a_channel_slice_of_a_permuted_tensor_is_named(tmp_path):
+    # ATen's stride rule reads the slice channels-last (eager's kernels when the code split the permuted
+    # tensor itself: `fam_split_permuted`, -0.78 %); code that made it `.contiguous()` first convolves
+    # channels-first pieces (`fam_split_permuted_contig`: 4.4 x less), and no export writes that copy:
+    # both convolutions (the second reads the first's channels-last result) are named, with the reason
+    a, _ = _cols(_split_permuted(tmp_path), batch_size=2)
+    est = a.extras["torch"]["coverage"]["estimated"]
+    convs = [e for e in est if "Conv" in e["type"]]
+    assert len(convs) == 2 and all("contiguous" in e["why"] for e in convs)
+
+
+def test_a_convolution_of_a_whole_permuted_tensor_is_not_named(tmp_path):
+    # ConvNeXt's depthwise convolution of the permuted LayerNorm output: a dense channels-last view
+    a, _ = _cols(_block(tmp_path), batch_size=2)
+    assert not [e for e in a.extras["torch"]["coverage"]["estimated"] if "Conv" in e["type"]]
+
+
+def test_a_split_before_the_permute_is_read_as_written(tmp_path):
+    # MambaOut's gated convolution splits the channels-last tokens, then permutes the piece: the same
+    # strides, but not the place where code writes `.contiguous()`: not named
+    c = 16
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], kernel_shape=[1, 1]),
+             helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["t", "wl"], ["l"]),
+             helper.make_node("Split", ["l", "sizes"], ["g", "ctx"], axis=3),
+             helper.make_node("Transpose", ["ctx"], ["p"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["p", "wd"], ["d"], kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=c),
+             helper.make_node("Transpose", ["d"], ["q"], perm=[0, 2, 3, 1]),
+             helper.make_node("Mul", ["g", "q"], ["m"]),
+             helper.make_node("ReduceMean", ["m"], ["r"], axes=[1, 2], keepdims=0),
+             helper.make_node("Gemm", ["r", "wh"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                              [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in
+                               (("w0", (c, 3, 1, 1)), ("wl", (c, 2 * c)), ("wd", (c, 1, 5, 5)), ("wh", (10, c)))]
+                              + [numpy_helper.from_array(np.array([c, c], np.int64), "sizes")])
+    path = tmp_path / "split_first.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    a, cols = _cols(str(path), batch_size=2)
+    assert not [e for e in a.extras["torch"]["coverage"]["estimated"] if "Conv" in e["type"]]
+    # still channels-last (ATen's stride rule): the 256 x weight scratch of a 5 x 5 depthwise kernel
+    assert _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"] >= 256 * 16 * 25 * 4

@@ -3,6 +3,7 @@ weight-gradient kernel for kernels wider than 14 (ViT's patch embedding), the st
 kernel (brgconv_strided), the blocked copies the weight-gradient kernel reads, the strided 1x1 rtus
 buffer, and the kernels refused. Every expected figure was measured with torch 2.14 / oneDNN 3.12 on
 one thread: `python devtools/torch_conv_sweep.py --one "<the config named in the test>" --events`."""
+import numpy as np
 import pytest
 
 from memplan_cli.analysis import analyze
@@ -371,3 +372,97 @@ def test_a_strided_wide_input_gradient_is_named_as_estimated_where_it_runs(tmp_p
         a = analyze(_wide_strided(tmp_path, after), TrainConfig(loss="mse"), profile="torch")
         est = a.extras["torch"]["coverage"]["estimated"]
         assert any(e["type"] == "Conv2D" for e in est) is named
+
+
+# Grouped, strided Conv1d kernels 15 to 128 wide (SEW's positional convolution: 128 wide, 16 groups,
+# stride 2), (N, C, L, O, K, stride, pad, groups) -> the peak of the input's gradient phase (dY, the
+# weight's copy, dX and the kernel's buffers beside it), read off torch 2.14's allocator events (one
+# thread, F.conv1d with a bias) and the kernel oneDNN named. They were refused.
+GROUPED_STRIDED_WIDE = [
+    ((4, 192, 12, 192, 128, 2, 64, 16), 1_721_352),  # brgconv_strided:avx2 (12 per group; 16 B less)
+    ((4, 192, 25, 192, 128, 2, 64, 16), 1_832_968),  # brgconv_strided:avx2 (16 B less)
+    ((4, 96, 12, 96, 64, 2, 32, 8), 459_288),        # brgconv_strided:avx2, the weight's 12 per group as 16
+    ((2, 128, 20, 128, 31, 2, 15, 8), 321_560),      # brgconv_strided:avx2, 16 per group
+    ((2, 64, 16, 64, 15, 3, 7, 2), 191_512),         # brgconv_strided:avx512_core, 32 per group
+    ((4, 64, 12, 64, 16, 2, 8, 4), 84_992),          # jit:avx512_core: dY, W and dX blocked as they are
+    ((4, 48, 40, 48, 20, 2, 10, 4), 92_928),         # jit:avx512_core
+]
+
+
+@pytest.mark.parametrize("cfg,peak", GROUPED_STRIDED_WIDE)
+def test_grouped_strided_wide_input_gradient(cfg, peak):
+    n, c, length, o, k, s, p, g = cfg
+    ol = (length + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (o, c // g, k), is_const=True),
+           Operand(2, "y", (n, o, ol))]
+    op = Operation(0, "Conv1D", [0, 1, -1], [2], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": g,
+                                                   "layout": "NCHW", "pads": (p, p)})
+    assert conv.TORCH["refuse"](op, opd) is None
+    got = opd[0].nbytes + _best(conv.TORCH["bwd_scratch_dx"](op, opd), opd, op, True)
+    assert 0 <= got - peak <= 16
+
+
+def _dilated(n, c, h, o, k, s, d, bias=False):
+    p = d * (k // 2)
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    op = Operation(0, "Conv2D", [0, 1, 2] if bias else [0, 1, -1], [3],
+                   {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": 1, "layout": "NCHW",
+                    "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,dw", [
+    # (n, c, h, o, k, s, d) -> the weight phase's gemm scratch (4 x the weight + one image's columns +
+    # alignment), measured in the profiler's events of a training step (torch 2.14, one thread):
+    ((4, 960, 4, 256, 3, 1, 12), 35_942_656),  # DeepLabV3's ASPP branch: extent 25 over 4 rows
+    ((4, 32, 32, 64, 3, 2, 2), 590_080),       # a dilated kernel with a stride
+    ((4, 64, 8, 48, 3, 1, 6), None),           # extent 13 over 8 rows: gemm (no figure of its own here)
+    ((4, 64, 8, 48, 3, 1, 2), 0)])             # extent 5 within 8 rows: the jit kernel, no gemm
+def test_dilated_weight_gradient_takes_gemm(cfg, dw):
+    # jit_avx512_common bwd_weights init_conf: a dilated height needs stride 1 and its extent within
+    # the input, at any kernel width (AVX2's takes no dilation)
+    op, opd = _dilated(*cfg)
+    assert conv._gemm_weights(op, opd) == (dw != 0)
+    if dw:
+        assert conv._gemm_weights_scratch(op, opd) == dw
+
+
+def test_dilated_strided_input_gradient_takes_gemm():
+    # brgconv_strided takes no dilation: gemm_convolution_bwd_data's columns (one image, 32 x 9 x 16 x 16
+    # floats + 128 B, measured 295,040 B) beside the input's gradient, then the gradient copied out
+    op, opd = _dilated(4, 32, 32, 64, 3, 2, 2)
+    assert conv._torch_bwd_dx(op, opd) == ((295_040,), ("in0",))
+
+
+def _conv_of_transposed(tmp_path, transposed):
+    """A Linear over tokens (4, 100, 64), its result transposed to (4, 64, 100) (or made contiguous by a
+    Reshape of a copy), ReLU, then a Conv1d of 64 channels, kernel 3."""
+    nodes = [helper.make_node("MatMul", ["x", "wl"], ["l"]),
+             helper.make_node("Transpose", ["l"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Relu", ["t"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["y"], kernel_shape=[3])]
+    if not transposed:
+        nodes[1] = helper.make_node("Reshape", ["l", "shape"], ["t"])
+    inits = [("wl", (64, 64)), ("w", (64, 64, 3))]
+    path = _save(tmp_path, nodes, (4, 100, 64), (4, 64, 98), inits, f"nc{int(transposed)}.onnx")
+    if not transposed:
+        m = onnx.load(path)
+        m.graph.initializer.append(onnx.numpy_helper.from_array(np.array([4, 64, 100]), "shape"))
+        onnx.save(m, path)
+    return path
+
+
+def test_a_non_contiguous_input_is_copied_in_forward_and_again_in_backward(tmp_path):
+    # mkldnn_convolution and its backward take the input contiguous: ReLU of a transposed view keeps the
+    # view's layout (TensorIterator), so the convolution copies it in forward (freed in the op) and copies
+    # the saved input again in backward, through both phases (measured, torch 2.14: one input size more
+    # in each; Conv1d (4, 64, 100) and (4, 128, 799) stride 2, Data2VecAudio's feature extractor)
+    a = analyze(_conv_of_transposed(tmp_path, True), TrainConfig(loss="mse"), profile="torch")
+    copies = sorted((b for b in a.buffers.buffers if ":contiguous" in b.name and "Conv" in b.name),
+                    key=lambda b: b.first)
+    assert [b.size for b in copies] == [4 * 64 * 100 * 4] * 2
+    assert copies[0].last == copies[0].first and copies[1].last > copies[1].first
+    a = analyze(_conv_of_transposed(tmp_path, False), TrainConfig(loss="mse"), profile="torch")
+    assert not [b for b in a.buffers.buffers if ":contiguous" in b.name and "Conv" in b.name]

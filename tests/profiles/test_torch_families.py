@@ -261,3 +261,48 @@ def test_einsum_summing_a_letter_of_one_operand_first_is_estimated(tmp_path):
     # an expanded view of a smaller tensor, which the facts do not model: the general rule, named
     a, _ = _einsum_cols(_einsum(tmp_path, "bij,bkj->bi", (2, 16, 16), (2, 16)))
     assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["Einsum"]
+
+
+def _weight_norm(tmp_path, dim=2, dynamo=False, shape=(16, 4, 5)):
+    """A Conv1d of 16 groups whose weight is torch's weight norm along `dim`, as the exporters write
+    `torch._weight_norm(v, g, dim)`: ReduceL2 of v over the other axes (kept), then TorchScript's
+    (v / ||v||) * g or dynamo's v * (g / ||v||)."""
+    rank = len(shape)
+    gshape = tuple(s if k == dim else 1 for k, s in enumerate(shape))
+    nodes = [helper.make_node("ReduceL2", ["v", "axes"], ["n"], keepdims=1)]
+    if dynamo:
+        nodes += [helper.make_node("Div", ["g", "n"], ["q"]), helper.make_node("Mul", ["v", "q"], ["w"])]
+    else:
+        nodes += [helper.make_node("Div", ["v", "n"], ["q"]), helper.make_node("Mul", ["q", "g"], ["w"])]
+    nodes += [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[shape[2]], group=4,
+                               pads=[shape[2] // 2] * 2)]
+    inits = {"v": np.ones(shape, np.float32), "g": np.ones(gshape, np.float32),
+             "axes": np.array([k for k in range(rank) if k != dim], np.int64)}
+    return save(tmp_path, onnx_model(nodes, [("x", (4, 16, 12))], [("y", (4, 16, 12))], inits))
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("dim", [0, 2])
+def test_weight_norm_is_read_back_as_one_weight_norm_interface(tmp_path, dim, dynamo):
+    # measured (torch 2.14, torch._weight_norm on one thread; v of (64, 32, 5) along its last axis,
+    # (64, 32, 3, 3) along its first): forward the weight and the norms (g's size), along the last
+    # axis one more g-sized buffer freed in the op; backward v's and g's gradients and, along the last
+    # axis, 3 x g's bytes freed in the op. No v-sized quotient: eager's kernel makes none
+    a, cols = _cols(_weight_norm(tmp_path, dim=dim, dynamo=dynamo), batch_size=4)
+    wn = {k: v for k, v in cols.items() if "Mul" in k or "Div" in k or "ReduceL2" in k}
+    assert len(wn) == 1
+    (col,) = wn.values()
+    v_b, g_b = 16 * 4 * 5 * 4, (5 if dim == 2 else 16) * 4
+    last = dim == 2
+    assert col["fwd_mem_out"] == v_b
+    assert col["fwd_mem_tmp"] == g_b + (g_b if last else 0)
+    assert col["bwd_mem_out"] == v_b + g_b
+    assert col["bwd_mem_tmp"] == (3 * g_b if last else 0)
+    assert not any(b.name == "q" for b in a.buffers.buffers)
+
+
+def test_weight_norm_along_a_middle_axis_stays_as_written(tmp_path):
+    # eager's _weight_norm takes the fused kernel only along the first or the last axis; otherwise it
+    # computes v * (g / norm_except_dim(v)) op by op, which the file's ops are left to count
+    a, cols = _cols(_weight_norm(tmp_path, dim=1), batch_size=4)
+    assert any(b.name == "q" for b in a.buffers.buffers)

@@ -123,6 +123,11 @@ class TorchProfile:
             # those loops replayed as the file writes them (had eager run the loop): reported beside
             alt = replay(tg, config)[0]
             sim.coverage["as_loop_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        if sim.coverage.get("held_lines"):
+            # tensors made under one recorded source line (a called function's body the file does not
+            # record): the figure with each held to that line's last op, reported beside
+            alt = replay(tg, config, as_solve=True, as_held_lines=True)[0]
+            sim.coverage["as_held_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
         unread = (export or {}).get("unread") or []

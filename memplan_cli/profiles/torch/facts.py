@@ -27,7 +27,7 @@ from memplan_cli.profiles.torch.strides import elements
 #   or a function (op, operands) -> those sizes;
 # - "bwd_tmp": temporary tensors of backward, "fwd_scratch" / "bwd_scratch": allocator scratch that is
 #   no tensor (MemTracker misses it); each a tuple of alternatives (the largest counts), each a tuple
-#   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad) or bytes; or a
+#   of sizes "in0" / "in1" / "out0" ("in0?g0" only when input 0 requires grad, "in1?n1" only when not) or bytes; or a
 #   function (op, operands) -> that tuple;
 # - "dw_inputs": with "bwd_scratch_dw", the input positions whose gradient the second phase makes
 #   (a convolution's weight and bias), whether a parameter or a tensor computed each step;

@@ -54,6 +54,12 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_loop_peak"]
         out["as_loop"] = {"loops": cov["solves"], "peak": alt,
                           "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+    if cov.get("held_lines"):
+        # ops a dynamo file records under one source line (a called function's own lines unrecorded):
+        # its Python locals are not counted; the peak with every tensor they make held to the line's end
+        alt = cov["as_held_peak"]
+        out["as_held"] = {**cov["held_lines"], "peak": alt,
+                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
@@ -90,6 +96,9 @@ def coverage_line(cov: dict) -> str:
     if fn.get("says_so"):
         line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
                  f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+    held = cov.get("as_held") or {}
+    if held.get("says_so"):
+        line += "; " + held_note(held)
     ng = cov.get("as_no_grad") or {}
     if ng.get("says_so"):
         line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
@@ -107,6 +116,15 @@ def reasons(cov: dict) -> list[str]:
             n[0] += 1
             n[1] += e["bytes_at_peak"]
     return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
+
+
+def held_note(held: dict) -> str:
+    """What the figure leaves out where ops are recorded under one source line: a called function's
+    Python locals."""
+    shown = "; ".join(f"`{t}`" for t in held["lines"][:2]) + (" and more" if len(held["lines"]) > 2 else "")
+    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source "
+            f"line each ({held['ops']} ops; {shown}): with every tensor they make held until they "
+            f"return, the peak is {held['peak']:,d} B")
 
 
 def unread_note(targets: list) -> str:

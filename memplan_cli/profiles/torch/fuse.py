@@ -1,5 +1,5 @@
 """The graph's ops as eager runs them: the exporters' splits of one eager op read back as that op
-(sdpa, GroupNorm, silu, linear), in eager's order."""
+(sdpa, GroupNorm, weight norm, silu, linear), in eager's order."""
 from __future__ import annotations
 
 from memplan_cli.ops._torch import SDPA
@@ -7,10 +7,12 @@ from memplan_cli.ops.activations import SIGMOID_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dft import DFT_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
+from memplan_cli.ops.reduce import WEIGHT_NORM_EAGER
 from memplan_cli.profiles.torch.attention import sdpa_decompositions
 from memplan_cli.profiles.torch.eager_op import EagerOp, eager_order
 from memplan_cli.profiles.torch.facts import facts
 from memplan_cli.profiles.torch.groupnorm import group_norms
+from memplan_cli.profiles.torch.weightnorm import weight_norms
 
 
 def is_weight(g, defs, v) -> bool:
@@ -63,6 +65,9 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
     norms = group_norms(g, uses, defs)
     for members, *_ in norms.values():
         gone.update(members)
+    wnorms = weight_norms(g, uses, defs)
+    for members, *_ in wnorms.values():
+        gone.update(members)
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
@@ -97,6 +102,10 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
         if op.index in norms:
             members, x, w, b, groups, y = norms[op.index]
             out.append(EagerOp(op.index, "GroupNorm", [x, w, b], [y], {"groups": groups}, op.label, members))
+            continue
+        if op.index in wnorms:
+            members, v, gain, dim, y = wnorms[op.index]
+            out.append(EagerOp(op.index, WEIGHT_NORM_EAGER, [v, gain], [y], {"dim": dim}, op.label, members))
             continue
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]

@@ -23,21 +23,25 @@ from memplan_cli.profiles.torch.functions import as_functions as as_functions_
 from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
-from memplan_cli.profiles.torch.rewrites import eager_ops, same_dtype_casts
+from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 is_contiguous, iterator_strides, view_output_strides, view_strides)
 
 
-def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
+def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
+           as_held_lines: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
     `as_no_grad`: the ops a dynamo export inlined from a `with` block's body run under no_grad.
     `as_solve`: each triangular solve a dynamo file writes as a loop of row writes then `+ eye` and
     matmuls runs as eager's linalg_solve_triangular calls (`as_solves`): the figure; without it, the
-    loop as written, the figure reported beside."""
-    return Replay(tg, config, as_functions, as_no_grad, as_solve).run()
+    loop as written, the figure reported beside.
+    `as_held_lines`: every tensor made by ops a dynamo file records under one source line is held until
+    that line's last op (`line_runs`: a called function whose own lines the file does not record holds
+    its Python locals until it returns), for the figure reported beside."""
+    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines).run()
 
 
 def inlined_regions(g, ops_) -> dict:
@@ -119,12 +123,40 @@ def solved_products(ops_: list, pos: list[int], g, opd: list):
     return outside[0], products
 
 
+def line_runs(g, ops_) -> tuple[list[list[int]], dict[int, str]]:
+    """Runs of two or more consecutive eager ops whose file nodes all record one stack (the dynamo
+    exporter's `pkg.torch.onnx.stack_trace`, loaders/onnx_loader.py): one source line as far as the
+    file says; a call into a function whose own lines the file does not record (transformers'
+    hub-kernel fallbacks) is such a run. Returns the runs and, per first position, the line's code."""
+    export = (getattr(g, "metadata", None) or {}).get("torch_export") or {}
+    lines, text = export.get("lines") or {}, export.get("line_text") or []
+    if not lines:
+        return [], {}
+    runs, cur, key, texts = [], [], None, {}
+    for p, op in enumerate(ops_):
+        ids = {lines.get(g.operations[i].name) for i in (op.members or (op.index,)) if i < len(g.operations)}
+        k = ids.pop() if len(ids) == 1 else None
+        if k is not None and k == key:
+            cur.append(p)
+            continue
+        if len(cur) > 1:
+            runs.append(cur)
+            texts[cur[0]] = text[key] if key < len(text) else ""
+        cur, key = ([p], k) if k is not None else ([], None)
+    if len(cur) > 1:
+        runs.append(cur)
+        texts[cur[0]] = text[key] if key < len(text) else ""
+    return runs, texts
+
+
 class Replay:
     """One step's replay: the eager ops, the storages made so far (`sim`), and what each phase tells
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
-    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False):
+    def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
+                 as_held_lines: bool = False):
         self.tg, self.config = tg, config
+        self.as_held_lines = as_held_lines
         g = self.g = tg.graph
         self.uses = g.uses()
         self.opd = list(g.operands)  # plus the operands the rewrites add (rewrites.eager_ops)
@@ -238,12 +270,35 @@ class Replay:
     def run(self):
         self.held_before()
         self.forward()
+        self.held_lines()
         self.backward()
         self.accumulate_view_grads()
         self.lifetimes()
         self.optimizer()
         self.end_of_step()
         return self.sim, self.layer
+
+    def held_lines(self) -> None:
+        """The runs of ops a dynamo file records under one source line (`line_runs`) where a tensor one
+        of them makes is freed before the run's last op: in coverage (`held_lines`); with
+        `as_held_lines`, each such tensor held to the run's last op."""
+        runs, texts = line_runs(self.g, self.ops)
+        found, lines = [], []
+        for pos in runs:
+            end = self.fwd_step[pos[-1]]
+            early = [st for p in pos for v in self.ops[p].outputs
+                     if (st := self.storage.get(v)) is not None and self.sim.store[st]["first"] == self.fwd_step[p]
+                     and self.fwd_last.get(st, 0) < end]
+            if not early:
+                continue
+            found.append(pos)
+            lines.append(texts[pos[0]])
+            if self.as_held_lines:
+                for st in early:
+                    self.fwd_last[st] = end
+        if found:
+            self.sim.coverage["held_lines"] = {"calls": len(found), "ops": sum(len(p) for p in found),
+                                               "lines": sorted(set(lines))}
 
     # ---- helpers ----
     def cols(self, label):
@@ -254,12 +309,12 @@ class Replay:
         return v not in self.strides or is_contiguous(self.opd[v].shape, self.strides[v])
 
     def nbytes(self, spec, op, needs):
-        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient; an int is
-        bytes already (a family's own function computed them)."""
+        """Bytes of `in0` / `in1` / `out0`, or 0 for `in0?g0` when input 0 needs no gradient (`in1?n1`:
+        when input 1 needs one); an int is bytes already (a family's own function computed them)."""
         if isinstance(spec, int):
             return spec
         spec, _, cond = spec.partition("?")
-        if cond and not (int(cond[1:]) < len(needs) and needs[int(cond[1:])]):
+        if cond and (int(cond[1:]) < len(needs) and bool(needs[int(cond[1:])])) != (cond[0] == "g"):
             return 0
         mask = spec.startswith("mask:")  # a bool tensor of that many elements
         spec = spec[5:] if mask else spec
@@ -275,6 +330,8 @@ class Replay:
             return elements(x.shape)
         if spec == "out0":
             return elements(self.opd[op.outputs[0]].shape)
+        if spec == "in1":
+            return elements(self.opd[op.inputs[1]].shape)
         if spec == "channels":
             return int(x.shape[1]) if len(x.shape) > 1 else 1
         if spec == "groups":  # (N, G): one per sample and group (group_norm's statistics)
@@ -462,13 +519,17 @@ class Replay:
         memory_format(op, opd, self.contig, self.cl, self.strides)
         if op.attrs.get(ESTIMATED):  # a kernel its memory format chose may be estimated too
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
-        if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
+            if op.attrs.get(ESTIMATED_WHY):
+                sim.coverage["why"].setdefault(op.label, op.attrs[ESTIMATED_WHY])
+        cn = f.get("copies_noncontiguous")
+        if rec and cn and (not callable(cn) or cn(op, opd)) and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
             c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
         if rec and not no_grad(op.type):
             for v in outs:
-                self.rg.add(v)
+                if floating(opd[v]):  # an integer / bool result (top-k's indices) never requires grad
+                    self.rg.add(v)
         saved = []
         if rec:
             saved = self.saves(op, p, s, f, needs, copies)
@@ -726,8 +787,9 @@ class Replay:
         if dx and est and alternatives(est, op, opd, needs):  # the input's gradient, counted approximately
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
-            tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
-                               "scratch"))
+            copy = sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
+            sim.touch(copy, s_dw)  # through the weight's phase too, where there is one
+            tmp.append(copy)
         for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                     ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
             alts = f.get(key, ()) if runs else ()

@@ -672,10 +672,18 @@ def detached_reads(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     return ops_
 
 
-def gradientless(ops_: list[EagerOp], g) -> list[EagerOp]:
+def floating(o: Operand) -> bool:
+    """Whether autograd lets the tensor require grad: floating-point (or complex) dtypes only."""
+    return o.dtype.startswith(("float", "bfloat", "complex"))
+
+
+def gradientless(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     """An op none of whose results reaches the loss through a gradient-carrying read (an argmin of
-    distances, a value read only detached) keeps no backward node: eager records one, but nothing ever
-    runs it, and it is freed (with what it saved) when its results die. Attrs "no_node"."""
+    distances, a value read only detached, a top-k whose indices alone are read) keeps no backward
+    node: eager records one, but nothing ever runs it, and it is freed (with what it saved) when its
+    results die. A result of integer or bool dtype carries no gradient (autograd's rule: only
+    floating-point tensors require grad; derivatives.yaml marks topk's / sort's / max.dim's indices
+    not differentiable), so a read of one does not keep its op's node. Attrs "no_node"."""
     readers: dict[int, list[tuple[int, int]]] = {}
     for p, op in enumerate(ops_):
         for k, v in enumerate(op.inputs):
@@ -692,7 +700,7 @@ def gradientless(ops_: list[EagerOp], g) -> list[EagerOp]:
             continue
         live[p] = any(v in outputs or any(live[q] and k not in ops_[q].attrs.get("detached", ())
                                           for q, k in readers.get(v, ()))
-                      for v in op.outputs if v >= 0)
+                      for v in op.outputs if v >= 0 and floating(opd[v]))
         if not live[p]:
             op.attrs["no_node"] = True
     return ops_
@@ -727,4 +735,5 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
     ops_ = unbinds(max_with_indices(ops_, opd), g, opd)
-    return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g)
+    return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g,
+                        opd)

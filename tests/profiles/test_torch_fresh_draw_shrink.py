@@ -1,0 +1,71 @@
+"""devtools/torch_fresh_draw.py --hf-shrink (needs torch, and transformers for the builds; skipped
+without them, as in CI): a transformers type's own defaults shrunk consistently, the overrides a
+--draw file records rebuilding the same network, and a draw without the flag left as it was."""
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+draw = pytest.importorskip("devtools.torch_fresh_draw")
+
+# deepseek_v3-style defaults: multi-head latent attention, routed experts in groups, dense first layers
+MLA = {"hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128, "head_dim": 64,
+       "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512,
+       "q_lora_rank": 1536, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+       "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "n_group": 8,
+       "topk_group": 4, "first_k_dense_replace": 3, "num_hidden_layers": 61, "vocab_size": 129280,
+       "bos_token_id": 0, "eos_token_id": 1, "max_position_embeddings": 4096}
+
+
+def test_mla_defaults_shrink_consistently():
+    ov = draw._shrink_one(MLA)
+    assert (ov["hidden_size"], ov["num_attention_heads"], ov["num_key_value_heads"]) == (64, 4, 4)
+    f = 64 / 16  # the main head width (64) becomes 16: every head width by the same factor
+    assert (ov["qk_nope_head_dim"], ov["qk_rope_head_dim"], ov["v_head_dim"]) == (128 / f, 64 / f, 128 / f)
+    # widths scale with the hidden size, by multiples of 8 (grouped expert matmuls need 16-byte strides)
+    assert all(ov[k] % 8 == 0 and ov[k] > 0 for k in ("kv_lora_rank", "q_lora_rank", "intermediate_size",
+                                                      "moe_intermediate_size"))
+    assert ov["n_routed_experts"] == 4 and ov["num_experts_per_tok"] == 2 and ov["n_group"] == ov["topk_group"] == 1
+    assert ov["num_hidden_layers"] == 2 and ov["first_k_dense_replace"] == 1  # one dense, one MoE layer
+    assert ov["vocab_size"] == 1000 and "bos_token_id" not in ov  # ids inside the vocabulary stay
+
+
+def test_special_ids_move_into_the_vocabulary():
+    ov = draw._shrink_one({"vocab_size": 51865, "bos_token_id": 50256, "eos_token_id": 50256,
+                           "pad_token_id": 50256, "decoder_start_token_id": 50257})
+    assert ov["vocab_size"] == 1000
+    assert ov["bos_token_id"] == ov["eos_token_id"] == ov["pad_token_id"]  # one id stays one id
+    assert ov["decoder_start_token_id"] != ov["bos_token_id"]
+    assert all(0 <= ov[k] < 1000 for k in ("bos_token_id", "decoder_start_token_id"))
+
+
+def test_layers_keep_each_kind():
+    kinds = ["sliding_attention"] * 5 + ["full_attention"]
+    ov = draw._shrink_one({"num_hidden_layers": 30, "layer_types": kinds * 5,
+                           "mlp_layer_types": ["dense"] + ["sparse"] * 29})
+    assert ov["num_hidden_layers"] == len(ov["layer_types"]) == len(ov["mlp_layer_types"])
+    assert set(ov["layer_types"]) == set(kinds) and set(ov["mlp_layer_types"]) == {"dense", "sparse"}
+    # one kind only: the first two layers
+    ov = draw._shrink_one({"num_hidden_layers": 24, "layer_types": ["full_attention"] * 24})
+    assert ov["layer_types"] == ["full_attention"] * 2 and ov["num_hidden_layers"] == 2
+
+
+def test_overrides_rebuild_the_same_network():
+    pytest.importorskip("transformers")
+    ov = draw.hf_shrink_overrides("deepseek_v3")
+    assert ov["experts_implementation"] == "batched_mm"
+    kept = json.loads(json.dumps(["hf", "deepseek_v3", {"config": ov}]))  # through a --draw file
+    first = draw.hf_shrunk_builder("deepseek_v3", ov)
+    again = draw._entry(*kept)[1]
+    assert draw._params_on_meta(first) == draw._params_on_meta(again) < 12e6
+    assert draw._runs(again, draw.IDS)
+    cfg = again().m.config
+    assert cfg.vocab_size == 1000 and cfg.n_routed_experts == 4 and cfg.num_hidden_layers == 2
+
+
+def test_a_draw_without_the_flag_is_unchanged():
+    pytest.importorskip("transformers")
+    entry = draw._entry("hf", "llama", {})  # what every earlier --draw file's transformers record holds
+    cfg = entry[1]().m.config
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size) == (64, 2, 1000)
+    assert entry[3] == ("hf", "llama", {})
