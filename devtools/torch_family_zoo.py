@@ -521,9 +521,9 @@ class SharedMLPNet(nn.Module):
     """CoaT's parallel blocks in small: one MLP module (`mlp2 = mlp3 = mlp4`) applied to token
     streams of different lengths, each weight read `uses` times through its own transpose."""
 
-    def __init__(self, d=64, uses=3, classes=10):
+    def __init__(self, d=64, uses=3, classes=10, patch=2):
         super().__init__()
-        self.patch = nn.ModuleList(nn.Conv2d(3, d, 2 ** (k + 1), stride=2 ** (k + 1)) for k in range(uses))
+        self.patch = nn.ModuleList(nn.Conv2d(3, d, patch << k, stride=patch << k) for k in range(uses))
         self.norm = nn.ModuleList(nn.LayerNorm(d) for _ in range(uses))
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
         self.head = nn.Linear(d, classes)
@@ -1613,6 +1613,7 @@ FAM = {
     "fam_coat": ("coat", lambda: CoaTNet(), IMG),
     "fam_shared_mlp": ("shared", lambda: SharedMLPNet(), IMG),
     "fam_shared_mlp2": ("shared", lambda: SharedMLPNet(uses=2), IMG),
+    "fam_shared_mlp_wide": ("shared", lambda: SharedMLPNet(d=512, patch=4), IMG),  # the step holds the peak
     "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
     "fam_sdpa_drop": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1)), SEQ),
     "fam_sdpa_drop_causal": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1, causal=True)),
