@@ -523,15 +523,18 @@ class SharedMLPNet(nn.Module):
 
     def __init__(self, d=64, uses=3, classes=10, patch=2):
         super().__init__()
-        self.patch = nn.ModuleList(nn.Conv2d(3, d, patch << k, stride=patch << k) for k in range(uses))
+        self.patch_size = patch
+        self.patch = nn.ModuleList(nn.Conv2d(3, d, patch << k, stride=patch << k) if patch else nn.Identity()
+                                   for k in range(uses))
         self.norm = nn.ModuleList(nn.LayerNorm(d) for _ in range(uses))
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
         out = 0
-        for patch, norm in zip(self.patch, self.norm):
-            t = patch(x).flatten(2).transpose(1, 2)
+        for k, (patch, norm) in enumerate(zip(self.patch, self.norm)):
+            # patch 0: the streams are the input's own rows (no convolution's scratch in backward)
+            t = patch(x).flatten(2).transpose(1, 2) if self.patch_size else x.reshape(len(x), -1, x.shape[-1])[:, k:]
             t = t + self.mlp(norm(t))
             out = out + t.mean(1)
         return self.head(out)
@@ -1614,6 +1617,7 @@ FAM = {
     "fam_shared_mlp": ("shared", lambda: SharedMLPNet(), IMG),
     "fam_shared_mlp2": ("shared", lambda: SharedMLPNet(uses=2), IMG),
     "fam_shared_mlp_wide": ("shared", lambda: SharedMLPNet(d=512, patch=4), IMG),  # the step holds the peak
+    "fam_shared_mlp_rows": ("shared", lambda: SharedMLPNet(d=256, patch=0), (6, 256)),  # the step holds the peak
     "fam_sdpa_p0": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.0)), SEQ),
     "fam_sdpa_drop": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1)), SEQ),
     "fam_sdpa_drop_causal": ("sdpa", lambda: AttnLM(lambda d, h: SdpaAttention(d, h, attn_drop=0.1, causal=True)),
