@@ -529,9 +529,9 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
         # to compare with, not an arena whose offsets the step's tensors could be run in
         raise ConfigError.worded(
             "verify runs a step inside a plan memplan made; the torch profile models PyTorch's allocator "
-            "and makes none: leave profile \"memplan\" (or onert, nntrainer, singa)",
+            "and makes none: leave profile \"memplan\" (or onert, singa)",
             "verify runs a step inside a plan memplan made; --profile torch models PyTorch's allocator "
-            "and makes none: drop it (or use onert, nntrainer, singa)", str(path))
+            "and makes none: drop it (or use onert, singa)", str(path))
     flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
              "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
     check_planner(planner)

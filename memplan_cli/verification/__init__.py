@@ -235,8 +235,10 @@ def verify_analysis(a, path: str = "", *, seed: int = 0, threads: int | None = 1
             layout = layout_from_pools(tg, a.pools, a.profile, locate=onert_map.locator(tg))
             layout = onert_map.step_intervals(tg, layout, a.buffers.info.get("event_ops"))
     if tg is None:
-        raise MemplanError(f"profile {a.profile!r} does not expose the training graph it planned, so its plan "
-                           "cannot be executed")
+        # nntrainer's plan is of its own layer graph and tensor pool, which memplan does not run
+        raise MemplanError(f"cannot verify {path or 'the model'}: the {a.profile} profile reproduces a plan of "
+                           "that runtime's own graph, which memplan does not run (verify runs the memplan, "
+                           "onert and singa plans)")
     _check_dtypes(tg, path)
     if layout is None:
         layout = layout_from_pools(tg, a.pools, a.profile)

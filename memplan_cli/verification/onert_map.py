@@ -107,7 +107,38 @@ def onert_training_graph(graph, config, backward_order: list[int] | None = None)
     from memplan_cli.passes.pipeline import build_training_graph
     from memplan_cli.passes.policy import Policy
 
-    return build_training_graph(graph, config, policy=Policy.baseline(), backward_order=backward_order)
+    return build_training_graph(untied(graph), config, policy=Policy.baseline(), backward_order=backward_order)
+
+
+def untied(graph):
+    """`graph` with each float constant that several ops read copied once per op after the first, named
+    NAME_copy, as onert's ConstantInsertionPass does (profiles/onert/trainir.py): onert trains each
+    copy as a weight of its own (its own gradient and optimizer state), so the step that runs onert's
+    plan must too (integer constants train nothing: they stay shared). The copies are named as
+    trainir names them: NAME_copy, NAME_copy2, ... A name the graph already has leaves the graph as
+    it is (its plan then names what it misses)."""
+    import copy
+
+    readers: dict[int, list] = {}
+    for op in graph.operations:
+        for i in dict.fromkeys(op.inputs):
+            if 0 <= i < len(graph.operands) and graph.operands[i].is_const \
+                    and graph.operands[i].dtype.startswith(("float", "bfloat")):
+                readers.setdefault(i, []).append(op)
+    shared = {i: ops for i, ops in readers.items() if len(ops) > 1}
+    names = {o.name for o in graph.operands}
+    copies = {i: [graph.operands[i].name + ("_copy" if k == 1 else f"_copy{k}") for k in range(1, len(ops))]
+              for i, ops in shared.items()}
+    if not shared or any(n in names for c in copies.values() for n in c):
+        return graph
+    g = copy.deepcopy(graph)
+    for i, ops in shared.items():
+        for reader, name in zip(ops[1:], copies[i]):
+            new = replace(g.operands[i], index=len(g.operands), name=name)
+            g.operands.append(new)
+            op = g.operations[reader.index]
+            op.inputs = [new.index if j == i else j for j in op.inputs]
+    return g
 
 
 def step_intervals(tg, layout: Layout, event_ops: dict | None) -> Layout:

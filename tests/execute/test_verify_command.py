@@ -40,6 +40,19 @@ def test_the_torch_profile_is_refused_in_one_line(tmp_path):
     (line,) = r.output.splitlines()
     assert MNIST in line and "--profile torch models PyTorch's allocator" in line
     assert not out.exists()
+    # the suggestion names only profiles verify runs
+    assert "nntrainer" not in line
+
+
+def test_the_nntrainer_profile_is_refused_naming_the_file(tmp_path):
+    # its plan is of nntrainer's own layer graph; the line said "profile 'nntrainer' does not expose the
+    # training graph it planned" without the file, and the README listed nntrainer among verify's plans
+    out = tmp_path / "v.json"
+    r = run(MNIST, "-b", "2", "-p", "nntrainer", "-f", "json", "-o", str(out))
+    assert r.exit_code == 2
+    (line,) = r.output.splitlines()
+    assert f"cannot verify {MNIST}: the nntrainer profile" in line and "memplan, onert and singa" in line, line
+    assert not out.exists()
 
 
 def test_table_output(tmp_path):

@@ -114,19 +114,22 @@ def build_train_ir(graph, trainable_ops: set, stage: str = "train") -> TrainIR:
 
     # constants shared by several ops: one copy per extra op using it, which gets every one of its
     # uses replaced (ConstantInsertionPass; an op using a constant twice keeps one)
-    seen: set = set()
+    # (named NAME_copy, NAME_copy2, ...: one name per buffer, which verify's step maps back)
+    seen: dict = {}
     for op in ops:
         for i in list(dict.fromkeys(op.inputs)):
             if i < 0 or not operands[i].is_const:
                 continue
             if i in seen:
                 src = operands[i]
-                new = TOperand(len(operands), src.name + "_copy", src.shape, src.nbytes, True, src.source,
+                seen[i] += 1
+                suffix = "_copy" if seen[i] == 2 else f"_copy{seen[i] - 1}"
+                new = TOperand(len(operands), src.name + suffix, src.shape, src.nbytes, True, src.source,
                                src.value)
                 operands.append(new)
                 op.inputs = [new.index if (j == i) else j for j in op.inputs]
             else:
-                seen.add(i)
+                seen[i] = 1
 
     y_pred = graph.outputs[0]
     yp = operands[y_pred]
