@@ -288,9 +288,11 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
             # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
             # per call, so a second call's name (`zeros_2`) is a second tensor. So is any folded value of
             # an op that returns a new tensor (ProphetNet's `_to_copy` of each layer's `repeat`ed
-            # position buckets, which each layer's gather saves), not one that may alias its input
+            # position buckets, which each layer's gather saves), not one that may alias its input, nor
+            # one the loader takes as a parameter (a per-layer parameter's `-A.exp()`, equal at init)
             fill = v >= 0 and p is None and opd[v].is_const and opd[v].name in read and (
-                (opd[v].computed and fx_kind(opd[v].name) in FILLS) or fx_kind(opd[v].name) not in MAY_ALIAS)
+                (opd[v].computed and fx_kind(opd[v].name) in FILLS)
+                or (fx_kind(opd[v].name) not in MAY_ALIAS and not opd[v].assumed))
             pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
