@@ -1455,8 +1455,18 @@ def _torch_contiguous_grad(op, operands) -> bool:
     return not _channels_last(op) and op.type not in TRANSPOSED and torch_backend(op, operands) == "mkldnn"
 
 
+def _torch_copies_input(op, operands) -> bool:
+    """oneDNN's forward and backward (ATen's mkldnn_convolution, mkldnn_convolution_backward) take the
+    input contiguous in the convolution's memory format: a channels-first input laid out otherwise
+    (an elementwise op's result on a transposed view: Data2VecAudio's feature extractor, LayerNorm
+    over the channels between transposes, then GELU) is copied in forward, freed in the op, and the
+    saved input copied again in backward, living through both phases (measured, torch 2.14: one input
+    size more in each, Conv1d (4, 128, 799) stride 2 and (4, 64, 100))."""
+    return _torch_contiguous_grad(op, operands)
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
-TORCH = {"saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
+TORCH = {"copies_noncontiguous": _as_2d(_torch_copies_input), "saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
          "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx)}

@@ -3,6 +3,7 @@ weight-gradient kernel for kernels wider than 14 (ViT's patch embedding), the st
 kernel (brgconv_strided), the blocked copies the weight-gradient kernel reads, the strided 1x1 rtus
 buffer, and the kernels refused. Every expected figure was measured with torch 2.14 / oneDNN 3.12 on
 one thread: `python devtools/torch_conv_sweep.py --one "<the config named in the test>" --events`."""
+import numpy as np
 import pytest
 
 from memplan_cli.analysis import analyze
@@ -433,3 +434,35 @@ def test_dilated_strided_input_gradient_takes_gemm():
     # floats + 128 B, measured 295,040 B) beside the input's gradient, then the gradient copied out
     op, opd = _dilated(4, 32, 32, 64, 3, 2, 2)
     assert conv._torch_bwd_dx(op, opd) == ((295_040,), ("in0",))
+
+
+def _conv_of_transposed(tmp_path, transposed):
+    """A Linear over tokens (4, 100, 64), its result transposed to (4, 64, 100) (or made contiguous by a
+    Reshape of a copy), ReLU, then a Conv1d of 64 channels, kernel 3."""
+    nodes = [helper.make_node("MatMul", ["x", "wl"], ["l"]),
+             helper.make_node("Transpose", ["l"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Relu", ["t"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["y"], kernel_shape=[3])]
+    if not transposed:
+        nodes[1] = helper.make_node("Reshape", ["l", "shape"], ["t"])
+    inits = [("wl", (64, 64)), ("w", (64, 64, 3))]
+    path = _save(tmp_path, nodes, (4, 100, 64), (4, 64, 98), inits, f"nc{int(transposed)}.onnx")
+    if not transposed:
+        m = onnx.load(path)
+        m.graph.initializer.append(onnx.numpy_helper.from_array(np.array([4, 64, 100]), "shape"))
+        onnx.save(m, path)
+    return path
+
+
+def test_a_non_contiguous_input_is_copied_in_forward_and_again_in_backward(tmp_path):
+    # mkldnn_convolution and its backward take the input contiguous: ReLU of a transposed view keeps the
+    # view's layout (TensorIterator), so the convolution copies it in forward (freed in the op) and copies
+    # the saved input again in backward, through both phases (measured, torch 2.14: one input size more
+    # in each; Conv1d (4, 64, 100) and (4, 128, 799) stride 2, Data2VecAudio's feature extractor)
+    a = analyze(_conv_of_transposed(tmp_path, True), TrainConfig(loss="mse"), profile="torch")
+    copies = sorted((b for b in a.buffers.buffers if ":contiguous" in b.name and "Conv" in b.name),
+                    key=lambda b: b.first)
+    assert [b.size for b in copies] == [4 * 64 * 100 * 4] * 2
+    assert copies[0].last == copies[0].first and copies[1].last > copies[1].first
+    a = analyze(_conv_of_transposed(tmp_path, False), TrainConfig(loss="mse"), profile="torch")
+    assert not [b for b in a.buffers.buffers if ":contiguous" in b.name and "Conv" in b.name]

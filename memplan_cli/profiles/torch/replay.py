@@ -521,7 +521,8 @@ class Replay:
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
             if op.attrs.get(ESTIMATED_WHY):
                 sim.coverage["why"].setdefault(op.label, op.attrs[ESTIMATED_WHY])
-        if rec and f.get("copies_noncontiguous") and not self.contig.get(op.inputs[0], True):
+        cn = f.get("copies_noncontiguous")
+        if rec and cn and (not callable(cn) or cn(op, opd)) and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
             sim.new(f"{op.label}:contiguous", "extra", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
             c["fwd_mem_tmp"] += opd[op.inputs[0]].nbytes
@@ -786,8 +787,9 @@ class Replay:
         if dx and est and alternatives(est, op, opd, needs):  # the input's gradient, counted approximately
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
         if p in self.noncontig_in:  # the saved non-contiguous input is made contiguous again
-            tmp.append(sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label,
-                               "scratch"))
+            copy = sim.new(f"{op.label}:contiguous", "disposable", opd[op.inputs[0]].nbytes, s, op.label, "scratch")
+            sim.touch(copy, s_dw)  # through the weight's phase too, where there is one
+            tmp.append(copy)
         for key, kind, at, runs in (("bwd_tmp", "tmp", s, True), ("bwd_scratch", "scratch", s, True),
                                     ("bwd_scratch_dx", "scratch", s, dx), ("bwd_scratch_dw", "scratch", s_dw, dw)):
             alts = f.get(key, ()) if runs else ()
