@@ -264,7 +264,9 @@ def mm_check(op, operands):
     sa, sb = operands[op.inputs[0]].shape, operands[op.inputs[1]].shape
     for k in ("alpha", "beta"):
         if float(op.attrs.get(k, 1.0)) != 1.0:
-            return f"has {k}={op.attrs[k]} (only 1 is implemented)"
+            # the label names the canonical MatMul; the file holds a Gemm: say which attribute of what
+            src = f"{op.source_type}'s " if op.source_type and op.source_type != op.type else ""
+            return f"has {src}{k}={op.attrs[k]} (only 1 is implemented)"
     if len(sa) == 0 or len(sb) == 0:
         return "multiplies a scalar"
     if (op.attrs.get("trans_a") or op.attrs.get("adj_x")) and len(sa) < 2 or \
