@@ -723,6 +723,35 @@ class DeltaLoopNet(nn.Module):
         return self.head(x + self.out(y))
 
 
+class RelPosGatherNet(nn.Module):
+    """ProphetNet's relative-position lookup: the network computes position buckets once from
+    constants, and each layer repeats them over batch and heads and casts them to int64 for its own
+    gather of its projected per-bucket scores (the gather saves its index). Under dynamo the chain is
+    folded, and the layers' equal copies merged, into one constant every layer reads."""
+
+    def __init__(self, d=64, heads=4, buckets=32, layers=2, classes=50, max_len=128):
+        super().__init__()
+        self.h, self.nb, self.max_len = heads, buckets, max_len
+        self.rel = nn.ModuleList(nn.Linear(d, heads * buckets) for _ in range(layers))
+        self.v = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        # over the longest sequence, then sliced (ProphetNet's buckets span its max positions): a table
+        # too large for the exporter's optimizer to fold, so it keeps the ops and merges the layers' copies
+        pos = torch.arange(self.max_len)
+        half = self.nb // 2
+        buckets = ((pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half).to(torch.int32)[:s, :s]
+        for rel, v in zip(self.rel, self.v):
+            scores = rel(x).view(b, s, self.h, self.nb).transpose(1, 2).reshape(b * self.h * s, self.nb)
+            idx = buckets.repeat(b * self.h, 1).to(torch.int64)
+            att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
+            vv = v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+            x = x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+        return self.head(x)
+
+
 class ChunkStateNet(nn.Module):
     """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
     block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
@@ -1636,6 +1665,7 @@ FAM = {
     "fam_index_put": ("inplace", lambda: SetItemNet(index=True), SEQ),
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
+    "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),

@@ -63,6 +63,15 @@ INPLACE_WRITE = {"type": "ScatterND", "targets": ("slice_scatter", "index_put"),
 # `merged_duplicates`); views of a shared tensor (a rotary table's `unsqueeze`) are not among them
 FILLS = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
                    "new_zeros", "new_ones", "new_full", "new_empty", "eye", "arange", "scalar_tensor"})
+# aten ops (fx kinds) whose result may be their input or a view of it (`contiguous`, `to` and
+# `reshape` return `self` when they can): a folded value of another kind is a new tensor at each call
+# that makes it (`_to_copy`, `repeat`, arithmetic), so merged equal ones are one per call in eager
+# (profiles/torch/rewrites.py `merged_duplicates`)
+MAY_ALIAS = frozenset({"view", "_unsafe_view", "view_as", "reshape", "_reshape_alias", "unsqueeze", "squeeze",
+                       "transpose", "permute", "t", "numpy_T", "movedim", "expand", "expand_as", "select",
+                       "slice", "narrow", "split", "split_with_sizes", "chunk", "unbind", "getitem",
+                       "diagonal", "unfold", "as_strided", "alias", "detach", "flatten", "unflatten",
+                       "contiguous", "to", "type_as", "lift_fresh_copy"})
 # `x.unbind(d)` under dynamo: a Slice and a Squeeze per piece recording `%unbind`, read back as one eager
 # op of this type (profiles/torch/rewrites.py `unbinds`; its facts in profiles/torch/facts.py)
 UNBIND = {"target": "unbind", "type": "Unbind"}

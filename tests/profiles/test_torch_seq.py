@@ -777,6 +777,37 @@ def test_a_fill_the_exporter_merged_is_one_tensor_per_call(tmp_path):
     assert [b.size for b in a.buffers.buffers if b.name.startswith("unsqueeze_1")] == [128]
 
 
+
+def test_a_copy_the_exporter_folded_and_merged_is_one_tensor_per_call(tmp_path):
+    # ProphetNet's layers each `repeat` the decoder's position buckets and cast them for their own
+    # gather: the dynamo exporter folds the chain into one constant that both layers read, the second
+    # recording `%_to_copy_2`; `_to_copy` returns a new tensor at each call, so eager has two, each
+    # saved by its reader
+    nodes = [_record(helper.make_node("Expand", ["zero", "shape"], ["_to_copy_1"], name="copy"),
+                     "_to_copy_1 = aten._to_copy.default(args = (%repeat,), kwargs = {dtype: torch.float32})"),
+             _record(helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                     "h = aten.matmul.default(args = (%x, %p_w), kwargs = {})"),
+             _record(helper.make_node("MatMul", ["h", "_to_copy_1"], ["m1"], name="layer1"),
+                     "m1 = aten.matmul.default(args = (%h, %_to_copy_1), kwargs = {})"),
+             _record(helper.make_node("MatMul", ["m1", "_to_copy_1"], ["m2"], name="layer2"),
+                     "m2 = aten.matmul.default(args = (%m1, %_to_copy_2), kwargs = {})"),
+             _record(helper.make_node("Sigmoid", ["m2"], ["y"], name="act"),
+                     "y = aten.sigmoid.default(args = (%m2,), kwargs = {})")]
+    inits = [("w", _w(4, 4)), ("zero", np.float32(0.0)), ("shape", np.array([2, 4, 4], np.int64))]
+    a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [2, 3, 4], inits, ["w"], "copies"), loss="mse")
+    copies = [b for b in a.buffers.buffers if b.name.startswith("_to_copy_1")]
+    assert sorted((b.name, b.size) for b in copies) == [("_to_copy_1", 128), ("_to_copy_1:_to_copy_2", 128)]
+    assert all(b.category == "non-const" and a.buffers.steps[b.last].kind != "forward" for b in copies)
+    # `contiguous` (like `to` and `reshape`) returns its input when it can: one tensor for both
+    for n in nodes:
+        for prop in n.metadata_props:
+            prop.value = prop.value.replace("_to_copy_", "contiguous_").replace(
+                "aten._to_copy.default", "aten.contiguous.default")
+        n.input[:] = ["contiguous_1" if i == "_to_copy_1" else i for i in n.input]
+        n.output[:] = ["contiguous_1" if o == "_to_copy_1" else o for o in n.output]
+    a = _run(_dynamo_fill_model(tmp_path, nodes, [2, 3, 4], [2, 3, 4], inits, ["w"], "may_alias"), loss="mse")
+    assert [b.size for b in a.buffers.buffers if b.name.startswith("contiguous_1")] == [128]
+
 def _unbind(tmp_path, name, read_last: bool):
     """`q, k, v = h.view(2, 3, 8).permute(1, 0, 2).unbind(0)` as the dynamo exporter writes it (a Slice and
     a Squeeze per piece, all recording `%unbind`), then `q * k (+ v)`."""

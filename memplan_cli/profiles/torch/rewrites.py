@@ -6,7 +6,7 @@ import re
 
 from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
-from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, GATHER, INPLACE_WRITE, MAX_INDICES,
+from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, MAY_ALIAS, GATHER, INPLACE_WRITE, MAX_INDICES,
                                    POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
@@ -286,9 +286,13 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
             pname = _recorded_name(irops[p.index]) if p is not None and p.members == (p.index,) and \
                 irops[p.index].name not in ruled else ""
             # a fill folded into a constant (`zeros_1`, which calls read by that name): eager makes one
-            # per call, so a second call's name (`zeros_2`) is a second tensor
-            fill = v >= 0 and p is None and opd[v].is_const and opd[v].computed and opd[v].name in read \
-                and fx_kind(opd[v].name) in FILLS
+            # per call, so a second call's name (`zeros_2`) is a second tensor. So is any folded value of
+            # an op that returns a new tensor (ProphetNet's `_to_copy` of each layer's `repeat`ed
+            # position buckets, which each layer's gather saves), not one that may alias its input, nor
+            # one the loader takes as a parameter (a per-layer parameter's `-A.exp()`, equal at init)
+            fill = v >= 0 and p is None and opd[v].is_const and opd[v].name in read and (
+                (opd[v].computed and fx_kind(opd[v].name) in FILLS)
+                or (fx_kind(opd[v].name) not in MAY_ALIAS and not opd[v].assumed))
             pname = opd[v].name if fill else pname
             if not pname or pname in names:
                 continue
