@@ -333,6 +333,19 @@ def torch_backend(op, operands) -> str:
     return "slow_dilated" if dilated else "slow"
 
 
+# _SLOW_GROUPED: the slow path (Slow2d) has no grouped kernel: ATen's `_convolution` runs it once per
+# group on `subtensor` views and `at::cat`s the groups' outputs (dim 1); `convolution_backward` runs
+# `_convolution_backward_nogroup_backend` per group, keeping each group's input, weight and bias
+# gradients, then cats them (dim 1, dim 0, dim 0). Measured (torch 2.14, one thread): a 1x1 conv of
+# 4 groups on (1, 4 x 1152, 7, 7) -- CondConv's per-sample weights, the batch folded into groups --
+# forward peaks at 2 x the output, backward at 2 x (input + weight) bytes: each gradient twice.
+def _slow_groups(op, operands) -> int:
+    if _depthwise(op):  # one group per input channel
+        x = operands[op.inputs[0]]
+        return int(x.shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return int(op.attrs.get("group", 1) or 1)
+
+
 def _columns(op, operands) -> int:
     """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for an unstrided,
     unpadded 1x1 kernel (a strided one gathers its input: measured)."""
@@ -786,6 +799,10 @@ def _torch_fwd(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
+    if be == "slow" and _slow_groups(op, operands) > 1:
+        # one group at a time (its im2col columns), then at::cat of the groups' outputs: the pieces
+        # live beside the output
+        return ((_columns(op, operands) // _slow_groups(op, operands),), ("out0",))
     if be == "slow":
         return ((_columns(op, operands),),)
     if _gemm_grouped(op, operands):
@@ -902,6 +919,8 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _cl_bwd_dx(op, operands)
     if op.type in TRANSPOSED:
         return _tconv_bwd_dx(op, operands)
+    if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
+        return (("in0?g0",),)  # the groups' input gradients beside their at::cat (_SLOW_GROUPED)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     if _gemm_grouped(op, operands):
@@ -1056,6 +1075,10 @@ def _torch_bwd_dw(op, operands) -> tuple:
         return _cl_bwd_dw(op, operands)
     if op.type in TRANSPOSED:
         return _tconv_bwd_dw(op, operands)
+    if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
+        # the groups' input and weight gradients, all made before the first at::cat, beside both
+        # results (_SLOW_GROUPED); one group's im2col columns before that
+        return ((_columns(op, operands) // _slow_groups(op, operands),), ("in0?g0", "in1"))
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
     if _gemm_weights(op, operands):

@@ -466,3 +466,23 @@ def test_a_non_contiguous_input_is_copied_in_forward_and_again_in_backward(tmp_p
     assert copies[0].last == copies[0].first and copies[1].last > copies[1].first
     a = analyze(_conv_of_transposed(tmp_path, False), TrainConfig(loss="mse"), profile="torch")
     assert not [b for b in a.buffers.buffers if ":contiguous" in b.name and "Conv" in b.name]
+
+
+def test_grouped_slow_path_convolution_concatenates_its_groups():
+    # CondConv's 1x1 pointwise conv with the batch folded into groups (timm efficientnet_cc_b0_4e's
+    # last block at batch 4): (1, 4 x 1152, 7, 7) -> 4 x 320 outputs, no bias, one thread. ATen's slow
+    # path has no grouped kernel: per group, then at::cat. Measured with torch 2.14's profiler: forward
+    # peaks at 501,760 (the groups' outputs and their cat), backward at 13,602,816 (the groups' input
+    # and weight gradients beside both cats: 2 x (903,168 + 5,898,240))
+    opd = [Operand(0, "x", (1, 4608, 7, 7)), Operand(1, "w", (1280, 1152, 1, 1)), Operand(2, "y", (1, 1280, 7, 7))]
+    op = Operation(0, "Conv2D", [0, 1], [2], {"kernel": (1, 1), "stride": (1, 1), "dilation": (1, 1), "group": 4,
+                                             "layout": "NCHW", "pads": (0, 0, 0, 0)})
+    assert conv.torch_backend(op, opd) == "slow"
+    assert opd[2].nbytes + _best(conv._torch_fwd(op, opd), opd, op, True) == 501_760
+    dx, dw = opd[0].nbytes, opd[1].nbytes
+    assert dx + _best(conv._torch_bwd_dx(op, opd), opd, op, True) <= 13_602_816
+    assert dx + dw + _best(conv._torch_bwd_dw(op, opd), opd, op, True) == 13_602_816
+    # ungrouped, the same kernel makes each gradient once
+    op.attrs["group"] = 1
+    opd[1] = Operand(1, "w", (1280, 4608, 1, 1))
+    assert _best(conv._torch_bwd_dw(op, opd), opd, op, True) == 0
