@@ -528,6 +528,23 @@ def measure(name: str, optimizer: str, batch: int) -> dict:
     return out
 
 
+def unread_parameters(name: str, batch: int) -> list[tuple[str, int]]:
+    """(name, bytes) of each parameter a forward and backward leave without a gradient, frozen ones
+    made trainable for it: modules the forward never enters (LUKE's entity embeddings under a
+    word-only input). Eager holds their bytes all step; with no gradient Adam keeps no state for
+    them; an export cannot size them (a dynamo file names them, a TorchScript file drops them)."""
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    for p in model.parameters():  # a frozen parameter the forward reads then gets a gradient too
+        p.requires_grad_(True)
+    with _autocast():
+        loss = _loss(model(x), y)
+    loss.backward()
+    return [(n + (" (frozen)" if n in frozen else ""), p.numel() * p.element_size())
+            for n, p in model.named_parameters() if p.grad is None]
+
+
 def memtracker(model, opt, x, y) -> dict:
     from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -829,6 +846,10 @@ def main(argv=None):
     ap.add_argument("--exports", metavar="DIR", help="keep the exports in this folder and reuse them")
     ap.add_argument("--memtracker-peak", action="store_true",
                     help="print what MemTracker holds at its peak (one module, optimizer and batch)")
+    ap.add_argument("--unread", action="store_true",
+                    help="print the parameters (frozen ones included) a forward and backward leave without a gradient, "
+                         "and their bytes "
+                         "(eager holds them; no op of an export reads them)")
     ap.add_argument("--phases", action="store_true",
                     help="print torch's peak in forward and in backward + step (one module, optimizer and batch)")
     ap.add_argument("--precision", choices=PRECISIONS, default="32-true",
@@ -851,6 +872,13 @@ def main(argv=None):
         for nb, kind, made_by in p["live"]:
             if kind not in ("PARAM", "BUFFER", "OPT"):
                 print(f"  {nb:>12,d}  {kind:5s}  made by {made_by}")
+        return
+    if a.unread:
+        for m in a.modules:
+            un = unread_parameters(m, (a.batch or [4])[0])
+            print(f"{m}: {len(un)} parameter(s) without a gradient, {sum(b for _, b in un):,d} B")
+            for n, b in un:
+                print(f"  {b:>12,d}  {n}")
         return
     if a.phases:
         p = phase_peaks(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
