@@ -146,7 +146,10 @@ def fit_options(load, config, budget: int, *, max_batch: int = 1 << 16, max_dim:
     problem = RematProblem(graph, config)
     res = solve(problem, budget)
     if res.fits:
-        row("remat", f"recompute {len(res.drop)} op(s) at batch {batch}", planned=res.arena,
+        # the step as asked already fits: remat is that step, said so rather than "recompute 0 op(s)"
+        change = (f"recompute {len(res.drop)} op(s) at batch {batch}" if res.drop
+                  else "nothing to recompute: the step as asked fits")
+        row("remat", change, planned=res.arena,
             flops=f0 + res.added_flops if f0 else None,
             extra={"recomputed_ops": len(res.drop), "status": res.status})
     else:

@@ -155,6 +155,7 @@ def test_remat_recomputing_nothing_plans_the_step_as_asked(model, flags):
         doc = json.loads(run("fit", model, *flags, "--budget", str(budget), "-f", "json").stdout)
         o = {x["option"]: x for x in doc["options"]}
         assert o["remat"]["recomputed_ops"] == 0 and o["remat"]["planned"] == o["as asked"]["planned"] == asked
+        assert o["remat"]["change"] == "nothing to recompute: the step as asked fits"
 
 
 @pytest.mark.parametrize("name", ["d" * 54 + "/mnist.circle", "-mnist.circle"])
