@@ -170,7 +170,7 @@ def hf_class_candidates(rng, kind, configs):
 
 
 def _hf_class_width(v):
-    return max(8, (v // 4) // 8 * 8) if isinstance(v, int) and not isinstance(v, bool) and v >= 32 else v
+    return max(8, (v // 4) // 8 * 8) if _is_int(v) and v >= 32 else v
 
 
 def hf_class_overrides(cfg, level: int) -> dict:
@@ -452,6 +452,13 @@ def _step(v: float, step: int) -> int:
     return max(step, step * round(v / step))
 
 
+def _cap(out: dict, d: dict, keys, limit: int) -> None:
+    """Each integer attribute of `keys` in `d` above `limit` set to `limit` in the overrides `out`."""
+    for k in keys:
+        if _is_int(d.get(k)) and d[k] > limit:
+            out[k] = limit
+
+
 def _shrink_one(d: dict) -> dict:
     """Overrides for one config's attributes `d` (its to_dict(), sub-configs left out)."""
     out = {}
@@ -464,12 +471,8 @@ def _shrink_one(d: dict) -> dict:
     head_dim = d.get("head_dim") if _is_int(d.get("head_dim")) and d["head_dim"] > 0 else \
         (hidden // heads if hidden and heads else None)
     f_head = head_dim / 16 if head_dim and head_dim > 16 else 1.0
-    for k in SHRINK_HIDDEN:
-        if _is_int(d.get(k)) and d[k] > 64:
-            out[k] = 64
-    for k in SHRINK_HEADS:
-        if _is_int(d.get(k)) and d[k] > 4:
-            out[k] = 4
+    _cap(out, d, SHRINK_HIDDEN, 64)
+    _cap(out, d, SHRINK_HEADS, 4)
     for k in SHRINK_KV_HEADS:
         if _is_int(d.get(k)) and d[k] > 1:
             out[k] = 4 if heads and d[k] >= heads else min(d[k], 2)
@@ -491,21 +494,11 @@ def _shrink_one(d: dict) -> dict:
             step = 8 if scale is f_hidden else 2
             out[k] = [_step(x / scale, step) for x in v] if isinstance(v, list) else \
                 _step(v / scale, step if v >= step else 1)
-    for k in SHRINK_EXPERTS:
-        if _is_int(d.get(k)) and d[k] > 4:
-            out[k] = 4
-    for k in SHRINK_TOP_K:
-        if _is_int(d.get(k)) and d[k] > 2:
-            out[k] = 2
-    for k in SHRINK_SHARED:
-        if _is_int(d.get(k)) and d[k] > 1:
-            out[k] = 1
-    for k in ("n_group", "topk_group"):
-        if _is_int(d.get(k)) and d[k] > 1:
-            out[k] = 1
-    for k in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
-        if _is_int(d.get(k)) and d[k] > 128:
-            out[k] = 128
+    _cap(out, d, SHRINK_EXPERTS, 4)
+    _cap(out, d, SHRINK_TOP_K, 2)
+    _cap(out, d, SHRINK_SHARED, 1)
+    _cap(out, d, ("n_group", "topk_group"), 1)
+    _cap(out, d, ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"), 128)
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > SHRINK_VOCAB:
         out["vocab_size"] = SHRINK_VOCAB
         for k, v in d.items():

@@ -725,7 +725,7 @@ def _export_rewrites(model) -> dict | None:
                 stacks[trace] = len(stacks)
                 line_text.append(trace.strip().splitlines()[-1].strip()[:80])
             lines[node.name] = stacks[trace]
-        region = _INLINED_REGION.match(md.get("pkg.torch.onnx.stack_trace", ""))
+        region = _INLINED_REGION.match(trace)
         if region and node.name:
             inlined[node.name] = region.group(1)
         if REWRITE_TAG in md:

@@ -258,6 +258,15 @@ def _constant_of_shape_elements(shape, *_):
     return count
 
 
+def _through(view, name: str, kinds) -> tuple:
+    """(name, node) of the first value up `name`'s first-input chain whose node is not one of `kinds`."""
+    n = view.node(name)
+    while n is not None and n["type"] in kinds:
+        name = n["inputs"][0]
+        n = view.node(name)
+    return name, n
+
+
 # `elements`: from the constant integer inputs (lists, None where not constant), how many elements
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
 def _one_hot_slice(x: str, view) -> tuple | None:
@@ -266,14 +275,7 @@ def _one_hot_slice(x: str, view) -> tuple | None:
     off value 0, or of Equal(ints with a last axis of 1, arange(classes)) (torch's one_hot as the
     dynamo exporter writes it). Every row of a one-hot holds at most one nonzero, so the classes'
     counts sum to at most its rows: a mixture of experts' `torch.where(one_hot(...)[e])`."""
-    def through(name, kinds):
-        n = view.node(name)
-        while n is not None and n["type"] in kinds:
-            name = n["inputs"][0]
-            n = view.node(name)
-        return name, n
-
-    _, g = through(x, ("Cast",))
+    _, g = _through(view, x, ("Cast",))
     if g is None or g["type"] != "Gather" or len(g["inputs"]) < 2:
         return None
     e = view.value(g["inputs"][1])
@@ -328,21 +330,14 @@ def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs
             or delta.reshape(-1)[0] != 1 or start.dtype.kind not in "iu":
         return None
 
-    def through(name, kinds):
-        n = view.node(name)
-        while n is not None and n["type"] in kinds:
-            name = n["inputs"][0]
-            n = view.node(name)
-        return name, n
-
-    largest, top = through(inputs[1], ("Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"))
+    largest, top = _through(view, inputs[1], ("Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity"))
     if top is None or top["type"] != "ReduceMax":
         return None
-    _, total = through(top["inputs"][0], ("Cast", "Identity"))
+    _, total = _through(view, top["inputs"][0], ("Cast", "Identity"))
     if total is None or total["type"] != "ReduceSum":
         return None
     cast = view.node(total["inputs"][0])
-    mask, n = through(total["inputs"][0], ("Cast",))
+    mask, n = _through(view, total["inputs"][0], ("Cast",))
     shape = view.shape(mask)
     if n is None or n["type"] not in _BOOL_RESULTS or shape is None or not shape:
         return None
