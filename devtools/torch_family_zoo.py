@@ -11,7 +11,8 @@ attention's parts (tril / triu masks, the inter-chunk scan's fills and row write
 gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
 (`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
-sparse-attention indexer).
+sparse-attention indexer), and learned queries viewed and expanded over every position (Inkling's
+block attention residual).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1721,6 +1722,7 @@ FAM = {
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
     "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
+    "fam_query_pool": ("folded", lambda: QueryPoolLM(), (32, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
@@ -1850,6 +1852,31 @@ class GatedStateLM(nn.Module):
             c = f[:, t, :, None, None] * c.clone() + k[:, t, :, :, None] @ v[:, t, :, None, :]
             out.append((q[:, t, :, None, :] @ c).squeeze(2))
         return self.head(torch.tanh(torch.stack(out, 1).flatten(2)).mean(1))
+
+
+class QueryPoolLM(nn.Module):
+    """Inkling's block attention residual in small: a learned query (one `(d,)` vector, or `(n, d)`)
+    viewed and expanded over every position, `q.view(-1, d).expand(*states.shape[:-2], -1, -1)`,
+    attends over the stack of each position's states (the layer's input and its MLP's output)."""
+
+    def __init__(self, d=64, queries=(1, 3), classes=10):
+        super().__init__()
+        self.fc = nn.ModuleList(nn.Linear(d, d) for _ in queries)
+        self.query = nn.ParameterList(nn.Parameter(0.02 * torch.randn(*((d,) if n == 1 else (n, d))))
+                                      for n in queries)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for fc, q in zip(self.fc, self.query):
+            x = self._pool(q, torch.stack([x, F.gelu(fc(x))], -2))
+        return self.head(x.mean(1))
+
+    @staticmethod
+    def _pool(q, states):  # one expression: no Python local holds a tensor past its last use
+        d = states.shape[-1]
+        return torch.matmul(torch.softmax(torch.matmul(q.view(-1, d).expand(*states.shape[:-2], -1, -1),
+                                                       states.transpose(-1, -2)) * d ** -0.5, -1),
+                            states).mean(-2)
 
 
 def _timm(name, **kw):
