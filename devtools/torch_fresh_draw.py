@@ -221,14 +221,14 @@ def hf_class_inputs(cfg, input_name: str) -> list:
     """Candidate input shapes (without the batch) for the model's main input."""
     if input_name == "pixel_values":
         return [(getattr(cfg, "num_channels", 3), HF_CLASS_IMAGE, HF_CLASS_IMAGE)]
-    if input_name == "input_values":
-        return [(HF_CLASS_WAVE,)]
-    out = []
+    out = [(HF_CLASS_WAVE,)] if input_name == "input_values" else []  # AST's input_values is a spectrogram
     if getattr(cfg, "max_source_positions", None) and getattr(cfg, "num_mel_bins", None):
         out.append((cfg.num_mel_bins, 2 * cfg.max_source_positions))
     if getattr(cfg, "max_length", None) and getattr(cfg, "num_mel_bins", None):
         out.append((cfg.max_length, cfg.num_mel_bins))
-    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel"):
+    if input_name == "input_values":
+        return out
+    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel", "feature_projection_input_dim"):
         if isinstance(getattr(cfg, k, None), int):
             out.append((32, getattr(cfg, k)))
     return out

@@ -69,3 +69,15 @@ def test_a_draw_without_the_flag_is_unchanged():
     cfg = entry[1]().m.config
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size) == (64, 2, 1000)
     assert entry[3] == ("hf", "llama", {})
+
+
+def test_audio_classifier_inputs():
+    from types import SimpleNamespace as NS
+
+    # a waveform first; AST's input_values is a spectrogram of max_length frames
+    wave = draw.hf_class_inputs(NS(feature_size=1), "input_values")
+    assert wave == [(draw.HF_CLASS_WAVE,)]
+    ast = draw.hf_class_inputs(NS(max_length=64, num_mel_bins=128), "input_values")
+    assert ast == [(draw.HF_CLASS_WAVE,), (64, 128)]
+    # wav2vec2-bert's input_features: frames of feature_projection_input_dim stacked features
+    assert draw.hf_class_inputs(NS(feature_projection_input_dim=160), "input_features") == [(32, 160)]
