@@ -199,8 +199,13 @@ def hf_class_overrides(cfg, level: int) -> dict:
         for k in ("width_coefficient", "depth_coefficient", "depth_multiplier"):
             if isinstance(d.get(k), float) and d[k] > 1.0:
                 out[k] = 1.0
+        # EfficientNet's top width is hidden_dim, its last conv's round_filters(1280): scaled alike
+        if "width_coefficient" in out and _is_int(d.get("hidden_dim")):
+            out["hidden_dim"] = int(d["hidden_dim"] / d["width_coefficient"])
     if level == 0:
         for k in HF_CLASS_WIDTH_KEYS:
+            if k == "hidden_dim" and "width_coefficient" in d:
+                continue  # the coefficient sizes it (above)
             v = d.get(k)
             w = [_hf_class_width(x) for x in v] if isinstance(v, list) else _hf_class_width(v)
             if w != v:

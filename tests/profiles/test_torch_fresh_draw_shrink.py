@@ -81,3 +81,13 @@ def test_audio_classifier_inputs():
     assert ast == [(draw.HF_CLASS_WAVE,), (64, 128)]
     # wav2vec2-bert's input_features: frames of feature_projection_input_dim stacked features
     assert draw.hf_class_inputs(NS(feature_projection_input_dim=160), "input_features") == [(32, 160)]
+
+
+def test_efficientnet_top_width_follows_its_coefficient():
+    # transformers' EfficientNet: the top conv is round_filters(1280) at width_coefficient, its BatchNorm hidden_dim
+    d = {"width_coefficient": 2.0, "depth_coefficient": 3.1, "hidden_dim": 2560, "image_size": 600}
+    for level in (0, 1):
+        ov = draw.hf_class_overrides(d, level)
+        assert ov["width_coefficient"] == 1.0 and ov["hidden_dim"] == 1280
+    assert "hidden_dim" not in draw.hf_class_overrides(d, 2)
+    assert draw.hf_class_overrides({"hidden_dim": 2560}, 0)["hidden_dim"] == 640  # no coefficient: a width
