@@ -39,6 +39,10 @@ drawn with their own stream of the seed: each type's default config with its sta
 block, its layers to two and its widths to a quarter (tried with its widths kept, then as it is,
 when that does not build), 3 x 64 x 64 images, 4,000 waveform samples or a short spectrogram;
 the overrides and the input shape go into the --draw file.
+--hf-task N adds N transformers types per head the other sources do not build (names fr_hft_<head>_*:
+a masked LM, token classification, question answering with its two outputs, multiple choice, an
+encoder-decoder seq2seq LM), each from the SMALL config or, when that does not build, the shrunk
+defaults; the loss each head's outputs carry is described at HF_TASKS.
 --torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
 is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
 10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
@@ -640,6 +644,121 @@ def hf_shrink_try(model_type: str, max_params: float, log=print):
     return None
 
 
+# ---- transformers heads the other sources do not build (--hf-task N) -----------------------------
+# N types per head, each head with its own stream of the seed, from that head's Auto mapping (types a
+# zoo file names left out; a type drawn before under another head may come back under this one: the
+# head is the new part). Each type is built as --hf builds it (SMALL, else --hf-shrink's shrunk
+# defaults); the draw file records the head, the overrides and the input. What the loss reads:
+# - mlm: AutoModelForMaskedLM's logits over the vocabulary at every position (the decoder's weight is
+#   the input embedding's where the type ties them: one parameter read twice, its gradient summed);
+# - tok: AutoModelForTokenClassification, 10 labels per token;
+# - qa: AutoModelForQuestionAnswering's start and end logits, two outputs: the oracle's loss is the
+#   sum of one cross-entropy per output over the 32 positions, as `-l cce` puts one loss on each
+#   output and sums them (transformers' own loss halves that sum: a scalar, no memory);
+# - mc: AutoModelForMultipleChoice on 2 choices of 32 tokens (the 64 ids of the input viewed as
+#   (batch, 2, 32)), one logit per choice;
+# - s2s: AutoModelForSeq2SeqLM's logits over the vocabulary, the decoder reading the input ids shifted
+#   right behind the decoder's start token (what transformers builds from the labels), encoder-decoder
+#   types only.
+HF_TASKS = {"mlm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "tok": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+            "qa": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES", "mc": "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",
+            "s2s": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"}
+HF_TASK_AUTO = {"mlm": "AutoModelForMaskedLM", "tok": "AutoModelForTokenClassification",
+                "qa": "AutoModelForQuestionAnswering", "mc": "AutoModelForMultipleChoice",
+                "s2s": "AutoModelForSeq2SeqLM"}
+HF_TASK_CHOICES = 2
+
+
+class _HeadOutputs(torch.nn.Module):
+    """A head's outputs as the loss reads them (the table above), from one tensor of token ids."""
+
+    def __init__(self, m, head: str, start: int):
+        super().__init__()
+        self.m, self.head, self.start = m, head, start
+
+    def forward(self, ids):
+        if self.head == "mc":
+            return self.m(input_ids=ids.view(ids.shape[0], HF_TASK_CHOICES, -1)).logits
+        if self.head == "s2s":
+            dec = torch.cat([torch.full_like(ids[:, :1], self.start), ids[:, :-1]], 1)
+            return self.m(input_ids=ids, decoder_input_ids=dec).logits
+        out = self.m(input_ids=ids)
+        return (out.start_logits, out.end_logits) if self.head == "qa" else out.logits
+
+
+def hf_task_input(head: str) -> tuple:
+    return ("ids", IDS[1] * HF_TASK_CHOICES, IDS[2]) if head == "mc" else IDS
+
+
+def hf_task_builder(head: str, model_type: str, overrides: dict):
+    def build():
+        import transformers
+
+        cfg = hf_shrunk_config(model_type, overrides)
+        for c in [cfg] + [v for v in vars(cfg).values() if hasattr(v, "_attn_implementation")]:
+            c._attn_implementation = "eager"
+        if head == "tok":
+            cfg.num_labels = 10
+        if head == "s2s" and not getattr(cfg, "is_encoder_decoder", False):
+            raise ValueError("not an encoder-decoder")
+        start = getattr(cfg, "decoder_start_token_id", None)
+        vocab = getattr(cfg, "vocab_size", None)
+        start = start if _is_int(start) and _is_int(vocab) and 0 <= start < vocab else 0
+        return _HeadOutputs(getattr(transformers, HF_TASK_AUTO[head]).from_config(cfg), head, start)
+    return build
+
+
+def _runs_heads(build, shape) -> bool:
+    """As _runs, for a head that may return several float outputs."""
+    torch.manual_seed(0)
+    m = build()
+    m.train()
+    out = m(T.example_batch(shape, 2))
+    outs = out if isinstance(out, tuple) else (out,)
+    return all(torch.is_tensor(o) and o.dim() >= 2 and o.dtype == torch.float32 for o in outs)
+
+
+def draw_hf_tasks(seed: int, n: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of n types per head of HF_TASKS (fr_hft_<head>_<type>) that no zoo file names
+    and no earlier draw took under the same head, each head shuffled with its own stream of `seed`."""
+    from transformers.models.auto import modeling_auto as ma
+
+    _, configs = used_names()
+    taken = {tuple(name.split(":", 1)) for source, name, _ in exclude if source == "hft"}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for head, mapping in HF_TASKS.items():
+            rng = random.Random(f"{seed}-hft-{head}")
+            types = [t for t in sorted(getattr(ma, mapping)) if _norm(t) not in configs and (head, t) not in taken]
+            rng.shuffle(types)
+            got = 0
+            for t in types:
+                if got >= n:
+                    break
+                whys = []
+                for how in ("small", "shrunk"):
+                    try:
+                        ov = dict(SMALL) if how == "small" else hf_shrink_overrides(t)
+                        b = hf_task_builder(head, t, ov)
+                        k = _params_on_meta(b)
+                        if k > max_params:
+                            whys.append(f"{how}: {k / 1e6:.1f} M parameters")
+                            continue
+                        if _runs_heads(b, hf_task_input(head)):
+                            out[f"fr_hft_{head}_{t}"] = _entry("hft", f"{head}:{t}", {"config": ov})
+                            log(f"draw transformers {head} {t} ({how} config, {k / 1e6:.2f} M parameters)")
+                            got += 1
+                            break
+                        whys.append(f"{how}: the outputs are not float32 logits")
+                    except Exception as e:  # noqa: BLE001 (a type that does not build here is skipped)
+                        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                        whys.append(f"{how}: {type(e).__name__}: {why}")
+                else:
+                    log(f"skip transformers {head} {t}: " + "; ".join(whys))
+    return out
+
+
 def _entry(source: str, name: str, kw: dict) -> tuple:
     """The oracle's zoo entry of a drawn model; `drawn` keeps what the --draw file records."""
     if source == "timm":
@@ -652,6 +771,9 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
         return ("fresh-hf", hf_shrunk_builder(name, kw["config"]), IDS, (source, name, kw))
     if source == "tv":
         return ("fresh-torchvision", tv_builder(name, kw["kw"]), tuple(kw["input"]), (source, name, kw))
+    if source == "hft":
+        head, t = name.split(":", 1)
+        return ("fresh-hft", hf_task_builder(head, t, kw["config"]), hf_task_input(head), (source, name, kw))
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
@@ -711,7 +833,7 @@ EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 def _network(module: str) -> str:
     for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
-                        ("fr_hfa_", "transformers"), ("fr_tv_", "torchvision")):
+                        ("fr_hfa_", "transformers"), ("fr_hft_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
             return f"{lib} {module[len(prefix):]}"
     return module
@@ -780,6 +902,9 @@ def main(argv=None):
     ap.add_argument("--hf", type=int, default=6)
     ap.add_argument("--hf-vision", type=int, default=0, help="transformers image-classification types")
     ap.add_argument("--hf-audio", type=int, default=0, help="transformers audio-classification types")
+    ap.add_argument("--hf-task", type=int, default=0, metavar="N",
+                    help="N transformers types per head: masked LM, token classification, question answering "
+                         "(two outputs), multiple choice, encoder-decoder seq2seq LM (fr_hft_<head>_<type>)")
     ap.add_argument("--torchvision", type=int, default=0, metavar="N",
                     help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
@@ -794,7 +919,7 @@ def main(argv=None):
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
-                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_tv_): the draw itself "
+                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_hft_, fr_tv_): the draw itself "
                                                      "is unchanged")
     ap.add_argument("--torch-only", action="store_true",
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
@@ -831,6 +956,9 @@ def main(argv=None):
             if n:
                 drawn.update(draw_hf_classes(seed, n, kind, args.max_params, log=lambda s: print(s, flush=True),
                                              exclude=earlier))
+        if args.hf_task:
+            drawn.update(draw_hf_tasks(seed, args.hf_task, args.max_params, log=lambda s: print(s, flush=True),
+                                       exclude=earlier))
         if args.torchvision:
             drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
                                           log=lambda s: print(s, flush=True), exclude=earlier))
