@@ -941,3 +941,45 @@ def test_a_weight_read_only_through_transposes_keeps_its_gradient(tmp_path, uses
     end = len(a.buffers.steps) - 1
     kept = [b for b in a.buffers.buffers if b.category == "gradient" and b.last == end]
     assert [b.size for b in kept] == [48]
+
+
+def _chunked(tmp_path, name, chunk_ends=True, pieces=3):
+    """`a, b, c = h.chunk(3, -1)` as TorchScript writes it (torch.onnx's prim::ConstantChunk symbolic:
+    c = (Shape(h)[-1] + 2) / 3, Slice(h, i * c, (i + 1) * c, [-1]) per piece), then `a * b (+ c)`; or,
+    with `chunk_ends` False, the same three windows sliced at constant bounds (`h[:, 0:2]`, ...)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm")]
+    if chunk_ends:
+        nodes += [helper.make_node("Shape", ["h"], ["shp"], name="shape"),
+                  helper.make_node("Gather", ["shp", "axis"], ["dim"], axis=0, name="gather"),
+                  helper.make_node("Add", ["dim", "two"], ["dim2"], name="add_shift"),
+                  helper.make_node("Div", ["dim2", "three"], ["size"], name="div")]
+        nodes += [helper.make_node("Mul", ["size", f"k{i + 1}"], [f"e{i + 1}"], name=f"end{i}") for i in range(3)]
+    bounds = [("zero", "e1"), ("e1", "e2"), ("e2", "e3")] if chunk_ends else \
+        [("zero", "c2"), ("c2", "c4"), ("c4", "c6")]
+    for i, (s, e) in enumerate(bounds[:pieces]):
+        nodes.append(helper.make_node("Slice", ["h", s, e, "axis"], [f"p{i}"], name=f"slice{i}"))
+    nodes.append(helper.make_node("Mul", ["p0", "p1"], ["m" if pieces == 3 else "y"], name="mul"))
+    if pieces == 3:
+        nodes.append(helper.make_node("Add", ["m", "p2"], ["y"], name="add"))
+    inits = [("w", _w(4, 6)), ("axis", np.array([-1], np.int64)), ("two", np.array([2], np.int64)),
+             ("three", np.array([3], np.int64)), ("zero", np.array([0], np.int64)),
+             *((f"k{i}", np.array([i], np.int64)) for i in (1, 2, 3)),
+             *((f"c{i}", np.array([i], np.int64)) for i in (2, 4, 6))]
+    return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 2])], inits, name)
+
+
+def test_a_torchscript_chunk_is_one_split_whose_backward_cats(tmp_path):
+    # chunk is split in eager: views, and one SplitBackward0 that cats the pieces' gradients into h's
+    # (2 x 6 floats: 48 B); a Slice each would make a zeroed h-sized gradient of its own (3 x 48 B)
+    slices = lambda a: {k: v for k, v in a.extras["per_layer_extra"].items() if "slice" in k}
+    a = _run(_chunked(tmp_path, "chunk3"), loss="mse")
+    assert sum(v["bwd_mem_out"] for v in slices(a).values()) == 48
+    assert sum(v["bwd_mem_tmp"] for v in slices(a).values()) == 0
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    # a piece the trace dropped (nothing read it): split_backward's zeros of its size (16 B)
+    a = _run(_chunked(tmp_path, "chunk2", pieces=2), loss="mse")
+    assert sum(v["bwd_mem_out"] for v in slices(a).values()) == 48
+    assert sum(v["bwd_mem_tmp"] for v in slices(a).values()) == 16
+    # the same windows at constant bounds are slices in eager too: one slice_backward each
+    a = _run(_chunked(tmp_path, "sliced", chunk_ends=False), loss="mse")
+    assert sum(v["bwd_mem_out"] + v["bwd_mem_tmp"] for v in slices(a).values()) == 3 * 48

@@ -8,6 +8,7 @@ from memplan_cli import ops
 from memplan_cli.ir.graph import Operand
 from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, MAY_ALIAS, GATHER, INPLACE_WRITE, MAX_INDICES,
                                    POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
+from memplan_cli.ops.slice import SPLIT_TYPE
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -253,6 +254,51 @@ def unbinds(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
         first = members[0]
         fused[ks[0]] = EagerOp(first.index, UNBIND["type"], [x], pieces, {"axis": axis}, first.label,
                                tuple(m.index for m in members))
+        drop.update(ks[1:])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
+
+
+def chunks(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+    """`x.chunk(n, d)` as TorchScript writes it: a Slice per piece whose bounds the file computes from
+    x's shape (ops/slice.py reads each piece's place, attrs "chunk": (i, n, d)). Eager's chunk is one
+    `split` (its pieces views; SplitBackward0: `split_backward`, one `cat` of the pieces' gradients,
+    zeros for a piece that got none) where a Slice each would run `slice_backward` (a zeroed tensor of
+    x's size each). The pieces are read back as one Split, run where the first piece was; a piece the
+    file dropped (nothing read it) is an output nothing reads."""
+    groups: dict[tuple, dict[int, int]] = {}
+    for k, op in enumerate(ops_):
+        c = op.attrs.get("chunk")
+        if c and op.members == (op.index,) and op.inputs and op.inputs[0] >= 0 and not opd[op.inputs[0]].is_const:
+            groups.setdefault((op.inputs[0], int(c[1]), int(c[2])), {})[int(c[0])] = k
+    fused: dict[int, EagerOp] = {}
+    drop: set[int] = set()
+    for (x, n, d), pieces in groups.items():
+        shape = tuple(opd[x].shape)
+        if len(pieces) < 2 or not shape:
+            continue
+        axis = d % len(shape)
+        size = -(-shape[axis] // n)
+        sizes = [max(0, min(size, shape[axis] - i * size)) for i in range(n)]
+        while sizes and sizes[-1] == 0 and len(sizes) - 1 not in pieces:  # chunk returns no empty tail
+            sizes.pop()
+        if any(i >= len(sizes) or tuple(opd[ops_[k].outputs[0]].shape) != shape[:axis] + (sizes[i],)
+               + shape[axis + 1:] for i, k in pieces.items()):
+            continue
+        outs = []
+        for i, sz in enumerate(sizes):
+            if i in pieces:
+                outs.append(ops_[pieces[i]].outputs[0])
+            else:
+                o = Operand(len(opd), f"{opd[x].name}:chunk{i}", shape[:axis] + (sz,) + shape[axis + 1:],
+                            opd[x].dtype)
+                opd.append(o)
+                outs.append(o.index)
+        ks = sorted(pieces.values())
+        first = ops_[ks[0]]
+        fused[ks[0]] = EagerOp(first.index, SPLIT_TYPE, [x], outs, {"axis": axis, "sizes": tuple(sizes)},
+                               first.label, tuple(ops_[k].index for k in ks))
         drop.update(ks[1:])
     if not fused:
         return ops_
@@ -738,6 +784,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
-    ops_ = unbinds(max_with_indices(ops_, opd), g, opd)
+    ops_ = chunks(unbinds(max_with_indices(ops_, opd), g, opd), opd)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g,
                         opd)
