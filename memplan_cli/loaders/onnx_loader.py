@@ -19,7 +19,7 @@ from memplan_cli import ops as registry  # `registry`: functions here have an `o
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
@@ -1133,6 +1133,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
         as_meant = _attrs_as_meant(model)
         written = _as_written(model)
+        stored = init_names | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
         _sequences_as_pieces(model)
 
         def infer(m):
@@ -1171,6 +1172,9 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from"), written).build())
+        made = [o.name for o in g.operands if o.is_const and o.name not in stored]
+        if made:  # the shape fold computed them from the file's ops
+            g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
         if functions:

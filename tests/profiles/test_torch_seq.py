@@ -983,3 +983,69 @@ def test_a_torchscript_chunk_is_one_split_whose_backward_cats(tmp_path):
     # the same windows at constant bounds are slices in eager too: one slice_backward each
     a = _run(_chunked(tmp_path, "sliced", chunk_ends=False), loss="mse")
     assert sum(v["bwd_mem_out"] + v["bwd_mem_tmp"] for v in slices(a).values()) == 3 * 48
+
+
+def _torchscript_file(tmp_path, nodes, inits, name):
+    """A file as torch.onnx's TorchScript exporter writes one: producer "pytorch", no recorded calls,
+    node and value names by module path."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 8])],
+                              [helper.make_tensor_value_info("y", F, [2, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, producer_name="pytorch", opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return load_model(str(path))
+
+
+def _layers_gathering(tmp_path, name, index_scope):
+    """Two layers, each `h.gather(1, idx)` of its projection; idx computed from constants
+    (`arange(8).expand(2, 8)`) under `index_scope`, read by both layers' gathers, as TorchScript's
+    common-subexpression pass leaves a per-layer computation (`/m/layers.0/...` read by layers.1)."""
+    nodes = [helper.make_node("Range", ["zero", "eight", "one"], [f"{index_scope}/Range_output_0"],
+                              name=f"{index_scope}/Range"),
+             helper.make_node("Expand", [f"{index_scope}/Range_output_0", "shape"], [f"{index_scope}/Expand_output_0"],
+                              name=f"{index_scope}/Expand")]
+    h = "x"
+    for i in range(2):
+        nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
+                                   name=f"/m/layers.{i}/MatMul"),
+                  helper.make_node("GatherElements", [f"/m/layers.{i}/MatMul_output_0", f"{index_scope}/Expand_output_0"],
+                                   ["y" if i else f"/m/layers.{i}/GatherElements_output_0"], axis=1,
+                                   name=f"/m/layers.{i}/GatherElements")]
+        h = f"/m/layers.{i}/GatherElements_output_0"
+    inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
+             ("one", np.int64(1)), ("shape", np.array([2, 8], np.int64))]
+    return _torchscript_file(tmp_path, nodes, inits, name)
+
+
+def test_a_torchscript_index_one_layer_computed_is_one_per_layer(tmp_path):
+    # eager's layers each compute their index (2 x 8 int64: 128 B) and each gather saves its own; the
+    # file's CSE left one, computed under layers.0 and read by layers.1: a second one is counted
+    a = _run(_layers_gathering(tmp_path, "cse", "/m/layers.0"), loss="mse")
+    idx = sorted(b.name for b in a.buffers.buffers if "Expand_output_0" in b.name)
+    assert idx == ["/m/layers.0/Expand_output_0", "/m/layers.0/Expand_output_0:layers.1"]
+    # computed by the parent module (a decoder's buckets handed to every layer): one tensor, as in eager
+    a = _run(_layers_gathering(tmp_path, "parent", "/m"), loss="mse")
+    assert [b.name for b in a.buffers.buffers if "Expand_output_0" in b.name] == ["/m/Expand_output_0"]
+
+
+def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):
+    # a float mask the file computes from constants (`zeros(2, 8) - 1e4 * (arange(8) > 3)`, folded at
+    # load) is a tensor eager makes in forward each step, freed after its last reader (an Add saves
+    # nothing), not a module buffer held all step; a stored constant (a Constant node: a traced
+    # buffer) stays held
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["/m/MatMul_output_0"], name="/m/MatMul"),
+             helper.make_node("Relu", ["/m/MatMul_output_0"], ["/m/Relu_output_0"], name="/m/Relu"),
+             helper.make_node("Range", ["zero", "eight", "one"], ["/m/Range_output_0"], name="/m/Range"),
+             helper.make_node("Greater", ["/m/Range_output_0", "three"], ["/m/Greater_output_0"], name="/m/Greater"),
+             helper.make_node("Where", ["/m/Greater_output_0", "neg", "nil"], ["/m/Where_output_0"], name="/m/Where"),
+             helper.make_node("Add", ["/m/Relu_output_0", "/m/Where_output_0"], ["/m/Add_output_0"], name="/m/Add"),
+             helper.make_node("Constant", [], ["/m/Constant_output_0"], name="/m/Constant",
+                              value=numpy_helper.from_array(np.full((2, 8), 0.5, np.float32))),
+             helper.make_node("Mul", ["/m/Add_output_0", "/m/Constant_output_0"], ["y"], name="/m/Mul")]
+    inits = [("w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)), ("one", np.int64(1)),
+             ("three", np.int64(3)), ("neg", np.float32(-1e4)), ("nil", np.float32(0.0))]
+    a = _run(_torchscript_file(tmp_path, nodes, inits, "mask"), loss="mse")
+    cat = {b.name: b.category for b in a.buffers.buffers}
+    assert cat["/m/Where_output_0"] != "trainable" and cat["/m/Constant_output_0"] == "trainable"
+    where = next(b for b in a.buffers.buffers if b.name == "/m/Where_output_0")
+    assert where.first > 0

@@ -10,6 +10,7 @@ from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, MAY_ALIAS, GATHE
                                    POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.slice import SPLIT_TYPE
 from memplan_cli.ops.views import IDENTITY_TYPE
+from memplan_cli.profiles.torch.attention import computed_in_forward
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations, no_grad
@@ -348,6 +349,37 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
         return again
 
     return _computed_again(ops_, opd, uses, reads_again)
+
+
+_LAYER = re.compile(r"^(.*?/[^/]*\.)(\d+)/")  # a module path's first list entry: `/m/decoder/layers.` and `0`
+
+
+def merged_across_layers(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """Equal computations of sibling layers that TorchScript's common-subexpression pass merged
+    (torch.onnx runs `_jit_pass_cse` before the export; it records nothing): a constant the file
+    computes in forward (`computed_in_forward`: ProphetNet's relative-position buckets `repeat`ed and
+    cast by each decoder layer, then gathered) named in one entry of a module list
+    (`/m/decoder/layers.0/...`) and read by an op of another entry (`/m/decoder/layers.1/...`).
+    Eager's layer does not see another layer's locals: it computed its own, which its reader then
+    saves (each GatherBackward keeps its own index). Each such (constant, layer) becomes a second
+    constant eager computes, made at its first reader."""
+    irops = g.operations
+    if any(op.call for op in irops):
+        return ops_
+    made = computed_in_forward(g, frozenset())
+
+    def reads_again(op):
+        m = _LAYER.match(irops[op.index].name or "") if op.members == (op.index,) else None
+        if m is None:
+            return []
+        again = []
+        for k, v in enumerate(op.inputs):
+            w = _LAYER.match(opd[v].name) if v in made else None
+            if w is not None and w.group(1) == m.group(1) and w.group(2) != m.group(2):
+                again.append((k, f"{m.group(1).rsplit('/', 1)[-1]}{m.group(2)}", None))
+        return again
+
+    return _computed_again(ops_, opd, uses, reads_again) if made else ops_
 
 
 def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
@@ -785,5 +817,6 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
     ops_ = chunks(unbinds(max_with_indices(ops_, opd), g, opd), opd)
+    ops_ = merged_across_layers(ops_, g, opd, uses)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g,
                         opd)
