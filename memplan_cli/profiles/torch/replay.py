@@ -417,6 +417,10 @@ class Replay:
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
+        if estimated:
+            # parameters run again from a folded constant at a shape the file does not record (a position
+            # table's rows beyond those read): counted at the shape the file keeps, named
+            sim.coverage["estimated_parameters"] = sorted(estimated)
         for w in self.params_order:
             # a folded computation (estimated), or a parameter of one run again at an estimated shape: the
             # constant and its state count as its first reader's
