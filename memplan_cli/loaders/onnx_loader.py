@@ -1134,6 +1134,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         as_meant = _attrs_as_meant(model)
         written = _as_written(model)
         stored = init_names | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+        made_by = {o: n.op_type for n in model.graph.node for o in n.output}
         _sequences_as_pieces(model)
 
         def infer(m):
@@ -1172,7 +1173,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
         g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from"), written).build())
-        made = [o.name for o in g.operands if o.is_const and o.name not in stored]
+        made = {o.name: made_by.get(o.name, "") for o in g.operands if o.is_const and o.name not in stored}
         if made:  # the shape fold computed them from the file's ops
             g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:

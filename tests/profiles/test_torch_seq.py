@@ -998,22 +998,24 @@ def _torchscript_file(tmp_path, nodes, inits, name):
 
 def _layers_gathering(tmp_path, name, index_scope):
     """Two layers, each `h.gather(1, idx)` of its projection; idx computed from constants
-    (`arange(8).expand(2, 8)`) under `index_scope`, read by both layers' gathers, as TorchScript's
+    (`arange(8).repeat(2, 1)`) under `index_scope`, read by both layers' gathers, as TorchScript's
     common-subexpression pass leaves a per-layer computation (`/m/layers.0/...` read by layers.1)."""
     nodes = [helper.make_node("Range", ["zero", "eight", "one"], [f"{index_scope}/Range_output_0"],
                               name=f"{index_scope}/Range"),
-             helper.make_node("Expand", [f"{index_scope}/Range_output_0", "shape"], [f"{index_scope}/Expand_output_0"],
-                              name=f"{index_scope}/Expand")]
+             helper.make_node("Unsqueeze", [f"{index_scope}/Range_output_0", "ax0"],
+                              [f"{index_scope}/Unsqueeze_output_0"], name=f"{index_scope}/Unsqueeze"),
+             helper.make_node("Tile", [f"{index_scope}/Unsqueeze_output_0", "reps"], [f"{index_scope}/Tile_output_0"],
+                              name=f"{index_scope}/Tile")]
     h = "x"
     for i in range(2):
         nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
                                    name=f"/m/layers.{i}/MatMul"),
-                  helper.make_node("GatherElements", [f"/m/layers.{i}/MatMul_output_0", f"{index_scope}/Expand_output_0"],
+                  helper.make_node("GatherElements", [f"/m/layers.{i}/MatMul_output_0", f"{index_scope}/Tile_output_0"],
                                    ["y" if i else f"/m/layers.{i}/GatherElements_output_0"], axis=1,
                                    name=f"/m/layers.{i}/GatherElements")]
         h = f"/m/layers.{i}/GatherElements_output_0"
     inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
-             ("one", np.int64(1)), ("shape", np.array([2, 8], np.int64))]
+             ("one", np.int64(1)), ("ax0", np.array([0], np.int64)), ("reps", np.array([2, 1], np.int64))]
     return _torchscript_file(tmp_path, nodes, inits, name)
 
 
@@ -1021,11 +1023,11 @@ def test_a_torchscript_index_one_layer_computed_is_one_per_layer(tmp_path):
     # eager's layers each compute their index (2 x 8 int64: 128 B) and each gather saves its own; the
     # file's CSE left one, computed under layers.0 and read by layers.1: a second one is counted
     a = _run(_layers_gathering(tmp_path, "cse", "/m/layers.0"), loss="mse")
-    idx = sorted(b.name for b in a.buffers.buffers if "Expand_output_0" in b.name)
-    assert idx == ["/m/layers.0/Expand_output_0", "/m/layers.0/Expand_output_0:layers.1"]
+    idx = sorted(b.name for b in a.buffers.buffers if "Tile_output_0" in b.name)
+    assert idx == ["/m/layers.0/Tile_output_0", "/m/layers.0/Tile_output_0:layers.1"]
     # computed by the parent module (a decoder's buckets handed to every layer): one tensor, as in eager
     a = _run(_layers_gathering(tmp_path, "parent", "/m"), loss="mse")
-    assert [b.name for b in a.buffers.buffers if "Expand_output_0" in b.name] == ["/m/Expand_output_0"]
+    assert [b.name for b in a.buffers.buffers if "Tile_output_0" in b.name] == ["/m/Tile_output_0"]
 
 
 def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):
@@ -1049,3 +1051,27 @@ def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):
     assert cat["/m/Where_output_0"] != "trainable" and cat["/m/Constant_output_0"] == "trainable"
     where = next(b for b in a.buffers.buffers if b.name == "/m/Where_output_0")
     assert where.first > 0
+
+
+def test_a_torchscript_view_one_layer_made_of_the_parents_table_stays_one_tensor(tmp_path):
+    # the parent computes a table (a rotary cos: `arange(8).float() * 0.5`), each layer `unsqueeze`s it
+    # and multiplies (mul saves it); TorchScript's CSE leaves layers.0's unsqueeze read by layers.1.
+    # An unsqueeze is a view in eager: both layers read the parent's one tensor, no copy is counted
+    nodes = [helper.make_node("Range", ["zero", "eight", "one"], ["/m/rotary/Range_output_0"], name="/m/rotary/Range"),
+             helper.make_node("Cast", ["/m/rotary/Range_output_0"], ["/m/rotary/Cast_output_0"], to=F,
+                              name="/m/rotary/Cast"),
+             helper.make_node("Mul", ["/m/rotary/Cast_output_0", "half"], ["/m/rotary/Mul_output_0"],
+                              name="/m/rotary/Mul"),
+             helper.make_node("Unsqueeze", ["/m/rotary/Mul_output_0", "ax0"], ["/m/layers.0/Unsqueeze_output_0"],
+                              name="/m/layers.0/Unsqueeze")]
+    h = "x"
+    for i in range(2):
+        nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
+                                   name=f"/m/layers.{i}/MatMul"),
+                  helper.make_node("Mul", [f"/m/layers.{i}/MatMul_output_0", "/m/layers.0/Unsqueeze_output_0"],
+                                   ["y" if i else f"/m/layers.{i}/Mul_output_0"], name=f"/m/layers.{i}/Mul")]
+        h = f"/m/layers.{i}/Mul_output_0"
+    inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
+             ("one", np.int64(1)), ("half", np.float32(0.5)), ("ax0", np.array([0], np.int64))]
+    a = _run(_torchscript_file(tmp_path, nodes, inits, "rotary_view"), loss="mse")
+    assert [b.name for b in a.buffers.buffers if "Unsqueeze_output_0" in b.name] == ["/m/layers.0/Unsqueeze_output_0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import Operand
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, Operand
 from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, MAY_ALIAS, GATHER, INPLACE_WRITE, MAX_INDICES,
                                    POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
 from memplan_cli.ops.slice import SPLIT_TYPE
@@ -362,11 +362,18 @@ def merged_across_layers(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[
     (`/m/decoder/layers.0/...`) and read by an op of another entry (`/m/decoder/layers.1/...`).
     Eager's layer does not see another layer's locals: it computed its own, which its reader then
     saves (each GatherBackward keeps its own index). Each such (constant, layer) becomes a second
-    constant eager computes, made at its first reader."""
+    constant eager computes, made at its first reader. One a view made (an `unsqueeze` of the rotary
+    table the parent computed) is no tensor of its own in eager: each layer views the same one."""
     irops = g.operations
     if any(op.call for op in irops):
         return ops_
-    made = computed_in_forward(g, frozenset())
+    by = (getattr(g, "metadata", None) or {}).get(COMPUTED_CONSTANTS) or {}
+
+    def a_view(t):
+        f = (ops.get(t).profiles.get("torch") if ops.get(t) else None) or {}
+        return isinstance(f, dict) and bool(f.get("view"))
+
+    made = {v for v in computed_in_forward(g, frozenset()) if not a_view(by.get(opd[v].name, ""))}
 
     def reads_again(op):
         m = _LAYER.match(irops[op.index].name or "") if op.members == (op.index,) else None
