@@ -753,6 +753,49 @@ class RelPosGatherNet(nn.Module):
         return self.head(x)
 
 
+class RelPosGatherLayer(nn.Module):
+    """One layer of RelPosGatherLayersNet: ProphetNet's per-layer `repeat` and cast of the shared
+    buckets inside the layer's own forward, then its gather (which saves the index)."""
+
+    def __init__(self, d, heads, buckets):
+        super().__init__()
+        self.h, self.nb = heads, buckets
+        self.rel = nn.Linear(d, heads * buckets)
+        self.v = nn.Linear(d, d)
+
+    def forward(self, x, buckets):
+        b, s, d = x.shape
+        scores = self.rel(x).view(b, s, self.h, self.nb).transpose(1, 2).reshape(b * self.h * s, self.nb)
+        # sizes from constants and the shared buckets only, as ProphetNet writes it: equal in every layer
+        idx = buckets.repeat(1, self.h, 1).view(-1, buckets.shape[-1]).to(torch.int64)
+        att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
+        vv = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        return x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+
+
+class RelPosGatherLayersNet(nn.Module):
+    """RelPosGatherNet with each layer a module of a ModuleList (ProphetNet's decoder layers), the
+    buckets repeated per sample once and per head in each layer from constants alone: the layers'
+    equal index computations, which TorchScript's common-subexpression pass merges into the first
+    layer's, are each layer's own in eager."""
+
+    def __init__(self, d=64, heads=4, buckets=32, layers=2, classes=50, max_len=128):
+        super().__init__()
+        self.nb, self.max_len = buckets, max_len
+        self.layers = nn.ModuleList(RelPosGatherLayer(d, heads, buckets) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        s = x.shape[1]
+        pos = torch.arange(self.max_len)
+        half = self.nb // 2
+        buckets = ((pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half).to(torch.int32)[:s, :s]
+        buckets = buckets.repeat(x.shape[0], 1, 1)  # per sample, once (ProphetNet's decoder)
+        for layer in self.layers:
+            x = layer(x, buckets)
+        return self.head(x)
+
+
 class ChunkStateNet(nn.Module):
     """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
     block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
@@ -1667,6 +1710,7 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
+    "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
