@@ -224,7 +224,7 @@ class _Reader:
 
     def buffer_ints(self, buf, dtype: str, count: int) -> tuple[int, ...] | None:
         """The values of a small int32/int64 constant (count elements), read in place."""
-        code = {"int32": "i", "int64": "q", "float32": "f", "float16": "e"}.get(dtype)
+        code = {"int32": "i", "int64": "q", "float32": "f", "float16": "e", "bool": "?"}.get(dtype)
         if code is None or count > MAX_VALUE_ELEMENTS:
             return None
         width = struct.calcsize(code)

@@ -2,7 +2,6 @@ import pytest
 from click.testing import CliRunner
 
 from memplan_cli.cli import main
-
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from tests.loaders import fbmodels as fb
