@@ -50,6 +50,16 @@ x 64, else 16 x 224 x 224; RAFT's two images 64 x 64, else 128 x 128). Segmentat
 their per-pixel "out", RAFT on its last flow; detection builders are left out (see TV_SHAPES).
 
     python devtools/torch_fresh_draw.py --timm 0 --hf 0 --torchvision 200 --draw tv.json --list
+
+--image-size N and --seq-len N draw and measure at a user's sizes instead of 64 x 64 and 32 tokens
+(timm, transformers' image classifiers and torchvision's image and segmentation models take N x N
+images; transformers' text types N token ids, their position tables at least N long); batch and
+optimizer are the oracle's -b and -O as before. The --draw file records the sizes and a later run
+reads them back; names drawn at other sizes end in __iN / __tN, so one --cache never mixes two sizes.
+--resize-from DRAW.json takes an earlier draw's models (its seed and records) at the new sizes:
+
+    python devtools/torch_fresh_draw.py --resize-from d.json --image-size 224 --draw d224.json -b 2 -O sgd \
+        --torch-only --cache measured224.json --exports exports224
 """
 from __future__ import annotations
 
@@ -203,8 +213,13 @@ def hf_class_overrides(cfg, level: int) -> dict:
         for k in ("width_coefficient", "depth_coefficient", "depth_multiplier"):
             if isinstance(d.get(k), float) and d[k] > 1.0:
                 out[k] = 1.0
+        # EfficientNet's top width is hidden_dim, its last conv's round_filters(1280): scaled alike
+        if "width_coefficient" in out and _is_int(d.get("hidden_dim")):
+            out["hidden_dim"] = int(d["hidden_dim"] / d["width_coefficient"])
     if level == 0:
         for k in HF_CLASS_WIDTH_KEYS:
+            if k == "hidden_dim" and "width_coefficient" in d:
+                continue  # the coefficient sizes it (above)
             v = d.get(k)
             w = [_hf_class_width(x) for x in v] if isinstance(v, list) else _hf_class_width(v)
             if w != v:
@@ -225,14 +240,14 @@ def hf_class_inputs(cfg, input_name: str) -> list:
     """Candidate input shapes (without the batch) for the model's main input."""
     if input_name == "pixel_values":
         return [(getattr(cfg, "num_channels", 3), HF_CLASS_IMAGE, HF_CLASS_IMAGE)]
-    if input_name == "input_values":
-        return [(HF_CLASS_WAVE,)]
-    out = []
+    out = [(HF_CLASS_WAVE,)] if input_name == "input_values" else []  # AST's input_values is a spectrogram
     if getattr(cfg, "max_source_positions", None) and getattr(cfg, "num_mel_bins", None):
         out.append((cfg.num_mel_bins, 2 * cfg.max_source_positions))
     if getattr(cfg, "max_length", None) and getattr(cfg, "num_mel_bins", None):
         out.append((cfg.max_length, cfg.num_mel_bins))
-    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel"):
+    if input_name == "input_values":
+        return out
+    for k in ("feature_size", "num_mel_bins", "input_feat_per_channel", "feature_projection_input_dim"):
         if isinstance(getattr(cfg, k, None), int):
             out.append((32, getattr(cfg, k)))
     return out
@@ -502,7 +517,7 @@ def _shrink_one(d: dict) -> dict:
     _cap(out, d, SHRINK_TOP_K, 2)
     _cap(out, d, SHRINK_SHARED, 1)
     _cap(out, d, ("n_group", "topk_group"), 1)
-    _cap(out, d, ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"), 128)
+    _cap(out, d, ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"), positions_cap())
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > SHRINK_VOCAB:
         out["vocab_size"] = SHRINK_VOCAB
         for k, v in d.items():
@@ -787,7 +802,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
             if sum(1 for k in out if k.startswith("fr_timm_")) >= n_timm:
                 break
             b = timm_builder(name)
-            for kw in ({}, {"img_size": 64}):
+            for kw in ({}, {"img_size": IMG[1]}):
                 try:
                     n = _params_on_meta(lambda: b(kw))
                     if n > max_params:
@@ -800,7 +815,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
                 except Exception as e:  # noqa: BLE001 (a model that does not build here is skipped)
                     why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
                     if kw:
-                        log(f"skip timm {name}: does not run at 64 x 64 ({type(e).__name__}: {why})")
+                        log(f"skip timm {name}: does not run at {IMG[1]} x {IMG[2]} ({type(e).__name__}: {why})")
         for t in hf_candidates(rng, configs):
             if sum(1 for k in out if k.startswith("fr_hf_")) >= n_hf:
                 break
@@ -823,10 +838,131 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
     return out
 
 
+# ---- input sizes (--image-size, --seq-len) --------------------------------------------------------
+# Every draw before these options measured 3 x 64 x 64 images and 32 tokens. ATen's and oneDNN's kernel
+# choices depend on sizes (gemm or direct convolution, blocked layouts, attention paths for longer
+# sequences), so a draw can be measured at a user's sizes instead. The sizes go into the --draw file
+# (read back from it), and a name drawn at sizes other than the defaults carries them (`__i224`,
+# `__t256`): torch's --cache keys and the --exports files of two sizes never meet.
+DEFAULT_IMAGE = 64
+DEFAULT_TOKENS = 32
+SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens"}
+
+
+def set_sizes(image: int | None = None, tokens: int | None = None) -> None:
+    """The image side (timm, transformers' image classifiers, torchvision's image and segmentation
+    models) and the token count (transformers' text types) every later build and draw uses; a small
+    config's position table grows to the token count where that is over 128."""
+    global IMG, IDS, HF_CLASS_IMAGE
+    image = image or DEFAULT_IMAGE
+    tokens = tokens or DEFAULT_TOKENS
+    IMG = (3, image, image)
+    HF_CLASS_IMAGE = image
+    IDS = ("ids", tokens, IDS[2])
+    SMALL["max_position_embeddings"] = positions_cap()
+    TV_SHAPES["image"] = ((3, image, image),) + (((3, 224, 224),) if image != 224 else ())
+    TV_SHAPES["segmentation"] = ((3, image, image),)
+
+
+def positions_cap() -> int:
+    """The most positions a small or shrunk transformers config keeps: 128, or the token count."""
+    return max(128, IDS[1])
+
+
+def sizes() -> dict:
+    """The sizes in force, as the --draw file records them."""
+    return {"image_size": IMG[1], "seq_len": IDS[1]}
+
+
+def size_suffix(source: str) -> str:
+    """What a drawn name carries at sizes other than the defaults."""
+    kind = SIZED_SOURCES.get(source)
+    if kind == "image" and IMG[1] != DEFAULT_IMAGE:
+        return f"__i{IMG[1]}"
+    if kind == "tokens" and IDS[1] != DEFAULT_TOKENS:
+        return f"__t{IDS[1]}"
+    return ""
+
+
+def resized(record: list) -> list:
+    """An earlier draw's record (source, name, kw) rebuilt at the sizes in force: timm's img_size, an image
+    classifier's image_size and input, a torchvision image's input, a shrunk config's position tables
+    (each to at least the token count). Audio, video and optical flow keep their inputs."""
+    source, name, kw = record
+    kw = json.loads(json.dumps(kw))
+    if source == "timm" and "img_size" in kw:
+        kw["img_size"] = IMG[1]
+    elif source == "hfv":
+        kw["config"] = _resized_config(kw["config"], "image_size", IMG[1], grow_only=False)
+        kw["input"] = kw["input"][:-2] + [IMG[1], IMG[2]]
+    elif source == "tv" and len(kw["input"]) == 3 and kw["input"][0] == 3:
+        kw["input"] = [3, IMG[1], IMG[2]]
+    elif source == "hf" and kw.get("config"):
+        for key in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
+            kw["config"] = _resized_config(kw["config"], key, IDS[1], grow_only=True)
+    return [source, name, kw]
+
+
+def _resized_config(ov: dict, key: str, value: int, grow_only: bool) -> dict:
+    out = {}
+    for k, v in ov.items():
+        if isinstance(v, dict):
+            out[k] = _resized_config(v, key, value, grow_only)
+        elif k == key and _is_int(v) and not (grow_only and v >= value):
+            out[k] = value
+        elif k == key and isinstance(v, list) and len(v) == 2 and not grow_only:
+            out[k] = [value, value]
+        else:
+            out[k] = v
+    return out
+
+
+def resize_draw(kept: dict) -> dict:
+    """An earlier --draw file's draw at the sizes in force (its seed and models; the names carry the sizes)."""
+    drawn = {}
+    for k, rec in kept["drawn"].items():
+        base = re.sub(r"__[it]\d+$", "", k)
+        drawn[base + size_suffix(rec[0])] = resized(rec)
+    return {"seed": kept["seed"], "drawn": drawn, **sizes(), "resized_from": kept.get("resized_from", kept["seed"])}
+
+
+def add_size_args(ap) -> None:
+    ap.add_argument("--image-size", type=int, metavar="N",
+                    help=f"images N x N (default {DEFAULT_IMAGE}); recorded in --draw, names end __iN")
+    ap.add_argument("--seq-len", type=int, metavar="N",
+                    help=f"N token ids (default {DEFAULT_TOKENS}); recorded in --draw, names end __tN")
+    ap.add_argument("--resize-from", metavar="DRAW.json",
+                    help="measure an earlier draw's models (its seed, its records) at --image-size / --seq-len; "
+                         "with --draw, the resized draw is written there")
+
+
+def sized_draw(args) -> dict | None:
+    """The sizes in force for this run, set: a --draw file's own (the command line may not differ), else the
+    options'. With --resize-from (and no --draw file yet), that earlier draw at those sizes."""
+    if args.draw and os.path.exists(args.draw):
+        with open(args.draw) as f:
+            kept = json.load(f)
+        image, tokens = kept.get("image_size", DEFAULT_IMAGE), kept.get("seq_len", DEFAULT_TOKENS)
+        for opt, given, recorded in (("--image-size", args.image_size, image), ("--seq-len", args.seq_len, tokens)):
+            if given is not None and given != recorded:
+                sys.exit(f"{args.draw}: drawn at {opt} {recorded}, not {given}")
+        set_sizes(image, tokens)
+        return None
+    set_sizes(args.image_size, args.seq_len)
+    if not args.resize_from:
+        return None
+    with open(args.resize_from) as f:
+        return resize_draw(json.load(f))
+
+
 EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 
 def _network(module: str) -> str:
+    m = re.match(r"(.*)__([it])(\d+)$", module)
+    if m:
+        at = f"{m.group(3)} x {m.group(3)}" if m.group(2) == "i" else f"{m.group(3)} tokens"
+        return f"{_network(m.group(1))} at {at}"
     for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
                         ("fr_hfa_", "transformers"), ("fr_hft_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
@@ -920,6 +1056,7 @@ def main(argv=None):
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
                     help="print the table of earlier --json runs (one per exporter) and stop")
+    add_size_args(ap)
     args, rest = ap.parse_known_args(argv)
     if args.table:
         rows = []
@@ -932,6 +1069,9 @@ def main(argv=None):
                             or not any(a.startswith("--cache") for a in rest)):
         sys.exit("--torch-only keeps torch's side in --cache and writes no --json rows (they would have no profile)")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
+    resized_draw = sized_draw(args)
+    if resized_draw and args.seed is None:
+        seed = resized_draw["seed"]
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)
     if args.draw and os.path.exists(args.draw):
@@ -940,6 +1080,13 @@ def main(argv=None):
         if kept["seed"] != seed:
             sys.exit(f"{args.draw}: a draw of seed {kept['seed']}, not {seed}")
         drawn = {k: _entry(*v) for k, v in kept["drawn"].items()}
+    elif resized_draw:
+        if resized_draw["seed"] != seed:
+            sys.exit(f"{args.resize_from}: a draw of seed {resized_draw['seed']}, not {seed}")
+        drawn = {k: _entry(*v) for k, v in resized_draw["drawn"].items()}
+        if args.draw:
+            with open(args.draw, "w") as f:
+                json.dump(resized_draw, f, indent=1)
     else:
         earlier = []
         for f in args.exclude:
@@ -957,9 +1104,10 @@ def main(argv=None):
         if args.torchvision:
             drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
                                           log=lambda s: print(s, flush=True), exclude=earlier))
+        drawn = {k + size_suffix(v[3][0]): v for k, v in drawn.items()}
         if args.draw:
             with open(args.draw, "w") as f:
-                json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)
+                json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}, **sizes()}, f, indent=1)
     print("draw: " + " ".join(drawn), flush=True)
     if args.list:
         return
