@@ -1976,12 +1976,81 @@ NAMED = {
                                          feat_extract_norm="group", mask_time_prob=0.0), (2000,)),
 }
 
+
+
+# ---- heads with several outputs and tied weights (transformers' question-answering, masked-LM and
+# seq2seq heads): the oracle trains a tuple of outputs as the sum of one cross-entropy each
+class TwoSpanHeads(nn.Module):
+    """A question-answering head: one Linear to 2 logits per token, split into start and end logits
+    (transformers' `logits.split(1, dim=-1)`, squeezed): two outputs of (batch, tokens)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.LayerNorm(d))
+        self.qa = nn.Linear(d, 2)
+
+    def forward(self, x):
+        start, end = self.qa(self.body(x)).split(1, dim=-1)
+        return start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+
+
+class TwoHeadsApart(nn.Module):
+    """Two heads of their own on one body: per-token classes (7) and a pooled class (10), outputs of
+    different shapes, the per-token one first."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.tok, self.cls = nn.Linear(d, 7), nn.Linear(d, 10)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.tok(h), self.cls(torch.tanh(h.mean(1)))
+
+
+class TwoWideHeads(nn.Module):
+    """Two per-token heads of 512 classes each (two vocabulary-sized outputs): each output's loss keeps
+    its own log_softmax and makes its own gradients."""
+
+    def __init__(self, d=64, classes=512):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, d), nn.GELU())
+        self.a, self.b = nn.Linear(d, classes), nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.a(h), self.b(h)
+
+
+class TiedLM(nn.Module):
+    """A masked-LM head tied to the input embedding: the embedding's weight read by the lookup and
+    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
+                                  nn.LayerNorm(d))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
+
+
+HEADS = {
+    "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
+    "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
+    "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
+    "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+}
+
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
 sys.path.insert(0, ROOT)
 import torch_oracle as T  # noqa: E402
 
 T.ZOO.update(FAM)
 T.ZOO.update(NAMED)
+T.ZOO.update(HEADS)
 
 if __name__ == "__main__":
     T.main()
