@@ -69,3 +69,25 @@ def test_a_draw_without_the_flag_is_unchanged():
     cfg = entry[1]().m.config
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size) == (64, 2, 1000)
     assert entry[3] == ("hf", "llama", {})
+
+
+def test_audio_classifier_inputs():
+    from types import SimpleNamespace as NS
+
+    # a waveform first; AST's input_values is a spectrogram of max_length frames
+    wave = draw.hf_class_inputs(NS(feature_size=1), "input_values")
+    assert wave == [(draw.HF_CLASS_WAVE,)]
+    ast = draw.hf_class_inputs(NS(max_length=64, num_mel_bins=128), "input_values")
+    assert ast == [(draw.HF_CLASS_WAVE,), (64, 128)]
+    # wav2vec2-bert's input_features: frames of feature_projection_input_dim stacked features
+    assert draw.hf_class_inputs(NS(feature_projection_input_dim=160), "input_features") == [(32, 160)]
+
+
+def test_efficientnet_top_width_follows_its_coefficient():
+    # transformers' EfficientNet: the top conv is round_filters(1280) at width_coefficient, its BatchNorm hidden_dim
+    d = {"width_coefficient": 2.0, "depth_coefficient": 3.1, "hidden_dim": 2560, "image_size": 600}
+    for level in (0, 1):
+        ov = draw.hf_class_overrides(d, level)
+        assert ov["width_coefficient"] == 1.0 and ov["hidden_dim"] == 1280
+    assert "hidden_dim" not in draw.hf_class_overrides(d, 2)
+    assert draw.hf_class_overrides({"hidden_dim": 2560}, 0)["hidden_dim"] == 640  # no coefficient: a width
