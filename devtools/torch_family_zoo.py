@@ -753,6 +753,49 @@ class RelPosGatherNet(nn.Module):
         return self.head(x)
 
 
+class RelPosGatherLayer(nn.Module):
+    """One layer of RelPosGatherLayersNet: ProphetNet's per-layer `repeat` and cast of the shared
+    buckets inside the layer's own forward, then its gather (which saves the index)."""
+
+    def __init__(self, d, heads, buckets):
+        super().__init__()
+        self.h, self.nb = heads, buckets
+        self.rel = nn.Linear(d, heads * buckets)
+        self.v = nn.Linear(d, d)
+
+    def forward(self, x, buckets):
+        b, s, d = x.shape
+        scores = self.rel(x).view(b, s, self.h, self.nb).transpose(1, 2).reshape(b * self.h * s, self.nb)
+        # sizes from constants and the shared buckets only, as ProphetNet writes it: equal in every layer
+        idx = buckets.repeat(1, self.h, 1).view(-1, buckets.shape[-1]).to(torch.int64)
+        att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
+        vv = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        return x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+
+
+class RelPosGatherLayersNet(nn.Module):
+    """RelPosGatherNet with each layer a module of a ModuleList (ProphetNet's decoder layers), the
+    buckets repeated per sample once and per head in each layer from constants alone: the layers'
+    equal index computations, which TorchScript's common-subexpression pass merges into the first
+    layer's, are each layer's own in eager."""
+
+    def __init__(self, d=64, heads=4, buckets=32, layers=2, classes=50, max_len=128):
+        super().__init__()
+        self.nb, self.max_len = buckets, max_len
+        self.layers = nn.ModuleList(RelPosGatherLayer(d, heads, buckets) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        s = x.shape[1]
+        pos = torch.arange(self.max_len)
+        half = self.nb // 2
+        buckets = ((pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half).to(torch.int32)[:s, :s]
+        buckets = buckets.repeat(x.shape[0], 1, 1)  # per sample, once (ProphetNet's decoder)
+        for layer in self.layers:
+            x = layer(x, buckets)
+        return self.head(x)
+
+
 class ChunkStateNet(nn.Module):
     """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
     block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
@@ -1667,6 +1710,7 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
+    "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
@@ -1932,12 +1976,81 @@ NAMED = {
                                          feat_extract_norm="group", mask_time_prob=0.0), (2000,)),
 }
 
+
+
+# ---- heads with several outputs and tied weights (transformers' question-answering, masked-LM and
+# seq2seq heads): the oracle trains a tuple of outputs as the sum of one cross-entropy each
+class TwoSpanHeads(nn.Module):
+    """A question-answering head: one Linear to 2 logits per token, split into start and end logits
+    (transformers' `logits.split(1, dim=-1)`, squeezed): two outputs of (batch, tokens)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.LayerNorm(d))
+        self.qa = nn.Linear(d, 2)
+
+    def forward(self, x):
+        start, end = self.qa(self.body(x)).split(1, dim=-1)
+        return start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+
+
+class TwoHeadsApart(nn.Module):
+    """Two heads of their own on one body: per-token classes (7) and a pooled class (10), outputs of
+    different shapes, the per-token one first."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.tok, self.cls = nn.Linear(d, 7), nn.Linear(d, 10)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.tok(h), self.cls(torch.tanh(h.mean(1)))
+
+
+class TwoWideHeads(nn.Module):
+    """Two per-token heads of 512 classes each (two vocabulary-sized outputs): each output's loss keeps
+    its own log_softmax and makes its own gradients."""
+
+    def __init__(self, d=64, classes=512):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, d), nn.GELU())
+        self.a, self.b = nn.Linear(d, classes), nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.a(h), self.b(h)
+
+
+class TiedLM(nn.Module):
+    """A masked-LM head tied to the input embedding: the embedding's weight read by the lookup and
+    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
+                                  nn.LayerNorm(d))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
+
+
+HEADS = {
+    "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
+    "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
+    "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
+    "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+}
+
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
 sys.path.insert(0, ROOT)
 import torch_oracle as T  # noqa: E402
 
 T.ZOO.update(FAM)
 T.ZOO.update(NAMED)
+T.ZOO.update(HEADS)
 
 if __name__ == "__main__":
     T.main()

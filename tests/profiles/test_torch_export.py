@@ -486,6 +486,24 @@ def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_pa
     params = _trained(a)
     assert params["tt.weight"] == (rows, 8) and "embedding_1" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Gather"]
+    # the table itself is named: counted at the rows the constant keeps, its size not in the file
+    assert got["coverage"]["estimated_parameters"] == ["tt.weight"]
+    assert "estimated_parameters" not in want["coverage"]
+
+
+def test_the_table_report_names_a_parameter_counted_at_the_part_a_folded_constant_keeps(tmp_path):
+    # eager holds the whole table (and Adam's two moments of it); the file keeps the rows read only,
+    # so the header says the parameter's size is estimated, whatever share of the peak it is
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+
+    r = CliRunner().invoke(main, ["analyze", _embedding(tmp_path, True, ("arange",)), "-b", "2", "-O", "adam",
+                                  "-p", "torch"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "estimated: 1 parameter(s) the exporter folded into a constant of the part its ops read (tt.weight)" \
+        in text and "the file gives no size" in text
 
 
 def test_the_other_profiles_still_analyse_the_folded_file_as_it_is(tmp_path):
