@@ -914,3 +914,36 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]
+
+
+def _buffer_linear(tmp_path, folded: bool):
+    """x (2, 4, 8) + linear(coords, cpb.weight, cpb.bias) of a module buffer `coords` (4, 1) (Swin V2's
+    continuous position bias), then a head. `folded`: the dynamo export whose optimizer folded the
+    buffer's product with the weight into `val_9` (4, 8), read by the linear's bias Add; else the
+    same module with the product in place (the buffer times the weight, held as (1, 8))."""
+    call = _fx("linear.default", "%b_coords, %p_cpb_weight, %p_cpb_bias")
+    head = [helper.make_node("Add", ["x", "pos"], ["s"], name="node_add"),
+            helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("cpb.bias", _w(8)), ("val_20", _w(8, 10))]
+    params = ["cpb.weight", "cpb.bias", "head.weight"]
+    if folded:
+        nodes = [helper.make_node("Add", ["val_9", "cpb.bias"], ["pos"], name="node_linear_1")] + head
+        return _dynamo_file(tmp_path, "bl_folded", nodes, inits + [("val_9", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "val_9": ["coords", "cpb.weight", "val_8"]},
+                            {"node_linear_1": call}, buffers=["coords"])
+    nodes = [helper.make_node("MatMul", ["coords", "cpb.weight"], ["mm"], name="node_mm"),
+             helper.make_node("Add", ["mm", "cpb.bias"], ["pos"], name="node_linear_1")] + head
+    return _dynamo_file(tmp_path, "bl_plain", nodes, inits + [("coords", _w(4, 1)), ("cpb.weight", _w(1, 8))],
+                        [2, 4, 8], [2, 4, 10], params, {"val_20": ["head.weight"]}, buffers=["coords"])
+
+
+def test_a_folded_product_of_a_buffer_and_a_weight_trains_the_weight(tmp_path):
+    # derivatives.yaml (mm / addmm): the weight's gradient is grad^T @ buffer, the buffer needs none;
+    # eager multiplies each step and trains the weight at its own size, not the product's. The input
+    # features are not in the file (taken as one): the matmul is named as estimated
+    got, a = _torch(_buffer_linear(tmp_path, True))
+    want, b = _torch(_buffer_linear(tmp_path, False))
+    params = _trained(a)
+    assert params["cpb.weight"] == (1, 8) and "val_9" not in params and "coords" not in params
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Linear"]  # with its bias: one addmm

@@ -43,7 +43,7 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, parse_call, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.binary import MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
@@ -278,6 +278,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             continue
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
                       "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+    plans += _buffer_linears(graph, sig, folded, consts, readers, held)
     planned = {p["const"] for p in plans}
     plans += [p for p in _standardized(graph, sig, folded, consts, readers, held) if p["const"] not in planned]
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
@@ -286,6 +287,39 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     for p in plans:
         shape.setdefault(p["param"], (p["rows"], p["cols"]))
     return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
+
+
+def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
+    """A linear of a module buffer whose product with the weight the optimizer folded into a constant
+    (Swin V2's continuous position bias: `cpb_mlp(relative_coords_table)`): `folded_from` names the
+    weight, the buffer and ONNX-level values only, and every reader is that linear's own node (the
+    bias Add: its recorded call is `linear(buffer, weight, ...)`). Eager multiplies the buffer by the
+    weight each step (derivatives.yaml's `addmm`/`mm`: the weight's gradient is `grad^T @ buffer`, the
+    buffer needs none) and trains the weight at its own size, not the product's. The file holds
+    neither the buffer nor the weight: the input features are not recorded and are taken as one,
+    the matmul named as estimated."""
+    targets = set(sig.target.values())
+    plans = []
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        if c is None or c.index not in readers or not _onnx_value(name) or len(c.shape) < 2 \
+                or not c.dtype.startswith(("float", "bfloat")):
+            continue
+        params = [s for s in srcs if s in sig.params]
+        buffers = [s for s in srcs if s in targets and s not in sig.params]
+        if len(params) != 1 or params[0] in held or len(buffers) != 1 or any(_fx_node(s, targets) for s in srcs):
+            continue
+        ok = True
+        for k in readers[c.index]:
+            call = parse_call(graph.operations[k].call or "")
+            if not call or call[1] != "aten.linear" or len(call[2]) < 2 \
+                    or sig.of(call[2][0], "BUFFER") != buffers[0] or sig.of(call[2][1], "PARAMETER") != params[0]:
+                ok = False
+        if ok:
+            plans.append({"const": c.index, "param": params[0], "readers": sorted(readers[c.index]),
+                          "kind": "buffer_linear", "rows": 1, "cols": int(c.shape[-1]), "buffer": buffers[0],
+                          "estimated": True})
+    return plans
 
 
 def _standardized(graph, sig, folded, consts, readers, held) -> list[dict]:
@@ -367,6 +401,9 @@ def _unfold(g, plans, operand, insert) -> None:
             insert(at, BN_TYPE, [flat, weight, -1, -1, -1], [normed], {"epsilon": 1e-5, "momentum": 0.0, **est},
                    f"{c.name}:batch_norm")
             insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
+        elif plan["kind"] == "buffer_linear":  # the buffer (held by the module) times the weight
+            buf = operand(plan["buffer"], (*c.shape[:-1], plan["rows"]), c.dtype, const=True, buffer=True)
+            insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
         elif plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":
