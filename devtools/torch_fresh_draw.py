@@ -39,6 +39,10 @@ drawn with their own stream of the seed: each type's default config with its sta
 block, its layers to two and its widths to a quarter (tried with its widths kept, then as it is,
 when that does not build), 3 x 64 x 64 images, 4,000 waveform samples or a short spectrogram;
 the overrides and the input shape go into the --draw file.
+--hf-task N adds N transformers types per head the other sources do not build (names fr_hft_<head>_*:
+a masked LM, token classification, question answering with its two outputs, multiple choice, an
+encoder-decoder seq2seq LM), each from the SMALL config or, when that does not build, the shrunk
+defaults; the loss each head's outputs carry is described at HF_TASKS.
 --torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
 is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
 10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
@@ -46,6 +50,16 @@ x 64, else 16 x 224 x 224; RAFT's two images 64 x 64, else 128 x 128). Segmentat
 their per-pixel "out", RAFT on its last flow; detection builders are left out (see TV_SHAPES).
 
     python devtools/torch_fresh_draw.py --timm 0 --hf 0 --torchvision 200 --draw tv.json --list
+
+--image-size N and --seq-len N draw and measure at a user's sizes instead of 64 x 64 and 32 tokens
+(timm, transformers' image classifiers and torchvision's image and segmentation models take N x N
+images; transformers' text types N token ids, their position tables at least N long); batch and
+optimizer are the oracle's -b and -O as before. The --draw file records the sizes and a later run
+reads them back; names drawn at other sizes end in __iN / __tN, so one --cache never mixes two sizes.
+--resize-from DRAW.json takes an earlier draw's models (its seed and records) at the new sizes:
+
+    python devtools/torch_fresh_draw.py --resize-from d.json --image-size 224 --draw d224.json -b 2 -O sgd \
+        --torch-only --cache measured224.json --exports exports224
 """
 from __future__ import annotations
 
@@ -503,7 +517,7 @@ def _shrink_one(d: dict) -> dict:
     _cap(out, d, SHRINK_TOP_K, 2)
     _cap(out, d, SHRINK_SHARED, 1)
     _cap(out, d, ("n_group", "topk_group"), 1)
-    _cap(out, d, ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"), 128)
+    _cap(out, d, ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"), positions_cap())
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > SHRINK_VOCAB:
         out["vocab_size"] = SHRINK_VOCAB
         for k, v in d.items():
@@ -640,6 +654,121 @@ def hf_shrink_try(model_type: str, max_params: float, log=print):
     return None
 
 
+# ---- transformers heads the other sources do not build (--hf-task N) -----------------------------
+# N types per head, each head with its own stream of the seed, from that head's Auto mapping (types a
+# zoo file names left out; a type drawn before under another head may come back under this one: the
+# head is the new part). Each type is built as --hf builds it (SMALL, else --hf-shrink's shrunk
+# defaults); the draw file records the head, the overrides and the input. What the loss reads:
+# - mlm: AutoModelForMaskedLM's logits over the vocabulary at every position (the decoder's weight is
+#   the input embedding's where the type ties them: one parameter read twice, its gradient summed);
+# - tok: AutoModelForTokenClassification, 10 labels per token;
+# - qa: AutoModelForQuestionAnswering's start and end logits, two outputs: the oracle's loss is the
+#   sum of one cross-entropy per output over the 32 positions, as `-l cce` puts one loss on each
+#   output and sums them (transformers' own loss halves that sum: a scalar, no memory);
+# - mc: AutoModelForMultipleChoice on 2 choices of 32 tokens (the 64 ids of the input viewed as
+#   (batch, 2, 32)), one logit per choice;
+# - s2s: AutoModelForSeq2SeqLM's logits over the vocabulary, the decoder reading the input ids shifted
+#   right behind the decoder's start token (what transformers builds from the labels), encoder-decoder
+#   types only.
+HF_TASKS = {"mlm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "tok": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+            "qa": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES", "mc": "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",
+            "s2s": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"}
+HF_TASK_AUTO = {"mlm": "AutoModelForMaskedLM", "tok": "AutoModelForTokenClassification",
+                "qa": "AutoModelForQuestionAnswering", "mc": "AutoModelForMultipleChoice",
+                "s2s": "AutoModelForSeq2SeqLM"}
+HF_TASK_CHOICES = 2
+
+
+class _HeadOutputs(torch.nn.Module):
+    """A head's outputs as the loss reads them (the table above), from one tensor of token ids."""
+
+    def __init__(self, m, head: str, start: int):
+        super().__init__()
+        self.m, self.head, self.start = m, head, start
+
+    def forward(self, ids):
+        if self.head == "mc":
+            return self.m(input_ids=ids.view(ids.shape[0], HF_TASK_CHOICES, -1)).logits
+        if self.head == "s2s":
+            dec = torch.cat([torch.full_like(ids[:, :1], self.start), ids[:, :-1]], 1)
+            return self.m(input_ids=ids, decoder_input_ids=dec).logits
+        out = self.m(input_ids=ids)
+        return (out.start_logits, out.end_logits) if self.head == "qa" else out.logits
+
+
+def hf_task_input(head: str) -> tuple:
+    return ("ids", IDS[1] * HF_TASK_CHOICES, IDS[2]) if head == "mc" else IDS
+
+
+def hf_task_builder(head: str, model_type: str, overrides: dict):
+    def build():
+        import transformers
+
+        cfg = hf_shrunk_config(model_type, overrides)
+        for c in [cfg] + [v for v in vars(cfg).values() if hasattr(v, "_attn_implementation")]:
+            c._attn_implementation = "eager"
+        if head == "tok":
+            cfg.num_labels = 10
+        if head == "s2s" and not getattr(cfg, "is_encoder_decoder", False):
+            raise ValueError("not an encoder-decoder")
+        start = getattr(cfg, "decoder_start_token_id", None)
+        vocab = getattr(cfg, "vocab_size", None)
+        start = start if _is_int(start) and _is_int(vocab) and 0 <= start < vocab else 0
+        return _HeadOutputs(getattr(transformers, HF_TASK_AUTO[head]).from_config(cfg), head, start)
+    return build
+
+
+def _runs_heads(build, shape) -> bool:
+    """As _runs, for a head that may return several float outputs."""
+    torch.manual_seed(0)
+    m = build()
+    m.train()
+    out = m(T.example_batch(shape, 2))
+    outs = out if isinstance(out, tuple) else (out,)
+    return all(torch.is_tensor(o) and o.dim() >= 2 and o.dtype == torch.float32 for o in outs)
+
+
+def draw_hf_tasks(seed: int, n: int, max_params: float, log=print, exclude=()) -> dict:
+    """{zoo name: entry} of n types per head of HF_TASKS (fr_hft_<head>_<type>) that no zoo file names
+    and no earlier draw took under the same head, each head shuffled with its own stream of `seed`."""
+    from transformers.models.auto import modeling_auto as ma
+
+    _, configs = used_names()
+    taken = {tuple(name.split(":", 1)) for source, name, _ in exclude if source == "hft"}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for head, mapping in HF_TASKS.items():
+            rng = random.Random(f"{seed}-hft-{head}")
+            types = [t for t in sorted(getattr(ma, mapping)) if _norm(t) not in configs and (head, t) not in taken]
+            rng.shuffle(types)
+            got = 0
+            for t in types:
+                if got >= n:
+                    break
+                whys = []
+                for how in ("small", "shrunk"):
+                    try:
+                        ov = dict(SMALL) if how == "small" else hf_shrink_overrides(t)
+                        b = hf_task_builder(head, t, ov)
+                        k = _params_on_meta(b)
+                        if k > max_params:
+                            whys.append(f"{how}: {k / 1e6:.1f} M parameters")
+                            continue
+                        if _runs_heads(b, hf_task_input(head)):
+                            out[f"fr_hft_{head}_{t}"] = _entry("hft", f"{head}:{t}", {"config": ov})
+                            log(f"draw transformers {head} {t} ({how} config, {k / 1e6:.2f} M parameters)")
+                            got += 1
+                            break
+                        whys.append(f"{how}: the outputs are not float32 logits")
+                    except Exception as e:  # noqa: BLE001 (a type that does not build here is skipped)
+                        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+                        whys.append(f"{how}: {type(e).__name__}: {why}")
+                else:
+                    log(f"skip transformers {head} {t}: " + "; ".join(whys))
+    return out
+
+
 def _entry(source: str, name: str, kw: dict) -> tuple:
     """The oracle's zoo entry of a drawn model; `drawn` keeps what the --draw file records."""
     if source == "timm":
@@ -652,6 +781,9 @@ def _entry(source: str, name: str, kw: dict) -> tuple:
         return ("fresh-hf", hf_shrunk_builder(name, kw["config"]), IDS, (source, name, kw))
     if source == "tv":
         return ("fresh-torchvision", tv_builder(name, kw["kw"]), tuple(kw["input"]), (source, name, kw))
+    if source == "hft":
+        head, t = name.split(":", 1)
+        return ("fresh-hft", hf_task_builder(head, t, kw["config"]), hf_task_input(head), (source, name, kw))
     return ("fresh-hf", hf_builder(name), IDS, (source, name, kw))
 
 
@@ -670,7 +802,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
             if sum(1 for k in out if k.startswith("fr_timm_")) >= n_timm:
                 break
             b = timm_builder(name)
-            for kw in ({}, {"img_size": 64}):
+            for kw in ({}, {"img_size": IMG[1]}):
                 try:
                     n = _params_on_meta(lambda: b(kw))
                     if n > max_params:
@@ -683,7 +815,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
                 except Exception as e:  # noqa: BLE001 (a model that does not build here is skipped)
                     why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
                     if kw:
-                        log(f"skip timm {name}: does not run at 64 x 64 ({type(e).__name__}: {why})")
+                        log(f"skip timm {name}: does not run at {IMG[1]} x {IMG[2]} ({type(e).__name__}: {why})")
         for t in hf_candidates(rng, configs):
             if sum(1 for k in out if k.startswith("fr_hf_")) >= n_hf:
                 break
@@ -706,12 +838,133 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
     return out
 
 
+# ---- input sizes (--image-size, --seq-len) --------------------------------------------------------
+# Every draw before these options measured 3 x 64 x 64 images and 32 tokens. ATen's and oneDNN's kernel
+# choices depend on sizes (gemm or direct convolution, blocked layouts, attention paths for longer
+# sequences), so a draw can be measured at a user's sizes instead. The sizes go into the --draw file
+# (read back from it), and a name drawn at sizes other than the defaults carries them (`__i224`,
+# `__t256`): torch's --cache keys and the --exports files of two sizes never meet.
+DEFAULT_IMAGE = 64
+DEFAULT_TOKENS = 32
+SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens"}
+
+
+def set_sizes(image: int | None = None, tokens: int | None = None) -> None:
+    """The image side (timm, transformers' image classifiers, torchvision's image and segmentation
+    models) and the token count (transformers' text types) every later build and draw uses; a small
+    config's position table grows to the token count where that is over 128."""
+    global IMG, IDS, HF_CLASS_IMAGE
+    image = image or DEFAULT_IMAGE
+    tokens = tokens or DEFAULT_TOKENS
+    IMG = (3, image, image)
+    HF_CLASS_IMAGE = image
+    IDS = ("ids", tokens, IDS[2])
+    SMALL["max_position_embeddings"] = positions_cap()
+    TV_SHAPES["image"] = ((3, image, image),) + (((3, 224, 224),) if image != 224 else ())
+    TV_SHAPES["segmentation"] = ((3, image, image),)
+
+
+def positions_cap() -> int:
+    """The most positions a small or shrunk transformers config keeps: 128, or the token count."""
+    return max(128, IDS[1])
+
+
+def sizes() -> dict:
+    """The sizes in force, as the --draw file records them."""
+    return {"image_size": IMG[1], "seq_len": IDS[1]}
+
+
+def size_suffix(source: str) -> str:
+    """What a drawn name carries at sizes other than the defaults."""
+    kind = SIZED_SOURCES.get(source)
+    if kind == "image" and IMG[1] != DEFAULT_IMAGE:
+        return f"__i{IMG[1]}"
+    if kind == "tokens" and IDS[1] != DEFAULT_TOKENS:
+        return f"__t{IDS[1]}"
+    return ""
+
+
+def resized(record: list) -> list:
+    """An earlier draw's record (source, name, kw) rebuilt at the sizes in force: timm's img_size, an image
+    classifier's image_size and input, a torchvision image's input, a shrunk config's position tables
+    (each to at least the token count). Audio, video and optical flow keep their inputs."""
+    source, name, kw = record
+    kw = json.loads(json.dumps(kw))
+    if source == "timm" and "img_size" in kw:
+        kw["img_size"] = IMG[1]
+    elif source == "hfv":
+        kw["config"] = _resized_config(kw["config"], "image_size", IMG[1], grow_only=False)
+        kw["input"] = kw["input"][:-2] + [IMG[1], IMG[2]]
+    elif source == "tv" and len(kw["input"]) == 3 and kw["input"][0] == 3:
+        kw["input"] = [3, IMG[1], IMG[2]]
+    elif source == "hf" and kw.get("config"):
+        for key in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
+            kw["config"] = _resized_config(kw["config"], key, IDS[1], grow_only=True)
+    return [source, name, kw]
+
+
+def _resized_config(ov: dict, key: str, value: int, grow_only: bool) -> dict:
+    out = {}
+    for k, v in ov.items():
+        if isinstance(v, dict):
+            out[k] = _resized_config(v, key, value, grow_only)
+        elif k == key and _is_int(v) and not (grow_only and v >= value):
+            out[k] = value
+        elif k == key and isinstance(v, list) and len(v) == 2 and not grow_only:
+            out[k] = [value, value]
+        else:
+            out[k] = v
+    return out
+
+
+def resize_draw(kept: dict) -> dict:
+    """An earlier --draw file's draw at the sizes in force (its seed and models; the names carry the sizes)."""
+    drawn = {}
+    for k, rec in kept["drawn"].items():
+        base = re.sub(r"__[it]\d+$", "", k)
+        drawn[base + size_suffix(rec[0])] = resized(rec)
+    return {"seed": kept["seed"], "drawn": drawn, **sizes(), "resized_from": kept.get("resized_from", kept["seed"])}
+
+
+def add_size_args(ap) -> None:
+    ap.add_argument("--image-size", type=int, metavar="N",
+                    help=f"images N x N (default {DEFAULT_IMAGE}); recorded in --draw, names end __iN")
+    ap.add_argument("--seq-len", type=int, metavar="N",
+                    help=f"N token ids (default {DEFAULT_TOKENS}); recorded in --draw, names end __tN")
+    ap.add_argument("--resize-from", metavar="DRAW.json",
+                    help="measure an earlier draw's models (its seed, its records) at --image-size / --seq-len; "
+                         "with --draw, the resized draw is written there")
+
+
+def sized_draw(args) -> dict | None:
+    """The sizes in force for this run, set: a --draw file's own (the command line may not differ), else the
+    options'. With --resize-from (and no --draw file yet), that earlier draw at those sizes."""
+    if args.draw and os.path.exists(args.draw):
+        with open(args.draw) as f:
+            kept = json.load(f)
+        image, tokens = kept.get("image_size", DEFAULT_IMAGE), kept.get("seq_len", DEFAULT_TOKENS)
+        for opt, given, recorded in (("--image-size", args.image_size, image), ("--seq-len", args.seq_len, tokens)):
+            if given is not None and given != recorded:
+                sys.exit(f"{args.draw}: drawn at {opt} {recorded}, not {given}")
+        set_sizes(image, tokens)
+        return None
+    set_sizes(args.image_size, args.seq_len)
+    if not args.resize_from:
+        return None
+    with open(args.resize_from) as f:
+        return resize_draw(json.load(f))
+
+
 EXPORTERS = {"ts": "TorchScript", "dyn": "dynamo"}
 
 
 def _network(module: str) -> str:
+    m = re.match(r"(.*)__([it])(\d+)$", module)
+    if m:
+        at = f"{m.group(3)} x {m.group(3)}" if m.group(2) == "i" else f"{m.group(3)} tokens"
+        return f"{_network(m.group(1))} at {at}"
     for prefix, lib in (("fr_timm_", "timm"), ("fr_hf_", "transformers"), ("fr_hfv_", "transformers"),
-                        ("fr_hfa_", "transformers"), ("fr_tv_", "torchvision")):
+                        ("fr_hfa_", "transformers"), ("fr_hft_", "transformers"), ("fr_tv_", "torchvision")):
         if module.startswith(prefix):
             return f"{lib} {module[len(prefix):]}"
     return module
@@ -780,6 +1033,9 @@ def main(argv=None):
     ap.add_argument("--hf", type=int, default=6)
     ap.add_argument("--hf-vision", type=int, default=0, help="transformers image-classification types")
     ap.add_argument("--hf-audio", type=int, default=0, help="transformers audio-classification types")
+    ap.add_argument("--hf-task", type=int, default=0, metavar="N",
+                    help="N transformers types per head: masked LM, token classification, question answering "
+                         "(two outputs), multiple choice, encoder-decoder seq2seq LM (fr_hft_<head>_<type>)")
     ap.add_argument("--torchvision", type=int, default=0, metavar="N",
                     help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
@@ -794,12 +1050,13 @@ def main(argv=None):
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
-                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_tv_): the draw itself "
+                                                     "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_hft_, fr_tv_): the draw itself "
                                                      "is unchanged")
     ap.add_argument("--torch-only", action="store_true",
                     help="export and measure torch's side only (into --cache and --exports); memplan is not run")
     ap.add_argument("--table", nargs="+", metavar="ROWS.json",
                     help="print the table of earlier --json runs (one per exporter) and stop")
+    add_size_args(ap)
     args, rest = ap.parse_known_args(argv)
     if args.table:
         rows = []
@@ -812,6 +1069,9 @@ def main(argv=None):
                             or not any(a.startswith("--cache") for a in rest)):
         sys.exit("--torch-only keeps torch's side in --cache and writes no --json rows (they would have no profile)")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10 ** 6)
+    resized_draw = sized_draw(args)
+    if resized_draw and args.seed is None:
+        seed = resized_draw["seed"]
     print(f"seed {seed}", flush=True)
     torch.set_num_threads(1)
     if args.draw and os.path.exists(args.draw):
@@ -820,6 +1080,13 @@ def main(argv=None):
         if kept["seed"] != seed:
             sys.exit(f"{args.draw}: a draw of seed {kept['seed']}, not {seed}")
         drawn = {k: _entry(*v) for k, v in kept["drawn"].items()}
+    elif resized_draw:
+        if resized_draw["seed"] != seed:
+            sys.exit(f"{args.resize_from}: a draw of seed {resized_draw['seed']}, not {seed}")
+        drawn = {k: _entry(*v) for k, v in resized_draw["drawn"].items()}
+        if args.draw:
+            with open(args.draw, "w") as f:
+                json.dump(resized_draw, f, indent=1)
     else:
         earlier = []
         for f in args.exclude:
@@ -831,12 +1098,16 @@ def main(argv=None):
             if n:
                 drawn.update(draw_hf_classes(seed, n, kind, args.max_params, log=lambda s: print(s, flush=True),
                                              exclude=earlier))
+        if args.hf_task:
+            drawn.update(draw_hf_tasks(seed, args.hf_task, args.max_params, log=lambda s: print(s, flush=True),
+                                       exclude=earlier))
         if args.torchvision:
             drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
                                           log=lambda s: print(s, flush=True), exclude=earlier))
+        drawn = {k + size_suffix(v[3][0]): v for k, v in drawn.items()}
         if args.draw:
             with open(args.draw, "w") as f:
-                json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}}, f, indent=1)
+                json.dump({"seed": seed, "drawn": {k: v[3] for k, v in drawn.items()}, **sizes()}, f, indent=1)
     print("draw: " + " ".join(drawn), flush=True)
     if args.list:
         return

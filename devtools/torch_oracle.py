@@ -414,9 +414,15 @@ def build_float32(name: str, batch: int, seed: int = 0):
     x = example_batch(shape, batch)
     with torch.no_grad():
         out = model(x)
-    classes = out.shape[-1]
-    y = torch.randint(0, classes, out.shape[:-1])
-    return model, x, y
+    return model, x, labels_for(out)
+
+
+def labels_for(out):
+    """Class labels for a module's output: one tensor, or (for a tuple of outputs, as a question-answering
+    head's start and end logits) one per output, each over that output's last axis."""
+    if isinstance(out, (tuple, list)):
+        return tuple(labels_for(o) for o in out)
+    return torch.randint(0, out.shape[-1], out.shape[:-1])
 
 
 # ---- --precision: what is measured (memplan's --precision names) ---------------------------------
@@ -463,6 +469,13 @@ def predict_memplan(path: str, optimizer: str, batch: int, flags=()) -> int | No
 # ---- measuring -------------------------------------------------------------------------------
 
 def _loss(out, y):
+    """Cross-entropy over the last axis; for several outputs the sum of one per output, in order, which
+    is what `memplan analyze -l cce` trains (one loss per output, summed)."""
+    if isinstance(out, (tuple, list)):
+        total = _loss(out[0], y[0])
+        for o, t in zip(out[1:], y[1:]):
+            total = total + _loss(o, t)
+        return total
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
 
@@ -486,7 +499,7 @@ def _step(model, opt, x, y):
 def _held(model, opt, x, y) -> int:
     """Bytes of the unique storages alive before the step."""
     seen, total = set(), 0
-    tensors = list(model.parameters()) + list(model.buffers()) + [x, y]
+    tensors = list(model.parameters()) + list(model.buffers()) + [x] + (list(y) if isinstance(y, tuple) else [y])
     for st in opt.state.values():
         tensors += [v for v in st.values() if torch.is_tensor(v)]
     for t in tensors:
@@ -550,7 +563,7 @@ def memtracker(model, opt, x, y) -> dict:
 
     mt = _frozen_hooked(MemTracker(), model)
     try:
-        mt.track_external(model, opt, x, y)
+        mt.track_external(model, opt, x, *(y if isinstance(y, tuple) else (y,)))
         with mt:
             _step(model, opt, x, y)
     except RuntimeError as e:
@@ -606,7 +619,7 @@ def memtracker_peak(name: str, optimizer: str, batch: int) -> dict:
     MT._WeakRefInfo.create_winfo = staticmethod(create_noting)
     try:
         mt = _frozen_hooked(Tracker(), model)
-        mt.track_external(model, opt, x, y)
+        mt.track_external(model, opt, x, *(y if isinstance(y, tuple) else (y,)))
         with mt:
             _step(model, opt, x, y)
     finally:
