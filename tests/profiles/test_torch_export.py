@@ -974,34 +974,49 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     assert "constant_layers" not in t["coverage"]
 
 
-def _buffer_linear(tmp_path, folded: bool):
-    """x (2, 4, 8) + linear(coords, cpb.weight, cpb.bias) of a module buffer `coords` (4, 1) (Swin V2's
-    continuous position bias), then a head. `folded`: the dynamo export whose optimizer folded the
-    buffer's product with the weight into `val_9` (4, 8), read by the linear's bias Add; else the
-    same module with the product in place (the buffer times the weight, held as (1, 8))."""
+def _buffer_linear(tmp_path, folded: bool, whole: bool = False):
+    """x (2, 4, 8) + relu(linear(coords, cpb.weight, cpb.bias)) of a module buffer `coords` (4, 1)
+    (Swin V2's continuous position bias), then a head. `folded`: the dynamo export whose optimizer
+    folded the buffer's product with the weight into `val_9` (4, 8), read by the linear's bias Add,
+    or (`whole`) the whole linear into `linear_1` (4, 8), read by the ReLU; else the same module with
+    the linear in place (the buffer times the weight, held as (1, 8), plus the bias)."""
     call = _fx("linear.default", "%b_coords, %p_cpb_weight, %p_cpb_bias")
-    head = [helper.make_node("Add", ["x", "pos"], ["s"], name="node_add"),
+    tail = [helper.make_node("Relu", ["pos"], ["act"], name="node_relu"),
+            helper.make_node("Add", ["x", "act"], ["s"], name="node_add"),
             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
-    inits = [("cpb.bias", _w(8)), ("val_20", _w(8, 10))]
+    inits = [("val_20", _w(8, 10))]
     params = ["cpb.weight", "cpb.bias", "head.weight"]
+    if folded and whole:
+        tail[0].input[0] = "linear_1"
+        return _dynamo_file(tmp_path, "bl_whole", tail, inits + [("linear_1", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "linear_1": ["coords", "cpb.bias", "cpb.weight"]},
+                            {"node_relu": _fx("relu.default", "%linear_1")}, buffers=["coords"])
+    inits.append(("cpb.bias", _w(8)))
     if folded:
-        nodes = [helper.make_node("Add", ["val_9", "cpb.bias"], ["pos"], name="node_linear_1")] + head
+        nodes = [helper.make_node("Add", ["val_9", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
         return _dynamo_file(tmp_path, "bl_folded", nodes, inits + [("val_9", _w(4, 8))], [2, 4, 8], [2, 4, 10],
                             params, {"val_20": ["head.weight"], "val_9": ["coords", "cpb.weight", "val_8"]},
                             {"node_linear_1": call}, buffers=["coords"])
     nodes = [helper.make_node("MatMul", ["coords", "cpb.weight"], ["mm"], name="node_mm"),
-             helper.make_node("Add", ["mm", "cpb.bias"], ["pos"], name="node_linear_1")] + head
+             helper.make_node("Add", ["mm", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
     return _dynamo_file(tmp_path, "bl_plain", nodes, inits + [("coords", _w(4, 1)), ("cpb.weight", _w(1, 8))],
                         [2, 4, 8], [2, 4, 10], params, {"val_20": ["head.weight"]}, buffers=["coords"])
 
 
-def test_a_folded_product_of_a_buffer_and_a_weight_trains_the_weight(tmp_path):
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_folded_linear_of_a_buffer_trains_the_weight(tmp_path, whole):
     # derivatives.yaml (mm / addmm): the weight's gradient is grad^T @ buffer, the buffer needs none;
-    # eager multiplies each step and trains the weight at its own size, not the product's. The input
-    # features are not in the file (taken as one): the matmul is named as estimated
-    got, a = _torch(_buffer_linear(tmp_path, True))
+    # eager runs the linear each step and trains the weight (and bias) at its own size, not the
+    # product's. `whole`: the ReLU reading the folded linear is not folded at load (eager runs it on a
+    # value computed each step). The input features are not in the file (taken as one): named
+    path = _buffer_linear(tmp_path, True, whole)
+    # opgraph/fold.py: a constant folded from a parameter and a buffer is computed each step, so the
+    # ReLU of it stays an op (folded, it would train at the ReLU's size)
+    assert [op.type for op in load_model(path).operations][0] == ("Relu" if whole else "Add")
+    got, a = _torch(path)
     want, b = _torch(_buffer_linear(tmp_path, False))
     params = _trained(a)
-    assert params["cpb.weight"] == (1, 8) and "val_9" not in params and "coords" not in params
+    assert params["cpb.weight"] == (1, 8) and params["cpb.bias"] == (8,)
+    assert not {"val_9", "linear_1", "coords"} & set(params)
     assert (got["peak"], got["split"]) == (want["peak"], want["split"])
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Linear"]  # with its bias: one addmm

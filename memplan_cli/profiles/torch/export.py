@@ -45,7 +45,7 @@ import re
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, parse_call, split_top
 from memplan_cli.ops.batchnorm import BN_TYPE
-from memplan_cli.ops.binary import MUL_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
@@ -304,35 +304,42 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
 
 
 def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
-    """A linear of a module buffer whose product with the weight the optimizer folded into a constant
-    (Swin V2's continuous position bias: `cpb_mlp(relative_coords_table)`): `folded_from` names the
-    weight, the buffer and ONNX-level values only, and every reader is that linear's own node (the
-    bias Add: its recorded call is `linear(buffer, weight, ...)`). Eager multiplies the buffer by the
-    weight each step (derivatives.yaml's `addmm`/`mm`: the weight's gradient is `grad^T @ buffer`, the
-    buffer needs none) and trains the weight at its own size, not the product's. The file holds
-    neither the buffer nor the weight: the input features are not recorded and are taken as one,
-    the matmul named as estimated."""
+    """A linear of a module buffer that the optimizer folded into a constant (Swin V2's continuous
+    position bias: `cpb_mlp(relative_coords_table)`), either its product with the weight (`val_N`,
+    read by the bias Add, whose recorded call is `linear(buffer, weight, ...)`) or the whole linear
+    (a constant named by its own fx node, `linear_1`, folded from the weight, the bias and the
+    buffer): `folded_from` names one buffer, the weight (and bias) the file no longer holds and
+    ONNX-level values only. Eager computes it each step (derivatives.yaml's `addmm`/`mm`: the weight's
+    gradient is `grad^T @ buffer`, the buffer needs none) and trains the weight at its own size, not
+    the product's. The file holds neither the buffer nor the weight: the input features are not
+    recorded and are taken as one, the matmul named as estimated. The bias is told from the weight
+    by nn.Linear's names (`<module>.weight`, `<module>.bias`)."""
     targets = set(sig.target.values())
     plans = []
     for name, srcs in sorted(folded.items()):
         c = consts.get(name)
-        if c is None or c.index not in readers or not _onnx_value(name) or len(c.shape) < 2 \
-                or not c.dtype.startswith(("float", "bfloat")):
+        if c is None or c.index not in readers or len(c.shape) < 2 or not c.dtype.startswith(("float", "bfloat")):
             continue
-        params = [s for s in srcs if s in sig.params]
+        params = sorted(s for s in srcs if s in sig.params)
         buffers = [s for s in srcs if s in targets and s not in sig.params]
-        if len(params) != 1 or params[0] in held or len(buffers) != 1 or any(_fx_node(s, targets) for s in srcs):
+        if len(buffers) != 1 or any(p in held for p in params) or any(_fx_node(s, targets) for s in srcs):
             continue
-        ok = True
-        for k in readers[c.index]:
-            call = parse_call(graph.operations[k].call or "")
-            if not call or call[1] != "aten.linear" or len(call[2]) < 2 \
-                    or sig.of(call[2][0], "BUFFER") != buffers[0] or sig.of(call[2][1], "PARAMETER") != params[0]:
-                ok = False
-        if ok:
-            plans.append({"const": c.index, "param": params[0], "readers": sorted(readers[c.index]),
-                          "kind": "buffer_linear", "rows": 1, "cols": int(c.shape[-1]), "buffer": buffers[0],
-                          "estimated": True})
+        plan = {"const": c.index, "readers": sorted(readers[c.index]), "kind": "buffer_linear", "rows": 1,
+                "cols": int(c.shape[-1]), "buffer": buffers[0], "bias": None, "estimated": True}
+        if _onnx_value(name) and len(params) == 1:  # the product: every reader is the linear's own node
+            ok = True
+            for k in readers[c.index]:
+                call = parse_call(graph.operations[k].call or "")
+                if not call or call[1] != "aten.linear" or len(call[2]) < 2 \
+                        or sig.of(call[2][0], "BUFFER") != buffers[0] or sig.of(call[2][1], "PARAMETER") != params[0]:
+                    ok = False
+            if ok:
+                plans.append({**plan, "param": params[0]})
+        elif fx_kind(name) == "linear" and len(params) == 2:  # the whole linear, with its bias
+            module = {p.rsplit(".", 1)[0] for p in params}
+            if len(module) == 1 and {p.rsplit(".", 1)[1] for p in params} == {"weight", "bias"}:
+                (m,) = module
+                plans.append({**plan, "param": f"{m}.weight", "bias": f"{m}.bias"})
     return plans
 
 
@@ -417,7 +424,14 @@ def _unfold(g, plans, operand, insert) -> None:
             insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
         elif plan["kind"] == "buffer_linear":  # the buffer (held by the module) times the weight
             buf = operand(plan["buffer"], (*c.shape[:-1], plan["rows"]), c.dtype, const=True, buffer=True)
-            insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
+            if plan["bias"]:
+                mm = operand(f"{c.name}:mm", c.shape, c.dtype)
+                insert(at, MATMUL_TYPE, [buf, x], [mm], dict(est), f"{c.name}:linear")
+                if plan["bias"] not in made:
+                    made[plan["bias"]] = operand(plan["bias"], (int(c.shape[-1]),), c.dtype, const=True)
+                insert(at, ADD_TYPE, [mm, made[plan["bias"]]], [out], dict(est), f"{c.name}:bias")
+            else:
+                insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
         elif plan["kind"] == "expand":  # which dims it broadcast is not recorded (unfolded_computations)
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":
