@@ -44,6 +44,7 @@ import re
 
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, parse_call, split_top
+from memplan_cli.ops.activations import RELU_TYPE
 from memplan_cli.ops.batchnorm import BN_TYPE
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
@@ -322,7 +323,9 @@ def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
             continue
         params = sorted(s for s in srcs if s in sig.params)
         buffers = [s for s in srcs if s in targets and s not in sig.params]
-        if len(buffers) != 1 or any(p in held for p in params) or any(_fx_node(s, targets) for s in srcs):
+        fx = [fx_kind(s) for s in srcs if _fx_node(s, targets)]
+        if len(buffers) != 1 or any(p in held for p in params) or fx not in ([], ["linear"]) \
+                or (fx and fx_kind(name) != "relu"):
             continue
         plan = {"const": c.index, "readers": sorted(readers[c.index]), "kind": "buffer_linear", "rows": 1,
                 "cols": int(c.shape[-1]), "buffer": buffers[0], "bias": None, "estimated": True}
@@ -335,11 +338,11 @@ def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
                     ok = False
             if ok:
                 plans.append({**plan, "param": params[0]})
-        elif fx_kind(name) == "linear" and len(params) == 2:  # the whole linear, with its bias
+        elif fx_kind(name) in ("linear", "relu") and len(params) == 2:  # the whole linear (and its ReLU)
             module = {p.rsplit(".", 1)[0] for p in params}
             if len(module) == 1 and {p.rsplit(".", 1)[1] for p in params} == {"weight", "bias"}:
                 (m,) = module
-                plans.append({**plan, "param": f"{m}.weight", "bias": f"{m}.bias"})
+                plans.append({**plan, "param": f"{m}.weight", "bias": f"{m}.bias", "relu": fx_kind(name) == "relu"})
     return plans
 
 
@@ -429,7 +432,10 @@ def _unfold(g, plans, operand, insert) -> None:
                 insert(at, MATMUL_TYPE, [buf, x], [mm], dict(est), f"{c.name}:linear")
                 if plan["bias"] not in made:
                     made[plan["bias"]] = operand(plan["bias"], (int(c.shape[-1]),), c.dtype, const=True)
-                insert(at, ADD_TYPE, [mm, made[plan["bias"]]], [out], dict(est), f"{c.name}:bias")
+                lin = operand(f"{c.name}:linear", c.shape, c.dtype) if plan.get("relu") else out
+                insert(at, ADD_TYPE, [mm, made[plan["bias"]]], [lin], dict(est), f"{c.name}:bias")
+                if plan.get("relu"):
+                    insert(at, RELU_TYPE, [lin], [out], dict(est), f"{c.name}:relu")
             else:
                 insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
         elif plan["kind"] == "expand":  # which dims it broadcast is not recorded (unfolded_computations)
