@@ -192,8 +192,8 @@ def _assume_counts(model, dims, given, value, counts) -> list:
 
             for src in [m for m in model.graph.node if f["value_of"] in m.output]:
                 model.graph.node.remove(src)
-            model.graph.initializer.append(numpy_helper.from_array(np.array(n, dtype=f["value_dtype"]),
-                                                                   f["value_of"]))
+            model.graph.initializer.append(numpy_helper.from_array(
+                np.array(n, dtype=f["value_dtype"]).reshape(f.get("value_shape") or ()), f["value_of"]))
         else:
             model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:

@@ -318,6 +318,33 @@ def _one_hot_slice(x: str, view) -> tuple | None:
 _BOOL_RESULTS = ("Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN")
 
 
+def mask_count(view, name: str) -> dict | None:
+    """{"mask", "bound", "dtype"} when `name` is the number of true elements of a boolean result
+    (`mask.sum()`: a ReduceSum over every axis of a Cast to int32 / int64 of a comparison, through
+    reshapes and casts): at most the mask's elements; else None."""
+    total = view.node(name)
+    if total is None or total["type"] != "ReduceSum" or total["attrs"].get("noop_with_empty_axes", 0):
+        return None
+    cast = view.node(total["inputs"][0])
+    if cast is None or cast["type"] != "Cast" or int(cast["attrs"].get("to", 0)) not in (6, 7):
+        return None
+    axes = total["attrs"].get("axes")
+    if axes is None and len(total["inputs"]) > 1 and total["inputs"][1]:
+        axes = view.value(total["inputs"][1])
+        if axes is None:
+            return None
+        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    rank = view.rank(total["inputs"][0])
+    if rank is None or (axes and sorted({a % rank for a in axes}) != list(range(rank))):
+        return None  # a count per row, not the mask's
+    mask, n = _through(view, cast["inputs"][0], ("Cast", "Reshape", "Flatten", "Identity"))
+    shape = view.shape(mask)
+    if n is None or n["type"] not in _BOOL_RESULTS or shape is None:
+        return None
+    return {"mask": mask, "bound": int(np.prod(shape, dtype=np.int64)),
+            "dtype": "int32" if int(cast["attrs"]["to"]) == 6 else "int64"}
+
+
 def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict | None:
     """Range(0, limit, 1) whose limit is the largest count of a mask along an axis (Longformer's
     `arange(num_global_attn_indices.max())`: ReduceMax of ReduceSum of a Cast of a comparison, through
