@@ -97,7 +97,7 @@ OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDeriv
              profiles={"torch": {}})]  # `--profile torch`: repeat keeps only sizes
 
 
-def _expand_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict | None:
+def _expand_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=(), outputs=()) -> dict | None:
     """Expand to a shape one of whose sizes is the count of a mask: transformers' `embeds[ids == k] =
     embedding` (T5Gemma2's end-of-image embedding), which the dynamo exporter writes as index_put with
     a boolean mask: NonZero of the mask for the indices, the value expanded to (mask.sum(), width).

@@ -340,3 +340,38 @@ def test_an_expand_to_a_count_of_no_mask_is_still_refused(tmp_path):
     r = _run("analyze", save(tmp_path, m, "no_mask.onnx"))
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "computed from the data" in r.output, \
         r.output
+
+
+def test_a_nonzero_whose_scatter_updates_are_sliced_from_a_row_is_bound_by_the_row(tmp_path):
+    """The same write as the TorchScript exporter writes it: NonZero of the mask broadcast to the
+    embeddings' shape, and the row flattened and sliced to the indices' count for ScatterND. The file
+    runs only while the count is at most the row's 4 elements (one id matched): that is the bound,
+    not the mask's 64 elements."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    rng = np.random.default_rng(8)
+    inits = {"table": rng.normal(size=(16, 4)).astype(np.float32), "eoi": rng.normal(size=(4,)).astype(np.float32),
+             "w": rng.normal(size=(4, 4)).astype(np.float32), "k": i64(15), "last": i64([-1]), "flat": i64([-1]),
+             "zero": i64(0), "z1": i64([0])}
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),
+             helper.make_node("Equal", ["ids", "k"], ["eq"]),
+             helper.make_node("Unsqueeze", ["eq", "last"], ["eq1"]),
+             helper.make_node("Shape", ["emb"], ["full"]),
+             helper.make_node("Expand", ["eq1", "full"], ["eqw"]),
+             helper.make_node("NonZero", ["eqw"], ["nz"], name="matches"),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+             helper.make_node("Reshape", ["eoi", "flat"], ["row"]),
+             helper.make_node("Shape", ["nzt"], ["nshape"]),
+             helper.make_node("Gather", ["nshape", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "z1"], ["n1"]),
+             helper.make_node("Slice", ["row", "z1", "n1", "z1"], ["vals"]),
+             helper.make_node("ScatterND", ["emb", "nzt", "vals"], ["put"]),
+             helper.make_node("MatMul", ["put", "w"], ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("ids", (2, 8), TensorProto.INT64)], [("y", (2, 8, 4))], inits), "ts.onnx")
+    g = load_model(p)
+    assert g.metadata["data_sized"]["dims"] == [{"name": "nz_count", "size": 4, "set_by": "assumed", "op": "matches",
+                                                 "tensor": "nz", "rule": "at the bound", "bound": 4}]
+    assert next(o.shape for o in g.operands if o.name == "vals") == (4,)
+    r = _run("analyze", p, "--dim", "nz_count=5")
+    assert r.exit_code == 2 and "NonZero 'matches' selects at most 4 elements" in r.output, r.output
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
