@@ -12,7 +12,7 @@ from memplan_cli.ir.graph import FOLDED_CALLS
 from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE_CALLS, TRANSPOSE, WEIGHT_MATMULS,
                                    parse_call)
 from memplan_cli.ops.loss import LOSS_TYPE
-from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
+from memplan_cli.profiles.torch.attention import computed_in_forward, folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
@@ -374,7 +374,7 @@ class Replay:
         # value: DiffLlama's λ, exp(sum(λq·λk)) - ...) is still computed from parameters in eager: it
         # requires grad, so its readers keep what its gradient needs (they are named as estimated)
         self.rg = set(self.trained) | {o.index for o in opd[:len(g.operands)] if o.is_const and o.name in self.folded}
-        self.computed = folded_values(g, self.trained, masks)
+        self.computed = folded_values(g, self.trained, masks) | computed_in_forward(g, self.trained)
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
@@ -421,6 +421,10 @@ class Replay:
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
+        if estimated:
+            # parameters run again from a folded constant at a shape the file does not record (a position
+            # table's rows beyond those read): counted at the shape the file keeps, named
+            sim.coverage["estimated_parameters"] = sorted(estimated)
         for w in self.params_order:
             # a folded computation (estimated), or a parameter of one run again at an estimated shape: the
             # constant and its state count as its first reader's
