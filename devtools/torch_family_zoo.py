@@ -2129,11 +2129,31 @@ class TiedLM(nn.Module):
         return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
 
 
+class MaskedWrite(nn.Module):
+    """T5Gemma2's end-of-image embedding: `emb[ids == k] = eoi`, a boolean-mask index_put of a learned
+    row into the scaled token embeddings (how many rows the data decides), then a feed-forward body
+    and a 100-class per-token head."""
+
+    def __init__(self, vocab=1000, d=64, k=998):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.eoi = nn.Parameter(torch.randn(d))
+        self.k = k
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.head = nn.Linear(d, 100)
+
+    def forward(self, ids):
+        e = self.emb(ids) * 8.0
+        e[ids == self.k] = self.eoi.to(e.dtype)
+        return self.head(self.body(e))
+
+
 HEADS = {
     "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
     "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
     "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+    "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
