@@ -11,7 +11,8 @@ attention's parts (tril / triu masks, the inter-chunk scan's fills and row write
 gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
 (`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
-sparse-attention indexer).
+sparse-attention indexer), and learned queries viewed and expanded over every position (Inkling's
+block attention residual).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -749,6 +750,49 @@ class RelPosGatherNet(nn.Module):
             att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
             vv = v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
             x = x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+        return self.head(x)
+
+
+class RelPosGatherLayer(nn.Module):
+    """One layer of RelPosGatherLayersNet: ProphetNet's per-layer `repeat` and cast of the shared
+    buckets inside the layer's own forward, then its gather (which saves the index)."""
+
+    def __init__(self, d, heads, buckets):
+        super().__init__()
+        self.h, self.nb = heads, buckets
+        self.rel = nn.Linear(d, heads * buckets)
+        self.v = nn.Linear(d, d)
+
+    def forward(self, x, buckets):
+        b, s, d = x.shape
+        scores = self.rel(x).view(b, s, self.h, self.nb).transpose(1, 2).reshape(b * self.h * s, self.nb)
+        # sizes from constants and the shared buckets only, as ProphetNet writes it: equal in every layer
+        idx = buckets.repeat(1, self.h, 1).view(-1, buckets.shape[-1]).to(torch.int64)
+        att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
+        vv = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        return x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+
+
+class RelPosGatherLayersNet(nn.Module):
+    """RelPosGatherNet with each layer a module of a ModuleList (ProphetNet's decoder layers), the
+    buckets repeated per sample once and per head in each layer from constants alone: the layers'
+    equal index computations, which TorchScript's common-subexpression pass merges into the first
+    layer's, are each layer's own in eager."""
+
+    def __init__(self, d=64, heads=4, buckets=32, layers=2, classes=50, max_len=128):
+        super().__init__()
+        self.nb, self.max_len = buckets, max_len
+        self.layers = nn.ModuleList(RelPosGatherLayer(d, heads, buckets) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        s = x.shape[1]
+        pos = torch.arange(self.max_len)
+        half = self.nb // 2
+        buckets = ((pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half).to(torch.int32)[:s, :s]
+        buckets = buckets.repeat(x.shape[0], 1, 1)  # per sample, once (ProphetNet's decoder)
+        for layer in self.layers:
+            x = layer(x, buckets)
         return self.head(x)
 
 
@@ -1666,6 +1710,7 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
+    "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
@@ -1721,6 +1766,7 @@ FAM = {
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
     "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
+    "fam_query_pool": ("folded", lambda: QueryPoolLM(), (32, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
@@ -1852,6 +1898,31 @@ class GatedStateLM(nn.Module):
         return self.head(torch.tanh(torch.stack(out, 1).flatten(2)).mean(1))
 
 
+class QueryPoolLM(nn.Module):
+    """Inkling's block attention residual in small: a learned query (one `(d,)` vector, or `(n, d)`)
+    viewed and expanded over every position, `q.view(-1, d).expand(*states.shape[:-2], -1, -1)`,
+    attends over the stack of each position's states (the layer's input and its MLP's output)."""
+
+    def __init__(self, d=64, queries=(1, 3), classes=10):
+        super().__init__()
+        self.fc = nn.ModuleList(nn.Linear(d, d) for _ in queries)
+        self.query = nn.ParameterList(nn.Parameter(0.02 * torch.randn(*((d,) if n == 1 else (n, d))))
+                                      for n in queries)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for fc, q in zip(self.fc, self.query):
+            x = self._pool(q, torch.stack([x, F.gelu(fc(x))], -2))
+        return self.head(x.mean(1))
+
+    @staticmethod
+    def _pool(q, states):  # one expression: no Python local holds a tensor past its last use
+        d = states.shape[-1]
+        return torch.matmul(torch.softmax(torch.matmul(q.view(-1, d).expand(*states.shape[:-2], -1, -1),
+                                                       states.transpose(-1, -2)) * d ** -0.5, -1),
+                            states).mean(-2)
+
+
 def _timm(name, **kw):
     def make():
         import timm
@@ -1905,12 +1976,81 @@ NAMED = {
                                          feat_extract_norm="group", mask_time_prob=0.0), (2000,)),
 }
 
+
+
+# ---- heads with several outputs and tied weights (transformers' question-answering, masked-LM and
+# seq2seq heads): the oracle trains a tuple of outputs as the sum of one cross-entropy each
+class TwoSpanHeads(nn.Module):
+    """A question-answering head: one Linear to 2 logits per token, split into start and end logits
+    (transformers' `logits.split(1, dim=-1)`, squeezed): two outputs of (batch, tokens)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.LayerNorm(d))
+        self.qa = nn.Linear(d, 2)
+
+    def forward(self, x):
+        start, end = self.qa(self.body(x)).split(1, dim=-1)
+        return start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+
+
+class TwoHeadsApart(nn.Module):
+    """Two heads of their own on one body: per-token classes (7) and a pooled class (10), outputs of
+    different shapes, the per-token one first."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.tok, self.cls = nn.Linear(d, 7), nn.Linear(d, 10)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.tok(h), self.cls(torch.tanh(h.mean(1)))
+
+
+class TwoWideHeads(nn.Module):
+    """Two per-token heads of 512 classes each (two vocabulary-sized outputs): each output's loss keeps
+    its own log_softmax and makes its own gradients."""
+
+    def __init__(self, d=64, classes=512):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, d), nn.GELU())
+        self.a, self.b = nn.Linear(d, classes), nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.a(h), self.b(h)
+
+
+class TiedLM(nn.Module):
+    """A masked-LM head tied to the input embedding: the embedding's weight read by the lookup and
+    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
+                                  nn.LayerNorm(d))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
+
+
+HEADS = {
+    "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
+    "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
+    "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
+    "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+}
+
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
 sys.path.insert(0, ROOT)
 import torch_oracle as T  # noqa: E402
 
 T.ZOO.update(FAM)
 T.ZOO.update(NAMED)
+T.ZOO.update(HEADS)
 
 if __name__ == "__main__":
     T.main()

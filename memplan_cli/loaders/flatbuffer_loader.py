@@ -71,6 +71,10 @@ class _Malformed(Exception):
     pass
 
 
+class _NotAForwardModel(Exception):
+    """A well-formed file memplan does not plan: its text is the whole reason."""
+
+
 class _Reader:
     def __init__(self, buf, size: int, path: str, fmt: str):
         self.buf, self.size, self.path, self.fmt = buf, size, path, fmt
@@ -189,6 +193,11 @@ class _Reader:
             shape = tuple(self.ints(t, 0))
             sig = self.ints(t, 7)  # shape_signature: -1 marks a dynamic dim
             dtype = self.dtypes.get(t.Type())
+            if dtype in ("resource", "variant"):  # TF Lite's resource variables: on-device training signatures
+                raise _NotAForwardModel(
+                    f"tensor {j} ({name}) is a {dtype} variable: the file is a TF Lite on-device training model "
+                    f"(its weights live in variables its signatures read and assign); memplan plans a model whose "
+                    f"weights are constants: convert the inference model (TFLiteConverter.from_keras_model)")
             if dtype is None or dtype not in DTYPE_SIZE:
                 raise _Malformed(f"tensor {j} ({name}) has type {dtype or t.Type()}, which memplan cannot size")
             bad = [d for d in shape if d <= 0]
@@ -215,7 +224,7 @@ class _Reader:
 
     def buffer_ints(self, buf, dtype: str, count: int) -> tuple[int, ...] | None:
         """The values of a small int32/int64 constant (count elements), read in place."""
-        code = {"int32": "i", "int64": "q", "float32": "f", "float16": "e"}.get(dtype)
+        code = {"int32": "i", "int64": "q", "float32": "f", "float16": "e", "bool": "?"}.get(dtype)
         if code is None or count > MAX_VALUE_ELEMENTS:
             return None
         width = struct.calcsize(code)
@@ -370,6 +379,8 @@ def load_flatbuffer(path: str, fmt: str) -> Graph:
             return _Reader(mm, size, path, fmt).graph()
     except _Malformed as e:
         raise ModelError(f"malformed {fmt} file: {e}", path) from None
+    except _NotAForwardModel as e:
+        raise ModelError(str(e), path) from None
     except struct.error:
         raise ModelError(f"malformed {fmt} file: truncated or corrupt (an offset points past the end of "
                          f"the file)", path) from None

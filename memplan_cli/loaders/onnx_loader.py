@@ -19,7 +19,7 @@ from memplan_cli import ops as registry  # `registry`: functions here have an `o
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
@@ -386,8 +386,9 @@ def _outer_reads(node) -> list[str]:
 
 
 class _Builder:
-    def __init__(self, model, folded_from: dict | None = None):
+    def __init__(self, model, folded_from: dict | None = None, written: dict | None = None):
         self.model = model
+        self.written = written or {}  # _as_written: attributes read off the file before the fold
         g = model.graph
         self.index: dict[str, int] = {}
         self.operands: list[Operand] = []
@@ -522,6 +523,8 @@ class _Builder:
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
+                if node.output and node.output[0] in self.written:
+                    attrs = {**attrs, **self.written[node.output[0]]}
                 ins = ins if canon.inputs is None else canon.inputs
                 outs = outs if canon.outputs is None else canon.outputs
             else:
@@ -803,6 +806,40 @@ def _drop_unused_operands(g: Graph) -> Graph:
     g.inputs = [remap[i] for i in g.inputs]
     g.outputs = [remap[i] for i in g.outputs]
     return g
+
+
+def _as_written(model) -> dict[str, dict]:
+    """Attributes an op family reads off how the file computes a node's inputs (its "as_written"
+    fact: TorchScript's `chunk` written as Slices whose ends are computed from the input's shape),
+    read before the shape fold turns those computations into constants: {the node's first output:
+    attributes its canonical op gets}."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    small = {t.name: t for t in g.initializer if t.data_location != 1 and elements(t.dims, 16) <= 16}
+
+    def value(name):
+        t = small.get(name)
+        p = producer.get(name) if t is None else None
+        if p is not None and p.op_type == "Constant":
+            t = next((a.t for a in p.attribute if a.name == "value"), None)
+            t = t if t is not None and elements(t.dims, 16) <= 16 else None
+        if t is None:
+            return None
+        try:
+            arr = numpy_helper.to_array(t).reshape(-1)
+        except Exception:  # stripped or malformed data: unknown
+            return None
+        return tuple(int(v) for v in arr) if arr.dtype.kind in "iu" else None
+
+    out = {}
+    for n in g.node:
+        fn = registry.source_facts("onnx", n.op_type).get("as_written")
+        extra = fn(n, producer.get, value) if fn is not None and n.output and n.domain in ("", "ai.onnx") else None
+        if extra:
+            out[n.output[0]] = extra
+    return out
 
 
 def _attrs_as_meant(model) -> list[str]:
@@ -1095,6 +1132,9 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         found: list = []
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
         as_meant = _attrs_as_meant(model)
+        written = _as_written(model)
+        stored = init_names | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+        made_by = {o: n.op_type for n in model.graph.node for o in n.output}
         _sequences_as_pieces(model)
 
         def infer(m):
@@ -1132,7 +1172,10 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 break
             left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
-        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
+        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from"), written).build())
+        made = {o.name: made_by.get(o.name, "") for o in g.operands if o.is_const and o.name not in stored}
+        if made:  # the shape fold computed them from the file's ops
+            g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
         if functions:

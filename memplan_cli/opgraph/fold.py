@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import FOLDED_CALLS, Graph, broadcasts_to
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, FOLDED_CALLS, Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
 
 
@@ -92,6 +92,10 @@ class FoldConstants:
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
+            made = g.metadata.get(COMPUTED_CONSTANTS) or {}
+            # computed here from no parameter: not a fill standing alone, nor a file's constant moved
+            if kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made):
+                g.metadata[COMPUTED_CONSTANTS] = {**made, **{g.operands[o].name: op.type for o in op.outputs}}
             if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"
             # a fill is a weight by guess; a value computed from parameters is as sure as they are

@@ -392,7 +392,16 @@ def _tfl_shape(node) -> Canon:
     return Canon("Shape", {})
 
 
-TFLITE = {"SHAPE": _tfl_shape, "CAST": _same_type("Cast"), "RANGE": _same_type("Range"),
+def _tfl_fill(node) -> Canon | None:
+    """FILL(dims, value): ONNX's ConstantOfShape with its scalar value read at load (Keras's ones_like of a
+    computed shape: MultiHeadAttention's causal mask). A value computed at run time stays unconverted."""
+    v = node.values(1)
+    if v is None or len(v) != 1:
+        return None
+    return Canon("ConstantOfShape", {"value": v[0]}, inputs=node.inputs[:1])
+
+
+TFLITE = {"SHAPE": _tfl_shape, "FILL": _tfl_fill, "CAST": _same_type("Cast"), "RANGE": _same_type("Range"),
           "EQUAL": _same_type("Equal"), "NOT_EQUAL": _same_type("NotEqual"), "LESS": _same_type("Less"),
           "GREATER": _same_type("Greater"), "LESS_EQUAL": _same_type("LessOrEqual"),
           "GREATER_EQUAL": _same_type("GreaterOrEqual"), "LOGICAL_NOT": _same_type("Not"),

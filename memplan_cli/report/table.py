@@ -298,6 +298,20 @@ def torch_unread_note(doc: dict) -> str:
             f"(JSON figures.torch.coverage.unread_parameters)")
 
 
+def torch_estimated_parameters_note(doc: dict) -> str:
+    """The torch profile's header line when parameters were run again from a constant the exporter
+    folded of the part its ops read (`figures.torch.coverage.estimated_parameters`: a position table
+    folded to the rows read): eager holds the whole parameter, the file gives no size."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    targets = cov.get("estimated_parameters") or []
+    if not targets:
+        return ""
+    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
+    return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
+            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
+            f"and optimizer state; the file gives no size (JSON figures.torch.coverage.estimated_parameters)")
+
+
 def torch_constant_layers_note(doc: dict) -> str:
     """The torch profile's header line when trained layers read a constant of a batch's shape instead
     of anything computed from the model's input (`figures.torch.coverage.constant_layers.says_so`):
@@ -474,7 +488,7 @@ class TableReporter(Reporter):
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc),
-                    torch_constant_layers_note(doc)):
+                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

@@ -26,7 +26,8 @@ from circle_schema.v0_10.circle.TensorType import TensorType
 OPS = BOp.BuiltinOperator
 IDENT = {"circle": b"CIR0", "tflite": b"TFL3"}
 NP_TYPE = {"float32": (np.float32, TensorType.FLOAT32), "int32": (np.int32, TensorType.INT32),
-           "int64": (np.int64, TensorType.INT64), "int8": (np.int8, TensorType.INT8)}
+           "int64": (np.int64, TensorType.INT64), "int8": (np.int8, TensorType.INT8),
+           "resource": (np.int32, TensorType.RESOURCE)}
 
 
 def tensor(name, shape, dtype="float32", data=None, signature=None):

@@ -1,5 +1,7 @@
 import pytest
+from click.testing import CliRunner
 
+from memplan_cli.cli import main
 from memplan_cli.errors import ModelError
 from memplan_cli.loaders import load_model
 from tests.loaders import fbmodels as fb
@@ -69,6 +71,21 @@ def test_out_of_range_tensor_index_is_an_error(tmp_path):
     p = fb.write(tmp_path, "m.circle", fb.build(t, [fb.op(fb.OPS.RELU, [5], [1])], [0], [1]))
     with pytest.raises(ModelError, match="operand 5"):
         load_model(p)
+
+
+def test_resource_variables_are_an_on_device_training_model_not_a_malformed_file(tmp_path):
+    """TFLiteConverter.from_saved_model on a tf.Module with train / infer signatures (TF Lite's on-device
+    training recipe) keeps the weights in resource variables: VAR_HANDLE -> READ_VARIABLE. The file is
+    well formed; memplan plans a model whose weights are constants, and says that in one line."""
+    t = [fb.tensor("x", [1, 4]), fb.tensor("dense/bias", [], dtype="resource"), fb.tensor("b", [4]),
+         fb.tensor("y", [1, 4])]
+    ops = [fb.op(fb.OPS.VAR_HANDLE, [], [1]), fb.op(fb.OPS.READ_VARIABLE, [1], [2]), fb.op(fb.OPS.ADD, [0, 2], [3])]
+    p = fb.write(tmp_path, "trainer.tflite", fb.build(t, ops, [0], [3], fmt="tflite"))
+    with pytest.raises(ModelError, match="on-device training model") as e:
+        load_model(p)
+    assert "malformed" not in str(e.value) and "dense/bias" in str(e.value)
+    r = CliRunner().invoke(main, ["analyze", p, "-b", "4"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
 def test_cycle_in_a_file_is_an_error(tmp_path):

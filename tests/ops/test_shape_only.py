@@ -142,3 +142,32 @@ def test_castlike_is_a_cast_to_its_second_inputs_type(tmp_path):
     assert cast.type == "Cast" and len(cast.inputs) == 1 and g.operands[cast.outputs[0]].dtype == "float64"
     assert check_gradients(p) >= 4
     check_verify(p, "-b", "2")
+
+
+@pytest.mark.parametrize("fill", [True, 1.0])
+def test_tflite_fill_of_a_computed_shape_follows_the_batch(tmp_path, monkeypatch, fill):
+    """TF Lite's FILL(dims, value) is ConstantOfShape with its scalar read at load. Keras's
+    MultiHeadAttention(use_causal_mask=True) writes ones_like of its scores as SHAPE -> FILL(True): a
+    file converted at batch 1 then re-batches (it was refused: a batch value memplan did not follow)."""
+    from devtools import modelgen
+    from devtools.modelgen import ModelBuilder
+
+    monkeypatch.setitem(modelgen.TYPE, "bool", 6)  # TensorType.BOOL
+    monkeypatch.setitem(modelgen.NP_TYPE, "bool", np.bool_)
+    dtype = "bool" if fill is True else "float32"
+    m = ModelBuilder()
+    x = m.input([1, 4])
+    sh = m._op(77, [x], [2], out_dtype="int32")  # SHAPE
+    f = m._op(94, [sh, m.const([], dtype, value=np.array(fill, bool if fill is True else np.float32))], [1, 4],
+              out_dtype=dtype)  # FILL
+    if fill is True:
+        y = m._op(123, [f, x, m.const([4])], [1, 4])  # SELECT_V2
+    else:
+        y = m._op(18, [x, f], [1, 4])  # MUL
+    m.output(m.fully_connected(y, 3))
+    p = m.save(str(tmp_path / "m.tflite"))
+    op = next(o for o in load_model(p).operations if o.source_type == "FILL")
+    assert op.type == "ConstantOfShape" and op.attrs["value"] == fill and len(op.inputs) == 1
+    g = load_model(p, batch_size=3)
+    assert g.operands[op.outputs[0]].shape == (3, 4)
+    check_verify(p, "-b", "3")

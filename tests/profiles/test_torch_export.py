@@ -486,6 +486,24 @@ def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_pa
     params = _trained(a)
     assert params["tt.weight"] == (rows, 8) and "embedding_1" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Gather"]
+    # the table itself is named: counted at the rows the constant keeps, its size not in the file
+    assert got["coverage"]["estimated_parameters"] == ["tt.weight"]
+    assert "estimated_parameters" not in want["coverage"]
+
+
+def test_the_table_report_names_a_parameter_counted_at_the_part_a_folded_constant_keeps(tmp_path):
+    # eager holds the whole table (and Adam's two moments of it); the file keeps the rows read only,
+    # so the header says the parameter's size is estimated, whatever share of the peak it is
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+
+    r = CliRunner().invoke(main, ["analyze", _embedding(tmp_path, True, ("arange",)), "-b", "2", "-O", "adam",
+                                  "-p", "torch"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "estimated: 1 parameter(s) the exporter folded into a constant of the part its ops read (tt.weight)" \
+        in text and "the file gives no size" in text
 
 
 def test_the_other_profiles_still_analyse_the_folded_file_as_it_is(tmp_path):
@@ -534,6 +552,46 @@ def test_a_folded_expand_of_a_parameter_trains_the_parameter(tmp_path):
     params = _trained(a)
     assert params["cls"] == (1, 1, 8) and "expand_2" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def _query_pool(tmp_path, folded: bool, views=("view_1",)):
+    """matmul(q.view(-1, 8).expand(2, 3, -1, -1), x.transpose(-1, -2)) over states x (2, 3, 2, 8)
+    (Inkling's block attention residual), then a head: `folded`, the constant `expand_3` (2, 3, 1, 8)
+    folded from the parameter `q` through `views`; else an Expand of a (1, 1, 1, 8) `q`."""
+    src = "expand_3" if folded else "e"
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 1, 3, 2], name="node_transpose"),
+             helper.make_node("MatMul", [src, "xt"], ["s"], name="node_matmul"),
+             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_20", _w(2, 10))]
+    if folded:
+        return _dynamo_file(tmp_path, "query_folded" + "_".join(views), nodes,
+                            inits + [("expand_3", _w(2, 3, 1, 8))], [2, 3, 2, 8], [2, 3, 1, 10],
+                            ["q", "head.weight"],
+                            {"val_20": ["head.weight"], "expand_3": ["q", "val_4", "val_5", *views]},
+                            {"node_matmul": _fx("matmul.default", "%expand_3, %transpose")})
+    expand = helper.make_node("Expand", ["q", "shape"], ["e"], name="node_expand")
+    inits += [("q", _w(1, 1, 1, 8)), ("shape", np.array([2, 3, 1, 8], np.int64))]
+    return _dynamo_file(tmp_path, "query_plain", [expand] + nodes, inits, [2, 3, 2, 8], [2, 3, 1, 10], None)
+
+
+def test_a_folded_expand_of_a_viewed_parameter_trains_the_parameter(tmp_path):
+    # views keep the parameter's bytes (`q.view(-1, 8)`), so the rule for an expanded parameter holds
+    # through them; the constant's leading dims of the input's leading sizes (2, 3) are taken as the
+    # broadcast ones: `q` trains at (1, 1, 1, 8), and the matmul reads a stride-0 view it folds to
+    # bmm without a copy, as eager's does (measured: `fam_query_pool`, both exporters, -0.00 %)
+    got, a = _torch(_query_pool(tmp_path, True))
+    want, _ = _torch(_query_pool(tmp_path, False))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["q"] == (1, 1, 1, 8) and "expand_3" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def test_a_folded_expand_of_a_sliced_parameter_is_left_as_the_file_has_it(tmp_path):
+    # a slice drops elements: the parameter's size is not the expanded one's over the broadcast dims
+    _, a = _torch(_query_pool(tmp_path, True, views=("slice_1", "view_1")))
+    params = _trained(a)
+    assert params["expand_3"] == (2, 3, 1, 8) and "q" not in params
 
 
 def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):

@@ -184,6 +184,10 @@ _FX_BROADCASTS = frozenset({"expand", "repeat"})
 # dropout's output, or a view of a split)
 _FX_UNSIZED = frozenset({"slice", "select", "getitem"})
 _ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
+# fx views that keep every element of their input in place (no slice, select or copy): a parameter
+# through these is the same bytes in eager
+_FX_REARRANGES = frozenset({"view", "_unsafe_view", "unsqueeze", "squeeze", "reshape", "flatten", "unflatten",
+                            "alias", "detach", "t", "transpose", "permute"})
 
 
 def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
@@ -204,8 +208,10 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       features). The rows are the constant's elements over the output features and, where the chain
       has an expand or repeat, over the file's batch (what the broadcast copies; not recorded:
       estimated).
-    - `expand` of the parameter alone (timm's class token): a view of it in eager, its gradient
-      summed back to it; the broadcast dim (not recorded) taken as the leading one: estimated.
+    - `expand` of the parameter alone (timm's class token), or after views that keep its elements
+      (Inkling's queries, `view` then `expand`): a view of it in eager, its gradient summed back to
+      it; which dims it broadcast is not recorded: the leading ones of the input's leading sizes (at
+      least one) are taken: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
     md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
@@ -224,6 +230,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             held.setdefault(srcs[0], consts[name].index)
     x0 = graph.operands[graph.inputs[0]] if graph.inputs else None
     batch = int(x0.shape[0]) if x0 is not None and x0.shape else 0
+    x0_shape = [int(d) if isinstance(d, int) else -1 for d in (x0.shape if x0 is not None and x0.shape else ())]
     plans = []
     for name in sorted(folded_computations(graph)):
         c = consts.get(name)
@@ -267,17 +274,24 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
                       "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
-    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
-    # parameter, whose gradient expand's backward sums back to it (`sum_to(grad, self.sizes())`)
+    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`), or first rearranged by
+    # views that keep every element (Inkling's `query.view(-1, d).expand(*shape[:-2], -1, -1)`): in eager
+    # a view of the parameter, whose gradient expand's backward sums back to it (`sum_to(grad,
+    # self.sizes())`); the views change no byte eager holds
     for name, srcs in sorted(folded.items()):
         c = consts.get(name)
         params = {s for s in srcs if s in sig.params}
         if c is None or c.index not in readers or fx_kind(name) != "expand" or len(c.shape) < 2 \
                 or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
-                or any(_fx_node(s, targets) for s in srcs):
+                or any(_fx_node(s, targets) and fx_kind(s) not in _FX_REARRANGES for s in srcs):
             continue
+        # a constant depends on the input's shape alone: its leading dims of the input's leading sizes
+        # are taken as broadcast (the batch, and its positions where a query is expanded over each)
+        shape = [int(d) for d in c.shape]
+        lead = next((k for k, (a, b) in enumerate(zip(shape, x0_shape)) if a != b), min(len(shape), len(x0_shape)))
+        lead = min(max(lead, 1), len(shape) - 1)
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
-                      "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+                      "rows": 1, "cols": (1,) * (lead - 1) + tuple(shape[lead:]), "estimated": True})
     planned = {p["const"] for p in plans}
     plans += [p for p in _standardized(graph, sig, folded, consts, readers, held) if p["const"] not in planned]
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
@@ -367,7 +381,7 @@ def _unfold(g, plans, operand, insert) -> None:
             insert(at, BN_TYPE, [flat, weight, -1, -1, -1], [normed], {"epsilon": 1e-5, "momentum": 0.0, **est},
                    f"{c.name}:batch_norm")
             insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
-        elif plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+        elif plan["kind"] == "expand":  # which dims it broadcast is not recorded (unfolded_computations)
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":
             ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)

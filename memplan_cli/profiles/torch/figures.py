@@ -35,6 +35,11 @@ def coverage(bl, at: int, peak: int) -> dict:
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file)
         out["unread_parameters"] = list(cov["unread_parameters"])
+    if cov.get("estimated_parameters"):
+        # parameters the exporter folded into a constant of the part it reads (a position table's rows):
+        # eager holds the whole parameter (and, trained, its gradient and optimizer state); the file
+        # records no size, so the figure counts the part the constant keeps
+        out["estimated_parameters"] = list(cov["estimated_parameters"])
     if cov.get("constant_layers"):
         # trained layers whose data input is a batch-shaped constant (constant_layers.py): if the module
         # made it requiring grad, eager also holds it and its gradient through the step
@@ -87,6 +92,8 @@ def coverage_line(cov: dict) -> str:
                  f"counted ({nc['bytes']:,d} B of outputs)")
     if cov.get("unread_parameters"):
         line += "; " + unread_note(cov["unread_parameters"])
+    if cov.get("estimated_parameters"):
+        line += "; " + estimated_parameters_note(cov["estimated_parameters"])
     cl = cov.get("constant_layers") or {}
     if cl:
         line += (f"; {len(cl['constants'])} trained layer(s) read a batch-shaped constant, not the model's "
@@ -125,6 +132,14 @@ def held_note(held: dict) -> str:
     return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source "
             f"line each ({held['ops']} ops; {shown}): with every tensor they make held until they "
             f"return, the peak is {held['peak']:,d} B")
+
+
+def estimated_parameters_note(targets: list) -> str:
+    """What the figure estimates: parameters a folded constant kept only a part of."""
+    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
+    return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
+            f"read ({shown}), counted at that part's size: eager holds the whole parameter and, trained, its "
+            f"gradient and optimizer state; the file gives no size")
 
 
 def unread_note(targets: list) -> str:
