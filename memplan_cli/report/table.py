@@ -292,16 +292,19 @@ def torch_unread_note(doc: dict) -> str:
         return ""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
+              "exporter merged with an equal one")
     comp = cov.get("composite") or {}
-    if comp.get("other_parts"):  # the language part of a composite: name the parts, not their first modules
+    if comp.get("other_parts"):
+        # the language part of a composite: the parts are named, not their first modules; no op reads a
+        # tower's parameters under another name, so the caveat is for the other modules only
         parts = comp["other_parts"]
         rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
         shown = (f"{', '.join(parts)}: the composite model's parts beside {comp['language_part']}"
                  + (f"; and {len(rest)} more module(s)" if rest else ""))
-    return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
-            f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
-            f"equal one; the file gives no size "
-            f"(JSON figures.torch.coverage.unread_parameters)")
+        caveat = caveat if rest else ""
+    return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}){caveat}; the file gives no "
+            f"size (JSON figures.torch.coverage.unread_parameters)")
 
 
 def torch_composite_note(doc: dict) -> str:

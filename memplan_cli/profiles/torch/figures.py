@@ -167,15 +167,17 @@ def unread_note(targets: list, composite: dict | None = None) -> str:
     language part of a composite model: the composite's other parts, named)."""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    caveat = (": eager holds them unless they are read under other names (a shared module) or by an op the "
+              "exporter merged with an equal one;")
     if (composite or {}).get("other_parts"):
+        # a composite's towers: named as parts; no op reads them under another name
         parts = composite["other_parts"]
         rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
         shown = (f"{', '.join(parts)}: the composite model's parts beside {composite['language_part']}"
                  + (f"; and {len(rest)} more module(s)" if rest else ""))
+        caveat = caveat if rest else ";"
     return (f"not counted: {len(targets)} parameter(s) of {len(modules)} module(s) no op of the file reads "
-            f"({shown}): eager holds them unless they are read under other names (a shared module) or by an op "
-            f"the exporter merged with an equal one; "
-            f"the file gives no size")
+            f"({shown}){caveat} the file gives no size")
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
