@@ -783,10 +783,11 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     assert "unread_parameters" not in plain["coverage"]
     note = torch_unread_note({"figures": {"torch": unread}})
     assert note.startswith("not counted: 2 parameter(s) no op of the file reads (vision)")
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    assert note == unread["coverage"]["unread_note"] + " (JSON figures.torch.coverage.unread_parameters)"
     from memplan_cli.profiles.torch import coverage_line
 
-    assert "not counted: 2 parameter(s) of 1 module(s) no op of the file reads (vision)" in \
-        coverage_line(unread["coverage"])
+    assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
 
 
 def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
