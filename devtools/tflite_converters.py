@@ -306,7 +306,14 @@ def keras_models():
         h = r + L.Dense(16)(L.Dense(64, activation="gelu")(h))
         return tf.keras.Model(i, L.Dense(10)(L.GlobalAveragePooling2D()(h)))
 
-    return {"keras_lstm_text": text("lstm"), "keras_gru_text": text("gru"), "keras_bilstm": bilstm,
+    def onert_cnn():  # ops onert 0.1.0 trains, batch fixed at 1: tests/fixtures/tflite_converter
+        i = tf.keras.Input((16, 16, 3), batch_size=1)
+        h = L.MaxPooling2D(2)(L.Conv2D(8, 3, padding="same", activation="relu")(i))
+        h = L.Conv2D(16, 1, activation="relu")(L.DepthwiseConv2D(3, padding="same", activation="relu6")(h))
+        h = L.GlobalAveragePooling2D()(L.AveragePooling2D(2)(h))
+        return tf.keras.Model(i, L.Dense(4, activation="softmax")(h))
+
+    return {"keras_onert_cnn": onert_cnn, "keras_lstm_text": text("lstm"), "keras_gru_text": text("gru"), "keras_bilstm": bilstm,
             "keras_simple_rnn": simple_rnn, "keras_groupnorm_cnn": groupnorm_cnn, "keras_decoder_1d": decoder_1d,
             "keras_causal_mha": causal_mha, "keras_attention_pool": attention_pool,
             "keras_convnext_block": convnext_block}
