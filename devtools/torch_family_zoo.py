@@ -10,8 +10,10 @@ learned position table, segment reductions by `scatter_reduce` (amax / amin), an
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
 gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
-(`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
-sparse-attention indexer).
+(`aten.col2im`), a score branch read only through its top-k indices (DeepSeek-V3.2's
+sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
+block attention residual), and batched matmuls whose operands broadcast over batch dims (a lambda
+layer).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -752,6 +754,49 @@ class RelPosGatherNet(nn.Module):
         return self.head(x)
 
 
+class RelPosGatherLayer(nn.Module):
+    """One layer of RelPosGatherLayersNet: ProphetNet's per-layer `repeat` and cast of the shared
+    buckets inside the layer's own forward, then its gather (which saves the index)."""
+
+    def __init__(self, d, heads, buckets):
+        super().__init__()
+        self.h, self.nb = heads, buckets
+        self.rel = nn.Linear(d, heads * buckets)
+        self.v = nn.Linear(d, d)
+
+    def forward(self, x, buckets):
+        b, s, d = x.shape
+        scores = self.rel(x).view(b, s, self.h, self.nb).transpose(1, 2).reshape(b * self.h * s, self.nb)
+        # sizes from constants and the shared buckets only, as ProphetNet writes it: equal in every layer
+        idx = buckets.repeat(1, self.h, 1).view(-1, buckets.shape[-1]).to(torch.int64)
+        att = torch.gather(scores, 1, idx).view(b, self.h, s, s).softmax(-1)
+        vv = self.v(x).view(b, s, self.h, d // self.h).transpose(1, 2)
+        return x + (att @ vv).transpose(1, 2).reshape(b, s, d)
+
+
+class RelPosGatherLayersNet(nn.Module):
+    """RelPosGatherNet with each layer a module of a ModuleList (ProphetNet's decoder layers), the
+    buckets repeated per sample once and per head in each layer from constants alone: the layers'
+    equal index computations, which TorchScript's common-subexpression pass merges into the first
+    layer's, are each layer's own in eager."""
+
+    def __init__(self, d=64, heads=4, buckets=32, layers=2, classes=50, max_len=128):
+        super().__init__()
+        self.nb, self.max_len = buckets, max_len
+        self.layers = nn.ModuleList(RelPosGatherLayer(d, heads, buckets) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        s = x.shape[1]
+        pos = torch.arange(self.max_len)
+        half = self.nb // 2
+        buckets = ((pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half).to(torch.int32)[:s, :s]
+        buckets = buckets.repeat(x.shape[0], 1, 1)  # per sample, once (ProphetNet's decoder)
+        for layer in self.layers:
+            x = layer(x, buckets)
+        return self.head(x)
+
+
 class ChunkStateNet(nn.Module):
     """The inter-chunk scan of chunked linear attention (the gated delta rule's second phase): per
     block a state `torch.zeros(B, H, D, D)` made in forward, an output `torch.zeros_like(v)` whose
@@ -1488,6 +1533,48 @@ class GridSampleNet(nn.Module):
         return self.head(F.relu(s).mean((2, 3)))
 
 
+
+class BroadcastMatmulNet(nn.Module):
+    """Batched matmuls whose operands broadcast over batch dims, as a lambda layer writes them
+    (LambdaNetworks, timm's LambdaLayer). `which`: "lambda": queries (B, heads, M, K) times a
+    content lambda (B, 1, K, V) the heads share, and per-position lambdas (B, 1, M, K, V) from a
+    Conv3d times queries (B, heads, M, 1, K); "left": a learned (1, M, K) table times keys
+    (B, K, M), then (B, 1, M, M) times the queries; "both": (B, heads, 1, M, K) times
+    (B, 1, 2, K, V), each operand broadcast over a dim of the other."""
+
+    def __init__(self, which="lambda", c=64, heads=4, k=16, r=9, classes=10):
+        super().__init__()
+        self.which, self.h, self.k = which, heads, k
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.v_dim = c // heads
+        self.qkv = nn.Conv2d(c, heads * k + k + self.v_dim, 1, bias=False)
+        if which == "lambda":
+            self.conv_lambda = nn.Conv3d(1, k, (r, r, 1), padding=(r // 2, r // 2, 0))
+        if which == "left":
+            self.table = nn.Parameter(torch.randn(1, 256, k) * 0.02)
+        self.head = nn.Linear(self.v_dim, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        b, c, hh, ww = x.shape
+        m = hh * ww
+        q, k, v = torch.split(self.qkv(x), [self.h * self.k, self.k, self.v_dim], dim=1)
+        q = q.reshape(b, self.h, self.k, m).transpose(-1, -2)  # B, heads, M, K
+        v = v.reshape(b, self.v_dim, m).transpose(-1, -2)  # B, M, V
+        k = F.softmax(k.reshape(b, self.k, m), dim=-1)  # B, K, M
+        if self.which == "lambda":
+            content = q @ (k @ v).unsqueeze(1)  # (B, heads, M, K) @ (B, 1, K, V)
+            pos = self.conv_lambda(v.reshape(b, 1, hh, ww, self.v_dim))
+            pos = pos.reshape(b, 1, self.k, m, self.v_dim).transpose(2, 3)  # B, 1, M, K, V
+            out = content + (q.unsqueeze(-2) @ pos).squeeze(-2)
+        elif self.which == "left":
+            t = self.table[:, :m] @ k  # (1, M, K) @ (B, K, M): the table broadcast over the batch
+            out = t.unsqueeze(1) @ q  # (B, 1, M, M) @ (B, heads, M, K)
+        else:
+            lam = k @ v  # B, K, V
+            out = q.unsqueeze(2) @ torch.stack([lam, lam.flip(-1)], 1).unsqueeze(1)  # B, heads, 2, M, V
+        return self.head(out.flatten(1, -2).mean(1))
+
 class UnreadNet(nn.Module):
     """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
     text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
@@ -1620,6 +1707,47 @@ class FoldNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class ContinuousBiasNet(nn.Module):
+    """Swin V2's continuous position bias: a module buffer of relative coordinates (1, 2s-1, 2s-1, 2)
+    through Linear -> ReLU -> Linear (no bias), gathered by a relative-position index buffer, 16 x its
+    sigmoid added to the attention scores. Two stages, on 8 x 8 tokens and, pooled, on 2 x 2: the
+    dynamo exporter's optimizer folds the buffer's product with the first weight into a constant (the
+    first stage), or the whole Linear and ReLU (the second)."""
+
+    def __init__(self, d=32, heads=4, hidden=(256, 512), sizes=(8, 2), classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.heads = heads
+        self.stages = nn.ModuleList()
+        for k, s in enumerate(sizes):
+            st = nn.Module()
+            st.s = s
+            st.qkv = nn.Linear(d, 3 * d)
+            st.proj = nn.Linear(d, d)
+            st.cpb = nn.Sequential(nn.Linear(2, hidden[k]), nn.ReLU(), nn.Linear(hidden[k], heads, bias=False))
+            r = torch.arange(-(s - 1), s, dtype=torch.float32) / max(s - 1, 1)
+            st.register_buffer("coords", torch.stack(torch.meshgrid(r, r, indexing="ij"), -1)[None], persistent=False)
+            pos = torch.stack(torch.meshgrid(torch.arange(s), torch.arange(s), indexing="ij")).flatten(1)
+            rel = (pos[:, :, None] - pos[:, None, :]).permute(1, 2, 0) + s - 1
+            st.register_buffer("index", rel[..., 0] * (2 * s - 1) + rel[..., 1], persistent=False)
+            self.stages.append(st)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for st in self.stages:
+            x = F.adaptive_avg_pool2d(x, st.s)
+            n, c, h, w = x.shape
+            t = x.flatten(2).transpose(1, 2)
+            q, k, v = st.qkv(t).reshape(n, h * w, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+            table = st.cpb(st.coords).view(-1, self.heads)
+            bias = table[st.index.view(-1)].view(h * w, h * w, -1).permute(2, 0, 1).contiguous()
+            a = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + 16 * torch.sigmoid(bias)
+            t = t + st.proj((a.softmax(-1) @ v).transpose(1, 2).reshape(n, h * w, c))
+            x = t.transpose(1, 2).reshape(n, c, h, w)
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1666,6 +1794,7 @@ FAM = {
     "fam_delta_loop": ("inplace", lambda: DeltaLoopNet(), SEQ),
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
+    "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
@@ -1721,6 +1850,7 @@ FAM = {
     "fam_einsum_scan": ("einsum", lambda: EinsumScan(chunk=16), (64, 64)),
     "fam_no_grad_cycles": ("nograd", lambda: RecurrentLM(), (64, 64)),
     "fam_lambda_scale": ("folded", lambda: LambdaScaleLM(), (64, 64)),
+    "fam_query_pool": ("folded", lambda: QueryPoolLM(), (32, 64)),
     "fam_shared_cycles": ("nograd", lambda: RecurrentLM(quiet=0), (64, 64)),
     "fam_gated_state": ("clone", lambda: GatedStateLM(), (16, 32)),
     "fam_einsum_summed": ("einsum", lambda: EinsumScan(chunk=16, summed=True), (64, 64)),
@@ -1728,8 +1858,12 @@ FAM = {
     "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
     "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
     "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    "fam_continuous_bias": ("folded", lambda: ContinuousBiasNet(), IMG),
+    "fam_continuous_bias_one": ("folded", lambda: ContinuousBiasNet(sizes=(8,)), IMG),
     # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
     "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
+    **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
+       for w in ("lambda", "left", "both")},
 }
 
 
@@ -1852,6 +1986,31 @@ class GatedStateLM(nn.Module):
         return self.head(torch.tanh(torch.stack(out, 1).flatten(2)).mean(1))
 
 
+class QueryPoolLM(nn.Module):
+    """Inkling's block attention residual in small: a learned query (one `(d,)` vector, or `(n, d)`)
+    viewed and expanded over every position, `q.view(-1, d).expand(*states.shape[:-2], -1, -1)`,
+    attends over the stack of each position's states (the layer's input and its MLP's output)."""
+
+    def __init__(self, d=64, queries=(1, 3), classes=10):
+        super().__init__()
+        self.fc = nn.ModuleList(nn.Linear(d, d) for _ in queries)
+        self.query = nn.ParameterList(nn.Parameter(0.02 * torch.randn(*((d,) if n == 1 else (n, d))))
+                                      for n in queries)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for fc, q in zip(self.fc, self.query):
+            x = self._pool(q, torch.stack([x, F.gelu(fc(x))], -2))
+        return self.head(x.mean(1))
+
+    @staticmethod
+    def _pool(q, states):  # one expression: no Python local holds a tensor past its last use
+        d = states.shape[-1]
+        return torch.matmul(torch.softmax(torch.matmul(q.view(-1, d).expand(*states.shape[:-2], -1, -1),
+                                                       states.transpose(-1, -2)) * d ** -0.5, -1),
+                            states).mean(-2)
+
+
 def _timm(name, **kw):
     def make():
         import timm
@@ -1888,6 +2047,10 @@ NAMED = {
     "fam_hf_bit": ("wstd", _hf("BitConfig", "BitForImageClassification", embedding_size=32, num_groups=8,
                                hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], num_labels=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
+    "fam_timm_swinv2": ("folded", _timm("swinv2_tiny_window8_256", num_classes=10, img_size=64, window_size=4,
+                                        embed_dim=32, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8)), (3, 64, 64)),
+    "fam_timm_swinv2_cr": ("folded", _timm("swinv2_cr_tiny_224", num_classes=10, img_size=64, window_size=4,
+                                           embed_dim=32, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8)), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),
     "fam_hf_deberta_v2": ("relattn", _hf("DebertaV2Config", "DebertaV2ForSequenceClassification", vocab_size=1000,
@@ -1905,12 +2068,101 @@ NAMED = {
                                          feat_extract_norm="group", mask_time_prob=0.0), (2000,)),
 }
 
+
+
+# ---- heads with several outputs and tied weights (transformers' question-answering, masked-LM and
+# seq2seq heads): the oracle trains a tuple of outputs as the sum of one cross-entropy each
+class TwoSpanHeads(nn.Module):
+    """A question-answering head: one Linear to 2 logits per token, split into start and end logits
+    (transformers' `logits.split(1, dim=-1)`, squeezed): two outputs of (batch, tokens)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.LayerNorm(d))
+        self.qa = nn.Linear(d, 2)
+
+    def forward(self, x):
+        start, end = self.qa(self.body(x)).split(1, dim=-1)
+        return start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
+
+
+class TwoHeadsApart(nn.Module):
+    """Two heads of their own on one body: per-token classes (7) and a pooled class (10), outputs of
+    different shapes, the per-token one first."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.tok, self.cls = nn.Linear(d, 7), nn.Linear(d, 10)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.tok(h), self.cls(torch.tanh(h.mean(1)))
+
+
+class TwoWideHeads(nn.Module):
+    """Two per-token heads of 512 classes each (two vocabulary-sized outputs): each output's loss keeps
+    its own log_softmax and makes its own gradients."""
+
+    def __init__(self, d=64, classes=512):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d, d), nn.GELU())
+        self.a, self.b = nn.Linear(d, classes), nn.Linear(d, classes)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.a(h), self.b(h)
+
+
+class TiedLM(nn.Module):
+    """A masked-LM head tied to the input embedding: the embedding's weight read by the lookup and
+    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
+                                  nn.LayerNorm(d))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
+
+
+class MaskedWrite(nn.Module):
+    """T5Gemma2's end-of-image embedding: `emb[ids == k] = eoi`, a boolean-mask index_put of a learned
+    row into the scaled token embeddings (how many rows the data decides), then a feed-forward body
+    and a 100-class per-token head."""
+
+    def __init__(self, vocab=1000, d=64, k=998):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.eoi = nn.Parameter(torch.randn(d))
+        self.k = k
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.head = nn.Linear(d, 100)
+
+    def forward(self, ids):
+        e = self.emb(ids) * 8.0
+        e[ids == self.k] = self.eoi.to(e.dtype)
+        return self.head(self.body(e))
+
+
+HEADS = {
+    "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
+    "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
+    "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
+    "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+    "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
+}
+
 sys.path.insert(0, os.path.join(ROOT, "devtools"))
 sys.path.insert(0, ROOT)
 import torch_oracle as T  # noqa: E402
 
 T.ZOO.update(FAM)
 T.ZOO.update(NAMED)
+T.ZOO.update(HEADS)
 
 if __name__ == "__main__":
     T.main()

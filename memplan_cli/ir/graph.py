@@ -67,6 +67,11 @@ MAX_RANK = 1024
 # Graph.metadata key: the eager calls a dynamo export recorded that constant folding computed at load
 # (opgraph/fold.py: {"op", "type", "outputs", "bytes"} each), which the torch profile does not count
 FOLDED_CALLS = "folded_calls"
+# Graph.metadata key: constants a file computes with its own ops from fills, shapes, indices and scalars
+# (no parameter), folded at load (loaders/onnx_fold.py, opgraph/fold.py): name -> the op type that made
+# it. The file stores no such tensor; the source computes it each run (a causal mask, a relative-position
+# index)
+COMPUTED_CONSTANTS = "computed_constants"
 
 
 @dataclass(slots=True)

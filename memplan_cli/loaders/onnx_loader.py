@@ -19,7 +19,7 @@ from memplan_cli import ops as registry  # `registry`: functions here have an `o
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import MAX_RANK, Graph, Operand, Operation
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
@@ -386,8 +386,9 @@ def _outer_reads(node) -> list[str]:
 
 
 class _Builder:
-    def __init__(self, model, folded_from: dict | None = None):
+    def __init__(self, model, folded_from: dict | None = None, written: dict | None = None):
         self.model = model
+        self.written = written or {}  # _as_written: attributes read off the file before the fold
         g = model.graph
         self.index: dict[str, int] = {}
         self.operands: list[Operand] = []
@@ -522,6 +523,8 @@ class _Builder:
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:
                 typ, attrs = canon.type, canon.attrs
+                if node.output and node.output[0] in self.written:
+                    attrs = {**attrs, **self.written[node.output[0]]}
                 ins = ins if canon.inputs is None else canon.inputs
                 outs = outs if canon.outputs is None else canon.outputs
             else:
@@ -778,6 +781,60 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
     return out
 
 
+# the attribute names transformers gives the language part of a composite (multimodal) model: every
+# class of transformers 5.24 that names a submodule `language_model` holds vision or audio towers or
+# projectors beside it (or, in Gemma 4's three, may by its config); `text_model` is also the text
+# tower held at the top of six text-only classes (CLIPTextModelWithProjection, OwlViTTextModel, ...),
+# none of which a task class holds as `model`, where the composites' `text_model` sits (ModernVBERT,
+# Idefics3, SmolVLM: `model.text_model`)
+_LANGUAGE_PART = "language_model"
+_TEXT_PART = "text_model"
+
+
+def _part_of(name: str) -> str | None:
+    """The composite's language part a parameter's module path sits under, if any."""
+    parts = name.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p == _LANGUAGE_PART or (p == _TEXT_PART and i > 0 and parts[i - 1] == "model"):
+            return ".".join(parts[:i + 1])
+    return None
+
+
+def _composite(model, rewrites: dict | None) -> dict | None:
+    """The language part of a composite model, when it is all of the composite the file holds: the
+    parameters the file reads sit under one `language_model` (or `model.text_model`) and none under
+    another part of its parent (a head outside the parent, the task class's `lm_head` or `classifier`,
+    may be there). Eager holds the other parts' parameters all step (a text-only forward never enters
+    a vision or audio tower); the file gives no size. A dynamo file's graph signature lists them
+    (`other_parts`: the parent's other children the unread parameters sit under; none listed: the model
+    has no other part, so None); a TorchScript file keeps no trace of them."""
+    if rewrites is not None:
+        unread = set(rewrites.get("unread") or ())
+        targets = [t for kind, t in rewrites["signature"].values() if kind == "PARAMETER"]
+        read = [t for t in targets if t not in unread]
+    else:
+        # module paths only: the exporter's own names (`onnx::MatMul_12`, `/m/Constant_output_0`) say
+        # nothing of where a tensor sits
+        unread, read = set(), [t.name for t in model.graph.initializer
+                               if "." in t.name and "/" not in t.name and "::" not in t.name]
+    found = {_part_of(t) for t in read}
+    if len(found - {None}) != 1:
+        return None
+    part = next(p for p in found if p is not None)
+    parent = part.rpartition(".")[0]
+    under = parent + "." if parent else ""
+    if any(t.startswith(under) and not t.startswith(part + ".") for t in read):
+        return None  # the file reads another part of the composite too
+    out = {"language_part": part}
+    if rewrites is not None:
+        others = sorted({under + t[len(under):].split(".")[0] for t in unread
+                         if t.startswith(under) and not t.startswith(part + ".")})
+        if not others:
+            return None
+        out["other_parts"] = others
+    return out
+
+
 def _int_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
 
@@ -803,6 +860,40 @@ def _drop_unused_operands(g: Graph) -> Graph:
     g.inputs = [remap[i] for i in g.inputs]
     g.outputs = [remap[i] for i in g.outputs]
     return g
+
+
+def _as_written(model) -> dict[str, dict]:
+    """Attributes an op family reads off how the file computes a node's inputs (its "as_written"
+    fact: TorchScript's `chunk` written as Slices whose ends are computed from the input's shape),
+    read before the shape fold turns those computations into constants: {the node's first output:
+    attributes its canonical op gets}."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output}
+    small = {t.name: t for t in g.initializer if t.data_location != 1 and elements(t.dims, 16) <= 16}
+
+    def value(name):
+        t = small.get(name)
+        p = producer.get(name) if t is None else None
+        if p is not None and p.op_type == "Constant":
+            t = next((a.t for a in p.attribute if a.name == "value"), None)
+            t = t if t is not None and elements(t.dims, 16) <= 16 else None
+        if t is None:
+            return None
+        try:
+            arr = numpy_helper.to_array(t).reshape(-1)
+        except Exception:  # stripped or malformed data: unknown
+            return None
+        return tuple(int(v) for v in arr) if arr.dtype.kind in "iu" else None
+
+    out = {}
+    for n in g.node:
+        fn = registry.source_facts("onnx", n.op_type).get("as_written")
+        extra = fn(n, producer.get, value) if fn is not None and n.output and n.domain in ("", "ai.onnx") else None
+        if extra:
+            out[n.output[0]] = extra
+    return out
 
 
 def _attrs_as_meant(model) -> list[str]:
@@ -1087,6 +1178,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
         rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
+        composite = _composite(model, rewrites)
         functions = _autograd_functions(model)
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
@@ -1095,6 +1187,9 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         found: list = []
         dynamic, symbolic = _fix_inputs(model, init_names, batch_size, dims, symbolic_default, found)
         as_meant = _attrs_as_meant(model)
+        written = _as_written(model)
+        stored = init_names | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+        made_by = {o: n.op_type for n in model.graph.node for o in n.output}
         _sequences_as_pieces(model)
 
         def infer(m):
@@ -1132,9 +1227,14 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
                 break
             left = now
         check_dims(dict(dims or {}), found + data_sized.found_dims(sized))
-        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from")).build())
+        g = _drop_unused_operands(_Builder(model, (rewrites or {}).get("folded_from"), written).build())
+        made = {o.name: made_by.get(o.name, "") for o in g.operands if o.is_const and o.name not in stored}
+        if made:  # the shape fold computed them from the file's ops
+            g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
+        if composite is not None:
+            g.metadata["composite"] = composite
         if functions:
             g.metadata["autograd_functions"] = functions
         if dynamic:

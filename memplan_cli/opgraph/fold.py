@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import FOLDED_CALLS, Graph, broadcasts_to
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, FOLDED_CALLS, Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
 
 
@@ -78,6 +78,7 @@ class FoldConstants:
         assumed: dict[int, bool] = {}
         def kind_of(i):  # a constant the loader knows is no parameter (a buffer: inv_freq) is not copied by folding
             return kinds.get(i, "buffer" if g.operands[i].computed else "param")
+        eager = _of_a_buffer_and_a_parameter(g)
 
         for k in g.topological_order():
             op = g.operations[k]
@@ -86,12 +87,18 @@ class FoldConstants:
                 continue
             if is_random(op.type):  # a new draw each step (dropout's mask from a constant shape): no constant
                 continue
+            if any(g.operands[i].name in eager for i in ins):
+                continue
             if role(op.type) == "identity" and len(ins) == 1 and len(op.outputs) == 1:
                 continue  # read as its constant below, not folded into a copy of it
             if _reads_a_parameter_it_must_not_copy(g, op, [i for i in ins if kind_of(i) == "param"],
                                                    readers):
                 continue
             kind = _folded_kind(g, op, ins, kinds)
+            made = g.metadata.get(COMPUTED_CONSTANTS) or {}
+            # computed here from no parameter: not a fill standing alone, nor a file's constant moved
+            if kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made):
+                g.metadata[COMPUTED_CONSTANTS] = {**made, **{g.operands[o].name: op.type for o in op.outputs}}
             if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"
             # a fill is a weight by guess; a value computed from parameters is as sure as they are
@@ -128,6 +135,16 @@ class FoldConstants:
         if _alias_constant_identities(g, outputs):  # Identities of what this run folded, then what they feed
             self.run(g)
         return True
+
+
+def _of_a_buffer_and_a_parameter(g: Graph) -> set[str]:
+    """Constants the dynamo exporter's optimizer folded from a parameter together with a module buffer
+    (its `folded_from` and graph signature): a value eager computes each step from both (Swin V2's
+    position-bias MLP over its coordinate table), no parameter, so its readers are eager's ops too."""
+    md = (g.metadata or {}).get("torch_export") or {}
+    kind = {kt[1]: kt[0] for kt in (md.get("signature") or {}).values()}
+    return {name for name, srcs in (md.get("folded_from") or {}).items()
+            if any(kind.get(s) == "PARAMETER" for s in srcs) and any(kind.get(s) == "BUFFER" for s in srcs)}
 
 
 def _broadcast_source(g: Graph, op, ins) -> tuple | None:

@@ -21,7 +21,10 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   conditional on input 0, the attributes holding its (true, false) subgraphs: the shape folding
   inlines the one a known condition picks), "casts_values" (TF Lite: a builtin whose output holds
   its one input's values in float32, so a converter reading a small constant through it reads the
-  input's: onnx2tf's float16 files dequantize every constant, a PADV2's fill included);
+  input's: onnx2tf's float16 files dequantize every constant, a PADV2's fill included), "as_written"
+  (ONNX: `fn(node, producer, value) -> dict | None`, attributes the canonical op gets from how the
+  file computes the node's inputs, read before the shape fold makes them constants: TorchScript's
+  `chunk` written as Slices whose bounds the file computes from the input's shape);
 - `PROFILES` (optional): profile name -> op type -> that profile's facts about the op (what
   `profiles/onert`, `singa`, `nntrainer` read); merged into the OpDef's `profiles` at load, so a
   family may keep them beside its OPS or in one table; an op type no family defines (a source op

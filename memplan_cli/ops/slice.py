@@ -39,6 +39,7 @@ from memplan_cli.ops.kernel_util import param_gradient, target
 from memplan_cli.ops.rule import OpRule, StepIO, bp_targets, forward_io
 
 PARAMS = ("starts", "ends", "axes", "steps")  # ONNX Slice inputs 1..4
+SPLIT_TYPE = "Split"  # what `--profile torch` reads TorchScript's chunk Slices back as (attr "chunk")
 BIG = 2**62
 
 
@@ -451,7 +452,61 @@ def _onnx_sequence_pieces(attrs: dict, split) -> dict | None:
     return {"type": "Gather", "axis": int(attrs.get("axis", 0)), "keep": bool(attrs.get("keepdims", 1))}
 
 
-ONNX_FACTS = {"Split": {"data_sized_pieces": _onnx_split_pieces},
+def _chunk_piece(node, producer, value) -> dict | None:
+    """A Slice that is piece i of n of `x.chunk(n, d)` as TorchScript writes it (torch.onnx's
+    `prim::ConstantChunk` symbolic, opset 11+): `c = (Shape(x)[d] + n - 1) / n`, the pieces
+    `Slice(x, i * c, (i + 1) * c, [d])` without steps, the first from a constant 0, each next from
+    the previous end. Eager ran one `split` (SplitBackward0: one `cat` of the pieces' gradients)
+    where a Slice each runs `slice_backward` (a zeroed tensor of x's size each); in the file the
+    ends are computed from x's shape, not constants, and the shape fold would erase that. Returns
+    {"chunk": (i, n, d)}, or None. `producer(name)`: the node writing a value; `value(name)`: a small
+    constant's integers (a tuple) or None."""
+    ins = list(node.input)
+    if len(ins) != 4 or not all(ins):
+        return None
+
+    def op(name, typ):
+        p = producer(name)
+        return p if p is not None and p.op_type == typ and p.domain in ("", "ai.onnx") else None
+
+    def scaled(name):  # Mul(c, k) in either order -> (c, k)
+        m = op(name, "Mul")
+        if m is None or len(m.input) != 2:
+            return None
+        for a, b in (m.input, m.input[::-1]):
+            k = value(b)
+            if k is not None and len(k) == 1:
+                return a, int(k[0])
+        return None
+
+    end = scaled(ins[2])
+    axis = value(ins[3])
+    if end is None or axis is None or len(axis) != 1:
+        return None
+    c, k = end
+    div = op(c, "Div")
+    n = value(div.input[1]) if div is not None and len(div.input) == 2 else None
+    add = op(div.input[0], "Add") if n is not None and len(n) == 1 else None
+    if add is None or len(add.input) != 2 or not 1 <= k <= int(n[0]):
+        return None
+    n = int(n[0])
+    shifted = [(a, value(b)) for a, b in (add.input, add.input[::-1])]
+    dim = next((a for a, sh in shifted if sh is not None and tuple(sh) == (n - 1,)), None)
+    gather = op(dim, "Gather") if dim is not None else None
+    shape = op(gather.input[0], "Shape") if gather is not None and len(gather.input) == 2 else None
+    if shape is None or shape.input[0] != ins[0] or value(gather.input[1]) not in (tuple(axis), (axis[0],)):
+        return None
+    start = value(ins[1])
+    if k == 1:
+        if start is None or tuple(start) != (0,):
+            return None
+    elif scaled(ins[1]) != (c, k - 1):
+        return None
+    return {"chunk": (k - 1, n, int(axis[0]))}
+
+
+ONNX_FACTS = {"Slice": {"as_written": _chunk_piece},
+              "Split": {"data_sized_pieces": _onnx_split_pieces},
               "SplitToSequence": {"sequence_pieces": _onnx_sequence_pieces},
               # reads one piece of a sequence, at the position its input 1 gives
               "SequenceAt": {"sequence_position_input": 1}}

@@ -292,10 +292,38 @@ def torch_unread_note(doc: dict) -> str:
         return ""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    comp = cov.get("composite") or {}
+    if comp.get("other_parts"):  # the language part of a composite: name the parts, not their first modules
+        parts = comp["other_parts"]
+        rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
+        shown = (f"{', '.join(parts)}: the composite model's parts beside {comp['language_part']}"
+                 + (f"; and {len(rest)} more module(s)" if rest else ""))
     return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
             f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
             f"equal one; the file gives no size "
             f"(JSON figures.torch.coverage.unread_parameters)")
+
+
+def torch_composite_note(doc: dict) -> str:
+    """The torch profile's header line when the file is the language part of a composite model and does
+    not list the other parts' parameters (`figures.torch.coverage.composite.note`: a TorchScript export;
+    a dynamo file's unread line names them)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    return (cov.get("composite") or {}).get("note") or ""
+
+
+def torch_estimated_parameters_note(doc: dict) -> str:
+    """The torch profile's header line when parameters were run again from a constant the exporter
+    folded of the part its ops read (`figures.torch.coverage.estimated_parameters`: a position table
+    folded to the rows read): eager holds the whole parameter, the file gives no size."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    targets = cov.get("estimated_parameters") or []
+    if not targets:
+        return ""
+    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
+    return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
+            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
+            f"and optimizer state; the file gives no size (JSON figures.torch.coverage.estimated_parameters)")
 
 
 def torch_constant_layers_note(doc: dict) -> str:
@@ -473,8 +501,8 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
-                    torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc),
-                    torch_constant_layers_note(doc)):
+                    torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
+                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

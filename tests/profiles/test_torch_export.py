@@ -486,6 +486,24 @@ def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_pa
     params = _trained(a)
     assert params["tt.weight"] == (rows, 8) and "embedding_1" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Gather"]
+    # the table itself is named: counted at the rows the constant keeps, its size not in the file
+    assert got["coverage"]["estimated_parameters"] == ["tt.weight"]
+    assert "estimated_parameters" not in want["coverage"]
+
+
+def test_the_table_report_names_a_parameter_counted_at_the_part_a_folded_constant_keeps(tmp_path):
+    # eager holds the whole table (and Adam's two moments of it); the file keeps the rows read only,
+    # so the header says the parameter's size is estimated, whatever share of the peak it is
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+
+    r = CliRunner().invoke(main, ["analyze", _embedding(tmp_path, True, ("arange",)), "-b", "2", "-O", "adam",
+                                  "-p", "torch"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "estimated: 1 parameter(s) the exporter folded into a constant of the part its ops read (tt.weight)" \
+        in text and "the file gives no size" in text
 
 
 def test_the_other_profiles_still_analyse_the_folded_file_as_it_is(tmp_path):
@@ -534,6 +552,46 @@ def test_a_folded_expand_of_a_parameter_trains_the_parameter(tmp_path):
     params = _trained(a)
     assert params["cls"] == (1, 1, 8) and "expand_2" not in params
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def _query_pool(tmp_path, folded: bool, views=("view_1",)):
+    """matmul(q.view(-1, 8).expand(2, 3, -1, -1), x.transpose(-1, -2)) over states x (2, 3, 2, 8)
+    (Inkling's block attention residual), then a head: `folded`, the constant `expand_3` (2, 3, 1, 8)
+    folded from the parameter `q` through `views`; else an Expand of a (1, 1, 1, 8) `q`."""
+    src = "expand_3" if folded else "e"
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 1, 3, 2], name="node_transpose"),
+             helper.make_node("MatMul", [src, "xt"], ["s"], name="node_matmul"),
+             helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_20", _w(2, 10))]
+    if folded:
+        return _dynamo_file(tmp_path, "query_folded" + "_".join(views), nodes,
+                            inits + [("expand_3", _w(2, 3, 1, 8))], [2, 3, 2, 8], [2, 3, 1, 10],
+                            ["q", "head.weight"],
+                            {"val_20": ["head.weight"], "expand_3": ["q", "val_4", "val_5", *views]},
+                            {"node_matmul": _fx("matmul.default", "%expand_3, %transpose")})
+    expand = helper.make_node("Expand", ["q", "shape"], ["e"], name="node_expand")
+    inits += [("q", _w(1, 1, 1, 8)), ("shape", np.array([2, 3, 1, 8], np.int64))]
+    return _dynamo_file(tmp_path, "query_plain", [expand] + nodes, inits, [2, 3, 2, 8], [2, 3, 1, 10], None)
+
+
+def test_a_folded_expand_of_a_viewed_parameter_trains_the_parameter(tmp_path):
+    # views keep the parameter's bytes (`q.view(-1, 8)`), so the rule for an expanded parameter holds
+    # through them; the constant's leading dims of the input's leading sizes (2, 3) are taken as the
+    # broadcast ones: `q` trains at (1, 1, 1, 8), and the matmul reads a stride-0 view it folds to
+    # bmm without a copy, as eager's does (measured: `fam_query_pool`, both exporters, -0.00 %)
+    got, a = _torch(_query_pool(tmp_path, True))
+    want, _ = _torch(_query_pool(tmp_path, False))
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    params = _trained(a)
+    assert params["q"] == (1, 1, 1, 8) and "expand_3" not in params
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Expand"]
+
+
+def test_a_folded_expand_of_a_sliced_parameter_is_left_as_the_file_has_it(tmp_path):
+    # a slice drops elements: the parameter's size is not the expanded one's over the broadcast dims
+    _, a = _torch(_query_pool(tmp_path, True, views=("slice_1", "view_1")))
+    params = _trained(a)
+    assert params["expand_3"] == (2, 3, 1, 8) and "q" not in params
 
 
 def test_chains_sharing_a_parameter_and_its_dropout_run_them_once(tmp_path):
@@ -914,3 +972,59 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]
+
+
+def _buffer_linear(tmp_path, folded: bool, whole: str = ""):
+    """x (2, 4, 8) + relu(linear(coords, cpb.weight, cpb.bias)) of a module buffer `coords` (4, 1)
+    (Swin V2's continuous position bias), then a head. `folded`: the dynamo export whose optimizer
+    folded the buffer's product with the weight into `val_9` (4, 8), read by the linear's bias Add,
+    or (`whole`) the whole linear into `linear_1` (4, 8), read by the ReLU, or the linear and the ReLU
+    into `relu_1`; else the same module with
+    the linear in place (the buffer times the weight, held as (1, 8), plus the bias)."""
+    call = _fx("linear.default", "%b_coords, %p_cpb_weight, %p_cpb_bias")
+    tail = [helper.make_node("Relu", ["pos"], ["act"], name="node_relu"),
+            helper.make_node("Add", ["x", "act"], ["s"], name="node_add"),
+            helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_20", _w(8, 10))]
+    params = ["cpb.weight", "cpb.bias", "head.weight"]
+    if folded and whole == "relu":  # the ReLU folded too: `relu_1`, from the linear's fx node
+        tail[1].input[1] = "relu_1"
+        return _dynamo_file(tmp_path, "bl_relu", tail[1:], inits + [("relu_1", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"],
+                                     "relu_1": ["coords", "cpb.bias", "cpb.weight", "linear_1", "val_7"]},
+                            {"node_add": _fx("add.Tensor", "%x, %relu_1")}, buffers=["coords"])
+    if folded and whole:
+        tail[0].input[0] = "linear_1"
+        return _dynamo_file(tmp_path, "bl_whole", tail, inits + [("linear_1", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "linear_1": ["coords", "cpb.bias", "cpb.weight"]},
+                            {"node_relu": _fx("relu.default", "%linear_1")}, buffers=["coords"])
+    inits.append(("cpb.bias", _w(8)))
+    if folded:
+        nodes = [helper.make_node("Add", ["val_9", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
+        return _dynamo_file(tmp_path, "bl_folded", nodes, inits + [("val_9", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "val_9": ["coords", "cpb.weight", "val_8"]},
+                            {"node_linear_1": call}, buffers=["coords"])
+    nodes = [helper.make_node("MatMul", ["coords", "cpb.weight"], ["mm"], name="node_mm"),
+             helper.make_node("Add", ["mm", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
+    return _dynamo_file(tmp_path, "bl_plain", nodes, inits + [("coords", _w(4, 1)), ("cpb.weight", _w(1, 8))],
+                        [2, 4, 8], [2, 4, 10], params, {"val_20": ["head.weight"]}, buffers=["coords"])
+
+
+@pytest.mark.parametrize("whole", ["", "linear", "relu"])
+def test_a_folded_linear_of_a_buffer_trains_the_weight(tmp_path, whole):
+    # derivatives.yaml (mm / addmm): the weight's gradient is grad^T @ buffer, the buffer needs none;
+    # eager runs the linear each step and trains the weight (and bias) at its own size, not the
+    # product's. `whole`: the ReLU reading the folded linear is not folded at load (eager runs it on a
+    # value computed each step). The input features are not in the file (taken as one): named
+    path = _buffer_linear(tmp_path, True, whole)
+    # opgraph/fold.py: a constant folded from a parameter and a buffer is computed each step, so the
+    # ReLU of it stays an op (folded, it would train at the ReLU's size)
+    assert [op.type for op in load_model(path).operations][0] == ("Relu" if whole == "linear" else "Add")
+    got, a = _torch(path)
+    want, b = _torch(_buffer_linear(tmp_path, False))
+    params = _trained(a)
+    assert params["cpb.weight"] == (1, 8) and params["cpb.bias"] == (8,)
+    assert not {"val_9", "linear_1", "coords"} & set(params)
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    # with its bias one addmm; a ReLU folded with it is run again, named too
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Linear"] + ["Relu"] * (whole == "relu")

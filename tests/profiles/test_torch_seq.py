@@ -941,3 +941,137 @@ def test_a_weight_read_only_through_transposes_keeps_its_gradient(tmp_path, uses
     end = len(a.buffers.steps) - 1
     kept = [b for b in a.buffers.buffers if b.category == "gradient" and b.last == end]
     assert [b.size for b in kept] == [48]
+
+
+def _chunked(tmp_path, name, chunk_ends=True, pieces=3):
+    """`a, b, c = h.chunk(3, -1)` as TorchScript writes it (torch.onnx's prim::ConstantChunk symbolic:
+    c = (Shape(h)[-1] + 2) / 3, Slice(h, i * c, (i + 1) * c, [-1]) per piece), then `a * b (+ c)`; or,
+    with `chunk_ends` False, the same three windows sliced at constant bounds (`h[:, 0:2]`, ...)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm")]
+    if chunk_ends:
+        nodes += [helper.make_node("Shape", ["h"], ["shp"], name="shape"),
+                  helper.make_node("Gather", ["shp", "axis"], ["dim"], axis=0, name="gather"),
+                  helper.make_node("Add", ["dim", "two"], ["dim2"], name="add_shift"),
+                  helper.make_node("Div", ["dim2", "three"], ["size"], name="div")]
+        nodes += [helper.make_node("Mul", ["size", f"k{i + 1}"], [f"e{i + 1}"], name=f"end{i}") for i in range(3)]
+    bounds = [("zero", "e1"), ("e1", "e2"), ("e2", "e3")] if chunk_ends else \
+        [("zero", "c2"), ("c2", "c4"), ("c4", "c6")]
+    for i, (s, e) in enumerate(bounds[:pieces]):
+        nodes.append(helper.make_node("Slice", ["h", s, e, "axis"], [f"p{i}"], name=f"slice{i}"))
+    nodes.append(helper.make_node("Mul", ["p0", "p1"], ["m" if pieces == 3 else "y"], name="mul"))
+    if pieces == 3:
+        nodes.append(helper.make_node("Add", ["m", "p2"], ["y"], name="add"))
+    inits = [("w", _w(4, 6)), ("axis", np.array([-1], np.int64)), ("two", np.array([2], np.int64)),
+             ("three", np.array([3], np.int64)), ("zero", np.array([0], np.int64)),
+             *((f"k{i}", np.array([i], np.int64)) for i in (1, 2, 3)),
+             *((f"c{i}", np.array([i], np.int64)) for i in (2, 4, 6))]
+    return _model(tmp_path, nodes, [("x", F, [2, 4])], [("y", [2, 2])], inits, name)
+
+
+def test_a_torchscript_chunk_is_one_split_whose_backward_cats(tmp_path):
+    # chunk is split in eager: views, and one SplitBackward0 that cats the pieces' gradients into h's
+    # (2 x 6 floats: 48 B); a Slice each would make a zeroed h-sized gradient of its own (3 x 48 B)
+    slices = lambda a: {k: v for k, v in a.extras["per_layer_extra"].items() if "slice" in k}
+    a = _run(_chunked(tmp_path, "chunk3"), loss="mse")
+    assert sum(v["bwd_mem_out"] for v in slices(a).values()) == 48
+    assert sum(v["bwd_mem_tmp"] for v in slices(a).values()) == 0
+    assert not a.extras["torch"]["coverage"]["estimated"]
+    # a piece the trace dropped (nothing read it): split_backward's zeros of its size (16 B)
+    a = _run(_chunked(tmp_path, "chunk2", pieces=2), loss="mse")
+    assert sum(v["bwd_mem_out"] for v in slices(a).values()) == 48
+    assert sum(v["bwd_mem_tmp"] for v in slices(a).values()) == 16
+    # the same windows at constant bounds are slices in eager too: one slice_backward each
+    a = _run(_chunked(tmp_path, "sliced", chunk_ends=False), loss="mse")
+    assert sum(v["bwd_mem_out"] + v["bwd_mem_tmp"] for v in slices(a).values()) == 3 * 48
+
+
+def _torchscript_file(tmp_path, nodes, inits, name):
+    """A file as torch.onnx's TorchScript exporter writes one: producer "pytorch", no recorded calls,
+    node and value names by module path."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 8])],
+                              [helper.make_tensor_value_info("y", F, [2, 8])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = tmp_path / f"{name}.onnx"
+    save(helper.make_model(graph, producer_name="pytorch", opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return load_model(str(path))
+
+
+def _layers_gathering(tmp_path, name, index_scope):
+    """Two layers, each `h.gather(1, idx)` of its projection; idx computed from constants
+    (`arange(8).repeat(2, 1)`) under `index_scope`, read by both layers' gathers, as TorchScript's
+    common-subexpression pass leaves a per-layer computation (`/m/layers.0/...` read by layers.1)."""
+    nodes = [helper.make_node("Range", ["zero", "eight", "one"], [f"{index_scope}/Range_output_0"],
+                              name=f"{index_scope}/Range"),
+             helper.make_node("Unsqueeze", [f"{index_scope}/Range_output_0", "ax0"],
+                              [f"{index_scope}/Unsqueeze_output_0"], name=f"{index_scope}/Unsqueeze"),
+             helper.make_node("Tile", [f"{index_scope}/Unsqueeze_output_0", "reps"], [f"{index_scope}/Tile_output_0"],
+                              name=f"{index_scope}/Tile")]
+    h = "x"
+    for i in range(2):
+        nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
+                                   name=f"/m/layers.{i}/MatMul"),
+                  helper.make_node("GatherElements", [f"/m/layers.{i}/MatMul_output_0", f"{index_scope}/Tile_output_0"],
+                                   ["y" if i else f"/m/layers.{i}/GatherElements_output_0"], axis=1,
+                                   name=f"/m/layers.{i}/GatherElements")]
+        h = f"/m/layers.{i}/GatherElements_output_0"
+    inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
+             ("one", np.int64(1)), ("ax0", np.array([0], np.int64)), ("reps", np.array([2, 1], np.int64))]
+    return _torchscript_file(tmp_path, nodes, inits, name)
+
+
+def test_a_torchscript_index_one_layer_computed_is_one_per_layer(tmp_path):
+    # eager's layers each compute their index (2 x 8 int64: 128 B) and each gather saves its own; the
+    # file's CSE left one, computed under layers.0 and read by layers.1: a second one is counted
+    a = _run(_layers_gathering(tmp_path, "cse", "/m/layers.0"), loss="mse")
+    idx = sorted(b.name for b in a.buffers.buffers if "Tile_output_0" in b.name)
+    assert idx == ["/m/layers.0/Tile_output_0", "/m/layers.0/Tile_output_0:layers.1"]
+    # computed by the parent module (a decoder's buckets handed to every layer): one tensor, as in eager
+    a = _run(_layers_gathering(tmp_path, "parent", "/m"), loss="mse")
+    assert [b.name for b in a.buffers.buffers if "Tile_output_0" in b.name] == ["/m/Tile_output_0"]
+
+
+def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):
+    # a float mask the file computes from constants (`zeros(2, 8) - 1e4 * (arange(8) > 3)`, folded at
+    # load) is a tensor eager makes in forward each step, freed after its last reader (an Add saves
+    # nothing), not a module buffer held all step; a stored constant (a Constant node: a traced
+    # buffer) stays held
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["/m/MatMul_output_0"], name="/m/MatMul"),
+             helper.make_node("Relu", ["/m/MatMul_output_0"], ["/m/Relu_output_0"], name="/m/Relu"),
+             helper.make_node("Range", ["zero", "eight", "one"], ["/m/Range_output_0"], name="/m/Range"),
+             helper.make_node("Greater", ["/m/Range_output_0", "three"], ["/m/Greater_output_0"], name="/m/Greater"),
+             helper.make_node("Where", ["/m/Greater_output_0", "neg", "nil"], ["/m/Where_output_0"], name="/m/Where"),
+             helper.make_node("Add", ["/m/Relu_output_0", "/m/Where_output_0"], ["/m/Add_output_0"], name="/m/Add"),
+             helper.make_node("Constant", [], ["/m/Constant_output_0"], name="/m/Constant",
+                              value=numpy_helper.from_array(np.full((2, 8), 0.5, np.float32))),
+             helper.make_node("Mul", ["/m/Add_output_0", "/m/Constant_output_0"], ["y"], name="/m/Mul")]
+    inits = [("w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)), ("one", np.int64(1)),
+             ("three", np.int64(3)), ("neg", np.float32(-1e4)), ("nil", np.float32(0.0))]
+    a = _run(_torchscript_file(tmp_path, nodes, inits, "mask"), loss="mse")
+    cat = {b.name: b.category for b in a.buffers.buffers}
+    assert cat["/m/Where_output_0"] != "trainable" and cat["/m/Constant_output_0"] == "trainable"
+    where = next(b for b in a.buffers.buffers if b.name == "/m/Where_output_0")
+    assert where.first > 0
+
+
+def test_a_torchscript_view_one_layer_made_of_the_parents_table_stays_one_tensor(tmp_path):
+    # the parent computes a table (a rotary cos: `arange(8).float() * 0.5`), each layer `unsqueeze`s it
+    # and multiplies (mul saves it); TorchScript's CSE leaves layers.0's unsqueeze read by layers.1.
+    # An unsqueeze is a view in eager: both layers read the parent's one tensor, no copy is counted
+    nodes = [helper.make_node("Range", ["zero", "eight", "one"], ["/m/rotary/Range_output_0"], name="/m/rotary/Range"),
+             helper.make_node("Cast", ["/m/rotary/Range_output_0"], ["/m/rotary/Cast_output_0"], to=F,
+                              name="/m/rotary/Cast"),
+             helper.make_node("Mul", ["/m/rotary/Cast_output_0", "half"], ["/m/rotary/Mul_output_0"],
+                              name="/m/rotary/Mul"),
+             helper.make_node("Unsqueeze", ["/m/rotary/Mul_output_0", "ax0"], ["/m/layers.0/Unsqueeze_output_0"],
+                              name="/m/layers.0/Unsqueeze")]
+    h = "x"
+    for i in range(2):
+        nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
+                                   name=f"/m/layers.{i}/MatMul"),
+                  helper.make_node("Mul", [f"/m/layers.{i}/MatMul_output_0", "/m/layers.0/Unsqueeze_output_0"],
+                                   ["y" if i else f"/m/layers.{i}/Mul_output_0"], name=f"/m/layers.{i}/Mul")]
+        h = f"/m/layers.{i}/Mul_output_0"
+    inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
+             ("one", np.int64(1)), ("half", np.float32(0.5)), ("ax0", np.array([0], np.int64))]
+    a = _run(_torchscript_file(tmp_path, nodes, inits, "rotary_view"), loss="mse")
+    assert [b.name for b in a.buffers.buffers if "Unsqueeze_output_0" in b.name] == ["/m/layers.0/Unsqueeze_output_0"]

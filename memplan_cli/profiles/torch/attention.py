@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS
 from memplan_cli.ops._torch import SDPA, SDPA_CALLS, TRANSPOSE, parse_call, sdpa_dropout
 from memplan_cli.profiles.torch.strides import elements
 
@@ -201,3 +202,16 @@ def folded_values(g, trained, masks) -> set[int]:
                 first.add(op.inputs[0])
     return {o.index for o in g.operands if o.is_const and (o.name in names or o.index in masks or o.index in first)
             and o.index not in trained}
+
+
+def computed_in_forward(g, trained) -> set[int]:
+    """Constants a TorchScript file computes with its own ops from fills, shapes, indices and scalars,
+    folded at load (`COMPUTED_CONSTANTS`: a causal mask's `Where`, relative-position buckets'
+    `repeat` and cast): the file stores no such tensor, so no module holds one; eager computes it in
+    forward each step. They are forward values (made at their first reader, freed after their last
+    or with the backward that saved them), as `folded_values` reads a dynamo file's by their fx names."""
+    md = getattr(g, "metadata", None) or {}
+    if "state_dict_order" not in md or any(op.call for op in g.operations):
+        return set()
+    names = set(md.get(COMPUTED_CONSTANTS) or ())
+    return {o.index for o in g.operands if o.is_const and o.name in names and o.index not in trained}

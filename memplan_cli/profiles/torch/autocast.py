@@ -77,9 +77,8 @@ class Autocast:
         for st in self.cache.values():
             sim.touch(st, loss_step)
 
-    def loss_forward(self, sim, op, s, label, c) -> None:
-        """The float32 copy of bfloat16 logits the loss computes on, freed in the op."""
-        x = op.inputs[0]
+    def loss_forward(self, sim, x, s, label, c) -> None:
+        """The float32 copy of bfloat16 logits `x` the loss computes on, freed in the op."""
         if self.on and self.opd[x].dtype != "float32":
             nb = self._elements(x) * 4
             sim.new(f"{label}:logits_fp32", "extra", nb, s, label, "tmp")
@@ -111,17 +110,19 @@ class Autocast:
             return []
         return [sim.new(f"{label}:log_softmax_grad", "back-prop", self._elements(x) * 4, s, label, "tmp")]
 
-    def after_loss_backward(self, sim, op, s, gx, tmp) -> None:
-        """The logits' `_to_copy` node runs after the loss's backward (nll_loss's gradient freed by
-        then): the bfloat16 gradient is made there, beside log_softmax's float32 one."""
-        if not self.on or self.opd[op.inputs[0]].dtype == "float32":
-            return
+    def after_loss_backward(self, sim, x, op, s, gx, tmp) -> int:
+        """The logits' (`x`) `_to_copy` node runs after the loss's backward (nll_loss's gradient freed by
+        then): the bfloat16 gradient is made there, beside log_softmax's float32 one. Returns the step
+        the loss's backward of `x` ends in."""
+        if not self.on or self.opd[x].dtype == "float32":
+            return s
         s_cast = sim.step("calcDerivative", op.index, op.label)
         sim.store[gx]["first"] = s_cast
         sim.touch(gx, s_cast)
         for t in tmp:
             if sim.store[t]["name"].endswith(":log_softmax_grad"):
                 sim.touch(t, s_cast)
+        return s_cast
 
     def after_backward(self, sim, op, p, s, needs, made, tmp) -> int:
         """The `_to_copy` nodes of the op's cast inputs run next, in a step of their own (the op's saved

@@ -43,9 +43,10 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, parse_call, split_top
+from memplan_cli.ops.activations import RELU_TYPE
 from memplan_cli.ops.batchnorm import BN_TYPE
-from memplan_cli.ops.binary import MUL_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
@@ -184,6 +185,10 @@ _FX_BROADCASTS = frozenset({"expand", "repeat"})
 # dropout's output, or a view of a split)
 _FX_UNSIZED = frozenset({"slice", "select", "getitem"})
 _ZEROS = frozenset({"zeros", "zeros_like", "new_zeros"})
+# fx views that keep every element of their input in place (no slice, select or copy): a parameter
+# through these is the same bytes in eager
+_FX_REARRANGES = frozenset({"view", "_unsafe_view", "unsqueeze", "squeeze", "reshape", "flatten", "unflatten",
+                            "alias", "detach", "t", "transpose", "permute"})
 
 
 def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
@@ -204,8 +209,10 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       features). The rows are the constant's elements over the output features and, where the chain
       has an expand or repeat, over the file's batch (what the broadcast copies; not recorded:
       estimated).
-    - `expand` of the parameter alone (timm's class token): a view of it in eager, its gradient
-      summed back to it; the broadcast dim (not recorded) taken as the leading one: estimated.
+    - `expand` of the parameter alone (timm's class token), or after views that keep its elements
+      (Inkling's queries, `view` then `expand`): a view of it in eager, its gradient summed back to
+      it; which dims it broadcast is not recorded: the leading ones of the input's leading sizes (at
+      least one) are taken: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
     md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
@@ -224,6 +231,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
             held.setdefault(srcs[0], consts[name].index)
     x0 = graph.operands[graph.inputs[0]] if graph.inputs else None
     batch = int(x0.shape[0]) if x0 is not None and x0.shape else 0
+    x0_shape = [int(d) if isinstance(d, int) else -1 for d in (x0.shape if x0 is not None and x0.shape else ())]
     plans = []
     for name in sorted(folded_computations(graph)):
         c = consts.get(name)
@@ -267,17 +275,25 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
                       "layer": fc.type, "weight": fc.inputs[1], "bias": bias, "trans_b": trans_b, "repeats": k,
                       "copy": bool(fx & _FX_COPIES), "dropout": tuple(dropout),
                       "estimated": bool(fx & (_FX_BROADCASTS | _FX_UNSIZED))})
-    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`): in eager a view of the
-    # parameter, whose gradient expand's backward sums back to it (`sum_to(grad, self.sizes())`)
+    # a parameter expanded, nothing else (timm's `cls_token.expand(B, -1, -1)`), or first rearranged by
+    # views that keep every element (Inkling's `query.view(-1, d).expand(*shape[:-2], -1, -1)`): in eager
+    # a view of the parameter, whose gradient expand's backward sums back to it (`sum_to(grad,
+    # self.sizes())`); the views change no byte eager holds
     for name, srcs in sorted(folded.items()):
         c = consts.get(name)
         params = {s for s in srcs if s in sig.params}
         if c is None or c.index not in readers or fx_kind(name) != "expand" or len(c.shape) < 2 \
                 or int(c.shape[0]) <= 1 or len(params) != 1 or params & set(held) \
-                or any(_fx_node(s, targets) for s in srcs):
+                or any(_fx_node(s, targets) and fx_kind(s) not in _FX_REARRANGES for s in srcs):
             continue
+        # a constant depends on the input's shape alone: its leading dims of the input's leading sizes
+        # are taken as broadcast (the batch, and its positions where a query is expanded over each)
+        shape = [int(d) for d in c.shape]
+        lead = next((k for k, (a, b) in enumerate(zip(shape, x0_shape)) if a != b), min(len(shape), len(x0_shape)))
+        lead = min(max(lead, 1), len(shape) - 1)
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
-                      "rows": 1, "cols": tuple(int(d) for d in c.shape[1:]), "estimated": True})
+                      "rows": 1, "cols": (1,) * (lead - 1) + tuple(shape[lead:]), "estimated": True})
+    plans += _buffer_linears(graph, sig, folded, consts, readers, held)
     planned = {p["const"] for p in plans}
     plans += [p for p in _standardized(graph, sig, folded, consts, readers, held) if p["const"] not in planned]
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
@@ -286,6 +302,48 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     for p in plans:
         shape.setdefault(p["param"], (p["rows"], p["cols"]))
     return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
+
+
+def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
+    """A linear of a module buffer that the optimizer folded into a constant (Swin V2's continuous
+    position bias: `cpb_mlp(relative_coords_table)`), either its product with the weight (`val_N`,
+    read by the bias Add, whose recorded call is `linear(buffer, weight, ...)`) or the whole linear
+    (a constant named by its own fx node, `linear_1`, folded from the weight, the bias and the
+    buffer): `folded_from` names one buffer, the weight (and bias) the file no longer holds and
+    ONNX-level values only. Eager computes it each step (derivatives.yaml's `addmm`/`mm`: the weight's
+    gradient is `grad^T @ buffer`, the buffer needs none) and trains the weight at its own size, not
+    the product's. The file holds neither the buffer nor the weight: the input features are not
+    recorded and are taken as one, the matmul named as estimated. The bias is told from the weight
+    by nn.Linear's names (`<module>.weight`, `<module>.bias`)."""
+    targets = set(sig.target.values())
+    plans = []
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        if c is None or c.index not in readers or len(c.shape) < 2 or not c.dtype.startswith(("float", "bfloat")):
+            continue
+        params = sorted(s for s in srcs if s in sig.params)
+        buffers = [s for s in srcs if s in targets and s not in sig.params]
+        fx = [fx_kind(s) for s in srcs if _fx_node(s, targets)]
+        if len(buffers) != 1 or any(p in held for p in params) or fx not in ([], ["linear"]) \
+                or (fx and fx_kind(name) != "relu"):
+            continue
+        plan = {"const": c.index, "readers": sorted(readers[c.index]), "kind": "buffer_linear", "rows": 1,
+                "cols": int(c.shape[-1]), "buffer": buffers[0], "bias": None, "estimated": True}
+        if _onnx_value(name) and len(params) == 1:  # the product: every reader is the linear's own node
+            ok = True
+            for k in readers[c.index]:
+                call = parse_call(graph.operations[k].call or "")
+                if not call or call[1] != "aten.linear" or len(call[2]) < 2 \
+                        or sig.of(call[2][0], "BUFFER") != buffers[0] or sig.of(call[2][1], "PARAMETER") != params[0]:
+                    ok = False
+            if ok:
+                plans.append({**plan, "param": params[0]})
+        elif fx_kind(name) in ("linear", "relu") and len(params) == 2:  # the whole linear (and its ReLU)
+            module = {p.rsplit(".", 1)[0] for p in params}
+            if len(module) == 1 and {p.rsplit(".", 1)[1] for p in params} == {"weight", "bias"}:
+                (m,) = module
+                plans.append({**plan, "param": f"{m}.weight", "bias": f"{m}.bias", "relu": fx_kind(name) == "relu"})
+    return plans
 
 
 def _standardized(graph, sig, folded, consts, readers, held) -> list[dict]:
@@ -367,7 +425,20 @@ def _unfold(g, plans, operand, insert) -> None:
             insert(at, BN_TYPE, [flat, weight, -1, -1, -1], [normed], {"epsilon": 1e-5, "momentum": 0.0, **est},
                    f"{c.name}:batch_norm")
             insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
-        elif plan["kind"] == "expand":  # which dims it broadcast is not recorded: taken as the leading one
+        elif plan["kind"] == "buffer_linear":  # the buffer (held by the module) times the weight
+            buf = operand(plan["buffer"], (*c.shape[:-1], plan["rows"]), c.dtype, const=True, buffer=True)
+            if plan["bias"]:
+                mm = operand(f"{c.name}:mm", c.shape, c.dtype)
+                insert(at, MATMUL_TYPE, [buf, x], [mm], dict(est), f"{c.name}:linear")
+                if plan["bias"] not in made:
+                    made[plan["bias"]] = operand(plan["bias"], (int(c.shape[-1]),), c.dtype, const=True)
+                lin = operand(f"{c.name}:linear", c.shape, c.dtype) if plan.get("relu") else out
+                insert(at, ADD_TYPE, [mm, made[plan["bias"]]], [lin], dict(est), f"{c.name}:bias")
+                if plan.get("relu"):
+                    insert(at, RELU_TYPE, [lin], [out], dict(est), f"{c.name}:relu")
+            else:
+                insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
+        elif plan["kind"] == "expand":  # which dims it broadcast is not recorded (unfolded_computations)
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":
             ids = operand(f"{c.name}:ids", c.shape[:-1], "int64", const=True, buffer=True)

@@ -12,7 +12,7 @@ from memplan_cli.ir.graph import FOLDED_CALLS
 from memplan_cli.ops._torch import (GRAD_LAYOUT_KEEPING, LAYOUT_KEEPING, PERMUTE_CALLS, TRANSPOSE, WEIGHT_MATMULS,
                                    parse_call)
 from memplan_cli.ops.loss import LOSS_TYPE
-from memplan_cli.profiles.torch.attention import folded_values, sdpa_masks
+from memplan_cli.profiles.torch.attention import computed_in_forward, folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
@@ -26,7 +26,8 @@ from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
-                                                is_contiguous, iterator_strides, view_output_strides, view_strides)
+                                                expanded_strides, is_contiguous, iterator_strides, view_output_strides,
+                                                view_strides)
 
 
 def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
@@ -374,7 +375,7 @@ class Replay:
         # value: DiffLlama's λ, exp(sum(λq·λk)) - ...) is still computed from parameters in eager: it
         # requires grad, so its readers keep what its gradient needs (they are named as estimated)
         self.rg = set(self.trained) | {o.index for o in opd[:len(g.operands)] if o.is_const and o.name in self.folded}
-        self.computed = folded_values(g, self.trained, masks)
+        self.computed = folded_values(g, self.trained, masks) | computed_in_forward(g, self.trained)
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
@@ -394,10 +395,14 @@ class Replay:
                 # the backward of the op that saves it (a value the dynamo exporter folded is made where
                 # eager computes it: `computed`)
                 storage[o.index] = sim.new(o.name, "trainable", _held_bytes(o), 0, kind="held")
+        pred_of = {}  # label -> the output it labels: (y_pred, label) pairs, one per output with a loss
+        if tg.loss_op is not None:
+            loss_in = g.operations[tg.loss_op].inputs
+            pred_of = {loss_in[k + 1]: loss_in[k] for k in range(0, len(loss_in) - 1, 2)}
         for v in g.inputs:
             o = opd[v]
-            if v == tg.label:
-                y_pred = opd[g.operations[tg.loss_op].inputs[0]]
+            if v in pred_of:
+                y_pred = opd[pred_of[v]]
                 if config.loss == "cce":
                     n = elements(y_pred.shape[:-1]) if len(y_pred.shape) > 1 else 1
                     storage[v] = sim.new("label", "non-const", 8 * n, 0, kind="held")
@@ -417,6 +422,10 @@ class Replay:
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
+        if estimated:
+            # parameters run again from a folded constant at a shape the file does not record (a position
+            # table's rows beyond those read): counted at the shape the file keeps, named
+            sim.coverage["estimated_parameters"] = sorted(estimated)
         for w in self.params_order:
             # a folded computation (estimated), or a parameter of one run again at an estimated shape: the
             # constant and its state count as its first reader's
@@ -488,21 +497,29 @@ class Replay:
                 self.fwd_last[st] = max(self.fwd_last.get(st, 0), end)
 
     def forward_loss(self, op, s) -> list:
-        """The loss: cross-entropy keeps log_softmax's result and a total weight; mse its inputs."""
+        """The loss: cross-entropy keeps log_softmax's result and a total weight; mse its inputs. With
+        several outputs (a question-answering head's start and end logits) one loss per output, in
+        order, then their sum (`loss_0 + loss_1`: each a scalar, the sum a new one; AddBackward saves
+        nothing). What each output's loss saved is kept apart for its own backward step."""
         sim, opd, c = self.sim, self.opd, self.cols(op.label)
         saved = []
-        x = op.inputs[0]
-        self.ac.loss_forward(sim, op, s, op.label, c)
-        if self.config.loss == "cce":
-            n_el = elements(opd[x].shape) * dtype_size(opd[op.outputs[0]].dtype)  # the loss's dtype
-            ls = sim.new(f"{op.label}:log_softmax", "non-const", n_el, s, op.label, "saved")
-            c["fwd_mem_tmp"] += n_el
-            saved.append(ls)
-            tw = sim.new(f"{op.label}:total_weight", "non-const", 4, s, op.label, "tmp")
-            c["fwd_mem_tmp"] += 4
-            saved.append(tw)
-        else:
-            saved += [self.storage[x], self.storage[op.inputs[1]]]
+        pairs = range(0, len(op.inputs) - 1, 2)
+        self.loss_saved = []
+        for k in pairs:
+            x, mine = op.inputs[k], []
+            self.ac.loss_forward(sim, x, s, op.label, c)
+            if self.config.loss == "cce":
+                n_el = elements(opd[x].shape) * dtype_size(opd[op.outputs[0]].dtype)  # the loss's dtype
+                mine.append(sim.new(f"{op.label}:log_softmax", "non-const", n_el, s, op.label, "saved"))
+                mine.append(sim.new(f"{op.label}:total_weight", "non-const", 4, s, op.label, "tmp"))
+                c["fwd_mem_tmp"] += n_el + 4
+            else:
+                mine += [self.storage[x], self.storage[op.inputs[k + 1]]]
+            if len(pairs) > 1:  # this output's loss, a scalar the sum reads
+                sim.new(f"{op.label}:loss{k // 2}", "non-const", 4, s, op.label, "tmp")
+                c["fwd_mem_tmp"] += 4
+            self.loss_saved.append(mine)
+            saved += [st for st in mine if st not in saved]
         out = sim.new(f"{op.label}:loss", "non-const", 4, s, op.label, "out")
         c["fwd_mem_out"] += 4
         self.storage[op.outputs[0]] = out
@@ -551,7 +568,20 @@ class Replay:
             return copies
         if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
             w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
+            ex = f["expanded_inputs"](op, opd) if f.get("expanded_inputs") else ()
             for k, v in enumerate(op.inputs[:2]):
+                if v >= 0 and k < len(ex) and ex[k] is not None:
+                    # expanded over broadcast batch dims, then reshaped for bmm: a copy of the
+                    # expanded size where no view exists
+                    shp = opd[v].shape
+                    est = expanded_strides(shp, self.strides[v] if v in self.strides else contiguous_strides(shp),
+                                           ex[k])
+                    if bmm_copies(ex[k], est):
+                        nb = elements(ex[k]) * dtype_size(opd[v].dtype)
+                        copies[f"in{k}"] = self.sim.new(f"{op.label}:expanded{k}", "non-const", nb, s, op.label,
+                                                        "copy")
+                        c["fwd_mem_tmp"] += nb
+                    continue
                 if v < 0 or self.is_c(v) or len(opd[v].shape) <= 2:
                     continue  # a 2-D transposed operand goes to BLAS as it is
                 shp = opd[v].shape
@@ -653,30 +683,42 @@ class Replay:
             made: list[int] = []  # storages created by this backward
             tmp: list[int] = []
             if op.type == LOSS_TYPE:
-                self.backward_loss(op, s, made, tmp)
+                s = self.backward_loss(op, s, made, tmp)  # it releases what each output's loss saved
             else:
                 s = self.backward_op(p, op, s, made, tmp)
-            for st in self.saved_by[p]:
-                self.release_at[st] = max(self.release_at.get(st, 0), s)
+                for st in self.saved_by[p]:
+                    self.release_at[st] = max(self.release_at.get(st, 0), s)
             c["bwd_mem_out"] += sum(sim.store[m]["bytes"] for m in made)
             for st in {sim.store[t]["first"] for t in tmp}:  # temporaries live in one step each
                 c["bwd_mem_tmp"] = max(c["bwd_mem_tmp"], sum(sim.store[t]["bytes"] for t in tmp
                                                              if sim.store[t]["first"] == st))
 
-    def backward_loss(self, op, s, made, tmp) -> None:
-        """Cross-entropy's backward: the loss's unit gradient, nll_loss's and log_softmax's gradients."""
+    def backward_loss(self, op, s, made, tmp) -> int:
+        """Cross-entropy's backward: the loss's unit gradient, nll_loss's and log_softmax's gradients.
+        With several outputs, AddBackward hands the unit gradient to each output's loss, and autograd
+        runs the one made last first (its node has the higher sequence number), each in a step of its
+        own: nll_loss's gradient is freed before the next one's is made, the outputs' gradients stay
+        until the model's ops read them. Returns the last step."""
         sim, opd, ac = self.sim, self.opd, self.ac
         one = sim.new("loss:grad", "back-prop", 4, s, op.label, "tmp")
         tmp.append(one)
-        x = op.inputs[0]
-        nb = opd[x].nbytes
-        t = sim.new(f"{op.label}:nll_grad", "back-prop", ac.loss_grad_bytes(x), s, op.label, "tmp")
-        tmp.append(t)
-        tmp += ac.loss_backward_tmps(sim, x, s, op.label)
-        gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
-        made.append(gx)
-        self.deliver(x, gx, True, s, made, tmp, op.label)
-        ac.after_loss_backward(sim, op, s, gx, tmp)
+        pairs = list(range(0, len(op.inputs) - 1, 2))
+        for n, k in enumerate(reversed(pairs)):
+            if n:
+                s = sim.step("calcDerivative", op.index, op.label)
+                sim.touch(one, s)
+            x = op.inputs[k]
+            nb = opd[x].nbytes
+            t = sim.new(f"{op.label}:nll_grad", "back-prop", ac.loss_grad_bytes(x), s, op.label, "tmp")
+            tmp.append(t)
+            tmp += ac.loss_backward_tmps(sim, x, s, op.label)
+            gx = sim.new(f"{opd[x].name}:grad", "back-prop", nb, s, op.label, "grad")
+            made.append(gx)
+            self.deliver(x, gx, True, s, made, tmp, op.label)
+            for st in self.loss_saved[k // 2]:
+                self.release_at[st] = max(self.release_at.get(st, 0), s)
+            s = ac.after_loss_backward(sim, x, op, s, gx, tmp)
+        return s
 
     def backward_op(self, p, op, s, made, tmp) -> int:
         """One op's backward: the gradients of its inputs that require grad (new, or the incoming one
@@ -718,8 +760,25 @@ class Replay:
         # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
         # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
         late = set(f.get("dw_inputs", ())) if s_dw != s else set()
+        ex = f["expanded_inputs"](op, opd) if f.get("expanded_inputs") else ()
+        s_sum = None  # the step that sums expanded gradients down (after the op's saved tensors are freed)
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
+                continue
+            if k < len(ex) and ex[k] is not None:
+                # bmm's gradient of the expanded operand, then ExpandBackward0's sum to the input's shape
+                if s_sum is None:
+                    s_sum = sim.step("calcDerivative", op.index, op.label)
+                big = sim.new(f"{opd[v].name}:grad_expanded", "back-prop", elements(ex[k]) * dtype_size(opd[v].dtype),
+                              s, op.label, "tmp")
+                sim.touch(big, s_sum)
+                tmp.append(big)
+                if v in trained:
+                    self.weight_grad(v, op, s_sum, made, tmp)
+                else:
+                    gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s_sum, op.label, "grad")
+                    made.append(gx)
+                    self.deliver(v, gx, True, s_sum, made, tmp, op.label)
                 continue
             if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
                 # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of
@@ -943,8 +1002,9 @@ class Replay:
         sim, g, tg = self.sim, self.g, self.tg
         end = len(sim.steps) - 1
         # the training loop holds the model's output and the loss (`out = model(x); loss = lossfn(out, y)`)
-        if tg.loss_op is not None:
-            for v in (g.operations[tg.loss_op].inputs[0], g.operations[tg.loss_op].outputs[0]):
+        if tg.loss_op is not None:  # every output, where the model has several (`out` is their tuple)
+            loss = g.operations[tg.loss_op]
+            for v in loss.inputs[0:len(loss.inputs) - 1:2] + loss.outputs[:1]:
                 sim.touch(self.storage.get(v), end)
         for st in self.grads_of_weights:
             sim.touch(st, end)

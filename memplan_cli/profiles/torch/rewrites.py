@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import Operand
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, Operand
 from memplan_cli.ops._torch import (ARGS_IN_ORDER, CAST, FILLS, MAY_ALIAS, GATHER, INPLACE_WRITE, MAX_INDICES,
                                    POINTWISE_MATH, SDPA, UNBIND, VAR, fx_kind, parse_call)
+from memplan_cli.ops.slice import SPLIT_TYPE
 from memplan_cli.ops.views import IDENTITY_TYPE
+from memplan_cli.profiles.torch.attention import computed_in_forward
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations, no_grad
@@ -259,6 +261,51 @@ def unbinds(ops_: list[EagerOp], g, opd: list) -> list[EagerOp]:
     return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
 
 
+def chunks(ops_: list[EagerOp], opd: list) -> list[EagerOp]:
+    """`x.chunk(n, d)` as TorchScript writes it: a Slice per piece whose bounds the file computes from
+    x's shape (ops/slice.py reads each piece's place, attrs "chunk": (i, n, d)). Eager's chunk is one
+    `split` (its pieces views; SplitBackward0: `split_backward`, one `cat` of the pieces' gradients,
+    zeros for a piece that got none) where a Slice each would run `slice_backward` (a zeroed tensor of
+    x's size each). The pieces are read back as one Split, run where the first piece was; a piece the
+    file dropped (nothing read it) is an output nothing reads."""
+    groups: dict[tuple, dict[int, int]] = {}
+    for k, op in enumerate(ops_):
+        c = op.attrs.get("chunk")
+        if c and op.members == (op.index,) and op.inputs and op.inputs[0] >= 0 and not opd[op.inputs[0]].is_const:
+            groups.setdefault((op.inputs[0], int(c[1]), int(c[2])), {})[int(c[0])] = k
+    fused: dict[int, EagerOp] = {}
+    drop: set[int] = set()
+    for (x, n, d), pieces in groups.items():
+        shape = tuple(opd[x].shape)
+        if len(pieces) < 2 or not shape:
+            continue
+        axis = d % len(shape)
+        size = -(-shape[axis] // n)
+        sizes = [max(0, min(size, shape[axis] - i * size)) for i in range(n)]
+        while sizes and sizes[-1] == 0 and len(sizes) - 1 not in pieces:  # chunk returns no empty tail
+            sizes.pop()
+        if any(i >= len(sizes) or tuple(opd[ops_[k].outputs[0]].shape) != shape[:axis] + (sizes[i],)
+               + shape[axis + 1:] for i, k in pieces.items()):
+            continue
+        outs = []
+        for i, sz in enumerate(sizes):
+            if i in pieces:
+                outs.append(ops_[pieces[i]].outputs[0])
+            else:
+                o = Operand(len(opd), f"{opd[x].name}:chunk{i}", shape[:axis] + (sz,) + shape[axis + 1:],
+                            opd[x].dtype)
+                opd.append(o)
+                outs.append(o.index)
+        ks = sorted(pieces.values())
+        first = ops_[ks[0]]
+        fused[ks[0]] = EagerOp(first.index, SPLIT_TYPE, [x], outs, {"axis": axis, "sizes": tuple(sizes)},
+                               first.label, tuple(ops_[k].index for k in ks))
+        drop.update(ks[1:])
+    if not fused:
+        return ops_
+    return [fused.get(k, op) for k, op in enumerate(ops_) if k not in drop]
+
+
 def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     """Equal ops the dynamo exporter's optimizer merged (onnx_ir's common-subexpression elimination,
     which records no rule name): a reader whose recorded call names, for an input, an fx value no node
@@ -302,6 +349,44 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
         return again
 
     return _computed_again(ops_, opd, uses, reads_again)
+
+
+_LAYER = re.compile(r"^(.*?/[^/]*\.)(\d+)/")  # a module path's first list entry: `/m/decoder/layers.` and `0`
+
+
+def merged_across_layers(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """Equal computations of sibling layers that TorchScript's common-subexpression pass merged
+    (torch.onnx runs `_jit_pass_cse` before the export; it records nothing): a constant the file
+    computes in forward (`computed_in_forward`: ProphetNet's relative-position buckets `repeat`ed and
+    cast by each decoder layer, then gathered) named in one entry of a module list
+    (`/m/decoder/layers.0/...`) and read by an op of another entry (`/m/decoder/layers.1/...`).
+    Eager's layer does not see another layer's locals: it computed its own, which its reader then
+    saves (each GatherBackward keeps its own index). Each such (constant, layer) becomes a second
+    constant eager computes, made at its first reader. One a view made (an `unsqueeze` of the rotary
+    table the parent computed) is no tensor of its own in eager: each layer views the same one."""
+    irops = g.operations
+    if any(op.call for op in irops):
+        return ops_
+    by = (getattr(g, "metadata", None) or {}).get(COMPUTED_CONSTANTS) or {}
+
+    def a_view(t):
+        f = (ops.get(t).profiles.get("torch") if ops.get(t) else None) or {}
+        return isinstance(f, dict) and bool(f.get("view"))
+
+    made = {v for v in computed_in_forward(g, frozenset()) if not a_view(by.get(opd[v].name, ""))}
+
+    def reads_again(op):
+        m = _LAYER.match(irops[op.index].name or "") if op.members == (op.index,) else None
+        if m is None:
+            return []
+        again = []
+        for k, v in enumerate(op.inputs):
+            w = _LAYER.match(opd[v].name) if v in made else None
+            if w is not None and w.group(1) == m.group(1) and w.group(2) != m.group(2):
+                again.append((k, f"{m.group(1).rsplit('/', 1)[-1]}{m.group(2)}", None))
+        return again
+
+    return _computed_again(ops_, opd, uses, reads_again) if made else ops_
 
 
 def centred_twice(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
@@ -738,6 +823,7 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
-    ops_ = unbinds(max_with_indices(ops_, opd), g, opd)
+    ops_ = chunks(unbinds(max_with_indices(ops_, opd), g, opd), opd)
+    ops_ = merged_across_layers(ops_, g, opd, uses)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g,
                         opd)
