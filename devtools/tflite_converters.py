@@ -368,7 +368,8 @@ def keras_export(out: str) -> None:
 
 def sweep(files, batch: int) -> None:
     """Every command a user runs on each file, each profile, at 80 columns: ok, refused (exit 2, one
-    line) or CRASH (a traceback or another exit status); the refusal lines follow the table."""
+    line), FAIL (verify's exit 1), "nothing fits" (fit's exit 3 under its 1 MiB budget) or CRASH (a
+    traceback or another exit status); the refusal lines follow the table."""
     from click.testing import CliRunner
 
     from memplan_cli.cli import main
@@ -389,6 +390,9 @@ def sweep(files, batch: int) -> None:
             crashed = r.exception is not None and not isinstance(r.exception, SystemExit)
             if r.exit_code == 0 and not crashed:
                 cells.append("ok")
+                continue
+            if label == "fit" and r.exit_code == 3 and not crashed:  # docs/fit.md: nothing fits the budget
+                cells.append("nothing fits")
                 continue
             if crashed or r.exit_code not in (1, 2) or (r.exit_code == 2 and len(err) != 1):
                 cells.append("CRASH")
