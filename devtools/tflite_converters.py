@@ -5,6 +5,7 @@ converters (litert-torch, onnx2tf), then check each file the way docs/formats.md
     python devtools/tflite_converters.py check OUT/*.tflite
     python devtools/tflite_converters.py export OUT --only fresh         # round 51: FRESH
     python devtools/tflite_converters.py keras OUT                       # round 51's Keras models
+    python devtools/tflite_converters.py jax OUT                         # round 51's Flax models (jax2onnx)
     python devtools/tflite_converters.py sweep OUT/*.tflite              # every command, every profile
 
 Needs a venv with torch, torchvision, transformers, litert-torch, onnx2tf and tensorflow-cpu
@@ -366,6 +367,48 @@ def keras_export(out: str) -> None:
         f.write(c.convert())
 
 
+def jax_export(out: str) -> None:
+    """Round 51's Flax NNX models through jax2onnx (`to_onnx`, batch symbolic "B"): a CNN with
+    BatchNorm (running average) and LayerNorm, an MLP, an embedding + multi-head attention."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from jax2onnx import to_onnx
+
+    class CNN(nnx.Module):
+        def __init__(self, rngs):
+            self.c1, self.bn = nnx.Conv(3, 8, (3, 3), rngs=rngs), nnx.BatchNorm(8, rngs=rngs, use_running_average=True)
+            self.c2, self.ln = nnx.Conv(8, 16, (3, 3), strides=2, rngs=rngs), nnx.LayerNorm(16, rngs=rngs)
+            self.fc = nnx.Linear(16, 5, rngs=rngs)
+
+        def __call__(self, x):
+            x = nnx.avg_pool(nnx.relu(self.bn(self.c1(x))), window_shape=(2, 2), strides=(2, 2))
+            return self.fc(nnx.gelu(self.ln(self.c2(x))).mean(axis=(1, 2)))
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.l1, self.l2 = nnx.Linear(20, 32, rngs=rngs), nnx.Linear(32, 4, rngs=rngs)
+
+        def __call__(self, x):
+            return nnx.log_softmax(self.l2(nnx.tanh(self.l1(x))))
+
+    class Attn(nnx.Module):
+        def __init__(self, rngs):
+            self.emb = nnx.Embed(50, 16, rngs=rngs)
+            self.att = nnx.MultiHeadAttention(num_heads=2, in_features=16, decode=False, rngs=rngs)
+            self.ln, self.fc = nnx.LayerNorm(16, rngs=rngs), nnx.Linear(16, 3, rngs=rngs)
+
+        def __call__(self, ids):
+            h = self.emb(ids)
+            return self.fc(self.ln(h + self.att(h)).mean(axis=1))
+
+    os.makedirs(out, exist_ok=True)
+    for name, m, shape in (("jax_cnn", CNN(nnx.Rngs(0)), ("B", 16, 16, 3)), ("jax_mlp", MLP(nnx.Rngs(0)), ("B", 20)),
+                           ("jax_attn", Attn(nnx.Rngs(0)), jax.ShapeDtypeStruct(("B", 8), jnp.int32))):
+        to_onnx(m, [shape], return_mode="file", output_path=os.path.join(out, name + ".onnx"))
+        print(name, "params", sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(m, nnx.Param))), flush=True)
+
+
 def sweep(files, batch: int) -> None:
     """Every command a user runs on each file, each profile, at 80 columns: ok, refused (exit 2, one
     line), FAIL (verify's exit 1), "nothing fits" (fit's exit 3 under its 1 MiB budget) or CRASH (a
@@ -457,6 +500,8 @@ def main(argv=None) -> None:
     k.add_argument("out")
     kx = sub.add_parser("keras", help="round 51's Keras models through TFLiteConverter into OUT")
     kx.add_argument("out")
+    jx = sub.add_parser("jax", help="round 51's Flax NNX models through jax2onnx into OUT")
+    jx.add_argument("out")
     sw = sub.add_parser("sweep", help="every command under every profile, per file: ok / refused / CRASH")
     sw.add_argument("files", nargs="+")
     sw.add_argument("--batch", type=int, default=4)
@@ -468,6 +513,8 @@ def main(argv=None) -> None:
         corpus(a.out)
     elif a.cmd == "keras":
         keras_export(a.out)
+    elif a.cmd == "jax":
+        jax_export(a.out)
     elif a.cmd == "sweep":
         sweep(a.files, a.batch)
     else:
