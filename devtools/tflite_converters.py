@@ -322,7 +322,7 @@ def keras_models():
 
 def keras_export(out: str) -> None:
     """The Keras models, every weight at random first (no all-zero bias or unit scale for the converter
-    to drop or share), and a tf.Module with train / infer signatures (TF Lite's on-device training
+    to drop or share), three tf_keras recurrent models, and a tf.Module with train / infer signatures (TF Lite's on-device training
     recipe: TFLiteConverter.from_saved_model with resource variables, which memplan refuses by name)."""
     import numpy as np
     import tensorflow as tf
@@ -338,6 +338,15 @@ def keras_export(out: str) -> None:
         with open(os.path.join(out, name + ".tflite"), "wb") as f:
             f.write(tf.lite.TFLiteConverter.from_keras_model(m).convert())
         print(name, "params", int(sum(np.prod(w.shape) for w in m.trainable_weights)), flush=True)
+    import tf_keras  # Keras 2 (tf-keras): its LSTM converts to UNIDIRECTIONAL_SEQUENCE_LSTM, its GRU to WHILE
+
+    for name, rnn in (("tfkeras_lstm", lambda: tf_keras.layers.LSTM(12)), ("tfkeras_gru", lambda: tf_keras.layers.GRU(12)),
+                      ("tfkeras_bilstm", lambda: tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(8)))):
+        i = tf_keras.Input((10, 8), batch_size=1)
+        m = tf_keras.Model(i, tf_keras.layers.Dense(3)(rnn()(i)))
+        with open(os.path.join(out, name + ".tflite"), "wb") as f:
+            f.write(tf.lite.TFLiteConverter.from_keras_model(m).convert())
+        print(name, "params", m.count_params(), flush=True)
     L = tf.keras.layers
 
     class Trainer(tf.Module):
