@@ -571,11 +571,13 @@ class TableReporter(Reporter):
         if doc.get("forward_only"):
             lines.append("nothing trains (no weight gets a gradient): these figures are the forward pass and "
                          "the loss only")
-        fw = doc.get("frozen_weights") or []
-        if fw:
+        by_reason: dict[str, list] = {}
+        for w in doc.get("frozen_weights") or []:
+            by_reason.setdefault(w["reason"], []).append(w)
+        for reason, fw in by_reason.items():  # one line per reason: each names its own weights
             names = ", ".join(w["weight"] for w in fw[:4]) + (f" and {len(fw) - 4} more" if len(fw) > 4 else "")
             lines.append(f"note: {len(fw)} weight(s) ({human(sum(w['bytes'] for w in fw))}) stay frozen: "
-                         f"{fw[0]['reason']}: {names} (JSON frozen_weights)")
+                         f"{reason}: {names} (JSON frozen_weights)")
         if naive:
             line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
                     f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")
