@@ -12,8 +12,10 @@ gated delta rule without its export-only loop, outer products of two broadcast f
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
 (`aten.col2im`), a score branch read only through its top-k indices (DeepSeek-V3.2's
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
-block attention residual), and batched matmuls whose operands broadcast over batch dims (a lambda
-layer).
+block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
+layer), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
+(`fam_masked_write`, a boolean-mask index_put).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
