@@ -379,11 +379,13 @@ class Replay:
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
-        # what a TorchScript file computes with its own ops (attention.computed_in_forward) is a forward
-        # value where it would otherwise be held: a float tensor, or integers an index op saves (an
-        # index the exporter built for a slice assignment's ScatterND is no tensor of eager's at all)
-        self.ts_computed = {v for v in computed_in_forward(g, self.trained) if v in indices or (
-            opd[v].dtype.startswith(("float", "bfloat")) and elements(opd[v].shape) > 1)}
+        # a float tensor a TorchScript file computes with its own ops (attention.computed_in_forward) is
+        # a forward value, not held. Integers an index op saves stay held as before: the file does not
+        # say which are eager's tensors (an index TorchScript builds for a slice assignment's ScatterND
+        # is none; a gather's is one), and a merged layer's copy of one is counted beside it
+        # (rewrites.merged_across_layers)
+        self.ts_computed = {v for v in computed_in_forward(g, self.trained)
+                            if opd[v].dtype.startswith(("float", "bfloat")) and elements(opd[v].shape) > 1}
         self.computed |= self.ts_computed
         # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
         # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it
