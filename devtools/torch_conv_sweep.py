@@ -303,7 +303,34 @@ def _random(count, seed=0):
     return out
 
 
+def _random_large(count, seed=2):
+    """Shapes of networks fed 96 to 224 pixels a side (the draws before measured 64 x 64 images): the early
+    stages' large maps, where oneDNN's blocking and ATen's slow-path thresholds may choose otherwise;
+    batch 1 to 4, at most 64 x 112 x 112 input elements per sample (memory kept modest)."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        c = rnd.choice([3, 8, 16, 24, 32, 48, 64, 96])
+        h = rnd.choice([28, 48, 56, 80, 96, 112, 160, 224])
+        if c * h * h > 64 * 112 * 112:
+            continue
+        k = rnd.choice([1, 1, 3, 3, 3, 5, 7])
+        s = rnd.choice([1, 1, 2])
+        dw = k > 1 and c > 3 and rnd.random() < 0.3
+        o = c if dw else rnd.choice([16, 24, 32, 48, 64, 96])
+        cfg = dict(n=rnd.choice([1, 2, 2, 4]), c=c, h=h, o=o, k=k, s=s, p=k // 2, xgrad=int(c > 3))
+        if dw:
+            cfg["g"] = c
+        if k == 1 and s > 1:
+            cfg["p"] = 0
+        out.append(cfg)
+    return out
+
+
 SETS["random"] = _random(150)
+SETS["large"] = _random_large(40)
 SETS["random_b"] = _random(150, seed=1)  # drawn after the rules were fixed on "random"
 # DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
 SETS["transposed_nets"] = [dict(c, t=1) for c in (

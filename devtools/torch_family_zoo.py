@@ -10,9 +10,10 @@ learned position table, segment reductions by `scatter_reduce` (amax / amin), an
 attention's parts (tril / triu masks, the inter-chunk scan's fills and row writes, qwen3_5_text's
 gated delta rule without its export-only loop, outer products of two broadcast factors), FNet's
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
-(`aten.col2im`), and a score branch read only through its top-k indices (DeepSeek-V3.2's
-sparse-attention indexer), and learned queries viewed and expanded over every position (Inkling's
-block attention residual).
+(`aten.col2im`), a score branch read only through its top-k indices (DeepSeek-V3.2's
+sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
+block attention residual), and batched matmuls whose operands broadcast over batch dims (a lambda
+layer).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1532,6 +1533,48 @@ class GridSampleNet(nn.Module):
         return self.head(F.relu(s).mean((2, 3)))
 
 
+
+class BroadcastMatmulNet(nn.Module):
+    """Batched matmuls whose operands broadcast over batch dims, as a lambda layer writes them
+    (LambdaNetworks, timm's LambdaLayer). `which`: "lambda": queries (B, heads, M, K) times a
+    content lambda (B, 1, K, V) the heads share, and per-position lambdas (B, 1, M, K, V) from a
+    Conv3d times queries (B, heads, M, 1, K); "left": a learned (1, M, K) table times keys
+    (B, K, M), then (B, 1, M, M) times the queries; "both": (B, heads, 1, M, K) times
+    (B, 1, 2, K, V), each operand broadcast over a dim of the other."""
+
+    def __init__(self, which="lambda", c=64, heads=4, k=16, r=9, classes=10):
+        super().__init__()
+        self.which, self.h, self.k = which, heads, k
+        self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+        self.v_dim = c // heads
+        self.qkv = nn.Conv2d(c, heads * k + k + self.v_dim, 1, bias=False)
+        if which == "lambda":
+            self.conv_lambda = nn.Conv3d(1, k, (r, r, 1), padding=(r // 2, r // 2, 0))
+        if which == "left":
+            self.table = nn.Parameter(torch.randn(1, 256, k) * 0.02)
+        self.head = nn.Linear(self.v_dim, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        b, c, hh, ww = x.shape
+        m = hh * ww
+        q, k, v = torch.split(self.qkv(x), [self.h * self.k, self.k, self.v_dim], dim=1)
+        q = q.reshape(b, self.h, self.k, m).transpose(-1, -2)  # B, heads, M, K
+        v = v.reshape(b, self.v_dim, m).transpose(-1, -2)  # B, M, V
+        k = F.softmax(k.reshape(b, self.k, m), dim=-1)  # B, K, M
+        if self.which == "lambda":
+            content = q @ (k @ v).unsqueeze(1)  # (B, heads, M, K) @ (B, 1, K, V)
+            pos = self.conv_lambda(v.reshape(b, 1, hh, ww, self.v_dim))
+            pos = pos.reshape(b, 1, self.k, m, self.v_dim).transpose(2, 3)  # B, 1, M, K, V
+            out = content + (q.unsqueeze(-2) @ pos).squeeze(-2)
+        elif self.which == "left":
+            t = self.table[:, :m] @ k  # (1, M, K) @ (B, K, M): the table broadcast over the batch
+            out = t.unsqueeze(1) @ q  # (B, 1, M, M) @ (B, heads, M, K)
+        else:
+            lam = k @ v  # B, K, V
+            out = q.unsqueeze(2) @ torch.stack([lam, lam.flip(-1)], 1).unsqueeze(1)  # B, heads, 2, M, V
+        return self.head(out.flatten(1, -2).mean(1))
+
 class UnreadNet(nn.Module):
     """A conv net that holds a module its forward never calls (Fuyu's vision embedding under a
     text-only forward): a 1024 -> 64 Linear, 262,400 B eager holds with no gradient and no Adam state."""
@@ -1664,6 +1707,47 @@ class FoldNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class ContinuousBiasNet(nn.Module):
+    """Swin V2's continuous position bias: a module buffer of relative coordinates (1, 2s-1, 2s-1, 2)
+    through Linear -> ReLU -> Linear (no bias), gathered by a relative-position index buffer, 16 x its
+    sigmoid added to the attention scores. Two stages, on 8 x 8 tokens and, pooled, on 2 x 2: the
+    dynamo exporter's optimizer folds the buffer's product with the first weight into a constant (the
+    first stage), or the whole Linear and ReLU (the second)."""
+
+    def __init__(self, d=32, heads=4, hidden=(256, 512), sizes=(8, 2), classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, d, 4, 4)
+        self.heads = heads
+        self.stages = nn.ModuleList()
+        for k, s in enumerate(sizes):
+            st = nn.Module()
+            st.s = s
+            st.qkv = nn.Linear(d, 3 * d)
+            st.proj = nn.Linear(d, d)
+            st.cpb = nn.Sequential(nn.Linear(2, hidden[k]), nn.ReLU(), nn.Linear(hidden[k], heads, bias=False))
+            r = torch.arange(-(s - 1), s, dtype=torch.float32) / max(s - 1, 1)
+            st.register_buffer("coords", torch.stack(torch.meshgrid(r, r, indexing="ij"), -1)[None], persistent=False)
+            pos = torch.stack(torch.meshgrid(torch.arange(s), torch.arange(s), indexing="ij")).flatten(1)
+            rel = (pos[:, :, None] - pos[:, None, :]).permute(1, 2, 0) + s - 1
+            st.register_buffer("index", rel[..., 0] * (2 * s - 1) + rel[..., 1], persistent=False)
+            self.stages.append(st)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for st in self.stages:
+            x = F.adaptive_avg_pool2d(x, st.s)
+            n, c, h, w = x.shape
+            t = x.flatten(2).transpose(1, 2)
+            q, k, v = st.qkv(t).reshape(n, h * w, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+            table = st.cpb(st.coords).view(-1, self.heads)
+            bias = table[st.index.view(-1)].view(h * w, h * w, -1).permute(2, 0, 1).contiguous()
+            a = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5) + 16 * torch.sigmoid(bias)
+            t = t + st.proj((a.softmax(-1) @ v).transpose(1, 2).reshape(n, h * w, c))
+            x = t.transpose(1, 2).reshape(n, c, h, w)
+        return self.head(x.mean((2, 3)))
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1774,8 +1858,12 @@ FAM = {
     "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
     "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
     "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    "fam_continuous_bias": ("folded", lambda: ContinuousBiasNet(), IMG),
+    "fam_continuous_bias_one": ("folded", lambda: ContinuousBiasNet(sizes=(8,)), IMG),
     # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
     "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
+    **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
+       for w in ("lambda", "left", "both")},
 }
 
 
@@ -1959,6 +2047,10 @@ NAMED = {
     "fam_hf_bit": ("wstd", _hf("BitConfig", "BitForImageClassification", embedding_size=32, num_groups=8,
                                hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], num_labels=10), (3, 64, 64)),
     "fam_timm_coat_lite_tiny": ("coat", _timm("coat_lite_tiny", num_classes=10, img_size=64), (3, 64, 64)),
+    "fam_timm_swinv2": ("folded", _timm("swinv2_tiny_window8_256", num_classes=10, img_size=64, window_size=4,
+                                        embed_dim=32, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8)), (3, 64, 64)),
+    "fam_timm_swinv2_cr": ("folded", _timm("swinv2_cr_tiny_224", num_classes=10, img_size=64, window_size=4,
+                                           embed_dim=32, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8)), (3, 64, 64)),
     "fam_hf_bloom": ("attention", _hf("BloomConfig", "BloomForCausalLM", vocab_size=1000, hidden_size=64, n_layer=2,
                                       n_head=4, use_cache=False), ("ids", 32, 1000)),
     "fam_hf_deberta_v2": ("relattn", _hf("DebertaV2Config", "DebertaV2ForSequenceClassification", vocab_size=1000,
@@ -2037,11 +2129,31 @@ class TiedLM(nn.Module):
         return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
 
 
+class MaskedWrite(nn.Module):
+    """T5Gemma2's end-of-image embedding: `emb[ids == k] = eoi`, a boolean-mask index_put of a learned
+    row into the scaled token embeddings (how many rows the data decides), then a feed-forward body
+    and a 100-class per-token head."""
+
+    def __init__(self, vocab=1000, d=64, k=998):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.eoi = nn.Parameter(torch.randn(d))
+        self.k = k
+        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.head = nn.Linear(d, 100)
+
+    def forward(self, ids):
+        e = self.emb(ids) * 8.0
+        e[ids == self.k] = self.eoi.to(e.dtype)
+        return self.head(self.body(e))
+
+
 HEADS = {
     "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
     "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
     "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+    "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

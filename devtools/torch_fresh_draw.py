@@ -197,6 +197,13 @@ def hf_class_overrides(cfg, level: int) -> dict:
             out[k] = sub | hf_class_overrides(sub, level)
     if "image_size" in d:
         out["image_size"] = [HF_CLASS_IMAGE] * 2 if isinstance(d["image_size"], (list, tuple)) else HF_CLASS_IMAGE
+    depths = next((d[k] for k in HF_CLASS_DEPTH_KEYS if isinstance(d.get(k), list)), None)
+    if _is_int(d.get("window_size")) and _is_int(d.get("patch_size")) and depths:
+        # a window no wider than the last stage's map (Donut's Swin sizes its position bias by the
+        # configured window even where the map is smaller)
+        fit = max(1, HF_CLASS_IMAGE // d["patch_size"] // 2 ** (len(depths) - 1))
+        if d["window_size"] > fit:
+            out["window_size"] = fit
     if "max_source_positions" in d:  # whisper: the encoder takes exactly 2 x this many frames
         out["max_source_positions"] = 32
     if "max_target_positions" in d:

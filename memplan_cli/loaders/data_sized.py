@@ -98,7 +98,7 @@ class _View:
     def __init__(self, model, shapes):
         from onnx import helper, numpy_helper
 
-        self._nodes, self._values, self._shapes = {}, {}, shapes
+        self._nodes, self._values, self._shapes, self._readers = {}, {}, shapes, {}
         for t in model.graph.initializer:
             if len(t.raw_data) + 8 * len(t.int64_data) + 4 * len(t.int32_data) <= 1 << 15:
                 try:
@@ -113,11 +113,18 @@ class _View:
                 except Exception:  # noqa: BLE001
                     pass
                 continue
+            node = {"type": n.op_type, "attrs": attrs, "inputs": list(n.input), "outputs": list(n.output)}
             for o in n.output:
-                self._nodes[o] = {"type": n.op_type, "attrs": attrs, "inputs": list(n.input)}
+                self._nodes[o] = node
+            for i in dict.fromkeys(n.input):
+                self._readers.setdefault(i, []).append(node)
 
     def node(self, name):
         return self._nodes.get(name)
+
+    def readers(self, name) -> list:
+        """The nodes reading `name`, in the graph's order."""
+        return self._readers.get(name, [])
 
     def value(self, name):
         return self._values.get(name)
@@ -146,7 +153,7 @@ def _counts(model, shapes):
             continue
         view = view or _View(model, shapes)
         f = fact({a.name: helper.get_attribute_value(a) for a in node.attribute}, x, view, node.input[0],
-                 inputs=list(node.input))
+                 inputs=list(node.input), outputs=list(node.output))
         if f is not None:  # None: the family finds no bound (left to the loader's refusal)
             yield node, f
 
@@ -192,8 +199,8 @@ def _assume_counts(model, dims, given, value, counts) -> list:
 
             for src in [m for m in model.graph.node if f["value_of"] in m.output]:
                 model.graph.node.remove(src)
-            model.graph.initializer.append(numpy_helper.from_array(np.array(n, dtype=f["value_dtype"]),
-                                                                   f["value_of"]))
+            model.graph.initializer.append(numpy_helper.from_array(
+                np.array(n, dtype=f["value_dtype"]).reshape(f.get("value_shape") or ()), f["value_of"]))
         else:
             model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
         if name not in value:

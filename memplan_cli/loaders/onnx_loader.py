@@ -781,6 +781,60 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
     return out
 
 
+# the attribute names transformers gives the language part of a composite (multimodal) model: every
+# class of transformers 5.24 that names a submodule `language_model` holds vision or audio towers or
+# projectors beside it (or, in Gemma 4's three, may by its config); `text_model` is also the text
+# tower held at the top of six text-only classes (CLIPTextModelWithProjection, OwlViTTextModel, ...),
+# none of which a task class holds as `model`, where the composites' `text_model` sits (ModernVBERT,
+# Idefics3, SmolVLM: `model.text_model`)
+_LANGUAGE_PART = "language_model"
+_TEXT_PART = "text_model"
+
+
+def _part_of(name: str) -> str | None:
+    """The composite's language part a parameter's module path sits under, if any."""
+    parts = name.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p == _LANGUAGE_PART or (p == _TEXT_PART and i > 0 and parts[i - 1] == "model"):
+            return ".".join(parts[:i + 1])
+    return None
+
+
+def _composite(model, rewrites: dict | None) -> dict | None:
+    """The language part of a composite model, when it is all of the composite the file holds: the
+    parameters the file reads sit under one `language_model` (or `model.text_model`) and none under
+    another part of its parent (a head outside the parent, the task class's `lm_head` or `classifier`,
+    may be there). Eager holds the other parts' parameters all step (a text-only forward never enters
+    a vision or audio tower); the file gives no size. A dynamo file's graph signature lists them
+    (`other_parts`: the parent's other children the unread parameters sit under; none listed: the model
+    has no other part, so None); a TorchScript file keeps no trace of them."""
+    if rewrites is not None:
+        unread = set(rewrites.get("unread") or ())
+        targets = [t for kind, t in rewrites["signature"].values() if kind == "PARAMETER"]
+        read = [t for t in targets if t not in unread]
+    else:
+        # module paths only: the exporter's own names (`onnx::MatMul_12`, `/m/Constant_output_0`) say
+        # nothing of where a tensor sits
+        unread, read = set(), [t.name for t in model.graph.initializer
+                               if "." in t.name and "/" not in t.name and "::" not in t.name]
+    found = {_part_of(t) for t in read}
+    if len(found - {None}) != 1:
+        return None
+    part = next(p for p in found if p is not None)
+    parent = part.rpartition(".")[0]
+    under = parent + "." if parent else ""
+    if any(t.startswith(under) and not t.startswith(part + ".") for t in read):
+        return None  # the file reads another part of the composite too
+    out = {"language_part": part}
+    if rewrites is not None:
+        others = sorted({under + t[len(under):].split(".")[0] for t in unread
+                         if t.startswith(under) and not t.startswith(part + ".")})
+        if not others:
+            return None
+        out["other_parts"] = others
+    return out
+
+
 def _int_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
 
@@ -1124,6 +1178,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             raise _Bad("the graph is empty (no input and no node): not an ONNX model")
         init_names = {t.name for t in model.graph.initializer}
         rewrites = _export_rewrites(model)  # before shape inference rewrites value_info
+        composite = _composite(model, rewrites)
         functions = _autograd_functions(model)
         refused = _inline_small_external(model, os.path.dirname(os.path.abspath(path)))
         old_opset = _default_opset(model)
@@ -1178,6 +1233,8 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
             g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
             g.metadata["torch_export"] = rewrites
+        if composite is not None:
+            g.metadata["composite"] = composite
         if functions:
             g.metadata["autograd_functions"] = functions
         if dynamic:

@@ -250,6 +250,22 @@ def weight_slot_operands(graph) -> set[int]:
     return {i for i, ok in slot.items() if ok}
 
 
+def shared_bias_operands(graph) -> set[int]:
+    """Constants in a bias slot (`OpDef.bias_inputs`) of more than one op. A TF Lite converter writes
+    equal constants once: a bias several layers share held equal values, a zero bias the converter
+    wrote where the source layer had none (litert-torch and onnx2tf give a bias-free depthwise
+    convolution one) as much as a zero-initialised one, and the file cannot tell which."""
+    readers: dict[int, int] = {}
+    for op in graph.operations:
+        d = ops.get(op.type)
+        b = d.bias_inputs if d is not None else ()
+        b = b(op, graph.operands) if callable(b) else b
+        for k in b:
+            if k < len(op.inputs) and op.inputs[k] >= 0 and graph.operands[op.inputs[k]].is_const:
+                readers[op.inputs[k]] = readers.get(op.inputs[k], 0) + 1
+    return {i for i, n in readers.items() if n > 1}
+
+
 def _embedding_tables(graph) -> set[tuple]:
     """Shapes of the 2-D float constants an op reads rows of (`OpDef.table_inputs`: token embeddings)."""
     out = set()
@@ -268,12 +284,15 @@ def settle(graph, rule: str) -> None:
     embedding table's transposed. It is either an untied output projection or the table's own
     transposed copy (tied weights, which TorchScript's constant folding writes as a new constant
     `onnx::MatMul_N`: training it too would count the table twice). The file cannot tell without
-    reading the weights, so it trains and is listed as assumed. A constant no gradient can reach
-    (`gradient_free`: only compared, only its shape read) is not assumed either: it cannot train."""
+    reading the weights, so it trains and is listed as assumed. So does, in a TF Lite or circle file,
+    a bias several ops share (`shared_bias_operands`: maybe a zero the converter wrote). A constant
+    no gradient can reach (`gradient_free`: only compared, only its shape read) is not assumed
+    either: it cannot train."""
     tables = _embedding_tables(graph)
+    shared = shared_bias_operands(graph) if graph.source_format in ("tflite", "circle") else set()
     for i in weight_slot_operands(graph):
         o = graph.operands[i]
-        if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables):
+        if o.assumed and not (len(o.shape) == 2 and tuple(reversed(o.shape)) in tables) and i not in shared:
             o.assumed = False
     for i in gradient_free(graph):  # it cannot train, whatever it is: nothing to assume
         graph.operands[i].assumed = False

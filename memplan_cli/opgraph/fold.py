@@ -78,6 +78,7 @@ class FoldConstants:
         assumed: dict[int, bool] = {}
         def kind_of(i):  # a constant the loader knows is no parameter (a buffer: inv_freq) is not copied by folding
             return kinds.get(i, "buffer" if g.operands[i].computed else "param")
+        eager = _of_a_buffer_and_a_parameter(g)
 
         for k in g.topological_order():
             op = g.operations[k]
@@ -85,6 +86,8 @@ class FoldConstants:
             if any(not g.operands[i].is_const for i in ins) or any(o in outputs for o in op.outputs):
                 continue
             if is_random(op.type):  # a new draw each step (dropout's mask from a constant shape): no constant
+                continue
+            if any(g.operands[i].name in eager for i in ins):
                 continue
             if role(op.type) == "identity" and len(ins) == 1 and len(op.outputs) == 1:
                 continue  # read as its constant below, not folded into a copy of it
@@ -132,6 +135,16 @@ class FoldConstants:
         if _alias_constant_identities(g, outputs):  # Identities of what this run folded, then what they feed
             self.run(g)
         return True
+
+
+def _of_a_buffer_and_a_parameter(g: Graph) -> set[str]:
+    """Constants the dynamo exporter's optimizer folded from a parameter together with a module buffer
+    (its `folded_from` and graph signature): a value eager computes each step from both (Swin V2's
+    position-bias MLP over its coordinate table), no parameter, so its readers are eager's ops too."""
+    md = (g.metadata or {}).get("torch_export") or {}
+    kind = {kt[1]: kt[0] for kt in (md.get("signature") or {}).values()}
+    return {name for name, srcs in (md.get("folded_from") or {}).items()
+            if any(kind.get(s) == "PARAMETER" for s in srcs) and any(kind.get(s) == "BUFFER" for s in srcs)}
 
 
 def _broadcast_source(g: Graph, op, ins) -> tuple | None:

@@ -27,6 +27,7 @@ from memplan_cli.ops.rule import FORWARD_TO_BACKWARD, ExtraRequest, OpRule, Step
 
 # standalone op type -> the fused-activation name its kernels share (Clip has its own bounds)
 SIGMOID_TYPE = "Sigmoid"  # `--profile torch` reads x * sigmoid(x) as one eager silu
+RELU_TYPE = "Relu"  # `--profile torch` runs a folded linear-and-ReLU again
 FUSED_NAME = {"Relu": "RELU", "Relu6": "RELU6", "Sigmoid": "SIGMOID", "Tanh": "TANH"}
 _FLOPS = {"Relu": (1, 1), "Relu6": (2, 2), "Clip": (2, 2), "Sigmoid": (4, 3), "Tanh": (5, 3)}
 

@@ -268,4 +268,7 @@ ONNX = {"Erf": _onnx("Erf"), "Gelu": _onnx("Gelu", ("approximate",)),
 TFLITE = {"HARD_SWISH": _tfl("HardSwish"), "LEAKY_RELU": _tfl("LeakyRelu", (("alpha", "alpha", float),)),
           "ELU": _tfl("Elu"),
           "GELU": _tfl("Gelu", (("approximate", "approximate", lambda v: "tanh" if v else "none"),)),
-          "PRELU": lambda node: Canon("PRelu", {})}
+          "PRELU": lambda node: Canon("PRelu", {}),
+          # a TensorFlow op the converter keeps as a Select TF op (custom code "Flex" + its name): onnx2tf
+          # writes torch's exact GELU as FlexErf (TF Lite has no ERF builtin)
+          "FlexErf": _tfl("Erf")}

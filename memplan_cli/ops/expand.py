@@ -17,6 +17,7 @@ import numpy as np
 from memplan_cli.kernels.common import reduce_to_shape
 from memplan_cli.ops.base import Canon, OpDef
 from memplan_cli.ops.kernel_util import dy_only_rule, target
+from memplan_cli.ops.shape_only import mask_count
 
 
 rule = dy_only_rule
@@ -96,6 +97,35 @@ OPS = [OpDef("Expand", rule=rule, kernels={"forward": expand_forward, "calcDeriv
              profiles={"torch": {}})]  # `--profile torch`: repeat keeps only sizes
 
 
+def _expand_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=(), outputs=()) -> dict | None:
+    """Expand to a shape one of whose sizes is the count of a mask: transformers' `embeds[ids == k] =
+    embedding` (T5Gemma2's end-of-image embedding), which the dynamo exporter writes as index_put with
+    a boolean mask: NonZero of the mask for the indices, the value expanded to (mask.sum(), width).
+    The count is at most the mask's elements; the loader takes that bound (every element selected,
+    as NonZero's count) unless --dim sets it (loaders/data_sized.py). Any other data-sized Expand is
+    left to the loader's refusal."""
+    if view is None or len(inputs) < 2:
+        return None
+    cat = view.node(inputs[1])
+    if cat is None or cat["type"] != "Concat":
+        return None
+    dims, found = [], None
+    for piece in cat["inputs"]:
+        v = view.value(piece)
+        if v is not None and v.dtype.kind in "iu" and v.ndim <= 1:
+            dims += [int(d) for d in v.reshape(-1)]
+            continue
+        got = mask_count(view, piece) if found is None and (view.shape(piece) or (0,)) in ((1,), ()) else None
+        if got is None:
+            return None
+        found = (len(dims), piece, got)
+    if found is None:
+        return None
+    at, piece, got = found
+    return {"dim": at, "bound": got["bound"], "leading": tuple(dims), "of": got["mask"], "value_of": piece,
+            "value_dtype": got["dtype"], "value_shape": view.shape(piece)}
+
+
 def _expand(node) -> Canon:
     return Canon("Expand", {}, inputs=node.inputs[:1])
 
@@ -109,6 +139,7 @@ def _tile(node) -> Canon:
 
 
 ONNX = {"Expand": _expand, "Tile": _tile}
+ONNX_FACTS = {"Expand": {"data_sized_count": _expand_count}}
 TFLITE = {"BROADCAST_TO": _expand, "TILE": _tile}
 # its converter declines (an option it does not read): the builtin kept, its shape-deciding constant
 # input still read at load (loaders/flatbuffer_loader.py)

@@ -392,6 +392,23 @@ def over_rows(op, operands) -> tuple | None:
 TORCH_FC = {**TORCH, "grad_reshaped": over_rows}
 
 
+def expanded_operands(op, operands) -> tuple:
+    """ATen's matmul of two operands of 3+ dims (`_matmul_impl`, no fold) expands each to the broadcast
+    batch dims and reshapes it to (batch product, rows, cols) for bmm: per input, that expanded shape
+    where it is larger than the operand (its batch dims broadcast), else None. The reshape of a
+    broadcast operand is a copy (stride 0 merges with no other dim), which bmm saves; its gradient is
+    bmm's at the expanded size, then summed to the operand's shape (ExpandBackward0: sum_to_size)."""
+    if len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+        return (None, None)
+    shapes = [tuple(int(d) for d in operands[v].shape) for v in op.inputs[:2]]
+    if min(len(s) for s in shapes) < 3:
+        return (None, None)
+    batch = tuple(int(d) for d in np.broadcast_shapes(shapes[0][:-2], shapes[1][:-2]))
+    # an operand whose batch dims are all 1 (a (1, M, K) table) is not expanded: measured, eager folds
+    # the product to one mm then
+    return tuple(batch + s[-2:] if math.prod(batch) > math.prod(s[:-2]) > 1 else None for s in shapes)
+
+
 # bfloat16 (--precision bf16-*): ATen runs addmm / mm on oneDNN's brgemm matmul (AMX on the measuring
 # CPU), whose scratchpad goes through the allocator (ideep books it per call). Its pieces
 # (brgemm_matmul_utils init_scratchpad): the B operand reformatted to VNNI (buffer_b), a transposed A
@@ -485,7 +502,8 @@ OPS = [
           autocast="lower"),  # autocast: linear, addmm
     OpDef("MatMul", rule=fully_connected, kernels=_MM, flops=mm_flops, required_inputs=2, check=mm_check,
           batch=_mm_batch, weight_inputs=(1,), lora_layout=lambda op: "IO", autocast="lower",  # matmul, mm, bmm
-          profiles={"torch": {**TORCH_FC, "contiguous_inputs": 2, "fwd_scratch": matmul_bf16_fwd,
+          profiles={"torch": {**TORCH_FC, "contiguous_inputs": 2, "expanded_inputs": expanded_operands,
+                              "fwd_scratch": matmul_bf16_fwd,
                               "bwd_scratch": matmul_bf16_bwd}}),
 ]
 

@@ -318,7 +318,34 @@ def _one_hot_slice(x: str, view) -> tuple | None:
 _BOOL_RESULTS = ("Greater", "Less", "Equal", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN")
 
 
-def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict | None:
+def mask_count(view, name: str) -> dict | None:
+    """{"mask", "bound", "dtype"} when `name` is the number of true elements of a boolean result
+    (`mask.sum()`: a ReduceSum over every axis of a Cast to int32 / int64 of a comparison, through
+    reshapes and casts): at most the mask's elements; else None."""
+    total = view.node(name)
+    if total is None or total["type"] != "ReduceSum" or total["attrs"].get("noop_with_empty_axes", 0):
+        return None
+    cast = view.node(total["inputs"][0])
+    if cast is None or cast["type"] != "Cast" or int(cast["attrs"].get("to", 0)) not in (6, 7):
+        return None
+    axes = total["attrs"].get("axes")
+    if axes is None and len(total["inputs"]) > 1 and total["inputs"][1]:
+        axes = view.value(total["inputs"][1])
+        if axes is None:
+            return None
+        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    rank = view.rank(total["inputs"][0])
+    if rank is None or (axes and sorted({a % rank for a in axes}) != list(range(rank))):
+        return None  # a count per row, not the mask's
+    mask, n = _through(view, cast["inputs"][0], ("Cast", "Reshape", "Flatten", "Identity"))
+    shape = view.shape(mask)
+    if n is None or n["type"] not in _BOOL_RESULTS or shape is None:
+        return None
+    return {"mask": mask, "bound": int(np.prod(shape, dtype=np.int64)),
+            "dtype": "int32" if int(cast["attrs"]["to"]) == 6 else "int64"}
+
+
+def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=(), outputs=()) -> dict | None:
     """Range(0, limit, 1) whose limit is the largest count of a mask along an axis (Longformer's
     `arange(num_global_attn_indices.max())`: ReduceMax of ReduceSum of a Cast of a comparison, through
     Casts and reshapes) makes at most as many elements as that axis is long; the loader takes that
@@ -359,15 +386,41 @@ def _range_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs
     return out
 
 
-def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=()) -> dict:
+def _scatter_updates_bound(view, out: str, x: str) -> int | None:
+    """The length L when NonZero's result `out` (of `x`), transposed, is a ScatterND's indices whose updates are
+    a slice from 0 of a 1-d tensor of L elements: the ScatterND runs only when there are at most L
+    index rows (the TorchScript exporter's index_put with a boolean mask: the values flattened and
+    sliced to the count; a learned row written where the ids match)."""
+    for t in view.readers(out):
+        if t["type"] != "Transpose" or list(t["attrs"].get("perm") or ()) != [1, 0]:
+            continue
+        for sc in view.readers(t["outputs"][0]):
+            if sc["type"] != "ScatterND" or len(sc["inputs"]) < 3 or sc["inputs"][1] != t["outputs"][0]:
+                continue
+            sl = view.node(sc["inputs"][2])
+            if sl is None or sl["type"] != "Slice" or len(sl["inputs"]) < 2:
+                continue
+            src, start = view.shape(sl["inputs"][0]), view.value(sl["inputs"][1])
+            if src is not None and len(src) == 1 and start is not None and start.size == 1 \
+                    and int(start.reshape(-1)[0]) == 0 and view.rank(sc["inputs"][0]) == view.rank(x):
+                return int(src[0])  # each index row addresses one element of the data: one update each
+    return None
+
+
+def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=(), outputs=()) -> dict:
     """NonZero (`torch.nonzero`, `torch.where(mask)`: a mixture of experts' tokens of one expert, a
     mask's positions) returns (rank, count) indices; what it guarantees is that the count is at most
     the input's elements, every one selected. The loader takes that bound unless --dim sets it
     (loaders/data_sized.py). Of one class's slice of a one-hot (`_one_hot_slice`), the classes'
-    counts sum to at most the rows: the loader takes them as equal shares (balanced routing)."""
+    counts sum to at most the rows: the loader takes them as equal shares (balanced routing). Where
+    the indices address a ScatterND of updates sliced from a shorter tensor (`_scatter_updates_bound`),
+    the file runs only up to that tensor's length: that is the bound."""
     bound = 1
     for d in input_shape:
         bound *= int(d)
+    cap = _scatter_updates_bound(view, outputs[0], x) if view is not None and outputs and x else None
+    if cap is not None:
+        bound = min(bound, cap)
     out = {"dim": 1, "bound": bound, "leading": (max(len(input_shape), 1),)}
     found = _one_hot_slice(x, view) if view is not None and x else None
     if found is not None:

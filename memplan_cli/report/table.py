@@ -292,10 +292,24 @@ def torch_unread_note(doc: dict) -> str:
         return ""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    comp = cov.get("composite") or {}
+    if comp.get("other_parts"):  # the language part of a composite: name the parts, not their first modules
+        parts = comp["other_parts"]
+        rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
+        shown = (f"{', '.join(parts)}: the composite model's parts beside {comp['language_part']}"
+                 + (f"; and {len(rest)} more module(s)" if rest else ""))
     return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
             f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
             f"equal one; the file gives no size "
             f"(JSON figures.torch.coverage.unread_parameters)")
+
+
+def torch_composite_note(doc: dict) -> str:
+    """The torch profile's header line when the file is the language part of a composite model and does
+    not list the other parts' parameters (`figures.torch.coverage.composite.note`: a TorchScript export;
+    a dynamo file's unread line names them)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    return (cov.get("composite") or {}).get("note") or ""
 
 
 def torch_estimated_parameters_note(doc: dict) -> str:
@@ -487,7 +501,7 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
-                    torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc),
+                    torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))

@@ -288,3 +288,90 @@ def test_nonzero_as_a_tuple_of_a_data_mask_is_read_as_pieces(tmp_path):
     assert shapes["rows"] == (16,) and shapes["picked"] == (16, 4)
     assert g.metadata["data_sized"]["dims"][0]["bound"] == 16
     check_verify(p, "-O", "adam", "--dim", "nz_count=5")
+
+
+def _masked_write(tmp_path):
+    """`emb[ids == 15] = eoi` (T5Gemma2's end-of-image embedding) as the dynamo exporter writes an
+    index_put with a boolean mask: NonZero of the mask broadcast over the width for the indices, and
+    the value expanded to (mask.sum(), width), flattened, for ScatterND. mask.sum() is the data's, at
+    most the mask's 16 elements."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    rng = np.random.default_rng(7)
+    inits = {"table": rng.normal(size=(16, 4)).astype(np.float32), "eoi": rng.normal(size=(4,)).astype(np.float32),
+             "w": rng.normal(size=(4, 4)).astype(np.float32), "k": i64(15), "last": i64([-1]),
+             "full": i64([2, 8, 4]), "flat": i64([-1]), "width": i64([4])}
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),
+             helper.make_node("Equal", ["ids", "k"], ["eq"]),
+             helper.make_node("Unsqueeze", ["eq", "last"], ["eq1"]),
+             helper.make_node("Expand", ["eq1", "full"], ["eqw"]),
+             helper.make_node("NonZero", ["eqw"], ["nz"]),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+             helper.make_node("Reshape", ["eq", "flat"], ["eqf"]),
+             helper.make_node("Cast", ["eqf"], ["eqi"], to=TensorProto.INT64),
+             helper.make_node("ReduceSum", ["eqi"], ["count"], keepdims=1),
+             helper.make_node("Concat", ["count", "width"], ["vshape"], axis=0),
+             helper.make_node("Expand", ["eoi", "vshape"], ["vals"], name="eoi_rows"),
+             helper.make_node("Reshape", ["vals", "flat"], ["valsf"]),
+             helper.make_node("ScatterND", ["emb", "nzt", "valsf"], ["put"]),
+             helper.make_node("MatMul", ["put", "w"], ["y"])]
+    m = onnx_model(nodes, [("ids", (2, 8), TensorProto.INT64)], [("y", (2, 8, 4))], inits)
+    return save(tmp_path, m, "masked_write.onnx")
+
+
+def test_an_expand_to_a_mask_s_count_is_taken_at_its_bound(tmp_path):
+    p = _masked_write(tmp_path)
+    g = load_model(p)
+    d = {r["name"]: r for r in g.metadata["data_sized"]["dims"]}
+    assert d["vals_count"] == {"name": "vals_count", "size": 16, "set_by": "assumed", "op": "eoi_rows",
+                               "tensor": "vals", "rule": "at the bound", "bound": 16}
+    assert d["nz_count"]["size"] == 64  # the mask broadcast over the width: every element selected
+    assert next(o.shape for o in g.operands if o.name == "vals") == (16, 4)
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 2}
+    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
+    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    assert "Expand" in est, est
+
+
+def test_an_expand_to_a_count_of_no_mask_is_still_refused(tmp_path):
+    import onnx
+    m = onnx.load(_masked_write(tmp_path))
+    next(n for n in m.graph.node if n.op_type == "Equal").op_type = "Add"  # the sum of ids + 15: no bound
+    r = _run("analyze", save(tmp_path, m, "no_mask.onnx"))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "computed from the data" in r.output, \
+        r.output
+
+
+def test_a_nonzero_whose_scatter_updates_are_sliced_from_a_row_is_bound_by_the_row(tmp_path):
+    """The same write as the TorchScript exporter writes it: NonZero of the mask broadcast to the
+    embeddings' shape, and the row flattened and sliced to the indices' count for ScatterND. The file
+    runs only while the count is at most the row's 4 elements (one id matched): that is the bound,
+    not the mask's 64 elements."""
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    rng = np.random.default_rng(8)
+    inits = {"table": rng.normal(size=(16, 4)).astype(np.float32), "eoi": rng.normal(size=(4,)).astype(np.float32),
+             "w": rng.normal(size=(4, 4)).astype(np.float32), "k": i64(15), "last": i64([-1]), "flat": i64([-1]),
+             "zero": i64(0), "z1": i64([0])}
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),
+             helper.make_node("Equal", ["ids", "k"], ["eq"]),
+             helper.make_node("Unsqueeze", ["eq", "last"], ["eq1"]),
+             helper.make_node("Shape", ["emb"], ["full"]),
+             helper.make_node("Expand", ["eq1", "full"], ["eqw"]),
+             helper.make_node("NonZero", ["eqw"], ["nz"], name="matches"),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+             helper.make_node("Reshape", ["eoi", "flat"], ["row"]),
+             helper.make_node("Shape", ["nzt"], ["nshape"]),
+             helper.make_node("Gather", ["nshape", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "z1"], ["n1"]),
+             helper.make_node("Slice", ["row", "z1", "n1", "z1"], ["vals"]),
+             helper.make_node("ScatterND", ["emb", "nzt", "vals"], ["put"]),
+             helper.make_node("MatMul", ["put", "w"], ["y"])]
+    p = save(tmp_path, onnx_model(nodes, [("ids", (2, 8), TensorProto.INT64)], [("y", (2, 8, 4))], inits), "ts.onnx")
+    g = load_model(p)
+    assert g.metadata["data_sized"]["dims"] == [{"name": "nz_count", "size": 4, "set_by": "assumed", "op": "matches",
+                                                 "tensor": "nz", "rule": "at the bound", "bound": 4}]
+    assert next(o.shape for o in g.operands if o.name == "vals") == (4,)
+    r = _run("analyze", p, "--dim", "nz_count=5")
+    assert r.exit_code == 2 and "NonZero 'matches' selects at most 4 elements" in r.output, r.output
+    doc = check_verify(p, "-O", "adam")
+    assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}

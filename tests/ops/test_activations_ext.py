@@ -134,3 +134,18 @@ def test_tflite_builtins(tmp_path):
     assert types["PRELU"][0] == "PRelu" and types["ELU"][0] == "Elu"
     assert check_gradients(p) >= 24
     check_verify(p, "-b", "3")
+
+
+def test_tflite_flex_erf_is_erf(tmp_path):
+    """onnx2tf writes torch's exact GELU (x * (1 + erf(x / sqrt 2)) / 2) with TensorFlow's Erf kept as
+    a Select TF op: custom code "FlexErf" (TF Lite has no ERF builtin). It is Erf."""
+    from tests.loaders import fbmodels as fb
+
+    t = [fb.tensor("x", [2, 6]), fb.tensor("e", [2, 6]), fb.tensor("w", [3, 6], data="fill"),
+         fb.tensor("b", [3], data="fill"), fb.tensor("y", [2, 3])]
+    ops = [fb.op("FlexErf", [0], [1]), fb.op(fb.OPS.FULLY_CONNECTED, [1, 2, 3], [4], fb.fc_opts(),
+                                            fb.BO.FullyConnectedOptions)]
+    p = fb.write(tmp_path, "m.tflite", fb.build(t, ops, [0], [4], fmt="tflite"))
+    assert [op.type for op in load_model(p).operations] == ["Erf", "FullyConnected"]
+    assert check_gradients(p) >= 6
+    check_verify(p, "-b", "3")

@@ -232,6 +232,23 @@ def test_torch_wide_input_gradient(cfg, kernel, peak):
     assert _torch_phases(op, opd, wgrad=False)[1] == peak
 
 
+@pytest.mark.parametrize("cfg,xgrad,fwd,peak", [
+    # maps of networks fed 96 to 224 pixels (devtools/torch_conv_sweep.py --set large, 36 of its 40 shapes
+    # exact; the other four differ by 256 B): (n, c, h, o, k, s, p, g), measured forward scratch, backward peak
+    ((1, 64, 112, 16, 3, 1, 1, 1), True, 3_248_128, 7_262_272),     # one sample, mkldnn (> 20,480 elements)
+    ((1, 32, 80, 96, 3, 2, 1, 1), True, 929_792, 2_457_600),
+    ((2, 16, 224, 32, 7, 1, 3, 1), True, 12_845_056, 25_790_592),
+    ((2, 16, 160, 64, 5, 2, 2, 1), True, 3_379_200, 9_933_056),
+    ((4, 96, 80, 32, 1, 2, 0, 1), True, 10_457_216, 29_491_200),    # a strided 1x1 gathers its input
+    ((2, 96, 80, 96, 3, 2, 1, 96), True, 4_918_656, 11_063_040),    # depthwise
+    ((4, 48, 56, 48, 7, 1, 3, 48), True, 2_417_856, 4_826_304),
+    ((4, 3, 224, 64, 3, 1, 1, 1), False, 51_380_224, 51_387_392)])  # an image stem, no input gradient
+def test_torch_large_maps(cfg, xgrad, fwd, peak):
+    n, c, h, o, k, s, p, g = cfg
+    op, opd = _torch_op(n, c, h, o, k, s, p, g=g)
+    assert _torch_phases(op, opd, xgrad=xgrad) == (fwd, peak)
+
+
 def test_torch_gemm_weight_gradient_under_the_scratchpad_limit():
     # n=2,c=3,h=40,o=32,k=31,s=1,p=15,xgrad=0: the im2col columns (18.4 MB) exceed what 15 x the tensors
     # leave, so oneDNN takes 5 % of what fits (46 of 1,600 pixels)

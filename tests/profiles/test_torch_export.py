@@ -972,3 +972,59 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]
+
+
+def _buffer_linear(tmp_path, folded: bool, whole: str = ""):
+    """x (2, 4, 8) + relu(linear(coords, cpb.weight, cpb.bias)) of a module buffer `coords` (4, 1)
+    (Swin V2's continuous position bias), then a head. `folded`: the dynamo export whose optimizer
+    folded the buffer's product with the weight into `val_9` (4, 8), read by the linear's bias Add,
+    or (`whole`) the whole linear into `linear_1` (4, 8), read by the ReLU, or the linear and the ReLU
+    into `relu_1`; else the same module with
+    the linear in place (the buffer times the weight, held as (1, 8), plus the bias)."""
+    call = _fx("linear.default", "%b_coords, %p_cpb_weight, %p_cpb_bias")
+    tail = [helper.make_node("Relu", ["pos"], ["act"], name="node_relu"),
+            helper.make_node("Add", ["x", "act"], ["s"], name="node_add"),
+            helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")]
+    inits = [("val_20", _w(8, 10))]
+    params = ["cpb.weight", "cpb.bias", "head.weight"]
+    if folded and whole == "relu":  # the ReLU folded too: `relu_1`, from the linear's fx node
+        tail[1].input[1] = "relu_1"
+        return _dynamo_file(tmp_path, "bl_relu", tail[1:], inits + [("relu_1", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"],
+                                     "relu_1": ["coords", "cpb.bias", "cpb.weight", "linear_1", "val_7"]},
+                            {"node_add": _fx("add.Tensor", "%x, %relu_1")}, buffers=["coords"])
+    if folded and whole:
+        tail[0].input[0] = "linear_1"
+        return _dynamo_file(tmp_path, "bl_whole", tail, inits + [("linear_1", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "linear_1": ["coords", "cpb.bias", "cpb.weight"]},
+                            {"node_relu": _fx("relu.default", "%linear_1")}, buffers=["coords"])
+    inits.append(("cpb.bias", _w(8)))
+    if folded:
+        nodes = [helper.make_node("Add", ["val_9", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
+        return _dynamo_file(tmp_path, "bl_folded", nodes, inits + [("val_9", _w(4, 8))], [2, 4, 8], [2, 4, 10],
+                            params, {"val_20": ["head.weight"], "val_9": ["coords", "cpb.weight", "val_8"]},
+                            {"node_linear_1": call}, buffers=["coords"])
+    nodes = [helper.make_node("MatMul", ["coords", "cpb.weight"], ["mm"], name="node_mm"),
+             helper.make_node("Add", ["mm", "cpb.bias"], ["pos"], name="node_linear_1")] + tail
+    return _dynamo_file(tmp_path, "bl_plain", nodes, inits + [("coords", _w(4, 1)), ("cpb.weight", _w(1, 8))],
+                        [2, 4, 8], [2, 4, 10], params, {"val_20": ["head.weight"]}, buffers=["coords"])
+
+
+@pytest.mark.parametrize("whole", ["", "linear", "relu"])
+def test_a_folded_linear_of_a_buffer_trains_the_weight(tmp_path, whole):
+    # derivatives.yaml (mm / addmm): the weight's gradient is grad^T @ buffer, the buffer needs none;
+    # eager runs the linear each step and trains the weight (and bias) at its own size, not the
+    # product's. `whole`: the ReLU reading the folded linear is not folded at load (eager runs it on a
+    # value computed each step). The input features are not in the file (taken as one): named
+    path = _buffer_linear(tmp_path, True, whole)
+    # opgraph/fold.py: a constant folded from a parameter and a buffer is computed each step, so the
+    # ReLU of it stays an op (folded, it would train at the ReLU's size)
+    assert [op.type for op in load_model(path).operations][0] == ("Relu" if whole == "linear" else "Add")
+    got, a = _torch(path)
+    want, b = _torch(_buffer_linear(tmp_path, False))
+    params = _trained(a)
+    assert params["cpb.weight"] == (1, 8) and params["cpb.bias"] == (8,)
+    assert not {"val_9", "linear_1", "coords"} & set(params)
+    assert (got["peak"], got["split"]) == (want["peak"], want["split"])
+    # with its bias one addmm; a ReLU folded with it is run again, named too
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Linear"] + ["Relu"] * (whole == "relu")

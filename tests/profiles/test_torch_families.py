@@ -306,3 +306,39 @@ def test_weight_norm_along_a_middle_axis_stays_as_written(tmp_path):
     # computes v * (g / norm_except_dim(v)) op by op, which the file's ops are left to count
     a, cols = _cols(_weight_norm(tmp_path, dim=1), batch_size=4)
     assert any(b.name == "q" for b in a.buffers.buffers)
+
+
+def _broadcast_matmul(tmp_path, p_batch=(4, 1, 256)):
+    """A lambda layer's position term: queries (4, 4, 256, 1, 16) times per-position lambdas
+    (p_batch..., 16, 16), each a parameter-scaled input so that both need a gradient."""
+    nodes = [helper.make_node("Mul", ["xq", "wq"], ["q"]),
+             helper.make_node("Mul", ["xp", "wp"], ["p"]),
+             helper.make_node("MatMul", ["q", "p"], ["y"])]
+    inits = {"wq": np.ones(16, np.float32), "wp": np.ones(16, np.float32)}
+    return save(tmp_path, onnx_model(nodes, [("xq", (4, 4, 256, 1, 16)), ("xp", p_batch + (16, 16))],
+                                     [("y", (4, 4, 256, 1, 16))], inits))
+
+
+def test_a_matmul_broadcast_over_batch_dims_copies_the_expanded_operand_and_sums_its_gradient(tmp_path):
+    """ATen's matmul of two 3+-dim operands (`_matmul_impl`) expands both to the broadcast batch dims
+    and reshapes them to (batch product, rows, cols) for bmm: the lambdas, broadcast over the 4 heads,
+    are copied at 4 x their size, and bmm saves that copy. Backward, bmm makes their gradient at the
+    expanded size, then ExpandBackward0 sums it to theirs, after BmmBackward0's saved tensors are
+    freed. Measured (torch 2.14, one thread, devtools/torch_family_zoo.py fam_bcast_mm_lambda, the
+    same shapes): a 4,194,304 B clone saved in forward; in backward a 4,194,304 B bmm result, then a
+    1,048,576 B sum, the expanded one freed."""
+    a, cols = _cols(_broadcast_matmul(tmp_path), batch_size=4)
+    col = next(v for k, v in cols.items() if "MatMul" in k)
+    assert col["fwd_mem_tmp"] == 4 * 4 * 256 * 16 * 16 * 4
+    bufs = {b.name: b for b in a.buffers.buffers}
+    big = next(b for n, b in bufs.items() if n.endswith(":grad_expanded"))
+    summed = bufs["p:grad"]
+    saved = next(b for n, b in bufs.items() if n.endswith(":expanded1"))
+    assert (big.size, summed.size) == (4 * 4 * 256 * 16 * 16 * 4, 4 * 256 * 16 * 16 * 4)
+    assert saved.last < summed.first == big.last
+
+
+def test_a_matmul_whose_operands_share_their_batch_dims_expands_nothing(tmp_path):
+    a, cols = _cols(_broadcast_matmul(tmp_path, p_batch=(4, 4, 256)), batch_size=4)
+    assert next(v for k, v in cols.items() if "MatMul" in k)["fwd_mem_tmp"] == 0
+    assert not any(b.name.endswith(":grad_expanded") for b in a.buffers.buffers)

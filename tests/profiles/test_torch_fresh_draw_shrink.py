@@ -91,3 +91,10 @@ def test_efficientnet_top_width_follows_its_coefficient():
         assert ov["width_coefficient"] == 1.0 and ov["hidden_dim"] == 1280
     assert "hidden_dim" not in draw.hf_class_overrides(d, 2)
     assert draw.hf_class_overrides({"hidden_dim": 2560}, 0)["hidden_dim"] == 640  # no coefficient: a width
+
+
+def test_a_window_fits_the_last_stage():
+    # Swin at 64 x 64: patches of 4, four stages -> a 2 x 2 map last; a window of 7 would not fit it
+    d = {"window_size": 7, "patch_size": 4, "depths": [2, 2, 6, 2], "image_size": 224}
+    assert draw.hf_class_overrides(d, 0)["window_size"] == 2
+    assert "window_size" not in draw.hf_class_overrides({**d, "window_size": 2}, 0)

@@ -133,6 +133,10 @@ class TorchProfile:
         unread = (export or {}).get("unread") or []
         if unread:
             sim.coverage["unread_parameters"] = list(unread)
+        # the language part of a composite model: eager also holds the other parts (loaders/onnx_loader.py)
+        composite = (getattr(graph, "metadata", None) or {}).get("composite")
+        if composite:
+            sim.coverage["composite"] = dict(composite)
         kept, bufs = _buffers(sim)
         # the training graph: which weights train (the report's assumed-trainable list reads it);
         # profile_data: what `figures` reads

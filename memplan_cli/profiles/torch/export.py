@@ -43,9 +43,10 @@ import math
 import re
 
 from memplan_cli.errors import UnsupportedOpError
-from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, split_top
+from memplan_cli.ops._torch import EXPAND, GATHER, TRANSPOSE, fx_kind, parse_call, split_top
+from memplan_cli.ops.activations import RELU_TYPE
 from memplan_cli.ops.batchnorm import BN_TYPE
-from memplan_cli.ops.binary import MUL_TYPE
+from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dropout import DROPOUT_TYPE as DROPOUT
 from memplan_cli.ops.expand import TILE_TYPE as TILE
 from memplan_cli.ops.matmul import FC_TYPE, MATMUL_TYPE
@@ -292,6 +293,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
         lead = min(max(lead, 1), len(shape) - 1)
         plans.append({"const": c.index, "param": params.pop(), "readers": sorted(readers[c.index]), "kind": "expand",
                       "rows": 1, "cols": (1,) * (lead - 1) + tuple(shape[lead:]), "estimated": True})
+    plans += _buffer_linears(graph, sig, folded, consts, readers, held)
     planned = {p["const"] for p in plans}
     plans += [p for p in _standardized(graph, sig, folded, consts, readers, held) if p["const"] not in planned]
     # a parameter read back by several chains is one tensor: chains that disagree on its shape are left
@@ -300,6 +302,48 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
     for p in plans:
         shape.setdefault(p["param"], (p["rows"], p["cols"]))
     return [p for p in plans if shape[p["param"]] == (p["rows"], p["cols"])]
+
+
+def _buffer_linears(graph, sig, folded, consts, readers, held) -> list[dict]:
+    """A linear of a module buffer that the optimizer folded into a constant (Swin V2's continuous
+    position bias: `cpb_mlp(relative_coords_table)`), either its product with the weight (`val_N`,
+    read by the bias Add, whose recorded call is `linear(buffer, weight, ...)`) or the whole linear
+    (a constant named by its own fx node, `linear_1`, folded from the weight, the bias and the
+    buffer): `folded_from` names one buffer, the weight (and bias) the file no longer holds and
+    ONNX-level values only. Eager computes it each step (derivatives.yaml's `addmm`/`mm`: the weight's
+    gradient is `grad^T @ buffer`, the buffer needs none) and trains the weight at its own size, not
+    the product's. The file holds neither the buffer nor the weight: the input features are not
+    recorded and are taken as one, the matmul named as estimated. The bias is told from the weight
+    by nn.Linear's names (`<module>.weight`, `<module>.bias`)."""
+    targets = set(sig.target.values())
+    plans = []
+    for name, srcs in sorted(folded.items()):
+        c = consts.get(name)
+        if c is None or c.index not in readers or len(c.shape) < 2 or not c.dtype.startswith(("float", "bfloat")):
+            continue
+        params = sorted(s for s in srcs if s in sig.params)
+        buffers = [s for s in srcs if s in targets and s not in sig.params]
+        fx = [fx_kind(s) for s in srcs if _fx_node(s, targets)]
+        if len(buffers) != 1 or any(p in held for p in params) or fx not in ([], ["linear"]) \
+                or (fx and fx_kind(name) != "relu"):
+            continue
+        plan = {"const": c.index, "readers": sorted(readers[c.index]), "kind": "buffer_linear", "rows": 1,
+                "cols": int(c.shape[-1]), "buffer": buffers[0], "bias": None, "estimated": True}
+        if _onnx_value(name) and len(params) == 1:  # the product: every reader is the linear's own node
+            ok = True
+            for k in readers[c.index]:
+                call = parse_call(graph.operations[k].call or "")
+                if not call or call[1] != "aten.linear" or len(call[2]) < 2 \
+                        or sig.of(call[2][0], "BUFFER") != buffers[0] or sig.of(call[2][1], "PARAMETER") != params[0]:
+                    ok = False
+            if ok:
+                plans.append({**plan, "param": params[0]})
+        elif fx_kind(name) in ("linear", "relu") and len(params) == 2:  # the whole linear (and its ReLU)
+            module = {p.rsplit(".", 1)[0] for p in params}
+            if len(module) == 1 and {p.rsplit(".", 1)[1] for p in params} == {"weight", "bias"}:
+                (m,) = module
+                plans.append({**plan, "param": f"{m}.weight", "bias": f"{m}.bias", "relu": fx_kind(name) == "relu"})
+    return plans
 
 
 def _standardized(graph, sig, folded, consts, readers, held) -> list[dict]:
@@ -381,6 +425,19 @@ def _unfold(g, plans, operand, insert) -> None:
             insert(at, BN_TYPE, [flat, weight, -1, -1, -1], [normed], {"epsilon": 1e-5, "momentum": 0.0, **est},
                    f"{c.name}:batch_norm")
             insert(at, RESHAPE, [normed], [out], {}, f"{c.name}:view")
+        elif plan["kind"] == "buffer_linear":  # the buffer (held by the module) times the weight
+            buf = operand(plan["buffer"], (*c.shape[:-1], plan["rows"]), c.dtype, const=True, buffer=True)
+            if plan["bias"]:
+                mm = operand(f"{c.name}:mm", c.shape, c.dtype)
+                insert(at, MATMUL_TYPE, [buf, x], [mm], dict(est), f"{c.name}:linear")
+                if plan["bias"] not in made:
+                    made[plan["bias"]] = operand(plan["bias"], (int(c.shape[-1]),), c.dtype, const=True)
+                lin = operand(f"{c.name}:linear", c.shape, c.dtype) if plan.get("relu") else out
+                insert(at, ADD_TYPE, [mm, made[plan["bias"]]], [lin], dict(est), f"{c.name}:bias")
+                if plan.get("relu"):
+                    insert(at, RELU_TYPE, [lin], [out], dict(est), f"{c.name}:relu")
+            else:
+                insert(at, MATMUL_TYPE, [buf, x], [out], dict(est), f"{c.name}:linear")
         elif plan["kind"] == "expand":  # which dims it broadcast is not recorded (unfolded_computations)
             insert(at, EXPAND, [x], [out], dict(est), c.name)
         elif plan["kind"] == "embedding":

@@ -48,6 +48,9 @@ from memplan_cli.profiles.torch.strides import elements
 # - "estimated_written": why the facts cover the op only approximately where its result (through
 #   one-input ops) is then written in place (refusal.py): a matrix a loop solves row by row (tril
 #   before forward substitution); the op and the loop's ops are named as estimated, with this reason;
+# - "expanded_inputs": fn(op, operands) -> per input, the shape the kernel expands it to over
+#   broadcast batch dims (matmul's bmm), or None: its copy is that size, and its gradient is made at
+#   that size and then summed to the input's shape, after the op's saved tensors are freed;
 # - "grad_bytes": fn(op, operands, k) -> bytes of the tensor input k's new gradient is a view of (the
 #   real part of a complex gradient: a real input's Fourier transform), or None: its own bytes;
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately

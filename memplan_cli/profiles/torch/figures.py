@@ -35,6 +35,13 @@ def coverage(bl, at: int, peak: int) -> dict:
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file)
         out["unread_parameters"] = list(cov["unread_parameters"])
+    if cov.get("composite"):
+        # the file is the language part of a composite model: eager also holds the other parts' parameters
+        # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
+        comp = dict(cov["composite"])
+        if not comp.get("other_parts"):
+            comp["note"] = composite_note(comp["language_part"])
+        out["composite"] = comp
     if cov.get("estimated_parameters"):
         # parameters the exporter folded into a constant of the part it reads (a position table's rows):
         # eager holds the whole parameter (and, trained, its gradient and optimizer state); the file
@@ -91,7 +98,9 @@ def coverage_line(cov: dict) -> str:
         line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
                  f"counted ({nc['bytes']:,d} B of outputs)")
     if cov.get("unread_parameters"):
-        line += "; " + unread_note(cov["unread_parameters"])
+        line += "; " + unread_note(cov["unread_parameters"], cov.get("composite"))
+    if (cov.get("composite") or {}).get("note"):
+        line += "; " + cov["composite"]["note"]
     if cov.get("estimated_parameters"):
         line += "; " + estimated_parameters_note(cov["estimated_parameters"])
     cl = cov.get("constant_layers") or {}
@@ -142,10 +151,27 @@ def estimated_parameters_note(targets: list) -> str:
             f"gradient and optimizer state; the file gives no size")
 
 
-def unread_note(targets: list) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered."""
+def composite_note(part: str) -> str:
+    """What the figure leaves out of a file that is the language part of a composite model (a text-only
+    TorchScript export of a multimodal transformers model): the composite's other parts, which eager
+    holds and the file does not. One line of at most 80 columns where the part's path allows."""
+    for line in (f"not counted: the composite model's parts beside {part}; no size",
+                 f"not counted: the composite model's parts beside {part}"):
+        if len(line) <= 80:
+            return line
+    return line
+
+
+def unread_note(targets: list, composite: dict | None = None) -> str:
+    """What the figure leaves out: the parameters of modules the traced forward never entered (in the
+    language part of a composite model: the composite's other parts, named)."""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    if (composite or {}).get("other_parts"):
+        parts = composite["other_parts"]
+        rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
+        shown = (f"{', '.join(parts)}: the composite model's parts beside {composite['language_part']}"
+                 + (f"; and {len(rest)} more module(s)" if rest else ""))
     return (f"not counted: {len(targets)} parameter(s) of {len(modules)} module(s) no op of the file reads "
             f"({shown}): eager holds them unless they are read under other names (a shared module) or by an op "
             f"the exporter merged with an equal one; "

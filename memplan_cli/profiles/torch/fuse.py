@@ -10,7 +10,7 @@ from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.ops.reduce import WEIGHT_NORM_EAGER
 from memplan_cli.profiles.torch.attention import sdpa_decompositions
 from memplan_cli.profiles.torch.eager_op import EagerOp, eager_order
-from memplan_cli.profiles.torch.facts import facts
+from memplan_cli.profiles.torch.facts import ESTIMATED, facts
 from memplan_cli.profiles.torch.groupnorm import group_norms
 from memplan_cli.profiles.torch.weightnorm import weight_norms
 
@@ -152,8 +152,9 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
                 other = [i for i in add.inputs if i != y]
                 if len(other) == 1 and g.operands[other[0]].is_const and len(g.operands[other[0]].shape) <= 1:
                     gone.add(add.index)
+                    est = {ESTIMATED: True} if op.attrs.get(ESTIMATED) or add.attrs.get(ESTIMATED) else {}
                     out.append(EagerOp(op.index, "Linear", [op.inputs[0], op.inputs[1], other[0]], list(add.outputs),
-                                       {}, op.label, (op.index, add.index)))
+                                       est, op.label, (op.index, add.index)))
                     continue
         # one DFT per axis of one recorded call (`aten._fft_c2c(x, [1, 2], ...)`, as the dynamo exporter
         # writes fftn) -> that one call: eager makes no intermediate, and one gradient in backward

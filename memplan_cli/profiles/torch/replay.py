@@ -26,7 +26,8 @@ from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
-                                                is_contiguous, iterator_strides, view_output_strides, view_strides)
+                                                expanded_strides, is_contiguous, iterator_strides, view_output_strides,
+                                                view_strides)
 
 
 def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
@@ -578,7 +579,20 @@ class Replay:
             return copies
         if f.get("contiguous_inputs") or op.type in WEIGHT_MATMULS:
             w2d = len(op.inputs) > 1 and op.inputs[1] >= 0 and len(opd[op.inputs[1]].shape) == 2
+            ex = f["expanded_inputs"](op, opd) if f.get("expanded_inputs") else ()
             for k, v in enumerate(op.inputs[:2]):
+                if v >= 0 and k < len(ex) and ex[k] is not None:
+                    # expanded over broadcast batch dims, then reshaped for bmm: a copy of the
+                    # expanded size where no view exists
+                    shp = opd[v].shape
+                    est = expanded_strides(shp, self.strides[v] if v in self.strides else contiguous_strides(shp),
+                                           ex[k])
+                    if bmm_copies(ex[k], est):
+                        nb = elements(ex[k]) * dtype_size(opd[v].dtype)
+                        copies[f"in{k}"] = self.sim.new(f"{op.label}:expanded{k}", "non-const", nb, s, op.label,
+                                                        "copy")
+                        c["fwd_mem_tmp"] += nb
+                    continue
                 if v < 0 or self.is_c(v) or len(opd[v].shape) <= 2:
                     continue  # a 2-D transposed operand goes to BLAS as it is
                 shp = opd[v].shape
@@ -757,8 +771,25 @@ class Replay:
         # (mkldnn_convolution_backward: the input's gradient when output_mask[0], then the weight's
         # and the bias's when output_mask[1] or [2]: a standardised weight's is not yet made in the first)
         late = set(f.get("dw_inputs", ())) if s_dw != s else set()
+        ex = f["expanded_inputs"](op, opd) if f.get("expanded_inputs") else ()
+        s_sum = None  # the step that sums expanded gradients down (after the op's saved tensors are freed)
         for k, v in enumerate(op.inputs):
             if v < 0 or v not in self.rg or k in det:
+                continue
+            if k < len(ex) and ex[k] is not None:
+                # bmm's gradient of the expanded operand, then ExpandBackward0's sum to the input's shape
+                if s_sum is None:
+                    s_sum = sim.step("calcDerivative", op.index, op.label)
+                big = sim.new(f"{opd[v].name}:grad_expanded", "back-prop", elements(ex[k]) * dtype_size(opd[v].dtype),
+                              s, op.label, "tmp")
+                sim.touch(big, s_sum)
+                tmp.append(big)
+                if v in trained:
+                    self.weight_grad(v, op, s_sum, made, tmp)
+                else:
+                    gx = sim.new(f"{opd[v].name}:grad", "back-prop", opd[v].nbytes, s_sum, op.label, "grad")
+                    made.append(gx)
+                    self.deliver(v, gx, True, s_sum, made, tmp, op.label)
                 continue
             if v not in trained and cast_grad(opd[v], opd[op.outputs[0]]):
                 # the engine's validate_outputs casts a gradient to its input's dtype: a bfloat16 input of

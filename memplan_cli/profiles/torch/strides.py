@@ -124,6 +124,12 @@ def bmm_copies(shape, st) -> bool:
 
 
 
+def expanded_strides(shape, st, to) -> tuple:
+    """The strides of `expand(to)` of a tensor (shape, st): stride 0 on every dim it broadcasts."""
+    shape, pad = tuple(int(d) for d in shape), len(to) - len(shape)
+    return tuple(0 if i < pad or (shape[i - pad] == 1 and int(n) != 1) else st[i - pad] for i, n in enumerate(to))
+
+
 def channels_last_2d(shape, st) -> bool:
     """ATen's is_channels_last_strides_2d_s4: strides that suggest channels-last (ambiguous ones, such
     as (N, 1, 1, 1), count as contiguous)."""
