@@ -17,33 +17,56 @@ from memplan_cli.errors import EXIT_OVER_BUDGET
 from memplan_cli.report.output import RenderOptions, emit, terminal_width, use_color
 
 
-def shell_lines(command: str, width: int, indent: int) -> list[str]:
-    """`command` broken at spaces into lines of at most `width` columns, each but the last ending in
-    ` \\` (a shell line continuation, so the lines still paste as one command)."""
-    lines, line = [], ""
-    for w in _shell_words(command):
-        if line and len(line) + 1 + len(w) + 2 > width - indent:
+def shell_lines(command: str, width: int, lead: str = "") -> list[str]:
+    """`command` as lines of at most `width` columns, the first after `lead`: broken at spaces, each
+    line but the last ending in ` \\` (a shell line continuation, so the lines still paste as one
+    command). A word longer than a line (a deep model path) is cut into pieces, each quoted on its
+    own and ended by `\\` with no space: the shell drops the backslash and the newline and joins the
+    pieces into one word, so their lines start at column 0 (an indent would split the word)."""
+    indent = " " * (len(lead) + 4)
+    lines, line, fresh = [], lead, True
+    for word, raw in _shell_words(command):
+        if not fresh and len(line) + 1 + len(word) + 2 > width:
             lines.append(line + " \\")
-            line = "    " + w
-        else:
-            line = f"{line} {w}" if line else w
+            line, fresh = indent, True
+        sep = "" if fresh else " "
+        if raw is not None and len(line) + len(sep) + len(word) + 2 > width:
+            pieces = _pieces(raw, width - len(line) - len(sep) - 1, width - 1)
+            lines.append(line + sep + pieces[0] + "\\")
+            lines.extend(piece + "\\" for piece in pieces[1:-1])
+            line, fresh = pieces[-1], False
+            continue
+        line, fresh = line + sep + word, False
     lines.append(line)
     return lines
 
 
-def _shell_words(command: str) -> list[str]:
+def _pieces(raw: str, first: int, rest: int) -> list[str]:
+    """`raw` cut into shell-quoted pieces, the first at most `first` columns, the others `rest`."""
+    out, room = [], max(first, 8)
+    while raw:
+        n = len(raw)
+        while n > 1 and len(shlex.quote(raw[:n])) > room:
+            n -= 1
+        out.append(shlex.quote(raw[:n]))
+        raw, room = raw[n:], rest
+    return out
+
+
+def _shell_words(command: str) -> list[tuple[str, str | None]]:
     """`command`'s words as the shell quotes them, a flag and its value kept as one: the places a
-    line may break. The program, the subcommand and the model path are words of their own, so a long
-    path moves to a line of its own instead of running past the width."""
-    words: list[str] = []
+    line may break; each with its unquoted text when it is one token (None for a flag and its value).
+    The program, the subcommand and the model path are words of their own, so a long path moves to a
+    line of its own instead of running past the width."""
+    words: list[tuple[str, str | None]] = []
     flag_waits = False
     for token in shlex.split(command):
         quoted = shlex.quote(token)
         if flag_waits and not re.match(r"--?[A-Za-z]", token):
-            words[-1] += " " + quoted
+            words[-1] = (words[-1][0] + " " + quoted, None)
             flag_waits = False
         else:
-            words.append(quoted)
+            words.append((quoted, token))
             flag_waits = bool(re.match(r"--?[A-Za-z]", token)) and "=" not in token
     return words
 
@@ -152,10 +175,8 @@ def render(doc: dict, opts) -> str:
     if commands:
         con.print("the command that applies each option (and prints its figure):")
         for k, cmd in commands:
-            lead = f"{k:>3}  "
-            for j, line in enumerate(shell_lines(cmd, con.width, len(lead))):
-                con.print(Text((lead if j == 0 else " " * len(lead)) + line), overflow="ignore", crop=False,
-                          soft_wrap=True)
+            for line in shell_lines(cmd, con.width, f"{k:>3}  "):
+                con.print(Text(line), overflow="ignore", crop=False, soft_wrap=True)
     return con.text()
 
 

@@ -53,6 +53,7 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
     fmt = sniff(head)
     if fmt is None:
         raise ModelError("not a circle, tflite or ONNX model (unrecognised content)", path)
+    graph = None
     try:
         if fmt == "onnx":
             from memplan_cli.loaders.onnx_loader import load_onnx as load
@@ -92,7 +93,11 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
         # "invalid"); a flatbuffer's broken structure (a dangling index, a cycle) is invalid
         why = (f"memplan cannot plan this {fmt} graph" if fmt == "onnx" or isinstance(e, OpContractError)
                else f"invalid {fmt} graph")
-        raise ModelError(f"{why}: {e}", path) from None
+        # a size the loader took from no file (a NonZero's count at its bound) may be the cause
+        from memplan_cli.loaders.data_sized import assumed_note
+
+        note = assumed_note(graph.metadata) if graph is not None else ""
+        raise ModelError(f"{why}: {e}{note}", path) from None
     except OSError as e:  # the file went away or became unreadable after its first bytes were read
         why = "it was removed while memplan read it" if isinstance(e, FileNotFoundError) else e.strerror or e
         raise ModelError(f"cannot read: {why}", path) from None

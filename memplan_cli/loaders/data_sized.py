@@ -265,6 +265,18 @@ def assume(model, dims: dict, given: dict[str, tuple], value: dict | None = None
     return {"rule": rule_of(records), "dims": records, "unsized": unsized}
 
 
+def assumed_note(metadata: dict) -> str:
+    """For a refusal of a graph whose shapes do not hold: the sizes it took from no file (assumed,
+    not set by --dim), which may be why, and the flag that sets each; "" when none was assumed."""
+    dims = [d for d in (metadata.get("data_sized") or {}).get("dims", ()) if d.get("set_by") == "assumed"]
+    if not dims:
+        return ""
+    taken = ", ".join(f"{d['name']}={d['size']:,d}" for d in dims)
+    flags = " ".join(f"--dim {d['name']}=N" for d in dims)
+    return (f" (with {'sizes' if len(dims) > 1 else 'a size'} computed from the data: {taken} assumed "
+            f"({rule_of(dims)}); the data's own may make the shapes agree: {flags})")
+
+
 def rule_of(records) -> str:
     """The assumptions taken, in one phrase: "equal pieces", "at the bound" or both."""
     return " and ".join(dict.fromkeys(r["rule"] for r in records))

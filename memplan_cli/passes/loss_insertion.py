@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 
+from memplan_cli import ops as registry
 from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.opgraph.outputs import loss_outputs, output_label  # noqa: F401  (re-exported for the passes' users)
 from memplan_cli.ops.loss import LOSS_TYPE
@@ -11,6 +12,8 @@ from memplan_cli.passes.rules import RuleContext
 
 # why a weight gets no gradient although its op trains (report: table note and JSON `frozen_weights`)
 NO_LOSS_REASON = "no loss depends on it (it feeds only outputs without a loss, or only shapes and indices)"
+QUANTIZED_REASON = ("a quantized integer constant (a TF Lite converter's int8 weights): memplan trains float "
+                    "weights only")
 
 
 class LossInsertion(Pass):
@@ -85,3 +88,23 @@ def unreached_weights(tg) -> list[dict]:
             out[i] = {"weight": o.name, "op": op.label, "bytes": o.nbytes, "reason": NO_LOSS_REASON}
     # a weight shared with an op some loss depends on has a gradient: not listed
     return [out[i] for i in sorted(out) if i not in tg.grad]
+
+
+def quantized_weights(tg) -> list[dict]:
+    """The integer constants in the weight slots of the ops the setup selects (`OpDef.weight_inputs`:
+    a dynamic-range quantized file's int8 filters): no rule trains them, so a "trainable all" step
+    updates only the float weights; listed so the report says so. [{"weight", "op", "bytes",
+    "reason"}], in operand order."""
+    g = tg.graph
+    out: dict[int, dict] = {}
+    for k in sorted(tg.selected_ops):
+        if k >= tg.model_ops:
+            continue
+        op = g.operations[k]
+        d = registry.get(op.type)
+        for p in (d.weight_inputs if d is not None else ()):
+            i = op.inputs[p] if p < len(op.inputs) else -1
+            o = g.operands[i] if i >= 0 else None
+            if o is not None and o.is_const and o.dtype.startswith(("int", "uint")) and i not in out:
+                out[i] = {"weight": o.name, "op": op.label, "bytes": o.nbytes, "reason": QUANTIZED_REASON}
+    return [out[i] for i in sorted(out)]

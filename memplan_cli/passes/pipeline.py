@@ -27,7 +27,7 @@ from memplan_cli.passes.configure import TrainingConfiguration
 from memplan_cli.passes.execution_order import ExecutionOrder
 from memplan_cli.passes.infra import Pipeline
 from memplan_cli.passes.lora import LoRAInsertion
-from memplan_cli.passes.loss_insertion import LossInsertion, unreached_weights
+from memplan_cli.passes.loss_insertion import LossInsertion, quantized_weights, unreached_weights
 from memplan_cli.passes.optimizer_state import OptimizerState
 from memplan_cli.passes.policy import Policy
 from memplan_cli.passes.precision import CastCopies, PrecisionDtypes
@@ -112,4 +112,4 @@ def finish(tg: TrainingGraph, ran, policy: Policy) -> None:
     """What the caller records after the passes: which ran, the policy, the weights no loss reaches."""
     tg.ran = list(ran)
     tg.policy = policy
-    tg.frozen_weights = unreached_weights(tg)
+    tg.frozen_weights = unreached_weights(tg) + quantized_weights(tg)

@@ -284,24 +284,10 @@ def torch_held_note(doc: dict) -> str:
 
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
-    op of the file reads (`figures.torch.coverage.unread_parameters`): eager holds them, the figure
-    does not, and the file gives no size."""
+    op of the file reads: the sentence the profile wrote (`figures.torch.coverage.unread_note`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    targets = cov.get("unread_parameters") or []
-    if not targets:
-        return ""
-    modules = sorted({t.rpartition(".")[0] or t for t in targets})
-    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
-    comp = cov.get("composite") or {}
-    if comp.get("other_parts"):  # the language part of a composite: name the parts, not their first modules
-        parts = comp["other_parts"]
-        rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
-        shown = (f"{', '.join(parts)}: the composite model's parts beside {comp['language_part']}"
-                 + (f"; and {len(rest)} more module(s)" if rest else ""))
-    return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
-            f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
-            f"equal one; the file gives no size "
-            f"(JSON figures.torch.coverage.unread_parameters)")
+    note = cov.get("unread_note")
+    return f"{note} (JSON figures.torch.coverage.unread_parameters)" if note else ""
 
 
 def torch_composite_note(doc: dict) -> str:
@@ -585,11 +571,13 @@ class TableReporter(Reporter):
         if doc.get("forward_only"):
             lines.append("nothing trains (no weight gets a gradient): these figures are the forward pass and "
                          "the loss only")
-        fw = doc.get("frozen_weights") or []
-        if fw:
+        by_reason: dict[str, list] = {}
+        for w in doc.get("frozen_weights") or []:
+            by_reason.setdefault(w["reason"], []).append(w)
+        for reason, fw in by_reason.items():  # one line per reason: each names its own weights
             names = ", ".join(w["weight"] for w in fw[:4]) + (f" and {len(fw) - 4} more" if len(fw) > 4 else "")
             lines.append(f"note: {len(fw)} weight(s) ({human(sum(w['bytes'] for w in fw))}) stay frozen: "
-                         f"{fw[0]['reason']}: {names} (JSON frozen_weights)")
+                         f"{reason}: {names} (JSON frozen_weights)")
         if naive:
             line = (f"{prof} planned vs naive: {human(planned)} vs {human(naive)}, "
                     f"{(naive - planned) * 100 / naive:.1f}% less ({ratio(planned, naive)} x)")

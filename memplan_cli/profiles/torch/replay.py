@@ -393,9 +393,12 @@ class Replay:
         buffers = signature_buffers(g)
         read |= {o.index for o in opd if o.is_const and o.name in buffers and elements(o.shape) > 1
                  and o.dtype.startswith(("float", "bfloat"))}
+        # and so is a boolean one (ImageGPT's and GPT-2's causal tables as transformers now registers them)
+        tables = {o.index for o in opd if o.is_const and o.name in buffers and elements(o.shape) > 1
+                  and o.dtype == "bool"}
         for o in opd:
-            if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
-                    and o.index not in self.computed:
+            if (o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read
+                    or o.index in tables) and o.index not in self.computed:
                 storage[o.index] = sim.new(o.name, "trainable", _held_bytes(o), 0, kind="held")
             elif o.index in indices and o.index not in self.computed:
                 # an integer tensor an index op saves (gather keeps its indices): the module's index
