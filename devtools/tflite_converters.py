@@ -5,6 +5,7 @@ converters (litert-torch, onnx2tf), then check each file the way docs/formats.md
     python devtools/tflite_converters.py check OUT/*.tflite
     python devtools/tflite_converters.py export OUT --only fresh         # round 51: FRESH
     python devtools/tflite_converters.py keras OUT                       # round 51's Keras models
+    python devtools/tflite_converters.py jax OUT                         # round 51's Flax models (jax2onnx)
     python devtools/tflite_converters.py sweep OUT/*.tflite              # every command, every profile
 
 Needs a venv with torch, torchvision, transformers, litert-torch, onnx2tf and tensorflow-cpu
@@ -306,7 +307,14 @@ def keras_models():
         h = r + L.Dense(16)(L.Dense(64, activation="gelu")(h))
         return tf.keras.Model(i, L.Dense(10)(L.GlobalAveragePooling2D()(h)))
 
-    return {"keras_lstm_text": text("lstm"), "keras_gru_text": text("gru"), "keras_bilstm": bilstm,
+    def onert_cnn():  # ops onert 0.1.0 trains, batch fixed at 1: tests/fixtures/tflite_converter
+        i = tf.keras.Input((16, 16, 3), batch_size=1)
+        h = L.MaxPooling2D(2)(L.Conv2D(8, 3, padding="same", activation="relu")(i))
+        h = L.Conv2D(16, 1, activation="relu")(L.DepthwiseConv2D(3, padding="same", activation="relu6")(h))
+        h = L.GlobalAveragePooling2D()(L.AveragePooling2D(2)(h))
+        return tf.keras.Model(i, L.Dense(4, activation="softmax")(h))
+
+    return {"keras_onert_cnn": onert_cnn, "keras_lstm_text": text("lstm"), "keras_gru_text": text("gru"), "keras_bilstm": bilstm,
             "keras_simple_rnn": simple_rnn, "keras_groupnorm_cnn": groupnorm_cnn, "keras_decoder_1d": decoder_1d,
             "keras_causal_mha": causal_mha, "keras_attention_pool": attention_pool,
             "keras_convnext_block": convnext_block}
@@ -314,7 +322,7 @@ def keras_models():
 
 def keras_export(out: str) -> None:
     """The Keras models, every weight at random first (no all-zero bias or unit scale for the converter
-    to drop or share), and a tf.Module with train / infer signatures (TF Lite's on-device training
+    to drop or share), three tf_keras recurrent models, and a tf.Module with train / infer signatures (TF Lite's on-device training
     recipe: TFLiteConverter.from_saved_model with resource variables, which memplan refuses by name)."""
     import numpy as np
     import tensorflow as tf
@@ -330,6 +338,15 @@ def keras_export(out: str) -> None:
         with open(os.path.join(out, name + ".tflite"), "wb") as f:
             f.write(tf.lite.TFLiteConverter.from_keras_model(m).convert())
         print(name, "params", int(sum(np.prod(w.shape) for w in m.trainable_weights)), flush=True)
+    import tf_keras  # Keras 2 (tf-keras): its LSTM converts to UNIDIRECTIONAL_SEQUENCE_LSTM, its GRU to WHILE
+
+    for name, rnn in (("tfkeras_lstm", lambda: tf_keras.layers.LSTM(12)), ("tfkeras_gru", lambda: tf_keras.layers.GRU(12)),
+                      ("tfkeras_bilstm", lambda: tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(8)))):
+        i = tf_keras.Input((10, 8), batch_size=1)
+        m = tf_keras.Model(i, tf_keras.layers.Dense(3)(rnn()(i)))
+        with open(os.path.join(out, name + ".tflite"), "wb") as f:
+            f.write(tf.lite.TFLiteConverter.from_keras_model(m).convert())
+        print(name, "params", m.count_params(), flush=True)
     L = tf.keras.layers
 
     class Trainer(tf.Module):
@@ -359,9 +376,52 @@ def keras_export(out: str) -> None:
         f.write(c.convert())
 
 
+def jax_export(out: str) -> None:
+    """Round 51's Flax NNX models through jax2onnx (`to_onnx`, batch symbolic "B"): a CNN with
+    BatchNorm (running average) and LayerNorm, an MLP, an embedding + multi-head attention."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from jax2onnx import to_onnx
+
+    class CNN(nnx.Module):
+        def __init__(self, rngs):
+            self.c1, self.bn = nnx.Conv(3, 8, (3, 3), rngs=rngs), nnx.BatchNorm(8, rngs=rngs, use_running_average=True)
+            self.c2, self.ln = nnx.Conv(8, 16, (3, 3), strides=2, rngs=rngs), nnx.LayerNorm(16, rngs=rngs)
+            self.fc = nnx.Linear(16, 5, rngs=rngs)
+
+        def __call__(self, x):
+            x = nnx.avg_pool(nnx.relu(self.bn(self.c1(x))), window_shape=(2, 2), strides=(2, 2))
+            return self.fc(nnx.gelu(self.ln(self.c2(x))).mean(axis=(1, 2)))
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.l1, self.l2 = nnx.Linear(20, 32, rngs=rngs), nnx.Linear(32, 4, rngs=rngs)
+
+        def __call__(self, x):
+            return nnx.log_softmax(self.l2(nnx.tanh(self.l1(x))))
+
+    class Attn(nnx.Module):
+        def __init__(self, rngs):
+            self.emb = nnx.Embed(50, 16, rngs=rngs)
+            self.att = nnx.MultiHeadAttention(num_heads=2, in_features=16, decode=False, rngs=rngs)
+            self.ln, self.fc = nnx.LayerNorm(16, rngs=rngs), nnx.Linear(16, 3, rngs=rngs)
+
+        def __call__(self, ids):
+            h = self.emb(ids)
+            return self.fc(self.ln(h + self.att(h)).mean(axis=1))
+
+    os.makedirs(out, exist_ok=True)
+    for name, m, shape in (("jax_cnn", CNN(nnx.Rngs(0)), ("B", 16, 16, 3)), ("jax_mlp", MLP(nnx.Rngs(0)), ("B", 20)),
+                           ("jax_attn", Attn(nnx.Rngs(0)), jax.ShapeDtypeStruct(("B", 8), jnp.int32))):
+        to_onnx(m, [shape], return_mode="file", output_path=os.path.join(out, name + ".onnx"))
+        print(name, "params", sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(m, nnx.Param))), flush=True)
+
+
 def sweep(files, batch: int) -> None:
     """Every command a user runs on each file, each profile, at 80 columns: ok, refused (exit 2, one
-    line) or CRASH (a traceback or another exit status); the refusal lines follow the table."""
+    line), FAIL (verify's exit 1), "nothing fits" (fit's exit 3 under its 1 MiB budget) or CRASH (a
+    traceback or another exit status); the refusal lines follow the table."""
     from click.testing import CliRunner
 
     from memplan_cli.cli import main
@@ -382,6 +442,9 @@ def sweep(files, batch: int) -> None:
             crashed = r.exception is not None and not isinstance(r.exception, SystemExit)
             if r.exit_code == 0 and not crashed:
                 cells.append("ok")
+                continue
+            if label == "fit" and r.exit_code == 3 and not crashed:  # docs/fit.md: nothing fits the budget
+                cells.append("nothing fits")
                 continue
             if crashed or r.exit_code not in (1, 2) or (r.exit_code == 2 and len(err) != 1):
                 cells.append("CRASH")
@@ -446,6 +509,8 @@ def main(argv=None) -> None:
     k.add_argument("out")
     kx = sub.add_parser("keras", help="round 51's Keras models through TFLiteConverter into OUT")
     kx.add_argument("out")
+    jx = sub.add_parser("jax", help="round 51's Flax NNX models through jax2onnx into OUT")
+    jx.add_argument("out")
     sw = sub.add_parser("sweep", help="every command under every profile, per file: ok / refused / CRASH")
     sw.add_argument("files", nargs="+")
     sw.add_argument("--batch", type=int, default=4)
@@ -457,6 +522,8 @@ def main(argv=None) -> None:
         corpus(a.out)
     elif a.cmd == "keras":
         keras_export(a.out)
+    elif a.cmd == "jax":
+        jax_export(a.out)
     elif a.cmd == "sweep":
         sweep(a.files, a.batch)
     else:

@@ -12,8 +12,10 @@ gated delta rule without its export-only loop, outer products of two broadcast f
 Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_interface`), F.fold
 (`aten.col2im`), a score branch read only through its top-k indices (DeepSeek-V3.2's
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
-block attention residual), and batched matmuls whose operands broadcast over batch dims (a lambda
-layer).
+block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
+layer), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
+(`fam_masked_write`, a boolean-mask index_put).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1540,7 +1542,8 @@ class BroadcastMatmulNet(nn.Module):
     content lambda (B, 1, K, V) the heads share, and per-position lambdas (B, 1, M, K, V) from a
     Conv3d times queries (B, heads, M, 1, K); "left": a learned (1, M, K) table times keys
     (B, K, M), then (B, 1, M, M) times the queries; "both": (B, heads, 1, M, K) times
-    (B, 1, 2, K, V), each operand broadcast over a dim of the other."""
+    (B, 1, 2, K, V), each operand broadcast over a dim of the other; "ones": a learned (1, 1, M, K)
+    table times the queries (B, heads, K, M), a stride-0 view for bmm."""
 
     def __init__(self, which="lambda", c=64, heads=4, k=16, r=9, classes=10):
         super().__init__()
@@ -1552,6 +1555,8 @@ class BroadcastMatmulNet(nn.Module):
             self.conv_lambda = nn.Conv3d(1, k, (r, r, 1), padding=(r // 2, r // 2, 0))
         if which == "left":
             self.table = nn.Parameter(torch.randn(1, 256, k) * 0.02)
+        if which == "ones":
+            self.table = nn.Parameter(torch.randn(1, 1, 256, k) * 0.02)
         self.head = nn.Linear(self.v_dim, classes)
 
     def forward(self, x):
@@ -1570,6 +1575,8 @@ class BroadcastMatmulNet(nn.Module):
         elif self.which == "left":
             t = self.table[:, :m] @ k  # (1, M, K) @ (B, K, M): the table broadcast over the batch
             out = t.unsqueeze(1) @ q  # (B, 1, M, M) @ (B, heads, M, K)
+        elif self.which == "ones":
+            out = (self.table[:, :, :m] @ q.transpose(-1, -2)) @ q  # (1, 1, M, K) @ (B, heads, K, M)
         else:
             lam = k @ v  # B, K, V
             out = q.unsqueeze(2) @ torch.stack([lam, lam.flip(-1)], 1).unsqueeze(1)  # B, heads, 2, M, V
@@ -1863,7 +1870,7 @@ FAM = {
     # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
     "fam_grid_sample_detached": ("gridsample", lambda: GridSampleNet(detach=True, align=False), (3, 32, 32)),
     **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
-       for w in ("lambda", "left", "both")},
+       for w in ("lambda", "left", "both", "ones")},
 }
 
 

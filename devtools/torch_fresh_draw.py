@@ -247,6 +247,8 @@ def hf_class_inputs(cfg, input_name: str) -> list:
     """Candidate input shapes (without the batch) for the model's main input."""
     if input_name == "pixel_values":
         return [(getattr(cfg, "num_channels", 3), HF_CLASS_IMAGE, HF_CLASS_IMAGE)]
+    if input_name == "input_ids" and _is_int(getattr(cfg, "vocab_size", None)):  # ImageGPT: colour-cluster ids
+        return [("ids", IDS[1], cfg.vocab_size)]
     out = [(HF_CLASS_WAVE,)] if input_name == "input_values" else []  # AST's input_values is a spectrogram
     if getattr(cfg, "max_source_positions", None) and getattr(cfg, "num_mel_bins", None):
         out.append((cfg.num_mel_bins, 2 * cfg.max_source_positions))

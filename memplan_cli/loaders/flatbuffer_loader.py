@@ -212,7 +212,10 @@ class _Reader:
                 self.dynamic[j] = tuple(k for k, d in enumerate(sig) if d < 0)
             # a TF Lite file stores every weight as a plain constant, as it stores a folded mask:
             # a variable's read in the name or a weight slot tells (loaders/params.py)
-            out.append(Operand(j, name, shape, dtype, is_const=is_const,
+            # a variable tensor without data (an LSTM's output and cell state, UNIDIRECTIONAL_SEQUENCE_LSTM's
+            # inputs 18 and 19): state the runtime zeroes and the op updates, a buffer, never a parameter
+            state = t.IsVariable() and not (b > 0 and self.buffer_has_data(buffers[b]))
+            out.append(Operand(j, name, shape, dtype, is_const=is_const or state, computed=state,
                                assumed=is_const and dtype.startswith(("float", "bfloat"))
                                and not is_variable_read(name)))
         return out

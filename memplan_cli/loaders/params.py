@@ -251,19 +251,23 @@ def weight_slot_operands(graph) -> set[int]:
 
 
 def shared_bias_operands(graph) -> set[int]:
-    """Constants in a bias slot (`OpDef.bias_inputs`) of more than one op. A TF Lite converter writes
-    equal constants once: a bias several layers share held equal values, a zero bias the converter
-    wrote where the source layer had none (litert-torch and onnx2tf give a bias-free depthwise
-    convolution one) as much as a zero-initialised one, and the file cannot tell which."""
-    readers: dict[int, int] = {}
+    """Constants in a bias slot (`OpDef.bias_inputs`) of ops that do not share their weights. A TF Lite
+    converter writes equal constants once: layers with weights of their own that share a bias held
+    equal values, a zero bias the converter wrote where the source layer had none (litert-torch and
+    onnx2tf give a bias-free depthwise convolution one) as much as a zero-initialised one, and the
+    file cannot tell which. Ops that also share their weights are one layer used again (a recurrence
+    unrolled over time steps): its bias is that layer's."""
+    users: dict[int, list] = {}
     for op in graph.operations:
         d = ops.get(op.type)
         b = d.bias_inputs if d is not None else ()
         b = b(op, graph.operands) if callable(b) else b
+        weights = tuple(op.inputs[k] for k in (d.weight_inputs if d is not None else ())
+                        if k not in b and k < len(op.inputs))
         for k in b:
             if k < len(op.inputs) and op.inputs[k] >= 0 and graph.operands[op.inputs[k]].is_const:
-                readers[op.inputs[k]] = readers.get(op.inputs[k], 0) + 1
-    return {i for i, n in readers.items() if n > 1}
+                users.setdefault(op.inputs[k], []).append(weights)
+    return {i for i, w in users.items() if len(w) > 1 and len(set(w)) > 1}
 
 
 def _embedding_tables(graph) -> set[tuple]:

@@ -7,6 +7,10 @@ Rules:
   trainable weight of the Conv, not an activation with no gradient.
 - An op whose output is a graph output is kept (the model's result must stay computed), and so is a
   random op (`OpDef.random`: RandomUniformLike of a constant shape draws anew each step).
+- An op reading a constant the dynamo exporter's optimizer folded from a parameter together with a
+  module buffer (its `folded_from` and graph signature: Swin V2's position-bias MLP over its
+  coordinate table) is kept: that value is computed each step in the source, no parameter, and the
+  torch profile reads it back as the ops that computed it.
 - An op that reads a float constant (of more than one element) that another op also reads (a tied
   embedding table, one bias used twice), or whose outputs hold another number of elements than that
   constant (a Gather of position rows from a table, an Expand of a class token to the batch, a

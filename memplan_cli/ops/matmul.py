@@ -404,9 +404,11 @@ def expanded_operands(op, operands) -> tuple:
     if min(len(s) for s in shapes) < 3:
         return (None, None)
     batch = tuple(int(d) for d in np.broadcast_shapes(shapes[0][:-2], shapes[1][:-2]))
-    # an operand whose batch dims are all 1 (a (1, M, K) table) is not expanded: measured, eager folds
-    # the product to one mm then
-    return tuple(batch + s[-2:] if math.prod(batch) > math.prod(s[:-2]) > 1 else None for s in shapes)
+    # an operand whose batch dims are all 1 is not copied (measured): eager folds a 3-dim one (a (1, M, K)
+    # table) into one mm, and hands a 4+-dim one to bmm as a stride-0 view whose gradient is still
+    # made at the expanded size and summed
+    return tuple(batch + s[-2:] if math.prod(batch) > math.prod(s[:-2]) and (math.prod(s[:-2]) > 1 or len(s) > 3)
+                 else None for s in shapes)
 
 
 # bfloat16 (--precision bf16-*): ATen runs addmm / mm on oneDNN's brgemm matmul (AMX on the measuring

@@ -284,24 +284,10 @@ def torch_held_note(doc: dict) -> str:
 
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
-    op of the file reads (`figures.torch.coverage.unread_parameters`): eager holds them, the figure
-    does not, and the file gives no size."""
+    op of the file reads: the sentence the profile wrote (`figures.torch.coverage.unread_note`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    targets = cov.get("unread_parameters") or []
-    if not targets:
-        return ""
-    modules = sorted({t.rpartition(".")[0] or t for t in targets})
-    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
-    comp = cov.get("composite") or {}
-    if comp.get("other_parts"):  # the language part of a composite: name the parts, not their first modules
-        parts = comp["other_parts"]
-        rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
-        shown = (f"{', '.join(parts)}: the composite model's parts beside {comp['language_part']}"
-                 + (f"; and {len(rest)} more module(s)" if rest else ""))
-    return (f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}); eager holds them "
-            f"unless they are read under other names (a shared module) or by an op the exporter merged with an "
-            f"equal one; the file gives no size "
-            f"(JSON figures.torch.coverage.unread_parameters)")
+    note = cov.get("unread_note")
+    return f"{note} (JSON figures.torch.coverage.unread_parameters)" if note else ""
 
 
 def torch_composite_note(doc: dict) -> str:

@@ -30,9 +30,11 @@ NP_TYPE = {"float32": (np.float32, TensorType.FLOAT32), "int32": (np.int32, Tens
            "resource": (np.int32, TensorType.RESOURCE)}
 
 
-def tensor(name, shape, dtype="float32", data=None, signature=None):
-    """A tensor spec: data None (activation), "fill" (non-zero weights), or a list of values."""
-    return {"name": name, "shape": list(shape), "dtype": dtype, "data": data, "signature": signature}
+def tensor(name, shape, dtype="float32", data=None, signature=None, variable=False):
+    """A tensor spec: data None (activation), "fill" (non-zero weights), or a list of values;
+    `variable`: TF Lite's is_variable (state an op updates, such as an LSTM's)."""
+    return {"name": name, "shape": list(shape), "dtype": dtype, "data": data, "signature": signature,
+            "variable": variable}
 
 
 def op(code, inputs, outputs, options=None, options_type=0):
@@ -52,6 +54,7 @@ def build(tensors, ops, inputs, outputs, fmt="circle", extra_subgraphs=0) -> byt
         npt, tt.type = NP_TYPE[t["dtype"]]
         if t["signature"] is not None:
             tt.shapeSignature = t["signature"]
+        tt.isVariable = bool(t.get("variable"))
         if t["data"] is None:
             tt.buffer = 0
         else:

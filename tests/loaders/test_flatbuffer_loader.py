@@ -88,6 +88,24 @@ def test_resource_variables_are_an_on_device_training_model_not_a_malformed_file
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+def test_a_variable_state_tensor_is_state_not_a_dangling_operand(tmp_path):
+    """tf_keras's LSTM through the TF Lite converter is UNIDIRECTIONAL_SEQUENCE_LSTM, whose output and
+    cell state are variable tensors without data (no op writes them before it: the runtime zeroes
+    them). They are state, not parameters; the file is valid, and the op memplan has no rule for is
+    what the one refusal line names (it said "invalid tflite graph ... neither constant, a graph
+    input, nor any op's output")."""
+    t = [fb.tensor("x", [1, 3, 4]), fb.tensor("w", [8, 4], data="fill"), fb.tensor("h", [1, 2], variable=True),
+         fb.tensor("y", [1, 3, 2])]
+    p = fb.write(tmp_path, "lstm.tflite", fb.build(t, [fb.op(fb.OPS.UNIDIRECTIONAL_SEQUENCE_LSTM, [0, 1, 2], [3])],
+                                                   [0], [3], fmt="tflite"))
+    g = load_model(p)
+    h = g.operands[2]
+    assert h.is_const and h.computed and not h.assumed and g.parameter_count() == 32
+    r = CliRunner().invoke(main, ["analyze", p])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in r.stderr and "invalid" not in r.stderr
+
+
 def test_cycle_in_a_file_is_an_error(tmp_path):
     t = [fb.tensor("x", [1, 4]), fb.tensor("a", [1, 4]), fb.tensor("b", [1, 4])]
     ops = [fb.op(fb.OPS.ADD, [0, 2], [1]), fb.op(fb.OPS.RELU, [1], [2])]

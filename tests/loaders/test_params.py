@@ -279,22 +279,28 @@ def test_each_parameter_viewed_and_folded_alone_is_that_parameter(tmp_path):
 def test_a_tflite_bias_several_ops_share_stays_assumed(tmp_path):
     """litert-torch and onnx2tf give a bias-free depthwise convolution a zero bias and write equal
     constants once: timm's ese_vovnet19b_slim_dw holds four such zeros, each read by 3 to 5 depthwise
-    convolutions (352 elements the module does not have). A bias several ops share may be such a zero
-    (or a zero-initialised bias): the file cannot tell, so it trains, listed as assumed and freezable;
-    a bias one op reads stays a parameter."""
+    convolutions (352 elements the module does not have). A bias several ops with weights of their own
+    share may be such a zero (or a zero-initialised bias): the file cannot tell, so it trains, listed
+    as assumed and freezable; a bias one op reads stays a parameter, and so does one that ops sharing
+    their weight too read (litert-torch's GRU unrolled over time: one hidden-state layer per step)."""
     from tests.loaders import fbmodels as fb
 
     t = [fb.tensor("x", [1, 4, 4, 2]), fb.tensor("w1", [1, 3, 3, 2], data="fill"),
          fb.tensor("w2", [1, 3, 3, 2], data="fill"), fb.tensor("arith.constant3", [2], data=[0.0, 0.0]),
          fb.tensor("a", [1, 4, 4, 2]), fb.tensor("b", [1, 4, 4, 2]), fb.tensor("w3", [1, 3, 3, 2], data="fill"),
-         fb.tensor("arith.constant4", [2], data=[0.5, 0.5]), fb.tensor("y", [1, 4, 4, 2])]
-    dw = fb.OPS.DEPTHWISE_CONV_2D
+         fb.tensor("arith.constant4", [2], data=[0.5, 0.5]), fb.tensor("y", [1, 4, 4, 2]),
+         fb.tensor("wh", [2, 2], data="fill"), fb.tensor("arith.constant5", [2], data=[0.5, 0.5]),
+         fb.tensor("h1", [16, 2]), fb.tensor("h2", [16, 2])]
+    dw, fc = fb.OPS.DEPTHWISE_CONV_2D, fb.OPS.FULLY_CONNECTED
     ops = [fb.op(dw, [0, 1, 3], [4], fb.dw_opts(), fb.BO.DepthwiseConv2DOptions),
            fb.op(dw, [4, 2, 3], [5], fb.dw_opts(), fb.BO.DepthwiseConv2DOptions),
-           fb.op(dw, [5, 6, 7], [8], fb.dw_opts(), fb.BO.DepthwiseConv2DOptions)]
-    p = fb.write(tmp_path, "dw.tflite", fb.build(t, ops, [0], [8], fmt="tflite"))
+           fb.op(dw, [5, 6, 7], [8], fb.dw_opts(), fb.BO.DepthwiseConv2DOptions),
+           fb.op(fc, [8, 9, 10], [11], fb.fc_opts(), fb.BO.FullyConnectedOptions),
+           fb.op(fc, [11, 9, 10], [12], fb.fc_opts(), fb.BO.FullyConnectedOptions)]
+    p = fb.write(tmp_path, "dw.tflite", fb.build(t, ops, [0], [12], fmt="tflite"))
     k = _kinds(load_model(p))
     assert k["arith.constant3"] == "assumed" and k["arith.constant4"] == "param" and k["w1"] == "param"
+    assert k["arith.constant5"] == "param" and k["wh"] == "param"
     r = CliRunner().invoke(main, ["analyze", p, "-f", "json"])
     d = json.loads(r.output)
     assert d["parameters"]["assumed_trainable"] == ["arith.constant3"]

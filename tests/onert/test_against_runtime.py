@@ -146,3 +146,14 @@ def test_mobilenetv2(batch, optimizer, trainable, planner):
 
     path = os.path.join(ROOT, "mobilenetv2.circle")
     compare(path, load_model(path, batch_size=batch), batch, optimizer, trainable, planner)
+
+
+@pytest.mark.parametrize("batch,optimizer,planner", [(4, "adam", "wic"), (2, "sgd", "firstfit")])
+def test_a_tflite_converter_export(batch, optimizer, planner):
+    """A Keras CNN through TFLiteConverter.from_keras_model (tests/fixtures/tflite_converter: Conv2D,
+    MaxPool, DepthwiseConv2D + relu6, Conv 1x1, AveragePool, the global pool's MEAN, Dense softmax;
+    batch fixed at 1 in the file), re-batched: every ALLOC line equals onert's."""
+    from memplan_cli.loaders import load_model
+
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tflite_converter", "keras_onert_cnn.tflite")
+    compare(path, load_model(path, batch_size=batch), batch, optimizer, -1, planner)

@@ -114,8 +114,9 @@ def test_a_dynamo_file_names_the_composite_parts_its_unread_parameters_sit_in(tm
     assert sorted(t["coverage"]["unread_parameters"]) == sorted(other)
     head = " ".join(_header(path).split())
     assert ("not counted: 3 parameter(s) no op of the file reads (m.model.multi_modal_projector, "
-            "m.model.vision_tower: the composite model's parts beside m.model.language_model); eager holds them") \
-        in head
+            "m.model.vision_tower: the composite model's parts beside m.model.language_model); the file gives no "
+            "size") in head
+    assert "shared module" not in head  # a tower is read under no other name
     assert head.count("not counted") == 1  # no composite line of its own
     from memplan_cli.profiles.torch import coverage_line
 
@@ -132,3 +133,11 @@ def test_a_dynamo_file_whose_signature_lists_no_other_part_gets_no_line(tmp_path
     path = _file(tmp_path, "dyn_elsewhere", "m.model.language_model", listed=["m.pooler.dense.weight"])
     t = _torch(path)
     assert "composite" not in t["coverage"] and t["coverage"]["unread_parameters"] == ["m.pooler.dense.weight"]
+
+
+def test_the_dev_tool_runs_the_loaders_rule_on_files(tmp_path):
+    from devtools.composite_parts import files_read_as_composites
+
+    composite = _file(tmp_path, "composite", "m.model.text_model", head="m.classifier")
+    plain = _file(tmp_path, "plain", "m.model")
+    assert files_read_as_composites([composite, plain]) == [(composite, {"language_part": "m.model.text_model"})]

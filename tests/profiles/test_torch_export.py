@@ -707,6 +707,21 @@ def test_a_module_buffer_read_through_folded_slices_is_held(tmp_path):
     assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64 * 4
 
 
+def test_a_boolean_module_buffer_read_through_folded_slices_is_held(tmp_path):
+    # transformers' GPT-2 and ImageGPT register the causal table as bool, read by a Where: held alike
+    i64 = lambda *v: np.asarray(v, np.int64)  # noqa: E731
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Slice", ["mask", "zero", "n", "two"], ["rows"], name="slice_rows"),
+             helper.make_node("Slice", ["rows", "zero", "n", "three"], ["slice_2"], name="slice_cols"),
+             helper.make_node("Where", ["slice_2", "h", "low"], ["y"], name="where")]
+    inits = [("w", _w(16, 16)), ("mask", np.tril(np.ones((64, 64), bool))[None, None]), ("low", np.float32(-1e4)),
+             ("zero", i64(0)), ("n", i64(16)), ("two", i64(2)), ("three", i64(3))]
+    path = _dynamo_file(tmp_path, "bool_table", nodes, inits, [4, 1, 16, 16], [4, 1, 16, 16], ["w"],
+                        calls={"where": _fx("where.self", "%slice_2, %matmul, %low")}, buffers=["mask"])
+    t, _ = _torch(path)
+    assert t["split"]["parameters"] == 16 * 16 * 4 + 64 * 64
+
+
 def test_eager_ops_on_constants_folded_at_load_are_named_as_not_counted(tmp_path):
     # TAPAS's segment reductions: ops the dynamo exporter recorded (fx calls) on constants, which its
     # optimizer left (over its size limits) and memplan folds at load; eager runs them each step, so
@@ -768,10 +783,11 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     assert "unread_parameters" not in plain["coverage"]
     note = torch_unread_note({"figures": {"torch": unread}})
     assert note.startswith("not counted: 2 parameter(s) no op of the file reads (vision)")
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    assert note == unread["coverage"]["unread_note"] + " (JSON figures.torch.coverage.unread_parameters)"
     from memplan_cli.profiles.torch import coverage_line
 
-    assert "not counted: 2 parameter(s) of 1 module(s) no op of the file reads (vision)" in \
-        coverage_line(unread["coverage"])
+    assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
 
 
 def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):

@@ -342,3 +342,21 @@ def test_a_matmul_whose_operands_share_their_batch_dims_expands_nothing(tmp_path
     a, cols = _cols(_broadcast_matmul(tmp_path, p_batch=(4, 4, 256)), batch_size=4)
     assert next(v for k, v in cols.items() if "MatMul" in k)["fwd_mem_tmp"] == 0
     assert not any(b.name.endswith(":grad_expanded") for b in a.buffers.buffers)
+
+
+def test_a_4_dim_matmul_operand_of_batch_one_is_a_view_whose_gradient_is_still_summed(tmp_path):
+    """(1, 1, 256, 16) @ (4, 2, 16, 256): the expanded (8, 256, 16) view needs no copy (stride-0 dims
+    merge), and bmm's gradient of it is made at 131,072 B, then summed to 16,384 B. Measured (torch
+    2.14, one thread, torch.profiler on the product alone): no forward copy; BmmBackward0 131,072 B
+    twice, ExpandBackward0's sum 16,384 B."""
+    nodes = [helper.make_node("Mul", ["xa", "wa"], ["a"]),
+             helper.make_node("Mul", ["xb", "wb"], ["b"]),
+             helper.make_node("MatMul", ["a", "b"], ["y"])]
+    inits = {"wa": np.ones(16, np.float32), "wb": np.ones(256, np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("xa", (1, 1, 256, 16)), ("xb", (4, 2, 16, 256))],
+                                     [("y", (4, 2, 256, 256))], inits))
+    a, cols = _cols(path)  # the file's shapes as they are (no batch flag re-batching the first input)
+    assert next(v for k, v in cols.items() if "MatMul" in k)["fwd_mem_tmp"] == 0
+    bufs = {b.name: b for b in a.buffers.buffers}
+    big = next(b for n, b in bufs.items() if n.endswith(":grad_expanded"))
+    assert (big.size, bufs["a:grad"].size) == (131072, 16384)

@@ -98,3 +98,10 @@ def test_a_window_fits_the_last_stage():
     d = {"window_size": 7, "patch_size": 4, "depths": [2, 2, 6, 2], "image_size": 224}
     assert draw.hf_class_overrides(d, 0)["window_size"] == 2
     assert "window_size" not in draw.hf_class_overrides({**d, "window_size": 2}, 0)
+
+
+def test_an_image_classifier_of_token_ids():
+    from types import SimpleNamespace as NS
+
+    # ImageGPT classifies sequences of colour-cluster ids: token ids over its own vocabulary
+    assert draw.hf_class_inputs(NS(vocab_size=513), "input_ids") == [("ids", draw.IDS[1], 513)]

@@ -562,9 +562,11 @@ def test_what_is_not_a_centred_norm_read_twice(tmp_path):
     assert not any(b.name.endswith(":again") for b in a.buffers.buffers)
 
 
-def _slice_writes(tmp_path, name, reduction="none"):
+def _slice_writes(tmp_path, name, reduction="none", computed_index=False):
     """MiniCPM3's key states as TorchScript writes them: `k = a.new_empty(2, 4, 8)` (a float Constant
-    node), `k[..., :6].copy_(a)` and `k[..., 6:].copy_(b)` as two ScatterNDs, then a sigmoid."""
+    node), `k[..., :6].copy_(a)` and `k[..., 6:].copy_(b)` as two ScatterNDs, then a sigmoid;
+    `computed_index`: the second write's index computed by the file's own ops (as TorchScript builds
+    it from Expand, Unsqueeze and Concat), not stored."""
     def idx(lo, hi):
         i, j, c = np.meshgrid(np.arange(2), np.arange(4), np.arange(lo, hi), indexing="ij")
         return np.stack([i, j, c], -1).astype(np.int64)
@@ -576,6 +578,9 @@ def _slice_writes(tmp_path, name, reduction="none"):
              helper.make_node("ScatterND", ["k1", "ib", "b"], ["k2"], name="write_b", reduction=reduction),
              helper.make_node("Sigmoid", ["k2"], ["y"], name="act")]
     inits = [("wa", _w(4, 6)), ("wb", _w(4, 2)), ("ia", idx(0, 6)), ("ib", idx(6, 8))]
+    if computed_index:
+        nodes.insert(0, helper.make_node("Add", ["ib0", "zero"], ["ib"], name="index"))
+        inits[-1:] = [("ib0", idx(6, 8)), ("zero", np.int64(0))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 4, 4])],
                               [helper.make_tensor_value_info("y", F, [2, 4, 8])],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
@@ -604,6 +609,15 @@ def test_slice_assignments_write_into_the_tensor(tmp_path):
     a = _run(_slice_writes(tmp_path, "add", reduction="add"), loss="mse")
     assert not a.extras["torch"]["coverage"]["estimated"]
     assert _cols(a, "write_b")["fwd_mem_out"] == 256
+
+
+def test_an_index_the_file_computes_for_a_slice_assignment_is_no_tensor(tmp_path):
+    # eager's slice assignment has no index tensor; one the TorchScript file computes with its own ops
+    # (a constant eager would compute in forward, were it a tensor of eager's) adds nothing
+    stored = _run(_slice_writes(tmp_path, "stored"), loss="mse")
+    computed = _run(_slice_writes(tmp_path, "computed", computed_index=True), loss="mse")
+    assert computed.extras["torch"]["peak"] == stored.extras["torch"]["peak"]
+    assert not [b for b in computed.buffers.buffers if b.name == "ib"]
 
 
 def _read_then_write(tmp_path, name, before: bool):
@@ -996,7 +1010,7 @@ def _torchscript_file(tmp_path, nodes, inits, name):
     return load_model(str(path))
 
 
-def _layers_gathering(tmp_path, name, index_scope):
+def _layers_gathering(tmp_path, name, index_scope, expand=False):
     """Two layers, each `h.gather(1, idx)` of its projection; idx computed from constants
     (`arange(8).repeat(2, 1)`) under `index_scope`, read by both layers' gathers, as TorchScript's
     common-subexpression pass leaves a per-layer computation (`/m/layers.0/...` read by layers.1)."""
@@ -1004,8 +1018,9 @@ def _layers_gathering(tmp_path, name, index_scope):
                               name=f"{index_scope}/Range"),
              helper.make_node("Unsqueeze", [f"{index_scope}/Range_output_0", "ax0"],
                               [f"{index_scope}/Unsqueeze_output_0"], name=f"{index_scope}/Unsqueeze"),
-             helper.make_node("Tile", [f"{index_scope}/Unsqueeze_output_0", "reps"], [f"{index_scope}/Tile_output_0"],
-                              name=f"{index_scope}/Tile")]
+             helper.make_node("Expand" if expand else "Tile",
+                              [f"{index_scope}/Unsqueeze_output_0", "shape" if expand else "reps"],
+                              [f"{index_scope}/Tile_output_0"], name=f"{index_scope}/Tile")]
     h = "x"
     for i in range(2):
         nodes += [helper.make_node("MatMul", [h, f"layers.{i}.w"], [f"/m/layers.{i}/MatMul_output_0"],
@@ -1015,7 +1030,8 @@ def _layers_gathering(tmp_path, name, index_scope):
                                    name=f"/m/layers.{i}/GatherElements")]
         h = f"/m/layers.{i}/GatherElements_output_0"
     inits = [("layers.0.w", _w(8, 8)), ("layers.1.w", _w(8, 8)), ("zero", np.int64(0)), ("eight", np.int64(8)),
-             ("one", np.int64(1)), ("ax0", np.array([0], np.int64)), ("reps", np.array([2, 1], np.int64))]
+             ("one", np.int64(1)), ("ax0", np.array([0], np.int64)), ("reps", np.array([2, 1], np.int64)),
+             ("shape", np.array([2, 8], np.int64))]
     return _torchscript_file(tmp_path, nodes, inits, name)
 
 
@@ -1028,6 +1044,9 @@ def test_a_torchscript_index_one_layer_computed_is_one_per_layer(tmp_path):
     # computed by the parent module (a decoder's buckets handed to every layer): one tensor, as in eager
     a = _run(_layers_gathering(tmp_path, "parent", "/m"), loss="mse")
     assert [b.name for b in a.buffers.buffers if "Tile_output_0" in b.name] == ["/m/Tile_output_0"]
+    # `arange(8).expand(2, 8)`: expand is a view, the gathers save the 8 values it repeats (64 B)
+    a = _run(_layers_gathering(tmp_path, "expanded", "/m", expand=True), loss="mse")
+    assert [b.size for b in a.buffers.buffers if "Tile_output_0" in b.name] == [64]
 
 
 def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):

@@ -33,8 +33,9 @@ def coverage(bl, at: int, peak: int) -> dict:
                               "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak}
     if cov.get("unread_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
-        # does not (their sizes are not in the file)
+        # does not (their sizes are not in the file); the sentence the reports print, written once here
         out["unread_parameters"] = list(cov["unread_parameters"])
+        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"))
     if cov.get("composite"):
         # the file is the language part of a composite model: eager also holds the other parts' parameters
         # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
@@ -97,8 +98,8 @@ def coverage_line(cov: dict) -> str:
     if nc:
         line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
                  f"counted ({nc['bytes']:,d} B of outputs)")
-    if cov.get("unread_parameters"):
-        line += "; " + unread_note(cov["unread_parameters"], cov.get("composite"))
+    if cov.get("unread_note"):
+        line += "; " + cov["unread_note"]
     if (cov.get("composite") or {}).get("note"):
         line += "; " + cov["composite"]["note"]
     if cov.get("estimated_parameters"):
@@ -164,18 +165,21 @@ def composite_note(part: str) -> str:
 
 def unread_note(targets: list, composite: dict | None = None) -> str:
     """What the figure leaves out: the parameters of modules the traced forward never entered (in the
-    language part of a composite model: the composite's other parts, named)."""
+    language part of a composite model: the composite's other parts, named). `figures.torch.coverage.
+    unread_note`, which the table's header and `compare` print."""
     modules = sorted({t.rpartition(".")[0] or t for t in targets})
-    shown = ", ".join(modules[:3]) + (f" and {len(modules) - 3} more" if len(modules) > 3 else "")
+    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
+              "exporter merged with an equal one")
     if (composite or {}).get("other_parts"):
+        # a composite's towers: named as parts, not their first modules; no op reads a tower's parameters
+        # under another name, so the caveat is for the other modules only
         parts = composite["other_parts"]
         rest = [m for m in modules if not any(m == p or m.startswith(p + ".") for p in parts)]
         shown = (f"{', '.join(parts)}: the composite model's parts beside {composite['language_part']}"
                  + (f"; and {len(rest)} more module(s)" if rest else ""))
-    return (f"not counted: {len(targets)} parameter(s) of {len(modules)} module(s) no op of the file reads "
-            f"({shown}): eager holds them unless they are read under other names (a shared module) or by an op "
-            f"the exporter merged with an equal one; "
-            f"the file gives no size")
+        caveat = caveat if rest else ""
+    return f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}){caveat}; the file gives no size"
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,

@@ -213,6 +213,7 @@ class Replay:
         self.params_order: list[int] = []
         self.held: list[int] = []  # storages held the whole step
         self.computed: set[int] = set()  # folded constants eager computes during forward
+        self.ts_computed: set[int] = set()  # those a TorchScript file computes with its own ops
         # forward -> backward
         self.rg: set[int] = set(self.trained)  # operands that require grad
         self.contig: dict[int, bool] = {}
@@ -375,18 +376,29 @@ class Replay:
         # value: DiffLlama's λ, exp(sum(λq·λk)) - ...) is still computed from parameters in eager: it
         # requires grad, so its readers keep what its gradient needs (they are named as estimated)
         self.rg = set(self.trained) | {o.index for o in opd[:len(g.operands)] if o.is_const and o.name in self.folded}
-        self.computed = folded_values(g, self.trained, masks) | computed_in_forward(g, self.trained)
+        self.computed = folded_values(g, self.trained, masks)
         # the second call's copy of a folded fill (rewrites.merged_duplicates) is computed as the first
         self.computed |= {o.index for o in opd[len(g.operands):] if o.is_const}
         indices = self.saved_integer_constants()
+        # a float tensor a TorchScript file computes with its own ops (attention.computed_in_forward) is
+        # a forward value, not held. Integers an index op saves stay held as before: the file does not
+        # say which are eager's tensors (an index TorchScript builds for a slice assignment's ScatterND
+        # is none; a gather's is one), and a merged layer's copy of one is counted beside it
+        # (rewrites.merged_across_layers)
+        self.ts_computed = {v for v in computed_in_forward(g, self.trained)
+                            if opd[v].dtype.startswith(("float", "bfloat")) and elements(opd[v].shape) > 1}
+        self.computed |= self.ts_computed
         # a module buffer no op reads once the loader folded its views (GPT's causal table sliced to
         # the sequence, `bias[:, :, :T, :T]`): eager's module holds it, the slice is a view of it
         buffers = signature_buffers(g)
         read |= {o.index for o in opd if o.is_const and o.name in buffers and elements(o.shape) > 1
                  and o.dtype.startswith(("float", "bfloat"))}
+        # and so is a boolean one (ImageGPT's and GPT-2's causal tables as transformers now registers them)
+        tables = {o.index for o in opd if o.is_const and o.name in buffers and elements(o.shape) > 1
+                  and o.dtype == "bool"}
         for o in opd:
-            if o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read \
-                    and o.index not in self.computed:
+            if (o.is_const and o.dtype.startswith(("float", "bfloat")) and elements(o.shape) > 1 and o.index in read
+                    or o.index in tables) and o.index not in self.computed:
                 storage[o.index] = sim.new(o.name, "trainable", _held_bytes(o), 0, kind="held")
             elif o.index in indices and o.index not in self.computed:
                 # an integer tensor an index op saves (gather keeps its indices): the module's index
@@ -448,7 +460,9 @@ class Replay:
                 if v < 0:
                     continue
                 if v in self.computed and v not in storage:  # eager computes it here, a forward value
-                    nb = expand_base_bytes(opd[v]) or opd[v].nbytes
+                    # a broadcast a TorchScript file computes (Operand.broadcast_of) is a view of the
+                    # values it repeats, as when it was held
+                    nb = expand_base_bytes(opd[v]) or (_held_bytes(opd[v]) if v in self.ts_computed else opd[v].nbytes)
                     storage[v] = sim.new(opd[v].name, "non-const", nb, s, op.label, "out")
                 if v in storage:
                     self.fwd_last[storage[v]] = s

@@ -2,6 +2,7 @@
 eager ran (a select, a dropped copy, merged dropouts, sdpa's own dropout, a fused activation)."""
 from __future__ import annotations
 
+import math
 import re
 
 from memplan_cli import ops
@@ -375,13 +376,19 @@ def merged_across_layers(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[
 
     made = {v for v in computed_in_forward(g, frozenset()) if not a_view(by.get(opd[v].name, ""))}
 
+    def counted(op, k, v):  # what the replay counts of it: a float tensor, or integers the op saves
+        o = opd[v]
+        if o.dtype.startswith(("float", "bfloat")):
+            return math.prod(o.shape) > 1
+        return o.dtype.startswith(("int", "uint")) and any(w == f"in{k}" for w, _ in (facts(op) or {}).get("saves", ()))
+
     def reads_again(op):
         m = _LAYER.match(irops[op.index].name or "") if op.members == (op.index,) else None
         if m is None:
             return []
         again = []
         for k, v in enumerate(op.inputs):
-            w = _LAYER.match(opd[v].name) if v in made else None
+            w = _LAYER.match(opd[v].name) if v in made and counted(op, k, v) else None
             if w is not None and w.group(1) == m.group(1) and w.group(2) != m.group(2):
                 again.append((k, f"{m.group(1).rsplit('/', 1)[-1]}{m.group(2)}", None))
         return again
