@@ -376,30 +376,26 @@ def test_a_nonzero_whose_scatter_updates_are_sliced_from_a_row_is_bound_by_the_r
     doc = check_verify(p, "-O", "adam")
     assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
 
-    """`h[mask] = v` as TorchScript writes it with a value vector (the sweep's fam_masked_write):
-    NonZero of the mask expanded over h, Transpose, ScatterND whose updates are the value vector's
-    first `count` elements (Slice of it to the count). At the bound (every element selected) the
-    updates (4,) cannot match the 8 indices: the count the data gives is what makes the graph hold."""
-    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
-    inits = {"zero": np.array(0.0, np.float32), "v": np.ones(4, np.float32), "s0": i64([0]), "a0": i64([0]),
-             "st": i64([1]), "w": np.ones((4, 4), np.float32)}
+
+def _fixed_value_write(tmp_path):
+    """`h[mask] = v` with a value vector of its own length (4): NonZero of the mask, Transpose,
+    ScatterND whose updates are v itself. At the bound (every element of the (2, 4) mask selected)
+    the updates (4,) cannot match the 8 indices: the count the data gives is what makes the graph hold."""
+    inits = {"zero": np.array(0.0, np.float32), "v": np.ones(4, np.float32), "w": np.ones((4, 4), np.float32)}
     nodes = [helper.make_node("Greater", ["x", "zero"], ["mask"]),
              helper.make_node("NonZero", ["mask"], ["nz"], name="where"),
              helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
-             helper.make_node("Shape", ["idx"], ["ishape"]),
-             helper.make_node("Gather", ["ishape", "a0"], ["count"], axis=0),
-             helper.make_node("Slice", ["v", "s0", "count", "a0", "st"], ["upd"]),
-             helper.make_node("ScatterND", ["x", "idx", "upd"], ["h"], name="write"),
+             helper.make_node("ScatterND", ["x", "idx", "v"], ["h"], name="write"),
              helper.make_node("MatMul", ["h", "w"], ["y"])]
-    return save(tmp_path, onnx_model(nodes, [("x", (2, 4))], [("y", (2, 4))], inits), "masked_write.onnx")
+    return save(tmp_path, onnx_model(nodes, [("x", (2, 4))], [("y", (2, 4))], inits), "fixed_value_write.onnx")
 
 
 def test_a_graph_that_does_not_hold_at_an_assumed_count_names_it_and_its_flag(tmp_path):
     # the shapes disagree only because the count was assumed: the refusal says so and how to set it
-    p = _masked_write(tmp_path)
+    p = _fixed_value_write(tmp_path)
     r = _run("analyze", p)
     assert r.exit_code == 2, r.output
     (line,) = r.output.strip().splitlines()
-    assert "masked_write.onnx" in line and "ScatterND" in line, line
+    assert "fixed_value_write.onnx" in line and "ScatterND" in line, line
     assert "nz_count=8 assumed (at the bound" in line and "--dim nz_count=N" in line, line
     assert _run("analyze", p, "--dim", "nz_count=4", "-q").exit_code == 0
