@@ -505,6 +505,24 @@ class _Builder:
         t = self.consts.get(name)
         return t is not None and len(t.dims) == 1 and int(t.dims[0]) == 0
 
+    def not_given(self, node, k: int) -> bool:
+        """Input k of `node` is an empty 1-d constant standing for an optional input not given. Where
+        ONNX's schema makes the input required, the empty vector is a value: ConstantOfShape's or
+        Expand's shape `[]` (a scalar; dynamo's `new_zeros(x, [])`)."""
+        if not self.empty_const(node.input[k]):
+            return False
+        if node.domain not in ("", "ai.onnx"):
+            return True
+        import onnx.defs
+
+        try:
+            formal = onnx.defs.get_schema(node.op_type, self.opset, "").inputs
+        except Exception:  # no schema at this opset: keep the optional-input reading
+            return True
+        if k >= len(formal):
+            return formal[-1].option != onnx.defs.OpSchema.FormalParameterOption.Variadic if formal else True
+        return formal[k].option == onnx.defs.OpSchema.FormalParameterOption.Optional
+
     def build(self) -> Graph:
         g = self.model.graph
         inputs = [self.operand(vi.name) for vi in g.input if vi.name not in self.consts]
@@ -518,7 +536,7 @@ class _Builder:
                 continue
             # an empty constant (a dim of 0) stands for an optional input not given: Resize's roi,
             # or its scales when sizes are given, as torch.onnx writes them
-            ins = [-1 if self.empty_const(n) else self.operand(n) for n in node.input]
+            ins = [-1 if n and self.not_given(node, k) else self.operand(n) for k, n in enumerate(node.input)]
             outs = [self.operand(n) for n in self.shaped_outputs(node, read)]
             canon = self.registry_canonical(node, ins, outs)
             if canon is not None:

@@ -230,6 +230,23 @@ def test_an_empty_vector_is_a_value_of_no_bytes(tmp_path):
     assert out.shape == (0,) and out.nbytes == 0
 
 
+def test_an_empty_shape_in_a_required_input_is_a_scalar_not_an_input_left_out(tmp_path):
+    """dynamo's `x.new_zeros([])`: ConstantOfShape of an empty shape vector makes a scalar. ONNX's
+    schema makes that input required, so the empty constant is a value there, where in an optional
+    input (Resize's roi) it stands for one not given."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    shape = numpy_helper.from_array(np.zeros((0,), np.int64), "shape")
+    one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["s"], value=one),
+             helper.make_node("Mul", ["x", "s"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    g = load_model(om.save(tmp_path, "m.onnx", m), batch_size=2)
+    (mul,) = [op for op in g.operations if op.type == "Mul"]
+    assert g.operands[mul.inputs[1]].shape == ()
+
+
 def _optional_input():  # onnx's test_identity_opt: an optional value, not a tensor
     opt = helper.make_value_info("o", helper.make_optional_type_proto(
         helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
