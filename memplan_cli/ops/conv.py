@@ -923,7 +923,7 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return (("in0?g0",),)  # the groups' input gradients beside their at::cat (_SLOW_GROUPED)
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
-    if _gemm_grouped(op, operands):
+    if _gemm_grouped(op, operands) and not _brg_grouped_dx(op, operands):
         # gemm_convolution_bwd_data's im2col buffer beside the input's gradient, then that gradient made
         # once more (copied out)
         q = _wgeom(op, operands)
@@ -955,7 +955,8 @@ def _torch_bwd_dx(op, operands) -> tuple:
             c, o = q["ic"], q["oc"]
             bx, by = x.nbytes * _round_to(c, 8) // c, y.nbytes * _round_to(o, 8) // o
             return ((by, w.nbytes * _round_to(c, 8) * _round_to(o, 8) // (c * o), bx - x.nbytes), (bx,))
-    if _strided(op) and (_ungrouped(op) or (_wide(op, operands) and _wide_dx_kernel(op, operands) == "brgconv_strided")):
+    if _strided(op) and (_ungrouped(op) or _brg_grouped_dx(op, operands) or
+                         (_wide(op, operands) and _wide_dx_kernel(op, operands) == "brgconv_strided")):
         # brgconv_strided: the incoming gradient as it is, the weight with its input channels (per
         # group) rounded up to 16, the input's gradient unrounded (channels last) beside the kernel's
         # scratchpad; then the gradient copied out and cloned (measured, torch 2.14 / oneDNN 3.12)
@@ -968,6 +969,36 @@ def _torch_bwd_dx(op, operands) -> tuple:
         and op.type != "DepthwiseConv2D"
     # the input's gradient itself is counted by the profile
     return ((by, bw, bx - x), (bx, x) if strided else (bx,))
+
+
+def _brg_grouped_dx(op, operands) -> bool:
+    """Whether brgconv_strided runs the input's gradient of a strided, grouped (not depthwise), channels-first
+    kernel under 14 wide; it books and copies as for an ungrouped one. Its backward data is brgemm's forward
+    with the roles swapped, so `is_grouped_small_ic` (jit_brgemm_conv_utils.cpp) bounds the forward's
+    outputs per group: above 16 the AVX-512 variant runs (before the jit kernels in
+    cpu_convolution_list.cpp); above 8 its AVX2 variant runs where jit_avx512_common's bwd_data declines
+    the row's unroll (measured: 24 outputs per group over 8 inputs take it, 24 inputs over 8 outputs not;
+    16 per group at stride 3 on 32 columns take the AVX2 variant, 8 per group jit:avx2)."""
+    if op.type != "Conv2D" or _ungrouped(op) or not _strided(op) or _dilated(op) or _channels_last(op) \
+            or _wide(op, operands) or torch_backend(op, operands) != "mkldnn":
+        return False
+    q = _wgeom(op, operands)
+    if q["oc"] > BLOCK:  # whatever the channels per group (measured: 17 per group, which gemm runs forward)
+        return True
+    # jit_avx512_common blocks both counts per group by 16, 8 or 4, or declines
+    return q["oc"] > 8 and (_group_block(q) is None or _jit_dx_declines(q))
+
+
+def _jit_dx_declines(q) -> bool:
+    """jit_avx512_common_conv_bwd_data's init_conf refusals (one block of 16, min(IW, 28) input columns
+    unrolled): an overflow past one unrolled block at either end, an unroll that is no multiple of the
+    stride, or a right pad beyond the tail."""
+    iw, sw = q["iw"], q["sw"]
+    ur_w = min(iw, JIT_REGS)
+    tail = iw % ur_w
+    l_over = max(0, (q["ekw"] - 1 - q["l"]) // sw)
+    r_over = max(0, (q["ekw"] - 1 - max(0, q["r"] + tail)) // sw)
+    return l_over * sw > ur_w or r_over * sw > ur_w or (iw > ur_w and (ur_w % sw != 0 or q["r"] + tail < 0))
 
 
 def _dilated(op) -> bool:
@@ -1462,7 +1493,11 @@ def _torch_estimated_dx(op, operands) -> bool:
     """The input's gradient is counted only approximately (the report names the op where it runs):
     brgconv_strided's scratchpad where its blocking search decides it (`_brgconv_searched`)."""
     if _bf16(op, operands) or _channels_last(op) or op.type in TRANSPOSED or \
-            torch_backend(op, operands) != "mkldnn" or _gemm_grouped(op, operands):
+            torch_backend(op, operands) != "mkldnn":
+        return False
+    if _brg_grouped_dx(op, operands):
+        return _brgconv_searched(op, operands)
+    if _gemm_grouped(op, operands):
         return False
     if _wide(op, operands) and _wide_dx_kernel(op, operands) != "brgconv_strided":
         return False

@@ -361,3 +361,39 @@ def test_wide_padded_conv_gradients_and_verify(tmp_path):
     p = save(tmp_path, _model("Conv", (1, 2, 16, 16), (3, 2, 15, 15), (1, 3, 16, 16), pads=[7, 7, 7, 7]))
     assert check_gradients(p) >= 24
     check_verify(p, "-b", "1")
+
+
+@pytest.mark.parametrize("cfg,brg,fwd,peak", [
+    # (n, c, h, o, k, s, p, g), whether brgconv_strided runs the input's gradient, measured forward scratch
+    # and backward peak (torch_conv_sweep.py --one ... --verbose, torch 2.14.1 / oneDNN 3.12, one thread).
+    # More than 16 outputs per group, strided: brgconv_strided:avx512_core, the input's gradient channels
+    # last beside its scratchpad, then copied out and cloned (3 x the input at the peak)
+    ((2, 72, 32, 72, 3, 2, 1, 3), True, 652_032, 1_769_472),      # RegNetX's 24 per group
+    ((2, 72, 112, 72, 3, 2, 1, 3), True, 7_287_552, 21_676_032),
+    ((2, 72, 32, 72, 1, 2, 0, 3), True, 596_736, 1_769_472),
+    ((2, 72, 32, 72, 5, 3, 2, 3), True, 762_624, 1_769_472),
+    ((2, 72, 32, 72, 7, 2, 3, 3), True, 928_512, 1_769_472),
+    ((2, 72, 33, 72, 3, 2, 1, 3), True, 689_472, 1_881_792),      # an odd width
+    ((1, 120, 56, 120, 3, 2, 1, 5), True, 1_608_960, 4_515_840),
+    ((4, 96, 28, 96, 3, 2, 1, 2), True, 1_370_112, 3_612_672),
+    ((2, 24, 32, 72, 3, 2, 1, 3), True, 217_344, 589_824),        # 8 in, 24 out per group: the outputs count
+    ((2, 51, 32, 51, 3, 2, 1, 3), True, 156_800, 1_253_376),      # 17 per group: gemm forward, brgemm here
+    # 9 to 16 outputs per group where jit_avx512_common declines: brgconv_strided's AVX2 variant
+    ((2, 48, 32, 48, 3, 3, 1, 3), True, 420_864, 1_179_648),      # 28 unrolled columns, no multiple of 3
+    ((2, 30, 32, 30, 3, 2, 1, 3), True, 92_288, 737_280),         # 10 per group: no jit block divides it
+    ((2, 36, 32, 36, 3, 3, 1, 3), True, 310_464, 884_736),
+    # jit kernels: 16 per group at stride 2, 24 inputs over 8 outputs, 8 per group at stride 3, unstrided
+    ((2, 48, 32, 48, 3, 2, 1, 3), False, 420_864, 912_576),
+    ((2, 72, 32, 24, 3, 2, 1, 3), False, 610_560, 1_249_632),
+    ((2, 36, 32, 36, 3, 2, 1, 3), False, 310_464, 589_824),
+    ((2, 24, 32, 24, 3, 3, 1, 3), False, 203_520, 423_456),
+    ((2, 72, 32, 72, 3, 1, 1, 3), False, 652_032, 1_831_968)])
+def test_torch_grouped_strided_input_gradient(cfg, brg, fwd, peak):
+    # jit_brgemm_conv_utils.cpp: brgemm's backward data (its forward with the roles swapped) refuses a
+    # group of at most 16 (AVX-512) or 8 (AVX2) of the forward's outputs (`is_grouped_small_ic`)
+    from memplan_cli.ops import conv
+
+    n, c, h, o, k, s, p, g = cfg
+    op, opd = _torch_op(n, c, h, o, k, s, p, g=g)
+    assert conv._brg_grouped_dx(op, opd) is brg
+    assert _torch_phases(op, opd) == (fwd, peak)
