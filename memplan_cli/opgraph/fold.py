@@ -100,8 +100,11 @@ class FoldConstants:
                 continue
             kind = _folded_kind(g, op, ins, kinds)
             made = g.metadata.get(COMPUTED_CONSTANTS) or {}
-            # computed here from no parameter: not a fill standing alone, nor a file's constant moved
-            if kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made):
+            # computed here from no parameter: not a file's constant moved, nor a fill standing alone
+            # unless the file stores every parameter (TorchScript): then a fill the file computes is the
+            # source's `zeros` / `new_zeros` / `full` in forward, made each step (Longformer's chunks)
+            if (kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made)) \
+                    or (kind == "fill" and g.metadata.get(PARAMETERS_STORED)):
                 g.metadata[COMPUTED_CONSTANTS] = {**made, **{g.operands[o].name: op.type for o in op.outputs}}
             if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"
