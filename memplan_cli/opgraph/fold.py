@@ -30,7 +30,8 @@ Rules:
   dynamo exporter's graph signature), where a fill the graph computes is the source's own tensor
   made each step (MiniCPM3's `new_empty` that slice assignments fill), a buffer, and so is one in a
   file whose producer writes every parameter as an initializer (`PARAMETERS_STORED`: torch.onnx's
-  TorchScript exporter; Longformer's `new_zeros` padding of its chunked attention); anything computed
+  TorchScript exporter; Longformer's `new_zeros` padding of its chunked attention), there also recorded
+  as computed (`COMPUTED_CONSTANTS`: eager makes it in forward each step); anything computed
   from a stored float parameter is a weight; anything else
   computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
   ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
