@@ -102,10 +102,12 @@ class FoldConstants:
             kind = _folded_kind(g, op, ins, kinds)
             made = g.metadata.get(COMPUTED_CONSTANTS) or {}
             # computed here from no parameter: not a file's constant moved, nor a fill standing alone
-            # unless the file stores every parameter (TorchScript): then a fill the file computes is the
-            # source's `zeros` / `new_zeros` / `full` in forward, made each step (Longformer's chunks)
+            # unless the file stores every parameter (TorchScript): then a float fill the file computes
+            # is the source's `zeros` / `new_zeros` / `full_like` in forward, made each step (Longformer's
+            # -inf masks); integer fills are the exporter's own shape helpers
             if (kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made)) \
-                    or (kind == "fill" and g.metadata.get(PARAMETERS_STORED)):
+                    or (kind == "fill" and g.metadata.get(PARAMETERS_STORED)
+                        and all(g.operands[o].dtype.startswith(("float", "bfloat")) for o in op.outputs)):
                 g.metadata[COMPUTED_CONSTANTS] = {**made, **{g.operands[o].name: op.type for o in op.outputs}}
             if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"
