@@ -30,7 +30,8 @@ Rules:
   dynamo exporter's graph signature), where a fill the graph computes is the source's own tensor
   made each step (MiniCPM3's `new_empty` that slice assignments fill), a buffer, and so is one in a
   file whose producer writes every parameter as an initializer (`PARAMETERS_STORED`: torch.onnx's
-  TorchScript exporter; Longformer's `new_zeros` padding of its chunked attention); anything computed
+  TorchScript exporter; Longformer's `new_zeros` padding of its chunked attention), there also recorded
+  as computed (`COMPUTED_CONSTANTS`: eager makes it in forward each step); anything computed
   from a stored float parameter is a weight; anything else
   computed from fills, integers and scalars (Swin's shifted-window attention mask: ConstantOfShape,
   ScatterND, Reshape, Sub, Where) is a buffer (`Operand.computed`): it gets no gradient, as in the
@@ -100,8 +101,13 @@ class FoldConstants:
                 continue
             kind = _folded_kind(g, op, ins, kinds)
             made = g.metadata.get(COMPUTED_CONSTANTS) or {}
-            # computed here from no parameter: not a fill standing alone, nor a file's constant moved
-            if kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made):
+            # computed here from no parameter: not a file's constant moved, nor a fill standing alone
+            # unless the file stores every parameter (TorchScript): then a float fill the file computes
+            # is the source's `zeros` / `new_zeros` / `full_like` in forward, made each step (Longformer's
+            # -inf masks); integer fills are the exporter's own shape helpers
+            if (kind == "buffer" and not (_moves_data(op.type) and g.operands[ins[0]].name not in made)) \
+                    or (kind == "fill" and g.metadata.get(PARAMETERS_STORED)
+                        and all(g.operands[o].dtype.startswith(("float", "bfloat")) for o in op.outputs)):
                 g.metadata[COMPUTED_CONSTANTS] = {**made, **{g.operands[o].name: op.type for o in op.outputs}}
             if kind == "fill" and (g.metadata.get(PARAMETERS_LISTED) or g.metadata.get(PARAMETERS_STORED)):
                 kind = "buffer"

@@ -1094,3 +1094,36 @@ def test_a_torchscript_view_one_layer_made_of_the_parents_table_stays_one_tensor
              ("one", np.int64(1)), ("half", np.float32(0.5)), ("ax0", np.array([0], np.int64))]
     a = _run(_torchscript_file(tmp_path, nodes, inits, "rotary_view"), loss="mse")
     assert [b.name for b in a.buffers.buffers if "Unsqueeze_output_0" in b.name] == ["/m/layers.0/Unsqueeze_output_0"]
+
+
+
+def _fill_read(tmp_path, name, stored):
+    """`torch.where(h > 0.5, h.new_zeros(2, 8), h)` with h = relu(x @ w), as TorchScript writes it
+    (Longformer's chunked scores: a Where of a `new_zeros`): ConstantOfShape of a constant shape;
+    `stored`: the zeros are an initializer instead (a tensor of the module's state dict)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["/m/MatMul_output_0"], name="/m/MatMul"),
+             helper.make_node("Relu", ["/m/MatMul_output_0"], ["/m/Relu_output_0"], name="/m/Relu"),
+             helper.make_node("Greater", ["/m/Relu_output_0", "half"], ["/m/Greater_output_0"], name="/m/Greater"),
+             helper.make_node("Where", ["/m/Greater_output_0", "/m/ConstantOfShape_output_0", "/m/Relu_output_0"],
+                              ["y"], name="/m/Where")]
+    if not stored:
+        nodes.insert(0, helper.make_node("ConstantOfShape", ["shape"], ["/m/ConstantOfShape_output_0"],
+                                         name="/m/ConstantOfShape",
+                                         value=numpy_helper.from_array(np.zeros(1, np.float32))))
+    inits = [("w", _w(8, 8)), ("half", np.float32(0.5))]
+    inits += [("/m/ConstantOfShape_output_0", np.zeros((2, 8), np.float32))] if stored else \
+        [("shape", np.array([2, 8], np.int64))]
+    return _torchscript_file(tmp_path, nodes, inits, name)
+
+
+def test_a_torchscript_fill_made_in_forward_is_no_held_buffer(tmp_path):
+    # a fill standing alone (ConstantOfShape: `new_zeros` in forward) is a tensor eager makes each
+    # step, made at its first reader and freed after its last (where saves only its condition), not
+    # held all step; the same zeros stored as an initializer stay held from the step's start to its end
+    made = _run(_fill_read(tmp_path, "made", stored=False), loss="mse")
+    held = _run(_fill_read(tmp_path, "held", stored=True), loss="mse")
+    fill = {a: next(b for b in r.buffers.buffers if b.name == "/m/ConstantOfShape_output_0")
+            for a, r in (("made", made), ("held", held))}
+    last = {a: max(b.last for b in r.buffers.buffers) for a, r in (("made", made), ("held", held))}
+    assert fill["made"].category != "trainable" and 0 < fill["made"].first and fill["made"].last < last["made"]
+    assert fill["held"].first == 0 and fill["held"].last == last["held"]
