@@ -1017,16 +1017,21 @@ def table(rows: list[dict]) -> str:
         unread = cov.get("unread_parameters") or []
         folded = (cov.get("not_counted") or {}).get("ops") or []  # eager ops on constants folded at load
         made = (cov.get("constant_layers") or {}).get("constants") or []  # layers reading a batch-shaped constant
+        composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
+        folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named or unread or folded or made)
+            far_named += bool(named or unread or folded or made or composite or folded_params)
         note = "; ".join(([f"estimated: {named}"] if named else [])
                          + ([f"not counted: {len(unread)} parameters no op reads"] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
                              f"({sum(c['bytes'] for c in folded):,d} B)"] if folded else [])
                          + ([f"not counted: {len(made)} layers read a batch-shaped constant "
-                             f"({sum(c['bytes'] for c in made):,d} B)"] if made else []))
+                             f"({sum(c['bytes'] for c in made):,d} B)"] if made else [])
+                         + ([f"estimated: {len(folded_params)} parameters folded to the part read"]
+                            if folded_params else [])
+                         + ([f"not counted: the composite's parts beside {composite}"] if composite else []))
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
