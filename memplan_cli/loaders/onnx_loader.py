@@ -885,25 +885,16 @@ def _as_written(model) -> dict[str, dict]:
     fact: TorchScript's `chunk` written as Slices whose ends are computed from the input's shape),
     read before the shape fold turns those computations into constants: {the node's first output:
     attributes its canonical op gets}."""
-    from onnx import numpy_helper
-
     g = model.graph
     producer = {o: n for n in g.node for o in n.output}
-    small = {t.name: t for t in g.initializer if t.data_location != 1 and elements(t.dims, 16) <= 16}
+    inits = {t.name: t for t in g.initializer}
 
     def value(name):
-        t = small.get(name)
+        t = inits.get(name)
         p = producer.get(name) if t is None else None
         if p is not None and p.op_type == "Constant":
             t = next((a.t for a in p.attribute if a.name == "value"), None)
-            t = t if t is not None and elements(t.dims, 16) <= 16 else None
-        if t is None:
-            return None
-        try:
-            arr = numpy_helper.to_array(t).reshape(-1)
-        except Exception:  # stripped or malformed data: unknown
-            return None
-        return tuple(int(v) for v in arr) if arr.dtype.kind in "iu" else None
+        return _small_int_value(t) if t is not None else None
 
     out = {}
     for n in g.node:
