@@ -295,12 +295,17 @@ def _random(count, seed=0):
         o = c if dw else rnd.choice([8, 16, 24, 32, 48, 64, 96, 128])
         cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=c, h=h, o=o, k=k, s=s, p=k // 2,
                    xgrad=int(rnd.random() < 0.8))
-        if dw:
-            cfg["g"] = c
-        if k == 1 and s > 1:
-            cfg["p"] = 0
-        out.append(cfg)
+        out.append(_grouped_and_padded(cfg, dw))
     return out
+
+
+def _grouped_and_padded(cfg, dw):
+    """A random shape's depthwise groups, and no padding for a strided 1x1."""
+    if dw:
+        cfg["g"] = cfg["c"]
+    if cfg["k"] == 1 and cfg["s"] > 1:
+        cfg["p"] = 0
+    return cfg
 
 
 def _random_large(count, seed=2):
@@ -321,11 +326,7 @@ def _random_large(count, seed=2):
         dw = k > 1 and c > 3 and rnd.random() < 0.3
         o = c if dw else rnd.choice([16, 24, 32, 48, 64, 96])
         cfg = dict(n=rnd.choice([1, 2, 2, 4]), c=c, h=h, o=o, k=k, s=s, p=k // 2, xgrad=int(c > 3))
-        if dw:
-            cfg["g"] = c
-        if k == 1 and s > 1:
-            cfg["p"] = 0
-        out.append(cfg)
+        out.append(_grouped_and_padded(cfg, dw))
     return out
 
 

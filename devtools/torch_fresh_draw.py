@@ -441,12 +441,19 @@ def draw_torchvision(seed: int, n: int, max_params: float, log=print, exclude=()
     return out
 
 
-def _runs(build, shape) -> bool:
+def _forward(build, shape):
     torch.manual_seed(0)
     m = build()
     m.train()
-    out = m(T.example_batch(shape, 2))
+    return m(T.example_batch(shape, 2))
+
+
+def _is_logits(out) -> bool:
     return torch.is_tensor(out) and out.dim() >= 2 and out.dtype == torch.float32
+
+
+def _runs(build, shape) -> bool:
+    return _is_logits(_forward(build, shape))
 
 
 # --- the shrunk-defaults fallback (--hf-shrink): a transformers type SMALL cannot build ------------
@@ -729,12 +736,8 @@ def hf_task_builder(head: str, model_type: str, overrides: dict):
 
 def _runs_heads(build, shape) -> bool:
     """As _runs, for a head that may return several float outputs."""
-    torch.manual_seed(0)
-    m = build()
-    m.train()
-    out = m(T.example_batch(shape, 2))
-    outs = out if isinstance(out, tuple) else (out,)
-    return all(torch.is_tensor(o) and o.dim() >= 2 and o.dtype == torch.float32 for o in outs)
+    out = _forward(build, shape)
+    return all(_is_logits(o) for o in (out if isinstance(out, tuple) else (out,)))
 
 
 def draw_hf_tasks(seed: int, n: int, max_params: float, log=print, exclude=()) -> dict:

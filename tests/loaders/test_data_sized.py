@@ -99,9 +99,14 @@ def test_verify_runs_the_step_at_the_assumed_sizes(tmp_path):
     assert r.exit_code == 0 and "assumed   3 data-sized dims" in r.output, r.output
 
 
+def _torch_estimated_types(path) -> set:
+    """The op types `-p torch` names as estimated."""
+    r = _run("analyze", path, "-O", "adam", "-p", "torch", "-f", "json")
+    return {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+
+
 def test_torch_profile_names_the_ops_it_sized(tmp_path):
-    r = _run("analyze", _moe(tmp_path), "-O", "adam", "-p", "torch", "-f", "json")
-    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    est = _torch_estimated_types(_moe(tmp_path))
     assert {"Split", "Concat"} <= est, est
 
 
@@ -157,8 +162,7 @@ def test_verify_and_the_torch_profile_with_a_count(tmp_path):
     p = _where(tmp_path)
     doc = check_verify(p, "-O", "adam")
     assert doc["data_sized"] == {"rule": "at the bound", "dims": 1}
-    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
-    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    est = _torch_estimated_types(p)
     assert "Gather" in est, est
 
 
@@ -328,8 +332,7 @@ def test_an_expand_to_a_mask_s_count_is_taken_at_its_bound(tmp_path):
     assert next(o.shape for o in g.operands if o.name == "vals") == (16, 4)
     doc = check_verify(p, "-O", "adam")
     assert doc["data_sized"] == {"rule": "at the bound", "dims": 2}
-    r = _run("analyze", p, "-O", "adam", "-p", "torch", "-f", "json")
-    est = {e["type"] for e in json.loads(r.output)["figures"]["torch"]["coverage"]["estimated"]}
+    est = _torch_estimated_types(p)
     assert "Expand" in est, est
 
 

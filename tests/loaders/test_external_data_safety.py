@@ -53,6 +53,17 @@ def layout(tmp_path):
     return tmp_path / "model", secret
 
 
+def tiny_cnn_with_unused_external(location: str):
+    """tiny_cnn plus an int64 [2] initializer no node reads, stored externally at `location`."""
+    m = om.tiny_cnn()
+    t = m.graph.initializer.add()
+    t.name, t.data_type, t.data_location = "unused", 7, 1
+    t.dims.append(2)
+    e = t.external_data.add()
+    e.key, e.value = "location", location
+    return m
+
+
 def model_with_external_shape(folder, location: str) -> str:
     """tiny_cnn whose Reshape target (int64 [2]) is stored externally at `location`."""
     m = om.tiny_cnn()
@@ -164,12 +175,7 @@ def test_bad_offsets_and_lengths_leave_the_value_unknown(tmp_path):
 def test_a_refused_value_no_tensor_needs_is_left_unread_and_noted(tmp_path, opened):
     # an unused int64 initializer pointing out of the folder: every tensor is sized without it
     folder, secret = layout(tmp_path)
-    m = om.tiny_cnn()
-    t = m.graph.initializer.add()
-    t.name, t.data_type, t.data_location = "unused", 7, 1
-    t.dims.append(2)
-    e = t.external_data.add()
-    e.key, e.value = "location", "../secret/secret.bin"
+    m = tiny_cnn_with_unused_external("../secret/secret.bin")
     p = om.save(folder, "m.onnx", m)
     opened.clear()
     g = load_model(p, batch_size=4)
@@ -219,11 +225,6 @@ def test_a_missing_data_file_that_holds_a_shape_is_named(tmp_path):
 
 def test_a_missing_data_file_no_tensor_needs_is_noted(tmp_path):
     folder, _ = layout(tmp_path)
-    m = om.tiny_cnn()
-    t = m.graph.initializer.add()
-    t.name, t.data_type, t.data_location = "unused", 7, 1
-    t.dims.append(2)
-    e = t.external_data.add()
-    e.key, e.value = "location", "gone.data"
+    m = tiny_cnn_with_unused_external("gone.data")
     g = load_model(om.save(folder, "m.onnx", m), batch_size=4)
     assert any("external data file missing: 'gone.data'" in w and "not read" in w for w in g.warnings), g.warnings
