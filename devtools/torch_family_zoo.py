@@ -1509,8 +1509,9 @@ class DepthwiseConv1dNet(nn.Module):
 
 class SlowGroupedNet(nn.Module):
     """Grouped 1x1 convolutions with a bias on a batch under 16 (ATen's slow path, one group at a time)
-    beside depthwise kernels at jit_dw's weight-gradient limits: 2 x 2 stride 2, 3 x 3 stride 2 down
-    to 2 x 2, then a 3 x 3 over those 2 x 2 rows (gemm's weight gradient). BatchNorm and ReLU; a
+    (an expansion to 256 channels in 4 groups on a 32 x 32 map) beside depthwise kernels at jit_dw's
+    weight-gradient limits: 2 x 2 stride 2, 3 x 3 stride 2 down to 2 x 2, then a 3 x 3 over those
+    2 x 2 rows (gemm's weight gradient). BatchNorm and ReLU; a
     pooled head."""
 
     def __init__(self, classes=10):
@@ -1519,9 +1520,9 @@ class SlowGroupedNet(nn.Module):
         def unit(c, o, k, s, g, bias=False):
             return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2 if k % 2 else 0, groups=g, bias=bias),
                                  nn.BatchNorm2d(o), nn.ReLU())
-        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), nn.Conv2d(32, 64, 1, groups=4), nn.ReLU(),
-                                  unit(64, 64, 3, 2, 64), nn.Conv2d(64, 128, 1, groups=2), nn.ReLU(),
-                                  unit(128, 128, 2, 2, 128), unit(128, 128, 3, 2, 128),
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), nn.Conv2d(32, 256, 1, groups=4), nn.ReLU(),
+                                  unit(256, 256, 3, 2, 256), nn.Conv2d(256, 128, 1, groups=2), nn.ReLU(),
+                                  unit(128, 128, 2, 2, 128), unit(128, 128, 3, 2, 128), unit(128, 128, 3, 2, 128),
                                   unit(128, 128, 3, 1, 128, bias=True), nn.Conv2d(128, 256, 1, groups=8))
         self.head = nn.Linear(256, classes)
 
@@ -1882,7 +1883,7 @@ FAM = {
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_dw_conv1d": ("dwconv", lambda: DepthwiseConv1dNet(), (8, 64)),
-    "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), IMG),
+    "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
