@@ -594,7 +594,10 @@ class Replay:
             return
         x0 = op.inputs[0]
         made = self.view_of.get(x0)
-        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or x0 in self.contiguous_sites:
+        # a permutation of a contiguous tensor (what `.transpose(1, 2).contiguous()` copies), reshaped
+        # whole (not a piece of it) as a view
+        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or not self.is_c(made[0]) \
+                or x0 in self.contiguous_sites or elements(self.opd[outs[0]].shape) != elements(self.opd[x0].shape):
             return
         if self.storage.get(outs[0]) == self.storage.get(x0):
             self.contiguous_sites[x0] = made[1]
