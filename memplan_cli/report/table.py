@@ -355,7 +355,7 @@ def function_modules(modules: list) -> str:
     """`gelu_impl x 2`: the modules' last names, counted."""
     names: dict[str, int] = {}
     for m in modules:
-        name = m["module"].rsplit("/", 1)[-1]
+        name = m["module"].rsplit("/", 1)[-1] or "the root module"
         names[name] = names.get(name, 0) + 1
     return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
 
