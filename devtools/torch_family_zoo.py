@@ -990,16 +990,21 @@ class MadeLeafNet(nn.Module):
     """transformers MRA's attention without its CUDA kernel: query, key and value are computed and
     left unread, the attention's result is `torch.zeros_like(query).requires_grad_()` (a new leaf per
     layer, padded to 32 wide, then cut back), read by the output projection. Eager holds each leaf
-    and its gradient through the step; the file holds a constant."""
+    and its gradient through the step; the file holds a constant. `choices`: the batch's rows viewed
+    as rows of that many choices each (a multiple-choice head's `view(-1, length)`), so the leaves
+    have batch x choices rows."""
 
-    def __init__(self, d=64, heads=4, layers=2, classes=50):
+    def __init__(self, d=64, heads=4, layers=2, classes=50, choices=0):
         super().__init__()
-        self.h = heads
+        self.h, self.choices = heads, choices
         self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
+        rows = x.shape[0]
+        if self.choices:
+            x = x.reshape(rows * self.choices, x.shape[1] // self.choices, x.shape[2])
         b, s, d = x.shape
         hd = d // self.h
         for qkv, out in zip(self.qkv, self.out):
@@ -1007,7 +1012,8 @@ class MadeLeafNet(nn.Module):
             q = torch.cat([q, torch.zeros(b, self.h, s, 32 - hd)], dim=-1)
             a = torch.zeros_like(q).requires_grad_()[..., :hd]
             x = x + out(a.transpose(1, 2).reshape(b, s, d))
-        return self.head(x)
+        y = self.head(x)
+        return y.reshape(rows, -1, y.shape[-1]) if self.choices else y
 
 
 class GroupStdNorm(nn.Module):
@@ -1837,6 +1843,7 @@ FAM = {
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
+    "fam_made_leaf_choices": ("unread", lambda: MadeLeafNet(choices=2), (64, 64)),
     "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
     "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),
