@@ -315,6 +315,17 @@ def torch_constant_layers_note(doc: dict) -> str:
     return f"{cl['note']} (JSON figures.torch.coverage.constant_layers)"
 
 
+def torch_contiguous_note(doc: dict) -> str:
+    """The torch profile's header line when transposed tensors a reshape reads as a view would have been
+    copied by a `.contiguous()` a TorchScript file does not record, for a share of the peak
+    (`figures.torch.coverage.contiguous.says_so`)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    cont = cov.get("contiguous") or {}
+    if not cont.get("says_so"):
+        return ""
+    return f"{cont['note']} (JSON figures.torch.coverage.contiguous)"
+
+
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
     run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
@@ -476,7 +487,8 @@ class TableReporter(Reporter):
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
-                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
+                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
+                    torch_contiguous_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
