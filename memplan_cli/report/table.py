@@ -256,30 +256,25 @@ def torch_estimate_note(doc: dict) -> str:
 
 def torch_folded_note(doc: dict) -> str:
     """The torch profile's header line when eager ops on constants that memplan folded at load make a
-    share of the peak it does not count (`figures.torch.coverage.not_counted.says_so`)."""
+    share of the peak it does not count: the sentence the profile wrote
+    (`figures.torch.coverage.not_counted.note`, printed when `says_so`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
     nc = cov.get("not_counted") or {}
     if not nc.get("says_so"):
         return ""
-    types = sorted({c["type"] for c in nc["ops"]})
-    return (f"not counted: {len(nc['ops'])} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
-            f"folded into constants here; their {nc['bytes']:,d} B of outputs are not in the figure (JSON "
-            f"figures.torch.coverage.not_counted)")
+    return f"{nc['note']} (JSON figures.torch.coverage.not_counted)"
 
 
 def torch_held_note(doc: dict) -> str:
     """The torch profile's header line when ops a dynamo file records under one source line each (a
     called function whose own lines it does not record) would hold a share of the peak more had every
-    tensor they make lived until they return (`figures.torch.coverage.as_held.says_so`)."""
+    tensor they make lived until they return: the sentence the profile wrote
+    (`figures.torch.coverage.as_held.note`, printed when `says_so`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
     held = cov.get("as_held") or {}
     if not held.get("says_so"):
         return ""
-    calls = [t for t in held["lines"] if t.endswith("(")] or held["lines"]
-    shown = "; ".join(f"`{t}`" for t in calls[:1]) + (" and more" if len(held["lines"]) > 1 else "")
-    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
-            f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
-            f"peak is {held['peak']:,d} B (JSON figures.torch.coverage.as_held)")
+    return f"{held['note']} (JSON figures.torch.coverage.as_held)"
 
 
 def torch_unread_note(doc: dict) -> str:
@@ -300,31 +295,24 @@ def torch_composite_note(doc: dict) -> str:
 
 def torch_estimated_parameters_note(doc: dict) -> str:
     """The torch profile's header line when parameters were run again from a constant the exporter
-    folded of the part its ops read (`figures.torch.coverage.estimated_parameters`: a position table
-    folded to the rows read): eager holds the whole parameter, the file gives no size."""
+    folded of the part its ops read (a position table folded to the rows read): the sentence the
+    profile wrote (`figures.torch.coverage.estimated_parameters_note`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    targets = cov.get("estimated_parameters") or []
-    if not targets:
-        return ""
-    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
-    return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
-            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
-            f"and optimizer state; the file gives no size (JSON figures.torch.coverage.estimated_parameters)")
+    note = cov.get("estimated_parameters_note")
+    return f"{note} (JSON figures.torch.coverage.estimated_parameters)" if note else ""
 
 
 def torch_constant_layers_note(doc: dict) -> str:
     """The torch profile's header line when trained layers read a constant of a batch's shape instead
-    of anything computed from the model's input (`figures.torch.coverage.constant_layers.says_so`):
-    a tensor the module made each step; made requiring grad (transformers MRA's fallback without its
-    CUDA kernel), eager holds it and its gradient through the step, which the file cannot say."""
+    of anything computed from the model's input: a tensor the module made each step; made requiring
+    grad (transformers MRA's fallback without its CUDA kernel), eager holds it and its gradient through
+    the step, which the file cannot say. The sentence the profile wrote
+    (`figures.torch.coverage.constant_layers.note`, printed when `says_so`)."""
     cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
     cl = cov.get("constant_layers") or {}
     if not cl.get("says_so"):
         return ""
-    return (f"not counted: {len(cl['constants'])} trained layer(s) read a batch-shaped constant "
-            f"({cl['bytes']:,d} B), not the model's input; if the module made it requiring grad, "
-            f"eager also holds it and its gradient through the step "
-            f"(JSON figures.torch.coverage.constant_layers)")
+    return f"{cl['note']} (JSON figures.torch.coverage.constant_layers)"
 
 
 def torch_functions_note(doc: dict) -> str:

@@ -489,6 +489,15 @@ def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_pa
     # the table itself is named: counted at the rows the constant keeps, its size not in the file
     assert got["coverage"]["estimated_parameters"] == ["tt.weight"]
     assert "estimated_parameters" not in want["coverage"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_estimated_parameters_note
+
+    note = got["coverage"]["estimated_parameters_note"]
+    assert torch_estimated_parameters_note({"figures": {"torch": got}}) == \
+        note + " (JSON figures.torch.coverage.estimated_parameters)"
+    assert "; " + note + " (devtools" in coverage_line(got["coverage"])
+    assert "estimated_parameters_note" not in want["coverage"]
 
 
 def test_the_table_report_names_a_parameter_counted_at_the_part_a_folded_constant_keeps(tmp_path):
@@ -753,6 +762,12 @@ def test_eager_ops_on_constants_folded_at_load_are_named_as_not_counted(tmp_path
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split("\n┏")[0].split())
     assert "not counted: 1 op(s) PyTorch runs on constants each step (Mul) were folded into constants here" in head
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_folded_note
+
+    assert torch_folded_note({"figures": {"torch": t}}) == nc["note"] + " (JSON figures.torch.coverage.not_counted)"
+    assert "; " + nc["note"] + " (devtools" in coverage_line(t["coverage"])
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     # a TorchScript file records no calls: nothing is named
@@ -1012,7 +1027,12 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     from memplan_cli.profiles.torch.figures import coverage_line
-    assert "1 trained layer(s) read a batch-shaped constant" in coverage_line(t["coverage"])
+    from memplan_cli.report.table import torch_constant_layers_note
+
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    assert torch_constant_layers_note({"figures": {"torch": t}}) == \
+        cl["note"] + " (JSON figures.torch.coverage.constant_layers)"
+    assert "; " + cl["note"] + " (devtools" in coverage_line(t["coverage"])
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]

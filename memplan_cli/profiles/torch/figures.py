@@ -29,8 +29,9 @@ def coverage(bl, at: int, peak: int) -> dict:
     if folded:
         # eager ops on constants the loader folded: their tensors are no part of the figure
         n = sum(c["bytes"] for c in folded)
-        out["not_counted"] = {"ops": [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded],
-                              "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak}
+        ops = [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded]
+        out["not_counted"] = {"ops": ops, "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak,
+                              "note": folded_note(ops, n)}
     if cov.get("unread_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file); the sentence the reports print, written once here
@@ -50,13 +51,15 @@ def coverage(bl, at: int, peak: int) -> dict:
         # eager holds the whole parameter (and, trained, its gradient and optimizer state); the file
         # records no size, so the figure counts the part the constant keeps
         out["estimated_parameters"] = list(cov["estimated_parameters"])
+        out["estimated_parameters_note"] = estimated_parameters_note(cov["estimated_parameters"])
     if cov.get("constant_layers"):
         # trained layers whose data input is a batch-shaped constant (constant_layers.py): if the module
         # made it requiring grad, eager also holds it and its gradient through the step
         made = cov["constant_layers"]
         n = sum(c["bytes"] for c in made)
         out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
-                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak}
+                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak,
+                                  "note": constant_layers_note(len(made), n)}
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -75,6 +78,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_held_peak"]
         out["as_held"] = {**cov["held_lines"], "peak": alt,
                           "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        out["as_held"]["note"] = held_note(out["as_held"])
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
@@ -98,26 +102,23 @@ def coverage_line(cov: dict) -> str:
                      f"of solve_triangular, the peak is {cov['as_loop']['peak']:,d} B")
     nc = cov.get("not_counted") or {}
     if nc:
-        line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
-                 f"counted ({nc['bytes']:,d} B of outputs)")
+        line += "; " + nc["note"]
     if cov.get("unread_note"):
         line += "; " + cov["unread_note"]
     if (cov.get("composite") or {}).get("note"):
         line += "; " + cov["composite"]["note"]
-    if cov.get("estimated_parameters"):
-        line += "; " + estimated_parameters_note(cov["estimated_parameters"])
+    if cov.get("estimated_parameters_note"):
+        line += "; " + cov["estimated_parameters_note"]
     cl = cov.get("constant_layers") or {}
     if cl:
-        line += (f"; {len(cl['constants'])} trained layer(s) read a batch-shaped constant, not the model's "
-                 f"input ({cl['bytes']:,d} B): if the module made it requiring grad, eager also holds it and "
-                 f"its gradient through the step, not counted")
+        line += "; " + cl["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
                  f"saving only their inputs (peak so: {fn['peak']:,d} B)")
     held = cov.get("as_held") or {}
     if held.get("says_so"):
-        line += "; " + held_note(held)
+        line += "; " + held["note"]
     ng = cov.get("as_no_grad") or {}
     if ng.get("says_so"):
         line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
@@ -139,19 +140,39 @@ def reasons(cov: dict) -> list[str]:
 
 def held_note(held: dict) -> str:
     """What the figure leaves out where ops are recorded under one source line: a called function's
-    Python locals."""
-    shown = "; ".join(f"`{t}`" for t in held["lines"][:2]) + (" and more" if len(held["lines"]) > 2 else "")
-    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source "
-            f"line each ({held['ops']} ops; {shown}): with every tensor they make held until they "
-            f"return, the peak is {held['peak']:,d} B")
+    Python locals (`figures.torch.coverage.as_held.note`, which the table's header and `compare`
+    print)."""
+    calls = [t for t in held["lines"] if t.endswith("(")] or held["lines"]
+    shown = "; ".join(f"`{t}`" for t in calls[:1]) + (" and more" if len(held["lines"]) > 1 else "")
+    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
+            f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
+            f"peak is {held['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
-    """What the figure estimates: parameters a folded constant kept only a part of."""
+    """What the figure estimates: parameters a folded constant kept only a part of
+    (`figures.torch.coverage.estimated_parameters_note`, which the table's header and `compare` print)."""
     shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
     return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
-            f"read ({shown}), counted at that part's size: eager holds the whole parameter and, trained, its "
-            f"gradient and optimizer state; the file gives no size")
+            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
+            f"and optimizer state; the file gives no size")
+
+
+def folded_note(ops: list, n: int) -> str:
+    """What the figure leaves out: eager ops on constants memplan folded at load
+    (`figures.torch.coverage.not_counted.note`, which the table's header and `compare` print)."""
+    types = sorted({c["type"] for c in ops})
+    return (f"not counted: {len(ops)} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
+            f"folded into constants here; their {n:,d} B of outputs are not in the figure")
+
+
+def constant_layers_note(layers: int, n: int) -> str:
+    """What the figure leaves out: trained layers reading a batch-shaped constant the module may have
+    made requiring grad (`figures.torch.coverage.constant_layers.note`, which the table's header and
+    `compare` print)."""
+    return (f"not counted: {layers} trained layer(s) read a batch-shaped constant ({n:,d} B), not the "
+            f"model's input; if the module made it requiring grad, eager also holds it and its gradient "
+            f"through the step")
 
 
 def composite_note(part: str) -> str:
