@@ -805,6 +805,34 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
 
 
+def test_unread_parameters_are_named_by_the_outermost_modules_none_of_whose_parameters_is_read(tmp_path):
+    # git's image encoder and projection sit beside its read text encoder (`m.git.image_encoder`,
+    # `m.git.visual_projection`): the line names those two, not the first of their many submodules;
+    # a module beside a read parameter of its parent (`l1.extra` under the read `l1`) stops at itself
+    listed = ["vision.tower.blocks.0.attn.weight", "vision.tower.blocks.1.attn.weight", "vision.tower.norm.bias",
+              "vision.proj.weight", "l1.extra.a.weight", "l1.extra.b.weight"]
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    path = _with_unread(tmp_path, "towers", listed)
+    t, _ = _torch(path)
+    assert t["coverage"]["unread_modules"] == ["l1.extra", "vision"]
+    assert t["coverage"]["unread_note"].startswith("not counted: 6 parameter(s) no op of the file reads "
+                                                   "(l1.extra, vision); eager holds them")
+    assert sorted(t["coverage"]["unread_parameters"]) == sorted(listed)
+    r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce"])
+    assert r.exit_code == 0, r.output
+    assert "no op of the file reads (l1.extra, vision)" in " ".join(r.output.split("\n┏")[0].split())
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["figures"]["torch"]["coverage"]["unread_modules"] == ["l1.extra", "vision"]
+
+
 def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
     # a TorchScript export (no graph signature) holds only what its trace read: the JSON says so
     listed, _ = _torch(_with_unread(tmp_path, "listed"))

@@ -133,6 +133,7 @@ class TorchProfile:
         unread = (export or {}).get("unread") or []
         if unread:
             sim.coverage["unread_parameters"] = list(unread)
+            sim.coverage["unread_modules"] = list(export.get("unread_modules") or ())
         # the language part of a composite model: eager also holds the other parts (loaders/onnx_loader.py)
         composite = (getattr(graph, "metadata", None) or {}).get("composite")
         if composite:

@@ -36,7 +36,9 @@ def coverage(bl, at: int, peak: int) -> dict:
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file); the sentence the reports print, written once here
         out["unread_parameters"] = list(cov["unread_parameters"])
-        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"))
+        if cov.get("unread_modules"):
+            out["unread_modules"] = list(cov["unread_modules"])
+        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
     if cov.get("composite"):
         # the file is the language part of a composite model: eager also holds the other parts' parameters
         # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
@@ -203,11 +205,12 @@ def composite_note(part: str) -> str:
     return line
 
 
-def unread_note(targets: list, composite: dict | None = None) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered (in the
-    language part of a composite model: the composite's other parts, named). `figures.torch.coverage.
+def unread_note(targets: list, composite: dict | None = None, outermost: list | None = None) -> str:
+    """What the figure leaves out: the parameters of modules the traced forward never entered, named by
+    the outermost modules none of whose parameters is read (`outermost`; else by their own modules; in
+    the language part of a composite model: the composite's other parts). `figures.torch.coverage.
     unread_note`, which the table's header and `compare` print."""
-    modules = sorted({t.rpartition(".")[0] or t for t in targets})
+    modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
               "exporter merged with an equal one")
