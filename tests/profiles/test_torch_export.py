@@ -919,6 +919,13 @@ def test_ops_inlined_from_a_with_block_are_named_with_the_no_grad_figure_beside(
     assert ng["blocks"] == 1 and ng["ops"] == 2
     # under no_grad the block saves nothing (relu's output, mm2's input) and w2 gets no gradient
     assert ng["peak"] < t["peak"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_no_grad_note
+
+    assert ng["note"].startswith("estimated: 2 op(s) of 1 `with` block(s) the exporter inlined ran as recorded")
+    assert torch_no_grad_note({"figures": {"torch": t}}) == (ng["note"] if ng["says_so"] else "")
+    assert ("; " + ng["note"] + " (devtools" in coverage_line(cov)) == ng["says_so"]
 
 
 def _norm_scales(tmp_path, name, merged: bool):
