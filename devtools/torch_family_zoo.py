@@ -245,6 +245,33 @@ class AttnLM(nn.Module):
         return self.head(self.ln(x))
 
 
+class StreamsAttention(nn.Module):
+    """ProphetNet's ngram-attention layout: q, k and v each `view(b, s, h, d).transpose(1, 2)`, then
+    `.contiguous()` (`contig`) and `reshape(b, h, -1, d)` (a view either way), cut into two streams
+    along the sequence; the first stream attends by einsum, the second is mixed elementwise. With the
+    call, each einsum operand is a view of the whole copy, which its bmm keeps; without, a copy of its
+    stream. TorchScript writes no node for the call."""
+
+    def __init__(self, d, heads, contig=True):
+        super().__init__()
+        self.h, self.contig = heads, contig
+        self.qkv = nn.ModuleList(nn.Linear(d, d) for _ in range(3))
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+
+        def heads(t):
+            t = t.view(b, s, self.h, hd).transpose(1, 2)
+            return (t.contiguous() if self.contig else t).reshape(b, self.h, -1, hd)
+
+        (q1, q2), (k1, k2), (v1, v2) = (heads(lin(x)).chunk(2, dim=2) for lin in self.qkv)
+        a = torch.einsum("bntc,bnsc->bnts", q1, k1).softmax(-1)
+        o = torch.cat([torch.einsum("bnts,bnsc->bntc", a, v1), q2 * k2 + v2], 2)
+        return self.o(o.transpose(1, 2).reshape(b, s, d))
+
+
 class XCA(nn.Module):
     """Cross-covariance attention (XCiT, EdgeNeXt): q and k L2-normalised over the tokens, attention
     between channels scaled by a learnt temperature, softmax, dropout, applied to v."""
@@ -1856,6 +1883,8 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
     "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
+    "fam_streams_contig": ("contiguous", lambda: AttnLM(StreamsAttention), SEQ),
+    "fam_streams": ("contiguous", lambda: AttnLM(lambda d, h: StreamsAttention(d, h, contig=False)), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),

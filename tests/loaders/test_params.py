@@ -233,6 +233,28 @@ def test_a_constant_folded_from_a_parameter_is_left_to_the_other_rules(tmp_path)
     assert _kinds(load_model(save(tmp_path, m)))["unsqueeze_1"] == "assumed"
 
 
+def test_an_assumed_weight_is_named_with_the_parameters_it_was_folded_from(tmp_path):
+    # RoFormer's frozen sinusoidal table, looked up at fixed positions and folded (`unsqueeze_13`):
+    # neither the signature nor the record says it is frozen, but the record names the table, and the
+    # report says so beside the constant's own name; a TorchScript-like file has no record to name
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4),
+                ["arange_4", "embedding_2", "m.pos.weight", "val_0"])
+    p = save(tmp_path, m)
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["assumed_trainable"] == ["unsqueeze_1"]
+    assert d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}
+    import jsonschema
+
+    from memplan_cli.schemas import load_schema
+
+    jsonschema.validate(d, load_schema("analysis"))
+    text = " ".join(_analyze(p).split())
+    assert "(unsqueeze_1, computed from m.pos.weight; all in the JSON report" in text
+    # an assumed weight with no such record (the folded value of test_a_folded_value_is_unknown...)
+    bare = json.loads(_analyze(save(tmp_path, _dynamo_like(all_params_found=False)), "-f", "json"))
+    assert bare["parameters"]["assumed_trainable"] == ["unsqueeze_1"] and "assumed_from" not in bare["parameters"]
+
+
 def test_a_constant_no_gradient_can_reach_is_not_called_assumed_trainable(tmp_path):
     # W2 is only compared with (Less: no gradient), W3 only has its shape read: whatever the file
     # names them, neither trains, and inspect says so as analyze does (frozen: no loss depends on it)
