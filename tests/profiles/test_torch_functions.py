@@ -107,6 +107,12 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     note = torch_functions_note({"figures": {"torch": t}})
     assert note.startswith("estimated: act may have run as custom autograd Functions") == fn["says_so"]
     assert not fn["says_so"] or f"{fn['peak']:,d} B" in note
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+
+    assert fn["note"].startswith("estimated: act may have run as custom autograd Functions")
+    assert note == (fn["note"] if fn["says_so"] else "")
+    assert ("; " + fn["note"] + " (devtools" in coverage_line(cov)) == fn["says_so"]
 
 
 def test_the_function_figure_is_in_the_json_report(tmp_path):

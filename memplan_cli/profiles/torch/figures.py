@@ -60,18 +60,31 @@ def coverage(bl, at: int, peak: int) -> dict:
         out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
                                   "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak,
                                   "note": constant_layers_note(len(made), n)}
+    if cov.get("contiguous_sites"):
+        # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
+        # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
+        sites = cov["contiguous_sites"]
+        alt = cov["as_contiguous_peak"]
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
+                             "bytes": sum(c["bytes"] for c in sites), "peak": alt,
+                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
         alt = cov["as_loop_peak"]
         out["as_loop"] = {"loops": cov["solves"], "peak": alt,
-                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak,
+                          "note": (f"with the {cov['solves']} forward-substitution loop(s) run as written "
+                                   f"instead of solve_triangular, the peak is {alt:,d} B")}
     if cov.get("held_lines"):
         # ops a dynamo file records under one source line (a called function's own lines unrecorded):
         # its Python locals are not counted; the peak with every tensor they make held to the line's end
@@ -85,6 +98,11 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_no_grad_peak"]
         out["as_no_grad"] = {**cov["regions"], "peak": alt,
                              "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            ng = out["as_no_grad"]
+            ng["note"] = (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined "
+                          f"ran as recorded; if under torch.no_grad() (the file cannot tell it from autocast), "
+                          f"the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     return out
 
 
@@ -98,8 +116,7 @@ def coverage_line(cov: dict) -> str:
         for why in reasons(cov):
             line += f"; estimated as {why}"
         if cov.get("as_loop"):
-            line += (f"; with its {cov['as_loop']['loops']} forward-substitution loop(s) run as written instead "
-                     f"of solve_triangular, the peak is {cov['as_loop']['peak']:,d} B")
+            line += "; " + cov["as_loop"]["note"]
     nc = cov.get("not_counted") or {}
     if nc:
         line += "; " + nc["note"]
@@ -112,17 +129,17 @@ def coverage_line(cov: dict) -> str:
     cl = cov.get("constant_layers") or {}
     if cl:
         line += "; " + cl["note"]
+    if (cov.get("contiguous") or {}).get("says_so"):
+        line += "; " + cov["contiguous"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
-        line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
-                 f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+        line += "; " + fn["note"]
     held = cov.get("as_held") or {}
     if held.get("says_so"):
         line += "; " + held["note"]
     ng = cov.get("as_no_grad") or {}
     if ng.get("says_so"):
-        line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
-                 f"(peak so: {ng['peak']:,d} B)")
+        line += "; " + ng["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 
@@ -138,6 +155,19 @@ def reasons(cov: dict) -> list[str]:
     return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
 
 
+def functions_note(modules: list, alt: int, peak: int) -> str:
+    """What the figure estimates where written-out formulas may have run as custom autograd Functions
+    (`figures.torch.coverage.as_functions.note`, which the table's header and `compare` print): the
+    modules' last names, counted (`gelu_impl x 2`), and the peak so run."""
+    names: dict[str, int] = {}
+    for m in modules:
+        name = m["module"].rsplit("/", 1)[-1]
+        names[name] = names.get(name, 0) + 1
+    shown = ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
+    return (f"estimated: {shown} may have run as custom autograd Functions saving only their inputs (the file "
+            f"cannot tell); so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+
+
 def held_note(held: dict) -> str:
     """What the figure leaves out where ops are recorded under one source line: a called function's
     Python locals (`figures.torch.coverage.as_held.note`, which the table's header and `compare`
@@ -147,6 +177,16 @@ def held_note(held: dict) -> str:
     return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
             f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
             f"peak is {held['peak']:,d} B")
+
+
+def contiguous_note(cont: dict) -> str:
+    """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
+    sentence the reports print, written once here."""
+    ops = [c["op"] for c in cont["views"]]
+    shown = ", ".join(ops[:2]) + (f" and {len(ops) - 2} more" if len(ops) > 2 else "")
+    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
+            f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
