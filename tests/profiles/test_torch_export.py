@@ -919,6 +919,13 @@ def test_ops_inlined_from_a_with_block_are_named_with_the_no_grad_figure_beside(
     assert ng["blocks"] == 1 and ng["ops"] == 2
     # under no_grad the block saves nothing (relu's output, mm2's input) and w2 gets no gradient
     assert ng["peak"] < t["peak"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_no_grad_note
+
+    assert ng["note"].startswith("estimated: 2 op(s) of 1 `with` block(s) the exporter inlined ran as recorded")
+    assert torch_no_grad_note({"figures": {"torch": t}}) == (ng["note"] if ng["says_so"] else "")
+    assert ("; " + ng["note"] + " (devtools" in coverage_line(cov)) == ng["says_so"]
 
 
 def _norm_scales(tmp_path, name, merged: bool):
@@ -1035,6 +1042,44 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     assert "; " + cl["note"] + " (devtools" in coverage_line(t["coverage"])
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
+    assert "constant_layers" not in t["coverage"]
+
+
+def _made_attention_choices(tmp_path, name, regrouped: bool):
+    """MRA's made leaf under a multiple-choice head: the input (4, 6, 16) is viewed as 8 rows of 3
+    tokens (`regrouped`: transformers' `input_ids.view(-1, length)` of 4 x 2 choices) and the layer
+    reads the module's own zeros of those 8 rows, cut to 8 wide; else the zeros' 8 rows are viewed
+    back to the batch's 4 before the input is added, and nothing computed from the input has 8 rows."""
+    cut = ["starts", "ends", "axes"]
+    nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("Slice", ["z", *cut], ["sz"], name="cut_z"),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="dense_t"),
+             helper.make_node("MatMul", ["sz", "wt"], ["mm"], name="dense")]
+    if regrouped:
+        nodes += [helper.make_node("Reshape", ["x", "rows8"], ["xr"], name="choices"),
+                  helper.make_node("Slice", ["xr", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["mm", "s"], ["a"], name="residual"),
+                  helper.make_node("Reshape", ["a", "rows4"], ["y"], name="batch")]
+    else:
+        nodes += [helper.make_node("Reshape", ["mm", "rows4"], ["m4"], name="batch"),
+                  helper.make_node("Slice", ["x", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["m4", "s"], ["y"], name="residual")]
+    inits = [("rows", np.array([8], np.int64)), ("cols", np.array([3, 16], np.int64)),
+             ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
+             ("axes", np.array([2], np.int64)), ("w", _w(8, 8)),
+             ("rows8", np.array([8, 3, 16], np.int64)), ("rows4", np.array([4, 6, 8], np.int64))]
+    return _save(tmp_path, name, nodes, inits, [4, 6, 16], [4, 6, 8])
+
+
+def test_a_batch_shaped_constant_of_regrouped_rows_is_named(tmp_path):
+    # a multiple-choice head views its 4 x 2 choices as 8 rows: the module's zeros have the 8 rows a
+    # tensor computed from the input has (MRA's multiple-choice head), not the input's 4
+    t, _ = _torch(_made_attention_choices(tmp_path, "choices", regrouped=True))
+    cl = t["coverage"]["constant_layers"]
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 8 * 4)]
+    # 8 rows no tensor computed from the input has: no batch's rows, nothing named
+    t, _ = _torch(_made_attention_choices(tmp_path, "apart", regrouped=False))
     assert "constant_layers" not in t["coverage"]
 
 

@@ -75,12 +75,16 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
         alt = cov["as_loop_peak"]
         out["as_loop"] = {"loops": cov["solves"], "peak": alt,
-                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak,
+                          "note": (f"with the {cov['solves']} forward-substitution loop(s) run as written "
+                                   f"instead of solve_triangular, the peak is {alt:,d} B")}
     if cov.get("held_lines"):
         # ops a dynamo file records under one source line (a called function's own lines unrecorded):
         # its Python locals are not counted; the peak with every tensor they make held to the line's end
@@ -94,6 +98,11 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_no_grad_peak"]
         out["as_no_grad"] = {**cov["regions"], "peak": alt,
                              "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            ng = out["as_no_grad"]
+            ng["note"] = (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined "
+                          f"ran as recorded; if under torch.no_grad() (the file cannot tell it from autocast), "
+                          f"the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     return out
 
 
@@ -107,8 +116,7 @@ def coverage_line(cov: dict) -> str:
         for why in reasons(cov):
             line += f"; estimated as {why}"
         if cov.get("as_loop"):
-            line += (f"; with its {cov['as_loop']['loops']} forward-substitution loop(s) run as written instead "
-                     f"of solve_triangular, the peak is {cov['as_loop']['peak']:,d} B")
+            line += "; " + cov["as_loop"]["note"]
     nc = cov.get("not_counted") or {}
     if nc:
         line += "; " + nc["note"]
@@ -125,15 +133,13 @@ def coverage_line(cov: dict) -> str:
         line += "; " + cov["contiguous"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
-        line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
-                 f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+        line += "; " + fn["note"]
     held = cov.get("as_held") or {}
     if held.get("says_so"):
         line += "; " + held["note"]
     ng = cov.get("as_no_grad") or {}
     if ng.get("says_so"):
-        line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
-                 f"(peak so: {ng['peak']:,d} B)")
+        line += "; " + ng["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 
@@ -147,6 +153,19 @@ def reasons(cov: dict) -> list[str]:
             n[0] += 1
             n[1] += e["bytes_at_peak"]
     return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
+
+
+def functions_note(modules: list, alt: int, peak: int) -> str:
+    """What the figure estimates where written-out formulas may have run as custom autograd Functions
+    (`figures.torch.coverage.as_functions.note`, which the table's header and `compare` print): the
+    modules' last names, counted (`gelu_impl x 2`), and the peak so run."""
+    names: dict[str, int] = {}
+    for m in modules:
+        name = m["module"].rsplit("/", 1)[-1] or "the root module"
+        names[name] = names.get(name, 0) + 1
+    shown = ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
+    return (f"estimated: {shown} may have run as custom autograd Functions saving only their inputs (the file "
+            f"cannot tell); so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
 
 
 def held_note(held: dict) -> str:

@@ -20,7 +20,7 @@ from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_byt
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
+from memplan_cli.profiles.torch.functions import FUNCTION, possible_functions, recorded_functions, scope_of
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import copies_after, eager_ops, floating, same_dtype_casts
@@ -247,8 +247,8 @@ class Replay:
         op by op, named as estimated (`as_functions`: read as Functions too, the figure beside)."""
         g = self.g
         groups, names, loose = recorded_functions(g, self.ops)
-        possible = possible_functions(g, self.ops, self.opd, self.uses)
-        paths = [module_path(g.operations[self.ops[pos[0]].index].name) for pos in possible]
+        possible = possible_functions(g, self.ops, self.opd, self.uses, self.trained)
+        paths = [scope_of(g.operations[self.ops[pos[0]].index].name) for pos in possible]
         self.possible = [{"module": p, "ops": len(pos)} for p, pos in zip(paths, possible)]
         if as_functions:
             names.update({len(groups) + k: p for k, p in enumerate(paths)})
