@@ -240,19 +240,25 @@ def parameters_dict(analysis) -> dict | None:
 
 
 def _assumed_from(graph, assumed: list) -> dict:
-    """{assumed weight: the parameters the dynamo exporter's optimizer records it was folded from}: a
-    constant whose record (`pkg.onnxscript.optimizer.folded_from`, or that of the constant it was folded
-    from at load) names parameters of the graph signature, which the rules could not tell it is (a
-    frozen position table's rows at fixed positions: RoFormer's `sin_pos` / `cos_pos`). Names them
-    so the user can tell what trains; the file does not say whether those parameters train."""
+    """{assumed weight: the parameters it was computed from}: a constant the load folded from the file's
+    named weights (`Operand.sources`: a TorchScript lookup of a table at fixed positions), or one whose
+    record (`pkg.onnxscript.optimizer.folded_from`, its own or that of the constant it was folded from)
+    names parameters of the dynamo graph signature, which the rules could not tell it is (a frozen
+    position table's rows at fixed positions: RoFormer's `sin_pos` / `cos_pos`). Names them so the user
+    can tell what trains; the file does not say whether those parameters train."""
     export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
     folded = export.get("folded_from") or {}
     params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
     out = {}
     for o in assumed:
-        found = sorted({t for s in (o.sources or (o.name,)) for t in folded.get(s, ()) if t in params})
+        found = set()
+        for s in o.sources or (o.name,):
+            if s in folded:
+                found.update(t for t in folded[s] if t in params)
+            elif s != o.name:
+                found.add(s)  # a weight of the file's own the load folded this from
         if found:
-            out[o.name] = found
+            out[o.name] = sorted(found)
     return out
 
 

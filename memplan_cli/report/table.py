@@ -401,9 +401,9 @@ def assumed_note(doc: dict) -> str:
     names = (doc.get("parameters") or {}).get("assumed_trainable") or []
     if not names:
         return ""
-    computed_from = sorted({t for ts in ((doc.get("parameters") or {}).get("assumed_from") or {}).values()
-                            for t in ts})
-    origin = f", computed from {_names(computed_from, 2)}" if computed_from else ""
+    folded = (doc.get("parameters") or {}).get("assumed_from") or {}
+    computed_from = sorted({t for ts in folded.values() for t in ts})
+    origin = f"; {len(folded)} of them computed from {_names(computed_from, 2)}" if computed_from else ""
     return (f"{len(names)} weight(s) assumed trainable: the file does not tell whether they are parameters of "
             f"the source model ({_names(names, 3)}{origin}; all in the JSON report, parameters.assumed_trainable); "
             "--freeze params:GLOB keeps them frozen")

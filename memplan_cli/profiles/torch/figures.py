@@ -183,7 +183,7 @@ def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
     ops = [c["op"] for c in cont["views"]]
-    shown = ", ".join(ops[:2]) + (f" and {len(ops) - 2} more" if len(ops) > 2 else "")
+    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
     return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
             f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
             f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
