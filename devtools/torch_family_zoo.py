@@ -1836,6 +1836,64 @@ class ContinuousBiasNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class HandedBiasAttention(nn.Module):
+    """Attention adding a score bias it is handed (MPNet's `attention_scores += position_bias`, here
+    out of place in one expression, so that no local of its own outlives the softmax), dropout on the
+    probabilities as MPNet's."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x, bias):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+        # one expression: no local keeps the scores past the softmax
+        return self.out((F.dropout((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias).softmax(-1), 0.1)
+                         @ v).transpose(1, 2).reshape(b, s, d))
+
+
+class HandedBiasLayer(nn.Module):
+    """A post-norm layer around HandedBiasAttention (its locals die when the attention returns)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.attn, self.norm = HandedBiasAttention(d, heads), nn.LayerNorm(d)
+
+    def forward(self, x, bias):
+        return self.norm(x + self.attn(x, bias))
+
+
+class HandedBiasNet(nn.Module):
+    """A relative-position bias computed once by the parent module and handed to every layer (MPNet's
+    encoder: `compute_position_bias` looks up a bucket table and returns `expand(b, ...).contiguous()`,
+    a (batch, heads, s, s) copy the encoder keeps in a local until it returns); `scores=True` hands
+    a bias computed from the input instead (a low-rank product per head, which no exporter folds)."""
+
+    def __init__(self, d=32, heads=8, buckets=32, layers=2, classes=50, scores=False):
+        super().__init__()
+        self.nb, self.h, self.scores = buckets, heads, scores
+        self.table = nn.Embedding(buckets, heads)
+        self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        self.layers = nn.ModuleList(HandedBiasLayer(d, heads) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        if self.scores:
+            q, k = (p(x).view(b, s, self.h, -1).transpose(1, 2) for p in (self.pq, self.pk))
+            bias = q @ k.transpose(-1, -2)
+        else:
+            pos = torch.arange(s)
+            half = self.nb // 2
+            buckets = (pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half
+            bias = self.table(buckets).permute(2, 0, 1).unsqueeze(0).expand(b, -1, s, s).contiguous()
+        for layer in self.layers:
+            x = layer(x, bias)
+        return self.head(x)
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1883,6 +1941,8 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
     "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
+    "fam_handed_bias": ("locals", lambda: HandedBiasNet(), (64, 32)),
+    "fam_handed_scores": ("locals", lambda: HandedBiasNet(scores=True), (64, 32)),
     "fam_streams_contig": ("contiguous", lambda: AttnLM(StreamsAttention), SEQ),
     "fam_streams": ("contiguous", lambda: AttnLM(lambda d, h: StreamsAttention(d, h, contig=False)), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
