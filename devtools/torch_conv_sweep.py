@@ -7,7 +7,7 @@
 
 For each convolution (batch n, channels c -> o, square input h, square kernel k, stride s, padding p,
 groups g, dilation d; `t=1` a transposed convolution with output_padding `op`; `xgrad=0` an input
-that needs no gradient, as an image) it runs forward and backward twice on one thread, then measures
+that needs no gradient, as an image; `d1=1` a 1-D convolution over h positions) it runs forward and backward twice on one thread, then measures
 the third time with `torch.profiler`'s CPU memory events, phase by phase:
 - forward: the peak of the running sum of allocations during the op, less the output (the scratch
   beside it);
@@ -18,6 +18,7 @@ With `--verbose` it also prints oneDNN's implementation of each primitive (ONEDN
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -91,14 +92,17 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
     dt = getattr(torch, dtype)
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
-    x = torch.randn(n, ci, h, h, dtype=dt)
+    d1 = bool(c.get("d1"))
+    sp = (h,) if d1 else (h, h)
+    ks = (k,) if d1 else (k, k)
+    x = torch.randn(n, ci, *sp, dtype=dt)
     if c.get("cl"):  # a channels-last input (as a LayerNorm over channels leaves it), its gradient too
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(bool(c.get("xgrad", 1)))
     if c.get("t"):
-        w = torch.randn(ci, o // g, k, k, dtype=dt, requires_grad=True)
+        w = torch.randn(ci, o // g, *ks, dtype=dt, requires_grad=True)
     else:
-        w = torch.randn(o, ci // g, k, k, dtype=dt, requires_grad=True)
+        w = torch.randn(o, ci // g, *ks, dtype=dt, requires_grad=True)
     b = torch.randn(o, dtype=dt, requires_grad=True) if c.get("bias", 1) else None
     if not c.get("wgrad", 1):  # a frozen weight and bias: the backward makes the input's gradient only
         w.requires_grad_(False)
@@ -107,8 +111,8 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
 
     def f():
         if c.get("t"):
-            return F.conv_transpose2d(x, w, b, s, p, c.get("op", 0), g, d)
-        return F.conv2d(x, w, b, s, p, d, g)
+            return (F.conv_transpose1d if d1 else F.conv_transpose2d)(x, w, b, s, p, c.get("op", 0), g, d)
+        return (F.conv1d if d1 else F.conv2d)(x, w, b, s, p, d, g)
 
     for _ in range(2):
         y = f()
@@ -135,8 +139,11 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
 
 # ---- the profile's side --------------------------------------------------------------------------
 
-class _Operand(SimpleNamespace):
-    dtype = "float32"
+@dataclasses.dataclass
+class _Operand:
+    """An operand as the facts read it (a dataclass: a 1-D convolution's facts view it unsqueezed)."""
+    shape: tuple
+    dtype: str = "float32"
 
     @property
     def num_elements(self):
@@ -159,12 +166,16 @@ def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
     t = bool(c.get("t"))
-    wshape = (ci, o // g, k, k) if t else (o, ci // g, k, k)
-    opd = [_Operand(shape=(n, ci, h, h), dtype=dtype), _Operand(shape=wshape, dtype=dtype), _Operand(shape=(o,), dtype=dtype),
-           _Operand(shape=tuple(y_shape), dtype=dtype)]
-    typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 and not t else "Conv2D")
-    attrs = {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW",
-             "pads": (p, p, p, p), "output_padding": (c.get("op", 0),) * 2}
+    nd = 1 if c.get("d1") else 2
+    wshape = (ci, o // g) + (k,) * nd if t else (o, ci // g) + (k,) * nd
+    opd = [_Operand(shape=(n, ci) + (h,) * nd, dtype=dtype), _Operand(shape=wshape, dtype=dtype),
+           _Operand(shape=(o,), dtype=dtype), _Operand(shape=tuple(y_shape), dtype=dtype)]
+    if nd == 1:  # the loader's 1-D types: no depthwise one
+        typ = "ConvTranspose1D" if t else "Conv1D"
+    else:
+        typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 else "Conv2D")
+    attrs = {"kernel": (k,) * nd, "stride": (s,) * nd, "dilation": (d,) * nd, "group": g, "layout": "NCHW",
+             "pads": (p,) * 2 * nd, "output_padding": (c.get("op", 0),) * nd}
     if typ == "DepthwiseConv2D":
         attrs["depth_multiplier"] = o // g
     if c.get("cl"):
@@ -381,6 +392,26 @@ SETS["wide_grouped"] = [dict(n=2, c=c, h=32, o=c, k=k, s=1, p=p, g=c // cpg) for
     [dict(n=2, c=32, h=32, o=64, k=16, s=s, p=p, g=g, xgrad=0) for g in (2, 8) for s in (2, 8) for p in (0, 8)]
 SETS["wide_dw"] = [dict(n=2, c=c, h=h, o=c, k=k, s=s, p=k // 2, g=c) for c in (16, 24, 64) for h in (14, 32)
                    for k in (13, 14, 15, 17, 31) for s in (1, 2)]
+# 1-D convolutions (eager runs them as the 2-D convolution of their unsqueezed view): ungrouped, strided,
+# grouped (strided: oneDNN's brgconv_strided above 16 outputs per group), depthwise (Mamba's causal
+# kernel 4, ConvNeXt-1D's 7), grouped 1x1 on the slow path
+SETS["conv1d"] = [dict(cfg, d1=1) for cfg in
+                  _grid(n=[2, 4], c=[16, 48], h=[32, 100], o=[32], k=[1, 3, 5], s=[1, 2], p=[0, 1])
+                  + [dict(n=n, c=c, h=h, o=c * m, k=k, s=s, p=p, g=c) for n, c, h, m, k, s, p in (
+                      (4, 64, 32, 1, 4, 1, 3), (2, 48, 50, 1, 3, 1, 1), (2, 96, 32, 1, 7, 1, 3), (4, 16, 64, 1, 5, 2, 2),
+                      (2, 40, 33, 1, 3, 2, 1), (2, 24, 32, 2, 3, 1, 1), (4, 128, 16, 1, 4, 1, 3), (1, 64, 40, 1, 4, 1, 3))]
+                  + [dict(n=n, c=c, h=h, o=o, k=k, s=s, p=k // 2, g=g) for n, c, h, o, k, s, g in (
+                      (2, 64, 32, 64, 3, 2, 2), (2, 64, 32, 64, 3, 2, 4), (4, 96, 32, 96, 5, 2, 3), (2, 64, 32, 128, 3, 1, 4),
+                      (2, 48, 40, 48, 3, 2, 6), (2, 64, 32, 64, 1, 1, 4), (4, 48, 20, 96, 1, 1, 3), (2, 64, 31, 64, 3, 3, 2),
+                      (1, 64, 32, 64, 1, 1, 8), (8, 32, 16, 64, 1, 1, 2))]]
+# grouped transposed convolutions (oneDNN's deconvolution of a grouped convolution's backward data):
+# 2 to 32 channels per group, depthwise, kernels 2 to 4, strides 1 and 2, with and without a bias
+SETS["transposed_grouped"] = [dict(n=n, c=c, h=h, o=o, k=k, s=s, p=p, g=g, t=1, bias=b) for n, c, h, o, k, s, p, g, b in (
+    (2, 32, 8, 32, 4, 2, 1, 2, 1), (2, 32, 8, 32, 3, 1, 1, 2, 1), (2, 64, 8, 64, 4, 2, 1, 64, 1), (2, 64, 8, 64, 4, 2, 1, 64, 0),
+    (2, 64, 8, 64, 2, 2, 0, 64, 1), (2, 64, 8, 64, 3, 1, 1, 64, 1), (2, 32, 8, 32, 3, 1, 1, 2, 0), (2, 64, 8, 64, 4, 2, 1, 2, 1),
+    (2, 64, 8, 64, 4, 2, 1, 4, 0), (2, 96, 8, 96, 2, 2, 0, 3, 1), (2, 64, 8, 32, 4, 2, 1, 2, 1), (2, 32, 8, 64, 4, 2, 1, 2, 1),
+    (4, 48, 8, 48, 3, 2, 1, 6, 1), (2, 128, 4, 128, 4, 2, 1, 4, 1), (2, 16, 16, 16, 4, 2, 1, 2, 1), (2, 64, 8, 64, 3, 1, 1, 8, 1),
+    (2, 64, 8, 64, 3, 1, 1, 16, 1), (2, 48, 7, 48, 4, 2, 1, 48, 1), (2, 24, 8, 24, 4, 2, 1, 24, 1), (2, 64, 8, 64, 2, 2, 0, 2, 0))]
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

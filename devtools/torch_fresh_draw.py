@@ -996,6 +996,13 @@ def _why(msg: str) -> str:
     return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."
 
 
+def _outermost(cov: dict) -> str:
+    """The outermost modules of a row's unread parameters (`figures.torch.coverage.unread_modules`, since
+    the report names them), two at most; "" for rows measured before."""
+    mods = cov.get("unread_modules") or []
+    return f" ({', '.join(mods[:2])}{' and more' if len(mods) > 2 else ''})" if mods else ""
+
+
 def table(rows: list[dict]) -> str:
     """The draw's table, misses included: each refusal's reason, each estimated op's bytes at the peak
     where the profile estimated any; then the counts the issue judges by."""
@@ -1033,7 +1040,7 @@ def table(rows: list[dict]) -> str:
             far += 1
             far_named += bool(named or unread or folded or made or composite or folded_params)
         note = "; ".join(([f"estimated: {named}"] if named else [])
-                         + ([f"not counted: {len(unread)} parameters no op reads"] if unread else [])
+                         + ([f"not counted: {len(unread)} parameters no op reads" + _outermost(cov)] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
                              f"({sum(c['bytes'] for c in folded):,d} B)"] if folded else [])
                          + ([f"not counted: {len(made)} layers read a batch-shaped constant "

@@ -338,12 +338,26 @@ def torch_backend(op, operands) -> str:
 # `_convolution_backward_nogroup_backend` per group, keeping each group's input, weight and bias
 # gradients, then cats them (dim 1, dim 0, dim 0). Measured (torch 2.14, one thread): a 1x1 conv of
 # 4 groups on (1, 4 x 1152, 7, 7) -- CondConv's per-sample weights, the batch folded into groups --
-# forward peaks at 2 x the output, backward at 2 x (input + weight) bytes: each gradient twice.
+# forward peaks at 2 x the output, backward at 2 x (input + weight) bytes: each gradient twice; with a
+# bias, its groups' gradients too. Over a batch of more than one, a group's channels are no contiguous
+# slice: slow_conv2d (ConvolutionMM2d.cpp) copies that group's input contiguous in forward, and its
+# incoming gradient and input in backward, freed when the group is done (the peak where one group's
+# copies outweigh the pieces and cats).
 def _slow_groups(op, operands) -> int:
     if _depthwise(op):  # one group per input channel
         x = operands[op.inputs[0]]
         return int(x.shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
     return int(op.attrs.get("group", 1) or 1)
+
+
+def _slow_group_copies(op, operands, which) -> int:
+    """Bytes of one group's contiguous copies of `which` ("in0", "out0") on the grouped slow path: none
+    on one sample, where a group's channels are a contiguous slice."""
+    x = operands[op.inputs[0]]
+    if int(x.shape[0]) == 1:
+        return 0
+    g = _slow_groups(op, operands)
+    return sum(operands[op.inputs[0] if w == "in0" else op.outputs[0]].nbytes // g for w in which)
 
 
 def _columns(op, operands) -> int:
@@ -800,9 +814,10 @@ def _torch_fwd(op, operands) -> tuple:
         return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow" and _slow_groups(op, operands) > 1:
-        # one group at a time (its im2col columns), then at::cat of the groups' outputs: the pieces
-        # live beside the output
-        return ((_columns(op, operands) // _slow_groups(op, operands),), ("out0",))
+        # one group at a time (its im2col columns, its input copied), then at::cat of the groups'
+        # outputs: the pieces live beside the output
+        g = _slow_groups(op, operands)
+        return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("in0",)),), ("out0",))
     if be == "slow":
         return ((_columns(op, operands),),)
     if _gemm_grouped(op, operands):
@@ -920,7 +935,9 @@ def _torch_bwd_dx(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
-        return (("in0?g0",),)  # the groups' input gradients beside their at::cat (_SLOW_GROUPED)
+        # the groups' input gradients beside their at::cat, or a group's incoming gradient copied
+        # (_SLOW_GROUPED)
+        return (("in0?g0",), (_slow_group_copies(op, operands, ("out0",)),))
     if torch_backend(op, operands) == "slow":
         return ()  # the input's gradient straight from the GEMM (measured: no other allocation)
     if _gemm_grouped(op, operands) and not _brg_grouped_dx(op, operands):
@@ -1013,10 +1030,10 @@ def _gemm_weights(op, operands) -> bool:
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return False
     kw = int(op.attrs["kernel"][1])
-    # a depthwise kernel other than 3x3: jit_dw's weight gradient is 3x3 only (measured: 5x5, 7x7); a
-    # depth multiplier is no jit_dw case (one input per group: gemm, as `_gemm_grouped` says)
+    # a depthwise kernel jit_dw's weight gradient declines (`_jit_dw_weights`); a depth multiplier is
+    # no jit_dw case (one input per group: gemm, as `_gemm_grouped` says)
     if op.type == "DepthwiseConv2D":
-        return tuple(int(v) for v in op.attrs["kernel"]) != (3, 3) or _gemm_grouped(op, operands)
+        return not _jit_dw_weights(op, operands) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
     if _avx2_weights_refused(op, operands):
         return True
@@ -1035,6 +1052,22 @@ def _gemm_weights(op, operands) -> bool:
         if q["sh"] > 1 or q["ekh"] > q["ih"]:
             return True
     return kw > 14
+
+
+def _jit_dw_weights(op, operands) -> bool:
+    """Whether jit_dw runs a depthwise kernel's weight gradient: oneDNN's
+    jit_uni_dw_conv_bwd_weights_kernel_t init_conf (jit_uni_dw_conv_kernel_utils.cpp) takes no
+    dilation, a kernel at most 3 wide and no narrower than its stride, pads at most half the kernel
+    at each end (more than 1 only as a multiple of the stride) and an input at least as high as the
+    kernel. Measured (torch 2.14, one thread): 3x3 over 2 x 2 rows takes gemm, 2x2 stride 2 and a 1x1
+    kernel (a batch of 16) jit_dw, and a 1-D kernel of 3 (a 1 x 3 view) jit_dw, of 4, 5, 7 gemm."""
+    if _dilated(op):
+        return False
+    q = _wgeom(op, operands)
+    kh, kw, sh, sw = q["kh"], q["kw"], q["sh"], q["sw"]
+    t, l, b, r = q["t"], q["l"], q["b"], q["r"]
+    return (kw <= 3 and sw <= kw and max(t, b) <= kh // 2 and max(l, r) <= kw // 2
+            and q["ih"] >= kh + (-t) % sh and (t <= 1 or t % sh == 0) and (b <= 1 or b % sh == 0))
 
 
 def _avx2_weights_refused(op, operands) -> bool:
@@ -1107,9 +1140,12 @@ def _torch_bwd_dw(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_bwd_dw(op, operands)
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
-        # the groups' input and weight gradients, all made before the first at::cat, beside both
-        # results (_SLOW_GROUPED); one group's im2col columns before that
-        return ((_columns(op, operands) // _slow_groups(op, operands),), ("in0?g0", "in1"))
+        # the groups' input, weight and bias gradients, all made before the first at::cat, beside
+        # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
+        g = _slow_groups(op, operands)
+        bias = ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+        return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("out0", "in0")),),
+                ("in0?g0", "in1") + bias)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
     if _gemm_weights(op, operands):
@@ -1471,6 +1507,12 @@ def _view_2d(op, operands):
     view.type = "Conv2D"
     view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
                   "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    # a depthwise Conv1d (Mamba's causal kernel, ConvNeXt-1D) is a depthwise 2-D one to oneDNN: jit_dw's
+    # blocked copies and its own weight-gradient limits (measured: 48 to 128 channels, kernels 3 to 7)
+    g, w = int(a.get("group", 1) or 1), operands[op.inputs[1]]
+    if g > 1 and g == int(operands[op.inputs[0]].shape[1]) and int(w.shape[1]) == 1 and int(w.shape[0]) % g == 0:
+        view.type = "DepthwiseConv2D"
+        view.attrs["depth_multiplier"] = int(w.shape[0]) // g
     return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
 
 

@@ -311,6 +311,17 @@ def torch_constant_layers_note(doc: dict) -> str:
     return _said(doc, "constant_layers")
 
 
+def torch_contiguous_note(doc: dict) -> str:
+    """The torch profile's header line when transposed tensors a reshape reads as a view would have been
+    copied by a `.contiguous()` a TorchScript file does not record, for a share of the peak
+    (`figures.torch.coverage.contiguous.says_so`)."""
+    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    cont = cov.get("contiguous") or {}
+    if not cont.get("says_so"):
+        return ""
+    return f"{cont['note']} (JSON figures.torch.coverage.contiguous)"
+
+
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
     run (a TorchScript export cannot tell) change the peak: the sentence the profile wrote
@@ -390,8 +401,11 @@ def assumed_note(doc: dict) -> str:
     names = (doc.get("parameters") or {}).get("assumed_trainable") or []
     if not names:
         return ""
+    folded = (doc.get("parameters") or {}).get("assumed_from") or {}
+    computed_from = sorted({t for ts in folded.values() for t in ts})
+    origin = f"; {len(folded)} of them computed from {_names(computed_from, 2)}" if computed_from else ""
     return (f"{len(names)} weight(s) assumed trainable: the file does not tell whether they are parameters of "
-            f"the source model ({_names(names, 3)}; all in the JSON report, parameters.assumed_trainable); "
+            f"the source model ({_names(names, 3)}{origin}; all in the JSON report, parameters.assumed_trainable); "
             "--freeze params:GLOB keeps them frozen")
 
 
@@ -450,7 +464,8 @@ class TableReporter(Reporter):
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
-                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
+                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
+                    torch_contiguous_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

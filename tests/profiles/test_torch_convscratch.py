@@ -486,3 +486,69 @@ def test_grouped_slow_path_convolution_concatenates_its_groups():
     op.attrs["group"] = 1
     opd[1] = Operand(1, "w", (1280, 4608, 1, 1))
     assert _best(conv._torch_bwd_dw(op, opd), opd, op, True) == 0
+
+
+@pytest.mark.parametrize("n,c,o,g,bias,xgrad,fwd,bwd", [
+    # devtools/torch_conv_sweep.py --one "n=..,c=..,h=8 (7),o=..,k=1,g=..[,bias=0][,xgrad=0]", torch 2.14,
+    # one thread: forward scratch beside the output, backward's allocator peak
+    (2, 64, 64, 4, True, True, 32_768, 74_240),    # the groups' bias gradients beside their cat (+256)
+    (2, 64, 64, 4, False, True, 32_768, 73_728),
+    (4, 48, 96, 3, True, True, 75_264, 88_320),    # h=7
+    (2, 64, 64, 4, True, False, 32_768, 20_736),   # a group's incoming gradient and input copied: the peak
+])
+def test_grouped_slow_path_counts_bias_pieces_and_group_copies(n, c, o, g, bias, xgrad, fwd, bwd):
+    # an unstrided grouped 1x1 kernel on a batch under 16 runs ATen's slow path once per group; over
+    # more than one sample a group's channels are no contiguous slice, so slow_conv2d copies them
+    h = 7 if c == 48 else 8
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c // g, 1, 1), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, h, h))]
+    op = Operation(0, "Conv2D", [0, 1, 2] if bias else [0, 1], [3], {
+        "kernel": (1, 1), "stride": (1, 1), "dilation": (1, 1), "group": g, "layout": "NCHW", "pads": (0, 0, 0, 0)})
+    assert conv.torch_backend(op, opd) == "slow"
+    assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
+    dx = opd[0].nbytes if xgrad else 0
+    sdx = _best(conv._torch_bwd_dx(op, opd), opd, op, xgrad) if xgrad else 0
+    dwb = opd[1].nbytes + (opd[2].nbytes if bias else 0)
+    assert max(dx + sdx, dx + dwb + _best(conv._torch_bwd_dw(op, opd), opd, op, xgrad)) == bwd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # depthwise Conv1d (N, C, L, K, stride, pad), a bias, the input needing its gradient: a depthwise 2-D
+    # kernel to oneDNN (jit_dw: channels blocked by 16), whose weight gradient takes gemm beyond 3 wide.
+    # devtools/torch_conv_sweep.py --one "n=..,c=..,h=L,o=C,k=K,s=..,p=..,g=C,d1=1" --verbose, torch 2.14
+    ((4, 64, 32, 4, 1, 3), 35_840, 69_632),    # Mamba's causal kernel 4: gemm weight gradient
+    ((2, 48, 50, 3, 1, 1), 19_776, 58_368),    # jit_dw in every phase, 48 channels as they are
+    ((2, 96, 32, 7, 1, 3), 27_264, 51_840),
+    ((2, 40, 33, 3, 2, 1), 14_656, 30_496),    # 40 channels blocked as 48
+    ((1, 64, 40, 4, 1, 3), 11_264, 22_272),
+])
+def test_depthwise_conv1d_is_a_depthwise_kernel_to_onednn(cfg, fwd, bwd):
+    n, c, length, k, s, p = cfg
+    ol = (length + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, length)), Operand(1, "w", (c, 1, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, ol))]
+    op = Operation(0, "Conv1D", [0, 1, 2], [3], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": c,
+                                                  "layout": "NCHW", "pads": (p, p)})
+    assert conv.TORCH["refuse"](op, opd) is None and not conv.TORCH["estimated"](op, opd)
+    assert _best(conv.TORCH["fwd_scratch"](op, opd), opd, op, True) == fwd
+    dx = opd[0].nbytes + _best(conv.TORCH["bwd_scratch_dx"](op, opd), opd, op, True)
+    dw = opd[0].nbytes + opd[1].nbytes + opd[2].nbytes + _best(conv.TORCH["bwd_scratch_dw"](op, opd), opd, op, True)
+    assert max(dx, dw) == bwd
+
+
+@pytest.mark.parametrize("cfg,gemm,bwd", [
+    # oneDNN's jit_dw weight-gradient limits (init_conf), 2-D depthwise with a bias, measured as above:
+    ((4, 96, 2, 3, 1, 1), True, 24_208),     # 3x3 over 2 x 2 rows: the input cannot hold the kernel
+    ((4, 64, 8, 2, 2, 0), False, 148_736),   # 2x2 stride 2: jit_dw
+    ((16, 64, 8, 1, 1, 0), False, 786_944),  # 1x1 at batch 16 (oneDNN, not the slow path): jit_dw
+])
+def test_depthwise_weight_gradient_follows_jit_dw_limits(cfg, gemm, bwd):
+    n, c, h, k, s, p = cfg
+    oh = (h + 2 * p - k) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, 1, k, k), is_const=True),
+           Operand(2, "b", (c,), is_const=True), Operand(3, "y", (n, c, oh, oh))]
+    op = Operation(0, "DepthwiseConv2D", [0, 1, 2], [3], {
+        "kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": c, "depth_multiplier": 1,
+        "layout": "NCHW", "pads": (p, p, p, p)})
+    assert conv._gemm_weights(op, opd) is gemm
+    assert _bwd_peak(op, opd, True) == bwd

@@ -1045,6 +1045,44 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     assert "constant_layers" not in t["coverage"]
 
 
+def _made_attention_choices(tmp_path, name, regrouped: bool):
+    """MRA's made leaf under a multiple-choice head: the input (4, 6, 16) is viewed as 8 rows of 3
+    tokens (`regrouped`: transformers' `input_ids.view(-1, length)` of 4 x 2 choices) and the layer
+    reads the module's own zeros of those 8 rows, cut to 8 wide; else the zeros' 8 rows are viewed
+    back to the batch's 4 before the input is added, and nothing computed from the input has 8 rows."""
+    cut = ["starts", "ends", "axes"]
+    nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("Slice", ["z", *cut], ["sz"], name="cut_z"),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="dense_t"),
+             helper.make_node("MatMul", ["sz", "wt"], ["mm"], name="dense")]
+    if regrouped:
+        nodes += [helper.make_node("Reshape", ["x", "rows8"], ["xr"], name="choices"),
+                  helper.make_node("Slice", ["xr", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["mm", "s"], ["a"], name="residual"),
+                  helper.make_node("Reshape", ["a", "rows4"], ["y"], name="batch")]
+    else:
+        nodes += [helper.make_node("Reshape", ["mm", "rows4"], ["m4"], name="batch"),
+                  helper.make_node("Slice", ["x", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["m4", "s"], ["y"], name="residual")]
+    inits = [("rows", np.array([8], np.int64)), ("cols", np.array([3, 16], np.int64)),
+             ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
+             ("axes", np.array([2], np.int64)), ("w", _w(8, 8)),
+             ("rows8", np.array([8, 3, 16], np.int64)), ("rows4", np.array([4, 6, 8], np.int64))]
+    return _save(tmp_path, name, nodes, inits, [4, 6, 16], [4, 6, 8])
+
+
+def test_a_batch_shaped_constant_of_regrouped_rows_is_named(tmp_path):
+    # a multiple-choice head views its 4 x 2 choices as 8 rows: the module's zeros have the 8 rows a
+    # tensor computed from the input has (MRA's multiple-choice head), not the input's 4
+    t, _ = _torch(_made_attention_choices(tmp_path, "choices", regrouped=True))
+    cl = t["coverage"]["constant_layers"]
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 8 * 4)]
+    # 8 rows no tensor computed from the input has: no batch's rows, nothing named
+    t, _ = _torch(_made_attention_choices(tmp_path, "apart", regrouped=False))
+    assert "constant_layers" not in t["coverage"]
+
+
 def _buffer_linear(tmp_path, folded: bool, whole: str = ""):
     """x (2, 4, 8) + relu(linear(coords, cpb.weight, cpb.bias)) of a module buffer `coords` (4, 1)
     (Swin V2's continuous position bias), then a head. `folded`: the dynamo export whose optimizer

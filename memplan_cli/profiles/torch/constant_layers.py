@@ -10,12 +10,14 @@ from __future__ import annotations
 
 def constant_layers(g, trained) -> list[dict]:
     """Each op reading a trained weight (or a value computed from weights only) and a floating
-    constant (or a view of one) whose leading dimension is the batch's (more than one row), with no
-    input computed from the model's input: the constant's name and bytes at the file's batch."""
+    constant (or a view of one) whose leading dimension is the batch's (more than one row) or a
+    multiple of it that a tensor computed from the input has (the rows regrouped), with no input
+    computed from the model's input: the constant's name and bytes at the file's batch."""
     data = [v for v in g.inputs if v >= 0 and not g.operands[v].is_const]
     batches = {g.operands[v].shape[0] for v in data if g.operands[v].shape}
     if not batches or max(batches) <= 1:  # a batch of one row cannot be told from any constant
         return []
+    batches |= _regrouped_rows(g, data, batches)
     from_input, from_weights = set(data), set(trained)
     origin: dict[int, int] = {}  # a value computed from constants only -> the batch-shaped one it came from
     for v, o in enumerate(g.operands):
@@ -40,3 +42,19 @@ def constant_layers(g, trained) -> list[dict]:
             if first is not None:
                 origin.update((v, first) for v in op.outputs if v >= 0)
     return list(out.values())
+
+
+def _regrouped_rows(g, data, batches) -> set[int]:
+    """Leading dimensions of tensors computed from the model's input that are a multiple of its batch:
+    the rows regrouped (a multiple-choice head's batch x choices, transformers' `view(-1, length)`)."""
+    from_input, rows = set(data), set()
+    for op in g.operations:
+        if any(v in from_input for v in op.inputs if v >= 0):
+            for v in op.outputs:
+                if v >= 0:
+                    from_input.add(v)
+                    shape = g.operands[v].shape
+                    if shape and isinstance(shape[0], int) and any(
+                            shape[0] > b > 1 and shape[0] % b == 0 for b in batches):
+                        rows.add(shape[0])
+    return rows

@@ -60,6 +60,15 @@ def coverage(bl, at: int, peak: int) -> dict:
         out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
                                   "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak,
                                   "note": constant_layers_note(len(made), n)}
+    if cov.get("contiguous_sites"):
+        # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
+        # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
+        sites = cov["contiguous_sites"]
+        alt = cov["as_contiguous_peak"]
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
+                             "bytes": sum(c["bytes"] for c in sites), "peak": alt,
+                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -120,6 +129,8 @@ def coverage_line(cov: dict) -> str:
     cl = cov.get("constant_layers") or {}
     if cl:
         line += "; " + cl["note"]
+    if (cov.get("contiguous") or {}).get("says_so"):
+        line += "; " + cov["contiguous"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += "; " + fn["note"]
@@ -150,7 +161,7 @@ def functions_note(modules: list, alt: int, peak: int) -> str:
     modules' last names, counted (`gelu_impl x 2`), and the peak so run."""
     names: dict[str, int] = {}
     for m in modules:
-        name = m["module"].rsplit("/", 1)[-1]
+        name = m["module"].rsplit("/", 1)[-1] or "the root module"
         names[name] = names.get(name, 0) + 1
     shown = ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
     return (f"estimated: {shown} may have run as custom autograd Functions saving only their inputs (the file "
@@ -166,6 +177,16 @@ def held_note(held: dict) -> str:
     return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
             f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
             f"peak is {held['peak']:,d} B")
+
+
+def contiguous_note(cont: dict) -> str:
+    """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
+    sentence the reports print, written once here."""
+    ops = [c["op"] for c in cont["views"]]
+    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
+            f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
