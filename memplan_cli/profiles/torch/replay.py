@@ -20,7 +20,8 @@ from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_byt
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import FUNCTION, possible_functions, recorded_functions, scope_of
+from memplan_cli.profiles.torch.functions import (FUNCTION, child_below, module_scope, possible_functions,
+                                                  recorded_functions, scope_of)
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import copies_after, eager_ops, floating, same_dtype_casts
@@ -280,6 +281,7 @@ class Replay:
     def run(self):
         self.held_before()
         self.forward()
+        self.handed_down()
         if self.contiguous_sites:
             self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
                                                       "tensor": self.opd[v].name}
@@ -291,6 +293,43 @@ class Replay:
         self.optimizer()
         self.end_of_step()
         return self.sim, self.layer
+
+    def handed_down(self) -> None:
+        """A tensor a module's forward makes and hands to two or more of its submodules is kept in a
+        local of that forward between the calls (Python frees a frame's locals when it returns): it
+        lives until the module's last op, not only to its last reader. MPNet's encoder computes the
+        relative position bias once (`compute_position_bias`: `expand(...).contiguous()`) and adds
+        it in every layer; eager holds the copy until the encoder returns. A value handed to one call
+        only is the loop's `x = layer(x)`, rebound after it. A copy the dynamo exporter dropped
+        (`lost_clones`) was made where its input was."""
+        g, ops_ = self.g, self.ops
+        defs = g.defs()
+        scopes = []
+        for op in ops_:
+            irop = g.operations[op.index]
+            if op.type == "Clone" and op.inputs and op.inputs[0] in defs:
+                irop = g.operations[defs[op.inputs[0]]]
+            scopes.append(module_scope(irop))
+        readers: dict[int, list[int]] = {}
+        for q, op in enumerate(ops_):
+            for v in op.inputs:
+                readers.setdefault(v, []).append(q)
+        ends: dict[str, int] = {}
+        for p, op in enumerate(ops_):
+            outer = scopes[p]
+            if not outer:
+                continue
+            for v in op.outputs:
+                st = self.storage.get(v)
+                if st is None:
+                    continue
+                children = {child_below(scopes[q], outer) for q in readers.get(v, ())} - {None}
+                if len(children) < 2:
+                    continue
+                if outer not in ends:
+                    ends[outer] = max(self.fwd_step[q] for q, sc in enumerate(scopes)
+                                      if sc == outer or child_below(sc, outer) is not None)
+                self.fwd_last[st] = max(self.fwd_last.get(st, 0), ends[outer])
 
     def held_lines(self) -> None:
         """The runs of ops a dynamo file records under one source line (`line_runs`) where a tensor one
