@@ -47,6 +47,38 @@ def scope_of(name: str) -> str:
     return module_path(name) or ("/" if name.startswith("/") and name.count("/") == 1 else "")
 
 
+def module_scope(irop) -> str:
+    """The module whose forward ran an op, as a string in which a submodule's scope extends its
+    parent's past a separator: a TorchScript node name's path ("/m/enc/layer.0/attn/Add" ->
+    "/m/enc/layer.0/attn"; "/" for the root module's own ops), else the dynamo exporter's recorded
+    name scopes (each level's module path, then the node's own fx name, joined by the loader) less
+    that name, after a "." ("." for the root's own ops); "" when the file records neither."""
+    if irop.name.startswith("/"):
+        return scope_of(irop.name) or "/"
+    if irop.call:
+        return "." + irop.scope.rsplit(".", 1)[0] if "." in (irop.scope or "") else "."
+    return ""
+
+
+def child_below(scope: str, outer: str) -> str | None:
+    """The submodule of `outer` (module_scope's strings) whose forward ran an op of `scope`, None
+    when `scope` is not strictly below `outer`."""
+    if not outer or len(scope) <= len(outer) or not scope.startswith(outer):
+        return None
+    if outer[-1] not in "/." and scope[len(outer)] not in "/.":
+        return None
+    rest = scope[len(outer):].lstrip("/.")
+    if outer[0] == "/":
+        return rest.split("/")[0]
+    # dynamo: each level's full path, so the child's path is the shortest one the rest repeats
+    parts = rest.split(".")
+    for k in range(1, len(parts) + 1):
+        c = ".".join(parts[:k])
+        if rest == c or rest.startswith(c + "." + c + "."):
+            return c
+    return rest
+
+
 def _outside_reads(members: list[EagerOp], opd) -> list[int]:
     """The non-scalar operands the members read that none of them makes, in order of first read."""
     made = {v for op in members for v in op.outputs}

@@ -20,7 +20,8 @@ from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_byt
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import FUNCTION, possible_functions, recorded_functions, scope_of
+from memplan_cli.profiles.torch.functions import (FUNCTION, child_below, module_scope, possible_functions,
+                                                  recorded_functions, scope_of)
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import copies_after, eager_ops, floating, same_dtype_casts
@@ -280,6 +281,7 @@ class Replay:
     def run(self):
         self.held_before()
         self.forward()
+        self.handed_down()
         if self.contiguous_sites:
             self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
                                                       "tensor": self.opd[v].name}
@@ -291,6 +293,43 @@ class Replay:
         self.optimizer()
         self.end_of_step()
         return self.sim, self.layer
+
+    def handed_down(self) -> None:
+        """A tensor a module's forward makes and hands to two or more of its submodules is kept in a
+        local of that forward between the calls (Python frees a frame's locals when it returns): it
+        lives until the module's last op, not only to its last reader. MPNet's encoder computes the
+        relative position bias once (`compute_position_bias`: `expand(...).contiguous()`) and adds
+        it in every layer; eager holds the copy until the encoder returns. A value handed to one call
+        only is the loop's `x = layer(x)`, rebound after it. A copy the dynamo exporter dropped
+        (`lost_clones`) was made where its input was."""
+        g, ops_ = self.g, self.ops
+        defs = g.defs()
+        scopes = []
+        for op in ops_:
+            irop = g.operations[op.index]
+            if op.type == "Clone" and op.inputs and op.inputs[0] in defs:
+                irop = g.operations[defs[op.inputs[0]]]
+            scopes.append(module_scope(irop))
+        readers: dict[int, list[int]] = {}
+        for q, op in enumerate(ops_):
+            for v in op.inputs:
+                readers.setdefault(v, []).append(q)
+        ends: dict[str, int] = {}
+        for p, op in enumerate(ops_):
+            outer = scopes[p]
+            if not outer:
+                continue
+            for v in op.outputs:
+                st = self.storage.get(v)
+                if st is None:
+                    continue
+                children = {child_below(scopes[q], outer) for q in readers.get(v, ())} - {None}
+                if len(children) < 2:
+                    continue
+                if outer not in ends:
+                    ends[outer] = max(self.fwd_step[q] for q, sc in enumerate(scopes)
+                                      if sc == outer or child_below(sc, outer) is not None)
+                self.fwd_last[st] = max(self.fwd_last.get(st, 0), ends[outer])
 
     def held_lines(self) -> None:
         """The runs of ops a dynamo file records under one source line (`line_runs`) where a tensor one
@@ -586,15 +625,20 @@ class Replay:
         """Where a TorchScript file may have dropped a `.contiguous()` that copied in eager: its symbolic
         returns the input, so `x.transpose(1, 2).contiguous()` leaves the Transpose alone. Before a
         reshape that merges the permuted dims the call costs nothing beyond the reshape's own copy;
-        before a reshape that views the permuted tensor (ProphetNet's `_shape`: a transpose, then a
-        reshape to its own shape) it is a copy eager makes and the replay does not. The file cannot
+        before a reshape to the permuted tensor's own shape (ProphetNet's `_shape`, then
+        `reshape(b, heads, -1, d)`) it is a copy eager makes and the replay does not. The file cannot
         say whether the code called it: the figure counts no copy and the report names the views
         (`contiguous_sites`) and their bytes. A dynamo file records the call (rewrites.lost_clones)."""
         if self.dynamo or not outs or outs[0] != op.outputs[0] or ops.role(op.type) != "reshape":
             return
         x0 = op.inputs[0]
         made = self.view_of.get(x0)
-        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or x0 in self.contiguous_sites:
+        # a permutation of a contiguous tensor (what `.transpose(1, 2).contiguous()` copies), then
+        # reshaped to its own shape: a no-op in the file, where code views what it made contiguous (a
+        # reshape into other dims, an image's (B, C, H, W) of its tokens, is often called on the
+        # permuted tensor itself, and its memory format then decides a convolution's kernel)
+        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or not self.is_c(made[0]) \
+                or x0 in self.contiguous_sites or tuple(self.opd[outs[0]].shape) != tuple(self.opd[x0].shape):
             return
         if self.storage.get(outs[0]) == self.storage.get(x0):
             self.contiguous_sites[x0] = made[1]
