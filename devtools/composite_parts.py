@@ -4,11 +4,15 @@ sits beside it, and which ONNX files the loader reads as the language part of a 
 
     python devtools/composite_parts.py --transformers    # needs transformers installed (source only)
     python devtools/composite_parts.py F.onnx ...         # or file names on stdin
+    python devtools/composite_parts.py --traces F.onnx ... # where a dynamo file mentions what no op reads
 
 The first reads the installed transformers' `modeling_*.py` with `ast` (nothing is imported or built)
 and prints, per attribute name, the classes whose `__init__` assigns it, with the other submodules the
 same `__init__` assigns; the second runs `loaders/onnx_loader.py`'s own rule on each file's names (no
-weights read) and prints the files it fires on."""
+weights read) and prints the files it fires on; the third prints, for each dynamo file, the outermost
+modules no op reads (`_unread_modules`) with how often the file's bytes and its graph signature mention
+each (by target and by placeholder name): equal counts mean nothing but the signature names them, so
+the file holds no size for them."""
 from __future__ import annotations
 
 import argparse
@@ -67,11 +71,40 @@ def files_read_as_composites(paths: list[str]) -> list[tuple[str, dict]]:
     return hits
 
 
+def unread_traces(paths: list[str]) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """[(file, [(outermost unread module, mentions in the file's bytes, mentions in the signature)])]."""
+    import onnx
+
+    from memplan_cli.loaders.onnx_loader import SIGNATURE_KEY, _export_rewrites
+
+    out = []
+    for path in paths:
+        m = onnx.load(path, load_external_data=False)
+        rewrites = _export_rewrites(m)
+        if rewrites is None:
+            continue
+        sig = next(p.value for p in m.graph.metadata_props if p.key == SIGNATURE_KEY).encode()
+        with open(path, "rb") as f:
+            raw = f.read()
+        rows = []
+        for module in rewrites.get("unread_modules") or ():
+            names = (module.encode(), module.replace(".", "_").lower().encode())
+            rows.append((module, sum(raw.count(n) for n in names), sum(sig.count(n) for n in names)))
+        out.append((path, rows))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*")
     ap.add_argument("--transformers", action="store_true", help="scan the installed transformers' classes")
+    ap.add_argument("--traces", action="store_true", help="where each dynamo file mentions what no op reads")
     a = ap.parse_args(argv)
+    if a.traces:
+        for path, rows in unread_traces(a.files or sys.stdin.read().split()):
+            shown = ", ".join(f"{mod}: {n} in the file, {k} in the signature" for mod, n, k in rows)
+            print(f"{path}: {shown or 'no unread module'}")
+        return 0
     if a.transformers:
         for part, rows in transformers_classes().items():
             alone = [c for c, others in rows if not others or others == ["config"]]

@@ -32,6 +32,13 @@ def _valid_out(size: int, k: int, stride: int, dilation: int = 1) -> int:
     return (size - (k - 1) * dilation - 1) // stride + 1
 
 
+def _spatial(h: int, w: int, kh: int, kw: int, stride: int, padding: str, dilation: int = 1):
+    """(the options' padding code, out height, out width) of a window op: TF Lite's SAME or VALID."""
+    if padding == "SAME":
+        return 0, _same_out(h, stride), _same_out(w, stride)
+    return 1, _valid_out(h, kh, stride, dilation), _valid_out(w, kw, stride, dilation)
+
+
 class ModelBuilder:
     """One subgraph, built op by op. Tensor handles are ints (tensor indices)."""
 
@@ -113,14 +120,10 @@ class ModelBuilder:
         wt = self.const([filters, kh, kw, c])
         b = self.const([filters]) if bias else -1
         o = Conv2DOptionsT()
-        o.padding = 0 if padding == "SAME" else 1
+        o.padding, oh, ow = _spatial(h, w, kh, kw, stride, padding, dilation)
         o.strideH = o.strideW = stride
         o.dilationHFactor = o.dilationWFactor = dilation
         o.fusedActivationFunction = ACT[activation]
-        if padding == "SAME":
-            oh, ow = _same_out(h, stride), _same_out(w, stride)
-        else:
-            oh, ow = _valid_out(h, kh, stride, dilation), _valid_out(w, kw, stride, dilation)
         return self._op(3, [x, wt, b], [n, oh, ow, filters], BuiltinOptions.Conv2DOptions, o)
 
     def depthwise_conv2d(self, x, kernel, stride=1, padding="SAME", activation="NONE",
@@ -134,15 +137,11 @@ class ModelBuilder:
         wt = self.const([1, kh, kw, co])
         b = self.const([co]) if bias else -1
         o = DepthwiseConv2DOptionsT()
-        o.padding = 0 if padding == "SAME" else 1
+        o.padding, oh, ow = _spatial(h, w, kh, kw, stride, padding)
         o.strideH = o.strideW = stride
         o.depthMultiplier = multiplier
         o.dilationHFactor = o.dilationWFactor = 1
         o.fusedActivationFunction = ACT[activation]
-        if padding == "SAME":
-            oh, ow = _same_out(h, stride), _same_out(w, stride)
-        else:
-            oh, ow = _valid_out(h, kh, stride), _valid_out(w, kw, stride)
         return self._op(4, [x, wt, b], [n, oh, ow, co], BuiltinOptions.DepthwiseConv2DOptions, o)
 
     def fully_connected(self, x, units, activation="NONE", bias=True) -> int:
@@ -163,14 +162,10 @@ class ModelBuilder:
 
         n, h, w, c = self.shape(x)
         o = Pool2DOptionsT()
-        o.padding = 0 if padding == "SAME" else 1
+        o.padding, oh, ow = _spatial(h, w, size, size, stride, padding)
         o.strideH = o.strideW = stride
         o.filterHeight = o.filterWidth = size
         o.fusedActivationFunction = ACT[activation]
-        if padding == "SAME":
-            oh, ow = _same_out(h, stride), _same_out(w, stride)
-        else:
-            oh, ow = _valid_out(h, size, stride), _valid_out(w, size, stride)
         return self._op(code, [x], [n, oh, ow, c], BuiltinOptions.Pool2DOptions, o)
 
     def max_pool(self, x, size=2, stride=2, padding="VALID", activation="NONE") -> int:

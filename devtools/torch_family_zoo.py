@@ -246,6 +246,33 @@ class AttnLM(nn.Module):
         return self.head(self.ln(x))
 
 
+class StreamsAttention(nn.Module):
+    """ProphetNet's ngram-attention layout: q, k and v each `view(b, s, h, d).transpose(1, 2)`, then
+    `.contiguous()` (`contig`) and `reshape(b, h, -1, d)` (a view either way), cut into two streams
+    along the sequence; the first stream attends by einsum, the second is mixed elementwise. With the
+    call, each einsum operand is a view of the whole copy, which its bmm keeps; without, a copy of its
+    stream. TorchScript writes no node for the call."""
+
+    def __init__(self, d, heads, contig=True):
+        super().__init__()
+        self.h, self.contig = heads, contig
+        self.qkv = nn.ModuleList(nn.Linear(d, d) for _ in range(3))
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        hd = d // self.h
+
+        def heads(t):
+            t = t.view(b, s, self.h, hd).transpose(1, 2)
+            return (t.contiguous() if self.contig else t).reshape(b, self.h, -1, hd)
+
+        (q1, q2), (k1, k2), (v1, v2) = (heads(lin(x)).chunk(2, dim=2) for lin in self.qkv)
+        a = torch.einsum("bntc,bnsc->bnts", q1, k1).softmax(-1)
+        o = torch.cat([torch.einsum("bnts,bnsc->bntc", a, v1), q2 * k2 + v2], 2)
+        return self.o(o.transpose(1, 2).reshape(b, s, d))
+
+
 class XCA(nn.Module):
     """Cross-covariance attention (XCiT, EdgeNeXt): q and k L2-normalised over the tokens, attention
     between channels scaled by a learnt temperature, softmax, dropout, applied to v."""
@@ -587,6 +614,54 @@ class WideFn(nn.Module):
 
     def forward(self, x):
         return self.head(self.act(self.up(x)))
+
+
+def expectation(q, k, power=8):
+    """YOSO's collision expectation of unit-norm queries and keys: (1 - acos(q k^T) / pi) ** power."""
+    return (1 - torch.acos(torch.matmul(q, k.transpose(-1, -2))) / math.pi) ** power
+
+
+class ExpectationFn(torch.autograd.Function):
+    """transformers' YosoCumulation (its CPU path, `use_expectation`): forward computes the expectation
+    under no_grad and saves it with q, k and v; backward is its own matmuls."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        e = expectation(q, k)
+        ctx.save_for_backward(e, q, k, v)
+        return torch.matmul(e, v)
+
+    @staticmethod
+    def backward(ctx, g):
+        e, q, k, v = ctx.saved_tensors
+        w = torch.matmul(g, v.transpose(-1, -2)) * e
+        return torch.matmul(w, 4 * k), torch.matmul(w.transpose(-1, -2), 4 * q), torch.matmul(e.transpose(-1, -2), g)
+
+
+class ExpectationNet(nn.Module):
+    """YOSO's attention in two blocks (queries and keys L2-normalised per head, the expectation between
+    two products, no softmax), width 64, 4 heads: `function` runs it as YOSO does, inside a custom
+    Function; else the same ops op by op. Both exporters' files of the two are alike where TorchScript
+    is concerned (no trace of the Function)."""
+
+    def __init__(self, function=True, d=64, heads=4, layers=2, classes=50):
+        super().__init__()
+        self.h, self.function = heads, function
+        self.q = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.k = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.v = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        heads = lambda t: t.view(b, s, self.h, d // self.h).transpose(1, 2)  # noqa: E731
+        for q, k, v, out in zip(self.q, self.k, self.v, self.out):
+            qh, kh = F.normalize(heads(q(x)), dim=-1), F.normalize(heads(k(x)), dim=-1)
+            vh = heads(v(x))
+            a = ExpectationFn.apply(qh, kh, vh) if self.function else torch.matmul(expectation(qh, kh), vh)
+            x = x + out(a.transpose(1, 2).reshape(b, s, d))
+        return self.head(x)
 
 
 class CentredNorm(nn.Module):
@@ -991,16 +1066,21 @@ class MadeLeafNet(nn.Module):
     """transformers MRA's attention without its CUDA kernel: query, key and value are computed and
     left unread, the attention's result is `torch.zeros_like(query).requires_grad_()` (a new leaf per
     layer, padded to 32 wide, then cut back), read by the output projection. Eager holds each leaf
-    and its gradient through the step; the file holds a constant."""
+    and its gradient through the step; the file holds a constant. `choices`: the batch's rows viewed
+    as rows of that many choices each (a multiple-choice head's `view(-1, length)`), so the leaves
+    have batch x choices rows."""
 
-    def __init__(self, d=64, heads=4, layers=2, classes=50):
+    def __init__(self, d=64, heads=4, layers=2, classes=50, choices=0):
         super().__init__()
-        self.h = heads
+        self.h, self.choices = heads, choices
         self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
         self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
     def forward(self, x):
+        rows = x.shape[0]
+        if self.choices:
+            x = x.reshape(rows * self.choices, x.shape[1] // self.choices, x.shape[2])
         b, s, d = x.shape
         hd = d // self.h
         for qkv, out in zip(self.qkv, self.out):
@@ -1008,7 +1088,8 @@ class MadeLeafNet(nn.Module):
             q = torch.cat([q, torch.zeros(b, self.h, s, 32 - hd)], dim=-1)
             a = torch.zeros_like(q).requires_grad_()[..., :hd]
             x = x + out(a.transpose(1, 2).reshape(b, s, d))
-        return self.head(x)
+        y = self.head(x)
+        return y.reshape(rows, -1, y.shape[-1]) if self.choices else y
 
 
 class GroupStdNorm(nn.Module):
@@ -1802,6 +1883,64 @@ class ContinuousBiasNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class HandedBiasAttention(nn.Module):
+    """Attention adding a score bias it is handed (MPNet's `attention_scores += position_bias`, here
+    out of place in one expression, so that no local of its own outlives the softmax), dropout on the
+    probabilities as MPNet's."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x, bias):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+        # one expression: no local keeps the scores past the softmax
+        return self.out((F.dropout((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias).softmax(-1), 0.1)
+                         @ v).transpose(1, 2).reshape(b, s, d))
+
+
+class HandedBiasLayer(nn.Module):
+    """A post-norm layer around HandedBiasAttention (its locals die when the attention returns)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.attn, self.norm = HandedBiasAttention(d, heads), nn.LayerNorm(d)
+
+    def forward(self, x, bias):
+        return self.norm(x + self.attn(x, bias))
+
+
+class HandedBiasNet(nn.Module):
+    """A relative-position bias computed once by the parent module and handed to every layer (MPNet's
+    encoder: `compute_position_bias` looks up a bucket table and returns `expand(b, ...).contiguous()`,
+    a (batch, heads, s, s) copy the encoder keeps in a local until it returns); `scores=True` hands
+    a bias computed from the input instead (a low-rank product per head, which no exporter folds)."""
+
+    def __init__(self, d=32, heads=8, buckets=32, layers=2, classes=50, scores=False):
+        super().__init__()
+        self.nb, self.h, self.scores = buckets, heads, scores
+        self.table = nn.Embedding(buckets, heads)
+        self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        self.layers = nn.ModuleList(HandedBiasLayer(d, heads) for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        if self.scores:
+            q, k = (p(x).view(b, s, self.h, -1).transpose(1, 2) for p in (self.pq, self.pk))
+            bias = q @ k.transpose(-1, -2)
+        else:
+            pos = torch.arange(s)
+            half = self.nb // 2
+            buckets = (pos[None, :] - pos[:, None]).clamp(-half, half - 1) + half
+            bias = self.table(buckets).permute(2, 0, 1).unsqueeze(0).expand(b, -1, s, s).contiguous()
+        for layer in self.layers:
+            x = layer(x, bias)
+        return self.head(x)
+
+
 SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
@@ -1849,6 +1988,10 @@ FAM = {
     "fam_chunk_state": ("inplace", lambda: ChunkStateNet(), SEQ),
     "fam_relpos_gather": ("gather", lambda: RelPosGatherNet(), SEQ),
     "fam_relpos_gather_layers": ("gather", lambda: RelPosGatherLayersNet(), SEQ),
+    "fam_handed_bias": ("locals", lambda: HandedBiasNet(), (64, 32)),
+    "fam_handed_scores": ("locals", lambda: HandedBiasNet(scores=True), (64, 32)),
+    "fam_streams_contig": ("contiguous", lambda: AttnLM(StreamsAttention), SEQ),
+    "fam_streams": ("contiguous", lambda: AttnLM(lambda d, h: StreamsAttention(d, h, contig=False)), SEQ),
     "fam_trilu": ("trilu", lambda: TriluNet(), SEQ),
     "fam_fnet": ("dft", lambda: FourierMixNet(), SEQ),
     "fam_fft_tokens": ("dft", lambda: FourierMixNet(dims=(1,)), SEQ),
@@ -1886,6 +2029,9 @@ FAM = {
     "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
+    "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
+    "fam_expectation_ops": ("function", lambda: ExpectationNet(function=False), (64, 64)),
+    "fam_made_leaf_choices": ("unread", lambda: MadeLeafNet(choices=2), (64, 64)),
     "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
     "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),
     "fam_pos_embed": ("broadcast", lambda: PosNet(), IMG),

@@ -140,18 +140,35 @@ def timm_builder(name):
     return build
 
 
+def _lm_or_classifier(model_type: str, cfg):
+    """The type's causal LM where transformers has one, else its sequence classifier (10 labels): its
+    logits."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else \
+        AutoModelForSequenceClassification
+    if auto is AutoModelForSequenceClassification:
+        cfg.num_labels = 10
+    return T._Logits(auto.from_config(cfg))
+
+
+def _eager_attention(cfg) -> None:
+    """Eager attention in the config and its sub-configs (a composite's text and vision parts): the
+    attention docs/torchprof.md measures."""
+    cfg._attn_implementation = "eager"
+    for sub in vars(cfg).values():
+        if hasattr(sub, "_attn_implementation") and hasattr(sub, "to_dict"):
+            sub._attn_implementation = "eager"
+
+
 def hf_builder(model_type):
     def build():
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        from transformers import AutoConfig
 
         cfg = AutoConfig.for_model(model_type, **SMALL)
         cfg._attn_implementation = "eager"
-        auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else \
-            AutoModelForSequenceClassification
-        if auto is AutoModelForSequenceClassification:
-            cfg.num_labels = 10
-        return T._Logits(auto.from_config(cfg))
+        return _lm_or_classifier(model_type, cfg)
     return build
 
 
@@ -635,19 +652,9 @@ def hf_shrunk_config(model_type: str, overrides: dict):
 
 def hf_shrunk_builder(model_type: str, overrides: dict):
     def build():
-        from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
         cfg = hf_shrunk_config(model_type, overrides)
-        cfg._attn_implementation = "eager"
-        for sub in vars(cfg).values():
-            if hasattr(sub, "_attn_implementation") and hasattr(sub, "to_dict"):
-                sub._attn_implementation = "eager"
-        auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else \
-            AutoModelForSequenceClassification
-        if auto is AutoModelForSequenceClassification:
-            cfg.num_labels = 10
-        return T._Logits(auto.from_config(cfg))
+        _eager_attention(cfg)
+        return _lm_or_classifier(model_type, cfg)
     return build
 
 
@@ -721,8 +728,7 @@ def hf_task_builder(head: str, model_type: str, overrides: dict):
         import transformers
 
         cfg = hf_shrunk_config(model_type, overrides)
-        for c in [cfg] + [v for v in vars(cfg).values() if hasattr(v, "_attn_implementation")]:
-            c._attn_implementation = "eager"
+        _eager_attention(cfg)
         if head == "tok":
             cfg.num_labels = 10
         if head == "s2s" and not getattr(cfg, "is_encoder_decoder", False):
@@ -858,7 +864,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
 # `__t256`): torch's --cache keys and the --exports files of two sizes never meet.
 DEFAULT_IMAGE = 64
 DEFAULT_TOKENS = 32
-SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens"}
+SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens", "hft": "tokens"}
 
 
 def set_sizes(image: int | None = None, tokens: int | None = None) -> None:
@@ -909,7 +915,7 @@ def resized(record: list) -> list:
         kw["input"] = kw["input"][:-2] + [IMG[1], IMG[2]]
     elif source == "tv" and len(kw["input"]) == 3 and kw["input"][0] == 3:
         kw["input"] = [3, IMG[1], IMG[2]]
-    elif source == "hf" and kw.get("config"):
+    elif source in ("hf", "hft") and kw.get("config"):
         for key in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
             kw["config"] = _resized_config(kw["config"], key, IDS[1], grow_only=True)
     return [source, name, kw]
@@ -990,6 +996,13 @@ def _why(msg: str) -> str:
     return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."
 
 
+def _outermost(cov: dict) -> str:
+    """The outermost modules of a row's unread parameters (`figures.torch.coverage.unread_modules`, since
+    the report names them), two at most; "" for rows measured before."""
+    mods = cov.get("unread_modules") or []
+    return f" ({', '.join(mods[:2])}{' and more' if len(mods) > 2 else ''})" if mods else ""
+
+
 def table(rows: list[dict]) -> str:
     """The draw's table, misses included: each refusal's reason, each estimated op's bytes at the peak
     where the profile estimated any; then the counts the issue judges by."""
@@ -1027,7 +1040,7 @@ def table(rows: list[dict]) -> str:
             far += 1
             far_named += bool(named or unread or folded or made or composite or folded_params)
         note = "; ".join(([f"estimated: {named}"] if named else [])
-                         + ([f"not counted: {len(unread)} parameters no op reads"] if unread else [])
+                         + ([f"not counted: {len(unread)} parameters no op reads" + _outermost(cov)] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
                              f"({sum(c['bytes'] for c in folded):,d} B)"] if folded else [])
                          + ([f"not counted: {len(made)} layers read a batch-shaped constant "

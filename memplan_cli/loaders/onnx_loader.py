@@ -762,8 +762,9 @@ def _export_rewrites(model) -> dict | None:
         for p in vi.metadata_props:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
+    unread = _unread_parameters(model, placeholders, folded)
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": _unread_parameters(model, placeholders, folded), "inlined": inlined,
+            "unread": unread, "unread_modules": _unread_modules(placeholders, unread), "inlined": inlined,
             "lines": lines, "line_text": line_text}
 
 
@@ -797,6 +798,31 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
             continue
         out.extend(t for _, t in params)
     return out
+
+
+def _unread_modules(placeholders: dict, unread: list[str]) -> list[str]:
+    """The outermost modules whose every parameter the graph signature lists is unread (git's
+    `m.git.image_encoder` and `m.git.visual_projection` beside its read `m.git.encoder`): what the
+    report names instead of the first modules of a long list. A parameter held directly by a module
+    whose other parameters are read is not unread (`_unread_parameters`), so every unread one has one."""
+    if not unread:
+        return []
+    targets = [t for kind, t in placeholders.values() if kind == "PARAMETER"]
+    gone = set(unread)
+    read_under: set[str] = set()  # every module that holds a read parameter, at any depth
+    for t in targets:
+        if t not in gone:
+            parts = t.split(".")
+            read_under.update(".".join(parts[:k]) for k in range(1, len(parts)))
+    out = []
+    for t in unread:
+        parts = t.split(".")
+        # the outermost ancestor holding no read parameter (the module itself at the least)
+        outer = next((".".join(parts[:k]) for k in range(1, len(parts))
+                      if ".".join(parts[:k]) not in read_under), t)
+        if outer not in out:
+            out.append(outer)
+    return sorted(out)
 
 
 # the attribute names transformers gives the language part of a composite (multimodal) model: every

@@ -227,12 +227,38 @@ def parameters_dict(analysis) -> dict | None:
     floats = [o for o in graph.operands if o.is_const and len(o.shape) > 0 and o.dtype.startswith(("float", "bfloat"))]
     assumed = [o.name for o in floats if o.assumed and not o.computed and (trained is None or o.index in trained)]
     out = {"rule": rule, "assumed_trainable": assumed, "not_parameters": sum(1 for o in floats if o.computed)}
+    computed_from = _assumed_from(graph, [o for o in floats if o.name in set(assumed)])
+    if computed_from:
+        out["assumed_from"] = computed_from
     merged = [{"norm": m["norm"], "op": m["op"], "into": list(m["into"]),
                "weights": [graph.operands[w].name for w in m["weights"]]}
               for m in graph.metadata.get("merged_parameters", ())
               if trained is None or any(w in trained for w in m["weights"])]
     if merged:
         out["merged_normalizations"] = merged
+    return out
+
+
+def _assumed_from(graph, assumed: list) -> dict:
+    """{assumed weight: the parameters it was computed from}: a constant the load folded from the file's
+    named weights (`Operand.sources`: a TorchScript lookup of a table at fixed positions), or one whose
+    record (`pkg.onnxscript.optimizer.folded_from`, its own or that of the constant it was folded from)
+    names parameters of the dynamo graph signature, which the rules could not tell it is (a frozen
+    position table's rows at fixed positions: RoFormer's `sin_pos` / `cos_pos`). Names them so the user
+    can tell what trains; the file does not say whether those parameters train."""
+    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
+    folded = export.get("folded_from") or {}
+    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
+    out = {}
+    for o in assumed:
+        found = set()
+        for s in o.sources or (o.name,):
+            if s in folded:
+                found.update(t for t in folded[s] if t in params)
+            elif s != o.name:
+                found.add(s)  # a weight of the file's own the load folded this from
+        if found:
+            out[o.name] = sorted(found)
     return out
 
 

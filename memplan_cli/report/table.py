@@ -226,10 +226,22 @@ def dims_part(c: dict) -> str:
     return "".join(f" · {k}={v}" for k, v in (c.get("dims") or {}).items())
 
 
+def _torch_coverage(doc: dict) -> dict:
+    """`figures.torch.coverage` of a report, or {} (another profile's report)."""
+    return ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+
+
+def _said(doc: dict, key: str) -> str:
+    """The sentence the torch profile wrote for coverage[key] (`.note`) with its JSON pointer, where
+    the profile says it is a large enough share of the peak for the header (`.says_so`)."""
+    part = _torch_coverage(doc).get(key) or {}
+    return f"{part['note']} (JSON figures.torch.coverage.{key})" if part.get("says_so") else ""
+
+
 def torch_estimate_note(doc: dict) -> str:
     """The torch profile's header line when ops without a measured rule hold a share of the peak
     (`figures.torch.coverage.says_so`): those ops, by type, and their bytes there."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
+    cov = _torch_coverage(doc)
     if not cov.get("says_so"):
         return ""
     types = sorted({e["type"] for e in cov["estimated"]})
@@ -248,45 +260,30 @@ def torch_estimate_note(doc: dict) -> str:
     for reason, (n, b) in named.items():
         line += f"; {n} of them ({b:,d} B) as {reason}"
     loop = cov.get("as_loop") or {}
-    if loop:
-        line += (f"; with the {loop['loops']} forward-substitution loop(s) run as written instead of "
-                 f"solve_triangular, the peak is {loop['peak']:,d} B")
+    if loop.get("note"):
+        line += "; " + loop["note"]
     return line
 
 
 def torch_folded_note(doc: dict) -> str:
     """The torch profile's header line when eager ops on constants that memplan folded at load make a
-    share of the peak it does not count (`figures.torch.coverage.not_counted.says_so`)."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    nc = cov.get("not_counted") or {}
-    if not nc.get("says_so"):
-        return ""
-    types = sorted({c["type"] for c in nc["ops"]})
-    return (f"not counted: {len(nc['ops'])} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
-            f"folded into constants here; their {nc['bytes']:,d} B of outputs are not in the figure (JSON "
-            f"figures.torch.coverage.not_counted)")
+    share of the peak it does not count: the sentence the profile wrote
+    (`figures.torch.coverage.not_counted.note`, printed when `says_so`)."""
+    return _said(doc, "not_counted")
 
 
 def torch_held_note(doc: dict) -> str:
     """The torch profile's header line when ops a dynamo file records under one source line each (a
     called function whose own lines it does not record) would hold a share of the peak more had every
-    tensor they make lived until they return (`figures.torch.coverage.as_held.says_so`)."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    held = cov.get("as_held") or {}
-    if not held.get("says_so"):
-        return ""
-    calls = [t for t in held["lines"] if t.endswith("(")] or held["lines"]
-    shown = "; ".join(f"`{t}`" for t in calls[:1]) + (" and more" if len(held["lines"]) > 1 else "")
-    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
-            f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
-            f"peak is {held['peak']:,d} B (JSON figures.torch.coverage.as_held)")
+    tensor they make lived until they return: the sentence the profile wrote
+    (`figures.torch.coverage.as_held.note`, printed when `says_so`)."""
+    return _said(doc, "as_held")
 
 
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
     op of the file reads: the sentence the profile wrote (`figures.torch.coverage.unread_note`)."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    note = cov.get("unread_note")
+    note = _torch_coverage(doc).get("unread_note")
     return f"{note} (JSON figures.torch.coverage.unread_parameters)" if note else ""
 
 
@@ -294,75 +291,47 @@ def torch_composite_note(doc: dict) -> str:
     """The torch profile's header line when the file is the language part of a composite model and does
     not list the other parts' parameters (`figures.torch.coverage.composite.note`: a TorchScript export;
     a dynamo file's unread line names them)."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    return (cov.get("composite") or {}).get("note") or ""
+    return (_torch_coverage(doc).get("composite") or {}).get("note") or ""
 
 
 def torch_estimated_parameters_note(doc: dict) -> str:
     """The torch profile's header line when parameters were run again from a constant the exporter
-    folded of the part its ops read (`figures.torch.coverage.estimated_parameters`: a position table
-    folded to the rows read): eager holds the whole parameter, the file gives no size."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    targets = cov.get("estimated_parameters") or []
-    if not targets:
-        return ""
-    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
-    return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
-            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
-            f"and optimizer state; the file gives no size (JSON figures.torch.coverage.estimated_parameters)")
+    folded of the part its ops read (a position table folded to the rows read): the sentence the
+    profile wrote (`figures.torch.coverage.estimated_parameters_note`)."""
+    note = _torch_coverage(doc).get("estimated_parameters_note")
+    return f"{note} (JSON figures.torch.coverage.estimated_parameters)" if note else ""
 
 
 def torch_constant_layers_note(doc: dict) -> str:
     """The torch profile's header line when trained layers read a constant of a batch's shape instead
-    of anything computed from the model's input (`figures.torch.coverage.constant_layers.says_so`):
-    a tensor the module made each step; made requiring grad (transformers MRA's fallback without its
-    CUDA kernel), eager holds it and its gradient through the step, which the file cannot say."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    cl = cov.get("constant_layers") or {}
-    if not cl.get("says_so"):
-        return ""
-    return (f"not counted: {len(cl['constants'])} trained layer(s) read a batch-shaped constant "
-            f"({cl['bytes']:,d} B), not the model's input; if the module made it requiring grad, "
-            f"eager also holds it and its gradient through the step "
-            f"(JSON figures.torch.coverage.constant_layers)")
+    of anything computed from the model's input: a tensor the module made each step; made requiring
+    grad (transformers MRA's fallback without its CUDA kernel), eager holds it and its gradient through
+    the step, which the file cannot say. The sentence the profile wrote
+    (`figures.torch.coverage.constant_layers.note`, printed when `says_so`)."""
+    return _said(doc, "constant_layers")
+
+
+def torch_contiguous_note(doc: dict) -> str:
+    """The torch profile's header line when transposed tensors a reshape reads as a view would have been
+    copied by a `.contiguous()` a TorchScript file does not record, for a share of the peak
+    (`figures.torch.coverage.contiguous.says_so`): the sentence the profile wrote (`.note`)."""
+    return _said(doc, "contiguous")
 
 
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
-    run (a TorchScript export cannot tell) change the peak: the figure with each read as one."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    fn = cov.get("as_functions") or {}
-    peak = ((doc.get("figures") or {}).get("torch") or {}).get("peak") or 0
-    if not fn.get("says_so") or not peak:
-        return ""
-    return f"estimated: {function_modules(fn['modules'])} " + as_functions_figure(fn["peak"], peak)
+    run (a TorchScript export cannot tell) change the peak: the sentence the profile wrote
+    (`figures.torch.coverage.as_functions.note`, printed when `says_so`)."""
+    fn = _torch_coverage(doc).get("as_functions") or {}
+    return fn.get("note", "") if fn.get("says_so") else ""
 
 
 def torch_no_grad_note(doc: dict) -> str:
     """The torch profile's header line when ops a dynamo export inlined from the body of a `with` block
-    (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad."""
-    torch = (doc.get("figures") or {}).get("torch") or {}
-    ng = (torch.get("coverage") or {}).get("as_no_grad") or {}
-    peak = torch.get("peak") or 0
-    if not ng.get("says_so") or not peak:
-        return ""
-    return (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined ran as "
-            f"recorded; if under torch.no_grad() (the file cannot tell it from autocast), the peak is "
-            f"{ng['peak']:,d} B ({100 * (ng['peak'] / peak - 1):+.1f} %)")
-
-
-def function_modules(modules: list) -> str:
-    """`gelu_impl x 2`: the modules' last names, counted."""
-    names: dict[str, int] = {}
-    for m in modules:
-        name = m["module"].rsplit("/", 1)[-1]
-        names[name] = names.get(name, 0) + 1
-    return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
-
-
-def as_functions_figure(alt: int, peak: int) -> str:
-    return (f"may have run as custom autograd Functions saving only their inputs (the file cannot tell); "
-            f"so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+    (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad:
+    the sentence the profile wrote (`figures.torch.coverage.as_no_grad.note`, printed when `says_so`)."""
+    ng = _torch_coverage(doc).get("as_no_grad") or {}
+    return ng.get("note", "") if ng.get("says_so") else ""
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -428,8 +397,11 @@ def assumed_note(doc: dict) -> str:
     names = (doc.get("parameters") or {}).get("assumed_trainable") or []
     if not names:
         return ""
+    folded = (doc.get("parameters") or {}).get("assumed_from") or {}
+    computed_from = sorted({t for ts in folded.values() for t in ts})
+    origin = f"; {len(folded)} of them computed from {_names(computed_from, 2)}" if computed_from else ""
     return (f"{len(names)} weight(s) assumed trainable: the file does not tell whether they are parameters of "
-            f"the source model ({_names(names, 3)}; all in the JSON report, parameters.assumed_trainable); "
+            f"the source model ({_names(names, 3)}{origin}; all in the JSON report, parameters.assumed_trainable); "
             "--freeze params:GLOB keeps them frozen")
 
 
@@ -488,7 +460,8 @@ class TableReporter(Reporter):
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
-                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc)):
+                    torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
+                    torch_contiguous_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

@@ -233,6 +233,52 @@ def test_a_constant_folded_from_a_parameter_is_left_to_the_other_rules(tmp_path)
     assert _kinds(load_model(save(tmp_path, m)))["unsqueeze_1"] == "assumed"
 
 
+def test_an_assumed_weight_is_named_with_the_parameters_it_was_folded_from(tmp_path):
+    # RoFormer's frozen sinusoidal table, looked up at fixed positions and folded (`unsqueeze_13`):
+    # neither the signature nor the record says it is frozen, but the record names the table, and the
+    # report says so beside the constant's own name; a TorchScript-like file has no record to name
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4),
+                ["arange_4", "embedding_2", "m.pos.weight", "val_0"])
+    p = save(tmp_path, m)
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["assumed_trainable"] == ["unsqueeze_1"]
+    assert d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}
+    import jsonschema
+
+    from memplan_cli.schemas import load_schema
+
+    jsonschema.validate(d, load_schema("analysis"))
+    text = " ".join(_analyze(p).split())
+    assert "(unsqueeze_1; 1 of them computed from m.pos.weight; all in the JSON report" in text
+    # --freeze names it by the parameter the record names, as by its own name
+    frozen = json.loads(_analyze(p, "-f", "json", "--freeze", "params:m.pos.*"))
+    assert frozen["parameters"]["assumed_trainable"] == [] and frozen["categories"]["gradient"]["naive"] == 4 * (64 + 32)
+    # an assumed weight with no such record (the folded value of test_a_folded_value_is_unknown...)
+    bare = json.loads(_analyze(save(tmp_path, _dynamo_like(all_params_found=False)), "-f", "json"))
+    assert bare["parameters"]["assumed_trainable"] == ["unsqueeze_1"] and "assumed_from" not in bare["parameters"]
+
+
+def test_an_assumed_weight_the_load_folded_is_named_with_the_weight_it_was_computed_from(tmp_path):
+    # a TorchScript export of the same table: the trace keeps the lookup of every row at fixed positions
+    # (a Gather of the state-dict weight, then an Unsqueeze), which the load folds into one constant named
+    # after the last op's output; the report names the weight it was computed from
+    rng = np.random.default_rng(6)
+    inits = {"m.fc.weight": rng.normal(size=(8, 4)).astype(np.float32),
+             "m.pos.weight": rng.normal(size=(2, 4)).astype(np.float32), "ids": np.array([1, 0], np.int64),
+             "axes": np.array([0], np.int64)}
+    nodes = [helper.make_node("MatMul", ["x", "m.fc.weight"], ["a"]),
+             helper.make_node("Gather", ["m.pos.weight", "ids"], ["/m/pos/Gather_output_0"]),
+             helper.make_node("Unsqueeze", ["/m/pos/Gather_output_0", "axes"], ["/m/Unsqueeze_output_0"]),
+             helper.make_node("Add", ["a", "/m/Unsqueeze_output_0"], ["y"])]
+    m = onnx_model(nodes, [("x", (2, 8))], [("y", (1, 2, 4))], inits)
+    m.producer_name = "pytorch"
+    p = save(tmp_path, m)
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["assumed_trainable"] == ["/m/Unsqueeze_output_0"]
+    assert d["parameters"]["assumed_from"] == {"/m/Unsqueeze_output_0": ["m.pos.weight"]}
+    assert "(/m/Unsqueeze_output_0; 1 of them computed from m.pos.weight;" in " ".join(_analyze(p).split())
+
+
 def test_a_constant_no_gradient_can_reach_is_not_called_assumed_trainable(tmp_path):
     # W2 is only compared with (Less: no gradient), W3 only has its shape read: whatever the file
     # names them, neither trains, and inspect says so as analyze does (frozen: no loss depends on it)

@@ -151,6 +151,10 @@ def test_a_dynamo_files_forward_substitution_is_counted_as_solve_triangular(tmp_
     assert all("solve_triangular" in w and "forward-substitution loop" in w for w in why.values())
     # beside it, the loop as written: each row's copies saved, more than the solves hold
     assert cov["as_loop"]["loops"] == 1 and cov["as_loop"]["peak"] > t["peak"]
+    # the profile writes the clause once (JSON); the table's estimated line and compare's line add it
+    from memplan_cli.profiles.torch import coverage_line
+
+    assert "; " + cov["as_loop"]["note"] + " (devtools" in coverage_line(cov)
     check_verify(p, "-b", "2")
 
 

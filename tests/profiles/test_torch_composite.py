@@ -141,3 +141,15 @@ def test_the_dev_tool_runs_the_loaders_rule_on_files(tmp_path):
     composite = _file(tmp_path, "composite", "m.model.text_model", head="m.classifier")
     plain = _file(tmp_path, "plain", "m.model")
     assert files_read_as_composites([composite, plain]) == [(composite, {"language_part": "m.model.text_model"})]
+
+
+def test_the_dev_tool_says_where_a_dynamo_file_mentions_what_no_op_reads(tmp_path):
+    # GIT's image encoder beside its read text encoder: the signature is the only place that names it
+    # (by target and by placeholder), so the file holds no size for it; a TorchScript file is skipped
+    from devtools.composite_parts import unread_traces
+
+    listed = ["m.git.image_encoder.layers.0.weight", "m.git.image_encoder.norm.weight",
+              "m.git.visual_projection.0.weight"]
+    dyn = _file(tmp_path, "git_dyn", "m.git.encoder", head="m.output", listed=listed)
+    ts = _file(tmp_path, "git_ts", "m.git.encoder", head="m.output")
+    assert unread_traces([dyn, ts]) == [(dyn, [("m.git.image_encoder", 4, 4), ("m.git.visual_projection", 2, 2)])]

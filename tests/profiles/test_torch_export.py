@@ -489,6 +489,15 @@ def test_a_folded_embedding_of_constant_ids_trains_the_table_not_the_rows(tmp_pa
     # the table itself is named: counted at the rows the constant keeps, its size not in the file
     assert got["coverage"]["estimated_parameters"] == ["tt.weight"]
     assert "estimated_parameters" not in want["coverage"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_estimated_parameters_note
+
+    note = got["coverage"]["estimated_parameters_note"]
+    assert torch_estimated_parameters_note({"figures": {"torch": got}}) == \
+        note + " (JSON figures.torch.coverage.estimated_parameters)"
+    assert "; " + note + " (devtools" in coverage_line(got["coverage"])
+    assert "estimated_parameters_note" not in want["coverage"]
 
 
 def test_the_table_report_names_a_parameter_counted_at_the_part_a_folded_constant_keeps(tmp_path):
@@ -753,6 +762,12 @@ def test_eager_ops_on_constants_folded_at_load_are_named_as_not_counted(tmp_path
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split("\n┏")[0].split())
     assert "not counted: 1 op(s) PyTorch runs on constants each step (Mul) were folded into constants here" in head
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_folded_note
+
+    assert torch_folded_note({"figures": {"torch": t}}) == nc["note"] + " (JSON figures.torch.coverage.not_counted)"
+    assert "; " + nc["note"] + " (devtools" in coverage_line(t["coverage"])
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     # a TorchScript file records no calls: nothing is named
@@ -788,6 +803,34 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     from memplan_cli.profiles.torch import coverage_line
 
     assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
+
+
+def test_unread_parameters_are_named_by_the_outermost_modules_none_of_whose_parameters_is_read(tmp_path):
+    # git's image encoder and projection sit beside its read text encoder (`m.git.image_encoder`,
+    # `m.git.visual_projection`): the line names those two, not the first of their many submodules;
+    # a module beside a read parameter of its parent (`l1.extra` under the read `l1`) stops at itself
+    listed = ["vision.tower.blocks.0.attn.weight", "vision.tower.blocks.1.attn.weight", "vision.tower.norm.bias",
+              "vision.proj.weight", "l1.extra.a.weight", "l1.extra.b.weight"]
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    path = _with_unread(tmp_path, "towers", listed)
+    t, _ = _torch(path)
+    assert t["coverage"]["unread_modules"] == ["l1.extra", "vision"]
+    assert t["coverage"]["unread_note"].startswith("not counted: 6 parameter(s) no op of the file reads "
+                                                   "(l1.extra, vision); eager holds them")
+    assert sorted(t["coverage"]["unread_parameters"]) == sorted(listed)
+    r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce"])
+    assert r.exit_code == 0, r.output
+    assert "no op of the file reads (l1.extra, vision)" in " ".join(r.output.split("\n┏")[0].split())
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    assert doc["figures"]["torch"]["coverage"]["unread_modules"] == ["l1.extra", "vision"]
 
 
 def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_modelled(tmp_path):
@@ -876,6 +919,13 @@ def test_ops_inlined_from_a_with_block_are_named_with_the_no_grad_figure_beside(
     assert ng["blocks"] == 1 and ng["ops"] == 2
     # under no_grad the block saves nothing (relu's output, mm2's input) and w2 gets no gradient
     assert ng["peak"] < t["peak"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_no_grad_note
+
+    assert ng["note"].startswith("estimated: 2 op(s) of 1 `with` block(s) the exporter inlined ran as recorded")
+    assert torch_no_grad_note({"figures": {"torch": t}}) == (ng["note"] if ng["says_so"] else "")
+    assert ("; " + ng["note"] + " (devtools" in coverage_line(cov)) == ng["says_so"]
 
 
 def _norm_scales(tmp_path, name, merged: bool):
@@ -984,9 +1034,57 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     from memplan_cli.profiles.torch.figures import coverage_line
-    assert "1 trained layer(s) read a batch-shaped constant" in coverage_line(t["coverage"])
+    from memplan_cli.report.table import torch_constant_layers_note
+
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    assert torch_constant_layers_note({"figures": {"torch": t}}) == \
+        cl["note"] + " (JSON figures.torch.coverage.constant_layers)"
+    assert "; " + cl["note"] + " (devtools" in coverage_line(t["coverage"])
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
+    assert "constant_layers" not in t["coverage"]
+
+
+def _made_attention_choices(tmp_path, name, regrouped: bool, tokens: int = 3):
+    """MRA's made leaf under a multiple-choice head: the input (4, 6, 16) is viewed as 8 rows of 3
+    tokens (`regrouped`: transformers' `input_ids.view(-1, length)` of 4 x 2 choices) and the layer
+    reads the module's own zeros of those 8 rows, cut to 8 wide; else the zeros' 8 rows are viewed
+    back to the batch's 4 before the input is added, and nothing computed from the input has 8 rows.
+    `tokens`: the zeros' tokens per row (3: the shape of the input's regrouped view; 1 broadcasts)."""
+    cut = ["starts", "ends", "axes"]
+    nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("Slice", ["z", *cut], ["sz"], name="cut_z"),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="dense_t"),
+             helper.make_node("MatMul", ["sz", "wt"], ["mm"], name="dense")]
+    if regrouped:
+        nodes += [helper.make_node("Reshape", ["x", "rows8"], ["xr"], name="choices"),
+                  helper.make_node("Slice", ["xr", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["mm", "s"], ["a"], name="residual"),
+                  helper.make_node("Reshape", ["a", "rows4"], ["y"], name="batch")]
+    else:
+        nodes += [helper.make_node("Reshape", ["mm", "rows4"], ["m4"], name="batch"),
+                  helper.make_node("Slice", ["x", *cut], ["s"], name="cut_x"),
+                  helper.make_node("Add", ["m4", "s"], ["y"], name="residual")]
+    inits = [("rows", np.array([8], np.int64)), ("cols", np.array([tokens, 16], np.int64)),
+             ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
+             ("axes", np.array([2], np.int64)), ("w", _w(8, 8)),
+             ("rows8", np.array([8, 3, 16], np.int64)), ("rows4", np.array([4, 6, 8], np.int64))]
+    return _save(tmp_path, name, nodes, inits, [4, 6, 16], [4, 6, 8])
+
+
+def test_a_batch_shaped_constant_of_regrouped_rows_is_named(tmp_path):
+    # a multiple-choice head views its 4 x 2 choices as 8 rows: the module's zeros have the 8 rows a
+    # tensor computed from the input has (MRA's multiple-choice head), not the input's 4
+    t, _ = _torch(_made_attention_choices(tmp_path, "choices", regrouped=True))
+    cl = t["coverage"]["constant_layers"]
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 8 * 4)]
+    # 8 rows no tensor computed from the input has: no batch's rows, nothing named
+    t, _ = _torch(_made_attention_choices(tmp_path, "apart", regrouped=False))
+    assert "constant_layers" not in t["coverage"]
+    # 8 rows, but no tensor computed from the input has the zeros' shape (a folded table that happens
+    # to have a multiple of the batch's rows, Funnel's relative positions): nothing named
+    t, _ = _torch(_made_attention_choices(tmp_path, "table", regrouped=True, tokens=1))
     assert "constant_layers" not in t["coverage"]
 
 

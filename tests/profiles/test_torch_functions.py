@@ -107,6 +107,12 @@ def test_a_torchscript_formula_module_stays_op_by_op_named_with_the_function_fig
     note = torch_functions_note({"figures": {"torch": t}})
     assert note.startswith("estimated: act may have run as custom autograd Functions") == fn["says_so"]
     assert not fn["says_so"] or f"{fn['peak']:,d} B" in note
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    from memplan_cli.profiles.torch import coverage_line
+
+    assert fn["note"].startswith("estimated: act may have run as custom autograd Functions")
+    assert note == (fn["note"] if fn["says_so"] else "")
+    assert ("; " + fn["note"] + " (devtools" in coverage_line(cov)) == fn["says_so"]
 
 
 def test_the_function_figure_is_in_the_json_report(tmp_path):
@@ -163,3 +169,57 @@ def test_a_recorded_function_whose_ops_are_not_consecutive_stays_op_by_op_named(
     est = a.extras["torch"]["coverage"]["estimated"]
     assert sorted(e["type"] for e in est) == ["Add", "Mul", "Mul", "Mul", "Tanh"]
     assert {"a", "b", "t", "e"} <= {b.name for b in a.buffers.buffers}
+
+
+def _score_formula(case=""):
+    """x (4, 64, 16); q, k, v projections in /m/att/{q,k,v}; s = q @ k^T (4, 64, 64) in /m/att;
+    YOSO's expectation written out in /m/att (a module with modules below it): (1 - acos(s) / pi) ** 8
+    times a mask cast from integer ids (as TorchScript writes a folded attention mask: a constant
+    that does not train); then e @ v and a head. `case`: "softmax" puts a Softmax after the mask,
+    "read_twice" lets the head read the formula's result too."""
+    nodes = [helper.make_node("MatMul", ["x", f"w{n}"], [n], name=f"/m/att/{n}/MatMul") for n in "qkv"]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="/m/att/Transpose"),
+              helper.make_node("MatMul", ["q", "kt"], ["s"], name="/m/att/MatMul"),
+              helper.make_node("Acos", ["s"], ["a"], name="/m/att/Acos"),
+              helper.make_node("Div", ["a", "pi"], ["d"], name="/m/att/Div"),
+              helper.make_node("Sub", ["c1", "d"], ["u"], name="/m/att/Sub"),
+              helper.make_node("Pow", ["u", "c8"], ["p"], name="/m/att/Pow"),
+              helper.make_node("Constant", [], ["ids"], name="/m/att/Constant",
+                               value=numpy_helper.from_array(np.ones((4, 64, 1), np.int64))),
+              helper.make_node("Cast", ["ids"], ["mask"], to=TensorProto.FLOAT, name="/m/att/Cast"),
+              helper.make_node("Mul", ["p", "mask"], ["e0"], name="/m/att/Mul")]
+    if case == "softmax":
+        nodes.append(helper.make_node("Softmax", ["e0"], ["e"], axis=-1, name="/m/att/Softmax"))
+    nodes += [helper.make_node("MatMul", ["e" if case == "softmax" else "e0", "v"], ["o"], name="/m/att/MatMul_1"),
+              helper.make_node("MatMul", ["o", "wh"], ["y0"], name="/m/head/MatMul")]
+    if case == "read_twice":
+        nodes += [helper.make_node("ReduceSum", ["e0", "ax"], ["r"], keepdims=1, name="/m/ReduceSum"),
+                  helper.make_node("Mul", ["y0", "r"], ["y"], name="/m/Mul")]
+    else:
+        nodes[-1].output[0] = "y"
+    inits = {"wq": np.ones((16, 32), np.float32), "wk": np.ones((16, 32), np.float32),
+             "wv": np.ones((16, 32), np.float32), "wh": np.ones((32, 128), np.float32),
+             "pi": np.array(np.pi, np.float32), "c1": np.array(1.0, np.float32), "c8": np.array(8.0, np.float32),
+             "ax": np.array([-1], np.int64)}
+    return nodes, inits
+
+
+def test_a_formula_between_two_products_may_have_been_a_function(tmp_path):
+    # YOSO's YosoCumulation: the TorchScript file writes the Function's forward out op by op, in the
+    # attention module's own scope beside its projections; a chain of elementwise ops from one product
+    # to the next, reading a constant mask, is named (the op-by-op figure stays, the Function's beside)
+    nodes, inits = _score_formula()
+    a = _analyze(_save(tmp_path, nodes, inits))
+    cov = a.extras["torch"]["coverage"]
+    assert cov["as_functions"]["modules"] == [{"module": "/m/att", "ops": 5}]
+    assert sorted(e["type"] for e in cov["estimated"]) == ["Acos", "Div", "Mul", "Pow", "Sub"]
+    assert cov["as_functions"]["peak"] < a.extras["torch"]["peak"]
+
+
+@pytest.mark.parametrize("case", ["softmax", "read_twice"])
+def test_what_is_not_a_formula_between_products(tmp_path, case):
+    # an attention's softmax is no elementwise op (a plain attention is never named); a result read by
+    # more than the next product is no Function's single output
+    nodes, inits = _score_formula(case)
+    cov = _analyze(_save(tmp_path, nodes, inits)).extras["torch"]["coverage"]
+    assert "as_functions" not in cov

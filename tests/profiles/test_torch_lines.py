@@ -52,6 +52,15 @@ def test_a_call_recorded_under_one_line_is_named_with_its_locals_held(tmp_path):
     # the figure frees t0 once t1 is made; beside it, t0 held to the call's last op: one more
     # (N, D) tensor where the call's last sum is made, never less
     assert held["peak"] >= t["peak"]
+    # the profile writes the sentence once (JSON); the table's header and compare's line print it
+    assert held["note"].startswith("not counted: the Python locals of 1 call(s) the file records under one "
+                                   "source line each (3 ops; `y, state = chunked_rule(`)")
+    from memplan_cli.profiles.torch import coverage_line
+    from memplan_cli.report.table import torch_held_note
+
+    said = {**t, "coverage": {**t["coverage"], "as_held": {**held, "says_so": True}}}
+    assert torch_held_note({"figures": {"torch": said}}) == held["note"] + " (JSON figures.torch.coverage.as_held)"
+    assert "; " + held["note"] + " (devtools" in coverage_line(said["coverage"])
     from memplan_cli.profiles.torch import PROFILE
     from memplan_cli.profiles.torch.replay import replay
 

@@ -128,11 +128,18 @@ class TorchProfile:
             # record): the figure with each held to that line's last op, reported beside
             alt = replay(tg, config, as_solve=True, as_held_lines=True)[0]
             sim.coverage["as_held_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+        if sim.coverage.get("contiguous_sites"):
+            # transposed tensors a TorchScript file's reshape reads as views, where a `.contiguous()` it
+            # does not record would have copied: the figure with each copied, reported beside
+            names = frozenset(c["tensor"] for c in sim.coverage["contiguous_sites"])
+            alt = replay(tg, config, as_solve=True, as_contiguous=names)[0]
+            sim.coverage["as_contiguous_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
         unread = (export or {}).get("unread") or []
         if unread:
             sim.coverage["unread_parameters"] = list(unread)
+            sim.coverage["unread_modules"] = list(export.get("unread_modules") or ())
         # the language part of a composite model: eager also holds the other parts (loaders/onnx_loader.py)
         composite = (getattr(graph, "metadata", None) or {}).get("composite")
         if composite:

@@ -29,13 +29,16 @@ def coverage(bl, at: int, peak: int) -> dict:
     if folded:
         # eager ops on constants the loader folded: their tensors are no part of the figure
         n = sum(c["bytes"] for c in folded)
-        out["not_counted"] = {"ops": [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded],
-                              "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak}
+        ops = [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded]
+        out["not_counted"] = {"ops": ops, "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak,
+                              "note": folded_note(ops, n)}
     if cov.get("unread_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
         # does not (their sizes are not in the file); the sentence the reports print, written once here
         out["unread_parameters"] = list(cov["unread_parameters"])
-        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"))
+        if cov.get("unread_modules"):
+            out["unread_modules"] = list(cov["unread_modules"])
+        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
     if cov.get("composite"):
         # the file is the language part of a composite model: eager also holds the other parts' parameters
         # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
@@ -48,37 +51,58 @@ def coverage(bl, at: int, peak: int) -> dict:
         # eager holds the whole parameter (and, trained, its gradient and optimizer state); the file
         # records no size, so the figure counts the part the constant keeps
         out["estimated_parameters"] = list(cov["estimated_parameters"])
+        out["estimated_parameters_note"] = estimated_parameters_note(cov["estimated_parameters"])
     if cov.get("constant_layers"):
         # trained layers whose data input is a batch-shaped constant (constant_layers.py): if the module
         # made it requiring grad, eager also holds it and its gradient through the step
         made = cov["constant_layers"]
         n = sum(c["bytes"] for c in made)
         out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
-                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak}
+                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak,
+                                  "note": constant_layers_note(len(made), n)}
+    if cov.get("contiguous_sites"):
+        # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
+        # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
+        sites = cov["contiguous_sites"]
+        alt = cov["as_contiguous_peak"]
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
+                             "bytes": sum(c["bytes"] for c in sites), "peak": alt,
+                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
                                "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
         alt = cov["as_loop_peak"]
         out["as_loop"] = {"loops": cov["solves"], "peak": alt,
-                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak,
+                          "note": (f"with the {cov['solves']} forward-substitution loop(s) run as written "
+                                   f"instead of solve_triangular, the peak is {alt:,d} B")}
     if cov.get("held_lines"):
         # ops a dynamo file records under one source line (a called function's own lines unrecorded):
         # its Python locals are not counted; the peak with every tensor they make held to the line's end
         alt = cov["as_held_peak"]
         out["as_held"] = {**cov["held_lines"], "peak": alt,
                           "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        out["as_held"]["note"] = held_note(out["as_held"])
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
         alt = cov["as_no_grad_peak"]
         out["as_no_grad"] = {**cov["regions"], "peak": alt,
                              "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+        if peak:
+            ng = out["as_no_grad"]
+            ng["note"] = (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined "
+                          f"ran as recorded; if under torch.no_grad() (the file cannot tell it from autocast), "
+                          f"the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     return out
 
 
@@ -92,34 +116,30 @@ def coverage_line(cov: dict) -> str:
         for why in reasons(cov):
             line += f"; estimated as {why}"
         if cov.get("as_loop"):
-            line += (f"; with its {cov['as_loop']['loops']} forward-substitution loop(s) run as written instead "
-                     f"of solve_triangular, the peak is {cov['as_loop']['peak']:,d} B")
+            line += "; " + cov["as_loop"]["note"]
     nc = cov.get("not_counted") or {}
     if nc:
-        line += (f"; {len(nc['ops'])} op(s) eager runs on constants each step were folded here and are not "
-                 f"counted ({nc['bytes']:,d} B of outputs)")
+        line += "; " + nc["note"]
     if cov.get("unread_note"):
         line += "; " + cov["unread_note"]
     if (cov.get("composite") or {}).get("note"):
         line += "; " + cov["composite"]["note"]
-    if cov.get("estimated_parameters"):
-        line += "; " + estimated_parameters_note(cov["estimated_parameters"])
+    if cov.get("estimated_parameters_note"):
+        line += "; " + cov["estimated_parameters_note"]
     cl = cov.get("constant_layers") or {}
     if cl:
-        line += (f"; {len(cl['constants'])} trained layer(s) read a batch-shaped constant, not the model's "
-                 f"input ({cl['bytes']:,d} B): if the module made it requiring grad, eager also holds it and "
-                 f"its gradient through the step, not counted")
+        line += "; " + cl["note"]
+    if (cov.get("contiguous") or {}).get("says_so"):
+        line += "; " + cov["contiguous"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
-        line += (f"; {len(fn['modules'])} written-out formula(s) may have run as custom autograd Functions "
-                 f"saving only their inputs (peak so: {fn['peak']:,d} B)")
+        line += "; " + fn["note"]
     held = cov.get("as_held") or {}
     if held.get("says_so"):
-        line += "; " + held_note(held)
+        line += "; " + held["note"]
     ng = cov.get("as_no_grad") or {}
     if ng.get("says_so"):
-        line += (f"; {ng['ops']} op(s) of {ng['blocks']} inlined `with` block(s) may have run under no_grad "
-                 f"(peak so: {ng['peak']:,d} B)")
+        line += "; " + ng["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 
@@ -135,21 +155,64 @@ def reasons(cov: dict) -> list[str]:
     return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
 
 
+def functions_note(modules: list, alt: int, peak: int) -> str:
+    """What the figure estimates where written-out formulas may have run as custom autograd Functions
+    (`figures.torch.coverage.as_functions.note`, which the table's header and `compare` print): the
+    modules' last names, counted (`gelu_impl x 2`), and the peak so run."""
+    names: dict[str, int] = {}
+    for m in modules:
+        name = m["module"].rsplit("/", 1)[-1] or "the root module"
+        names[name] = names.get(name, 0) + 1
+    shown = ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
+    return (f"estimated: {shown} may have run as custom autograd Functions saving only their inputs (the file "
+            f"cannot tell); so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+
+
 def held_note(held: dict) -> str:
     """What the figure leaves out where ops are recorded under one source line: a called function's
-    Python locals."""
-    shown = "; ".join(f"`{t}`" for t in held["lines"][:2]) + (" and more" if len(held["lines"]) > 2 else "")
-    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source "
-            f"line each ({held['ops']} ops; {shown}): with every tensor they make held until they "
-            f"return, the peak is {held['peak']:,d} B")
+    Python locals (`figures.torch.coverage.as_held.note`, which the table's header and `compare`
+    print)."""
+    calls = [t for t in held["lines"] if t.endswith("(")] or held["lines"]
+    shown = "; ".join(f"`{t}`" for t in calls[:1]) + (" and more" if len(held["lines"]) > 1 else "")
+    return (f"not counted: the Python locals of {held['calls']} call(s) the file records under one source line "
+            f"each ({held['ops']} ops; {shown}): with every tensor they make held until they return, the "
+            f"peak is {held['peak']:,d} B")
+
+
+def contiguous_note(cont: dict) -> str:
+    """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
+    sentence the reports print, written once here."""
+    ops = [c["op"] for c in cont["views"]]
+    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
+            f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
-    """What the figure estimates: parameters a folded constant kept only a part of."""
+    """What the figure estimates: parameters a folded constant kept only a part of
+    (`figures.torch.coverage.estimated_parameters_note`, which the table's header and `compare` print)."""
     shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
     return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
-            f"read ({shown}), counted at that part's size: eager holds the whole parameter and, trained, its "
-            f"gradient and optimizer state; the file gives no size")
+            f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
+            f"and optimizer state; the file gives no size")
+
+
+def folded_note(ops: list, n: int) -> str:
+    """What the figure leaves out: eager ops on constants memplan folded at load
+    (`figures.torch.coverage.not_counted.note`, which the table's header and `compare` print)."""
+    types = sorted({c["type"] for c in ops})
+    return (f"not counted: {len(ops)} op(s) PyTorch runs on constants each step ({', '.join(types)}) were "
+            f"folded into constants here; their {n:,d} B of outputs are not in the figure")
+
+
+def constant_layers_note(layers: int, n: int) -> str:
+    """What the figure leaves out: trained layers reading a batch-shaped constant the module may have
+    made requiring grad (`figures.torch.coverage.constant_layers.note`, which the table's header and
+    `compare` print)."""
+    return (f"not counted: {layers} trained layer(s) read a batch-shaped constant ({n:,d} B), not the "
+            f"model's input; if the module made it requiring grad, eager also holds it and its gradient "
+            f"through the step")
 
 
 def composite_note(part: str) -> str:
@@ -163,11 +226,12 @@ def composite_note(part: str) -> str:
     return line
 
 
-def unread_note(targets: list, composite: dict | None = None) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered (in the
-    language part of a composite model: the composite's other parts, named). `figures.torch.coverage.
+def unread_note(targets: list, composite: dict | None = None, outermost: list | None = None) -> str:
+    """What the figure leaves out: the parameters of modules the traced forward never entered, named by
+    the outermost modules none of whose parameters is read (`outermost`; else by their own modules; in
+    the language part of a composite model: the composite's other parts). `figures.torch.coverage.
     unread_note`, which the table's header and `compare` print."""
-    modules = sorted({t.rpartition(".")[0] or t for t in targets})
+    modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
               "exporter merged with an equal one")

@@ -19,6 +19,7 @@ temporaries are the forward's peak of them), and it is named as estimated.
 from __future__ import annotations
 
 from memplan_cli.ops._torch import POINTWISE_MATH
+from memplan_cli.ops.matmul import MATMUL_TYPE as MATMUL  # a product of two computed tensors in eager
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import COMPOSED, ESTIMATED, facts
 from memplan_cli.profiles.torch.strides import elements
@@ -40,6 +41,44 @@ def module_path(name: str) -> str:
     return name.rsplit("/", 1)[0]
 
 
+def scope_of(name: str) -> str:
+    """The module scope of a TorchScript export's node name: its module path, "/" for the root module's
+    own ops ("/Acos"); "" for any other name."""
+    return module_path(name) or ("/" if name.startswith("/") and name.count("/") == 1 else "")
+
+
+def module_scope(irop) -> str:
+    """The module whose forward ran an op, as a string in which a submodule's scope extends its
+    parent's past a separator: a TorchScript node name's path ("/m/enc/layer.0/attn/Add" ->
+    "/m/enc/layer.0/attn"; "/" for the root module's own ops), else the dynamo exporter's recorded
+    name scopes (each level's module path, then the node's own fx name, joined by the loader) less
+    that name, after a "." ("." for the root's own ops); "" when the file records neither."""
+    if irop.name.startswith("/"):
+        return scope_of(irop.name) or "/"
+    if irop.call:
+        return "." + irop.scope.rsplit(".", 1)[0] if "." in (irop.scope or "") else "."
+    return ""
+
+
+def child_below(scope: str, outer: str) -> str | None:
+    """The submodule of `outer` (module_scope's strings) whose forward ran an op of `scope`, None
+    when `scope` is not strictly below `outer`."""
+    if not outer or len(scope) <= len(outer) or not scope.startswith(outer):
+        return None
+    if outer[-1] not in "/." and scope[len(outer)] not in "/.":
+        return None
+    rest = scope[len(outer):].lstrip("/.")
+    if outer[0] == "/":
+        return rest.split("/")[0]
+    # dynamo: each level's full path, so the child's path is the shortest one the rest repeats
+    parts = rest.split(".")
+    for k in range(1, len(parts) + 1):
+        c = ".".join(parts[:k])
+        if rest == c or rest.startswith(c + "." + c + "."):
+            return c
+    return rest
+
+
 def _outside_reads(members: list[EagerOp], opd) -> list[int]:
     """The non-scalar operands the members read that none of them makes, in order of first read."""
     made = {v for op in members for v in op.outputs}
@@ -58,14 +97,15 @@ def _leaving(members: list[EagerOp], g, uses) -> list[int]:
             if v in g.outputs or any(u not in inside for u in uses.get(v, ()))]
 
 
-def possible_functions(g, ops_: list[EagerOp], opd, uses) -> list[list[int]]:
+def possible_functions(g, ops_: list[EagerOp], opd, uses, trained=frozenset()) -> list[list[int]]:
     """Positions (in `ops_`) of each written-out formula that eager may have run inside a custom
     Function, in a TorchScript export (no recorded stack): the eager ops of one module scope (the node
     names' path) that is a leaf (no module below it), all elementwise and at least MIN_FORMULA_OPS,
     consecutive in eager order, reading no parameter (no non-scalar constant) and exactly one tensor
     from outside, and handing one tensor on. An exporter's decomposition of one aten op that the
     profile reads back as that op (silu, linear, group_norm, sdpa) is one eager op of another type,
-    so it is never part of one."""
+    so it is never part of one. Also, in any module scope, a chain of such ops between two matrix
+    products (_between_products)."""
     if any(op.call for op in g.operations):
         return []  # a dynamo export records its stack: a Function there is known (recorded_functions)
     paths = [module_path(op.name) for op in g.operations]
@@ -73,9 +113,10 @@ def possible_functions(g, ops_: list[EagerOp], opd, uses) -> list[list[int]]:
     by_scope: dict[str, list[int]] = {}
     for pos, op in enumerate(ops_):
         by_scope.setdefault(paths[op.index] if op.index < len(paths) else "", []).append(pos)
-    groups = []
+    groups = _between_products(ops_, [scope_of(op.name) for op in g.operations], opd, uses, trained)
+    taken = {p for pos in groups for p in pos}
     for scope, pos in by_scope.items():
-        if not scope or scope in parents:
+        if not scope or scope in parents or taken.intersection(pos):
             continue  # the root module's own ops, or a module with modules below it
         members = [ops_[p] for p in pos]
         if len(pos) < MIN_FORMULA_OPS or pos != list(range(pos[0], pos[-1] + 1)) or \
@@ -85,6 +126,45 @@ def possible_functions(g, ops_: list[EagerOp], opd, uses) -> list[list[int]]:
         if len(reads) != 1 or opd[reads[0]].is_const or len(_leaving(members, g, uses)) != 1:
             continue
         groups.append(pos)
+    return groups
+
+
+def _between_products(ops_: list[EagerOp], paths: list[str], opd, uses, trained) -> list[list[int]]:
+    """Chains of at least MIN_FORMULA_OPS elementwise ops of one module scope, consecutive in eager
+    order, each reading the one before it and the only reader of its result, that start at a matrix
+    product's result and hand on only to another product, reading nothing else but scalars and
+    constants that do not train (a mask): a score's formula a Function may have computed (YOSO's
+    `YosoCumulation`, whose forward the TorchScript file writes out op by op). An attention's softmax
+    is no elementwise op, so a plain attention never makes one."""
+    made_by = {v: pos for pos, op in enumerate(ops_) for v in op.outputs if v >= 0}
+    eager_of = {m: pos for pos, op in enumerate(ops_) for m in op.members}
+    path = [paths[op.index] if 0 <= op.index < len(paths) else "" for op in ops_]
+
+    def formula(pos: int) -> bool:
+        return ops_[pos].type in FORMULA_OPS and not ops_[pos].attrs.get(ESTIMATED) and bool(path[pos])
+
+    def readers(pos: int) -> set[int]:
+        """The eager ops reading the single result of ops_[pos] (empty when it has several)."""
+        outs = [v for v in ops_[pos].outputs if v >= 0]
+        return {eager_of.get(u, -1) for u in uses.get(outs[0], ())} if len(outs) == 1 else set()
+
+    groups, pos = [], 0
+    while pos < len(ops_):
+        src = next((v for v in ops_[pos].inputs if v in made_by and ops_[made_by[v]].type == MATMUL), None)
+        if not formula(pos) or src is None:
+            pos += 1
+            continue
+        chain = [pos]
+        while chain[-1] + 1 < len(ops_) and formula(chain[-1] + 1) and path[chain[-1] + 1] == path[pos] \
+                and readers(chain[-1]) == {chain[-1] + 1}:
+            chain.append(chain[-1] + 1)
+        made = {v for q in chain for v in ops_[q].outputs}
+        other = [v for q in chain for v in ops_[q].inputs if v >= 0 and v not in made and v != src]
+        ends = readers(chain[-1])
+        if len(chain) >= MIN_FORMULA_OPS and ends and all(0 <= r and ops_[r].type == MATMUL for r in ends) \
+                and all(opd[v].is_const and v not in trained for v in other):
+            groups.append(chain)
+        pos = chain[-1] + 1
     return groups
 
 

@@ -20,10 +20,11 @@ from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_byt
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import FUNCTION, module_path, possible_functions, recorded_functions
+from memplan_cli.profiles.torch.functions import (FUNCTION, child_below, module_scope, possible_functions,
+                                                  recorded_functions, scope_of)
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
-from memplan_cli.profiles.torch.rewrites import eager_ops, floating, same_dtype_casts
+from memplan_cli.profiles.torch.rewrites import copies_after, eager_ops, floating, same_dtype_casts
 from memplan_cli.profiles.torch.sim import Sim
 from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, contiguous_strides, elements,
                                                 expanded_strides, is_contiguous, iterator_strides, view_output_strides,
@@ -31,7 +32,7 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
 
 
 def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
-           as_held_lines: bool = False):
+           as_held_lines: bool = False, as_contiguous: frozenset = frozenset()):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
@@ -41,8 +42,10 @@ def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_
     loop as written, the figure reported beside.
     `as_held_lines`: every tensor made by ops a dynamo file records under one source line is held until
     that line's last op (`line_runs`: a called function whose own lines the file does not record holds
-    its Python locals until it returns), for the figure reported beside."""
-    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines).run()
+    its Python locals until it returns), for the figure reported beside.
+    `as_contiguous`: the tensors (by name) a dropped `.contiguous()` may have copied
+    (`Replay.dropped_contiguous`), each copied after the op that makes it, for the figure beside."""
+    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines, as_contiguous).run()
 
 
 def inlined_regions(g, ops_) -> dict:
@@ -155,7 +158,7 @@ class Replay:
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
     def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
-                 as_held_lines: bool = False):
+                 as_held_lines: bool = False, as_contiguous: frozenset = frozenset()):
         self.tg, self.config = tg, config
         self.as_held_lines = as_held_lines
         g = self.g = tg.graph
@@ -169,13 +172,17 @@ class Replay:
         # a loop of row writes solving a triangular system is transformers' export-only stand-in for
         # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
         # solve_triangular), so there the loop is what eager ran
-        dynamo = (getattr(g, "metadata", None) or {}).get("torch_export") is not None
+        dynamo = self.dynamo = (getattr(g, "metadata", None) or {}).get("torch_export") is not None
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx", written_solves=dynamo)
         if why:
             raise UnsupportedOpError(why)
         self.solves = [pos for pos in solved_groups(self.ops) if solved_products(self.ops, pos, g, self.opd)]
         if as_solve and self.solves:
             self.ops = as_solves(self.ops, self.solves, g, self.opd)
+        if as_contiguous:
+            self.ops = copies_after(self.ops, self.opd, self.uses,
+                                    {k for k, op in enumerate(self.ops) if op.outputs and op.outputs[0] >= 0
+                                     and self.opd[op.outputs[0]].name in as_contiguous})
         self.trained = set(tg.grad)
         self.read_functions(as_functions)
         self.read_regions(as_no_grad)
@@ -220,6 +227,8 @@ class Replay:
         self.cl: dict[int, bool] = {}  # channels-last memory format (layout.memory_format)
         self.noncontig_in: set[int] = set()  # positions whose input 0 was non-contiguous
         self.strides: dict[int, tuple] = {}  # operand -> strides of a view or a strided result (absent: contiguous)
+        self.view_of: dict[int, tuple] = {}  # operand -> (the operand it views, the view op's label, type)
+        self.contiguous_sites: dict[int, str] = {}  # views a dropped `.contiguous()` may have copied -> op
         self.node: dict[int, bool] = {}  # eager-op position -> records a backward node
         self.saved_by: dict[int, list] = {}  # position -> storages it saved
         self.fwd_step: dict[int, int] = {}  # position -> its forward step
@@ -239,8 +248,8 @@ class Replay:
         op by op, named as estimated (`as_functions`: read as Functions too, the figure beside)."""
         g = self.g
         groups, names, loose = recorded_functions(g, self.ops)
-        possible = possible_functions(g, self.ops, self.opd, self.uses)
-        paths = [module_path(g.operations[self.ops[pos[0]].index].name) for pos in possible]
+        possible = possible_functions(g, self.ops, self.opd, self.uses, self.trained)
+        paths = [scope_of(g.operations[self.ops[pos[0]].index].name) for pos in possible]
         self.possible = [{"module": p, "ops": len(pos)} for p, pos in zip(paths, possible)]
         if as_functions:
             names.update({len(groups) + k: p for k, p in enumerate(paths)})
@@ -272,6 +281,11 @@ class Replay:
     def run(self):
         self.held_before()
         self.forward()
+        self.handed_down()
+        if self.contiguous_sites:
+            self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
+                                                      "tensor": self.opd[v].name}
+                                                     for v, label in self.contiguous_sites.items()]
         self.held_lines()
         self.backward()
         self.accumulate_view_grads()
@@ -279,6 +293,43 @@ class Replay:
         self.optimizer()
         self.end_of_step()
         return self.sim, self.layer
+
+    def handed_down(self) -> None:
+        """A tensor a module's forward makes and hands to two or more of its submodules is kept in a
+        local of that forward between the calls (Python frees a frame's locals when it returns): it
+        lives until the module's last op, not only to its last reader. MPNet's encoder computes the
+        relative position bias once (`compute_position_bias`: `expand(...).contiguous()`) and adds
+        it in every layer; eager holds the copy until the encoder returns. A value handed to one call
+        only is the loop's `x = layer(x)`, rebound after it. A copy the dynamo exporter dropped
+        (`lost_clones`) was made where its input was."""
+        g, ops_ = self.g, self.ops
+        defs = g.defs()
+        scopes = []
+        for op in ops_:
+            irop = g.operations[op.index]
+            if op.type == "Clone" and op.inputs and op.inputs[0] in defs:
+                irop = g.operations[defs[op.inputs[0]]]
+            scopes.append(module_scope(irop))
+        readers: dict[int, list[int]] = {}
+        for q, op in enumerate(ops_):
+            for v in op.inputs:
+                readers.setdefault(v, []).append(q)
+        ends: dict[str, int] = {}
+        for p, op in enumerate(ops_):
+            outer = scopes[p]
+            if not outer:
+                continue
+            for v in op.outputs:
+                st = self.storage.get(v)
+                if st is None:
+                    continue
+                children = {child_below(scopes[q], outer) for q in readers.get(v, ())} - {None}
+                if len(children) < 2:
+                    continue
+                if outer not in ends:
+                    ends[outer] = max(self.fwd_step[q] for q, sc in enumerate(scopes)
+                                      if sc == outer or child_below(sc, outer) is not None)
+                self.fwd_last[st] = max(self.fwd_last.get(st, 0), ends[outer])
 
     def held_lines(self) -> None:
         """The runs of ops a dynamo file records under one source line (`line_runs`) where a tensor one
@@ -547,6 +598,7 @@ class Replay:
         copies = self.contiguous_copies(op, s, f)
         copies.update(self.ac.forward_casts(sim, op, p, s, op.label))
         outs = self.outputs(op, s, f)
+        self.dropped_contiguous(op, outs)
         memory_format(op, opd, self.contig, self.cl, self.strides)
         if op.attrs.get(ESTIMATED):  # a kernel its memory format chose may be estimated too
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
@@ -568,6 +620,28 @@ class Replay:
             if st not in saved:
                 sim.touch(st, s)
         return saved
+
+    def dropped_contiguous(self, op, outs) -> None:
+        """Where a TorchScript file may have dropped a `.contiguous()` that copied in eager: its symbolic
+        returns the input, so `x.transpose(1, 2).contiguous()` leaves the Transpose alone. Before a
+        reshape that merges the permuted dims the call costs nothing beyond the reshape's own copy;
+        before a reshape to the permuted tensor's own shape (ProphetNet's `_shape`, then
+        `reshape(b, heads, -1, d)`) it is a copy eager makes and the replay does not. The file cannot
+        say whether the code called it: the figure counts no copy and the report names the views
+        (`contiguous_sites`) and their bytes. A dynamo file records the call (rewrites.lost_clones)."""
+        if self.dynamo or not outs or outs[0] != op.outputs[0] or ops.role(op.type) != "reshape":
+            return
+        x0 = op.inputs[0]
+        made = self.view_of.get(x0)
+        # a permutation of a contiguous tensor (what `.transpose(1, 2).contiguous()` copies), then
+        # reshaped to its own shape: a no-op in the file, where code views what it made contiguous (a
+        # reshape into other dims, an image's (B, C, H, W) of its tokens, is often called on the
+        # permuted tensor itself, and its memory format then decides a convolution's kernel)
+        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or not self.is_c(made[0]) \
+                or x0 in self.contiguous_sites or tuple(self.opd[outs[0]].shape) != tuple(self.opd[x0].shape):
+            return
+        if self.storage.get(outs[0]) == self.storage.get(x0):
+            self.contiguous_sites[x0] = made[1]
 
     def contiguous_copies(self, op, s, f) -> dict:
         """Inputs a kernel needs contiguous: a copy of a non-contiguous view ("in0" / "in1" -> storage)."""
@@ -627,6 +701,7 @@ class Replay:
                 vs = view_output_strides(op, opd, strides.get(x0) or contiguous_strides(opd[x0].shape), k)
             if vs is not None:
                 storage[v] = storage.get(x0)
+                self.view_of[v] = (x0, op.label, op.type)
                 if not is_contiguous(opd[v].shape, vs) or channels_last_2d(opd[v].shape, vs):
                     strides[v] = vs  # kept when contiguous too if a convolution would read it channels-last
                 self.contig[v] = is_contiguous(opd[v].shape, vs)

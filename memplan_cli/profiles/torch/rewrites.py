@@ -630,6 +630,13 @@ def clones_before_writes(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[
             cloned.add(pos[id(op)])
     if not cloned:
         return ops_
+    return copies_after(ops_, opd, uses, cloned)
+
+
+def copies_after(ops_: list[EagerOp], opd: list, uses: dict, cloned: set[int]) -> list[EagerOp]:
+    """Each op at a position of `cloned` followed by a Clone of its output (a new contiguous operand,
+    appended to `opd`): every later reader reads the copy."""
+    ops_ = list(ops_)
     out: list[EagerOp] = []
     for k, op in enumerate(ops_):
         out.append(op)
