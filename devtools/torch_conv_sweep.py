@@ -412,6 +412,47 @@ SETS["transposed_grouped"] = [dict(n=n, c=c, h=h, o=o, k=k, s=s, p=p, g=g, t=1, 
     (2, 64, 8, 64, 4, 2, 1, 4, 0), (2, 96, 8, 96, 2, 2, 0, 3, 1), (2, 64, 8, 32, 4, 2, 1, 2, 1), (2, 32, 8, 64, 4, 2, 1, 2, 1),
     (4, 48, 8, 48, 3, 2, 1, 6, 1), (2, 128, 4, 128, 4, 2, 1, 4, 1), (2, 16, 16, 16, 4, 2, 1, 2, 1), (2, 64, 8, 64, 3, 1, 1, 8, 1),
     (2, 64, 8, 64, 3, 1, 1, 16, 1), (2, 48, 7, 48, 4, 2, 1, 48, 1), (2, 24, 8, 24, 4, 2, 1, 24, 1), (2, 64, 8, 64, 2, 2, 0, 2, 0))]
+def _random_dw_and_slow_grouped(count, seed):
+    """Shapes drawn at random (fixed seed) after the rules for the grouped slow path, depthwise Conv1d and
+    jit_dw's weight-gradient limits were written: depthwise and grouped Conv1d, grouped 1x1 kernels on a
+    batch under 16, depthwise 2-D kernels 1 to 3 on maps of 1 to 8 pixels."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        kind = rnd.choice(["dw1d", "grp1d", "slow", "dw2d"])
+        c = rnd.choice([16, 24, 32, 40, 48, 64, 96, 128])
+        n = rnd.choice([1, 2, 4, 8])
+        if kind == "dw1d":
+            k = rnd.choice([2, 3, 4, 5, 7])
+            p = rnd.choice([0, k // 2, k - 1])
+            cfg = dict(n=n, c=c, h=rnd.choice([16, 31, 50, 64]), o=c * rnd.choice([1, 1, 1, 2]), k=k,
+                       s=rnd.choice([1, 1, 2]), p=p, g=c, d1=1)
+        elif kind == "grp1d":
+            g = rnd.choice([2, 4, 8])
+            k = rnd.choice([1, 3, 5])
+            cfg = dict(n=n, c=c, h=rnd.choice([16, 32, 49]), o=c // g * g * rnd.choice([1, 2]), k=k,
+                       s=rnd.choice([1, 2]) if k > 1 else 1, p=k // 2, g=g, d1=1)
+        elif kind == "slow":
+            g = rnd.choice([2, 3, 4, 8])
+            if c % g:
+                continue
+            cfg = dict(n=n, c=c, h=rnd.choice([1, 4, 7, 8, 14]), o=g * rnd.choice([4, 8, 16, 24, 32]), k=1, g=g)
+        else:
+            k = rnd.choice([1, 2, 3, 3])
+            s = rnd.choice([1, 1, 2])
+            cfg = dict(n=rnd.choice([2, 4, 16]), c=c, h=rnd.choice([1, 2, 3, 4, 8]), o=c, k=k, s=s,
+                       p=rnd.choice([0, k // 2]), g=c)
+            if cfg["h"] + 2 * cfg["p"] < k:
+                continue
+        cfg["bias"] = int(rnd.random() < 0.7)
+        cfg["xgrad"] = int(rnd.random() < 0.85)
+        out.append(cfg)
+    return out
+
+
+SETS["dw_slow_random"] = _random_dw_and_slow_grouped(48, 3952)
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

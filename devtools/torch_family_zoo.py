@@ -13,7 +13,8 @@ Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_inte
 (`aten.col2im`), a score branch read only through its top-k indices (DeepSeek-V3.2's
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
-layer), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
+`fam_slow_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
@@ -1564,6 +1565,51 @@ class TallKernelNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class DepthwiseConv1dNet(nn.Module):
+    """1-D depthwise convolutions as Mamba's causal kernel and ConvNeXt-1D blocks use them (a depthwise
+    2-D kernel to oneDNN): a Conv1d stem, a causal depthwise kernel 4 (pad 3, cropped), SiLU, a
+    depthwise kernel 7 with BatchNorm and GELU, a grouped pointwise one, a strided depthwise kernel 3
+    and a depth multiplier of 2; a pooled head."""
+
+    def __init__(self, c=8, d=64, classes=10):
+        super().__init__()
+        self.stem = nn.Conv1d(c, d, 3, padding=1)
+        self.causal = nn.Conv1d(d, d, 4, padding=3, groups=d)
+        self.dw7 = nn.Sequential(nn.Conv1d(d, d, 7, padding=3, groups=d), nn.BatchNorm1d(d), nn.GELU())
+        self.pw = nn.Conv1d(d, 2 * d, 1, groups=4)
+        self.down = nn.Conv1d(2 * d, 2 * d, 3, stride=2, padding=1, groups=2 * d)
+        self.mult = nn.Conv1d(2 * d, 4 * d, 3, padding=1, groups=2 * d, bias=False)
+        self.head = nn.Linear(4 * d, classes)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = F.silu(self.causal(h)[..., :x.shape[-1]])
+        h = self.down(F.relu(self.pw(self.dw7(h))))
+        return self.head(self.mult(h).mean(-1))
+
+
+class SlowGroupedNet(nn.Module):
+    """Grouped 1x1 convolutions with a bias on a batch under 16 (ATen's slow path, one group at a time)
+    beside depthwise kernels at jit_dw's weight-gradient limits: 2 x 2 stride 2, 3 x 3 stride 2 down
+    to 2 x 2, then a 3 x 3 over those 2 x 2 rows (gemm's weight gradient). BatchNorm and ReLU; a
+    pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+
+        def unit(c, o, k, s, g, bias=False):
+            return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2 if k % 2 else 0, groups=g, bias=bias),
+                                 nn.BatchNorm2d(o), nn.ReLU())
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), nn.Conv2d(32, 64, 1, groups=4), nn.ReLU(),
+                                  unit(64, 64, 3, 2, 64), nn.Conv2d(64, 128, 1, groups=2), nn.ReLU(),
+                                  unit(128, 128, 2, 2, 128), unit(128, 128, 3, 2, 128),
+                                  unit(128, 128, 3, 1, 128, bias=True), nn.Conv2d(128, 256, 1, groups=8))
+        self.head = nn.Linear(256, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
 class DilatedNet(nn.Module):
     """Dilated 3x3 convolutions as DeepLab's ASPP and dilated backbones use them. "aspp": on an 8 x 8
     map, branches of dilation 6 and 12 (extents 13 and 25, taller than the map) beside a 1x1 and a
@@ -1980,6 +2026,8 @@ FAM = {
        for m in ("bias", "bias4d", "fixed3d", "fixed4d")},
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
+    "fam_dw_conv1d": ("dwconv", lambda: DepthwiseConv1dNet(), (8, 64)),
+    "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),

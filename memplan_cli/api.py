@@ -320,14 +320,6 @@ def planner_kernels() -> str:
     return kernels_note()
 
 
-def load_for(model: str, flags: dict):
-    """MODEL loaded at the flags' batch size and --dim bindings (an ONNX model's symbolic dims are
-    bound before shape inference, so they are needed at load)."""
-    from memplan_cli.loaders import load_model
-
-    return load_model(model, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")))
-
-
 @dataclass
 class Setup:
     """What one command works on, built once: the model loaded once (and hashed in the same pass as
@@ -634,10 +626,14 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     if isinstance(dim, dict) or (dim and not all(isinstance(d, str) for d in dim)):
         # a dims mapping or (name, size) pairs: printed as the --dim NAME=N words they stand for
         given["dim"] = tuple(f"{k}={n}" for k, n in parse_dims(dim.items() if isinstance(dim, dict) else dim))
-    options = []
+    options, listed = [], set()
     for o in out["options"]:
         changes = option_changes(o, budget, dict(cfg.dims))
-        options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
+        command = None if changes is None else analyze_command(path, given, changes)
+        # an option whose command an earlier one already gives applies nothing of its own (the largest
+        # batch where no batch but the one asked loads): no second copy of that command
+        options.append({**o, "command": None if command in listed else command})
+        listed.add(command)
     doc = {**document_header("fit", model_head(path, model_sha256(setup.graph, path)), budget=limit,
                              config={**config_json(cfg), "batch_size": out["batch_size"]}),
            "fits": out["fits"], "options": options}
@@ -739,14 +735,29 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
                                      "batch_sizes, not a list",
                                      f"--dim {swept}={sizes} sweeps {swept}: give one batch size (-b N), not a list")
         fixed_batch = one[0] if one else None
-    # only for the training metadata; batch 1 so that a symbolic ONNX batch loads too
-    graph = load_model(model, batch_size=fixed_batch or (None if swept else 1), dims=fixed_dims, sha256=True)
+    # for the training metadata, at the first batch asked for (else 1, so that a symbolic ONNX batch loads
+    # too): a file that fixes its batch inside loads at the batches asked for only
+    if swept:
+        load_batch = fixed_batch
+    else:
+        load_batch = parse_batch_sizes(batch_sizes)[0] if batch_sizes is not None else 1
+    graph = load_model(model, batch_size=load_batch, dims=fixed_dims, sha256=True)
     if swept and fixed_batch is None:
         fixed_batch = graph.input_batch() or 1
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
                                  dim=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
+    # one load per batch and dims, which every profile then analyses (the file hashed once, above)
+    graphs = {} if load_batch is None else {(load_batch, tuple(sorted(fixed_dims.items()))): graph}
+
+    def graph_at(cfg):
+        key = (cfg.batch_size, tuple(sorted(dict(cfg.dims).items())))
+        if key not in graphs:
+            g = load_model(model, batch_size=cfg.batch_size, dims=cfg.dims)
+            g.metadata["sha256"] = graph.metadata.get("sha256")
+            graphs[key] = g
+        return graphs[key]
 
     def run(profile: str, v: int) -> dict:
         """One analysis: at batch v, or (sweeping a dimension) at its size v and the fixed batch."""
@@ -763,7 +774,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
             else:
                 popts, planner = None, flags.get("planner")
             a = analyze(model, cfg, profile=profile, planner=planner,
-                        time_limit=flags.get("time_limit"), profile_options=popts)
+                        time_limit=flags.get("time_limit"), profile_options=popts, graph=graph_at(cfg))
         except MemplanError as e:
             if profile == profiles[0]:
                 raise
@@ -910,18 +921,21 @@ def compare(model: PathLike, *, time_limit: float | None = None, onert_threads: 
             nntrainer_memory_optimization: bool | str | None = None, **training) -> ComparisonResult:
     """`model` under every system memplan reproduces (naive, onert, nntrainer, singa) and memplan's
     own plan: `memplan compare`. The training setup arguments are `analyze`'s."""
-    from memplan_cli.comparison import compare as compare_model
+    from memplan_cli.comparison import compare_graph
     from memplan_cli.report.compare import compare_document
     from memplan_cli.report.progress import spinner
 
     path = _model_path(model)
     flags = _setup(training, time_limit, onert_threads, onert_simd_width)
-    graph = load_for(path, flags)
-    cfg = merge_setup(graph.metadata, flags)
+    setup = build_setup(path, flags)  # loaded once (and hashed in the same read)
     ont = onert_options(flags["onert_threads"], flags["onert_simd_width"])
     with spinner(f"comparing {path}", progress):
-        cmp = compare_model(path, cfg, onert_options=ont, time_limit=flags["time_limit"],
-                            nntrainer_options=nntrainer_options(nntrainer_memory_optimization))
+        try:
+            cmp = compare_graph(setup.graph, setup.config, path=path, onert_options=ont,
+                                time_limit=flags["time_limit"],
+                                nntrainer_options=nntrainer_options(nntrainer_memory_optimization))
+        except MemplanError as e:  # memplan's own column failed: the command's error, naming the file
+            raise naming(path, e) from None
     return ComparisonResult(compare_document(cmp), cmp)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memplan_cli.analysis import analyze_graph, checked_by, file_sha256, loss_output_names
+from memplan_cli.analysis import analyze_graph, checked_by, loss_output_names, model_sha256
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.config import TrainConfig
 from memplan_cli.errors import MemplanError, naming
@@ -103,7 +103,7 @@ def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: 
             cols[prof] = _column(prof, a)
     for prof in ("onert", "nntrainer", "singa", "torch", "memplan"):
         cols[prof].checked = checked_by(prof, cols[prof].extras if cols[prof].available else None)
-    return Comparison(path, file_sha256(path) if path else "", graph, config, [cols[p] for p in PROFILES],
+    return Comparison(path, model_sha256(graph, path) if path else "", graph, config, [cols[p] for p in PROFILES],
                       int(mem.lower_bound), onert_options, time_limit)
 
 

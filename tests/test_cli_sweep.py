@@ -76,3 +76,29 @@ def test_b_is_the_short_option_of_batch_sizes(fake_profiles):
     # `sweep --help` lists -b: it means --batch-sizes here (a list; --batch-size is the same flag)
     out = {cli(MNIST, flag, "2,4", "-f", "json").stdout for flag in ("-b", "--batch-size", "--batch-sizes")}
     assert len(out) == 1 and json.loads(out.pop())["config"]["batch_sizes"] == [2, 4]
+
+
+def test_a_file_that_fixes_its_batch_sweeps_at_the_batches_asked_for(tmp_path):
+    # a constant of the batch's shape added to the input (a TorchScript export at batch 4): the file
+    # cannot re-batch to 1; `sweep -b 4` read the file at batch 1 for its metadata and was refused
+    import numpy as np
+    from onnx import helper
+
+    from tests.ops.gradcheck import onnx_model, save
+
+    rng = np.random.default_rng(0)
+    # choices folded into the batch (a multiple-choice head: (4, 2, 8) -> (8, 8)), then a constant of
+    # that shape added: at batch 1 the sum's inputs no longer broadcast
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Add", ["r", "c"], ["h"]),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    inits = {"shape": np.array([8, 8], np.int64), "c": rng.normal(size=(8, 8)).astype(np.float32),
+             "w": rng.normal(size=(8, 3)).astype(np.float32)}
+    path = save(tmp_path, onnx_model(nodes, [("x", (4, 2, 8))], [("y", (8, 3))], inits))
+    r = cli(path, "-b", "4", "-p", "memplan", "-f", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    one = CliRunner().invoke(main, ["analyze", path, "-b", "4", "-f", "json"])
+    assert [(x["batch_size"], x["planned"]) for x in doc["rows"]] == [(4, json.loads(one.stdout)["totals"]["planned"])]
+    # a batch the file cannot take is still refused, naming the file and the batch
+    r = cli(path, "-b", "1,4", "-p", "memplan")
+    assert r.exit_code == 2 and "cannot re-batch to batch 1" in r.stderr and path in r.stderr

@@ -82,3 +82,31 @@ def test_the_counter_sees_a_second_load(counted):
     loaders.load_model(str(MNIST))
     loaders.load_model(str(MNIST), sha256=True)
     assert counted["loads"] == 2 and counted["opens"] == 4
+
+
+@pytest.mark.parametrize("args, loads, opens", [
+    (["analyze", "{m}", "-b", "4", "-O", "adam", "-p", "torch", "-f", "json"], 1, 2),
+    (["compare", "{m}", "-b", "4", "-O", "adam"], 1, 2),
+    (["compare", "{m}", "-b", "4", "-f", "json"], 1, 2),
+    # a sweep loads once per batch (an ONNX file's batch is bound at load), every profile analysing
+    # that graph; the file hashed once
+    (["sweep", "{m}", "-b", "1,4", "-f", "json"], 2, 4),
+    (["sweep", "{m}", "-b", "1,4", "-p", "memplan", "-p", "torch", "-p", "singa", "-f", "json"], 2, 4),
+    (["sweep", "{m}", "-b", "4,1", "-p", "torch", "-p", "singa", "-f", "json"], 2, 4),
+    (["inspect", "{m}"], 1, 2),
+    # inspect's JSON names the file by its hash, read when it is asked for (the table needs none)
+    (["inspect", "{m}", "-f", "json"], 1, 3),
+    # diff reads the target's first bytes to tell a saved report from a model
+    (["diff", "--baseline", "{base}", "{m}", "-b", "8", "-f", "json"], 1, 3),
+])
+def test_every_command_loads_the_model_once(counted, tmp_path, args, loads, opens):
+    # compare loaded the model twice (once for its setup, once more to compare), and sweep once per
+    # profile and batch
+    base = tmp_path / "base.json"
+    r = CliRunner().invoke(main, ["analyze", str(MNIST_ONNX), "-b", "4", "-f", "json", "-o", str(base)])
+    assert r.exit_code == 0, r.output
+    counted["model"] = os.path.realpath(MNIST_ONNX)
+    counted["loads"] = counted["opens"] = 0
+    r = CliRunner().invoke(main, [a.format(m=MNIST_ONNX, base=base) for a in args])
+    assert r.exit_code in (0, 3), r.output
+    assert (counted["loads"], counted["opens"]) == (loads, opens)

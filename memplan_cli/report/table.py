@@ -314,12 +314,8 @@ def torch_constant_layers_note(doc: dict) -> str:
 def torch_contiguous_note(doc: dict) -> str:
     """The torch profile's header line when transposed tensors a reshape reads as a view would have been
     copied by a `.contiguous()` a TorchScript file does not record, for a share of the peak
-    (`figures.torch.coverage.contiguous.says_so`)."""
-    cov = ((doc.get("figures") or {}).get("torch") or {}).get("coverage") or {}
-    cont = cov.get("contiguous") or {}
-    if not cont.get("says_so"):
-        return ""
-    return f"{cont['note']} (JSON figures.torch.coverage.contiguous)"
+    (`figures.torch.coverage.contiguous.says_so`): the sentence the profile wrote (`.note`)."""
+    return _said(doc, "contiguous")
 
 
 def torch_functions_note(doc: dict) -> str:

@@ -552,3 +552,18 @@ def test_depthwise_weight_gradient_follows_jit_dw_limits(cfg, gemm, bwd):
         "layout": "NCHW", "pads": (p, p, p, p)})
     assert conv._gemm_weights(op, opd) is gemm
     assert _bwd_peak(op, opd, True) == bwd
+
+
+@pytest.mark.parametrize("cfg,bwd", [
+    # grouped jit weight gradient of a frozen input (xgrad=0, no bias): the input is copied all the same
+    # (devtools/torch_conv_sweep.py --one "n=..,c=..,h=8,o=..,k=3,p=1,g=..,xgrad=0,bias=0", torch 2.14)
+    ((2, 64, 64, 4), 102_400),
+    ((4, 96, 96, 3), 307_200),
+])
+def test_grouped_weight_gradient_copies_a_frozen_input(cfg, bwd):
+    n, c, o, g = cfg
+    opd = [Operand(0, "x", (n, c, 8, 8)), Operand(1, "w", (o, c // g, 3, 3), is_const=True),
+           Operand(2, "y", (n, o, 8, 8))]
+    op = Operation(0, "Conv2D", [0, 1], [2], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "group": g,
+                                             "layout": "NCHW", "pads": (1, 1, 1, 1)})
+    assert opd[1].nbytes + _best(conv._torch_bwd_dw(op, opd), opd, op, False) == bwd

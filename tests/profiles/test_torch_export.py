@@ -1045,11 +1045,12 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     assert "constant_layers" not in t["coverage"]
 
 
-def _made_attention_choices(tmp_path, name, regrouped: bool):
+def _made_attention_choices(tmp_path, name, regrouped: bool, tokens: int = 3):
     """MRA's made leaf under a multiple-choice head: the input (4, 6, 16) is viewed as 8 rows of 3
     tokens (`regrouped`: transformers' `input_ids.view(-1, length)` of 4 x 2 choices) and the layer
     reads the module's own zeros of those 8 rows, cut to 8 wide; else the zeros' 8 rows are viewed
-    back to the batch's 4 before the input is added, and nothing computed from the input has 8 rows."""
+    back to the batch's 4 before the input is added, and nothing computed from the input has 8 rows.
+    `tokens`: the zeros' tokens per row (3: the shape of the input's regrouped view; 1 broadcasts)."""
     cut = ["starts", "ends", "axes"]
     nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
              helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
@@ -1065,7 +1066,7 @@ def _made_attention_choices(tmp_path, name, regrouped: bool):
         nodes += [helper.make_node("Reshape", ["mm", "rows4"], ["m4"], name="batch"),
                   helper.make_node("Slice", ["x", *cut], ["s"], name="cut_x"),
                   helper.make_node("Add", ["m4", "s"], ["y"], name="residual")]
-    inits = [("rows", np.array([8], np.int64)), ("cols", np.array([3, 16], np.int64)),
+    inits = [("rows", np.array([8], np.int64)), ("cols", np.array([tokens, 16], np.int64)),
              ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
              ("axes", np.array([2], np.int64)), ("w", _w(8, 8)),
              ("rows8", np.array([8, 3, 16], np.int64)), ("rows4", np.array([4, 6, 8], np.int64))]
@@ -1080,6 +1081,10 @@ def test_a_batch_shaped_constant_of_regrouped_rows_is_named(tmp_path):
     assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 8 * 4)]
     # 8 rows no tensor computed from the input has: no batch's rows, nothing named
     t, _ = _torch(_made_attention_choices(tmp_path, "apart", regrouped=False))
+    assert "constant_layers" not in t["coverage"]
+    # 8 rows, but no tensor computed from the input has the zeros' shape (a folded table that happens
+    # to have a multiple of the batch's rows, Funnel's relative positions): nothing named
+    t, _ = _torch(_made_attention_choices(tmp_path, "table", regrouped=True, tokens=1))
     assert "constant_layers" not in t["coverage"]
 
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 def constant_layers(g, trained) -> list[dict]:
     """Each op reading a trained weight (or a value computed from weights only) and a floating
-    constant (or a view of one) whose leading dimension is the batch's (more than one row) or a
-    multiple of it that a tensor computed from the input has (the rows regrouped), with no input
-    computed from the model's input: the constant's name and bytes at the file's batch."""
+    constant (or a view of one) whose leading dimension is the batch's (more than one row), or whose
+    shape is that of a tensor computed from the input with a multiple of the batch's rows (the rows
+    regrouped), with no input computed from the model's input: the constant's name and bytes at the
+    file's batch."""
     data = [v for v in g.inputs if v >= 0 and not g.operands[v].is_const]
     batches = {g.operands[v].shape[0] for v in data if g.operands[v].shape}
     if not batches or max(batches) <= 1:  # a batch of one row cannot be told from any constant
         return []
-    batches |= _regrouped_rows(g, data, batches)
+    regrouped = _regrouped(g, data, batches)
     from_input, from_weights = set(data), set(trained)
     origin: dict[int, int] = {}  # a value computed from constants only -> the batch-shaped one it came from
     for v, o in enumerate(g.operands):
         # only floating tensors can require grad (an embedding's index constant cannot); a broadcast
         # to the batch (ConViT's relative positions expanded) is a view of a smaller tensor, no leaf
         if o.is_const and v not in trained and o.dtype.startswith(("float", "bfloat")) and len(o.shape) >= 2 \
-                and o.shape[0] in batches and o.shape[0] > 1 and o.broadcast_of is None:
+                and (o.shape[0] in batches or tuple(o.shape) in regrouped) and o.shape[0] > 1 \
+                and o.broadcast_of is None:
             origin[v] = v
     out: dict[str, dict] = {}
     for op in g.operations:
@@ -44,10 +46,11 @@ def constant_layers(g, trained) -> list[dict]:
     return list(out.values())
 
 
-def _regrouped_rows(g, data, batches) -> set[int]:
-    """Leading dimensions of tensors computed from the model's input that are a multiple of its batch:
-    the rows regrouped (a multiple-choice head's batch x choices, transformers' `view(-1, length)`)."""
-    from_input, rows = set(data), set()
+def _regrouped(g, data, batches) -> set[tuple]:
+    """Shapes of tensors computed from the model's input whose leading dimension is a multiple of its
+    batch: the rows regrouped (a multiple-choice head's batch x choices, transformers'
+    `view(-1, length)`). A made leaf (`zeros_like(query)`) has its tensor's whole shape."""
+    from_input, shapes = set(data), set()
     for op in g.operations:
         if any(v in from_input for v in op.inputs if v >= 0):
             for v in op.outputs:
@@ -56,5 +59,5 @@ def _regrouped_rows(g, data, batches) -> set[int]:
                     shape = g.operands[v].shape
                     if shape and isinstance(shape[0], int) and any(
                             shape[0] > b > 1 and shape[0] % b == 0 for b in batches):
-                        rows.add(shape[0])
-    return rows
+                        shapes.add(tuple(shape))
+    return shapes

@@ -628,15 +628,20 @@ class Replay:
         """Where a TorchScript file may have dropped a `.contiguous()` that copied in eager: its symbolic
         returns the input, so `x.transpose(1, 2).contiguous()` leaves the Transpose alone. Before a
         reshape that merges the permuted dims the call costs nothing beyond the reshape's own copy;
-        before a reshape that views the permuted tensor (ProphetNet's `_shape`: a transpose, then a
-        reshape to its own shape) it is a copy eager makes and the replay does not. The file cannot
+        before a reshape to the permuted tensor's own shape (ProphetNet's `_shape`, then
+        `reshape(b, heads, -1, d)`) it is a copy eager makes and the replay does not. The file cannot
         say whether the code called it: the figure counts no copy and the report names the views
         (`contiguous_sites`) and their bytes. A dynamo file records the call (rewrites.lost_clones)."""
         if self.dynamo or not outs or outs[0] != op.outputs[0] or ops.role(op.type) != "reshape":
             return
         x0 = op.inputs[0]
         made = self.view_of.get(x0)
-        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or x0 in self.contiguous_sites:
+        # a permutation of a contiguous tensor (what `.transpose(1, 2).contiguous()` copies), then
+        # reshaped to its own shape: a no-op in the file, where code views what it made contiguous (a
+        # reshape into other dims, an image's (B, C, H, W) of its tokens, is often called on the
+        # permuted tensor itself, and its memory format then decides a convolution's kernel)
+        if made is None or made[2] != TRANSPOSE or self.is_c(x0) or not self.is_c(made[0]) \
+                or x0 in self.contiguous_sites or tuple(self.opd[outs[0]].shape) != tuple(self.opd[x0].shape):
             return
         if self.storage.get(outs[0]) == self.storage.get(x0):
             self.contiguous_sites[x0] = made[1]
