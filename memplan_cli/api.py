@@ -626,10 +626,14 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     if isinstance(dim, dict) or (dim and not all(isinstance(d, str) for d in dim)):
         # a dims mapping or (name, size) pairs: printed as the --dim NAME=N words they stand for
         given["dim"] = tuple(f"{k}={n}" for k, n in parse_dims(dim.items() if isinstance(dim, dict) else dim))
-    options = []
+    options, listed = [], set()
     for o in out["options"]:
         changes = option_changes(o, budget, dict(cfg.dims))
-        options.append({**o, "command": None if changes is None else analyze_command(path, given, changes)})
+        command = None if changes is None else analyze_command(path, given, changes)
+        # an option whose command an earlier one already gives applies nothing of its own (the largest
+        # batch where no batch but the one asked loads): no second copy of that command
+        options.append({**o, "command": None if command in listed else command})
+        listed.add(command)
     doc = {**document_header("fit", model_head(path, model_sha256(setup.graph, path)), budget=limit,
                              config={**config_json(cfg), "batch_size": out["batch_size"]}),
            "fits": out["fits"], "options": options}

@@ -117,7 +117,8 @@ def test_every_printed_command_gives_the_figure_fit_promised(model, flags, tmp_p
     with_command = [o for o in doc["options"] if o["command"]]
     assert len(with_command) >= 4
     for o in doc["options"]:
-        # only a remat that found no plan has no command: there is nothing to apply
+        # only a remat that found no plan has no command: there is nothing to apply (nor has an option
+        # that does not fit and changes nothing the user asked: test_an_option_that_changes_nothing...)
         assert o["command"] or (o["option"].endswith("remat") and not o["fits"])
     for o in with_command:
         cmd = shlex.split(o["command"])
@@ -176,3 +177,33 @@ def test_printed_commands_fit_80_columns_and_run_as_printed(name, tmp_path, monk
                          "--", name).stdout)
     for cmd, o in zip(printed, [o for o in doc["options"] if o["command"]]):
         assert _figure(cmd) == o["planned"], cmd
+
+
+def test_an_option_that_changes_nothing_asked_prints_no_second_command(tmp_path, monkeypatch):
+    # a file that fixes its batch inside loads at no other batch (a multiple-choice head's choices
+    # folded into the batch): the largest batch is the batch asked, which does not fit; its command
+    # was printed again under the option's number, the same words as "as asked"'s
+    import numpy as np
+    from onnx import helper
+
+    from tests.ops.gradcheck import onnx_model, save
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Add", ["r", "c"], ["h"]),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    inits = {"shape": np.array([8, 64], np.int64), "c": rng.normal(size=(8, 64)).astype(np.float32),
+             "w": rng.normal(size=(64, 64)).astype(np.float32)}
+    save(tmp_path, onnx_model(nodes, [("x", (4, 2, 64))], [("y", (8, 64))], inits))
+    monkeypatch.chdir(tmp_path)  # a short path: printed commands on one line each
+    path = "m.onnx"
+    r = run("fit", path, "-b", "4", "-O", "adam", "--budget", "1KiB", "-f", "json")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    o = {x["option"]: x for x in doc["options"]}
+    assert not o["largest batch"]["fits"] and o["largest batch"]["batch_size"] == 4
+    assert o["as asked"]["command"] and o["largest batch"]["command"] is None
+    commands = [x["command"] for x in doc["options"] if x["command"]]
+    assert len(commands) == len(set(commands))
+    table = run("fit", path, "-b", "4", "-O", "adam", "--budget", "1KiB")
+    assert _printed_commands(table.stdout) == [shlex.split(c) for c in commands]
