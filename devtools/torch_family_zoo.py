@@ -1935,8 +1935,10 @@ class HandedBiasNet(nn.Module):
     def __init__(self, d=32, heads=8, buckets=32, layers=2, classes=50, scores=False):
         super().__init__()
         self.nb, self.h, self.scores = buckets, heads, scores
-        self.table = nn.Embedding(buckets, heads)
-        self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        if scores:
+            self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        else:
+            self.table = nn.Embedding(buckets, heads)
         self.layers = nn.ModuleList(HandedBiasLayer(d, heads) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
