@@ -864,7 +864,7 @@ def draw(seed: int, n_timm: int, n_hf: int, max_params: float, log=print, exclud
 # `__t256`): torch's --cache keys and the --exports files of two sizes never meet.
 DEFAULT_IMAGE = 64
 DEFAULT_TOKENS = 32
-SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens"}
+SIZED_SOURCES = {"timm": "image", "hfv": "image", "tv": "image", "hf": "tokens", "hft": "tokens"}
 
 
 def set_sizes(image: int | None = None, tokens: int | None = None) -> None:
@@ -915,7 +915,7 @@ def resized(record: list) -> list:
         kw["input"] = kw["input"][:-2] + [IMG[1], IMG[2]]
     elif source == "tv" and len(kw["input"]) == 3 and kw["input"][0] == 3:
         kw["input"] = [3, IMG[1], IMG[2]]
-    elif source == "hf" and kw.get("config"):
+    elif source in ("hf", "hft") and kw.get("config"):
         for key in ("max_position_embeddings", "n_positions", "n_ctx", "max_target_positions"):
             kw["config"] = _resized_config(kw["config"], key, IDS[1], grow_only=True)
     return [source, name, kw]

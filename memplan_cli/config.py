@@ -129,6 +129,7 @@ class TrainConfig:
         when some are given, and those whose name matches `--freeze params:GLOB`."""
         frozen: set[int] = set()
         consts = [o for o in graph.operands if o.is_const]
+        records = _folded_records(graph)
         if "biases" in self.train:
             if not biases:
                 raise ConfigError("--train biases: the model has no biases (no op's bias input is a constant): "
@@ -138,14 +139,14 @@ class TrainConfig:
         if keep:
             trained: set[int] = set()
             for g in keep:
-                hit = _named(consts, g)
+                hit = _named(consts, g, records)
                 if not hit:
                     raise ConfigError(f"--train params:{g} matches no weight of the model (`memplan inspect MODEL` "
                                       "lists them)")
                 trained |= hit
             frozen |= {o.index for o in consts} - trained
         for g in _globs(self.freeze, "params:"):
-            hit = _named(consts, g)
+            hit = _named(consts, g, records)
             if not hit:
                 raise ConfigError(f"--freeze params:{g} matches no weight of the model")
             frozen |= hit
@@ -187,10 +188,23 @@ class TrainConfig:
         return set(t)
 
 
-def _named(consts, glob: str) -> set[int]:
-    """Indices of the constants `glob` names: by their own name, or by a parameter a constant folded
-    at load was computed from (`Operand.sources`)."""
-    return {o.index for o in consts if any(fnmatchcase(n, glob) for n in (o.name, *o.sources))}
+def _named(consts, glob: str, records: dict | None = None) -> set[int]:
+    """Indices of the constants `glob` names: by their own name, by a parameter a constant folded
+    at load was computed from (`Operand.sources`), or by a parameter the dynamo exporter's record
+    says it (or what it was folded from) was computed from (`records`: constant -> parameters; the
+    sin and cos halves of RoFormer's frozen table, `val_88` and `val_98`, by the table's name)."""
+    records = records or {}
+    return {o.index for o in consts
+            if any(fnmatchcase(n, glob) for n in (o.name, *o.sources,
+                                                  *(t for s in (o.name, *o.sources) for t in records.get(s, ()))))}
+
+
+def _folded_records(graph) -> dict:
+    """{constant: the graph signature's parameters the dynamo exporter's optimizer records it was folded
+    from} (`pkg.onnxscript.optimizer.folded_from`); {} for other files."""
+    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
+    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
+    return {name: tuple(t for t in srcs if t in params) for name, srcs in (export.get("folded_from") or {}).items()}
 
 
 def _globs(items, prefix: str) -> list[str]:

@@ -250,6 +250,9 @@ def test_an_assumed_weight_is_named_with_the_parameters_it_was_folded_from(tmp_p
     jsonschema.validate(d, load_schema("analysis"))
     text = " ".join(_analyze(p).split())
     assert "(unsqueeze_1; 1 of them computed from m.pos.weight; all in the JSON report" in text
+    # --freeze names it by the parameter the record names, as by its own name
+    frozen = json.loads(_analyze(p, "-f", "json", "--freeze", "params:m.pos.*"))
+    assert frozen["parameters"]["assumed_trainable"] == [] and frozen["categories"]["gradient"]["naive"] == 4 * (64 + 32)
     # an assumed weight with no such record (the folded value of test_a_folded_value_is_unknown...)
     bare = json.loads(_analyze(save(tmp_path, _dynamo_like(all_params_found=False)), "-f", "json"))
     assert bare["parameters"]["assumed_trainable"] == ["unsqueeze_1"] and "assumed_from" not in bare["parameters"]

@@ -41,6 +41,7 @@ def test_sizes_reach_the_builders_inputs():
     assert draw.TV_SHAPES["image"][0] == (3, 224, 224) and draw.TV_SHAPES["segmentation"] == ((3, 224, 224),)
     assert draw._shrink_one({"max_position_embeddings": 4096})["max_position_embeddings"] == 256
     assert (draw.size_suffix("timm"), draw.size_suffix("hf"), draw.size_suffix("hfa")) == ("__i224", "__t256", "")
+    assert draw.size_suffix("hft") == "__t256"  # a task head's tokens too: one --cache never mixes sizes
     assert draw._network("fr_timm_resnet10t__i224") == "timm resnet10t at 224 x 224"
     assert draw._network("fr_hf_gpt2__t256") == "transformers gpt2 at 256 tokens"
 
@@ -55,7 +56,8 @@ def test_an_earlier_draw_resized():
                                       "input": [3, 64, 64]}],
         "fr_hfa_whisper": ["hfa", "whisper", {"config": {}, "input": [80, 64]}],
         "fr_tv_resnet18": ["tv", "resnet18", {"kw": {"num_classes": 10}, "input": [3, 64, 64]}],
-        "fr_tv_r3d_18": ["tv", "r3d_18", {"kw": {"num_classes": 10}, "input": [3, 8, 64, 64]}]}}
+        "fr_tv_r3d_18": ["tv", "r3d_18", {"kw": {"num_classes": 10}, "input": [3, 8, 64, 64]}],
+        "fr_hft_mc_ibert": ["hft", "mc:ibert", {"config": {"max_position_embeddings": 128}}]}}
     out = draw.resize_draw(kept)
     d = out["drawn"]
     assert (out["seed"], out["image_size"], out["seq_len"]) == (7, 160, 512)
@@ -67,6 +69,7 @@ def test_an_earlier_draw_resized():
     assert d["fr_hfa_whisper"][2]["input"] == [80, 64]  # audio keeps its input
     assert d["fr_tv_resnet18__i160"][2]["input"] == [3, 160, 160]
     assert d["fr_tv_r3d_18__i160"][2]["input"] == [3, 8, 64, 64]  # clips keep theirs
+    assert d["fr_hft_mc_ibert__t512"][2]["config"]["max_position_embeddings"] == 512
     assert kept["drawn"]["fr_timm_deit_tiny"][2] == {"img_size": 64}  # the earlier draw is untouched
     again = draw.resize_draw(json.loads(json.dumps(out)))  # a resized draw resized again: no double suffix
     assert set(again["drawn"]) == set(d)
