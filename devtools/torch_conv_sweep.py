@@ -453,6 +453,24 @@ def _random_dw_and_slow_grouped(count, seed):
 
 
 SETS["dw_slow_random"] = _random_dw_and_slow_grouped(48, 3952)
+def _random_tconv_grouped(count, seed):
+    """Unstrided grouped transposed convolutions drawn at random (fixed seed) after their rule was written:
+    8 to 48 channels per group each way, 2 to 4 groups, kernels 1 to 4, pads up to half the kernel."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        g = rnd.choice([2, 3, 4])
+        k = rnd.choice([1, 2, 3, 3, 4])
+        out.append(dict(n=rnd.choice([1, 2, 4]), c=g * rnd.choice([8, 16, 24, 32, 48]), h=rnd.choice([4, 7, 8, 12, 16]),
+                        o=g * rnd.choice([8, 16, 24, 32]), k=k, s=1, p=rnd.choice([0, k // 2]), g=g, t=1,
+                        bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85)))
+    return out
+
+
+SETS["transposed_grouped_random"] = _random_tconv_grouped(16, 5239)
+SETS["transposed_grouped_random_b"] = _random_tconv_grouped(16, 7411)  # drawn after the output's copy was added
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -14,7 +14,7 @@ Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_inte
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
-`fam_slow_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+`fam_slow_grouped`), unstrided grouped transposed convolutions (`fam_tconv_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
@@ -662,6 +662,21 @@ class ExpectationNet(nn.Module):
             a = ExpectationFn.apply(qh, kh, vh) if self.function else torch.matmul(expectation(qh, kh), vh)
             x = x + out(a.transpose(1, 2).reshape(b, s, d))
         return self.head(x)
+
+
+class StreamHead(nn.Module):
+    """ProphetNet's output: two streams through one LM head, `logits = predict_logits[:, 0]` then
+    `.contiguous()` (the other stream unused here): eager copies the first stream's logits and frees
+    the head's whole output once the forward returns."""
+
+    def __init__(self, d=64, classes=1000):
+        super().__init__()
+        self.body, self.head = nn.Linear(d, 2 * d), nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        streams = torch.relu(self.body(x)).view(b, s, 2, d).transpose(1, 2)
+        return self.head(streams)[:, 0].contiguous()
 
 
 class CentredNorm(nn.Module):
@@ -1590,8 +1605,9 @@ class DepthwiseConv1dNet(nn.Module):
 
 class SlowGroupedNet(nn.Module):
     """Grouped 1x1 convolutions with a bias on a batch under 16 (ATen's slow path, one group at a time)
-    beside depthwise kernels at jit_dw's weight-gradient limits: 2 x 2 stride 2, 3 x 3 stride 2 down
-    to 2 x 2, then a 3 x 3 over those 2 x 2 rows (gemm's weight gradient). BatchNorm and ReLU; a
+    (an expansion to 256 channels in 4 groups on a 32 x 32 map) beside depthwise kernels at jit_dw's
+    weight-gradient limits: 2 x 2 stride 2, 3 x 3 stride 2 down to 2 x 2, then a 3 x 3 over those
+    2 x 2 rows (gemm's weight gradient). BatchNorm and ReLU; a
     pooled head."""
 
     def __init__(self, classes=10):
@@ -1600,14 +1616,30 @@ class SlowGroupedNet(nn.Module):
         def unit(c, o, k, s, g, bias=False):
             return nn.Sequential(nn.Conv2d(c, o, k, s, k // 2 if k % 2 else 0, groups=g, bias=bias),
                                  nn.BatchNorm2d(o), nn.ReLU())
-        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), nn.Conv2d(32, 64, 1, groups=4), nn.ReLU(),
-                                  unit(64, 64, 3, 2, 64), nn.Conv2d(64, 128, 1, groups=2), nn.ReLU(),
-                                  unit(128, 128, 2, 2, 128), unit(128, 128, 3, 2, 128),
+        self.body = nn.Sequential(unit(3, 32, 3, 2, 1), nn.Conv2d(32, 256, 1, groups=4), nn.ReLU(),
+                                  unit(256, 256, 3, 2, 256), nn.Conv2d(256, 128, 1, groups=2), nn.ReLU(),
+                                  unit(128, 128, 2, 2, 128), unit(128, 128, 3, 2, 128), unit(128, 128, 3, 2, 128),
                                   unit(128, 128, 3, 1, 128, bias=True), nn.Conv2d(128, 256, 1, groups=8))
         self.head = nn.Linear(256, classes)
 
     def forward(self, x):
         return self.head(self.body(x).mean((2, 3)))
+
+
+class GroupedTConvNet(nn.Module):
+    """Unstrided grouped transposed convolutions (8 to 32 channels per group, with and without a bias)
+    after a strided stem with BatchNorm; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(32, 64, 3, padding=1, groups=4), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 96, 4, padding=2, groups=2, bias=False), nn.BatchNorm2d(96),
+                                nn.ReLU(), nn.ConvTranspose2d(96, 48, 2, groups=3))
+        self.head = nn.Linear(48, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
 class DilatedNet(nn.Module):
@@ -2027,11 +2059,13 @@ FAM = {
     "fam_gemm_grouped": ("gemmgrouped", lambda: GemmGroupedNet(), (3, 64, 64)),
     "fam_tall_kernel": ("gemmgrouped", lambda: TallKernelNet(), IMG),
     "fam_dw_conv1d": ("dwconv", lambda: DepthwiseConv1dNet(), (8, 64)),
-    "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), IMG),
+    "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
+    "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
     "fam_expectation_ops": ("function", lambda: ExpectationNet(function=False), (64, 64)),
+    "fam_stream_head": ("heads", lambda: StreamHead(), (32, 64)),
     "fam_made_leaf_choices": ("unread", lambda: MadeLeafNet(choices=2), (64, 64)),
     "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
     "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),

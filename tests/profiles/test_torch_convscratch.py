@@ -567,3 +567,42 @@ def test_grouped_weight_gradient_copies_a_frozen_input(cfg, bwd):
     op = Operation(0, "Conv2D", [0, 1], [2], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "group": g,
                                              "layout": "NCHW", "pads": (1, 1, 1, 1)})
     assert opd[1].nbytes + _best(conv._torch_bwd_dw(op, opd), opd, op, False) == bwd
+
+
+def _tconv_grouped(n, c, h, o, k, p, g, bias=True, s=1):
+    oh = (h - 1) * s - 2 * p + k
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, o // g, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    t = Operation(0, "ConvTranspose2D", [0, 1, 2] if bias else [0, 1], [3],
+                  {"kernel": (k, k), "stride": (s, s), "dilation": (1, 1), "group": g, "layout": "NCHW",
+                   "pads": (p, p, p, p), "output_padding": (0, 0)})
+    return t, opd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # unstrided grouped ConvTranspose2d, 8 and 16 channels per group (oneDNN's conv:any over the grouped
+    # jit kernels), measured: devtools/torch_conv_sweep.py --one "n=..,c=..,h=8,o=..,k=3,p=1,g=..,t=1"
+    ((2, 32, 8, 32, 3, 1, 2, True), 51_328, 67_712),
+    ((2, 32, 8, 32, 3, 1, 2, False), 34_816, 67_584),
+    ((2, 64, 8, 64, 3, 1, 8, True), 84_096, 116_992),
+    # an expansion without a bias (h=16, k=4, p=2): the output made twice outweighs input and weight
+    ((1, 32, 16, 96, 4, 2, 4, False), 86_400, 201_088),
+])
+def test_grouped_transposed_conv_scratch(cfg, fwd, bwd):
+    t, opd = _tconv_grouped(*cfg)
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    dwb = opd[1].nbytes + (opd[2].nbytes if cfg[-1] else 0)
+    dx = opd[0].nbytes
+    assert max(dx + _best(conv._torch_bwd_dx(t, opd), opd, t, True),
+               dx + dwb + _best(conv._torch_bwd_dw(t, opd), opd, t, True)) == bwd
+
+
+@pytest.mark.parametrize("cfg", [
+    (2, 64, 8, 64, 3, 1, 16),         # 4 channels per group: gemm's weight gradient, not worked out
+    (2, 64, 8, 64, 3, 1, 64),         # depthwise
+    (2, 32, 8, 32, 4, 1, 2, True, 2),  # strided: brg_deconv
+])
+def test_other_grouped_transposed_convs_stay_refused(cfg):
+    t, opd = _tconv_grouped(*cfg)
+    assert "grouped" in conv._torch_refuse(t, opd)
