@@ -664,6 +664,21 @@ class ExpectationNet(nn.Module):
         return self.head(x)
 
 
+class StreamHead(nn.Module):
+    """ProphetNet's output: two streams through one LM head, `logits = predict_logits[:, 0]` then
+    `.contiguous()` (the other stream unused here): eager copies the first stream's logits and frees
+    the head's whole output once the forward returns."""
+
+    def __init__(self, d=64, classes=1000):
+        super().__init__()
+        self.body, self.head = nn.Linear(d, 2 * d), nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        streams = torch.relu(self.body(x)).view(b, s, 2, d).transpose(1, 2)
+        return self.head(streams)[:, 0].contiguous()
+
+
 class CentredNorm(nn.Module):
     """Cohere's LayerNorm: `x - mean` written twice (for the variance and for the result), rsqrt of the
     variance, a scale and no bias."""
@@ -1937,8 +1952,10 @@ class HandedBiasNet(nn.Module):
     def __init__(self, d=32, heads=8, buckets=32, layers=2, classes=50, scores=False):
         super().__init__()
         self.nb, self.h, self.scores = buckets, heads, scores
-        self.table = nn.Embedding(buckets, heads)
-        self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        if scores:
+            self.pq, self.pk = nn.Linear(d, heads * 4), nn.Linear(d, heads * 4)
+        else:
+            self.table = nn.Embedding(buckets, heads)
         self.layers = nn.ModuleList(HandedBiasLayer(d, heads) for _ in range(layers))
         self.head = nn.Linear(d, classes)
 
@@ -2048,6 +2065,7 @@ FAM = {
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
     "fam_expectation_ops": ("function", lambda: ExpectationNet(function=False), (64, 64)),
+    "fam_stream_head": ("heads", lambda: StreamHead(), (32, 64)),
     "fam_made_leaf_choices": ("unread", lambda: MadeLeafNet(choices=2), (64, 64)),
     "fam_global_tokens": ("moe", lambda: GlobalTokenLM(), (64, 64)),
     "fam_global_tokens_qkv": ("moe", lambda: GlobalTokenLM(chunk=False), (64, 64)),

@@ -251,14 +251,8 @@ def torch_estimate_note(doc: dict) -> str:
     line = (f"estimated: {100 * cov['estimated_share']:.1f} % of the peak "
             f"({cov['estimated_bytes_at_peak']:,d} B) is from {len(cov['estimated'])} op(s) {why} "
             f"({', '.join(types)}; JSON figures.torch.coverage)")
-    named: dict[str, list[int]] = {}  # a family's reason: its ops' count and bytes at the peak
-    for e in cov["estimated"]:
-        if e.get("why"):
-            n = named.setdefault(e["why"], [0, 0])
-            n[0] += 1
-            n[1] += e["bytes_at_peak"]
-    for reason, (n, b) in named.items():
-        line += f"; {n} of them ({b:,d} B) as {reason}"
+    for reason in cov.get("reasons") or ():  # a family's reason, written by the profile
+        line += "; " + reason
     loop = cov.get("as_loop") or {}
     if loop.get("note"):
         line += "; " + loop["note"]

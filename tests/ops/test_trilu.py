@@ -155,6 +155,13 @@ def test_a_dynamo_files_forward_substitution_is_counted_as_solve_triangular(tmp_
     from memplan_cli.profiles.torch import coverage_line
 
     assert "; " + cov["as_loop"]["note"] + " (devtools" in coverage_line(cov)
+    # the families' reasons too: one clause each, written by the profile, printed by both
+    from memplan_cli.report.table import torch_estimate_note
+
+    assert cov["reasons"] == [f"2 of them ({sum(e['bytes_at_peak'] for e in cov['estimated']):,d} B) as "
+                              + cov["estimated"][0]["why"]]
+    assert "; " + cov["reasons"][0] + ";" in coverage_line(cov)
+    assert not cov["says_so"] or "; " + cov["reasons"][0] in torch_estimate_note({"figures": {"torch": t}})
     check_verify(p, "-b", "2")
 
 

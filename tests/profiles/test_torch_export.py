@@ -1142,3 +1142,39 @@ def test_a_folded_linear_of_a_buffer_trains_the_weight(tmp_path, whole):
     assert (got["peak"], got["split"]) == (want["peak"], want["split"])
     # with its bias one addmm; a ReLU folded with it is run again, named too
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Linear"] + ["Relu"] * (whole == "relu")
+
+
+def _stream_head(tmp_path, out: str):
+    """x (4, 32, 64) -> linear to two streams of 500 classes -> (4, 2, 32, 500) -> the first stream,
+    a Gather recording `aten.select` (ProphetNet's `predict_logits[:, 0]`), whose result is the
+    file's output named `out`: `clone_1` where the exporter's optimizer dropped a `.contiguous()`
+    behind it, `select_1` where the module returned the view."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["linear_1"], name="node_linear_1"),
+             helper.make_node("Reshape", ["linear_1", "s4"], ["view_1"], name="node_view_1"),
+             helper.make_node("Transpose", ["view_1"], ["transpose_1"], perm=[0, 2, 1, 3], name="node_transpose_1"),
+             helper.make_node("Gather", ["transpose_1", "zero"], [out], axis=1, name="node_select_1")]
+    calls = {"node_linear_1": _fx("mm.default", "%x, %w"), "node_view_1": _fx("view.default", "%linear_1"),
+             "node_transpose_1": _fx("transpose.int", "%view_1, 1, 2"),
+             "node_select_1": "%select_1 : [num_users=1] = call_function[target=torch.ops.aten.select.int]"
+                              "(args = (%transpose_1, 1, 0), kwargs = {})"}
+    for n in nodes:
+        p = n.metadata_props.add()
+        p.key, p.value = FX, calls[n.name]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [4, 32, 64])],
+                              [helper.make_tensor_value_info(out, F, [4, 32, 500])],
+                              [numpy_helper.from_array(_w(64, 1000), "w"),
+                               numpy_helper.from_array(np.array([4, 32, 2, 500], np.int64), "s4"),
+                               numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    p = graph.metadata_props.add()
+    p.key, p.value = SIG, _signature(["w"])
+    path = tmp_path / f"{out}.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+def test_a_copy_named_only_by_the_output_frees_the_views_base(tmp_path):
+    # eager's `.contiguous()` of the first stream copies 4 x 32 x 500 floats and frees the head's whole
+    # output (4 x 2 x 32 x 500) once the forward returns; the returned view would keep that base
+    copied, _ = _torch(_stream_head(tmp_path, "clone_1"), batch_size=4)
+    view, _ = _torch(_stream_head(tmp_path, "select_1"), batch_size=4)
+    assert view["peak"] - copied["peak"] == 4 * 32 * 500 * 4

@@ -25,6 +25,10 @@ def coverage(bl, at: int, peak: int) -> dict:
            "estimated_bytes_at_peak": total,
            "estimated_share": round(total / peak, 4) if peak else 0.0,
            "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+    if any(e.get("why") for e in out["estimated"]):
+        # the families' reasons, each with its ops' count and bytes at the peak: the clauses the table's
+        # estimated line and compare's line print
+        out["reasons"] = reasons(out)
     folded = cov.get("not_counted") or []
     if folded:
         # eager ops on constants the loader folded: their tensors are no part of the figure
@@ -113,8 +117,8 @@ def coverage_line(cov: dict) -> str:
         types = sorted({e["type"] for e in cov["estimated"]})
         line += (f"; {len(cov['estimated'])} estimated, no measured rule covering them ({', '.join(types)}), "
                  f"{cov['estimated_bytes_at_peak']:,d} B of the peak")
-        for why in reasons(cov):
-            line += f"; estimated as {why}"
+        for why in cov.get("reasons") or ():
+            line += "; " + why
         if cov.get("as_loop"):
             line += "; " + cov["as_loop"]["note"]
     nc = cov.get("not_counted") or {}
@@ -145,14 +149,15 @@ def coverage_line(cov: dict) -> str:
 
 def reasons(cov: dict) -> list[str]:
     """The distinct reasons a family's facts gave for ops named as estimated, each with its ops' count
-    and bytes at the peak."""
+    and bytes at the peak (`figures.torch.coverage.reasons`, which the table's estimated line and
+    `compare` print)."""
     out: dict[str, list[int]] = {}
     for e in cov.get("estimated") or ():
         if e.get("why"):
             n = out.setdefault(e["why"], [0, 0])
             n[0] += 1
             n[1] += e["bytes_at_peak"]
-    return [f"{why} ({n} op(s), {b:,d} B at the peak)" for why, (n, b) in out.items()]
+    return [f"{n} of them ({b:,d} B) as {why}" for why, (n, b) in out.items()]
 
 
 def functions_note(modules: list, alt: int, peak: int) -> str:

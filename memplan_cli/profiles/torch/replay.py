@@ -314,6 +314,9 @@ class Replay:
         for q, op in enumerate(ops_):
             for v in op.inputs:
                 readers.setdefault(v, []).append(q)
+        last_of: dict[str, int] = {}  # each module's own last forward step
+        for q, sc in enumerate(scopes):
+            last_of[sc] = max(last_of.get(sc, 0), self.fwd_step[q])
         ends: dict[str, int] = {}
         for p, op in enumerate(ops_):
             outer = scopes[p]
@@ -327,7 +330,7 @@ class Replay:
                 if len(children) < 2:
                     continue
                 if outer not in ends:
-                    ends[outer] = max(self.fwd_step[q] for q, sc in enumerate(scopes)
+                    ends[outer] = max(last for sc, last in last_of.items()
                                       if sc == outer or child_below(sc, outer) is not None)
                 self.fwd_last[st] = max(self.fwd_last.get(st, 0), ends[outer])
 

@@ -82,6 +82,34 @@ def lost_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
     return out
 
 
+def output_clones(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[EagerOp]:
+    """A copy the dynamo exporter's optimizer dropped behind a view, that only the value's name keeps:
+    a view op (its recorded call `aten.select`, `aten.slice`, ...) whose result is named after an fx
+    `clone` or `contiguous` node no op of the file records (`logits = predict_logits[:, 0]` then
+    `.contiguous()`: ProphetNet's output `clone_18` made by a Gather recording `select_2`). Eager made
+    the view, then the copy: the view becomes a new operand (appended to `opd`) and one Clone op makes
+    the named result from it, so the view's base is freed once the copy is made, not held as the base
+    of the result."""
+    names = _recorded_names(g)
+    out = []
+    for op in ops_:
+        outs = [v for v in op.outputs if v >= 0]
+        name = opd[outs[0]].name if len(outs) == 1 else ""
+        call = _recorded_name(g.operations[op.index]) if 0 <= op.index < len(g.operations) else ""
+        if not call or not re.fullmatch(r"(clone|contiguous)(_\d+)?", name) or name in names or name == call \
+                or not (facts(op) or {}).get("view"):
+            out.append(op)
+            continue
+        v = outs[0]
+        y = Operand(len(opd), f"{name}:view", tuple(opd[v].shape), opd[v].dtype)
+        opd.append(y)
+        uses.setdefault(y.index, []).append(op.index)
+        out.append(EagerOp(op.index, op.type, op.inputs, [y.index if w == v else w for w in op.outputs], op.attrs,
+                           op.label, op.members))
+        out.append(EagerOp(op.index, "Clone", [y.index], [v], {}, op.label, op.members))
+    return out
+
+
 def _recorded_name(op) -> str:
     """The fx value the dynamo exporter recorded an IR op as computing ("rsqrt"), "" without a call."""
     return op.call.partition(" = ")[0] if op.call else ""
@@ -837,6 +865,7 @@ def eager_ops(g, uses: dict, opd: list, trained=frozenset()) -> list[EagerOp]:
     ops_ = inplace_writes(centred_twice(unread_statistics(ops_, g), g, opd, uses), g, opd)
     ops_ = clones_before_writes(ops_, g, opd, uses)
     ops_ = selects(merged_dropouts(lost_clones(ops_, g, opd, uses), g, opd, uses), opd, trained)
+    ops_ = output_clones(ops_, g, opd, uses)
     ops_ = chunks(unbinds(max_with_indices(ops_, opd), g, opd), opd)
     ops_ = merged_across_layers(ops_, g, opd, uses)
     return gradientless(detached_reads(split_activations(sdpa_dropouts(ops_, opd, uses), opd, uses), g, opd), g,
