@@ -8,23 +8,14 @@ not counted; a dynamo file's graph signature lists them, so its unread line name
 import json
 
 import jsonschema
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import helper
 
-from memplan_cli.analysis import analyze_graph
 from memplan_cli.cli import main
-from memplan_cli.config import TrainConfig
-from memplan_cli.loaders import load_model
 from memplan_cli.schemas import load_schema
-
-F = TensorProto.FLOAT
-SIG = "pkg.torch.export.ExportedProgram.graph_signature"
-
-
-def _w(*shape):
-    return np.full(shape, 0.1, np.float32)
+from tests.profiles.test_torch_export import _save, _signature, _w
+from tests.profiles.test_torch_export import _torch as _torch_and_analysis
 
 
 def _file(tmp_path, name, body, head="m.lm_head", listed=None):
@@ -34,22 +25,12 @@ def _file(tmp_path, name, body, head="m.lm_head", listed=None):
     nodes = [helper.make_node("Gemm", ["x", f"{body}.l1.weight", f"{body}.l1.bias"], ["h"], transB=1, name="l1"),
              helper.make_node("Gemm", ["h", f"{head}.weight"], ["y"], transB=1, name="head")]
     inits = [(f"{body}.l1.weight", _w(16, 16)), (f"{body}.l1.bias", _w(16)), (f"{head}.weight", _w(8, 16))]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 16])],
-                              [helper.make_tensor_value_info("y", F, [2, 8])],
-                              [numpy_helper.from_array(v, k) for k, v in inits])
-    if listed is not None:
-        lines = ["", "# inputs"] + [f"p_{t.replace('.', '_')}: PARAMETER target='{t}'"
-                                    for t in [k for k, _ in inits] + list(listed)]
-        p = graph.metadata_props.add()
-        p.key, p.value = SIG, "\n".join(lines + ["x: USER_INPUT", ""])
-    path = tmp_path / f"{name}.onnx"
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
-    return str(path)
+    sig = None if listed is None else _signature([k for k, _ in inits] + list(listed))
+    return _save(tmp_path, name, nodes, inits, [2, 16], [2, 8], sig=sig)
 
 
 def _torch(path):
-    a = analyze_graph(load_model(path), TrainConfig(loss="cce", optimizer="adam"), profile="torch")
-    return a.extras["torch"]
+    return _torch_and_analysis(path)[0]
 
 
 def _header(path):

@@ -7,19 +7,15 @@ import json
 import jsonschema
 import numpy as np
 from click.testing import CliRunner
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import helper
 
-from memplan_cli.analysis import analyze_graph
 from memplan_cli.cli import main
 from memplan_cli.config import TrainConfig
 from memplan_cli.loaders import load_model
 from memplan_cli.profiles.torch.figures import coverage_line
 from memplan_cli.schemas import load_schema
-
-F = TensorProto.FLOAT
-
-
-SIG = "pkg.torch.export.ExportedProgram.graph_signature"
+from tests.profiles.test_torch_export import _save, _signature, _w
+from tests.profiles.test_torch_export import _torch as _torch_and_analysis
 
 
 def _heads(tmp_path, name: str, merged: bool, big: bool = False, dynamo: bool = False) -> str:
@@ -37,35 +33,22 @@ def _heads(tmp_path, name: str, merged: bool, big: bool = False, dynamo: bool = 
              helper.make_node("Reshape", ["mm", "split"], ["heads"], name="/m/attn/Reshape"),
              helper.make_node("Transpose", ["heads"], ["t"], perm=[0, 2, 1, 3], name="/m/attn/Transpose"),
              helper.make_node("Reshape", ["t", "proj"], ["r"], name="/m/attn/Reshape_1")]
-    inits = [numpy_helper.from_array(np.full((8, d), 0.1, np.float32), "w"),
-             numpy_helper.from_array(np.array([2, n, 2, hd], np.int64), "split")]
+    inits = [("w", _w(8, d)), ("split", np.array([2, n, 2, hd], np.int64))]
     if merged:
         nodes.append(helper.make_node("MatMul", ["r", "v"], ["y"], name="/m/attn/MatMul"))
-        inits += [numpy_helper.from_array(np.array([2, 2, n * hd], np.int64), "proj"),
-                  numpy_helper.from_array(np.full((n * hd, 4), 0.1, np.float32), "v")]
+        inits += [("proj", np.array([2, 2, n * hd], np.int64)), ("v", _w(n * hd, 4))]
         out = [2, 2, 4]
     else:
         nodes += [helper.make_node("Slice", ["r", "starts", "ends", "axes"], ["main"], name="/m/attn/Slice"),
                   helper.make_node("MatMul", ["main", "v"], ["y"], name="/m/attn/MatMul")]
-        inits += [numpy_helper.from_array(np.array([2, 2, n, hd], np.int64), "proj"),
-                  numpy_helper.from_array(np.array([0], np.int64), "starts"),
-                  numpy_helper.from_array(np.array([n // 2], np.int64), "ends"),
-                  numpy_helper.from_array(np.array([2], np.int64), "axes"),
-                  numpy_helper.from_array(np.full((2, 2, hd, 4), 0.1, np.float32), "v")]
+        inits += [("proj", np.array([2, 2, n, hd], np.int64)), ("starts", np.array([0], np.int64)),
+                  ("ends", np.array([n // 2], np.int64)), ("axes", np.array([2], np.int64)), ("v", _w(2, 2, hd, 4))]
         out = [2, 2, n // 2, 4]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, n, 8])],
-                              [helper.make_tensor_value_info("y", F, out)], inits)
-    if dynamo:
-        p = graph.metadata_props.add()
-        p.key, p.value = SIG, "\n# inputs\np_w: PARAMETER target='w'\np_v: PARAMETER target='v'\nx: USER_INPUT\n"
-    path = tmp_path / f"{name}.onnx"
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
+    return _save(tmp_path, name, nodes, inits, [2, n, 8], out, sig=_signature(("w", "v")) if dynamo else None)
 
 
 def _torch(path):
-    a = analyze_graph(load_model(path), TrainConfig(loss="cce", optimizer="adam"), profile="torch")
-    return a.extras["torch"]
+    return _torch_and_analysis(path)[0]
 
 
 def test_a_transposed_tensor_reshaped_as_a_view_is_named_not_counted(tmp_path):

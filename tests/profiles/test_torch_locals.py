@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from memplan_cli.analysis import analyze  # noqa: E402
 from memplan_cli.config import TrainConfig  # noqa: E402
 from memplan_cli.profiles.torch.functions import child_below, module_scope  # noqa: E402
+from tests.ops.gradcheck import onnx_model, save  # noqa: E402
 
 
 def _names(dynamo: bool):
@@ -52,12 +53,7 @@ def _handed(tmp_path, dynamo=False, readers=2, name="m.onnx"):
              n(helper.make_node("MatMul", ["r1", "w3"], ["y"]), "enc.layer.1", "matmul_3")]
     inits = {"w0": np.ones((16, 64), np.float32), "w1": np.ones((16, 64), np.float32),
              "w2": np.ones((64, 64), np.float32), "w3": np.ones((64, 8), np.float32)}
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64, 8])],
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    path = tmp_path / name
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
+    return save(tmp_path, onnx_model(nodes, [("x", (4, 64, 16))], [("y", (4, 64, 8))], inits), name)
 
 
 def _bias_lifetime(path):
