@@ -727,20 +727,20 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     swept = listed[0] if listed else None
     fixed_dims = {k: v[0] for k, v in dim_lists.items()}
     fixed_batch = None
+    asked = parse_batch_sizes(batch_sizes) if batch_sizes is not None else []
     if swept:
-        one = parse_batch_sizes(batch_sizes) if batch_sizes is not None else []
-        if len(one) > 1:
+        if len(asked) > 1:
             sizes = ",".join(map(str, dim_lists[swept]))
             raise ConfigError.worded(f"dim {swept!r} lists sizes ({sizes}): it is swept at one batch, give one in "
                                      "batch_sizes, not a list",
                                      f"--dim {swept}={sizes} sweeps {swept}: give one batch size (-b N), not a list")
-        fixed_batch = one[0] if one else None
+        fixed_batch = asked[0] if asked else None
     # for the training metadata, at the first batch asked for (else 1, so that a symbolic ONNX batch loads
     # too): a file that fixes its batch inside loads at the batches asked for only
     if swept:
         load_batch = fixed_batch
     else:
-        load_batch = parse_batch_sizes(batch_sizes)[0] if batch_sizes is not None else 1
+        load_batch = asked[0] if asked else 1
     graph = load_model(model, batch_size=load_batch, dims=fixed_dims, sha256=True)
     if swept and fixed_batch is None:
         fixed_batch = graph.input_batch() or 1
@@ -802,7 +802,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     elif swept:
         batches.update(dim_lists[swept])
     else:
-        batches.update(parse_batch_sizes(batch_sizes or DEFAULT_BATCHES))
+        batches.update(asked or parse_batch_sizes(DEFAULT_BATCHES))
     batches = sorted(batches)
     todo = [(p, b) for p in profiles for b in batches if (p, b) not in done]
     with Bar(len(todo), "sweeping", progress) as bar:
