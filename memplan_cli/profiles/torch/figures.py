@@ -7,6 +7,12 @@ from __future__ import annotations
 ESTIMATED_SHARE = 0.02
 
 
+def _a_share(n: int, peak: int) -> bool:
+    """Whether `n` bytes (estimated, left out, or a figure beside's difference) are a large enough share
+    of the peak for the header to say so (`says_so`)."""
+    return bool(peak) and n > ESTIMATED_SHARE * peak
+
+
 def coverage(bl, at: int, peak: int) -> dict:
     """How sure the figure is: of the eager ops replayed, how many a measured rule covers, and the ops
     the general rule estimated (`GENERAL`), each with the bytes it made (outputs, saved tensors,
@@ -24,7 +30,7 @@ def coverage(bl, at: int, peak: int) -> dict:
                           **({"why": why[label]} if label in why else {})} for label in est],
            "estimated_bytes_at_peak": total,
            "estimated_share": round(total / peak, 4) if peak else 0.0,
-           "says_so": bool(peak) and total > ESTIMATED_SHARE * peak}
+           "says_so": _a_share(total, peak)}
     if any(e.get("why") for e in out["estimated"]):
         # the families' reasons, each with its ops' count and bytes at the peak: the clauses the table's
         # estimated line and compare's line print
@@ -34,7 +40,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         # eager ops on constants the loader folded: their tensors are no part of the figure
         n = sum(c["bytes"] for c in folded)
         ops = [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded]
-        out["not_counted"] = {"ops": ops, "bytes": n, "says_so": bool(peak) and n > ESTIMATED_SHARE * peak,
+        out["not_counted"] = {"ops": ops, "bytes": n, "says_so": _a_share(n, peak),
                               "note": folded_note(ops, n)}
     if cov.get("unread_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
@@ -62,7 +68,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         made = cov["constant_layers"]
         n = sum(c["bytes"] for c in made)
         out["constant_layers"] = {"constants": [dict(c) for c in made], "bytes": n,
-                                  "says_so": bool(peak) and 2 * n > ESTIMATED_SHARE * peak,
+                                  "says_so": _a_share(2 * n, peak),
                                   "note": constant_layers_note(len(made), n)}
     if cov.get("contiguous_sites"):
         # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
@@ -71,14 +77,14 @@ def coverage(bl, at: int, peak: int) -> dict:
         alt = cov["as_contiguous_peak"]
         out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
                              "bytes": sum(c["bytes"] for c in sites), "peak": alt,
-                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                             "says_so": _a_share(abs(alt - peak), peak)}
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
         alt = cov["as_functions_peak"]
         out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
-                               "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                               "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
             out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
     if cov.get("solves"):
@@ -86,7 +92,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         # with the loops run as written instead (each row's copies saved)
         alt = cov["as_loop_peak"]
         out["as_loop"] = {"loops": cov["solves"], "peak": alt,
-                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak,
+                          "says_so": _a_share(abs(alt - peak), peak),
                           "note": (f"with the {cov['solves']} forward-substitution loop(s) run as written "
                                    f"instead of solve_triangular, the peak is {alt:,d} B")}
     if cov.get("held_lines"):
@@ -94,14 +100,14 @@ def coverage(bl, at: int, peak: int) -> dict:
         # its Python locals are not counted; the peak with every tensor they make held to the line's end
         alt = cov["as_held_peak"]
         out["as_held"] = {**cov["held_lines"], "peak": alt,
-                          "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                          "says_so": _a_share(abs(alt - peak), peak)}
         out["as_held"]["note"] = held_note(out["as_held"])
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
         alt = cov["as_no_grad_peak"]
         out["as_no_grad"] = {**cov["regions"], "peak": alt,
-                             "says_so": bool(peak) and abs(alt - peak) > ESTIMATED_SHARE * peak}
+                             "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
             ng = out["as_no_grad"]
             ng["note"] = (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined "
