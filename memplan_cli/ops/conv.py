@@ -1183,10 +1183,6 @@ def _t_roles(op, operands):
     return x, y, w, int(x.shape[ch]), int(y.shape[ch])
 
 
-def _tconv_grouped(op) -> bool:
-    return int(op.attrs.get("group", 1) or 1) > 1
-
-
 def _tconv_jit_grouped(op, operands) -> bool:
     """A grouped transposed convolution the profile counts: unstrided, undilated, 2-D, both channel counts
     per group multiples of 8 (oneDNN's generic deconvolution wrapper over the grouped `jit` kernels in
@@ -1201,7 +1197,7 @@ def _tconv_jit_grouped(op, operands) -> bool:
 
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
-    if _tconv_grouped(op):
+    if not _ungrouped_any(op):
         # the grouped jit backward-data kernel: the input and weight copied as they are (grouped kernels
         # keep their channel counts), the output made in place; with a bias, the wrapper's output-sized
         # buffer (+128 B) beside them (measured: 8 and 16 channels per group); without a bias the result
@@ -1229,7 +1225,7 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     # the convolution's forward from the incoming gradient: copied blocked when it has 16 channels or
     # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
     x, y, w, c, o = _t_roles(op, operands)
-    if _tconv_grouped(op):  # the grouped jit forward: the incoming gradient and the weight as they are
+    if not _ungrouped_any(op):  # the grouped jit forward: the incoming gradient and the weight as they are
         return ((y.nbytes, w.nbytes),)
     blocked = o >= BLOCK
     bx = x.nbytes * _round(c) // c
@@ -1241,7 +1237,7 @@ def _tconv_bwd_dw(op, operands) -> tuple:
     # the convolution's weight gradient: the input plays its incoming gradient, the incoming gradient
     # its input (blocked as _weights_layout says, by C_out)
     x, y, w, c, o = _t_roles(op, operands)
-    if _tconv_grouped(op):  # the grouped jit weight gradient: copies of both, then the result copied out
+    if not _ungrouped_any(op):  # the grouped jit weight gradient: copies of both, then the result copied out
         return ((x.nbytes, y.nbytes), (w.nbytes,))
     if o <= 3:
         gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
@@ -1473,7 +1469,7 @@ def _torch_refuse(op, operands) -> str | None:
     if _bf16(op, operands):
         return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
-        if op.type != "ConvTranspose2D" or (_tconv_grouped(op) and not _tconv_jit_grouped(op, operands)):
+        if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and not _tconv_jit_grouped(op, operands)):
             return ("a non-2-D transposed convolution, or a grouped one that is strided, dilated or has channel "
                     "counts per group that are not multiples of 8: oneDNN's memory for it was not measured")
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
