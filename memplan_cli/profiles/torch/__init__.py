@@ -109,31 +109,32 @@ class TorchProfile:
         tg = self.training_graph(graph, config)
         # a dynamo file's forward-substitution loops read as eager's solve_triangular (replay.as_solves)
         sim, layer = replay(tg, config, as_solve=True)
+
+        def beside(**how) -> int:
+            """The peak of the step replayed another way, for a figure reported beside this one."""
+            alt = replay(tg, config, **how)[0]
+            return max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+
         if sim.coverage.get("possible_functions"):
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
-            alt = replay(tg, config, as_functions=True, as_solve=True)[0]
-            sim.coverage["as_functions_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            sim.coverage["as_functions_peak"] = beside(as_functions=True, as_solve=True)
         if sim.coverage.get("regions"):
             # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
-            alt = replay(tg, config, as_no_grad=True, as_solve=True)[0]
-            sim.coverage["as_no_grad_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            sim.coverage["as_no_grad_peak"] = beside(as_no_grad=True, as_solve=True)
         if sim.coverage.get("solves"):
             # those loops replayed as the file writes them (had eager run the loop): reported beside
-            alt = replay(tg, config)[0]
-            sim.coverage["as_loop_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            sim.coverage["as_loop_peak"] = beside()
         if sim.coverage.get("held_lines"):
             # tensors made under one recorded source line (a called function's body the file does not
             # record): the figure with each held to that line's last op, reported beside
-            alt = replay(tg, config, as_solve=True, as_held_lines=True)[0]
-            sim.coverage["as_held_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            sim.coverage["as_held_peak"] = beside(as_solve=True, as_held_lines=True)
         if sim.coverage.get("contiguous_sites"):
             # transposed tensors a TorchScript file's reshape reads as views, where a `.contiguous()` it
             # does not record would have copied: the figure with each copied, reported beside
             names = frozenset(c["tensor"] for c in sim.coverage["contiguous_sites"])
-            alt = replay(tg, config, as_solve=True, as_contiguous=names)[0]
-            sim.coverage["as_contiguous_peak"] = max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)
+            sim.coverage["as_contiguous_peak"] = beside(as_solve=True, as_contiguous=names)
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
         unread = (export or {}).get("unread") or []
