@@ -1035,10 +1035,14 @@ def table(rows: list[dict]) -> str:
         made = (cov.get("constant_layers") or {}).get("constants") or []  # layers reading a batch-shaped constant
         composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
         folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
+        # figures beside the peak the header names: a TorchScript file's folded causal tables and the copies
+        # a `.contiguous()` it does not record would have made
+        beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)" for key in ("causal_tables", "contiguous")
+                  if (part := cov.get(key) or {}).get("says_so")]
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named or unread or folded or made or composite or folded_params)
+            far_named += bool(named or unread or folded or made or composite or folded_params or beside)
         note = "; ".join(([f"estimated: {named}"] if named else [])
                          + ([f"not counted: {len(unread)} parameters no op reads" + _outermost(cov)] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
@@ -1047,7 +1051,8 @@ def table(rows: list[dict]) -> str:
                              f"({sum(c['bytes'] for c in made):,d} B)"] if made else [])
                          + ([f"estimated: {len(folded_params)} parameters folded to the part read"]
                             if folded_params else [])
-                         + ([f"not counted: the composite's parts beside {composite}"] if composite else []))
+                         + ([f"not counted: the composite's parts beside {composite}"] if composite else [])
+                         + beside)
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
