@@ -16,7 +16,8 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), unstrided grouped transposed convolutions (`fam_tconv_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
-(`fam_masked_write`, a boolean-mask index_put).
+(`fam_masked_write`, a boolean-mask index_put) and `torch.tensor_split` at a list of indices
+(`fam_tensor_split`: TorchScript writes it as a Loop over a sequence).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1695,6 +1696,36 @@ class GridSampleNet(nn.Module):
 
 
 
+class TensorSplitNet(nn.Module):
+    """`torch.tensor_split` at a list of indices, as torchvision's MViT pools its queries, keys and
+    values: a conv stem's tokens with a class token in front, cut into the class token and the rest
+    (`indices=(1,)`), the rest pooled by a strided depthwise conv on its map and put back behind the
+    class token; then the channels cut at two indices into three pieces (`indices=(8, 24)`), each
+    scaled by its own activation and concatenated. LayerNorm, a mean over tokens and a Linear head.
+    `sliced`: the same cuts written as indexing (`t[:, :1]`, ...), which both exporters write as
+    Slices: the figure to compare with."""
+
+    def __init__(self, c=32, classes=10, sliced=False):
+        super().__init__()
+        self.sliced = sliced
+        self.patch = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1), nn.ReLU(), nn.Conv2d(c, c, 3, 2, 1))
+        self.cls = nn.Parameter(torch.zeros(1, 1, c))
+        self.pool = nn.Conv2d(c, c, 3, 2, 1, groups=c, bias=False)
+        self.norm = nn.LayerNorm(c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        f = self.patch(x)
+        b, c, h, w = f.shape
+        t = torch.cat([self.cls.expand(b, -1, -1), f.flatten(2).transpose(1, 2)], 1)
+        cls, rest = (t[:, :1], t[:, 1:]) if self.sliced else torch.tensor_split(t, (1,), dim=1)
+        rest = self.pool(rest.transpose(1, 2).reshape(b, c, h, w)).flatten(2).transpose(1, 2)
+        t = self.norm(torch.cat([cls, rest], 1))
+        a, m, z = (t[..., :8], t[..., 8:24], t[..., 24:]) if self.sliced else torch.tensor_split(t, (8, 24), dim=2)
+        t = torch.cat([F.gelu(a), torch.sigmoid(m) * m, torch.tanh(z)], 2)
+        return self.head(t.mean(1))
+
+
 class BroadcastMatmulNet(nn.Module):
     """Batched matmuls whose operands broadcast over batch dims, as a lambda layer writes them
     (LambdaNetworks, timm's LambdaLayer). `which`: "lambda": queries (B, heads, M, K) times a
@@ -2095,6 +2126,8 @@ FAM = {
     "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
     "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
     "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    "fam_tensor_split": ("slice", TensorSplitNet, (3, 32, 32)),
+    "fam_tensor_split_sliced": ("slice", lambda: TensorSplitNet(sliced=True), (3, 32, 32)),
     "fam_continuous_bias": ("folded", lambda: ContinuousBiasNet(), IMG),
     "fam_continuous_bias_one": ("folded", lambda: ContinuousBiasNet(sizes=(8,)), IMG),
     # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
