@@ -2399,6 +2399,85 @@ class TiedLM(nn.Module):
         return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
 
 
+class _TextPart(nn.Module):
+    """A token embedding and two pre-norm feed-forward blocks of width d: the language part the towers
+    below sit beside."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(),
+                                                  nn.Linear(2 * d, d)) for _ in range(2))
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        h = self.embed_tokens(ids)
+        for layer in self.layers:
+            h = h + layer(h)
+        return self.norm(h)
+
+
+class _Tower(nn.Module):
+    """An image tower a text-only step never enters: a 16 x 16 patch convolution of 3 channels to 128
+    and two 128-wide Linears (the projector to the text width d)."""
+
+    def __init__(self, d=64, w=128):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, w, 16, 16)
+        self.proj = nn.Sequential(nn.Linear(w, w), nn.GELU(), nn.Linear(w, d))
+
+
+class CompositeLM(nn.Module):
+    """A composite (multimodal) model's text-only masked LM: `model.language_model` read, the
+    `model.vision_tower` beside it never entered (transformers' naming: LLaVA, Gemma 3, GOT-OCR2);
+    `beside`: the tower's parameters held by `model` itself beside `embed_tokens` and `layers`
+    (NeoMME's `model.patch_embeddings`: no `language_model` part to read the composite from)."""
+
+    def __init__(self, vocab=1000, d=64, beside=False):
+        super().__init__()
+        self.model = nn.Module()
+        if beside:
+            text = _TextPart(vocab, d)
+            for k, v in text.named_children():
+                setattr(self.model, k, v)
+            self.model.patch_embeddings = _Tower(d)
+            self._text = lambda ids: _TextPart.forward(self.model, ids)
+        else:
+            self.model.language_model = _TextPart(vocab, d)
+            self.model.vision_tower = _Tower(d)
+            self._text = lambda ids: self.model.language_model(ids)
+        self.lm_head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.lm_head(self._text(ids))
+
+
+class SharedEmbeddingLM(nn.Module):
+    """An encoder-decoder's tied embedding (BART's, Blenderbot's): one table held as `model.shared`,
+    `model.encoder.embed_tokens`, `model.decoder.embed_tokens` and `lm_head.weight`; the forward
+    enters the encoder's and decoder's lookups and the head, never `model.shared` itself. The
+    decoder reads the ids shifted by one (a start token 0 first), so the two lookups differ."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.shared = nn.Embedding(vocab, d)
+        self.model.encoder = nn.Module()
+        self.model.decoder = nn.Module()
+        self.model.encoder.embed_tokens = self.model.shared
+        self.model.decoder.embed_tokens = self.model.shared
+        self.model.encoder.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU())
+        self.model.decoder.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU())
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.model.shared.weight
+
+    def forward(self, ids):
+        enc = self.model.encoder.body(self.model.encoder.embed_tokens(ids))
+        dec_ids = torch.cat([torch.zeros_like(ids[:, :1]), ids[:, :-1]], 1)
+        dec = self.model.decoder.body(self.model.decoder.embed_tokens(dec_ids))
+        return self.lm_head(dec + enc.mean(1, keepdim=True))
+
+
 class MaskedWrite(nn.Module):
     """T5Gemma2's end-of-image embedding: `emb[ids == k] = eoi`, a boolean-mask index_put of a learned
     row into the scaled token embeddings (how many rows the data decides), then a feed-forward body
@@ -2424,6 +2503,9 @@ HEADS = {
     "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
     "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
     "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
+    "fam_composite_tower": ("unread", lambda: CompositeLM(), ("ids", 32, 1000)),
+    "fam_beside_tower": ("unread", lambda: CompositeLM(beside=True), ("ids", 32, 1000)),
+    "fam_shared_embedding": ("unread", SharedEmbeddingLM, ("ids", 32, 1000)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

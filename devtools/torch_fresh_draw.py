@@ -1065,6 +1065,7 @@ def table(rows: list[dict]) -> str:
         made = (cov.get("constant_layers") or {}).get("constants") or []  # layers reading a batch-shaped constant
         composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
         folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
+        tied = cov.get("tied_parameters") or {}  # unread ones that may be a tied parameter read under another name
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
@@ -1077,7 +1078,8 @@ def table(rows: list[dict]) -> str:
                              f"({sum(c['bytes'] for c in made):,d} B)"] if made else [])
                          + ([f"estimated: {len(folded_params)} parameters folded to the part read"]
                             if folded_params else [])
-                         + ([f"not counted: the composite's parts beside {composite}"] if composite else []))
+                         + ([f"not counted: the composite's parts beside {composite}"] if composite else [])
+                         + ([f"maybe tied: {', '.join(sorted(tied))}"] if tied else []))
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
