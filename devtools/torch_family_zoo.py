@@ -2009,6 +2009,8 @@ SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_fold": ("fold", lambda: FoldNet(), IMG),
+    "fam_layerdrop": ("layerdrop", lambda: LayerDropLM(), SEQ),
+    "fam_layerdrop_np": ("layerdrop", lambda: LayerDropLM(numpy=True), SEQ),
     "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
     "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
     "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
@@ -2135,6 +2137,35 @@ FAM = {
     **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
        for w in ("lambda", "left", "both", "ones")},
 }
+
+
+class LayerDropLM(nn.Module):
+    """Pre-norm MLP blocks that a training step skips, each with probability `layerdrop`
+    (transformers' LayerDrop): drawn with `torch.rand([])` as BART-like encoders draw it, or with
+    `np.random.random()` as wav2vec2-like encoders do (`numpy`; the dynamo exporter cannot trace a
+    branch on a drawn tensor, and takes this one)."""
+
+    def __init__(self, d=64, layers=4, layerdrop=0.3, numpy=False, classes=50):
+        super().__init__()
+        self.layerdrop, self.numpy = layerdrop, numpy
+        self.ln = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for ln, mlp in zip(self.ln, self.mlp):
+            if self.training and self.layerdrop > 0.0:
+                if self.numpy:
+                    import numpy as np
+
+                    skip = np.random.random() < self.layerdrop
+                else:
+                    skip = torch.rand([]) < self.layerdrop
+                if skip:
+                    continue
+            x = x + mlp(ln(x))
+        return self.head(x)
 
 
 class FromEndPermNet(nn.Module):
