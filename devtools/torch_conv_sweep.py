@@ -501,6 +501,8 @@ def _random_tconv_strided_dw(count, seed):
 
 
 SETS["transposed_strided_dw_random"] = _random_tconv_strided_dw(40, 60629)
+SETS["transposed_strided_dw_random_b"] = _random_tconv_strided_dw(40, 71903)  # drawn after the odd-width rule
+SETS["transposed_strided_dw_random_c"] = _random_tconv_strided_dw(40, 5521)  # drawn after AVX2's 8-wide weight
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

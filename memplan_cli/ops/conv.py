@@ -1219,6 +1219,15 @@ def _tconv_grouped_view(op, operands):
     return view
 
 
+def _tconv_grouped_brg(op, operands) -> bool:
+    """Whether brgconv_strided runs a grouped transposed convolution's forward (`_tconv_fwd` says why)."""
+    if _ungrouped_any(op) or not _strided(op) or _tconv_depthwise(op, operands):
+        return False
+    x, y, w, c, o = _t_roles(op, operands)
+    even = int(y.shape[-1]) % int(op.attrs["stride"][1]) == 0
+    return (c // int(op.attrs["group"]) > 8 and even) or _brg_grouped_dx(_tconv_grouped_view(op, operands), operands)
+
+
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
     bias = len(op.inputs) > 2 and op.inputs[2] >= 0
@@ -1229,9 +1238,8 @@ def _tconv_fwd(op, operands) -> tuple:
         bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
         return ((bx, bw, by - y.nbytes, by + 128 if bias else 0), (by,))
     if not _ungrouped_any(op):
-        view = _tconv_grouped_view(op, operands)
         ow, sw = int(y.shape[-1]), int(op.attrs["stride"][1])
-        if _strided(op) and ((c // int(op.attrs["group"]) > 8 and ow % sw == 0) or _brg_grouped_dx(view, operands)):
+        if _tconv_grouped_brg(op, operands):
             # brgconv_strided, as the ungrouped strided rule below. oneDNN's deconvolution list tries
             # brgemm_deconvolution_fwd_t (AVX-512's, then AVX2's) before the generic wrapper (conv:any), and
             # brgemm declines a group of at most one vector of input channels (`is_grouped_small_ic`: 16 on
@@ -1239,10 +1247,11 @@ def _tconv_fwd(op, operands) -> tuple:
             # then the wrapper runs the convolution list, where the grouped input-gradient rule
             # (`_brg_grouped_dx`) picks brgconv_strided or jit (measured: 12 and 16 per group AVX2's, 32
             # AVX-512's, 8 the jit wrapper; odd widths the wrapper). The weight's output channels per group
-            # rounded up to 16
-            og = int(w.shape[1])
+            # rounded up to the variant's vector: 16 floats on AVX-512, 8 on AVX2 (up to 16 input channels
+            # per group; measured: 8 outputs per group copied as they are)
+            og, vec = int(w.shape[1]), BLOCK if c // int(op.attrs["group"]) > BLOCK else 8
             extra = y.nbytes + 128 if ow % sw and bias else 0
-            return ((x.nbytes, w.nbytes * _round(og) // og,
+            return ((x.nbytes, w.nbytes * _round_to(og, vec) // og,
                      _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra), (y.nbytes, y.nbytes))
         # the grouped jit backward-data kernel: the input and weight copied as they are (grouped kernels
         # keep their channel counts), the output made in place; with a bias, the wrapper's output-sized
@@ -1272,8 +1281,11 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
         bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
         return ((by, bw, bx - x.nbytes), (bx,))
-    if not _ungrouped_any(op):  # the grouped jit forward: the incoming gradient and the weight as they are
-        return ((y.nbytes, w.nbytes),)
+    if not _ungrouped_any(op):
+        # the grouped jit forward: the incoming gradient and the weight as they are beside the input's
+        # gradient; then that gradient made once more (copied out: the peak where it outweighs them;
+        # measured: 12 and 20 input channels per group over 4 outputs, 2 x 2 kernels)
+        return ((y.nbytes, w.nbytes), (x.nbytes,))
     blocked = o >= BLOCK
     bx = x.nbytes * _round(c) // c
     bw = w.nbytes * _round(c) * (_round(o) if blocked else o) // (c * o)
@@ -1603,11 +1615,17 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated. So is a grouped channels-last
+    the 1-D facts count it, and the report names it as estimated. So is a grouped transposed convolution
+    brgconv_strided runs at an output width its stride does not divide, and a grouped channels-last
     forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
     AVX-512's above 16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
+    if op.type == "ConvTranspose2D":
+        # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
+        # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out)
+        y = operands[op.outputs[0]]
+        return _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0
     grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
     if not grp:
         return False
