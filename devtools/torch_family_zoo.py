@@ -16,8 +16,9 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), unstrided grouped transposed convolutions (`fam_tconv_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
-(`fam_masked_write`, a boolean-mask index_put) and `torch.tensor_split` at a list of indices
-(`fam_tensor_split`: TorchScript writes it as a Loop over a sequence).
+(`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
+(`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
+slicing a causal table held as a non-persistent buffer, or making the mask each forward (`fam_causal_*`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -2528,6 +2529,50 @@ class MaskedWrite(nn.Module):
         return self.head(self.body(e))
 
 
+class CausalTableLM(nn.Module):
+    """GPT-2-style attention in small: learned token and position tables (P = 512 rows), two layers each
+    holding a (1, 1, P, P) causal table as a non-persistent buffer and reading `bias[:, :, :T, :T]`
+    (`table="bool"`: ImageGPT's; `"float"`: OpenAI GPT's, `w * b + -1e4 * (1 - b)`), or making the
+    mask from the shapes in every forward (`table=None`), which a TorchScript file writes alike."""
+
+    def __init__(self, d=64, heads=4, positions=512, table="bool", vocab=1000):
+        super().__init__()
+        self.h, self.table = heads, table
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(positions, d)
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(2))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(2))
+        self.attn = nn.ModuleList(_CausalAttn(positions, table) for _ in range(2))
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        x = self.tok(ids) + self.pos(torch.arange(s))
+        for qkv, attn, out in zip(self.qkv, self.attn, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+            x = x + out(attn(q, k, v).transpose(1, 2).reshape(b, s, -1))
+        return self.head(x)
+
+
+class _CausalAttn(nn.Module):
+    def __init__(self, positions, table):
+        super().__init__()
+        self.table = table
+        if table:
+            t = torch.tril(torch.ones(positions, positions, dtype=torch.bool)).view(1, 1, positions, positions)
+            self.register_buffer("bias", t if table == "bool" else t.float(), persistent=False)
+
+    def forward(self, q, k, v):
+        s = q.shape[-2]
+        w = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.table == "float":
+            b = self.bias[:, :, :s, :s]
+            w = w * b + -1e4 * (1 - b)
+        else:
+            m = self.bias[:, :, :s, :s] if self.table else torch.tril(torch.ones(s, s, dtype=torch.bool))
+            w = torch.where(m, w, torch.finfo(w.dtype).min)
+        return F.dropout(w.softmax(-1), 0.1, self.training) @ v
+
+
 HEADS = {
     "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
@@ -2537,6 +2582,9 @@ HEADS = {
     "fam_composite_tower": ("unread", lambda: CompositeLM(), ("ids", 32, 1000)),
     "fam_beside_tower": ("unread", lambda: CompositeLM(beside=True), ("ids", 32, 1000)),
     "fam_shared_embedding": ("unread", SharedEmbeddingLM, ("ids", 32, 1000)),
+    "fam_causal_table": ("causal", lambda: CausalTableLM(), ("ids", 32, 1000)),
+    "fam_causal_table_float": ("causal", lambda: CausalTableLM(table="float"), ("ids", 32, 1000)),
+    "fam_causal_computed": ("causal", lambda: CausalTableLM(table=None), ("ids", 32, 1000)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -1066,10 +1066,14 @@ def table(rows: list[dict]) -> str:
         composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
         folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
         tied = cov.get("tied_parameters") or {}  # unread ones that may be a tied parameter read under another name
+        # figures beside the peak the header names: a TorchScript file's folded causal tables and the copies
+        # a `.contiguous()` it does not record would have made
+        beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)" for key in ("causal_tables", "contiguous")
+                  if (part := cov.get(key) or {}).get("says_so")]
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named or unread or folded or made or composite or folded_params)
+            far_named += bool(named or unread or folded or made or composite or folded_params or beside)
         note = "; ".join(([f"estimated: {named}"] if named else [])
                          + ([f"not counted: {len(unread)} parameters no op reads" + _outermost(cov)] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
@@ -1079,7 +1083,8 @@ def table(rows: list[dict]) -> str:
                          + ([f"estimated: {len(folded_params)} parameters folded to the part read"]
                             if folded_params else [])
                          + ([f"not counted: the composite's parts beside {composite}"] if composite else [])
-                         + ([f"maybe tied: {', '.join(sorted(tied))}"] if tied else []))
+                         + ([f"maybe tied: {', '.join(sorted(tied))}"] if tied else [])
+                         + beside)
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "

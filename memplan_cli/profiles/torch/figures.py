@@ -81,10 +81,17 @@ def coverage(bl, at: int, peak: int) -> dict:
         # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
         sites = cov["contiguous_sites"]
         alt = cov["as_contiguous_peak"]
-        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"], **({"kind": c["kind"]} if "kind" in c else {})}
+                                       for c in sites],
                              "bytes": sum(c["bytes"] for c in sites), "peak": alt,
                              "says_so": _a_share(abs(alt - peak), peak)}
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
+    if cov.get("causal_tables"):
+        # constants of a (T, T) slice a TorchScript file may have folded from a module's causal table
+        # (attention.folded_causal_tables): the peak had eager held each table all step, beside
+        tab = dict(cov["causal_tables"])
+        out["causal_tables"] = {**tab, "peak": peak + tab["bytes"], "says_so": _a_share(tab["bytes"], peak)}
+        out["causal_tables"]["note"] = causal_tables_note(out["causal_tables"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -147,6 +154,8 @@ def coverage_line(cov: dict) -> str:
         line += "; " + cl["note"]
     if (cov.get("contiguous") or {}).get("says_so"):
         line += "; " + cov["contiguous"]["note"]
+    if (cov.get("causal_tables") or {}).get("says_so"):
+        line += "; " + cov["causal_tables"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += "; " + fn["note"]
@@ -199,11 +208,32 @@ def held_note(held: dict) -> str:
 def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
-    ops = [c["op"] for c in cont["views"]]
-    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
-    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
-            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
+    ops = [c["op"] for c in cont["views"] if "kind" not in c]
+    outs = [c for c in cont["views"] if c.get("kind") == "output"]
+    parts = []
+    if ops:
+        shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+        parts.append(f"{len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+                     f"{sum(c['bytes'] for c in cont['views'] if 'kind' not in c):,d} B)")
+    if outs:
+        parts.append(f"{len(outs)} output(s) viewing a larger tensor ({outs[0]['op']}"
+                     + (f" and {len(outs) - 1} more" if len(outs) > 1 else "")
+                     + f"; {sum(c['bytes'] for c in outs):,d} B)")
+    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
             f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
+
+
+def causal_tables_note(tab: dict) -> str:
+    """What the figure may leave out where a TorchScript file holds (T, T) constants under module scopes
+    beside a learned position table of P rows: each a slice of its module's (P, P) causal table, which
+    the exporter folds and eager holds (`figures.torch.coverage.causal_tables.note`, which the table's
+    header and `compare` print)."""
+    mods = tab["modules"]
+    shown = mods[0] + (f" and {len(mods) - 1} more" if len(mods) > 1 else "")
+    p, t = tab["rows"], tab["slice"]
+    return (f"estimated: {len(mods)} module(s) read a folded {t} x {t} mask ({shown}); if each is a slice of "
+            f"its module's {p} x {p} causal table (a buffer the TorchScript file does not keep), eager "
+            f"holds {tab['bytes']:,d} B more: the peak is {tab['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
