@@ -277,8 +277,10 @@ def torch_held_note(doc: dict) -> str:
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
     op of the file reads: the sentence the profile wrote (`figures.torch.coverage.unread_note`)."""
-    note = _torch_coverage(doc).get("unread_note")
-    return f"{note} (JSON figures.torch.coverage.unread_parameters)" if note else ""
+    cov = _torch_coverage(doc)
+    note = cov.get("unread_note")
+    keys = [k for k in ("unread_parameters", "tied_parameters") if cov.get(k)]
+    return f"{note} (JSON {', '.join('figures.torch.coverage.' + k for k in keys)})" if note else ""
 
 
 def torch_composite_note(doc: dict) -> str:

@@ -143,10 +143,14 @@ class TorchProfile:
             sim.coverage["causal_tables"] = tables
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
         export = (getattr(graph, "metadata", None) or {}).get("torch_export")
-        unread = (export or {}).get("unread") or []
+        # (an unread one that may be a tied parameter read under another name is named apart)
+        tied = dict((export or {}).get("tied") or {})
+        unread = [t for t in (export or {}).get("unread") or [] if t not in tied]
         if unread:
-            sim.coverage["unread_parameters"] = list(unread)
+            sim.coverage["unread_parameters"] = unread
             sim.coverage["unread_modules"] = list(export.get("unread_modules") or ())
+        if tied:
+            sim.coverage["tied_parameters"] = tied
         # the language part of a composite model: eager also holds the other parts (loaders/onnx_loader.py)
         composite = (getattr(graph, "metadata", None) or {}).get("composite")
         if composite:

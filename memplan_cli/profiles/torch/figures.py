@@ -42,13 +42,19 @@ def coverage(bl, at: int, peak: int) -> dict:
         ops = [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded]
         out["not_counted"] = {"ops": ops, "bytes": n, "says_so": _a_share(n, peak),
                               "note": folded_note(ops, n)}
-    if cov.get("unread_parameters"):
+    if cov.get("unread_parameters") or cov.get("tied_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
-        # does not (their sizes are not in the file); the sentence the reports print, written once here
-        out["unread_parameters"] = list(cov["unread_parameters"])
+        # does not (their sizes are not in the file); the sentence the reports print, written once here;
+        # tied_parameters: unread ones the file shows may be a tied parameter it reads under another name
+        if cov.get("unread_parameters"):
+            out["unread_parameters"] = list(cov["unread_parameters"])
         if cov.get("unread_modules"):
             out["unread_modules"] = list(cov["unread_modules"])
-        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
+        if cov.get("tied_parameters"):
+            out["tied_parameters"] = dict(cov["tied_parameters"])
+        out["unread_note"] = "; ".join(n for n in (
+            unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
+            if cov.get("unread_parameters") else "", tied_note(cov.get("tied_parameters") or {})) if n)
     if cov.get("composite"):
         # the file is the language part of a composite model: eager also holds the other parts' parameters
         # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
@@ -290,6 +296,18 @@ def unread_note(targets: list, composite: dict | None = None, outermost: list | 
                  + (f"; and {len(rest)} more module(s)" if rest else ""))
         caveat = caveat if rest else ""
     return f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}){caveat}; the file gives no size"
+
+
+def tied_note(tied: dict) -> str:
+    """The unread parameters the file shows may be a tied one it reads under another name (BART's
+    `model.shared`, one table with `lm_head.weight`): named apart from the unread ones, as counted."""
+    if not tied:
+        return ""
+    names = sorted(tied)
+    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+    return (f"{len(names)} parameter(s) no op reads under its own name may be a tied one the file reads under "
+            f"another ({shown}): if so the figure counts it (eager holds one tensor), if not eager also holds it; the "
+            f"file cannot tell and gives no size")
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,
