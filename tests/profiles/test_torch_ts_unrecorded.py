@@ -2,7 +2,8 @@
 a module's causal table folded to the slice its forward reads (profiles/torch/attention.py
 `folded_causal_tables`: ImageGPT's and OpenAI GPT's non-persistent `bias`), and the model's output made
 as a view of a larger tensor, which a `.contiguous()` the file does not record would have copied
-(profiles/torch/replay.py `dropped_contiguous`, `output_views`: ProphetNet's `predict_logits[:, 0]`).
+(profiles/torch/replay.py `dropped_contiguous`, `output_views`: ProphetNet's `predict_logits[:, 0]`), and a
+broadcast view a module hands to several submodules (`handed_down`, `handed_views`: MPNet's position bias).
 Both are named with the peak had it happened; the figure does not move. Tiny hand-built ONNX graphs
 as torch.onnx's TorchScript exporter writes them (producer "pytorch", Constant nodes under module
 scopes; no torch needed)."""
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper, save
 
 from memplan_cli.cli import main
 from memplan_cli.profiles.torch.figures import coverage_line
-from memplan_cli.report.table import torch_causal_tables_note, torch_contiguous_note
+from memplan_cli.report.table import torch_causal_tables_note, torch_copied_views_note
 from memplan_cli.schemas import load_schema
 from tests.profiles.test_torch_export import SIG, _signature
 from tests.profiles.test_torch_export import _torch as _torch_and_analysis
@@ -130,7 +131,8 @@ def _stream_head(tmp_path, name, producer="pytorch", select=True):
 def test_an_output_viewing_a_larger_tensor_is_named_with_the_peak_had_it_been_copied(tmp_path):
     path = _stream_head(tmp_path, "stream")
     t = _torch(path)
-    cont = t["coverage"]["contiguous"]
+    assert "contiguous" not in t["coverage"]  # no transposed tensor: the transposes' figure is not this one
+    cont = t["coverage"]["copied_views"]
     assert [(c["op"].split(" ", 1)[1], c["bytes"], c["kind"]) for c in cont["views"]] == [
         ("Gather (/m/Gather)", 2 * 4 * 100 * 4, "output")]
     # copied, the (2, 2, 4, 100) logits are freed once the forward returns: the peak beside is lower
@@ -139,14 +141,15 @@ def test_an_output_viewing_a_larger_tensor_is_named_with_the_peak_had_it_been_co
                                    "were copies if the code called `.contiguous()`")
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
-    cont = doc["figures"]["torch"]["coverage"]["contiguous"]
-    assert cont["says_so"] and torch_contiguous_note(doc).startswith(cont["note"])
+    cont = doc["figures"]["torch"]["coverage"]["copied_views"]
+    assert cont["says_so"] and torch_copied_views_note(doc) == cont["note"] + " (JSON figures.torch.coverage.copied_views)"
+    assert cont["note"] in coverage_line(doc["figures"]["torch"]["coverage"])
 
 
 def test_an_output_of_its_base_size_or_another_producer_names_nothing(tmp_path):
     # the whole logits reshaped: no larger base to free; a file torch.onnx did not write: no TorchScript trace
-    assert "contiguous" not in _torch(_stream_head(tmp_path, "whole", select=False))["coverage"]
-    assert "contiguous" not in _torch(_stream_head(tmp_path, "other", producer="other"))["coverage"]
+    assert "copied_views" not in _torch(_stream_head(tmp_path, "whole", select=False))["coverage"]
+    assert "copied_views" not in _torch(_stream_head(tmp_path, "other", producer="other"))["coverage"]
 
 
 def _handed(tmp_path, name, layers=2):
@@ -181,7 +184,7 @@ def test_a_broadcast_view_handed_to_two_layers_is_named_and_its_copy_held_to_the
     from memplan_cli.profiles.torch.replay import replay
 
     path = _handed(tmp_path, "handed")
-    cont = _torch(path)["coverage"]["contiguous"]
+    cont = _torch(path)["coverage"]["copied_views"]
     assert [(c["op"].split(" ", 1)[1], c["bytes"], c["kind"]) for c in cont["views"]] == [
         ("Expand (/m/enc/Expand)", 2 * 2 * 4 * 4 * 4, "handed")]
     assert "1 broadcast view(s) handed to several submodules (#0 Expand (/m/enc/Expand); 256 B)" in cont["note"]
@@ -197,4 +200,4 @@ def test_a_broadcast_view_handed_to_two_layers_is_named_and_its_copy_held_to_the
 
 
 def test_a_broadcast_view_one_layer_reads_names_nothing(tmp_path):
-    assert "contiguous" not in _torch(_handed(tmp_path, "one", layers=1))["coverage"]
+    assert "copied_views" not in _torch(_handed(tmp_path, "one", layers=1))["coverage"]
