@@ -40,12 +40,12 @@ def _save_ts(tmp_path, name, nodes, inits, x_shape, y_shape, producer="pytorch",
     return str(path)
 
 
-def _masked(tmp_path, name, rows=256, tokens=8, start=0, mask_dtype=bool, sig=None):
+def _masked(tmp_path, name, rows=256, tokens=8, start=0, mask_dtype=bool, sig=None, mask_dims=4):
     """x (2, T, 16) plus a learned position table of `rows` rows read at positions start .. start + T - 1
     (a Gather of a constant), scores x x^T masked by a (1, 1, T, T) constant under `/m/h.0/attn`
     (a Where; `mask_dtype` float: OpenAI GPT's `w * b`), then a Linear to 10 classes of the mean."""
     t = tokens
-    tri = np.tril(np.ones((t, t), mask_dtype)).reshape(1, 1, t, t)
+    tri = np.tril(np.ones((t, t), mask_dtype)).reshape((1,) * (mask_dims - 2) + (t, t))
     nodes = [_const("/m/Constant_output_0", np.arange(start, start + t, dtype=np.int64)),
              helper.make_node("Gather", ["m.wpe.weight", "/m/Constant_output_0"], ["pos"], name="/m/wpe/Gather"),
              helper.make_node("Add", ["x", "pos"], ["h"], name="/m/Add"),
@@ -105,6 +105,10 @@ def test_no_table_is_named_without_a_longer_position_table_read_from_zero(tmp_pa
     # positions from 2 (a padding offset) or a table no longer than the sequence say nothing of a table
     assert "causal_tables" not in _torch(_masked(tmp_path, "offset", start=2))["coverage"]
     assert "causal_tables" not in _torch(_masked(tmp_path, "short", rows=8))["coverage"]
+    # nor a 2-D (T, T) constant (a mask made from the shapes, `torch.tril(torch.ones(T, T))`, or a folded
+    # weight's transpose where the width equals T), nor an integer one (DeBERTa's relative positions)
+    assert "causal_tables" not in _torch(_masked(tmp_path, "flat", mask_dims=2))["coverage"]
+    assert "causal_tables" not in _torch(_masked(tmp_path, "ints", mask_dtype=np.int64, mask_dims=3))["coverage"]
 
 
 def test_a_dynamo_file_lists_its_buffers_and_names_no_table(tmp_path):
