@@ -598,11 +598,52 @@ def test_grouped_transposed_conv_scratch(cfg, fwd, bwd):
                dx + dwb + _best(conv._torch_bwd_dw(t, opd), opd, t, True)) == bwd
 
 
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # (n, c, h, o, k, p, g, bias, s), measured: devtools/torch_conv_sweep.py --set transposed_grouped
+    # depthwise: jit_dw forward and input gradient (channels blocked by 16: 24 copied as 32), gemm's weight
+    # gradient for a 4 x 4 kernel (+128 B, the deconvolution's nested scratchpad), jit_dw's for 2 x 2
+    ((2, 64, 8, 64, 4, 1, 64, True, 2), 168_064, 167_936),
+    ((2, 64, 8, 64, 4, 1, 64, False, 2), 131_072, 167_936),
+    ((2, 24, 8, 24, 4, 1, 24, True, 2), 100_480, 83_968),
+    ((2, 64, 8, 64, 2, 0, 64, True, 2), 164_992, 197_888),
+    # 4 channels per group: the grouped jit kernels forward, gemm's weight gradient
+    ((2, 64, 8, 64, 3, 1, 16, True, 1), 74_880, 88_704),
+    # strided: brg_deconv over brgconv_strided, AVX2's (16 per group) and AVX-512's (32), then 8 per
+    # group (the jit wrapper), then an odd output width brg_deconv declines (the wrapper's jit kernel)
+    ((2, 32, 8, 32, 4, 1, 2, True, 2), 131_072, 131_200),
+    ((2, 64, 8, 32, 4, 1, 2, True, 2), 151_704, 196_736),
+    ((4, 48, 8, 48, 3, 1, 6, True, 2), 235_904, 285_120),
+    ((2, 32, 16, 16, 3, 0, 2, False, 2), 139_392, 279_680),
+])
+def test_strided_depthwise_and_4_per_group_transposed_convs(cfg, fwd, bwd):
+    t, opd = _tconv_grouped(*cfg)
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    dwb = opd[1].nbytes + (opd[2].nbytes if cfg[7] else 0)
+    dx = opd[0].nbytes
+    assert max(dx + _best(conv._torch_bwd_dx(t, opd), opd, t, True),
+               dx + dwb + _best(conv._torch_bwd_dw(t, opd), opd, t, True)) == bwd
+
+
+def test_strided_transposed_conv_odd_width_without_bias_books_no_output_buffer():
+    # conv:any's output-sized buffer comes with a bias only (measured: 150,296 B with, 106,904 B without)
+    with_b, opd = _tconv(2, 32, 7, 32, 3, 2, 1)
+    without, opd2 = _tconv(2, 32, 7, 32, 3, 2, 1, bias=False)
+    assert _best(conv._torch_fwd(with_b, opd), opd, with_b, True) == 150_296
+    assert _best(conv._torch_fwd(without, opd2), opd2, without, True) == 106_904
+
+
 @pytest.mark.parametrize("cfg", [
-    (2, 64, 8, 64, 3, 1, 16),         # 4 channels per group: gemm's weight gradient, not worked out
-    (2, 64, 8, 64, 3, 1, 64),         # depthwise
-    (2, 32, 8, 32, 4, 1, 2, True, 2),  # strided: brg_deconv
+    (2, 48, 8, 48, 3, 1, 8),          # 6 channels per group: no jit kernel blocks it (gemm: not measured)
+    (2, 64, 8, 32, 3, 1, 32),         # one input channel per group each way is not depthwise: 2 to 1
 ])
 def test_other_grouped_transposed_convs_stay_refused(cfg):
     t, opd = _tconv_grouped(*cfg)
-    assert "grouped" in conv._torch_refuse(t, opd)
+    why = conv._torch_refuse(t, opd)
+    assert "grouped" in why and "\n" not in why
+
+
+def test_dilated_grouped_transposed_conv_stays_refused():
+    t, opd = _tconv_grouped(2, 32, 8, 32, 3, 1, 2)
+    t.attrs["dilation"] = (2, 2)
+    assert "dilated" in conv._torch_refuse(t, opd)
