@@ -40,6 +40,14 @@ def test_growth_over_a_threshold_is_a_regression_exit_1(fake_profiles, tmp_path)
     assert "note: batch_size differs: 4 vs 8" in r.stdout
 
 
+def test_a_setting_left_to_its_default_is_named_in_words_not_none(fake_profiles, tmp_path):
+    base = baseline(tmp_path)  # no -b: the report's batch_size is null (the model's own)
+    r = cli("diff", "--baseline", str(base), MNIST, "-b", "8")
+    assert r.exit_code == 0, r.output
+    assert "note: batch_size differs: not set (the default) vs 8" in r.stdout
+    assert "None" not in r.stdout
+
+
 def test_growth_within_a_size_threshold_passes(fake_profiles, tmp_path):
     base = baseline(tmp_path, "-b", "4")
     new = baseline(tmp_path, "-b", "5", name="new.json")

@@ -142,8 +142,11 @@ def _is_bytes(v) -> bool:
 
 def _brief(v) -> str:
     """A report's value for one line of a note: the report is input, so long or odd values are cut and
-    escaped (repr), plain ones shown as they are."""
-    if v is None or type(v) in (int, float, bool):
+    escaped (repr), plain ones shown as they are; a JSON null (a flag left to its default, such as the
+    model's own batch) as words, not Python's None."""
+    if v is None:
+        return "not set (the default)"
+    if type(v) in (int, float, bool):
         return str(v)
     text = v if isinstance(v, str) and v.isprintable() else repr(v)
     return text if len(text) <= 80 else text[:77] + "..."

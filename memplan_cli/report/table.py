@@ -277,8 +277,10 @@ def torch_held_note(doc: dict) -> str:
 def torch_unread_note(doc: dict) -> str:
     """The torch profile's header line when the dynamo graph signature lists parameters of modules no
     op of the file reads: the sentence the profile wrote (`figures.torch.coverage.unread_note`)."""
-    note = _torch_coverage(doc).get("unread_note")
-    return f"{note} (JSON figures.torch.coverage.unread_parameters)" if note else ""
+    cov = _torch_coverage(doc)
+    note = cov.get("unread_note")
+    keys = [k for k in ("unread_parameters", "tied_parameters") if cov.get(k)]
+    return f"{note} (JSON {', '.join('figures.torch.coverage.' + k for k in keys)})" if note else ""
 
 
 def torch_composite_note(doc: dict) -> str:
@@ -310,6 +312,13 @@ def torch_contiguous_note(doc: dict) -> str:
     copied by a `.contiguous()` a TorchScript file does not record, for a share of the peak
     (`figures.torch.coverage.contiguous.says_so`): the sentence the profile wrote (`.note`)."""
     return _said(doc, "contiguous")
+
+
+def torch_causal_tables_note(doc: dict) -> str:
+    """The torch profile's header line when a TorchScript file's folded (T, T) masks may be slices of
+    modules' causal tables that eager holds, for a share of the peak
+    (`figures.torch.coverage.causal_tables.says_so`): the sentence the profile wrote (`.note`)."""
+    return _said(doc, "causal_tables")
 
 
 def torch_functions_note(doc: dict) -> str:
@@ -455,7 +464,7 @@ class TableReporter(Reporter):
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
-                    torch_contiguous_note(doc)):
+                    torch_contiguous_note(doc), torch_causal_tables_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
