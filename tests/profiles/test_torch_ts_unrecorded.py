@@ -147,3 +147,54 @@ def test_an_output_of_its_base_size_or_another_producer_names_nothing(tmp_path):
     # the whole logits reshaped: no larger base to free; a file torch.onnx did not write: no TorchScript trace
     assert "contiguous" not in _torch(_stream_head(tmp_path, "whole", select=False))["coverage"]
     assert "contiguous" not in _torch(_stream_head(tmp_path, "other", producer="other"))["coverage"]
+
+
+def _handed(tmp_path, name, layers=2):
+    """MPNet's position bias in small: a (1, 2, 4, 4) parameter expanded over the batch under `/m/enc`
+    and added to the scores of each of `layers` attention layers (`/m/enc/layer.k/attn`), then a mean and
+    a Linear to 10 classes."""
+    nodes = [_const("/m/enc/Constant_output_0", np.array([2, 2, 4, 4], np.int64)),
+             helper.make_node("Expand", ["m.enc.bias", "/m/enc/Constant_output_0"], ["bias"], name="/m/enc/Expand")]
+    x = "x"
+    for k in range(layers):
+        sc = f"/m/enc/layer.{k}/attn"
+        nodes += [helper.make_node("MatMul", [x, f"m.enc.layer.{k}.q"], [f"q{k}"], name=f"{sc}/q/MatMul"),
+                  helper.make_node("Transpose", [f"q{k}"], [f"k{k}"], perm=[0, 1, 3, 2], name=f"{sc}/Transpose"),
+                  helper.make_node("MatMul", [f"q{k}", f"k{k}"], [f"s{k}"], name=f"{sc}/MatMul"),
+                  helper.make_node("Add", [f"s{k}", "bias"], [f"b{k}"], name=f"{sc}/Add"),
+                  helper.make_node("Softmax", [f"b{k}"], [f"p{k}"], axis=-1, name=f"{sc}/Softmax"),
+                  helper.make_node("MatMul", [f"p{k}", x], [f"h{k}"], name=f"{sc}/MatMul_1")]
+        x = f"h{k}"
+    nodes += [_const("/m/Constant_output_0", np.array([1, 2], np.int64)),
+              helper.make_node("ReduceMean", [x, "/m/Constant_output_0"], ["hm"], keepdims=0, name="/m/ReduceMean"),
+              helper.make_node("Gemm", ["hm", "m.fc.weight", "m.fc.bias"], ["y"], transB=1, name="/m/fc/Gemm")]
+    inits = [("m.enc.bias", np.full((1, 2, 4, 4), 0.1, np.float32))] + \
+        [(f"m.enc.layer.{k}.q", np.full((8, 8), 0.1, np.float32)) for k in range(layers)] + \
+        [("m.fc.weight", np.full((10, 8), 0.1, np.float32)), ("m.fc.bias", np.zeros(10, np.float32))]
+    return _save_ts(tmp_path, name, nodes, inits, [2, 2, 4, 8], [2, 10])
+
+
+def test_a_broadcast_view_handed_to_two_layers_is_named_and_its_copy_held_to_the_module_end(tmp_path):
+    from memplan_cli.config import TrainConfig
+    from memplan_cli.loaders import load_model
+    from memplan_cli.profiles.torch import PROFILE
+    from memplan_cli.profiles.torch.replay import replay
+
+    path = _handed(tmp_path, "handed")
+    cont = _torch(path)["coverage"]["contiguous"]
+    assert [(c["op"].split(" ", 1)[1], c["bytes"], c["kind"]) for c in cont["views"]] == [
+        ("Expand (/m/enc/Expand)", 2 * 2 * 4 * 4 * 4, "handed")]
+    assert "1 broadcast view(s) handed to several submodules (#0 Expand (/m/enc/Expand); 256 B)" in cont["note"]
+    cfg = TrainConfig(loss="cce", optimizer="adam")
+    tg = PROFILE.training_graph(load_model(path), cfg)
+    sim = replay(tg, cfg, as_solve=True, as_contiguous=frozenset({"bias"}))[0]
+    store = {s["name"]: s for s in sim.store}
+    # the copy lives until the encoder's last op (the second layer's last matmul), past its last reader
+    last_add = max(k for k, st in enumerate(sim.steps) if st.kind == "forward" and "layer.1/attn/Add" in st.label)
+    assert store["bias:clone"]["bytes"] == 256 and store["bias:clone"]["last"] > last_add
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+
+
+def test_a_broadcast_view_one_layer_reads_names_nothing(tmp_path):
+    assert "contiguous" not in _torch(_handed(tmp_path, "one", layers=1))["coverage"]

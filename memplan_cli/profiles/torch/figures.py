@@ -234,6 +234,11 @@ def contiguous_note(cont: dict) -> str:
         parts.append(f"{len(outs)} output(s) viewing a larger tensor ({outs[0]['op']}"
                      + (f" and {len(outs) - 1} more" if len(outs) > 1 else "")
                      + f"; {sum(c['bytes'] for c in outs):,d} B)")
+    handed = [c for c in cont["views"] if c.get("kind") == "handed"]
+    if handed:
+        parts.append(f"{len(handed)} broadcast view(s) handed to several submodules ({handed[0]['op']}"
+                     + (f" and {len(handed) - 1} more" if len(handed) > 1 else "")
+                     + f"; {sum(c['bytes'] for c in handed):,d} B)")
     return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
             f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
 

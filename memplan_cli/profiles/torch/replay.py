@@ -241,6 +241,7 @@ class Replay:
         self.view_of: dict[int, tuple] = {}  # operand -> (the operand it views, the view op's label, type)
         self.contiguous_sites: dict[int, str] = {}  # views a dropped `.contiguous()` may have copied -> op
         self.output_views: dict[int, str] = {}  # outputs that view a larger tensor (`dropped_contiguous`) -> op
+        self.handed_views: dict[int, str] = {}  # broadcast views handed to several submodules (`handed_down`) -> op
         self.node: dict[int, bool] = {}  # eager-op position -> records a backward node
         self.saved_by: dict[int, list] = {}  # position -> storages it saved
         self.fwd_step: dict[int, int] = {}  # position -> its forward step
@@ -298,12 +299,13 @@ class Replay:
         self.held_before()
         self.forward()
         self.handed_down()
-        if self.contiguous_sites or self.output_views:
+        if self.contiguous_sites or self.output_views or self.handed_views:
             self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
                                                       "tensor": self.opd[v].name}
                                                      for v, label in self.contiguous_sites.items()] + \
-                [{"op": label, "bytes": self.opd[v].nbytes, "tensor": self.opd[v].name, "kind": "output"}
-                 for v, label in self.output_views.items()]
+                [{"op": label, "bytes": self.opd[v].nbytes, "tensor": self.opd[v].name, "kind": kind}
+                 for kind, views in (("output", self.output_views), ("handed", self.handed_views))
+                 for v, label in views.items()]
         self.held_lines()
         self.backward()
         self.accumulate_view_grads()
@@ -347,6 +349,12 @@ class Replay:
                 children = {child_below(scopes[q], outer) for q in readers.get(v, ())} - {None}
                 if len(children) < 2:
                     continue
+                if self.torchscript and ops.role(op.type) == "broadcast" and op.inputs \
+                        and st == self.storage.get(op.inputs[0]) and self.opd[v].nbytes > self.sim.store[st]["bytes"]:
+                    # a broadcast view handed down (MPNet's `expand(...).contiguous()` position bias): a
+                    # TorchScript file writes the Expand alone, so whether eager copied it (then held the
+                    # copy here) is not in the file; named with the peak had it copied (dropped_contiguous)
+                    self.handed_views[v] = op.label
                 if outer not in ends:
                     ends[outer] = max(last for sc, last in last_of.items()
                                       if sc == outer or child_below(sc, outer) is not None)
