@@ -577,6 +577,31 @@ def measure(name: str, optimizer: str, batch: int) -> dict:
     return out
 
 
+def step_peaks(name: str, optimizer: str, batch: int, steps: int) -> list[int]:
+    """The peak of each of the first `steps` training steps, measured as `measure` measures the third
+    (held bytes + the allocator events' running peak): a network whose steps differ after the second
+    draws something that changes what runs (what `every_layer` sets off, or one it does not know)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    out = []
+    for _ in range(steps):
+        gc.collect()
+        held = _held(model, opt, x, y)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _step(model, opt, x, y)
+        ev = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+        run = peak = 0
+        for _, _, n in ev:
+            run += n
+            peak = max(peak, run)
+        out.append(held + peak)
+    return out
+
+
 def unread_parameters(name: str, batch: int) -> list[tuple[str, int]]:
     """(name, bytes) of each parameter a forward and backward leave without a gradient, frozen ones
     made trainable for it: modules the forward never enters (LUKE's entity embeddings under a
@@ -899,6 +924,9 @@ def main(argv=None):
                     help="print the parameters (frozen ones included) a forward and backward leave without a gradient, "
                          "and their bytes "
                          "(eager holds them; no op of an export reads them)")
+    ap.add_argument("--steps", type=int, metavar="N",
+                    help="print the peak of each of the first N training steps (one module, optimizer and batch): "
+                         "steps after the second that differ draw what runs")
     ap.add_argument("--phases", action="store_true",
                     help="print torch's peak in forward and in backward + step (one module, optimizer and batch)")
     ap.add_argument("--precision", choices=PRECISIONS, default="32-true",
@@ -928,6 +956,12 @@ def main(argv=None):
             print(f"{m}: {len(un)} parameter(s) without a gradient, {sum(b for _, b in un):,d} B")
             for n, b in un:
                 print(f"  {b:>12,d}  {n}")
+        return
+    if a.steps:
+        for m in a.modules:
+            peaks = step_peaks(m, (a.optimizer or ["sgd"])[0], (a.batch or [4])[0], a.steps)
+            print(f"{m}: " + " ".join(f"{p:,d}" for p in peaks)
+                  + ("" if len(set(peaks[1:])) <= 1 else "  (steps after the first differ)"))
         return
     if a.phases:
         p = phase_peaks(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])
