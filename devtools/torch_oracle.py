@@ -417,7 +417,7 @@ def every_layer(model) -> list[str]:
             if owner is None or id(owner) in seen:
                 continue
             seen.add(id(owner))
-            for k, v in list(vars(owner).items()):
+            for k, v in list((getattr(owner, "__dict__", None) or {}).items()):  # a dict config has none
                 if LAYERDROP.search(k) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
                     setattr(owner, k, 0.0)
                     done.append(f"{label}.{k}={v}".lstrip("."))
