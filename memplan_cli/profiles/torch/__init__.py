@@ -136,6 +136,11 @@ class TorchProfile:
             # does not record would have copied: the figure with each copied, reported beside
             names = frozenset(c["tensor"] for c in sim.coverage["contiguous_sites"])
             sim.coverage["as_contiguous_peak"] = beside(as_solve=True, as_contiguous=names)
+        if sim.coverage.get("view_sites"):
+            # the model's output viewing a larger tensor, a broadcast view handed to several submodules: the
+            # figure with each copied (a `.contiguous()` a TorchScript file does not record), beside
+            names = frozenset(c["tensor"] for c in sim.coverage["view_sites"])
+            sim.coverage["as_copied_peak"] = beside(as_solve=True, as_contiguous=names)
         # slices of a module's causal table a TorchScript file may have folded (its buffer not in the
         # state dict): the tables, named with the peak had eager held them (attention.py)
         tables = folded_causal_tables(tg.graph)

@@ -291,13 +291,18 @@ class Replay:
         self.held_before()
         self.forward()
         self.handed_down()
-        if self.contiguous_sites or self.output_views or self.handed_views:
+        if self.contiguous_sites:
             self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
                                                       "tensor": self.opd[v].name}
-                                                     for v, label in self.contiguous_sites.items()] + \
-                [{"op": label, "bytes": self.opd[v].nbytes, "tensor": self.opd[v].name, "kind": kind}
-                 for kind, views in (("output", self.output_views), ("handed", self.handed_views))
-                 for v, label in views.items()]
+                                                     for v, label in self.contiguous_sites.items()]
+        if self.output_views or self.handed_views:
+            # views a `.contiguous()` the file does not record would have copied, whose copy changes what
+            # lives how long: named apart, with their own figure beside (figures.copied_views_note)
+            self.sim.coverage["view_sites"] = [{"op": label, "bytes": self.opd[v].nbytes, "tensor": self.opd[v].name,
+                                                "kind": kind}
+                                               for kind, views in (("output", self.output_views),
+                                                                   ("handed", self.handed_views))
+                                               for v, label in views.items()]
         self.held_lines()
         self.backward()
         self.accumulate_view_grads()
