@@ -11,7 +11,8 @@ For each (module, optimizer, batch) it
 - exports the module with torch.onnx (TorchScript exporter in training mode, so BatchNorm and Dropout
   stay as they train; `--dynamo` for the dynamo exporter: it folds BatchNorm into Conv);
 - trains three steps `out = m(x); loss = lossfn(out, y); loss.backward(); opt.step();
-  opt.zero_grad(set_to_none=True)` on 1 thread, and measures the third: peak = bytes held by live
+  opt.zero_grad(set_to_none=True)` on 1 thread, every layer run (LayerDrop off: `every_layer`; torch
+  and NumPy seeded), and measures the third: peak = bytes held by live
   tensors before the step (parameters, buffers, optimizer state, input and label; unique storages)
   + the peak of the running sum of the CPU allocator's alloc / free events during the step
   (`torch.profiler` with `profile_memory=True`), the way shared/research/torch-memory.md describes;

@@ -120,6 +120,10 @@ class TorchProfile:
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
             sim.coverage["as_functions_peak"] = beside(as_functions=True, as_solve=True)
+        if sim.coverage.get("recorded_functions"):
+            # custom autograd Functions a dynamo file records, counted as saving only their inputs (their
+            # backward is Python code the file lacks): the figure with their ops run one by one, beside
+            sim.coverage["as_ops_peak"] = beside(as_solve=True, as_ops=True)
         if sim.coverage.get("regions"):
             # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
