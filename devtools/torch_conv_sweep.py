@@ -471,6 +471,38 @@ def _random_tconv_grouped(count, seed):
 
 SETS["transposed_grouped_random"] = _random_tconv_grouped(16, 5239)
 SETS["transposed_grouped_random_b"] = _random_tconv_grouped(16, 7411)  # drawn after the output's copy was added
+def _random_tconv_strided_dw(count, seed):
+    """Grouped transposed convolutions drawn at random (fixed seed) after the rules for strided groups,
+    depthwise ones and groups of 4 channels were written: strided groups of 8 to 48 input channels each,
+    depthwise (16 to 96 channels), and groups whose channel counts are multiples of 4 (4, 12 or 20 per
+    group), kernels 1 to 4, strides 1 and 2, output_padding where the stride allows."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        kind = rnd.choice(["strided", "dw", "four"])
+        k = rnd.choice([1, 2, 3, 4])
+        s = rnd.choice([1, 2]) if kind != "strided" else 2
+        if kind == "strided":
+            g = rnd.choice([2, 3, 4])
+            c, o = g * rnd.choice([8, 16, 24, 32, 48]), g * rnd.choice([8, 16, 24, 32])
+        elif kind == "dw":
+            g = c = o = rnd.choice([16, 24, 32, 40, 48, 64, 96])
+        else:
+            g = rnd.choice([2, 4, 8, 16])
+            c, o = g * rnd.choice([4, 12, 20]), g * rnd.choice([4, 8, 12])
+        cfg = dict(n=rnd.choice([1, 2, 4]), c=c, h=rnd.choice([4, 7, 8, 12, 16]), o=o, k=k, s=s,
+                   p=rnd.choice([0, k // 2]), g=g, t=1, bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85))
+        if s > 1 and rnd.random() < 0.3:
+            cfg["op"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_strided_dw_random"] = _random_tconv_strided_dw(40, 60629)
+SETS["transposed_strided_dw_random_b"] = _random_tconv_strided_dw(40, 71903)  # drawn after the odd-width rule
+SETS["transposed_strided_dw_random_c"] = _random_tconv_strided_dw(40, 5521)  # drawn after AVX2's 8-wide weight
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -14,9 +14,12 @@ Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_inte
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
-`fam_slow_grouped`), unstrided grouped transposed convolutions (`fam_tconv_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+`fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
+depthwise, 4 channels per group), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
-(`fam_masked_write`, a boolean-mask index_put).
+(`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
+(`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
+slicing a causal table held as a non-persistent buffer, or making the mask each forward (`fam_causal_*`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -1642,6 +1645,29 @@ class GroupedTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class UpsamplingTConvNet(nn.Module):
+    """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
+    with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
+    brg_deconv; 16 per group with a bias: AVX2's), a depthwise 4 x 4 stride-2 kernel (a learned bilinear
+    upsampling, as CenterNet-style heads use), a depthwise 3 x 3 unstrided one, 4 channels per group
+    (16 groups) and 8 inputs over 4 outputs per group; BatchNorm and ReLU between; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                                  nn.Conv2d(32, 64, 3, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=2, bias=False), nn.BatchNorm2d(64),
+                                nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=16), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=64, bias=False), nn.BatchNorm2d(64),
+                                nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=64), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 32, 3, padding=1, groups=8), nn.ReLU(),
+                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU())
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
+
+
 class DilatedNet(nn.Module):
     """Dilated 3x3 convolutions as DeepLab's ASPP and dilated backbones use them. "aspp": on an 8 x 8
     map, branches of dilation 6 and 12 (extents 13 and 25, taller than the map) beside a 1x1 and a
@@ -1693,6 +1719,36 @@ class GridSampleNet(nn.Module):
         s = F.grid_sample(f, grid, mode="bilinear", padding_mode="zeros", align_corners=self.align)
         return self.head(F.relu(s).mean((2, 3)))
 
+
+
+class TensorSplitNet(nn.Module):
+    """`torch.tensor_split` at a list of indices, as torchvision's MViT pools its queries, keys and
+    values: a conv stem's tokens with a class token in front, cut into the class token and the rest
+    (`indices=(1,)`), the rest pooled by a strided depthwise conv on its map and put back behind the
+    class token; then the channels cut at two indices into three pieces (`indices=(8, 24)`), each
+    scaled by its own activation and concatenated. LayerNorm, a mean over tokens and a Linear head.
+    `sliced`: the same cuts written as indexing (`t[:, :1]`, ...), which both exporters write as
+    Slices: the figure to compare with."""
+
+    def __init__(self, c=32, classes=10, sliced=False):
+        super().__init__()
+        self.sliced = sliced
+        self.patch = nn.Sequential(nn.Conv2d(3, c, 3, 2, 1), nn.ReLU(), nn.Conv2d(c, c, 3, 2, 1))
+        self.cls = nn.Parameter(torch.zeros(1, 1, c))
+        self.pool = nn.Conv2d(c, c, 3, 2, 1, groups=c, bias=False)
+        self.norm = nn.LayerNorm(c)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        f = self.patch(x)
+        b, c, h, w = f.shape
+        t = torch.cat([self.cls.expand(b, -1, -1), f.flatten(2).transpose(1, 2)], 1)
+        cls, rest = (t[:, :1], t[:, 1:]) if self.sliced else torch.tensor_split(t, (1,), dim=1)
+        rest = self.pool(rest.transpose(1, 2).reshape(b, c, h, w)).flatten(2).transpose(1, 2)
+        t = self.norm(torch.cat([cls, rest], 1))
+        a, m, z = (t[..., :8], t[..., 8:24], t[..., 24:]) if self.sliced else torch.tensor_split(t, (8, 24), dim=2)
+        t = torch.cat([F.gelu(a), torch.sigmoid(m) * m, torch.tanh(z)], 2)
+        return self.head(t.mean(1))
 
 
 class BroadcastMatmulNet(nn.Module):
@@ -1978,6 +2034,8 @@ SEQ = (16, 64)
 IMG = (3, 32, 32)
 FAM = {
     "fam_fold": ("fold", lambda: FoldNet(), IMG),
+    "fam_layerdrop": ("layerdrop", lambda: LayerDropLM(), SEQ),
+    "fam_layerdrop_np": ("layerdrop", lambda: LayerDropLM(numpy=True), SEQ),
     "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
     "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
     "fam_weight_norm": ("weightnorm", lambda: WeightNormNet(dim=2), (1, 800)),
@@ -2061,6 +2119,7 @@ FAM = {
     "fam_dw_conv1d": ("dwconv", lambda: DepthwiseConv1dNet(), (8, 64)),
     "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
+    "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
@@ -2095,6 +2154,8 @@ FAM = {
     "fam_dilated_aspp": ("dilated", lambda: DilatedNet("aspp"), (3, 64, 64)),
     "fam_dilated_strided": ("dilated", lambda: DilatedNet("strided"), (3, 64, 64)),
     "fam_grid_sample": ("gridsample", lambda: GridSampleNet(), (3, 32, 32)),
+    "fam_tensor_split": ("slice", TensorSplitNet, (3, 32, 32)),
+    "fam_tensor_split_sliced": ("slice", lambda: TensorSplitNet(sliced=True), (3, 32, 32)),
     "fam_continuous_bias": ("folded", lambda: ContinuousBiasNet(), IMG),
     "fam_continuous_bias_one": ("folded", lambda: ContinuousBiasNet(sizes=(8,)), IMG),
     # --dynamo: the TorchScript exporter drops `.detach()`, so its file trains the flow through the grid
@@ -2102,6 +2163,35 @@ FAM = {
     **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
        for w in ("lambda", "left", "both", "ones")},
 }
+
+
+class LayerDropLM(nn.Module):
+    """Pre-norm MLP blocks that a training step skips, each with probability `layerdrop`
+    (transformers' LayerDrop): drawn with `torch.rand([])` as BART-like encoders draw it, or with
+    `np.random.random()` as wav2vec2-like encoders do (`numpy`; the dynamo exporter cannot trace a
+    branch on a drawn tensor, and takes this one)."""
+
+    def __init__(self, d=64, layers=4, layerdrop=0.3, numpy=False, classes=50):
+        super().__init__()
+        self.layerdrop, self.numpy = layerdrop, numpy
+        self.ln = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for ln, mlp in zip(self.ln, self.mlp):
+            if self.training and self.layerdrop > 0.0:
+                if self.numpy:
+                    import numpy as np
+
+                    skip = np.random.random() < self.layerdrop
+                else:
+                    skip = torch.rand([]) < self.layerdrop
+                if skip:
+                    continue
+            x = x + mlp(ln(x))
+        return self.head(x)
 
 
 class FromEndPermNet(nn.Module):
@@ -2366,6 +2456,85 @@ class TiedLM(nn.Module):
         return F.linear(self.body(self.emb(ids)), self.emb.weight, self.bias)
 
 
+class _TextPart(nn.Module):
+    """A token embedding and two pre-norm feed-forward blocks of width d: the language part the towers
+    below sit beside."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(),
+                                                  nn.Linear(2 * d, d)) for _ in range(2))
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        h = self.embed_tokens(ids)
+        for layer in self.layers:
+            h = h + layer(h)
+        return self.norm(h)
+
+
+class _Tower(nn.Module):
+    """An image tower a text-only step never enters: a 16 x 16 patch convolution of 3 channels to 128
+    and two 128-wide Linears (the projector to the text width d)."""
+
+    def __init__(self, d=64, w=128):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, w, 16, 16)
+        self.proj = nn.Sequential(nn.Linear(w, w), nn.GELU(), nn.Linear(w, d))
+
+
+class CompositeLM(nn.Module):
+    """A composite (multimodal) model's text-only masked LM: `model.language_model` read, the
+    `model.vision_tower` beside it never entered (transformers' naming: LLaVA, Gemma 3, GOT-OCR2);
+    `beside`: the tower's parameters held by `model` itself beside `embed_tokens` and `layers`
+    (NeoMME's `model.patch_embeddings`: no `language_model` part to read the composite from)."""
+
+    def __init__(self, vocab=1000, d=64, beside=False):
+        super().__init__()
+        self.model = nn.Module()
+        if beside:
+            text = _TextPart(vocab, d)
+            for k, v in text.named_children():
+                setattr(self.model, k, v)
+            self.model.patch_embeddings = _Tower(d)
+            self._text = lambda ids: _TextPart.forward(self.model, ids)
+        else:
+            self.model.language_model = _TextPart(vocab, d)
+            self.model.vision_tower = _Tower(d)
+            self._text = lambda ids: self.model.language_model(ids)
+        self.lm_head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.lm_head(self._text(ids))
+
+
+class SharedEmbeddingLM(nn.Module):
+    """An encoder-decoder's tied embedding (BART's, Blenderbot's): one table held as `model.shared`,
+    `model.encoder.embed_tokens`, `model.decoder.embed_tokens` and `lm_head.weight`; the forward
+    enters the encoder's and decoder's lookups and the head, never `model.shared` itself. The
+    decoder reads the ids shifted by one (a start token 0 first), so the two lookups differ."""
+
+    def __init__(self, vocab=1000, d=64):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.shared = nn.Embedding(vocab, d)
+        self.model.encoder = nn.Module()
+        self.model.decoder = nn.Module()
+        self.model.encoder.embed_tokens = self.model.shared
+        self.model.decoder.embed_tokens = self.model.shared
+        self.model.encoder.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU())
+        self.model.decoder.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU())
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.model.shared.weight
+
+    def forward(self, ids):
+        enc = self.model.encoder.body(self.model.encoder.embed_tokens(ids))
+        dec_ids = torch.cat([torch.zeros_like(ids[:, :1]), ids[:, :-1]], 1)
+        dec = self.model.decoder.body(self.model.decoder.embed_tokens(dec_ids))
+        return self.lm_head(dec + enc.mean(1, keepdim=True))
+
+
 class MaskedWrite(nn.Module):
     """T5Gemma2's end-of-image embedding: `emb[ids == k] = eoi`, a boolean-mask index_put of a learned
     row into the scaled token embeddings (how many rows the data decides), then a feed-forward body
@@ -2385,12 +2554,62 @@ class MaskedWrite(nn.Module):
         return self.head(self.body(e))
 
 
+class CausalTableLM(nn.Module):
+    """GPT-2-style attention in small: learned token and position tables (P = 512 rows), two layers each
+    holding a (1, 1, P, P) causal table as a non-persistent buffer and reading `bias[:, :, :T, :T]`
+    (`table="bool"`: ImageGPT's; `"float"`: OpenAI GPT's, `w * b + -1e4 * (1 - b)`), or making the
+    mask from the shapes in every forward (`table=None`), which a TorchScript file writes alike."""
+
+    def __init__(self, d=64, heads=4, positions=512, table="bool", vocab=1000):
+        super().__init__()
+        self.h, self.table = heads, table
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(positions, d)
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(2))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(2))
+        self.attn = nn.ModuleList(_CausalAttn(positions, table) for _ in range(2))
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        x = self.tok(ids) + self.pos(torch.arange(s))
+        for qkv, attn, out in zip(self.qkv, self.attn, self.out):
+            q, k, v = qkv(x).view(b, s, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+            x = x + out(attn(q, k, v).transpose(1, 2).reshape(b, s, -1))
+        return self.head(x)
+
+
+class _CausalAttn(nn.Module):
+    def __init__(self, positions, table):
+        super().__init__()
+        self.table = table
+        if table:
+            t = torch.tril(torch.ones(positions, positions, dtype=torch.bool)).view(1, 1, positions, positions)
+            self.register_buffer("bias", t if table == "bool" else t.float(), persistent=False)
+
+    def forward(self, q, k, v):
+        s = q.shape[-2]
+        w = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.table == "float":
+            b = self.bias[:, :, :s, :s]
+            w = w * b + -1e4 * (1 - b)
+        else:
+            m = self.bias[:, :, :s, :s] if self.table else torch.tril(torch.ones(s, s, dtype=torch.bool))
+            w = torch.where(m, w, torch.finfo(w.dtype).min)
+        return F.dropout(w.softmax(-1), 0.1, self.training) @ v
+
+
 HEADS = {
     "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
     "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
     "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
     "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
+    "fam_composite_tower": ("unread", lambda: CompositeLM(), ("ids", 32, 1000)),
+    "fam_beside_tower": ("unread", lambda: CompositeLM(beside=True), ("ids", 32, 1000)),
+    "fam_shared_embedding": ("unread", SharedEmbeddingLM, ("ids", 32, 1000)),
+    "fam_causal_table": ("causal", lambda: CausalTableLM(), ("ids", 32, 1000)),
+    "fam_causal_table_float": ("causal", lambda: CausalTableLM(table="float"), ("ids", 32, 1000)),
+    "fam_causal_computed": ("causal", lambda: CausalTableLM(table=None), ("ids", 32, 1000)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -16,6 +16,10 @@ measured before the rules they are judged on are settled; a later run with the s
 
 A later draw (after the rules changed) takes a new seed and `--exclude d.json` for each earlier draw,
 so it holds no model an earlier one measured.
+--exclude-named adds what the repository itself records of earlier draws, for when their --draw files
+are gone: every row of a draw table in docs/ (timm and torchvision names, transformers types, a task
+head's type under that head) and every timm model named anywhere in docs/, devtools/, tests/ or the
+README.
 
 --draw keeps the draw (a later run takes the same models), --cache torch's measurements (the same
 for both exporters), --exports the exports: re-checking the profile after a rule changed measures
@@ -102,6 +106,32 @@ def used_names() -> tuple[set, set]:
     quoted = set(re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", text))
     configs = {c[:-len("Config")].lower() for c in re.findall(r"\b([A-Z][A-Za-z0-9]+Config)\b", text)}
     return quoted, configs
+
+
+def named_in_repo() -> list:
+    """Earlier draws as the repository records them (--exclude-named): [(source, name, {})] for each
+    draw-table row of docs/ and each timm model named in docs/, devtools/, tests/ or the README."""
+    import timm
+
+    text = ""
+    for top in ("docs", "devtools", "tests", "README.md"):
+        path = os.path.join(ROOT, top)
+        files = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+        for f in sorted(files):
+            with open(f, "rb") as fh:
+                data = fh.read()
+            if b"\0" not in data[:8000]:  # text files only, as git grep -I reads them
+                text += data.decode("utf-8", "replace") + "\n"
+    out = []
+    for lib, name in re.findall(r"^\| (timm|transformers|torchvision) ([A-Za-z0-9_.-]+)", text, re.M):
+        head, _, t = name.partition("_")
+        if lib == "transformers" and head in HF_TASKS and t:
+            out.append(("hft", f"{head}:{t}", {}))
+        else:
+            out.append(({"timm": "timm", "torchvision": "tv"}.get(lib, "hf"), name, {}))
+    words = set(re.findall(r"[A-Za-z0-9_.-]+", text))
+    out += [("timm", n, {}) for n in timm.list_models() if n in words]
+    return out
 
 
 def _norm(model_type: str) -> str:
@@ -1035,10 +1065,15 @@ def table(rows: list[dict]) -> str:
         made = (cov.get("constant_layers") or {}).get("constants") or []  # layers reading a batch-shaped constant
         composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
         folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
+        tied = cov.get("tied_parameters") or {}  # unread ones that may be a tied parameter read under another name
+        # figures beside the peak the header names: a TorchScript file's folded causal tables and the copies
+        # a `.contiguous()` it does not record would have made
+        beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)" for key in ("causal_tables", "contiguous")
+                  if (part := cov.get(key) or {}).get("says_so")]
         within += abs(err) <= 0.03
         if abs(err) > 0.10:
             far += 1
-            far_named += bool(named or unread or folded or made or composite or folded_params)
+            far_named += bool(named or unread or folded or made or composite or folded_params or beside)
         note = "; ".join(([f"estimated: {named}"] if named else [])
                          + ([f"not counted: {len(unread)} parameters no op reads" + _outermost(cov)] if unread else [])
                          + ([f"not counted: {len(folded)} ops on constants folded at load "
@@ -1047,7 +1082,9 @@ def table(rows: list[dict]) -> str:
                              f"({sum(c['bytes'] for c in made):,d} B)"] if made else [])
                          + ([f"estimated: {len(folded_params)} parameters folded to the part read"]
                             if folded_params else [])
-                         + ([f"not counted: the composite's parts beside {composite}"] if composite else []))
+                         + ([f"not counted: the composite's parts beside {composite}"] if composite else [])
+                         + ([f"maybe tied: {', '.join(sorted(tied))}"] if tied else [])
+                         + beside)
         out.append(f"| {net} | {exp} | {r['peak']:,d} | {p['peak']:,d} | {100 * err:+.2f} % | {note} |")
     out.append("")
     out.append(f"{within} of {n} configurations within 3 %, {refused} refused, {far} more than 10 % off "
@@ -1079,6 +1116,8 @@ def main(argv=None):
                          "run measures the same models even if a zoo file has named one of them since")
     ap.add_argument("--exclude", metavar="DRAW.json", action="append", default=[],
                     help="an earlier draw's --draw file: draw none of its models (repeatable)")
+    ap.add_argument("--exclude-named", action="store_true",
+                    help="also draw none of the models the repository's docs, devtools and tests name (see above)")
     ap.add_argument("--only", metavar="PREFIX", help="measure only the drawn names that start with PREFIX "
                                                      "(fr_timm_, fr_hf_, fr_hfv_, fr_hfa_, fr_hft_, fr_tv_): the draw itself "
                                                      "is unchanged")
@@ -1122,6 +1161,8 @@ def main(argv=None):
         for f in args.exclude:
             with open(f) as fh:
                 earlier += json.load(fh)["drawn"].values()
+        if args.exclude_named:
+            earlier += named_in_repo()
         drawn = draw(seed, args.timm, args.hf, args.max_params, log=lambda s: print(s, flush=True), exclude=earlier,
                      hf_shrink=args.hf_shrink)
         for kind, n in (("vision", args.hf_vision), ("audio", args.hf_audio)):

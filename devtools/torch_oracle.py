@@ -392,9 +392,35 @@ FILES = dict(_seq.FILES)
 
 
 def build(name: str, batch: int, seed: int = 0):
-    """The module, its batch and labels, as PRECISION trains them."""
+    """The module, its batch and labels, as PRECISION trains them, every layer run (`every_layer`)."""
     model, x, y = build_float32(name, batch, seed)
+    every_layer(model)
     return (*_in_precision(model, x), y)
+
+
+LAYERDROP = re.compile(r"(?:^|_)layerdrop$")
+
+
+def every_layer(model) -> list[str]:
+    """LayerDrop off: each float attribute named `layerdrop` or `*_layerdrop` (transformers' and
+    fairseq's name for the probability that a training step skips a layer; the encoders read it from
+    the module or from its `config`) set to 0 on every submodule and every config a submodule holds.
+    The measured step is then the step that runs every layer, the one that sets the peak of a run
+    (training reaches it on a share (1 - p)^layers of its steps); a step that skipped a layer is lower
+    by that layer's tensors. What else the module draws (dropout masks, timm's drop_path masks) keeps
+    its shape and is left as it is. Returns the attributes set, as `module.attribute=old` (module ''
+    for the root)."""
+    done, seen = [], set()
+    for mname, mod in model.named_modules():
+        for owner, label in ((mod, mname), (getattr(mod, "config", None), f"{mname}.config".lstrip("."))):
+            if owner is None or id(owner) in seen:
+                continue
+            seen.add(id(owner))
+            for k, v in list(vars(owner).items()):
+                if LAYERDROP.search(k) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                    setattr(owner, k, 0.0)
+                    done.append(f"{label}.{k}={v}".lstrip("."))
+    return done
 
 
 def example_batch(shape: tuple, batch: int):
@@ -408,6 +434,7 @@ def example_batch(shape: tuple, batch: int):
 def build_float32(name: str, batch: int, seed: int = 0):
     """The module in float32 (what is exported), its batch and labels."""
     torch.manual_seed(seed)
+    _seed_numpy(seed)  # a forward that draws with numpy (wav2vec2's LayerDrop) traces the same each time
     fam, fn, shape = ZOO[name]
     model = fn()
     model.train()
@@ -415,6 +442,14 @@ def build_float32(name: str, batch: int, seed: int = 0):
     with torch.no_grad():
         out = model(x)
     return model, x, labels_for(out)
+
+
+def _seed_numpy(seed: int) -> None:
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    np.random.seed(seed)
 
 
 def labels_for(out):

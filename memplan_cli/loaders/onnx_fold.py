@@ -45,6 +45,8 @@ MAX_FLOAT_ELEMENTS = 16
 # this many in all per round (the work and memory a round may spend on them)
 MAX_KNOWN_ELEMENTS = 1 << 20
 MAX_KNOWN_TOTAL = 1 << 23
+# a Loop of known trip count is unrolled while its body's nodes times its iterations stay within this
+MAX_UNROLLED = 4096
 
 
 def _small_int(arr) -> bool:
@@ -157,6 +159,121 @@ def _branch_nodes(node, branches: tuple, then: bool) -> list | None:
     return nodes
 
 
+def _loop_nodes(node, attr: str, known: dict) -> list | None:
+    """The nodes of a Loop whose trip count is known, unrolled: the body once per iteration, each
+    reading its iteration number (a Constant), the loop's condition and the values the iteration
+    before carried, the last writing the Loop's outputs. Only a loop that runs every iteration (its
+    condition known true, the body's an Identity of a value known true or the condition passed on),
+    carries values but collects none (no scan outputs), holds no subgraph or initializer of its own
+    and stays within MAX_UNROLLED nodes; None otherwise. TorchScript writes Python's loops over a
+    known count so (torch.onnx's `tensor_split` at a list of indices: a Loop slicing one interval per
+    index into a sequence); eager ran the body that many times."""
+    from onnx import helper
+
+    g = next((a.g for a in node.attribute if a.name == attr), None)
+    trips = known.get(node.input[0]) if node.input and node.input[0] else None
+    if g is None or trips is None or np.asarray(trips).size != 1 or len(g.initializer) or len(g.sparse_initializer):
+        return None
+    trips = int(np.asarray(trips).reshape(-1)[0])
+    carried = list(node.input[2:])
+    if trips < 1 or len(g.input) != 2 + len(carried) or len(g.output) != 1 + len(carried) \
+            or len(node.output) != len(carried) or trips * len(g.node) > MAX_UNROLLED:
+        return None
+    if any(a.HasField("g") or len(a.graphs) for n in g.node for a in n.attribute):
+        return None
+    cond = node.input[1] if len(node.input) > 1 and node.input[1] else None
+    if cond is not None and (np.asarray(known.get(cond, False)).size != 1
+                             or not bool(np.asarray(known.get(cond, False)).reshape(-1)[0])):
+        return None
+    made = {o: n for n in g.node for o in n.output}
+    c_out = g.output[0].name
+    if c_out != g.input[1].name:
+        src = made.get(c_out)
+        ok = src is not None and src.op_type == IDENTITY_TYPE and len(src.input) == 1 and \
+            (src.input[0] == g.input[1].name or (src.input[0] not in made and np.asarray(
+                known.get(src.input[0], False)).size == 1 and bool(np.asarray(known.get(src.input[0], False)).reshape(-1)[0])))
+        if not ok:
+            return None
+    outs = [o.name for o in g.output[1:]]
+    if len(set(outs)) != len(outs):
+        return None
+    nodes, prev = [], carried
+    for i in range(trips):
+        it = f"{node.output[0]}@iteration{i}"
+        nodes.append(helper.make_node("Constant", [], [it], value=helper.make_tensor(it, 7, [], [i])))
+        rename = {g.input[0].name: it, **{b.name: v for b, v in zip(g.input[2:], prev)}}
+        if cond is not None:
+            rename[g.input[1].name] = cond
+        last = i == trips - 1
+        for o in made:
+            rename[o] = node.output[outs.index(o)] if last and o in outs else f"{o}@{i}"
+        for n in g.node:
+            c = type(n)()
+            c.CopyFrom(n)
+            c.name = f"{n.name}@{i}" if n.name else ""
+            for k, v in enumerate(c.input):
+                c.input[k] = rename.get(v, v)
+            for k, v in enumerate(c.output):
+                c.output[k] = rename.get(v, v)
+            nodes.append(c)
+        prev = [rename.get(o, o) for o in outs]
+    for o, out in zip(prev, node.output):  # a value carried through unchanged
+        if o != out:
+            nodes.append(helper.make_node(IDENTITY_TYPE, [o], [out]))
+    return nodes
+
+
+def _read_sequences(nodes: list, known: dict) -> tuple[list, list]:
+    """A SequenceAt at a known position of a sequence whose tensors are known by name (built by the
+    ops of the "sequence_built" fact: SequenceEmpty, SequenceConstruct, SequenceInsert) becomes an
+    Identity of that tensor; the builders nothing reads any more are dropped. Returns (nodes, the
+    outputs of the SequenceAt read so)."""
+    from onnx import helper
+
+    held: dict[str, list] = {}
+    for n in nodes:
+        how = ops.source_facts("onnx", n.op_type).get("sequence_built") if n.domain in ("", "ai.onnx") else None
+        if how == "empty" and len(n.output) == 1:
+            held[n.output[0]] = []
+        elif how == "inputs" and len(n.output) == 1:
+            held[n.output[0]] = list(n.input)
+        elif how == "insert" and len(n.output) == 1 and len(n.input) >= 2 and n.input[0] in held:
+            seq = list(held[n.input[0]])
+            pos = known.get(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+            if len(n.input) > 2 and n.input[2] and (pos is None or np.asarray(pos).size != 1):
+                continue
+            k = len(seq) if pos is None else int(np.asarray(pos).reshape(-1)[0])
+            k = k + len(seq) if k < 0 else k
+            if not 0 <= k <= len(seq):
+                continue
+            seq.insert(k, n.input[1])
+            held[n.output[0]] = seq
+    if not held:
+        return nodes, []
+    out, read = [], []
+    for n in nodes:
+        k = ops.source_facts("onnx", n.op_type).get("sequence_position_input")
+        seq = held.get(n.input[0]) if k is not None and n.input and len(n.output) == 1 else None
+        pos = known.get(n.input[k]) if seq is not None and k < len(n.input) else None
+        if pos is not None and np.asarray(pos).size == 1:
+            p = int(np.asarray(pos).reshape(-1)[0])
+            p = p + len(seq) if p < 0 else p
+            if 0 <= p < len(seq):
+                out.append(helper.make_node(IDENTITY_TYPE, [seq[p]], [n.output[0]], name=n.name))
+                read.append(n.output[0])
+                continue
+        out.append(n)
+    if not read:
+        return nodes, []
+    dropped = True
+    while dropped:  # builders of sequences nobody reads now
+        used = {i for n in out for i in n.input}
+        keep = [n for n in out if not (len(n.output) == 1 and n.output[0] in held and n.output[0] not in used)]
+        dropped = len(keep) != len(out)
+        out = keep
+    return out, read
+
+
 def fold_round(model, opset: int) -> int:
     """One pass in node order; returns how many nodes it folded (the model is changed in place)."""
     from onnx import numpy_helper
@@ -178,6 +295,14 @@ def fold_round(model, opset: int) -> int:
     known_total = 0
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
+            continue
+        body = ops.source_facts("onnx", node.op_type).get("body")
+        if body:
+            unrolled = _loop_nodes(node, body, known)
+            if unrolled is not None:
+                inlined[id(node)] = unrolled
+                held.append(node)
+                inlined_outputs.update(o for b in unrolled for o in b.output)
             continue
         branches = ops.source_facts("onnx", node.op_type).get("branches")
         if branches:
@@ -231,10 +356,12 @@ def fold_round(model, opset: int) -> int:
                 known[name] = v
                 new_values[name] = v
         folded.append(node)
-    if not folded and not inlined:
-        return 0
     gone = {id(n) for n in folded}
     keep = [m for n in model.graph.node if id(n) not in gone for m in inlined.get(id(n), [n])]
+    keep, read_pieces = _read_sequences(keep, known)
+    if not folded and not inlined and not read_pieces:
+        return 0
+    inlined_outputs.update(read_pieces)  # a sequence's element now: its shape is the tensor's
     outputs = {o.name for o in model.graph.output}
     dropped = True
     while dropped:  # float nodes only folded values read
@@ -255,7 +382,7 @@ def fold_round(model, opset: int) -> int:
     vi = [v for v in model.graph.value_info if v.name not in stale]
     del model.graph.value_info[:]
     model.graph.value_info.extend(vi)
-    return len(folded) + len(inlined)
+    return len(folded) + len(inlined) + len(read_pieces)
 
 
 def fold_shape_computations(model, opset: int, infer) -> tuple:

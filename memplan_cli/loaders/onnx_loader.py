@@ -763,9 +763,11 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     unread = _unread_parameters(model, placeholders, folded)
+    tied = _maybe_tied(model, placeholders, unread)
+    certain = [t for t in unread if t not in tied]
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
-            "unread": unread, "unread_modules": _unread_modules(placeholders, unread), "inlined": inlined,
-            "lines": lines, "line_text": line_text}
+            "unread": unread, "unread_modules": _unread_modules(placeholders, certain), "tied": tied,
+            "inlined": inlined, "lines": lines, "line_text": line_text}
 
 
 def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
@@ -797,6 +799,64 @@ def _unread_parameters(model, placeholders: dict, folded: dict) -> list[str]:
         if module and any(s == module or s.startswith(module + ".") for s in scopes):
             continue
         out.extend(t for _, t in params)
+    return out
+
+
+def _scopes(node) -> list[str]:
+    """The module paths a node was recorded inside (`pkg.torch.onnx.name_scopes`, outermost first; the
+    list's last entry is the fx node's own name, not a module)."""
+    for p in node.metadata_props:
+        if p.key == "pkg.torch.onnx.name_scopes":
+            return [x.strip().strip("'\"") for x in p.value.strip("[]").split(",")][:-1]
+    return []
+
+
+def _maybe_tied(model, placeholders: dict, unread: list[str]) -> dict[str, str]:
+    """Unread parameters that may be a tied parameter listed under another name: {unread target: the
+    target the file reads}. torch.export lists a tensor held by several modules under every name
+    (BART's `model.shared`, `model.encoder.embed_tokens`, `model.decoder.embed_tokens` and `lm_head`
+    hold one table) and its graph reads it under one of them; a module the forward never enters
+    (`model.shared`) then looks unread. The file shows a tie where an op recorded inside module S
+    reads another module's parameter `M.leaf` while S's own `S.leaf`, listed, is read by no op under
+    its name (the encoder's lookup reading `lm_head.weight`). An unread module that holds nothing but
+    such leaves and whose parent holds read parameters (a module of its own beside them, not part of
+    a tower none of whose parameters is read) may be that tensor under another name: the file cannot
+    tell (it gives no size), so it is named apart, not as unread."""
+    if not unread:
+        return {}
+    params = {ph: t for ph, (kind, t) in placeholders.items() if kind == "PARAMETER"}
+    targets = set(params.values())
+    by_name: set[str] = {t.name for t in model.graph.initializer}
+    calls: list[tuple[list, tuple]] = []
+    for node in model.graph.node:
+        fx = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.fx_node"), "")
+        read = tuple(params[a] for a in _FX_ARG.findall(fx.split("](", 1)[-1]) if a in params)
+        by_name.update(read)
+        if read:
+            calls.append((_scopes(node), read))
+    shared: dict[str, str] = {}  # leaf name -> the target read in another module's place
+    for scopes, read in calls:
+        inner = scopes[-1] if scopes else ""
+        for t in read:
+            module, _, leaf = t.rpartition(".")
+            own = f"{inner}.{leaf}"
+            if (inner and module != inner and not module.startswith(inner + ".") and own in targets
+                    and own not in by_name):
+                shared.setdefault(leaf, t)
+    if not shared:
+        return {}
+    gone = set(unread)
+    modules: dict[str, list] = {}
+    for t in unread:
+        modules.setdefault(t.rpartition(".")[0], []).append(t.rpartition(".")[2])
+    out = {}
+    for module, leaves in modules.items():
+        parent = module.rpartition(".")[0]
+        beside_read = any(t.startswith(parent + ".") if parent else True for t in targets - gone)
+        if module and beside_read and all(leaf in shared for leaf in leaves):
+            # every parameter the signature lists under this module is one of those leaves
+            if all(t.rpartition(".")[0] != module or t.rpartition(".")[2] in shared for t in targets):
+                out.update({f"{module}.{leaf}": shared[leaf] for leaf in leaves})
     return out
 
 

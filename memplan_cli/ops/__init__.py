@@ -19,7 +19,10 @@ A family module (`memplan_cli/ops/<family>.py`) declares, at module level:
   loaders/data_sized.py), "attrs_as_meant" (`fn(int attrs) -> dict | None`: attributes an exporter
   writes outside ONNX's rule with one meaning, rewritten before shape inference), "branches" (ONNX: a
   conditional on input 0, the attributes holding its (true, false) subgraphs: the shape folding
-  inlines the one a known condition picks), "casts_values" (TF Lite: a builtin whose output holds
+  inlines the one a known condition picks), "body" (ONNX: a loop over input 0's trip count, the
+  attribute holding its body: the shape folding unrolls one whose count is known), "sequence_built"
+  (ONNX: "empty" / "inputs" / "insert", how an op builds a sequence of tensors: the shape folding
+  reads a known position of one so built as that tensor), "casts_values" (TF Lite: a builtin whose output holds
   its one input's values in float32, so a converter reading a small constant through it reads the
   input's: onnx2tf's float16 files dequantize every constant, a PADV2's fill included), "as_written"
   (ONNX: `fn(node, producer, value) -> dict | None`, attributes the canonical op gets from how the

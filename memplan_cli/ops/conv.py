@@ -1148,28 +1148,50 @@ def _torch_bwd_dw(op, operands) -> tuple:
                 ("in0?g0", "in1") + bias)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    db = _bias_copy(op)
     if _gemm_weights(op, operands):
         # the weight's gradient made in place of the result beside the scratchpad, then copied out
-        return ((_gemm_weights_scratch(op, operands),), ("in1",))
+        return ((_gemm_weights_scratch(op, operands),), ("in1",) + db)
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
     if op.type == "DepthwiseConv2D":
         # jit_dw: copies of the incoming gradient and of the input, the result, blocked by 16
         bx, by, _, bw, _ = _blocked(op, operands)
-        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,))
+        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,) + db)
     if _ungrouped(op):
         # blocked copies of the incoming gradient and of the input (whether or not it needs a
         # gradient), the blocked result beside the gradient; then the result copied out. jit_1x1
         # blocks by 16 whatever the channels
         gy, gx, gw = _weights_layout(op, operands)
+        blk = BLOCK
         if one and _jit_1x1(op, operands):
             gx, gy, _, gw, _ = _blocked(op, operands)
+        elif 4 <= int(operands[op.inputs[0]].shape[ch]) < BLOCK:
+            blk = 8  # AVX2's kernel
         w = operands[op.inputs[1]].nbytes
-        return ((gy, gx, gw - w, _rtus(op, operands)), (gw,))
+        return ((gy, gx, gw - w, _rtus(op, operands), _padded_diff_bias(op, operands, blk)), (gw,) + db)
     # grouped jit: copies of the incoming gradient and of the input, whether or not the input needs a
     # gradient (measured: 4 and 32 channels per group, 1-D and 2-D, a frozen input's copy as a trained
     # one's), beside the weight's gradient; then that gradient copied out
-    return (("out0", "in0"), ("in1",))
+    return (("out0", "in0"), ("in1",) + db)
+
+
+def _bias_copy(op) -> tuple:
+    """The bias's gradient copied out beside the weight's (ATen's mkldnn_convolution_backward_weights hands
+    both back through mkldnn_to_dense, the bias's first: measured, 4 x the output channels in every
+    channels-first float32 kernel, jit, jit_1x1, jit_dw, gemm, transposed), where there is a bias."""
+    return ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+
+
+def _padded_diff_bias(op, operands, blk) -> int:
+    """The jit weight-gradient kernels' padded bias gradient (init_scratchpad's key_conv_padded_bias, as the
+    forward's `_padded_bias`): 4 x the output channels rounded up to the kernel's block (16; AVX2's 8) +
+    128 B, booked where the channels are no multiple of the block and there is a bias (measured: 24
+    channels 256 B on jit and jit_1x1, 20 channels 256 B on the first-convolution kernel, 224 B on AVX2's)."""
+    if not (len(op.inputs) > 2 and op.inputs[2] >= 0):
+        return 0
+    o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return 4 * _round_to(o, blk) + 128 if o % blk else 0
 
 
 # A transposed convolution (oneDNN's deconvolution) runs as the convolution whose input gradient it
@@ -1183,26 +1205,80 @@ def _t_roles(op, operands):
     return x, y, w, int(x.shape[ch]), int(y.shape[ch])
 
 
-def _tconv_jit_grouped(op, operands) -> bool:
-    """A grouped transposed convolution the profile counts: unstrided, undilated, 2-D, both channel counts
-    per group multiples of 8 (oneDNN's generic deconvolution wrapper over the grouped `jit` kernels in
-    every phase; measured). Strided groups run brg_deconv (AVX2's or AVX-512's by the group size),
-    depthwise ones jit_dw, 4 per group gemm's weight gradient: not worked out, refused."""
-    if op.type != "ConvTranspose2D" or _strided(op) or _dilated(op):
-        return False
+def _tconv_view(op):
+    """The convolution whose input gradient this transposed convolution is, as an op over the same operands:
+    its input the transposed one's output, its output the transposed one's input, the same weight (a
+    transposed weight [C_in, C_out / g, KH, KW] is that convolution's [O, I / g, KH, KW]), kernel, stride,
+    pads and groups; depthwise where every group has one channel each way."""
+    view = copy.copy(op)
+    view.inputs, view.outputs = [op.outputs[0], op.inputs[1]], [op.inputs[0]]
+    view.attrs = {k: v for k, v in op.attrs.items() if k != "output_padding"}
+    view.type = "Conv2D"
+    return view
+
+
+def _tconv_depthwise(op, operands) -> bool:
+    x, y, w, c, o = _t_roles(op, operands)
+    return int(op.attrs.get("group", 1) or 1) == c == o > 1
+
+
+def _tconv_grouped_view(op, operands):
+    """The grouped transposed convolution's convolution view (`_tconv_view`), typed as oneDNN takes it, or
+    None where no kernel measured runs it: jit_dw takes one channel per group each way; the grouped jit
+    kernels (and, strided, brgconv_strided) both channel counts per group in blocks of 16, 8 or 4
+    (`_group_block`); otherwise gemm runs the forward (not measured)."""
+    if op.type != "ConvTranspose2D" or _dilated(op):
+        return None
     x, y, w, c, o = _t_roles(op, operands)
     g = int(op.attrs.get("group", 1) or 1)
-    return c % g == 0 and o % g == 0 and (c // g) % 8 == 0 and (o // g) % 8 == 0
+    view = _tconv_view(op)
+    if _tconv_depthwise(op, operands):
+        view.type = "DepthwiseConv2D"
+        view.attrs["depth_multiplier"] = 1
+        return view
+    if c % g or o % g or _group_block(_wgeom(view, operands)) is None:
+        return None
+    return view
+
+
+def _tconv_grouped_brg(op, operands) -> bool:
+    """Whether brgconv_strided runs a grouped transposed convolution's forward (`_tconv_fwd` says why)."""
+    if _ungrouped_any(op) or not _strided(op) or _tconv_depthwise(op, operands):
+        return False
+    x, y, w, c, o = _t_roles(op, operands)
+    even = int(y.shape[-1]) % int(op.attrs["stride"][1]) == 0
+    return (c // int(op.attrs["group"]) > 8 and even) or _brg_grouped_dx(_tconv_grouped_view(op, operands), operands)
 
 
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
+    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    if _tconv_depthwise(op, operands):
+        # jit_dw's backward data under oneDNN's generic deconvolution wrapper, strided or not: blocked copies of
+        # input and weight (channels rounded up to 16), a blocked output, with a bias the wrapper's blocked
+        # output-sized buffer (+128 B); then the output copied out (measured: 24, 48 and 64 channels)
+        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        return ((bx, bw, by - y.nbytes, by + 128 if bias else 0), (by,))
     if not _ungrouped_any(op):
+        ow, sw = int(y.shape[-1]), int(op.attrs["stride"][1])
+        if _tconv_grouped_brg(op, operands):
+            # brgconv_strided, as the ungrouped strided rule below. oneDNN's deconvolution list tries
+            # brgemm_deconvolution_fwd_t (AVX-512's, then AVX2's) before the generic wrapper (conv:any), and
+            # brgemm declines a group of at most one vector of input channels (`is_grouped_small_ic`: 16 on
+            # AVX-512, 8 on AVX2) and, as a deconvolution, an output width the stride does not divide;
+            # then the wrapper runs the convolution list, where the grouped input-gradient rule
+            # (`_brg_grouped_dx`) picks brgconv_strided or jit (measured: 12 and 16 per group AVX2's, 32
+            # AVX-512's, 8 the jit wrapper; odd widths the wrapper). The weight's output channels per group
+            # rounded up to the variant's vector: 16 floats on AVX-512, 8 on AVX2 (up to 16 input channels
+            # per group; measured: 8 outputs per group copied as they are)
+            og, vec = int(w.shape[1]), BLOCK if c // int(op.attrs["group"]) > BLOCK else 8
+            extra = y.nbytes + 128 if ow % sw and bias else 0
+            return ((x.nbytes, w.nbytes * _round_to(og, vec) // og,
+                     _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra), (y.nbytes, y.nbytes))
         # the grouped jit backward-data kernel: the input and weight copied as they are (grouped kernels
         # keep their channel counts), the output made in place; with a bias, the wrapper's output-sized
-        # buffer (+128 B) beside them (measured: 8 and 16 channels per group); without a bias the result
-        # is made once more (copied out: the peak where the output outweighs input and weight)
-        bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+        # buffer (+128 B) beside them (measured: 4 to 32 channels per group, strided or not); without a bias
+        # the result is made once more (copied out: the peak where the output outweighs input and weight)
         return ((x.nbytes, w.nbytes, y.nbytes + 128 if bias else 0), (y.nbytes,))
     if _strided(op):
         # brgconv_strided (+128 B: the deconvolution's nested scratchpad): the input copied as it is,
@@ -1211,13 +1287,12 @@ def _tconv_fwd(op, operands) -> tuple:
         # adds an output-sized buffer (+128 B)
         ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
         ow = int(y.shape[-1] if ch == 1 else y.shape[-2])
-        extra = y.nbytes + 128 if ow % int(op.attrs["stride"][1]) else 0
+        extra = y.nbytes + 128 if ow % int(op.attrs["stride"][1]) and bias else 0
         return ((x.nbytes, w.nbytes * _round(o) // o, _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra),
                 (y.nbytes, y.nbytes))
     # the jit backward-data kernel: blocked copies of input and weight, a blocked output
     bx, by = x.nbytes * _round(c) // c, y.nbytes * _round(o) // o
     # with a bias, a second blocked output (+128 B of alignment) beside them (measured)
-    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
     return ((bx, w.nbytes * _round(c) * _round(o) // (c * o), by - y.nbytes, by + 128 if bias else 0), (by,))
 
 
@@ -1225,8 +1300,14 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     # the convolution's forward from the incoming gradient: copied blocked when it has 16 channels or
     # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
     x, y, w, c, o = _t_roles(op, operands)
-    if not _ungrouped_any(op):  # the grouped jit forward: the incoming gradient and the weight as they are
-        return ((y.nbytes, w.nbytes),)
+    if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
+        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        return ((by, bw, bx - x.nbytes), (bx,))
+    if not _ungrouped_any(op):
+        # the grouped jit forward: the incoming gradient and the weight as they are beside the input's
+        # gradient; then that gradient made once more (copied out: the peak where it outweighs them;
+        # measured: 12 and 20 input channels per group over 4 outputs, 2 x 2 kernels)
+        return ((y.nbytes, w.nbytes), (x.nbytes,))
     blocked = o >= BLOCK
     bx = x.nbytes * _round(c) // c
     bw = w.nbytes * _round(c) * (_round(o) if blocked else o) // (c * o)
@@ -1237,15 +1318,25 @@ def _tconv_bwd_dw(op, operands) -> tuple:
     # the convolution's weight gradient: the input plays its incoming gradient, the incoming gradient
     # its input (blocked as _weights_layout says, by C_out)
     x, y, w, c, o = _t_roles(op, operands)
-    if not _ungrouped_any(op):  # the grouped jit weight gradient: copies of both, then the result copied out
-        return ((x.nbytes, y.nbytes), (w.nbytes,))
+    if not _ungrouped_any(op):
+        view = _tconv_grouped_view(op, operands)
+        if _gemm_weights(view, operands):
+            # gemm_convolution_bwd_weights on the convolution view (a depthwise kernel jit_dw declines, 4
+            # channels per group): its scratchpad, + 128 B (the deconvolution's nested scratchpad), beside
+            # the weight's gradient; then that gradient copied out (measured)
+            return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
+        if _tconv_depthwise(op, operands):  # jit_dw: blocked copies of both, a blocked result, copied out
+            bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+            return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
+        # the grouped jit weight gradient: copies of both, then the result copied out
+        return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
     if o <= 3:
         gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
     else:
         blk = BLOCK if o >= BLOCK else 8
         rnd = (lambda v: -(-v // blk) * blk)
         gy, gx, gw = x.nbytes * rnd(c) // c, y.nbytes * rnd(o) // o, w.nbytes * rnd(c) * rnd(o) // (c * o)
-    return ((gy, gx, gw - w.nbytes), (gw,))
+    return ((gy, gx, gw - w.nbytes), (gw,) + _bias_copy(op))
 
 
 # ---- bfloat16 (--precision bf16-*: autocast's or model.to(bfloat16)'s convolution) ---------------
@@ -1469,9 +1560,10 @@ def _torch_refuse(op, operands) -> str | None:
     if _bf16(op, operands):
         return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
-        if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and not _tconv_jit_grouped(op, operands)):
-            return ("a non-2-D transposed convolution, or a grouped one that is strided, dilated or has channel "
-                    "counts per group that are not multiples of 8: oneDNN's memory for it was not measured")
+        if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and _tconv_grouped_view(op, operands) is None):
+            return ("a non-2-D transposed convolution, or a grouped one that is dilated, or whose channels per "
+                    "group are neither one each way nor multiples of 4 both ways: oneDNN's memory for it was "
+                    "not measured")
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
             return "a dilated transposed convolution: oneDNN's memory for it was not measured"
         k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
@@ -1545,11 +1637,17 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated. So is a grouped channels-last
+    the 1-D facts count it, and the report names it as estimated. So is a grouped transposed convolution
+    brgconv_strided runs at an output width its stride does not divide, and a grouped channels-last
     forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
     AVX-512's above 16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
+    if op.type == "ConvTranspose2D":
+        # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
+        # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out)
+        y = operands[op.outputs[0]]
+        return _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0
     grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
     if not grp:
         return False

@@ -432,6 +432,7 @@ def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inpu
 
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},
               "If": {"branches": ("then_branch", "else_branch")},
+              "Loop": {"body": "body"},
               "Range": {"elements": _range_elements, "data_sized_count": _range_count},
               "ConstantOfShape": {"elements": _constant_of_shape_elements},
               "NonZero": {"data_sized_count": _nonzero_count}}

@@ -509,4 +509,12 @@ ONNX_FACTS = {"Slice": {"as_written": _chunk_piece},
               "Split": {"data_sized_pieces": _onnx_split_pieces},
               "SplitToSequence": {"sequence_pieces": _onnx_sequence_pieces},
               # reads one piece of a sequence, at the position its input 1 gives
-              "SequenceAt": {"sequence_position_input": 1}}
+              "SequenceAt": {"sequence_position_input": 1},
+              # build a sequence of tensors (a list in the source model): with no tensor, of its
+              # inputs in order, or its input 0 with input 1 put at position input 2 (the end when
+              # absent). The shape fold reads a SequenceAt at a known position of one so built as
+              # that tensor (TorchScript's `tensor_split` at a list of indices appends its slices:
+              # loaders/onnx_fold.py)
+              "SequenceEmpty": {"sequence_built": "empty"},
+              "SequenceConstruct": {"sequence_built": "inputs"},
+              "SequenceInsert": {"sequence_built": "insert"}}

@@ -259,3 +259,87 @@ def test_a_known_value_over_the_limit_is_not_computed(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_fold, "MAX_KNOWN_ELEMENTS", 16)
     g = load_model(save(tmp_path, _global_tokens()))
     assert g.metadata["data_sized"]["rule"] == "at the bound"
+
+
+def _tensor_split(tmp_path, as_loop=True, trips=None, cond=None, name="m.onnx"):
+    """y = cat(sigmoid(a), b * 2, tanh(c)) of x (2, 6, 4) + p, cut along axis 1 at the indices [1, 3]
+    (`torch.tensor_split(h, [1, 3], 1)`). `as_loop`: as TorchScript's symbolic writes it (opset 13's
+    `tensor_split`): a Loop over the indices' count slicing from each index (a 0 in front) to the next
+    into a sequence (SequenceEmpty, SequenceInsert), the last piece inserted after it, the pieces read
+    by SequenceAt; else three Slices. `trips`: the trip count's value name instead of the indices'
+    count; `cond`: the body's condition output computed by this node instead of an Identity of true."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    body = [helper.make_node("Gather", ["starts", "i"], ["s0"], axis=0),
+            helper.make_node("Add", ["i", "one"], ["i1"]),
+            helper.make_node("Gather", ["starts", "i1"], ["s1"], axis=0),
+            helper.make_node("Slice", ["h", "s0", "s1", "axis"], ["piece"]),
+            helper.make_node("SequenceInsert", ["seq_in", "piece"], ["seq_out"]),
+            cond or helper.make_node("Identity", ["true"], ["c_out"])]
+    g = helper.make_graph(body, "body", [helper.make_tensor_value_info("i", i64, []),
+                                         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                                         helper.make_tensor_value_info("seq_in", f, None)],
+                          [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                           helper.make_tensor_value_info("seq_out", f, None)])
+    g.output[1].type.CopyFrom(helper.make_sequence_type_proto(helper.make_tensor_type_proto(f, None)))
+    g.input[2].type.CopyFrom(helper.make_sequence_type_proto(helper.make_tensor_type_proto(f, None)))
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"])]
+    if as_loop:
+        nodes += [helper.make_node("Shape", ["indices"], ["n_idx"]),
+                  helper.make_node("Gather", ["n_idx", "zero"], ["n"], axis=0),
+                  helper.make_node("Unsqueeze", ["n", "ax0"], ["trips"]),
+                  helper.make_node("Cast", ["one"], ["true"], to=TensorProto.BOOL),
+                  helper.make_node("Concat", ["zero1", "indices"], ["starts"], axis=0),
+                  helper.make_node("SequenceEmpty", [], ["empty"], dtype=f),
+                  helper.make_node("Loop", [trips or "trips", "true", "empty"], ["pieces"], body=g),
+                  helper.make_node("Gather", ["starts", "minus1"], ["last0"], axis=0),
+                  helper.make_node("Unsqueeze", ["last0", "ax0"], ["last"]),
+                  helper.make_node("Shape", ["h"], ["sh"]),
+                  helper.make_node("Gather", ["sh", "axis"], ["end"], axis=0),
+                  helper.make_node("Slice", ["h", "last", "end", "axis"], ["tail"]),
+                  helper.make_node("SequenceInsert", ["pieces", "tail"], ["all"]),
+                  *[helper.make_node("SequenceAt", ["all", f"at{k}"], [v]) for k, v in enumerate("abc")]]
+    else:
+        nodes += [helper.make_node("Slice", ["h", s, e, "axis"], [v])
+                  for s, e, v in (("zero1", "at1v", "a"), ("at1v", "at3v", "b"), ("at3v", "at6v", "c"))]
+    nodes += [helper.make_node("Sigmoid", ["a"], ["ga"]),
+              helper.make_node("Mul", ["b", "two"], ["mb"]),
+              helper.make_node("Tanh", ["c"], ["tc"]),
+              helper.make_node("Concat", ["ga", "mb", "tc"], ["y"], axis=1)]
+    a = lambda v: np.array(v, np.int64)  # noqa: E731
+    inits = {"p": np.linspace(-1, 1, 24).reshape(1, 6, 4).astype(np.float32), "indices": a([1, 3]),
+             "zero": a(0), "zero1": a([0]), "ax0": a([0]), "one": a(1), "minus1": a(-1), "axis": a([1]),
+             "two": np.array(2.0, np.float32), "at0": a(0), "at1": a(1), "at2": a(-1), "at1v": a([1]),
+             "at3v": a([3]), "at6v": a([6])}
+    return save(tmp_path, onnx_model(nodes, [("x", (2, 6, 4))], [("y", (2, 6, 4))], inits), name)
+
+
+def test_torchscript_s_tensor_split_loop_is_its_slices(tmp_path):
+    # the Loop's trip count (the indices' count) is known: its body runs twice, each slicing one
+    # interval into the sequence, and the pieces SequenceAt reads are those Slices
+    p = _tensor_split(tmp_path)
+    g = load_model(p)
+    kinds = {o.type for o in g.operations}
+    assert not {"Loop", "SequenceEmpty", "SequenceInsert", "SequenceAt"} & kinds
+    shapes = {o.name: tuple(o.shape) for o in g.operands}
+    assert (shapes["a"], shapes["b"], shapes["c"]) == ((2, 1, 4), (2, 2, 4), (2, 3, 4))
+    assert sum(o.type == "Slice" for o in g.operations) == 3
+    check_verify(p)
+    # the same figures as the cut written as three Slices
+    q = _tensor_split(tmp_path, as_loop=False, name="slices.onnx")
+    for args in (("-p", "torch", "-O", "adam", "-l", "cce"), ()):
+        mine, theirs = analyze_json(p, *args), analyze_json(q, *args)
+        assert mine["peak"]["bytes"] == theirs["peak"]["bytes"] > 0
+        assert mine["peak"]["categories"] == theirs["peak"]["categories"]
+
+
+@pytest.mark.parametrize("how", ["trip count from the data", "may stop early"])
+def test_a_loop_not_known_to_run_every_iteration_stays_refused(tmp_path, how):
+    if how == "trip count from the data":  # the count is an input's value: the data decides it
+        p = _tensor_split(tmp_path, trips="count")
+        m = onnx.load(p)
+        m.graph.input.append(helper.make_tensor_value_info("count", TensorProto.INT64, []))
+        onnx.save(m, p)
+    else:  # the body's condition is computed (i < 1): it may stop before the count
+        p = _tensor_split(tmp_path, cond=helper.make_node("Less", ["i", "one"], ["c_out"]))
+    with pytest.raises(ModelError, match="sequence of tensors|Loop"):
+        load_model(p)

@@ -1178,3 +1178,74 @@ def test_a_copy_named_only_by_the_output_frees_the_views_base(tmp_path):
     copied, _ = _torch(_stream_head(tmp_path, "clone_1"), batch_size=4)
     view, _ = _torch(_stream_head(tmp_path, "select_1"), batch_size=4)
     assert view["peak"] - copied["peak"] == 4 * 32 * 500 * 4
+
+
+def _tied_listed(tmp_path, name, listed, scope="enc.embed", read="head.weight"):
+    """A 16 -> 16 MatMul reading `read` (its fx call names the placeholder), recorded inside module
+    `scope`; the graph signature lists `read`, `enc.embed.weight` and `listed`, no initializer those."""
+    nodes = [helper.make_node("MatMul", ["x", read], ["y"], name="node_mm")]
+    p = nodes[0].metadata_props.add()
+    p.key, p.value = "pkg.torch.onnx.name_scopes", repr(["", scope, "linear"])
+    call = _fx("linear.default", f"%x, %p_{read.replace('.', '_')}")
+    return _dynamo_file(tmp_path, name, nodes, [(read, _w(16, 16))], [2, 16], [2, 16],
+                        [*listed, "enc.embed.weight", read], calls={"node_mm": call})
+
+
+def test_an_unread_module_holding_a_tied_parameters_name_is_named_apart(tmp_path):
+    # BART's `model.shared`: one table with `encoder.embed_tokens` and `lm_head`; torch.export lists
+    # every name and reads one; an op inside `enc.embed` reading `head.weight` while `enc.embed.weight`
+    # is read by none shows the tie, so `shared` (nothing but a `weight`, beside read modules) may be it
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.report.table import torch_unread_note
+    from memplan_cli.schemas import load_schema
+
+    path = _tied_listed(tmp_path, "tied", ["shared.weight"])
+    t, _ = _torch(path)
+    assert t["coverage"]["tied_parameters"] == {"shared.weight": "head.weight"}
+    assert "unread_parameters" not in t["coverage"]
+    assert t["coverage"]["unread_note"].startswith("1 parameter(s) no op reads under its own name may be a tied one "
+                                                   "the file reads under another (shared.weight as head.weight)")
+    assert torch_unread_note({"figures": {"torch": t}}).endswith("(JSON figures.torch.coverage.tied_parameters)")
+    # the figure is the file's either way
+    plain, _ = _torch(_tied_listed(tmp_path, "plain", []))
+    assert t["peak"] == plain["peak"]
+    doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    # beside a truly unread module, each is named on its own clause
+    both, _ = _torch(_tied_listed(tmp_path, "both", ["shared.weight", "vision.weight", "vision.bias"]))
+    assert both["coverage"]["unread_parameters"] == ["vision.weight", "vision.bias"]
+    assert both["coverage"]["unread_modules"] == ["vision"]
+    assert both["coverage"]["unread_note"].startswith("not counted: 2 parameter(s) no op of the file reads (vision)")
+    assert "; 1 parameter(s) no op reads under its own name may be a tied one" in both["coverage"]["unread_note"]
+
+
+@pytest.mark.parametrize("how", ["read under its own name", "not only tied names", "inside an unread tower",
+                                 "own parameter read"])
+def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, how):
+    # MT5's `shared` where the graph reads `encoder.embed_tokens.weight` inside its own module: the file
+    # shows no tie; a module holding a bias too, or a position table inside a tower none of whose
+    # parameters is read, is no tied table; a module whose own `weight` some op reads is not an alias
+    listed = {"read under its own name": ["shared.weight"],
+              "not only tied names": ["shared.weight", "shared.bias"],
+              "inside an unread tower": ["vision.pos.weight", "vision.proj.weight", "vision.proj.bias"],
+              "own parameter read": ["shared.weight"]}[how]
+    scope = "head" if how == "read under its own name" else "enc.embed"
+    path = _tied_listed(tmp_path, how.replace(" ", "_"), listed, scope=scope)
+    if how == "own parameter read":
+        import onnx
+
+        m = onnx.load(path)
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "enc.embed.weight"))
+        m.graph.node.append(helper.make_node("MatMul", ["y", "enc.embed.weight"], ["z"], name="node_own"))
+        m.graph.output[0].name = "z"
+        onnx.save(m, path)
+    t, _ = _torch(path)
+    assert "tied_parameters" not in t["coverage"]
+    # (read inside `head`, the op enters no `enc.embed`: its weight is unread as well)
+    extra = ["enc.embed.weight"] if how == "read under its own name" else []
+    assert sorted(t["coverage"]["unread_parameters"]) == sorted(listed + extra)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from memplan_cli.ir.graph import COMPUTED_CONSTANTS
-from memplan_cli.ops._torch import SDPA, SDPA_CALLS, TRANSPOSE, parse_call, sdpa_dropout
+from memplan_cli.ops._torch import GATHER, SDPA, SDPA_CALLS, TRANSPOSE, parse_call, sdpa_dropout
 from memplan_cli.profiles.torch.strides import elements
 
 
@@ -215,3 +215,48 @@ def computed_in_forward(g, trained) -> set[int]:
         return set()
     names = set(md.get(COMPUTED_CONSTANTS) or ())
     return {o.index for o in g.operands if o.is_const and o.name in names and o.index not in trained}
+
+
+def folded_causal_tables(g) -> dict:
+    """Where a TorchScript file may have folded a slice of a module's causal table (GPT-2-style
+    attention: transformers' ImageGPT, OpenAI GPT, GPT-Neo and Bark register a (1, 1, P, P) table of
+    the position count P as a buffer, non-persistent in most, and read `bias[:, :, :T, :T]`). A
+    non-persistent buffer is not in the state dict the exporter writes: the trace holds it as a
+    constant and folds the slice, so the file keeps (1, 1, T, T) constants under the module's scope
+    and nothing of the table's size; eager's module holds the whole table all step. A mask the
+    module computes from the shapes each forward is written alike, so the file cannot tell the two:
+    the figure counts no table, and this names them. Found where the file reads a learned position
+    table of P > T rows at positions 0 .. T-1 (a Gather of a constant arange) and holds constants of
+    shape (1, ..., 1, T, T) under module scopes (TorchScript node names): {"modules": the scopes,
+    "rows": P, "slice": T, "bytes": one P x P table per scope, of the smallest element size among
+    its constants}; {} elsewhere (a dynamo file lists the buffer: replay.held_before holds it)."""
+    from memplan_cli.ir.dtypes import dtype_size
+    from memplan_cli.profiles.torch.functions import module_path
+
+    md = getattr(g, "metadata", None) or {}
+    if "state_dict_order" not in md or md.get("torch_export") is not None or any(op.call for op in g.operations):
+        return {}
+    rows = slices = 0
+    for op in g.operations:
+        if op.type != GATHER or len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+            continue
+        table, at = g.operands[op.inputs[0]], g.operands[op.inputs[1]]
+        if table.is_const and len(table.shape) == 2 and table.dtype.startswith(("float", "bfloat")) \
+                and at.is_const and at.value and tuple(at.value) == tuple(range(len(at.value))) \
+                and table.shape[0] > len(at.value):
+            rows, slices = int(table.shape[0]), len(at.value)
+            break
+    if not rows:
+        return {}
+    uses = g.uses()
+    size: dict[str, int] = {}
+    for o in g.operands:
+        shp = tuple(o.shape)
+        if o.is_const and len(shp) >= 2 and shp[-2:] == (slices, slices) and all(d == 1 for d in shp[:-2]) \
+                and uses.get(o.index) and module_path(o.name):
+            sc = module_path(o.name)
+            size[sc] = min(size.get(sc, 8), dtype_size(o.dtype))
+    if not size:
+        return {}
+    return {"modules": sorted(size), "rows": rows, "slice": slices,
+            "bytes": sum(rows * rows * n for n in size.values())}

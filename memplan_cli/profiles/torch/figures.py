@@ -42,13 +42,19 @@ def coverage(bl, at: int, peak: int) -> dict:
         ops = [{"op": c["op"], "type": c["type"], "bytes": c["bytes"]} for c in folded]
         out["not_counted"] = {"ops": ops, "bytes": n, "says_so": _a_share(n, peak),
                               "note": folded_note(ops, n)}
-    if cov.get("unread_parameters"):
+    if cov.get("unread_parameters") or cov.get("tied_parameters"):
         # listed by the dynamo graph signature, read by no op of the file: eager holds them, the figure
-        # does not (their sizes are not in the file); the sentence the reports print, written once here
-        out["unread_parameters"] = list(cov["unread_parameters"])
+        # does not (their sizes are not in the file); the sentence the reports print, written once here;
+        # tied_parameters: unread ones the file shows may be a tied parameter it reads under another name
+        if cov.get("unread_parameters"):
+            out["unread_parameters"] = list(cov["unread_parameters"])
         if cov.get("unread_modules"):
             out["unread_modules"] = list(cov["unread_modules"])
-        out["unread_note"] = unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
+        if cov.get("tied_parameters"):
+            out["tied_parameters"] = dict(cov["tied_parameters"])
+        out["unread_note"] = "; ".join(n for n in (
+            unread_note(cov["unread_parameters"], cov.get("composite"), cov.get("unread_modules"))
+            if cov.get("unread_parameters") else "", tied_note(cov.get("tied_parameters") or {})) if n)
     if cov.get("composite"):
         # the file is the language part of a composite model: eager also holds the other parts' parameters
         # (a dynamo file's signature names them: the unread line says which; a TorchScript file cannot)
@@ -75,10 +81,17 @@ def coverage(bl, at: int, peak: int) -> dict:
         # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
         sites = cov["contiguous_sites"]
         alt = cov["as_contiguous_peak"]
-        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"], **({"kind": c["kind"]} if "kind" in c else {})}
+                                       for c in sites],
                              "bytes": sum(c["bytes"] for c in sites), "peak": alt,
                              "says_so": _a_share(abs(alt - peak), peak)}
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
+    if cov.get("causal_tables"):
+        # constants of a (T, T) slice a TorchScript file may have folded from a module's causal table
+        # (attention.folded_causal_tables): the peak had eager held each table all step, beside
+        tab = dict(cov["causal_tables"])
+        out["causal_tables"] = {**tab, "peak": peak + tab["bytes"], "says_so": _a_share(tab["bytes"], peak)}
+        out["causal_tables"]["note"] = causal_tables_note(out["causal_tables"])
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -141,6 +154,8 @@ def coverage_line(cov: dict) -> str:
         line += "; " + cl["note"]
     if (cov.get("contiguous") or {}).get("says_so"):
         line += "; " + cov["contiguous"]["note"]
+    if (cov.get("causal_tables") or {}).get("says_so"):
+        line += "; " + cov["causal_tables"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += "; " + fn["note"]
@@ -193,11 +208,37 @@ def held_note(held: dict) -> str:
 def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
-    ops = [c["op"] for c in cont["views"]]
-    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
-    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
-            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
+    ops = [c["op"] for c in cont["views"] if "kind" not in c]
+    outs = [c for c in cont["views"] if c.get("kind") == "output"]
+    parts = []
+    if ops:
+        shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+        parts.append(f"{len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+                     f"{sum(c['bytes'] for c in cont['views'] if 'kind' not in c):,d} B)")
+    if outs:
+        parts.append(f"{len(outs)} output(s) viewing a larger tensor ({outs[0]['op']}"
+                     + (f" and {len(outs) - 1} more" if len(outs) > 1 else "")
+                     + f"; {sum(c['bytes'] for c in outs):,d} B)")
+    handed = [c for c in cont["views"] if c.get("kind") == "handed"]
+    if handed:
+        parts.append(f"{len(handed)} broadcast view(s) handed to several submodules ({handed[0]['op']}"
+                     + (f" and {len(handed) - 1} more" if len(handed) > 1 else "")
+                     + f"; {sum(c['bytes'] for c in handed):,d} B)")
+    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
             f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
+
+
+def causal_tables_note(tab: dict) -> str:
+    """What the figure may leave out where a TorchScript file holds (T, T) constants under module scopes
+    beside a learned position table of P rows: each a slice of its module's (P, P) causal table, which
+    the exporter folds and eager holds (`figures.torch.coverage.causal_tables.note`, which the table's
+    header and `compare` print)."""
+    mods = tab["modules"]
+    shown = mods[0] + (f" and {len(mods) - 1} more" if len(mods) > 1 else "")
+    p, t = tab["rows"], tab["slice"]
+    return (f"estimated: {len(mods)} module(s) read a folded {t} x {t} mask ({shown}); if each is a slice of "
+            f"its module's {p} x {p} causal table (a buffer the TorchScript file does not keep), eager "
+            f"holds {tab['bytes']:,d} B more: the peak is {tab['peak']:,d} B")
 
 
 def estimated_parameters_note(targets: list) -> str:
@@ -255,6 +296,18 @@ def unread_note(targets: list, composite: dict | None = None, outermost: list | 
                  + (f"; and {len(rest)} more module(s)" if rest else ""))
         caveat = caveat if rest else ""
     return f"not counted: {len(targets)} parameter(s) no op of the file reads ({shown}){caveat}; the file gives no size"
+
+
+def tied_note(tied: dict) -> str:
+    """The unread parameters the file shows may be a tied one it reads under another name (BART's
+    `model.shared`, one table with `lm_head.weight`): named apart from the unread ones, as counted."""
+    if not tied:
+        return ""
+    names = sorted(tied)
+    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+    return (f"{len(names)} parameter(s) no op reads under its own name may be a tied one the file reads under "
+            f"another ({shown}): if so the figure counts it (eager holds one tensor), if not eager also holds it; the "
+            f"file cannot tell and gives no size")
 
 
 # the split `figures` reports at the peak, in MemTracker's terms (PARAM + BUFFER, OPT, GRAD, ACT,

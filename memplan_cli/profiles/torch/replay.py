@@ -173,16 +173,23 @@ class Replay:
         # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
         # solve_triangular), so there the loop is what eager ran
         dynamo = self.dynamo = (getattr(g, "metadata", None) or {}).get("torch_export") is not None
+        # a torch.onnx TorchScript export (its producer writes the state dict's order; the dynamo exporter's
+        # file records calls)
+        self.torchscript = not dynamo and "state_dict_order" in (getattr(g, "metadata", None) or {})
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx", written_solves=dynamo)
         if why:
             raise UnsupportedOpError(why)
         self.solves = [pos for pos in solved_groups(self.ops) if solved_products(self.ops, pos, g, self.opd)]
         if as_solve and self.solves:
             self.ops = as_solves(self.ops, self.solves, g, self.opd)
+        # the model's outputs: what the loss reads as its predictions (the training graph's own output is
+        # the loss), else the graph's outputs
+        loss_in = g.operations[tg.loss_op].inputs if tg.loss_op is not None else []
+        self.model_outputs = set(loss_in[0:len(loss_in) - 1:2]) or set(g.outputs)
         if as_contiguous:
             self.ops = copies_after(self.ops, self.opd, self.uses,
                                     {k for k, op in enumerate(self.ops) if op.outputs and op.outputs[0] >= 0
-                                     and self.opd[op.outputs[0]].name in as_contiguous})
+                                     and self.opd[op.outputs[0]].name in as_contiguous}, self.model_outputs)
         self.trained = set(tg.grad)
         self.read_functions(as_functions)
         self.read_regions(as_no_grad)
@@ -229,6 +236,8 @@ class Replay:
         self.strides: dict[int, tuple] = {}  # operand -> strides of a view or a strided result (absent: contiguous)
         self.view_of: dict[int, tuple] = {}  # operand -> (the operand it views, the view op's label, type)
         self.contiguous_sites: dict[int, str] = {}  # views a dropped `.contiguous()` may have copied -> op
+        self.output_views: dict[int, str] = {}  # outputs that view a larger tensor (`dropped_contiguous`) -> op
+        self.handed_views: dict[int, str] = {}  # broadcast views handed to several submodules (`handed_down`) -> op
         self.node: dict[int, bool] = {}  # eager-op position -> records a backward node
         self.saved_by: dict[int, list] = {}  # position -> storages it saved
         self.fwd_step: dict[int, int] = {}  # position -> its forward step
@@ -282,10 +291,13 @@ class Replay:
         self.held_before()
         self.forward()
         self.handed_down()
-        if self.contiguous_sites:
+        if self.contiguous_sites or self.output_views or self.handed_views:
             self.sim.coverage["contiguous_sites"] = [{"op": label, "bytes": self.opd[v].nbytes,
                                                       "tensor": self.opd[v].name}
-                                                     for v, label in self.contiguous_sites.items()]
+                                                     for v, label in self.contiguous_sites.items()] + \
+                [{"op": label, "bytes": self.opd[v].nbytes, "tensor": self.opd[v].name, "kind": kind}
+                 for kind, views in (("output", self.output_views), ("handed", self.handed_views))
+                 for v, label in views.items()]
         self.held_lines()
         self.backward()
         self.accumulate_view_grads()
@@ -329,6 +341,12 @@ class Replay:
                 children = {child_below(scopes[q], outer) for q in readers.get(v, ())} - {None}
                 if len(children) < 2:
                     continue
+                if self.torchscript and ops.role(op.type) == "broadcast" and op.inputs \
+                        and st == self.storage.get(op.inputs[0]) and self.opd[v].nbytes > self.sim.store[st]["bytes"]:
+                    # a broadcast view handed down (MPNet's `expand(...).contiguous()` position bias): a
+                    # TorchScript file writes the Expand alone, so whether eager copied it (then held the
+                    # copy here) is not in the file; named with the peak had it copied (dropped_contiguous)
+                    self.handed_views[v] = op.label
                 if outer not in ends:
                     ends[outer] = max(last for sc, last in last_of.items()
                                       if sc == outer or child_below(sc, outer) is not None)
@@ -631,8 +649,20 @@ class Replay:
         before a reshape to the permuted tensor's own shape (ProphetNet's `_shape`, then
         `reshape(b, heads, -1, d)`) it is a copy eager makes and the replay does not. The file cannot
         say whether the code called it: the figure counts no copy and the report names the views
-        (`contiguous_sites`) and their bytes. A dynamo file records the call (rewrites.lost_clones)."""
-        if self.dynamo or not outs or outs[0] != op.outputs[0] or ops.role(op.type) != "reshape":
+        (`contiguous_sites`) and their bytes. A dynamo file records the call (rewrites.lost_clones,
+        output_clones). The model's output made as a view of a larger tensor is named alike
+        (`output_views`): copied, its base is freed when the forward returns, not held to the step's end."""
+        if self.dynamo or not outs or outs[0] != op.outputs[0]:
+            return
+        st = self.storage.get(outs[0])
+        if self.torchscript and outs[0] in self.model_outputs and op.inputs and st is not None and st == self.storage.get(op.inputs[0]) \
+                and self.sim.store[st]["bytes"] > self.opd[outs[0]].nbytes:
+            # the model's output viewing a larger tensor (a select or slice of a head's output): eager
+            # holds the whole base to the end of the step, unless the code copied it (ProphetNet's
+            # `predict_logits[:, 0].contiguous()`), which frees the base once the forward returns
+            self.output_views[outs[0]] = op.label
+            return
+        if ops.role(op.type) != "reshape":
             return
         x0 = op.inputs[0]
         made = self.view_of.get(x0)

@@ -661,12 +661,24 @@ def clones_before_writes(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[
     return copies_after(ops_, opd, uses, cloned)
 
 
-def copies_after(ops_: list[EagerOp], opd: list, uses: dict, cloned: set[int]) -> list[EagerOp]:
+def copies_after(ops_: list[EagerOp], opd: list, uses: dict, cloned: set[int],
+                 outputs: set[int] = frozenset()) -> list[EagerOp]:
     """Each op at a position of `cloned` followed by a Clone of its output (a new contiguous operand,
-    appended to `opd`): every later reader reads the copy."""
+    appended to `opd`): every later reader reads the copy. An output of the graph (`outputs`) stays
+    the graph's: the op makes a new operand, the view, and the Clone makes the output from it (as
+    `output_clones` reads a dynamo file's)."""
     ops_ = list(ops_)
     out: list[EagerOp] = []
     for k, op in enumerate(ops_):
+        if k in cloned and op.outputs[0] in outputs:
+            v = op.outputs[0]
+            y = Operand(len(opd), f"{opd[v].name}:view", tuple(opd[v].shape), opd[v].dtype)
+            opd.append(y)
+            uses.setdefault(y.index, []).append(op.index)
+            out.append(EagerOp(op.index, op.type, op.inputs, [y.index] + list(op.outputs[1:]), op.attrs, op.label,
+                               op.members))
+            out.append(EagerOp(op.index, "Clone", [y.index], [v], {}, op.label, op.members))
+            continue
         out.append(op)
         if k not in cloned:
             continue
