@@ -1811,6 +1811,33 @@ class UnreadNet(nn.Module):
         return self.head(self.body(x).mean((2, 3)))
 
 
+class UnreadBranchNet(nn.Module):
+    """A branch the forward runs and no output reads (Canine's projection and final character encoder
+    under a multiple-choice head, which reads the pooled molecules): token embeddings, a LayerNorm,
+    the mean over tokens into the head; beside it the tokens go through an attention block (scores
+    heads x L x L, softmax, dropout) and a feed-forward whose result is dropped. Eager runs the
+    branch in the forward, so its activations sit on top of what the forward saves; both exporters
+    drop it."""
+
+    def __init__(self, vocab=1000, d=64, heads=4, classes=10):
+        super().__init__()
+        self.h = heads
+        self.emb = nn.Embedding(vocab, d)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+        self.side = nn.ModuleDict(dict(qkv=nn.Linear(d, 3 * d), out=nn.Linear(d, d), drop=nn.Dropout(0.1),
+                                       ff=nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))))
+
+    def forward(self, ids):
+        t = self.norm(self.emb(ids))
+        b, n, d = t.shape
+        q, k, v = self.side["qkv"](t).view(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = self.side["drop"](torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.h), -1))
+        s = self.side["out"]((a @ v).transpose(1, 2).reshape(b, n, d))
+        self.side["ff"](s + t)  # no output reads it
+        return self.head(t.mean(1))
+
+
 class FourierMixNet(nn.Module):
     """FNet's token mixing: the real part of a Fourier transform of the tokens added back, LayerNorm,
     a feed-forward block, LayerNorm; `dims` (1, 2): `torch.fft.fftn` over tokens and features (FNet's),
@@ -2123,6 +2150,7 @@ FAM = {
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
     "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
+    "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
     "fam_expectation_ops": ("function", lambda: ExpectationNet(function=False), (64, 64)),

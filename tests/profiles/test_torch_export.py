@@ -805,6 +805,22 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
 
 
+def test_an_unread_module_is_named_as_one_the_forward_may_have_run_for_a_result_no_output_reads(tmp_path):
+    # Canine's multiple-choice head reads the pooled molecules; its projection and final character
+    # encoder run in eager's forward for a sequence output nothing reads, and both exporters drop them:
+    # at 128 tokens their activations are the forward's peak (-17.7 %). The file shows only the
+    # unread parameters, so the line says their activations are left out too
+    t, _ = _torch(_with_unread(tmp_path, "branch", ["side.ff.weight", "side.ff.bias"]))
+    note = t["coverage"]["unread_note"]
+    assert note.startswith("not counted: 2 parameter(s) no op of the file reads (side); eager holds them")
+    assert "one the forward runs for a result no output reads also made activations the file drops" in note
+    from memplan_cli.profiles.torch.figures import unread_note
+
+    # a composite's towers (a text-only step never runs them) get no such clause
+    towers = unread_note(["m.vision.w"], {"language_part": "m.text", "other_parts": ["m.vision"]})
+    assert "activations" not in towers and towers.endswith("; the file gives no size")
+
+
 def test_unread_parameters_are_named_by_the_outermost_modules_none_of_whose_parameters_is_read(tmp_path):
     # git's image encoder and projection sit beside its read text encoder (`m.git.image_encoder`,
     # `m.git.visual_projection`): the line names those two, not the first of their many submodules;

@@ -309,14 +309,17 @@ def composite_note(part: str) -> str:
 
 
 def unread_note(targets: list, composite: dict | None = None, outermost: list | None = None) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered, named by
-    the outermost modules none of whose parameters is read (`outermost`; else by their own modules; in
-    the language part of a composite model: the composite's other parts). `figures.torch.coverage.
-    unread_note`, which the table's header and `compare` print."""
+    """What the figure leaves out: the parameters of modules the traced forward never entered, or entered
+    for a result no output reads (both exporters drop such a branch, and eager's forward still runs it:
+    its activations are left out too), named by the outermost modules none of whose parameters is read
+    (`outermost`; else by their own modules; in the language part of a composite model: the
+    composite's other parts, which a text-only step never runs). `figures.torch.coverage.unread_note`,
+    which the table's header and `compare` print."""
     modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
-              "exporter merged with an equal one")
+              "exporter merged with an equal one; one the forward runs for a result no output reads also "
+              "made activations the file drops, which can raise the forward's peak")
     if (composite or {}).get("other_parts"):
         # a composite's towers: named as parts, not their first modules; no op reads a tower's parameters
         # under another name, so the caveat is for the other modules only
