@@ -14,7 +14,8 @@ Fourier token mixing (`torch.fft.fftn(x).real`), weight norm (`_weight_norm_inte
 sparse-attention indexer), learned queries viewed and expanded over every position (Inkling's
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
-`fam_slow_grouped`), unstrided grouped transposed convolutions (`fam_tconv_grouped`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+`fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
+depthwise, 4 channels per group), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
@@ -1644,6 +1645,29 @@ class GroupedTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class UpsamplingTConvNet(nn.Module):
+    """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
+    with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
+    brg_deconv; 16 per group with a bias: AVX2's), a depthwise 4 x 4 stride-2 kernel (a learned bilinear
+    upsampling, as CenterNet-style heads use), a depthwise 3 x 3 unstrided one, 4 channels per group
+    (16 groups) and 8 inputs over 4 outputs per group; BatchNorm and ReLU between; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                                  nn.Conv2d(32, 64, 3, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=2, bias=False), nn.BatchNorm2d(64),
+                                nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=16), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=64, bias=False), nn.BatchNorm2d(64),
+                                nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=64), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 32, 3, padding=1, groups=8), nn.ReLU(),
+                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU())
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
+
+
 class DilatedNet(nn.Module):
     """Dilated 3x3 convolutions as DeepLab's ASPP and dilated backbones use them. "aspp": on an 8 x 8
     map, branches of dilation 6 and 12 (extents 13 and 25, taller than the map) beside a 1x1 and a
@@ -2011,6 +2035,8 @@ IMG = (3, 32, 32)
 FAM = {
     "fam_fold": ("fold", lambda: FoldNet(), IMG),
     "fam_layerdrop": ("layerdrop", lambda: LayerDropLM(), SEQ),
+    "fam_sin_positions": ("positions", lambda: PositionTableLM(), SEQ),
+    "fam_learned_positions": ("positions", lambda: PositionTableLM(learned=True), SEQ),
     "fam_layerdrop_np": ("layerdrop", lambda: LayerDropLM(numpy=True), SEQ),
     "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
     "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
@@ -2095,6 +2121,7 @@ FAM = {
     "fam_dw_conv1d": ("dwconv", lambda: DepthwiseConv1dNet(), (8, 64)),
     "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
+    "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
@@ -2138,6 +2165,38 @@ FAM = {
     **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
        for w in ("lambda", "left", "both", "ones")},
 }
+
+
+class PositionTableLM(nn.Module):
+    """RoFormer's rotary position table in small: an (S_max, d) table read at `arange(S)` (an
+    `nn.Embedding`, frozen with sinusoidal rows as transformers 5 builds RoFormer's, or `learned`),
+    its rows split in sin and cos halves that rotate q and k of a bmm attention, then an MLP."""
+
+    def __init__(self, d=64, rows=128, learned=False, classes=50):
+        super().__init__()
+        self.table = nn.Embedding(rows, d, _freeze=not learned)
+        if not learned:
+            pos = torch.arange(rows, dtype=torch.float32)[:, None]
+            inv = 10000 ** (-torch.arange(0, d // 2, dtype=torch.float32) / (d // 2))
+            with torch.no_grad():
+                self.table.weight.copy_(torch.cat([torch.sin(pos * inv), torch.cos(pos * inv)], 1))
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        sin, cos = self.table(torch.arange(s))[None].chunk(2, -1)
+        q, k, v = self.qkv(x).chunk(3, -1)
+
+        def rot(t):
+            t1, t2 = t.chunk(2, -1)
+            return torch.cat([t1 * cos - t2 * sin, t1 * sin + t2 * cos], -1)
+
+        a = torch.softmax(torch.bmm(rot(q), rot(k).transpose(1, 2)) / math.sqrt(d), -1)
+        x = x + self.o(torch.bmm(a, v))
+        return self.head(x + self.mlp(x))
 
 
 class LayerDropLM(nn.Module):

@@ -1148,28 +1148,50 @@ def _torch_bwd_dw(op, operands) -> tuple:
                 ("in0?g0", "in1") + bias)
     if torch_backend(op, operands) == "slow":
         return ((_columns(op, operands),),)  # im2col again beside the weight's gradient
+    db = _bias_copy(op)
     if _gemm_weights(op, operands):
         # the weight's gradient made in place of the result beside the scratchpad, then copied out
-        return ((_gemm_weights_scratch(op, operands),), ("in1",))
+        return ((_gemm_weights_scratch(op, operands),), ("in1",) + db)
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     one = tuple(int(v) for v in op.attrs["kernel"]) == (1, 1)
     if op.type == "DepthwiseConv2D":
         # jit_dw: copies of the incoming gradient and of the input, the result, blocked by 16
         bx, by, _, bw, _ = _blocked(op, operands)
-        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,))
+        return ((by, bx, bw - operands[op.inputs[1]].nbytes), (bw,) + db)
     if _ungrouped(op):
         # blocked copies of the incoming gradient and of the input (whether or not it needs a
         # gradient), the blocked result beside the gradient; then the result copied out. jit_1x1
         # blocks by 16 whatever the channels
         gy, gx, gw = _weights_layout(op, operands)
+        blk = BLOCK
         if one and _jit_1x1(op, operands):
             gx, gy, _, gw, _ = _blocked(op, operands)
+        elif 4 <= int(operands[op.inputs[0]].shape[ch]) < BLOCK:
+            blk = 8  # AVX2's kernel
         w = operands[op.inputs[1]].nbytes
-        return ((gy, gx, gw - w, _rtus(op, operands)), (gw,))
+        return ((gy, gx, gw - w, _rtus(op, operands), _padded_diff_bias(op, operands, blk)), (gw,) + db)
     # grouped jit: copies of the incoming gradient and of the input, whether or not the input needs a
     # gradient (measured: 4 and 32 channels per group, 1-D and 2-D, a frozen input's copy as a trained
     # one's), beside the weight's gradient; then that gradient copied out
-    return (("out0", "in0"), ("in1",))
+    return (("out0", "in0"), ("in1",) + db)
+
+
+def _bias_copy(op) -> tuple:
+    """The bias's gradient copied out beside the weight's (ATen's mkldnn_convolution_backward_weights hands
+    both back through mkldnn_to_dense, the bias's first: measured, 4 x the output channels in every
+    channels-first float32 kernel, jit, jit_1x1, jit_dw, gemm, transposed), where there is a bias."""
+    return ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+
+
+def _padded_diff_bias(op, operands, blk) -> int:
+    """The jit weight-gradient kernels' padded bias gradient (init_scratchpad's key_conv_padded_bias, as the
+    forward's `_padded_bias`): 4 x the output channels rounded up to the kernel's block (16; AVX2's 8) +
+    128 B, booked where the channels are no multiple of the block and there is a bias (measured: 24
+    channels 256 B on jit and jit_1x1, 20 channels 256 B on the first-convolution kernel, 224 B on AVX2's)."""
+    if not (len(op.inputs) > 2 and op.inputs[2] >= 0):
+        return 0
+    o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
+    return 4 * _round_to(o, blk) + 128 if o % blk else 0
 
 
 # A transposed convolution (oneDNN's deconvolution) runs as the convolution whose input gradient it
@@ -1302,19 +1324,19 @@ def _tconv_bwd_dw(op, operands) -> tuple:
             # gemm_convolution_bwd_weights on the convolution view (a depthwise kernel jit_dw declines, 4
             # channels per group): its scratchpad, + 128 B (the deconvolution's nested scratchpad), beside
             # the weight's gradient; then that gradient copied out (measured)
-            return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,))
+            return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
         if _tconv_depthwise(op, operands):  # jit_dw: blocked copies of both, a blocked result, copied out
             bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
-            return ((bx, by, bw - w.nbytes), (bw,))
+            return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
         # the grouped jit weight gradient: copies of both, then the result copied out
-        return ((x.nbytes, y.nbytes), (w.nbytes,))
+        return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
     if o <= 3:
         gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
     else:
         blk = BLOCK if o >= BLOCK else 8
         rnd = (lambda v: -(-v // blk) * blk)
         gy, gx, gw = x.nbytes * rnd(c) // c, y.nbytes * rnd(o) // o, w.nbytes * rnd(c) * rnd(o) // (c * o)
-    return ((gy, gx, gw - w.nbytes), (gw,))
+    return ((gy, gx, gw - w.nbytes), (gw,) + _bias_copy(op))
 
 
 # ---- bfloat16 (--precision bf16-*: autocast's or model.to(bfloat16)'s convolution) ---------------
