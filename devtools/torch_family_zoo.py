@@ -1650,7 +1650,8 @@ class UpsamplingTConvNet(nn.Module):
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
     brg_deconv; 16 per group with a bias: AVX2's), a depthwise 4 x 4 stride-2 kernel (a learned bilinear
     upsampling, as CenterNet-style heads use), a depthwise 3 x 3 unstrided one, 4 channels per group
-    (16 groups) and 8 inputs over 4 outputs per group; BatchNorm and ReLU between; a pooled head."""
+    (16 groups), 8 inputs over 4 outputs per group and 4 over 6 (gemm); BatchNorm and ReLU between; a
+    pooled head."""
 
     def __init__(self, classes=10):
         super().__init__()
@@ -1661,8 +1662,9 @@ class UpsamplingTConvNet(nn.Module):
                                 nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=64, bias=False), nn.BatchNorm2d(64),
                                 nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=64), nn.ReLU(),
                                 nn.ConvTranspose2d(64, 32, 3, padding=1, groups=8), nn.ReLU(),
-                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU())
-        self.head = nn.Linear(32, classes)
+                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU(),
+                                nn.ConvTranspose2d(32, 48, 3, padding=1, groups=8), nn.ReLU())
+        self.head = nn.Linear(48, classes)
 
     def forward(self, x):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
