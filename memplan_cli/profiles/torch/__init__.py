@@ -120,6 +120,10 @@ class TorchProfile:
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
             sim.coverage["as_functions_peak"] = beside(as_functions=True, as_solve=True)
+        if sim.coverage.get("recorded_functions"):
+            # custom autograd Functions a dynamo file records, counted as saving only their inputs (their
+            # backward is Python code the file lacks): the figure with their ops run one by one, beside
+            sim.coverage["as_ops_peak"] = beside(as_solve=True, as_ops=True)
         if sim.coverage.get("regions"):
             # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
@@ -136,6 +140,11 @@ class TorchProfile:
             # does not record would have copied: the figure with each copied, reported beside
             names = frozenset(c["tensor"] for c in sim.coverage["contiguous_sites"])
             sim.coverage["as_contiguous_peak"] = beside(as_solve=True, as_contiguous=names)
+        if sim.coverage.get("view_sites"):
+            # the model's output viewing a larger tensor, a broadcast view handed to several submodules: the
+            # figure with each copied (a `.contiguous()` a TorchScript file does not record), beside
+            names = frozenset(c["tensor"] for c in sim.coverage["view_sites"])
+            sim.coverage["as_copied_peak"] = beside(as_solve=True, as_contiguous=names)
         # slices of a module's causal table a TorchScript file may have folded (its buffer not in the
         # state dict): the tables, named with the peak had eager held them (attention.py)
         tables = folded_causal_tables(tg.graph)
