@@ -23,6 +23,7 @@ import functools
 import inspect as _inspect
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
@@ -331,6 +332,7 @@ class Setup:
     graph: object
     config: object
     model: object = None  # with build_setup(rebatchable=True): the load, at other batches (loaders.Rebatchable)
+    load_seconds: float = 0.0  # what `analyze -v` prints as load: the load is done before analysis.analyze
 
 
 def build_setup(path: str, flags: dict, *, rebatchable: bool = False) -> Setup:
@@ -339,13 +341,14 @@ def build_setup(path: str, flags: dict, *, rebatchable: bool = False) -> Setup:
     `rebatchable`: keep the load for other batches (Setup.model)."""
     from memplan_cli.loaders import batched, load_model
 
+    t0 = time.perf_counter()
     loaded = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True,
                         rebatchable=rebatchable)
     graph = loaded.graph if rebatchable else loaded
     cfg = merge_setup(graph.metadata, flags)
     if cfg.batch_size != flags.get("batch_size"):
         graph = loaded.at(cfg.batch_size) if rebatchable else batched(graph, cfg.batch_size, path)
-    return Setup(path, flags, graph, cfg, loaded if rebatchable else None)
+    return Setup(path, flags, graph, cfg, loaded if rebatchable else None, time.perf_counter() - t0)
 
 
 def profile_build_options(flags: dict) -> dict:
@@ -385,6 +388,7 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
         a = analyze_model(model, setup.config, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
                           profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
                           onert_options=onert, graph=setup.graph)
+    a.timings["load"] = setup.load_seconds  # analyze_model was handed the graph: its own load took 0 s
     return a, (onert if profile == "onert" else build_options if profile == "nntrainer" else {})
 
 

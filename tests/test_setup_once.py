@@ -158,3 +158,20 @@ def test_a_rebatched_load_is_the_graph_a_load_at_that_batch_gives(tmp_path, name
         alone = loaders.load_model(path, batch_size=b, sha256=True)
         assert _graph_facts(loaded.at(b)) == _graph_facts(alone), b
     assert _graph_facts(loaded.graph) == _graph_facts(loaders.load_model(path, batch_size=first, sha256=True))
+
+
+def test_the_one_load_is_the_load_analyze_v_times(monkeypatch):
+    # the load happens in the setup, before analysis.analyze (handed the graph, it timed no load: 0 ms)
+    import time
+
+    from memplan_cli import api
+
+    load = loaders.load_model
+
+    def slow(*a, **kw):
+        time.sleep(0.05)
+        return load(*a, **kw)
+
+    monkeypatch.setattr(loaders, "load_model", slow)
+    a = api.analyze(str(MNIST_ONNX), batch_size=2).analysis
+    assert list(a.timings)[0] == "load" and a.timings["load"] >= 0.05

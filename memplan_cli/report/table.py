@@ -195,9 +195,10 @@ class _ProseConsole(Console):
 
 
 def _console(opts: RenderOptions) -> _ProseConsole:
+    # markup off: a file's own names may hold rich's brackets ('[/]' raised MarkupError, '[bold]' vanished)
     return _ProseConsole(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
                          color_system="standard" if opts.color else None, highlight=False, emoji=False,
-                         legacy_windows=False, soft_wrap=False)
+                         markup=False, legacy_windows=False, soft_wrap=False)
 
 
 def _config_line(doc: dict) -> str:

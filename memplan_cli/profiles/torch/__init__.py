@@ -19,8 +19,9 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
   exporter artefact, e.g. BatchNorm's running statistics, updated in place in eager: none). Views
   (Reshape of a contiguous tensor, Flatten, Squeeze, Unsqueeze, Identity, Transpose) share their
   input's memory; a Reshape, or a MatMul operand of more than 2 dims, that is a non-contiguous view
-  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
-  after the backward of the last op that saved it.
+  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is
+  freed after its last reader in forward, unless autograd saved it: then after the backward of the
+  last op that saved it.
 - What each op saves, and the auxiliary tensors it makes, are its family's torch facts
   (`OpDef.profiles["torch"]` in memplan_cli/ops; `FACTS` below for the two eager ops exporters
   split); an op type without torch facts is refused, naming it.
@@ -201,7 +202,6 @@ class TorchProfile:
         if layers is not None:
             out["per_layer_extra"] = layers
         return out
-
 
 
 def _buffers(sim) -> tuple[list, list]:
