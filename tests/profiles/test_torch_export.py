@@ -1241,7 +1241,7 @@ def test_an_unread_module_holding_a_tied_parameters_name_is_named_apart(tmp_path
 
 
 @pytest.mark.parametrize("how", ["read under its own name", "not only tied names", "inside an unread tower",
-                                 "own parameter read"])
+                                 "own parameter read", "own parameter folded"])
 def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, how):
     # MT5's `shared` where the graph reads `encoder.embed_tokens.weight` inside its own module: the file
     # shows no tie; a module holding a bias too, or a position table inside a tower none of whose
@@ -1249,7 +1249,7 @@ def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, ho
     listed = {"read under its own name": ["shared.weight"],
               "not only tied names": ["shared.weight", "shared.bias"],
               "inside an unread tower": ["vision.pos.weight", "vision.proj.weight", "vision.proj.bias"],
-              "own parameter read": ["shared.weight"]}[how]
+              "own parameter read": ["shared.weight"], "own parameter folded": ["shared.weight"]}[how]
     scope = "head" if how == "read under its own name" else "enc.embed"
     path = _tied_listed(tmp_path, how.replace(" ", "_"), listed, scope=scope)
     if how == "own parameter read":
@@ -1259,6 +1259,18 @@ def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, ho
         m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "enc.embed.weight"))
         m.graph.node.append(helper.make_node("MatMul", ["y", "enc.embed.weight"], ["z"], name="node_own"))
         m.graph.output[0].name = "z"
+        onnx.save(m, path)
+    if how == "own parameter folded":  # a constant the optimizer folded from `enc.embed.weight`
+        import onnx
+
+        m = onnx.load(path)
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "val_0"))
+        m.graph.node.append(helper.make_node("MatMul", ["y", "val_0"], ["z"], name="node_own"))
+        m.graph.output[0].name = "z"
+        vi = helper.make_tensor_value_info("val_0", F, [16, 16])
+        p = vi.metadata_props.add()
+        p.key, p.value = FOLDED, "['enc.embed.weight']"
+        m.graph.value_info.append(vi)
         onnx.save(m, path)
     t, _ = _torch(path)
     assert "tied_parameters" not in t["coverage"]
