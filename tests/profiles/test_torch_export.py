@@ -864,6 +864,10 @@ def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_model
     # a `.clone()` in module code is no node in either exporter's file (xLSTM's mLSTM step)
     assert "copies the export leaves out" in plain["not_modelled"]
     assert "copies the export leaves out" in listed["not_modelled"]
+    # a branch the forward runs for a result no output reads (Canine's final character encoder under
+    # a pooled head) is no node in either exporter's file
+    assert "work for results no output reads" in plain["not_modelled"]
+    assert "work for results no output reads" in listed["not_modelled"]
 
 
 @pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])

@@ -194,7 +194,8 @@ class TorchProfile:
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use; copies "
-                                         "the export leaves out (a `.clone()` is no node)"
+                                         "the export leaves out (a `.clone()` is no node); the forward's "
+                                         "work for results no output reads (both exporters drop it)"
                                          + ("" if bl.profile_data.get("lists_parameters") else
                                             "; parameters no op reads (this file does not list the "
                                             "module's parameters)")}}
