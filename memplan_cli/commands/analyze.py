@@ -25,6 +25,29 @@ def api_arguments(flags: dict) -> dict:
     return out
 
 
+# the profile and planner options, as `memplan analyze` spells them (the training flags: config.training_words)
+RERUN_OPTIONS = (("profile", "-p"), ("planner", "--planner"), ("time_limit", "--time-limit"),
+                 ("onert_threads", "--onert-threads"), ("onert_simd_width", "--onert-simd-width"))
+
+
+def rerun_command(model: str, flags: dict, budget: str | None):
+    """`changes` (training flag name -> value) -> the `memplan analyze` command as the user ran it (the
+    flags given, the output's own left out) with those changed, shell-quoted: a command a note
+    suggests, which runs as printed from where this one ran."""
+    import shlex
+
+    def command(changes: dict) -> str:
+        given = {k: v for k, v in flags.items() if v is not None and v != () and k in api.FLAG_BY_NAME}
+        words = api.analyze_command(model, given, changes).split(" ")
+        for name, decl in RERUN_OPTIONS:
+            if flags.get(name) is not None:
+                words += [decl, shlex.quote(str(flags[name]))]
+        if budget is not None:
+            words += ["--budget", shlex.quote(str(budget))]
+        return " ".join(words)
+    return command
+
+
 @click.command("analyze", short_help="Memory of one training step by category; what a plan saves.")
 @click.argument("model", type=click.Path(dir_okay=True))
 @training_options
@@ -59,7 +82,8 @@ def command(model, fmt, output, color, quiet, verbose, by_layer, timeline_path, 
     opts = RenderOptions(color=use_color(color, to_file=to_file), width=terminal_width(to_file=to_file),
                          verbosity=level, live_total=list(tl.total) if len(series) == 1 else [],
                          live_by_domain=series if len(series) > 1 else [], timings=a.timings,
-                         kernels=api.planner_kernels() if level >= 2 else "")
+                         kernels=api.planner_kernels() if level >= 2 else "",
+                         command=rerun_command(model, flags, budget))
     text = get_reporter(fmt).analysis(doc, opts)
     svg = None
     if timeline_path:

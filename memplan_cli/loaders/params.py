@@ -301,6 +301,51 @@ def settle(graph, rule: str) -> None:
     for i in gradient_free(graph):  # it cannot train, whatever it is: nothing to assume
         graph.operands[i].assumed = False
     graph.metadata["parameter_rule"] = rule
+    fixed = fixed_row_tables(graph)
+    if fixed:
+        graph.metadata["fixed_row_tables"] = fixed
+
+
+def fixed_row_tables(graph) -> list[str]:
+    """The position tables among what trains by assumption: the assumed weights that every op reading
+    them looks up at rows the file fixes, each row once (`OpDef.table_inputs` read at constant,
+    distinct indices: RoFormer's sinusoidal table in a TorchScript file), and the parameters a dynamo
+    file's assumed constants were folded from through a lookup (the same table's rows, folded). A learned table is read so
+    too; eager may keep such a table frozen, and the file does not say which (reports offer the
+    command that freezes it, with an "if")."""
+    readers: dict[int, list] = {}
+    for op in graph.operations:
+        for i in op.inputs:
+            if i >= 0 and graph.operands[i].assumed and graph.operands[i].is_const:
+                readers.setdefault(i, []).append(op)
+
+    def at_positions(op, w) -> bool:  # not one row repeated (token types at a zero buffer)
+        d = ops.get(op.type)
+        tables = d.table_inputs if d is not None else ()
+        if len(op.inputs) != 2 or [op.inputs[k] for k in tables] != [w] or op.inputs[1 - tables[0]] < 0:
+            return False
+        rows = graph.operands[op.inputs[1 - tables[0]]]
+        return rows.is_const and isinstance(rows.value, tuple) and len(set(rows.value)) == len(rows.value) > 1
+
+    out = [graph.operands[w].name for w, readers_of in sorted(readers.items())
+           if all(at_positions(op, w) for op in readers_of)]
+    # a dynamo file: an assumed constant the exporter's optimizer folded (its `folded_from` record) from
+    # a parameter through an embedding lookup (torch.export names each fx node after its aten op:
+    # `embedding`, `embedding_2`), its rows at the positions the trace fixed
+    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
+    folded = export.get("folded_from") or {}
+    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
+    for o in graph.operands:
+        if not (o.assumed and o.is_const):
+            continue
+        for src in o.sources or (o.name,):
+            chain = folded.get(src) or ()
+            if any(_LOOKUP_NODE.match(n) for n in chain):
+                out += [t for t in chain if t in params and t not in out]
+    return out
+
+
+_LOOKUP_NODE = re.compile(r"(?:embedding|index_select)(?:_\d+)?$")
 
 
 def gradient_free(graph) -> set[int]:

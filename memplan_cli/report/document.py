@@ -230,6 +230,9 @@ def parameters_dict(analysis) -> dict | None:
     computed_from = _assumed_from(graph, [o for o in floats if o.name in set(assumed)])
     if computed_from:
         out["assumed_from"] = computed_from
+    fixed = list((graph.metadata or {}).get("fixed_row_tables", ())) if assumed else []
+    if fixed:
+        out["read_at_fixed_rows"] = fixed
     merged = [{"norm": m["norm"], "op": m["op"], "into": list(m["into"]),
                "weights": [graph.operands[w].name for w in m["weights"]]}
               for m in graph.metadata.get("merged_parameters", ())

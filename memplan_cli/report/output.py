@@ -31,6 +31,9 @@ class RenderOptions:
     # which planner kernels ran ("c" or "python"), for -v; never in JSON, which must not depend on
     # the machine it was made on
     kernels: str = ""
+    # `memplan analyze` as the user ran it, with some flags changed (training flag name -> value):
+    # the commands a note suggests, printed so that they run as printed; None: no command known
+    command: object = None
 
 
 def stream_is_terminal(stream=None) -> bool:

@@ -195,9 +195,10 @@ class _ProseConsole(Console):
 
 
 def _console(opts: RenderOptions) -> _ProseConsole:
+    # markup off: a file's own names may hold rich's brackets ('[/]' raised MarkupError, '[bold]' vanished)
     return _ProseConsole(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
                          color_system="standard" if opts.color else None, highlight=False, emoji=False,
-                         legacy_windows=False, soft_wrap=False)
+                         markup=False, legacy_windows=False, soft_wrap=False)
 
 
 def _config_line(doc: dict) -> str:
@@ -314,11 +315,27 @@ def torch_contiguous_note(doc: dict) -> str:
     return _said(doc, "contiguous")
 
 
+def torch_copied_views_note(doc: dict) -> str:
+    """The torch profile's header line when the model's output viewing a larger tensor, or a broadcast view
+    handed to several submodules, copied by a `.contiguous()` a TorchScript file does not record, would
+    change the peak by a share of it (`figures.torch.coverage.copied_views.says_so`): the sentence the
+    profile wrote (`.note`)."""
+    return _said(doc, "copied_views")
+
+
 def torch_causal_tables_note(doc: dict) -> str:
     """The torch profile's header line when a TorchScript file's folded (T, T) masks may be slices of
     modules' causal tables that eager holds, for a share of the peak
     (`figures.torch.coverage.causal_tables.says_so`): the sentence the profile wrote (`.note`)."""
     return _said(doc, "causal_tables")
+
+
+def torch_functions_as_ops_note(doc: dict) -> str:
+    """The torch profile's header line when custom autograd Functions a dynamo file records, counted as
+    saving only their inputs, would change the peak by a share had they saved their ops' intermediates
+    (`figures.torch.coverage.functions_as_ops.note`, printed when `says_so`)."""
+    fo = _torch_coverage(doc).get("functions_as_ops") or {}
+    return fo.get("note", "") if fo.get("says_so") else ""
 
 
 def torch_functions_note(doc: dict) -> str:
@@ -408,6 +425,27 @@ def assumed_note(doc: dict) -> str:
             "--freeze params:GLOB keeps them frozen")
 
 
+def fixed_table_command(doc: dict, command) -> tuple[str, str]:
+    """(what it applies to, the command) for the position tables among what trains by assumption
+    (`parameters.read_at_fixed_rows`: a weight read only at fixed rows, or a parameter whose rows at
+    fixed positions were folded into an assumed constant). Eager may keep such a table frozen (RoFormer's sinusoidal one)
+    and the file does not say which, so the line says "if"; the command is `command`
+    (RenderOptions.command: `memplan analyze` as run) with those tables frozen, and runs as printed.
+    ("", "") when there is no such table, no command, or --freeze froze them all already."""
+    p = doc.get("parameters") or {}
+    if not p.get("assumed_trainable") or command is None:
+        return "", ""
+    tables = sorted(set(p.get("read_at_fixed_rows") or ()))
+    given = tuple((doc.get("config") or {}).get("freeze") or ())
+    fresh = tuple(f"params:{t}" for t in tables if f"params:{t}" not in given)
+    if not fresh:
+        return "", ""
+    which, it = ((f"{tables[0]} does", "it") if len(tables) == 1 else
+                 (f"the tables read at fixed rows ({_names(tables, 3)}) do", "them"))
+    return (f"if {which} not train in the source model (a fixed table, as a sinusoidal one), this counts "
+            f"{it} frozen:", command({"freeze": given + fresh}))
+
+
 def own_rule_lines(figures: dict) -> list[str]:
     """What the own plan does that an eager runtime does not, named (profiles/memplan.py
     own_rule_figures): forward results recomputed before backward, broadcasts held as their values."""
@@ -462,9 +500,11 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_functions_as_ops_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
-                    torch_contiguous_note(doc), torch_causal_tables_note(doc)):
+                    torch_contiguous_note(doc), torch_copied_views_note(doc),
+                    torch_causal_tables_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)
@@ -473,6 +513,13 @@ class TableReporter(Reporter):
         for note in (train_from_file_note(doc), assumed_note(doc), merged_norm_note(doc), data_sized_note(doc)):
             if note:
                 con.print(Text(f"note: {note}", style="yellow"))
+        what, cmd = fixed_table_command(doc, opts.command)
+        if cmd:
+            from memplan_cli.report.shell import shell_lines  # lazy: a report without the line does not load it
+
+            con.print(Text(f"note: {what}", style="yellow"))
+            for line in shell_lines(cmd, con.width, "  "):
+                con.print(Text(line), overflow="ignore", crop=False, soft_wrap=True)
         if "alloc_lines" in doc:
             self._alloc_tables(con, doc)
         self._category_table(con, doc)

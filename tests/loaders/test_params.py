@@ -353,3 +353,67 @@ def test_a_tflite_bias_several_ops_share_stays_assumed(tmp_path):
     grads = d["categories"]["gradient"]["naive"]
     r = CliRunner().invoke(main, ["analyze", p, "-f", "json", "--freeze", "params:arith.constant3"])
     assert json.loads(r.output)["categories"]["gradient"]["naive"] == grads - 16  # 2 floats, aligned to 16 B
+
+
+def _lookup(tmp_path, rows, name="m"):
+    """A TorchScript-like file: x[1,3,4] + a (8, 4) table's rows `rows` (a constant), then a MatMul."""
+    rng = np.random.default_rng(7)
+    inits = {"m.fc.weight": rng.normal(size=(4, 4)).astype(np.float32),
+             "m.pos.weight": rng.normal(size=(8, 4)).astype(np.float32), "rows": np.array(rows, np.int64)}
+    nodes = [helper.make_node("Gather", ["m.pos.weight", "rows"], ["/m/pos/Gather_output_0"]),
+             helper.make_node("Add", ["x", "/m/pos/Gather_output_0"], ["a"]),
+             helper.make_node("MatMul", ["a", "m.fc.weight"], ["y"])]
+    m = onnx_model(nodes, [("x", (1, 3, 4))], [("y", (1, 3, 4))], inits)
+    m.producer_name = "pytorch"
+    return save(tmp_path / name, m) if (tmp_path / name).mkdir() is None else None
+
+
+def test_a_table_read_at_fixed_positions_gets_the_command_that_freezes_it(tmp_path):
+    # RoFormer's sinusoidal position table in a TorchScript file: a Gather of the state-dict weight at
+    # constant positions, each once; eager keeps it frozen, a learned table (BERT's) looks the same, so
+    # the report offers the command that freezes it with an "if", and that command runs as printed
+    import shlex
+
+    p = _lookup(tmp_path, [0, 1, 2])
+    d = json.loads(_analyze(p, "-b", "1", "-O", "adam", "-f", "json"))
+    assert d["parameters"]["read_at_fixed_rows"] == ["m.pos.weight"]
+    text = _analyze(p, "-b", "1", "-O", "adam", "-p", "torch")
+    lines = text.splitlines()
+    assert "note: if m.pos.weight does not train in the source model" in " ".join(text.split())
+    k = next(i for i, line in enumerate(lines) if line.startswith("  memplan analyze ")) - 1
+    command = []
+    for line in lines[k + 1:]:
+        command.append(line.rstrip("\\").strip())
+        if not line.endswith("\\"):
+            break
+    words = shlex.split(" ".join(command))
+    assert words[:3] == ["memplan", "analyze", p] and words[-4:] == ["--freeze", "params:m.pos.weight", "-p", "torch"]
+    again = _analyze(*words[2:])
+    assert "note: if" not in again
+    frozen = json.loads(_analyze(*words[2:], "-f", "json"))
+    assert frozen["categories"]["gradient"]["naive"] == d["categories"]["gradient"]["naive"] - 8 * 4 * 4
+    assert frozen["config"]["freeze"] == ["params:m.pos.weight"]
+
+
+def test_a_table_read_at_one_row_repeated_or_at_the_input_gets_no_command(tmp_path):
+    # token types read at a buffer of zeros: one row repeated, a table that trains; no command offered
+    p = _lookup(tmp_path, [0, 0, 0])
+    d = json.loads(_analyze(p, "-b", "1", "-f", "json"))
+    assert "read_at_fixed_rows" not in d["parameters"] and "note: if" not in _analyze(p, "-b", "1")
+
+
+def test_a_table_whose_looked_up_rows_a_dynamo_file_folded_gets_the_command(tmp_path):
+    # the dynamo export of the same table: its rows at fixed positions folded into `unsqueeze_1`, whose
+    # record names an embedding lookup (`embedding_2`) of the parameter; a fold through no lookup names
+    # no table
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4),
+                ["arange_4", "embedding_2", "m.pos.weight", "val_0"])
+    p = save(tmp_path, m)
+    d = json.loads(_analyze(p, "-f", "json"))
+    assert d["parameters"]["read_at_fixed_rows"] == ["m.pos.weight"]
+    text = _analyze(p)
+    assert "note: if m.pos.weight does not train" in " ".join(text.split())
+    assert "--freeze params:m.pos.weight" in text
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4), ["m.pos.weight", "exp_1"])
+    d = json.loads(_analyze(save(tmp_path, m), "-f", "json"))
+    assert "read_at_fixed_rows" not in d["parameters"] and d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}

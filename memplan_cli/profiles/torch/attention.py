@@ -226,8 +226,8 @@ def folded_causal_tables(g) -> dict:
     and nothing of the table's size; eager's module holds the whole table all step. A mask the
     module computes from the shapes each forward is written alike, so the file cannot tell the two:
     the figure counts no table, and this names them. Found where the file reads a learned position
-    table of P > T rows at positions 0 .. T-1 (a Gather of a constant arange) and holds constants of
-    shape (1, ..., 1, T, T) under module scopes (TorchScript node names): {"modules": the scopes,
+    table of P > T rows at positions 0 .. T-1 (a Gather of a constant arange) and holds bool or float
+    constants of shape (1, ..., 1, T, T), of 3 dims or more, under module scopes (TorchScript node names): {"modules": the scopes,
     "rows": P, "slice": T, "bytes": one P x P table per scope, of the smallest element size among
     its constants}; {} elsewhere (a dynamo file lists the buffer: replay.held_before holds it)."""
     from memplan_cli.ir.dtypes import dtype_size
@@ -252,7 +252,11 @@ def folded_causal_tables(g) -> dict:
     size: dict[str, int] = {}
     for o in g.operands:
         shp = tuple(o.shape)
-        if o.is_const and len(shp) >= 2 and shp[-2:] == (slices, slices) and all(d == 1 for d in shp[:-2]) \
+        # a mask's shape, (1, 1, T, T) as the table's slice keeps it; bool or float (a 2-D (T, T) constant is
+        # a folded weight's transpose where the width equals T, and an integer one DeBERTa's relative
+        # positions); computed from no parameter
+        if o.is_const and len(shp) >= 3 and shp[-2:] == (slices, slices) and all(d == 1 for d in shp[:-2]) \
+                and (o.dtype == "bool" or o.dtype.startswith(("float", "bfloat"))) and not o.sources \
                 and uses.get(o.index) and module_path(o.name):
             sc = module_path(o.name)
             size[sc] = min(size.get(sc, 8), dtype_size(o.dtype))

@@ -81,11 +81,19 @@ def coverage(bl, at: int, peak: int) -> dict:
         # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
         sites = cov["contiguous_sites"]
         alt = cov["as_contiguous_peak"]
-        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"], **({"kind": c["kind"]} if "kind" in c else {})}
-                                       for c in sites],
+        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
                              "bytes": sum(c["bytes"] for c in sites), "peak": alt,
                              "says_so": _a_share(abs(alt - peak), peak)}
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
+    if cov.get("view_sites"):
+        # the model's output viewing a larger tensor and broadcast views handed to several submodules
+        # (replay.dropped_contiguous, handed_down): the peak with each copied, beside
+        sites = cov["view_sites"]
+        alt = cov["as_copied_peak"]
+        out["copied_views"] = {"views": [{"op": c["op"], "bytes": c["bytes"], "kind": c["kind"]} for c in sites],
+                               "bytes": sum(c["bytes"] for c in sites), "peak": alt,
+                               "says_so": _a_share(abs(alt - peak), peak)}
+        out["copied_views"]["note"] = copied_views_note(out["copied_views"])
     if cov.get("causal_tables"):
         # constants of a (T, T) slice a TorchScript file may have folded from a module's causal table
         # (attention.folded_causal_tables): the peak had eager held each table all step, beside
@@ -100,6 +108,18 @@ def coverage(bl, at: int, peak: int) -> dict:
                                "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
             out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
+    if cov.get("recorded_functions"):
+        # custom autograd Functions a dynamo file records (functions.py): counted as saving only their
+        # inputs; the peak had they saved what their ops' own backwards save (their intermediates), the
+        # other end of what the file allows; said in the header when it differs by the same share
+        alt = cov["as_ops_peak"]
+        out["functions_as_ops"] = {"functions": cov["recorded_functions"], "peak": alt,
+                                   "says_so": _a_share(abs(alt - peak), peak)}
+        if peak:
+            out["functions_as_ops"]["note"] = (
+                f"estimated: {cov['recorded_functions']} custom autograd Function call(s) counted as saving "
+                f"only their inputs (their backward is Python code the file lacks); had they saved what their "
+                f"ops save run one by one, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
@@ -154,11 +174,16 @@ def coverage_line(cov: dict) -> str:
         line += "; " + cl["note"]
     if (cov.get("contiguous") or {}).get("says_so"):
         line += "; " + cov["contiguous"]["note"]
+    if (cov.get("copied_views") or {}).get("says_so"):
+        line += "; " + cov["copied_views"]["note"]
     if (cov.get("causal_tables") or {}).get("says_so"):
         line += "; " + cov["causal_tables"]["note"]
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += "; " + fn["note"]
+    fo = cov.get("functions_as_ops") or {}
+    if fo.get("says_so"):
+        line += "; " + fo["note"]
     held = cov.get("as_held") or {}
     if held.get("says_so"):
         line += "; " + held["note"]
@@ -208,19 +233,29 @@ def held_note(held: dict) -> str:
 def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
-    ops = [c["op"] for c in cont["views"] if "kind" not in c]
-    outs = [c for c in cont["views"] if c.get("kind") == "output"]
-    parts = []
-    if ops:
-        shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
-        parts.append(f"{len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
-                     f"{sum(c['bytes'] for c in cont['views'] if 'kind' not in c):,d} B)")
-    if outs:
-        parts.append(f"{len(outs)} output(s) viewing a larger tensor ({outs[0]['op']}"
-                     + (f" and {len(outs) - 1} more" if len(outs) > 1 else "")
-                     + f"; {sum(c['bytes'] for c in outs):,d} B)")
-    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
+    ops = [c["op"] for c in cont["views"]]
+    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+    return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
+            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
             f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
+
+
+def copied_views_note(cv: dict) -> str:
+    """What the figure may miscount where a TorchScript file's view would have been copied by a
+    `.contiguous()` it does not record: the model's output viewing a larger tensor (copied, the base
+    is freed when the forward returns) and a broadcast view a module hands to several submodules
+    (copied, held until it returns). `figures.torch.coverage.copied_views.note`, which the table's
+    header and `compare` print."""
+    parts = []
+    for kind, what in (("output", "output(s) viewing a larger tensor"),
+                       ("handed", "broadcast view(s) handed to several submodules")):
+        views = [c for c in cv["views"] if c["kind"] == kind]
+        if views:
+            parts.append(f"{len(views)} {what} ({views[0]['op']}"
+                         + (f" and {len(views) - 1} more" if len(views) > 1 else "")
+                         + f"; {sum(c['bytes'] for c in views):,d} B)")
+    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
+            f"TorchScript file does not record: with each copied, the peak is {cv['peak']:,d} B")
 
 
 def causal_tables_note(tab: dict) -> str:
@@ -274,14 +309,17 @@ def composite_note(part: str) -> str:
 
 
 def unread_note(targets: list, composite: dict | None = None, outermost: list | None = None) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered, named by
-    the outermost modules none of whose parameters is read (`outermost`; else by their own modules; in
-    the language part of a composite model: the composite's other parts). `figures.torch.coverage.
-    unread_note`, which the table's header and `compare` print."""
+    """What the figure leaves out: the parameters of modules the traced forward never entered, or entered
+    for a result no output reads (both exporters drop such a branch, and eager's forward still runs it:
+    its activations are left out too), named by the outermost modules none of whose parameters is read
+    (`outermost`; else by their own modules; in the language part of a composite model: the
+    composite's other parts, which a text-only step never runs). `figures.torch.coverage.unread_note`,
+    which the table's header and `compare` print."""
     modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
-              "exporter merged with an equal one")
+              "exporter merged with an equal one; one the forward runs for a result no output reads also "
+              "made activations the file drops, which can raise the forward's peak")
     if (composite or {}).get("other_parts"):
         # a composite's towers: named as parts, not their first modules; no op reads a tower's parameters
         # under another name, so the caveat is for the other modules only
