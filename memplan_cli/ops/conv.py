@@ -1582,7 +1582,7 @@ def _torch_refuse(op, operands) -> str | None:
         return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
         if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and _tconv_grouped_view(op, operands) is None):
-            return ("a non-2-D or dilated grouped transposed convolution: oneDNN's memory for it was not "
+            return ("a non-2-D transposed convolution, or a dilated grouped one: oneDNN's memory for it was not "
                     "measured")
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
             return "a dilated transposed convolution: oneDNN's memory for it was not measured"
