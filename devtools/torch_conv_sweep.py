@@ -344,6 +344,7 @@ def _random_large(count, seed=2):
 SETS["random"] = _random(150)
 SETS["large"] = _random_large(40)
 SETS["random_b"] = _random(150, seed=1)  # drawn after the rules were fixed on "random"
+SETS["random_c"] = _random(150, seed=90417)  # drawn after the bias's gradient copies were counted
 # DCGAN / U-Net decoders: a latent 1x1 input, 3 or 1 output channels, channel counts off 16
 SETS["transposed_nets"] = [dict(c, t=1) for c in (
     dict(n=2, c=100, h=1, o=64, k=4, s=1, p=0), dict(n=4, c=64, h=1, o=128, k=4, s=1, p=0),
@@ -503,6 +504,30 @@ def _random_tconv_strided_dw(count, seed):
 SETS["transposed_strided_dw_random"] = _random_tconv_strided_dw(40, 60629)
 SETS["transposed_strided_dw_random_b"] = _random_tconv_strided_dw(40, 71903)  # drawn after the odd-width rule
 SETS["transposed_strided_dw_random_c"] = _random_tconv_strided_dw(40, 5521)  # drawn after AVX2's 8-wide weight
+SETS["transposed_strided_dw_random_d"] = _random_tconv_strided_dw(40, 33301)  # after the bias's copies
+def _random_tconv_gemm(count, seed):
+    """Grouped transposed convolutions no jit kernel blocks (channels per group not in multiples of 4 both
+    ways: gemm in every phase), drawn at random (fixed seed) after their rule was written: 1 to 12 channels
+    per group each way, 2 to 32 groups, kernels 2 to 4, strides 1 and 2, with and without a bias."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        ci, co = rnd.choice([(6, 6), (2, 1), (1, 2), (3, 3), (6, 2), (12, 6), (10, 5), (2, 6), (5, 10), (1, 3)])
+        g = rnd.choice([2, 4, 8, 16, 32])
+        k = rnd.choice([2, 3, 4])
+        s = rnd.choice([1, 2])
+        cfg = dict(n=rnd.choice([1, 2, 4]), c=g * ci, h=rnd.choice([4, 7, 8, 12, 16]), o=g * co, k=k, s=s,
+                   p=rnd.choice([0, k // 2]), g=g, t=1, bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85))
+        if s > 1 and rnd.random() < 0.3:
+            cfg["op"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_gemm_random"] = _random_tconv_gemm(40, 48611)  # drawn after the gemm deconvolution rule
+SETS["transposed_gemm_random_b"] = _random_tconv_gemm(40, 27077)  # after gemm backward beside a brg forward
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -1650,7 +1650,8 @@ class UpsamplingTConvNet(nn.Module):
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
     brg_deconv; 16 per group with a bias: AVX2's), a depthwise 4 x 4 stride-2 kernel (a learned bilinear
     upsampling, as CenterNet-style heads use), a depthwise 3 x 3 unstrided one, 4 channels per group
-    (16 groups) and 8 inputs over 4 outputs per group; BatchNorm and ReLU between; a pooled head."""
+    (16 groups), 8 inputs over 4 outputs per group and 4 over 6 (gemm); BatchNorm and ReLU between; a
+    pooled head."""
 
     def __init__(self, classes=10):
         super().__init__()
@@ -1661,8 +1662,9 @@ class UpsamplingTConvNet(nn.Module):
                                 nn.ConvTranspose2d(64, 64, 4, 2, 1, groups=64, bias=False), nn.BatchNorm2d(64),
                                 nn.ReLU(), nn.ConvTranspose2d(64, 64, 3, padding=1, groups=64), nn.ReLU(),
                                 nn.ConvTranspose2d(64, 32, 3, padding=1, groups=8), nn.ReLU(),
-                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU())
-        self.head = nn.Linear(32, classes)
+                                nn.ConvTranspose2d(32, 32, 2, 2, groups=2), nn.ReLU(),
+                                nn.ConvTranspose2d(32, 48, 3, padding=1, groups=8), nn.ReLU())
+        self.head = nn.Linear(48, classes)
 
     def forward(self, x):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
@@ -1809,6 +1811,33 @@ class UnreadNet(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x).mean((2, 3)))
+
+
+class UnreadBranchNet(nn.Module):
+    """A branch the forward runs and no output reads (Canine's projection and final character encoder
+    under a multiple-choice head, which reads the pooled molecules): token embeddings, a LayerNorm,
+    the mean over tokens into the head; beside it the tokens go through an attention block (scores
+    heads x L x L, softmax, dropout) and a feed-forward whose result is dropped. Eager runs the
+    branch in the forward, so its activations sit on top of what the forward saves; both exporters
+    drop it."""
+
+    def __init__(self, vocab=1000, d=64, heads=4, classes=10):
+        super().__init__()
+        self.h = heads
+        self.emb = nn.Embedding(vocab, d)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+        self.side = nn.ModuleDict(dict(qkv=nn.Linear(d, 3 * d), out=nn.Linear(d, d), drop=nn.Dropout(0.1),
+                                       ff=nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))))
+
+    def forward(self, ids):
+        t = self.norm(self.emb(ids))
+        b, n, d = t.shape
+        q, k, v = self.side["qkv"](t).view(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        a = self.side["drop"](torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.h), -1))
+        s = self.side["out"]((a @ v).transpose(1, 2).reshape(b, n, d))
+        self.side["ff"](s + t)  # no output reads it
+        return self.head(t.mean(1))
 
 
 class FourierMixNet(nn.Module):
@@ -2035,6 +2064,8 @@ IMG = (3, 32, 32)
 FAM = {
     "fam_fold": ("fold", lambda: FoldNet(), IMG),
     "fam_layerdrop": ("layerdrop", lambda: LayerDropLM(), SEQ),
+    "fam_sin_positions": ("positions", lambda: PositionTableLM(), SEQ),
+    "fam_learned_positions": ("positions", lambda: PositionTableLM(learned=True), SEQ),
     "fam_layerdrop_np": ("layerdrop", lambda: LayerDropLM(numpy=True), SEQ),
     "fam_split_permuted": ("chlast", lambda: SplitPermutedNet(), (3, 16, 16)),
     "fam_split_permuted_contig": ("chlast", lambda: SplitPermutedNet(contig=True), (3, 16, 16)),
@@ -2121,6 +2152,7 @@ FAM = {
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
     "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
+    "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
     "fam_expectation_fn": ("function", lambda: ExpectationNet(), (64, 64)),
     "fam_expectation_ops": ("function", lambda: ExpectationNet(function=False), (64, 64)),
@@ -2163,6 +2195,38 @@ FAM = {
     **{f"fam_bcast_mm_{w}": ("bcastmm", (lambda w=w: BroadcastMatmulNet(w)), (3, 32, 32))
        for w in ("lambda", "left", "both", "ones")},
 }
+
+
+class PositionTableLM(nn.Module):
+    """RoFormer's rotary position table in small: an (S_max, d) table read at `arange(S)` (an
+    `nn.Embedding`, frozen with sinusoidal rows as transformers 5 builds RoFormer's, or `learned`),
+    its rows split in sin and cos halves that rotate q and k of a bmm attention, then an MLP."""
+
+    def __init__(self, d=64, rows=128, learned=False, classes=50):
+        super().__init__()
+        self.table = nn.Embedding(rows, d, _freeze=not learned)
+        if not learned:
+            pos = torch.arange(rows, dtype=torch.float32)[:, None]
+            inv = 10000 ** (-torch.arange(0, d // 2, dtype=torch.float32) / (d // 2))
+            with torch.no_grad():
+                self.table.weight.copy_(torch.cat([torch.sin(pos * inv), torch.cos(pos * inv)], 1))
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        sin, cos = self.table(torch.arange(s))[None].chunk(2, -1)
+        q, k, v = self.qkv(x).chunk(3, -1)
+
+        def rot(t):
+            t1, t2 = t.chunk(2, -1)
+            return torch.cat([t1 * cos - t2 * sin, t1 * sin + t2 * cos], -1)
+
+        a = torch.softmax(torch.bmm(rot(q), rot(k).transpose(1, 2)) / math.sqrt(d), -1)
+        x = x + self.o(torch.bmm(a, v))
+        return self.head(x + self.mlp(x))
 
 
 class LayerDropLM(nn.Module):

@@ -11,7 +11,8 @@ For each (module, optimizer, batch) it
 - exports the module with torch.onnx (TorchScript exporter in training mode, so BatchNorm and Dropout
   stay as they train; `--dynamo` for the dynamo exporter: it folds BatchNorm into Conv);
 - trains three steps `out = m(x); loss = lossfn(out, y); loss.backward(); opt.step();
-  opt.zero_grad(set_to_none=True)` on 1 thread, and measures the third: peak = bytes held by live
+  opt.zero_grad(set_to_none=True)` on 1 thread, every layer run (LayerDrop off: `every_layer`; torch
+  and NumPy seeded), and measures the third: peak = bytes held by live
   tensors before the step (parameters, buffers, optimizer state, input and label; unique storages)
   + the peak of the running sum of the CPU allocator's alloc / free events during the step
   (`torch.profiler` with `profile_memory=True`), the way shared/research/torch-memory.md describes;
@@ -416,7 +417,7 @@ def every_layer(model) -> list[str]:
             if owner is None or id(owner) in seen:
                 continue
             seen.add(id(owner))
-            for k, v in list(vars(owner).items()):
+            for k, v in list((getattr(owner, "__dict__", None) or {}).items()):  # a dict config has none
                 if LAYERDROP.search(k) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
                     setattr(owner, k, 0.0)
                     done.append(f"{label}.{k}={v}".lstrip("."))
@@ -573,6 +574,31 @@ def measure(name: str, optimizer: str, batch: int) -> dict:
         peak = max(peak, run)
     out = {"held": held, "step_peak": peak, "peak": held + peak, "end_delta": run}
     out["memtracker"] = memtracker(model, opt, x, y)
+    return out
+
+
+def step_peaks(name: str, optimizer: str, batch: int, steps: int) -> list[int]:
+    """The peak of each of the first `steps` training steps, measured as `measure` measures the third
+    (held bytes + the allocator events' running peak): a network whose steps differ after the second
+    draws something that changes what runs (what `every_layer` sets off, or one it does not know)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    model, x, y = build(name, batch)
+    opt = _optimizer(model, optimizer)
+    out = []
+    for _ in range(steps):
+        gc.collect()
+        held = _held(model, opt, x, y)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            _step(model, opt, x, y)
+        ev = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+        run = peak = 0
+        for _, _, n in ev:
+            run += n
+            peak = max(peak, run)
+        out.append(held + peak)
     return out
 
 
@@ -898,6 +924,9 @@ def main(argv=None):
                     help="print the parameters (frozen ones included) a forward and backward leave without a gradient, "
                          "and their bytes "
                          "(eager holds them; no op of an export reads them)")
+    ap.add_argument("--steps", type=int, metavar="N",
+                    help="print the peak of each of the first N training steps (one module, optimizer and batch): "
+                         "steps after the second that differ draw what runs")
     ap.add_argument("--phases", action="store_true",
                     help="print torch's peak in forward and in backward + step (one module, optimizer and batch)")
     ap.add_argument("--precision", choices=PRECISIONS, default="32-true",
@@ -927,6 +956,12 @@ def main(argv=None):
             print(f"{m}: {len(un)} parameter(s) without a gradient, {sum(b for _, b in un):,d} B")
             for n, b in un:
                 print(f"  {b:>12,d}  {n}")
+        return
+    if a.steps:
+        for m in a.modules:
+            peaks = step_peaks(m, (a.optimizer or ["sgd"])[0], (a.batch or [4])[0], a.steps)
+            print(f"{m}: " + " ".join(f"{p:,d}" for p in peaks)
+                  + ("" if len(set(peaks[1:])) <= 1 else "  (steps after the first differ)"))
         return
     if a.phases:
         p = phase_peaks(a.modules[0], (a.optimizer or ["sgd"])[0], (a.batch or [4])[0])

@@ -23,6 +23,7 @@ import functools
 import inspect as _inspect
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
@@ -330,18 +331,24 @@ class Setup:
     flags: dict
     graph: object
     config: object
+    model: object = None  # with build_setup(rebatchable=True): the load, at other batches (loaders.Rebatchable)
+    load_seconds: float = 0.0  # what `analyze -v` prints as load: the load is done before analysis.analyze
 
 
-def build_setup(path: str, flags: dict) -> Setup:
+def build_setup(path: str, flags: dict, *, rebatchable: bool = False) -> Setup:
     """Load `path` once at the flag's batch (an ONNX model with a symbolic batch cannot load without
-    it) and merge its setup; a batch the training metadata names re-batches the loaded graph."""
+    it) and merge its setup; a batch the training metadata names re-batches the loaded graph.
+    `rebatchable`: keep the load for other batches (Setup.model)."""
     from memplan_cli.loaders import batched, load_model
 
-    graph = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True)
+    t0 = time.perf_counter()
+    loaded = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True,
+                        rebatchable=rebatchable)
+    graph = loaded.graph if rebatchable else loaded
     cfg = merge_setup(graph.metadata, flags)
     if cfg.batch_size != flags.get("batch_size"):
-        graph = batched(graph, cfg.batch_size, path)
-    return Setup(path, flags, graph, cfg)
+        graph = loaded.at(cfg.batch_size) if rebatchable else batched(graph, cfg.batch_size, path)
+    return Setup(path, flags, graph, cfg, loaded if rebatchable else None, time.perf_counter() - t0)
 
 
 def profile_build_options(flags: dict) -> dict:
@@ -381,6 +388,7 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
         a = analyze_model(model, setup.config, profile=profile, planner=planner, time_limit=flags.get("time_limit"),
                           profile_options=build_options, compare_onert=compare_onert and profile == "memplan",
                           onert_options=onert, graph=setup.graph)
+    a.timings["load"] = setup.load_seconds  # analyze_model was handed the graph: its own load took 0 s
     return a, (onert if profile == "onert" else build_options if profile == "nntrainer" else {})
 
 
@@ -597,7 +605,6 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     dimension that fits without remat (its own size given in dim). The commands the report prints
     carry the setup arguments given."""
     from memplan_cli.analysis import model_sha256
-    from memplan_cli.loaders import load_model
     from memplan_cli.remat.fit import fit_options
     from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
@@ -606,13 +613,13 @@ def fit(model: PathLike, *, budget: int | str, max_dim: str | None = None, progr
     path = _model_path(model)
     flags = _setup(training)
     limit = parse_budget(budget)
-    setup = build_setup(path, flags)
+    setup = build_setup(path, flags, rebatchable=True)
     cfg = setup.config
 
     def load(b, dims):
         if b == cfg.batch_size and tuple(dims) == tuple(cfg.dims):
             return setup.graph
-        return load_model(path, batch_size=b, dims=dims)
+        return setup.model.at(b, dims)
 
     try:
         with spinner(f"looking for ways to fit {path} in {budget}", progress):
@@ -741,22 +748,22 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
         load_batch = fixed_batch
     else:
         load_batch = asked[0] if asked else 1
-    graph = load_model(model, batch_size=load_batch, dims=fixed_dims, sha256=True)
+    loaded = load_model(model, batch_size=load_batch, dims=fixed_dims, sha256=True, rebatchable=True)
+    graph = loaded.graph
     if swept and fixed_batch is None:
         fixed_batch = graph.input_batch() or 1
     base_cfg = config_from_flags(graph.metadata, **{k: flags.get(k) for k in TRAINING_KEYS if k in flags},
                                  dim=fixed_dims)
     ont = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     done: dict[tuple[str, int], dict] = {}
-    # one load per batch and dims, which every profile then analyses (the file hashed once, above)
+    # one graph per batch and dims, which every profile then analyses; the file loads once but for a
+    # symbolic ONNX batch or a swept dimension (loaders.Rebatchable), and is hashed once, above
     graphs = {} if load_batch is None else {(load_batch, tuple(sorted(fixed_dims.items()))): graph}
 
     def graph_at(cfg):
         key = (cfg.batch_size, tuple(sorted(dict(cfg.dims).items())))
         if key not in graphs:
-            g = load_model(model, batch_size=cfg.batch_size, dims=cfg.dims)
-            g.metadata["sha256"] = graph.metadata.get("sha256")
-            graphs[key] = g
+            graphs[key] = loaded.at(cfg.batch_size, cfg.dims)
         return graphs[key]
 
     def run(profile: str, v: int) -> dict:

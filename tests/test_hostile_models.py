@@ -120,6 +120,21 @@ def test_control_characters_in_names_never_reach_the_terminal(tmp_path):
     assert "x\\n\\x1b[2J" in out and "control characters" in out
 
 
+def test_rich_s_brackets_in_names_are_printed_as_written(tmp_path):
+    # the tables print through rich: a name holding its markup ('[/]' closing nothing raised MarkupError,
+    # an internal error; '[bold]' was eaten) is the file's text, not markup
+    name = "blk[/][bold]w[/bold]"
+    m = om.model([h.make_node("Relu", ["x"], ["y"], name=name)], [vi("x", T.FLOAT, [2, 4])],
+                 [vi("y", T.FLOAT, [2, 4])], [])
+    p = om.save(tmp_path, "m.onnx", m)
+    for cmd in (["analyze"], ["analyze", "-p", "torch"], ["analyze", "--by-layer"], ["inspect"], ["compare"],
+                ["sweep", "-b", "1,2"], ["fit", "--budget", "1KiB"], ["verify"]):
+        code, out, err = run([*cmd, p])
+        assert code in (0, 3) and not err, (cmd, err)
+        if cmd == ["analyze", "--by-layer"]:  # a row per op, named
+            assert name in out, cmd
+
+
 @pytest.mark.parametrize("args, words", [
     (["verify", "{m}", "--seed", "-1"], "--seed"),
     (["verify", "{m}", "--learning-rate", "nan"], "finite"),

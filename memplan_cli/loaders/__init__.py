@@ -28,14 +28,15 @@ def sniff(head: bytes) -> str | None:
 
 
 def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_default: int | None = None,
-               sha256: bool = False):
+               sha256: bool = False, rebatchable: bool = False):
     """Load `path` (any supported format) and return a verified Graph, re-batched if asked. An ONNX
     file's symbolic batch takes `batch_size`; its other symbolic dimensions take their values in
     `dims` (bound by name: {name: value} or (name, value) pairs); one left unbound takes
     `symbolic_default` (for showing the file: `inspect`; metadata `batch_symbol` names the batch,
     `symbolic_dims` the others), else the file is refused. `sha256`: also hash the file, in the
     same open as the format sniff (`Graph.metadata["sha256"]`; reports name the file by it), so
-    that a command opens the file twice in all: the sniff and the loader's read."""
+    that a command opens the file twice in all: the sniff and the loader's read. `rebatchable`:
+    return a `Rebatchable` instead, for a command that analyses several batches (fit, sweep)."""
     from memplan_cli.ir.graph import GraphError, OpContractError
 
     require_regular_file(path, "model file", ModelError)
@@ -81,6 +82,8 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
         from memplan_cli.loaders.params import settle
 
         settle(graph, graph.metadata.get("parameter_rule", ""))
+        if rebatchable:
+            return Rebatchable(path, graph, fmt, batch_size, dims)
         graph = batched(graph, batch_size, path)
     except ModelError:
         raise
@@ -147,7 +150,43 @@ def batched(graph, batch_size: int | None, path: str):
     folds = ops.parameter_folds(graph)  # a converter's merge of a norm's scale/shift: said in reports
     if folds:
         graph.metadata["merged_parameters"] = folds
+    else:  # a graph re-batched from one batched(graph, None) noted: the note is this batch's own
+        graph.metadata.pop("merged_parameters", None)
     return graph
+
+
+class Rebatchable:
+    """A model loaded once for a command that analyses it at several batches (fit, sweep). `load_model`
+    at batch B reads and checks the file at its own batch, then re-batches with `batched(graph, B)`;
+    so re-batching this one load gives each batch the very graph a load at that batch gives, without
+    reading the file again. Not so for an ONNX file with a symbolic batch, which is bound before onnx's
+    shape inference (loaders/onnx_loader.py), nor at other `dims`: these load again."""
+
+    def __init__(self, path: str, base, fmt: str, batch_size: int | None, dims: dict):
+        self.path, self.fmt, self.dims, self.batch_size = path, fmt, dict(dims), batch_size
+        self._base = base  # checked, before `batched`
+        self._bound = fmt == "onnx" and bool(base.metadata.get("dynamic_batch"))  # at batch_size
+        self.graph = self._batched(batch_size)
+
+    def at(self, batch_size: int | None, dims=None):
+        """The verified graph at `batch_size` (None: the file's own) with `dims` (None: the load's)."""
+        dims = self.dims if dims is None else dict(dims)
+        if dims == self.dims and batch_size == self.batch_size:
+            return self.graph
+        if dims != self.dims or self._bound:
+            g = load_model(self.path, batch_size=batch_size, dims=dims)
+            if "sha256" in self.graph.metadata:
+                g.metadata["sha256"] = self.graph.metadata["sha256"]
+            return g
+        return self._batched(batch_size)
+
+    def _batched(self, batch_size):
+        try:
+            return batched(self._base, batch_size, self.path)
+        except ModelError:
+            raise
+        except Exception as e:  # worded as load_model words it
+            raise ModelError(f"malformed {self.fmt} file ({type(e).__name__}: {e})", self.path) from None
 
 
 def _placeholder_shapes(graph) -> bool:

@@ -763,7 +763,7 @@ def _export_rewrites(model) -> dict | None:
             if p.key == "pkg.onnxscript.optimizer.folded_from":
                 folded[vi.name] = tuple(re.findall(r"'([^']*)'", p.value))
     unread = _unread_parameters(model, placeholders, folded)
-    tied = _maybe_tied(model, placeholders, unread)
+    tied = _maybe_tied(model, placeholders, unread, folded)
     certain = [t for t in unread if t not in tied]
     return {"signature": placeholders, "rewritten": nodes, "param_args": reads, "folded_from": folded,
             "unread": unread, "unread_modules": _unread_modules(placeholders, certain), "tied": tied,
@@ -811,7 +811,7 @@ def _scopes(node) -> list[str]:
     return []
 
 
-def _maybe_tied(model, placeholders: dict, unread: list[str]) -> dict[str, str]:
+def _maybe_tied(model, placeholders: dict, unread: list[str], folded: dict) -> dict[str, str]:
     """Unread parameters that may be a tied parameter listed under another name: {unread target: the
     target the file reads}. torch.export lists a tensor held by several modules under every name
     (BART's `model.shared`, `model.encoder.embed_tokens`, `model.decoder.embed_tokens` and `lm_head`
@@ -826,7 +826,8 @@ def _maybe_tied(model, placeholders: dict, unread: list[str]) -> dict[str, str]:
         return {}
     params = {ph: t for ph, (kind, t) in placeholders.items() if kind == "PARAMETER"}
     targets = set(params.values())
-    by_name: set[str] = {t.name for t in model.graph.initializer}
+    # read under its own name: held as an initializer, named by a node's call or by a folded constant
+    by_name: set[str] = {t.name for t in model.graph.initializer} | {x for srcs in folded.values() for x in srcs}
     calls: list[tuple[list, tuple]] = []
     for node in model.graph.node:
         fx = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.fx_node"), "")

@@ -1198,7 +1198,8 @@ def _padded_diff_bias(op, operands, blk) -> int:
 # is: its forward is that convolution's backward-data kernel, its input's gradient that
 # convolution's forward, its weight's gradient that convolution's weight gradient with the roles of
 # input and incoming gradient swapped. Weights [C_in, C_out, KH, KW]: the convolution maps C_out to
-# C_in. Measured (devtools/torch_conv_sweep.py --set transposed), groups 1 only.
+# C_in. Measured (devtools/torch_conv_sweep.py --set transposed; grouped: transposed_grouped and the
+# transposed_strided_dw_random sets).
 def _t_roles(op, operands):
     x, y, w = (operands[v] for v in (op.inputs[0], op.outputs[0], op.inputs[1]))
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
@@ -1224,9 +1225,9 @@ def _tconv_depthwise(op, operands) -> bool:
 
 def _tconv_grouped_view(op, operands):
     """The grouped transposed convolution's convolution view (`_tconv_view`), typed as oneDNN takes it, or
-    None where no kernel measured runs it: jit_dw takes one channel per group each way; the grouped jit
-    kernels (and, strided, brgconv_strided) both channel counts per group in blocks of 16, 8 or 4
-    (`_group_block`); otherwise gemm runs the forward (not measured)."""
+    None where it is dilated: jit_dw takes one channel per group each way; the grouped jit kernels (and,
+    strided, brgconv_strided) both channel counts per group in blocks of 16, 8 or 4 (`_group_block`);
+    gemm the others, as the convolution's `_gemm_grouped` says."""
     if op.type != "ConvTranspose2D" or _dilated(op):
         return None
     x, y, w, c, o = _t_roles(op, operands)
@@ -1236,9 +1237,17 @@ def _tconv_grouped_view(op, operands):
         view.type = "DepthwiseConv2D"
         view.attrs["depth_multiplier"] = 1
         return view
-    if c % g or o % g or _group_block(_wgeom(view, operands)) is None:
+    if c % g or o % g:
         return None
     return view
+
+
+def _tconv_gemm(op, operands) -> bool:
+    """A grouped transposed convolution whose convolution view no jit kernel blocks (channels per group not in
+    blocks of 4): gemm runs its input's and weight's gradients, and its forward unless brgconv_strided takes
+    it (`_tconv_grouped_brg`, checked first; measured: 10 and 12 input channels per group at stride 2)."""
+    view = _tconv_grouped_view(op, operands)
+    return view is not None and view.type == "Conv2D" and _gemm_grouped(view, operands)
 
 
 def _tconv_grouped_brg(op, operands) -> bool:
@@ -1275,6 +1284,14 @@ def _tconv_fwd(op, operands) -> tuple:
             extra = y.nbytes + 128 if ow % sw and bias else 0
             return ((x.nbytes, w.nbytes * _round_to(og, vec) // og,
                      _brgconv_scratch(op, operands, x=y, y=x) + 128 + extra), (y.nbytes, y.nbytes))
+        if _tconv_gemm(op, operands):
+            # gemm_convolution_bwd_data on the convolution view: its im2col buffer (+ 128 B, and 128 B of the
+            # deconvolution's nested scratchpad), with a bias the wrapper's output-sized buffer + 128 B; then
+            # the output made once more (measured: 6 channels per group, 2 over 1, strided or not)
+            q = _wgeom(_tconv_grouped_view(op, operands), operands)
+            k_col, os_ = q["ic"] * q["kh"] * q["kw"], q["oh"] * q["ow"]
+            col = 4 * k_col * _gemm_os_block(k_col, os_, 0, x.nbytes + w.nbytes + y.nbytes, 0.1) + 128
+            return ((col + 128 + (y.nbytes + 128 if bias else 0),), (y.nbytes,))
         # the grouped jit backward-data kernel: the input and weight copied as they are (grouped kernels
         # keep their channel counts), the output made in place; with a bias, the wrapper's output-sized
         # buffer (+128 B) beside them (measured: 4 to 32 channels per group, strided or not); without a bias
@@ -1303,6 +1320,10 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
         bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
         return ((by, bw, bx - x.nbytes), (bx,))
+    if _tconv_gemm(op, operands):
+        # gemm_convolution_fwd on the convolution view: its im2col buffer (+ 128 B, + 128 B nested); then the
+        # input's gradient made once more (measured)
+        return ((4 * _gemm_fwd_col(_tconv_grouped_view(op, operands), operands) + 256,), (x.nbytes,))
     if not _ungrouped_any(op):
         # the grouped jit forward: the incoming gradient and the weight as they are beside the input's
         # gradient; then that gradient made once more (copied out: the peak where it outweighs them;
@@ -1561,9 +1582,8 @@ def _torch_refuse(op, operands) -> str | None:
         return _bf16_refuse(op, operands)
     if op.type in TRANSPOSED:
         if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and _tconv_grouped_view(op, operands) is None):
-            return ("a non-2-D transposed convolution, or a grouped one that is dilated, or whose channels per "
-                    "group are neither one each way nor multiples of 4 both ways: oneDNN's memory for it was "
-                    "not measured")
+            return ("a non-2-D transposed convolution, or a dilated grouped one: oneDNN's memory for it was not "
+                    "measured")
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
             return "a dilated transposed convolution: oneDNN's memory for it was not measured"
         k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))

@@ -7,6 +7,7 @@ import contextlib
 import sys
 import threading
 
+from memplan_cli.errors import printable
 from memplan_cli.report.output import stream_is_terminal
 
 DELAY = 1.0
@@ -52,8 +53,11 @@ def spinner(text: str, on: bool):
         return
     from rich.console import Console
     from rich.status import Status
+    from rich.text import Text
 
-    d = _Delayed(Status(text, spinner="dots", console=Console(stderr=True)))
+    # a Text, not markup, its control characters escaped: the text names the model's path, which may
+    # hold rich's brackets ('a[/]b/m.onnx')
+    d = _Delayed(Status(Text(printable(text)), spinner="dots", console=Console(stderr=True)))
     d.begin()
     try:
         yield
@@ -71,11 +75,12 @@ class Bar:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            columns = [TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()]
+            # markup off: the description names the model's path, which may hold rich's brackets
+            columns = [TextColumn("{task.description}", markup=False), BarColumn(), TimeElapsedColumn()]
             if total:
                 columns.insert(2, MofNCompleteColumn())
             self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
-            self._task = self._progress.add_task(text, total=total or None)
+            self._task = self._progress.add_task(printable(text), total=total or None)
             self._delayed = _Delayed(self._progress)
 
     def __enter__(self):
@@ -85,7 +90,7 @@ class Bar:
 
     def advance(self, text: str | None = None):
         if self._progress:
-            self._progress.update(self._task, advance=1, **({"description": text} if text else {}))
+            self._progress.update(self._task, advance=1, **({"description": printable(text)} if text else {}))
 
     def __exit__(self, *exc):
         if self._delayed:

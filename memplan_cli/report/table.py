@@ -195,9 +195,10 @@ class _ProseConsole(Console):
 
 
 def _console(opts: RenderOptions) -> _ProseConsole:
+    # markup off: a file's own names may hold rich's brackets ('[/]' raised MarkupError, '[bold]' vanished)
     return _ProseConsole(file=io.StringIO(), width=opts.width, force_terminal=opts.color, no_color=not opts.color,
                          color_system="standard" if opts.color else None, highlight=False, emoji=False,
-                         legacy_windows=False, soft_wrap=False)
+                         markup=False, legacy_windows=False, soft_wrap=False)
 
 
 def _config_line(doc: dict) -> str:
@@ -327,6 +328,14 @@ def torch_causal_tables_note(doc: dict) -> str:
     modules' causal tables that eager holds, for a share of the peak
     (`figures.torch.coverage.causal_tables.says_so`): the sentence the profile wrote (`.note`)."""
     return _said(doc, "causal_tables")
+
+
+def torch_functions_as_ops_note(doc: dict) -> str:
+    """The torch profile's header line when custom autograd Functions a dynamo file records, counted as
+    saving only their inputs, would change the peak by a share had they saved their ops' intermediates
+    (`figures.torch.coverage.functions_as_ops.note`, printed when `says_so`)."""
+    fo = _torch_coverage(doc).get("functions_as_ops") or {}
+    return fo.get("note", "") if fo.get("says_so") else ""
 
 
 def torch_functions_note(doc: dict) -> str:
@@ -491,6 +500,7 @@ class TableReporter(Reporter):
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
         for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
+                    torch_functions_as_ops_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
                     torch_contiguous_note(doc), torch_copied_views_note(doc),

@@ -645,17 +645,25 @@ def test_strided_transposed_conv_odd_width_without_bias_books_no_output_buffer()
     assert _best(conv._torch_fwd(without, opd2), opd2, without, True) == 106_904
 
 
-@pytest.mark.parametrize("cfg", [
-    (2, 48, 8, 48, 3, 1, 8),          # 6 channels per group: no jit kernel blocks it (gemm: not measured)
-    (2, 64, 8, 32, 3, 1, 32),         # one input channel per group each way is not depthwise: 2 to 1
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # groups no jit kernel blocks: gemm in every phase (its columns + 128 B nested; the wrapper's output-sized
+    # buffer with a bias), measured: `--one "n=2,c=..,h=8,o=..,k=..,s=..,p=1,g=..,t=1"`
+    ((2, 48, 8, 48, 3, 1, 8, True, 1), 38_784, 90_816),    # 6 channels per group
+    ((2, 48, 8, 48, 4, 1, 8, True, 2), 123_264, 141_888),  # strided, 6 per group: no brg (6 inputs per group)
+    ((2, 64, 8, 32, 3, 1, 32, True, 1), 19_072, 65_536),   # 2 inputs over 1 output per group
 ])
-def test_other_grouped_transposed_convs_stay_refused(cfg):
+def test_grouped_transposed_convs_no_jit_kernel_blocks_run_gemm(cfg, fwd, bwd):
     t, opd = _tconv_grouped(*cfg)
-    why = conv._torch_refuse(t, opd)
-    assert "grouped" in why and "\n" not in why
+    assert conv._torch_refuse(t, opd) is None and conv._tconv_gemm(t, opd)
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    dwb = opd[1].nbytes + opd[2].nbytes
+    dx = opd[0].nbytes
+    assert max(dx + _best(conv._torch_bwd_dx(t, opd), opd, t, True),
+               dx + dwb + _best(conv._torch_bwd_dw(t, opd), opd, t, True)) == bwd
 
 
 def test_dilated_grouped_transposed_conv_stays_refused():
     t, opd = _tconv_grouped(2, 32, 8, 32, 3, 1, 2)
     t.attrs["dilation"] = (2, 2)
-    assert "dilated" in conv._torch_refuse(t, opd)
+    why = conv._torch_refuse(t, opd)
+    assert "dilated" in why and "\n" not in why

@@ -805,6 +805,22 @@ def test_parameters_of_a_module_no_op_reads_are_named_not_counted(tmp_path):
     assert "; " + unread["coverage"]["unread_note"] + " (devtools" in coverage_line(unread["coverage"])
 
 
+def test_an_unread_module_is_named_as_one_the_forward_may_have_run_for_a_result_no_output_reads(tmp_path):
+    # Canine's multiple-choice head reads the pooled molecules; its projection and final character
+    # encoder run in eager's forward for a sequence output nothing reads, and both exporters drop them:
+    # at 128 tokens their activations are the forward's peak (-17.7 %). The file shows only the
+    # unread parameters, so the line says their activations are left out too
+    t, _ = _torch(_with_unread(tmp_path, "branch", ["side.ff.weight", "side.ff.bias"]))
+    note = t["coverage"]["unread_note"]
+    assert note.startswith("not counted: 2 parameter(s) no op of the file reads (side); eager holds them")
+    assert "one the forward runs for a result no output reads also made activations the file drops" in note
+    from memplan_cli.profiles.torch.figures import unread_note
+
+    # a composite's towers (a text-only step never runs them) get no such clause
+    towers = unread_note(["m.vision.w"], {"language_part": "m.text", "other_parts": ["m.vision"]})
+    assert "activations" not in towers and towers.endswith("; the file gives no size")
+
+
 def test_unread_parameters_are_named_by_the_outermost_modules_none_of_whose_parameters_is_read(tmp_path):
     # git's image encoder and projection sit beside its read text encoder (`m.git.image_encoder`,
     # `m.git.visual_projection`): the line names those two, not the first of their many submodules;
@@ -848,6 +864,10 @@ def test_a_file_that_does_not_list_the_parameters_says_unread_ones_are_not_model
     # a `.clone()` in module code is no node in either exporter's file (xLSTM's mLSTM step)
     assert "copies the export leaves out" in plain["not_modelled"]
     assert "copies the export leaves out" in listed["not_modelled"]
+    # a branch the forward runs for a result no output reads (Canine's final character encoder under
+    # a pooled head) is no node in either exporter's file
+    assert "work for results no output reads" in plain["not_modelled"]
+    assert "work for results no output reads" in listed["not_modelled"]
 
 
 @pytest.mark.parametrize("how", ["fx call", "name scope", "folded"])
@@ -1225,7 +1245,7 @@ def test_an_unread_module_holding_a_tied_parameters_name_is_named_apart(tmp_path
 
 
 @pytest.mark.parametrize("how", ["read under its own name", "not only tied names", "inside an unread tower",
-                                 "own parameter read"])
+                                 "own parameter read", "own parameter folded"])
 def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, how):
     # MT5's `shared` where the graph reads `encoder.embed_tokens.weight` inside its own module: the file
     # shows no tie; a module holding a bias too, or a position table inside a tower none of whose
@@ -1233,7 +1253,7 @@ def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, ho
     listed = {"read under its own name": ["shared.weight"],
               "not only tied names": ["shared.weight", "shared.bias"],
               "inside an unread tower": ["vision.pos.weight", "vision.proj.weight", "vision.proj.bias"],
-              "own parameter read": ["shared.weight"]}[how]
+              "own parameter read": ["shared.weight"], "own parameter folded": ["shared.weight"]}[how]
     scope = "head" if how == "read under its own name" else "enc.embed"
     path = _tied_listed(tmp_path, how.replace(" ", "_"), listed, scope=scope)
     if how == "own parameter read":
@@ -1243,6 +1263,18 @@ def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, ho
         m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "enc.embed.weight"))
         m.graph.node.append(helper.make_node("MatMul", ["y", "enc.embed.weight"], ["z"], name="node_own"))
         m.graph.output[0].name = "z"
+        onnx.save(m, path)
+    if how == "own parameter folded":  # a constant the optimizer folded from `enc.embed.weight`
+        import onnx
+
+        m = onnx.load(path)
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "val_0"))
+        m.graph.node.append(helper.make_node("MatMul", ["y", "val_0"], ["z"], name="node_own"))
+        m.graph.output[0].name = "z"
+        vi = helper.make_tensor_value_info("val_0", F, [16, 16])
+        p = vi.metadata_props.add()
+        p.key, p.value = FOLDED, "['enc.embed.weight']"
+        m.graph.value_info.append(vi)
         onnx.save(m, path)
     t, _ = _torch(path)
     assert "tied_parameters" not in t["coverage"]

@@ -223,3 +223,34 @@ def test_what_is_not_a_formula_between_products(tmp_path, case):
     nodes, inits = _score_formula(case)
     cov = _analyze(_save(tmp_path, nodes, inits)).extras["torch"]["coverage"]
     assert "as_functions" not in cov
+
+
+def test_a_recorded_function_gives_the_figure_had_it_saved_its_ops_intermediates(tmp_path):
+    # the recorded Function is counted as saving its input only (its backward is Python code the file
+    # lacks); the figure beside is the same ops run one by one, each saving what its own backward
+    # needs: the peak a plain formula module gives, which is the other end of what the file allows
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes, inits = _formula()
+    fn = _analyze(_save(tmp_path, _traced(nodes), inits, "fn.onnx")).extras["torch"]["coverage"]
+    nodes, inits = _formula()
+    plain = _analyze(_save(tmp_path, nodes, inits, "plain.onnx")).extras["torch"]
+    assert fn["functions_as_ops"]["functions"] == 1
+    assert "functions_as_ops" not in plain["coverage"]
+    nodes, inits = _formula()
+    path = _save(tmp_path, _traced(nodes), inits, "fn2.onnx")
+    out = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-b", "4", "-O", "adam", "-l", "mse", "-f", "json"])
+    doc = json.loads(out.output)
+    jsonschema.validate(doc, load_schema("analysis"))
+    torch_fig = doc["figures"]["torch"]
+    fo = torch_fig["coverage"]["functions_as_ops"]
+    assert fo["peak"] == plain["peak"] and fo["peak"] > torch_fig["peak"] and fo["says_so"]
+    table = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-b", "4", "-O", "adam", "-l", "mse"],
+                               env={"NO_COLOR": "1", "COLUMNS": "200"}).output
+    assert f"had they saved what their ops save run one by one, the peak is {fo['peak']:,d} B" in " ".join(table.split())

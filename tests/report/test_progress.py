@@ -76,3 +76,23 @@ def test_every_long_command_shows_progress_on_a_terminal_unless_quiet(monkeypatc
     shown.clear()
     CliRunner().invoke(main, [*args, "-q"])
     assert True not in shown
+
+
+def test_a_path_holding_rich_s_brackets_is_shown_as_written(monkeypatch):
+    # the spinner's and the bar's text names the model's path: 'a[/]b/m.onnx' (a folder 'a[' holding ']b')
+    # raised MarkupError once the display started
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setattr(progress, "DELAY", 0)
+    out = io.StringIO()
+    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(**{**kw, "stderr": False}, file=out,
+                                                                     force_terminal=True))
+    text = "analysing a[/]b/[bold]m.onnx\x1b[2J"
+    with progress.spinner(text, True):
+        time.sleep(0.3)
+    with progress.Bar(2, text, True) as bar:
+        time.sleep(0.3)
+        bar.advance(text)
+    assert "a[/]b/[bold]m.onnx\\x1b[2J" in out.getvalue() and "\x1b[2J" not in out.getvalue()

@@ -19,8 +19,9 @@ native` for what it allocates, `torch/optim/adam.py`, `torch/csrc/autograd/engin
   exporter artefact, e.g. BatchNorm's running statistics, updated in place in eager: none). Views
   (Reshape of a contiguous tensor, Flatten, Squeeze, Unsqueeze, Identity, Transpose) share their
   input's memory; a Reshape, or a MatMul operand of more than 2 dims, that is a non-contiguous view
-  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is freed after its last reader in forward, unless autograd saved it: then
-  after the backward of the last op that saved it.
+  (after Transpose) copies it (a 2-D one, a transposed weight, goes to BLAS as it is). A value is
+  freed after its last reader in forward, unless autograd saved it: then after the backward of the
+  last op that saved it.
 - What each op saves, and the auxiliary tensors it makes, are its family's torch facts
   (`OpDef.profiles["torch"]` in memplan_cli/ops; `FACTS` below for the two eager ops exporters
   split); an op type without torch facts is refused, naming it.
@@ -62,7 +63,7 @@ from __future__ import annotations
 from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
 from memplan_cli.profiles.torch.attention import folded_causal_tables
-from memplan_cli.profiles.torch.export import eager_graph
+from memplan_cli.profiles.torch.export import eager_graph, export_record
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
 from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of,
                                                 split_at)
@@ -120,6 +121,10 @@ class TorchProfile:
             # formulas a custom autograd Function may have run (TorchScript cannot tell): the figure
             # with each read as one, reported beside the op-by-op one
             sim.coverage["as_functions_peak"] = beside(as_functions=True, as_solve=True)
+        if sim.coverage.get("recorded_functions"):
+            # custom autograd Functions a dynamo file records, counted as saving only their inputs (their
+            # backward is Python code the file lacks): the figure with their ops run one by one, beside
+            sim.coverage["as_ops_peak"] = beside(as_solve=True, as_ops=True)
         if sim.coverage.get("regions"):
             # ops inlined from a `with` block the file does not name (no_grad, enable_grad or autocast):
             # the figure with the blocks run under no_grad, reported beside the one with them recorded
@@ -147,7 +152,7 @@ class TorchProfile:
         if tables:
             sim.coverage["causal_tables"] = tables
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
-        export = (getattr(graph, "metadata", None) or {}).get("torch_export")
+        export = export_record(graph)
         # (an unread one that may be a tied parameter read under another name is named apart)
         tied = dict((export or {}).get("tied") or {})
         unread = [t for t in (export or {}).get("unread") or [] if t not in tied]
@@ -189,7 +194,8 @@ class TorchProfile:
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use; copies "
-                                         "the export leaves out (a `.clone()` is no node)"
+                                         "the export leaves out (a `.clone()` is no node); the forward's "
+                                         "work for results no output reads (both exporters drop it)"
                                          + ("" if bl.profile_data.get("lists_parameters") else
                                             "; parameters no op reads (this file does not list the "
                                             "module's parameters)")}}
@@ -197,7 +203,6 @@ class TorchProfile:
         if layers is not None:
             out["per_layer_extra"] = layers
         return out
-
 
 
 def _buffers(sim) -> tuple[list, list]:

@@ -57,6 +57,13 @@ from memplan_cli.profiles.torch.facts import ESTIMATED
 # graph metadata: parameters of a folded computation run again whose shape was estimated
 ESTIMATED_PARAMS = "torch_estimated_params"
 
+
+def export_record(g) -> dict | None:
+    """What the ONNX loader kept of a dynamo export's own records (`Graph.metadata["torch_export"]`:
+    the optimizer's rewrites, the graph signature, source lines, ...); None for a file without them (a
+    TorchScript export, a flatbuffer) and for a graph without metadata."""
+    return (getattr(g, "metadata", None) or {}).get("torch_export")
+
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
                       "UnsqueezeUnsqueeze", "Flatten2Reshape", "MaterializeReshapeShape", "ExpandIdentity",
@@ -121,7 +128,7 @@ class _Signature:
 def signature_buffers(graph) -> set[str]:
     """The module's buffers the dynamo exporter's graph signature lists (BUFFER targets): eager's module
     holds each the whole step, whatever reads it (GPT's causal `bias` table, sliced to the sequence)."""
-    md = (graph.metadata or {}).get("torch_export") or {}
+    md = export_record(graph) or {}
     sig = _Signature(md.get("signature") or {})
     return {t for ph, t in sig.target.items() if sig.kind[ph] == "BUFFER"}
 
@@ -155,7 +162,7 @@ def folded_computations(graph) -> set[str]:
     `linear_3`, `getitem`): eager recomputes them every step, with their activations and a gradient
     into the parameter, and the file keeps only the result. `--profile torch` names their readers as
     estimated (a single-parameter fold, a transposed or renamed weight, is no such computation)."""
-    md = (graph.metadata or {}).get("torch_export") or {}
+    md = export_record(graph) or {}
     sig = _Signature(md.get("signature") or {})
     targets = set(sig.target.values())
 
@@ -214,7 +221,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       it; which dims it broadcast is not recorded: the leading ones of the input's leading sizes (at
       least one) are taken: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
-    md = md if md is not None else (graph.metadata or {}).get("torch_export") or {}
+    md = md if md is not None else export_record(graph) or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
     folded = md.get("folded_from") or {}
     targets = set(sig.target.values())
@@ -472,7 +479,7 @@ def eager_graph(graph):
     """`graph` with what the dynamo exporter's optimizer removed put back as eager runs it (a copy),
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
     the file does not record well enough."""
-    md = (graph.metadata or {}).get("torch_export")
+    md = export_record(graph)
     if not md:
         return graph
     from memplan_cli.ir.graph import Operand, Operation

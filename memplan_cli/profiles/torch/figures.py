@@ -108,6 +108,18 @@ def coverage(bl, at: int, peak: int) -> dict:
                                "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
             out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
+    if cov.get("recorded_functions"):
+        # custom autograd Functions a dynamo file records (functions.py): counted as saving only their
+        # inputs; the peak had they saved what their ops' own backwards save (their intermediates), the
+        # other end of what the file allows; said in the header when it differs by the same share
+        alt = cov["as_ops_peak"]
+        out["functions_as_ops"] = {"functions": cov["recorded_functions"], "peak": alt,
+                                   "says_so": _a_share(abs(alt - peak), peak)}
+        if peak:
+            out["functions_as_ops"]["note"] = (
+                f"estimated: {cov['recorded_functions']} custom autograd Function call(s) counted as saving "
+                f"only their inputs (their backward is Python code the file lacks); had they saved what their "
+                f"ops save run one by one, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
@@ -169,6 +181,9 @@ def coverage_line(cov: dict) -> str:
     fn = cov.get("as_functions") or {}
     if fn.get("says_so"):
         line += "; " + fn["note"]
+    fo = cov.get("functions_as_ops") or {}
+    if fo.get("says_so"):
+        line += "; " + fo["note"]
     held = cov.get("as_held") or {}
     if held.get("says_so"):
         line += "; " + held["note"]
@@ -294,14 +309,17 @@ def composite_note(part: str) -> str:
 
 
 def unread_note(targets: list, composite: dict | None = None, outermost: list | None = None) -> str:
-    """What the figure leaves out: the parameters of modules the traced forward never entered, named by
-    the outermost modules none of whose parameters is read (`outermost`; else by their own modules; in
-    the language part of a composite model: the composite's other parts). `figures.torch.coverage.
-    unread_note`, which the table's header and `compare` print."""
+    """What the figure leaves out: the parameters of modules the traced forward never entered, or entered
+    for a result no output reads (both exporters drop such a branch, and eager's forward still runs it:
+    its activations are left out too), named by the outermost modules none of whose parameters is read
+    (`outermost`; else by their own modules; in the language part of a composite model: the
+    composite's other parts, which a text-only step never runs). `figures.torch.coverage.unread_note`,
+    which the table's header and `compare` print."""
     modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
     shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
-              "exporter merged with an equal one")
+              "exporter merged with an equal one; one the forward runs for a result no output reads also "
+              "made activations the file drops, which can raise the forward's peak")
     if (composite or {}).get("other_parts"):
         # a composite's towers: named as parts, not their first modules; no op reads a tower's parameters
         # under another name, so the caveat is for the other modules only

@@ -15,8 +15,8 @@ from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import computed_in_forward, folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
-from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
-                                               signature_buffers)
+from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, export_record,
+                                               folded_computations, signature_buffers)
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
@@ -32,7 +32,7 @@ from memplan_cli.profiles.torch.strides import (bmm_copies, channels_last_2d, co
 
 
 def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
-           as_held_lines: bool = False, as_contiguous: frozenset = frozenset()):
+           as_held_lines: bool = False, as_contiguous: frozenset = frozenset(), as_ops: bool = False):
     """Replay one eager training step over `tg.graph`; returns (the simulation, per-layer columns).
     `as_functions`: each written-out formula a TorchScript export may have run inside a custom autograd
     Function is read as one (functions.py), for the figure reported beside the op-by-op one.
@@ -44,15 +44,18 @@ def replay(tg, config, as_functions: bool = False, as_no_grad: bool = False, as_
     that line's last op (`line_runs`: a called function whose own lines the file does not record holds
     its Python locals until it returns), for the figure reported beside.
     `as_contiguous`: the tensors (by name) a dropped `.contiguous()` may have copied
-    (`Replay.dropped_contiguous`), each copied after the op that makes it, for the figure beside."""
-    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines, as_contiguous).run()
+    (`Replay.dropped_contiguous`), each copied after the op that makes it, for the figure beside.
+    `as_ops`: the custom autograd Functions a dynamo export records run op by op, each op saving what
+    its own backward needs (what a Function saving its intermediates would hold), for the figure
+    beside."""
+    return Replay(tg, config, as_functions, as_no_grad, as_solve, as_held_lines, as_contiguous, as_ops).run()
 
 
 def inlined_regions(g, ops_) -> dict:
     """The ops a dynamo export inlined from the body of a `with torch.no_grad()`, `torch.enable_grad()`
     or `torch.autocast(...)` block (loaders/onnx_loader.py: their recorded stack starts in code torch.fx
     generated): eager-op position -> the block. The file does not say which kind of block it was."""
-    inlined = ((getattr(g, "metadata", None) or {}).get("torch_export") or {}).get("inlined") or {}
+    inlined = (export_record(g) or {}).get("inlined") or {}
     if not inlined:
         return {}
     out = {}
@@ -132,7 +135,7 @@ def line_runs(g, ops_) -> tuple[list[list[int]], dict[int, str]]:
     exporter's `pkg.torch.onnx.stack_trace`, loaders/onnx_loader.py): one source line as far as the
     file says; a call into a function whose own lines the file does not record (transformers'
     hub-kernel fallbacks) is such a run. Returns the runs and, per first position, the line's code."""
-    export = (getattr(g, "metadata", None) or {}).get("torch_export") or {}
+    export = export_record(g) or {}
     lines, text = export.get("lines") or {}, export.get("line_text") or []
     if not lines:
         return [], {}
@@ -158,7 +161,7 @@ class Replay:
     the next (which operands require grad, where each storage was saved, the gradients made)."""
 
     def __init__(self, tg, config, as_functions: bool = False, as_no_grad: bool = False, as_solve: bool = False,
-                 as_held_lines: bool = False, as_contiguous: frozenset = frozenset()):
+                 as_held_lines: bool = False, as_contiguous: frozenset = frozenset(), as_ops: bool = False):
         self.tg, self.config = tg, config
         self.as_held_lines = as_held_lines
         g = self.g = tg.graph
@@ -172,7 +175,7 @@ class Replay:
         # a loop of row writes solving a triangular system is transformers' export-only stand-in for
         # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
         # solve_triangular), so there the loop is what eager ran
-        dynamo = self.dynamo = (getattr(g, "metadata", None) or {}).get("torch_export") is not None
+        dynamo = self.dynamo = export_record(g) is not None
         # a torch.onnx TorchScript export (its producer writes the state dict's order; the dynamo exporter's
         # file records calls)
         self.torchscript = not dynamo and "state_dict_order" in (getattr(g, "metadata", None) or {})
@@ -191,7 +194,7 @@ class Replay:
                                     {k for k, op in enumerate(self.ops) if op.outputs and op.outputs[0] >= 0
                                      and self.opd[op.outputs[0]].name in as_contiguous}, self.model_outputs)
         self.trained = set(tg.grad)
-        self.read_functions(as_functions)
+        self.read_functions(as_functions, as_ops)
         self.read_regions(as_no_grad)
         # ops reading a constant the exporter folded from a parameter's computation (export.py)
         folded = self.folded = folded_computations(g)
@@ -213,6 +216,7 @@ class Replay:
         # an op reads is counted (held, or made at its reader: `folded_values`), the rest is not
         read = {self.opd[v].name for op in g.operations for v in op.inputs if v >= 0}
         self.sim.coverage = {"ops": len(self.ops), "possible_functions": self.possible,
+                             "recorded_functions": self.recorded,
                              "regions": self.regions, "solves": len(self.solves),
                              "estimated": {op.label: op.attrs.get("function") or op.type for op in self.ops
                                            if op.attrs.get(ESTIMATED)},
@@ -251,12 +255,16 @@ class Replay:
         self.view_delivered: dict[int, int] = {}  # a trained weight -> the last step a view's gradient reached it
         self.release_at: dict[int, int] = {}  # storage -> backward step that last needs it
 
-    def read_functions(self, as_functions: bool) -> None:
+    def read_functions(self, as_functions: bool, as_ops: bool = False) -> None:
         """Custom autograd Functions (functions.py): the ones the dynamo exporter's recorded stack names
         become one Function op each; a written-out formula TorchScript may have run inside one stays
         op by op, named as estimated (`as_functions`: read as Functions too, the figure beside)."""
         g = self.g
         groups, names, loose = recorded_functions(g, self.ops)
+        self.recorded = len(groups)
+        if as_ops:  # the recorded Functions' ops one by one, still named
+            loose |= {q for pos in groups for q in pos}
+            groups, names = [], {}
         possible = possible_functions(g, self.ops, self.opd, self.uses, self.trained)
         paths = [scope_of(g.operations[self.ops[pos[0]].index].name) for pos in possible]
         self.possible = [{"module": p, "ops": len(pos)} for p, pos in zip(paths, possible)]
@@ -1148,7 +1156,7 @@ def registration_order(order: list[int], g, opd) -> list[int]:
     A TorchScript export writes its initializers in state_dict order, which is that order too (the
     names it made itself excepted). Other files: the forward's first reads stay the order."""
     md = getattr(g, "metadata", None) or {}
-    sig = (md.get("torch_export") or {}).get("signature") or {}
+    sig = (export_record(g) or {}).get("signature") or {}
     rank = {t: k for k, (kind, t) in enumerate(sig.values()) if kind == "PARAMETER"}
     if not sig:  # a TorchScript export: its initializers are in state_dict order (loaders/onnx_loader.py)
         rank = {t: k for k, t in enumerate(md.get("state_dict_order") or ())}
