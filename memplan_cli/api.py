@@ -909,16 +909,19 @@ class InspectResult:
         return json.dumps(self.report, indent=2) + "\n"
 
 
-def inspect(model: PathLike, *, batch_size: int | None = None, dim=None) -> InspectResult:
+def inspect(model: PathLike, *, batch_size: int | None = None, dim=None, sha256: bool = False) -> InspectResult:
     """What memplan reads from `model`: its ops and operands with shapes, dtypes and sizes: `memplan
     inspect`. batch_size re-batches it first; dim binds symbolic dimensions ({"seq": 512}); an
-    unbound one is shown at 1, as the batch is."""
+    unbound one is shown at 1, as the batch is. sha256: hash the file in the open that sniffs its
+    format (the JSON document names the file by its hash; without it, the document reads the file
+    again, the listing never)."""
     from memplan_cli.loaders import load_model
 
     path = _model_path(model)
     flags = check_training_arguments({"batch_size": batch_size, "dim": dim})
     # an unbound symbolic dimension is shown at 1, as the batch is, and said so
-    graph = load_model(path, batch_size=flags["batch_size"], dims=parse_dims(flags["dim"]), symbolic_default=1)
+    graph = load_model(path, batch_size=flags["batch_size"], dims=parse_dims(flags["dim"]), symbolic_default=1,
+                       sha256=sha256)
     return InspectResult(path, graph)
 
 

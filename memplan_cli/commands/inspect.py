@@ -27,7 +27,7 @@ def command(model, batch_size, dim, fmt, output, quiet, verbose):
     small integer constants that decide shapes. Weights are never read.
     """
     level = verbosity(quiet, verbose)
-    r = api.inspect(model, batch_size=batch_size, dim=dim)
+    r = api.inspect(model, batch_size=batch_size, dim=dim, sha256=fmt == "json")
     to_file = bool(output and output != "-")
     if fmt == "json":
         text = r.to_json()
