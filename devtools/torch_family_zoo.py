@@ -19,7 +19,8 @@ depthwise, 4 channels per group), heads with several outputs or a tied embedding
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
-slicing a causal table held as a non-persistent buffer, or making the mask each forward (`fam_causal_*`).
+slicing a causal table held as a non-persistent buffer, or making the mask each forward (`fam_causal_*`),
+and dense stages whose cat of channels-last maps feeds a depthwise convolution (`fam_dense_cat*`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
 `fam_timm_*` are those).
@@ -2662,6 +2663,58 @@ class _CausalAttn(nn.Module):
         return F.dropout(w.softmax(-1), 0.1, self.training) @ v
 
 
+class _Norm2d(nn.LayerNorm):
+    """A LayerNorm over channels written as timm's LayerNorm2d: its result is a channels-last view."""
+
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class _DenseBlock(nn.Module):
+    def __init__(self, cin, growth, norm):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Conv2d(cin, cin, 7, padding=3, groups=cin), norm(cin),
+                                    nn.Conv2d(cin, 2 * cin, 1), nn.GELU(), nn.Conv2d(2 * cin, growth, 1))
+
+    def forward(self, features):
+        return self.layers(torch.cat(features, 1))
+
+
+class DenseCat(nn.Module):
+    """Dense stages (every block reads the cat of the stage's input and every earlier block's output,
+    as timm's RDNet and DenseNet write them) of depthwise 7x7 blocks ending in a LayerNorm over
+    channels: every input of each cat is channels-last, so the cat is too (ATen's
+    cat_compute_output_memory_format) and its depthwise convolution runs oneDNN's channels-last
+    kernels. `mixed`: the stage's input comes from a BatchNorm (channels first), so every cat is
+    contiguous."""
+
+    def __init__(self, mixed=False, width=32, growth=24, blocks=3, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 4, stride=4), nn.BatchNorm2d(width) if mixed else _Norm2d(width))
+        stages, c = [], width
+        for k in range(2):
+            if k:
+                stages.append(nn.Sequential(_Norm2d(c), nn.Conv2d(c, c // 2, 2, stride=2)) if not mixed else
+                              nn.Sequential(nn.Conv2d(c, c // 2, 2, stride=2), nn.BatchNorm2d(c // 2)))
+                c //= 2
+            stages.append(nn.ModuleList(_DenseBlock(c + i * growth, growth, _Norm2d) for i in range(blocks)))
+            c += blocks * growth
+        self.stages = nn.ModuleList(stages)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for st in self.stages:
+            if isinstance(st, nn.ModuleList):
+                features = [x]
+                for blk in st:
+                    features.append(blk(features))
+                x = torch.cat(features, 1)
+            else:
+                x = st(x)
+        return self.head(x.mean((2, 3)))
+
+
 HEADS = {
     "fam_heads_span": ("heads", TwoSpanHeads, (32, 64)),
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
@@ -2674,6 +2727,8 @@ HEADS = {
     "fam_causal_table": ("causal", lambda: CausalTableLM(), ("ids", 32, 1000)),
     "fam_causal_table_float": ("causal", lambda: CausalTableLM(table="float"), ("ids", 32, 1000)),
     "fam_causal_computed": ("causal", lambda: CausalTableLM(table=None), ("ids", 32, 1000)),
+    "fam_dense_cat": ("densecat", lambda: DenseCat(), (3, 64, 64)),
+    "fam_dense_cat_mixed": ("densecat", lambda: DenseCat(mixed=True), (3, 64, 64)),
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -124,12 +124,17 @@ def _batch_attrs(op, graph, shapes, batched):
     return None
 
 
-# `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one
-TORCH = {"grad": "view"}
+# `--profile torch`: cat keeps only sizes; its inputs' gradients are narrow views of the incoming one.
+# Its result's memory format is ATen's `cat_compute_output_memory_format` (TensorShape.cpp): the format
+# every input suggests, contiguous as soon as one input suggests contiguous or two disagree. So a cat of
+# channels-last maps (DenseNet-style stages whose blocks end in a LayerNorm over channels: timm's
+# RDNet) is channels-last, and a convolution of it runs oneDNN's channels-last kernels
+# ("format": "all_inputs", read by profiles/torch/replay.py and layout.py).
+TORCH = {"grad": "view", "format": "all_inputs"}
 # the dynamo exporter writes a real tensor's `.to(complex)` (torch.fft of a real input) as the real part
 # concatenated with a constant of zeros: eager's `_to_copy` makes the complex tensor and has no such
 # zeros (a computed constant, not held); its backward (`_to_copy_backward`: at::real(grad)) is a view
-TORCH_COMPLEX_COPY = {"grad": "view", "none_fills": (1,)}
+TORCH_COMPLEX_COPY = {"grad": "view", "none_fills": (1,)}  # 1-D / 2-D: no memory format
 
 
 def _torch(op):

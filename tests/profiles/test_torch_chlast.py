@@ -172,6 +172,27 @@ def test_one_pixel_output_of_a_channels_last_conv_stays_channels_last(tmp_path, 
         assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
 
 
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_cat_of_channels_last_maps_is_channels_last(tmp_path, mixed):
+    # ATen's cat_compute_output_memory_format: the format every input suggests, contiguous as soon as
+    # one input is (torch 2.14: a depthwise 7x7 of a cat of two channels-last maps books 256 x its
+    # weight as scratch for the weight's gradient, as of one channels-last map; timm's RDNet, DenseNet-
+    # style stages of LayerNorm2d blocks); with the stem's NCHW output among the inputs, NCHW kernels
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["s"], strides=[4, 4])] + _ln2d("s", "p", 32)
+    nodes.append(helper.make_node("Conv", ["p", "w1", "b32"], ["q"]))
+    nodes.append(helper.make_node("Concat", ["s" if mixed else "p", "q"], ["c"], axis=1))
+    nodes.append(helper.make_node("Conv", ["c", "w2", "b64"], ["y"], pads=[3, 3, 3, 3], group=64))
+    path = _save(tmp_path, nodes, (2, 3, 32, 32), (2, 64, 8, 8),
+                 [("w0", (32, 3, 4, 4)), ("g32", (32,)), ("b32", (32,)), ("w1", (32, 32, 1, 1)), ("b64", (64,)),
+                  ("w2", (64, 1, 7, 7))], f"cat{int(mixed)}.onnx")
+    _, cols = _cols(path, batch_size=2)
+    tmp = _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"]
+    if mixed:
+        assert tmp < 64 * 49 * 4 * 256
+    else:
+        assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
+
+
 def test_l2_norm_keeps_input_and_result_and_makes_a_quotient_and_a_mask(tmp_path):
     # ConvNeXt V2's global response norm: x.norm(p=2, dim=(1, 2), keepdim=True) of an NHWC tensor;
     # measured (torch 2.14) for (2, 8, 8, 32): backward makes self / norm (16,384 B) and norm == 0

@@ -59,6 +59,14 @@ def memory_format(op, opd, contig, cl, strides=None) -> None:
                 cl[v] = UNSURE if unsure else True
                 contig[v] = is_contiguous(shape, st)
         return
+    if ys and strides is not None and ys[0] in strides and (facts(op) or {}).get("format") == "all_inputs" \
+            and channels_last_2d(opd[ys[0]].shape, strides[ys[0]]):
+        # a result channels-last because every input is (cat, ops/concat.py)
+        ins = [v for v in op.inputs if v >= 0]
+        for v in ys:
+            cl[v] = UNSURE if any(cl.get(i) == UNSURE for i in ins) else True
+            contig[v] = False
+        return
     if op.type in FORMAT_KEEPING and ys:
         shape = tuple(opd[ys[0]].shape)
         first = next((v for v in op.inputs if v >= 0 and tuple(opd[v].shape) == shape), None)

@@ -759,6 +759,10 @@ class Replay:
                     lay = f["out_strides"](op, opd)
                     if lay and not is_contiguous(opd[v].shape, lay):
                         strides[v] = tuple(lay)
+                elif f.get("format") == "all_inputs" and k == 0 and len(opd[v].shape) == 4 and \
+                        all(i in strides and channels_last_2d(opd[i].shape, strides[i]) for i in op.inputs if i >= 0):
+                    n, ch, h, w = (int(d) for d in opd[v].shape)  # every input channels-last: so is the result
+                    strides[v] = (h * w * ch, 1, w * ch, ch)
                 elif f.get("layout") == "in0" and x0 in strides and opd[v].shape == opd[x0].shape:
                     strides[v] = strides[x0]
                 elif op.type in LAYOUT_KEEPING and k == 0 and any(i in strides for i in op.inputs if i >= 0):
