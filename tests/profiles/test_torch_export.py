@@ -1050,6 +1050,7 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # named at the bytes of the whole zeros the slice was cut from (4 x 3 x 16 floats): the leaf eager
     # holds, of which the layer reads a view (the dynamo exporter stores MRA's padded zeros so)
     assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 4 * 48 * 4)] and cl["says_so"]
+    assert [(c["constant"], c["view_of"]) for c in cl["constants"]] == [("sz", "z")]
     r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-O", "adam"])
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split("\n┏")[0].split())
@@ -1069,6 +1070,7 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # zeros made as wide as the layer reads them: their own bytes, nothing larger to lead back to
     t, _ = _torch(_made_attention(tmp_path, "narrow", from_input=False, width=8))
     assert [(c["op"], c["bytes"]) for c in t["coverage"]["constant_layers"]["constants"]] == [("MatMul", 4 * 24 * 4)]
+    assert all("view_of" not in c for c in t["coverage"]["constant_layers"]["constants"])
 
 
 def _made_attention_choices(tmp_path, name, regrouped: bool, tokens: int = 3):

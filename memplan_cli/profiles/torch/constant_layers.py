@@ -18,7 +18,7 @@ def constant_layers(g, trained) -> list[dict]:
     constant (or a view of one) whose leading dimension is the batch's (more than one row), or whose
     shape is that of a tensor computed from the input with a multiple of the batch's rows (the rows
     regrouped), with no input computed from the model's input: the constant's name and bytes at the
-    file's batch."""
+    file's batch, those of the constant its folded views started from when larger (named `view_of`)."""
     data = [v for v in g.inputs if v >= 0 and not g.operands[v].is_const]
     batches = {g.operands[v].shape[0] for v in data if g.operands[v].shape}
     if not batches or max(batches) <= 1:  # a batch of one row cannot be told from any constant
@@ -44,8 +44,9 @@ def constant_layers(g, trained) -> list[dict]:
             for v in reads:
                 if v in origin:
                     o = g.operands[origin[v]]
-                    out.setdefault(o.name, {"constant": o.name, "op": op.type,
-                                            "bytes": _whole(g, o, by_name).nbytes})
+                    whole = _whole(g, o, by_name)
+                    out.setdefault(o.name, {"constant": o.name, "op": op.type, "bytes": whole.nbytes,
+                                            **({"view_of": whole.name} if whole is not o else {})})
         else:  # constants only: a view or copy of a batch-shaped constant is one still
             first = next((origin[v] for v in reads if v in origin), None)
             if first is not None:
@@ -72,13 +73,13 @@ def _regrouped(g, data, batches) -> set[tuple]:
 
 def _whole(g, o, by_name):
     """The constant a chain of views folded at load (a Slice, Transpose, Reshape...) started from,
-    when it holds at least as many bytes: the tensor the module made, of which `o` is a view."""
+    when it holds more bytes: the tensor the module made, of which `o` is a view."""
     came = (g.metadata or {}).get(FOLDED_FROM) or {}
     seen, whole = {o.name}, o
     name = came.get(o.name)
     while name is not None and name not in seen and name in by_name:
         seen.add(name)
-        if by_name[name].nbytes >= whole.nbytes:
+        if by_name[name].nbytes > whole.nbytes:
             whole = by_name[name]
         name = came.get(name)
     return whole
