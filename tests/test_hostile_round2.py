@@ -472,10 +472,12 @@ class TestConcurrentWritersAndSignals:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
-        p = subprocess.Popen([sys.executable, "-m", "memplan_cli", "sweep", model, "--batch-sizes", "1-64",
+        p = subprocess.Popen([sys.executable, "-m", "memplan_cli", "sweep", model, "--batch-sizes", "1-1024",
                               "-f", "json", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
-        time.sleep(3)  # imported and analysing: the sweep runs for minutes
+        # imported and analysing: 1,024 batches of one load take half a minute (64 took 2 s once the model
+        # loaded once per sweep, and ended before the signal)
+        time.sleep(3)
         if p.poll() is not None:
             pytest.fail(f"the sweep ended before the signal: {p.returncode} {p.stderr.read()}")
         p.send_signal(getattr(signal, sig))
