@@ -116,10 +116,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         out["functions_as_ops"] = {"functions": cov["recorded_functions"], "peak": alt,
                                    "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
-            out["functions_as_ops"]["note"] = (
-                f"estimated: {cov['recorded_functions']} custom autograd Function call(s) counted as saving "
-                f"only their inputs (their backward is Python code the file lacks); had they saved what their "
-                f"ops save run one by one, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+            out["functions_as_ops"]["note"] = functions_as_ops_note(cov["recorded_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
@@ -217,6 +214,15 @@ def functions_note(modules: list, alt: int, peak: int) -> str:
     shown = ", ".join(f"{k} x {n}" if n > 1 else k for k, n in names.items())
     return (f"estimated: {shown} may have run as custom autograd Functions saving only their inputs (the file "
             f"cannot tell); so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+
+
+def functions_as_ops_note(functions: int, alt: int, peak: int) -> str:
+    """What the figure estimates where a dynamo file records custom autograd Functions, counted as
+    saving only their inputs (`figures.torch.coverage.functions_as_ops.note`, which the table's header
+    and `compare` print): the peak had they saved what their ops save run one by one."""
+    return (f"estimated: {functions} custom autograd Function call(s) counted as saving only their inputs (their "
+            f"backward is Python code the file lacks); had they saved what their ops save run one by one, the "
+            f"peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
 
 
 def held_note(held: dict) -> str:
