@@ -231,10 +231,10 @@ def folded_causal_tables(g) -> dict:
     "rows": P, "slice": T, "bytes": one P x P table per scope, of the smallest element size among
     its constants}; {} elsewhere (a dynamo file lists the buffer: replay.held_before holds it)."""
     from memplan_cli.ir.dtypes import dtype_size
+    from memplan_cli.profiles.torch.export import torchscript_export
     from memplan_cli.profiles.torch.functions import module_path
 
-    md = getattr(g, "metadata", None) or {}
-    if "state_dict_order" not in md or md.get("torch_export") is not None or any(op.call for op in g.operations):
+    if not torchscript_export(g) or any(op.call for op in g.operations):
         return {}
     rows = slices = 0
     for op in g.operations:
