@@ -432,9 +432,10 @@ def assumed_note(doc: dict) -> str:
 def fixed_table_command(doc: dict, command) -> tuple[str, str]:
     """(what it applies to, the command) for the position tables among what trains by assumption
     (`parameters.read_at_fixed_rows`: a weight read only at fixed rows, or a parameter whose rows at
-    fixed positions were folded into an assumed constant). Eager may keep such a table frozen (RoFormer's sinusoidal one)
-    and the file does not say which, so the line says "if"; the command is `command`
-    (RenderOptions.command: `memplan analyze` as run) with those tables frozen, and runs as printed.
+    fixed positions were folded into an assumed constant). Eager may keep such a table frozen
+    (RoFormer's sinusoidal one) and the file does not say which, so the line says "if"; the command is
+    `command` (RenderOptions.command: `memplan analyze` as run) with those tables frozen, and runs as
+    printed.
     ("", "") when there is no such table, no command, or --freeze froze them all already."""
     p = doc.get("parameters") or {}
     if not p.get("assumed_trainable") or command is None:

@@ -343,7 +343,8 @@ def tied_note(tied: dict) -> str:
     if not tied:
         return ""
     names = sorted(tied)
-    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (
+        f" and {len(names) - 2} more" if len(names) > 2 else "")
     return (f"{len(names)} parameter(s) no op reads under its own name may be a tied one the file reads under "
             f"another ({shown}): if so the figure counts it (eager holds one tensor), if not eager also holds it; the "
             f"file cannot tell and gives no size")

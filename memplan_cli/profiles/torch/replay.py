@@ -666,8 +666,8 @@ class Replay:
         if self.dynamo or not outs or outs[0] != op.outputs[0]:
             return
         st = self.storage.get(outs[0])
-        if self.torchscript and outs[0] in self.model_outputs and op.inputs and st is not None and st == self.storage.get(op.inputs[0]) \
-                and self.sim.store[st]["bytes"] > self.opd[outs[0]].nbytes:
+        if self.torchscript and outs[0] in self.model_outputs and op.inputs and st is not None \
+                and st == self.storage.get(op.inputs[0]) and self.sim.store[st]["bytes"] > self.opd[outs[0]].nbytes:
             # the model's output viewing a larger tensor (a select or slice of a head's output): eager
             # holds the whole base to the end of the step, unless the code copied it (ProphetNet's
             # `predict_logits[:, 0].contiguous()`), which frees the base once the forward returns
