@@ -365,7 +365,8 @@ def _lookup(tmp_path, rows, name="m"):
              helper.make_node("MatMul", ["a", "m.fc.weight"], ["y"])]
     m = onnx_model(nodes, [("x", (1, 3, 4))], [("y", (1, 3, 4))], inits)
     m.producer_name = "pytorch"
-    return save(tmp_path / name, m) if (tmp_path / name).mkdir() is None else None
+    (tmp_path / name).mkdir()
+    return save(tmp_path / name, m)
 
 
 def test_a_table_read_at_fixed_positions_gets_the_command_that_freezes_it(tmp_path):
