@@ -79,20 +79,12 @@ def coverage(bl, at: int, peak: int) -> dict:
     if cov.get("contiguous_sites"):
         # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
         # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
-        sites = cov["contiguous_sites"]
-        alt = cov["as_contiguous_peak"]
-        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
-                             "bytes": sum(c["bytes"] for c in sites), "peak": alt,
-                             "says_so": _a_share(abs(alt - peak), peak)}
+        out["contiguous"] = _copied(cov["contiguous_sites"], ("op", "bytes"), cov["as_contiguous_peak"], peak)
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("view_sites"):
         # the model's output viewing a larger tensor and broadcast views handed to several submodules
         # (replay.dropped_contiguous, handed_down): the peak with each copied, beside
-        sites = cov["view_sites"]
-        alt = cov["as_copied_peak"]
-        out["copied_views"] = {"views": [{"op": c["op"], "bytes": c["bytes"], "kind": c["kind"]} for c in sites],
-                               "bytes": sum(c["bytes"] for c in sites), "peak": alt,
-                               "says_so": _a_share(abs(alt - peak), peak)}
+        out["copied_views"] = _copied(cov["view_sites"], ("op", "bytes", "kind"), cov["as_copied_peak"], peak)
         out["copied_views"]["note"] = copied_views_note(out["copied_views"])
     if cov.get("causal_tables"):
         # constants of a (T, T) slice a TorchScript file may have folded from a module's causal table
@@ -144,6 +136,13 @@ def coverage(bl, at: int, peak: int) -> dict:
                           f"ran as recorded; if under torch.no_grad() (the file cannot tell it from autocast), "
                           f"the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     return out
+
+
+def _copied(sites: list, fields: tuple, alt: int, peak: int) -> dict:
+    """Views a `.contiguous()` the file does not record may have copied (the replay's sites, each with
+    `fields`), their bytes and the peak `alt` with each copied, beside the figure `peak`."""
+    return {"views": [{k: c[k] for k in fields} for c in sites], "bytes": sum(c["bytes"] for c in sites),
+            "peak": alt, "says_so": _a_share(abs(alt - peak), peak)}
 
 
 def coverage_line(cov: dict) -> str:
@@ -242,8 +241,12 @@ def contiguous_note(cont: dict) -> str:
     ops = [c["op"] for c in cont["views"]]
     shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
     return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
-            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
-            f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
+            f"{cont['bytes']:,d} B) {_IF_COPIED.format(cont['peak'])}")
+
+
+# the end of the sentences on views a `.contiguous()` the file does not record may have copied
+_IF_COPIED = ("were copies if the code called `.contiguous()` on them, which a TorchScript file does not "
+              "record: with each copied, the peak is {:,d} B")
 
 
 def copied_views_note(cv: dict) -> str:
@@ -260,8 +263,7 @@ def copied_views_note(cv: dict) -> str:
             parts.append(f"{len(views)} {what} ({views[0]['op']}"
                          + (f" and {len(views) - 1} more" if len(views) > 1 else "")
                          + f"; {sum(c['bytes'] for c in views):,d} B)")
-    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
-            f"TorchScript file does not record: with each copied, the peak is {cv['peak']:,d} B")
+    return f"estimated: {' and '.join(parts)} {_IF_COPIED.format(cv['peak'])}"
 
 
 def causal_tables_note(tab: dict) -> str:
