@@ -145,6 +145,11 @@ def _copied(sites: list, fields: tuple, alt: int, peak: int) -> dict:
             "peak": alt, "says_so": _a_share(abs(alt - peak), peak)}
 
 
+def _shown(names: list, k: int) -> str:
+    """The first `k` of `names`, then how many more: what a note shows of a list."""
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
 def coverage_line(cov: dict) -> str:
     """`memplan compare`'s line for this model: how many of its ops measured rules cover."""
     line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
@@ -239,7 +244,7 @@ def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
     ops = [c["op"] for c in cont["views"]]
-    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+    shown = _shown(ops, 1)
     return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
             f"{cont['bytes']:,d} B) {_IF_COPIED.format(cont['peak'])}")
 
@@ -260,9 +265,8 @@ def copied_views_note(cv: dict) -> str:
                        ("handed", "broadcast view(s) handed to several submodules")):
         views = [c for c in cv["views"] if c["kind"] == kind]
         if views:
-            parts.append(f"{len(views)} {what} ({views[0]['op']}"
-                         + (f" and {len(views) - 1} more" if len(views) > 1 else "")
-                         + f"; {sum(c['bytes'] for c in views):,d} B)")
+            parts.append(f"{len(views)} {what} ({_shown([c['op'] for c in views], 1)}; "
+                         f"{sum(c['bytes'] for c in views):,d} B)")
     return f"estimated: {' and '.join(parts)} {_IF_COPIED.format(cv['peak'])}"
 
 
@@ -272,7 +276,7 @@ def causal_tables_note(tab: dict) -> str:
     the exporter folds and eager holds (`figures.torch.coverage.causal_tables.note`, which the table's
     header and `compare` print)."""
     mods = tab["modules"]
-    shown = mods[0] + (f" and {len(mods) - 1} more" if len(mods) > 1 else "")
+    shown = _shown(mods, 1)
     p, t = tab["rows"], tab["slice"]
     return (f"estimated: {len(mods)} module(s) read a folded {t} x {t} mask ({shown}); if each is a slice of "
             f"its module's {p} x {p} causal table (a buffer the TorchScript file does not keep), eager "
@@ -282,7 +286,7 @@ def causal_tables_note(tab: dict) -> str:
 def estimated_parameters_note(targets: list) -> str:
     """What the figure estimates: parameters a folded constant kept only a part of
     (`figures.torch.coverage.estimated_parameters_note`, which the table's header and `compare` print)."""
-    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
+    shown = _shown(targets, 2)
     return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
             f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
             f"and optimizer state; the file gives no size")
@@ -324,7 +328,7 @@ def unread_note(targets: list, composite: dict | None = None, outermost: list | 
     composite's other parts, which a text-only step never runs). `figures.torch.coverage.unread_note`,
     which the table's header and `compare` print."""
     modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
-    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    shown = _shown(modules, 2)
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
               "exporter merged with an equal one; one the forward runs for a result no output reads also "
               "made activations the file drops, which can raise the forward's peak")
@@ -345,8 +349,7 @@ def tied_note(tied: dict) -> str:
     if not tied:
         return ""
     names = sorted(tied)
-    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (
-        f" and {len(names) - 2} more" if len(names) > 2 else "")
+    shown = _shown([f"{t} as {tied[t]}" for t in names], 2)
     return (f"{len(names)} parameter(s) no op reads under its own name may be a tied one the file reads under "
             f"another ({shown}): if so the figure counts it (eager holds one tensor), if not eager also holds it; the "
             f"file cannot tell and gives no size")
