@@ -422,7 +422,7 @@ def _cl_parts(op, operands) -> dict:
     o, i = int(w.shape[0]), int(w.shape[1])
     k = w.num_elements // max(o * i, 1)
     e = w.nbytes // max(w.num_elements, 1)
-    b = operands[op.inputs[2]].nbytes if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+    b = operands[op.inputs[2]].nbytes if _has_bias(op) else 0
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
     r = 32 if strided else 16
     per_sample = y.nbytes // max(int(y.shape[0]), 1)
@@ -1143,7 +1143,7 @@ def _torch_bwd_dw(op, operands) -> tuple:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
         g = _slow_groups(op, operands)
-        bias = ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+        bias = ("in2?g2",) if _has_bias(op) else ()
         return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("out0", "in0")),),
                 ("in0?g0", "in1") + bias)
     if torch_backend(op, operands) == "slow":
@@ -1176,11 +1176,16 @@ def _torch_bwd_dw(op, operands) -> tuple:
     return (("out0", "in0"), ("in1",) + db)
 
 
+def _has_bias(op) -> bool:
+    """Whether the convolution has a bias (its optional input 2)."""
+    return len(op.inputs) > 2 and op.inputs[2] >= 0
+
+
 def _bias_copy(op) -> tuple:
     """The bias's gradient copied out beside the weight's (ATen's mkldnn_convolution_backward_weights hands
     both back through mkldnn_to_dense, the bias's first: measured, 4 x the output channels in every
     channels-first float32 kernel, jit, jit_1x1, jit_dw, gemm, transposed), where there is a bias."""
-    return ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+    return ("in2?g2",) if _has_bias(op) else ()
 
 
 def _padded_diff_bias(op, operands, blk) -> int:
@@ -1188,7 +1193,7 @@ def _padded_diff_bias(op, operands, blk) -> int:
     forward's `_padded_bias`): 4 x the output channels rounded up to the kernel's block (16; AVX2's 8) +
     128 B, booked where the channels are no multiple of the block and there is a bias (measured: 24
     channels 256 B on jit and jit_1x1, 20 channels 256 B on the first-convolution kernel, 224 B on AVX2's)."""
-    if not (len(op.inputs) > 2 and op.inputs[2] >= 0):
+    if not _has_bias(op):
         return 0
     o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
     return 4 * _round_to(o, blk) + 128 if o % blk else 0
@@ -1261,7 +1266,7 @@ def _tconv_grouped_brg(op, operands) -> bool:
 
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
-    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    bias = _has_bias(op)
     if _tconv_depthwise(op, operands):
         # jit_dw's backward data under oneDNN's generic deconvolution wrapper, strided or not: blocked copies of
         # input and weight (channels rounded up to 16), a blocked output, with a bias the wrapper's blocked
@@ -1432,7 +1437,7 @@ def _bf16_parts(op, operands) -> dict:
     x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
     o, i = int(operands[w].shape[0]), int(operands[w].shape[1])
     k = _els(operands, w) // max(o * i, 1)
-    b = len(op.inputs) > 2 and op.inputs[2] >= 0
+    b = _has_bias(op)
     return {"x": BF16 * _els(operands, x), "y": BF16 * _els(operands, y), "w": BF16 * _els(operands, w),
             "w_fwd": BF16 * _round(o) * i * k, "w_bwd": BF16 * o * _round(i) * k,
             "w_grad": BF16 * _round(o) * _round_to(i, 32) * k, "b": BF16 * o if b else 0, "o": o, "i": i, "k": k,
@@ -1483,7 +1488,7 @@ def _brg_bwd_w_scratch(op, operands) -> int:
     ih_block = min(ih, sh * min(ih, (oh_block - 1) * sh + kh))
     tr_src = BF16 * (tr_iw * 16 * ih_block * nb_ic + tr_pad) + 128
     tr_dd = BF16 * (tr_ow * 16 * oh_block * nb_oc + tr_iw * 16) + 128
-    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    bias = _has_bias(op)
     red = 4 * (nb_oc * 16 * nb_ic * 16 * kh * kw + (nb_oc * 16 if bias else 0)) + 128
     batch = _round_to(oh * 32, 4096) + 4096
     return tr_src + tr_dd + red + batch + 2 * (64 + 128) + 3 * 4096 + 8024
