@@ -1230,9 +1230,9 @@ def _tconv_depthwise(op, operands) -> bool:
 
 def _tconv_grouped_view(op, operands):
     """The grouped transposed convolution's convolution view (`_tconv_view`), typed as oneDNN takes it, or
-    None where it is dilated: jit_dw takes one channel per group each way; the grouped jit kernels (and,
-    strided, brgconv_strided) both channel counts per group in blocks of 16, 8 or 4 (`_group_block`);
-    gemm the others, as the convolution's `_gemm_grouped` says."""
+    None where it is dilated or its channels do not split into its groups: jit_dw takes one channel per
+    group each way; the grouped jit kernels (and, strided, brgconv_strided) both channel counts per group
+    in blocks of 16, 8 or 4 (`_group_block`); gemm the others, as the convolution's `_gemm_grouped` says."""
     if op.type != "ConvTranspose2D" or _dilated(op):
         return None
     x, y, w, c, o = _t_roles(op, operands)
