@@ -1223,6 +1223,13 @@ def _tconv_view(op):
     return view
 
 
+def _tconv_dw_blocked(op, operands) -> tuple:
+    """A depthwise transposed convolution's input, output and weight as jit_dw copies them in every phase:
+    their bytes with the channels rounded up to the block of 16."""
+    x, y, w, c, o = _t_roles(op, operands)
+    return tuple(t.nbytes * _round(c) // c for t in (x, y, w))
+
+
 def _tconv_depthwise(op, operands) -> bool:
     x, y, w, c, o = _t_roles(op, operands)
     return int(op.attrs.get("group", 1) or 1) == c == o > 1
@@ -1271,7 +1278,7 @@ def _tconv_fwd(op, operands) -> tuple:
         # jit_dw's backward data under oneDNN's generic deconvolution wrapper, strided or not: blocked copies of
         # input and weight (channels rounded up to 16), a blocked output, with a bias the wrapper's blocked
         # output-sized buffer (+128 B); then the output copied out (measured: 24, 48 and 64 channels)
-        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        bx, by, bw = _tconv_dw_blocked(op, operands)
         return ((bx, bw, by - y.nbytes, by + 128 if bias else 0), (by,))
     if not _ungrouped_any(op):
         ow, sw = int(y.shape[-1]), int(op.attrs["stride"][1])
@@ -1323,7 +1330,7 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
     x, y, w, c, o = _t_roles(op, operands)
     if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
-        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        bx, by, bw = _tconv_dw_blocked(op, operands)
         return ((by, bw, bx - x.nbytes), (bx,))
     if _tconv_gemm(op, operands):
         # gemm_convolution_fwd on the convolution view: its im2col buffer (+ 128 B, + 128 B nested); then the
@@ -1352,7 +1359,7 @@ def _tconv_bwd_dw(op, operands) -> tuple:
             # the weight's gradient; then that gradient copied out (measured)
             return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
         if _tconv_depthwise(op, operands):  # jit_dw: blocked copies of both, a blocked result, copied out
-            bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+            bx, by, bw = _tconv_dw_blocked(op, operands)
             return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
         # the grouped jit weight gradient: copies of both, then the result copied out
         return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
