@@ -72,6 +72,11 @@ FOLDED_CALLS = "folded_calls"
 # it. The file stores no such tensor; the source computes it each run (a causal mask, a relative-position
 # index)
 COMPUTED_CONSTANTS = "computed_constants"
+# Graph.metadata key: a constant folded at load from one float constant by an op that only moves or
+# narrows its values (a Slice, Transpose, Reshape, Squeeze, Unsqueeze, Cast, Identity; opgraph/fold.py):
+# name -> the name of the constant it was folded from, so a chain leads back to the tensor the file
+# started from (a module's `zeros_like(query)` the dynamo exporter stores whole, then slices)
+FOLDED_FROM = "folded_from_constant"
 
 
 @dataclass(slots=True)

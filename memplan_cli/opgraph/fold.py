@@ -46,6 +46,10 @@ Rules:
   constants; the op and its outputs' bytes are recorded (`FOLDED_CALLS`, at the file's batch; views
   and shape reads, which make no tensor in eager, are not) so that the torch profile can say what it
   does not count.
+- A constant folded from one float constant by an op that only moves or narrows its values (a
+  Slice, Transpose, Reshape, Cast...) records the name of that constant (`FOLDED_FROM`), so the torch
+  profile can name the tensor a chain of views started from (transformers MRA's `zeros_like(query)`,
+  which the dynamo exporter stores whole and slices: eager holds the whole tensor).
 - Values are not computed (loaders never read weights): only shapes and dtypes carry over, which is
   all memory needs. Operands no longer referenced are left for the loader's clean-up.
 """
@@ -54,7 +58,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memplan_cli import ops
-from memplan_cli.ir.graph import COMPUTED_CONSTANTS, FOLDED_CALLS, Graph, broadcasts_to
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, FOLDED_CALLS, FOLDED_FROM, Graph, broadcasts_to
 from memplan_cli.ops import is_random, role
 
 
@@ -123,6 +127,10 @@ class FoldConstants:
                 g.operands[o] = replace(g.operands[o], is_const=True, sources=sources, broadcast_of=stored)
                 kinds[o] = kind
             folded.append(k)
+            data = [i for i in ins if g.operands[i].dtype.startswith(("float", "bfloat"))
+                    and g.operands[i].num_elements > 1]
+            if len(data) == 1 and len(op.outputs) == 1 and _moves_or_narrows(op.type):
+                g.metadata.setdefault(FOLDED_FROM, {})[g.operands[op.outputs[0]].name] = g.operands[data[0]].name
             if op.call and kind != "param" and role(op.type) not in _VIEW_ROLES:
                 g.metadata.setdefault(FOLDED_CALLS, []).append(
                     {"op": op.label, "type": op.type, "outputs": [g.operands[o].name for o in op.outputs],
@@ -165,6 +173,12 @@ def _broadcast_source(g: Graph, op, ins) -> tuple | None:
     src = g.operands[ins[0]]
     stored = src.broadcast_of if src.broadcast_of is not None else tuple(src.shape)
     return stored if broadcasts_to(stored, tuple(g.operands[op.outputs[0]].shape)) else None
+
+
+def _moves_or_narrows(op_type: str) -> bool:
+    """The op's output is its input's values rearranged, retyped or a part of them (`OpDef.narrows`)."""
+    d = ops.get(op_type)
+    return d is not None and (d.moves_data or d.narrows)
 
 
 def _moves_data(op_type: str) -> bool:

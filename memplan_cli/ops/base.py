@@ -143,6 +143,9 @@ class OpDef:
     # the output is the input's values rearranged or retyped (Reshape, Transpose, Cast, Identity...):
     # a constant folded through it keeps what it was (a parameter stays one; `opgraph/fold.py`)
     moves_data: bool = False
+    # the output is a part of the input's values (Slice): a constant folded through it is a view of
+    # the tensor it came from (`opgraph/fold.py` records that tensor: `ir.graph.FOLDED_FROM`)
+    narrows: bool = False
     # a structural part the op plays for the graph-wide passes (opgraph/rebatch.py, opgraph/fold.py): "shape_of"
     # (its output is its input's shape, `start` / `end` attributes), "reshape" (its last input's
     # values give its output's shape, -1 and ONNX's 0 resolved), "fill" (its last input's values give

@@ -322,7 +322,7 @@ OPS = [
     OpDef("Slice", rule=slice_rule, kernels={"forward": slice_forward, "calcDerivative": slice_derivative,
                                      "calcGradient": slice_derivative},
           flops=lambda op, operands: (0, 0), check=slice_check, nondiff_inputs=(1, 2, 3, 4), batch=_slice_batch,
-          shape_value=_slice_value,
+          shape_value=_slice_value, narrows=True,
           profiles={"torch": {"view": True}}),  # `--profile torch`: a view; slice_backward makes a new tensor
     OpDef("Split", rule=split_rule, kernels={"forward": split_forward, "calcDerivative": split_derivative,
                                      "calcGradient": split_derivative},

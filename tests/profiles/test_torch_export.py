@@ -1015,11 +1015,12 @@ def test_a_scalar_folded_from_parameters_requires_grad_so_its_reader_keeps_the_o
     assert "Mul" in {e["type"] for e in t["coverage"]["estimated"]}
 
 
-def _made_attention(tmp_path, name, from_input: bool):
+def _made_attention(tmp_path, name, from_input: bool, width: int = 16):
     """A layer `y = a @ w.T + x[..., :8]` (as TorchScript writes a Linear) whose `a` is either the
     module's own batch-shaped zeros sliced (transformers MRA's attention without its CUDA kernel:
     `zeros_like(query).requires_grad_()` padded to 32 wide, then cut back; TorchScript writes it as
-    a fill of a concatenated size) or the input's slice."""
+    a fill of a concatenated size) or the input's slice. `width` 8: the zeros made as wide as the
+    layer reads them (the slice then takes them whole, as TorchScript's folded MRA constant)."""
     cut = ["starts", "ends", "axes"]
     nodes = [helper.make_node("Concat", ["rows", "cols"], ["shape"], axis=0, name="size"),
              helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
@@ -1028,7 +1029,7 @@ def _made_attention(tmp_path, name, from_input: bool):
              helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="dense_t"),
              helper.make_node("MatMul", ["s" if from_input else "sz", "wt"], ["mm"], name="dense"),
              helper.make_node("Add", ["mm", "s"], ["y"], name="residual")]
-    inits = [("rows", np.array([4], np.int64)), ("cols", np.array([3, 16], np.int64)),
+    inits = [("rows", np.array([4], np.int64)), ("cols", np.array([3, width], np.int64)),
              ("starts", np.array([0], np.int64)), ("ends", np.array([8], np.int64)),
              ("axes", np.array([2], np.int64)), ("w", _w(8, 8))]
     return _save(tmp_path, name, nodes, inits, [4, 3, 16], [4, 3, 8])
@@ -1046,11 +1047,14 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     path = _made_attention(tmp_path, "made", from_input=False)
     t, _ = _torch(path)
     cl = t["coverage"]["constant_layers"]
-    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 4 * 24 * 4)] and cl["says_so"]
+    # named at the bytes of the whole zeros the slice was cut from (4 x 3 x 16 floats): the leaf eager
+    # holds, of which the layer reads a view (the dynamo exporter stores MRA's padded zeros so)
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 4 * 48 * 4)] and cl["says_so"]
+    assert [(c["constant"], c["view_of"]) for c in cl["constants"]] == [("sz", "z")]
     r = CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-O", "adam"])
     assert r.exit_code == 0, r.output
     head = " ".join(r.output.split("\n┏")[0].split())
-    assert "not counted: 1 trained layer(s) read a batch-shaped constant (384 B), not the model's input" in head
+    assert "not counted: 1 trained layer(s) read a batch-shaped constant (768 B), not the model's input" in head
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     from memplan_cli.profiles.torch.figures import coverage_line
@@ -1063,6 +1067,10 @@ def test_a_trained_layer_reading_a_batch_shaped_constant_is_named_not_counted(tm
     # the same layer reading the input names nothing
     t, _ = _torch(_made_attention(tmp_path, "read", from_input=True))
     assert "constant_layers" not in t["coverage"]
+    # zeros made as wide as the layer reads them: their own bytes, nothing larger to lead back to
+    t, _ = _torch(_made_attention(tmp_path, "narrow", from_input=False, width=8))
+    assert [(c["op"], c["bytes"]) for c in t["coverage"]["constant_layers"]["constants"]] == [("MatMul", 4 * 24 * 4)]
+    assert all("view_of" not in c for c in t["coverage"]["constant_layers"]["constants"])
 
 
 def _made_attention_choices(tmp_path, name, regrouped: bool, tokens: int = 3):
@@ -1098,7 +1106,7 @@ def test_a_batch_shaped_constant_of_regrouped_rows_is_named(tmp_path):
     # tensor computed from the input has (MRA's multiple-choice head), not the input's 4
     t, _ = _torch(_made_attention_choices(tmp_path, "choices", regrouped=True))
     cl = t["coverage"]["constant_layers"]
-    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 8 * 4)]
+    assert [(c["op"], c["bytes"]) for c in cl["constants"]] == [("MatMul", 8 * 3 * 16 * 4)]
     # 8 rows no tensor computed from the input has: no batch's rows, nothing named
     t, _ = _torch(_made_attention_choices(tmp_path, "apart", regrouped=False))
     assert "constant_layers" not in t["coverage"]

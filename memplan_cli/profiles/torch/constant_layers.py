@@ -4,8 +4,13 @@ made with `requires_grad_()` is a leaf of autograd's graph: backward accumulates
 `.grad` and the graph (alive while the loss is) holds both through the optimizer step. transformers'
 MRA does so when its CUDA kernel is absent (`mra2_attention` returns
 `torch.zeros_like(query).requires_grad_()`), and neither exporter keeps the flag. Named, not
-counted (docs/torchprof.md, "After the seventh draw")."""
+counted (docs/torchprof.md, "After the seventh draw"). Its bytes are those of the tensor a chain of
+views folded at load started from (`ir.graph.FOLDED_FROM`): the dynamo exporter stores MRA's
+`zeros_like(query)` whole (its head size padded to 32) and slices it; the leaf eager holds is the
+whole tensor ("The MRA leaf at its own size")."""
 from __future__ import annotations
+
+from memplan_cli.ir.graph import FOLDED_FROM
 
 
 def constant_layers(g, trained) -> list[dict]:
@@ -13,7 +18,7 @@ def constant_layers(g, trained) -> list[dict]:
     constant (or a view of one) whose leading dimension is the batch's (more than one row), or whose
     shape is that of a tensor computed from the input with a multiple of the batch's rows (the rows
     regrouped), with no input computed from the model's input: the constant's name and bytes at the
-    file's batch."""
+    file's batch, those of the constant its folded views started from when larger (named `view_of`)."""
     data = [v for v in g.inputs if v >= 0 and not g.operands[v].is_const]
     batches = {g.operands[v].shape[0] for v in data if g.operands[v].shape}
     if not batches or max(batches) <= 1:  # a batch of one row cannot be told from any constant
@@ -29,6 +34,7 @@ def constant_layers(g, trained) -> list[dict]:
                 and o.broadcast_of is None:
             origin[v] = v
     out: dict[str, dict] = {}
+    by_name = {o.name: o for o in g.operands}
     for op in g.operations:
         reads = [v for v in op.inputs if v >= 0]
         if any(v in from_input for v in reads):
@@ -38,7 +44,9 @@ def constant_layers(g, trained) -> list[dict]:
             for v in reads:
                 if v in origin:
                     o = g.operands[origin[v]]
-                    out.setdefault(o.name, {"constant": o.name, "op": op.type, "bytes": o.nbytes})
+                    whole = _whole(g, o, by_name)
+                    out.setdefault(o.name, {"constant": o.name, "op": op.type, "bytes": whole.nbytes,
+                                            **({"view_of": whole.name} if whole is not o else {})})
         else:  # constants only: a view or copy of a batch-shaped constant is one still
             first = next((origin[v] for v in reads if v in origin), None)
             if first is not None:
@@ -61,3 +69,17 @@ def _regrouped(g, data, batches) -> set[tuple]:
                             shape[0] > b > 1 and shape[0] % b == 0 for b in batches):
                         shapes.add(tuple(shape))
     return shapes
+
+
+def _whole(g, o, by_name):
+    """The constant a chain of views folded at load (a Slice, Transpose, Reshape...) started from,
+    when it holds more bytes: the tensor the module made, of which `o` is a view."""
+    came = (g.metadata or {}).get(FOLDED_FROM) or {}
+    seen, whole = {o.name}, o
+    name = came.get(o.name)
+    while name is not None and name not in seen and name in by_name:
+        seen.add(name)
+        if by_name[name].nbytes > whole.nbytes:
+            whole = by_name[name]
+        name = came.get(name)
+    return whole
