@@ -1068,7 +1068,8 @@ def table(rows: list[dict]) -> str:
         tied = cov.get("tied_parameters") or {}  # unread ones that may be a tied parameter read under another name
         # figures beside the peak the header names: a TorchScript file's folded causal tables and the copies
         # a `.contiguous()` it does not record would have made (of transposed tensors; of other views)
-        beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)" for key in ("causal_tables", "contiguous", "copied_views")
+        beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)"
+                  for key in ("causal_tables", "contiguous", "copied_views")
                   if (part := cov.get(key) or {}).get("says_so")]
         within += abs(err) <= 0.03
         if abs(err) > 0.10:

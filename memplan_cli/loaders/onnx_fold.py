@@ -159,6 +159,12 @@ def _branch_nodes(node, branches: tuple, then: bool) -> list | None:
     return nodes
 
 
+def _known_true(known: dict, name: str) -> bool:
+    """Whether `name` is a known single value that is true (a Loop's condition)."""
+    v = np.asarray(known.get(name, False))
+    return v.size == 1 and bool(v.reshape(-1)[0])
+
+
 def _loop_nodes(node, attr: str, known: dict) -> list | None:
     """The nodes of a Loop whose trip count is known, unrolled: the body once per iteration, each
     reading its iteration number (a Constant), the loop's condition and the values the iteration
@@ -182,16 +188,14 @@ def _loop_nodes(node, attr: str, known: dict) -> list | None:
     if any(a.HasField("g") or len(a.graphs) for n in g.node for a in n.attribute):
         return None
     cond = node.input[1] if len(node.input) > 1 and node.input[1] else None
-    if cond is not None and (np.asarray(known.get(cond, False)).size != 1
-                             or not bool(np.asarray(known.get(cond, False)).reshape(-1)[0])):
+    if cond is not None and not _known_true(known, cond):
         return None
     made = {o: n for n in g.node for o in n.output}
     c_out = g.output[0].name
     if c_out != g.input[1].name:
         src = made.get(c_out)
         ok = src is not None and src.op_type == IDENTITY_TYPE and len(src.input) == 1 and \
-            (src.input[0] == g.input[1].name or (src.input[0] not in made and np.asarray(
-                known.get(src.input[0], False)).size == 1 and bool(np.asarray(known.get(src.input[0], False)).reshape(-1)[0])))
+            (src.input[0] == g.input[1].name or (src.input[0] not in made and _known_true(known, src.input[0])))
         if not ok:
             return None
     outs = [o.name for o in g.output[1:]]

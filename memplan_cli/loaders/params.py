@@ -310,9 +310,9 @@ def fixed_row_tables(graph) -> list[str]:
     """The position tables among what trains by assumption: the assumed weights that every op reading
     them looks up at rows the file fixes, each row once (`OpDef.table_inputs` read at constant,
     distinct indices: RoFormer's sinusoidal table in a TorchScript file), and the parameters a dynamo
-    file's assumed constants were folded from through a lookup (the same table's rows, folded). A learned table is read so
-    too; eager may keep such a table frozen, and the file does not say which (reports offer the
-    command that freezes it, with an "if")."""
+    file's assumed constants were folded from through a lookup (the same table's rows, folded). A
+    learned table is read so too; eager may keep such a table frozen, and the file does not say which
+    (reports offer the command that freezes it, with an "if")."""
     readers: dict[int, list] = {}
     for op in graph.operations:
         for i in op.inputs:

@@ -422,7 +422,7 @@ def _cl_parts(op, operands) -> dict:
     o, i = int(w.shape[0]), int(w.shape[1])
     k = w.num_elements // max(o * i, 1)
     e = w.nbytes // max(w.num_elements, 1)
-    b = operands[op.inputs[2]].nbytes if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+    b = operands[op.inputs[2]].nbytes if _has_bias(op) else 0
     strided = any(int(s) > 1 for s in op.attrs.get("stride", (1,)))
     r = 32 if strided else 16
     per_sample = y.nbytes // max(int(y.shape[0]), 1)
@@ -1143,7 +1143,7 @@ def _torch_bwd_dw(op, operands) -> tuple:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
         g = _slow_groups(op, operands)
-        bias = ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+        bias = ("in2?g2",) if _has_bias(op) else ()
         return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("out0", "in0")),),
                 ("in0?g0", "in1") + bias)
     if torch_backend(op, operands) == "slow":
@@ -1176,11 +1176,16 @@ def _torch_bwd_dw(op, operands) -> tuple:
     return (("out0", "in0"), ("in1",) + db)
 
 
+def _has_bias(op) -> bool:
+    """Whether the convolution has a bias (its optional input 2)."""
+    return len(op.inputs) > 2 and op.inputs[2] >= 0
+
+
 def _bias_copy(op) -> tuple:
     """The bias's gradient copied out beside the weight's (ATen's mkldnn_convolution_backward_weights hands
     both back through mkldnn_to_dense, the bias's first: measured, 4 x the output channels in every
     channels-first float32 kernel, jit, jit_1x1, jit_dw, gemm, transposed), where there is a bias."""
-    return ("in2?g2",) if len(op.inputs) > 2 and op.inputs[2] >= 0 else ()
+    return ("in2?g2",) if _has_bias(op) else ()
 
 
 def _padded_diff_bias(op, operands, blk) -> int:
@@ -1188,7 +1193,7 @@ def _padded_diff_bias(op, operands, blk) -> int:
     forward's `_padded_bias`): 4 x the output channels rounded up to the kernel's block (16; AVX2's 8) +
     128 B, booked where the channels are no multiple of the block and there is a bias (measured: 24
     channels 256 B on jit and jit_1x1, 20 channels 256 B on the first-convolution kernel, 224 B on AVX2's)."""
-    if not (len(op.inputs) > 2 and op.inputs[2] >= 0):
+    if not _has_bias(op):
         return 0
     o = int(operands[op.outputs[0]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
     return 4 * _round_to(o, blk) + 128 if o % blk else 0
@@ -1218,6 +1223,13 @@ def _tconv_view(op):
     return view
 
 
+def _tconv_dw_blocked(op, operands) -> tuple:
+    """A depthwise transposed convolution's input, output and weight as jit_dw copies them in every phase:
+    their bytes with the channels rounded up to the block of 16."""
+    x, y, w, c, o = _t_roles(op, operands)
+    return tuple(t.nbytes * _round(c) // c for t in (x, y, w))
+
+
 def _tconv_depthwise(op, operands) -> bool:
     x, y, w, c, o = _t_roles(op, operands)
     return int(op.attrs.get("group", 1) or 1) == c == o > 1
@@ -1225,9 +1237,9 @@ def _tconv_depthwise(op, operands) -> bool:
 
 def _tconv_grouped_view(op, operands):
     """The grouped transposed convolution's convolution view (`_tconv_view`), typed as oneDNN takes it, or
-    None where it is dilated: jit_dw takes one channel per group each way; the grouped jit kernels (and,
-    strided, brgconv_strided) both channel counts per group in blocks of 16, 8 or 4 (`_group_block`);
-    gemm the others, as the convolution's `_gemm_grouped` says."""
+    None where it is dilated or its channels do not split into its groups: jit_dw takes one channel per
+    group each way; the grouped jit kernels (and, strided, brgconv_strided) both channel counts per group
+    in blocks of 16, 8 or 4 (`_group_block`); gemm the others, as the convolution's `_gemm_grouped` says."""
     if op.type != "ConvTranspose2D" or _dilated(op):
         return None
     x, y, w, c, o = _t_roles(op, operands)
@@ -1261,12 +1273,12 @@ def _tconv_grouped_brg(op, operands) -> bool:
 
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
-    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    bias = _has_bias(op)
     if _tconv_depthwise(op, operands):
         # jit_dw's backward data under oneDNN's generic deconvolution wrapper, strided or not: blocked copies of
         # input and weight (channels rounded up to 16), a blocked output, with a bias the wrapper's blocked
         # output-sized buffer (+128 B); then the output copied out (measured: 24, 48 and 64 channels)
-        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        bx, by, bw = _tconv_dw_blocked(op, operands)
         return ((bx, bw, by - y.nbytes, by + 128 if bias else 0), (by,))
     if not _ungrouped_any(op):
         ow, sw = int(y.shape[-1]), int(op.attrs["stride"][1])
@@ -1318,7 +1330,7 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
     x, y, w, c, o = _t_roles(op, operands)
     if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
-        bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+        bx, by, bw = _tconv_dw_blocked(op, operands)
         return ((by, bw, bx - x.nbytes), (bx,))
     if _tconv_gemm(op, operands):
         # gemm_convolution_fwd on the convolution view: its im2col buffer (+ 128 B, + 128 B nested); then the
@@ -1347,7 +1359,7 @@ def _tconv_bwd_dw(op, operands) -> tuple:
             # the weight's gradient; then that gradient copied out (measured)
             return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
         if _tconv_depthwise(op, operands):  # jit_dw: blocked copies of both, a blocked result, copied out
-            bx, by, bw = (t.nbytes * _round(c) // c for t in (x, y, w))
+            bx, by, bw = _tconv_dw_blocked(op, operands)
             return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
         # the grouped jit weight gradient: copies of both, then the result copied out
         return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
@@ -1432,7 +1444,7 @@ def _bf16_parts(op, operands) -> dict:
     x, w, y = op.inputs[0], op.inputs[1], op.outputs[0]
     o, i = int(operands[w].shape[0]), int(operands[w].shape[1])
     k = _els(operands, w) // max(o * i, 1)
-    b = len(op.inputs) > 2 and op.inputs[2] >= 0
+    b = _has_bias(op)
     return {"x": BF16 * _els(operands, x), "y": BF16 * _els(operands, y), "w": BF16 * _els(operands, w),
             "w_fwd": BF16 * _round(o) * i * k, "w_bwd": BF16 * o * _round(i) * k,
             "w_grad": BF16 * _round(o) * _round_to(i, 32) * k, "b": BF16 * o if b else 0, "o": o, "i": i, "k": k,
@@ -1483,7 +1495,7 @@ def _brg_bwd_w_scratch(op, operands) -> int:
     ih_block = min(ih, sh * min(ih, (oh_block - 1) * sh + kh))
     tr_src = BF16 * (tr_iw * 16 * ih_block * nb_ic + tr_pad) + 128
     tr_dd = BF16 * (tr_ow * 16 * oh_block * nb_oc + tr_iw * 16) + 128
-    bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    bias = _has_bias(op)
     red = 4 * (nb_oc * 16 * nb_ic * 16 * kh * kw + (nb_oc * 16 if bias else 0)) + 128
     batch = _round_to(oh * 32, 4096) + 4096
     return tr_src + tr_dd + red + batch + 2 * (64 + 128) + 3 * 4096 + 8024

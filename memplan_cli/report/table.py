@@ -239,6 +239,13 @@ def _said(doc: dict, key: str) -> str:
     return f"{part['note']} (JSON figures.torch.coverage.{key})" if part.get("says_so") else ""
 
 
+def _said_alone(doc: dict, key: str) -> str:
+    """`_said` without the JSON pointer: the sentence the profile wrote for coverage[key], where it
+    says so (`""` where it wrote none: no peak to compare with)."""
+    part = _torch_coverage(doc).get(key) or {}
+    return part.get("note", "") if part.get("says_so") else ""
+
+
 def torch_estimate_note(doc: dict) -> str:
     """The torch profile's header line when ops without a measured rule hold a share of the peak
     (`figures.torch.coverage.says_so`): those ops, by type, and their bytes there."""
@@ -334,24 +341,21 @@ def torch_functions_as_ops_note(doc: dict) -> str:
     """The torch profile's header line when custom autograd Functions a dynamo file records, counted as
     saving only their inputs, would change the peak by a share had they saved their ops' intermediates
     (`figures.torch.coverage.functions_as_ops.note`, printed when `says_so`)."""
-    fo = _torch_coverage(doc).get("functions_as_ops") or {}
-    return fo.get("note", "") if fo.get("says_so") else ""
+    return _said_alone(doc, "functions_as_ops")
 
 
 def torch_functions_note(doc: dict) -> str:
     """The torch profile's header line when written-out formulas a custom autograd Function may have
     run (a TorchScript export cannot tell) change the peak: the sentence the profile wrote
     (`figures.torch.coverage.as_functions.note`, printed when `says_so`)."""
-    fn = _torch_coverage(doc).get("as_functions") or {}
-    return fn.get("note", "") if fn.get("says_so") else ""
+    return _said_alone(doc, "as_functions")
 
 
 def torch_no_grad_note(doc: dict) -> str:
     """The torch profile's header line when ops a dynamo export inlined from the body of a `with` block
     (no_grad, enable_grad or autocast: the file does not say which) change the peak if it was no_grad:
     the sentence the profile wrote (`figures.torch.coverage.as_no_grad.note`, printed when `says_so`)."""
-    ng = _torch_coverage(doc).get("as_no_grad") or {}
-    return ng.get("note", "") if ng.get("says_so") else ""
+    return _said_alone(doc, "as_no_grad")
 
 
 def fine_tuning_part(c: dict) -> str:
@@ -428,9 +432,10 @@ def assumed_note(doc: dict) -> str:
 def fixed_table_command(doc: dict, command) -> tuple[str, str]:
     """(what it applies to, the command) for the position tables among what trains by assumption
     (`parameters.read_at_fixed_rows`: a weight read only at fixed rows, or a parameter whose rows at
-    fixed positions were folded into an assumed constant). Eager may keep such a table frozen (RoFormer's sinusoidal one)
-    and the file does not say which, so the line says "if"; the command is `command`
-    (RenderOptions.command: `memplan analyze` as run) with those tables frozen, and runs as printed.
+    fixed positions were folded into an assumed constant). Eager may keep such a table frozen
+    (RoFormer's sinusoidal one) and the file does not say which, so the line says "if"; the command is
+    `command` (RenderOptions.command: `memplan analyze` as run) with those tables frozen, and runs as
+    printed.
     ("", "") when there is no such table, no command, or --freeze froze them all already."""
     p = doc.get("parameters") or {}
     if not p.get("assumed_trainable") or command is None:

@@ -365,7 +365,8 @@ def _lookup(tmp_path, rows, name="m"):
              helper.make_node("MatMul", ["a", "m.fc.weight"], ["y"])]
     m = onnx_model(nodes, [("x", (1, 3, 4))], [("y", (1, 3, 4))], inits)
     m.producer_name = "pytorch"
-    return save(tmp_path / name, m) if (tmp_path / name).mkdir() is None else None
+    (tmp_path / name).mkdir()
+    return save(tmp_path / name, m)
 
 
 def test_a_table_read_at_fixed_positions_gets_the_command_that_freezes_it(tmp_path):
@@ -416,4 +417,5 @@ def test_a_table_whose_looked_up_rows_a_dynamo_file_folded_gets_the_command(tmp_
     assert "--freeze params:m.pos.weight" in text
     m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4), ["m.pos.weight", "exp_1"])
     d = json.loads(_analyze(save(tmp_path, m), "-f", "json"))
-    assert "read_at_fixed_rows" not in d["parameters"] and d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}
+    assert "read_at_fixed_rows" not in d["parameters"]
+    assert d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}

@@ -88,7 +88,8 @@ def test_a_folded_causal_mask_beside_a_longer_position_table_is_named_with_its_t
     jsonschema.validate(doc, load_schema("analysis"))
     cov = doc["figures"]["torch"]["coverage"]  # the CLI's defaults (SGD): another peak, the same rule
     assert cov["causal_tables"]["peak"] == doc["figures"]["torch"]["peak"] + 256 * 256
-    assert torch_causal_tables_note(doc) == cov["causal_tables"]["note"] + " (JSON figures.torch.coverage.causal_tables)"
+    assert torch_causal_tables_note(doc) == (cov["causal_tables"]["note"]
+                                             + " (JSON figures.torch.coverage.causal_tables)")
     assert cov["causal_tables"]["note"] in coverage_line(cov)
 
 
@@ -146,7 +147,8 @@ def test_an_output_viewing_a_larger_tensor_is_named_with_the_peak_had_it_been_co
     doc = json.loads(CliRunner().invoke(main, ["analyze", path, "-p", "torch", "-l", "cce", "-f", "json"]).output)
     jsonschema.validate(doc, load_schema("analysis"))
     cont = doc["figures"]["torch"]["coverage"]["copied_views"]
-    assert cont["says_so"] and torch_copied_views_note(doc) == cont["note"] + " (JSON figures.torch.coverage.copied_views)"
+    assert cont["says_so"]
+    assert torch_copied_views_note(doc) == cont["note"] + " (JSON figures.torch.coverage.copied_views)"
     assert cont["note"] in coverage_line(doc["figures"]["torch"]["coverage"])
 
 

@@ -227,14 +227,15 @@ def folded_causal_tables(g) -> dict:
     module computes from the shapes each forward is written alike, so the file cannot tell the two:
     the figure counts no table, and this names them. Found where the file reads a learned position
     table of P > T rows at positions 0 .. T-1 (a Gather of a constant arange) and holds bool or float
-    constants of shape (1, ..., 1, T, T), of 3 dims or more, under module scopes (TorchScript node names): {"modules": the scopes,
-    "rows": P, "slice": T, "bytes": one P x P table per scope, of the smallest element size among
-    its constants}; {} elsewhere (a dynamo file lists the buffer: replay.held_before holds it)."""
+    constants of shape (1, ..., 1, T, T), of 3 dims or more, under module scopes (TorchScript node
+    names): {"modules": the scopes, "rows": P, "slice": T, "bytes": one P x P table per scope, of the
+    smallest element size among its constants}; {} elsewhere (a dynamo file lists the buffer:
+    replay.held_before holds it)."""
     from memplan_cli.ir.dtypes import dtype_size
+    from memplan_cli.profiles.torch.export import torchscript_export
     from memplan_cli.profiles.torch.functions import module_path
 
-    md = getattr(g, "metadata", None) or {}
-    if "state_dict_order" not in md or md.get("torch_export") is not None or any(op.call for op in g.operations):
+    if not torchscript_export(g) or any(op.call for op in g.operations):
         return {}
     rows = slices = 0
     for op in g.operations:

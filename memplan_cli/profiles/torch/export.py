@@ -64,6 +64,12 @@ def export_record(g) -> dict | None:
     TorchScript export, a flatbuffer) and for a graph without metadata."""
     return (getattr(g, "metadata", None) or {}).get("torch_export")
 
+
+def torchscript_export(g) -> bool:
+    """A torch.onnx TorchScript export: torch.onnx wrote it (the loader keeps its state dict's order,
+    `Graph.metadata["state_dict_order"]`) and it holds none of the dynamo exporter's records."""
+    return export_record(g) is None and "state_dict_order" in (getattr(g, "metadata", None) or {})
+
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
                       "UnsqueezeUnsqueeze", "Flatten2Reshape", "MaterializeReshapeShape", "ExpandIdentity",

@@ -79,20 +79,12 @@ def coverage(bl, at: int, peak: int) -> dict:
     if cov.get("contiguous_sites"):
         # transposed tensors a reshape reads as views, where a `.contiguous()` a TorchScript file does
         # not record would have copied (replay.dropped_contiguous): the peak with each copied, beside
-        sites = cov["contiguous_sites"]
-        alt = cov["as_contiguous_peak"]
-        out["contiguous"] = {"views": [{"op": c["op"], "bytes": c["bytes"]} for c in sites],
-                             "bytes": sum(c["bytes"] for c in sites), "peak": alt,
-                             "says_so": _a_share(abs(alt - peak), peak)}
+        out["contiguous"] = _copied(cov["contiguous_sites"], ("op", "bytes"), cov["as_contiguous_peak"], peak)
         out["contiguous"]["note"] = contiguous_note(out["contiguous"])
     if cov.get("view_sites"):
         # the model's output viewing a larger tensor and broadcast views handed to several submodules
         # (replay.dropped_contiguous, handed_down): the peak with each copied, beside
-        sites = cov["view_sites"]
-        alt = cov["as_copied_peak"]
-        out["copied_views"] = {"views": [{"op": c["op"], "bytes": c["bytes"], "kind": c["kind"]} for c in sites],
-                               "bytes": sum(c["bytes"] for c in sites), "peak": alt,
-                               "says_so": _a_share(abs(alt - peak), peak)}
+        out["copied_views"] = _copied(cov["view_sites"], ("op", "bytes", "kind"), cov["as_copied_peak"], peak)
         out["copied_views"]["note"] = copied_views_note(out["copied_views"])
     if cov.get("causal_tables"):
         # constants of a (T, T) slice a TorchScript file may have folded from a module's causal table
@@ -116,10 +108,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         out["functions_as_ops"] = {"functions": cov["recorded_functions"], "peak": alt,
                                    "says_so": _a_share(abs(alt - peak), peak)}
         if peak:
-            out["functions_as_ops"]["note"] = (
-                f"estimated: {cov['recorded_functions']} custom autograd Function call(s) counted as saving "
-                f"only their inputs (their backward is Python code the file lacks); had they saved what their "
-                f"ops save run one by one, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+            out["functions_as_ops"]["note"] = functions_as_ops_note(cov["recorded_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
@@ -147,6 +136,18 @@ def coverage(bl, at: int, peak: int) -> dict:
                           f"ran as recorded; if under torch.no_grad() (the file cannot tell it from autocast), "
                           f"the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
     return out
+
+
+def _copied(sites: list, fields: tuple, alt: int, peak: int) -> dict:
+    """Views a `.contiguous()` the file does not record may have copied (the replay's sites, each with
+    `fields`), their bytes and the peak `alt` with each copied, beside the figure `peak`."""
+    return {"views": [{k: c[k] for k in fields} for c in sites], "bytes": sum(c["bytes"] for c in sites),
+            "peak": alt, "says_so": _a_share(abs(alt - peak), peak)}
+
+
+def _shown(names: list, k: int) -> str:
+    """The first `k` of `names`, then how many more: what a note shows of a list."""
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
 def coverage_line(cov: dict) -> str:
@@ -219,6 +220,15 @@ def functions_note(modules: list, alt: int, peak: int) -> str:
             f"cannot tell); so run, the peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
 
 
+def functions_as_ops_note(functions: int, alt: int, peak: int) -> str:
+    """What the figure estimates where a dynamo file records custom autograd Functions, counted as
+    saving only their inputs (`figures.torch.coverage.functions_as_ops.note`, which the table's header
+    and `compare` print): the peak had they saved what their ops save run one by one."""
+    return (f"estimated: {functions} custom autograd Function call(s) counted as saving only their inputs (their "
+            f"backward is Python code the file lacks); had they saved what their ops save run one by one, the "
+            f"peak is {alt:,d} B ({100 * (alt / peak - 1):+.1f} %)")
+
+
 def held_note(held: dict) -> str:
     """What the figure leaves out where ops are recorded under one source line: a called function's
     Python locals (`figures.torch.coverage.as_held.note`, which the table's header and `compare`
@@ -234,10 +244,14 @@ def contiguous_note(cont: dict) -> str:
     """What the figure leaves out where a TorchScript file may have dropped `.contiguous()` calls: the
     sentence the reports print, written once here."""
     ops = [c["op"] for c in cont["views"]]
-    shown = ops[0] + (f" and {len(ops) - 1} more" if len(ops) > 1 else "")
+    shown = _shown(ops, 1)
     return (f"estimated: {len(ops)} transposed tensor(s) a reshape reads as a view ({shown}; "
-            f"{cont['bytes']:,d} B) were copies if the code called `.contiguous()` on them, which a "
-            f"TorchScript file does not record: with each copied, the peak is {cont['peak']:,d} B")
+            f"{cont['bytes']:,d} B) {_IF_COPIED.format(cont['peak'])}")
+
+
+# the end of the sentences on views a `.contiguous()` the file does not record may have copied
+_IF_COPIED = ("were copies if the code called `.contiguous()` on them, which a TorchScript file does not "
+              "record: with each copied, the peak is {:,d} B")
 
 
 def copied_views_note(cv: dict) -> str:
@@ -251,11 +265,9 @@ def copied_views_note(cv: dict) -> str:
                        ("handed", "broadcast view(s) handed to several submodules")):
         views = [c for c in cv["views"] if c["kind"] == kind]
         if views:
-            parts.append(f"{len(views)} {what} ({views[0]['op']}"
-                         + (f" and {len(views) - 1} more" if len(views) > 1 else "")
-                         + f"; {sum(c['bytes'] for c in views):,d} B)")
-    return (f"estimated: {' and '.join(parts)} were copies if the code called `.contiguous()` on them, which a "
-            f"TorchScript file does not record: with each copied, the peak is {cv['peak']:,d} B")
+            parts.append(f"{len(views)} {what} ({_shown([c['op'] for c in views], 1)}; "
+                         f"{sum(c['bytes'] for c in views):,d} B)")
+    return f"estimated: {' and '.join(parts)} {_IF_COPIED.format(cv['peak'])}"
 
 
 def causal_tables_note(tab: dict) -> str:
@@ -264,7 +276,7 @@ def causal_tables_note(tab: dict) -> str:
     the exporter folds and eager holds (`figures.torch.coverage.causal_tables.note`, which the table's
     header and `compare` print)."""
     mods = tab["modules"]
-    shown = mods[0] + (f" and {len(mods) - 1} more" if len(mods) > 1 else "")
+    shown = _shown(mods, 1)
     p, t = tab["rows"], tab["slice"]
     return (f"estimated: {len(mods)} module(s) read a folded {t} x {t} mask ({shown}); if each is a slice of "
             f"its module's {p} x {p} causal table (a buffer the TorchScript file does not keep), eager "
@@ -274,7 +286,7 @@ def causal_tables_note(tab: dict) -> str:
 def estimated_parameters_note(targets: list) -> str:
     """What the figure estimates: parameters a folded constant kept only a part of
     (`figures.torch.coverage.estimated_parameters_note`, which the table's header and `compare` print)."""
-    shown = ", ".join(targets[:2]) + (f" and {len(targets) - 2} more" if len(targets) > 2 else "")
+    shown = _shown(targets, 2)
     return (f"estimated: {len(targets)} parameter(s) the exporter folded into a constant of the part its ops "
             f"read ({shown}), counted at that size; eager holds the whole parameter and, trained, its gradient "
             f"and optimizer state; the file gives no size")
@@ -316,7 +328,7 @@ def unread_note(targets: list, composite: dict | None = None, outermost: list | 
     composite's other parts, which a text-only step never runs). `figures.torch.coverage.unread_note`,
     which the table's header and `compare` print."""
     modules = sorted(outermost) if outermost else sorted({t.rpartition(".")[0] or t for t in targets})
-    shown = ", ".join(modules[:2]) + (f" and {len(modules) - 2} more" if len(modules) > 2 else "")
+    shown = _shown(modules, 2)
     caveat = ("; eager holds them unless they are read under other names (a shared module) or by an op the "
               "exporter merged with an equal one; one the forward runs for a result no output reads also "
               "made activations the file drops, which can raise the forward's peak")
@@ -337,7 +349,7 @@ def tied_note(tied: dict) -> str:
     if not tied:
         return ""
     names = sorted(tied)
-    shown = ", ".join(f"{t} as {tied[t]}" for t in names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+    shown = _shown([f"{t} as {tied[t]}" for t in names], 2)
     return (f"{len(names)} parameter(s) no op reads under its own name may be a tied one the file reads under "
             f"another ({shown}): if so the figure counts it (eager holds one tensor), if not eager also holds it; the "
             f"file cannot tell and gives no size")

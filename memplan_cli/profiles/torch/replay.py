@@ -16,7 +16,7 @@ from memplan_cli.profiles.torch.attention import computed_in_forward, folded_val
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, export_record,
-                                               folded_computations, signature_buffers)
+                                               folded_computations, signature_buffers, torchscript_export)
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
@@ -176,9 +176,7 @@ class Replay:
         # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
         # solve_triangular), so there the loop is what eager ran
         dynamo = self.dynamo = export_record(g) is not None
-        # a torch.onnx TorchScript export (its producer writes the state dict's order; the dynamo exporter's
-        # file records calls)
-        self.torchscript = not dynamo and "state_dict_order" in (getattr(g, "metadata", None) or {})
+        self.torchscript = torchscript_export(g)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx", written_solves=dynamo)
         if why:
             raise UnsupportedOpError(why)
@@ -668,8 +666,8 @@ class Replay:
         if self.dynamo or not outs or outs[0] != op.outputs[0]:
             return
         st = self.storage.get(outs[0])
-        if self.torchscript and outs[0] in self.model_outputs and op.inputs and st is not None and st == self.storage.get(op.inputs[0]) \
-                and self.sim.store[st]["bytes"] > self.opd[outs[0]].nbytes:
+        if self.torchscript and outs[0] in self.model_outputs and op.inputs and st is not None \
+                and st == self.storage.get(op.inputs[0]) and self.sim.store[st]["bytes"] > self.opd[outs[0]].nbytes:
             # the model's output viewing a larger tensor (a select or slice of a head's output): eager
             # holds the whole base to the end of the step, unless the code copied it (ProphetNet's
             # `predict_logits[:, 0].contiguous()`), which frees the base once the forward returns
