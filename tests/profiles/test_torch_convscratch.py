@@ -8,7 +8,6 @@ import pytest
 
 from memplan_cli.analysis import analyze
 from memplan_cli.config import TrainConfig
-from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ops import conv
 

@@ -20,8 +20,8 @@ from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_byt
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
-from memplan_cli.profiles.torch.functions import (FUNCTION, child_below, module_scope, possible_functions,
-                                                  recorded_functions, scope_of)
+from memplan_cli.profiles.torch.functions import (child_below, module_scope, possible_functions, recorded_functions,
+                                                  scope_of)
 from memplan_cli.profiles.torch.layout import memory_format
 from memplan_cli.profiles.torch.refusal import refusal, solved_groups
 from memplan_cli.profiles.torch.rewrites import copies_after, eager_ops, floating, same_dtype_casts
