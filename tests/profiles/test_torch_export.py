@@ -33,8 +33,9 @@ def _signature(params=(), buffers=()):
     return "\n".join(lines + ["x: USER_INPUT", ""])
 
 
-def _save(tmp_path, name, nodes, inits, x_shape, y_shape, sig=None, meta=None):
-    """meta: node name -> (rule names, fx node text)."""
+def _save(tmp_path, name, nodes, inits, x_shape, y_shape, sig=None, meta=None, producer=None):
+    """meta: node name -> (rule names, fx node text); producer: the model's producer_name (torch.onnx's
+    TorchScript exporter writes "pytorch"), none by default."""
     for n in nodes:
         if meta and n.name in meta:
             for key, value in zip((RULE, FX), meta[n.name]):
@@ -47,7 +48,8 @@ def _save(tmp_path, name, nodes, inits, x_shape, y_shape, sig=None, meta=None):
         p = graph.metadata_props.add()
         p.key, p.value = SIG, sig
     path = tmp_path / f"{name}.onnx"
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)],
+                           **({"producer_name": producer} if producer else {})), str(path))
     return str(path)
 
 
@@ -360,13 +362,19 @@ def _dynamo_file(tmp_path, name, nodes, inits, x_shape, y_shape, params, folded=
         p = graph.metadata_props.add()
         p.key, p.value = SIG, _signature(params, buffers)
     for const, srcs in (folded or {}).items():
-        vi = helper.make_tensor_value_info(const, F, list(dict(inits)[const].shape))
-        m = vi.metadata_props.add()
-        m.key, m.value = FOLDED, repr(sorted(srcs))
-        graph.value_info.append(vi)
+        _record_folded(graph, const, list(dict(inits)[const].shape), srcs)
     path = tmp_path / f"{name}.onnx"
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     return str(path)
+
+
+def _record_folded(graph, const, shape, srcs):
+    """The dynamo optimizer's record of what constant `const` was folded from (its value_info's
+    `folded_from`)."""
+    vi = helper.make_tensor_value_info(const, F, shape)
+    m = vi.metadata_props.add()
+    m.key, m.value = FOLDED, repr(sorted(srcs))
+    graph.value_info.append(vi)
 
 
 def _trained(a) -> dict:
@@ -881,10 +889,7 @@ def test_a_parameter_the_file_reads_under_another_name_is_not_named_unread(tmp_p
         import onnx
 
         m = onnx.load(path)
-        vi = helper.make_tensor_value_info("l1.weight", F, [16, 16])
-        p = vi.metadata_props.add()
-        p.key, p.value = FOLDED, "['l2.weight']"
-        m.graph.value_info.append(vi)
+        _record_folded(m.graph, "l1.weight", [16, 16], ["l2.weight"])
         onnx.save(m, path)
     t, _ = _torch(path)
     assert "unread_parameters" not in t["coverage"]
@@ -1279,10 +1284,7 @@ def test_an_unread_module_without_a_tie_the_file_shows_stays_unread(tmp_path, ho
         m.graph.initializer.append(numpy_helper.from_array(np.asarray(_w(16, 16)), "val_0"))
         m.graph.node.append(helper.make_node("MatMul", ["y", "val_0"], ["z"], name="node_own"))
         m.graph.output[0].name = "z"
-        vi = helper.make_tensor_value_info("val_0", F, [16, 16])
-        p = vi.metadata_props.add()
-        p.key, p.value = FOLDED, "['enc.embed.weight']"
-        m.graph.value_info.append(vi)
+        _record_folded(m.graph, "val_0", [16, 16], ["enc.embed.weight"])
         onnx.save(m, path)
     t, _ = _torch(path)
     assert "tied_parameters" not in t["coverage"]

@@ -12,13 +12,13 @@ import json
 import jsonschema
 import numpy as np
 from click.testing import CliRunner
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import TensorProto, helper, numpy_helper
 
 from memplan_cli.cli import main
 from memplan_cli.profiles.torch.figures import coverage_line
 from memplan_cli.report.table import torch_causal_tables_note, torch_copied_views_note
 from memplan_cli.schemas import load_schema
-from tests.profiles.test_torch_export import SIG, _signature
+from tests.profiles.test_torch_export import _save, _signature
 from tests.profiles.test_torch_export import _torch as _torch_and_analysis
 
 F = TensorProto.FLOAT
@@ -29,15 +29,8 @@ def _const(name, arr):
 
 
 def _save_ts(tmp_path, name, nodes, inits, x_shape, y_shape, producer="pytorch", sig=None):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, x_shape)],
-                              [helper.make_tensor_value_info("y", F, y_shape)],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    if sig is not None:
-        p = graph.metadata_props.add()
-        p.key, p.value = SIG, sig
-    path = tmp_path / f"{name}.onnx"
-    save(helper.make_model(graph, producer_name=producer, opset_imports=[helper.make_opsetid("", 18)]), str(path))
-    return str(path)
+    """A file as torch.onnx's TorchScript exporter names itself (producer "pytorch")."""
+    return _save(tmp_path, name, nodes, inits, x_shape, y_shape, sig=sig, producer=producer)
 
 
 def _masked(tmp_path, name, rows=256, tokens=8, start=0, mask_dtype=bool, sig=None, mask_dims=4):
