@@ -164,12 +164,18 @@ def test_one_pixel_output_of_a_channels_last_conv_stays_channels_last(tmp_path, 
     path = _save(tmp_path, nodes, (2, 3, 8, 8), (2, 64, 1, 1),
                  [("w0", (32, 3, 4, 4)), ("g32", (32,)), ("b32", (32,)), ("w1", (64, 32, 2, 2)), ("b64", (64,)),
                   ("b64r", (1, 64, 1, 1)), ("w2", (64, 1, 7, 7))], f"px{int(add_between)}.onnx")
+    _assert_dw_7x7_64_reads_channels_last(path, not add_between)
+
+
+def _assert_dw_7x7_64_reads_channels_last(path, channels_last: bool):
+    """The file's one depthwise 7x7 over 64 channels (batch 2): read channels-last, its weight's gradient
+    books 256 x the weight as scratch (plus 256 B and a copy of the weight); read NCHW, less."""
     _, cols = _cols(path, batch_size=2)
     tmp = _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"]
-    if add_between:
-        assert tmp < 64 * 49 * 4 * 256
-    else:
+    if channels_last:
         assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
+    else:
+        assert tmp < 64 * 49 * 4 * 256
 
 
 @pytest.mark.parametrize("mixed", [False, True])
@@ -185,12 +191,7 @@ def test_a_cat_of_channels_last_maps_is_channels_last(tmp_path, mixed):
     path = _save(tmp_path, nodes, (2, 3, 32, 32), (2, 64, 8, 8),
                  [("w0", (32, 3, 4, 4)), ("g32", (32,)), ("b32", (32,)), ("w1", (32, 32, 1, 1)), ("b64", (64,)),
                   ("w2", (64, 1, 7, 7))], f"cat{int(mixed)}.onnx")
-    _, cols = _cols(path, batch_size=2)
-    tmp = _col(cols, "DepthwiseConv2D")["bwd_mem_tmp"]
-    if mixed:
-        assert tmp < 64 * 49 * 4 * 256
-    else:
-        assert tmp == 64 * 49 * 4 * 256 + 256 + 64 * 49 * 4
+    _assert_dw_7x7_64_reads_channels_last(path, not mixed)
 
 
 def test_l2_norm_keeps_input_and_result_and_makes_a_quotient_and_a_mask(tmp_path):
