@@ -159,7 +159,6 @@ def run_blocks(blocks, h, mode):
 
 def torch_point(net, x, y, mode):
     import torch
-    from torch.profiler import ProfilerActivity, profile
     from torch.utils.flop_counter import FlopCounterMode
 
     sys.path.insert(0, os.path.join(REPO, "devtools"))
@@ -178,14 +177,7 @@ def torch_point(net, x, y, mode):
     step()
     step()
     held = O._held(net, opt, x, y)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    ev = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
-                if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-    run = peak = 0
-    for _, _, n in ev:
-        run += n
-        peak = max(peak, run)
+    peak, _ = O.allocator_peak(step)
     with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: conv_backward_flops}) as fc:
         step()
     return held + peak, fc.get_total_flops()

@@ -558,20 +558,27 @@ def _before_third_step(name: str, optimizer: str, batch: int):
     return model, opt, x, y
 
 
-def measure(name: str, optimizer: str, batch: int) -> dict:
+def allocator_peak(fn) -> tuple[int, int]:
+    """(peak, end) of the running sum of the CPU allocator's alloc / free events while `fn()` runs
+    (`torch.profiler` with `profile_memory=True`), events in the order they happened: what a step
+    allocates beyond the bytes held before it, at its peak and when it returns."""
     from torch.profiler import ProfilerActivity, profile
 
-    model, opt, x, y = _before_third_step(name, optimizer, batch)
-    held = _held(model, opt, x, y)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _step(model, opt, x, y)
-    ev = [(e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
-          if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-    ev.sort()
+        fn()
+    ev = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
+                if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
     run = peak = 0
     for _, _, n in ev:
         run += n
         peak = max(peak, run)
+    return peak, run
+
+
+def measure(name: str, optimizer: str, batch: int) -> dict:
+    model, opt, x, y = _before_third_step(name, optimizer, batch)
+    held = _held(model, opt, x, y)
+    peak, run = allocator_peak(lambda: _step(model, opt, x, y))
     out = {"held": held, "step_peak": peak, "peak": held + peak, "end_delta": run}
     out["memtracker"] = memtracker(model, opt, x, y)
     return out
@@ -581,8 +588,6 @@ def step_peaks(name: str, optimizer: str, batch: int, steps: int) -> list[int]:
     """The peak of each of the first `steps` training steps, measured as `measure` measures the third
     (held bytes + the allocator events' running peak): a network whose steps differ after the second
     draws something that changes what runs (what `every_layer` sets off, or one it does not know)."""
-    from torch.profiler import ProfilerActivity, profile
-
     torch.set_num_threads(1)
     model, x, y = build(name, batch)
     opt = _optimizer(model, optimizer)
@@ -590,15 +595,7 @@ def step_peaks(name: str, optimizer: str, batch: int, steps: int) -> list[int]:
     for _ in range(steps):
         gc.collect()
         held = _held(model, opt, x, y)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            _step(model, opt, x, y)
-        ev = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-        run = peak = 0
-        for _, _, n in ev:
-            run += n
-            peak = max(peak, run)
-        out.append(held + peak)
+        out.append(held + allocator_peak(lambda: _step(model, opt, x, y))[0])
     return out
 
 
