@@ -96,8 +96,7 @@ def coverage(bl, at: int, peak: int) -> dict:
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
         alt = cov["as_functions_peak"]
-        out["as_functions"] = {"modules": cov["possible_functions"], "peak": alt,
-                               "says_so": _a_share(abs(alt - peak), peak)}
+        out["as_functions"] = _beside(alt, peak, modules=cov["possible_functions"])
         if peak:
             out["as_functions"]["note"] = functions_note(cov["possible_functions"], alt, peak)
     if cov.get("recorded_functions"):
@@ -105,31 +104,27 @@ def coverage(bl, at: int, peak: int) -> dict:
         # inputs; the peak had they saved what their ops' own backwards save (their intermediates), the
         # other end of what the file allows; said in the header when it differs by the same share
         alt = cov["as_ops_peak"]
-        out["functions_as_ops"] = {"functions": cov["recorded_functions"], "peak": alt,
-                                   "says_so": _a_share(abs(alt - peak), peak)}
+        out["functions_as_ops"] = _beside(alt, peak, functions=cov["recorded_functions"])
         if peak:
             out["functions_as_ops"]["note"] = functions_as_ops_note(cov["recorded_functions"], alt, peak)
     if cov.get("solves"):
         # forward-substitution loops a dynamo file writes, counted as eager's solve_triangular: the peak
         # with the loops run as written instead (each row's copies saved)
         alt = cov["as_loop_peak"]
-        out["as_loop"] = {"loops": cov["solves"], "peak": alt,
-                          "says_so": _a_share(abs(alt - peak), peak),
-                          "note": (f"with the {cov['solves']} forward-substitution loop(s) run as written "
-                                   f"instead of solve_triangular, the peak is {alt:,d} B")}
+        out["as_loop"] = _beside(alt, peak, loops=cov["solves"])
+        out["as_loop"]["note"] = (f"with the {cov['solves']} forward-substitution loop(s) run as written "
+                                  f"instead of solve_triangular, the peak is {alt:,d} B")
     if cov.get("held_lines"):
         # ops a dynamo file records under one source line (a called function's own lines unrecorded):
         # its Python locals are not counted; the peak with every tensor they make held to the line's end
         alt = cov["as_held_peak"]
-        out["as_held"] = {**cov["held_lines"], "peak": alt,
-                          "says_so": _a_share(abs(alt - peak), peak)}
+        out["as_held"] = _beside(alt, peak, **cov["held_lines"])
         out["as_held"]["note"] = held_note(out["as_held"])
     if cov.get("regions"):
         # ops a dynamo export inlined from the body of a no_grad / enable_grad / autocast block (the file
         # does not say which): the peak with the blocks run under no_grad
         alt = cov["as_no_grad_peak"]
-        out["as_no_grad"] = {**cov["regions"], "peak": alt,
-                             "says_so": _a_share(abs(alt - peak), peak)}
+        out["as_no_grad"] = _beside(alt, peak, **cov["regions"])
         if peak:
             ng = out["as_no_grad"]
             ng["note"] = (f"estimated: {ng['ops']} op(s) of {ng['blocks']} `with` block(s) the exporter inlined "
@@ -141,8 +136,14 @@ def coverage(bl, at: int, peak: int) -> dict:
 def _copied(sites: list, fields: tuple, alt: int, peak: int) -> dict:
     """Views a `.contiguous()` the file does not record may have copied (the replay's sites, each with
     `fields`), their bytes and the peak `alt` with each copied, beside the figure `peak`."""
-    return {"views": [{k: c[k] for k in fields} for c in sites], "bytes": sum(c["bytes"] for c in sites),
-            "peak": alt, "says_so": _a_share(abs(alt - peak), peak)}
+    return _beside(alt, peak, views=[{k: c[k] for k in fields} for c in sites],
+                   bytes=sum(c["bytes"] for c in sites))
+
+
+def _beside(alt: int, peak: int, **fields) -> dict:
+    """A figure beside the peak: what it is about (`fields`), the peak `alt` had it happened, and
+    whether the two differ by a large enough share for the header to say so."""
+    return {**fields, "peak": alt, "says_so": _a_share(abs(alt - peak), peak)}
 
 
 def _shown(names: list, k: int) -> str:
@@ -173,24 +174,10 @@ def coverage_line(cov: dict) -> str:
     cl = cov.get("constant_layers") or {}
     if cl:
         line += "; " + cl["note"]
-    if (cov.get("contiguous") or {}).get("says_so"):
-        line += "; " + cov["contiguous"]["note"]
-    if (cov.get("copied_views") or {}).get("says_so"):
-        line += "; " + cov["copied_views"]["note"]
-    if (cov.get("causal_tables") or {}).get("says_so"):
-        line += "; " + cov["causal_tables"]["note"]
-    fn = cov.get("as_functions") or {}
-    if fn.get("says_so"):
-        line += "; " + fn["note"]
-    fo = cov.get("functions_as_ops") or {}
-    if fo.get("says_so"):
-        line += "; " + fo["note"]
-    held = cov.get("as_held") or {}
-    if held.get("says_so"):
-        line += "; " + held["note"]
-    ng = cov.get("as_no_grad") or {}
-    if ng.get("says_so"):
-        line += "; " + ng["note"]
+    for key in ("contiguous", "copied_views", "causal_tables", "as_functions", "functions_as_ops", "as_held",
+                "as_no_grad"):  # the figures beside the peak, each when it differs by a share of it
+        if (cov.get(key) or {}).get("says_so"):
+            line += "; " + cov[key]["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
 
 
