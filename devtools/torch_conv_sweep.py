@@ -573,6 +573,36 @@ def _random_tconv_slow(count, seed):
 
 
 SETS["transposed_slow_random"] = _random_tconv_slow(40, 54301)  # drawn after the slow transposed rule
+def _random_brg_block(count, seed):
+    """Strided convolutions whose input's gradient brgconv_strided runs over channels in an odd number of
+    16-blocks (its cost model picks the weight copy's block: `_brg_ic_block_open`), drawn at random (fixed
+    seed) after that rule was written: 2-D and 1-D, ungrouped, 2 groups, transposed (its output channels);
+    kernels 1 to 5, strides 2 and 3, 4 to 56 pixels, batch 1 to 8."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        kind = rnd.choice(["2d", "2d", "1d", "g2", "t"])
+        odd = rnd.choice([40, 48, 80, 112, 144, 176])
+        k = rnd.choice([1, 2, 3, 3, 5]) if kind != "t" else rnd.choice([2, 3, 4])
+        s = rnd.choice([2, 2, 3]) if kind != "t" else 2
+        h = rnd.choice([4, 7, 8, 13, 14, 28, 56]) if kind != "1d" else rnd.choice([16, 50, 100, 200])
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=odd, h=h, o=rnd.choice([16, 32, 64, 96]), k=k, s=s,
+                   p=0 if k == 1 else rnd.choice([0, k // 2]), xgrad=1, bias=int(rnd.random() < 0.5))
+        if kind == "1d":
+            cfg["d1"] = 1
+        elif kind == "g2":
+            cfg.update(c=2 * odd, o=2 * cfg["o"], g=2)
+        elif kind == "t":
+            cfg.update(c=cfg["o"], o=odd, t=1)
+        if (cfg["h"] + 2 * cfg["p"] - k) < 0:
+            continue
+        out.append(cfg)
+    return out
+
+
+SETS["brg_block_random"] = _random_brg_block(40, 54302)  # drawn after the brgconv_strided block rule
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -700,3 +700,24 @@ def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
     # a 5 x 5 transposed kernel on two samples runs on oneDNN, whose memory for it was not measured
     t, opd = _tconv_g(n=2, c=8, h=8, o=16, k=5)
     assert conv.torch_backend(t, opd) == "mkldnn" and "kernels up to 4" in conv._torch_refuse(t, opd)
+
+
+@pytest.mark.parametrize("c,named", [(48, True), (40, True), (112, True), (176, True), (24, False), (32, False),
+                                     (64, False), (96, False), (16, False)])
+def test_brgconv_strided_block_its_cost_model_picks_is_named(c, named):
+    # brgconv_strided's weight copy rounds the input channels to its block; `fast_check_ic_block` keeps 64
+    # and 48 only where they divide the channels rounded to 16, so only a pick of 32 over an odd number of
+    # 16-blocks (3 or more) rounds further: n=2,c=48,h=13,o=32,k=3,s=2,p=1 took 32 (10,776 B over the
+    # profile's backward), n=4,c=48,h=28,o=16,k=3,s=2,p=1 took 16 (exact)
+    op, opd = _op(2, c, 13, 32, 3, 2, 1)
+    assert conv._torch_estimated_dx(op, opd) is named
+    assert not conv._torch_estimated_dx(*_op(2, c, 13, 32, 3, 1, 1))  # unstrided: the jit kernel
+
+
+def test_strided_transposed_forward_on_brgconv_names_its_output_block():
+    # n=8,c=96,h=4,o=176,k=3,s=2,p=1,t=1: the forward's weight copy took 176 output channels as 192
+    # (55,296 B over the profile); 32 outputs are exact
+    t, opd = _tconv_g(n=8, c=96, h=4, o=176, k=3, s=2, p=1)
+    assert conv._torch_estimated(t, opd)
+    t, opd = _tconv_g(n=8, c=96, h=4, o=32, k=3, s=2, p=1)
+    assert not conv._torch_estimated(t, opd)
