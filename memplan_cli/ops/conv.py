@@ -540,8 +540,16 @@ def _cl_bwd_dw(op, operands) -> tuple:
 JIT_REGS = 28  # jit_avx512_common_conv_fwd_kernel: zmm registers for the output row's unroll
 JIT_CODE = 256 * 1024  # its rough code-size bound (default jit generator size)
 DW_UR_W = 6  # jit_uni_dw_conv_kernel_utils: avx512_core's unroll over the output row
-# gemm_convolution_utils init_conf: its L2 share in floats (the measuring CPU's 2 MiB per core)
-GEMM_L2 = 2 * 1024 * 1024 // 4
+# The CPU these facts assume: the one they were measured on. oneDNN reads the cache sizes from cpuid
+# (platform::get_per_core_cache_size: a data cache's size over the cores sharing it), and its blocking
+# searches size some scratch from them (gemm_convolution_fwd's im2col blocks over the L2; brgemm's bfloat16
+# blocks over L1 and L2); its ISA picks the kernels. On a CPU with 1 MiB of L2 per core (an AMD EPYC,
+# AVX-512) the `wide*` sweep sets' gemm forwards took other blocks, each exact with 1 MiB in place of
+# 2 MiB. The report names the CPU, and the convolutions whose scratch the L2 sizes (`_torch_cache_sized`).
+CPU_L1D, CPU_L2 = 48 * 1024, 2 * 1024 * 1024  # bytes per core
+CPU_NAME = "x86-64 with AVX-512, 48 KiB L1d and 2 MiB L2 per core, one thread (oneDNN 3.12)"
+# gemm_convolution_utils init_conf: its L2 share in floats
+GEMM_L2 = CPU_L2 // 4
 SIMD_W = 16
 
 
@@ -720,9 +728,18 @@ def _gemm_fwd_col(op, operands) -> int:
     sh, sw = q["sh"], q["sw"]
     spatial = q["n"] * q["g"] * os_
     k_all = ic * ks
-    if not (spatial >= SIMD_W or os_ < q["n"] * q["g"] or (sw == 1 and k_all <= 0.05 * oc)):
+    if not _gemm_fwd_searched(op, operands):
         return ic * ks * os_
     return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
+
+
+def _gemm_fwd_searched(op, operands) -> bool:
+    """Whether gemm_convolution_fwd's init_conf runs its blocking search (a cache model over the CPU's L2),
+    or takes the whole im2col buffer."""
+    q = _wgeom(op, operands)
+    os_ = q["oh"] * q["ow"]
+    return q["n"] * q["g"] * os_ >= SIMD_W or os_ < q["n"] * q["g"] or \
+        (q["sw"] == 1 and q["ic"] * q["kh"] * q["kw"] <= 0.05 * q["oc"])
 
 
 def _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all) -> int:
@@ -1491,9 +1508,9 @@ def _bf16_kernel(op, operands) -> str | None:
     return "brg_pixel" if pixel else "brgconv"
 
 
-# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the measuring
-# CPU (48 KiB L1d, 2 MiB L2 per core)
-L1_BYTES, L2_BYTES = 48 * 1024 * 7 // 8, 2 * 1024 * 1024 * 3 // 4
+# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the CPU the
+# facts assume (CPU_NAME)
+L1_BYTES, L2_BYTES = CPU_L1D * 7 // 8, CPU_L2 * 3 // 4
 
 
 def _bf16_parts(op, operands) -> dict:
@@ -1800,11 +1817,29 @@ def _torch_copies_input(op, operands) -> bool:
     return _torch_contiguous_grad(op, operands)
 
 
+def _torch_cache_sized(op, operands) -> int:
+    """Bytes of this convolution's scratch that oneDNN's cache model sizes from the CPU's L2 (0: none):
+    gemm_convolution_fwd's im2col buffer where its blocking search runs (`_gemm_fwd_col`), in a forward or,
+    for a transposed convolution, its input's gradient. Exact on the CPU the facts assume (CPU_NAME); the
+    report names these convolutions."""
+    if _bf16(op, operands) or _channels_last(op) or torch_backend(op, operands) != "mkldnn":
+        return 0
+    if op.type == "ConvTranspose2D":
+        view = _tconv_grouped_view(op, operands) if _tconv_gemm(op, operands) else None
+        return 4 * _gemm_fwd_col(view, operands) + 256 if view is not None and _gemm_fwd_searched(view, operands) \
+            else 0
+    if op.type not in ("Conv2D", "DepthwiseConv2D"):
+        return 0
+    gemm = _gemm_grouped(op, operands) or _wide_fwd_kernel(op, operands) == "gemm"
+    return 4 * _gemm_fwd_col(op, operands) + 128 if gemm and _gemm_fwd_searched(op, operands) else 0
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"copies_noncontiguous": _as_2d(_torch_copies_input), "saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
-         "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx)}
+         "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx),
+         "cache_sized": _as_2d(_torch_cache_sized)}
 
 
 def not_2d(t: str, nd: int) -> dict:

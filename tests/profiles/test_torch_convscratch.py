@@ -721,3 +721,35 @@ def test_strided_transposed_forward_on_brgconv_names_its_output_block():
     assert conv._torch_estimated(t, opd)
     t, opd = _tconv_g(n=8, c=96, h=4, o=32, k=3, s=2, p=1)
     assert not conv._torch_estimated(t, opd)
+
+
+def test_gemm_forward_scratch_names_the_cpu_its_cache_model_assumes(tmp_path):
+    # n=2,c=16,h=32,o=32,k=15,s=1,p=7: gemm_convolution_fwd, whose im2col blocks its cache model sizes from
+    # the L2 (1,843,328 B on a 2 MiB L2 per core; the `wide` sweep's gemm rows were each exact on a 1 MiB
+    # L2 with GEMM_L2 at 1 MiB): the report names the CPU the facts assume, and the convolution
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[7, 7, 7, 7]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 15, 15))], "wide.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
+    assert a.extras["torch"]["cpu"] == conv.CPU_NAME and "2 MiB L2 per core" in conv.CPU_NAME
+    cs = a.extras["torch"]["coverage"]["cache_sized"]
+    assert [o["type"] for o in cs["ops"]] == ["Conv2D"] and cs["says_so"]
+    assert cs["bytes"] >= 1_843_328 and conv.CPU_NAME in cs["note"]
+    run = CliRunner().invoke(main, ["analyze", str(path), "-p", "torch", "-l", "cce", "-f", "json"])
+    jsonschema.validate(json.loads(run.output), load_schema("analysis"))
+    run = CliRunner().invoke(main, ["analyze", str(path), "-p", "torch", "-l", "cce"], env={"COLUMNS": "80"})
+    assert "cache model" in run.output and "coverage.cache_sized" in run.output
+    # a 3 x 3 kernel runs oneDNN's jit kernel: no cache-sized scratch, the CPU still named
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 3, 3))], "small.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
+    assert "cache_sized" not in a.extras["torch"]["coverage"] and a.extras["torch"]["cpu"] == conv.CPU_NAME
