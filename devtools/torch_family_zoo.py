@@ -2530,13 +2530,19 @@ class TwoWideHeads(nn.Module):
 
 class TiedLM(nn.Module):
     """A masked-LM head tied to the input embedding: the embedding's weight read by the lookup and
-    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both."""
+    again by the logits' Linear (`F.linear(h, emb.weight)`), its gradient the sum of both.
+    `wide`: the table `wide` wide, projected to d after the lookup and back before the head (ELECTRA's
+    and ConvBERT's generator: embedding_size over hidden_size), so the lookup's incoming gradient
+    (batch x tokens x wide) is large beside the table."""
 
-    def __init__(self, vocab=1000, d=64):
+    def __init__(self, vocab=1000, d=64, wide=None):
         super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.body = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
-                                  nn.LayerNorm(d))
+        e = wide or d
+        self.emb = nn.Embedding(vocab, e)
+        body = [nn.LayerNorm(e)] + ([nn.Linear(e, d)] if wide else []) + [
+            nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)] + ([nn.Linear(d, e)] if wide else []) + [
+            nn.LayerNorm(e)]
+        self.body = nn.Sequential(*body)
         self.bias = nn.Parameter(torch.zeros(vocab))
 
     def forward(self, ids):
@@ -2742,6 +2748,8 @@ HEADS = {
     "fam_heads_apart": ("heads", TwoHeadsApart, (32, 64)),
     "fam_heads_wide": ("heads", TwoWideHeads, (32, 64)),
     "fam_heads_tied_lm": ("heads", TiedLM, ("ids", 32, 1000)),
+    "fam_heads_tied_wide": ("heads", lambda: TiedLM(wide=768), ("ids", 32, 1000)),
+    "fam_heads_tied_wide256": ("heads", lambda: TiedLM(wide=256), ("ids", 32, 1000)),
     "fam_masked_write": ("datasized", MaskedWrite, ("ids", 32, 1000)),
     "fam_composite_tower": ("unread", lambda: CompositeLM(), ("ids", 32, 1000)),
     "fam_beside_tower": ("unread", lambda: CompositeLM(beside=True), ("ids", 32, 1000)),
