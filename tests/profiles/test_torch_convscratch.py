@@ -753,3 +753,28 @@ def test_gemm_forward_scratch_names_the_cpu_its_cache_model_assumes(tmp_path):
     path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 3, 3))], "small.onnx")
     a = analyze(path, TrainConfig(loss="cce"), profile="torch")
     assert "cache_sized" not in a.extras["torch"]["coverage"] and a.extras["torch"]["cpu"] == conv.CPU_NAME
+
+
+def _dil(n, c, h, o, k, s=1, p=0, d=2, bias=True):
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    op = Operation(0, "Conv2D", [0, 1, 2] if bias else [0, 1], [3],
+                   {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": 1, "layout": "NCHW",
+                    "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,xgrad,fwd,bwd", [
+    # eager's slow dilated kernel (slow_conv_dilated2d) on one small sample, measured with
+    # `python devtools/torch_conv_sweep.py --one "n=1,c=..,h=..,o=..,k=..,s=..,p=..,d=..[,bias=0][,xgrad=0]"`:
+    # the columns (C x KH x KW, OH x OW) beside the output, then after the three gradients (and the bias's sum)
+    (dict(n=1, c=8, h=8, o=16, k=3, p=2), True, 18_432, 25_216),
+    (dict(n=1, c=16, h=16, o=16, k=3, s=2, p=2), True, 36_864, 62_592),
+    (dict(n=1, c=8, h=8, o=16, k=2, p=1, d=3), True, 6_272, 10_496)])
+def test_slow_dilated_kernel_columns(cfg, xgrad, fwd, bwd):
+    op, opd = _dil(**cfg)
+    assert conv.torch_backend(op, opd) == "slow_dilated"
+    assert conv._torch_refuse(op, opd) is None
+    assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
+    assert _bwd_peak(op, opd, xgrad) == bwd
