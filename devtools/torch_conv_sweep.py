@@ -639,6 +639,32 @@ def _random_dilated_slow(count, seed):
 
 
 SETS["dilated_slow_random"] = _random_dilated_slow(40, 54303)  # drawn after the slow dilated rule
+def _random_tconv1d(count, seed):
+    """ConvTranspose1d drawn at random (fixed seed) after it was read as its 2-D view: kernels 1 to 4, strides
+    1 and 2, output_padding, groups 1 to 4 and depthwise, batch 1 to 8, 8 to 64 positions, biases, frozen
+    inputs at random (larger kernels and strides stay refused, as in 2-D)."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        k, s = rnd.choice([1, 2, 3, 4]), rnd.choice([1, 2, 2])
+        g = rnd.choice([1, 1, 1, 2, 4, 0])
+        c = rnd.choice([8, 16, 24, 32, 64])
+        o = c if g == 0 else rnd.choice([8, 16, 32, 48])
+        g = c if g == 0 else g
+        if c % g or o % g:
+            continue
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([8, 16, 25, 64]), o=o, k=k, s=s,
+                   p=rnd.choice([0, k // 2]), g=g, t=1, d1=1, bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if s > 1 and rnd.random() < 0.3:
+            cfg["op"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_1d_random"] = _random_tconv1d(40, 54304)  # drawn after ConvTranspose1d's 2-D view
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -1733,12 +1733,17 @@ def _as_2d(fn):
     unsqueezed view (ATen's `_convolution`: `view1d_as_2d` and `view4d`: input (N, C, 1, L), weight
     (O, I, 1, K), stride (1, s), padding (0, p), dilation (1, d)), so oneDNN picks and sizes its
     kernels for that 2-D convolution (measured, torch 2.14: a strided Conv1d's backward takes
-    brgconv_strided's scratchpad exactly as the 2-D facts size it)."""
+    brgconv_strided's scratchpad exactly as the 2-D facts size it). A ConvTranspose1d the same way
+    (`view1d_as_2d` runs before the backend is chosen, transposed or not); where its 2-D view is refused,
+    so is it (no 1-D transposed facts to fall back on)."""
     def fact(op, operands):
-        if op.type != "Conv1D":
+        if op.type not in ("Conv1D", "ConvTranspose1D"):
             return fn(op, operands)
         view, opd = _view_2d(op, operands)
-        if _torch_refuse(view, opd):  # a 2-D kernel not measured: the 1-D facts, named as estimated
+        why = _torch_refuse(view, opd)
+        if why and op.type == "ConvTranspose1D":
+            return why if fn is _torch_refuse else fn(op, operands)
+        if why:  # a 2-D kernel not measured: the 1-D facts, named as estimated
             return None if fn is _torch_refuse else fn(op, operands)
         return fn(view, opd)
     return fact
@@ -1748,9 +1753,12 @@ def _view_2d(op, operands):
     a = op.attrs
     p = tuple(int(v) for v in a.get("pads") or (0, 0))
     view = copy.copy(op)
-    view.type = "Conv2D"
+    view.type = "ConvTranspose2D" if op.type == "ConvTranspose1D" else "Conv2D"
     view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
                   "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    if op.type == "ConvTranspose1D":
+        view.attrs["output_padding"] = (0, int(tuple(a.get("output_padding") or (0,))[0]))
+        return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
     # a depthwise Conv1d (Mamba's causal kernel, ConvNeXt-1D) is a depthwise 2-D one to oneDNN: jit_dw's
     # blocked copies and its own weight-gradient limits (measured: 48 to 128 channels, kernels 3 to 7)
     g, w = int(a.get("group", 1) or 1), operands[op.inputs[1]]
@@ -1768,6 +1776,8 @@ def _torch_estimated(op, operands) -> bool:
     AVX-512's above 16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
+    if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
+        return _torch_estimated(*_view_2d(op, operands))
     if op.type == "ConvTranspose2D":
         # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
         # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out);

@@ -778,3 +778,31 @@ def test_slow_dilated_kernel_columns(cfg, xgrad, fwd, bwd):
     assert conv._torch_refuse(op, opd) is None
     assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
     assert _bwd_peak(op, opd, xgrad) == bwd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # ConvTranspose1d as ATen runs it, the 2-D transposed convolution of its unsqueezed view, measured with
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,g=..,t=1,d1=1"`:
+    (dict(n=8, c=16, h=8, o=16, k=3, s=2, g=1), 73_496, 20_032),  # brgconv_strided forward
+    (dict(n=2, c=24, h=8, o=8, k=1, s=2, g=2), 3_008, 4_000),  # grouped, strided 1x1
+    (dict(n=4, c=64, h=16, o=64, k=4, s=1, g=64, p=2), 32_896, 32_768)])  # depthwise
+def test_conv_transpose_1d_runs_as_its_2d_view(cfg, fwd, bwd):
+    n, c, h, o, k, s, g, p = (cfg.get(a, 0 if a == "p" else None) for a in "n c h o k s g p".split())
+    oh = (h - 1) * s - 2 * p + k
+    opd = [Operand(0, "x", (n, c, h)), Operand(1, "w", (c, o // g, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh))]
+    t = Operation(0, "ConvTranspose1D", [0, 1, 2], [3], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": g,
+                                                         "layout": "NCHW", "pads": (p, p), "output_padding": (0,)})
+    f = conv.TORCH
+    assert f["refuse"](t, opd) is None
+    assert _best(f["fwd_scratch"](t, opd), opd, t, True) == fwd
+    dx, dw = opd[0].nbytes, opd[1].nbytes + opd[2].nbytes
+    assert max(dx + _best(f["bwd_scratch_dx"](t, opd), opd, t, True),
+               dx + dw + _best(f["bwd_scratch_dw"](t, opd), opd, t, True)) == bwd
+
+
+def test_conv_transpose_1d_whose_2d_view_is_refused_is_refused():
+    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 8, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
+    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 1,
+                                                      "layout": "NCHW", "pads": (4, 4), "output_padding": (0,)})
+    assert "measured for kernels up to 4" in conv.TORCH["refuse"](t, opd)
