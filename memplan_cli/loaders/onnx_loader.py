@@ -19,7 +19,7 @@ from memplan_cli import ops as registry  # `registry`: functions here have an `o
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, Graph, Operand, Operation
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, TORCH_EXPORT, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
@@ -1368,7 +1368,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if made:  # the shape fold computed them from the file's ops
             g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
-            g.metadata["torch_export"] = rewrites
+            g.metadata[TORCH_EXPORT] = rewrites
         if composite is not None:
             g.metadata["composite"] = composite
         if functions:
