@@ -487,6 +487,8 @@ class _Builder:
         import onnx
         from onnx import helper, shape_inference
 
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return None  # a subgraph reads values of the outer graph, which one node alone does not hold
         ins, shapes = [], []
         for i in (x for x in node.input if x):
             if i in self.consts:
