@@ -231,6 +231,24 @@ def test_tied_weight_gradients_sum_out_of_place(tmp_path):
     assert c["bwd_mem_out"] == 40 and c["bwd_mem_tmp"] == 40
 
 
+def test_a_tied_weights_sum_is_made_after_the_lookups_incoming_gradient_is_freed(tmp_path):
+    # the engine adds the lookup's gradient of W into the one waiting in W's input buffer after the
+    # lookup's backward has returned (engine.cpp evaluate_function): the incoming gradient of its
+    # output e (2 x 3 x 2 floats, 48 B, nothing else reads it) is freed before the sum is made, and the
+    # two addends live until it is
+    g = _model(tmp_path, [helper.make_node("Gather", ["W", "ids"], ["e"], name="emb"),
+                          helper.make_node("Relu", ["e"], ["h"], name="act"),
+                          helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0], name="tie"),
+                          helper.make_node("MatMul", ["h", "Wt"], ["y"], name="head")],
+               [("ids", TensorProto.INT64, [2, 3])], [("y", [2, 3, 5])], [("W", _w(5, 2))])
+    bufs = _run(g).buffers.buffers
+    incoming = next(b for b in bufs if b.name == "e:grad")
+    head = next(b for b in bufs if b.name == "Wt:grad")  # the head's, through the transpose
+    lookup, total = sorted((b for b in bufs if b.name == "W:grad"), key=lambda b: b.first)
+    assert incoming.last == lookup.first < total.first  # freed when the lookup's backward returns
+    assert head.last == lookup.last == total.first and total.last == max(b.last for b in bufs)
+
+
 def test_recurrent_layers_are_refused_with_the_reason(tmp_path):
     nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=3, name="lstm")]
     g = _model(tmp_path, nodes, [("x", F, [5, 2, 4])], [("y", [5, 1, 2, 3])],

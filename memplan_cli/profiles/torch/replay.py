@@ -1011,12 +1011,18 @@ class Replay:
             self.grads_of_weights.remove(gw)
         elif grad.get(v) is not None:
             # the first is a transposed view (a tied weight's, through its Transpose): the sum
-            # is a new tensor, both addends freed (the engine's InputBuffer, measured)
+            # is a new tensor, both addends freed (the engine's InputBuffer, measured). The engine adds
+            # a node's outputs into the next nodes' input buffers after the node has returned
+            # (engine.cpp evaluate_function: call_function, release_variables, then InputBuffer::add):
+            # the sum is made in a step of its own, after the op's incoming gradient, saved tensors and
+            # temporaries are freed (measured: a tied embedding table's, transformers' ConvBERT)
             tmp.append(gw)
             made.remove(gw)
             self.grads_of_weights.remove(gw)
-            sim.touch(grad[v], s_dw)
-            new = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_dw, op.label, "wgrad")
+            s_sum = sim.step("calcGradient", op.index, op.label)
+            sim.touch(gw, s_sum)
+            sim.touch(grad[v], s_sum)
+            new = sim.new(f"{opd[v].name}:grad", "gradient", opd[v].nbytes, s_sum, op.label, "wgrad")
             made.append(new)
             self.grads_of_weights.append(new)
             grad[v] = new
