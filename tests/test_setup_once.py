@@ -236,3 +236,13 @@ def test_shared_builds_last_as_long_as_their_block(builds):
         build_training_graph(g, cfg, rules=default_rules())
         assert len(builds) == 4
     assert build_training_graph(g, cfg) is not first and len(builds) == 5
+
+
+def test_verify_with_a_budget_runs_the_step_the_solver_planned(builds):
+    # the solver's analysis of its remat plan is the step verify runs (it built and planned the same
+    # step a second time), then the step without remat to compare: two builds, three before
+    r = CliRunner().invoke(main, ["verify", str(MNIST), "-f", "json", "--budget", "3.5MiB"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["remat"]["recomputed_ops"] and doc["remat"]["compared_to_plain_step"]
+    assert len(builds) == 2
