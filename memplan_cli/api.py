@@ -712,7 +712,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     ({"seq": (128, 256, 512)}): those are swept instead, at one batch (batch_sizes: one size, default the
     model's). A profile that cannot handle the model shows n/a with the reason, except the first:
     its errors stop the sweep. The other training setup arguments are `analyze`'s but batch_size."""
-    from memplan_cli.analysis import analyze, model_sha256
+    from memplan_cli.analysis import analyze, model_sha256, shared_training_graphs
     from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
     from memplan_cli.report.document import model_head
@@ -819,11 +819,17 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     else:
         batches.update(asked or parse_batch_sizes(DEFAULT_BATCHES))
     batches = sorted(batches)
-    todo = [(p, b) for p in profiles for b in batches if (p, b) not in done]
+    # batch by batch, so that the profiles that build the same step (memplan's and the torch profile's
+    # on a file it does not rewrite) build it once, and no batch's step outlives its turn; the document
+    # orders the rows by profile
+    todo = [(p, b) for b in batches for p in profiles if (p, b) not in done]
     with Bar(len(todo), "sweeping", progress) as bar:
-        for p, b in todo:
-            bar.advance(f"{p} {swept or 'batch'} {b}")
-            run(p, b)
+        for b in batches:
+            with shared_training_graphs():
+                for p in profiles:
+                    if (p, b) not in done:
+                        bar.advance(f"{p} {swept or 'batch'} {b}")
+                        run(p, b)
     rows = list(done.values())
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
            "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup

@@ -246,3 +246,15 @@ def test_verify_with_a_budget_runs_the_step_the_solver_planned(builds):
     doc = json.loads(r.stdout)
     assert doc["passed"] and doc["remat"]["recomputed_ops"] and doc["remat"]["compared_to_plain_step"]
     assert len(builds) == 2
+
+
+def test_sweep_builds_memplans_step_once_per_batch_for_memplan_and_torch(builds):
+    # batch by batch, memplan's and the torch profile's step at each batch are one build; singa's its
+    # own (6 builds before for two batches)
+    r = CliRunner().invoke(main, ["sweep", str(MNIST_ONNX), "-b", "1,2", "-p", "memplan", "-p", "torch", "-p", "singa",
+                                  "-f", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    assert [(x["profile"], x["batch_size"]) for x in rows] == [(p, b) for p in ("memplan", "torch", "singa")
+                                                               for b in (1, 2)]
+    assert all(x["planned"] for x in rows) and len(builds) == 4
