@@ -129,6 +129,11 @@ def named_in_repo() -> list:
             out.append(("hft", f"{head}:{t}", {}))
         else:
             out.append(({"timm": "timm", "torchvision": "tv"}.get(lib, "hf"), name, {}))
+    # a task head's row written with a space (`| transformers mlm ultravbert |`, `| mlm eurobert |`, the
+    # tables of the heads' scouting draws): that type under that head
+    heads = "|".join(HF_TASKS)
+    for head, t in re.findall(rf"^\| (?:transformers )?({heads}) ([A-Za-z0-9_.-]+)", text, re.M):
+        out.append(("hft", f"{head}:{t}", {}))
     words = set(re.findall(r"[A-Za-z0-9_.-]+", text))
     out += [("timm", n, {}) for n in timm.list_models() if n in words]
     return out
