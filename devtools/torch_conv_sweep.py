@@ -528,6 +528,81 @@ def _random_tconv_gemm(count, seed):
 
 SETS["transposed_gemm_random"] = _random_tconv_gemm(40, 48611)  # drawn after the gemm deconvolution rule
 SETS["transposed_gemm_random_b"] = _random_tconv_gemm(40, 27077)  # after gemm backward beside a brg forward
+# eager's slow transposed kernel (slow_conv_transpose2d): unstrided 1x1 kernels on a batch under 16 (padded,
+# grouped, frozen input or weight), and ungrouped kernels up to 3 on one small sample (strided, output_padding)
+SETS["transposed_slow"] = [dict(t=1, **c) for c in (
+    dict(n=2, c=16, h=8, o=32, k=1), dict(n=2, c=16, h=8, o=32, k=1, bias=0),
+    dict(n=2, c=16, h=8, o=32, k=1, xgrad=0), dict(n=2, c=16, h=8, o=32, k=1, p=1),
+    dict(n=4, c=16, h=8, o=32, k=1, g=2), dict(n=4, c=16, h=8, o=32, k=1, g=2, bias=0),
+    dict(n=1, c=16, h=8, o=32, k=1, g=4), dict(n=4, c=16, h=8, o=32, k=1, g=16),
+    dict(n=1, c=8, h=8, o=16, k=3, s=2, p=1),
+    dict(n=1, c=8, h=8, o=16, k=3, s=2, p=1, op=1), dict(n=1, c=8, h=8, o=16, k=3, s=1, p=1, xgrad=0),
+    dict(n=1, c=8, h=8, o=16, k=2, s=1))]
+
+
+def _random_tconv_slow(count, seed):
+    """Transposed convolutions eager runs on its slow kernel, drawn at random (fixed seed) after its rule was
+    written: unstrided 1x1 kernels on a batch of 1 to 15 (groups 1 to 8, pad 0 or 1), and ungrouped kernels 1 to
+    3 on one sample of at most 20,480 elements (strides 1 to 3, dilation 1 or 2, output_padding), with and
+    without a bias, a frozen input or weight."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        if rnd.random() < 0.5:
+            g = rnd.choice([1, 1, 2, 4, 8])
+            cfg = dict(n=rnd.randint(1, 15), c=g * rnd.choice([1, 3, 4, 8, 16]), h=rnd.choice([1, 4, 7, 8, 14]),
+                       o=g * rnd.choice([1, 2, 3, 8, 16, 24]), k=1, s=1, p=rnd.choice([0, 0, 1]), g=g)
+            if cfg["p"] and cfg["h"] < 3:
+                cfg["p"] = 0
+        else:
+            k, s, d = rnd.choice([1, 2, 3]), rnd.choice([1, 2, 3]), rnd.choice([1, 1, 2])
+            c = rnd.choice([3, 8, 16, 32, 64])
+            h = rnd.choice([1, 2, 4, 7, 8, 16])
+            if c * h * h > 20480 or (k, s, d) == (1, 1, 1):
+                continue
+            cfg = dict(n=1, c=c, h=h, o=rnd.choice([1, 3, 16, 24, 48]), k=k, s=s, p=rnd.choice([0, k // 2]), d=d)
+            if s > 1 and rnd.random() < 0.3:
+                cfg["op"] = 1
+        cfg.update(t=1, bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85))
+        if rnd.random() < 0.15:
+            cfg["wgrad"] = 0
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_slow_random"] = _random_tconv_slow(40, 54301)  # drawn after the slow transposed rule
+def _random_brg_block(count, seed):
+    """Strided convolutions whose input's gradient brgconv_strided runs over channels in an odd number of
+    16-blocks (its cost model picks the weight copy's block: `_brg_ic_block_open`), drawn at random (fixed
+    seed) after that rule was written: 2-D and 1-D, ungrouped, 2 groups, transposed (its output channels);
+    kernels 1 to 5, strides 2 and 3, 4 to 56 pixels, batch 1 to 8."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        kind = rnd.choice(["2d", "2d", "1d", "g2", "t"])
+        odd = rnd.choice([40, 48, 80, 112, 144, 176])
+        k = rnd.choice([1, 2, 3, 3, 5]) if kind != "t" else rnd.choice([2, 3, 4])
+        s = rnd.choice([2, 2, 3]) if kind != "t" else 2
+        h = rnd.choice([4, 7, 8, 13, 14, 28, 56]) if kind != "1d" else rnd.choice([16, 50, 100, 200])
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=odd, h=h, o=rnd.choice([16, 32, 64, 96]), k=k, s=s,
+                   p=0 if k == 1 else rnd.choice([0, k // 2]), xgrad=1, bias=int(rnd.random() < 0.5))
+        if kind == "1d":
+            cfg["d1"] = 1
+        elif kind == "g2":
+            cfg.update(c=2 * odd, o=2 * cfg["o"], g=2)
+        elif kind == "t":
+            cfg.update(c=cfg["o"], o=odd, t=1)
+        if (cfg["h"] + 2 * cfg["p"] - k) < 0:
+            continue
+        out.append(cfg)
+    return out
+
+
+SETS["brg_block_random"] = _random_brg_block(40, 54302)  # drawn after the brgconv_strided block rule
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -15,7 +15,8 @@ sparse-attention indexer), learned queries viewed and expanded over every positi
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
-depthwise, 4 channels per group), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+depthwise, 4 channels per group), transposed convolutions on eager's slow kernel (`fam_tconv_slow`),
+heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
@@ -1646,6 +1647,26 @@ class GroupedTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class SlowTConvNet(nn.Module):
+    """Transposed convolutions eager runs on its slow kernel (slow_conv_transpose2d): unstrided 1x1 ones on a
+    batch under 16 (with a bias, 4 groups without one, padded by 1), then a 3 x 3 stride-2 one with
+    output_padding and a 2 x 2 unstrided one, which take the slow kernel on one sample (batch 1) and oneDNN
+    on more; a strided stem with BatchNorm before, a pooled head after."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(32, 64, 1), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 64, 1, groups=4, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                nn.ConvTranspose2d(64, 48, 1, padding=1), nn.ReLU(),
+                                nn.ConvTranspose2d(48, 16, 3, 2, 1, output_padding=1), nn.ReLU(),
+                                nn.ConvTranspose2d(16, 16, 2))
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2152,6 +2173,7 @@ FAM = {
     "fam_slow_grouped": ("dwconv", lambda: SlowGroupedNet(), (3, 64, 64)),
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
     "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
+    "fam_tconv_slow": ("dwconv", lambda: SlowTConvNet(), IMG),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),

@@ -47,6 +47,10 @@ the overrides and the input shape go into the --draw file.
 a masked LM, token classification, question answering with its two outputs, multiple choice, an
 encoder-decoder seq2seq LM), each from the SMALL config or, when that does not build, the shrunk
 defaults; the loss each head's outputs carry is described at HF_TASKS.
+--hf-type HEAD:TYPE builds one named type under one head (or `all:TYPE`, under each head it has) the
+same way, excluded or not: for tracing a type that missed, never for a held-out set.
+
+    python devtools/torch_fresh_draw.py --seed 54201 --timm 0 --hf 0 --hf-type all:mra --list
 --torchvision N adds N torchvision models (its own generator: the timm / transformers draw of a seed
 is unchanged) from the classification, segmentation, video and optical-flow builders, random weights,
 10 classes; each at the first input it runs at (images 3 x 64 x 64, else 224 x 224; clips 3 x 8 x 64
@@ -799,26 +803,46 @@ def draw_hf_tasks(seed: int, n: int, max_params: float, log=print, exclude=()) -
             for t in types:
                 if got >= n:
                     break
-                whys = []
-                for how in ("small", "shrunk"):
-                    try:
-                        ov = dict(SMALL) if how == "small" else hf_shrink_overrides(t)
-                        b = hf_task_builder(head, t, ov)
-                        k = _params_on_meta(b)
-                        if k > max_params:
-                            whys.append(f"{how}: {k / 1e6:.1f} M parameters")
-                            continue
-                        if _runs_heads(b, hf_task_input(head)):
-                            out[f"fr_hft_{head}_{t}"] = _entry("hft", f"{head}:{t}", {"config": ov})
-                            log(f"draw transformers {head} {t} ({how} config, {k / 1e6:.2f} M parameters)")
-                            got += 1
-                            break
-                        whys.append(f"{how}: the outputs are not float32 logits")
-                    except Exception as e:  # noqa: BLE001 (a type that does not build here is skipped)
-                        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
-                        whys.append(f"{how}: {type(e).__name__}: {why}")
-                else:
-                    log(f"skip transformers {head} {t}: " + "; ".join(whys))
+                got += _add_hf_task(out, head, t, max_params, log)
+    return out
+
+
+def _add_hf_task(out: dict, head: str, t: str, max_params: float, log=print) -> bool:
+    """Put type t under head into out (fr_hft_<head>_<t>) from the SMALL config or, when that does not
+    build or run, the shrunk defaults; False (and the reasons logged) when neither does."""
+    whys = []
+    for how in ("small", "shrunk"):
+        try:
+            ov = dict(SMALL) if how == "small" else hf_shrink_overrides(t)
+            b = hf_task_builder(head, t, ov)
+            k = _params_on_meta(b)
+            if k > max_params:
+                whys.append(f"{how}: {k / 1e6:.1f} M parameters")
+                continue
+            if _runs_heads(b, hf_task_input(head)):
+                out[f"fr_hft_{head}_{t}"] = _entry("hft", f"{head}:{t}", {"config": ov})
+                log(f"draw transformers {head} {t} ({how} config, {k / 1e6:.2f} M parameters)")
+                return True
+            whys.append(f"{how}: the outputs are not float32 logits")
+        except Exception as e:  # noqa: BLE001 (a type that does not build here is skipped)
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:100]
+            whys.append(f"{how}: {type(e).__name__}: {why}")
+    log(f"skip transformers {head} {t}: " + "; ".join(whys))
+    return False
+
+
+def named_hf_tasks(specs: list, max_params: float, log=print) -> dict:
+    """--hf-type: each HEAD:TYPE of specs built as a draw would build it (HEAD 'all': under every head of
+    HF_TASKS), whether or not a zoo or an earlier draw names it; for tracing a type, not a held-out set."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for spec in specs:
+            head, _, t = spec.partition(":")
+            for h in (HF_TASKS if head == "all" else (head,)):
+                if h not in HF_TASKS or not t:
+                    raise SystemExit(f"--hf-type {spec}: HEAD:TYPE with HEAD one of {', '.join(HF_TASKS)} or all")
+                _add_hf_task(out, h, t, max_params, log)
     return out
 
 
@@ -1110,6 +1134,9 @@ def main(argv=None):
     ap.add_argument("--hf-task", type=int, default=0, metavar="N",
                     help="N transformers types per head: masked LM, token classification, question answering "
                          "(two outputs), multiple choice, encoder-decoder seq2seq LM (fr_hft_<head>_<type>)")
+    ap.add_argument("--hf-type", action="append", default=[], metavar="HEAD:TYPE",
+                    help="build the transformers TYPE under HEAD (mlm, tok, qa, mc, s2s, or all for each) as "
+                         "--hf-task would, named rather than drawn (repeatable; excluded or not)")
     ap.add_argument("--torchvision", type=int, default=0, metavar="N",
                     help="also draw N torchvision models (classification, segmentation, video, optical flow)")
     ap.add_argument("--max-params", type=float, default=12e6)
@@ -1179,6 +1206,8 @@ def main(argv=None):
         if args.hf_task:
             drawn.update(draw_hf_tasks(seed, args.hf_task, args.max_params, log=lambda s: print(s, flush=True),
                                        exclude=earlier))
+        if args.hf_type:
+            drawn.update(named_hf_tasks(args.hf_type, args.max_params, log=lambda s: print(s, flush=True)))
         if args.torchvision:
             drawn.update(draw_torchvision(seed, args.torchvision, args.max_params,
                                           log=lambda s: print(s, flush=True), exclude=earlier))

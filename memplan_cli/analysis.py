@@ -15,7 +15,7 @@ from memplan_cli.errors import MemplanError, UnsupportedOpError, naming
 from memplan_cli.loaders import file_object_sha256
 from memplan_cli.opgraph.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan, get_planner
-from memplan_cli.profiles import get_profile
+from memplan_cli.profiles import get_profile, shared_training_graphs
 
 
 @dataclass

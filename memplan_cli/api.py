@@ -335,15 +335,16 @@ class Setup:
     load_seconds: float = 0.0  # what `analyze -v` prints as load: the load is done before analysis.analyze
 
 
-def build_setup(path: str, flags: dict, *, rebatchable: bool = False) -> Setup:
+def build_setup(path: str, flags: dict, *, rebatchable: bool = False, opened=None) -> Setup:
     """Load `path` once at the flag's batch (an ONNX model with a symbolic batch cannot load without
     it) and merge its setup; a batch the training metadata names re-batches the loaded graph.
-    `rebatchable`: keep the load for other batches (Setup.model)."""
+    `rebatchable`: keep the load for other batches (Setup.model). `opened`: `path` already open
+    (loaders.load_model)."""
     from memplan_cli.loaders import batched, load_model
 
     t0 = time.perf_counter()
     loaded = load_model(path, batch_size=flags.get("batch_size"), dims=parse_dims(flags.get("dim")), sha256=True,
-                        rebatchable=rebatchable)
+                        rebatchable=rebatchable, opened=opened)
     graph = loaded.graph if rebatchable else loaded
     cfg = merge_setup(graph.metadata, flags)
     if cfg.batch_size != flags.get("batch_size"):
@@ -363,8 +364,9 @@ def profile_build_options(flags: dict) -> dict:
 
 
 def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progress: bool = False,
-                 setup: Setup | None = None):
-    """Load MODEL, merge its training metadata with `flags` (the CLI's flag names), analyse it.
+                 setup: Setup | None = None, opened=None):
+    """Load MODEL, merge its training metadata with `flags` (the CLI's flag names), analyse it
+    (`opened`: MODEL already open, build_setup).
 
     Returns (Analysis, the profile options to echo in the report). For the onert profile,
     `planner` is onert's own CPU_MEMORY_PLANNER (wic, bump, firstfit) and goes to the profile;
@@ -376,7 +378,7 @@ def run_analysis(model: str, flags: dict, *, compare_onert: bool = True, progres
     profile = flags.get("profile") or "memplan"
     planner = flags.get("planner")
     check_planner(planner, profile)
-    setup = setup or build_setup(model, flags)
+    setup = setup or build_setup(model, flags, opened=opened)
     onert = onert_options(flags.get("onert_threads"), flags.get("onert_simd_width"))
     build_options = None
     if profile == "onert":
@@ -862,24 +864,30 @@ def diff(baseline: PathLike, target: PathLike, *, fail_on: str | Sequence[str] =
     options), each argument given (not None) replacing the baseline's value. fail_on: thresholds
     such as "total:+5%" or "back-prop:+1MiB" (`--fail-on`); `result.regression` says whether one is
     exceeded."""
-    from memplan_cli.baseline import baseline_flags, looks_like_json, read_report
+    import contextlib
+
+    from memplan_cli.baseline import baseline_flags, looks_like_json, open_target, read_report
     from memplan_cli.report.diff import diff_documents, parse_threshold
     from memplan_cli.report.document import build_document
 
     base_path, target_path = _model_path(baseline), _model_path(target)
     thresholds = [parse_threshold(t) for t in ((fail_on,) if isinstance(fail_on, str) else fail_on)]
     base = read_report(base_path)
-    if looks_like_json(target_path):
-        new = read_report(target_path)
-    else:
-        flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
-                 "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
-        given = {k for k, v in flags.items() if v is not None and v != ()}
-        run_flags = baseline_flags(base, flags, given, base_path)
-        # compare onert only when the baseline did, so the same rows exist on both sides
-        a, prof_opts = run_analysis(target_path, run_flags, compare_onert="onert" in base.get("totals", {}),
-                                    progress=progress)
-        new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
+    # TARGET's first bytes tell a report from a model in the open that reads the report, or that a
+    # model's format sniff and hash then use (the loader's own read is a model's second open)
+    f = open_target(target_path)
+    with f if f is not None else contextlib.nullcontext():
+        if looks_like_json(f):
+            new = read_report(target_path, f)
+        else:
+            flags = {**_setup(training, time_limit, onert_threads, onert_simd_width), "profile": profile,
+                     "planner": planner, "nntrainer_memory_optimization": nntrainer_memory_optimization}
+            given = {k for k, v in flags.items() if v is not None and v != ()}
+            run_flags = baseline_flags(base, flags, given, base_path)
+            # compare onert only when the baseline did, so the same rows exist on both sides
+            a, prof_opts = run_analysis(target_path, run_flags, compare_onert="onert" in base.get("totals", {}),
+                                        progress=progress, opened=f)
+            new = build_document(a, planner=run_flags.get("planner"), profile_options=prof_opts)
     return DiffResult(diff_documents(base, new, thresholds, old_label=base_path, new_label=target_path))
 
 

@@ -72,12 +72,19 @@ def parse_report_json(text: str, path: str):
     return doc
 
 
-def read_report(path: str) -> dict:
-    """The analyze report at `path`, parsed and checked (report.diff.check_report), or MemplanError."""
-    require_regular_file(path, "JSON report")
+def read_report(path: str, opened=None) -> dict:
+    """The analyze report at `path`, parsed and checked (report.diff.check_report), or MemplanError.
+    `opened`: `path` already open (binary, `open_target`), read from its start instead of opening it
+    again."""
+    if opened is None:
+        require_regular_file(path, "JSON report")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if opened is not None:
+            opened.seek(0)
+            data = opened.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except FileNotFoundError:
         raise MemplanError("no such file", path) from None
     except IsADirectoryError:
@@ -91,13 +98,27 @@ def read_report(path: str) -> dict:
     return check_report(parse_report_json(text, path), path)
 
 
-def looks_like_json(path: str) -> bool:
-    """Whether `path` starts like a JSON document (a report to diff against, not a model to analyse)."""
+def open_target(path: str):
+    """`diff`'s TARGET opened once (binary), for both reading it as a report and loading it as a model
+    (loaders.load_model's `opened`); None when it is not a regular file or cannot be opened (the model
+    loader then refuses it by name, as it does any model it cannot read)."""
     if not_regular(path):
-        return False  # the model loader refuses it by name, without opening it
+        return None
     try:
-        with open(path, "rb") as f:
-            head = f.read(64).lstrip()
+        return open(path, "rb")
+    except OSError:
+        return None
+
+
+def looks_like_json(f) -> bool:
+    """Whether the open file `f` (None: not a regular file) starts like a JSON document (a report to
+    diff against, not a model to analyse); reads its first bytes and rewinds."""
+    if f is None:
+        return False
+    try:
+        f.seek(0)
+        head = f.read(64).lstrip()
+        f.seek(0)
     except OSError:
         return False
     return head[:1] in (b"{", b"[")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memplan_cli.analysis import analyze_graph, checked_by, loss_output_names, model_sha256
+from memplan_cli.analysis import analyze_graph, checked_by, loss_output_names, model_sha256, shared_training_graphs
 from memplan_cli.buffers import CATEGORIES
 from memplan_cli.config import TrainConfig
 from memplan_cli.errors import MemplanError, naming
@@ -87,8 +87,14 @@ def _column(profile: str, a) -> Column:
 
 def compare_graph(graph, config: TrainConfig, *, path: str = "", onert_options: dict | None = None,
                   time_limit: float | None = None, nntrainer_options: dict | None = None) -> Comparison:
-    """Every column for `graph` (already loaded and re-batched to `config.batch_size`)."""
-    onert_options = dict(onert_options or {})
+    """Every column for `graph` (already loaded and re-batched to `config.batch_size`); the profiles
+    that build the same training step build it once."""
+    with shared_training_graphs():
+        return _compare_graph(graph, config, path, dict(onert_options or {}), time_limit, nntrainer_options)
+
+
+def _compare_graph(graph, config: TrainConfig, path: str, onert_options: dict, time_limit: float | None,
+                   nntrainer_options: dict | None) -> Comparison:
     mem = analyze_graph(graph, config, profile="memplan", time_limit=time_limit)
     cols = {"memplan": _column("memplan", mem)}
     cols["naive"] = Column("naive", {c: int(mem.naive_by_category[c]) for c in CATEGORIES}, int(mem.naive_total),

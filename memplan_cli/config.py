@@ -202,9 +202,8 @@ def _named(consts, glob: str, records: dict | None = None) -> set[int]:
 def _folded_records(graph) -> dict:
     """{constant: the graph signature's parameters the dynamo exporter's optimizer records it was folded
     from} (`pkg.onnxscript.optimizer.folded_from`); {} for other files."""
-    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
-    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
-    return {name: tuple(t for t in srcs if t in params) for name, srcs in (export.get("folded_from") or {}).items()}
+    params = graph.signature_parameters()
+    return {name: tuple(t for t in srcs if t in params) for name, srcs in graph.folded_from().items()}
 
 
 def _globs(items, prefix: str) -> list[str]:

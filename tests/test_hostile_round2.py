@@ -145,6 +145,29 @@ class TestStringsFromTheFileAreEscaped:
         assert code == 2
         assert not raw_in(err) and "\\u202eevil\\x1b[2J" in err, err
 
+    @pytest.mark.parametrize("cmd", [["verify"], ["verify", "-q"], ["verify", "--budget", "1KiB"], ["analyze"],
+                                     ["analyze", "-q"], ["compare"], ["inspect"], ["sweep", "-b", "1,2"],
+                                     ["fit", "--budget", "1KiB"]])
+    def test_a_model_path_that_holds_controls(self, tmp_path, cmd):
+        # a path is a string the user may not have typed (a downloaded archive's folder): verify printed
+        # it raw in its report's first line, its -q line and its over-budget line
+        folder = tmp_path / HOSTILE
+        folder.mkdir()
+        p = om.save(folder, "m.onnx", om.tiny_cnn())
+        code, out, err = run([*cmd, p])
+        assert code in (0, 3), err
+        assert not raw_in(out + err), (cmd, out + err)
+
+    @pytest.mark.parametrize("quiet", [[], ["-q"]])
+    def test_a_buffer_file_path_that_holds_controls(self, tmp_path, quiet):
+        # plan's table and -q line named the CSV by its path as given, raw
+        folder = tmp_path / HOSTILE
+        folder.mkdir()
+        (folder / "b.csv").write_text("id,lower,upper,size\na,0,2,8\nb,1,3,8\n", encoding="utf-8")
+        code, out, err = run(["plan", str(folder / "b.csv"), *quiet])
+        assert code == 0, err
+        assert not raw_in(out + err) and "pwn" in out, out + err  # the table may wrap the escaped path
+
     def test_plan_csv_ids_on_a_terminal_are_escaped_and_exact_elsewhere(self, tmp_path):
         csv_path = tmp_path / "b.csv"
         csv_path.write_text(f'id,lower,upper,size\n"{HOSTILE}",0,2,8\nplain,1,3,8\n', encoding="utf-8")

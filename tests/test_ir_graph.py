@@ -77,3 +77,26 @@ def test_concat_and_reshape_shapes_are_checked():
     with pytest.raises(GraphError, match=r"reshapes \(1, 8, 2\) \(16 elements\) to \(1, 15\)"):
         contract.verify(_concat_reshape(flat=(1, 15)))
     _concat_reshape(flat=(1, 15)).verify()  # the IR alone knows no op: only the structure is checked
+
+
+def test_a_dynamo_export_record_is_read_through_the_graph():
+    g = _chain()
+    assert g.export_record() is None and g.signature() == {} and g.signature_parameters() == set()
+    assert g.folded_from() == {}
+    g.metadata["torch_export"] = {"signature": {"p_w": ("PARAMETER", "fc.weight"), "b_m": ("BUFFER", "bn.mean"),
+                                                "x": ("USER_INPUT", "x")},
+                                  "folded_from": {"val_3": ["fc.weight", "bn.mean"]}}
+    assert g.export_record()["signature"]["p_w"] == ("PARAMETER", "fc.weight")
+    assert g.signature_parameters() == {"fc.weight"}
+    assert g.folded_from() == {"val_3": ["fc.weight", "bn.mean"]}
+
+
+def test_only_the_graph_reads_the_dynamo_export_record():
+    # config, the report, the loaders' parameter rule, the fold and the rules each read the record by
+    # hand; now Graph.export_record and its helpers are the one reader (the loader writes it by name)
+    import pathlib
+
+    pkg = pathlib.Path(__file__).parents[1] / "memplan_cli"
+    by_hand = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                     if '"torch_export"' in p.read_text() and p.relative_to(pkg).as_posix() != "ir/graph.py")
+    assert by_hand == []

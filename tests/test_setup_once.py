@@ -100,8 +100,9 @@ def test_the_counter_sees_a_second_load(counted):
     (["inspect", "{m}"], 1, 2),
     # inspect's JSON names the file by its hash, taken in the format sniff's open (the table needs none)
     (["inspect", "{m}", "-f", "json"], 1, 2),
-    # diff reads the target's first bytes to tell a saved report from a model
-    (["diff", "--baseline", "{base}", "{m}", "-b", "8", "-f", "json"], 1, 3),
+    # diff reads the target's first bytes to tell a saved report from a model, in the open the load
+    # then sniffs and hashes (it opened the target three times)
+    (["diff", "--baseline", "{base}", "{m}", "-b", "8", "-f", "json"], 1, 2),
 ])
 def test_every_command_loads_the_model_once(counted, tmp_path, args, loads, opens):
     # compare loaded the model twice (once for its setup, once more to compare), and sweep once per
@@ -175,3 +176,63 @@ def test_the_one_load_is_the_load_analyze_v_times(monkeypatch):
     monkeypatch.setattr(loaders, "load_model", slow)
     a = api.analyze(str(MNIST_ONNX), batch_size=2).analysis
     assert list(a.timings)[0] == "load" and a.timings["load"] >= 0.05
+
+
+def test_diff_reads_a_report_target_in_one_open(counted, tmp_path):
+    # the target's first bytes and the report itself come from one open (there were two)
+    base, target = tmp_path / "base.json", tmp_path / "target.json"
+    for path, b in ((base, "4"), (target, "8")):
+        r = CliRunner().invoke(main, ["analyze", str(MNIST_ONNX), "-b", b, "-f", "json", "-o", str(path)])
+        assert r.exit_code == 0, r.output
+    counted["model"] = os.path.realpath(target)
+    counted["loads"] = counted["opens"] = 0
+    r = CliRunner().invoke(main, ["diff", "--baseline", str(base), str(target), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rows"] and counted["opens"] == 1 and counted["loads"] == 0
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts the training graphs the pass pipeline builds (all its passes run), whoever asks."""
+    from memplan_cli.passes.infra import Pipeline
+
+    seen = []
+    run = Pipeline.run
+
+    def counting(self, tg, stages=None):
+        if stages is None:
+            seen.append(tg)
+        return run(self, tg, stages)
+
+    monkeypatch.setattr(Pipeline, "run", counting)
+    return seen
+
+
+@pytest.mark.parametrize("model", [MNIST, MNIST_ONNX])
+def test_compare_builds_memplans_training_graph_once(builds, model):
+    # memplan's column and the torch profile (the file records no dynamo rewrite: eager's graph is
+    # the file's) build the same step: once; singa's rules make its own (3 builds before)
+    r = CliRunner().invoke(main, ["compare", str(model), "-b", "4", "-O", "adam", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert all(doc["columns"][p]["available"] for p in ("memplan", "singa", "torch"))
+    assert len(builds) == 2
+
+
+def test_shared_builds_last_as_long_as_their_block(builds):
+    from memplan_cli import api
+    from memplan_cli.passes.pipeline import build_training_graph, shared_builds
+    from memplan_cli.passes.policy import Policy
+    from memplan_cli.passes.rules import default_rules
+
+    setup = api.build_setup(str(MNIST), {"batch_size": 2})
+    g, cfg = setup.graph, setup.config
+    with shared_builds():
+        first = build_training_graph(g, cfg)
+        assert build_training_graph(g, cfg, policy=Policy()) is first
+        # another setup, another policy, other rules: each its own build
+        build_training_graph(g, cfg.with_(optimizer="adam"))
+        build_training_graph(g, cfg, policy=Policy(inplace=False))
+        build_training_graph(g, cfg, rules=default_rules())
+        assert len(builds) == 4
+    assert build_training_graph(g, cfg) is not first and len(builds) == 5

@@ -11,6 +11,7 @@ import click
 
 from memplan_cli import api
 from memplan_cli.commands.options import output_options, verbosity
+from memplan_cli.errors import printable
 from memplan_cli.report.output import emit, terminal_width, wrap_text, write_atomic
 
 def summary_table(d: dict) -> str:
@@ -22,7 +23,7 @@ def summary_table(d: dict) -> str:
     ratio = "n/a" if d["arena_over_lower_bound"] is None else f"{d['arena_over_lower_bound']:.4f}"
     naive_ratio = f" = {d['naive'] / d['lower_bound']:.2f} x LB" if d["lower_bound"] else ""
     rows = [
-        ("file", d["file"]),
+        ("file", printable(d["file"])),
         ("buffers", f"{d['buffers']:,}"),
         ("naive", nb(d["naive"]) + naive_ratio),
         ("lower bound", nb(d["lower_bound"])),
@@ -111,7 +112,7 @@ def command(buffers, planner, rounds, time_limit, output, fmt, quiet, verbose):
             text += f"kernels      {kernels_text(api.planner_kernels())}\n"
         plan_text = result.offsets_csv() if output else ""
     if level == 0:
-        text = (f"{doc['file']}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "
+        text = (f"{printable(doc['file'])}: arena {doc['arena']} B, lower bound {doc['lower_bound']} B, "
                 f"{doc['status']}\n")
     # everything is computed and verified: only now write
     if output == "-":

@@ -11,7 +11,7 @@ import click
 from memplan_cli import api
 from memplan_cli.commands.analyze import api_arguments
 from memplan_cli.commands.options import output_options, profile_options, training_options, verbosity
-from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET
+from memplan_cli.errors import EXIT_FAILED, EXIT_OVER_BUDGET, printable
 from memplan_cli.report.output import emit, terminal_width, wrap_text
 
 @click.command("verify", short_help="Run one training step inside its plan and check every value.")
@@ -48,7 +48,7 @@ def command(model, seed, threads, no_live_check, fmt, output, quiet, verbose, bu
     remat, same = r.report.get("remat"), r.same_as_plain
     if not r.fits:
         text = (r.to_json() if fmt == "json" else
-                f"memplan verify {model}: " + ("no remat plan fits" if remat["status"] == "infeasible"
+                f"memplan verify {printable(model)}: " + ("no remat plan fits" if remat["status"] == "infeasible"
                                                else "no remat plan found that fits")
                 + f" {budget} (smallest found {remat['reachable']:,d} B,"
                 f" floor {remat['floor']:,d} B): nothing to verify\n")

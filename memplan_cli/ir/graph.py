@@ -64,6 +64,8 @@ MAX_OPERAND_BYTES = 2**48
 # A tensor of more dims is refused at load: the product of 100,000 huge dims is a bigint whose
 # computation took minutes. No exporter writes more than a few dozen; NumPy stops at 64.
 MAX_RANK = 1024
+# Graph.metadata key: what the ONNX loader keeps of a dynamo export's own records (Graph.export_record)
+TORCH_EXPORT = "torch_export"
 # Graph.metadata key: the eager calls a dynamo export recorded that constant folding computed at load
 # (opgraph/fold.py: {"op", "type", "outputs", "bytes"} each), which the torch profile does not count
 FOLDED_CALLS = "folded_calls"
@@ -268,6 +270,27 @@ class Graph:
             return int(shape[0]) if shape else None
         except (IndexError, TypeError, ValueError):
             return None
+
+    # ---- a dynamo export's records (the one reader of Graph.metadata[TORCH_EXPORT]) ---------
+    def export_record(self) -> dict | None:
+        """What the ONNX loader kept of a dynamo export's own records (the optimizer's rewrites, the
+        graph signature, source lines, `folded_from`, ...); None for a file without them (a TorchScript
+        export, a flatbuffer)."""
+        return (self.metadata or {}).get(TORCH_EXPORT)
+
+    def signature(self) -> dict:
+        """The dynamo graph signature: {placeholder: (kind, target)}, kind "PARAMETER", "BUFFER",
+        "USER_INPUT", ...; {} for other files."""
+        return (self.export_record() or {}).get("signature") or {}
+
+    def signature_parameters(self) -> set[str]:
+        """The dynamo graph signature's parameters (their targets: module paths); empty for other files."""
+        return {t for kind, t in self.signature().values() if kind == "PARAMETER"}
+
+    def folded_from(self) -> dict:
+        """{constant: the signature targets the dynamo exporter's optimizer records it was folded from}
+        (`pkg.onnxscript.optimizer.folded_from`); {} for other files."""
+        return (self.export_record() or {}).get("folded_from") or {}
 
     # ---- sizes ---------------------------------------------------------------------------
     def parameter_count(self) -> int:

@@ -7,6 +7,8 @@ anything but a regular file (a FIFO would block forever, a device never end) is 
 """
 from __future__ import annotations
 
+import contextlib
+
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import require_regular_file
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
@@ -28,7 +30,7 @@ def sniff(head: bytes) -> str | None:
 
 
 def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_default: int | None = None,
-               sha256: bool = False, rebatchable: bool = False):
+               sha256: bool = False, rebatchable: bool = False, opened=None):
     """Load `path` (any supported format) and return a verified Graph, re-batched if asked. An ONNX
     file's symbolic batch takes `batch_size`; its other symbolic dimensions take their values in
     `dims` (bound by name: {name: value} or (name, value) pairs); one left unbound takes
@@ -36,13 +38,17 @@ def load_model(path: str, *, batch_size: int | None = None, dims=None, symbolic_
     `symbolic_dims` the others), else the file is refused. `sha256`: also hash the file, in the
     same open as the format sniff (`Graph.metadata["sha256"]`; reports name the file by it), so
     that a command opens the file twice in all: the sniff and the loader's read. `rebatchable`:
-    return a `Rebatchable` instead, for a command that analyses several batches (fit, sweep)."""
+    return a `Rebatchable` instead, for a command that analyses several batches (fit, sweep).
+    `opened`: `path` already open in binary mode (`diff`, which read its first bytes to tell a report
+    from a model): the sniff and hash read it from its start instead of opening the file again; the
+    caller closes it."""
     from memplan_cli.ir.graph import GraphError, OpContractError
 
     require_regular_file(path, "model file", ModelError)
     digest = None
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") if opened is None else contextlib.nullcontext(opened) as f:
+            f.seek(0)
             head = f.read(16)
             if sha256 and head:
                 f.seek(0)

@@ -19,7 +19,7 @@ from memplan_cli import ops as registry  # `registry`: functions here have an `o
 from memplan_cli.errors import ModelError
 from memplan_cli.inputs import not_regular
 from memplan_cli.ir.dtypes import DTYPE_SIZE
-from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, Graph, Operand, Operation
+from memplan_cli.ir.graph import COMPUTED_CONSTANTS, MAX_RANK, TORCH_EXPORT, Graph, Operand, Operation
 from memplan_cli.loaders import data_sized
 from memplan_cli.loaders.dims import DimsError, check_dims, symbolic_dim_name, unbound_dims
 from memplan_cli.loaders.mapped import sigbus_named
@@ -476,6 +476,46 @@ class _Builder:
                     f" (domain {node.domain}, not a standard ONNX op)")
             raise _CannotPlan(f"op {what}{kind} has no rule in memplan, and onnx's shape inference cannot "
                               f"size its output '{name}'")
+        why = self._rejected(node)
+        if why is not None:
+            raise _Bad(why)
+
+    def _rejected(self, node) -> str | None:
+        """Why onnx's own shape inference, run strictly on this one node with the shapes the file gives
+        its inputs, rejects it (a MatMul of (4, 4, 32, 16) by (4, 16, 32, 4)): the graph as written
+        cannot run, whatever memplan does. None when an input has no shape or onnx accepts the node."""
+        import onnx
+        from onnx import helper, shape_inference
+
+        ins, shapes = [], []
+        for i in (x for x in node.input if x):
+            if i in self.consts:
+                t = self.consts[i]
+                shape, dtype = tuple(int(d) for d in t.dims), t.data_type
+            elif i in self.value_info:
+                try:
+                    shape = _shape_of(self.value_info[i], i)[0]
+                except _NoShape:
+                    return None
+                dtype = self.value_info[i].type.tensor_type.elem_type
+            else:
+                return None
+            ins.append(helper.make_tensor_value_info(i, dtype, list(shape)))
+            shapes.append(shape)
+        outs = [helper.make_tensor_value_info(o, 0, None) for o in node.output if o]
+        one = helper.make_model(helper.make_graph([node], "node", ins, outs),
+                                opset_imports=list(self.model.opset_import))
+        try:
+            shape_inference.infer_shapes(one, check_type=False, strict_mode=True)
+        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as e:
+            said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            said = said.rsplit("[ShapeInferenceError]", 1)[-1].strip() or said
+            what = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+            given = ", ".join(str(s) for s in shapes)
+            return (f"{what} cannot run on the shapes the file gives its inputs ({given}): onnx's shape "
+                    f"inference says \"{said}\"; the graph as written does not compute (an exporter's "
+                    "error), so memplan cannot plan it")
+        return None
 
     def _data_source(self, node) -> str | None:
         """The graph input whose values (not only its shape) set `node`'s output shape, if any."""
@@ -1328,7 +1368,7 @@ def load_onnx(path: str, batch_size: int | None = None, dims: dict | None = None
         if made:  # the shape fold computed them from the file's ops
             g.metadata[COMPUTED_CONSTANTS] = made
         if rewrites is not None:
-            g.metadata["torch_export"] = rewrites
+            g.metadata[TORCH_EXPORT] = rewrites
         if composite is not None:
             g.metadata["composite"] = composite
         if functions:

@@ -332,9 +332,7 @@ def fixed_row_tables(graph) -> list[str]:
     # a dynamo file: an assumed constant the exporter's optimizer folded (its `folded_from` record) from
     # a parameter through an embedding lookup (torch.export names each fx node after its aten op:
     # `embedding`, `embedding_2`), its rows at the positions the trace fixed
-    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
-    folded = export.get("folded_from") or {}
-    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
+    folded, params = graph.folded_from(), graph.signature_parameters()
     for o in graph.operands:
         if not (o.assumed and o.is_const):
             continue

@@ -159,9 +159,8 @@ def _of_a_buffer_and_a_parameter(g: Graph) -> set[str]:
     """Constants the dynamo exporter's optimizer folded from a parameter together with a module buffer
     (its `folded_from` and graph signature): a value eager computes each step from both (Swin V2's
     position-bias MLP over its coordinate table), no parameter, so its readers are eager's ops too."""
-    md = (g.metadata or {}).get("torch_export") or {}
-    kind = {kt[1]: kt[0] for kt in (md.get("signature") or {}).values()}
-    return {name for name, srcs in (md.get("folded_from") or {}).items()
+    kind = {kt[1]: kt[0] for kt in g.signature().values()}
+    return {name for name, srcs in g.folded_from().items()
             if any(kind.get(s) == "PARAMETER" for s in srcs) and any(kind.get(s) == "BUFFER" for s in srcs)}
 
 

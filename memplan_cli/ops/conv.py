@@ -1271,8 +1271,60 @@ def _tconv_grouped_brg(op, operands) -> bool:
     return (c // int(op.attrs["group"]) > 8 and even) or _brg_grouped_dx(_tconv_grouped_view(op, operands), operands)
 
 
+# Eager's slow transposed kernel (ATen's NaiveConvolutionTranspose2d.cpp, slow_conv_transpose2d): what
+# `torch_backend` sends there (a 1x1 unstrided kernel on a batch under 16, any groups; an ungrouped kernel
+# of at most 3 on one side on one small sample, strided or not). Its forward resizes a `columns` buffer
+# to (N, O x KH x KW, IH x IW) before the GEMM, whether or not col2im then runs; its backward's input
+# gradient and its weight gradient (accGradParameters) each resize one sample's (O x KH x KW, IH x IW)
+# columns, and skip them where the kernel is 1x1, unstrided, unpadded and undilated (im2col would be a
+# copy). The weight's and the bias's gradients are made once, in place (no copy out). Grouped, ATen's
+# `_convolution` and `convolution_backward` run it once per group on `subtensor`s (contiguous copies of
+# the group's input and, in backward, of its incoming gradient too, over more than one sample) and
+# at::cat the groups' results, as on the slow path of a convolution (_SLOW_GROUPED). Measured with
+# devtools/torch_conv_sweep.py (torch 2.14.1, one thread): set `transposed_slow`.
+def _tconv_slow(op, operands) -> bool:
+    return op.type == "ConvTranspose2D" and torch_backend(op, operands) == "slow_transposed"
+
+
+def _tconv_columns(op, operands, batch: bool) -> int:
+    """Bytes of slow_conv_transpose2d's columns for one group: the forward's over the batch, the
+    backward's over one sample (none where the backward skips im2col)."""
+    x, y, w, c, o = _t_roles(op, operands)
+    k = tuple(int(v) for v in op.attrs["kernel"])
+    if not batch and k == (1, 1) and not _strided(op) and not _dilated(op) and \
+            not any(int(p) for p in op.attrs.get("pads") or ()):
+        return 0
+    n = int(x.shape[0])
+    g = _slow_groups(op, operands)
+    per = x.nbytes // max(x.num_elements, 1)
+    return (n if batch else 1) * (o // g) * k[0] * k[1] * (x.num_elements // (n * c)) * per
+
+
+def _tconv_slow_fwd(op, operands) -> tuple:
+    if _slow_groups(op, operands) > 1:  # a group's columns and input copy, then the cat beside the pieces
+        return ((_tconv_columns(op, operands, True) + _slow_group_copies(op, operands, ("in0",)),), ("out0",))
+    return ((_tconv_columns(op, operands, True),),)
+
+
+def _tconv_slow_dx(op, operands) -> tuple:
+    if _slow_groups(op, operands) > 1:  # a group's copies and columns beside the pieces, then the cat
+        return ((_tconv_columns(op, operands, False) + _slow_group_copies(op, operands, ("out0", "in0")),),
+                ("in0",))
+    return ((_tconv_columns(op, operands, False),),)
+
+
+def _tconv_slow_dw(op, operands) -> tuple:
+    if _slow_groups(op, operands) > 1:  # every group's gradients before the first cat (_SLOW_GROUPED)
+        bias = ("in2?g2",) if _has_bias(op) else ()
+        return ((_tconv_columns(op, operands, False) + _slow_group_copies(op, operands, ("out0", "in0")),),
+                ("in0?g0", "in1") + bias)
+    return ((_tconv_columns(op, operands, False),),)
+
+
 def _tconv_fwd(op, operands) -> tuple:
     x, y, w, c, o = _t_roles(op, operands)
+    if _tconv_slow(op, operands):
+        return _tconv_slow_fwd(op, operands)
     bias = _has_bias(op)
     if _tconv_depthwise(op, operands):
         # jit_dw's backward data under oneDNN's generic deconvolution wrapper, strided or not: blocked copies of
@@ -1329,6 +1381,8 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     # the convolution's forward from the incoming gradient: copied blocked when it has 16 channels or
     # more, the weight blocked (C_in rounded; C_out too when the gradient is blocked), a blocked result
     x, y, w, c, o = _t_roles(op, operands)
+    if _tconv_slow(op, operands):
+        return _tconv_slow_dx(op, operands)
     if _tconv_depthwise(op, operands):  # jit_dw's forward: blocked copies, a blocked result, copied out
         bx, by, bw = _tconv_dw_blocked(op, operands)
         return ((by, bw, bx - x.nbytes), (bx,))
@@ -1351,6 +1405,8 @@ def _tconv_bwd_dw(op, operands) -> tuple:
     # the convolution's weight gradient: the input plays its incoming gradient, the incoming gradient
     # its input (blocked as _weights_layout says, by C_out)
     x, y, w, c, o = _t_roles(op, operands)
+    if _tconv_slow(op, operands):
+        return _tconv_slow_dw(op, operands)
     if not _ungrouped_any(op):
         view = _tconv_grouped_view(op, operands)
         if _gemm_weights(view, operands):
@@ -1592,6 +1648,8 @@ def _bf16_refuse(op, operands) -> str | None:
 def _torch_refuse(op, operands) -> str | None:
     if _bf16(op, operands):
         return _bf16_refuse(op, operands)
+    if _tconv_slow(op, operands) and not _channels_last(op):
+        return None  # eager's slow transposed kernel, any kernel, stride, dilation and groups (_tconv_slow)
     if op.type in TRANSPOSED:
         if op.type != "ConvTranspose2D" or (not _ungrouped_any(op) and _tconv_grouped_view(op, operands) is None):
             return ("a non-2-D transposed convolution, or a dilated grouped one: oneDNN's memory for it was not "
@@ -1616,7 +1674,7 @@ def _torch_refuse(op, operands) -> str | None:
         if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
             return "a dilated, transposed or not 2-D channels-last convolution: its memory was not measured"
         return None
-    if be in ("slow_dilated", "slow_transposed"):
+    if be == "slow_dilated":
         return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
                 f"whose memory was not measured")
     return None
@@ -1677,9 +1735,14 @@ def _torch_estimated(op, operands) -> bool:
         return bool(_torch_refuse(*_view_2d(op, operands)))
     if op.type == "ConvTranspose2D":
         # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
-        # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out)
+        # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out);
+        # and brgconv_strided's weight copy where its cost model picks the block of the output channels
+        # (its backward data's input channels: `_brg_ic_block_open`)
         y = operands[op.outputs[0]]
-        return _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0
+        if _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0:
+            return True
+        brg = _tconv_grouped_brg(op, operands) or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
+        return brg and not _tconv_slow(op, operands) and _brg_ic_block_open(int(operands[op.inputs[1]].shape[1]))
     grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
     if not grp:
         return False
@@ -1688,19 +1751,34 @@ def _torch_estimated(op, operands) -> bool:
     return grp[2] > 8 and not _jit_fwd_fits(op, operands)
 
 
+def _brg_ic_block_open(ic: int) -> bool:
+    """Whether brgconv_strided's cost model decides how far the weight's copy rounds its `ic` input channels
+    (per group). Its backward-data blocking (jit_brgemm_conv_bwd_utils.cpp `init_conf`) tries blocks of
+    64, 48, 32 and 16 channels (no more than the channels' 16-blocks, at most 4), and `fast_check_ic_block`
+    keeps 64 and 48 only where they divide the channels rounded up to 16; so the copy rounds past 16 only
+    where `est_eff` (cache sizes, loop costs, threads) prefers 32 over channels in an odd number of
+    16-blocks, 3 or more (48 as 64, 80 as 96, 112 as 128). The profile rounds to 16; measured both ways
+    on 48 channels (the `conv1d` and `random_b` sets: 6,144 to 18,432 B more where it took 32)."""
+    r = _round(ic)
+    return r >= 3 * BLOCK and r % (2 * BLOCK) == BLOCK
+
+
 def _torch_estimated_dx(op, operands) -> bool:
     """The input's gradient is counted only approximately (the report names the op where it runs):
-    brgconv_strided's scratchpad where its blocking search decides it (`_brgconv_searched`)."""
+    brgconv_strided's scratchpad where its blocking search decides it (`_brgconv_searched`), and its
+    weight's copy where its cost model picks the channel block (`_brg_ic_block_open`)."""
     if _bf16(op, operands) or _channels_last(op) or op.type in TRANSPOSED or \
             torch_backend(op, operands) != "mkldnn":
         return False
+    ic = int(operands[op.inputs[1]].shape[1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1])
     if _brg_grouped_dx(op, operands):
-        return _brgconv_searched(op, operands)
+        return _brgconv_searched(op, operands) or _brg_ic_block_open(ic)
     if _gemm_grouped(op, operands):
         return False
     if _wide(op, operands) and _wide_dx_kernel(op, operands) != "brgconv_strided":
         return False
-    return _ungrouped(op) and _strided(op) and not _dilated(op) and _brgconv_searched(op, operands)
+    return _ungrouped(op) and _strided(op) and not _dilated(op) and \
+        (_brgconv_searched(op, operands) or _brg_ic_block_open(ic))
 
 
 def _torch_contiguous_grad(op, operands) -> bool:

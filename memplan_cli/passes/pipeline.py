@@ -16,6 +16,9 @@ graph and training stages once and the memory stage once per plan.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 from memplan_cli.errors import UnsupportedOpError
 from memplan_cli.passes.accumulation import Accumulation
 from memplan_cli.passes.activation_masks import ActivationMasks
@@ -82,14 +85,43 @@ def memplan_pipeline(policy: Policy, rules: dict, remat=(), config=None) -> Pipe
     ])
 
 
+# inside `shared_builds()`: the training graphs built with the default rules, by (graph, setup, policy)
+_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("memplan_shared_builds", default=None)
+
+
+@contextlib.contextmanager
+def shared_builds():
+    """Within this block, `build_training_graph` on the same graph object with an equal setup and
+    policy, the default rules, no remat and no backward order returns the graph it built the first
+    time (`memplan compare` and `sweep -p memplan -p torch`: memplan's and the torch profile's step on a
+    file with no dynamo rewrite are one build). Forgotten when the block ends."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def build_training_graph(graph, config, *, policy: Policy | None = None, rules: dict | None = None,
                          backward_order: list[int] | None = None, remat=(), advise: bool = True) -> TrainingGraph:
     """Run every pass. `rules` entries override the default per-op rules by op type.
     `backward_order`: op indices in the order a runtime runs backward (onert's), else the reverse
     forward order. `remat`: the forward ops whose results are dropped and recomputed
     (passes/rematerialize.py). `advise`: an op without a backward rule is refused with a
-    --trainable-ops N that was checked to be accepted (trainable_hint)."""
+    --trainable-ops N that was checked to be accepted (trainable_hint). Inside `shared_builds()`, a
+    build it already made with the default rules is returned again."""
     policy = policy or Policy()
+    shared = _SHARED.get()
+    if shared is None or rules or backward_order or remat:
+        return _build(graph, config, policy, rules, backward_order, remat, advise)
+    key = (id(graph), config, repr(sorted(config.sources.items())), policy, advise)
+    if key not in shared:
+        # the graph is kept beside its build, so that its id is not reused while the block lasts
+        shared[key] = (graph, _build(graph, config, policy, rules, backward_order, remat, advise))
+    return shared[key][1]
+
+
+def _build(graph, config, policy: Policy, rules, backward_order, remat, advise: bool) -> TrainingGraph:
     table = default_rules()
     table.update(rules or {})
     tg = TrainingGraph(graph, config)

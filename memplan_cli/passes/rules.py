@@ -44,12 +44,10 @@ class RuleContext:
 
     def _scalar_params(self) -> set:
         if not hasattr(self, "_scalars"):
-            md = self.graph.metadata or {}
-            sig = (md.get("torch_export") or {}).get("signature") or {}
             # a TorchScript export's initializers named by module path are its state dict (a 0-d
             # float buffer is rare); the values it made itself are named `/path/..._output_0`
-            self._scalars = {t for kind, t in sig.values() if kind == "PARAMETER"} if sig else \
-                {t for t in md.get("state_dict_order") or () if not t.startswith("/")}
+            self._scalars = self.graph.signature_parameters() if self.graph.signature() else \
+                {t for t in (self.graph.metadata or {}).get("state_dict_order") or () if not t.startswith("/")}
         return self._scalars
 
     def needs_bp(self, i) -> bool:

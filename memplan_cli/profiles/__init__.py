@@ -35,6 +35,14 @@ def get_profile(name: str):
     return mod.PROFILE
 
 
+def shared_training_graphs():
+    """A block within which profiles that build the same training step (memplan's and the torch
+    profile's, on a file with no dynamo rewrite) build it once (passes.pipeline.shared_builds)."""
+    from memplan_cli.passes.pipeline import shared_builds
+
+    return shared_builds()
+
+
 def available_profiles() -> list[str]:
     out = []
     for name, mod in PROFILE_MODULES.items():

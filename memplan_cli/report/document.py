@@ -249,9 +249,7 @@ def _assumed_from(graph, assumed: list) -> dict:
     names parameters of the dynamo graph signature, which the rules could not tell it is (a frozen
     position table's rows at fixed positions: RoFormer's `sin_pos` / `cos_pos`). Names them so the user
     can tell what trains; the file does not say whether those parameters train."""
-    export = (getattr(graph, "metadata", None) or {}).get("torch_export") or {}
-    folded = export.get("folded_from") or {}
-    params = {t for kind, t in (export.get("signature") or {}).values() if kind == "PARAMETER"}
+    folded, params = graph.folded_from(), graph.signature_parameters()
     out = {}
     for o in assumed:
         found = set()

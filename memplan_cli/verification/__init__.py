@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from memplan_cli.errors import MemplanError
+from memplan_cli.errors import MemplanError, printable
 from memplan_cli.execute.executor import VerifyResult, execute
 from memplan_cli.execute.layout import layout_from_pools
 
@@ -53,10 +53,10 @@ class VerifyReport:
         if level <= 0:
             tail = (f"largest difference {r.max_diff:.3g}" if r.passed
                     else f"step {r.failed_step}: {', '.join(r.buffers)}")
-            return f"{verdict} {self.model} ({self.profile}): {tail}\n"
+            return f"{verdict} {printable(self.model)} ({self.profile}): {tail}\n"
         batch = c.batch_size if c.batch_size is not None else f"{self.model_batch or '?'} (the model's)"
         precision = "" if getattr(c, "precision", "32-true") == "32-true" else f", {c.precision}"
-        lines = [f"memplan verify {self.model}: profile {self.profile}, batch {batch}{precision}, "
+        lines = [f"memplan verify {printable(self.model)}: profile {self.profile}, batch {batch}{precision}, "
                  f"{c.optimizer}, {c.loss}, learning rate {c.learning_rate:g}"]
         lines.append(f"  plan      {len(self.pools)} pool(s), {self.buffers} buffers, "
                      f"{sum(p['arena'] for p in self.pools):,d} B: {_pool_summary(self.pools, level)}")

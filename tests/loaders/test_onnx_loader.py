@@ -315,3 +315,34 @@ def test_an_op_without_a_rule_whose_output_onnx_cannot_size_is_named(tmp_path, o
         load_model(om.save(tmp_path, "m.onnx", _unknown_op_model(op_type, domain, opset)))
     msg = str(e.value)
     assert want in msg and "cannot size its output 'y'" in msg and "invalid" not in msg, msg
+
+
+def test_a_node_onnx_rejects_on_its_inputs_shapes_is_named(tmp_path):
+    # torch.onnx's TorchScript export of a Canine token classifier writes its last encoder's key as
+    # Transpose(perm [0, 3, 1, 2]) where the code's transpose(1, 2).transpose(-1, -2) is [0, 2, 3, 1]:
+    # the scores' MatMul multiplies (4, 4, 32, 16) by (4, 16, 32, 4), which onnx's reference runtime
+    # cannot run either. It read "no shape for tensor ... (shape inference could not infer it)".
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=[0, 3, 1, 2]),
+             helper.make_node("MatMul", ["a", "kt"], ["y"], name="scores")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [a, k], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelError) as e:
+        load_model(om.save(tmp_path, "m.onnx", m), batch_size=4)
+    msg = str(e.value)
+    assert "MatMul 'scores' cannot run on the shapes the file gives its inputs ((4, 4, 32, 16), (4, 16, 32, 4))" \
+        in msg, msg
+    assert "Incompatible dimensions for matrix multiplication" in msg, msg
+
+
+def test_a_node_onnx_accepts_keeps_the_no_shape_line(tmp_path):
+    # the same graph with the key transposed as the code meant runs: nothing is refused
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["a", "kt"], ["y"], name="scores")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [a, k], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    g = load_model(om.save(tmp_path, "m.onnx", m), batch_size=4)
+    assert g.operands[g.outputs[0]].shape == (4, 4, 32, 32)

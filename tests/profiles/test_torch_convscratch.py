@@ -666,3 +666,58 @@ def test_dilated_grouped_transposed_conv_stays_refused():
     t.attrs["dilation"] = (2, 2)
     why = conv._torch_refuse(t, opd)
     assert "dilated" in why and "\n" not in why
+
+
+def _tconv_g(n, c, h, o, k, s=1, p=0, op=0, g=1, d=1, bias=True):
+    oh = (h - 1) * s - 2 * p + d * (k - 1) + op + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (c, o // g, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    t = Operation(0, "ConvTranspose2D", [0, 1, 2] if bias else [0, 1], [3],
+                  {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": g, "layout": "NCHW",
+                   "pads": (p, p, p, p), "output_padding": (op, op)})
+    return t, opd
+
+
+@pytest.mark.parametrize("cfg,xgrad,fwd,bwd", [
+    # eager's slow transposed kernel (slow_conv_transpose2d), measured with
+    # `python devtools/torch_conv_sweep.py --one "t=1,n=..,c=..,h=..,o=..,k=..[,s=..,p=..,op=..,g=..,d=..]"`:
+    (dict(n=2, c=16, h=8, o=32, k=1), True, 16_384, 10_368),  # the forward's columns even for a 1x1 kernel
+    (dict(n=2, c=16, h=8, o=32, k=1), False, 16_384, 2_176),
+    (dict(n=2, c=16, h=8, o=32, k=1, p=1), True, 16_384, 18_560),  # padded: one sample's columns in backward
+    (dict(n=4, c=16, h=8, o=32, k=1, g=2), True, 32_768, 42_112),  # per group: copies, then the cats
+    (dict(n=1, c=16, h=8, o=32, k=1, g=4), True, 8_192, 9_472),  # one sample: no group copies
+    (dict(n=1, c=8, h=8, o=16, k=3, s=2, p=1, op=1), True, 36_864, 43_584),  # one small sample, strided
+    (dict(n=1, c=32, h=7, o=48, k=2, s=2, d=2, op=1), True, 37_632, 68_672)])  # dilated
+def test_slow_transposed_kernel_columns(cfg, xgrad, fwd, bwd):
+    t, opd = _tconv_g(**cfg)
+    assert conv.torch_backend(t, opd) == "slow_transposed"
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, xgrad) == fwd
+    assert _bwd_peak(t, opd, xgrad) == bwd
+
+
+def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
+    # a 5 x 5 transposed kernel on two samples runs on oneDNN, whose memory for it was not measured
+    t, opd = _tconv_g(n=2, c=8, h=8, o=16, k=5)
+    assert conv.torch_backend(t, opd) == "mkldnn" and "kernels up to 4" in conv._torch_refuse(t, opd)
+
+
+@pytest.mark.parametrize("c,named", [(48, True), (40, True), (112, True), (176, True), (24, False), (32, False),
+                                     (64, False), (96, False), (16, False)])
+def test_brgconv_strided_block_its_cost_model_picks_is_named(c, named):
+    # brgconv_strided's weight copy rounds the input channels to its block; `fast_check_ic_block` keeps 64
+    # and 48 only where they divide the channels rounded to 16, so only a pick of 32 over an odd number of
+    # 16-blocks (3 or more) rounds further: n=2,c=48,h=13,o=32,k=3,s=2,p=1 took 32 (10,776 B over the
+    # profile's backward), n=4,c=48,h=28,o=16,k=3,s=2,p=1 took 16 (exact)
+    op, opd = _op(2, c, 13, 32, 3, 2, 1)
+    assert conv._torch_estimated_dx(op, opd) is named
+    assert not conv._torch_estimated_dx(*_op(2, c, 13, 32, 3, 1, 1))  # unstrided: the jit kernel
+
+
+def test_strided_transposed_forward_on_brgconv_names_its_output_block():
+    # n=8,c=96,h=4,o=176,k=3,s=2,p=1,t=1: the forward's weight copy took 176 output channels as 192
+    # (55,296 B over the profile); 32 outputs are exact
+    t, opd = _tconv_g(n=8, c=96, h=4, o=176, k=3, s=2, p=1)
+    assert conv._torch_estimated(t, opd)
+    t, opd = _tconv_g(n=8, c=96, h=4, o=32, k=3, s=2, p=1)
+    assert not conv._torch_estimated(t, opd)

@@ -4,8 +4,9 @@ The dynamo exporter (torch.onnx's default since torch 2.9) runs onnxscript's opt
 the graph even for a module in training mode. Each node it rewrote records the rule names
 (`pkg.onnxscript.rewriter.rule_name`) and the fx node it came from (`pkg.torch.onnx.fx_node`: the
 aten call and its arguments), and the graph records its signature (each parameter and buffer by
-target). The ONNX loader keeps these in `Graph.metadata["torch_export"]`; `eager_graph` gives the torch
-profile the graph eager PyTorch runs. The other profiles analyse the file as it is.
+target). The ONNX loader keeps these in `Graph.metadata[TORCH_EXPORT]` (read by `Graph.export_record`);
+`eager_graph` gives the torch profile the graph eager PyTorch runs. The other profiles analyse the file
+as it is.
 
 Rules (what eager runs, from what the file records):
 - FuseBatchNormIntoConv / Gemm / ConvTranspose: the node's fx node is the batch_norm call. Eager runs
@@ -59,10 +60,10 @@ ESTIMATED_PARAMS = "torch_estimated_params"
 
 
 def export_record(g) -> dict | None:
-    """What the ONNX loader kept of a dynamo export's own records (`Graph.metadata["torch_export"]`:
-    the optimizer's rewrites, the graph signature, source lines, ...); None for a file without them (a
-    TorchScript export, a flatbuffer) and for a graph without metadata."""
-    return (getattr(g, "metadata", None) or {}).get("torch_export")
+    """What the ONNX loader kept of a dynamo export's own records (`Graph.export_record`: the
+    optimizer's rewrites, the graph signature, source lines, ...); None for a file without them (a
+    TorchScript export, a flatbuffer)."""
+    return g.export_record()
 
 
 def torchscript_export(g) -> bool:
