@@ -344,6 +344,13 @@ def torch_causal_tables_note(doc: dict) -> str:
     return _said(doc, "causal_tables")
 
 
+def torch_fixed_tables_note(doc: dict) -> str:
+    """The torch profile's header line when the tables read at fixed rows, counted as trained, would
+    change the peak by a share of it frozen (`figures.torch.coverage.fixed_tables.says_so`): the
+    sentence the profile wrote (`.note`); the command that freezes them follows ("note: if ...")."""
+    return _said(doc, "fixed_tables")
+
+
 def torch_functions_as_ops_note(doc: dict) -> str:
     """The torch profile's header line when custom autograd Functions a dynamo file records, counted as
     saving only their inputs, would change the peak by a share had they saved their ops' intermediates
@@ -516,7 +523,7 @@ class TableReporter(Reporter):
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
                     torch_contiguous_note(doc), torch_copied_views_note(doc),
-                    torch_causal_tables_note(doc)):
+                    torch_causal_tables_note(doc), torch_fixed_tables_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

@@ -106,6 +106,13 @@ def coverage(bl, at: int, peak: int) -> dict:
         tab = dict(cov["causal_tables"])
         out["causal_tables"] = {**tab, "peak": peak + tab["bytes"], "says_so": _a_share(tab["bytes"], peak)}
         out["causal_tables"]["note"] = causal_tables_note(out["causal_tables"])
+    if cov.get("fixed_tables"):
+        # position tables read at fixed rows, trained by assumption (the file does not say whether eager
+        # keeps them frozen, as a sinusoidal one): the peak with them frozen, beside
+        ft = cov["fixed_tables"]
+        out["fixed_tables"] = _beside(ft["peak"], peak, tables=list(ft["tables"]))
+        if peak:
+            out["fixed_tables"]["note"] = fixed_tables_note(out["fixed_tables"], peak)
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -198,8 +205,8 @@ def coverage_line(cov: dict) -> str:
         line += "; " + cl["note"]
     if (cov.get("cache_sized") or {}).get("says_so"):
         line += "; " + cov["cache_sized"]["note"]
-    for key in ("contiguous", "copied_views", "causal_tables", "as_functions", "functions_as_ops", "as_held",
-                "as_no_grad"):  # the figures beside the peak, each when it differs by a share of it
+    for key in ("contiguous", "copied_views", "causal_tables", "fixed_tables", "as_functions", "functions_as_ops",
+                "as_held", "as_no_grad"):  # the figures beside the peak, each when it differs by a share of it
         if (cov.get(key) or {}).get("says_so"):
             line += "; " + cov[key]["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
@@ -216,6 +223,15 @@ def reasons(cov: dict) -> list[str]:
             n[0] += 1
             n[1] += e["bytes_at_peak"]
     return [f"{n} of them ({b:,d} B) as {why}" for why, (n, b) in out.items()]
+
+
+def fixed_tables_note(ft: dict, peak: int) -> str:
+    """What the figure assumes of the tables read at fixed rows (`figures.torch.coverage.fixed_tables
+    .note`, which the table's header and `compare` print): counted as trained, and the peak with them
+    frozen (a sinusoidal table, a Parameter eager keeps with requires_grad=False)."""
+    return (f"estimated: {len(ft['tables'])} table(s) read at fixed rows ({_shown(ft['tables'], 1)}) counted as "
+            f"trained (the file does not say); frozen, as a sinusoidal table is in eager, the peak is "
+            f"{ft['peak']:,d} B ({100 * (ft['peak'] / peak - 1):+.1f} %)")
 
 
 def functions_note(modules: list, alt: int, peak: int) -> str:
