@@ -16,8 +16,9 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
-(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`),
-1-D and 3-D upsampling (`fam_upsample_1d`, `fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
+kernels past 4 and strides past 2 (`fam_tconv_large`), 1-D and 3-D upsampling (`fam_upsample_1d`,
+`fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
@@ -1743,6 +1744,23 @@ class Upsample3dNet(nn.Module):
         return self.head(x.mean((2, 3, 4)))
 
 
+class LargeTConvNet(nn.Module):
+    """Transposed convolutions past kernel 4 and stride 2 (refused before): a strided stem with BatchNorm,
+    a depthwise 6 x 6 at stride 3 (a learned x 3 upsampling), a 5 x 5 at stride 2 with a bias, and 8 x 8 at
+    stride 4 over 2 groups; ReLU between; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(16, 16, 6, 3, 0, groups=16, bias=False), nn.ReLU(),
+                                nn.ConvTranspose2d(16, 16, 5, 2, 2), nn.ReLU(),
+                                nn.ConvTranspose2d(16, 8, 8, 4, 2, groups=2))
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2252,6 +2270,7 @@ FAM = {
     "fam_tconv_slow": ("dwconv", lambda: SlowTConvNet(), IMG),
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
+    "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
     "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
