@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
+from memplan_cli.ops.conv import CPU_NAME
 from memplan_cli.profiles.torch.attention import folded_causal_tables
 from memplan_cli.profiles.torch.export import eager_graph, export_record
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
@@ -198,6 +199,8 @@ class TorchProfile:
                          # tensor storages only (MemTracker's view): their own peak and its split
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
+                         # the CPU whose kernels and cache sizes the facts assume (ops/conv.py)
+                         "cpu": CPU_NAME,
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use; copies "
                                          "the export leaves out (a `.clone()` is no node); the forward's "
