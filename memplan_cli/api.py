@@ -523,7 +523,7 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     from memplan_cli.remat.section import remat_section
     from memplan_cli.report.document import document_header, model_head
     from memplan_cli.report.progress import spinner
-    from memplan_cli.verification import verify_model
+    from memplan_cli.verification import verify_analysis, verify_model
 
     path = _model_path(model)
     if profile == "torch":
@@ -546,16 +546,22 @@ def verify(model: PathLike, *, profile: str = "memplan", planner: str | None = N
     remat = None
     if limit is not None:
         with spinner(f"searching a remat plan for {path} under {budget}", progress):
-            res, opts, a, problem = solve_budget(setup, limit, planner=planner)
+            t0 = time.perf_counter()
+            res, _, a, problem = solve_budget(setup, limit, planner=planner)
+            solved = time.perf_counter() - t0
         remat = remat_section(res, problem, a.buffers.training_graph if res.fits else None)
         if not res.fits:
             return VerificationResult({**header, "passed": None, "remat": remat})
-        popts = opts
     run = dict(profile=profile, planner=planner, time_limit=time_limit, seed=seed, threads=threads,
                check_live=check_live, graph=setup.graph)
     with spinner(f"verifying {path} ({profile})", progress):
-        # a remat plan runs in the arena the solver planned (work budget, never the clock)
-        rep = verify_model(path, cfg, profile_options=popts, **{**run, "time_limit": None if remat else time_limit})
+        if remat is not None:
+            # the solver's analysis of its plan is the step to run, planned on the work budget (never the
+            # clock): run it as it is rather than build and plan the same step again
+            rep = verify_analysis(a, path, seed=seed, threads=threads, check_live=check_live,
+                                  timings={"plan": solved})
+        else:
+            rep = verify_model(path, cfg, profile_options=popts, **run)
         same = None
         if remat is not None and res.drop and rep.result.passed:
             same = _same_step(rep.result, verify_model(path, cfg, **run).result)
@@ -706,7 +712,7 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     ({"seq": (128, 256, 512)}): those are swept instead, at one batch (batch_sizes: one size, default the
     model's). A profile that cannot handle the model shows n/a with the reason, except the first:
     its errors stop the sweep. The other training setup arguments are `analyze`'s but batch_size."""
-    from memplan_cli.analysis import analyze, model_sha256
+    from memplan_cli.analysis import analyze, model_sha256, shared_training_graphs
     from memplan_cli.opgraph.outputs import loss_output_names
     from memplan_cli.loaders import load_model
     from memplan_cli.report.document import model_head
@@ -813,11 +819,17 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     else:
         batches.update(asked or parse_batch_sizes(DEFAULT_BATCHES))
     batches = sorted(batches)
-    todo = [(p, b) for p in profiles for b in batches if (p, b) not in done]
+    # batch by batch, so that the profiles that build the same step (memplan's and the torch profile's
+    # on a file it does not rewrite) build it once, and no batch's step outlives its turn; the document
+    # orders the rows by profile
+    todo = [(p, b) for b in batches for p in profiles if (p, b) not in done]
     with Bar(len(todo), "sweeping", progress) as bar:
-        for p, b in todo:
-            bar.advance(f"{p} {swept or 'batch'} {b}")
-            run(p, b)
+        for b in batches:
+            with shared_training_graphs():
+                for p in profiles:
+                    if (p, b) not in done:
+                        bar.advance(f"{p} {swept or 'batch'} {b}")
+                        run(p, b)
     rows = list(done.values())
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
            "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup

@@ -236,3 +236,25 @@ def test_shared_builds_last_as_long_as_their_block(builds):
         build_training_graph(g, cfg, rules=default_rules())
         assert len(builds) == 4
     assert build_training_graph(g, cfg) is not first and len(builds) == 5
+
+
+def test_verify_with_a_budget_runs_the_step_the_solver_planned(builds):
+    # the solver's analysis of its remat plan is the step verify runs (it built and planned the same
+    # step a second time), then the step without remat to compare: two builds, three before
+    r = CliRunner().invoke(main, ["verify", str(MNIST), "-f", "json", "--budget", "3.5MiB"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["passed"] and doc["remat"]["recomputed_ops"] and doc["remat"]["compared_to_plain_step"]
+    assert len(builds) == 2
+
+
+def test_sweep_builds_memplans_step_once_per_batch_for_memplan_and_torch(builds):
+    # batch by batch, memplan's and the torch profile's step at each batch are one build; singa's its
+    # own (6 builds before for two batches)
+    r = CliRunner().invoke(main, ["sweep", str(MNIST_ONNX), "-b", "1,2", "-p", "memplan", "-p", "torch", "-p", "singa",
+                                  "-f", "json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    assert [(x["profile"], x["batch_size"]) for x in rows] == [(p, b) for p in ("memplan", "torch", "singa")
+                                                               for b in (1, 2)]
+    assert all(x["planned"] for x in rows) and len(builds) == 4

@@ -94,8 +94,11 @@ def check_report(doc, source: str) -> dict:
     """Raise MemplanError naming `source` unless `doc` has what a diff reads (integers in bytes)."""
     if not isinstance(doc, dict):
         raise MemplanError("not a memplan report (the JSON is not an object)", source)
-    if doc.get("kind", "analysis") != "analysis":
-        raise MemplanError(f"not an analyze report (it is a {doc.get('kind')!r} report)", source)
+    kind = doc.get("kind", "analysis")
+    if kind != "analysis":
+        # the kind is input too: cut and escaped as any value a note shows ('a 'inspect' report' read
+        # badly, and a kind of a million characters was a line of a million)
+        raise MemplanError(f"not an analyze report (kind: {'null' if kind is None else _brief(kind)})", source)
     for key in ("categories", "totals"):
         if not isinstance(doc.get(key), dict):
             raise MemplanError(f"not a memplan report (no {key!r} object)", source)

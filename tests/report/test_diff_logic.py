@@ -62,5 +62,10 @@ def test_check_report_names_what_is_wrong():
         check_report(bad, "base.json")
     with pytest.raises(MemplanError, match="schema_version 7"):
         check_report({**_doc(), "schema_version": 7}, "x")
-    with pytest.raises(MemplanError, match="not an analyze report"):
+    with pytest.raises(MemplanError, match=r"^x: not an analyze report \(kind: sweep\)$"):
         check_report({**_doc(), "kind": "sweep"}, "x")
+    with pytest.raises(MemplanError, match=r"^x: not an analyze report \(kind: null\)$"):
+        check_report({**_doc(), "kind": None}, "x")
+    with pytest.raises(MemplanError) as e:  # a kind is input: cut and escaped
+        check_report({**_doc(), "kind": "\x1b[2J" + "k" * 100_000}, "x")
+    assert len(str(e.value)) < 120 and "\x1b" not in str(e.value)
