@@ -603,6 +603,68 @@ def _random_brg_block(count, seed):
 
 
 SETS["brg_block_random"] = _random_brg_block(40, 54302)  # drawn after the brgconv_strided block rule
+# eager's slow dilated kernel (slow_conv_dilated2d): dilated kernels up to 3 on one small sample
+SETS["dilated_slow"] = [dict(n=1, c=8, h=8, o=16, k=3, p=2, d=2), dict(n=1, c=8, h=8, o=16, k=3, p=2, d=2, bias=0),
+                        dict(n=1, c=8, h=8, o=16, k=3, p=2, d=2, xgrad=0), dict(n=1, c=16, h=16, o=16, k=3, s=2, p=2, d=2),
+                        dict(n=1, c=8, h=8, o=16, k=2, p=1, d=3)]
+
+
+def _random_dilated_slow(count, seed):
+    """Dilated convolutions eager runs on its slow dilated kernel, drawn at random (fixed seed) after its rule
+    was written: one sample of at most 20,480 elements, ungrouped, kernels 1 to 3, dilation 2 to 4, strides 1
+    and 2, pads 0 to the dilated extent's half, biases, frozen inputs and weights at random; 2-D and 1-D."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        k, d, c = rnd.choice([1, 2, 3]), rnd.choice([2, 3, 4]), rnd.choice([1, 3, 8, 16, 32, 64])
+        h = rnd.choice([4, 7, 8, 16, 17])
+        d1 = rnd.random() < 0.25
+        if d1:
+            h = rnd.choice([16, 50, 100])
+        if c * (h if d1 else h * h) > 20480:
+            continue
+        p = rnd.choice([0, d * (k - 1) // 2])
+        if h + 2 * p - d * (k - 1) < 1:
+            continue
+        cfg = dict(n=1, c=c, h=h, o=rnd.choice([1, 8, 16, 24, 48]), k=k, s=rnd.choice([1, 1, 2]), p=p, d=d,
+                   bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85))
+        if d1:
+            cfg["d1"] = 1
+        if rnd.random() < 0.15 and cfg["xgrad"]:  # a frozen weight where the input needs its gradient
+            cfg["wgrad"] = 0
+        out.append(cfg)
+    return out
+
+
+SETS["dilated_slow_random"] = _random_dilated_slow(40, 54303)  # drawn after the slow dilated rule
+def _random_tconv1d(count, seed):
+    """ConvTranspose1d drawn at random (fixed seed) after it was read as its 2-D view: kernels 1 to 4, strides
+    1 and 2, output_padding, groups 1 to 4 and depthwise, batch 1 to 8, 8 to 64 positions, biases, frozen
+    inputs at random (larger kernels and strides stay refused, as in 2-D)."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        k, s = rnd.choice([1, 2, 3, 4]), rnd.choice([1, 2, 2])
+        g = rnd.choice([1, 1, 1, 2, 4, 0])
+        c = rnd.choice([8, 16, 24, 32, 64])
+        o = c if g == 0 else rnd.choice([8, 16, 32, 48])
+        g = c if g == 0 else g
+        if c % g or o % g:
+            continue
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([8, 16, 25, 64]), o=o, k=k, s=s,
+                   p=rnd.choice([0, k // 2]), g=g, t=1, d1=1, bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if s > 1 and rnd.random() < 0.3:
+            cfg["op"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_1d_random"] = _random_tconv1d(40, 54304)  # drawn after ConvTranspose1d's 2-D view
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

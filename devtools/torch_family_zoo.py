@@ -15,8 +15,8 @@ sparse-attention indexer), learned queries viewed and expanded over every positi
 block attention residual), batched matmuls whose operands broadcast over batch dims (a lambda
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
-depthwise, 4 channels per group), transposed convolutions on eager's slow kernel (`fam_tconv_slow`),
-heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
+(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
@@ -1667,6 +1667,46 @@ class SlowTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class SlowDilatedNet(nn.Module):
+    """Dilated 3 x 3 convolutions (dilation 2 and 4, an ASPP-like pair summed, one with a bias, one without)
+    after a strided stem with BatchNorm, which eager runs on its slow dilated kernel on one small sample
+    (batch 1) and on oneDNN on more; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.d2 = nn.Conv2d(16, 32, 3, padding=2, dilation=2)
+        self.d4 = nn.Conv2d(16, 32, 3, padding=4, dilation=4, bias=False)
+        self.out = nn.Conv2d(32, 24, 3, padding=2, dilation=2)
+        self.head = nn.Linear(24, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = F.relu(self.d2(x) + self.d4(x))
+        return self.head(F.relu(self.out(x)).mean((2, 3)))
+
+
+class TConv1dNet(nn.Module):
+    """A 1-D decoder of transposed convolutions, as vocoders and audio autoencoders upsample (ATen runs each
+    as the 2-D transposed convolution of its unsqueezed view): a strided Conv1d stem with BatchNorm, then
+    ConvTranspose1d kernel 4 stride 2 (pad 1) with a bias, 4 groups at kernel 3 stride 2 with
+    output_padding, depthwise kernel 3 unstrided, and an unstrided 1x1 (eager's slow transposed kernel
+    at a batch under 16); GELU between; a pooled head."""
+
+    def __init__(self, c=8, d=32, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv1d(c, d, 3, 2, 1, bias=False), nn.BatchNorm1d(d), nn.GELU())
+        self.up = nn.Sequential(nn.ConvTranspose1d(d, 64, 4, 2, 1), nn.GELU(),
+                                nn.ConvTranspose1d(64, 64, 3, 2, 1, output_padding=1, groups=4, bias=False),
+                                nn.BatchNorm1d(64), nn.GELU(),
+                                nn.ConvTranspose1d(64, 64, 3, padding=1, groups=64), nn.GELU(),
+                                nn.ConvTranspose1d(64, 16, 1))
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean(2))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2174,6 +2214,8 @@ FAM = {
     "fam_tconv_grouped": ("dwconv", lambda: GroupedTConvNet(), IMG),
     "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_tconv_slow": ("dwconv", lambda: SlowTConvNet(), IMG),
+    "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
+    "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),

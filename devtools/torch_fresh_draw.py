@@ -133,6 +133,11 @@ def named_in_repo() -> list:
             out.append(("hft", f"{head}:{t}", {}))
         else:
             out.append(({"timm": "timm", "torchvision": "tv"}.get(lib, "hf"), name, {}))
+    # a task head's row written with a space (`| transformers mlm ultravbert |`, `| mlm eurobert |`, the
+    # tables of the heads' scouting draws): that type under that head
+    heads = "|".join(HF_TASKS)
+    for head, t in re.findall(rf"^\| (?:transformers )?({heads}) ([A-Za-z0-9_.-]+)", text, re.M):
+        out.append(("hft", f"{head}:{t}", {}))
     words = set(re.findall(r"[A-Za-z0-9_.-]+", text))
     out += [("timm", n, {}) for n in timm.list_models() if n in words]
     return out
@@ -1090,10 +1095,11 @@ def table(rows: list[dict]) -> str:
         composite = (cov.get("composite") or {}).get("language_part")  # the file is a composite's language part
         folded_params = cov.get("estimated_parameters") or []  # parameters folded to the part read
         tied = cov.get("tied_parameters") or {}  # unread ones that may be a tied parameter read under another name
-        # figures beside the peak the header names: a TorchScript file's folded causal tables and the copies
-        # a `.contiguous()` it does not record would have made (of transposed tensors; of other views)
+        # figures beside the peak the header names: a TorchScript file's folded causal tables, the copies
+        # a `.contiguous()` it does not record would have made (of transposed tensors; of other views),
+        # and the position tables read at fixed rows, frozen
         beside = [f"{key.replace('_', ' ')} named ({part['peak']:,d} B)"
-                  for key in ("causal_tables", "contiguous", "copied_views")
+                  for key in ("causal_tables", "contiguous", "copied_views", "fixed_tables")
                   if (part := cov.get(key) or {}).get("says_so")]
         within += abs(err) <= 0.03
         if abs(err) > 0.10:

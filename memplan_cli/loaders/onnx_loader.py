@@ -481,12 +481,14 @@ class _Builder:
             raise _Bad(why)
 
     def _rejected(self, node) -> str | None:
-        """Why onnx's own shape inference, run strictly on this one node with the shapes the file gives
-        its inputs, rejects it (a MatMul of (4, 4, 32, 16) by (4, 16, 32, 4)): the graph as written
-        cannot run, whatever memplan does. None when an input has no shape or onnx accepts the node."""
+        """Why onnx's own shape inference, run strictly on this one node with the shapes its inputs take
+        (after the batch and dims are set), rejects it (a MatMul of (4, 4, 32, 16) by (4, 16, 32, 4)):
+        the graph cannot run with those shapes. None when an input has no shape or onnx accepts it."""
         import onnx
         from onnx import helper, shape_inference
 
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return None  # a subgraph reads values of the outer graph, which one node alone does not hold
         ins, shapes = [], []
         for i in (x for x in node.input if x):
             if i in self.consts:
@@ -512,9 +514,9 @@ class _Builder:
             said = said.rsplit("[ShapeInferenceError]", 1)[-1].strip() or said
             what = f"{node.op_type} '{node.name}'" if node.name else node.op_type
             given = ", ".join(str(s) for s in shapes)
-            return (f"{what} cannot run on the shapes the file gives its inputs ({given}): onnx's shape "
-                    f"inference says \"{said}\"; the graph as written does not compute (an exporter's "
-                    "error), so memplan cannot plan it")
+            return (f"{what} cannot run on the shapes its inputs take here ({given}): onnx's shape "
+                    f"inference says \"{said}\"; the graph does not compute with these shapes, so memplan "
+                    "cannot plan it")
         return None
 
     def _data_source(self, node) -> str | None:

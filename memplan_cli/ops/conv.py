@@ -315,7 +315,8 @@ def torch_backend(op, operands) -> str:
     torch 2.14's `torch._C._select_conv_backend` over a grid of shapes on one thread, the oracle's
     setting): "mkldnn" unless a 1x1, unstrided, undilated kernel runs on a batch under 16 (the slow
     path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
-    (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated.
+    (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated
+    (`_dilated_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
     1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
     if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
         return "mkldnn"
@@ -370,6 +371,18 @@ def _columns(op, operands) -> int:
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
     return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
+
+
+def _dilated_columns(op, operands) -> int:
+    """Bytes of eager's slow dilated kernel's columns (ATen's NaiveDilatedConvolution.cpp,
+    slow_conv_dilated2d, which `torch_backend` picks for a dilated kernel on one small sample): one
+    sample's (C x KH x KW, OH x OW), made in forward beside the output, and again in backward after the
+    three gradients (measured, torch 2.14.1: devtools/torch_conv_sweep.py --set dilated_slow)."""
+    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
+    kh, kw = (int(v) for v in op.attrs["kernel"])
+    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
+    c, cy = int(x.shape[ch]), int(y.shape[ch])
+    return c * kh * kw * (y.num_elements // (int(y.shape[0]) * cy)) * (x.nbytes // max(x.num_elements, 1))
 
 
 # A channels-last input (NHWC strides: ConvNeXt's LayerNorm over channels leaves one) makes oneDNN run
@@ -540,8 +553,16 @@ def _cl_bwd_dw(op, operands) -> tuple:
 JIT_REGS = 28  # jit_avx512_common_conv_fwd_kernel: zmm registers for the output row's unroll
 JIT_CODE = 256 * 1024  # its rough code-size bound (default jit generator size)
 DW_UR_W = 6  # jit_uni_dw_conv_kernel_utils: avx512_core's unroll over the output row
-# gemm_convolution_utils init_conf: its L2 share in floats (the measuring CPU's 2 MiB per core)
-GEMM_L2 = 2 * 1024 * 1024 // 4
+# The CPU these facts assume: the one they were measured on. oneDNN reads the cache sizes from cpuid
+# (platform::get_per_core_cache_size: a data cache's size over the cores sharing it), and its blocking
+# searches size some scratch from them (gemm_convolution_fwd's im2col blocks over the L2; brgemm's bfloat16
+# blocks over L1 and L2); its ISA picks the kernels. On a CPU with 1 MiB of L2 per core (an AMD EPYC,
+# AVX-512) the `wide*` sweep sets' gemm forwards took other blocks, each exact with 1 MiB in place of
+# 2 MiB. The report names the CPU, and the convolutions whose scratch the L2 sizes (`_torch_cache_sized`).
+CPU_L1D, CPU_L2 = 48 * 1024, 2 * 1024 * 1024  # bytes per core
+CPU_NAME = "x86-64 with AVX-512, 48 KiB L1d and 2 MiB L2 per core, one thread (oneDNN 3.12)"
+# gemm_convolution_utils init_conf: its L2 share in floats
+GEMM_L2 = CPU_L2 // 4
 SIMD_W = 16
 
 
@@ -720,9 +741,18 @@ def _gemm_fwd_col(op, operands) -> int:
     sh, sw = q["sh"], q["sw"]
     spatial = q["n"] * q["g"] * os_
     k_all = ic * ks
-    if not (spatial >= SIMD_W or os_ < q["n"] * q["g"] or (sw == 1 and k_all <= 0.05 * oc)):
+    if not _gemm_fwd_searched(op, operands):
         return ic * ks * os_
     return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
+
+
+def _gemm_fwd_searched(op, operands) -> bool:
+    """Whether gemm_convolution_fwd's init_conf runs its blocking search (a cache model over the CPU's L2),
+    or takes the whole im2col buffer."""
+    q = _wgeom(op, operands)
+    os_ = q["oh"] * q["ow"]
+    return q["n"] * q["g"] * os_ >= SIMD_W or os_ < q["n"] * q["g"] or \
+        (q["sw"] == 1 and q["ic"] * q["kh"] * q["kw"] <= 0.05 * q["oc"])
 
 
 def _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all) -> int:
@@ -813,6 +843,8 @@ def _torch_fwd(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
+    if be == "slow_dilated":
+        return ((_dilated_columns(op, operands),),)
     if be == "slow" and _slow_groups(op, operands) > 1:
         # one group at a time (its im2col columns, its input copied), then at::cat of the groups'
         # outputs: the pieces live beside the output
@@ -934,6 +966,8 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _cl_bwd_dx(op, operands)
     if op.type in TRANSPOSED:
         return _tconv_bwd_dx(op, operands)
+    if torch_backend(op, operands) == "slow_dilated":
+        return ((_dilated_columns(op, operands),),)  # col2im's columns beside the input's gradient
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input gradients beside their at::cat, or a group's incoming gradient copied
         # (_SLOW_GROUPED)
@@ -1139,6 +1173,10 @@ def _torch_bwd_dw(op, operands) -> tuple:
         return _cl_bwd_dw(op, operands)
     if op.type in TRANSPOSED:
         return _tconv_bwd_dw(op, operands)
+    if torch_backend(op, operands) == "slow_dilated":
+        # the three gradients made first, then the columns, and with a bias a temporary of its size (the
+        # bias's gradient summed over the output)
+        return ((_dilated_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
@@ -1491,9 +1529,9 @@ def _bf16_kernel(op, operands) -> str | None:
     return "brg_pixel" if pixel else "brgconv"
 
 
-# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the measuring
-# CPU (48 KiB L1d, 2 MiB L2 per core)
-L1_BYTES, L2_BYTES = 48 * 1024 * 7 // 8, 2 * 1024 * 1024 * 3 // 4
+# oneDNN's cache shares (brg_blocking_t::L1, L2: 7/8 of the core's L1d, 3/4 of its L2) on the CPU the
+# facts assume (CPU_NAME)
+L1_BYTES, L2_BYTES = CPU_L1D * 7 // 8, CPU_L2 * 3 // 4
 
 
 def _bf16_parts(op, operands) -> dict:
@@ -1674,9 +1712,6 @@ def _torch_refuse(op, operands) -> str | None:
         if any(int(d) > 1 for d in op.attrs.get("dilation", (1,))) or op.type not in ("Conv2D", "DepthwiseConv2D"):
             return "a dilated, transposed or not 2-D channels-last convolution: its memory was not measured"
         return None
-    if be == "slow_dilated":
-        return (f"eager runs it with the {be.replace('_', ' ')} CPU kernel (batch {operands[op.inputs[0]].shape[0]}), "
-                f"whose memory was not measured")
     return None
 
 
@@ -1698,12 +1733,17 @@ def _as_2d(fn):
     unsqueezed view (ATen's `_convolution`: `view1d_as_2d` and `view4d`: input (N, C, 1, L), weight
     (O, I, 1, K), stride (1, s), padding (0, p), dilation (1, d)), so oneDNN picks and sizes its
     kernels for that 2-D convolution (measured, torch 2.14: a strided Conv1d's backward takes
-    brgconv_strided's scratchpad exactly as the 2-D facts size it)."""
+    brgconv_strided's scratchpad exactly as the 2-D facts size it). A ConvTranspose1d the same way
+    (`view1d_as_2d` runs before the backend is chosen, transposed or not); where its 2-D view is refused,
+    so is it (no 1-D transposed facts to fall back on)."""
     def fact(op, operands):
-        if op.type != "Conv1D":
+        if op.type not in ("Conv1D", "ConvTranspose1D"):
             return fn(op, operands)
         view, opd = _view_2d(op, operands)
-        if _torch_refuse(view, opd):  # a 2-D kernel not measured: the 1-D facts, named as estimated
+        why = _torch_refuse(view, opd)
+        if why and op.type == "ConvTranspose1D":
+            return why if fn is _torch_refuse else fn(op, operands)
+        if why:  # a 2-D kernel not measured: the 1-D facts, named as estimated
             return None if fn is _torch_refuse else fn(op, operands)
         return fn(view, opd)
     return fact
@@ -1713,9 +1753,12 @@ def _view_2d(op, operands):
     a = op.attrs
     p = tuple(int(v) for v in a.get("pads") or (0, 0))
     view = copy.copy(op)
-    view.type = "Conv2D"
+    view.type = "ConvTranspose2D" if op.type == "ConvTranspose1D" else "Conv2D"
     view.attrs = {**a, "kernel": (1, int(a["kernel"][0])), "stride": (1, int(tuple(a.get("stride") or (1,))[0])),
                   "dilation": (1, int(tuple(a.get("dilation") or (1,))[0])), "pads": (0, p[0], 0, p[-1])}
+    if op.type == "ConvTranspose1D":
+        view.attrs["output_padding"] = (0, int(tuple(a.get("output_padding") or (0,))[0]))
+        return view, _Unsqueezed(operands, (op.inputs[0], op.inputs[1], op.outputs[0]))
     # a depthwise Conv1d (Mamba's causal kernel, ConvNeXt-1D) is a depthwise 2-D one to oneDNN: jit_dw's
     # blocked copies and its own weight-gradient limits (measured: 48 to 128 channels, kernels 3 to 7)
     g, w = int(a.get("group", 1) or 1), operands[op.inputs[1]]
@@ -1733,6 +1776,8 @@ def _torch_estimated(op, operands) -> bool:
     AVX-512's above 16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
+    if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
+        return _torch_estimated(*_view_2d(op, operands))
     if op.type == "ConvTranspose2D":
         # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
         # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out);
@@ -1800,11 +1845,29 @@ def _torch_copies_input(op, operands) -> bool:
     return _torch_contiguous_grad(op, operands)
 
 
+def _torch_cache_sized(op, operands) -> int:
+    """Bytes of this convolution's scratch that oneDNN's cache model sizes from the CPU's L2 (0: none):
+    gemm_convolution_fwd's im2col buffer where its blocking search runs (`_gemm_fwd_col`), in a forward or,
+    for a transposed convolution, its input's gradient. Exact on the CPU the facts assume (CPU_NAME); the
+    report names these convolutions."""
+    if _bf16(op, operands) or _channels_last(op) or torch_backend(op, operands) != "mkldnn":
+        return 0
+    if op.type == "ConvTranspose2D":
+        view = _tconv_grouped_view(op, operands) if _tconv_gemm(op, operands) else None
+        return 4 * _gemm_fwd_col(view, operands) + 256 if view is not None and _gemm_fwd_searched(view, operands) \
+            else 0
+    if op.type not in ("Conv2D", "DepthwiseConv2D"):
+        return 0
+    gemm = _gemm_grouped(op, operands) or _wide_fwd_kernel(op, operands) == "gemm"
+    return 4 * _gemm_fwd_col(op, operands) + 128 if gemm and _gemm_fwd_searched(op, operands) else 0
+
+
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
 TORCH = {"copies_noncontiguous": _as_2d(_torch_copies_input), "saves": (("in0", "any"), ("in1", "any")), "fwd_scratch": _as_2d(_torch_fwd),
          "bwd_scratch_dx": _as_2d(_torch_bwd_dx), "bwd_scratch_dw": _as_2d(_torch_bwd_dw), "dw_inputs": (1, 2),
          "contiguous_grad": _as_2d(_torch_contiguous_grad), "refuse": _as_2d(_torch_refuse),
-         "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx)}
+         "estimated": _torch_estimated, "estimated_dx": _as_2d(_torch_estimated_dx),
+         "cache_sized": _as_2d(_torch_cache_sized)}
 
 
 def not_2d(t: str, nd: int) -> dict:

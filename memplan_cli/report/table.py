@@ -274,6 +274,13 @@ def torch_folded_note(doc: dict) -> str:
     return _said(doc, "not_counted")
 
 
+def torch_cache_note(doc: dict) -> str:
+    """The torch profile's header line when convolutions' scratch that oneDNN's cache model sizes from the
+    CPU's L2 is a share of the peak: the sentence the profile wrote, naming the CPU it assumes
+    (`figures.torch.coverage.cache_sized.note`, printed when `says_so`)."""
+    return _said(doc, "cache_sized")
+
+
 def torch_held_note(doc: dict) -> str:
     """The torch profile's header line when ops a dynamo file records under one source line each (a
     called function whose own lines it does not record) would hold a share of the peak more had every
@@ -335,6 +342,13 @@ def torch_causal_tables_note(doc: dict) -> str:
     modules' causal tables that eager holds, for a share of the peak
     (`figures.torch.coverage.causal_tables.says_so`): the sentence the profile wrote (`.note`)."""
     return _said(doc, "causal_tables")
+
+
+def torch_fixed_tables_note(doc: dict) -> str:
+    """The torch profile's header line when the tables read at fixed rows, counted as trained, would
+    change the peak by a share of it frozen (`figures.torch.coverage.fixed_tables.says_so`): the
+    sentence the profile wrote (`.note`); the command that freezes them follows ("note: if ...")."""
+    return _said(doc, "fixed_tables")
 
 
 def torch_functions_as_ops_note(doc: dict) -> str:
@@ -504,12 +518,12 @@ class TableReporter(Reporter):
             return self._quiet_line(doc) + "\n"
         con = _console(opts)
         con.print(Text(_config_line(doc), style="bold"))
-        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_functions_note(doc),
-                    torch_functions_as_ops_note(doc),
+        for est in (torch_estimate_note(doc), torch_folded_note(doc), torch_cache_note(doc),
+                    torch_functions_note(doc), torch_functions_as_ops_note(doc),
                     torch_no_grad_note(doc), torch_held_note(doc), torch_unread_note(doc), torch_composite_note(doc),
                     torch_estimated_parameters_note(doc), torch_constant_layers_note(doc),
                     torch_contiguous_note(doc), torch_copied_views_note(doc),
-                    torch_causal_tables_note(doc)):
+                    torch_causal_tables_note(doc), torch_fixed_tables_note(doc)):
             if est:
                 con.print(Text(est, style="bold yellow"))
         note = time_limit_note(doc)

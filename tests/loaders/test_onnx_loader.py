@@ -331,7 +331,7 @@ def test_a_node_onnx_rejects_on_its_inputs_shapes_is_named(tmp_path):
     with pytest.raises(ModelError) as e:
         load_model(om.save(tmp_path, "m.onnx", m), batch_size=4)
     msg = str(e.value)
-    assert "MatMul 'scores' cannot run on the shapes the file gives its inputs ((4, 4, 32, 16), (4, 16, 32, 4))" \
+    assert "MatMul 'scores' cannot run on the shapes its inputs take here ((4, 4, 32, 16), (4, 16, 32, 4))" \
         in msg, msg
     assert "Incompatible dimensions for matrix multiplication" in msg, msg
 

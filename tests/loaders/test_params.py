@@ -396,11 +396,31 @@ def test_a_table_read_at_fixed_positions_gets_the_command_that_freezes_it(tmp_pa
     assert frozen["config"]["freeze"] == ["params:m.pos.weight"]
 
 
+def test_the_torch_figure_names_the_peak_with_a_fixed_row_table_frozen(tmp_path):
+    # the figure counts the table trained (the file does not say); the peak with it frozen is reported
+    # beside it (figures.torch.coverage.fixed_tables), the same bytes the printed --freeze command gives,
+    # and a run that freezes it gets no figure beside
+    p = _lookup(tmp_path, [0, 1, 2])
+    d = json.loads(_analyze(p, "-b", "1", "-O", "adam", "-p", "torch", "-f", "json"))
+    ft = d["figures"]["torch"]["coverage"]["fixed_tables"]
+    frozen = json.loads(_analyze(p, "-b", "1", "-O", "adam", "-p", "torch", "--freeze", "params:m.pos.weight",
+                                 "-f", "json"))
+    assert ft["tables"] == ["m.pos.weight"] and ft["peak"] == frozen["figures"]["torch"]["peak"]
+    assert ft["peak"] < d["figures"]["torch"]["peak"]  # its gradient and Adam's two states are not held
+    assert "fixed_tables" not in frozen["figures"]["torch"]["coverage"]
+    # the sentence the header prints when the difference is a share of the peak
+    assert ft["says_so"] == (d["figures"]["torch"]["peak"] - ft["peak"] > 0.02 * d["figures"]["torch"]["peak"])
+    if ft["says_so"]:
+        assert f"the peak is {ft['peak']:,d} B" in " ".join(_analyze(p, "-b", "1", "-O", "adam", "-p", "torch").split())
+
+
 def test_a_table_read_at_one_row_repeated_or_at_the_input_gets_no_command(tmp_path):
     # token types read at a buffer of zeros: one row repeated, a table that trains; no command offered
     p = _lookup(tmp_path, [0, 0, 0])
     d = json.loads(_analyze(p, "-b", "1", "-f", "json"))
     assert "read_at_fixed_rows" not in d["parameters"] and "note: if" not in _analyze(p, "-b", "1")
+    d = json.loads(_analyze(p, "-b", "1", "-p", "torch", "-f", "json"))
+    assert "fixed_tables" not in d["figures"]["torch"]["coverage"]
 
 
 def test_a_table_whose_looked_up_rows_a_dynamo_file_folded_gets_the_command(tmp_path):

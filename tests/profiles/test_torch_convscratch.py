@@ -721,3 +721,88 @@ def test_strided_transposed_forward_on_brgconv_names_its_output_block():
     assert conv._torch_estimated(t, opd)
     t, opd = _tconv_g(n=8, c=96, h=4, o=32, k=3, s=2, p=1)
     assert not conv._torch_estimated(t, opd)
+
+
+def test_gemm_forward_scratch_names_the_cpu_its_cache_model_assumes(tmp_path):
+    # n=2,c=16,h=32,o=32,k=15,s=1,p=7: gemm_convolution_fwd, whose im2col blocks its cache model sizes from
+    # the L2 (1,843,328 B on a 2 MiB L2 per core; the `wide` sweep's gemm rows were each exact on a 1 MiB
+    # L2 with GEMM_L2 at 1 MiB): the report names the CPU the facts assume, and the convolution
+    import json
+
+    import jsonschema
+    from click.testing import CliRunner
+
+    from memplan_cli.cli import main
+    from memplan_cli.schemas import load_schema
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[7, 7, 7, 7]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 15, 15))], "wide.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
+    assert a.extras["torch"]["cpu"] == conv.CPU_NAME and "2 MiB L2 per core" in conv.CPU_NAME
+    cs = a.extras["torch"]["coverage"]["cache_sized"]
+    assert [o["type"] for o in cs["ops"]] == ["Conv2D"] and cs["says_so"]
+    assert cs["bytes"] >= 1_843_328 and conv.CPU_NAME in cs["note"]
+    run = CliRunner().invoke(main, ["analyze", str(path), "-p", "torch", "-l", "cce", "-f", "json"])
+    jsonschema.validate(json.loads(run.output), load_schema("analysis"))
+    run = CliRunner().invoke(main, ["analyze", str(path), "-p", "torch", "-l", "cce"], env={"COLUMNS": "80"})
+    assert "cache model" in run.output and "coverage.cache_sized" in run.output
+    # a 3 x 3 kernel runs oneDNN's jit kernel: no cache-sized scratch, the CPU still named
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 3, 3))], "small.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
+    assert "cache_sized" not in a.extras["torch"]["coverage"] and a.extras["torch"]["cpu"] == conv.CPU_NAME
+
+
+def _dil(n, c, h, o, k, s=1, p=0, d=2, bias=True):
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    opd = [Operand(0, "x", (n, c, h, h)), Operand(1, "w", (o, c, k, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh, oh))]
+    op = Operation(0, "Conv2D", [0, 1, 2] if bias else [0, 1], [3],
+                   {"kernel": (k, k), "stride": (s, s), "dilation": (d, d), "group": 1, "layout": "NCHW",
+                    "pads": (p, p, p, p)})
+    return op, opd
+
+
+@pytest.mark.parametrize("cfg,xgrad,fwd,bwd", [
+    # eager's slow dilated kernel (slow_conv_dilated2d) on one small sample, measured with
+    # `python devtools/torch_conv_sweep.py --one "n=1,c=..,h=..,o=..,k=..,s=..,p=..,d=..[,bias=0][,xgrad=0]"`:
+    # the columns (C x KH x KW, OH x OW) beside the output, then after the three gradients (and the bias's sum)
+    (dict(n=1, c=8, h=8, o=16, k=3, p=2), True, 18_432, 25_216),
+    (dict(n=1, c=16, h=16, o=16, k=3, s=2, p=2), True, 36_864, 62_592),
+    (dict(n=1, c=8, h=8, o=16, k=2, p=1, d=3), True, 6_272, 10_496)])
+def test_slow_dilated_kernel_columns(cfg, xgrad, fwd, bwd):
+    op, opd = _dil(**cfg)
+    assert conv.torch_backend(op, opd) == "slow_dilated"
+    assert conv._torch_refuse(op, opd) is None
+    assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
+    assert _bwd_peak(op, opd, xgrad) == bwd
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # ConvTranspose1d as ATen runs it, the 2-D transposed convolution of its unsqueezed view, measured with
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,g=..,t=1,d1=1"`:
+    (dict(n=8, c=16, h=8, o=16, k=3, s=2, g=1), 73_496, 20_032),  # brgconv_strided forward
+    (dict(n=2, c=24, h=8, o=8, k=1, s=2, g=2), 3_008, 4_000),  # grouped, strided 1x1
+    (dict(n=4, c=64, h=16, o=64, k=4, s=1, g=64, p=2), 32_896, 32_768)])  # depthwise
+def test_conv_transpose_1d_runs_as_its_2d_view(cfg, fwd, bwd):
+    n, c, h, o, k, s, g, p = (cfg.get(a, 0 if a == "p" else None) for a in "n c h o k s g p".split())
+    oh = (h - 1) * s - 2 * p + k
+    opd = [Operand(0, "x", (n, c, h)), Operand(1, "w", (c, o // g, k), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, oh))]
+    t = Operation(0, "ConvTranspose1D", [0, 1, 2], [3], {"kernel": (k,), "stride": (s,), "dilation": (1,), "group": g,
+                                                         "layout": "NCHW", "pads": (p, p), "output_padding": (0,)})
+    f = conv.TORCH
+    assert f["refuse"](t, opd) is None
+    assert _best(f["fwd_scratch"](t, opd), opd, t, True) == fwd
+    dx, dw = opd[0].nbytes, opd[1].nbytes + opd[2].nbytes
+    assert max(dx + _best(f["bwd_scratch_dx"](t, opd), opd, t, True),
+               dx + dw + _best(f["bwd_scratch_dw"](t, opd), opd, t, True)) == bwd
+
+
+def test_conv_transpose_1d_whose_2d_view_is_refused_is_refused():
+    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 8, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
+    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 1,
+                                                      "layout": "NCHW", "pads": (4, 4), "output_padding": (0,)})
+    assert "measured for kernels up to 4" in conv.TORCH["refuse"](t, opd)

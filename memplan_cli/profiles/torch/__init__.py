@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
+from memplan_cli.ops.conv import CPU_NAME
 from memplan_cli.profiles.torch.attention import folded_causal_tables
 from memplan_cli.profiles.torch.export import eager_graph, export_record
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
@@ -146,6 +147,12 @@ class TorchProfile:
             # figure with each copied (a `.contiguous()` a TorchScript file does not record), beside
             names = frozenset(c["tensor"] for c in sim.coverage["view_sites"])
             sim.coverage["as_copied_peak"] = beside(as_solve=True, as_contiguous=names)
+        # position tables read at rows the file fixes, trained by assumption (loaders/params.py
+        # fixed_row_tables): eager may keep such a table frozen (a sinusoidal one), and the file does not
+        # say which; the figure with them frozen, reported beside
+        fixed = fixed_tables_frozen(self, graph, config)
+        if fixed:
+            sim.coverage["fixed_tables"] = fixed
         # slices of a module's causal table a TorchScript file may have folded (its buffer not in the
         # state dict): the tables, named with the peak had eager held them (attention.py)
         tables = folded_causal_tables(tg.graph)
@@ -192,6 +199,8 @@ class TorchProfile:
                          # tensor storages only (MemTracker's view): their own peak and its split
                          "tensors": {"peak": t_peak, "peak_step": t_at, "split": split_at(tensors, t_parts, t_at)},
                          "coverage": coverage(bl, at, pf.get("peak_live_bytes", 0)),
+                         # the CPU whose kernels and cache sizes the facts assume (ops/conv.py)
+                         "cpu": CPU_NAME,
                          "not_modelled": "allocator slack; memory outside PyTorch's allocator (some oneDNN "
                                          "scratch); tensors module code keeps past their last use; copies "
                                          "the export leaves out (a `.clone()` is no node); the forward's "
@@ -203,6 +212,29 @@ class TorchProfile:
         if layers is not None:
             out["per_layer_extra"] = layers
         return out
+
+
+def fixed_tables_frozen(profile, graph, config) -> dict:
+    """The position tables among the weights trained by assumption, read only at rows the file fixes
+    (`graph.metadata["fixed_row_tables"]`, loaders/params.py), that this run trains, and the peak with
+    them frozen as `--freeze params:NAME` would (a sinusoidal table is a Parameter with
+    requires_grad=False in eager, RoFormer's; a learned one trains; the file does not say which):
+    {"tables": [...], "peak": bytes}, or {} when there is none or freezing them changes nothing."""
+    from dataclasses import replace
+
+    from memplan_cli.profiles.memplan import peak_step
+
+    names = [t for t in (getattr(graph, "metadata", None) or {}).get("fixed_row_tables") or ()
+             if f"params:{t}" not in config.freeze]
+    if not names:
+        return {}
+    frozen = replace(config, freeze=tuple(config.freeze) + tuple(f"params:{t}" for t in names))
+    try:
+        tg = profile.training_graph(graph, frozen)
+    except ConfigError:  # a name --freeze does not match (nothing to freeze): no figure beside
+        return {}
+    alt = replay(tg, frozen, as_solve=True)[0]
+    return {"tables": names, "peak": max(peak_step(_buffers(alt)[1], len(alt.steps))[1], 0)}
 
 
 def _buffers(sim) -> tuple[list, list]:

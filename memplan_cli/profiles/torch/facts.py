@@ -56,6 +56,9 @@ from memplan_cli.profiles.torch.strides import elements
 # - "estimated": a function (op, operands) -> True where the facts count the op only approximately
 #   (the report names it as estimated, as an op the general rule covers); "estimated_dx": the same for
 #   the input's gradient, where that phase runs.
+# - "cache_sized": a function (op, operands) -> bytes of the op's scratch a kernel's cache model sizes
+#   from the CPU's caches (oneDNN's gemm convolution), 0 for none: exact on the CPU the facts assume,
+#   which the report names with those ops (`figures.torch.cpu`, `figures.torch.coverage.cache_sized`).
 
 
 def flash_blocks(op, operands) -> tuple:

@@ -2,6 +2,8 @@
 sure the figure is (the ops the general rule estimated)."""
 from __future__ import annotations
 
+from memplan_cli.ops.conv import CPU_NAME
+
 
 # a profile whose estimated ops hold more than this share of the peak says so in the table's header
 ESTIMATED_SHARE = 0.02
@@ -35,6 +37,18 @@ def coverage(bl, at: int, peak: int) -> dict:
         # the families' reasons, each with its ops' count and bytes at the peak: the clauses the table's
         # estimated line and compare's line print
         out["reasons"] = reasons(out)
+    cached = cov.get("cache_sized") or {}
+    if cached:
+        # convolutions whose scratch oneDNN's cache model sizes from the CPU's L2: of each op's scratch live
+        # at the peak, at most the part the cache model sized
+        parts = bl.profile_data.get("parts") or [""] * len(bl.buffers)
+        live = dict.fromkeys(cached, 0)
+        for b, part in zip(bl.buffers, parts):
+            if b.owner in live and part == "scratch" and b.first <= at <= b.last:
+                live[b.owner] += b.size
+        n = sum(min(live[label], nb) for label, (_, nb) in cached.items())
+        out["cache_sized"] = {"ops": [{"op": label, "type": t, "bytes": nb} for label, (t, nb) in cached.items()],
+                              "bytes": n, "says_so": _a_share(n, peak), "note": cache_note(len(cached), n)}
     folded = cov.get("not_counted") or []
     if folded:
         # eager ops on constants the loader folded: their tensors are no part of the figure
@@ -92,6 +106,13 @@ def coverage(bl, at: int, peak: int) -> dict:
         tab = dict(cov["causal_tables"])
         out["causal_tables"] = {**tab, "peak": peak + tab["bytes"], "says_so": _a_share(tab["bytes"], peak)}
         out["causal_tables"]["note"] = causal_tables_note(out["causal_tables"])
+    if cov.get("fixed_tables"):
+        # position tables read at fixed rows, trained by assumption (the file does not say whether eager
+        # keeps them frozen, as a sinusoidal one): the peak with them frozen, beside
+        ft = cov["fixed_tables"]
+        out["fixed_tables"] = _beside(ft["peak"], peak, tables=list(ft["tables"]))
+        if peak:
+            out["fixed_tables"]["note"] = fixed_tables_note(out["fixed_tables"], peak)
     if cov.get("possible_functions"):
         # written-out formulas a custom autograd Function may have run (functions.py): the peak with each
         # read as a Function saving only its input; said in the header when it differs by the same share
@@ -151,6 +172,14 @@ def _shown(names: list, k: int) -> str:
     return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
+def cache_note(k: int, n: int) -> str:
+    """The sentence the reports print where convolutions' scratch comes from oneDNN's cache model
+    (`figures.torch.coverage.cache_sized.note`: the table's header when `says_so`, compare's line)."""
+    return (f"{k} convolution(s) on oneDNN's gemm kernel hold {n:,d} B of im2col scratch at the peak, blocked "
+            f"by its cache model for the CPU this profile assumes ({CPU_NAME}); another L2 size gives other "
+            f"blocks")
+
+
 def coverage_line(cov: dict) -> str:
     """`memplan compare`'s line for this model: how many of its ops measured rules cover."""
     line = f"measured rules cover {cov['measured']} of {cov['ops']} eager ops of this model"
@@ -174,8 +203,10 @@ def coverage_line(cov: dict) -> str:
     cl = cov.get("constant_layers") or {}
     if cl:
         line += "; " + cl["note"]
-    for key in ("contiguous", "copied_views", "causal_tables", "as_functions", "functions_as_ops", "as_held",
-                "as_no_grad"):  # the figures beside the peak, each when it differs by a share of it
+    if (cov.get("cache_sized") or {}).get("says_so"):
+        line += "; " + cov["cache_sized"]["note"]
+    for key in ("contiguous", "copied_views", "causal_tables", "fixed_tables", "as_functions", "functions_as_ops",
+                "as_held", "as_no_grad"):  # the figures beside the peak, each when it differs by a share of it
         if (cov.get(key) or {}).get("says_so"):
             line += "; " + cov[key]["note"]
     return line + " (devtools/torch_oracle.py; docs/torchprof.md)"
@@ -192,6 +223,15 @@ def reasons(cov: dict) -> list[str]:
             n[0] += 1
             n[1] += e["bytes_at_peak"]
     return [f"{n} of them ({b:,d} B) as {why}" for why, (n, b) in out.items()]
+
+
+def fixed_tables_note(ft: dict, peak: int) -> str:
+    """What the figure assumes of the tables read at fixed rows (`figures.torch.coverage.fixed_tables
+    .note`, which the table's header and `compare` print): counted as trained, and the peak with them
+    frozen (a sinusoidal table, a Parameter eager keeps with requires_grad=False)."""
+    return (f"estimated: {len(ft['tables'])} table(s) read at fixed rows ({_shown(ft['tables'], 1)}) counted as "
+            f"trained (the file does not say); frozen, as a sinusoidal table is in eager, the peak is "
+            f"{ft['peak']:,d} B ({100 * (ft['peak'] / peak - 1):+.1f} %)")
 
 
 def functions_note(modules: list, alt: int, peak: int) -> str:

@@ -223,7 +223,8 @@ class Replay:
                              "not_counted": [c for c in g.metadata.get(FOLDED_CALLS) or ()
                                              if not read & set(c["outputs"]) and not _a_view(c["type"])],
                              # trained layers reading a batch-shaped tensor the module made itself
-                             "constant_layers": constant_layers(g, self.trained)}
+                             "constant_layers": constant_layers(g, self.trained),
+                             "cache_sized": {}}
         self.layer: dict[str, dict[str, int]] = {}
         self.storage: dict[int, int] = {}  # operand -> storage
         self.params_order: list[int] = []
@@ -636,6 +637,9 @@ class Replay:
             sim.coverage["estimated"].setdefault(op.label, op.attrs.get("function") or op.type)
             if op.attrs.get(ESTIMATED_WHY):
                 sim.coverage["why"].setdefault(op.label, op.attrs[ESTIMATED_WHY])
+        cached = f.get("cache_sized") and f["cache_sized"](op, opd)  # bytes a kernel's cache model sizes
+        if cached:
+            sim.coverage["cache_sized"].setdefault(op.label, (op.type, cached))
         cn = f.get("copies_noncontiguous")
         if rec and cn and (not callable(cn) or cn(op, opd)) and not self.contig.get(op.inputs[0], True):
             self.noncontig_in.add(p)
