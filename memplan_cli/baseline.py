@@ -112,16 +112,17 @@ def open_target(path: str):
 
 def looks_like_json(f) -> bool:
     """Whether the open file `f` (None: not a regular file) starts like a JSON document (a report to
-    diff against, not a model to analyse); reads its first bytes and rewinds."""
+    diff against, not a model to analyse), after a UTF-8 byte order mark as `read_report` reads it
+    (Windows editors and PowerShell write one); reads its first bytes and rewinds."""
     if f is None:
         return False
     try:
         f.seek(0)
-        head = f.read(64).lstrip()
+        head = f.read(64)
         f.seek(0)
     except OSError:
         return False
-    return head[:1] in (b"{", b"[")
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 
 def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the baseline") -> dict:
