@@ -40,6 +40,14 @@ def printable(text) -> str:
 one_line = printable
 
 
+def shell_path(path: str) -> str:
+    """`path` as one word of a command memplan suggests, so that it runs as printed: shell-quoted,
+    with ./ before a leading dash (which would read as a flag)."""
+    import shlex
+
+    return shlex.quote("./" + path if path.startswith("-") else path)
+
+
 class MemplanError(Exception):
     """A problem with the user's input (file, flags). Reported as one line, exit status 2."""
 
@@ -101,9 +109,7 @@ def naming(path: str, err: MemplanError) -> MemplanError:
     Its INSPECT_HINT names the file too, shell-quoted."""
     if err.path is not None:
         return err
-    import shlex
-
-    hint = f"`memplan inspect {shlex.quote('./' + path if path.startswith('-') else path)}`"
+    hint = f"`memplan inspect {shell_path(path)}`"
 
     def named(text):
         return text.replace(INSPECT_HINT, hint) if text is not None else None

@@ -34,7 +34,7 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from memplan_cli.errors import MemplanError
+from memplan_cli.errors import MemplanError, shell_path
 from memplan_cli.inputs import require_regular_file
 
 ALIASES = {
@@ -108,13 +108,9 @@ def _open_text(path: str) -> str:
         raise CsvError("empty file (expected a header `id,lower,upper,size` and one buffer per line)", path)
     model = _model_format(data)
     if model:
-        import shlex
-
-        # the path shell-quoted (./ before a leading dash): the suggested command runs as printed
-        quoted = shlex.quote("./" + path if path.startswith("-") else path)
         raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes "
                        f"a CSV of buffers (a header `id,lower,upper,size`, one buffer per line); "
-                       f"`memplan analyze {quoted}` analyses a model", path)
+                       f"`memplan analyze {shell_path(path)}` analyses a model", path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
