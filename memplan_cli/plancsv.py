@@ -111,6 +111,8 @@ def _open_text(path: str) -> str:
         raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes "
                        f"a CSV of buffers (a header `id,lower,upper,size`, one buffer per line); "
                        f"`memplan analyze {shell_path(path)}` analyses a model", path)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte order marks (a spreadsheet's "Unicode text")
+        raise CsvError("a UTF-16 text file: memplan reads the CSV as UTF-8 (save it as UTF-8 or plain CSV)", path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
