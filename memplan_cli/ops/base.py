@@ -150,7 +150,8 @@ class OpDef:
     # (its output is its input's shape, `start` / `end` attributes), "reshape" (its last input's
     # values give its output's shape, -1 and ONNX's 0 resolved), "fill" (its last input's values give
     # the shape of the constant it writes), "identity" (its output is its input), "broadcast" (its
-    # output is its input broadcast to the output's shape: folded, a stride-0 view); "" for none
+    # output is its input broadcast to the output's shape: folded, a stride-0 view), "writes_into" (its
+    # output is its input 0 with updates written in, out of place: a scatter); "" for none
     role: str = ""
     # `fn(op) -> "IO" | "OI"`: LoRA (`--lora`) may adapt the op, whose input 1 is its weight stored
     # [in, out] ("IO") or [out, in] ("OI"); None: LoRA does not adapt it (passes/lora.py)

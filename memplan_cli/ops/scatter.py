@@ -276,11 +276,11 @@ def _torch_nd(op) -> dict | None:
 OPS = [OpDef("ScatterND", rule=rule, kernels={"forward": forward, "calcDerivative": backward,
                                               "calcGradient": backward},
              flops=flops, check=check, required_inputs=3, nondiff_inputs=(1,), batch=_batch,
-             profiles={"torch": _torch_nd}),
+             profiles={"torch": _torch_nd}, role="writes_into"),
        OpDef("ScatterElements", rule=rule, kernels={"forward": elements_forward, "calcDerivative": elements_backward,
                                                     "calcGradient": elements_backward},
              flops=flops, check=elements_check, required_inputs=3, nondiff_inputs=(1,), batch=_elements_batch,
-             profiles={"torch": _torch})]
+             profiles={"torch": _torch}, role="writes_into")]
 
 
 def _onnx(node) -> Canon:

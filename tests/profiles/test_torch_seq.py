@@ -1090,6 +1090,27 @@ def test_a_torchscript_mask_computed_in_forward_is_no_held_buffer(tmp_path):
     assert where.first > 0
 
 
+def test_a_torchscript_constant_only_written_into_is_no_held_buffer(tmp_path):
+    # `h.index_add(0, idx, v)` as TorchScript writes it: the source scattered into a traced zeros
+    # Constant (ScatterElements, its data input 0), added to the target. Eager makes no such tensor
+    # (or a transient one): the Constant is a forward value, not held all step; a Constant read as
+    # itself (a traced non-persistent buffer) stays held
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["/m/MatMul_output_0"], name="/m/MatMul"),
+             helper.make_node("Constant", [], ["/m/Constant_output_0"], name="/m/Constant",
+                              value=numpy_helper.from_array(np.zeros((2, 8), np.float32))),
+             helper.make_node("ScatterElements", ["/m/Constant_output_0", "idx", "/m/MatMul_output_0"],
+                              ["/m/ScatterElements_output_0"], axis=0, name="/m/ScatterElements"),
+             helper.make_node("Constant", [], ["/m/Constant_1_output_0"], name="/m/Constant_1",
+                              value=numpy_helper.from_array(np.full((2, 8), 0.5, np.float32))),
+             helper.make_node("Add", ["/m/Constant_1_output_0", "/m/ScatterElements_output_0"], ["y"], name="/m/Add")]
+    inits = [("w", _w(8, 8)), ("idx", np.array([[1] * 8, [0] * 8], np.int64))]
+    a = _run(_torchscript_file(tmp_path, nodes, inits, "index_add"), loss="mse")
+    cat = {b.name: b.category for b in a.buffers.buffers}
+    assert cat["/m/Constant_output_0"] != "trainable" and cat["/m/Constant_1_output_0"] == "trainable", cat
+    zeros = next(b for b in a.buffers.buffers if b.name == "/m/Constant_output_0")
+    assert zeros.first > 0
+
+
 def test_a_torchscript_view_one_layer_made_of_the_parents_table_stays_one_tensor(tmp_path):
     # the parent computes a table (a rotary cos: `arange(8).float() * 0.5`), each layer `unsqueeze`s it
     # and multiplies (mul saves it); TorchScript's CSE leaves layers.0's unsqueeze read by layers.1.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from memplan_cli import ops as registry
 from memplan_cli.ir.graph import COMPUTED_CONSTANTS
 from memplan_cli.ops._torch import GATHER, SDPA, SDPA_CALLS, TRANSPOSE, parse_call, sdpa_dropout
 from memplan_cli.profiles.torch.strides import elements
@@ -214,7 +215,20 @@ def computed_in_forward(g, trained) -> set[int]:
     if "state_dict_order" not in md or any(op.call for op in g.operations):
         return set()
     names = set(md.get(COMPUTED_CONSTANTS) or ())
-    return {o.index for o in g.operands if o.is_const and o.name in names and o.index not in trained}
+    # a traced constant (`Operand.computed`) that every reader writes into out of place, as a scatter's
+    # data: the exporter's `zeros` for `index_add` (ScatterElements of the source into zeros, added to
+    # the target) and the `zeros_like` a loop accumulates into; eager makes it in forward (or not at
+    # all: `index_add_` writes in place), never holds it the whole step. A non-persistent buffer the
+    # trace writes as a constant is read as itself, not only written into.
+    uses: dict[int, list] = {}
+    for op in g.operations:
+        for k, i in enumerate(op.inputs):
+            if i >= 0:
+                uses.setdefault(i, []).append((op.type, k))
+    written = {i for i, us in uses.items() if all(registry.role(t) == "writes_into" and k == 0 for t, k in us)}
+    return {o.index for o in g.operands if o.is_const and o.index not in trained
+            and (o.name in names or (o.index in written and o.computed and not o.sources))}
+
 
 
 def folded_causal_tables(g) -> dict:
