@@ -567,9 +567,12 @@ SIMD_W = 16
 
 
 def _wide(op, operands) -> bool:
-    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these)."""
+    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these). 2-D
+    only: a Conv1d whose 2-D view is refused falls back on the plain facts, named as estimated (the wide
+    rules read a 2-D kernel; a dilated grouped Conv1d 15 wide raised an error in them where its input
+    needed a gradient)."""
     k = tuple(int(v) for v in op.attrs["kernel"])
-    if max(k) < 14 or torch_backend(op, operands) != "mkldnn":
+    if len(k) != 2 or max(k) < 14 or torch_backend(op, operands) != "mkldnn":
         return False
     return not (_ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
                 and not any(int(p) for p in op.attrs.get("pads") or ()))

@@ -838,3 +838,13 @@ def test_unstrided_ungrouped_transposed_kernels_past_4_stay_refused():
     assert "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
     t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7)
     assert "up to 13" in conv._torch_refuse(t, opd)
+
+
+def test_a_dilated_grouped_wide_conv1d_falls_back_on_the_plain_facts(tmp_path):
+    # its 2-D view (1 x 15, dilation 3, 4 groups) is refused by the wide rules; the 1-D fallback read the
+    # wide rules too and raised ValueError (an internal error, exit 70) where its input needed a gradient
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1]),
+             helper.make_node("Conv", ["a", "w"], ["y"], kernel_shape=[15], dilations=[3], group=4)]
+    path = _save(tmp_path, nodes, (1, 4, 50), (1, 16, 8), [("w", (16, 1, 15)), ("w0", (4, 4, 1))], "dil1d.onnx")
+    a = analyze(path, TrainConfig(loss="mse"), profile="torch")
+    assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["Conv1D"]
