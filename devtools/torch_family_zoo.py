@@ -17,7 +17,7 @@ layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_c
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
 (`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
-kernels past 4 and strides past 2 (`fam_tconv_large`), padded strided 1x1 kernels
+kernels past 4 and strides past 2 (`fam_tconv_large`, `fam_tconv_vocoder`), padded strided 1x1 kernels
 (`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,
 `fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
@@ -1777,6 +1777,21 @@ class PaddedStrided1x1Net(nn.Module):
         return self.head(self.proj(self.stem(x)).mean((2, 3)))
 
 
+class VocoderTConvNet(nn.Module):
+    """A HiFi-GAN-style upsampler: a Conv1d over 80 mel channels, two ConvTranspose1d of kernel 16 at stride
+    8 (pad 4) with LeakyReLU, a Conv1d to one channel; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.pre = nn.Conv1d(80, 64, 7, padding=3)
+        self.up = nn.Sequential(nn.LeakyReLU(0.1), nn.ConvTranspose1d(64, 32, 16, 8, 4), nn.LeakyReLU(0.1),
+                                nn.ConvTranspose1d(32, 16, 16, 8, 4), nn.LeakyReLU(0.1), nn.Conv1d(16, 4, 7, padding=3))
+        self.head = nn.Linear(4, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.pre(x)).mean(2))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2287,6 +2302,7 @@ FAM = {
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
+    "fam_tconv_vocoder": ("dwconv", lambda: VocoderTConvNet(), (80, 16)),
     "fam_padded_1x1": ("dwconv", lambda: PaddedStrided1x1Net(), IMG),
     "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),

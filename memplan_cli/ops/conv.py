@@ -1471,6 +1471,12 @@ def _tconv_bwd_dw(op, operands) -> tuple:
             return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
         # the grouped jit weight gradient: copies of both, then the result copied out
         return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
+    if max(int(v) for v in op.attrs["kernel"]) > 14:
+        # gemm_convolution_bwd_weights on the convolution view, as a convolution's beyond 14 wide
+        # (`_gemm_weights`; measured: 15 to 24 wide, strides 2 to 10, 1-D and 2-D: `x64:gemm:jit`), + 128 B
+        # nested, beside the weight's gradient; then copied out
+        view = _tconv_view(op)
+        return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
     if o <= 3:
         gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
     else:
@@ -1709,14 +1715,18 @@ def _torch_refuse(op, operands) -> str | None:
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
             return "a dilated transposed convolution: oneDNN's memory for it was not measured"
         k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
-        if max(k) > 13 or (max(k) > 4 and max(st) == 1 and _ungrouped_any(op)):
-            # the wide kernels' rules (14 wide and more) were worked out for convolutions only; an ungrouped
-            # unstrided one over 4 wide runs jit kernels whose limits were not worked out for it (measured:
-            # 8 and 11 wide over 4 x 4 inputs, 229,760 B under and 375,552 B over)
-            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
-                    f"measured for kernels up to 13 (strided or grouped) and up to 4 (unstrided, ungrouped) only")
+        if (max(k) > 4 and max(st) == 1 and _ungrouped_any(op)) or (max(k) > 13 and not _ungrouped_any(op)) \
+                or max(k) == 14:
+            # an ungrouped unstrided one over 4 wide runs jit kernels whose limits were not worked out for it
+            # (measured: 8 and 11 wide over 4 x 4 inputs, 229,760 B under and 375,552 B over); a grouped one 14
+            # or more wide, forward kernels not worked out (20 and 24 wide: 899,328 and 1,290,376 B under); 14
+            # wide, where the weight gradient's jit / gemm boundary lies (600,704 B under, 62,976 B over)
+            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}, {op.attrs.get('group', 1)} "
+                    f"group(s): oneDNN's memory for it was measured for strided kernels (up to 13 wide when "
+                    f"grouped, not 14 wide) and unstrided ungrouped ones up to 4 only")
     k = tuple(int(v) for v in op.attrs["kernel"])
-    why = _wide_refuse(op, operands)
+    # the wide kernels' refusals read a convolution, not a transposed one (whose view the rules above take)
+    why = None if op.type in TRANSPOSED else _wide_refuse(op, operands)
     if why:
         return why
     if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()) and \
@@ -1806,6 +1816,8 @@ def _torch_estimated(op, operands) -> bool:
             return True
         brg = _tconv_grouped_brg(op, operands) or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
         k, st = (max(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+        if k > 14 and not _tconv_slow(op, operands):
+            return True  # brgconv_strided's blocking search past 7 wide; its weight gradient's gemm measured
         if brg and not _tconv_slow(op, operands) and k > 7:
             return True  # brgconv_strided's batch and row blocks are its blocking search's pick (`_brgconv_searched`)
         if not brg and not _ungrouped_any(op) and not _tconv_slow(op, operands) and (k > 4 or st > 2):

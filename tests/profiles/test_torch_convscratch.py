@@ -707,7 +707,7 @@ def test_slow_transposed_kernel_columns(cfg, xgrad, fwd, bwd):
 def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
     # a 5 x 5 transposed kernel on two samples runs on oneDNN, whose memory for it was not measured
     t, opd = _tconv_g(n=2, c=8, h=8, o=16, k=5)
-    assert conv.torch_backend(t, opd) == "mkldnn" and "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
+    assert conv.torch_backend(t, opd) == "mkldnn" and "unstrided ungrouped ones up to 4" in conv._torch_refuse(t, opd)
 
 
 @pytest.mark.parametrize("c,named", [(48, True), (40, True), (112, True), (176, True), (24, False), (32, False),
@@ -810,10 +810,10 @@ def test_conv_transpose_1d_runs_as_its_2d_view(cfg, fwd, bwd):
 
 
 def test_conv_transpose_1d_whose_2d_view_is_refused_is_refused():
-    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 8, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
-    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 1,
+    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 4, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
+    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 2,
                                                       "layout": "NCHW", "pads": (4, 4), "output_padding": (0,)})
-    assert "measured for kernels up to 13" in conv.TORCH["refuse"](t, opd)
+    assert "up to 13 wide when grouped" in conv.TORCH["refuse"](t, opd)
 
 
 @pytest.mark.parametrize("cfg,fwd,bwd,named", [
@@ -835,9 +835,26 @@ def test_transposed_kernels_past_4_and_strides_past_2(cfg, fwd, bwd, named):
 def test_unstrided_ungrouped_transposed_kernels_past_4_stay_refused():
     # n=2,c=32,h=4,o=48,k=11,s=1,p=5,t=1: the jit kernels' limits were not worked out (375,552 B over)
     t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=11, p=5)
-    assert "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
-    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7)
-    assert "up to 13" in conv._torch_refuse(t, opd)
+    assert "unstrided ungrouped ones up to 4" in conv._torch_refuse(t, opd)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7, g=2)  # grouped, 15 wide
+    assert "up to 13 wide when grouped" in conv._torch_refuse(t, opd)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=14, s=2, p=6)  # 14 wide: the weight gradient's boundary
+    assert "not 14 wide" in conv._torch_refuse(t, opd)
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # ungrouped, strided transposed kernels 15 wide and more (refused before): brgconv_strided forward,
+    # gemm's weight gradient on the convolution view, named as estimated; measured with
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..,t=1"`:
+    (dict(n=2, c=16, h=4, o=16, k=20, s=10, p=5), 460_952, 2_460_096),  # within 8 B of 460,944 forward
+    (dict(n=1, c=16, h=8, o=8, k=16, s=10), 585_112, 1_184_160)])
+def test_ungrouped_strided_transposed_kernels_15_wide_and_more(cfg, fwd, bwd):
+    t, opd = _tconv_g(**cfg)
+    if not cfg.get("p"):
+        t.attrs["pads"] = (0, 0, 0, 0)
+    assert conv._torch_refuse(t, opd) is None and conv._torch_estimated(t, opd)
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    assert _bwd_peak(t, opd, True) == bwd
 
 
 def test_a_dilated_grouped_wide_conv1d_falls_back_on_the_plain_facts(tmp_path):
