@@ -338,12 +338,15 @@ def fixed_row_tables(graph) -> list[str]:
             continue
         for src in o.sources or (o.name,):
             chain = folded.get(src) or ()
-            if any(_LOOKUP_NODE.match(n) for n in chain):
+            # ids made by a fill (`ones` times a pad id: MarkupLM's xpath tags) are one row repeated, as
+            # token types at a zero buffer in a TorchScript file: no table read at positions
+            if any(_LOOKUP_NODE.match(n) for n in chain) and not any(_FILL_NODE.match(n) for n in chain):
                 out += [t for t in chain if t in params and t not in out]
     return out
 
 
 _LOOKUP_NODE = re.compile(r"(?:embedding|index_select)(?:_\d+)?$")
+_FILL_NODE = re.compile(r"(?:new_)?(?:zeros|ones|full)(?:_like)?(?:_\d+)?$")
 
 
 def gradient_free(graph) -> set[int]:

@@ -439,3 +439,10 @@ def test_a_table_whose_looked_up_rows_a_dynamo_file_folded_gets_the_command(tmp_
     d = json.loads(_analyze(save(tmp_path, m), "-f", "json"))
     assert "read_at_fixed_rows" not in d["parameters"]
     assert d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}
+    # a lookup at ids made by a fill (`pad_id * ones(...)`, MarkupLM's xpath tags): one row repeated,
+    # no table read at positions (as token types at a zero buffer in a TorchScript file)
+    m = _folded(_dynamo_like(all_params_found=False), "unsqueeze_1", (1, 4),
+                ["ones", "mul", "select", "embedding_3", "m.pos.weight", "val_0"])
+    d = json.loads(_analyze(save(tmp_path, m), "-f", "json"))
+    assert "read_at_fixed_rows" not in d["parameters"]
+    assert d["parameters"]["assumed_from"] == {"unsqueeze_1": ["m.pos.weight"]}

@@ -699,7 +699,7 @@ def test_slow_transposed_kernel_columns(cfg, xgrad, fwd, bwd):
 def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
     # a 5 x 5 transposed kernel on two samples runs on oneDNN, whose memory for it was not measured
     t, opd = _tconv_g(n=2, c=8, h=8, o=16, k=5)
-    assert conv.torch_backend(t, opd) == "mkldnn" and "kernels up to 4" in conv._torch_refuse(t, opd)
+    assert conv.torch_backend(t, opd) == "mkldnn" and "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
 
 
 @pytest.mark.parametrize("c,named", [(48, True), (40, True), (112, True), (176, True), (24, False), (32, False),
@@ -805,4 +805,28 @@ def test_conv_transpose_1d_whose_2d_view_is_refused_is_refused():
     opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 8, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
     t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 1,
                                                       "layout": "NCHW", "pads": (4, 4), "output_padding": (0,)})
-    assert "measured for kernels up to 4" in conv.TORCH["refuse"](t, opd)
+    assert "measured for kernels up to 13" in conv.TORCH["refuse"](t, opd)
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd,named", [
+    # transposed kernels over 4 or strides over 2 (refused before), measured with
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..[,g=..],t=1"`:
+    (dict(n=8, c=24, h=13, o=8, k=5, s=3, p=1), 778_752, 668_192, False),  # brgconv_strided forward
+    (dict(n=2, c=24, h=13, o=16, k=8, s=8), 2_768_896, 1_591_296, True),  # its blocking search's pick: named
+    (dict(n=4, c=8, h=4, o=16, k=11, s=3, p=5, g=4), 56_960, 110_912, True)])  # grouped jit past 4 and 2: named
+def test_transposed_kernels_past_4_and_strides_past_2(cfg, fwd, bwd, named):
+    t, opd = _tconv_g(**cfg)
+    if not cfg.get("p"):
+        t.attrs["pads"] = (0, 0, 0, 0)
+    assert conv._torch_refuse(t, opd) is None
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    assert _bwd_peak(t, opd, True) == bwd
+    assert conv._torch_estimated(t, opd) is named
+
+
+def test_unstrided_ungrouped_transposed_kernels_past_4_stay_refused():
+    # n=2,c=32,h=4,o=48,k=11,s=1,p=5,t=1: the jit kernels' limits were not worked out (375,552 B over)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=11, p=5)
+    assert "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7)
+    assert "up to 13" in conv._torch_refuse(t, opd)
