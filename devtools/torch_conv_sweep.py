@@ -697,6 +697,26 @@ def _random_tconv_large(count, seed):
 
 SETS["transposed_large_random"] = _random_tconv_large(40, 54307)  # drawn after the kernel and stride limit rose
 SETS["transposed_large_random_b"] = _random_tconv_large(40, 54308)  # after the refusal and naming it led to
+def _random_padded_strided_1x1(count, seed):
+    """Padded, strided 1x1 convolutions (refused before), drawn at random (fixed seed) after their rule was
+    written: 2-D and 1-D, 3 to 128 channels, strides 2 to 4, pads 1 and 2, batch 1 to 16, biases, frozen
+    inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=rnd.choice([3, 8, 16, 24, 48, 64, 128]),
+                   h=rnd.choice([4, 7, 8, 14, 16, 28]), o=rnd.choice([8, 16, 32, 64, 96]), k=1,
+                   s=rnd.choice([2, 2, 3, 4]), p=rnd.choice([1, 1, 2]), bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if rnd.random() < 0.25:
+            cfg.update(d1=1, h=rnd.choice([16, 50, 100]))
+        out.append(cfg)
+    return out
+
+
+SETS["padded_strided_1x1_random"] = _random_padded_strided_1x1(40, 54309)  # drawn after their rule
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -17,7 +17,8 @@ layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_c
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
 (`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
-kernels past 4 and strides past 2 (`fam_tconv_large`), 1-D and 3-D upsampling (`fam_upsample_1d`,
+kernels past 4 and strides past 2 (`fam_tconv_large`), padded strided 1x1 kernels
+(`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,
 `fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
@@ -1761,6 +1762,21 @@ class LargeTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class PaddedStrided1x1Net(nn.Module):
+    """Padded, strided 1x1 convolutions (refused before): a 3 x 3 stem with BatchNorm, a 1x1 stride-2 pad-1
+    projection with a bias, BatchNorm, ReLU, a 1x1 stride-3 pad-2 one without; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, padding=1, bias=False), nn.BatchNorm2d(24), nn.ReLU())
+        self.proj = nn.Sequential(nn.Conv2d(24, 48, 1, stride=2, padding=1), nn.BatchNorm2d(48), nn.ReLU(),
+                                  nn.Conv2d(48, 32, 1, stride=3, padding=2, bias=False))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.proj(self.stem(x)).mean((2, 3)))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2271,6 +2287,7 @@ FAM = {
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
+    "fam_padded_1x1": ("dwconv", lambda: PaddedStrided1x1Net(), IMG),
     "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),

@@ -119,10 +119,18 @@ def test_input_channels_not_a_multiple_of_16_round_the_weight_copy():
     assert conv._padded_bias(op, opd) == 256
 
 
-@pytest.mark.parametrize("cfg,why", [((2, 16, 16, 16, 1, 2, 1), "padded, strided 1x1")])
-def test_unmeasured_kernels_are_refused(cfg, why):
-    op, opd = _op(*cfg)
-    assert why in conv._torch_refuse(op, opd)
+def test_padded_strided_1x1_runs_gemm_forward_and_weight_gradient():
+    # n=2,c=16,h=8,o=16,k=1,s=2,p=1 (it was refused): x64:gemm:jit forward, its columns (1,728 B) beside
+    # the output, then the output once more (3,200 B measured beside it); brgconv_strided's input gradient
+    # and gemm's weight gradient (49,304 B backward peak)
+    op, opd = _op(2, 16, 8, 16, 1, 2, 1)
+    assert conv._torch_refuse(op, opd) is None
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 3_200
+    assert _bwd_peak(op, opd, True) == 49_304
+    op.attrs["group"] = 2  # grouped: not measured, refused as before
+    op.attrs.pop("depth_multiplier", None)
+    opd[1] = Operand(1, "w", (16, 8, 1, 1), is_const=True)
+    assert "padded, strided 1x1" in conv._torch_refuse(op, opd)
 
 
 def test_patchify_conv_scratch_reaches_the_report(tmp_path):
@@ -830,3 +838,13 @@ def test_unstrided_ungrouped_transposed_kernels_past_4_stay_refused():
     assert "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
     t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7)
     assert "up to 13" in conv._torch_refuse(t, opd)
+
+
+def test_a_dilated_grouped_wide_conv1d_falls_back_on_the_plain_facts(tmp_path):
+    # its 2-D view (1 x 15, dilation 3, 4 groups) is refused by the wide rules; the 1-D fallback read the
+    # wide rules too and raised ValueError (an internal error, exit 70) where its input needed a gradient
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1]),
+             helper.make_node("Conv", ["a", "w"], ["y"], kernel_shape=[15], dilations=[3], group=4)]
+    path = _save(tmp_path, nodes, (1, 4, 50), (1, 16, 8), [("w", (16, 1, 15)), ("w0", (4, 4, 1))], "dil1d.onnx")
+    a = analyze(path, TrainConfig(loss="mse"), profile="torch")
+    assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["Conv1D"]
