@@ -665,6 +665,58 @@ def _random_tconv1d(count, seed):
 
 
 SETS["transposed_1d_random"] = _random_tconv1d(40, 54304)  # drawn after ConvTranspose1d's 2-D view
+def _random_tconv_large(count, seed):
+    """Transposed convolutions with kernels 5 to 13 or strides 3 to 8, refused before (measured up to 4 and 2),
+    drawn at random (fixed seed) after the limit was raised to the 2-D rules' own (kernels up to 13): 2-D and
+    1-D, ungrouped, 2 and 4 groups, depthwise; output_padding; biases, frozen inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        k, s = rnd.choice([2, 3, 4, 5, 6, 7, 8, 9, 11, 13]), rnd.choice([1, 2, 3, 4, 5, 8])
+        if k <= 4 and s <= 2:
+            continue
+        d1 = rnd.random() < 0.35
+        g = rnd.choice([1, 1, 1, 2, 4, 0])
+        c = rnd.choice([8, 16, 24, 32, 64])
+        o = c if g == 0 else rnd.choice([8, 16, 32, 48])
+        g = c if g == 0 else g
+        if c % g or o % g:
+            continue
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([16, 25, 64]) if d1 else rnd.choice([4, 7, 8, 13]),
+                   o=o, k=k, s=s, p=rnd.choice([0, k // 2, (k - s) // 2 if k > s else 0]), g=g, t=1,
+                   bias=int(rnd.random() < 0.6), xgrad=int(rnd.random() < 0.85))
+        if d1:
+            cfg["d1"] = 1
+        if s > 1 and rnd.random() < 0.3:
+            cfg["op"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_large_random"] = _random_tconv_large(40, 54307)  # drawn after the kernel and stride limit rose
+SETS["transposed_large_random_b"] = _random_tconv_large(40, 54308)  # after the refusal and naming it led to
+def _random_padded_strided_1x1(count, seed):
+    """Padded, strided 1x1 convolutions (refused before), drawn at random (fixed seed) after their rule was
+    written: 2-D and 1-D, 3 to 128 channels, strides 2 to 4, pads 1 and 2, batch 1 to 16, biases, frozen
+    inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=rnd.choice([3, 8, 16, 24, 48, 64, 128]),
+                   h=rnd.choice([4, 7, 8, 14, 16, 28]), o=rnd.choice([8, 16, 32, 64, 96]), k=1,
+                   s=rnd.choice([2, 2, 3, 4]), p=rnd.choice([1, 1, 2]), bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if rnd.random() < 0.25:
+            cfg.update(d1=1, h=rnd.choice([16, 50, 100]))
+        out.append(cfg)
+    return out
+
+
+SETS["padded_strided_1x1_random"] = _random_padded_strided_1x1(40, 54309)  # drawn after their rule
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -16,7 +16,10 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
-(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
+(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
+kernels past 4 and strides past 2 (`fam_tconv_large`), padded strided 1x1 kernels
+(`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,
+`fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
 (`fam_tensor_split`: TorchScript writes it as a Loop over a sequence), and GPT-2-style attention
@@ -1707,6 +1710,73 @@ class TConv1dNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean(2))
 
 
+class Upsample1dNet(nn.Module):
+    """1-D upsampling as audio decoders use it: a Conv1d stem, nearest x 2, a Conv1d, linear x 2 (and one to a
+    size, align_corners), Conv1d between; a pooled head."""
+
+    def __init__(self, c=8, d=16, classes=10):
+        super().__init__()
+        self.stem = nn.Conv1d(c, d, 3, padding=1)
+        self.mid = nn.Conv1d(d, d, 3, padding=1)
+        self.last = nn.Conv1d(d, d, 3, padding=1)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = F.interpolate(F.relu(self.stem(x)), scale_factor=2, mode="nearest")
+        x = F.interpolate(F.relu(self.mid(x)), scale_factor=2, mode="linear")
+        x = F.interpolate(F.relu(self.last(x)), size=300, mode="linear", align_corners=True)
+        return self.head(x.mean(2))
+
+
+class Upsample3dNet(nn.Module):
+    """3-D upsampling as volumetric U-Nets use it, without 3-D convolutions: a learned per-channel scale and
+    shift, trilinear x 2, GELU, nearest x 2 (and trilinear to a size, align_corners); a pooled head."""
+
+    def __init__(self, c=3, classes=10):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1, c, 1, 1, 1))
+        self.shift = nn.Parameter(torch.zeros(1, c, 1, 1, 1))
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = F.interpolate(x * self.scale + self.shift, scale_factor=2, mode="trilinear")
+        x = F.interpolate(F.gelu(x), scale_factor=2, mode="nearest")
+        x = F.interpolate(x, size=(10, 20, 20), mode="trilinear", align_corners=True)
+        return self.head(x.mean((2, 3, 4)))
+
+
+class LargeTConvNet(nn.Module):
+    """Transposed convolutions past kernel 4 and stride 2 (refused before): a strided stem with BatchNorm,
+    a depthwise 6 x 6 at stride 3 (a learned x 3 upsampling), a 5 x 5 at stride 2 with a bias, and 8 x 8 at
+    stride 4 over 2 groups; ReLU between; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(16, 16, 6, 3, 0, groups=16, bias=False), nn.ReLU(),
+                                nn.ConvTranspose2d(16, 16, 5, 2, 2), nn.ReLU(),
+                                nn.ConvTranspose2d(16, 8, 8, 4, 2, groups=2))
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.stem(x)).mean((2, 3)))
+
+
+class PaddedStrided1x1Net(nn.Module):
+    """Padded, strided 1x1 convolutions (refused before): a 3 x 3 stem with BatchNorm, a 1x1 stride-2 pad-1
+    projection with a bias, BatchNorm, ReLU, a 1x1 stride-3 pad-2 one without; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, padding=1, bias=False), nn.BatchNorm2d(24), nn.ReLU())
+        self.proj = nn.Sequential(nn.Conv2d(24, 48, 1, stride=2, padding=1), nn.BatchNorm2d(48), nn.ReLU(),
+                                  nn.Conv2d(48, 32, 1, stride=3, padding=2, bias=False))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.proj(self.stem(x)).mean((2, 3)))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2216,6 +2286,10 @@ FAM = {
     "fam_tconv_slow": ("dwconv", lambda: SlowTConvNet(), IMG),
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
+    "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
+    "fam_padded_1x1": ("dwconv", lambda: PaddedStrided1x1Net(), IMG),
+    "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
+    "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),

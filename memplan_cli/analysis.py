@@ -15,7 +15,9 @@ from memplan_cli.errors import MemplanError, UnsupportedOpError, naming
 from memplan_cli.loaders import file_object_sha256
 from memplan_cli.opgraph.outputs import loss_output_names, loss_outputs
 from memplan_cli.planners import Plan, get_planner
-from memplan_cli.profiles import get_profile, shared_training_graphs
+from memplan_cli.profiles import get_profile
+# for comparison and api (compare, sweep), which reach the profiles through this module
+from memplan_cli.profiles import shared_training_graphs  # noqa: F401
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Iterable, Sequence, Union
 
 from memplan_cli.config import FLAG_BY_NAME, TRAINING_FLAGS, check_positive as _positive, check_training_arguments, \
     config_json, merge_setup, parse_dims, training_words
-from memplan_cli.errors import ConfigError, MemplanError, naming
+from memplan_cli.errors import ConfigError, MemplanError, naming, shell_path
 from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
 
 # the modules that do the work (analysis, loaders, remat, the report's documents, ...) are imported
@@ -676,8 +676,7 @@ def analyze_command(model: str, given: dict, changes: dict) -> str:
     import shlex
 
     flags = {**given, **changes}
-    # a path that starts with a dash would read as a flag: ./ keeps it a path
-    words = ["memplan", "analyze", shlex.quote("./" + model if model.startswith("-") else model), *map(shlex.quote, training_words(flags))]
+    words = ["memplan", "analyze", shell_path(model), *map(shlex.quote, training_words(flags))]
     if flags.get("budget") is not None:
         words += ["--budget", shlex.quote(str(flags["budget"]))]
     return " ".join(words)

@@ -72,6 +72,10 @@ def parse_report_json(text: str, path: str):
     return doc
 
 
+# UTF-16's byte order marks, little and big endian
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def read_report(path: str, opened=None) -> dict:
     """The analyze report at `path`, parsed and checked (report.diff.check_report), or MemplanError.
     `opened`: `path` already open (binary, `open_target`), read from its start instead of opening it
@@ -91,6 +95,10 @@ def read_report(path: str, opened=None) -> dict:
         raise MemplanError("is a directory, not a report", path) from None
     except OSError as e:
         raise MemplanError(f"cannot read: {e.strerror or e}", path) from None
+    if data.startswith(_UTF16_BOMS):
+        # Windows PowerShell 5's `>` writes UTF-16: say how to get the report memplan wrote
+        raise MemplanError("not a JSON report memplan reads: UTF-16 text (a shell's redirection re-encoded it; "
+                           "write the report with -o FILE, which keeps it UTF-8)", path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -112,16 +120,20 @@ def open_target(path: str):
 
 def looks_like_json(f) -> bool:
     """Whether the open file `f` (None: not a regular file) starts like a JSON document (a report to
-    diff against, not a model to analyse); reads its first bytes and rewinds."""
+    diff against, not a model to analyse), after a UTF-8 byte order mark as `read_report` reads it
+    (Windows editors and PowerShell write one); reads its first bytes and rewinds."""
     if f is None:
         return False
     try:
         f.seek(0)
-        head = f.read(64).lstrip()
+        head = f.read(64)
         f.seek(0)
     except OSError:
         return False
-    return head[:1] in (b"{", b"[")
+    if head.startswith(_UTF16_BOMS):  # a report a shell re-encoded: read_report says so
+        return head[2:].decode("utf-16-le" if head.startswith(b"\xff\xfe") else "utf-16-be",
+                               "replace").lstrip()[:1] in ("{", "[")
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 
 def baseline_flags(base: dict, flags: dict, given: set[str], source: str = "the baseline") -> dict:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from memplan_cli.errors import ConfigError
+from memplan_cli.errors import INSPECT_HINT, ConfigError
 from fnmatch import fnmatchcase
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -141,7 +141,7 @@ class TrainConfig:
             for g in keep:
                 hit = _named(consts, g, records)
                 if not hit:
-                    raise ConfigError(f"--train params:{g} matches no weight of the model (`memplan inspect MODEL` "
+                    raise ConfigError(f"--train params:{g} matches no weight of the model ({INSPECT_HINT} "
                                       "lists them)")
                 trained |= hit
             frozen |= {o.index for o in consts} - trained
@@ -230,7 +230,7 @@ def _matching(ops, globs, flag: str) -> set[int]:
                if any(fnmatchcase(s, g) for s in (*op_names(op), *op_types(op), f"#{op.index}"))}
         if not hit:
             raise ConfigError(f"{flag} ops:{g} matches no op (globs match op names, module scopes, op types "
-                              "and #INDEX; `memplan inspect MODEL` lists them)")
+                              f"and #INDEX; {INSPECT_HINT} lists them)")
         out |= hit
     return out
 

@@ -40,6 +40,14 @@ def printable(text) -> str:
 one_line = printable
 
 
+def shell_path(path: str) -> str:
+    """`path` as one word of a command memplan suggests, so that it runs as printed: shell-quoted,
+    with ./ before a leading dash (which would read as a flag)."""
+    import shlex
+
+    return shlex.quote("./" + path if path.startswith("-") else path)
+
+
 class MemplanError(Exception):
     """A problem with the user's input (file, flags). Reported as one line, exit status 2."""
 
@@ -90,7 +98,20 @@ class ConfigError(MemplanError):
     """Training configuration flags are invalid or conflict."""
 
 
+# what a message found before its file was known suggests; `naming` puts the file in (a command that
+# runs as printed)
+INSPECT_HINT = "`memplan inspect MODEL`"
+
+
 def naming(path: str, err: MemplanError) -> MemplanError:
     """`err` with `path` in front of its message, unless it names a file already: an error found
-    while training a model (an op without a rule, a trainable index out of range) is about that file."""
-    return err if err.path is not None else type(err)(err.message, path, flags_message=err.flags_message)
+    while training a model (an op without a rule, a trainable index out of range) is about that file.
+    Its INSPECT_HINT names the file too, shell-quoted."""
+    if err.path is not None:
+        return err
+    hint = f"`memplan inspect {shell_path(path)}`"
+
+    def named(text):
+        return text.replace(INSPECT_HINT, hint) if text is not None else None
+
+    return type(err)(named(err.message), path, flags_message=named(err.flags_message))

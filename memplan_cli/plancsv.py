@@ -34,7 +34,7 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from memplan_cli.errors import MemplanError
+from memplan_cli.errors import MemplanError, shell_path
 from memplan_cli.inputs import require_regular_file
 
 ALIASES = {
@@ -108,9 +108,11 @@ def _open_text(path: str) -> str:
         raise CsvError("empty file (expected a header `id,lower,upper,size` and one buffer per line)", path)
     model = _model_format(data)
     if model:
-        raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes a CSV of buffers (a header "
-                       f"`id,lower,upper,size`, one buffer per line); `memplan analyze {path}` analyses a model",
-                       path)
+        raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes "
+                       f"a CSV of buffers (a header `id,lower,upper,size`, one buffer per line); "
+                       f"`memplan analyze {shell_path(path)}` analyses a model", path)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte order marks (a spreadsheet's "Unicode text")
+        raise CsvError("a UTF-16 text file: memplan reads the CSV as UTF-8 (save it as UTF-8 or plain CSV)", path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

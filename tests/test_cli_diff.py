@@ -81,6 +81,36 @@ def test_json_diff_of_two_reports(fake_profiles, tmp_path):
     assert f"{bp['old']:,d} B" in lines[0] and f"{bp['new']:,d} B" in lines[0]
 
 
+def test_a_report_saved_with_a_byte_order_mark_is_a_report_on_either_side(fake_profiles, tmp_path):
+    # read_report reads UTF-8 with a BOM (Windows editors, PowerShell's Out-File); as TARGET such a
+    # report was taken for a model: "not a circle, tflite or ONNX model"
+    base = baseline(tmp_path, "-b", "2")
+    new = baseline(tmp_path, "-b", "3", name="new.json")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + new.read_bytes())
+    plain = cli("diff", "--baseline", str(base), str(new), "-f", "json")
+    r = cli("diff", "--baseline", str(base), str(bom), "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rows"] == json.loads(plain.stdout)["rows"]
+    r = cli("diff", "--baseline", str(bom), str(bom), "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert all(x["delta"] == 0 for x in json.loads(r.stdout)["rows"])
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")])
+def test_a_report_a_shell_re_encoded_as_utf16_says_so_on_either_side(fake_profiles, tmp_path, encoding, bom):
+    # Windows PowerShell 5's `memplan analyze ... -f json > new.json` writes UTF-16: as TARGET it was
+    # "not a circle, tflite or ONNX model", as the baseline "not UTF-8 text"
+    base = baseline(tmp_path, "-b", "2")
+    new = baseline(tmp_path, "-b", "3", name="new.json")
+    wide = tmp_path / "wide.json"
+    wide.write_bytes(bom + new.read_text(encoding="utf-8").encode(encoding))
+    for b, t in ((base, wide), (wide, new)):
+        r = cli("diff", "--baseline", str(b), str(t))
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+        assert f"{wide}: " in r.stderr and "UTF-16 text" in r.stderr and "-o FILE" in r.stderr, r.stderr
+
+
 def test_the_reason_for_a_failure_reaches_stderr_when_the_report_goes_to_a_file(fake_profiles, tmp_path):
     base = baseline(tmp_path, "-b", "2")
     new = baseline(tmp_path, "-b", "3", name="new.json")

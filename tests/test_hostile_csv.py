@@ -75,3 +75,13 @@ def test_any_rows(tmp_path, head, rows, planner):
     assert "internal error" not in err and "Traceback" not in err, err
     if code == 2:
         assert len(err.strip().splitlines()) == 1 and str(p) in err, err
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")])
+def test_a_utf16_csv_is_named_as_such(tmp_path, encoding, bom):
+    # a spreadsheet's "Unicode text" export: it said "byte 0 is not UTF-8"
+    p = tmp_path / "b.csv"
+    p.write_bytes(bom + "id,lower,upper,size\na,0,2,8\n".encode(encoding))
+    r = CliRunner().invoke(main, ["plan", str(p)])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"{p}: a UTF-16 text file" in r.stderr and "save it as UTF-8" in r.stderr, r.stderr

@@ -85,6 +85,20 @@ def test_plan_points_a_model_to_analyze(name, fmt):
     assert f"{fmt} model, not a buffer list" in r.stderr and f"`memplan analyze {SAMPLES / name}`" in r.stderr
 
 
+def test_plan_s_pointer_to_analyze_runs_as_printed(tmp_path):
+    # `memplan analyze /tmp/my model.onnx` (unquoted) analysed '/tmp/my' and 'model.onnx'
+    import shlex
+    import shutil
+
+    model = tmp_path / "my model's.onnx"
+    shutil.copy(SAMPLES / "mnist.onnx", model)
+    r = cli("plan", model)
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    words = shlex.split(r.stderr.split("`")[-2])
+    assert words[:2] == ["memplan", "analyze"] and words[2:] == [str(model)], words
+    assert cli(*words[1:], "-q").exit_code == 0
+
+
 def test_verify_names_the_model_s_batch_as_analyze_does():
     out = " ".join(cli("verify", MNIST).stdout.split())
     assert "batch 1 (the model's)" in out and "batch model" not in out

@@ -215,16 +215,32 @@ def flops(op, operands):
 
 
 def _torch_refuse(op, operands) -> str | None:
-    if len(operands[op.inputs[0]].shape) != 4:
-        return (f"{op.attrs.get('mode')} resizing of a rank-{len(operands[op.inputs[0]].shape)} tensor: eager's "
-                f"kernel for it was not measured (nearest, bilinear and bicubic over 2-D images were)")
+    rank = len(operands[op.inputs[0]].shape)
+    if rank != 4 and not (rank in (3, 5) and op.attrs.get("mode") in ("nearest", "linear")
+                          and not op.attrs.get("antialias")):
+        return (f"{op.attrs.get('mode')} resizing of a rank-{rank} tensor: eager's kernel for it was not "
+                f"measured (nearest, bilinear and bicubic over 2-D images, nearest and linear over 1-D and 3-D "
+                f"ones were)")
     return None
+
+
+def _torch_fwd(op, operands) -> tuple:
+    """2-D: the input copied and a second output-sized buffer (below). 1-D and 3-D (upsample_nearest1d /
+    3d, upsample_linear1d, upsample_trilinear3d; ATen's UpSampleKernel.cpp `compute_indices_weights_*`):
+    the output and, per spatial axis and per tap (1 nearest, 2 linear), an int64 index and a float weight
+    for every output position along that axis, made beside the output and freed in the forward (measured,
+    torch 2.14.1: 12 B x taps x the output's spatial sizes summed, 1-D and 3-D, up and down, either
+    align_corners); backward the input's gradient only."""
+    if len(operands[op.inputs[0]].shape) == 4:
+        return (("in0", "out0"),)
+    taps = 2 if op.attrs.get("mode") == "linear" else 1
+    return ((12 * taps * sum(int(d) for d in operands[op.outputs[0]].shape[2:]),),)
 
 
 # `--profile torch`: upsample_nearest2d / upsample_bilinear2d keep only sizes; on CPU the forward
 # copies its input and computes into a second output-sized buffer beside the output (measured, torch
 # 2.14: +Y, +X, +Y, -Y, -X for 7 shapes); backward allocates the input's gradient only
-TORCH = {"fwd_scratch": (("in0", "out0"),), "refuse": _torch_refuse}
+TORCH = {"fwd_scratch": _torch_fwd, "refuse": _torch_refuse}
 # upsample_bicubic2d (derivatives.yaml: keeps only sizes, as the two above) computes straight into its
 # output: its CPU forward allocates only the output and, per axis, four taps' int64 indices and float
 # weights per output row or column (48 B each, freed inside the forward: not counted); backward the

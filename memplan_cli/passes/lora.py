@@ -29,7 +29,7 @@ from fnmatch import fnmatchcase
 
 from memplan_cli import ops as registry
 from memplan_cli.config import op_names, op_types
-from memplan_cli.errors import ConfigError
+from memplan_cli.errors import INSPECT_HINT, ConfigError
 from memplan_cli.ir.graph import Operand, Operation
 from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
@@ -94,7 +94,7 @@ def lora_targets(graph, patterns) -> list[int]:
         raise ConfigError(f"--lora: no MatMul / FullyConnected op with a constant weight matches "
                           f"{'--lora-targets ' + which if explicit else 'the default targets (' + which + ')'}; "
                           "name them with --lora-targets (op types, or globs over op names, module scopes and "
-                          "weight names; `memplan inspect MODEL` lists them)")
+                          f"weight names; {INSPECT_HINT} lists them)")
     return out
 
 

@@ -82,6 +82,23 @@ def test_ops_globs_select_and_freeze_and_a_typo_is_an_error():
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "matches no weight" in r.output
 
 
+@pytest.mark.parametrize("args", [["--train", "ops:nothing*"], ["--train", "params:nothing*"], ["--lora", "4"]])
+def test_a_selection_that_matches_nothing_suggests_inspect_on_the_file_itself(tmp_path, args):
+    # the line said "`memplan inspect MODEL` lists them": a command that does not run as printed
+    import shlex
+    import shutil
+
+    model = tmp_path / "my model's copy.circle"
+    shutil.copy(MNIST, model)
+    r = _cli("analyze", str(model), *args)
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    hint = r.output.split("`")[1]
+    assert hint == f"memplan inspect {shlex.quote(str(model))}"
+    words = shlex.split(hint)  # as a shell reads it
+    ran = _cli(*words[1:])
+    assert words[0] == "memplan" and ran.exit_code == 0 and "Conv2D" in ran.output, ran.output
+
+
 @pytest.mark.parametrize("profile", ["onert", "nntrainer"])
 def test_runtimes_that_train_whole_ops_refuse_weight_level_modes(profile):
     r = _cli("analyze", MNIST, "-p", profile, "--train", "biases")

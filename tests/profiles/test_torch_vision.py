@@ -111,12 +111,27 @@ def test_antialiased_resize_makes_its_width_pass_beside_the_output(tmp_path, mod
     assert r["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_tmp"] == 0
 
 
-def test_resizing_a_volume_is_refused(tmp_path):
+@pytest.mark.parametrize("mode,taps", [("linear", 2), ("nearest", 1)])
+def test_resizing_a_volume_makes_its_index_tables_beside_the_output(tmp_path, mode, taps):
+    # upsample_trilinear3d / upsample_nearest3d (torch 2.14.1's allocator events, e.g. (2, 4, 6, 8, 8) x 2
+    # trilinear: +Y, then per axis and tap an int64 index and a float weight per output position (96 + 48,
+    # 128 + 64, 128 + 64 per tap), all freed in the op; backward +X only)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Constant", [], ["s"], value=scales),
+             helper.make_node("Resize", ["c", "", "s"], ["y"], mode=mode)]
+    path = _save(tmp_path, nodes, (2, 4, 4, 4, 4), (2, 4, 8, 8, 8), [("w", (4, 4, 1, 1, 1))], f"v{mode}.onnx")
+    r = _col(_cols(path)[1], "Resize")
+    assert r["fwd_mem_out"] == 2 * 4 * 8 * 8 * 8 * 4 and r["fwd_mem_tmp"] == 12 * taps * (8 + 8 + 8)
+    assert r["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4 * 4 and r["bwd_mem_tmp"] == 0
+
+
+def test_resizing_a_volume_with_cubic_taps_is_refused(tmp_path):
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2, 2], np.float32), "scales")
     nodes = [helper.make_node("Constant", [], ["s"], value=scales),
-             helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")]
+             helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic")]
     path = _save(tmp_path, nodes, (2, 4, 4, 4, 4), (2, 4, 8, 8, 8), [], "v.onnx")
-    with pytest.raises(UnsupportedOpError, match="linear resizing of a rank-5 tensor"):
+    with pytest.raises(UnsupportedOpError, match="cubic resizing of a rank-5 tensor"):
         _cols(path)
 
 
@@ -155,9 +170,9 @@ def test_depth_to_space_dcr_is_refused(tmp_path):
 
 
 def test_transposed_conv_outside_the_measured_shapes_is_refused(tmp_path):
-    # kernels up to 4 and strides up to 2 were measured (tests/profiles/test_torch_convscratch.py)
-    path = _save(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[4, 4])],
-                 (2, 4, 4, 4), (2, 4, 20, 20), [("w", (4, 4, 8, 8))])
+    # kernels up to 13 were measured, strided or grouped (tests/profiles/test_torch_convscratch.py)
+    path = _save(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[8, 8])],
+                 (2, 4, 4, 4), (2, 4, 40, 40), [("w", (4, 4, 16, 16))])
     with pytest.raises(UnsupportedOpError, match="transposed convolution"):
         _cols(path)
 
