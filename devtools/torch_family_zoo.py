@@ -1561,6 +1561,26 @@ class MoEWhere(MoESplit):
         return out.view(b, s, d)
 
 
+class MoEHit(MoESplit):
+    """The same routing written as transformers' expert loop: only the experts some token chose are
+    visited (`expert_hit = (mask.sum((-1, -2)) > 0).nonzero()`, `for e in expert_hit`), each taking
+    the tokens `torch.where` finds in its slice of the one-hot mask at that computed index. The
+    TorchScript exporter traces the loop as a Split of the hit experts' indices, one piece each."""
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = x.reshape(b * s, d)
+        gates, idx = self.router(t).softmax(-1).topk(self.k, -1)
+        mask = F.one_hot(idx, self.e).permute(2, 1, 0)
+        out = torch.zeros_like(t)
+        for n in (mask.sum((-1, -2)) > 0).nonzero():
+            n = n[0]
+            pos, tok = torch.where(mask[n])
+            y = F.linear(F.gelu(F.linear(t[tok], self.w1[n])), self.w2[n]) * gates[tok, pos, None]
+            out = out.index_add(0, tok, y)
+        return out.view(b, s, d)
+
+
 class MoELM(AttnLM):
     """AttnLM whose MLPs are mixtures of experts (`moe`: MoESplit or MoEWhere)."""
 
@@ -2310,6 +2330,8 @@ FAM = {
     "fam_buffer_mask": ("buffer", lambda: AttnLM(BufferMaskAttention), SEQ),
     "fam_moe_split": ("moe", lambda: MoELM(MoESplit), SEQ),
     "fam_moe_where": ("moe", lambda: MoELM(MoEWhere), SEQ),
+    "fam_moe_hit": ("moe", lambda: MoELM(MoEHit), SEQ),
+    "fam_moe_hit_wide": ("moe", lambda: MoELM(MoEHit, experts=16, hidden=256), SEQ),
     "fam_topk_index": ("topk", lambda: AttnLM(TopKIndexAttention), SEQ),
     "fam_topk_index_ng": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, no_grad=True)), SEQ),
     "fam_topk_gather": ("topk", lambda: AttnLM(lambda d, h: TopKIndexAttention(d, h, gather=True)), SEQ),

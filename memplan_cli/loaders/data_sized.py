@@ -181,7 +181,7 @@ def _assume_counts(model, dims, given, value, counts) -> list:
     records = []
     for node, f in counts:
         name = _count_name(model, node, given)
-        n = dims.get(name, value.get(name, f.get("share", f["bound"])))
+        n = dims.get(name, value.get(name, f.get("traced", f.get("share", f["bound"]))))
         what = f"{node.op_type} {node.name or node.output[0]!r}"
         if not 0 <= n <= f["bound"]:
             raise DimsError(f"--dim {name}={n}: {what} selects at most {f['bound']:,d} elements of "
@@ -203,7 +203,7 @@ def _assume_counts(model, dims, given, value, counts) -> list:
                 np.array(n, dtype=f["value_dtype"]).reshape(f.get("value_shape") or ()), f["value_of"]))
         else:
             model.graph.value_info.append(helper.make_tensor_value_info(node.output[0], TensorProto.INT64, shape))
-        if name not in value:
+        if name not in value and ("traced" not in f or name in dims):  # a traced count is the file's own
             records.append({"name": name, "size": n, "set_by": "--dim" if name in dims else "assumed",
                             "op": node.name or node.output[0], "tensor": node.output[0],
                             "rule": RULE if "share" in f else COUNT_RULE, "bound": f["bound"]})

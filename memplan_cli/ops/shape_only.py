@@ -271,7 +271,7 @@ def _through(view, name: str, kinds) -> tuple:
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
 def _one_hot_slice(x: str, view) -> tuple | None:
     """(classes, class index) when `x` is one class's slice of a one-hot encoding: a Gather of a
-    constant scalar index along the class axis (through Casts and Transposes) of an ONNX OneHot with
+    scalar index (a constant; or computed, the class index then None) along the class axis (through Casts and Transposes) of an ONNX OneHot with
     off value 0, or of Equal(ints with a last axis of 1, arange(classes)) (torch's one_hot as the
     dynamo exporter writes it). Every row of a one-hot holds at most one nonzero, so the classes'
     counts sum to at most its rows: a mixture of experts' `torch.where(one_hot(...)[e])`."""
@@ -279,7 +279,9 @@ def _one_hot_slice(x: str, view) -> tuple | None:
     if g is None or g["type"] != "Gather" or len(g["inputs"]) < 2:
         return None
     e = view.value(g["inputs"][1])
-    if e is None or e.ndim != 0:
+    if e is None and view.shape(g["inputs"][1]) == ():
+        e = "computed"  # a scalar class index computed in the graph (a TorchScript loop's traced index)
+    elif e is None or e.ndim != 0:
         return None
     axis, name = int(g["attrs"].get("axis", 0)), g["inputs"][0]
     n = view.node(name)
@@ -311,6 +313,8 @@ def _one_hot_slice(x: str, view) -> tuple | None:
         classes = int(r.size)
     else:
         return None
+    if isinstance(e, str):
+        return classes, None
     k = int(e)
     return (classes, k % classes) if -classes <= k < classes else None
 
@@ -426,8 +430,46 @@ def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inpu
     if found is not None:
         classes, k = found
         # the slice has one element per row of the one-hot: `bound` rows shared by `classes`
-        out["share"] = max(1, bound // classes + (k < bound % classes))
+        # (an index computed in the graph, k None: which class is not known, a first class's share)
+        out["share"] = max(1, bound // classes + ((k or 0) < bound % classes))
+    traced = _traced_count(view, outputs[0]) if view is not None and outputs else None
+    if traced is not None and traced <= bound:
+        out["traced"] = traced
     return out
+
+
+def _traced_count(view, indices: str) -> int | None:
+    """The count a TorchScript file itself records: a loop over `mask.nonzero()` (transformers'
+    mixture of experts, `for expert_idx in expert_hit`) is traced as the indices, transposed
+    (`nonzero()` is NonZero's transpose), cut by a Split of constant sizes along the count's axis,
+    one piece per iteration run at export time. ONNX's Split requires its sizes to sum to that axis's
+    length, so the count is their sum, as the file has it (nothing assumed). None when the indices
+    are read otherwise."""
+    readers = view.readers(indices)
+    if len(readers) != 1:
+        return None
+    node, axis = readers[0], 1
+    if node["type"] == "Transpose":
+        perm = list(node["attrs"].get("perm") or (1, 0))
+        if sorted(perm) != [0, 1]:
+            return None
+        axis = perm.index(1)
+        readers = view.readers(node["outputs"][0])
+        if len(readers) != 1:
+            return None
+        node = readers[0]
+    if node["type"] != "Split":
+        return None
+    split_axis = int(node["attrs"].get("axis", 0))
+    if split_axis % 2 != axis:
+        return None
+    sizes = view.value(node["inputs"][1]) if len(node["inputs"]) > 1 and node["inputs"][1] else None
+    if sizes is None:
+        sizes = node["attrs"].get("split")
+    if sizes is None:
+        return None
+    sizes = [int(v) for v in (sizes.reshape(-1) if hasattr(sizes, "reshape") else sizes)]
+    return sum(sizes) if len(sizes) == len([o for o in node["outputs"] if o]) else None
 
 
 ONNX_FACTS = {"Shape": {"shape_of": "dims"}, "Size": {"shape_of": "count"},

@@ -402,3 +402,51 @@ def test_a_graph_that_does_not_hold_at_an_assumed_count_names_it_and_its_flag(tm
     assert "fixed_value_write.onnx" in line and "ScatterND" in line, line
     assert "nz_count=8 assumed (at the bound" in line and "--dim nz_count=N" in line, line
     assert _run("analyze", p, "--dim", "nz_count=4", "-q").exit_code == 0
+
+
+def _expert_hit(tmp_path, hit=3):
+    """transformers' expert loop as TorchScript traces it (6 tokens, top-2, 4 experts): the experts
+    some token chose, `(one_hot.sum((-1, -2)) > 0).nonzero()` (NonZero, Transpose), cut by a Split of
+    constant sizes, one piece per expert visited at export time (`hit` of them); each piece squeezed
+    to a computed class index that slices the one-hot for `torch.where` (NonZero of a Gather at a
+    computed scalar index), the tokens through their expert's weight."""
+    rng = np.random.default_rng(9)
+    inits = {"p": rng.normal(size=(6, 4)).astype(np.float32), "w": rng.normal(size=(4, 4)).astype(np.float32),
+             "one": np.array(1, np.int64), "zero": np.array(0, np.int64), "ax0": np.array([0], np.int64),
+             "ax12": np.array([1, 2], np.int64), "sizes": np.ones(hit, np.int64),
+             "depth": np.array(4, np.int64), "values": np.array([0, 1], np.int64)}
+    nodes = [helper.make_node("Add", ["x", "p"], ["h"]),
+             helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=-1),
+             helper.make_node("Transpose", ["hot"], ["perm"], perm=[2, 1, 0]),
+             helper.make_node("ReduceSum", ["perm", "ax12"], ["per_expert"], keepdims=0),
+             helper.make_node("Greater", ["per_expert", "zero"], ["is_hit"]),
+             helper.make_node("NonZero", ["is_hit"], ["hit_nz"], name="hit"),
+             helper.make_node("Transpose", ["hit_nz"], ["hit_t"], perm=[1, 0]),
+             helper.make_node("Split", ["hit_t", "sizes"], [f"e{k}" for k in range(hit)], axis=0)]
+    for k in range(hit):
+        nodes += [helper.make_node("Squeeze", [f"e{k}", "ax0"], [f"s{k}"]),
+                  helper.make_node("Gather", [f"s{k}", "zero"], [f"i{k}"], axis=0),
+                  helper.make_node("Gather", ["perm", f"i{k}"], [f"slice{k}"], axis=0),
+                  helper.make_node("Cast", [f"slice{k}"], [f"mask{k}"], to=TensorProto.BOOL),
+                  helper.make_node("NonZero", [f"mask{k}"], [f"nz{k}"], name=f"where{k}"),
+                  helper.make_node("Gather", [f"nz{k}", "one"], [f"tok{k}"], axis=0),
+                  helper.make_node("Gather", ["h", f"tok{k}"], [f"g{k}"], axis=0),
+                  helper.make_node("MatMul", [f"g{k}", "w"], [f"m{k}"]),
+                  helper.make_node("ReduceSum", [f"m{k}", "ax0"], [f"y{k}"], keepdims=1)]
+    nodes.append(helper.make_node("Sum", [f"y{k}" for k in range(hit)], ["y"]))
+    m = onnx_model(nodes, [("x", (6, 4)), ("ids", (6, 2), TensorProto.INT64)], [("y", (1, 4))], inits)
+    return save(tmp_path, m, "hit.onnx")
+
+
+def test_a_traced_loop_over_the_experts_hit_takes_the_files_count(tmp_path):
+    # the Split's constant sizes record how many experts the loop visited (3 of 4): that count is the
+    # file's own, not assumed; each visited expert's tokens (a one-hot slice at a computed index)
+    # take an equal share of the 12 rows, named as assumed
+    g = load_model(_expert_hit(tmp_path))
+    shapes = {o.name: o.shape for o in g.operands}
+    assert shapes["hit_t"] == (3, 1) and shapes["i0"] == ()
+    dims = g.metadata["data_sized"]["dims"]
+    assert all(d["rule"] == "equal pieces" and d["bound"] == 12 and d["size"] == 3 for d in dims), dims
+    assert "hit" not in {d["op"] for d in dims}
+    assert shapes["g0"] == (3, 4)
+    check_verify(_expert_hit(tmp_path), "-O", "adam")
