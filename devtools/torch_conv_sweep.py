@@ -697,6 +697,56 @@ def _random_tconv_large(count, seed):
 
 SETS["transposed_large_random"] = _random_tconv_large(40, 54307)  # drawn after the kernel and stride limit rose
 SETS["transposed_large_random_b"] = _random_tconv_large(40, 54308)  # after the refusal and naming it led to
+def _random_padded_strided_1x1(count, seed):
+    """Padded, strided 1x1 convolutions (refused before), drawn at random (fixed seed) after their rule was
+    written: 2-D and 1-D, 3 to 128 channels, strides 2 to 4, pads 1 and 2, batch 1 to 16, biases, frozen
+    inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        cfg = dict(n=rnd.choice([1, 2, 4, 8, 16]), c=rnd.choice([3, 8, 16, 24, 48, 64, 128]),
+                   h=rnd.choice([4, 7, 8, 14, 16, 28]), o=rnd.choice([8, 16, 32, 64, 96]), k=1,
+                   s=rnd.choice([2, 2, 3, 4]), p=rnd.choice([1, 1, 2]), bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if rnd.random() < 0.25:
+            cfg.update(d1=1, h=rnd.choice([16, 50, 100]))
+        out.append(cfg)
+    return out
+
+
+SETS["padded_strided_1x1_random"] = _random_padded_strided_1x1(40, 54309)  # drawn after their rule
+def _random_tconv_wide(count, seed):
+    """Transposed convolutions 14 to 24 wide (refused before), drawn at random (fixed seed) after they were
+    counted: strided 2-D and 1-D (vocoders' kernel = 2 x stride among them), 2 groups, depthwise, batch 1
+    to 8, biases and frozen inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        s = rnd.choice([2, 3, 4, 5, 8, 10])
+        k = rnd.choice([14, 15, 16, 20, 2 * s if 2 * s >= 14 else 16, 24])
+        d1 = rnd.random() < 0.6
+        g = rnd.choice([1, 1, 1, 2, 0])
+        c = rnd.choice([8, 16, 32, 64])
+        o = c if g == 0 else rnd.choice([8, 16, 32])
+        g = c if g == 0 else g
+        if c % g or o % g:
+            continue
+        cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([8, 16, 25]) if d1 else rnd.choice([4, 6, 8]), o=o,
+                   k=k, s=s, p=rnd.choice([0, (k - s) // 2]), g=g, t=1, bias=int(rnd.random() < 0.6),
+                   xgrad=int(rnd.random() < 0.85))
+        if d1:
+            cfg["d1"] = 1
+        out.append(cfg)
+    return out
+
+
+SETS["transposed_wide_random"] = _random_tconv_wide(30, 54311)  # drawn after transposed kernels 14+ were counted
+SETS["transposed_wide_random_b"] = _random_tconv_wide(30, 54312)  # after grouped ones 14+ went back to refused
+SETS["transposed_wide_random_c"] = _random_tconv_wide(30, 54313)  # after 14 wide went back to refused
 SETS["all"] = [cfg for name in ("patchify", "kernel", "stem", "strided", "depthwise") for cfg in SETS[name]]
 
 

@@ -17,7 +17,9 @@ layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_c
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
 (`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
-kernels past 4 and strides past 2 (`fam_tconv_large`), 1-D and 3-D upsampling (`fam_upsample_1d`,
+kernels past 4 and strides past 2 (`fam_tconv_large`, `fam_tconv_vocoder`,
+`fam_tconv_hifi`), padded strided 1x1 kernels
+(`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,
 `fam_upsample_3d`), heads with several outputs or a tied embedding (`fam_heads_*`: the oracle trains a tuple
 of outputs as the sum of one cross-entropy each) and a learned row written where the ids match
 (`fam_masked_write`, a boolean-mask index_put), `torch.tensor_split` at a list of indices
@@ -1781,6 +1783,69 @@ class LargeTConvNet(nn.Module):
         return self.head(self.up(self.stem(x)).mean((2, 3)))
 
 
+class PaddedStrided1x1Net(nn.Module):
+    """Padded, strided 1x1 convolutions (refused before): a 3 x 3 stem with BatchNorm, a 1x1 stride-2 pad-1
+    projection with a bias, BatchNorm, ReLU, a 1x1 stride-3 pad-2 one without; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, padding=1, bias=False), nn.BatchNorm2d(24), nn.ReLU())
+        self.proj = nn.Sequential(nn.Conv2d(24, 48, 1, stride=2, padding=1), nn.BatchNorm2d(48), nn.ReLU(),
+                                  nn.Conv2d(48, 32, 1, stride=3, padding=2, bias=False))
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.proj(self.stem(x)).mean((2, 3)))
+
+
+class VocoderTConvNet(nn.Module):
+    """A HiFi-GAN-style upsampler: a Conv1d over 80 mel channels, two ConvTranspose1d of kernel 16 at stride
+    8 (pad 4) with LeakyReLU, a Conv1d to one channel; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.pre = nn.Conv1d(80, 64, 7, padding=3)
+        self.up = nn.Sequential(nn.LeakyReLU(0.1), nn.ConvTranspose1d(64, 32, 16, 8, 4), nn.LeakyReLU(0.1),
+                                nn.ConvTranspose1d(32, 16, 16, 8, 4), nn.LeakyReLU(0.1), nn.Conv1d(16, 4, 7, padding=3))
+        self.head = nn.Linear(4, classes)
+
+    def forward(self, x):
+        return self.head(self.up(self.pre(x)).mean(2))
+
+
+class _DilatedRes1d(nn.Module):
+    """HiFi-GAN's residual block: three Conv1d of kernel 3 at dilation 1, 3 and 5, each after LeakyReLU,
+    added back."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv1d(c, c, 3, dilation=d, padding=d) for d in (1, 3, 5))
+
+    def forward(self, x):
+        for cv in self.convs:
+            x = x + cv(F.leaky_relu(x, 0.1))
+        return x
+
+
+class HifiTConvNet(nn.Module):
+    """A HiFi-GAN-style generator in small: a Conv1d over 80 mel channels, ConvTranspose1d of kernel 16 at
+    stride 8 and of kernel 8 at stride 4, each followed by a dilated residual block, a Conv1d; a pooled
+    head (at batch 1 the dilated kernels take eager's slow dilated kernel)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.pre = nn.Conv1d(80, 64, 7, padding=3)
+        self.up1, self.r1 = nn.ConvTranspose1d(64, 32, 16, 8, 4), _DilatedRes1d(32)
+        self.up2, self.r2 = nn.ConvTranspose1d(32, 16, 8, 4, 2), _DilatedRes1d(16)
+        self.post = nn.Conv1d(16, 4, 7, padding=3)
+        self.head = nn.Linear(4, classes)
+
+    def forward(self, x):
+        x = self.r1(self.up1(F.leaky_relu(self.pre(x), 0.1)))
+        x = self.r2(self.up2(F.leaky_relu(x, 0.1)))
+        return self.head(self.post(F.leaky_relu(x, 0.1)).mean(2))
+
+
 class UpsamplingTConvNet(nn.Module):
     """A decoder of grouped transposed convolutions, those the torch profile refused before: a strided stem
     with BatchNorm down to 8 x 8, then up by strided groups (32 input channels per group: AVX-512's
@@ -2293,6 +2358,9 @@ FAM = {
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
+    "fam_tconv_vocoder": ("dwconv", lambda: VocoderTConvNet(), (80, 16)),
+    "fam_tconv_hifi": ("dwconv", lambda: HifiTConvNet(), (80, 16)),
+    "fam_padded_1x1": ("dwconv", lambda: PaddedStrided1x1Net(), IMG),
     "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),

@@ -567,9 +567,12 @@ SIMD_W = 16
 
 
 def _wide(op, operands) -> bool:
-    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these)."""
+    """A kernel 14 or more wide on oneDNN, other than an unpadded patchify (measured before these). 2-D
+    only: a Conv1d whose 2-D view is refused falls back on the plain facts, named as estimated (the wide
+    rules read a 2-D kernel; a dilated grouped Conv1d 15 wide raised an error in them where its input
+    needed a gradient)."""
     k = tuple(int(v) for v in op.attrs["kernel"])
-    if max(k) < 14 or torch_backend(op, operands) != "mkldnn":
+    if len(k) != 2 or max(k) < 14 or torch_backend(op, operands) != "mkldnn":
         return False
     return not (_ungrouped(op) and tuple(int(v) for v in op.attrs.get("stride", (1, 1))) == k
                 and not any(int(p) for p in op.attrs.get("pads") or ()))
@@ -852,7 +855,7 @@ def _torch_fwd(op, operands) -> tuple:
         return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("in0",)),), ("out0",))
     if be == "slow":
         return ((_columns(op, operands),),)
-    if _gemm_grouped(op, operands):
+    if _gemm_grouped(op, operands) or _padded_strided_1x1(op, operands):
         # its im2col buffer beside the output, then the output made once more (copied out)
         return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
@@ -1056,6 +1059,17 @@ def _dilated(op) -> bool:
     return any(int(d) > 1 for d in op.attrs.get("dilation", (1,)))
 
 
+def _padded_strided_1x1(op, operands) -> bool:
+    """A padded, strided, ungrouped 1x1 kernel on oneDNN: jit_1x1 takes no padding and the jit kernels
+    decline a 1x1 kernel strided past its size, so gemm runs the forward (its im2col columns + 128 B
+    beside the output, then the output made once more) and the weight's gradient (its scratchpad),
+    brgconv_strided the input's gradient (measured: `x64:gemm:jit`, `brgconv_strided`; the `strided`
+    sweep set's 36 such rows)."""
+    return op.type == "Conv2D" and _ungrouped(op) and tuple(int(v) for v in op.attrs["kernel"]) == (1, 1) \
+        and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()) and not _dilated(op) \
+        and not _channels_last(op) and torch_backend(op, operands) == "mkldnn"
+
+
 def _gemm_weights(op, operands) -> bool:
     """Whether the weight's gradient takes oneDNN's gemm kernel: AVX-512's jit kernel takes kernels up
     to 14 wide (jit_avx512_common bwd_weights init_conf; its `is_hw_transp` case aside), jit_dw 3x3
@@ -1069,7 +1083,7 @@ def _gemm_weights(op, operands) -> bool:
     if op.type == "DepthwiseConv2D":
         return not _jit_dw_weights(op, operands) or _gemm_grouped(op, operands)
     grp = int(op.attrs.get("group", 1) or 1)
-    if _avx2_weights_refused(op, operands):
+    if _avx2_weights_refused(op, operands) or _padded_strided_1x1(op, operands):
         return True
     if grp > 1:
         # grouped: the jit kernels need channels per group in blocks of 8 (measured: 4 per group, as
@@ -1457,6 +1471,12 @@ def _tconv_bwd_dw(op, operands) -> tuple:
             return ((bx, by, bw - w.nbytes), (bw,) + _bias_copy(op))
         # the grouped jit weight gradient: copies of both, then the result copied out
         return ((x.nbytes, y.nbytes), (w.nbytes,) + _bias_copy(op))
+    if max(int(v) for v in op.attrs["kernel"]) > 14:
+        # gemm_convolution_bwd_weights on the convolution view, as a convolution's beyond 14 wide
+        # (`_gemm_weights`; measured: 15 to 24 wide, strides 2 to 10, 1-D and 2-D: `x64:gemm:jit`), + 128 B
+        # nested, beside the weight's gradient; then copied out
+        view = _tconv_view(op)
+        return ((_gemm_weights_scratch(view, operands) + 128,), (w.nbytes,) + _bias_copy(op))
     if o <= 3:
         gy, gx, gw = x.nbytes * _round(c) // c, 0, w.nbytes * _round(c) // c
     else:
@@ -1695,17 +1715,22 @@ def _torch_refuse(op, operands) -> str | None:
         if any(int(d) != 1 for d in op.attrs.get("dilation", (1,))):
             return "a dilated transposed convolution: oneDNN's memory for it was not measured"
         k, st = (tuple(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
-        if max(k) > 13 or (max(k) > 4 and max(st) == 1 and _ungrouped_any(op)):
-            # the wide kernels' rules (14 wide and more) were worked out for convolutions only; an ungrouped
-            # unstrided one over 4 wide runs jit kernels whose limits were not worked out for it (measured:
-            # 8 and 11 wide over 4 x 4 inputs, 229,760 B under and 375,552 B over)
-            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}: oneDNN's memory for it was "
-                    f"measured for kernels up to 13 (strided or grouped) and up to 4 (unstrided, ungrouped) only")
+        if (max(k) > 4 and max(st) == 1 and _ungrouped_any(op)) or (max(k) > 13 and not _ungrouped_any(op)) \
+                or max(k) == 14:
+            # an ungrouped unstrided one over 4 wide runs jit kernels whose limits were not worked out for it
+            # (measured: 8 and 11 wide over 4 x 4 inputs, 229,760 B under and 375,552 B over); a grouped one 14
+            # or more wide, forward kernels not worked out (20 and 24 wide: 899,328 and 1,290,376 B under); 14
+            # wide, where the weight gradient's jit / gemm boundary lies (600,704 B under, 62,976 B over)
+            return (f"a {k[0]}x{k[1]} transposed convolution of stride {st[0]}x{st[1]}, {op.attrs.get('group', 1)} "
+                    f"group(s): oneDNN's memory for it was measured for strided kernels (up to 13 wide when "
+                    f"grouped, not 14 wide) and unstrided ungrouped ones up to 4 only")
     k = tuple(int(v) for v in op.attrs["kernel"])
-    why = _wide_refuse(op, operands)
+    # the wide kernels' refusals read a convolution, not a transposed one (whose view the rules above take)
+    why = None if op.type in TRANSPOSED else _wide_refuse(op, operands)
     if why:
         return why
-    if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()):
+    if k == (1, 1) and _strided(op) and any(int(p) for p in op.attrs.get("pads") or ()) and \
+            not _padded_strided_1x1(op, operands) and torch_backend(op, operands) == "mkldnn":
         return "a padded, strided 1x1 kernel: oneDNN runs it with kernels whose memory was not measured"
     be = torch_backend(op, operands)
     if _channels_last(op):
@@ -1791,6 +1816,8 @@ def _torch_estimated(op, operands) -> bool:
             return True
         brg = _tconv_grouped_brg(op, operands) or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
         k, st = (max(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
+        if k > 14 and not _tconv_slow(op, operands):
+            return True  # brgconv_strided's blocking search past 7 wide; its weight gradient's gemm measured
         if brg and not _tconv_slow(op, operands) and k > 7:
             return True  # brgconv_strided's batch and row blocks are its blocking search's pick (`_brgconv_searched`)
         if not brg and not _ungrouped_any(op) and not _tconv_slow(op, operands) and (k > 4 or st > 2):

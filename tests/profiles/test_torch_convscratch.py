@@ -119,10 +119,18 @@ def test_input_channels_not_a_multiple_of_16_round_the_weight_copy():
     assert conv._padded_bias(op, opd) == 256
 
 
-@pytest.mark.parametrize("cfg,why", [((2, 16, 16, 16, 1, 2, 1), "padded, strided 1x1")])
-def test_unmeasured_kernels_are_refused(cfg, why):
-    op, opd = _op(*cfg)
-    assert why in conv._torch_refuse(op, opd)
+def test_padded_strided_1x1_runs_gemm_forward_and_weight_gradient():
+    # n=2,c=16,h=8,o=16,k=1,s=2,p=1 (it was refused): x64:gemm:jit forward, its columns (1,728 B) beside
+    # the output, then the output once more (3,200 B measured beside it); brgconv_strided's input gradient
+    # and gemm's weight gradient (49,304 B backward peak)
+    op, opd = _op(2, 16, 8, 16, 1, 2, 1)
+    assert conv._torch_refuse(op, opd) is None
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == 3_200
+    assert _bwd_peak(op, opd, True) == 49_304
+    op.attrs["group"] = 2  # grouped: not measured, refused as before
+    op.attrs.pop("depth_multiplier", None)
+    opd[1] = Operand(1, "w", (16, 8, 1, 1), is_const=True)
+    assert "padded, strided 1x1" in conv._torch_refuse(op, opd)
 
 
 def test_patchify_conv_scratch_reaches_the_report(tmp_path):
@@ -699,7 +707,7 @@ def test_slow_transposed_kernel_columns(cfg, xgrad, fwd, bwd):
 def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
     # a 5 x 5 transposed kernel on two samples runs on oneDNN, whose memory for it was not measured
     t, opd = _tconv_g(n=2, c=8, h=8, o=16, k=5)
-    assert conv.torch_backend(t, opd) == "mkldnn" and "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
+    assert conv.torch_backend(t, opd) == "mkldnn" and "unstrided ungrouped ones up to 4" in conv._torch_refuse(t, opd)
 
 
 @pytest.mark.parametrize("c,named", [(48, True), (40, True), (112, True), (176, True), (24, False), (32, False),
@@ -802,10 +810,10 @@ def test_conv_transpose_1d_runs_as_its_2d_view(cfg, fwd, bwd):
 
 
 def test_conv_transpose_1d_whose_2d_view_is_refused_is_refused():
-    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 8, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
-    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 1,
+    opd = [Operand(0, "x", (2, 8, 16)), Operand(1, "w", (8, 4, 16), is_const=True), Operand(3, "y", (2, 8, 128))]
+    t = Operation(0, "ConvTranspose1D", [0, 1], [2], {"kernel": (16,), "stride": (8,), "dilation": (1,), "group": 2,
                                                       "layout": "NCHW", "pads": (4, 4), "output_padding": (0,)})
-    assert "measured for kernels up to 13" in conv.TORCH["refuse"](t, opd)
+    assert "up to 13 wide when grouped" in conv.TORCH["refuse"](t, opd)
 
 
 @pytest.mark.parametrize("cfg,fwd,bwd,named", [
@@ -827,6 +835,33 @@ def test_transposed_kernels_past_4_and_strides_past_2(cfg, fwd, bwd, named):
 def test_unstrided_ungrouped_transposed_kernels_past_4_stay_refused():
     # n=2,c=32,h=4,o=48,k=11,s=1,p=5,t=1: the jit kernels' limits were not worked out (375,552 B over)
     t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=11, p=5)
-    assert "up to 4 (unstrided, ungrouped)" in conv._torch_refuse(t, opd)
-    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7)
-    assert "up to 13" in conv._torch_refuse(t, opd)
+    assert "unstrided ungrouped ones up to 4" in conv._torch_refuse(t, opd)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=15, s=2, p=7, g=2)  # grouped, 15 wide
+    assert "up to 13 wide when grouped" in conv._torch_refuse(t, opd)
+    t, opd = _tconv_g(n=2, c=32, h=4, o=48, k=14, s=2, p=6)  # 14 wide: the weight gradient's boundary
+    assert "not 14 wide" in conv._torch_refuse(t, opd)
+
+
+@pytest.mark.parametrize("cfg,fwd,bwd", [
+    # ungrouped, strided transposed kernels 15 wide and more (refused before): brgconv_strided forward,
+    # gemm's weight gradient on the convolution view, named as estimated; measured with
+    # `python devtools/torch_conv_sweep.py --one "n=..,c=..,h=..,o=..,k=..,s=..,p=..,t=1"`:
+    (dict(n=2, c=16, h=4, o=16, k=20, s=10, p=5), 460_952, 2_460_096),  # within 8 B of 460,944 forward
+    (dict(n=1, c=16, h=8, o=8, k=16, s=10), 585_112, 1_184_160)])
+def test_ungrouped_strided_transposed_kernels_15_wide_and_more(cfg, fwd, bwd):
+    t, opd = _tconv_g(**cfg)
+    if not cfg.get("p"):
+        t.attrs["pads"] = (0, 0, 0, 0)
+    assert conv._torch_refuse(t, opd) is None and conv._torch_estimated(t, opd)
+    assert _best(conv._torch_fwd(t, opd), opd, t, True) == fwd
+    assert _bwd_peak(t, opd, True) == bwd
+
+
+def test_a_dilated_grouped_wide_conv1d_falls_back_on_the_plain_facts(tmp_path):
+    # its 2-D view (1 x 15, dilation 3, 4 groups) is refused by the wide rules; the 1-D fallback read the
+    # wide rules too and raised ValueError (an internal error, exit 70) where its input needed a gradient
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], kernel_shape=[1]),
+             helper.make_node("Conv", ["a", "w"], ["y"], kernel_shape=[15], dilations=[3], group=4)]
+    path = _save(tmp_path, nodes, (1, 4, 50), (1, 16, 8), [("w", (16, 1, 15)), ("w0", (4, 4, 1))], "dil1d.onnx")
+    a = analyze(path, TrainConfig(loss="mse"), profile="torch")
+    assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["Conv1D"]

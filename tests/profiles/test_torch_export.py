@@ -465,6 +465,28 @@ def test_a_folded_projection_without_its_weight_in_the_file_stays_estimated_at_t
     assert [e["type"] for e in got["coverage"]["estimated"]] == ["Add"]
 
 
+def test_tables_folded_together_through_lookups_are_named_as_estimated(tmp_path):
+    # two tables looked up at filled ids and concatenated (MarkupLM's xpath tags: `cat` of one lookup
+    # per depth), folded by the optimizer into one constant the figure counts at its own size: eager
+    # holds each table whole (sizes the file does not give), so both are named; the figure stays
+    add = helper.make_node("Add", ["x", "cat"], ["s"], name="node_add")
+    head = helper.make_node("MatMul", ["s", "val_20"], ["y"], name="node_head")
+    inits = [("val_20", _w(8, 10)), ("cat", _w(2, 4, 8))]
+    srcs = ["a.weight", "b.weight", "ones", "mul", "select", "select_1", "embedding", "embedding_1"]
+    path = _dynamo_file(tmp_path, "two_tables", [add, head], inits, [2, 4, 8], [2, 4, 10],
+                        ["a.weight", "b.weight", "head.weight"], {"val_20": ["head.weight"], "cat": srcs},
+                        {"node_add": _fx("add.Tensor", "%x, %cat")})
+    got, _ = _torch(path)
+    assert got["coverage"]["estimated_parameters"] == ["a.weight", "b.weight"]
+    assert [e["type"] for e in got["coverage"]["estimated"]] == ["Add"]
+    # one table folded so (no lookup: a computed constant of one parameter) names nothing new
+    one = _dynamo_file(tmp_path, "one_table", [add, head], inits, [2, 4, 8], [2, 4, 10],
+                       ["a.weight", "head.weight"], {"val_20": ["head.weight"], "cat": ["a.weight", "mul"]},
+                       {"node_add": _fx("add.Tensor", "%x, %cat")})
+    assert "estimated_parameters" not in _torch(one)[0]["coverage"]
+    assert got["peak"] == _torch(one)[0]["peak"]
+
+
 def _embedding(tmp_path, folded: bool, ids_from=("zeros",), rows=1):
     """x (2, 4, 8) + an embedding of constant ids: `folded`, the constant `embedding_1` (2, 4, 8) the
     optimizer folded from the table `tt.weight` and the fx nodes `ids_from`; else a Gather from a

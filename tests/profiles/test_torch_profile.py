@@ -173,7 +173,7 @@ def test_cli_refusal_is_one_line(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     r = CliRunner().invoke(main, ["analyze", str(path), "-p", "torch"])
     assert r.exit_code == 2, r.output
-    assert "was measured for kernels up to 4" in r.output and len(r.output.strip().splitlines()) == 1
+    assert "unstrided ungrouped ones up to 4" in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_cli_names_estimated_ops_in_the_header_and_compare_counts_the_model_s_ops(tmp_path):

@@ -170,9 +170,10 @@ def test_depth_to_space_dcr_is_refused(tmp_path):
 
 
 def test_transposed_conv_outside_the_measured_shapes_is_refused(tmp_path):
-    # kernels up to 13 were measured, strided or grouped (tests/profiles/test_torch_convscratch.py)
-    path = _save(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[8, 8])],
-                 (2, 4, 4, 4), (2, 4, 40, 40), [("w", (4, 4, 16, 16))])
+    # a kernel 14 wide, where the weight gradient's jit / gemm boundary lies, was not worked out
+    # (tests/profiles/test_torch_convscratch.py)
+    path = _save(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[7, 7])],
+                 (2, 4, 4, 4), (2, 4, 35, 35), [("w", (4, 4, 14, 14))])
     with pytest.raises(UnsupportedOpError, match="transposed convolution"):
         _cols(path)
 

@@ -180,6 +180,28 @@ def folded_computations(graph) -> set[str]:
             if any(s in sig.params for s in srcs) and any(computed(s) for s in (*srcs, name))}
 
 
+def folded_lookup_tables(graph) -> list[str]:
+    """Parameters the dynamo exporter's optimizer folded, several into one constant, through embedding
+    lookups (MarkupLM's 50 xpath tag tables looked up at a pad id, then `cat`: one constant named
+    `cat`), that the file no longer holds. No chain reads them back (`unfolded_computations` takes a
+    chain of one missing parameter): the constant, read by estimated ops (`folded_computations`),
+    stands for them at its own size, where eager holds each table whole (embedding's backward makes
+    a gradient of the table's shape) at sizes the file does not give. Named as estimated
+    parameters, counted as the constant."""
+    md = export_record(graph) or {}
+    sig = _Signature(md.get("signature") or {})
+    targets = set(sig.target.values())
+    names = {o.name for o in graph.operands if o.is_const}
+    read = {graph.operands[v].name for op in graph.operations for v in op.inputs if v >= 0}
+    out: set[str] = set()
+    for name in folded_computations(graph):
+        srcs = (md.get("folded_from") or {}).get(name) or ()
+        missing = {t for t in srcs if t in sig.params and t not in names}
+        if name in read and len(missing) > 1 and any(_fx_node(t, targets) and fx_kind(t) == "embedding" for t in srcs):
+            out |= missing
+    return sorted(out)
+
+
 def expand_base_bytes(o) -> int | None:
     """Bytes eager holds for a folded constant an fx `expand` node made (`expand_2`: a relative-position
     index broadcast over batch x heads): expand is a view (derivatives.yaml: its backward is

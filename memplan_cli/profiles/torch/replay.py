@@ -16,7 +16,8 @@ from memplan_cli.profiles.torch.attention import computed_in_forward, folded_val
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
 from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, export_record,
-                                               folded_computations, signature_buffers, torchscript_export)
+                                               folded_computations, folded_lookup_tables, signature_buffers,
+                                               torchscript_export)
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
@@ -518,6 +519,8 @@ class Replay:
         self.ac.weight_of = lambda v: v if v in trained else weight_of_storage.get(storage.get(v))
         state_count = {"sgd": 0, "momentum": 1, "adam": 2}[config.optimizer]
         estimated = set(g.metadata.get(ESTIMATED_PARAMS) or ()) if g.metadata else set()
+        # tables folded, several into one constant, through lookups: the constant counted for them
+        estimated |= set(folded_lookup_tables(g))
         if estimated:
             # parameters run again from a folded constant at a shape the file does not record (a position
             # table's rows beyond those read): counted at the shape the file keeps, named
