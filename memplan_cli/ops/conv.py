@@ -316,7 +316,7 @@ def torch_backend(op, operands) -> str:
     setting): "mkldnn" unless a 1x1, unstrided, undilated kernel runs on a batch under 16 (the slow
     path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
     (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated
-    (`_dilated_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
+    (`_sample_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
     1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
     if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
         return "mkldnn"
@@ -364,20 +364,18 @@ def _slow_group_copies(op, operands, which) -> int:
 def _columns(op, operands) -> int:
     """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for an unstrided,
     unpadded 1x1 kernel (a strided one gathers its input: measured)."""
-    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
-    kh, kw = (int(v) for v in op.attrs["kernel"])
-    if (kh, kw) == (1, 1) and not _strided(op) and not any(int(p) for p in op.attrs.get("pads") or ()):
+    if tuple(int(v) for v in op.attrs["kernel"]) == (1, 1) and not _strided(op) and \
+            not any(int(p) for p in op.attrs.get("pads") or ()):
         return 0
-    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
-    n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
-    return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
+    return int(operands[op.inputs[0]].shape[0]) * _sample_columns(op, operands)
 
 
-def _dilated_columns(op, operands) -> int:
-    """Bytes of eager's slow dilated kernel's columns (ATen's NaiveDilatedConvolution.cpp,
-    slow_conv_dilated2d, which `torch_backend` picks for a dilated kernel on one small sample): one
-    sample's (C x KH x KW, OH x OW), made in forward beside the output, and again in backward after the
-    three gradients (measured, torch 2.14.1: devtools/torch_conv_sweep.py --set dilated_slow)."""
+def _sample_columns(op, operands) -> int:
+    """Bytes of one sample's im2col columns, (C x KH x KW, OH x OW) (slow_conv2d's are the batch's:
+    `_columns`). Eager's slow dilated kernel (ATen's NaiveDilatedConvolution.cpp, slow_conv_dilated2d,
+    which `torch_backend` picks for a dilated kernel on one small sample) makes them in forward beside
+    the output, and again in backward after the three gradients (measured, torch 2.14.1:
+    devtools/torch_conv_sweep.py --set dilated_slow)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     kh, kw = (int(v) for v in op.attrs["kernel"])
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
@@ -847,7 +845,7 @@ def _torch_fwd(op, operands) -> tuple:
         return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow_dilated":
-        return ((_dilated_columns(op, operands),),)
+        return ((_sample_columns(op, operands),),)
     if be == "slow" and _slow_groups(op, operands) > 1:
         # one group at a time (its im2col columns, its input copied), then at::cat of the groups'
         # outputs: the pieces live beside the output
@@ -970,7 +968,7 @@ def _torch_bwd_dx(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow_dilated":
-        return ((_dilated_columns(op, operands),),)  # col2im's columns beside the input's gradient
+        return ((_sample_columns(op, operands),),)  # col2im's columns beside the input's gradient
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input gradients beside their at::cat, or a group's incoming gradient copied
         # (_SLOW_GROUPED)
@@ -1190,7 +1188,7 @@ def _torch_bwd_dw(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow_dilated":
         # the three gradients made first, then the columns, and with a bias a temporary of its size (the
         # bias's gradient summed over the output)
-        return ((_dilated_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
+        return ((_sample_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
