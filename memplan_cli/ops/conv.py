@@ -1796,10 +1796,11 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated. So is a grouped transposed convolution
-    brgconv_strided runs at an output width its stride does not divide, and a grouped channels-last
-    forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
-    AVX-512's above 16)."""
+    the 1-D facts count it, and the report names it as estimated. So is a transposed convolution on
+    oneDNN whose kernels the rules read past what was measured or where a blocking search or cost model
+    decides (below; a ConvTranspose1d as its 2-D view), and a grouped channels-last forward on brgemm
+    whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group, AVX-512's above
+    16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
     if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
@@ -1810,19 +1811,22 @@ def _torch_estimated(op, operands) -> bool:
         # and brgconv_strided's weight copy where its cost model picks the block of the output channels
         # (its backward data's input channels: `_brg_ic_block_open`)
         y = operands[op.outputs[0]]
-        if _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0:
+        grouped_brg = _tconv_grouped_brg(op, operands)
+        if grouped_brg and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0:
             return True
-        brg = _tconv_grouped_brg(op, operands) or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
+        if _tconv_slow(op, operands):  # eager's slow kernel, measured whatever its kernel (_tconv_slow)
+            return False
+        brg = grouped_brg or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
         k, st = (max(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
-        if k > 14 and not _tconv_slow(op, operands):
+        if k > 14:
             return True  # brgconv_strided's blocking search past 7 wide; its weight gradient's gemm measured
-        if brg and not _tconv_slow(op, operands) and k > 7:
+        if brg and k > 7:
             return True  # brgconv_strided's batch and row blocks are its blocking search's pick (`_brgconv_searched`)
-        if not brg and not _ungrouped_any(op) and not _tconv_slow(op, operands) and (k > 4 or st > 2):
+        if not brg and not _ungrouped_any(op) and (k > 4 or st > 2):
             # the grouped jit / gemm kernels beyond the kernels and strides measured for them (4 and 2): off by
             # 1,648 and 3,072 B on two of 40 drawn shapes (transposed_large_random)
             return True
-        return brg and not _tconv_slow(op, operands) and _brg_ic_block_open(int(operands[op.inputs[1]].shape[1]))
+        return brg and _brg_ic_block_open(int(operands[op.inputs[1]].shape[1]))
     grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
     if not grp:
         return False
