@@ -1767,11 +1767,13 @@ def _as_2d(fn):
             return fn(op, operands)
         view, opd = _view_2d(op, operands)
         why = _torch_refuse(view, opd)
-        if why and op.type == "ConvTranspose1D":
-            return why if fn is _torch_refuse else fn(op, operands)
-        if why:  # a 2-D kernel not measured: the 1-D facts, named as estimated
-            return None if fn is _torch_refuse else fn(op, operands)
-        return fn(view, opd)
+        if not why:
+            return fn(view, opd)
+        if fn is _torch_refuse:
+            # a 2-D kernel not measured: a Conv1d falls back on the 1-D facts (named as estimated); a
+            # ConvTranspose1d has none to fall back on, and is refused with its view's reason
+            return why if op.type == "ConvTranspose1D" else None
+        return fn(op, operands)
     return fact
 
 
