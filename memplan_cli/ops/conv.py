@@ -747,6 +747,13 @@ def _gemm_fwd_col(op, operands) -> int:
     return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
 
 
+def _gemm_fwd_scratch(op, operands, nested: bool = False) -> int:
+    """Bytes of gemm_convolution_fwd's scratch beside its output: its im2col buffer (`_gemm_fwd_col`)
+    + 128 B, and 128 B more where it runs nested (a transposed convolution's input gradient, under
+    oneDNN's deconvolution wrapper) (measured)."""
+    return 4 * _gemm_fwd_col(op, operands) + (256 if nested else 128)
+
+
 def _gemm_fwd_searched(op, operands) -> bool:
     """Whether gemm_convolution_fwd's init_conf runs its blocking search (a cache model over the CPU's L2),
     or takes the whole im2col buffer."""
@@ -855,11 +862,11 @@ def _torch_fwd(op, operands) -> tuple:
         return ((_columns(op, operands),),)
     if _gemm_grouped(op, operands) or _padded_strided_1x1(op, operands):
         # its im2col buffer beside the output, then the output made once more (copied out)
-        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
+        return ((_gemm_fwd_scratch(op, operands),), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
         # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer (+ 128 B) beside the
         # output, then the output made once more (copied out; measured)
-        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
+        return ((_gemm_fwd_scratch(op, operands),), ("out0",))
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -1439,7 +1446,7 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     if _tconv_gemm(op, operands):
         # gemm_convolution_fwd on the convolution view: its im2col buffer (+ 128 B, + 128 B nested); then the
         # input's gradient made once more (measured)
-        return ((4 * _gemm_fwd_col(_tconv_grouped_view(op, operands), operands) + 256,), (x.nbytes,))
+        return ((_gemm_fwd_scratch(_tconv_grouped_view(op, operands), operands, nested=True),), (x.nbytes,))
     if not _ungrouped_any(op):
         # the grouped jit forward: the incoming gradient and the weight as they are beside the input's
         # gradient; then that gradient made once more (copied out: the peak where it outweighs them;
@@ -1888,19 +1895,19 @@ def _torch_copies_input(op, operands) -> bool:
 
 def _torch_cache_sized(op, operands) -> int:
     """Bytes of this convolution's scratch that oneDNN's cache model sizes from the CPU's L2 (0: none):
-    gemm_convolution_fwd's im2col buffer where its blocking search runs (`_gemm_fwd_col`), in a forward or,
+    gemm_convolution_fwd's scratch where its blocking search runs (`_gemm_fwd_scratch`), in a forward or,
     for a transposed convolution, its input's gradient. Exact on the CPU the facts assume (CPU_NAME); the
     report names these convolutions."""
     if _bf16(op, operands) or _channels_last(op) or torch_backend(op, operands) != "mkldnn":
         return 0
     if op.type == "ConvTranspose2D":
         view = _tconv_grouped_view(op, operands) if _tconv_gemm(op, operands) else None
-        return 4 * _gemm_fwd_col(view, operands) + 256 if view is not None and _gemm_fwd_searched(view, operands) \
-            else 0
+        return _gemm_fwd_scratch(view, operands, nested=True) if view is not None and \
+            _gemm_fwd_searched(view, operands) else 0
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return 0
     gemm = _gemm_grouped(op, operands) or _wide_fwd_kernel(op, operands) == "gemm"
-    return 4 * _gemm_fwd_col(op, operands) + 128 if gemm and _gemm_fwd_searched(op, operands) else 0
+    return _gemm_fwd_scratch(op, operands) if gemm and _gemm_fwd_searched(op, operands) else 0
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch
