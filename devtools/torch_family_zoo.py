@@ -1749,6 +1749,32 @@ class Upsample1dNet(nn.Module):
         return self.head(x.mean(2))
 
 
+class Linear1dNet(nn.Module):
+    """Linear 1-D upsampling alone (`F.interpolate(mode="linear")`), twice, by a scale factor or to a size,
+    with or without align_corners, a Conv1d before each; a pooled head."""
+
+    def __init__(self, first, second, align=False, c=8, d=16, classes=10):
+        super().__init__()
+        self.resizes = (first, second)
+        self.align = align
+        self.stem = nn.Conv1d(c, d, 3, padding=1)
+        self.mid = nn.Conv1d(d, d, 3, padding=1)
+        self.head = nn.Linear(d, classes)
+
+    def _up(self, x, r):
+        kw = dict(size=r) if isinstance(r, int) else dict(scale_factor=r)
+        return F.interpolate(x, mode="linear", align_corners=self.align, **kw)
+
+    def forward(self, x):
+        x = self._up(F.relu(self.stem(x)), self.resizes[0])
+        x = self._up(F.relu(self.mid(x)), self.resizes[1])
+        return self.head(x.mean(2))
+
+
+LINEAR_1D = {"x2": ((2.0, 3.0), False, 64), "x2_ac": ((2.0, 3.0), True, 64), "down": ((0.5, 40), False, 96),
+             "down_ac": ((0.5, 40), True, 96), "size_ac": ((97, 1.5), True, 50), "size": ((97, 1.5), False, 50)}
+
+
 class Upsample3dNet(nn.Module):
     """3-D upsampling as volumetric U-Nets use it, without 3-D convolutions: a learned per-channel scale and
     shift, trilinear x 2, GELU, nearest x 2 (and trilinear to a size, align_corners); a pooled head."""
@@ -2363,6 +2389,8 @@ FAM = {
     "fam_padded_1x1": ("dwconv", lambda: PaddedStrided1x1Net(), IMG),
     "fam_upsample_1d": ("resize", lambda: Upsample1dNet(), (8, 64)),
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
+    **{f"fam_linear1d_{k}": ("resize", (lambda r=r, ac=ac: Linear1dNet(*r, align=ac)), (8, n))
+       for k, (r, ac, n) in LINEAR_1D.items()},
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),

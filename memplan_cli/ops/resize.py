@@ -349,3 +349,73 @@ ONNX = {"Resize": _onnx, "Upsample": _onnx}
 ONNX_FACTS = {"Resize": {"shape_float_inputs": (1, 2), "scales_input": 2},
               "Upsample": {"shape_float_inputs": (1,), "scales_input": 1}}
 TFLITE = {"RESIZE_NEAREST_NEIGHBOR": _tflite("nearest"), "RESIZE_BILINEAR": _tflite("linear")}
+
+
+# ---- the dynamo exporter's decomposition of upsample_linear1d ----------------------------------
+# torch.export decomposes `upsample_linear1d` (nn.Upsample(mode="linear"), F.interpolate of a 3-D
+# input; torch/_decomp/decompositions.py `_upsample_linear`) before torch.onnx translates it: two
+# `aten._unsafe_index` reads of the input at the lower and upper taps (written as Transpose(2, 0, 1),
+# one for both taps or, with the exporter's optimizer off, one each; GatherND of a constant (L_out, 1)
+# index, computed in the file and folded at load without the optimizer; Transpose(1, 2, 0)), then `lo + (hi - lo) * w` with a constant
+# (L_out,) weight (Sub, Mul, Add). Eager ran the one kernel (see `_torch_fwd`), which the torch profile
+# replays instead of the seven ops. Only the ops the exporter recorded as `_unsafe_index` calls (the
+# decompositions' own gather, never a user's indexing) are read back this way.
+UNSAFE_INDEX = "aten._unsafe_index"
+LINEAR_1D_EAGER = ("Resize", {"mode": "linear", "layout": "NCHW"})  # the op the torch profile replays for it
+
+
+def linear_1d_decompositions(g, uses: dict, defs: dict) -> dict:
+    """{index of the final Add: (members, x, y)} for each dynamo decomposition of upsample_linear1d (above)."""
+    ops = g.operations
+
+    def only(v, n=1):
+        return v >= 0 and len(uses.get(v, ())) == n and v not in g.outputs
+
+    def made_by(v, kind):
+        p = defs.get(v)
+        return ops[p] if p is not None and ops[p].type == kind else None
+
+    def tap(v):
+        """(transpose in, gather, transpose out) behind one `_unsafe_index` read of x along its last axis."""
+        t_out = made_by(v, "Transpose")
+        if t_out is None or tuple(t_out.attrs.get("perm", ())) != (1, 2, 0) or not only(t_out.inputs[0]):
+            return None
+        gat = made_by(t_out.inputs[0], "GatherND")
+        if gat is None or int(gat.attrs.get("batch_dims", 0)) or UNSAFE_INDEX not in (gat.call or ""):
+            return None
+        idx = g.operands[gat.inputs[1]]
+        if not idx.is_const or len(idx.shape) != 2 or int(idx.shape[1]) != 1:
+            return None
+        t_in = made_by(gat.inputs[0], "Transpose")
+        if t_in is None or tuple(t_in.attrs.get("perm", ())) != (2, 0, 1):
+            return None
+        return t_in, gat, t_out
+
+    found = {}
+    for add in ops:
+        if add.type != "Add" or len(add.inputs) != 2:
+            continue
+        for a, m in (add.inputs, add.inputs[::-1]):
+            mul = made_by(m, "Mul")
+            if mul is None or not only(m) or len(mul.inputs) != 2:
+                continue
+            s, w = mul.inputs if g.operands[mul.inputs[1]].is_const else mul.inputs[::-1]
+            sub = made_by(s, "Sub")
+            lo, hi = tap(a), None
+            if sub is not None and only(s) and list(sub.inputs[1:]) == [a] and only(a, 2):
+                hi = tap(sub.inputs[0]) if only(sub.inputs[0]) else None
+            if lo is None or hi is None or lo[0].inputs[0] != hi[0].inputs[0] or lo[1] is hi[1]:
+                continue
+            x, y = lo[0].inputs[0], add.outputs[0]
+            xs, ys = tuple(g.operands[x].shape), tuple(g.operands[y].shape)
+            n_out = int(ys[-1]) if len(ys) == 3 else -1
+            wo = g.operands[w]
+            if (len(xs) != 3 or xs[:2] != ys[:2] or not wo.is_const or tuple(int(d) for d in wo.shape) != (n_out,)
+                    or any(int(g.operands[t[1].inputs[1]].shape[0]) != n_out for t in (lo, hi))
+                    or any(set(uses.get(t[0].outputs[0], ())) - {lo[1].index, hi[1].index} for t in (lo, hi))):
+                continue
+            members = tuple(sorted({lo[0].index, hi[0].index, lo[1].index, lo[2].index, hi[1].index, hi[2].index,
+                                    sub.index, mul.index, add.index}))
+            found[add.index] = (members, x, y)
+            break
+    return found

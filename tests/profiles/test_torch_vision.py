@@ -234,3 +234,66 @@ def test_random_mask_allocates_its_output_and_carries_no_gradient(tmp_path):
     assert r["fwd_mem_out"] == 2 * 4 * 4 * 4 * 4 and r["bwd_mem_out"] == 0 and r["bwd_mem_tmp"] == 0
     # the product's backward makes the gradient of c only (512 B), none for the mask
     assert _col(cols, "Mul")["bwd_mem_out"] == 2 * 4 * 4 * 4 * 4
+
+
+def _record(node, target):
+    """What torch.onnx's dynamo exporter records beside a node (`pkg.torch.onnx.fx_node`)."""
+    node.metadata_props.add(key="pkg.torch.onnx.fx_node",
+                            value=f"%{node.name} : [num_users=1] = call_function[target=torch.ops.{target}](args = ())")
+    return node
+
+
+def _linear_1d_decomposed(tmp_path, n, lo, name, recorded=True, shared=True):
+    """The dynamo exporter's upsample_linear1d of a (n, 4, 6) Conv1d output to lo positions (torch.export's
+    decomposition: two `_unsafe_index` taps, then lo + (hi - lo) * w); `shared`: one Transpose for both
+    taps (the exporter's optimizer on), else one each (off)."""
+    def rec(node, target):
+        return _record(node, target) if recorded else node
+    c = np.arange(lo) * (6 - 1) / (lo - 1)
+    i0 = np.floor(c).astype(np.int64)
+    i1 = np.minimum(i0 + 1, 5)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             rec(helper.make_node("Transpose", ["c"], ["t"], perm=[2, 0, 1], name="t_in"), "aten._unsafe_index.Tensor"),
+             rec(helper.make_node("GatherND", ["t", "i0"], ["g0"], name="g0"), "aten._unsafe_index.Tensor"),
+             rec(helper.make_node("Transpose", ["g0"], ["a"], perm=[1, 2, 0], name="t0"), "aten._unsafe_index.Tensor"),
+             rec(helper.make_node("GatherND", ["t" if shared else "u", "i1"], ["g1"], name="g1"),
+                 "aten._unsafe_index.Tensor"),
+             rec(helper.make_node("Transpose", ["g1"], ["b"], perm=[1, 2, 0], name="t1"), "aten._unsafe_index.Tensor"),
+             rec(helper.make_node("Sub", ["b", "a"], ["d"], name="sub"), "aten.sub.Tensor"),
+             rec(helper.make_node("Mul", ["d", "wt"], ["m"], name="mul"), "aten.mul.Tensor"),
+             rec(helper.make_node("Add", ["a", "m"], ["y"], name="add"), "aten.add.Tensor")]
+    if not shared:
+        nodes.insert(4, rec(helper.make_node("Transpose", ["c"], ["u"], perm=[2, 0, 1], name="t_in1"),
+                            "aten._unsafe_index.Tensor"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 4, lo])],
+                              [numpy_helper.from_array(np.zeros((4, 4, 1), np.float32), "w"),
+                               numpy_helper.from_array(i0[:, None], "i0"), numpy_helper.from_array(i1[:, None], "i1"),
+                               numpy_helper.from_array((c - i0).astype(np.float32), "wt")])
+    path = tmp_path / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("n,lo,shared", [(1, 12, True), (4, 12, True), (4, 4, True), (4, 12, False)])
+def test_dynamo_linear_1d_decomposition_is_eagers_one_upsample(tmp_path, n, lo, shared):
+    # torch.export decomposes upsample_linear1d into gathers and arithmetic; eager ran one kernel
+    # (UpSampleKernel.cpp: +Y and 12 B x 2 taps per output position of tables, freed in the op; backward
+    # +X only): the same columns as the Resize the TorchScript exporter writes, and none per gather
+    scales = numpy_helper.from_array(np.array([1, 1, lo / 6], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Constant", [], ["s"], value=scales),
+             helper.make_node("Resize", ["c", "", "s"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")]
+    a_ts, ts = _cols(_save(tmp_path, nodes, (n, 4, 6), (n, 4, lo), [("w", (4, 4, 1))], f"ts{n}_{lo}.onnx"))
+    a_dyn, dyn = _cols(_linear_1d_decomposed(tmp_path, n, lo, f"dyn{n}_{lo}.onnx", shared=shared))
+    r = dyn[f"#{8 if shared else 9} Add (add)"]  # reported under the decomposition's last op
+    assert r["fwd_mem_out"] == n * 4 * lo * 4 and r["fwd_mem_tmp"] == 12 * 2 * lo
+    assert r["bwd_mem_out"] == n * 4 * 6 * 4 and r["bwd_mem_tmp"] == 0
+    assert r == _col(ts, "Resize")
+    assert not any(k.split()[1] in ("GatherND", "Sub", "Mul") for k in dyn)
+    assert a_dyn.planned_total == a_ts.planned_total
+
+
+def test_unrecorded_gathers_and_lerp_stay_op_by_op(tmp_path):
+    # without the exporter's `_unsafe_index` record the same ops may be a user's indexing: replayed as written
+    _, cols = _cols(_linear_1d_decomposed(tmp_path, 4, 12, "plain.onnx", recorded=False))
+    assert any(k.split()[1] == "GatherND" for k in cols)
