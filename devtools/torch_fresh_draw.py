@@ -1050,7 +1050,7 @@ def _network(module: str) -> str:
 def _why(msg: str) -> str:
     """A refusal in a few words: the profile's reason after the op's label, or memplan's after the file."""
     msg = msg.split("torch profile: ")[-1].split(".onnx: ")[-1]
-    msg = msg[len("invalid onnx file: "):] if msg.startswith("invalid onnx file: ") else msg  # say why
+    msg = msg.removeprefix("invalid onnx file: ")  # the loader's reason rather than its label
     m = re.match(r"op #\d+ \S+ \([^)]*\)(?: \([^)]*\))?:? ?(.*)", msg)
     why = re.split(r"[:;]", m.group(1) if m else msg)[0].strip()
     return why if len(why) <= 100 else why[:why.rfind(" ", 0, 100)] + " ..."

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect as _inspect
+import itertools
 import json
 import os
 import time
@@ -823,12 +824,11 @@ def sweep(model: PathLike, *, batch_sizes: str | None = None, budget: int | str 
     # orders the rows by profile
     todo = [(p, b) for b in batches for p in profiles if (p, b) not in done]
     with Bar(len(todo), "sweeping", progress) as bar:
-        for b in batches:
+        for b, at_b in itertools.groupby(todo, key=lambda pb: pb[1]):
             with shared_training_graphs():
-                for p in profiles:
-                    if (p, b) not in done:
-                        bar.advance(f"{p} {swept or 'batch'} {b}")
-                        run(p, b)
+                for p, _ in at_b:
+                    bar.advance(f"{p} {swept or 'batch'} {b}")
+                    run(p, b)
     rows = list(done.values())
     cfg = {**{k: v for k, v in config_json(base_cfg).items() if k != "batch_size"},
            "loss_outputs": loss_output_names(graph, base_cfg),  # sweep's place for it: after the setup

@@ -11,7 +11,7 @@ import json
 
 from memplan_cli.config import TRAINING_FLAGS, check_selector
 from memplan_cli.errors import ConfigError, MemplanError
-from memplan_cli.inputs import not_regular, require_regular_file
+from memplan_cli.inputs import not_regular, require_regular_file, utf16_codec
 from memplan_cli.profiles import ONERT_SIMD_WIDTHS, PROFILE_MODULES
 from memplan_cli.report.diff import check_report
 
@@ -72,10 +72,6 @@ def parse_report_json(text: str, path: str):
     return doc
 
 
-# UTF-16's byte order marks, little and big endian
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
-
 def read_report(path: str, opened=None) -> dict:
     """The analyze report at `path`, parsed and checked (report.diff.check_report), or MemplanError.
     `opened`: `path` already open (binary, `open_target`), read from its start instead of opening it
@@ -95,7 +91,7 @@ def read_report(path: str, opened=None) -> dict:
         raise MemplanError("is a directory, not a report", path) from None
     except OSError as e:
         raise MemplanError(f"cannot read: {e.strerror or e}", path) from None
-    if data.startswith(_UTF16_BOMS):
+    if utf16_codec(data):
         # Windows PowerShell 5's `>` writes UTF-16: say how to get the report memplan wrote
         raise MemplanError("not a JSON report memplan reads: UTF-16 text (a shell's redirection re-encoded it; "
                            "write the report with -o FILE, which keeps it UTF-8)", path)
@@ -130,9 +126,9 @@ def looks_like_json(f) -> bool:
         f.seek(0)
     except OSError:
         return False
-    if head.startswith(_UTF16_BOMS):  # a report a shell re-encoded: read_report says so
-        return head[2:].decode("utf-16-le" if head.startswith(b"\xff\xfe") else "utf-16-be",
-                               "replace").lstrip()[:1] in ("{", "[")
+    codec = utf16_codec(head)
+    if codec:  # a report a shell re-encoded: read_report says so
+        return head[2:].decode(codec, "replace").lstrip()[:1] in ("{", "[")
     return head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
 
 

@@ -6,6 +6,8 @@ Rules:
   character device (/dev/zero, /dev/urandom) would be read without end.
 - Anything but a regular file (directory, FIFO, socket, device) is one error naming the file and
   what it is, raised as the caller's error class (exit 2).
+- The text inputs (a report, a buffer CSV) are UTF-8; a UTF-16 one (`utf16_codec`: its byte order
+  mark) is named as such by its reader.
 """
 from __future__ import annotations
 
@@ -46,3 +48,9 @@ def require_regular_file(path: str, what: str = "file", error: type[MemplanError
     if not stat.S_ISREG(mode):
         kind = next((k for test, k in _KINDS if test(mode)), "a special file")
         raise error(f"is {kind}, not a {what} (memplan reads regular files only)", path)
+
+
+def utf16_codec(head: bytes) -> str | None:
+    """The codec of text that starts with a UTF-16 byte order mark ("utf-16-le" or "utf-16-be"; a
+    shell's redirection, a spreadsheet's "Unicode text"), else None."""
+    return {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}.get(bytes(head[:2]))

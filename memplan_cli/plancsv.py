@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 from memplan_cli.errors import MemplanError, shell_path
-from memplan_cli.inputs import require_regular_file
+from memplan_cli.inputs import require_regular_file, utf16_codec
 
 ALIASES = {
     "id": "id", "buffer": "id", "buffer_id": "id",
@@ -111,7 +111,7 @@ def _open_text(path: str) -> str:
         raise CsvError(f"{'an' if model == 'ONNX' else 'a'} {model} model, not a buffer list: `memplan plan` takes "
                        f"a CSV of buffers (a header `id,lower,upper,size`, one buffer per line); "
                        f"`memplan analyze {shell_path(path)}` analyses a model", path)
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16's byte order marks (a spreadsheet's "Unicode text")
+    if utf16_codec(data):  # a spreadsheet's "Unicode text"
         raise CsvError("a UTF-16 text file: memplan reads the CSV as UTF-8 (save it as UTF-8 or plain CSV)", path)
     try:
         return data.decode("utf-8-sig")

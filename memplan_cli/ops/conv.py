@@ -316,7 +316,7 @@ def torch_backend(op, operands) -> str:
     setting): "mkldnn" unless a 1x1, unstrided, undilated kernel runs on a batch under 16 (the slow
     path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
     (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated
-    (`_dilated_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
+    (`_sample_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
     1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
     if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
         return "mkldnn"
@@ -364,20 +364,18 @@ def _slow_group_copies(op, operands, which) -> int:
 def _columns(op, operands) -> int:
     """Bytes of slow_conv2d's im2col buffer: (N, C x KH x KW, OH x OW), none for an unstrided,
     unpadded 1x1 kernel (a strided one gathers its input: measured)."""
-    x, y = operands[op.inputs[0]], operands[op.outputs[0]]
-    kh, kw = (int(v) for v in op.attrs["kernel"])
-    if (kh, kw) == (1, 1) and not _strided(op) and not any(int(p) for p in op.attrs.get("pads") or ()):
+    if tuple(int(v) for v in op.attrs["kernel"]) == (1, 1) and not _strided(op) and \
+            not any(int(p) for p in op.attrs.get("pads") or ()):
         return 0
-    ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
-    n, c, cy = int(x.shape[0]), int(x.shape[ch]), int(y.shape[ch])
-    return n * c * kh * kw * (y.num_elements // (n * cy)) * (x.nbytes // max(x.num_elements, 1))
+    return int(operands[op.inputs[0]].shape[0]) * _sample_columns(op, operands)
 
 
-def _dilated_columns(op, operands) -> int:
-    """Bytes of eager's slow dilated kernel's columns (ATen's NaiveDilatedConvolution.cpp,
-    slow_conv_dilated2d, which `torch_backend` picks for a dilated kernel on one small sample): one
-    sample's (C x KH x KW, OH x OW), made in forward beside the output, and again in backward after the
-    three gradients (measured, torch 2.14.1: devtools/torch_conv_sweep.py --set dilated_slow)."""
+def _sample_columns(op, operands) -> int:
+    """Bytes of one sample's im2col columns, (C x KH x KW, OH x OW) (slow_conv2d's are the batch's:
+    `_columns`). Eager's slow dilated kernel (ATen's NaiveDilatedConvolution.cpp, slow_conv_dilated2d,
+    which `torch_backend` picks for a dilated kernel on one small sample) makes them in forward beside
+    the output, and again in backward after the three gradients (measured, torch 2.14.1:
+    devtools/torch_conv_sweep.py --set dilated_slow)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
     kh, kw = (int(v) for v in op.attrs["kernel"])
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
@@ -749,6 +747,13 @@ def _gemm_fwd_col(op, operands) -> int:
     return _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all)
 
 
+def _gemm_fwd_scratch(op, operands, nested: bool = False) -> int:
+    """Bytes of gemm_convolution_fwd's scratch beside its output: its im2col buffer (`_gemm_fwd_col`)
+    + 128 B, and 128 B more where it runs nested (a transposed convolution's input gradient, under
+    oneDNN's deconvolution wrapper) (measured)."""
+    return 4 * _gemm_fwd_col(op, operands) + (256 if nested else 128)
+
+
 def _gemm_fwd_searched(op, operands) -> bool:
     """Whether gemm_convolution_fwd's init_conf runs its blocking search (a cache model over the CPU's L2),
     or takes the whole im2col buffer."""
@@ -847,7 +852,7 @@ def _torch_fwd(op, operands) -> tuple:
         return _tconv_fwd(op, operands)
     be = torch_backend(op, operands)
     if be == "slow_dilated":
-        return ((_dilated_columns(op, operands),),)
+        return ((_sample_columns(op, operands),),)
     if be == "slow" and _slow_groups(op, operands) > 1:
         # one group at a time (its im2col columns, its input copied), then at::cat of the groups'
         # outputs: the pieces live beside the output
@@ -857,11 +862,11 @@ def _torch_fwd(op, operands) -> tuple:
         return ((_columns(op, operands),),)
     if _gemm_grouped(op, operands) or _padded_strided_1x1(op, operands):
         # its im2col buffer beside the output, then the output made once more (copied out)
-        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
+        return ((_gemm_fwd_scratch(op, operands),), ("out0",))
     if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
         # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer (+ 128 B) beside the
         # output, then the output made once more (copied out; measured)
-        return ((4 * _gemm_fwd_col(op, operands) + 128,), ("out0",))
+        return ((_gemm_fwd_scratch(op, operands),), ("out0",))
     bx, by, bw, _, blocked_in = _blocked(op, operands)
     y = operands[op.outputs[0]].nbytes
     # the output itself is counted by the profile: scratch beside it, before and after it is made
@@ -970,7 +975,7 @@ def _torch_bwd_dx(op, operands) -> tuple:
     if op.type in TRANSPOSED:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow_dilated":
-        return ((_dilated_columns(op, operands),),)  # col2im's columns beside the input's gradient
+        return ((_sample_columns(op, operands),),)  # col2im's columns beside the input's gradient
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input gradients beside their at::cat, or a group's incoming gradient copied
         # (_SLOW_GROUPED)
@@ -1190,7 +1195,7 @@ def _torch_bwd_dw(op, operands) -> tuple:
     if torch_backend(op, operands) == "slow_dilated":
         # the three gradients made first, then the columns, and with a bias a temporary of its size (the
         # bias's gradient summed over the output)
-        return ((_dilated_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
+        return ((_sample_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
@@ -1441,7 +1446,7 @@ def _tconv_bwd_dx(op, operands) -> tuple:
     if _tconv_gemm(op, operands):
         # gemm_convolution_fwd on the convolution view: its im2col buffer (+ 128 B, + 128 B nested); then the
         # input's gradient made once more (measured)
-        return ((4 * _gemm_fwd_col(_tconv_grouped_view(op, operands), operands) + 256,), (x.nbytes,))
+        return ((_gemm_fwd_scratch(_tconv_grouped_view(op, operands), operands, nested=True),), (x.nbytes,))
     if not _ungrouped_any(op):
         # the grouped jit forward: the incoming gradient and the weight as they are beside the input's
         # gradient; then that gradient made once more (copied out: the peak where it outweighs them;
@@ -1769,11 +1774,13 @@ def _as_2d(fn):
             return fn(op, operands)
         view, opd = _view_2d(op, operands)
         why = _torch_refuse(view, opd)
-        if why and op.type == "ConvTranspose1D":
-            return why if fn is _torch_refuse else fn(op, operands)
-        if why:  # a 2-D kernel not measured: the 1-D facts, named as estimated
-            return None if fn is _torch_refuse else fn(op, operands)
-        return fn(view, opd)
+        if not why:
+            return fn(view, opd)
+        if fn is _torch_refuse:
+            # a 2-D kernel not measured: a Conv1d falls back on the 1-D facts (named as estimated); a
+            # ConvTranspose1d has none to fall back on, and is refused with its view's reason
+            return why if op.type == "ConvTranspose1D" else None
+        return fn(op, operands)
     return fact
 
 
@@ -1798,10 +1805,11 @@ def _view_2d(op, operands):
 
 def _torch_estimated(op, operands) -> bool:
     """A Conv1d whose 2-D view runs a kernel whose memory was not measured (a 2-D one is refused):
-    the 1-D facts count it, and the report names it as estimated. So is a grouped transposed convolution
-    brgconv_strided runs at an output width its stride does not divide, and a grouped channels-last
-    forward on brgemm whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group,
-    AVX-512's above 16)."""
+    the 1-D facts count it, and the report names it as estimated. So is a transposed convolution on
+    oneDNN whose kernels the rules read past what was measured or where a blocking search or cost model
+    decides (below; a ConvTranspose1d as its 2-D view), and a grouped channels-last forward on brgemm
+    whose block of outputs is its heuristic's pick (AVX2's above 8 outputs per group, AVX-512's above
+    16)."""
     if op.type == "Conv1D":
         return bool(_torch_refuse(*_view_2d(op, operands)))
     if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
@@ -1812,19 +1820,22 @@ def _torch_estimated(op, operands) -> bool:
         # and brgconv_strided's weight copy where its cost model picks the block of the output channels
         # (its backward data's input channels: `_brg_ic_block_open`)
         y = operands[op.outputs[0]]
-        if _tconv_grouped_brg(op, operands) and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0:
+        grouped_brg = _tconv_grouped_brg(op, operands)
+        if grouped_brg and int(y.shape[-1]) % int(op.attrs["stride"][1]) != 0:
             return True
-        brg = _tconv_grouped_brg(op, operands) or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
+        if _tconv_slow(op, operands):  # eager's slow kernel, measured whatever its kernel (_tconv_slow)
+            return False
+        brg = grouped_brg or (_ungrouped_any(op) and _strided(op) and not _dilated(op))
         k, st = (max(int(v) for v in op.attrs[a]) for a in ("kernel", "stride"))
-        if k > 14 and not _tconv_slow(op, operands):
+        if k > 14:
             return True  # brgconv_strided's blocking search past 7 wide; its weight gradient's gemm measured
-        if brg and not _tconv_slow(op, operands) and k > 7:
+        if brg and k > 7:
             return True  # brgconv_strided's batch and row blocks are its blocking search's pick (`_brgconv_searched`)
-        if not brg and not _ungrouped_any(op) and not _tconv_slow(op, operands) and (k > 4 or st > 2):
+        if not brg and not _ungrouped_any(op) and (k > 4 or st > 2):
             # the grouped jit / gemm kernels beyond the kernels and strides measured for them (4 and 2): off by
             # 1,648 and 3,072 B on two of 40 drawn shapes (transposed_large_random)
             return True
-        return brg and not _tconv_slow(op, operands) and _brg_ic_block_open(int(operands[op.inputs[1]].shape[1]))
+        return brg and _brg_ic_block_open(int(operands[op.inputs[1]].shape[1]))
     grp = _channels_last(op) and not _bf16(op, operands) and _cl_groups(op, operands)
     if not grp:
         return False
@@ -1884,19 +1895,19 @@ def _torch_copies_input(op, operands) -> bool:
 
 def _torch_cache_sized(op, operands) -> int:
     """Bytes of this convolution's scratch that oneDNN's cache model sizes from the CPU's L2 (0: none):
-    gemm_convolution_fwd's im2col buffer where its blocking search runs (`_gemm_fwd_col`), in a forward or,
+    gemm_convolution_fwd's scratch where its blocking search runs (`_gemm_fwd_scratch`), in a forward or,
     for a transposed convolution, its input's gradient. Exact on the CPU the facts assume (CPU_NAME); the
     report names these convolutions."""
     if _bf16(op, operands) or _channels_last(op) or torch_backend(op, operands) != "mkldnn":
         return 0
     if op.type == "ConvTranspose2D":
         view = _tconv_grouped_view(op, operands) if _tconv_gemm(op, operands) else None
-        return 4 * _gemm_fwd_col(view, operands) + 256 if view is not None and _gemm_fwd_searched(view, operands) \
-            else 0
+        return _gemm_fwd_scratch(view, operands, nested=True) if view is not None and \
+            _gemm_fwd_searched(view, operands) else 0
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return 0
     gemm = _gemm_grouped(op, operands) or _wide_fwd_kernel(op, operands) == "gemm"
-    return 4 * _gemm_fwd_col(op, operands) + 128 if gemm and _gemm_fwd_searched(op, operands) else 0
+    return _gemm_fwd_scratch(op, operands) if gemm and _gemm_fwd_searched(op, operands) else 0
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch

@@ -271,17 +271,16 @@ def _through(view, name: str, kinds) -> tuple:
 # the op asks onnx's shape inference to materialise (the loader names an op that exhausts its memory)
 def _one_hot_slice(x: str, view) -> tuple | None:
     """(classes, class index) when `x` is one class's slice of a one-hot encoding: a Gather of a
-    scalar index (a constant; or computed, the class index then None) along the class axis (through Casts and Transposes) of an ONNX OneHot with
-    off value 0, or of Equal(ints with a last axis of 1, arange(classes)) (torch's one_hot as the
-    dynamo exporter writes it). Every row of a one-hot holds at most one nonzero, so the classes'
-    counts sum to at most its rows: a mixture of experts' `torch.where(one_hot(...)[e])`."""
+    scalar index along the class axis (through Casts and Transposes) of an ONNX OneHot with off
+    value 0, or of Equal(ints with a last axis of 1, arange(classes)) (torch's one_hot as the dynamo
+    exporter writes it). The class index is None where the graph computes it (a TorchScript loop's
+    traced index). Every row of a one-hot holds at most one nonzero, so the classes' counts sum to
+    at most its rows: a mixture of experts' `torch.where(one_hot(...)[e])`."""
     _, g = _through(view, x, ("Cast",))
     if g is None or g["type"] != "Gather" or len(g["inputs"]) < 2:
         return None
-    e = view.value(g["inputs"][1])
-    if e is None and view.shape(g["inputs"][1]) == ():
-        e = "computed"  # a scalar class index computed in the graph (a TorchScript loop's traced index)
-    elif e is None or e.ndim != 0:
+    index = view.value(g["inputs"][1])  # None: computed in the graph
+    if (index is None and view.shape(g["inputs"][1]) != ()) or (index is not None and index.ndim != 0):
         return None
     axis, name = int(g["attrs"].get("axis", 0)), g["inputs"][0]
     n = view.node(name)
@@ -313,9 +312,9 @@ def _one_hot_slice(x: str, view) -> tuple | None:
         classes = int(r.size)
     else:
         return None
-    if isinstance(e, str):
+    if index is None:
         return classes, None
-    k = int(e)
+    k = int(index)
     return (classes, k % classes) if -classes <= k < classes else None
 
 
@@ -414,8 +413,8 @@ def _scatter_updates_bound(view, out: str, x: str) -> int | None:
 def _nonzero_count(attrs: dict, input_shape: tuple, view=None, x: str = "", inputs=(), outputs=()) -> dict:
     """NonZero (`torch.nonzero`, `torch.where(mask)`: a mixture of experts' tokens of one expert, a
     mask's positions) returns (rank, count) indices; what it guarantees is that the count is at most
-    the input's elements, every one selected. The loader takes that bound unless --dim sets it
-    (loaders/data_sized.py). Of one class's slice of a one-hot (`_one_hot_slice`), the classes'
+    the input's elements, every one selected. The loader takes that bound unless --dim sets it, or
+    the count the file itself traced (`_traced_count`) (loaders/data_sized.py). Of one class's slice of a one-hot (`_one_hot_slice`), the classes'
     counts sum to at most the rows: the loader takes them as equal shares (balanced routing). Where
     the indices address a ScatterND of updates sliced from a shorter tensor (`_scatter_updates_bound`),
     the file runs only up to that tensor's length: that is the bound."""

@@ -336,8 +336,8 @@ def test_a_node_onnx_rejects_on_its_inputs_shapes_is_named(tmp_path):
     assert "Incompatible dimensions for matrix multiplication" in msg, msg
 
 
-def test_a_node_onnx_accepts_keeps_the_no_shape_line(tmp_path):
-    # the same graph with the key transposed as the code meant runs: nothing is refused
+def test_a_node_onnx_accepts_on_its_inputs_shapes_loads(tmp_path):
+    # the same graph with the key transposed as the code meant: onnx accepts the MatMul, memplan sizes it
     a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
     k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

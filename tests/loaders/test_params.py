@@ -408,10 +408,10 @@ def test_the_torch_figure_names_the_peak_with_a_fixed_row_table_frozen(tmp_path)
     assert ft["tables"] == ["m.pos.weight"] and ft["peak"] == frozen["figures"]["torch"]["peak"]
     assert ft["peak"] < d["figures"]["torch"]["peak"]  # its gradient and Adam's two states are not held
     assert "fixed_tables" not in frozen["figures"]["torch"]["coverage"]
-    # the sentence the header prints when the difference is a share of the peak
-    assert ft["says_so"] == (d["figures"]["torch"]["peak"] - ft["peak"] > 0.02 * d["figures"]["torch"]["peak"])
-    if ft["says_so"]:
-        assert f"the peak is {ft['peak']:,d} B" in " ".join(_analyze(p, "-b", "1", "-O", "adam", "-p", "torch").split())
+    # on this small model the difference is a share of the peak: the header prints the sentence (it
+    # was checked only when the run happened to say so)
+    assert ft["says_so"] and d["figures"]["torch"]["peak"] - ft["peak"] > 0.02 * d["figures"]["torch"]["peak"]
+    assert f"the peak is {ft['peak']:,d} B" in " ".join(_analyze(p, "-b", "1", "-O", "adam", "-p", "torch").split())
 
 
 def test_a_table_read_at_one_row_repeated_or_at_the_input_gets_no_command(tmp_path):

@@ -64,7 +64,7 @@ from memplan_cli.buffers import Buffer, BufferList, Pool
 from memplan_cli.errors import ConfigError
 from memplan_cli.ops.conv import CPU_NAME
 from memplan_cli.profiles.torch.attention import folded_causal_tables
-from memplan_cli.profiles.torch.export import eager_graph, export_record
+from memplan_cli.profiles.torch.export import eager_graph
 from memplan_cli.profiles.torch.facts import ESTIMATED, FACTS, GENERAL, facts
 from memplan_cli.profiles.torch.figures import (ESTIMATED_SHARE, PARTS, coverage, coverage_line, part_of,
                                                 split_at)
@@ -159,7 +159,7 @@ class TorchProfile:
         if tables:
             sim.coverage["causal_tables"] = tables
         # parameters eager holds that no op of the file reads, sizes unknown (loaders/onnx_loader.py)
-        export = export_record(graph)
+        export = graph.export_record()
         # (an unread one that may be a tied parameter read under another name is named apart)
         tied = dict((export or {}).get("tied") or {})
         unread = [t for t in (export or {}).get("unread") or [] if t not in tied]

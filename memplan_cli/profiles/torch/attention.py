@@ -230,7 +230,6 @@ def computed_in_forward(g, trained) -> set[int]:
             and (o.name in names or (o.index in written and o.computed and not o.sources))}
 
 
-
 def folded_causal_tables(g) -> dict:
     """Where a TorchScript file may have folded a slice of a module's causal table (GPT-2-style
     attention: transformers' ImageGPT, OpenAI GPT, GPT-Neo and Bark register a (1, 1, P, P) table of

@@ -59,17 +59,10 @@ from memplan_cli.profiles.torch.facts import ESTIMATED
 ESTIMATED_PARAMS = "torch_estimated_params"
 
 
-def export_record(g) -> dict | None:
-    """What the ONNX loader kept of a dynamo export's own records (`Graph.export_record`: the
-    optimizer's rewrites, the graph signature, source lines, ...); None for a file without them (a
-    TorchScript export, a flatbuffer)."""
-    return g.export_record()
-
-
 def torchscript_export(g) -> bool:
     """A torch.onnx TorchScript export: torch.onnx wrote it (the loader keeps its state dict's order,
     `Graph.metadata["state_dict_order"]`) and it holds none of the dynamo exporter's records."""
-    return export_record(g) is None and "state_dict_order" in (getattr(g, "metadata", None) or {})
+    return g.export_record() is None and "state_dict_order" in (getattr(g, "metadata", None) or {})
 
 # rewrites of views, shapes and attributes only: eager's memory is the same
 HARMLESS = frozenset({"TransposeIdentity", "TransposeTranspose", "ReshapeReshape", "SqueezeReshape1d",
@@ -135,8 +128,7 @@ class _Signature:
 def signature_buffers(graph) -> set[str]:
     """The module's buffers the dynamo exporter's graph signature lists (BUFFER targets): eager's module
     holds each the whole step, whatever reads it (GPT's causal `bias` table, sliced to the sequence)."""
-    md = export_record(graph) or {}
-    sig = _Signature(md.get("signature") or {})
+    sig = _Signature(graph.signature())
     return {t for ph, t in sig.target.items() if sig.kind[ph] == "BUFFER"}
 
 
@@ -169,14 +161,13 @@ def folded_computations(graph) -> set[str]:
     `linear_3`, `getitem`): eager recomputes them every step, with their activations and a gradient
     into the parameter, and the file keeps only the result. `--profile torch` names their readers as
     estimated (a single-parameter fold, a transposed or renamed weight, is no such computation)."""
-    md = export_record(graph) or {}
-    sig = _Signature(md.get("signature") or {})
+    sig = _Signature(graph.signature())
     targets = set(sig.target.values())
 
     def computed(src: str) -> bool:  # an fx node that computes (not a view)
         return _fx_node(src, targets) and fx_kind(src) not in _FX_VIEWS
     # the constant's own name is its last fx node (`embedding_1`: the rows a gather took)
-    return {name for name, srcs in (md.get("folded_from") or {}).items()
+    return {name for name, srcs in graph.folded_from().items()
             if any(s in sig.params for s in srcs) and any(computed(s) for s in (*srcs, name))}
 
 
@@ -188,14 +179,14 @@ def folded_lookup_tables(graph) -> list[str]:
     stands for them at its own size, where eager holds each table whole (embedding's backward makes
     a gradient of the table's shape) at sizes the file does not give. Named as estimated
     parameters, counted as the constant."""
-    md = export_record(graph) or {}
-    sig = _Signature(md.get("signature") or {})
+    sig = _Signature(graph.signature())
     targets = set(sig.target.values())
     names = {o.name for o in graph.operands if o.is_const}
     read = {graph.operands[v].name for op in graph.operations for v in op.inputs if v >= 0}
+    folded = graph.folded_from()
     out: set[str] = set()
     for name in folded_computations(graph):
-        srcs = (md.get("folded_from") or {}).get(name) or ()
+        srcs = folded.get(name) or ()
         missing = {t for t in srcs if t in sig.params and t not in names}
         if name in read and len(missing) > 1 and any(_fx_node(t, targets) and fx_kind(t) == "embedding" for t in srcs):
             out |= missing
@@ -250,7 +241,7 @@ def unfolded_computations(graph, sig=None, md=None) -> list[dict]:
       it; which dims it broadcast is not recorded: the leading ones of the input's leading sizes (at
       least one) are taken: estimated.
     Each: {"const", "param", "kind", "rows", "readers", "estimated", ...}."""
-    md = md if md is not None else export_record(graph) or {}
+    md = md if md is not None else graph.export_record() or {}
     sig = sig if sig is not None else _Signature(md.get("signature") or {})
     folded = md.get("folded_from") or {}
     targets = set(sig.target.values())
@@ -508,7 +499,7 @@ def eager_graph(graph):
     """`graph` with what the dynamo exporter's optimizer removed put back as eager runs it (a copy),
     or `graph` itself when the file records no such rewrite. Raises UnsupportedOpError for a rewrite
     the file does not record well enough."""
-    md = export_record(graph)
+    md = graph.export_record()
     if not md:
         return graph
     from memplan_cli.ir.graph import Operand, Operation
@@ -531,7 +522,7 @@ def eager_graph(graph):
         if other:
             raise _refuse(op, other[0], "what eager runs there is not read back")
         todo.append((op, rules, rec["fx_node"]))
-    sig = _Signature(md.get("signature") or {})
+    sig = _Signature(graph.signature())
     merged = _merged(graph, sig, md)
     views = _folded_views(graph, sig, md)
     unfold = unfolded_computations(graph, sig, md)

@@ -15,9 +15,8 @@ from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.attention import computed_in_forward, folded_values, sdpa_masks
 from memplan_cli.profiles.torch.autocast import Autocast
 from memplan_cli.profiles.torch.constant_layers import constant_layers
-from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, export_record,
-                                               folded_computations, folded_lookup_tables, signature_buffers,
-                                               torchscript_export)
+from memplan_cli.profiles.torch.export import (ESTIMATED_PARAMS, expand_base_bytes, folded_computations,
+                                               folded_lookup_tables, signature_buffers, torchscript_export)
 from memplan_cli.profiles.torch.eager_op import EagerOp
 from memplan_cli.profiles.torch.facts import ESTIMATED, ESTIMATED_WHY, facts, no_grad
 from memplan_cli.profiles.torch.functions import as_functions as as_functions_
@@ -56,7 +55,7 @@ def inlined_regions(g, ops_) -> dict:
     """The ops a dynamo export inlined from the body of a `with torch.no_grad()`, `torch.enable_grad()`
     or `torch.autocast(...)` block (loaders/onnx_loader.py: their recorded stack starts in code torch.fx
     generated): eager-op position -> the block. The file does not say which kind of block it was."""
-    inlined = (export_record(g) or {}).get("inlined") or {}
+    inlined = (g.export_record() or {}).get("inlined") or {}
     if not inlined:
         return {}
     out = {}
@@ -136,7 +135,7 @@ def line_runs(g, ops_) -> tuple[list[list[int]], dict[int, str]]:
     exporter's `pkg.torch.onnx.stack_trace`, loaders/onnx_loader.py): one source line as far as the
     file says; a call into a function whose own lines the file does not record (transformers'
     hub-kernel fallbacks) is such a run. Returns the runs and, per first position, the line's code."""
-    export = export_record(g) or {}
+    export = g.export_record() or {}
     lines, text = export.get("lines") or {}, export.get("line_text") or []
     if not lines:
         return [], {}
@@ -176,7 +175,7 @@ class Replay:
         # a loop of row writes solving a triangular system is transformers' export-only stand-in for
         # solve_triangular under dynamo; a TorchScript trace runs eager's branch (its exporter has no
         # solve_triangular), so there the loop is what eager ran
-        dynamo = self.dynamo = export_record(g) is not None
+        dynamo = self.dynamo = g.export_record() is not None
         self.torchscript = torchscript_export(g)
         why = refusal(self.ops, self.opd, getattr(g, "source_format", "onnx") or "onnx", written_solves=dynamo)
         if why:
@@ -1171,7 +1170,7 @@ def registration_order(order: list[int], g, opd) -> list[int]:
     A TorchScript export writes its initializers in state_dict order, which is that order too (the
     names it made itself excepted). Other files: the forward's first reads stay the order."""
     md = getattr(g, "metadata", None) or {}
-    sig = (export_record(g) or {}).get("signature") or {}
+    sig = g.signature()
     rank = {t: k for k, (kind, t) in enumerate(sig.values()) if kind == "PARAMETER"}
     if not sig:  # a TorchScript export: its initializers are in state_dict order (loaders/onnx_loader.py)
         rank = {t: k for k, t in enumerate(md.get("state_dict_order") or ())}

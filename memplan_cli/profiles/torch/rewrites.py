@@ -13,7 +13,6 @@ from memplan_cli.ops.slice import SPLIT_TYPE
 from memplan_cli.ops.views import IDENTITY_TYPE
 from memplan_cli.profiles.torch.attention import computed_in_forward
 from memplan_cli.profiles.torch.eager_op import EagerOp
-from memplan_cli.profiles.torch.export import export_record
 from memplan_cli.ops.loss import LOSS_TYPE
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts, fused_activations, no_grad
 from memplan_cli.profiles.torch.fuse import fuse
@@ -349,7 +348,7 @@ def merged_duplicates(ops_: list[EagerOp], g, opd: list, uses: dict) -> list[Eag
     made = _recorded_names(g)
     # a node a named rewrite rule made may stand for several fx nodes of its own rule's choosing: only
     # the unnamed pass's merges are read back
-    ruled = {r["node"] for r in (export_record(g) or {}).get("rewritten", ())}
+    ruled = {r["node"] for r in (g.export_record() or {}).get("rewritten", ())}
     producer = {v: op for op in ops_ if len(op.outputs) == 1 for v in op.outputs}
     calls = {op.index: parse_call(op.call) for op in irops if op.call}
     read = {n for c in calls.values() if c for n in re.findall(r"%(\w+)", " ".join(c[2]))}
