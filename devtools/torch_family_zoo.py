@@ -1771,6 +1771,25 @@ class Linear1dNet(nn.Module):
         return self.head(x.mean(2))
 
 
+class TableResizeNet(nn.Module):
+    """A learned (L, C) position table resized linearly to (M, C) each forward, as SAM / ViTDet's
+    `get_rel_pos` does (`interpolate(t.reshape(1, L, -1).permute(0, 2, 1), size=M, mode="linear")`), added to
+    a Linear's output over M tokens; a pooled head."""
+
+    def __init__(self, rows=15, to=27, d=16, classes=10):
+        super().__init__()
+        self.to = to
+        self.table = nn.Parameter(torch.randn(rows, d) * 0.02)
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        t = F.interpolate(self.table.reshape(1, self.table.shape[0], -1).permute(0, 2, 1), size=self.to,
+                          mode="linear")
+        x = F.gelu(self.fc(x) + t.reshape(-1, self.to).permute(1, 0))
+        return self.head(x.mean(1))
+
+
 LINEAR_1D = {"x2": ((2.0, 3.0), False, 64), "x2_ac": ((2.0, 3.0), True, 64), "down": ((0.5, 40), False, 96),
              "down_ac": ((0.5, 40), True, 96), "size_ac": ((97, 1.5), True, 50), "size": ((97, 1.5), False, 50)}
 
@@ -2391,6 +2410,7 @@ FAM = {
     "fam_upsample_3d": ("resize", lambda: Upsample3dNet(), (3, 4, 8, 8)),
     **{f"fam_linear1d_{k}": ("resize", (lambda r=r, ac=ac: Linear1dNet(*r, align=ac)), (8, n))
        for k, (r, ac, n) in LINEAR_1D.items()},
+    "fam_linear1d_table": ("resize", lambda: TableResizeNet(), (27, 16)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),
