@@ -1790,6 +1790,22 @@ class TableResizeNet(nn.Module):
         return self.head(x.mean(1))
 
 
+class TokenResizeNet(nn.Module):
+    """Tokens (B, L, C) upsampled along the sequence, as sequence models write it: a Linear, `transpose(1, 2)`,
+    linear x `scale`, `transpose(1, 2)`, a Linear; a pooled head."""
+
+    def __init__(self, scale=2.0, d=32, classes=10):
+        super().__init__()
+        self.scale = scale
+        self.fc = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = F.interpolate(F.gelu(self.fc(x)).transpose(1, 2), scale_factor=self.scale, mode="linear")
+        return self.head(F.gelu(self.out(x.transpose(1, 2))).mean(1))
+
+
 LINEAR_1D = {"x2": ((2.0, 3.0), False, 64), "x2_ac": ((2.0, 3.0), True, 64), "down": ((0.5, 40), False, 96),
              "down_ac": ((0.5, 40), True, 96), "size_ac": ((97, 1.5), True, 50), "size": ((97, 1.5), False, 50)}
 
@@ -2411,6 +2427,8 @@ FAM = {
     **{f"fam_linear1d_{k}": ("resize", (lambda r=r, ac=ac: Linear1dNet(*r, align=ac)), (8, n))
        for k, (r, ac, n) in LINEAR_1D.items()},
     "fam_linear1d_table": ("resize", lambda: TableResizeNet(), (27, 16)),
+    "fam_linear1d_tokens": ("resize", lambda: TokenResizeNet(), (48, 32)),
+    "fam_linear1d_tokens_down": ("resize", lambda: TokenResizeNet(0.75), (48, 32)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),
     "fam_made_leaf": ("unread", lambda: MadeLeafNet(), (64, 64)),

@@ -297,3 +297,28 @@ def test_unrecorded_gathers_and_lerp_stay_op_by_op(tmp_path):
     # without the exporter's `_unsafe_index` record the same ops may be a user's indexing: replayed as written
     _, cols = _cols(_linear_1d_decomposed(tmp_path, 4, 12, "plain.onnx", recorded=False))
     assert any(k.split()[1] == "GatherND" for k in cols)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_upsampling_copies_a_transposed_gradient_contiguous(tmp_path, transposed):
+    # tokens resized along the sequence between two transposes: the gradient reaching the resize is a
+    # transposed view, which upsample_linear1d_backward copies contiguous first (grad_output.contiguous();
+    # torch 2.14.1's allocator events: +Y before the input's gradient, for 1-D, 2-D and 3-D kernels)
+    scales = numpy_helper.from_array(np.array([1, 1, 0.75], np.float32), "scales")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Transpose", ["h"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Constant", [], ["s"], value=scales),
+             helper.make_node("Resize", ["t", "", "s"], ["r"], mode="linear"),
+             helper.make_node("Transpose", ["r"], ["u"], perm=[0, 2, 1]) if transposed else
+             helper.make_node("Reshape", ["r", "shape"], ["u"]),
+             helper.make_node("MatMul", ["u", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12, 8])],
+                              [numpy_helper.from_array(np.zeros((8, 8), np.float32), "w"),
+                               numpy_helper.from_array(np.zeros((8, 8), np.float32), "w2"),
+                               numpy_helper.from_array(np.array([2, 12, 8], np.int64), "shape")])
+    path = tmp_path / f"t{int(transposed)}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = _col(_cols(str(path))[1], "Resize")
+    assert r["bwd_mem_out"] == 2 * 8 * 16 * 4
+    assert r["bwd_mem_tmp"] == (2 * 8 * 12 * 4 if transposed else 0)
