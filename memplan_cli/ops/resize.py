@@ -240,17 +240,23 @@ def _torch_fwd(op, operands) -> tuple:
 # `--profile torch`: upsample_nearest2d / upsample_bilinear2d keep only sizes; on CPU the forward
 # copies its input and computes into a second output-sized buffer beside the output (measured, torch
 # 2.14: +Y, +X, +Y, -Y, -X for 7 shapes); backward allocates the input's gradient only
-# Every one of them copies an incoming gradient of other strides contiguous before its backward
-# (`grad_output.contiguous()`: a transposed gradient, e.g. of tokens resized along the sequence between two
-# transposes; measured, torch 2.14.1: +Y in backward for nearest and linear 1-D, nearest, bilinear and
-# bicubic 2-D, nearest and trilinear 3-D)
-TORCH = {"fwd_scratch": _torch_fwd, "refuse": _torch_refuse, "contiguous_grad": True}
+def _torch_contiguous_grad(op, operands) -> bool:
+    """Every one of them copies an incoming gradient of other strides contiguous before its backward
+    (`grad_output.contiguous()`: a transposed gradient, e.g. of tokens resized along the sequence between
+    two transposes; measured, torch 2.14.1: +Y in backward for nearest and linear 1-D, nearest, bilinear
+    and bicubic 2-D, nearest and trilinear 3-D). Over images and volumes a channels-last gradient is taken
+    as it is (measured for nearest and bilinear 2-D), and the profile does not tell a resize's memory
+    format, so the copy is counted over sequences only (rank 3: no channels-last format there)."""
+    return len(operands[op.inputs[0]].shape) == 3
+
+
+TORCH = {"fwd_scratch": _torch_fwd, "refuse": _torch_refuse, "contiguous_grad": _torch_contiguous_grad}
 # upsample_bicubic2d (derivatives.yaml: keeps only sizes, as the two above) computes straight into its
 # output: its CPU forward allocates only the output and, per axis, four taps' int64 indices and float
 # weights per output row or column (48 B each, freed inside the forward: not counted); backward the
 # input's gradient only (measured, torch 2.14.1: +Y, tables, -tables; backward +X; 4 shapes, either
 # align_corners)
-TORCH_CUBIC = {"refuse": _torch_refuse, "contiguous_grad": True}
+TORCH_CUBIC = {"refuse": _torch_refuse, "contiguous_grad": _torch_contiguous_grad}
 
 
 def _aa_pass(op, operands) -> tuple:
