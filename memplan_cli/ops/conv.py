@@ -843,6 +843,14 @@ def _gemm_fwd_blocks(ic, oc, ks, os_, sh, sw, spatial, k_all) -> int:
     return best["icb"] * ks * best["osb"]
 
 
+def _gemm_fwd(op, operands) -> bool:
+    """Whether gemm_convolution_fwd runs this (non-transposed, mkldnn) forward: grouped on gemm, a padded
+    strided 1x1 kernel, or a kernel too wide for the jit kernels. One predicate for the forward's scratch
+    and for the report's list of cache-sized convolutions, so the two cannot disagree."""
+    return _gemm_grouped(op, operands) or _padded_strided_1x1(op, operands) or \
+        (op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm")
+
+
 def _torch_fwd(op, operands) -> tuple:
     if _bf16(op, operands):
         return _bf16_fwd(op, operands)
@@ -860,10 +868,7 @@ def _torch_fwd(op, operands) -> tuple:
         return ((_columns(op, operands) // g + _slow_group_copies(op, operands, ("in0",)),), ("out0",))
     if be == "slow":
         return ((_columns(op, operands),),)
-    if _gemm_grouped(op, operands) or _padded_strided_1x1(op, operands):
-        # its im2col buffer beside the output, then the output made once more (copied out)
-        return ((_gemm_fwd_scratch(op, operands),), ("out0",))
-    if op.type in ("Conv2D", "DepthwiseConv2D") and _wide_fwd_kernel(op, operands) == "gemm":
+    if _gemm_fwd(op, operands):
         # gemm_convolution_fwd reads and writes the plain tensors: its im2col buffer (+ 128 B) beside the
         # output, then the output made once more (copied out; measured)
         return ((_gemm_fwd_scratch(op, operands),), ("out0",))
@@ -1906,8 +1911,7 @@ def _torch_cache_sized(op, operands) -> int:
             _gemm_fwd_searched(view, operands) else 0
     if op.type not in ("Conv2D", "DepthwiseConv2D"):
         return 0
-    gemm = _gemm_grouped(op, operands) or _wide_fwd_kernel(op, operands) == "gemm"
-    return _gemm_fwd_scratch(op, operands) if gemm and _gemm_fwd_searched(op, operands) else 0
+    return _gemm_fwd_scratch(op, operands) if _gemm_fwd(op, operands) and _gemm_fwd_searched(op, operands) else 0
 
 
 # backward runs in two phases (the input's gradient, then the weight's), each with its scratch

@@ -761,6 +761,12 @@ def test_gemm_forward_scratch_names_the_cpu_its_cache_model_assumes(tmp_path):
     path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 32, 32, 32), [("w", (32, 16, 3, 3))], "small.onnx")
     a = analyze(path, TrainConfig(loss="cce"), profile="torch")
     assert "cache_sized" not in a.extras["torch"]["coverage"] and a.extras["torch"]["cpu"] == conv.CPU_NAME
+    # a padded strided 1x1 kernel runs gemm_convolution_fwd too (its blocking search over the L2): listed
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Transpose", ["c"], ["y"], perm=[0, 2, 3, 1])]
+    path = _save(tmp_path, nodes, (2, 16, 32, 32), (2, 17, 17, 32), [("w", (32, 16, 1, 1))], "p1x1.onnx")
+    a = analyze(path, TrainConfig(loss="cce"), profile="torch")
+    assert [o["type"] for o in a.extras["torch"]["coverage"]["cache_sized"]["ops"]] == ["Conv2D"]
 
 
 def _dil(n, c, h, o, k, s=1, p=0, d=2, bias=True):
