@@ -1806,6 +1806,24 @@ class TokenResizeNet(nn.Module):
         return self.head(F.gelu(self.out(x.transpose(1, 2))).mean(1))
 
 
+class NearestExactNet(nn.Module):
+    """`F.interpolate(mode="nearest-exact")` (torch's pixel-centred nearest) over a sequence (`dims` 1), an
+    image (2) or a volume (3), x `scale`, a convolution before it; a pooled head."""
+
+    def __init__(self, dims=1, scale=2.0, c=8, d=16, classes=10):
+        super().__init__()
+        self.scale = scale
+        # a volume's stem is a 1x1x1 convolution (at batch 1 a 3x3x3 one runs slow_conv3d, whose columns
+        # are another matter)
+        self.stem = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dims](c, d, 3 if dims < 3 else 1,
+                                                                    padding=1 if dims < 3 else 0)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        x = F.interpolate(F.relu(self.stem(x)), scale_factor=self.scale, mode="nearest-exact")
+        return self.head(x.flatten(2).mean(2))
+
+
 LINEAR_1D = {"x2": ((2.0, 3.0), False, 64), "x2_ac": ((2.0, 3.0), True, 64), "down": ((0.5, 40), False, 96),
              "down_ac": ((0.5, 40), True, 96), "size_ac": ((97, 1.5), True, 50), "size": ((97, 1.5), False, 50)}
 
@@ -2428,6 +2446,10 @@ FAM = {
        for k, (r, ac, n) in LINEAR_1D.items()},
     "fam_linear1d_table": ("resize", lambda: TableResizeNet(), (27, 16)),
     "fam_linear1d_tokens": ("resize", lambda: TokenResizeNet(), (48, 32)),
+    "fam_nearest_exact_1d": ("resize", lambda: NearestExactNet(1, 1.5), (8, 64)),
+    "fam_nearest_exact_2d": ("resize", lambda: NearestExactNet(2, 2.0), (8, 16, 16)),
+    "fam_nearest_exact_2d_down": ("resize", lambda: NearestExactNet(2, 0.75), (8, 16, 16)),
+    "fam_nearest_exact_3d": ("resize", lambda: NearestExactNet(3, 2.0, c=3, d=4), (3, 4, 6, 6)),
     "fam_linear1d_tokens_down": ("resize", lambda: TokenResizeNet(0.75), (48, 32)),
     "fam_unread": ("unread", lambda: UnreadNet(), IMG),
     "fam_unread_branch": ("unread", lambda: UnreadBranchNet(), ("ids", 128, 1000)),

@@ -429,3 +429,43 @@ def linear_1d_decompositions(g, uses: dict, defs: dict) -> dict:
             found[add.index] = (members, x, y)
             break
     return found
+
+
+# `_upsample_nearest_exact1d` / `2d` / `3d` (F.interpolate(mode="nearest-exact")) are decomposed the same
+# way: one `aten._unsafe_index` read of the input at an index grid (Transpose bringing the k spatial axes
+# first, GatherND of a constant (out spatial..., k) index, Transpose back). TorchScript cannot export them.
+# Eager's kernels allocate as upsample_nearest's do (measured, torch 2.14.1: 1-D, 2-D and 3-D, up and down,
+# the same events), so the torch profile replays one nearest Resize. Read after the linear ones: a lone
+# read that no Sub / Add shares.
+NEAREST_EAGER = ("Resize", {"mode": "nearest", "layout": "NCHW"})
+
+
+def nearest_decompositions(g, uses: dict, defs: dict, taken=frozenset()) -> dict:
+    """{index of the last Transpose: (members, x, y)} for each dynamo decomposition of an upsample_nearest_exact
+    (above); ops in `taken` (read back already) are skipped."""
+    ops = g.operations
+    found = {}
+    for gat in ops:
+        if gat.type != "GatherND" or gat.index in taken or int(gat.attrs.get("batch_dims", 0)) \
+                or UNSAFE_INDEX not in (gat.call or ""):
+            continue
+        p = defs.get(gat.inputs[0])
+        t_in = ops[p] if p is not None and ops[p].type == "Transpose" else None
+        us = uses.get(gat.outputs[0], ())
+        if t_in is None or t_in.index in taken or len(us) != 1 or gat.outputs[0] in g.outputs:
+            continue
+        t_out = ops[us[0]]
+        x, y, idx = t_in.inputs[0], t_out.outputs[0], g.operands[gat.inputs[1]]
+        r = len(g.operands[x].shape)
+        k = r - 2
+        perm = tuple(range(2, r)) + (0, 1)
+        back = tuple(range(k, r)) + tuple(range(k))
+        xs, ys = tuple(g.operands[x].shape), tuple(g.operands[y].shape)
+        if (t_out.type != "Transpose" or r not in (3, 4, 5) or tuple(t_in.attrs.get("perm", ())) != perm
+                or tuple(t_out.attrs.get("perm", ())) != back or not idx.is_const
+                or tuple(int(d) for d in idx.shape) != tuple(int(d) for d in ys[2:]) + (k,)
+                or len(ys) != r or xs[:2] != ys[:2]
+                or set(uses.get(t_in.outputs[0], ())) != {gat.index} or t_in.outputs[0] in g.outputs):
+            continue
+        found[t_out.index] = ((t_in.index, gat.index, t_out.index), x, y)
+    return found

@@ -322,3 +322,41 @@ def test_upsampling_copies_a_transposed_gradient_contiguous(tmp_path, transposed
     r = _col(_cols(str(path))[1], "Resize")
     assert r["bwd_mem_out"] == 2 * 8 * 16 * 4
     assert r["bwd_mem_tmp"] == (2 * 8 * 12 * 4 if transposed else 0)
+
+
+def _nearest_exact_decomposed(tmp_path, dims, recorded=True):
+    """The dynamo exporter's `_upsample_nearest_exact{1,2}d` of a (2, 4, 6[, 6]) convolution output x 2: one
+    `_unsafe_index` read (Transpose of the spatial axes first, GatherND of a constant index grid, Transpose
+    back)."""
+    r = dims + 2
+    perm, back = list(range(2, r)) + [0, 1], list(range(dims, r)) + list(range(dims))
+    grid = np.stack(np.meshgrid(*[np.arange(12) // 2] * dims, indexing="ij"), -1).astype(np.int64)
+
+    def rec(node):
+        return _record(node, "aten._unsafe_index.Tensor") if recorded else node
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             rec(helper.make_node("Transpose", ["c"], ["t"], perm=perm, name="t_in")),
+             rec(helper.make_node("GatherND", ["t", "i"], ["gd"], name="gather")),
+             rec(helper.make_node("Transpose", ["gd"], ["y"], perm=back, name="t_out"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4] + [6] * dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4] + [12] * dims)],
+                              [numpy_helper.from_array(np.zeros((4, 4) + (1,) * dims, np.float32), "w"),
+                               numpy_helper.from_array(grid, "i")])
+    path = tmp_path / f"ne{dims}{int(recorded)}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_dynamo_nearest_exact_decomposition_is_eagers_one_upsample(tmp_path, dims):
+    # eager's _upsample_nearest_exact{1,2}d allocate as upsample_nearest's kernels (torch 2.14.1's events):
+    # 1-D +Y and an int64 index and a float weight per output position; 2-D +Y, +X (the input copied), +Y
+    _, cols = _cols(_nearest_exact_decomposed(tmp_path, dims))
+    r = cols["#3 Transpose (t_out)"]  # reported under the decomposition's last op
+    y, x = 2 * 4 * 12 ** dims * 4, 2 * 4 * 6 ** dims * 4
+    assert r["fwd_mem_out"] == y
+    assert r["fwd_mem_tmp"] == (12 * 12 if dims == 1 else x + y)
+    assert r["bwd_mem_out"] == x and r["bwd_mem_tmp"] == 0
+    assert not any(k.split()[1] == "GatherND" for k in cols)
+    _, plain = _cols(_nearest_exact_decomposed(tmp_path, dims, recorded=False))
+    assert any(k.split()[1] == "GatherND" for k in plain)  # without the exporter's record: as written

@@ -1,5 +1,5 @@
 """The graph's ops as eager runs them: the exporters' splits of one eager op read back as that op
-(sdpa, GroupNorm, weight norm, linear 1-D upsampling, silu, linear), in eager's order."""
+(sdpa, GroupNorm, weight norm, linear 1-D and nearest-exact upsampling, silu, linear), in eager's order."""
 from __future__ import annotations
 
 from memplan_cli.ops._torch import SDPA
@@ -8,7 +8,7 @@ from memplan_cli.ops.binary import ADD_TYPE, MUL_TYPE
 from memplan_cli.ops.dft import DFT_TYPE
 from memplan_cli.ops.matmul import MATMUL_TYPE
 from memplan_cli.ops.reduce import WEIGHT_NORM_EAGER
-from memplan_cli.ops.resize import LINEAR_1D_EAGER, linear_1d_decompositions
+from memplan_cli.ops.resize import LINEAR_1D_EAGER, NEAREST_EAGER, linear_1d_decompositions, nearest_decompositions
 from memplan_cli.profiles.torch.attention import sdpa_decompositions
 from memplan_cli.profiles.torch.eager_op import EagerOp, eager_order
 from memplan_cli.profiles.torch.facts import ESTIMATED, facts
@@ -72,6 +72,9 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
     lerps = linear_1d_decompositions(g, uses, defs)
     for members, *_ in lerps.values():
         gone.update(members)
+    nearest = nearest_decompositions(g, uses, defs, frozenset(gone))
+    for members, *_ in nearest.values():
+        gone.update(members)
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
     if any(a[6] is not None for a in attention.values()):
         dropout = False  # an attention's own Dropout is written: TorchScript's export, the others had none
@@ -114,6 +117,10 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
         if op.index in lerps:  # eager's one upsample_linear1d (ops/resize.py)
             members, x, y = lerps[op.index]
             out.append(EagerOp(op.index, LINEAR_1D_EAGER[0], [x], [y], dict(LINEAR_1D_EAGER[1]), op.label, members))
+            continue
+        if op.index in nearest:  # eager's one upsample_nearest_exact (ops/resize.py)
+            members, x, y = nearest[op.index]
+            out.append(EagerOp(op.index, NEAREST_EAGER[0], [x], [y], dict(NEAREST_EAGER[1]), op.label, members))
             continue
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]
