@@ -1806,6 +1806,28 @@ class TokenResizeNet(nn.Module):
         return self.head(F.gelu(self.out(x.transpose(1, 2))).mean(1))
 
 
+class ActTransposeNet(nn.Module):
+    """An elementwise activation whose incoming gradient arrives transposed against its saved input:
+    tokens (B, L, C), a Linear, the activation `act`, `transpose(1, 2)`, a mean over the tokens (its
+    backward makes a contiguous (B, C, L) gradient, transposed against the activation's (B, L, C)) and
+    a Linear head. `transposed=False` takes the mean of (B, L, C) over dim 1 instead: contiguous
+    gradients throughout."""
+
+    ACTS = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+            "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": F.relu, "leaky_relu": F.leaky_relu,
+            "hardswish": F.hardswish}
+
+    def __init__(self, act="gelu", transposed=True, d=32, classes=10):
+        super().__init__()
+        self.act, self.transposed = self.ACTS[act], transposed
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        y = self.act(self.fc(x))
+        return self.head(y.transpose(1, 2).mean(2) if self.transposed else y.mean(1))
+
+
 class NearestExactNet(nn.Module):
     """`F.interpolate(mode="nearest-exact")` (torch's pixel-centred nearest) over a sequence (`dims` 1), an
     image (2) or a volume (3), x `scale`, a convolution before it; a pooled head."""
@@ -3036,6 +3058,8 @@ HEADS = {
     "fam_causal_computed": ("causal", lambda: CausalTableLM(table=None), ("ids", 32, 1000)),
     "fam_dense_cat": ("densecat", lambda: DenseCat(), (3, 64, 64)),
     "fam_dense_cat_mixed": ("densecat", lambda: DenseCat(mixed=True), (3, 64, 64)),
+    **{f"fam_act_{a}_{k}": ("actlayout", (lambda a=a, t=t: ActTransposeNet(a, t)), (48, 32))
+       for a in ActTransposeNet.ACTS for k, t in (("tokens", True), ("channels", False))},
 }
 
 sys.path.insert(0, os.path.join(ROOT, "devtools"))

@@ -61,6 +61,23 @@ def _gelu_check(op, operands):
     return None if a in ("none", "tanh") else f"has approximate={a!r} (only none and tanh exist)"
 
 
+def _torch_gelu_reorders(op, operands) -> int:
+    """Exact GELU's backward on CPU (ATen gelu_backward_out_cpu) runs oneDNN's eltwise backward where
+    the saved input is a contiguous float32 tensor of more than one element (use_mkldnn(self)); the
+    result is laid out like the incoming gradient (TensorIterator, the gradient its first input). An
+    incoming gradient of other strides costs two more output-sized buffers through the kernel: the
+    gradient reordered to the input's plain layout and the result made plain, then reordered into its
+    strides (measured, torch 2.14.1: a transposed gradient, batch 1 and 4, +2 x the input's bytes;
+    none for tanh GELU, which runs ATen's own kernel)."""
+    x = operands[op.inputs[0]]
+    plain = op.attrs.get("approximate", "none") == "none" and str(x.dtype) == "float32"
+    return 2 if plain and math.prod(x.shape) > 1 else 0
+
+
+# `--profile torch`: gelu saves its input (gelu_backward(grad, self, approximate))
+_TORCH_GELU = {"saves": (("in0", "any"),), "grad_reorders": _torch_gelu_reorders}
+
+
 # ---- the others -------------------------------------------------------------------------------
 def _hsig(x, a):
     return np.clip(_f(a, "alpha", 0.2) * x + _f(a, "beta", 0.5), 0, 1)
@@ -143,7 +160,7 @@ _selu_f, _selu_g, _selu_c = _elu(True)
 
 SPECS = [
     Pointwise("Erf", lambda x, a: erf(x), lambda x, a: 2 / math.sqrt(math.pi) * np.exp(-x * x), "x", (20, 4)),
-    Pointwise("Gelu", _gelu, _gelu_grad, "x", (24, 12), _gelu_check),
+    Pointwise("Gelu", _gelu, _gelu_grad, "x", (24, 12), _gelu_check, profiles={"torch": _TORCH_GELU}),
     Pointwise("HardSigmoid", _hsig, _hsig_grad, "y", (3, 2)),
     Pointwise("HardSwish", _hswish, _hswish_grad, "x", (4, 3)),
     Pointwise("LeakyRelu", _leaky, _leaky_grad, _leaky_uses, (2, 2)),

@@ -360,3 +360,28 @@ def test_dynamo_nearest_exact_decomposition_is_eagers_one_upsample(tmp_path, dim
     assert not any(k.split()[1] == "GatherND" for k in cols)
     _, plain = _cols(_nearest_exact_decomposed(tmp_path, dims, recorded=False))
     assert any(k.split()[1] == "GatherND" for k in plain)  # without the exporter's record: as written
+
+
+@pytest.mark.parametrize("approximate,transposed,reorders", [("none", True, 2), ("tanh", True, 0),
+                                                            ("none", False, 0)])
+def test_exact_gelu_reorders_a_transposed_gradient(tmp_path, approximate, transposed, reorders):
+    # tokens, a linear, GELU, then a mean over the tokens of the transposed result: the gradient reaching
+    # GELU is transposed against its saved input. Exact GELU's backward runs oneDNN's eltwise backward
+    # (a contiguous float32 input), which makes two more input-sized buffers for it (torch 2.14.1's
+    # allocator events); tanh GELU runs ATen's own kernel: none
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Gelu", ["h"], ["g"], approximate=approximate)]
+    if transposed:
+        nodes += [helper.make_node("Transpose", ["g"], ["t"], perm=[0, 2, 1]),
+                  helper.make_node("ReduceMean", ["t", "axes"], ["y"], keepdims=0)]
+    else:
+        nodes.append(helper.make_node("ReduceMean", ["g", "axes"], ["y"], keepdims=0))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+                              [numpy_helper.from_array(np.zeros((8, 8), np.float32), "w"),
+                               numpy_helper.from_array(np.array([2 if transposed else 1], np.int64), "axes")])
+    path = tmp_path / f"gelu_{approximate}_{int(transposed)}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
+    g = _col(_cols(str(path))[1], "Gelu")
+    assert g["bwd_mem_out"] == 2 * 16 * 8 * 4
+    assert g["bwd_mem_tmp"] == reorders * 2 * 16 * 8 * 4

@@ -33,6 +33,9 @@ from memplan_cli.profiles.torch.strides import elements
 #   (a convolution's weight and bias), whether a parameter or a tensor computed each step;
 # - "contiguous_grad": the backward copies a non-contiguous incoming gradient contiguous first (a bool,
 #   or a function (op, operands) -> bool); the copy lives through its backward;
+# - "grad_reorders": fn(op, operands) -> how many output-sized buffers the backward makes, through
+#   its kernel, for an incoming gradient that is not contiguous where input 0 is (oneDNN's eltwise
+#   backward: exact GELU's);
 # - "grad_reshaped": fn(op, operands) -> (axes, shape) or None: the op's kernel ran on a reshape and
 #   viewed its result back (a linear over more than two dims: rows; einsum: bmm's 3 dims), so its
 #   backward permutes the incoming gradient by `axes` and reshapes it to `shape`: a copy, through

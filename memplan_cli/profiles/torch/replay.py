@@ -897,6 +897,12 @@ class Replay:
                                "tmp")
                 sim.touch(copy, s_dw)
                 tmp.append(copy)
+        gr = f.get("grad_reorders")
+        if gr and outs and not incoming_contig and self.contig.get(op.inputs[0], True) and gr(op, opd):
+            # oneDNN's eltwise backward reorders a gradient of other strides to the input's plain layout
+            # and makes its result plain before reordering it into the gradient's strides
+            tmp.append(sim.new(f"{op.label}:grad_reorders", "disposable", gr(op, opd) * opd[outs[0]].nbytes, s,
+                               op.label, "scratch"))
         mode = f.get("grad", "new")
         det = op.attrs.get("detached", ())
         # inputs whose gradient the kernel's second phase makes, a parameter or a computed tensor alike
