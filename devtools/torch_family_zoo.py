@@ -16,7 +16,8 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
-(`fam_tconv_slow`, `fam_dilated_slow`; 3-D: `fam_conv3d_slow`, `fam_conv3d_dilated`), ConvTranspose1d (`fam_tconv1d`), transposed
+(`fam_tconv_slow`, `fam_dilated_slow`; 3-D: `fam_conv3d_slow`, `fam_conv3d_dilated`),
+ConvTranspose1d (`fam_tconv1d`), transposed
 kernels past 4 and strides past 2 (`fam_tconv_large`, `fam_tconv_vocoder`,
 `fam_tconv_hifi`), padded strided 1x1 kernels
 (`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,

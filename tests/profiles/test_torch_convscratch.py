@@ -923,3 +923,13 @@ def test_conv3d_slow_kernels_columns(cfg, fwd, bwd):
     op, opd = _op3d(*args, **kw)
     assert _best(conv._torch_fwd(op, opd), opd, op, True) == fwd
     assert _bwd_peak(op, opd, True) == bwd
+
+
+def test_the_sweep_tool_predicts_a_conv3d_volume():
+    # devtools/torch_conv_sweep.py --set conv3d_slow's first row (d3: a (hd, h, h) volume, a (kd, k, k) kernel)
+    from devtools.torch_conv_sweep import SETS, predict
+    p = predict(dict(d3=1, n=1, c=3, hd=4, h=6, o=4, k=3, p=1), (1, 4, 4, 6, 6))
+    assert (p["type"], p["fwd_scratch"], p["bwd_peak"]) == ("Conv3D", 46656, 49696)
+    q = predict(dict(d3=1, n=4, c=8, hd=4, h=6, o=8, k=1, kd=3, p=1), (4, 8, 4, 8, 8))
+    assert (q["fwd_scratch"], q["bwd_peak"]) == (98304, 117536)
+    assert len(SETS["conv3d_slow_random"]) == 40
