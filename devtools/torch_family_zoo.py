@@ -16,7 +16,8 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
-(`fam_tconv_slow`, `fam_dilated_slow`; 3-D: `fam_conv3d_slow`, `fam_conv3d_dilated`),
+(`fam_tconv_slow`, `fam_dilated_slow`; 3-D: `fam_conv3d_slow`, `fam_conv3d_dilated`;
+grouped 3-D ones on oneDNN, named as estimated: `fam_conv3d_grouped`),
 ConvTranspose1d (`fam_tconv1d`), transposed
 kernels past 4 and strides past 2 (`fam_tconv_large`, `fam_tconv_vocoder`,
 `fam_tconv_hifi`), padded strided 1x1 kernels
@@ -1735,6 +1736,22 @@ class SlowConv3dNet(nn.Module):
         return self.head(F.relu(self.down(x)).mean((2, 3, 4)))
 
 
+class GroupedConv3dNet(nn.Module):
+    """X3D-like grouped 3-D kernels on oneDNN (the profile names them as estimated): a 3 x 3 x 3 stem with
+    BatchNorm3d, a depthwise 3 x 3 x 3, a 3 x 3 x 3 of 4 groups; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv3d(3, 24, 3, padding=1, bias=False), nn.BatchNorm3d(24), nn.ReLU())
+        self.dw = nn.Conv3d(24, 24, 3, padding=1, groups=24)
+        self.grouped = nn.Conv3d(24, 32, 3, padding=1, groups=4)
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = F.relu(self.dw(self.stem(x)))
+        return self.head(F.relu(self.grouped(x)).mean((2, 3, 4)))
+
+
 class TConv1dNet(nn.Module):
     """A 1-D decoder of transposed convolutions, as vocoders and audio autoencoders upsample (ATen runs each
     as the 2-D transposed convolution of its unsqueezed view): a strided Conv1d stem with BatchNorm, then
@@ -2462,6 +2479,7 @@ FAM = {
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
     "fam_conv3d_slow": ("dwconv", lambda: SlowConv3dNet(), (3, 4, 6, 6)),
     "fam_conv3d_dilated": ("dwconv", lambda: SlowConv3dNet(dilated=True), (3, 4, 6, 6)),
+    "fam_conv3d_grouped": ("dwconv", lambda: GroupedConv3dNet(), (3, 4, 8, 8)),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
     "fam_tconv_vocoder": ("dwconv", lambda: VocoderTConvNet(), (80, 16)),

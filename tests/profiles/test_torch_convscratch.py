@@ -933,3 +933,17 @@ def test_the_sweep_tool_predicts_a_conv3d_volume():
     q = predict(dict(d3=1, n=4, c=8, hd=4, h=6, o=8, k=1, kd=3, p=1), (4, 8, 4, 8, 8))
     assert (q["fwd_scratch"], q["bwd_peak"]) == (98304, 117536)
     assert len(SETS["conv3d_slow_random"]) == 40
+
+
+@pytest.mark.parametrize("shape, estimated", [
+    (((4, 32, (4, 8, 8), 32, 3), dict(g=4, p=1)), True),  # oneDNN, grouped: not measured (named)
+    (((4, 24, (4, 8, 8), 24, 3), dict(g=24, p=1)), True),  # depthwise
+    (((4, 16, (4, 8, 8), 32, 3), dict(p=1)), False),  # oneDNN, ungrouped: the 2-D facts were exact
+    (((4, 8, (4, 6, 6), 8, 1), dict(g=2)), False),  # slow_conv3d's grouped 1x1x1: counted
+])
+def test_grouped_conv3d_on_onednn_is_named_as_estimated(shape, estimated):
+    # devtools/torch_conv_sweep.py --one "d3=1,n=4,c=32,hd=4,h=8,o=32,k=3,p=1,g=4" (and g=24 on 24
+    # channels): the 2-D grouped facts were 96,000 and 100,992 B over in backward (torch 2.14.1)
+    args, kw = shape
+    op, opd = _op3d(*args, **kw)
+    assert conv._torch_estimated(op, opd) is estimated
