@@ -2755,6 +2755,14 @@ def _timm(name, **kw):
     return make
 
 
+def _tv_video(name, **kw):
+    def make():
+        import torchvision
+
+        return getattr(torchvision.models.video, name)(**kw)
+    return make
+
+
 def _hf(cfg_name, model_name, **kw):
     def make():
         import transformers as tr
@@ -2777,6 +2785,8 @@ def _hf(cfg_name, model_name, **kw):
 # the networks the families were missed on (issue 39), at small inputs / configs
 NAMED = {
     "fam_timm_poolformer_s12": ("groupnorm", _timm("poolformer_s12", num_classes=10), (3, 64, 64)),
+    # temporal 3 x 1 x 1 kernels at stride 1 run slow_conv3d on a batch under 16
+    "fam_tv_r2plus1d_18": ("dwconv", _tv_video("r2plus1d_18", num_classes=10), (3, 8, 32, 32)),
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
     "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),
