@@ -30,8 +30,8 @@ slicing a causal table held as a non-persistent buffer, or making the mask each 
 and dense stages whose cat of channels-last maps feeds a depthwise convolution (`fam_dense_cat*`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
-`fam_timm_*` are those).
-Dev-only, needs torch (timm / transformers for the named ones).
+`fam_timm_*` are those; torchvision video: `fam_tv_*`).
+Dev-only, needs torch (timm / transformers / torchvision for the named ones).
 
     python devtools/torch_family_zoo.py fam_groupnorm fam_alibi -b 4 -O adam [--dynamo]
 """
