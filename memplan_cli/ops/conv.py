@@ -1865,10 +1865,11 @@ def _torch_estimated(op, operands) -> bool:
         return bool(_torch_refuse(*_view_2d(op, operands)))
     if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
         return _torch_estimated(*_view_2d(op, operands))
-    if op.type == "Conv3D" and int(op.attrs.get("group", 1) or 1) > 1:
-        # a grouped 3-D convolution on oneDNN: the 2-D grouped facts counted it, and were off (measured,
-        # torch 2.14.1: 4 groups of 8 on (4, 32, 4, 8, 8), 3x3x3, backward +96,000 B; depthwise 24 channels,
-        # forward -95,712 B, backward +100,992 B); slow_conv3d's grouped 1x1 kernels are counted
+    if op.type == "Conv3D":
+        # a 3-D convolution on oneDNN: the 2-D facts count it, and were off where oneDNN picks other kernels
+        # (measured, torch 2.14.1: 4 groups of 8 on (4, 32, 4, 8, 8), 3x3x3, backward +96,000 B; depthwise 24
+        # channels, forward -95,712 B, backward +100,992 B; ungrouped 3x3x3 on (4, 512, 1, 2, 2), whose weight
+        # gradient runs gemm, backward -85,154,048 B); slow_conv3d and slow_conv_dilated3d are counted
         return torch_backend(op, operands) == "mkldnn"
     if op.type == "ConvTranspose2D":
         # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width

@@ -938,12 +938,16 @@ def test_the_sweep_tool_predicts_a_conv3d_volume():
 @pytest.mark.parametrize("shape, estimated", [
     (((4, 32, (4, 8, 8), 32, 3), dict(g=4, p=1)), True),  # oneDNN, grouped: not measured (named)
     (((4, 24, (4, 8, 8), 24, 3), dict(g=24, p=1)), True),  # depthwise
-    (((4, 16, (4, 8, 8), 32, 3), dict(p=1)), False),  # oneDNN, ungrouped: the 2-D facts were exact
+    (((4, 512, (1, 2, 2), 512, 3), dict(p=1)), True),  # oneDNN, ungrouped: its weight gradient on gemm
+    (((4, 16, (4, 8, 8), 32, 3), dict(p=1)), True),  # oneDNN, ungrouped (exact here, but no 3-D rule)
     (((4, 8, (4, 6, 6), 8, 1), dict(g=2)), False),  # slow_conv3d's grouped 1x1x1: counted
+    (((1, 3, (4, 6, 6), 4, 3), dict(p=1)), False),  # slow_conv3d
+    (((1, 8, (4, 6, 6), 8, 3), dict(d=2, p=2)), False),  # slow_conv_dilated3d
 ])
-def test_grouped_conv3d_on_onednn_is_named_as_estimated(shape, estimated):
+def test_conv3d_on_onednn_is_named_as_estimated(shape, estimated):
     # devtools/torch_conv_sweep.py --one "d3=1,n=4,c=32,hd=4,h=8,o=32,k=3,p=1,g=4" (and g=24 on 24
-    # channels): the 2-D grouped facts were 96,000 and 100,992 B over in backward (torch 2.14.1)
+    # channels): the 2-D grouped facts were 96,000 and 100,992 B over in backward; "d3=1,n=4,c=512,hd=1,
+    # h=2,o=512,k=3,p=1": 85,154,048 B under (torch 2.14.1)
     args, kw = shape
     op, opd = _op3d(*args, **kw)
     assert conv._torch_estimated(op, opd) is estimated
