@@ -92,9 +92,9 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
     dt = getattr(torch, dtype)
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
-    d1 = bool(c.get("d1"))
-    sp = (h,) if d1 else (h, h)
-    ks = (k,) if d1 else (k, k)
+    d1, d3 = bool(c.get("d1")), bool(c.get("d3"))
+    sp = (h,) if d1 else (c.get("hd", h), h, h) if d3 else (h, h)  # d3: a volume, `hd` deep, kernel `kd` deep
+    ks = (k,) if d1 else (c.get("kd", k), k, k) if d3 else (k, k)
     x = torch.randn(n, ci, *sp, dtype=dt)
     if c.get("cl"):  # a channels-last input (as a LayerNorm over channels leaves it), its gradient too
         x = x.contiguous(memory_format=torch.channels_last)
@@ -111,8 +111,9 @@ def measure(c: dict, verbose: bool = False, dtype: str = "float32") -> dict:
 
     def f():
         if c.get("t"):
-            return (F.conv_transpose1d if d1 else F.conv_transpose2d)(x, w, b, s, p, c.get("op", 0), g, d)
-        return (F.conv1d if d1 else F.conv2d)(x, w, b, s, p, d, g)
+            return (F.conv_transpose1d if d1 else F.conv_transpose3d if d3 else F.conv_transpose2d)(
+                x, w, b, s, p, c.get("op", 0), g, d)
+        return (F.conv1d if d1 else F.conv3d if d3 else F.conv2d)(x, w, b, s, p, d, g)
 
     for _ in range(2):
         y = f()
@@ -166,15 +167,17 @@ def predict(c: dict, y_shape, dtype: str = "float32") -> dict:
     n, ci, h, o, k = c["n"], c["c"], c["h"], c["o"], c["k"]
     s, p, g, d = c.get("s", 1), c.get("p", 0), c.get("g", 1), c.get("d", 1)
     t = bool(c.get("t"))
-    nd = 1 if c.get("d1") else 2
-    wshape = (ci, o // g) + (k,) * nd if t else (o, ci // g) + (k,) * nd
-    opd = [_Operand(shape=(n, ci) + (h,) * nd, dtype=dtype), _Operand(shape=wshape, dtype=dtype),
+    nd = 1 if c.get("d1") else 3 if c.get("d3") else 2
+    ks = (c.get("kd", k), k, k) if nd == 3 else (k,) * nd
+    sp = (c.get("hd", h), h, h) if nd == 3 else (h,) * nd
+    wshape = (ci, o // g) + ks if t else (o, ci // g) + ks
+    opd = [_Operand(shape=(n, ci) + sp, dtype=dtype), _Operand(shape=wshape, dtype=dtype),
            _Operand(shape=(o,), dtype=dtype), _Operand(shape=tuple(y_shape), dtype=dtype)]
-    if nd == 1:  # the loader's 1-D types: no depthwise one
-        typ = "ConvTranspose1D" if t else "Conv1D"
+    if nd in (1, 3):  # the loader's 1-D and 3-D types: no depthwise one
+        typ = f"ConvTranspose{nd}D" if t else f"Conv{nd}D"
     else:
         typ = "ConvTranspose2D" if t else ("DepthwiseConv2D" if g == ci and g > 1 and wshape[1] == 1 else "Conv2D")
-    attrs = {"kernel": (k,) * nd, "stride": (s,) * nd, "dilation": (d,) * nd, "group": g, "layout": "NCHW",
+    attrs = {"kernel": ks, "stride": (s,) * nd, "dilation": (d,) * nd, "group": g, "layout": "NCHW",
              "pads": (p,) * 2 * nd, "output_padding": (c.get("op", 0),) * nd}
     if typ == "DepthwiseConv2D":
         attrs["depth_multiplier"] = o // g
@@ -639,6 +642,43 @@ def _random_dilated_slow(count, seed):
 
 
 SETS["dilated_slow_random"] = _random_dilated_slow(40, 54303)  # drawn after the slow dilated rule
+SETS["conv3d_slow"] = [dict(d3=1, **c) for c in (  # the shapes slow_conv3d's rule was measured on
+    dict(n=1, c=3, hd=4, h=6, o=4, k=3, p=1), dict(n=1, c=3, hd=4, h=6, o=4, k=3, p=1, bias=0),
+    dict(n=1, c=3, hd=4, h=6, o=4, k=1), dict(n=4, c=3, hd=4, h=6, o=4, k=1),
+    dict(n=1, c=8, hd=4, h=6, o=8, k=1, p=1), dict(n=1, c=8, hd=4, h=6, o=8, k=1, s=2),
+    dict(n=1, c=8, hd=4, h=6, o=8, k=3, s=2, p=1), dict(n=1, c=8, hd=4, h=6, o=8, k=1, g=2),
+    dict(n=4, c=8, hd=4, h=6, o=8, k=1, g=2), dict(n=1, c=8, hd=4, h=6, o=8, k=1, kd=3),
+    dict(n=4, c=8, hd=4, h=6, o=8, k=1, kd=3), dict(n=4, c=8, hd=4, h=6, o=8, k=1, kd=3, p=1),
+    dict(n=1, c=8, hd=4, h=6, o=8, k=3, d=2, p=2))]
+
+
+def _random_conv3d_slow(count, seed):
+    """Conv3d shapes eager runs on slow_conv3d / slow_conv_dilated3d (`torch_backend` says so): one sample of
+    a small volume with a kernel up to 3, or a kernel 1 x 1 in height and width on a batch under 16; depth
+    kernels 1 to 3, strides 1 and 2, pads 0 and 1, groups, dilation 2, biases and frozen inputs at random."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < count:
+        hw1 = rnd.random() < 0.5
+        g = rnd.choice([1, 1, 2, 4]) if hw1 else 1
+        c = dict(d3=1, n=rnd.randint(1, 15) if hw1 else 1, c=g * rnd.randint(1, 8), hd=rnd.randint(3, 8),
+                 h=rnd.randint(3, 12), o=g * rnd.randint(1, 8), k=1 if hw1 else rnd.randint(1, 3),
+                 kd=rnd.randint(1, 3), s=1 if hw1 else rnd.choice([1, 2]), p=rnd.choice([0, 1]), g=g,
+                 bias=rnd.randint(0, 1), xgrad=int(rnd.random() < 0.8))
+        if not hw1 and rnd.random() < 0.25:
+            c.update(d=2, s=1)
+        d = c.get("d", 1)
+        if c["hd"] + 2 * c["p"] < d * (c["kd"] - 1) + 1 or c["h"] + 2 * c["p"] < d * (c["k"] - 1) + 1:
+            continue
+        if c["n"] * c["c"] * c["hd"] * c["h"] > 20480:
+            continue
+        out.append(c)
+    return out
+
+
+SETS["conv3d_slow_random"] = _random_conv3d_slow(40, 54311)  # drawn after slow_conv3d's rule
 def _random_tconv1d(count, seed):
     """ConvTranspose1d drawn at random (fixed seed) after it was read as its 2-D view: kernels 1 to 4, strides
     1 and 2, output_padding, groups 1 to 4 and depthwise, batch 1 to 8, 8 to 64 positions, biases, frozen

@@ -16,7 +16,9 @@ block attention residual), batched matmuls whose operands broadcast over batch d
 layer), depthwise Conv1d and grouped 1x1 kernels on eager's slow path (`fam_dw_conv1d`,
 `fam_slow_grouped`), grouped transposed convolutions (`fam_tconv_grouped` unstrided; `fam_tconv_upsample` strided,
 depthwise, 4 channels per group), transposed and dilated convolutions on eager's slow kernels
-(`fam_tconv_slow`, `fam_dilated_slow`), ConvTranspose1d (`fam_tconv1d`), transposed
+(`fam_tconv_slow`, `fam_dilated_slow`; 3-D: `fam_conv3d_slow`, `fam_conv3d_dilated`;
+grouped 3-D ones on oneDNN, named as estimated: `fam_conv3d_grouped`),
+ConvTranspose1d (`fam_tconv1d`), transposed
 kernels past 4 and strides past 2 (`fam_tconv_large`, `fam_tconv_vocoder`,
 `fam_tconv_hifi`), padded strided 1x1 kernels
 (`fam_padded_1x1`), 1-D and 3-D upsampling (`fam_upsample_1d`,
@@ -28,8 +30,8 @@ slicing a causal table held as a non-persistent buffer, or making the mask each 
 and dense stages whose cat of channels-last maps feeds a depthwise convolution (`fam_dense_cat*`).
 Each is written with torch alone from the aten ops its family uses, so that the facts are checked
 on networks built here and not only on the named ones (timm / transformers entries `fam_hf_*` /
-`fam_timm_*` are those).
-Dev-only, needs torch (timm / transformers for the named ones).
+`fam_timm_*` are those; torchvision video: `fam_tv_*`).
+Dev-only, needs torch (timm / transformers / torchvision for the named ones).
 
     python devtools/torch_family_zoo.py fam_groupnorm fam_alibi -b 4 -O adam [--dynamo]
 """
@@ -1710,6 +1712,46 @@ class SlowDilatedNet(nn.Module):
         return self.head(F.relu(self.out(x)).mean((2, 3)))
 
 
+class SlowConv3dNet(nn.Module):
+    """A small video network on eager's slow_conv3d: a padded 3 x 3 x 3 stem with BatchNorm3d (slow at batch
+    1, oneDNN on more), a temporal 3 x 1 x 1 kernel padded in depth (1 x 1 in height and width: slow on any
+    batch under 16), a grouped 1 x 1 x 1 (slow, columns made), a strided 1 x 1 x 1 without a bias (slow at
+    batch 1); with `dilated` a 3 x 3 x 3 at dilation 2 after the stem (slow_conv_dilated3d at batch 1); a
+    pooled head."""
+
+    def __init__(self, dilated=False, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv3d(3, 8, 3, padding=1, bias=False), nn.BatchNorm3d(8), nn.ReLU())
+        self.dil = nn.Conv3d(8, 8, 3, padding=2, dilation=2) if dilated else None
+        self.temporal = nn.Conv3d(8, 16, (3, 1, 1), padding=(1, 0, 0))
+        self.grouped = nn.Conv3d(16, 16, 1, groups=4)
+        self.down = nn.Conv3d(16, 24, 1, stride=2, bias=False)
+        self.head = nn.Linear(24, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        if self.dil is not None:
+            x = F.relu(self.dil(x))
+        x = F.relu(self.grouped(F.relu(self.temporal(x))))
+        return self.head(F.relu(self.down(x)).mean((2, 3, 4)))
+
+
+class GroupedConv3dNet(nn.Module):
+    """X3D-like grouped 3-D kernels on oneDNN (the profile names them as estimated): a 3 x 3 x 3 stem with
+    BatchNorm3d, a depthwise 3 x 3 x 3, a 3 x 3 x 3 of 4 groups; a pooled head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv3d(3, 24, 3, padding=1, bias=False), nn.BatchNorm3d(24), nn.ReLU())
+        self.dw = nn.Conv3d(24, 24, 3, padding=1, groups=24)
+        self.grouped = nn.Conv3d(24, 32, 3, padding=1, groups=4)
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = F.relu(self.dw(self.stem(x)))
+        return self.head(F.relu(self.grouped(x)).mean((2, 3, 4)))
+
+
 class TConv1dNet(nn.Module):
     """A 1-D decoder of transposed convolutions, as vocoders and audio autoencoders upsample (ATen runs each
     as the 2-D transposed convolution of its unsqueezed view): a strided Conv1d stem with BatchNorm, then
@@ -2457,6 +2499,9 @@ FAM = {
     "fam_tconv_upsample": ("dwconv", lambda: UpsamplingTConvNet(), IMG),
     "fam_tconv_slow": ("dwconv", lambda: SlowTConvNet(), IMG),
     "fam_dilated_slow": ("dwconv", lambda: SlowDilatedNet(), IMG),
+    "fam_conv3d_slow": ("dwconv", lambda: SlowConv3dNet(), (3, 4, 6, 6)),
+    "fam_conv3d_dilated": ("dwconv", lambda: SlowConv3dNet(dilated=True), (3, 4, 6, 6)),
+    "fam_conv3d_grouped": ("dwconv", lambda: GroupedConv3dNet(), (3, 4, 8, 8)),
     "fam_tconv1d": ("dwconv", lambda: TConv1dNet(), (8, 64)),
     "fam_tconv_large": ("dwconv", lambda: LargeTConvNet(), (3, 16, 16)),
     "fam_tconv_vocoder": ("dwconv", lambda: VocoderTConvNet(), (80, 16)),
@@ -2732,6 +2777,14 @@ def _timm(name, **kw):
     return make
 
 
+def _tv_video(name, **kw):
+    def make():
+        import torchvision
+
+        return getattr(torchvision.models.video, name)(**kw)
+    return make
+
+
 def _hf(cfg_name, model_name, **kw):
     def make():
         import transformers as tr
@@ -2754,6 +2807,8 @@ def _hf(cfg_name, model_name, **kw):
 # the networks the families were missed on (issue 39), at small inputs / configs
 NAMED = {
     "fam_timm_poolformer_s12": ("groupnorm", _timm("poolformer_s12", num_classes=10), (3, 64, 64)),
+    # temporal 3 x 1 x 1 kernels at stride 1 run slow_conv3d on a batch under 16
+    "fam_tv_r2plus1d_18": ("dwconv", _tv_video("r2plus1d_18", num_classes=10), (3, 8, 32, 32)),
     "fam_timm_edgenext_x_small": ("xca", _timm("edgenext_x_small", num_classes=10), (3, 64, 64)),
     "fam_timm_repvit_m1": ("repbn", _timm("repvit_m1", num_classes=10), (3, 64, 64)),
     "fam_timm_nf_regnet_b0": ("wstd", _timm("nf_regnet_b0", num_classes=10), (3, 64, 64)),

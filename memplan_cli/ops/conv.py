@@ -317,7 +317,12 @@ def torch_backend(op, operands) -> str:
     path is faster on one thread), or an ungrouped kernel of at most 3x3 on one small sample
     (at most 20,480 input elements); then "slow" (im2col + GEMM), "slow_dilated" when dilated
     (`_sample_columns`), "slow_transposed" for a transposed one (`_tconv_slow`).
-    1-D and 3-D convolutions keep the oneDNN facts (not measured otherwise)."""
+    A 3-D one (`Conv3D`, channels first) takes the same test read as ATen writes it for a 5-D input:
+    the kernel's last two sizes (height and width, not depth) and N x C x D x H elements (not W);
+    then "slow3d" (slow_conv3d: `_slow3d_columns`), or "slow_dilated" (slow_conv_dilated3d, the 2-D
+    dilated kernel's pattern). 1-D convolutions and 3-D transposed ones keep the oneDNN facts."""
+    if op.type == "Conv3D" and op.attrs.get("layout", "NCHW") == "NCHW":
+        return _torch_backend3d(op, operands)
     if op.type not in ("Conv2D", "DepthwiseConv2D", "ConvTranspose2D"):
         return "mkldnn"
     x = operands[op.inputs[0]]
@@ -332,6 +337,41 @@ def torch_backend(op, operands) -> str:
     if op.type == "ConvTranspose2D":
         return "slow_transposed"
     return "slow_dilated" if dilated else "slow"
+
+
+def _torch_backend3d(op, operands) -> str:
+    """ATen's ConvParams::use_mkldnn and select_conv_backend for a 5-D float input (Convolution.cpp):
+    mkldnn unless the kernel is 1 x 1 in height and width, unstrided and undilated on a batch under 16,
+    or ungrouped, not over 3 in both height and width, on one sample of at most 20,480 elements over
+    N x C x D x H; otherwise SlowDilated3d when dilated, else Slow3d (checked against torch 2.14.1's
+    `torch._C._select_conv_backend`: a (1, 3, 4, 6, 2000) input runs Slow3d, (1, 3, 64, 112, 112)
+    mkldnn; a 3 x 1 x 1 kernel on batch 15 Slow3d, on 16 mkldnn)."""
+    x = operands[op.inputs[0]]
+    n, c, d, h = (int(v) for v in x.shape[:4])
+    kh, kw = (int(v) for v in tuple(op.attrs["kernel"])[-2:])
+    strided = any(int(v) > 1 for v in op.attrs.get("stride", (1,)))
+    dilated = any(int(v) > 1 for v in op.attrs.get("dilation", (1,)))
+    grouped = int(op.attrs.get("group", 1) or 1) > 1
+    if (strided or dilated or n >= 16 or (kh, kw) != (1, 1)) and \
+            (grouped or (kh > 3 and kw > 3) or n > 1 or n * c * d * h > 20480):
+        return "mkldnn"
+    return "slow_dilated" if dilated else "slow3d"
+
+
+# Eager's slow_conv3d (ATen's ConvolutionMM3d.cpp) runs groups itself (no per-group _convolution, no
+# cat) and keeps vol2col's columns for the whole batch, (N, C x KD x KH x KW, OD x OH x OW). Measured
+# with torch 2.14.1's profiler, one thread (batch 1 and 4; kernels 1x1x1, 3x1x1, 3x3x3; strided, padded,
+# grouped): forward makes the columns, then the output, then frees the columns -- none for an
+# ungrouped, unstrided, unpadded 1x1x1 kernel; backward makes the input's gradient, then columns of the
+# same size (even for that 1x1x1 kernel) and frees them; then the bias's and the weight's gradients, and
+# the columns again beside them (none again for that 1x1x1 kernel).
+def _slow3d_columns(op, operands, skip_1x1=True) -> int:
+    """Bytes of slow_conv3d's columns over the batch; 0 for an ungrouped, unstrided, unpadded 1x1x1
+    kernel when `skip_1x1` (forward and the weight's gradient; the input's gradient makes them)."""
+    if skip_1x1 and tuple(int(v) for v in op.attrs["kernel"]) == (1, 1, 1) and not _strided(op) and \
+            int(op.attrs.get("group", 1) or 1) == 1 and not any(int(p) for p in op.attrs.get("pads") or ()):
+        return 0
+    return int(operands[op.inputs[0]].shape[0]) * _sample_columns(op, operands)
 
 
 # _SLOW_GROUPED: the slow path (Slow2d) has no grouped kernel: ATen's `_convolution` runs it once per
@@ -377,10 +417,10 @@ def _sample_columns(op, operands) -> int:
     the output, and again in backward after the three gradients (measured, torch 2.14.1:
     devtools/torch_conv_sweep.py --set dilated_slow)."""
     x, y = operands[op.inputs[0]], operands[op.outputs[0]]
-    kh, kw = (int(v) for v in op.attrs["kernel"])
+    k = int(np.prod([int(v) for v in op.attrs["kernel"]]))  # KH x KW, or KD x KH x KW (slow_conv_dilated3d)
     ch = 1 if op.attrs.get("layout", "NCHW") == "NCHW" else -1
     c, cy = int(x.shape[ch]), int(y.shape[ch])
-    return c * kh * kw * (y.num_elements // (int(y.shape[0]) * cy)) * (x.nbytes // max(x.num_elements, 1))
+    return c * k * (y.num_elements // (int(y.shape[0]) * cy)) * (x.nbytes // max(x.num_elements, 1))
 
 
 # A channels-last input (NHWC strides: ConvNeXt's LayerNorm over channels leaves one) makes oneDNN run
@@ -861,6 +901,8 @@ def _torch_fwd(op, operands) -> tuple:
     be = torch_backend(op, operands)
     if be == "slow_dilated":
         return ((_sample_columns(op, operands),),)
+    if be == "slow3d":
+        return ((_slow3d_columns(op, operands),),)  # the columns, then the output beside them
     if be == "slow" and _slow_groups(op, operands) > 1:
         # one group at a time (its im2col columns, its input copied), then at::cat of the groups'
         # outputs: the pieces live beside the output
@@ -981,6 +1023,8 @@ def _torch_bwd_dx(op, operands) -> tuple:
         return _tconv_bwd_dx(op, operands)
     if torch_backend(op, operands) == "slow_dilated":
         return ((_sample_columns(op, operands),),)  # col2im's columns beside the input's gradient
+    if torch_backend(op, operands) == "slow3d":
+        return ((_slow3d_columns(op, operands, skip_1x1=False),),)  # col2vol's columns beside it
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input gradients beside their at::cat, or a group's incoming gradient copied
         # (_SLOW_GROUPED)
@@ -1201,6 +1245,8 @@ def _torch_bwd_dw(op, operands) -> tuple:
         # the three gradients made first, then the columns, and with a bias a temporary of its size (the
         # bias's gradient summed over the output)
         return ((_sample_columns(op, operands),) + (("in2?g2",) if _has_bias(op) else ()),)
+    if torch_backend(op, operands) == "slow3d":
+        return ((_slow3d_columns(op, operands),),)  # vol2col again beside the weight's and bias's gradients
     if torch_backend(op, operands) == "slow" and _slow_groups(op, operands) > 1:
         # the groups' input, weight and bias gradients, all made before the first at::cat, beside
         # the results (_SLOW_GROUPED); one group's im2col columns and copies before that
@@ -1819,6 +1865,12 @@ def _torch_estimated(op, operands) -> bool:
         return bool(_torch_refuse(*_view_2d(op, operands)))
     if op.type == "ConvTranspose1D":  # its 2-D view's (a refused view refuses it)
         return _torch_estimated(*_view_2d(op, operands))
+    if op.type == "Conv3D":
+        # a 3-D convolution on oneDNN: the 2-D facts count it, and were off where oneDNN picks other kernels
+        # (measured, torch 2.14.1: 4 groups of 8 on (4, 32, 4, 8, 8), 3x3x3, backward +96,000 B; depthwise 24
+        # channels, forward -95,712 B, backward +100,992 B; ungrouped 3x3x3 on (4, 512, 1, 2, 2), whose weight
+        # gradient runs gemm, backward -85,154,048 B); slow_conv3d and slow_conv_dilated3d are counted
+        return torch_backend(op, operands) == "mkldnn"
     if op.type == "ConvTranspose2D":
         # brgconv_strided under the generic wrapper on a grouped transposed convolution whose output width
         # the stride does not divide: its row buffer was 16 KB over the ungrouped rule's once (not worked out);

@@ -871,3 +871,83 @@ def test_a_dilated_grouped_wide_conv1d_falls_back_on_the_plain_facts(tmp_path):
     path = _save(tmp_path, nodes, (1, 4, 50), (1, 16, 8), [("w", (16, 1, 15)), ("w0", (4, 4, 1))], "dil1d.onnx")
     a = analyze(path, TrainConfig(loss="mse"), profile="torch")
     assert [e["type"] for e in a.extras["torch"]["coverage"]["estimated"]] == ["Conv1D"]
+
+
+def _op3d(n, c, dhw, o, k, s=1, p=0, g=1, d=1):
+    """A Conv3D with a bias; `k` an int (cubic) or (KD, KH, KW)."""
+    ks = (k,) * 3 if isinstance(k, int) else tuple(k)
+    out = tuple((v + 2 * p - d * (kk - 1) - 1) // s + 1 for v, kk in zip(dhw, ks))
+    opd = [Operand(0, "x", (n, c, *dhw)), Operand(1, "w", (o, c // g, *ks), is_const=True),
+           Operand(2, "b", (o,), is_const=True), Operand(3, "y", (n, o, *out))]
+    op = Operation(0, "Conv3D", [0, 1, 2], [3], {"kernel": ks, "stride": (s,) * 3, "dilation": (d,) * 3, "group": g,
+                                                 "layout": "NCHW", "pads": (p,) * 6})
+    return op, opd
+
+
+@pytest.mark.parametrize("shape, backend", [
+    (((1, 3, (4, 6, 2000), 4, 3), {}), "slow3d"),  # N x C x D x H, not W, against 20,480
+    (((1, 3, (64, 112, 112), 4, 3), {}), "mkldnn"),
+    (((1, 3, (4, 6, 6), 4, (3, 5, 3)), {}), "slow3d"),  # over 3 in both height and width, not depth
+    (((1, 3, (4, 6, 6), 4, (3, 5, 5)), {}), "mkldnn"),
+    (((15, 8, (6, 6, 6), 8, (5, 1, 1)), {}), "slow3d"),  # 1 x 1 in height and width: the depth not read
+    (((16, 8, (6, 6, 6), 8, (5, 1, 1)), {}), "mkldnn"),
+    (((1, 8, (4, 6, 6), 8, 3), dict(g=2, p=1)), "mkldnn"),
+    (((2, 8, (4, 6, 6), 8, (3, 1, 1)), dict(g=8)), "slow3d"),
+    (((1, 8, (4, 6, 6), 8, 3), dict(d=2, p=2)), "slow_dilated"),
+])
+def test_conv3d_backend_is_atens_choice(shape, backend):
+    # torch 2.14.1, one thread: torch._C._select_conv_backend on these shapes
+    args, kw = shape
+    op, opd = _op3d(*args, **kw)
+    assert conv.torch_backend(op, opd) == backend
+
+
+@pytest.mark.parametrize("cfg, fwd, bwd", [
+    # (n, c, dhw, o, k), options: slow_conv3d's columns over the batch, forward extra and backward peak,
+    # measured with torch 2.14.1's profiler (one thread) on F.conv3d with a bias, the input trained
+    (((1, 3, (4, 6, 6), 4, 3), dict(p=1)), 46656, 49696),
+    (((1, 3, (4, 6, 6), 4, 1), {}), 0, 3456),  # 1x1x1: no columns forward, the input's gradient makes them
+    (((4, 3, (4, 6, 6), 4, 1), {}), 0, 13824),
+    (((1, 8, (4, 6, 6), 8, 1), dict(p=1)), 12288, 17184),
+    (((1, 8, (4, 6, 6), 8, 1), dict(s=2)), 576, 5472),
+    (((1, 8, (4, 6, 6), 8, 3), dict(s=2, p=1)), 15552, 27104),
+    (((1, 8, (4, 6, 6), 8, 1), dict(g=2)), 4608, 9376),  # grouped: one call, the batch's columns
+    (((4, 8, (4, 6, 6), 8, 1), dict(g=2)), 18432, 37024),
+    (((1, 8, (4, 6, 6), 8, (3, 1, 1)), {}), 6912, 12320),
+    (((4, 8, (4, 6, 6), 8, (3, 1, 1)), {}), 27648, 46880),
+    (((4, 8, (4, 6, 6), 8, (3, 1, 1)), dict(p=1)), 98304, 117536),
+    (((1, 8, (4, 6, 6), 8, 3), dict(d=2, p=2)), 124416, 136000),  # slow_conv_dilated3d
+])
+def test_conv3d_slow_kernels_columns(cfg, fwd, bwd):
+    args, kw = cfg
+    op, opd = _op3d(*args, **kw)
+    assert _best(conv._torch_fwd(op, opd), opd, op, True) == fwd
+    assert _bwd_peak(op, opd, True) == bwd
+
+
+def test_the_sweep_tool_predicts_a_conv3d_volume():
+    # devtools/torch_conv_sweep.py --set conv3d_slow's first row (d3: a (hd, h, h) volume, a (kd, k, k) kernel)
+    from devtools.torch_conv_sweep import SETS, predict
+    p = predict(dict(d3=1, n=1, c=3, hd=4, h=6, o=4, k=3, p=1), (1, 4, 4, 6, 6))
+    assert (p["type"], p["fwd_scratch"], p["bwd_peak"]) == ("Conv3D", 46656, 49696)
+    q = predict(dict(d3=1, n=4, c=8, hd=4, h=6, o=8, k=1, kd=3, p=1), (4, 8, 4, 8, 8))
+    assert (q["fwd_scratch"], q["bwd_peak"]) == (98304, 117536)
+    assert len(SETS["conv3d_slow_random"]) == 40
+
+
+@pytest.mark.parametrize("shape, estimated", [
+    (((4, 32, (4, 8, 8), 32, 3), dict(g=4, p=1)), True),  # oneDNN, grouped: not measured (named)
+    (((4, 24, (4, 8, 8), 24, 3), dict(g=24, p=1)), True),  # depthwise
+    (((4, 512, (1, 2, 2), 512, 3), dict(p=1)), True),  # oneDNN, ungrouped: its weight gradient on gemm
+    (((4, 16, (4, 8, 8), 32, 3), dict(p=1)), True),  # oneDNN, ungrouped (exact here, but no 3-D rule)
+    (((4, 8, (4, 6, 6), 8, 1), dict(g=2)), False),  # slow_conv3d's grouped 1x1x1: counted
+    (((1, 3, (4, 6, 6), 4, 3), dict(p=1)), False),  # slow_conv3d
+    (((1, 8, (4, 6, 6), 8, 3), dict(d=2, p=2)), False),  # slow_conv_dilated3d
+])
+def test_conv3d_on_onednn_is_named_as_estimated(shape, estimated):
+    # devtools/torch_conv_sweep.py --one "d3=1,n=4,c=32,hd=4,h=8,o=32,k=3,p=1,g=4" (and g=24 on 24
+    # channels): the 2-D grouped facts were 96,000 and 100,992 B over in backward; "d3=1,n=4,c=512,hd=1,
+    # h=2,o=512,k=3,p=1": 85,154,048 B under (torch 2.14.1)
+    args, kw = shape
+    op, opd = _op3d(*args, **kw)
+    assert conv._torch_estimated(op, opd) is estimated
