@@ -24,9 +24,11 @@ LAYOUT_KEEPING = FORMAT_KEEPING | frozenset({"Pow", "Max", "Min", "Rsqrt", "Reci
                                              "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
                                              "Cast", "Where"})
 # backward layout: the input's gradient an elementwise op's backward makes (a TensorIterator op whose
-# first input is the incoming gradient: gelu_backward, threshold_backward, mul, ...) is laid out like
-# the incoming gradient (TensorIterator orders dimensions by its first input's strides); batch_norm's
-# backward lays it out like its input instead
+# first input is the incoming gradient: gelu_backward, silu_backward, sigmoid_backward, mul, ...) is
+# laid out like the incoming gradient (TensorIterator orders dimensions by its first input's strides);
+# batch_norm's backward lays it out like its input instead. threshold_backward (Relu) and
+# leaky_relu_backward take the saved tensor first, so theirs is laid out like it (measured, the kernel
+# alone); they stay listed until a network shows the difference (docs/torchprof.md)
 GRAD_LAYOUT_KEEPING = LAYOUT_KEEPING - frozenset({"BatchNormalization"})
 # elementwise math: a result that is a function of the inputs alone (dropout draws, batch norm computes
 # statistics); a cast changes the dtype. What a written-out formula, or one aten op the exporter wrote
