@@ -317,17 +317,22 @@ def test_an_op_without_a_rule_whose_output_onnx_cannot_size_is_named(tmp_path, o
     assert want in msg and "cannot size its output 'y'" in msg and "invalid" not in msg, msg
 
 
+def _scores_of_transposed_key(perm):
+    """Attention scores a (4, 4, 32, 16) @ Transpose(k (4, 32, 4, 16), perm), y's shape left to inference."""
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=perm),
+             helper.make_node("MatMul", ["a", "kt"], ["y"], name="scores")]
+    return helper.make_model(helper.make_graph(nodes, "g", [a, k], [y]), opset_imports=[helper.make_opsetid("", 18)])
+
+
 def test_a_node_onnx_rejects_on_its_inputs_shapes_is_named(tmp_path):
     # torch.onnx's TorchScript export of a Canine token classifier writes its last encoder's key as
     # Transpose(perm [0, 3, 1, 2]) where the code's transpose(1, 2).transpose(-1, -2) is [0, 2, 3, 1]:
     # the scores' MatMul multiplies (4, 4, 32, 16) by (4, 16, 32, 4), which onnx's reference runtime
     # cannot run either. It read "no shape for tensor ... (shape inference could not infer it)".
-    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
-    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=[0, 3, 1, 2]),
-             helper.make_node("MatMul", ["a", "kt"], ["y"], name="scores")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [a, k], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    m = _scores_of_transposed_key([0, 3, 1, 2])
     with pytest.raises(ModelError) as e:
         load_model(om.save(tmp_path, "m.onnx", m), batch_size=4)
     msg = str(e.value)
@@ -338,11 +343,6 @@ def test_a_node_onnx_rejects_on_its_inputs_shapes_is_named(tmp_path):
 
 def test_a_node_onnx_accepts_on_its_inputs_shapes_loads(tmp_path):
     # the same graph with the key transposed as the code meant: onnx accepts the MatMul, memplan sizes it
-    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 4, 32, 16])
-    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [4, 32, 4, 16])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=[0, 2, 3, 1]),
-             helper.make_node("MatMul", ["a", "kt"], ["y"], name="scores")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [a, k], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    m = _scores_of_transposed_key([0, 2, 3, 1])
     g = load_model(om.save(tmp_path, "m.onnx", m), batch_size=4)
     assert g.operands[g.outputs[0]].shape == (4, 4, 32, 32)
