@@ -679,6 +679,15 @@ def _random_conv3d_slow(count, seed):
 
 
 SETS["conv3d_slow_random"] = _random_conv3d_slow(40, 54311)  # drawn after slow_conv3d's rule
+def _random_channels(rnd):
+    """(input channels, output channels, groups) of the random transposed sets: ungrouped, 2 or 4 groups,
+    or depthwise (groups = channels = outputs), drawn in this order so a seed keeps its set."""
+    g = rnd.choice([1, 1, 1, 2, 4, 0])
+    c = rnd.choice([8, 16, 24, 32, 64])
+    o = c if g == 0 else rnd.choice([8, 16, 32, 48])
+    return c, o, c if g == 0 else g
+
+
 def _random_tconv1d(count, seed):
     """ConvTranspose1d drawn at random (fixed seed) after it was read as its 2-D view: kernels 1 to 4, strides
     1 and 2, output_padding, groups 1 to 4 and depthwise, batch 1 to 8, 8 to 64 positions, biases, frozen
@@ -689,10 +698,7 @@ def _random_tconv1d(count, seed):
     out = []
     while len(out) < count:
         k, s = rnd.choice([1, 2, 3, 4]), rnd.choice([1, 2, 2])
-        g = rnd.choice([1, 1, 1, 2, 4, 0])
-        c = rnd.choice([8, 16, 24, 32, 64])
-        o = c if g == 0 else rnd.choice([8, 16, 32, 48])
-        g = c if g == 0 else g
+        c, o, g = _random_channels(rnd)
         if c % g or o % g:
             continue
         cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([8, 16, 25, 64]), o=o, k=k, s=s,
@@ -718,10 +724,7 @@ def _random_tconv_large(count, seed):
         if k <= 4 and s <= 2:
             continue
         d1 = rnd.random() < 0.35
-        g = rnd.choice([1, 1, 1, 2, 4, 0])
-        c = rnd.choice([8, 16, 24, 32, 64])
-        o = c if g == 0 else rnd.choice([8, 16, 32, 48])
-        g = c if g == 0 else g
+        c, o, g = _random_channels(rnd)
         if c % g or o % g:
             continue
         cfg = dict(n=rnd.choice([1, 2, 4, 8]), c=c, h=rnd.choice([16, 25, 64]) if d1 else rnd.choice([4, 7, 8, 13]),
