@@ -686,6 +686,14 @@ def _tconv_g(n, c, h, o, k, s=1, p=0, op=0, g=1, d=1, bias=True):
     return t, opd
 
 
+def _assert_slow_kernel(op, opd, backend, xgrad, fwd, bwd):
+    """An eager slow kernel's convolution: chosen, counted (not refused), its forward scratch and backward peak."""
+    assert conv.torch_backend(op, opd) == backend
+    assert conv._torch_refuse(op, opd) is None
+    assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
+    assert _bwd_peak(op, opd, xgrad) == bwd
+
+
 @pytest.mark.parametrize("cfg,xgrad,fwd,bwd", [
     # eager's slow transposed kernel (slow_conv_transpose2d), measured with
     # `python devtools/torch_conv_sweep.py --one "t=1,n=..,c=..,h=..,o=..,k=..[,s=..,p=..,op=..,g=..,d=..]"`:
@@ -697,11 +705,7 @@ def _tconv_g(n, c, h, o, k, s=1, p=0, op=0, g=1, d=1, bias=True):
     (dict(n=1, c=8, h=8, o=16, k=3, s=2, p=1, op=1), True, 36_864, 43_584),  # one small sample, strided
     (dict(n=1, c=32, h=7, o=48, k=2, s=2, d=2, op=1), True, 37_632, 68_672)])  # dilated
 def test_slow_transposed_kernel_columns(cfg, xgrad, fwd, bwd):
-    t, opd = _tconv_g(**cfg)
-    assert conv.torch_backend(t, opd) == "slow_transposed"
-    assert conv._torch_refuse(t, opd) is None
-    assert _best(conv._torch_fwd(t, opd), opd, t, xgrad) == fwd
-    assert _bwd_peak(t, opd, xgrad) == bwd
+    _assert_slow_kernel(*_tconv_g(**cfg), "slow_transposed", xgrad, fwd, bwd)
 
 
 def test_transposed_kernels_off_the_slow_path_keep_their_refusals():
@@ -787,11 +791,7 @@ def _dil(n, c, h, o, k, s=1, p=0, d=2, bias=True):
     (dict(n=1, c=16, h=16, o=16, k=3, s=2, p=2), True, 36_864, 62_592),
     (dict(n=1, c=8, h=8, o=16, k=2, p=1, d=3), True, 6_272, 10_496)])
 def test_slow_dilated_kernel_columns(cfg, xgrad, fwd, bwd):
-    op, opd = _dil(**cfg)
-    assert conv.torch_backend(op, opd) == "slow_dilated"
-    assert conv._torch_refuse(op, opd) is None
-    assert _best(conv._torch_fwd(op, opd), opd, op, xgrad) == fwd
-    assert _bwd_peak(op, opd, xgrad) == bwd
+    _assert_slow_kernel(*_dil(**cfg), "slow_dilated", xgrad, fwd, bwd)
 
 
 @pytest.mark.parametrize("cfg,fwd,bwd", [
