@@ -69,10 +69,12 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
     wnorms = weight_norms(g, uses, defs)
     for members, *_ in wnorms.values():
         gone.update(members)
-    lerps = linear_1d_decompositions(g, uses, defs)
-    for members, *_ in lerps.values():
+    # the upsampling kernels the dynamo exporter decomposed: {last op: (eager op, members, x, y)}
+    resamples = {i: (LINEAR_1D_EAGER,) + d for i, d in linear_1d_decompositions(g, uses, defs).items()}
+    for _, members, *_ in resamples.values():
         gone.update(members)
-    nearest = nearest_decompositions(g, uses, defs, frozenset(gone))
+    nearest = nearest_decompositions(g, uses, defs, frozenset(gone))  # after the linear ones: their taps too
+    resamples.update((i, (NEAREST_EAGER,) + d) for i, d in nearest.items())
     for members, *_ in nearest.values():
         gone.update(members)
     dropout = any(op.type == SDPA["dropout"] and float(op.attrs.get("ratio", 0.5)) > 0 for op in ops)
@@ -114,13 +116,9 @@ def fuse(g, uses, trained=frozenset()) -> list[EagerOp]:
             members, v, gain, dim, y = wnorms[op.index]
             out.append(EagerOp(op.index, WEIGHT_NORM_EAGER, [v, gain], [y], {"dim": dim}, op.label, members))
             continue
-        if op.index in lerps:  # eager's one upsample_linear1d (ops/resize.py)
-            members, x, y = lerps[op.index]
-            out.append(EagerOp(op.index, LINEAR_1D_EAGER[0], [x], [y], dict(LINEAR_1D_EAGER[1]), op.label, members))
-            continue
-        if op.index in nearest:  # eager's one upsample_nearest_exact (ops/resize.py)
-            members, x, y = nearest[op.index]
-            out.append(EagerOp(op.index, NEAREST_EAGER[0], [x], [y], dict(NEAREST_EAGER[1]), op.label, members))
+        if op.index in resamples:  # eager's one upsample_linear1d / upsample_nearest_exact (ops/resize.py)
+            (kind, attrs), members, x, y = resamples[op.index]
+            out.append(EagerOp(op.index, kind, [x], [y], dict(attrs), op.label, members))
             continue
         if op.index in attention and op.index in gone:
             members, q, k, v, mask, _, _, sizes = attention[op.index]
